@@ -1,0 +1,141 @@
+"""Events, their layers, and tasks with immutable revisions.
+
+Business rules live in ``annotation.services``; these models only hold state.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Event(models.Model):
+    """A disaster event: the unit that owns layers and tasks."""
+
+    slug = models.SlugField(max_length=120, unique=True)
+    name = models.CharField(max_length=200)
+    disaster_type = models.CharField(max_length=40, blank=True)
+    source = models.CharField(max_length=500, blank=True, help_text="where the data came from")
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Layer(models.Model):
+    """A raster, mask or vector layer of an event, stored under STUDIO_DATA_ROOT."""
+
+    class Kind(models.TextChoices):
+        RASTER = "raster"
+        MASK = "mask"
+        VECTOR = "vector"
+
+    class Frame(models.TextChoices):
+        GEOGRAPHIC = "geographic"  # has a CRS and a geotransform
+        PIXEL = "pixel"  # image frame: x = column, y = row, no CRS
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="layers")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    modality = models.CharField(max_length=40, blank=True, help_text="optical, sar, multispectral, dem, ...")
+    phase = models.CharField(max_length=20, blank=True, help_text="pre, post, t1, t2, ... or empty")
+    file_name = models.CharField(max_length=255, help_text="file name used in input_data and trajectories")
+    path = models.CharField(max_length=500, help_text="stored file, relative to STUDIO_DATA_ROOT")
+    tiles_path = models.CharField(max_length=500, blank=True, help_text="web-mercator COG for tiles, relative")
+    frame = models.CharField(max_length=12, choices=Frame.choices, default=Frame.GEOGRAPHIC)
+    crs = models.CharField(max_length=500, blank=True)
+    gsd_m = models.FloatField(null=True, blank=True, help_text="ground sample distance, m/pixel")
+    width = models.IntegerField(null=True, blank=True)
+    height = models.IntegerField(null=True, blank=True)
+    band_count = models.IntegerField(null=True, blank=True)
+    bands = models.JSONField(default=list, blank=True)
+    dtype = models.CharField(max_length=20, blank=True)
+    bounds = models.JSONField(null=True, blank=True, help_text="[west, south, east, north] lon/lat, or pixel")
+    feature_count = models.IntegerField(null=True, blank=True)
+    class_map = models.JSONField(default=dict, blank=True, help_text="{index: label} for masks")
+    class_counts = models.JSONField(default=dict, blank=True, help_text="{index: pixel count} for masks")
+    annotates = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="gt_masks",
+        help_text="for a GT mask: the image layer it annotates",
+    )
+    sha256 = models.CharField(max_length=64, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["event_id", "id"]
+        constraints = [models.UniqueConstraint(fields=["event", "file_name"], name="unique_layer_file_per_event")]
+
+    def __str__(self) -> str:
+        return f"{self.event.slug}/{self.file_name}"
+
+
+class Task(models.Model):
+    """A benchmark task (Q, D, T*, A*). Its content lives in immutable ``TaskRevision`` rows."""
+
+    class Dimension(models.TextChoices):
+        T1 = "t1", "T1 perception & assessment"
+        T2 = "t2", "T2 spatial relational analysis"
+        T3 = "t3", "T3 operational planning"
+        T4 = "t4", "T4 temporal evolution"
+        T5 = "t5", "T5 multi-modal report synthesis"
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        SUBMITTED = "submitted"
+        IN_REVIEW = "in_review"
+        RETURNED = "returned"
+        APPROVED = "approved"
+        RELEASED = "released"
+
+    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="tasks")
+    sample_id = models.CharField(max_length=200)
+    task_index = models.IntegerField(default=0)
+    question_id = models.CharField(max_length=240, unique=True, help_text="<sample_id>_task<i>")
+    dimension = models.CharField(max_length=2, choices=Dimension.choices)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.DRAFT)
+    version = models.IntegerField(default=0, help_text="number of the head revision (optimistic locking)")
+    head = models.ForeignKey("TaskRevision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.question_id
+
+
+class TaskRevision(models.Model):
+    """One immutable saved state of a task, in the benchmark's vocabulary.
+
+    ``answer_spec`` is the studio's declaration of A*: a list of
+    ``{"name", "eval_type", "source", "answer_format"}`` where ``source`` is a reference in the
+    benchmark's syntax (``<count> from trajectory[2].obs``) or a literal JSON value.
+    """
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="revisions")
+    number = models.IntegerField()
+    question = models.TextField()
+    task_category = models.CharField(max_length=200, blank=True)
+    task_category_code = models.CharField(max_length=40, blank=True)
+    disaster_type = models.CharField(max_length=40, blank=True)
+    input_data = models.JSONField(default=dict)
+    classes = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    trajectory = models.JSONField(default=list, help_text="symbolic gold steps [{call, args}]")
+    answer_spec = models.JSONField(default=list)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    message = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["task", "number"], name="unique_revision_number")]
+
+    def __str__(self) -> str:
+        return f"{self.task.question_id}@r{self.number}"

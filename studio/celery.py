@@ -1,0 +1,12 @@
+"""The studio's Celery app. Without CELERY_BROKER_URL, tasks run eagerly in-process."""
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+
+app = Celery("studio")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+if not app.conf.broker_url:
+    app.conf.broker_url = "memory://"
+app.autodiscover_tasks()

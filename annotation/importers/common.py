@@ -1,0 +1,98 @@
+"""Small helpers shared by the importers (no Django)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+# Damage classes of the studio's GT masks (xBD targets use the same numbering; 5 is Microsoft's
+# un-classified). Keys are strings, as JSON stores them.
+DAMAGE_CLASS_MAP: dict[str, str] = {
+    "0": "background",
+    "1": "no-damage",
+    "2": "minor-damage",
+    "3": "major-damage",
+    "4": "destroyed",
+    "5": "un-classified",
+}
+DAMAGE_CLASS_INDEX: dict[str, int] = {v: int(k) for k, v in DAMAGE_CLASS_MAP.items() if k != "0"}
+BUILDING_CLASS_MAP: dict[str, str] = {"0": "background", "1": "building"}
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_files(paths) -> str:
+    """One digest over several files (name + content), e.g. a shapefile's sidecars."""
+    h = hashlib.sha256()
+    for p in sorted(Path(p) for p in paths):
+        h.update(p.name.encode())
+        h.update(sha256_file(p).encode())
+    return h.hexdigest()
+
+
+def write_json(path: str | Path, data) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    os.replace(tmp, path)
+    return path
+
+
+def clean_number(v):
+    """JSON-safe float (NaN/inf become None)."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def normalize_class_map(raw) -> dict[str, str]:
+    """``{index: label}`` with string keys; also accepts ``{label: index}``."""
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError("class map must be a non-empty JSON object {index: label}")
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            k, v = v, k
+        try:
+            idx = int(k)
+        except (TypeError, ValueError):
+            raise ValueError(f"class map key {k!r} is not an integer index") from None
+        out[str(idx)] = str(v)
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+
+# File-name keywords and xBD metadata values → the benchmark's ten disaster types.
+_NAME_KEYWORDS = [
+    ("wildfire", "wildfire"), ("fire", "wildfire"), ("hurricane", "hurricane"), ("typhoon", "hurricane"),
+    ("cyclone", "hurricane"), ("tornado", "tornado"), ("volcano", "volcano"), ("eruption", "volcano"),
+    ("earthquake", "earthquake"), ("quake", "earthquake"), ("tsunami", "tsunami"), ("flood", "flood"),
+    ("landslide", "landslide"), ("mudslide", "landslide"), ("explosion", "explosion"), ("blast", "explosion"),
+    ("heat", "urban heat"),
+]
+_METADATA_TYPES = {
+    "fire": "wildfire", "wildfire": "wildfire", "flooding": "flood", "flood": "flood", "volcano": "volcano",
+    "earthquake": "earthquake", "tsunami": "tsunami", "tornado": "tornado", "hurricane": "hurricane",
+    "wind": "hurricane",  # xBD's "wind" covers hurricanes and tornadoes; the file name decides first
+}
+
+
+def disaster_type_for(name: str, metadata_type: str | None = None) -> str:
+    """Disaster type from a file/event name (``socal-fire`` → wildfire), else from xBD metadata."""
+    low = (name or "").lower()
+    for key, dtype in _NAME_KEYWORDS:
+        if key in low:
+            return dtype
+    if metadata_type:
+        return _METADATA_TYPES.get(metadata_type.lower(), metadata_type.lower())
+    return ""

@@ -1,0 +1,39 @@
+"""Judge core: verdict record and parser, prompt templates, LLM backends, runner, rule checks.
+
+Pure Python (no Django imports); the Django side stores what these functions return.
+"""
+from .backends import (
+    JudgeBackend,
+    JudgeConfigError,
+    JudgeError,
+    JudgeRequestError,
+    JudgeResponse,
+    JudgeTransientError,
+    OpenAICompatibleBackend,
+    StudioJudgeConfig,
+)
+from .prompts import load_template, prompt_fingerprint, render_holistic_prompt, render_stepwise_prompt
+from .rules import RuleFinding, RuleVerdict, check_trajectory, normalize_tool_name, tool_specs_from_catalogue
+from .runner import JudgeOutcome, judge_run
+from .verdict import (
+    E_CODES,
+    E_DEFINITIONS,
+    FLAT_KEYS,
+    GRADES,
+    VERDICT_JSON_SCHEMA,
+    Verdict,
+    VerdictParseError,
+    grade_from_flags,
+    parse_verdict,
+    snap_grade,
+)
+
+__all__ = [
+    "E_CODES", "E_DEFINITIONS", "FLAT_KEYS", "GRADES", "VERDICT_JSON_SCHEMA",
+    "Verdict", "VerdictParseError", "grade_from_flags", "parse_verdict", "snap_grade",
+    "load_template", "prompt_fingerprint", "render_holistic_prompt", "render_stepwise_prompt",
+    "JudgeBackend", "JudgeResponse", "JudgeError", "JudgeConfigError", "JudgeRequestError",
+    "JudgeTransientError", "OpenAICompatibleBackend", "StudioJudgeConfig",
+    "JudgeOutcome", "judge_run",
+    "RuleFinding", "RuleVerdict", "check_trajectory", "normalize_tool_name", "tool_specs_from_catalogue",
+]

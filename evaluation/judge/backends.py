@@ -1,0 +1,415 @@
+"""Judge backends: a tiny interface and one OpenAI-compatible chat implementation.
+
+Works with any OpenAI-compatible chat completions endpoint (OpenAI, vLLM, Ollama, llama.cpp
+server).  The ``openai`` SDK is imported lazily.  The SDK's own retries are switched off and
+replaced by a bounded retry loop on 429 / 5xx / connection errors with exponential backoff
+(honouring ``Retry-After``, capped), whose sleep function is injectable for tests.
+
+Errors:
+
+* :class:`JudgeConfigError`: 401 / 403 / 404 or a missing model; the caller should pause that
+  judge configuration, retrying will not help;
+* :class:`JudgeRequestError`: any other 4xx (bad request, context too long...): this prompt
+  fails, others may work;
+* :class:`JudgeTransientError`: 429 / 5xx / timeouts still failing after the retries.
+
+The API key is never put into an exception message, a repr or a log line: messages are built
+here from the status code, the model name and a redacted excerpt of the response body, and
+the SDK exception is not chained.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from .verdict import VERDICT_JSON_SCHEMA
+
+logger = logging.getLogger(__name__)
+
+JSON_MODES = ("json_schema", "json_object", "none")
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+CONFIG_STATUS = frozenset({401, 403, 404})
+_PLACEHOLDER_KEY = "not-needed"  # sent when no key is configured (local servers)
+
+
+class JudgeError(Exception):
+    """Base class of judge backend errors.  ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class JudgeConfigError(JudgeError):
+    """Authentication / permission / not-found / missing settings: pause this configuration."""
+
+
+class JudgeRequestError(JudgeError):
+    """The endpoint rejected this request (4xx other than 401/403/404/429)."""
+
+
+class JudgeTransientError(JudgeError):
+    """Rate limits, server errors or timeouts that outlasted the retries."""
+
+
+@dataclass(frozen=True)
+class JudgeResponse:
+    text: str
+    tokens_in: int | None
+    tokens_out: int | None
+    latency_s: float  # wall time of the successful call (excluding earlier failed tries)
+    model: str  # model name reported by the endpoint (or the configured one)
+    attempts: int = 1  # HTTP attempts made, retries included
+    finish_reason: str | None = None
+
+
+class JudgeBackend:
+    """Interface: ``judge(prompt) -> JudgeResponse``.
+
+    ``judge_messages`` takes a whole chat (used for the one re-ask after a malformed answer);
+    the default implementation flattens the chat into one prompt.
+    """
+
+    model: str = "?"
+
+    def judge(self, prompt: str) -> JudgeResponse:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def judge_messages(self, messages: Sequence[Mapping[str, str]]) -> JudgeResponse:
+        parts = []
+        for m in messages:
+            role = m.get("role", "user")
+            parts.append(m["content"] if role == "user" and not parts else f"[{role}]\n{m['content']}")
+        return self.judge("\n\n".join(parts))
+
+    def parameters(self) -> dict[str, Any]:
+        """Provenance parameters (no secrets), for records and cache keys."""
+        return {"model": self.model}
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if not text:
+        return ""
+    out = text
+    if secret:
+        out = out.replace(secret, "***")
+        # also partial echoes such as "sk-abc...xyz" or the last characters of the key
+        if len(secret) >= 12:
+            out = out.replace(secret[:8], "***").replace(secret[-6:], "***")
+    out = re.sub(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+", r"\1***", out)
+    out = re.sub(r"\b(sk|pk|rk)-[A-Za-z0-9_-]{6,}", r"\1-***", out)
+    return out
+
+
+@dataclass
+class StudioJudgeConfig:
+    """Judge endpoint settings.  ``api_key`` is excluded from repr and :meth:`parameters`."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    json_mode: str = "json_object"
+    timeout: float = 120.0
+    max_retries: int = 3
+    temperature: float = 0.0
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise JudgeConfigError("judge model is not set")
+        if self.json_mode not in JSON_MODES:
+            raise JudgeConfigError(f"json_mode must be one of {JSON_MODES}, got {self.json_mode!r}")
+
+    @classmethod
+    def from_env(cls, prefix: str = "STUDIO_JUDGE_", environ: Mapping[str, str] | None = None) -> "StudioJudgeConfig":
+        """Read ``<prefix>BASE_URL``, ``MODEL``, ``API_KEY``, ``JSON_MODE`` (and optionally
+        ``TIMEOUT``, ``MAX_RETRIES``, ``MAX_TOKENS``).  Missing MODEL -> :class:`JudgeConfigError`."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            v = env.get(prefix + name)
+            return v.strip() if v and v.strip() else None
+
+        def num(name: str, conv: Callable[[str], Any], default: Any) -> Any:
+            v = get(name)
+            if v is None:
+                return default
+            try:
+                return conv(v)
+            except ValueError:
+                raise JudgeConfigError(f"{prefix}{name} is not a number") from None
+
+        model = get("MODEL")
+        if not model:
+            raise JudgeConfigError(f"{prefix}MODEL is not set")
+        return cls(
+            model=model,
+            base_url=get("BASE_URL"),
+            api_key=get("API_KEY"),
+            json_mode=(get("JSON_MODE") or "json_object").lower(),
+            timeout=num("TIMEOUT", float, 120.0),
+            max_retries=num("MAX_RETRIES", int, 3),
+            max_tokens=num("MAX_TOKENS", int, None),
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "json_mode": self.json_mode,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+
+    def build_backend(self, **kwargs: Any) -> "OpenAICompatibleBackend":
+        return OpenAICompatibleBackend(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            json_mode=self.json_mode,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            **kwargs,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI-compatible backend
+# --------------------------------------------------------------------------------------------
+
+
+class OpenAICompatibleBackend(JudgeBackend):
+    def __init__(
+        self,
+        base_url: str | None,
+        model: str,
+        api_key: str | None = None,
+        json_mode: str = "json_object",
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        system_prompt: str | None = None,
+    ):
+        if not model:
+            raise JudgeConfigError("judge model is not set")
+        if json_mode not in JSON_MODES:
+            raise JudgeConfigError(f"json_mode must be one of {JSON_MODES}, got {json_mode!r}")
+        self.base_url = base_url
+        self.model = model
+        self.__api_key = api_key or None  # name-mangled: not in vars() dumps by accident
+        self.json_mode = json_mode
+        self.timeout = float(timeout)
+        self.max_retries = max(0, int(max_retries))
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._sleep = sleep
+        self.system_prompt = system_prompt
+        self._client = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAICompatibleBackend(base_url={self.base_url!r}, model={self.model!r}, "
+            f"json_mode={self.json_mode!r}, api_key={'***' if self.__api_key else None})"
+        )
+
+    __str__ = __repr__
+
+    def __getstate__(self) -> dict[str, Any]:  # never pickle the key or the client
+        state = dict(self.__dict__)
+        state.pop("_OpenAICompatibleBackend__api_key", None)  # rebuild from config after unpickling
+        state["_client"] = None
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_OpenAICompatibleBackend__api_key", None)
+        self._lock = threading.Lock()
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "json_mode": self.json_mode,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+
+    # -- client ------------------------------------------------------------------------------
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                try:
+                    import openai  # lazy: the studio imports this module without the SDK in reach
+                except ImportError:  # pragma: no cover
+                    raise JudgeConfigError("the openai package is not installed") from None
+                kwargs: dict[str, Any] = {
+                    # an explicit placeholder so the SDK never falls back to OPENAI_API_KEY and
+                    # sends that key to a foreign base URL
+                    "api_key": self.__api_key or _PLACEHOLDER_KEY,
+                    "timeout": self.timeout,
+                    "max_retries": 0,
+                }
+                if self.base_url:
+                    kwargs["base_url"] = self.base_url
+                try:
+                    self._client = openai.OpenAI(**kwargs)
+                except Exception as exc:  # noqa: BLE001 - SDK construction errors vary
+                    raise JudgeConfigError(
+                        f"cannot create the judge client: {_redact(str(exc), self.__api_key)[:300]}"
+                    ) from None
+            return self._client
+
+    def _request(self, messages: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+        req: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": self.temperature,
+        }
+        if self.max_tokens:
+            req["max_tokens"] = self.max_tokens
+        if self.json_mode == "json_object":
+            req["response_format"] = {"type": "json_object"}
+        elif self.json_mode == "json_schema":
+            req["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "judge_verdict", "schema": VERDICT_JSON_SCHEMA, "strict": True},
+            }
+        return req
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def judge(self, prompt: str) -> JudgeResponse:
+        return self.judge_messages([{"role": "user", "content": prompt}])
+
+    def judge_messages(self, messages: Sequence[Mapping[str, str]]) -> JudgeResponse:
+        msgs = list(messages)
+        if self.system_prompt:
+            msgs = [{"role": "system", "content": self.system_prompt}, *msgs]
+        client = self._get_client()
+        request = self._request(msgs)
+        import openai
+
+        attempt = 0
+        while True:
+            attempt += 1
+            t0 = time.monotonic()
+            try:
+                completion = client.chat.completions.create(**request)
+            except openai.APIStatusError as exc:
+                status = getattr(exc, "status_code", None)
+                body = self._body_excerpt(exc)
+                if status in CONFIG_STATUS:
+                    raise JudgeConfigError(
+                        f"judge endpoint refused model {self.model!r}: HTTP {status}{body}", status=status
+                    ) from None
+                if status is not None and (status in RETRYABLE_STATUS or status >= 500):
+                    if attempt <= self.max_retries:
+                        delay = self._delay(attempt, exc)
+                        logger.warning(
+                            "judge %s: HTTP %s, retry %d/%d in %.2fs", self.model, status, attempt, self.max_retries, delay
+                        )
+                        self._sleep(delay)
+                        continue
+                    raise JudgeTransientError(
+                        f"judge endpoint still failing for model {self.model!r} after {attempt} attempts: HTTP {status}{body}",
+                        status=status,
+                    ) from None
+                raise JudgeRequestError(
+                    f"judge endpoint rejected the request for model {self.model!r}: HTTP {status}{body}", status=status
+                ) from None
+            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+                kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection error"
+                if attempt <= self.max_retries:
+                    delay = self._delay(attempt, None)
+                    logger.warning("judge %s: %s, retry %d/%d in %.2fs", self.model, kind, attempt, self.max_retries, delay)
+                    self._sleep(delay)
+                    continue
+                raise JudgeTransientError(
+                    f"judge endpoint unreachable for model {self.model!r} after {attempt} attempts ({kind})"
+                ) from None
+            except openai.OpenAIError as exc:
+                raise JudgeRequestError(
+                    f"judge call failed for model {self.model!r}: {type(exc).__name__}: "
+                    f"{_redact(str(exc), self.__api_key)[:300]}"
+                ) from None
+            latency = time.monotonic() - t0
+            return self._response(completion, latency, attempt)
+
+    def _response(self, completion: Any, latency: float, attempts: int) -> JudgeResponse:
+        choices = getattr(completion, "choices", None) or []
+        text = ""
+        finish = None
+        if choices:
+            msg = getattr(choices[0], "message", None)
+            text = (getattr(msg, "content", None) or "") if msg is not None else ""
+            if not text and msg is not None:
+                refusal = getattr(msg, "refusal", None)
+                text = refusal or ""
+            finish = getattr(choices[0], "finish_reason", None)
+        usage = getattr(completion, "usage", None)
+        tin = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        tout = getattr(usage, "completion_tokens", None) if usage is not None else None
+        return JudgeResponse(
+            text=text,
+            tokens_in=tin,
+            tokens_out=tout,
+            latency_s=latency,
+            model=getattr(completion, "model", None) or self.model,
+            attempts=attempts,
+            finish_reason=finish,
+        )
+
+    def _delay(self, attempt: int, exc: Any) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
+        delay *= 0.5 + random.random() / 2  # jitter in [50 %, 100 %]
+        retry_after = None
+        try:
+            headers = exc.response.headers if exc is not None else None
+            if headers is not None:
+                ra = headers.get("retry-after")
+                if ra is not None:
+                    retry_after = float(ra)
+        except (AttributeError, TypeError, ValueError):
+            retry_after = None
+        if retry_after is not None and retry_after >= 0:
+            delay = max(delay, min(retry_after, self.backoff_max))
+        return delay
+
+    def _body_excerpt(self, exc: Any) -> str:
+        text = ""
+        try:
+            body = getattr(exc, "body", None)
+            if isinstance(body, Mapping):
+                err = body.get("error", body)
+                text = str(err.get("message") if isinstance(err, Mapping) and err.get("message") else err)
+            elif body is not None:
+                text = str(body)
+            if not text:
+                text = exc.response.text
+        except Exception:  # noqa: BLE001 - best effort only
+            text = ""
+        text = " ".join(_redact(text, self.__api_key).split())[:300]
+        return f" ({text})" if text else ""

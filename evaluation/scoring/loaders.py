@@ -1,0 +1,141 @@
+"""Reading a benchmark tasks folder and a run folder, and merging run records into gold samples
+the way the official evaluator does (``load_gold`` / ``load_predictions``)."""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .parsing import parse_prediction, record_answer
+
+TASKS = {
+    "t1": "t1_perception_and_assessment",
+    "t2": "t2_spatial_relation_analysis",
+    "t3": "t3_operational_planning",
+    "t4": "t4_multi_temporal_reasoning",
+    "t5": "t5_multi_modal_report_synthesis",
+}
+
+
+def load_task_files(tasks_dir: Path) -> Dict[str, List[dict]]:
+    """``{"t1": [sample, ...], ...}`` for each ``<tasks_dir>/<task name>.json`` that exists."""
+    out = {}
+    for dim, name in TASKS.items():
+        path = Path(tasks_dir) / f"{name}.json"
+        if path.exists():
+            with open(path, encoding="utf-8") as fh:
+                out[dim] = json.load(fh)
+    return out
+
+
+def read_jsonl(path: Path) -> List[dict]:
+    """Records of a ``benchmark.jsonl``; blank lines skipped. A line that is not a JSON object is
+    skipped with a warning (the official evaluator would stop with an exception)."""
+    records = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            warnings.warn(f"{path}:{n}: not JSON ({exc}); line skipped")
+            continue
+        if not isinstance(record, dict):
+            warnings.warn(f"{path}:{n}: not a JSON object; line skipped")
+            continue
+        records.append(record)
+    return records
+
+
+def load_run_records(run_dir: Path) -> Dict[str, List[dict]]:
+    """``{"t1": [record, ...], ...}`` for each ``<run_dir>/<task name>/benchmark.jsonl`` that exists
+    (a dimension whose file is missing is absent). Records are the parsed JSON lines, in order;
+    a missing ``question_id`` is set to ``""``."""
+    out = {}
+    for dim, name in TASKS.items():
+        path = Path(run_dir) / name / "benchmark.jsonl"
+        if path.exists():
+            records = read_jsonl(path)
+            for r in records:
+                r.setdefault("question_id", "")
+            out[dim] = records
+    return out
+
+
+def split_question_id(question_id: Any, sample_id: Any = "") -> Tuple[Any, int]:
+    """``(sample id, task index)`` from ``<sample_id>_task<i>``: split on the *last* ``_task``;
+    an index that ``int()`` rejects reads as 0; the record's own ``sample_id`` wins when truthy."""
+    qid = question_id if isinstance(question_id, str) else ("" if question_id is None else str(question_id))
+    parts = qid.rsplit("_task", 1)
+    if len(parts) == 2:
+        try:
+            index = int(parts[1])
+        except ValueError:
+            index = 0
+        return (sample_id or parts[0]), index
+    return (sample_id or qid), 0
+
+
+def empty_predictions(gold_samples: List[dict]) -> Tuple[List[dict], Dict[tuple, dict]]:
+    """Prediction skeletons mirroring the gold samples (same sample ids and task count, empty
+    answers and trajectories) and the ``(sample_id, task index) → task`` lookup (a later sample
+    with the same id wins, as in the evaluator)."""
+    preds, lookup = [], {}
+    for sample in gold_samples:
+        pred = {"tasks": []}
+        if isinstance(sample, dict) and "sample_id" in sample:
+            pred["sample_id"] = sample["sample_id"]
+        sid = sample.get("sample_id", "") if isinstance(sample, dict) else ""
+        tasks = (sample.get("tasks") if isinstance(sample, dict) else None) or []
+        for ti in range(len(tasks)):
+            task = {"final_answer": {}, "trajectory": []}
+            pred["tasks"].append(task)
+            lookup[(sid, ti)] = task
+        preds.append(pred)
+    return preds, lookup
+
+
+def apply_record(target: dict, record: dict) -> None:
+    """Merge one run record into a prediction task: the answer (see
+    :func:`evaluation.scoring.parsing.parse_prediction`; ``None`` leaves the previous answer) and a
+    non-empty trajectory. Later records with the same question id therefore overwrite earlier ones
+    only where they carry something."""
+    answer = record_answer(record)
+    if answer is not None:
+        target["final_answer"] = parse_prediction(answer)
+    if record.get("trajectory"):
+        target["trajectory"] = record["trajectory"]
+
+
+def merge_predictions(gold_data: Dict[str, List[dict]], records_by_dim: Dict[str, List[dict]],
+                      log: Optional[list] = None, run_dir: Optional[Path] = None) -> Dict[str, List[dict]]:
+    """Per dimension present in both: prediction samples built from the records. ``log`` collects
+    the evaluator's progress lines (``run_dir`` only names the missing files in them)."""
+    pred_data = {}
+    for dim, name in TASKS.items():
+        if dim not in gold_data:
+            continue
+        if dim not in records_by_dim:
+            if log is not None:
+                where = Path(run_dir) / name / "benchmark.jsonl" if run_dir is not None else f"{name}/benchmark.jsonl"
+                log.append(f"  WARNING: {where} not found, skipping {dim}")
+            continue
+        preds, lookup = empty_predictions(gold_data[dim])
+        matched = 0
+        for record in records_by_dim[dim] or []:
+            if not isinstance(record, dict):
+                continue
+            sid, ti = split_question_id(record.get("question_id", ""), record.get("sample_id", ""))
+            try:
+                target = lookup.get((sid, ti))
+            except TypeError:  # an unhashable sample_id in the record
+                target = None
+            if target is None:
+                continue
+            apply_record(target, record)
+            matched += 1
+        pred_data[dim] = preds
+        if log is not None:
+            log.append(f"  Loaded {dim}: {matched} predictions matched to {len(lookup)} tasks")
+    return pred_data

@@ -1,0 +1,365 @@
+"""Trajectory metrics of the official DORA evaluator and a per-step match table.
+
+Both trajectories are flattened first (:func:`flatten_trajectory`). With G the gold tool names
+and P the predicted ones: ``t_any`` = set recall, ``t_ord`` = LCS/|G|, ``t_em`` = common
+prefix/|G|, ``eff`` = |G|/max(|P|, |G|) (all 1 if both are empty and 0 if only G is), and
+``par_acc`` = positional argument accuracy (:func:`parameter_accuracy`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from .config import ScoringConfig
+from .normalize import normalize_string, normalize_tool_name
+
+METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
+LOOP_WRAPPERS = ("tool.loop", "tool.reduce")
+_DEFAULT = ScoringConfig()
+
+# "<key> from trajectory[N].obs": whitespace required around "from"; case-sensitive; like the
+# evaluator's re.match(...$), a single trailing newline is tolerated.
+_TRAJ_REF = re.compile(r"^<\w+>\s+from\s+trajectory\[\d+\]\.obs$")
+_EXT = re.compile(r"\.\w{1,6}$")
+_HASH_SEGMENT = re.compile(r"_[0-9a-f]{6,10}(?=_|$)")
+_PATH_PREFIXES = ("/", "D:", "C:", "./", "../", "~")
+
+
+def _steps(traj: Any) -> List[Tuple[int, dict]]:
+    """(raw index, step) of the steps kept by flattening."""
+    if not isinstance(traj, list):
+        return []  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
+    kept = []
+    for raw_index, step in enumerate(traj):
+        if not isinstance(step, dict):
+            continue
+        call = step.get("call", "")
+        if normalize_tool_name(call) in LOOP_WRAPPERS:
+            continue
+        if call:
+            kept.append((raw_index, step))
+    return kept
+
+
+def flatten_trajectory(traj: Any) -> List[dict]:
+    """Drop non-dict entries, ``tool.loop``/``tool.reduce`` wrappers and steps with a falsy ``call``.
+
+    A step whose call normalises to an empty name (e.g. ``"(x)"``) is kept here, so it counts in
+    par_acc's denominator, but it is absent from the tool-name sequence: an evaluator quirk.
+    """
+    return [step for _, step in _steps(traj)]
+
+
+def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
+    """Normalised tool names of the flattened trajectory (empty names dropped)."""
+    steps = traj_or_flat if flat else flatten_trajectory(traj_or_flat)
+    names = (normalize_tool_name(s.get("call", "")) for s in steps)
+    return [n for n in names if n]
+
+
+def tool_any_order(pred: List[str], gold: List[str]) -> float:
+    if not gold:
+        return 1.0 if not pred else 0.0
+    gold_set = set(gold)
+    return len(gold_set & set(pred)) / len(gold_set)
+
+
+def lcs_length(a: List[str], b: List[str]) -> int:
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, 1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def tool_in_order(pred: List[str], gold: List[str]) -> float:
+    if not gold:
+        return 1.0 if not pred else 0.0
+    return lcs_length(gold, pred) / len(gold)
+
+
+def tool_exact_match(pred: List[str], gold: List[str]) -> float:
+    if not gold:
+        return 1.0 if not pred else 0.0
+    n = 0
+    for g, p in zip(gold, pred):
+        if g != p:
+            break
+        n += 1
+    return n / len(gold)
+
+
+def efficiency(pred: List[str], gold: List[str]) -> float:
+    if not gold:
+        return 1.0 if not pred else 0.0
+    return len(gold) / max(len(pred), len(gold))
+
+
+# ── argument matching ─────────────────────────────────────────────────────
+
+def is_file_path(value: Any) -> bool:
+    """At least 4 characters and either (a separator and a 1–6 character extension) or a path-like
+    start (``/``, ``D:``, ``C:``, ``./``, ``../``, ``~``)."""
+    if not isinstance(value, str) or len(value) < 4:
+        return False
+    has_sep = "/" in value or "\\" in value
+    return (has_sep and bool(_EXT.search(value))) or value.startswith(_PATH_PREFIXES)
+
+
+def _obs_dicts(obs: Any):
+    items = obs if isinstance(obs, list) else [obs]
+    for item in items:
+        parsed = None
+        if isinstance(item, dict):
+            text = item.get("text", "")
+            if text:  # MCP content block {"type": "text", "text": "<json>"}
+                try:
+                    parsed = json.loads(text)
+                except (ValueError, TypeError):
+                    parsed = None
+            else:
+                parsed = item
+        elif isinstance(item, str):
+            try:
+                parsed = json.loads(item)
+            except (ValueError, TypeError):
+                parsed = None
+        if isinstance(parsed, dict):
+            yield parsed
+
+
+def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
+    """``{path: (step index, key)}`` of paths in each step's obs (top-level values), and in args
+    whose name starts with ``output``. A later step producing the same path wins."""
+    produced: Dict[str, Tuple[int, str]] = {}
+    for idx, step in enumerate(flat):
+        for d in _obs_dicts(step.get("obs", [])):
+            for k, v in d.items():
+                text = str(v)
+                if is_file_path(text):
+                    produced[text] = (idx, k)
+        args = step.get("args", {})
+        if isinstance(args, dict):
+            for k, v in args.items():
+                if isinstance(k, str) and k.startswith("output") and is_file_path(str(v)):
+                    produced[str(v)] = (idx, k)
+    return produced
+
+
+def _canonical_stem(basename: str) -> str:
+    name, ext = posixpath.splitext(basename)
+    previous = None
+    while previous != name:
+        previous = name
+        name = _HASH_SEGMENT.sub("", name)
+    return name + ext
+
+
+class _Context:
+    """Both flattened trajectories; their output maps are built on first use."""
+
+    __slots__ = ("gold_flat", "pred_flat", "cfg", "_gold_out", "_pred_out")
+
+    def __init__(self, gold_flat, pred_flat, cfg):
+        self.gold_flat, self.pred_flat, self.cfg = gold_flat, pred_flat, cfg
+        self._gold_out = self._pred_out = None
+
+    @property
+    def gold_out(self):
+        if self._gold_out is None:
+            self._gold_out = output_map(self.gold_flat)
+        return self._gold_out
+
+    @property
+    def pred_out(self):
+        if self._pred_out is None:
+            self._pred_out = output_map(self.pred_flat)
+        return self._pred_out
+
+
+def match_path(gv: str, pv: str, ctx: _Context) -> Tuple[bool, str]:
+    """File-path arguments match by role: same text, both raw inputs, produced by the same step
+    index, produced at an index where both trajectories call the same tool, same basename, or same
+    basename once ``_<6–10 hex>`` hash segments are removed."""
+    if normalize_string(pv) == normalize_string(gv):
+        return True, "same path"
+    g_src = ctx.gold_out.get(gv)
+    p_src = ctx.pred_out.get(pv)
+    if g_src is None and p_src is None:
+        return True, "both are raw inputs (no step produced them)"
+    if g_src is not None and p_src is not None and g_src[0] == p_src[0]:
+        return True, f"both produced by step {g_src[0]}"
+    if g_src is not None and p_src is None:
+        step = g_src[0]
+        if step < len(ctx.pred_flat):
+            name = normalize_tool_name(ctx.gold_flat[step].get("call", ""))
+            if name == normalize_tool_name(ctx.pred_flat[step].get("call", "")):
+                return True, f"gold path produced by step {step}, where both trajectories call {name}"
+    if p_src is not None and g_src is None:
+        step = p_src[0]
+        if step < len(ctx.gold_flat):
+            name = normalize_tool_name(ctx.pred_flat[step].get("call", ""))
+            if name == normalize_tool_name(ctx.gold_flat[step].get("call", "")):
+                return True, f"predicted path produced by step {step}, where both trajectories call {name}"
+    g_base = posixpath.basename(gv.replace("\\", "/"))
+    p_base = posixpath.basename(pv.replace("\\", "/"))
+    if g_base and g_base == p_base:
+        return True, f"same file name {g_base}"
+    g_canon = _canonical_stem(g_base)
+    if g_canon and g_canon == _canonical_stem(p_base):
+        return True, f"same file name without hash suffixes ({g_canon})"
+    if g_src is not None and p_src is not None:
+        why = f"path produced by step {g_src[0]} in gold, by step {p_src[0]} in the prediction"
+    elif g_src is not None:
+        why = f"gold path produced by step {g_src[0]}, predicted path is a raw input"
+    else:
+        why = f"gold path is a raw input, predicted path produced by step {p_src[0]}"
+    return False, why + "; file names differ"
+
+
+def is_symbolic_reference(value: Any) -> bool:
+    return isinstance(value, str) and bool(_TRAJ_REF.match(value))
+
+
+def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
+    """One gold argument value against the predicted one; returns (ok, reason)."""
+    if is_symbolic_reference(gv):
+        if pv is not None:
+            return True, "symbolic reference: any non-null value matches"
+        return False, "symbolic reference but the prediction is null"
+    if isinstance(gv, (int, float)) and not isinstance(gv, bool):
+        try:
+            p, g = float(pv), float(gv)
+        except (TypeError, ValueError, OverflowError):
+            return False, "not a number"
+        if math.isnan(p) and math.isnan(g):
+            return True, "both NaN"
+        tol = ctx.cfg.tau_a + ctx.cfg.tau_r * abs(g)
+        if abs(p - g) <= tol:
+            return True, f"number within {tol:g}"
+        return False, f"number off by {abs(p - g):g} (tolerance {tol:g})"
+    if isinstance(gv, str):
+        if is_file_path(gv) or is_file_path(str(pv)):
+            return match_path(gv, str(pv), ctx)
+        if normalize_string(pv) == normalize_string(gv):
+            return True, "same text after normalisation"
+        return False, "text differs after normalisation"
+    if isinstance(gv, bool):
+        return (True, "equal") if pv == gv else (False, "differs")
+    if isinstance(gv, list):
+        if not isinstance(pv, list):
+            return False, "prediction is not a list"
+        if len(pv) != len(gv):
+            return False, f"list lengths differ ({len(pv)} vs {len(gv)})"
+        for i, (g_el, p_el) in enumerate(zip(gv, pv)):
+            ok, why = match_value(g_el, p_el, ctx)
+            if not ok:
+                return False, f"item {i}: {why}"
+        return True, "all items match" if gv else "both empty lists"
+    if isinstance(gv, dict):
+        if not isinstance(pv, dict):
+            return False, "prediction is not an object"
+        if set(gv) != set(pv):
+            return False, "object keys differ"
+        for k in gv:
+            ok, why = match_value(gv[k], pv[k], ctx)
+            if not ok:
+                return False, f"key {k}: {why}"
+        return True, "all keys match" if gv else "both empty objects"
+    if str(pv) == str(gv):
+        return True, "equal as text"
+    return False, "differs as text"
+
+
+def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT,
+                       explain: bool = False, _pre: Optional[tuple] = None) -> Tuple[float, Optional[List[dict]]]:
+    """Positional argument accuracy and, with ``explain``, the per-step match table.
+
+    For each flattened gold step i with a predicted step i of the same normalised name: the
+    fraction of gold argument keys whose values match (a gold step without args counts 1); the
+    sum is divided by |G| (flattened). Empty G: 1 if the prediction is empty too, else 0.
+
+    Table rows: ``{gold_index, gold_raw_index, gold_call, pred_index, pred_raw_index, pred_call,
+    name_ok, score, args: [{name, gold, pred, ok, why}]}``; indices are into the flattened lists
+    (raw = position in the original trajectory).
+    """
+    gold_steps, pred_steps = _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj))
+    gold_flat = [s for _, s in gold_steps]
+    pred_flat = [s for _, s in pred_steps]
+    table: Optional[List[dict]] = [] if explain else None
+    if not gold_flat:
+        return (1.0 if not pred_flat else 0.0), table
+    ctx = _Context(gold_flat, pred_flat, cfg)
+    matched = 0.0
+    for i, g_step in enumerate(gold_flat):
+        g_name = normalize_tool_name(g_step.get("call", ""))
+        g_args = g_step.get("args", {})
+        if not isinstance(g_args, dict):
+            g_args = {}
+        row = None
+        if explain:
+            row = {"gold_index": i, "gold_raw_index": gold_steps[i][0], "gold_call": g_name,
+                   "pred_index": None, "pred_raw_index": None, "pred_call": None,
+                   "name_ok": False, "score": 0.0, "args": []}
+            table.append(row)
+        if i >= len(pred_flat):
+            if row is not None:
+                row["args"] = [{"name": k, "gold": v, "pred": None, "ok": False,
+                                "why": "no predicted step at this position"} for k, v in g_args.items()]
+            continue
+        p_step = pred_flat[i]
+        p_name = normalize_tool_name(p_step.get("call", ""))
+        p_args = p_step.get("args", {})
+        if not isinstance(p_args, dict):
+            p_args = {}
+        name_ok = g_name == p_name
+        if row is not None:
+            row.update(pred_index=i, pred_raw_index=pred_steps[i][0], pred_call=p_name, name_ok=name_ok)
+        if not name_ok:
+            if row is not None:
+                row["args"] = [{"name": k, "gold": v, "pred": p_args.get(k), "ok": False,
+                                "why": f"not compared: predicted step {i} calls {p_name or '(none)'}"}
+                               for k, v in g_args.items()]
+            continue
+        if not g_args:
+            matched += 1
+            if row is not None:
+                row["score"] = 1.0
+            continue
+        hits = 0
+        for k, gv in g_args.items():
+            if k not in p_args:
+                ok, why, pv = False, "argument missing in the prediction", None
+            else:
+                pv = p_args[k]
+                ok, why = match_value(gv, pv, ctx)
+            hits += ok
+            if row is not None:
+                row["args"].append({"name": k, "gold": gv, "pred": pv, "ok": ok, "why": why})
+        matched += hits / len(g_args)
+        if row is not None:
+            row["score"] = hits / len(g_args)
+    return matched / len(gold_flat), table
+
+
+def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT,
+                       explain: bool = False) -> Tuple[Dict[str, float], Optional[List[dict]]]:
+    """``({t_any, t_ord, t_em, par_acc, eff}, step table or None)``, unrounded."""
+    gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
+    pred_seq = tool_sequence([s for _, s in pred_steps], flat=True)
+    gold_seq = tool_sequence([s for _, s in gold_steps], flat=True)
+    par_acc, table = parameter_accuracy(pred_traj, gold_traj, cfg, explain, (gold_steps, pred_steps))
+    return {
+        "t_any": tool_any_order(pred_seq, gold_seq),
+        "t_ord": tool_in_order(pred_seq, gold_seq),
+        "t_em": tool_exact_match(pred_seq, gold_seq),
+        "par_acc": par_acc,
+        "eff": efficiency(pred_seq, gold_seq),
+    }, table

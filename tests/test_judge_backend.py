@@ -1,0 +1,258 @@
+"""Judge backend + runner against a local OpenAI-compatible server (http.server, 127.0.0.1,
+port 0) driven through the real ``openai`` client.  No network, no real model."""
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from evaluation.judge import (
+    JudgeConfigError,
+    JudgeRequestError,
+    JudgeTransientError,
+    OpenAICompatibleBackend,
+    StudioJudgeConfig,
+    judge_run,
+)
+from evaluation.judge.runner import JudgeOutcome
+
+SECRET = "sk-test-SECRET-0123456789abcdefXYZ"
+
+GOOD = json.dumps({
+    "errors": {c: {"present": c == "E4", "reason": "step 3 uses trajectory[5]" if c == "E4" else ""}
+               for c in ("E1", "E2", "E3", "E4", "E5", "E6")},
+    "grade": 0.6,
+    "is_correct": False,
+    "reasoning": "main flow right, one dependency broken",
+})
+GOOD_CLEAN = json.dumps({"is_correct": True, "grade": 1.0, "error_list": [0, 0, 0, 0, 0, 0], "reasoning": "ok"})
+
+
+def completion(content: str, model: str = "judge-m") -> dict:
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
+
+
+class FakeServer:
+    """Plays back a script of (status, body, headers); records every request."""
+
+    def __init__(self):
+        self.script: list[tuple[int, object, dict]] = []
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                status, payload, headers = server.script.pop(0) if server.script else (500, {"error": "script empty"}, {})
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def reply(self, content: str):
+        self.script.append((200, completion(content), {}))
+
+    def fail(self, status: int, body: object = None, headers: dict | None = None):
+        self.script.append((status, body if body is not None else {"error": {"message": f"status {status}"}}, headers or {}))
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sleeps():
+    return []
+
+
+@pytest.fixture
+def backend(server, sleeps):
+    return OpenAICompatibleBackend(
+        base_url=server.base_url, model="judge-m", api_key=SECRET, json_mode="json_object",
+        timeout=5, max_retries=2, backoff_base=0.001, backoff_max=0.01, sleep=sleeps.append,
+    )
+
+
+def test_good_verdict(server, backend):
+    server.reply(GOOD)
+    out = judge_run(backend, "judge this")
+    assert isinstance(out, JudgeOutcome) and out.status == "ok" and out.ok
+    v = out.verdict
+    assert v.flags == ["E4"] and v.grade == 0.6 and v.is_correct is False
+    assert "trajectory[5]" in v.reasons["E4"]
+    assert out.raw_texts == [GOOD] and out.calls == 1
+    assert (out.tokens_in, out.tokens_out, out.tokens) == (100, 20, 120)
+    assert out.model == "judge-m" and out.latency_s >= 0
+    req = server.requests[0]
+    assert req["path"] == "/v1/chat/completions"
+    assert req["body"]["temperature"] == 0
+    assert req["body"]["response_format"] == {"type": "json_object"}
+    assert req["body"]["messages"] == [{"role": "user", "content": "judge this"}]
+    assert req["headers"]["authorization"] == f"Bearer {SECRET}"
+
+
+def test_json_schema_and_none_modes(server, sleeps):
+    for mode in ("json_schema", "none"):
+        b = OpenAICompatibleBackend(server.base_url, "judge-m", SECRET, json_mode=mode, timeout=5, max_retries=0)
+        server.reply(GOOD_CLEAN)
+        resp = b.judge("p")
+        assert resp.text == GOOD_CLEAN and resp.tokens_in == 100 and resp.attempts == 1
+    schema_req, none_req = server.requests
+    rf = schema_req["body"]["response_format"]
+    assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
+    assert set(rf["json_schema"]["schema"]["required"]) == {"errors", "grade", "is_correct", "reasoning"}
+    assert "response_format" not in none_req["body"]
+
+
+def test_429_then_success(server, backend, sleeps):
+    server.fail(429, headers={"retry-after": "0"})
+    server.reply(GOOD_CLEAN)
+    resp = backend.judge("p")
+    assert resp.attempts == 2 and "error_list" in resp.text
+    assert len(sleeps) == 1 and 0 <= sleeps[0] <= 0.01
+    assert len(server.requests) == 2
+
+
+def test_500_then_success(server, backend, sleeps):
+    server.fail(500)
+    server.reply(GOOD_CLEAN)
+    out = judge_run(backend, "p")
+    assert out.status == "ok" and out.verdict.is_correct and out.verdict.grade == 1.0
+    assert len(sleeps) == 1 and len(server.requests) == 2
+
+
+def test_retries_are_bounded(server, backend, sleeps):
+    for _ in range(3):
+        server.fail(503)
+    with pytest.raises(JudgeTransientError) as ei:
+        backend.judge("p")
+    assert ei.value.status == 503
+    assert len(server.requests) == 3 and len(sleeps) == 2  # 1 try + max_retries=2
+
+
+def test_malformed_then_reask_succeeds(server, backend):
+    server.reply("I think the plan is mostly fine, grade about 0.8.")
+    server.reply("```json\n" + GOOD + "\n```")
+    out = judge_run(backend, "judge this")
+    assert out.status == "ok" and out.calls == 2
+    assert out.verdict.flags == ["E4"]
+    assert any("re-ask" in n for n in out.verdict.notes)
+    assert len(out.raw_texts) == 2 and out.raw_texts[0].startswith("I think")
+    assert (out.tokens_in, out.tokens_out) == (200, 40)
+    msgs = server.requests[1]["body"]["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[0]["content"] == "judge this" and msgs[1]["content"].startswith("I think")
+    assert "could not be read" in msgs[2]["content"]
+
+
+def test_malformed_twice_fails_with_both_raw_texts(server, backend):
+    server.reply("no json here")
+    server.reply('{"is_correct": true, "reasoning": "forgot the flags and grade"}')
+    out = judge_run(backend, "judge this")
+    assert out.status == "failed" and out.verdict is None and not out.ok
+    assert out.raw_texts == ["no json here", '{"is_correct": true, "reasoning": "forgot the flags and grade"}']
+    assert out.error and out.calls == 2
+    assert len(server.requests) == 2  # exactly one re-ask
+    assert out.to_dict()["verdict"] is None
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_auth_errors_raise_config_error_without_key(server, backend, sleeps, status, caplog):
+    # the server echoes the key back, as some providers do
+    server.fail(status, {"error": {"message": f"Incorrect API key provided: {SECRET}", "code": "invalid_api_key"}})
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(JudgeConfigError) as ei:
+            backend.judge("p")
+    exc = ei.value
+    assert exc.status == status and len(server.requests) == 1 and sleeps == []
+    text = str(exc) + repr(exc) + "".join(traceback.format_exception(exc))
+    assert SECRET not in text and SECRET[:12] not in text and SECRET[-8:] not in text
+    assert exc.__cause__ is None and exc.__suppress_context__
+    assert SECRET not in caplog.text
+
+
+def test_bad_request_is_request_error(server, backend):
+    server.fail(400, {"error": {"message": "context length exceeded"}})
+    with pytest.raises(JudgeRequestError) as ei:
+        backend.judge("p")
+    assert "context length" in str(ei.value) and len(server.requests) == 1
+
+
+def test_unreachable_is_transient(sleeps):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    b = OpenAICompatibleBackend(f"http://127.0.0.1:{port}/v1", "m", SECRET, timeout=2, max_retries=1,
+                                backoff_base=0.001, sleep=sleeps.append)
+    with pytest.raises(JudgeTransientError) as ei:
+        b.judge("p")
+    assert SECRET not in str(ei.value) and len(sleeps) == 1
+
+
+def test_key_not_in_repr_or_pickle(backend):
+    assert SECRET not in repr(backend) and SECRET not in str(backend)
+    assert SECRET.encode() not in pickle.dumps(backend)
+    cfg = StudioJudgeConfig(model="m", api_key=SECRET)
+    assert SECRET not in repr(cfg) and SECRET not in json.dumps(cfg.parameters())
+
+
+def test_config_from_env(server):
+    env = {
+        "STUDIO_JUDGE_BASE_URL": server.base_url, "STUDIO_JUDGE_MODEL": "judge-m",
+        "STUDIO_JUDGE_API_KEY": SECRET, "STUDIO_JUDGE_JSON_MODE": "JSON_SCHEMA", "STUDIO_JUDGE_TIMEOUT": "7",
+    }
+    cfg = StudioJudgeConfig.from_env(environ=env)
+    assert (cfg.base_url, cfg.model, cfg.api_key, cfg.json_mode, cfg.timeout) == (server.base_url, "judge-m", SECRET, "json_schema", 7.0)
+    assert cfg.parameters() == {"model": "judge-m", "base_url": server.base_url, "json_mode": "json_schema",
+                                "temperature": 0.0, "max_tokens": None}
+    server.reply(GOOD_CLEAN)
+    assert judge_run(cfg.build_backend(), "p").status == "ok"
+    other = StudioJudgeConfig.from_env(prefix="X_", environ={"X_MODEL": "m2"})
+    assert other.base_url is None and other.api_key is None and other.json_mode == "json_object"
+    with pytest.raises(JudgeConfigError):
+        StudioJudgeConfig.from_env(environ={})
+    with pytest.raises(JudgeConfigError):
+        StudioJudgeConfig.from_env(environ={"STUDIO_JUDGE_MODEL": "m", "STUDIO_JUDGE_JSON_MODE": "xml"})
+
+
+def test_no_key_never_falls_back_to_openai_env(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    b = OpenAICompatibleBackend(server.base_url, "m", api_key=None, max_retries=0)
+    server.reply(GOOD_CLEAN)
+    b.judge("p")
+    assert SECRET not in server.requests[0]["headers"].get("authorization", "")

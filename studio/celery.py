@@ -8,5 +8,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
 app = Celery("studio")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 if not app.conf.broker_url:
-    app.conf.broker_url = "memory://"
+    app.conf.broker_url = "memory://localhost/"
 app.autodiscover_tasks()

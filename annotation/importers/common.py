@@ -38,6 +38,19 @@ def sha256_files(paths) -> str:
     return h.hexdigest()
 
 
+# The old-style GeoJSON ``crs`` member naming lon/lat WGS 84. The benchmark's tools read a GeoJSON
+# file without a ``crs`` member as a pixel-space layer (dora-tools.json, vec.* semantics), so every
+# geographic layer the studio stores carries this member; pixel-frame layers carry none.
+CRS84_MEMBER = {"type": "name", "properties": {"name": "urn:ogc:def:crs:OGC:1.3:CRS84"}}
+
+
+def with_crs84(fc: dict) -> dict:
+    """``fc`` with the CRS84 ``crs`` member placed after ``type`` (a new dict)."""
+    out = {"type": fc.get("type", "FeatureCollection"), "crs": CRS84_MEMBER}
+    out.update({k: v for k, v in fc.items() if k not in ("type", "crs")})
+    return out
+
+
 def write_json(path: str | Path, data) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

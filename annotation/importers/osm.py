@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import write_json
+from .common import with_crs84, write_json
 from .errors import DataImportError
 
 ROAD_TAGS = ("oneway", "maxspeed", "lanes", "ref", "surface", "bridge", "tunnel", "access", "service")
@@ -66,7 +66,7 @@ def _poi(osmid: int, osm_type: str, coords, tags: dict, key: str) -> dict:
 
 
 def write(fc: dict, path: str | Path) -> dict:
-    write_json(path, fc)
+    write_json(path, with_crs84(fc))
     xs = []
     ys = []
     for f in fc["features"]:

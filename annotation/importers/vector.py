@@ -9,7 +9,7 @@ import json
 import warnings
 from pathlib import Path
 
-from .common import write_json
+from .common import with_crs84, write_json
 from .errors import DataImportError
 
 SHAPEFILE_SIDECARS = (".shp", ".shx", ".dbf", ".prj", ".cpg", ".qix", ".sbn", ".sbx", ".shp.xml")
@@ -90,7 +90,6 @@ def _crs_string(crs) -> str:
 
 
 def write_geojson_4326(gdf, path: str | Path) -> Path:
-    """RFC 7946 GeoJSON (no ``crs`` member, lon/lat order)."""
+    """GeoJSON in lon/lat order with the CRS84 ``crs`` member (see ``common.CRS84_MEMBER``)."""
     data = json.loads(gdf.to_json(na="null", drop_id=True, to_wgs84=False))
-    data.pop("crs", None)
-    return write_json(path, data)
+    return write_json(path, with_crs84(data))

@@ -40,6 +40,7 @@ from annotation.importers import raster as raster_imp
 from annotation.importers import vector as vector_imp
 from annotation.importers import xbd as xbd_imp
 from annotation.importers.common import (
+    with_crs84,
     BUILDING_CLASS_MAP, DAMAGE_CLASS_MAP, disaster_type_for, normalize_class_map, sha256_file, sha256_files,
 )
 from annotation.importers.errors import DataImportError
@@ -393,7 +394,10 @@ def _array_mask_builder(make_array, file_name: str, class_map: dict):
 def _geojson_builder(make_fc, file_name: str, frame: str, crs: str = ""):
     def build(staging: Path) -> dict:
         stored = _stored_name(file_name, ".geojson")
-        info = xbd_imp.write_geojson(staging / stored, make_fc())
+        fc = make_fc()
+        if frame == Layer.Frame.GEOGRAPHIC:
+            fc = with_crs84(fc)
+        info = xbd_imp.write_geojson(staging / stored, fc)
         info.update(path=stored, frame=frame, crs=crs)
         return info
     return build

@@ -1,0 +1,151 @@
+"""manage.py demo: load the real demo data, users, two example tasks (replayed) and an example agent run.
+
+Idempotent: running it again changes nothing that exists. Reads the real data from
+STUDIO_DEMO_DATA (default ../shared/realdata) and says clearly when that folder is missing.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from annotation.models import Event, Task
+from annotation.services import imports
+from annotation.services.tasks import build_input_data, create_task
+from evaluation.models import AgentRun
+from evaluation.services import import_run_dir
+from replay.models import ReplayRun
+from replay.services import start_replay
+from studio.accounts import upsert_user
+
+FIXTURES = Path(settings.BASE_DIR) / "fixtures"
+
+# username, password, roles. Printed by the command; development only.
+DEMO_USERS = [
+    ("maxine", "demo-maxine", ["maintainer", "author", "reviewer", "scorer"]),
+    ("ada", "demo-ada", ["author"]),
+    ("rey", "demo-rey", ["reviewer"]),
+    ("sam", "demo-sam", ["scorer"]),
+]
+
+
+class Command(BaseCommand):
+    help = "Load the studio's demo: real events, demo users, two replayed example tasks, one example agent run."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--skip-osm", action="store_true", help="do not import the OSM extract")
+
+    def handle(self, *args, **opts):
+        out = self.stdout
+        users = {name: upsert_user(name, pw, roles) for name, pw, roles in DEMO_USERS}
+        users["maxine"].is_superuser = users["maxine"].is_staff = True
+        users["maxine"].save(update_fields=["is_superuser", "is_staff"])
+        root = Path(settings.STUDIO_DEMO_DATA)
+        if not root.is_dir():
+            out.write(self.style.ERROR(
+                f"\n!! Demo data folder missing: {root}\n"
+                "!! The studio starts without demo events. Set STUDIO_DEMO_DATA to the folder that holds\n"
+                "!! xbd-hurricane-florence/, xbd-socal-fire/, xview2-deploy-joplin/, osm-helsinki/ ... and run again.\n"))
+            self._print_users(out)
+            return
+        self._import(root, opts["skip_osm"])
+        tasks = self._tasks(users["ada"], users["maxine"])
+        self._run(users["maxine"])
+        self._print_users(out)
+        out.write("\nWhere to click (http://127.0.0.1:8000, log in as one of the users above):\n")
+        for slug in Event.objects.order_by("slug").values_list("slug", flat=True):
+            out.write(f"  map of {slug:<28} /events/{slug}/\n")
+        for t in tasks:
+            out.write(f"  task {t.question_id:<32} /tasks/{t.pk}/\n")
+        for r in AgentRun.objects.order_by("id"):
+            out.write(f"  agent run {r.agent.name:<27} /runs/{r.pk}/\n")
+        out.write("  author a new task                  /tasks/new/\n  API docs                           /api/docs/\n")
+
+    def _print_users(self, out):
+        out.write("\nDemo users (development only):\n")
+        for name, pw, roles in DEMO_USERS:
+            out.write(f"  {name:<8} password {pw:<13} roles {', '.join(roles)}\n")
+
+    def _step(self, text):
+        self.stdout.write(f"- {text}")
+
+    def _import(self, root: Path, skip_osm: bool):
+        self._step("importing xBD hurricane-florence (imagery + class mask)")
+        imports.import_xbd_folder(root / "xbd-hurricane-florence")
+        self._step("importing xBD socal-fire (imagery + labels, georeferenced by the affine fit)")
+        imports.import_xbd_folder(root / "xbd-socal-fire")
+        self._step("importing xBD santa-rosa labels (no imagery)")
+        imports.import_xbd_folder(root / "xbd-santa-rosa-labels")
+        self._step("importing Joplin tornado chips and vectors (xView2 deploy samples)")
+        joplin = root / "xview2-deploy-joplin"
+        imports.import_raster_file(joplin / "output_chips_pre_0_pre.tif", event_slug="joplin-tornado", phase="pre",
+                                   modality="optical", disaster_type="tornado")
+        imports.import_raster_file(joplin / "output_chips_post_0_post.tif", event_slug="joplin-tornado", phase="post",
+                                   modality="optical", disaster_type="tornado")
+        imports.import_vector_file(joplin / "damage.shp", event_slug="joplin-tornado")
+        imports.import_vector_file(joplin / "bldg_polys.gpkg", event_slug="joplin-tornado")
+        if not skip_osm:
+            self._step("importing OSM roads and POIs of Helsinki")
+            imports.import_osm_file(root / "osm-helsinki" / "test.osm.pbf", event_slug="helsinki-osm")
+
+    def _tasks(self, author, maintainer) -> list[Task]:
+        spec = json.loads((FIXTURES / "demo_tasks.json").read_text())
+        tasks = []
+        for t in spec["tasks"]:
+            event = Event.objects.get(slug=t["event"])
+            names = _placeholders(event)
+            fill = lambda v: _fill(v, names)  # noqa: E731
+            qid = f"{t['sample_id']}_task0"
+            task = Task.objects.filter(question_id=qid).first()
+            if task is None:
+                with transaction.atomic():
+                    layer_ids = {k: event.layers.get(file_name=fill(v)).pk for k, v in t["input"].items()}
+                    content = {
+                        "question": t["question"], "task_category": t["task_category"],
+                        "task_category_code": t["task_category_code"], "disaster_type": event.disaster_type,
+                        "input_data": build_input_data(event, layer_ids),
+                        "trajectory": fill(t["trajectory"]), "answer_spec": t["answer"],
+                    }
+                    task = create_task(author, event, dimension=t["dimension"], content=content, sample_id=t["sample_id"])
+                self._step(f"created task {qid}")
+            if not ReplayRun.objects.filter(task=task, revision=task.head, status="succeeded").exists():
+                run = start_replay(maintainer, task)
+                run.refresh_from_db()
+                self._step(f"replayed {qid}: {run.status} {json.dumps(run.final_answer) if run.final_answer else run.error}")
+            tasks.append(task)
+        return tasks
+
+    def _run(self, maintainer):
+        if AgentRun.objects.filter(agent__name="demo-agent").exists():
+            return
+        run = import_run_dir(maintainer, FIXTURES / "demo_run", "demo-agent")
+        self._step(f"imported example agent run: DORA score {run.dora_score}")
+
+
+def _placeholders(event: Event) -> dict[str, str]:
+    """Layer file names of an event by role: pre/post imagery, damage polygons, building footprints."""
+    names = {}
+    for layer in event.layers.order_by("id"):
+        fn = layer.file_name
+        if layer.kind == "raster" and layer.phase in ("pre", "post"):
+            names.setdefault(layer.phase, fn)
+        elif layer.kind == "vector" and fn.startswith("damage"):
+            names.setdefault("damage", fn)
+        elif layer.kind == "vector" and fn.startswith("bldg_polys"):
+            names.setdefault("buildings", fn)
+    return names
+
+
+def _fill(value, names: dict[str, str]):
+    if isinstance(value, str):
+        for key, fn in names.items():
+            value = value.replace("{" + key + "}", fn)
+        return value
+    if isinstance(value, list):
+        return [_fill(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, names) for k, v in value.items()}
+    return value

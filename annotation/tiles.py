@@ -1,0 +1,377 @@
+"""PNG rendering of raster and mask layers for the map viewer.
+
+Two delivery schemes, one per layer frame:
+
+* **Geographic layers** are served as XYZ web-mercator tiles, ``render_tile(layer, z, x, y)``,
+  read with rio-tiler's ``Reader`` from the layer's web-mercator COG (``layer.tiles_path``; the stored
+  file ``layer.path`` is the fallback). A tile outside the raster is a *transparent* 256×256 PNG (HTTP
+  200, not 404). Zooms far below the source's minimum zoom (more than ``MIN_ZOOM_SLACK`` levels
+  below it, where the raster would be a few pixels wide and the read would be the whole overview) are
+  *refused by returning the transparent tile* without reading pixels: the map never shows a broken
+  tile, and the Leaflet layer is given the same ``minZoom`` so it does not ask for them anyway.
+* **Pixel-frame layers** (non-georeferenced imagery such as xBD PNGs) are served as *one* PNG,
+  ``render_image(layer)``, downsampled so its longest side is at most ``IMAGE_MAX_SIZE``; the viewer
+  places it with ``L.imageOverlay`` in ``L.CRS.Simple`` over ``[[0, 0], [height, width]]``. For 1024²
+  chips that is a single ~1–2 MB PNG, simpler and as fast as a pixel tile pyramid.
+
+Masks (single-band class indices) are coloured with ``class_colours(layer)``: a fixed palette by
+index (``CLASS_COLOURS``), overridden by well-known labels of the layer's ``class_map`` (so
+"destroyed" is red whatever its index); class 0 / background is transparent. Masks are never rescaled
+and tiles use nearest-neighbour resampling (rio-tiler's default), so class values survive.
+
+Nodata is deliberate: we never invent one. The nodata tag stored in the COG (the importer's
+declaration) and any alpha band or internal mask are honoured by rio-tiler; ``layer.metadata["nodata"]``
+overrides the tag when the layer declares it. So black pixels of an image without nodata stay black.
+
+Non-``uint8`` rasters (uint16 optical, float DEM, SAR) are linearly stretched between the 2nd and 98th
+percentile of each band (computed once per file and cached), or ``layer.metadata["rescale"]`` =
+``[[min, max], ...]`` when set. Single-band DEM/slope layers get a colour ramp; other single bands are
+grey.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from rasterio.errors import NotGeoreferencedWarning
+from rio_tiler.errors import NoOverviewWarning
+
+# Expected, harmless warnings of the readers, silenced once here rather than with
+# ``warnings.catch_warnings`` per request (which is not thread-safe under a threaded server).
+warnings.filterwarnings("ignore", category=PendingDeprecationWarning, module=r"rasterio\.windows")
+warnings.filterwarnings("ignore", category=NoOverviewWarning)  # small files read whole anyway
+warnings.filterwarnings("ignore", category=NotGeoreferencedWarning)  # pixel-frame images, by design
+
+IMAGE_MAX_SIZE = 2048
+TILE_SIZE = 256
+MIN_ZOOM_SLACK = 3
+
+# Fixed palette by class index: 0 transparent, then the xBD damage scale, then distinct colours.
+CLASS_COLOURS: dict[int, str | None] = {
+    0: None,  # background: transparent
+    1: "#1a9850",  # no damage: green
+    2: "#fee08b",  # minor damage: yellow
+    3: "#f46d43",  # major damage: orange
+    4: "#d73027",  # destroyed: red
+    5: "#969696",  # un-classified: grey
+    6: "#4575b4",  # blue
+    7: "#984ea3",  # purple
+    8: "#00bcd4",  # cyan
+    9: "#a6761d",  # brown
+    10: "#e7298a",  # pink
+    11: "#66a61e",  # olive green
+}
+_EXTRA_COLOURS = ["#1f78b4", "#b15928", "#6a3d9a", "#ff7f00", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99"]
+
+# Label keywords → colour (matched on the lower-cased label with "_" and " " read as "-").
+_LABEL_COLOURS: list[tuple[tuple[str, ...], str | None]] = [
+    (("background", "no-data", "nodata", "unlabeled", "unlabelled"), None),
+    (("no-damage", "undamaged", "intact"), CLASS_COLOURS[1]),
+    (("minor",), CLASS_COLOURS[2]),
+    (("major",), CLASS_COLOURS[3]),
+    (("destroyed",), CLASS_COLOURS[4]),
+    (("un-classified", "unclassified", "unknown"), CLASS_COLOURS[5]),
+    (("flood", "water", "inundat"), "#2c7fb8"),
+    (("burn", "fire"), "#7f2704"),
+    (("road",), "#525252"),
+    (("building",), "#e6ab02"),
+]
+
+
+class LayerFileError(Exception):
+    """The layer's file is missing or lies outside STUDIO_DATA_ROOT."""
+
+
+def _index_colour(index: int) -> str | None:
+    if index in CLASS_COLOURS:
+        return CLASS_COLOURS[index]
+    return _EXTRA_COLOURS[index % len(_EXTRA_COLOURS)]
+
+
+def _label_colour(label: str) -> tuple[bool, str | None]:
+    norm = str(label).strip().lower().replace("_", "-").replace(" ", "-")
+    for keys, colour in _LABEL_COLOURS:
+        if any(k in norm for k in keys):
+            return True, colour
+    return False, None
+
+
+def class_colours(layer) -> dict[int, str | None]:
+    """``{class index: "#rrggbb" or None (transparent)}`` for every class of a mask layer.
+
+    Covers the class map's indices and the indices counted in ``class_counts``.
+    """
+    indices: dict[int, str] = {}
+    for key, label in (layer.class_map or {}).items():
+        try:
+            indices[int(key)] = str(label)
+        except (TypeError, ValueError):
+            continue
+    for key in (layer.class_counts or {}):
+        try:
+            indices.setdefault(int(key), "")
+        except (TypeError, ValueError):
+            continue
+    out: dict[int, str | None] = {}
+    for index, label in sorted(indices.items()):
+        found, colour = _label_colour(label) if label else (False, None)
+        out[index] = colour if found else _index_colour(index)
+    return out
+
+
+def legend(layer) -> list[dict]:
+    """Legend rows of a mask layer: ``[{"value", "label", "colour", "count"}]`` (colour None: transparent)."""
+    colours = class_colours(layer)
+    labels = {}
+    for key, label in (layer.class_map or {}).items():
+        try:
+            labels[int(key)] = str(label)
+        except (TypeError, ValueError):
+            continue
+    counts = {}
+    for key, count in (layer.class_counts or {}).items():
+        try:
+            counts[int(key)] = count
+        except (TypeError, ValueError):
+            continue
+    return [
+        {"value": i, "label": labels.get(i, f"class {i}"), "colour": c, "count": counts.get(i)}
+        for i, c in colours.items()
+    ]
+
+
+def _rgba(hex_colour: str | None) -> tuple[int, int, int, int]:
+    if not hex_colour:
+        return (0, 0, 0, 0)
+    h = hex_colour.lstrip("#")
+    return (int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16), 255)
+
+
+def colormap_for(layer) -> dict[int, tuple[int, int, int, int]]:
+    """A full 256-entry RGBA colormap for a uint8 mask: known classes coloured, the rest by index."""
+    cmap = {i: _rgba(_index_colour(i)) for i in range(256)}
+    for i, colour in class_colours(layer).items():
+        if 0 <= i < 256:
+            cmap[i] = _rgba(colour)
+    return cmap
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+def layer_file(layer, prefer_tiles: bool = True) -> Path:
+    """The absolute file to read for a layer, confined to STUDIO_DATA_ROOT."""
+    root = Path(settings.STUDIO_DATA_ROOT).resolve()
+    rel = (layer.tiles_path if prefer_tiles and layer.tiles_path else "") or layer.path
+    if not rel:
+        raise LayerFileError("layer has no stored file")
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root):
+        raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT")
+    if not path.is_file():
+        raise LayerFileError("layer file is missing")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_png() -> bytes:
+    from rio_tiler.utils import render
+
+    data = np.zeros((1, TILE_SIZE, TILE_SIZE), dtype="uint8")
+    mask = np.zeros((TILE_SIZE, TILE_SIZE), dtype="uint8")
+    return render(data, mask, img_format="PNG")
+
+
+def transparent_tile() -> bytes:
+    """A fully transparent 256×256 PNG."""
+    return _empty_png()
+
+
+def _stamp(path: Path) -> tuple[str, float, int]:
+    st = path.stat()
+    return (str(path), st.st_mtime, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _source_info(stamp: tuple[str, float, int]) -> dict:
+    """Zoom range, band layout, dtype and per-band p2/p98 of one file (cached by path+mtime+size)."""
+    from rio_tiler.io import Reader
+    from rio_tiler.utils import non_alpha_indexes
+
+    with Reader(stamp[0]) as src:
+        indexes = list(non_alpha_indexes(src.dataset))
+        info = {
+            "minzoom": int(src.minzoom),
+            "maxzoom": int(src.maxzoom),
+            "indexes": indexes,
+            "dtype": src.dataset.dtypes[0],
+            "nodata": src.dataset.nodata,
+            "stretch": None,
+        }
+        if info["dtype"] != "uint8":
+            stats = src.statistics(max_size=1024, indexes=indexes)
+            info["stretch"] = {
+                idx: (float(s.percentile_2), float(s.percentile_98))
+                for idx, s in zip(indexes, stats.values())
+            }
+    return info
+
+
+def tile_zoom_range(layer) -> tuple[int, int]:
+    """``(minzoom, maxzoom)`` of a geographic layer's tile source, as rio-tiler computes them."""
+    info = _source_info(_stamp(layer_file(layer)))
+    return info["minzoom"], info["maxzoom"]
+
+
+def min_served_zoom(layer) -> int:
+    """The lowest zoom for which ``render_tile`` reads pixels (lower zooms get a transparent tile)."""
+    return max(0, tile_zoom_range(layer)[0] - MIN_ZOOM_SLACK)
+
+
+def _band_indexes(layer, available: list[int]) -> list[int]:
+    """1 or 3 band indexes (1-based) to display."""
+    meta = layer.metadata or {}
+    chosen = meta.get("rgb_bands") or meta.get("display_bands")
+    if chosen:
+        chosen = [int(b) for b in chosen if int(b) in available]
+        if len(chosen) in (1, 3):
+            return chosen
+    names = [str(b).lower() for b in (layer.bands or [])]
+    if names and len(names) >= 3:
+        wanted = []
+        for colour in ("red", "green", "blue"):
+            hits = [i + 1 for i, n in enumerate(names) if n == colour or n.startswith(colour)]
+            if hits and hits[0] in available:
+                wanted.append(hits[0])
+        if len(wanted) == 3:
+            return wanted
+    if len(available) >= 3:
+        return available[:3]
+    return available[:1]
+
+
+def _ramp_for(layer) -> dict | None:
+    modality = (layer.modality or "").lower()
+    if modality not in ("dem", "slope", "elevation", "dsm", "dtm"):
+        return None
+    from rio_tiler.colormap import cmap
+
+    name = "terrain" if modality != "slope" else "magma"
+    try:
+        return cmap.get(name)
+    except Exception:  # pragma: no cover - the named ramps ship with rio-tiler
+        return None
+
+
+def _stretch(layer, data: np.ndarray, indexes: list[int], info: dict) -> np.ndarray:
+    """uint8 data for display: identity for uint8, linear stretch otherwise."""
+    if data.dtype == np.uint8:
+        return data
+    ranges = (layer.metadata or {}).get("rescale")
+    out = np.zeros(data.shape, dtype="uint8")
+    for band, idx in enumerate(indexes):
+        if ranges and band < len(ranges):
+            lo, hi = (float(v) for v in ranges[band])
+        elif info.get("stretch") and idx in info["stretch"]:
+            lo, hi = info["stretch"][idx]
+        else:
+            finite = data[band][np.isfinite(data[band])]
+            lo, hi = (float(v) for v in np.percentile(finite, [2, 98])) if finite.size else (0.0, 1.0)
+        if not np.isfinite(lo) or not np.isfinite(hi) or hi <= lo:
+            hi = lo + 1.0
+        scaled = (data[band].astype("float64") - lo) / (hi - lo) * 255.0
+        out[band] = np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255).astype("uint8")
+    return out
+
+
+def _render(layer, data: np.ndarray, mask: np.ndarray, indexes: list[int], info: dict) -> bytes:
+    from rio_tiler.utils import render
+
+    if layer.kind == "mask":
+        band = data[:1]
+        if band.dtype != np.uint8:
+            band = np.clip(np.nan_to_num(band.astype("float64")), 0, 255).astype("uint8")
+        return render(band, mask, img_format="PNG", colormap=colormap_for(layer))
+    data = _stretch(layer, data, indexes, info)
+    ramp = _ramp_for(layer) if data.shape[0] == 1 else None
+    if ramp:
+        return render(data, mask, img_format="PNG", colormap=ramp)
+    return render(data, mask, img_format="PNG")
+
+
+def _read_kwargs(layer) -> dict:
+    meta = layer.metadata or {}
+    if "nodata" in meta and meta["nodata"] is not None:
+        return {"nodata": meta["nodata"]}
+    return {}
+
+
+def render_tile(layer, z: int, x: int, y: int) -> bytes:
+    """A 256×256 PNG web-mercator tile of a geographic raster or mask layer.
+
+    Transparent outside the raster and for zooms more than ``MIN_ZOOM_SLACK`` below the source's
+    minimum zoom. Raises ``LayerFileError`` when the file is missing, ``ValueError`` for a layer
+    that has no tiles (vector or pixel-frame layers).
+    """
+    if layer.kind not in ("raster", "mask"):
+        raise ValueError("only raster and mask layers have tiles")
+    if layer.frame != "geographic":
+        raise ValueError("pixel-frame layers have no web-mercator tiles; use the layer image")
+    if z < 0 or x < 0 or y < 0 or x >= 2**z or y >= 2**z:
+        return transparent_tile()
+    path = layer_file(layer)
+    info = _source_info(_stamp(path))
+    if z < info["minzoom"] - MIN_ZOOM_SLACK:
+        return transparent_tile()
+
+    from rio_tiler.errors import TileOutsideBounds
+    from rio_tiler.io import Reader
+
+    indexes = [1] if layer.kind == "mask" else _band_indexes(layer, info["indexes"])
+    with Reader(str(path)) as src:
+        if not src.tile_exists(x, y, z):
+            return transparent_tile()
+        try:
+            img = src.tile(x, y, z, tilesize=TILE_SIZE, indexes=indexes, **_read_kwargs(layer))
+        except TileOutsideBounds:
+            return transparent_tile()
+    if not img.mask.any():
+        return transparent_tile()
+    return _render(layer, np.asarray(img.data), img.mask, indexes, info)
+
+
+def render_image(layer, max_size: int = IMAGE_MAX_SIZE) -> bytes:
+    """The whole raster or mask as one PNG (longest side ≤ ``max_size``), in its own pixel frame.
+
+    Used for pixel-frame layers with ``L.imageOverlay``; works for any raster file. Reads the stored
+    file in its own grid (no reprojection): the pixel-frame COG in ``tiles_path`` when present, else
+    ``path``.
+    """
+    if layer.kind not in ("raster", "mask"):
+        raise ValueError("only raster and mask layers have an image")
+    import rasterio
+    from rasterio.enums import Resampling
+    from rio_tiler.utils import non_alpha_indexes
+
+    path = layer_file(layer, prefer_tiles=layer.frame == "pixel")
+    info = {"stretch": None}  # stretch, when needed, from the percentiles of this read
+    with rasterio.open(path) as src:
+        available = list(non_alpha_indexes(src))
+        indexes = [1] if layer.kind == "mask" else _band_indexes(layer, available)
+        scale = min(1.0, max_size / max(src.width, src.height))
+        out_h, out_w = max(1, round(src.height * scale)), max(1, round(src.width * scale))
+        resampling = Resampling.nearest if layer.kind == "mask" or scale == 1.0 else Resampling.average
+        data = src.read(indexes, out_shape=(len(indexes), out_h, out_w), resampling=resampling)
+        nodata = (layer.metadata or {}).get("nodata")
+        if nodata is None:
+            # dataset mask: honours a declared nodata tag, an alpha band or an internal mask;
+            # all-valid when the file declares none.
+            mask = src.dataset_mask(out_shape=(out_h, out_w), resampling=Resampling.nearest)
+        else:
+            mask = np.where(np.all(data == nodata, axis=0), 0, 255).astype("uint8")
+    return _render(layer, data, mask.astype("uint8"), indexes, info)
+

@@ -1,0 +1,579 @@
+"""Leaderboard: the official Table 4 numbers of every run, breakdowns and labelled extras.
+
+Pure functions over plain data (no Django). Two inputs:
+
+* ``runs``: one dict per agent run, ``{run_id, agent, run_name, mode, dora_score, dimensions}``
+  where ``dimensions`` is the run's stored official block ``{dim: {dim_score, n_tasks,
+  n_scored_tasks, t_any, t_ord, t_em, par_acc, eff}}``.
+* ``rows``: one dict per run record, ``{record_id, run_id, agent, run_name, mode, dimension,
+  question_id, task_score, t_any, t_ord, t_em, par_acc, eff, gold_len, modality, ...extras}``
+  (see :data:`ROW_COLUMNS`); ``gold_len``/``modality`` are None when the record has no studio task.
+
+What is official and what is not
+--------------------------------
+*Official* (:func:`official_table`): per-dimension answer accuracy and the DORA score exactly as
+stored from the scorer (the evaluator's numbers), and the five trajectory metrics averaged like the
+evaluator's summary row (per dimension, then the plain mean of the dimensions that have tasks).
+
+*Breakdowns* (:func:`bucket_breakdown`): the paper's Fig. 8/9 views. Accuracy of a group is the
+pooled mean of the official per-task scores of the records in it (records whose task score is
+None, i.e. no scored field, are left out, as the evaluator leaves them out of a dimension mean).
+Records without a studio task have no gold length or modality and are in no group.
+
+*Extras* (:func:`bootstrap_ci`, :func:`trajectory_extras`): never part of the official numbers.
+"""
+from __future__ import annotations
+
+import io
+import math
+from collections import Counter, defaultdict
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from evaluation.scoring.config import ScoringConfig
+from evaluation.scoring.loaders import TASKS
+from evaluation.scoring.normalize import normalize_tool_name
+from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, match_value, output_map
+
+DIMENSIONS: Tuple[str, ...] = tuple(TASKS)  # t1 … t5
+METRICS: Tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
+METRIC_LABELS = {"t_any": "T-Any", "t_ord": "T-Ord", "t_em": "T-EM", "par_acc": "ParAcc", "eff": "Eff"}
+GOLD_AGENT = "gold"
+
+# Gold-trajectory length buckets. The paper's Fig. 9 starts at 2 steps; 1-step tasks get their own
+# bucket "1" (listed first) rather than being folded into "2–3". A gold trajectory with 0 steps
+# after flattening (e.g. only a loop wrapper) is in no bucket.
+LENGTH_BUCKETS: Tuple[str, ...] = ("1", "2–3", "4–5", "6–7", "8–10", "≥11")
+
+ROW_COLUMNS: Tuple[str, ...] = (
+    "record_id", "run_id", "run_name", "agent", "mode", "dimension", "question_id", "task_id",
+    "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff",
+    "gold_len", "length_bucket", "modality",
+    "n_pred_steps", "lcs_par_acc", "multiset_recall", "extraneous_calls",
+)
+
+
+# ── per-record helpers ───────────────────────────────────────────────────
+
+def _tool_names(traj: Any) -> List[str]:
+    names = (normalize_tool_name(s.get("call", "")) for s in flatten_trajectory(traj))
+    return [n for n in names if n]
+
+
+def gold_length(trajectory: Any) -> Optional[int]:
+    """|G| as the evaluator counts it: the flattened gold steps with a tool name (loop wrappers
+    dropped). None when there is no trajectory (not a list)."""
+    if not isinstance(trajectory, list):
+        return None
+    return len(_tool_names(trajectory))
+
+
+def length_bucket(n: Optional[int]) -> Optional[str]:
+    """``1``, ``2–3``, ``4–5``, ``6–7``, ``8–10``, ``≥11``; None for None or < 1."""
+    if n is None or n < 1:
+        return None
+    if n == 1:
+        return "1"
+    if n <= 3:
+        return "2–3"
+    if n <= 5:
+        return "4–5"
+    if n <= 7:
+        return "6–7"
+    if n <= 10:
+        return "8–10"
+    return "≥11"
+
+
+def modality_config(input_data: Any) -> Optional[str]:
+    """The sorted set of input modalities joined by ``+`` (``optical+sar``, ``optical+vector``).
+
+    Each ``input_data`` entry contributes its ``modality`` (lower-cased); ``temporal_images``
+    contributes the modality of each of its images; an entry without a modality but with a
+    ``path`` (a vector layer, ``{"path": "poi.geojson"}``) is ``vector``; a raster entry
+    (``image_path``) without a modality is ``optical`` (the studio's manifest default). None when
+    nothing is found.
+    """
+    if not isinstance(input_data, dict):
+        return None
+    found = set()
+
+    def visit(entry: Any) -> None:
+        if not isinstance(entry, dict):
+            return
+        modality = entry.get("modality")
+        if isinstance(modality, str) and modality.strip():
+            found.add(modality.strip().lower())
+        elif "image_path" in entry:
+            found.add("optical")
+        elif "path" in entry:
+            found.add("vector")
+
+    for key, entry in input_data.items():
+        if key == "temporal_images" and isinstance(entry, dict):
+            for image in entry.values():
+                visit(image)
+        else:
+            visit(entry)
+    return "+".join(sorted(found)) or None
+
+
+def lcs_alignment(gold: Sequence[str], pred: Sequence[str]) -> List[Tuple[int, int]]:
+    """Index pairs (gold i, pred j) of one longest common subsequence of two name lists (empty
+    names never match). Ties resolve towards the earliest predicted step."""
+    n, m = len(gold), len(pred)
+    # suffix table: L[i][j] = LCS of gold[i:], pred[j:]
+    table = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            if gold[i] and gold[i] == pred[j]:
+                table[i][j] = table[i + 1][j + 1] + 1
+            else:
+                table[i][j] = max(table[i + 1][j], table[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if gold[i] and gold[i] == pred[j] and table[i][j] == table[i + 1][j + 1] + 1:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif table[i + 1][j] >= table[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
+def lcs_parameter_accuracy(pred_traj: Any, gold_traj: Any, tau_r: float = 0.2, tau_a: float = 1.0) -> float:
+    """EXTRA. Parameter accuracy with steps paired by an LCS of tool names instead of by position,
+    so one inserted step does not shift every later comparison.
+
+    For each gold step paired with a predicted step: the fraction of gold argument keys whose
+    values match (a gold step without args counts 1); unpaired gold steps count 0; the sum is
+    divided by the number of flattened gold steps. Values match with the evaluator's rules, except
+    that a file-path argument also matches when both paths were produced by a pair of aligned
+    steps (the evaluator compares producing step *indices*, which an insertion shifts).
+    Empty gold: 1 if the prediction is empty too, else 0.
+    """
+    gold_flat, pred_flat = flatten_trajectory(gold_traj), flatten_trajectory(pred_traj)
+    if not gold_flat:
+        return 1.0 if not pred_flat else 0.0
+    g_names = [normalize_tool_name(s.get("call", "")) for s in gold_flat]
+    p_names = [normalize_tool_name(s.get("call", "")) for s in pred_flat]
+    pairs = lcs_alignment(g_names, p_names)
+    aligned = set(pairs)
+    ctx = _Context(gold_flat, pred_flat, ScoringConfig(tau_r=tau_r, tau_a=tau_a))
+    g_out = p_out = None
+    total = 0.0
+    for gi, pj in pairs:
+        g_args = gold_flat[gi].get("args", {})
+        p_args = pred_flat[pj].get("args", {})
+        g_args = g_args if isinstance(g_args, dict) else {}
+        p_args = p_args if isinstance(p_args, dict) else {}
+        if not g_args:
+            total += 1.0
+            continue
+        hits = 0
+        for key, gv in g_args.items():
+            if key not in p_args:
+                continue
+            pv = p_args[key]
+            if isinstance(gv, str) and isinstance(pv, str) and (is_file_path(gv) or is_file_path(pv)):
+                if g_out is None:
+                    g_out, p_out = output_map(gold_flat), output_map(pred_flat)
+                g_src, p_src = g_out.get(gv), p_out.get(pv)
+                if g_src is not None and p_src is not None and (g_src[0], p_src[0]) in aligned:
+                    hits += 1
+                    continue
+            ok, _ = match_value(gv, pv, ctx)
+            hits += bool(ok)
+        total += hits / len(g_args)
+    return total / len(gold_flat)
+
+
+def multiset_recall(pred_names: Sequence[str], gold_names: Sequence[str]) -> float:
+    """EXTRA. |multiset(G) ∩ multiset(P)| / |G| (T-Any without collapsing repeated calls);
+    empty G: 1 if P is empty, else 0."""
+    if not gold_names:
+        return 1.0 if not pred_names else 0.0
+    common = Counter(gold_names) & Counter(pred_names)
+    return sum(common.values()) / len(gold_names)
+
+
+def extraneous_calls(pred_names: Sequence[str], gold_names: Sequence[str]) -> int:
+    """EXTRA. Predicted calls left over once each gold call has consumed one predicted call of
+    the same tool: |P| − |multiset(G) ∩ multiset(P)| (wrong tools and surplus repeats)."""
+    common = Counter(gold_names) & Counter(pred_names)
+    return len(pred_names) - sum(common.values())
+
+
+def record_extras(pred_traj: Any, gold_traj: Any, tau_r: float = 0.2, tau_a: float = 1.0) -> Dict[str, Any]:
+    """The per-record extras: ``n_pred_steps`` (always), and ``lcs_par_acc``, ``multiset_recall``,
+    ``extraneous_calls`` when a gold trajectory is known (``gold_traj`` a list), else None."""
+    pred_names = _tool_names(pred_traj)
+    out = {"n_pred_steps": len(pred_names), "lcs_par_acc": None, "multiset_recall": None, "extraneous_calls": None}
+    if isinstance(gold_traj, list):
+        gold_names = _tool_names(gold_traj)
+        out["lcs_par_acc"] = round(lcs_parameter_accuracy(pred_traj, gold_traj, tau_r, tau_a), 6)
+        out["multiset_recall"] = round(multiset_recall(pred_names, gold_names), 6)
+        out["extraneous_calls"] = extraneous_calls(pred_names, gold_names)
+    return out
+
+
+# ── runs ─────────────────────────────────────────────────────────────────
+
+def is_gold(run: dict) -> bool:
+    return str(run.get("agent", "")).strip().lower() == GOLD_AGENT
+
+
+def run_labels(runs: Sequence[dict]) -> Dict[Any, str]:
+    """``agent [mode]``, with `` #<run id>`` added where two runs would share a label."""
+    base = {r["run_id"]: f"{r['agent']} [{r['mode']}]" for r in runs}
+    counts = Counter(base.values())
+    return {rid: (f"{lab} #{rid}" if counts[lab] > 1 else lab) for rid, lab in base.items()}
+
+
+def order_runs(runs: Sequence[dict]) -> List[dict]:
+    """Gold runs first (as in the paper's Table 4), then by DORA score, best first; ties by id."""
+    def key(r):
+        score = r.get("dora_score")
+        return (0 if is_gold(r) else 1, -(score if score is not None else -math.inf), r["run_id"])
+    return sorted(runs, key=key)
+
+
+def gold_run_for(run: dict, runs: Sequence[dict]) -> Optional[dict]:
+    """The reference gold run of ``run``: the newest (highest id) run of agent ``gold`` scored in
+    the same mode; None when there is none."""
+    golds = [r for r in runs if is_gold(r) and r.get("mode") == run.get("mode")]
+    return max(golds, key=lambda r: r["run_id"]) if golds else None
+
+
+# ── official table ───────────────────────────────────────────────────────
+
+def _mean(values: Iterable[float]) -> Optional[float]:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def official_row(run: dict, rows: Sequence[dict] = ()) -> dict:
+    """One Table 4 row: ``{run_id, agent, run_name, mode, label, avg, dims: {t1..t5: score|None},
+    metrics: {t_any..eff}, source}``.
+
+    ``avg`` is the stored DORA score; ``dims`` the stored ``dim_score`` of every dimension with
+    tasks. A metric is the mean over those dimensions of the stored (rounded) dimension metric,
+    as the evaluator's summary row computes it. Where the stored block lacks a metric it is
+    recomputed from this run's records (mean of the record values per dimension, rounded to 6
+    decimals, then the mean over dimensions) and ``source`` says ``recomputed``.
+    """
+    stored = run.get("dimensions") or {}
+    active = [d for d in DIMENSIONS if isinstance(stored.get(d), dict)
+              and stored[d].get("n_tasks", 1) > 0 and stored[d].get("dim_score") is not None]
+    by_dim = defaultdict(list)
+    for r in rows:
+        if r["run_id"] == run["run_id"]:
+            by_dim[r["dimension"]].append(r)
+    source = "stored"
+    metrics = {}
+    for m in METRICS:
+        per_dim = []
+        for d in active:
+            value = stored[d].get(m)
+            if value is None:
+                value = _mean(r.get(m) for r in by_dim.get(d, ()))
+                value = None if value is None else round(value, 6)
+                source = "recomputed"
+            if value is not None:
+                per_dim.append(value)
+        metrics[m] = sum(per_dim) / len(per_dim) if per_dim else None
+    return {
+        "run_id": run["run_id"], "agent": run["agent"], "run_name": run.get("run_name", ""),
+        "mode": run["mode"], "avg": run.get("dora_score"),
+        "dims": {d: (stored[d]["dim_score"] if d in active else None) for d in DIMENSIONS},
+        "n_tasks": {d: (stored[d].get("n_tasks") if d in active else None) for d in DIMENSIONS},
+        "metrics": metrics, "source": source,
+    }
+
+
+def official_table(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dict]:
+    """Table 4 rows of every run, gold first, then by DORA score; each has a ``label``."""
+    labels = run_labels(runs)
+    out = []
+    for run in order_runs(runs):
+        row = official_row(run, rows)
+        row["label"] = labels[run["run_id"]]
+        out.append(row)
+    return out
+
+
+# ── breakdowns ───────────────────────────────────────────────────────────
+
+def group_accuracy(rows: Sequence[dict], key: str) -> Dict[Any, Dict[str, Tuple[float, int]]]:
+    """``{run_id: {group: (pooled mean task score, n records)}}`` over records with a task score
+    and a non-None ``key`` value."""
+    sums: Dict[Any, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
+    for r in rows:
+        group, score = r.get(key), r.get("task_score")
+        if group is None or score is None or (isinstance(score, float) and math.isnan(score)):
+            continue
+        acc = sums[r["run_id"]][group]
+        acc[0] += score
+        acc[1] += 1
+    return {rid: {g: (s / n, n) for g, (s, n) in groups.items()} for rid, groups in sums.items()}
+
+
+def bucket_breakdown(runs: Sequence[dict], rows: Sequence[dict], key: str,
+                     groups: Optional[Sequence[str]] = None, with_gap: bool = False) -> dict:
+    """Accuracy by group per run: ``{groups: [...], rows: [{run_id, label, mode, cells: [{group,
+    acc, n, gap, gold}]}]}``.
+
+    ``groups`` defaults to every value seen, sorted. With ``with_gap`` each cell has the agent-to-
+    gold gap ``acc − gold`` where ``gold`` is the same group's accuracy of the run's reference gold
+    run (:func:`gold_run_for`: agent ``gold``, same mode) or 1.0 when there is no such run (a gold
+    replay scores 1.0 on every task by construction); ``gold`` is None (and so is the gap) when the
+    reference gold run has no record in that group.
+    """
+    acc = group_accuracy(rows, key)
+    if groups is None:
+        groups = sorted({g for per_run in acc.values() for g in per_run})
+    labels = run_labels(runs)
+    out_rows = []
+    for run in order_runs(runs):
+        mine = acc.get(run["run_id"], {})
+        ref = gold_run_for(run, runs) if with_gap else None
+        cells = []
+        for g in groups:
+            a, n = mine.get(g, (None, 0))
+            cell = {"group": g, "acc": a, "n": n}
+            if with_gap:
+                if ref is None:
+                    gold, gold_source = 1.0, "1.0 (no gold run)"
+                else:
+                    gold = acc.get(ref["run_id"], {}).get(g, (None, 0))[0]
+                    gold_source = labels[ref["run_id"]]
+                cell["gold"] = gold
+                cell["gold_source"] = gold_source
+                cell["gap"] = (a - gold) if (a is not None and gold is not None) else None
+            cells.append(cell)
+        out_rows.append({"run_id": run["run_id"], "label": labels[run["run_id"]], "mode": run["mode"],
+                         "agent": run["agent"], "cells": cells})
+    return {"groups": list(groups), "rows": out_rows}
+
+
+def length_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
+    """Fig. 9: accuracy by gold-trajectory length bucket with the agent-to-gold gap. Buckets with
+    no record in any run are dropped."""
+    seen = {r.get("length_bucket") for r in rows if r.get("task_score") is not None}
+    return bucket_breakdown(runs, rows, "length_bucket", [b for b in LENGTH_BUCKETS if b in seen], with_gap=True)
+
+
+def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
+    """Fig. 8: accuracy by input modality configuration."""
+    return bucket_breakdown(runs, rows, "modality")
+
+
+# ── extras ───────────────────────────────────────────────────────────────
+
+def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0,
+                 level: float = 0.95) -> List[dict]:
+    """EXTRA. Percentile bootstrap intervals of each dimension's accuracy and of the macro score.
+
+    Per run, tasks are resampled with replacement within each dimension (stratified, so every
+    replicate has every dimension); a replicate's dimension accuracy is the mean of its resampled
+    task scores and its macro score the mean of its dimension accuracies. Only records with a
+    task score are resampled, as only they enter the official mean. The point estimates are those
+    record means (equal to the official scores when the run's records cover all its tasks).
+    ``numpy.random.default_rng(seed)`` drives everything; dimensions are drawn in t1…t5 order, runs
+    in id order, so the same input and seed give the same intervals.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lo_q, hi_q = (1 - level) / 2 * 100, (1 + level) / 2 * 100
+    by_run: Dict[Any, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        s = r.get("task_score")
+        if s is not None and not (isinstance(s, float) and math.isnan(s)):
+            by_run[r["run_id"]][r["dimension"]].append(float(s))
+    labels = run_labels(runs)
+    order = {r["run_id"]: i for i, r in enumerate(order_runs(runs))}
+    out = []
+    for run in sorted(runs, key=lambda r: r["run_id"]):
+        dims = by_run.get(run["run_id"], {})
+        res = {"run_id": run["run_id"], "label": labels[run["run_id"]], "mode": run["mode"], "n_boot": n_boot,
+               "seed": seed, "level": level, "dims": {}, "macro": None}
+        reps = []
+        for d in DIMENSIONS:
+            scores = np.asarray(dims.get(d, []), dtype=float)
+            if scores.size == 0:
+                res["dims"][d] = None
+                continue
+            idx = rng.integers(0, scores.size, size=(n_boot, scores.size))
+            means = scores[idx].mean(axis=1)
+            reps.append(means)
+            res["dims"][d] = {"mean": float(scores.mean()), "lo": float(np.percentile(means, lo_q)),
+                              "hi": float(np.percentile(means, hi_q)), "n": int(scores.size)}
+        if reps:
+            macro = np.mean(np.vstack(reps), axis=0)
+            point = float(np.mean([res["dims"][d]["mean"] for d in DIMENSIONS if res["dims"][d]]))
+            res["macro"] = {"mean": point, "lo": float(np.percentile(macro, lo_q)),
+                            "hi": float(np.percentile(macro, hi_q))}
+        out.append(res)
+    out.sort(key=lambda r: order[r["run_id"]])
+    return out
+
+
+def trajectory_extras(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
+    """EXTRA, per run over the records that have a studio gold trajectory: mean LCS-aligned
+    parameter accuracy, mean multiset tool recall (record means, pooled over dimensions), and the
+    extraneous-call rate = Σ extraneous calls / Σ predicted calls (pooled over calls, None when no
+    call was made). ``n`` is the number of records used; records without a gold are skipped."""
+    labels = run_labels(runs)
+    out = []
+    for run in order_runs(runs):
+        mine = [r for r in rows if r["run_id"] == run["run_id"] and r.get("lcs_par_acc") is not None]
+        calls = sum(r.get("n_pred_steps") or 0 for r in mine)
+        extra = sum(r.get("extraneous_calls") or 0 for r in mine)
+        out.append({
+            "run_id": run["run_id"], "label": labels[run["run_id"]], "mode": run["mode"], "n": len(mine),
+            "lcs_par_acc": _mean(r["lcs_par_acc"] for r in mine),
+            "par_acc": _mean(r.get("par_acc") for r in mine),
+            "multiset_recall": _mean(r.get("multiset_recall") for r in mine),
+            "extraneous_rate": (extra / calls) if calls else None,
+            "extraneous_calls": extra, "pred_calls": calls,
+        })
+    return out
+
+
+# ── exports ──────────────────────────────────────────────────────────────
+
+def records_frame(rows: Sequence[dict]):
+    """The per-record rows as a pandas DataFrame with the :data:`ROW_COLUMNS` columns."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{c: r.get(c) for c in ROW_COLUMNS} for r in rows], columns=list(ROW_COLUMNS))
+    for c in ("task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "lcs_par_acc", "multiset_recall"):
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
+    for c in ("gold_len", "n_pred_steps", "extraneous_calls", "task_id"):
+        frame[c] = frame[c].astype("Int64")
+    return frame
+
+
+def to_csv_bytes(rows: Sequence[dict]) -> bytes:
+    """UTF-8 CSV of :func:`records_frame` (empty cells for missing values)."""
+    return records_frame(rows).to_csv(index=False).encode("utf-8")
+
+
+def to_parquet_bytes(rows: Sequence[dict]) -> bytes:
+    """Parquet (pyarrow) of :func:`records_frame`."""
+    buf = io.BytesIO()
+    records_frame(rows).to_parquet(buf, index=False, engine="pyarrow")
+    return buf.getvalue()
+
+
+# ── plots ────────────────────────────────────────────────────────────────
+
+def _figure(width: float = 8.0, height: float = 4.2):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure  # no pyplot: no global backend state, safe in threads
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)  # the Agg canvas renders the PNG
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _empty(ax, text: str = "no data") -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_axis_off()
+
+
+def plot_dimensions(table: Sequence[dict]) -> bytes:
+    """Grouped bars: official answer accuracy (%) per dimension and AVG, one bar per run."""
+    fig = _figure(9.0)
+    ax = fig.add_subplot()
+    if not table:
+        _empty(ax)
+        return _png(fig)
+    cats = list(DIMENSIONS) + ["avg"]
+    width = 0.8 / len(table)
+    for k, row in enumerate(table):
+        values = [row["dims"].get(d) for d in DIMENSIONS] + [row["avg"]]
+        xs = [i + (k - (len(table) - 1) / 2) * width for i in range(len(cats))]
+        ax.bar(xs, [100 * v if v is not None else 0 for v in values], width, label=row["label"])
+    ax.set_xticks(range(len(cats)), [c.upper() for c in cats])
+    ax.set_ylabel("answer accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Official answer accuracy per dimension")
+    ax.legend(fontsize=7, ncol=2)
+    return _png(fig)
+
+
+def plot_length(breakdown: dict) -> bytes:
+    """Lines: accuracy (%) by gold-trajectory length bucket, one line per run."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    groups = breakdown.get("groups", [])
+    if not groups or not breakdown.get("rows"):
+        _empty(ax)
+        return _png(fig)
+    for row in breakdown["rows"]:
+        ys = [100 * c["acc"] if c["acc"] is not None else float("nan") for c in row["cells"]]
+        ax.plot(range(len(groups)), ys, marker="o", label=row["label"],
+                linestyle="--" if str(row["agent"]).lower() == GOLD_AGENT else "-")
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_xlabel("gold trajectory length (steps)")
+    ax.set_ylabel("answer accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("Accuracy by gold-trajectory length")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def plot_modality(breakdown: dict) -> bytes:
+    """Grouped bars: accuracy (%) by input modality configuration, one bar per run."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    groups, rows = breakdown.get("groups", []), breakdown.get("rows", [])
+    if not groups or not rows:
+        _empty(ax)
+        return _png(fig)
+    width = 0.8 / len(rows)
+    for k, row in enumerate(rows):
+        xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
+        ax.bar(xs, [100 * c["acc"] if c["acc"] is not None else 0 for c in row["cells"]], width, label=row["label"])
+    ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
+    ax.set_ylabel("answer accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Accuracy by input modality configuration")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+PLOTS = ("dimensions", "length", "modality")
+
+
+def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
+    """Everything the page shows: ``official``, ``length``, ``modality``, ``bootstrap``,
+    ``traj_extras``, ``modes``."""
+    return {
+        "official": official_table(runs, rows),
+        "length": length_breakdown(runs, rows),
+        "modality": modality_breakdown(runs, rows),
+        "bootstrap": bootstrap_ci(runs, rows, n_boot=n_boot, seed=seed),
+        "traj_extras": trajectory_extras(runs, rows),
+        "modes": sorted({r["mode"] for r in runs}),
+    }
+
+
+def render_plot(name: str, data: dict) -> bytes:
+    """PNG of plot ``name`` (one of :data:`PLOTS`) from :func:`build`'s output; KeyError otherwise."""
+    if name == "dimensions":
+        return plot_dimensions(data["official"])
+    if name == "length":
+        return plot_length(data["length"])
+    if name == "modality":
+        return plot_modality(data["modality"])
+    raise KeyError(name)

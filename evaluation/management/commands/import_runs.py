@@ -1,0 +1,44 @@
+"""manage.py import_runs DIR --agent NAME [--tasks-dir DIR] [--mode dora|paper] [--json]"""
+import json
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation.services import RunImportError, import_run_dir
+
+
+class Command(BaseCommand):
+    help = ("Import an agent run folder (per-dimension benchmark.jsonl, the benchmark's run layout) and score it "
+            "with the official rules. Gold: the studio's tasks, or --tasks-dir in the benchmark's layout.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_dir")
+        parser.add_argument("--agent", required=True)
+        parser.add_argument("--tasks-dir", default=None)
+        parser.add_argument("--mode", choices=["dora", "paper"], default="dora")
+        parser.add_argument("--tau-r", type=float, default=0.2)
+        parser.add_argument("--tau-a", type=float, default=1.0)
+        parser.add_argument("--as-user", default=None, help="username recorded as importer (default: a superuser)")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **opts):
+        User = get_user_model()
+        user = (User.objects.filter(username=opts["as_user"]).first() if opts["as_user"]
+                else User.objects.filter(is_superuser=True).order_by("id").first())
+        if user is None:
+            raise CommandError("no importing user: pass --as-user NAME (a maintainer) or create a superuser")
+        run_dir = Path(opts["run_dir"])
+        if not run_dir.is_dir():
+            raise CommandError(f"{run_dir}: not a directory")
+        try:
+            run = import_run_dir(user, run_dir, opts["agent"], tasks_dir=Path(opts["tasks_dir"]) if opts["tasks_dir"] else None,
+                                 mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"])
+        except RunImportError as exc:
+            raise CommandError(str(exc))
+        summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,
+                   "dimensions": run.dimensions, "records": run.records.count()}
+        if opts["json"]:
+            self.stdout.write(json.dumps(summary, indent=2))
+        else:
+            self.stdout.write(f"run {run.pk} of {run.agent.name}: {summary['records']} records, DORA score {run.dora_score} ({run.scoring_mode})")

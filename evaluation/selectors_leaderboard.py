@@ -1,0 +1,61 @@
+"""Queries that feed the leaderboard (:mod:`evaluation.leaderboard`) its plain rows.
+
+Two queries in all, whatever the number of runs and records: one for the runs, one for the
+records joined to their agent, run and studio task head revision.
+"""
+from __future__ import annotations
+
+from evaluation import leaderboard as lb
+from evaluation.models import AgentRun, RunRecord
+
+_RECORD_FIELDS = (
+    "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a",
+    "dimension", "question_id", "task_id", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff",
+)
+
+
+def leaderboard_runs() -> list[dict]:
+    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions}`` (one query)."""
+    qs = AgentRun.objects.order_by("id").values("id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions")
+    return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
+             "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}} for r in qs]
+
+
+def leaderboard_rows(extras: bool = True) -> list[dict]:
+    """One plain row per run record (one query; see :data:`evaluation.leaderboard.ROW_COLUMNS`).
+
+    ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
+    ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
+    task (or the task no head revision): such records are left out of those breakdowns. With
+    ``extras`` the per-record extras are computed from the record's predicted trajectory and the
+    head revision's gold trajectory (None without a task; ``n_pred_steps`` always).
+    """
+    fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory")
+    if extras:
+        fields += ("trajectory",)
+    qs = RunRecord.objects.order_by("run_id", "dimension", "question_id").values(*fields)
+    per_task: dict = {}
+    rows = []
+    for r in qs.iterator(chunk_size=500):
+        gold_traj = r["task__head__trajectory"] if r["task_id"] is not None else None
+        if r["task_id"] is not None and r["task_id"] not in per_task:
+            n = lb.gold_length(gold_traj)
+            per_task[r["task_id"]] = (n, lb.length_bucket(n), lb.modality_config(r["task__head__input_data"]))
+        gold_len, bucket, modality = per_task.get(r["task_id"], (None, None, None))
+        row = {
+            "record_id": r["id"], "run_id": r["run_id"], "run_name": r["run__name"], "agent": r["run__agent__name"],
+            "mode": r["run__scoring_mode"], "dimension": r["dimension"], "question_id": r["question_id"],
+            "task_id": r["task_id"], "task_score": r["task_score"],
+            **{m: r[m] for m in lb.METRICS},
+            "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
+            "n_pred_steps": None, "lcs_par_acc": None, "multiset_recall": None, "extraneous_calls": None,
+        }
+        if extras:
+            row.update(lb.record_extras(r["trajectory"], gold_traj, r["run__tau_r"], r["run__tau_a"]))
+        rows.append(row)
+    return rows
+
+
+def leaderboard_data(extras: bool = True) -> tuple[list[dict], list[dict]]:
+    """``(runs, rows)`` for :func:`evaluation.leaderboard.build` (two queries)."""
+    return leaderboard_runs(), leaderboard_rows(extras)

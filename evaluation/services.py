@@ -1,0 +1,125 @@
+"""Services for agent runs and verdicts: import and score a run folder, record verdicts.
+
+Scoring itself is ``evaluation.scoring`` (pure functions identical to the official evaluator);
+this module feeds it the gold samples — from the studio's own tasks (their newest succeeded
+replay) or from a task folder in the benchmark's layout — and stores the results.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.db import transaction
+
+from annotation.models import Task
+from annotation.services.export import dora_samples
+from annotation.services.tasks import TASK_FILES
+from evaluation.models import Agent, AgentRun, RunRecord, Verdict
+from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
+from studio.permissions import require
+
+ERROR_CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
+GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+class RunImportError(Exception):
+    """A run folder cannot be imported; the message names the file and the problem."""
+
+
+def _studio_gold(question_ids: set[str]) -> tuple[dict, dict]:
+    tasks = list(Task.objects.filter(question_id__in=question_ids).select_related("event", "head"))
+    return dora_samples(tasks), {t.question_id: t for t in tasks}
+
+
+@transaction.atomic
+def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | None = None,
+                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0) -> AgentRun:
+    """Import and score a run folder (``<dim task name>/benchmark.jsonl`` per dimension).
+
+    Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given, else
+    from the studio's tasks with the same question ids. Raises ``RunImportError`` when the folder
+    has no record or a record names no known task.
+    """
+    require(user, "run.import")
+    run_dir = Path(run_dir)
+    records_by_dim = load_run_records(run_dir)
+    n_records = sum(len(v) for v in records_by_dim.values())
+    if n_records == 0:
+        raise RunImportError(f"{run_dir}: no benchmark.jsonl with records under {', '.join(f[:-5] for f in TASK_FILES.values())}")
+    if tasks_dir is not None:
+        samples_by_dim = load_task_files(Path(tasks_dir))
+        polygons = Path(tasks_dir) / "gold_polygons"
+        task_by_qid = {t.question_id: t for t in Task.objects.filter(
+            question_id__in=[r["question_id"] for rs in records_by_dim.values() for r in rs])}
+    else:
+        qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
+        samples_by_dim, task_by_qid = _studio_gold(qids)
+        unknown = sorted(qids - set(task_by_qid))
+        if unknown:
+            raise RunImportError(f"{run_dir}: question ids with no task in the studio: {', '.join(unknown[:10])}")
+        polygons = None
+    result = evaluate_samples(samples_by_dim, records_by_dim, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
+                              polygon_roots=[run_dir])
+    agent, _ = Agent.objects.get_or_create(name=agent_name)
+    run = AgentRun.objects.create(
+        agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
+        dora_score=result.get("dora_score"), dimensions=result.get("dimensions", {}), imported_by=user,
+    )
+    sample_index = {(d, s["sample_id"]): s for d, ss in samples_by_dim.items() for s in ss}
+    rows = []
+    for dim, records in records_by_dim.items():
+        scored = {(t["sample_id"], t["task_idx"]): t for t in result.get("full", {}).get(dim, {}).get("tasks", [])}
+        for rec in records:
+            qid = rec["question_id"]
+            sample_id, _, idx = qid.rpartition("_task")
+            sample_id = rec.get("sample_id") or sample_id
+            task_idx = int(idx) if idx.isdigit() else 0
+            s = scored.get((sample_id, task_idx), {})
+            sample = sample_index.get((dim, sample_id))
+            step_matches = []
+            if sample is not None and task_idx < len(sample["tasks"]):
+                detail = score_task(sample["tasks"][task_idx], sample, rec, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
+                                    polygon_roots=[run_dir])
+                step_matches = detail.get("step_matches", [])
+            rows.append(RunRecord(
+                run=run, task=task_by_qid.get(qid), question_id=qid, sample_id=sample_id, task_index=task_idx,
+                dimension=dim, predicted_answer=rec.get("predicted_answer"), trajectory=rec.get("trajectory") or [],
+                error=rec.get("error") or "", task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
+                n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
+                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=json.loads(json.dumps(step_matches, default=str)),
+            ))
+    RunRecord.objects.bulk_create(rows)
+    return run
+
+
+def derive_correctness(errors: dict) -> bool:
+    """Plan correctness is true exactly when no E1–E6 flag is set (judge.md, 'The verdict')."""
+    return not any(bool(errors.get(code)) for code in ERROR_CODES)
+
+
+@transaction.atomic
+def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
+                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "") -> Verdict:
+    """Record a person's verdict. Correctness follows the flags unless overridden with a reason.
+
+    Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
+    or an override without a reason.
+    """
+    require(user, "verdict.create")
+    unknown = set(errors) - set(ERROR_CODES)
+    if unknown:
+        raise ValueError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
+    if not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
+        raise ValueError(f"grade: {grade} is not one of 0, 0.2, 0.4, 0.6, 0.8, 1.0")
+    flags = {code: bool(errors.get(code, False)) for code in ERROR_CODES}
+    derived = derive_correctness(flags)
+    if is_correct is not None and is_correct != derived and not override_reason.strip():
+        raise ValueError("is_correct: overriding the correctness the flags imply needs a reason")
+    final = derived if is_correct is None else is_correct
+    text = reasoning
+    if is_correct is not None and is_correct != derived:
+        text = f"{reasoning}\n[correctness overridden: {override_reason.strip()}]".strip()
+    return Verdict.objects.create(
+        record=record, source=Verdict.Source.HUMAN, annotator=user, is_correct=final, grade=float(grade),
+        errors=flags, reasons={k: v for k, v in (reasons or {}).items() if k in ERROR_CODES and v}, reasoning=text,
+    )

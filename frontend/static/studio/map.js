@@ -1,0 +1,601 @@
+/*
+ * StudioMap: the studio's reusable Leaflet map code (Leaflet 1.9, no network, no modules).
+ *
+ * A layer spec (what frontend.views_events.layer_map_spec() emits; overlays use the same shape):
+ *   {
+ *     id, name, kind: "raster"|"mask"|"vector", frame: "geographic"|"pixel", phase: "pre"|"post"|...,
+ *     bounds: [west, south, east, north] lon/lat (geographic) or [0, 0, width, height] (pixel),
+ *     width, height,                       // pixel frame
+ *     tiles: "/tiles/3/{z}/{x}/{y}.png", minZoom, maxNativeZoom, maxZoom,   // geographic raster/mask
+ *     image: "/layers/3/image.png",        // raster/mask drawn as one L.imageOverlay over bounds
+ *     geojson: "/layers/3/geojson",  or data: {GeoJSON object}            // vector
+ *     colorBy: ["subtype", ...], colorMap: {label: "#hex"}, color: "#hex"  // vector styling
+ *     legend: [{value, label, colour (null = transparent), count}],       // masks
+ *     opacity: 0..1, visible: bool, error: "why it cannot be shown"
+ *   }
+ *
+ * API (global StudioMap):
+ *   StudioMap.create(element, {frame, layers: [spec], layerOptions?: {id: {visible, opacity, pane}},
+ *                              panel?: false, height?})  -> controller (one map, its own layer panel)
+ *       controller.map, .frame, .entries (id -> {spec, layer}), .addOverlay(spec) -> L.Layer,
+ *       .removeOverlay(id), .setVisible(id, bool), .setOpacity(id, 0..1), .fit(), .destroy()
+ *   StudioMap.viewer(element, {layers: [spec], mode?: "single"|"side"|"swipe", group?}) -> viewer
+ *       a toolbar (layer group, view mode, left/right phase) over one map, two synced maps or a
+ *       swipe map. Layers share a map by spec.group (default: spec.frame; the event page sends
+ *       "geographic" and "pixel:<xBD tile>", with spec.groupLabel for the selector).
+ *       viewer.controllers(), viewer.addOverlay(spec[, {visible, opacity, fit}]) (kept across mode
+ *       changes; defaults to the group on screen), viewer.render(), viewer.destroy()
+ *   StudioMap.addOverlay(controllerOrViewer, spec)  (same as .addOverlay)
+ *   StudioMap.makeLayer(spec, {pane, opacity}) -> L.Layer;  StudioMap.PIXEL_CRS;  StudioMap.sync(mapA, mapB)
+ *   StudioMap.fromScript(scriptId)  -> parses a {{ config|json_script:"id" }} block
+ *
+ * Pixel frame: L.CRS.Simple with L.Transformation(1, 0, 1, 0) (y grows down), so GeoJSON in pixel
+ * [x = column, y = row] lines up with an image overlay over [[0, 0], [height, width]].
+ */
+(function (global) {
+  'use strict';
+
+  var PIXEL_CRS = L.extend({}, L.CRS.Simple, { transformation: new L.Transformation(1, 0, 1, 0) });
+  var RASTER_PANE = 'studioRaster';  // rasters and masks, under vectors (overlayPane 400)
+  var LEFT_PANE = 'studioLeft';      // swipe: the left phase
+  var SWIPE_PANE = 'studioSwipe';    // swipe: the right phase, clipped
+  var PHASE_ORDER = { pre: 0, post: 1 };
+
+  function esc(value) {
+    return String(value === null || value === undefined ? '' : value).replace(/[&<>"']/g, function (c) {
+      return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
+    });
+  }
+
+  function el(tag, className, parent, text) {
+    var node = L.DomUtil.create(tag, className || '', parent);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function specBounds(spec) {
+    var b = spec.bounds;
+    if (!b || b.length !== 4) {
+      if (spec.frame === 'pixel' && spec.width && spec.height) b = [0, 0, spec.width, spec.height];
+      else return null;
+    }
+    if (spec.frame === 'pixel') {
+      // lat = row, lng = column
+      return L.latLngBounds([[Math.min(b[1], b[3]), Math.min(b[0], b[2])], [Math.max(b[1], b[3]), Math.max(b[0], b[2])]]);
+    }
+    return L.latLngBounds([[b[1], b[0]], [b[3], b[2]]]);
+  }
+
+  function phaseLabel(phase) { return phase ? phase : ''; }
+
+  function sortPhases(phases) {
+    return phases.slice().sort(function (a, b) {
+      var pa = a in PHASE_ORDER ? PHASE_ORDER[a] : 10, pb = b in PHASE_ORDER ? PHASE_ORDER[b] : 10;
+      return pa === pb ? (a < b ? -1 : a > b ? 1 : 0) : pa - pb;
+    });
+  }
+
+  /* ---------------------------------------------------------------- popups and vector styles */
+
+  function formatValue(v) {
+    if (v !== null && typeof v === 'object') v = JSON.stringify(v);
+    v = String(v === null || v === undefined ? '' : v);
+    return v.length > 240 ? v.slice(0, 240) + '…' : v;
+  }
+
+  function popupHtml(spec, feature) {
+    var props = (feature && feature.properties) || {};
+    var keys = Object.keys(props);
+    var html = '<div class="studio-popup"><div class="studio-popup-title">' + esc(spec.name || 'feature') + '</div>';
+    if (!keys.length) return html + '<div class="studio-muted">no attributes</div></div>';
+    html += '<table>';
+    keys.slice(0, 60).forEach(function (k) {
+      html += '<tr><th>' + esc(k) + '</th><td>' + esc(formatValue(props[k])) + '</td></tr>';
+    });
+    if (keys.length > 60) html += '<tr><td colspan="2" class="studio-muted">… ' + (keys.length - 60) + ' more</td></tr>';
+    return html + '</table></div>';
+  }
+
+  function featureColour(spec, feature) {
+    var props = (feature && feature.properties) || {};
+    var by = spec.colorBy || [];
+    var cmap = spec.colorMap || {};
+    for (var i = 0; i < by.length; i++) {
+      var v = props[by[i]];
+      if (v !== undefined && v !== null && cmap[String(v).toLowerCase()]) return cmap[String(v).toLowerCase()];
+    }
+    return spec.color || '#00b7ff';
+  }
+
+  /* ---------------------------------------------------------------- one Leaflet layer per spec */
+
+  function makeLayer(spec, options) {
+    options = options || {};
+    var opacity = options.opacity !== undefined ? options.opacity : (spec.opacity !== undefined ? spec.opacity : 1);
+    var pane = options.pane;
+    var bounds = specBounds(spec);
+    var layer;
+    var zIndex = spec.kind === 'raster' ? 1 : spec.kind === 'mask' ? 5 : 10;
+    if (spec.tiles) {
+      var tileOpts = {
+        opacity: opacity, tileSize: 256, noWrap: true, keepBuffer: 1, zIndex: zIndex,
+        minZoom: spec.minZoom || 0, maxNativeZoom: spec.maxNativeZoom, maxZoom: spec.maxZoom || 24,
+        className: spec.kind === 'mask' ? 'studio-mask-layer' : ''
+      };
+      if (bounds) tileOpts.bounds = bounds.pad(0.01);
+      if (pane) tileOpts.pane = pane;
+      layer = L.tileLayer(spec.tiles, tileOpts);
+    } else if (spec.image) {
+      if (!bounds) throw new Error('image layer "' + spec.name + '" needs bounds or width/height');
+      var imgOpts = { opacity: opacity, zIndex: zIndex, className: spec.kind === 'mask' ? 'studio-mask-layer' : '' };
+      if (pane) imgOpts.pane = pane;
+      layer = L.imageOverlay(spec.image, bounds, imgOpts);
+    } else if (spec.geojson || spec.data) {
+      var geoOpts = {
+        style: function (feature) {
+          var c = featureColour(spec, feature);
+          return { color: c, weight: 2, opacity: Math.min(1, opacity + 0.1), fillColor: c, fillOpacity: 0.25 * opacity };
+        },
+        pointToLayer: function (feature, latlng) {
+          var c = featureColour(spec, feature);
+          return L.circleMarker(latlng, { radius: 5, color: '#fff', weight: 1, fillColor: c, fillOpacity: 0.9, pane: pane || 'markerPane' });
+        },
+        onEachFeature: function (feature, lyr) { lyr.bindPopup(function () { return popupHtml(spec, feature); }, { maxWidth: 360 }); }
+      };
+      if (pane) geoOpts.pane = pane;
+      layer = L.geoJSON(null, geoOpts);
+      layer._studioOpacity = opacity;
+      var loaded = function (data) {
+        layer.addData(data);
+        layer.fire('studio:loaded');
+      };
+      if (spec.data) {
+        loaded(spec.data);
+      } else {
+        layer._studioLoading = fetch(spec.geojson, { credentials: 'same-origin', headers: { Accept: 'application/geo+json, application/json' } })
+          .then(function (r) { if (!r.ok) throw new Error('HTTP ' + r.status); return r.json(); })
+          .then(loaded)
+          .catch(function (err) { layer.fire('studio:error', { error: err }); });
+      }
+    } else {
+      throw new Error('layer "' + spec.name + '" has no tiles, image or geojson');
+    }
+    layer.studioSpec = spec;
+    return layer;
+  }
+
+  function setLayerOpacity(layer, value) {
+    if (layer.setOpacity) { layer.setOpacity(value); return; }
+    if (layer.setStyle) {
+      layer._studioOpacity = value;
+      layer.setStyle(function (feature) {
+        var c = featureColour(layer.studioSpec || {}, feature);
+        return { color: c, opacity: Math.min(1, value + 0.1), fillColor: c, fillOpacity: 0.25 * value };
+      });
+    }
+  }
+
+  /* ---------------------------------------------------------------- the layer panel (switcher + opacity + legend) */
+
+  var LayerPanel = L.Control.extend({
+    options: { position: 'topright' },
+    initialize: function (controller, options) { L.setOptions(this, options); this._ctl = controller; },
+    onAdd: function () {
+      var box = el('div', 'studio-panel leaflet-bar');
+      L.DomEvent.disableClickPropagation(box);
+      L.DomEvent.disableScrollPropagation(box);
+      var head = el('div', 'studio-panel-head', box);
+      el('span', 'studio-panel-title', head, 'Layers');
+      var toggle = el('button', 'studio-panel-toggle', head, '–');
+      toggle.type = 'button';
+      toggle.title = 'Collapse';
+      var self = this;
+      L.DomEvent.on(toggle, 'click', function () {
+        var collapsed = L.DomUtil.hasClass(box, 'collapsed');
+        (collapsed ? L.DomUtil.removeClass : L.DomUtil.addClass)(box, 'collapsed');
+        toggle.textContent = collapsed ? '–' : '+';
+      });
+      this._list = el('div', 'studio-panel-list', box);
+      this._legend = el('div', 'studio-legend', box);
+      this._box = box;
+      this.refresh();
+      return box;
+    },
+    refresh: function () {
+      if (!this._list) return;
+      var ctl = this._ctl, list = this._list, self = this;
+      list.innerHTML = '';
+      ctl._order.forEach(function (id) {
+        var entry = ctl.entries[id];
+        var spec = entry.spec;
+        var row = el('div', 'studio-layer-row' + (spec.error ? ' disabled' : ''), list);
+        var label = el('label', 'studio-layer-label', row);
+        var cb = el('input', '', label);
+        cb.type = 'checkbox';
+        cb.checked = !!entry.visible;
+        cb.disabled = !!spec.error;
+        el('span', 'studio-kind studio-kind-' + (spec.kind || 'overlay'), label, (spec.kind || 'overlay').charAt(0).toUpperCase());
+        var name = el('span', 'studio-layer-name', label, spec.name || String(id));
+        if (spec.phase) el('span', 'studio-phase', label, phaseLabel(spec.phase));
+        name.title = spec.error ? spec.error : (spec.file_name || spec.name || '');
+        L.DomEvent.on(cb, 'change', function () { ctl.setVisible(id, cb.checked); });
+        if (!spec.error) {
+          var range = el('input', 'studio-opacity', row);
+          range.type = 'range'; range.min = 0; range.max = 1; range.step = 0.05;
+          range.value = entry.opacity;
+          range.title = 'Opacity';
+          range.setAttribute('aria-label', 'Opacity of ' + (spec.name || id));
+          L.DomEvent.on(range, 'input', function () { ctl.setOpacity(id, parseFloat(range.value)); });
+        } else {
+          el('div', 'studio-layer-error', row, spec.error);
+        }
+      });
+      this.refreshLegend();
+    },
+    refreshLegend: function () {
+      if (!this._legend) return;
+      var ctl = this._ctl, box = this._legend;
+      box.innerHTML = '';
+      ctl._order.forEach(function (id) {
+        var entry = ctl.entries[id];
+        if (!entry.visible || !entry.spec.legend || !entry.spec.legend.length) return;
+        var block = el('div', 'studio-legend-block', box);
+        el('div', 'studio-legend-title', block, entry.spec.name);
+        entry.spec.legend.forEach(function (row) {
+          var item = el('div', 'studio-legend-item', block);
+          var sw = el('span', 'studio-swatch' + (row.colour ? '' : ' transparent'), item);
+          if (row.colour) sw.style.background = row.colour;
+          el('span', '', item, row.value + ' · ' + row.label);
+        });
+      });
+    }
+  });
+
+  /* ---------------------------------------------------------------- one map */
+
+  function create(element, config) {
+    config = config || {};
+    var frame = config.frame || ((config.layers || [])[0] || {}).frame || 'geographic';
+    var pixel = frame === 'pixel';
+    if (typeof element === 'string') element = document.getElementById(element);
+    if (config.height) element.style.height = config.height;
+    var map = L.map(element, {
+      crs: pixel ? PIXEL_CRS : L.CRS.EPSG3857,
+      minZoom: pixel ? -6 : 0,
+      maxZoom: pixel ? 6 : 24,
+      zoomSnap: pixel ? 0.25 : 1,
+      zoomDelta: pixel ? 0.5 : 1,
+      attributionControl: false,
+      worldCopyJump: false
+    });
+    map.createPane(RASTER_PANE).style.zIndex = 300;
+    map.createPane(LEFT_PANE).style.zIndex = 310;
+    map.createPane(SWIPE_PANE).style.zIndex = 320;
+    if (!pixel) L.control.scale({ imperial: false, position: 'bottomleft' }).addTo(map);  // pixel units are not metres
+    if (pixel) map.getContainer().classList.add('studio-pixel-map');
+
+    var ctl = {
+      map: map, frame: frame, entries: {}, _order: [], _panel: null, _pending: [],
+      addOverlay: function (spec, opts) { return addEntry(spec, opts || {}, true); },
+      removeOverlay: function (id) {
+        var entry = ctl.entries[id];
+        if (!entry) return;
+        map.removeLayer(entry.layer);
+        delete ctl.entries[id];
+        ctl._order = ctl._order.filter(function (x) { return x !== id; });
+        if (ctl._panel) ctl._panel.refresh();
+      },
+      setVisible: function (id, visible) {
+        var entry = ctl.entries[id];
+        if (!entry || entry.spec.error) return;
+        entry.visible = !!visible;
+        if (visible) entry.layer.addTo(map); else map.removeLayer(entry.layer);
+        if (ctl._panel) ctl._panel.refreshLegend();
+      },
+      setOpacity: function (id, value) {
+        var entry = ctl.entries[id];
+        if (!entry || entry.spec.error) return;
+        entry.opacity = value;
+        setLayerOpacity(entry.layer, value);
+      },
+      bounds: function () {
+        var all = null;
+        ctl._order.forEach(function (id) {
+          var entry = ctl.entries[id];
+          var b = specBounds(entry.spec);
+          if (!b && entry.layer.getBounds && entry.layer.getLayers && entry.layer.getLayers().length) b = entry.layer.getBounds();
+          if (b && b.isValid()) all = all ? all.extend(b) : L.latLngBounds(b.getSouthWest(), b.getNorthEast());
+        });
+        return all;
+      },
+      fit: function () {
+        var b = ctl.bounds();
+        if (b) map.fitBounds(b, { padding: [12, 12], animate: false });
+        else if (!map._loaded) map.setView(pixel ? [512, 512] : [20, 0], pixel ? -1 : 2);
+      },
+      destroy: function () { map.remove(); }
+    };
+
+    function addEntry(spec, opts, refresh) {
+      if (spec.frame && spec.frame !== frame) {
+        console.warn('StudioMap: layer "' + spec.name + '" is in the ' + spec.frame + ' frame, this map is ' + frame);
+      }
+      var id = spec.id !== undefined && spec.id !== null ? spec.id : 'overlay-' + (ctl._order.length + 1) + '-' + Date.now();
+      spec = L.extend({}, spec, { id: id });
+      var entry = { spec: spec, visible: spec.error ? false : (opts.visible !== undefined ? opts.visible : spec.visible !== false) };
+      entry.opacity = opts.opacity !== undefined ? opts.opacity : (spec.opacity !== undefined ? spec.opacity : 1);
+      if (!spec.error) {
+        try {
+          var pane = opts.pane || ((spec.tiles || spec.image) ? RASTER_PANE : undefined);
+          entry.layer = makeLayer(spec, { pane: pane, opacity: entry.opacity });
+        } catch (err) {
+          spec.error = err.message;
+          entry.visible = false;
+        }
+      }
+      if (entry.layer) {
+        entry.layer.on('studio:error', function (e) { spec.error = 'could not load: ' + e.error.message; if (ctl._panel) ctl._panel.refresh(); });
+        entry.layer.on('studio:loaded', function () { if (ctl._fitOnLoad && !specBounds(spec)) { ctl._fitOnLoad = false; ctl.fit(); } });
+        if (entry.visible) entry.layer.addTo(map);
+      }
+      if (ctl.entries[id]) ctl.removeOverlay(id);
+      ctl.entries[id] = entry;
+      ctl._order.push(id);
+      if (refresh && ctl._panel) ctl._panel.refresh();
+      if (refresh && opts.fit) {
+        var b = specBounds(spec);
+        if (b) map.fitBounds(b, { padding: [12, 12] });
+        else if (entry.layer) entry.layer.once('studio:loaded', function () { if (entry.layer.getBounds().isValid()) map.fitBounds(entry.layer.getBounds()); });
+      }
+      return entry.layer || null;
+    }
+
+    var layerOpts = config.layerOptions || {};
+    (config.layers || []).forEach(function (spec) { addEntry(spec, layerOpts[spec.id] || {}, false); });
+    if (config.panel !== false) {
+      ctl._panel = new LayerPanel(ctl, { position: config.panelPosition || 'topright' });
+      ctl._panel.addTo(map);
+    }
+    ctl._fitOnLoad = !ctl.bounds();
+    ctl.fit();
+    return ctl;
+  }
+
+  /* ---------------------------------------------------------------- synced maps and the swipe */
+
+  function sync(a, b) {
+    var busy = false;
+    function follow(src, dst) {
+      return function () {
+        if (busy) return;
+        busy = true;
+        dst.setView(src.getCenter(), src.getZoom(), { animate: false, reset: false });
+        busy = false;
+      };
+    }
+    a.on('move zoom', follow(a, b));
+    b.on('move zoom', follow(b, a));
+  }
+
+  function attachSwipe(ctl) {
+    var map = ctl.map;
+    var pane = map.getPane(SWIPE_PANE);
+    var container = map.getContainer();
+    var divider = el('div', 'studio-swipe-divider', container);
+    var range = el('input', 'studio-swipe-range', container);
+    range.type = 'range'; range.min = 0; range.max = 1; range.step = 'any'; range.value = 0.5;
+    range.setAttribute('aria-label', 'Swipe position');
+    ['mousedown', 'touchstart', 'pointerdown', 'dblclick', 'click'].forEach(function (ev) {
+      L.DomEvent.on(range, ev, L.DomEvent.stopPropagation);
+    });
+    function update() {
+      var size = map.getSize();
+      var thumb = 28;  // the range thumb's width (studio.css): the divider follows its centre
+      var x = thumb / 2 + (size.x - thumb) * parseFloat(range.value);
+      var nw = map.containerPointToLayerPoint([0, 0]);
+      var se = map.containerPointToLayerPoint(size);
+      var clipX = nw.x + x;
+      pane.style.clip = 'rect(' + [nw.y, se.x, se.y, clipX].join('px, ') + 'px)';
+      divider.style.left = x + 'px';
+    }
+    range.addEventListener('input', update);
+    map.on('move zoom zoomend moveend resize viewreset', update);
+    update();
+    return { range: range, update: update };
+  }
+
+  /* ---------------------------------------------------------------- the viewer: toolbar + one/two maps */
+
+  function viewer(element, config) {
+    if (typeof element === 'string') element = document.getElementById(element);
+    config = config || {};
+    var all = (config.layers || []).slice();
+    var overlays = [];
+    var state = { group: null, mode: config.mode || 'single', left: null, right: null };
+    var controllers = [];
+
+    // Groups of layers that share one map: all geographic layers; pixel-frame layers per image tile.
+    var groups = [];  // [{key, label, frame}]
+    function groupOf(s) { return s.group || s.frame || 'geographic'; }
+    function findGroup(key) { for (var i = 0; i < groups.length; i++) if (groups[i].key === key) return groups[i]; return null; }
+    function addGroup(s) {
+      var key = groupOf(s);
+      if (findGroup(key)) return;
+      var frame = s.frame || 'geographic';
+      groups.push({ key: key, frame: frame, label: s.groupLabel || (frame === 'pixel' ? 'Image frame (pixels)' : 'Geographic (lon/lat)') });
+    }
+    all.forEach(addGroup);
+    groups.sort(function (a, b) { return (a.frame === 'geographic' ? 0 : 1) - (b.frame === 'geographic' ? 0 : 1); });
+    state.group = config.group && findGroup(config.group) ? config.group : (groups[0] ? groups[0].key : 'geographic');
+    function currentFrame() { var g = findGroup(state.group); return g ? g.frame : 'geographic'; }
+
+    element.classList.add('studio-viewer');
+    element.innerHTML = '';
+    var bar = el('div', 'studio-toolbar', element);
+    var stage = el('div', 'studio-stage', element);
+
+    function specsOf(group) {
+      return all.concat(overlays).filter(function (s) { return groupOf(s) === group; });
+    }
+    function phasesOf(group) {
+      var p = [];
+      specsOf(group).forEach(function (s) { if ((s.kind === 'raster' || s.kind === 'mask') && s.phase && p.indexOf(s.phase) < 0) p.push(s.phase); });
+      return sortPhases(p);
+    }
+
+    function select(parent, label, options, value, onChange) {
+      var wrap = el('label', 'studio-field', parent);
+      el('span', '', wrap, label);
+      var s = el('select', '', wrap);
+      options.forEach(function (o) {
+        var opt = el('option', '', s, o[1]);
+        opt.value = o[0];
+        if (o[0] === value) opt.selected = true;
+      });
+      s.addEventListener('change', function () { onChange(s.value); });
+      return s;
+    }
+
+    function drawBar() {
+      bar.innerHTML = '';
+      if (groups.length > 1) {
+        select(bar, 'Show', groups.map(function (g) { return [g.key, g.label]; }), state.group, function (v) {
+          state.group = v; state.left = state.right = null; render();
+        });
+      }
+      var phases = phasesOf(state.group);
+      var canSplit = phases.length >= 2;
+      if (!canSplit && state.mode !== 'single') state.mode = 'single';
+      var modes = [['single', 'Single map']];
+      if (canSplit) modes.push(['side', 'Side by side'], ['swipe', 'Swipe']);
+      var modeSel = select(bar, 'View', modes, state.mode, function (v) { state.mode = v; render(); });
+      modeSel.disabled = !canSplit;
+      if (!canSplit) modeSel.title = 'Pre/post comparison needs raster layers of two phases';
+      if (canSplit) {
+        if (!state.left || phases.indexOf(state.left) < 0) state.left = phases[0];
+        if (!state.right || phases.indexOf(state.right) < 0) state.right = phases[phases.length - 1];
+        if (state.mode !== 'single') {
+          var opts = phases.map(function (p) { return [p, p]; });
+          select(bar, 'Left', opts, state.left, function (v) { state.left = v; render(); });
+          select(bar, 'Right', opts, state.right, function (v) { state.right = v; render(); });
+        }
+      }
+      var fit = el('button', 'studio-button', bar, 'Fit layers');
+      fit.type = 'button';
+      fit.addEventListener('click', function () { controllers.forEach(function (c) { c.fit(); }); });
+    }
+
+    // In a split view, show the first raster of each side's phase plus that phase's masks; shared
+    // (phase-less) vectors on both.
+    function sideLayerOptions(specs, phase) {
+      var opts = {}, shownRaster = false;
+      specs.forEach(function (s) {
+        var visible;
+        if (s.kind === 'raster') { visible = s.phase === phase && !shownRaster && !s.error; if (visible) shownRaster = true; }
+        else if (s.kind === 'mask') visible = s.phase === phase && s.visible !== false;
+        else visible = (!s.phase || s.phase === phase) && s.visible !== false;
+        opts[s.id] = { visible: visible };
+      });
+      return opts;
+    }
+
+    function destroyMaps() {
+      controllers.forEach(function (c) { c.destroy(); });
+      controllers = [];
+      stage.innerHTML = '';
+    }
+
+    function render() {
+      destroyMaps();
+      drawBar();
+      var specs = specsOf(state.group);
+      var frame = currentFrame();
+      stage.className = 'studio-stage studio-mode-' + state.mode;
+      if (!specs.length) {
+        el('div', 'studio-empty', stage, 'No layer to show.');
+        return;
+      }
+      if (state.mode === 'side') {
+        var leftEl = el('div', 'studio-map', stage), rightEl = el('div', 'studio-map', stage);
+        el('div', 'studio-map-caption', leftEl, state.left);
+        el('div', 'studio-map-caption', rightEl, state.right);
+        var leftSpecs = specs.filter(function (s) { return !s.phase || s.phase === state.left; });
+        var rightSpecs = specs.filter(function (s) { return !s.phase || s.phase === state.right; });
+        var a = create(leftEl, { frame: frame, layers: leftSpecs, layerOptions: sideLayerOptions(leftSpecs, state.left) });
+        var b = create(rightEl, { frame: frame, layers: rightSpecs, layerOptions: sideLayerOptions(rightSpecs, state.right) });
+        b.map.setView(a.map.getCenter(), a.map.getZoom(), { animate: false });
+        sync(a.map, b.map);
+        controllers = [a, b];
+      } else if (state.mode === 'swipe') {
+        var mapEl = el('div', 'studio-map', stage);
+        var lo = sideLayerOptions(specs, state.left), ro = sideLayerOptions(specs, state.right);
+        var opts = {};
+        specs.forEach(function (s) {
+          if (s.phase === state.right && (s.kind === 'raster' || s.kind === 'mask')) opts[s.id] = { visible: ro[s.id].visible, pane: SWIPE_PANE };
+          else if (s.phase === state.left && (s.kind === 'raster' || s.kind === 'mask')) opts[s.id] = { visible: lo[s.id].visible, pane: LEFT_PANE };
+          else opts[s.id] = lo[s.id];
+        });
+        var c = create(mapEl, { frame: frame, layers: specs, layerOptions: opts });
+        el('div', 'studio-map-caption', mapEl, state.left + '  ◀ ▶  ' + state.right);
+        attachSwipe(c);
+        controllers = [c];
+      } else {
+        var single = el('div', 'studio-map', stage);
+        controllers = [create(single, { frame: frame, layers: specs })];
+      }
+    }
+
+    render();
+
+    var api = {
+      controllers: function () { return controllers.slice(); },
+      state: state,
+      addOverlay: function (spec, opts) {
+        // default: the group shown now (or, for a layer of the other frame, that frame's first group)
+        spec = L.extend({ kind: 'overlay', visible: true }, spec);
+        if (!spec.frame) spec.frame = currentFrame();
+        if (!spec.group) {
+          var same = spec.frame === currentFrame() ? findGroup(state.group) : null;
+          if (!same) groups.forEach(function (g) { if (!same && g.frame === spec.frame) same = g; });
+          spec.group = same ? same.key : spec.frame;
+        }
+        if (spec.id === undefined || spec.id === null) spec.id = 'overlay-' + (overlays.length + 1);
+        overlays.push(spec);
+        addGroup(spec);
+        var layers = [];
+        if (spec.group === state.group && controllers.length) {
+          controllers.forEach(function (c) { layers.push(c.addOverlay(spec, opts)); });
+        } else if (spec.group === state.group || config.followOverlays !== false) {
+          state.group = spec.group;  // show the overlay's group (config.followOverlays: false keeps the view)
+          render();
+        }
+        return layers[0] || null;
+      },
+      render: render,
+      destroy: destroyMaps
+    };
+    return api;
+  }
+
+  function addOverlay(target, spec, opts) { return target.addOverlay(spec, opts); }
+
+  function fromScript(id) {
+    var node = document.getElementById(id);
+    return node ? JSON.parse(node.textContent) : null;
+  }
+
+  global.StudioMap = {
+    PIXEL_CRS: PIXEL_CRS,
+    SWIPE_PANE: SWIPE_PANE,
+    RASTER_PANE: RASTER_PANE,
+    create: create,
+    viewer: viewer,
+    addOverlay: addOverlay,
+    makeLayer: makeLayer,
+    specBounds: specBounds,
+    sync: sync,
+    attachSwipe: attachSwipe,
+    fromScript: fromScript,
+    popupHtml: popupHtml
+  };
+})(window);

@@ -1,0 +1,7 @@
+"""Page URLs of the studio."""
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("frontend.urls_events")),
+    path("", include("frontend.urls_pages")),
+]

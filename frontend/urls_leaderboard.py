@@ -1,0 +1,11 @@
+"""Leaderboard URLs (included from ``frontend.urls``)."""
+from django.urls import path
+
+from frontend import views_leaderboard
+
+urlpatterns = [
+    path("leaderboard/", views_leaderboard.leaderboard_page, name="leaderboard"),
+    path("leaderboard.csv", views_leaderboard.leaderboard_csv, name="leaderboard-csv"),
+    path("leaderboard.parquet", views_leaderboard.leaderboard_parquet, name="leaderboard-parquet"),
+    path("leaderboard/plot/<str:name>.png", views_leaderboard.leaderboard_plot, name="leaderboard-plot"),
+]

@@ -1,0 +1,260 @@
+"""Event pages (list, map viewer) and the layer endpoints the map reads: tiles, image, GeoJSON.
+
+Views are thin: they read through ``annotation.selectors`` and render with ``annotation.tiles``.
+
+``layer_map_spec(layer)`` / ``map_config(layers)`` build the JSON that ``StudioMap`` (static
+``studio/map.js``) consumes; task and run pages can reuse them.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from django.conf import settings
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+
+from annotation import selectors, tiles
+from annotation.models import Event, Layer
+
+log = logging.getLogger(__name__)
+
+TILE_CACHE_SECONDS = 3600
+OVERZOOM = 4  # Leaflet may zoom this many levels past the source's native maximum (pixels enlarged)
+
+# Colours of vector features by their damage label (xBD ``subtype``), same palette as the masks.
+VECTOR_COLOUR_PROPERTIES = ["subtype", "damage", "damage_class", "class", "label"]
+VECTOR_COLOUR_MAP = {
+    "no-damage": tiles.CLASS_COLOURS[1],
+    "minor-damage": tiles.CLASS_COLOURS[2],
+    "major-damage": tiles.CLASS_COLOURS[3],
+    "destroyed": tiles.CLASS_COLOURS[4],
+    "un-classified": tiles.CLASS_COLOURS[5],
+}
+
+_PHASE_ORDER = {"pre": 0, "post": 1}
+
+
+def _url_template(name: str, layer_id: int) -> str:
+    url = reverse(name, args=[layer_id, 910001, 920002, 930003])
+    return url.replace("910001", "{z}").replace("920002", "{x}").replace("930003", "{y}")
+
+
+def _pixel_size(layer: Layer, *related: Layer | None) -> tuple[int, int] | None:
+    """``(width, height)`` of a pixel-frame layer; a vector borrows the size of its image."""
+    for source in (layer, *related):
+        if source is not None and source.width and source.height:
+            return int(source.width), int(source.height)
+    return None
+
+
+def _pixel_bounds(layer: Layer) -> list[float] | None:
+    b = layer.bounds
+    if isinstance(b, (list, tuple)) and len(b) == 4:
+        try:
+            return [float(v) for v in b]
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def geojson_relpath(layer: Layer) -> str:
+    """The stored GeoJSON of a vector layer, relative to STUDIO_DATA_ROOT."""
+    return (layer.metadata or {}).get("geojson_path") or layer.path
+
+
+def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | None = None) -> dict:
+    """One layer as ``StudioMap`` expects it (see ``studio/map.js``).
+
+    ``annotated`` is the layer a GT mask annotates (passed to avoid a query); a mask without a phase
+    inherits its phase. ``image`` is the image a pixel-frame vector was drawn on
+    (``metadata["image"]``, a file name), which gives it its pixel size.
+    """
+    if annotated is None and layer.annotates_id:
+        annotated = layer.annotates
+    phase = layer.phase or (annotated.phase if annotated is not None else "")
+    meta = layer.metadata or {}
+    spec: dict = {
+        "id": layer.id,
+        "name": layer.name,
+        "kind": layer.kind,
+        "frame": layer.frame,
+        "phase": phase,
+        "modality": layer.modality,
+        "file_name": layer.file_name,
+        "opacity": 0.7 if layer.kind == Layer.Kind.MASK else 1.0,
+    }
+    if layer.frame == Layer.Frame.PIXEL:
+        tile = meta.get("tile") or next(
+            ((other.metadata or {}).get("tile") for other in (annotated, image) if other is not None
+             and (other.metadata or {}).get("tile")), "")
+        spec["group"] = f"pixel:{tile}" if tile else "pixel"
+        spec["groupLabel"] = f"Image {tile} (pixels)" if tile else "Image frame (pixels)"
+        size = _pixel_size(layer, annotated, image)
+        if size:
+            spec["width"], spec["height"] = size
+            spec["bounds"] = [0, 0, size[0], size[1]]
+        elif _pixel_bounds(layer):
+            spec["bounds"] = _pixel_bounds(layer)
+    else:
+        spec["group"] = "geographic"
+        spec["groupLabel"] = "Geographic (lon/lat)"
+        if layer.bounds and len(layer.bounds) == 4:
+            spec["bounds"] = [float(v) for v in layer.bounds]
+
+    if layer.kind in (Layer.Kind.RASTER, Layer.Kind.MASK):
+        if layer.kind == Layer.Kind.MASK:
+            spec["legend"] = tiles.legend(layer)
+        if layer.frame == Layer.Frame.PIXEL:
+            spec["image"] = reverse("layer_image", args=[layer.id])
+        else:
+            try:
+                minzoom, maxzoom = tiles.tile_zoom_range(layer)
+            except tiles.LayerFileError as exc:
+                spec["error"] = str(exc)
+            except Exception as exc:  # an unreadable file must not break the whole page
+                log.warning("layer %s: cannot read tile source: %s", layer.id, exc)
+                spec["error"] = "unreadable tile source"
+            else:
+                spec["tiles"] = _url_template("layer_tile", layer.id)
+                spec["minZoom"] = max(0, minzoom - tiles.MIN_ZOOM_SLACK)
+                spec["maxNativeZoom"] = maxzoom
+                spec["maxZoom"] = maxzoom + OVERZOOM
+    else:
+        spec["geojson"] = reverse("layer_geojson", args=[layer.id])
+        spec["colorBy"] = VECTOR_COLOUR_PROPERTIES
+        spec["colorMap"] = VECTOR_COLOUR_MAP
+    return spec
+
+
+def map_config(layers) -> dict:
+    """The viewer config for a set of layers (one event's, usually): ``{"layers": [spec, ...]}``.
+
+    Layers fall into groups that share one map: every geographic layer together, and pixel-frame
+    layers per xBD tile (``metadata["tile"]``). Default visibility per group: one raster (the latest
+    phase, ``post`` before ``pre``), the GT masks (those that annotate an image, or
+    ``metadata.role == "gt"``; else the first mask), and the vectors of that raster's phase or of no
+    phase.
+    """
+    layers = list(layers)
+    by_id = {la.id: la for la in layers}
+    by_file = {la.file_name: la for la in layers}
+    specs, roles = [], {}
+    for la in layers:
+        meta = la.metadata or {}
+        annotated = by_id.get(la.annotates_id) if la.annotates_id else None
+        image = by_file.get(meta.get("image")) if isinstance(meta.get("image"), str) else None
+        specs.append(layer_map_spec(la, annotated, image))
+        roles[la.id] = "gt" if (la.annotates_id or meta.get("role") == "gt") else meta.get("role", "")
+
+    groups: dict[str, list[dict]] = {}
+    for spec in specs:
+        groups.setdefault(spec["group"], []).append(spec)
+    for members in groups.values():
+        rasters = sorted((s for s in members if s["kind"] == "raster" and not s.get("error")),
+                         key=lambda s: (-_PHASE_ORDER.get(s["phase"], 0.5), s["id"]))
+        shown_phase = rasters[0]["phase"] if rasters else None
+        masks = [s for s in members if s["kind"] == "mask" and not s.get("error")]
+        gt = [s for s in masks if roles[s["id"]] == "gt"] or masks[:1]
+        visible = {rasters[0]["id"]} if rasters else set()
+        visible |= {s["id"] for s in gt}
+        for s in members:
+            if s["kind"] == "vector" and (not rasters or not s["phase"] or s["phase"] == shown_phase):
+                visible.add(s["id"])
+        for s in members:
+            s["visible"] = s["id"] in visible
+    return {"layers": specs}
+
+
+# --- pages ----------------------------------------------------------------------------------------
+
+
+@require_safe
+def event_list(request):
+    return render(request, "frontend/event_list.html", {"events": selectors.event_list()})
+
+
+@require_safe
+def event_detail(request, slug: str):
+    try:
+        event = selectors.event_with_layers(slug)
+    except Event.DoesNotExist:
+        raise Http404("no such event")
+    layers = list(event.layers.all())
+    by_id = {la.id: la for la in layers}
+    rows = []
+    for la in layers:
+        rows.append({
+            "layer": la,
+            "annotated": by_id.get(la.annotates_id),
+            "legend": tiles.legend(la) if la.kind == Layer.Kind.MASK else [],
+        })
+    return render(request, "frontend/event_detail.html", {
+        "event": event,
+        "rows": rows,
+        "map_config": map_config(layers),
+    })
+
+
+# --- layer endpoints ------------------------------------------------------------------------------
+
+
+def _layer_or_404(layer_id: int) -> Layer:
+    try:
+        return selectors.layer_by_id(layer_id)
+    except Layer.DoesNotExist:
+        raise Http404("no such layer")
+
+
+def _png(data: bytes) -> HttpResponse:
+    response = HttpResponse(data, content_type="image/png")
+    response["Cache-Control"] = f"private, max-age={TILE_CACHE_SECONDS}"
+    return response
+
+
+@require_safe
+def layer_tile(request, layer_id: int, z: int, x: int, y: int):
+    """``/tiles/<id>/<z>/<x>/<y>.png``: a transparent tile outside the raster or far below its zooms."""
+    layer = _layer_or_404(layer_id)
+    if layer.kind not in (Layer.Kind.RASTER, Layer.Kind.MASK) or layer.frame != Layer.Frame.GEOGRAPHIC:
+        return HttpResponseBadRequest("this layer has no web-mercator tiles", content_type="text/plain")
+    if z > 30:
+        return HttpResponseBadRequest("zoom out of range", content_type="text/plain")
+    try:
+        return _png(tiles.render_tile(layer, z, x, y))
+    except tiles.LayerFileError as exc:
+        raise Http404(str(exc))
+
+
+@require_safe
+def layer_image(request, layer_id: int):
+    """``/layers/<id>/image.png``: the whole raster/mask as one PNG (longest side ≤ 2048)."""
+    layer = _layer_or_404(layer_id)
+    if layer.kind not in (Layer.Kind.RASTER, Layer.Kind.MASK):
+        return HttpResponseBadRequest("only raster and mask layers have an image", content_type="text/plain")
+    try:
+        return _png(tiles.render_image(layer))
+    except tiles.LayerFileError as exc:
+        raise Http404(str(exc))
+
+
+@require_safe
+def layer_geojson(request, layer_id: int):
+    """``/layers/<id>/geojson``: the vector layer's stored GeoJSON (EPSG:4326, or pixel [col, row])."""
+    layer = _layer_or_404(layer_id)
+    if layer.kind != Layer.Kind.VECTOR:
+        return HttpResponseBadRequest("not a vector layer", content_type="text/plain")
+    root = Path(settings.STUDIO_DATA_ROOT).resolve()
+    rel = geojson_relpath(layer)
+    if not rel:
+        raise Http404("layer has no stored file")
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise Http404("layer file is missing")
+    if path.suffix.lower() not in (".geojson", ".json"):
+        raise Http404("layer has no GeoJSON file")
+    response = FileResponse(open(path, "rb"), content_type="application/geo+json")
+    response["Cache-Control"] = f"private, max-age={TILE_CACHE_SECONDS}"
+    return response

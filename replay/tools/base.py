@@ -1,0 +1,322 @@
+"""Shared runtime of the tool library: context, typed errors, deterministic artifact names.
+
+No Django here: the tools are plain Python so that the replay engine, the MCP server and the
+tests all run the very same code.
+
+Artifacts
+---------
+Every file a tool writes goes into ``ToolContext.work_dir`` under a name derived from a hash of
+the tool name, its inputs and the *contents* of its input files (``ToolContext.output_path``).
+Observations name artifacts by that bare file name, never by an absolute path, so two replays of
+one trajectory in two different work dirs give byte-identical observations.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+__all__ = [
+    "ToolContext",
+    "GTMask",
+    "ToolError",
+    "ToolInputError",
+    "ClassIndexError",
+    "ModalityError",
+    "GTMissingError",
+    "ModelUnavailableError",
+    "UnknownToolError",
+    "directory_resolver",
+    "file_sha256",
+    "canonical_json",
+    "jsonable",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+class ToolError(Exception):
+    """Base class of every tool failure.
+
+    ``tool``: dotted tool name; ``argument``: the offending argument (or None);
+    ``expected``: what would have been accepted; ``message``: what was wrong.
+    ``str(err)`` reads ``"<tool>: argument '<argument>': <message> (expected: <expected>)"``.
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None, argument: str | None = None,
+                 expected: str | None = None):
+        self.message = str(message)
+        self.tool = tool
+        self.argument = argument
+        self.expected = expected
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # readable, one line
+        parts = []
+        if self.tool:
+            parts.append(f"{self.tool}:")
+        if self.argument:
+            parts.append(f"argument '{self.argument}':")
+        parts.append(self.message)
+        text = " ".join(parts)
+        if self.expected:
+            text += f" (expected: {self.expected})"
+        return text
+
+    def with_context(self, tool: str | None = None, argument: str | None = None) -> "ToolError":
+        """Fill in tool/argument when they are still unknown; returns self."""
+        if self.tool is None and tool:
+            self.tool = tool
+        if self.argument is None and argument:
+            self.argument = argument
+        return self
+
+    def to_dict(self) -> dict:
+        return {"type": type(self).__name__, "tool": self.tool, "argument": self.argument,
+                "expected": self.expected, "message": self.message, "text": str(self)}
+
+
+class ToolInputError(ToolError):
+    """An argument is missing, of the wrong type, out of range, or names an unknown file."""
+
+
+class ClassIndexError(ToolError):
+    """Class indices requested from a mask that the mask does not hold (stale class indices)."""
+
+    def __init__(self, message: str, *, absent: Iterable[int] = (), present: Iterable[int] = (),
+                 **kw):
+        self.absent = sorted(int(v) for v in absent)
+        self.present = sorted(int(v) for v in present)
+        super().__init__(message, **kw)
+
+
+class ModalityError(ToolError):
+    """The input has the wrong kind (multi-band where a single-band mask is needed, multi-class
+    where a binary mask is needed, ...)."""
+
+
+class GTMissingError(ToolError):
+    """Perception in GT mode: no ground-truth mask is linked to the input image."""
+
+
+class ModelUnavailableError(ToolError):
+    """Perception in model mode: no checkpoint directory / checkpoint / backend available."""
+
+
+class UnknownToolError(ToolError):
+    """No tool of that name (or alias) is registered."""
+
+
+# --------------------------------------------------------------------------------------------
+# Context
+# --------------------------------------------------------------------------------------------
+@dataclass
+class GTMask:
+    """A ground-truth mask linked to an input image.
+
+    ``class_map`` maps the pixel values of the file to label names, e.g. for xBD
+    ``{0: "background", 1: "no-damage", 2: "minor-damage", 3: "major-damage", 4: "destroyed"}``.
+    """
+
+    path: Path
+    class_map: dict[int, str]
+    pixel_size_m: float | None = None
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch.
+
+    * ``work_dir``: where tools write their artifacts (created on demand).
+    * ``resolve_path``: the caller's resolver, mapping a path string of the arguments to a real
+      file; it raises ``ToolInputError`` for unknown paths or paths outside its roots. The tools
+      never call it directly: ``ToolContext.resolve`` first looks a relative name up in
+      ``work_dir`` (the artifacts of earlier steps) and only then asks ``resolve_path``.
+    * ``gt_lookup(tool_name, resolved_args) -> GTMask | None``: perception in GT mode.
+    * ``perception_mode``: ``"gt"`` (default), ``"model"`` or ``"classical"``.
+    * ``checkpoint_dir``: model mode only; where ``<model>.safetensors`` checkpoints live.
+    * ``geojson_default_crs``: CRS assumed for a GeoJSON file without a ``crs`` member. ``None``
+      (the default, as the benchmark does) reads such files as pixel-space layers.
+    """
+
+    work_dir: Path
+    resolve_path: Callable[[str], Path] | None = None
+    gt_lookup: Callable[[str, dict], GTMask | None] | None = None
+    perception_mode: str = "gt"
+    checkpoint_dir: Path | None = None
+    geojson_default_crs: str | None = None
+
+    def __post_init__(self):
+        self.work_dir = Path(self.work_dir)
+
+    # -- input files --------------------------------------------------------------------------
+    def resolve(self, value: Any, *, tool: str | None = None, argument: str | None = None) -> Path:
+        """Map a path string from the arguments to an existing file.
+
+        Order: a relative name inside ``work_dir``; then the caller's ``resolve_path``.
+        Raises ``ToolInputError`` (with tool and argument filled in) when nothing matches.
+        """
+        if isinstance(value, Path):
+            value = str(value)
+        if not isinstance(value, str) or not value.strip():
+            raise ToolInputError(f"expected a file path, got {value!r}", tool=tool,
+                                 argument=argument, expected="a path string")
+        text = value.strip()
+        p = Path(text)
+        if not p.is_absolute():
+            wd = self.work_dir.resolve()
+            cand = (wd / p).resolve()
+            if cand.is_file() and _is_within(cand, wd):
+                return cand
+        if self.resolve_path is not None:
+            try:
+                found = Path(self.resolve_path(text))
+            except ToolError as exc:
+                raise exc.with_context(tool, argument)
+            except (OSError, ValueError, KeyError) as exc:
+                raise ToolInputError(f"cannot resolve path {text!r}: {exc}", tool=tool,
+                                     argument=argument) from exc
+            if not found.is_file():
+                raise ToolInputError(f"file not found: {text!r}", tool=tool, argument=argument,
+                                     expected="an existing file")
+            return found
+        where = "in the work dir" if not p.is_absolute() else "(no path resolver configured)"
+        raise ToolInputError(f"file not found: {text!r} {where}", tool=tool, argument=argument,
+                             expected="an artifact of an earlier step or a sample input file")
+
+    # -- output files -------------------------------------------------------------------------
+    def output_path(self, tool_name: str, inputs: dict, suffix: str) -> Path:
+        """Deterministic artifact path inside ``work_dir``.
+
+        The name is ``<tool alias>_<12 hex>.<suffix>``; the hash covers the tool name and
+        ``inputs``. ``Path`` values (and lists of them) stand for input files and are hashed by
+        file name plus SHA-256 of their content, never by their absolute location, so the
+        same inputs in another work dir give the same name.
+        """
+        payload = {"tool": tool_name, "inputs": _hash_inputs(inputs)}
+        digest = hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()[:12]
+        if suffix and not suffix.startswith("."):
+            suffix = "." + suffix
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        return self.work_dir / f"{tool_name.replace('.', '_')}_{digest}{suffix}"
+
+    def artifact_name(self, path: Path) -> str:
+        """The name by which observations refer to an artifact (relative to work_dir)."""
+        path = Path(path)
+        try:
+            return path.resolve().relative_to(self.work_dir.resolve()).as_posix()
+        except ValueError:
+            return path.name
+
+
+def _is_within(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def directory_resolver(*roots: str | os.PathLike) -> Callable[[str], Path]:
+    """A ``resolve_path`` that accepts files under ``roots`` only.
+
+    A relative path is looked up under each root in turn; an absolute path must lie inside one of
+    them. Anything else raises ``ToolInputError``.
+    """
+    root_paths = [Path(r).resolve() for r in roots]
+
+    def resolve(text: str) -> Path:
+        p = Path(text)
+        if p.is_absolute():
+            rp = p.resolve()
+            if not any(_is_within(rp, r) for r in root_paths):
+                raise ToolInputError(f"path {text!r} is outside the allowed data roots",
+                                     expected="a file inside the sample's data")
+            if not rp.is_file():
+                raise ToolInputError(f"file not found: {text!r}", expected="an existing file")
+            return rp
+        for r in root_paths:
+            cand = (r / p).resolve()
+            if _is_within(cand, r) and cand.is_file():
+                return cand
+        raise ToolInputError(f"file not found: {text!r}",
+                             expected="an artifact of an earlier step or a sample input file")
+
+    return resolve
+
+
+# --------------------------------------------------------------------------------------------
+# Hashing and JSON helpers
+# --------------------------------------------------------------------------------------------
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes (cached on path, size and mtime)."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    hit = _SHA_CACHE.get(key)
+    if hit is not None:
+        return hit
+    h = hashlib.sha256()
+    with open(p, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    digest = h.hexdigest()
+    _SHA_CACHE[key] = digest
+    return digest
+
+
+def _hash_inputs(value: Any) -> Any:
+    if isinstance(value, Path):
+        return {"file": value.name, "sha256": file_sha256(value)}
+    if isinstance(value, dict):
+        return {str(k): _hash_inputs(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_hash_inputs(v) for v in value]
+    return jsonable(value)
+
+
+def jsonable(value: Any) -> Any:
+    """Plain-JSON copy of ``value``: numpy scalars/arrays to Python, tuples to lists,
+    NaN/inf to None, ``Path`` to its name, dict keys to strings."""
+    try:
+        import numpy as np
+    except Exception:  # pragma: no cover
+        np = None
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if np is not None:
+        if isinstance(value, np.bool_):
+            return bool(value)
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.floating):
+            f = float(value)
+            return f if math.isfinite(f) else None
+        if isinstance(value, np.ndarray):
+            return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, Path):
+        return value.name
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        seq = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in seq]
+    raise TypeError(f"value of type {type(value).__name__} is not JSON serialisable")
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text: sorted keys, no whitespace, UTF-8 kept."""
+    return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)

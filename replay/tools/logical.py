@@ -1,0 +1,485 @@
+"""Logical tools (``tool.*``, ``calc.*``, ``logi.*``): plain Python.
+
+``tool.loop`` follows dora-format.md §b: per-item preparation (``coerce_item``), ``bind``,
+``<item.a.b>``, ``<k> from step[N].obs`` and ``<k> from trajectory[N].obs`` substitution, only
+the last call's obs kept per iteration. Unlike the benchmark, a failing nested call fails the
+whole loop (with the iteration and call named) instead of being kept as a stub observation, and
+a reference that does not resolve is an error rather than a literal string passed on.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from ..references import (apply_bind, format_path, get_obs_value, parse_reference,
+                          resolve_value, unresolved_references)
+from .base import ToolContext, ToolError, ToolInputError
+from .registry import call_tool, get_tool, register
+
+NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
+
+
+# ============================================================================================
+# tool.loop / tool.reduce
+# ============================================================================================
+def coerce_item(it: Any, idx: int, grid_n: int | None) -> dict:
+    """Prepare one loop item: unwrap an earlier loop's {item, last_obs}; add row_idx/col_idx
+    when ``grid_n`` is set; a 4-element list becomes a window {x1, x2, y1, y2}; any other
+    scalar becomes {value}."""
+    if isinstance(it, dict) and "item" in it and "last_obs" in it:
+        it = it["item"]
+    if isinstance(it, dict):
+        if grid_n and ("row_idx" not in it or "col_idx" not in it):
+            it = dict(it)
+            it["row_idx"] = int(idx // grid_n)
+            it["col_idx"] = int(idx % grid_n)
+        return it
+    if isinstance(it, (list, tuple)) and len(it) == 4:
+        out = {"x1": int(it[0]), "x2": int(it[1]), "y1": int(it[2]), "y2": int(it[3])}
+        if grid_n:
+            out["row_idx"] = int(idx // grid_n)
+            out["col_idx"] = int(idx % grid_n)
+        return out
+    return {"value": it}
+
+
+def _features_of_file(ctx: ToolContext, value: str, tool: str) -> list:
+    path = ctx.resolve(value, tool=tool, argument="loop_over")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ToolInputError(f"{path.name} is not valid JSON: {exc}", tool=tool,
+                             argument="loop_over")
+    if isinstance(data, dict):
+        feats = data.get("features")
+        if not isinstance(feats, list):
+            raise ToolInputError(f"{path.name} has no 'features' list", tool=tool,
+                                 argument="loop_over", expected="a GeoJSON FeatureCollection")
+        return feats
+    if isinstance(data, list):
+        return data
+    raise ToolInputError(f"{path.name} holds neither features nor a list", tool=tool,
+                         argument="loop_over")
+
+
+def _loop_items(ctx: ToolContext, loop_over: Any, trajectory: list, tool: str) -> list:
+    if isinstance(loop_over, list):
+        return loop_over
+    if isinstance(loop_over, str):
+        ref = parse_reference(loop_over)
+        if ref is not None and ref.kind == "trajectory":
+            obs = trajectory[ref.index].get("obs") if 0 <= ref.index < len(trajectory) and \
+                isinstance(trajectory[ref.index], dict) else None
+            value = get_obs_value(obs, ref.key)
+            if value is None:
+                raise ToolInputError(f"reference {loop_over!r} does not resolve (step "
+                                     f"{ref.index} has no '{ref.key}')", tool=tool,
+                                     argument="loop_over", expected="a list or a layer path")
+            if isinstance(value, list):
+                return value
+            if isinstance(value, str) and value.lower().endswith((".geojson", ".json")):
+                return _features_of_file(ctx, value, tool)
+            raise ToolInputError(f"reference {loop_over!r} gives {type(value).__name__}, not a "
+                                 f"list or a .geojson/.json path", tool=tool,
+                                 argument="loop_over")
+        if loop_over.lower().endswith((".geojson", ".json")):
+            return _features_of_file(ctx, loop_over, tool)
+    raise ToolInputError(f"cannot loop over {loop_over!r}", tool=tool, argument="loop_over",
+                         expected="a list of items, a trajectory reference, or a .geojson path")
+
+
+@register("tool.loop", server="Analysis", module="logical",
+          result_keys=["tool", "iteration_count", "results"],
+          types_={"loop_over": "list[dict]"},
+          notes={"calls": "each step {call|tool: dotted tool name, args: dict}; executed in "
+                          "order for every item",
+                 "loop_over": "items (windows, GeoJSON features, earlier loop results); also a "
+                              "'<k> from trajectory[N].obs' reference or a .geojson path",
+                 "bind": "arg_name -> item key or '<k> from trajectory[N].obs'; only applied "
+                         "when arg_name already appears in the call's args",
+                 "grid_n": "when set, each item gets row_idx = i // grid_n, col_idx = i % grid_n",
+                 "return_all": "true: bare list of {item, last_obs}; false: a summary dict",
+                 "show_progress": "accepted and ignored",
+                 "trajectory": "earlier steps ({obs}) for '<k> from trajectory[N].obs'"})
+def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
+              bind: dict[str, str] | None = None, grid_n: int | None = None,
+              return_all: bool = True, show_progress: bool = True,
+              trajectory: list[dict] | None = None) -> list | dict:
+    """Run a fixed chain of tool calls once per item and keep the last call's obs.
+
+    Returns (``return_all``) a bare list of {item, last_obs}, else {tool, iteration_count,
+    results: []} as the benchmark does. Nested tools must be of the Analysis, Calculate or
+    Perception servers. A nested failure raises a ToolError naming the iteration and call.
+    """
+    tool = "tool.loop"
+    traj = list(trajectory or [])
+    if not calls:
+        raise ToolInputError("is empty", tool=tool, argument="calls",
+                             expected="at least one {call, args} step")
+    if grid_n is not None and int(grid_n) < 1:
+        raise ToolInputError(f"must be >= 1, got {grid_n}", tool=tool, argument="grid_n")
+    plan = []
+    for j, call in enumerate(calls):
+        name = call.get("call") or call.get("tool") or call.get("name")
+        if not isinstance(name, str):
+            raise ToolInputError(f"call {j} names no tool", tool=tool, argument="calls",
+                                 expected="{call: <tool name>, args: {...}}")
+        try:
+            spec = get_tool(name)
+        except ToolError:
+            raise ToolInputError(f"tool not found: {name}", tool=tool, argument="calls")
+        if spec.server not in NESTABLE_SERVERS:
+            raise ToolInputError(f"{spec.name} ({spec.server} server) cannot be nested in a loop",
+                                 tool=tool, argument="calls",
+                                 expected="tools of the Analysis, Calculate or Perception servers")
+        args = call.get("args", call.get("inputs")) or {}
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                raise ToolInputError(f"call {j} args are not a JSON object", tool=tool,
+                                     argument="calls")
+        plan.append((spec, dict(args)))
+    items = _loop_items(ctx, loop_over, traj, tool)
+    results = []
+    for idx, raw in enumerate(items):
+        item = coerce_item(raw, idx, int(grid_n) if grid_n else None)
+        steps: list[dict] = []
+        for j, (spec, args) in enumerate(plan):
+            a = apply_bind(args, bind, item, traj)
+            a = resolve_value(a, trajectory=traj, steps=steps, item=item)
+            left = unresolved_references(a)
+            if left:
+                path, ref = left[0]
+                raise ToolInputError(f"iteration {idx}, call {j} ({spec.name}): reference "
+                                     f"{ref.text!r} in args.{format_path(path)} did not resolve",
+                                     tool=tool, argument="calls")
+            try:
+                obs = call_tool(spec.name, a, ctx)
+            except ToolError as exc:
+                raise ToolError(f"iteration {idx}, call {j}: {exc}", tool=tool,
+                                argument="calls") from exc
+            steps.append({"tool": spec.name, "obs": obs})
+        if return_all:
+            results.append({"item": item, "last_obs": steps[-1]["obs"] if steps else None})
+    if return_all:
+        return results
+    return {"tool": tool, "iteration_count": len(items), "results": results}
+
+
+def _get_field(item: Any, path: str) -> Any:
+    cur = item
+    for key in path.split("."):
+        if not isinstance(cur, dict) or key not in cur:
+            return None
+        cur = cur[key]
+    return cur
+
+
+@register("tool.reduce", server="Analysis", module="logical",
+          result_keys=["tool", "mode", "best_value", "best_index", "best_item"],
+          notes={"field": "dotted path, e.g. 'last_obs.area_m2'",
+                 "mode": "'max' | 'min' | 'mean' (anything else behaves as max)"})
+def tool_reduce(ctx: ToolContext, values: list[dict], field: str, mode: str = "max") -> dict:
+    """Pick the item whose numeric ``field`` (dotted path) is largest or smallest, or average
+    it. Items without a numeric value are skipped (bools are not numbers); the first item wins
+    ties. A winner wrapping a loop item surfaces its region/row_idx/col_idx. No numeric value →
+    null results (not an error)."""
+    tool = "tool.reduce"
+    nums = []
+    for i, item in enumerate(values or []):
+        v = _get_field(item, field)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            nums.append((i, float(v)))
+    if not nums:
+        return {"tool": tool, "mode": mode, "best_value": None, "best_index": None,
+                "best_item": None, "mean_value": None}
+    if mode == "mean":
+        return {"tool": tool, "mode": mode, "mean_value": sum(v for _, v in nums) / len(nums)}
+    if mode == "min":
+        best_i, best_v = min(nums, key=lambda t: t[1])
+    else:
+        best_i, best_v = max(nums, key=lambda t: t[1])
+    best_item = values[best_i]
+    out = {"tool": tool, "mode": mode, "best_value": best_v, "best_index": best_i,
+           "best_item": best_item}
+    if isinstance(best_item, dict):
+        inner = best_item.get("item", best_item)
+        if isinstance(inner, dict):
+            for k in ("region", "row_idx", "col_idx"):
+                if k in inner:
+                    out[k] = inner[k]
+    return out
+
+
+# ============================================================================================
+# tool.chart_data
+# ============================================================================================
+def _render_label(template: str, item: dict) -> str:
+    def repl(m):
+        v = _get_field(item, m.group(1))
+        if v is None:
+            return ""
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return str(v)
+
+    return re.sub(r"\{([\w.]+)\}", repl, template)
+
+
+def _label(v: Any) -> str | None:
+    if v is None:
+        return None
+    s = str(v).strip()
+    return s or None
+
+
+@register("tool.chart_data", server="Calculate", module="logical",
+          result_keys=["tool", "data", "records", "source_count", "kept_count", "value_field",
+                       "sort_by", "descending"],
+          types_={"values": "list[dict]|dict"})
+def tool_chart_data(ctx: ToolContext, values: list[dict] | dict, value_field: str,
+                    label_field: str | None = None, fallback_label_field: str | None = None,
+                    fallback_label_prefix: str = "", label_template: str | None = None,
+                    sort_by: str | None = None, descending: bool = True,
+                    top_k: int | None = None, round_digits: int | None = None) -> dict:
+    """Ordered label → value mapping for the chart tools from loop results or statistics.
+
+    Label priority: ``label_template`` ({dotted.path} placeholders), ``label_field``,
+    prefix + ``fallback_label_field``, the dict key, ``item_<i>``; duplicates get " (2)", ...
+    Records without the value are skipped; a non-numeric value → ToolInputError.
+    """
+    tool = "tool.chart_data"
+    if isinstance(values, dict):
+        records = []
+        for k, v in values.items():
+            if isinstance(v, dict):
+                r = dict(v)
+                r.setdefault("__key__", k)
+            else:
+                r = {"__key__": k, value_field: v}
+            records.append(r)
+    else:
+        records = [v for v in values if isinstance(v, dict)]
+    extracted = []
+    for idx, item in enumerate(records):
+        raw = _get_field(item, value_field)
+        if raw is None:
+            continue
+        try:
+            num = float(raw)
+        except (TypeError, ValueError):
+            raise ToolInputError(f"record {idx}: {value_field!r} is {raw!r}, not a number",
+                                 tool=tool, argument="value_field")
+        label = _render_label(label_template, item).strip() if label_template else None
+        if not label and label_field:
+            label = _label(_get_field(item, label_field))
+        if not label and fallback_label_field:
+            fb = _label(_get_field(item, fallback_label_field))
+            if fb is not None:
+                label = f"{fallback_label_prefix}{fb}"
+        if not label and "__key__" in item:
+            label = _label(item["__key__"])
+        if not label:
+            label = f"item_{idx}"
+        sort_value: float = idx
+        if sort_by:
+            try:
+                sort_value = float(_get_field(item, sort_by))
+            except (TypeError, ValueError):
+                sort_value = num
+        extracted.append({"label": label, "value": num, "sort_value": sort_value,
+                          "source_index": idx})
+    if sort_by:
+        extracted.sort(key=lambda r: r["sort_value"], reverse=bool(descending))
+    if top_k is not None:
+        extracted = extracted[: max(int(top_k), 0)]
+    data: dict[str, float] = {}
+    out_records = []
+    seen: dict[str, int] = {}
+    for rank, rec in enumerate(extracted, start=1):
+        label = rec["label"]
+        if label in seen:
+            seen[label] += 1
+            label = f"{label} ({seen[label]})"
+        else:
+            seen[label] = 1
+        value = round(rec["value"], int(round_digits)) if round_digits is not None else rec["value"]
+        data[label] = value
+        out_records.append({"rank": rank, "label": label, "value": value,
+                            "source_index": rec["source_index"]})
+    return {"tool": tool, "data": data, "records": out_records, "source_count": len(records),
+            "kept_count": len(out_records), "value_field": value_field, "sort_by": sort_by,
+            "descending": bool(descending)}
+
+
+# ============================================================================================
+# calc.*
+# ============================================================================================
+def _finite(tool: str, **vals: float) -> None:
+    for name, v in vals.items():
+        if not math.isfinite(float(v)):
+            raise ToolInputError(f"must be a finite number, got {v}", tool=tool, argument=name)
+
+
+@register("calc.add", server="Calculate", module="logical", result_keys=["tool", "sum", "a", "b"])
+def calc_add(ctx: ToolContext, a: float, b: float) -> dict:
+    """a + b."""
+    _finite("calc.add", a=a, b=b)
+    return {"tool": "calc.add", "sum": float(a) + float(b), "a": float(a), "b": float(b)}
+
+
+@register("calc.sub", server="Calculate", module="logical",
+          result_keys=["tool", "difference", "a", "b"])
+def calc_sub(ctx: ToolContext, a: float, b: float) -> dict:
+    """a − b (signed)."""
+    _finite("calc.sub", a=a, b=b)
+    return {"tool": "calc.sub", "difference": float(a) - float(b), "a": float(a), "b": float(b)}
+
+
+@register("calc.diff", server="Calculate", module="logical",
+          result_keys=["tool", "diff", "a", "b"])
+def calc_diff(ctx: ToolContext, a: float, b: float) -> dict:
+    """|a − b|."""
+    _finite("calc.diff", a=a, b=b)
+    return {"tool": "calc.diff", "diff": abs(float(a) - float(b)), "a": float(a), "b": float(b)}
+
+
+@register("calc.mul", server="Calculate", module="logical",
+          result_keys=["tool", "product", "a", "b"])
+def calc_mul(ctx: ToolContext, a: float, b: float) -> dict:
+    """a × b."""
+    _finite("calc.mul", a=a, b=b)
+    return {"tool": "calc.mul", "product": float(a) * float(b), "a": float(a), "b": float(b)}
+
+
+@register("calc.div", server="Calculate", module="logical",
+          result_keys=["tool", "ratio", "a", "b"])
+def calc_div(ctx: ToolContext, a: float, b: float) -> dict:
+    """a / b. As in the benchmark, b = 0 gives ratio 0.0 (not an error)."""
+    _finite("calc.div", a=a, b=b)
+    ratio = float(a) / float(b) if float(b) != 0 else 0.0
+    return {"tool": "calc.div", "ratio": ratio, "a": float(a), "b": float(b)}
+
+
+@register("calc.greater_than", server="Calculate", module="logical",
+          result_keys=["tool", "value", "result", "a", "b"])
+def calc_greater_than(ctx: ToolContext, a: float, b: float) -> dict:
+    """a > b as ``value`` 1/0 and ``result`` true/false."""
+    _finite("calc.greater_than", a=a, b=b)
+    r = float(a) > float(b)
+    return {"tool": "calc.greater_than", "value": int(r), "result": r, "a": float(a),
+            "b": float(b)}
+
+
+@register("calc.volume", server="Calculate", module="logical",
+          result_keys=["tool", "volume_m3", "area_m2", "depth_m"])
+def calc_volume(ctx: ToolContext, area_m2: float, depth_m: float) -> dict:
+    """volume_m3 = area_m2 × depth_m (debris or flood water)."""
+    _finite("calc.volume", area_m2=area_m2, depth_m=depth_m)
+    return {"tool": "calc.volume", "volume_m3": float(area_m2) * float(depth_m),
+            "area_m2": float(area_m2), "depth_m": float(depth_m)}
+
+
+@register("calc.point_distance", server="Calculate", module="logical",
+          result_keys=["tool", "point_a", "point_b", "pixel_size_m", "distance_px", "distance_m"],
+          notes={"point_a": "[row, col]", "point_b": "[row, col]"})
+def calc_point_distance(ctx: ToolContext, point_a: list[float], point_b: list[float],
+                        pixel_size_m: float = 1.0) -> dict:
+    """Euclidean distance of two pixel positions and its metric equivalent
+    (distance_px × pixel_size_m). Points not of length 2 → ToolInputError."""
+    tool = "calc.point_distance"
+    for name, p in (("point_a", point_a), ("point_b", point_b)):
+        if len(p) != 2:
+            raise ToolInputError(f"has {len(p)} coordinates", tool=tool, argument=name,
+                                 expected="[row, col]")
+    d = math.hypot(float(point_a[0]) - float(point_b[0]), float(point_a[1]) - float(point_b[1]))
+    return {"tool": tool, "point_a": [float(v) for v in point_a],
+            "point_b": [float(v) for v in point_b], "pixel_size_m": float(pixel_size_m),
+            "distance_px": d, "distance_m": d * float(pixel_size_m)}
+
+
+@register("calc.weighted_sum", server="Calculate", module="logical",
+          result_keys=["tool", "score", "normalized"])
+def calc_weighted_sum(ctx: ToolContext, values: list[float], weights: list[float],
+                      normalize: bool = False) -> dict:
+    """Σ values·weights; with ``normalize`` the weights are first divided by their sum (when it
+    is not 0). Length mismatch → ToolInputError."""
+    tool = "calc.weighted_sum"
+    if len(values) != len(weights):
+        raise ToolInputError(f"{len(weights)} weights for {len(values)} values", tool=tool,
+                             argument="weights", expected="one weight per value")
+    w = [float(x) for x in weights]
+    s = sum(w)
+    if normalize and s != 0:
+        w = [x / s for x in w]
+    return {"tool": tool, "score": float(sum(float(v) * x for v, x in zip(values, w))),
+            "normalized": bool(normalize)}
+
+
+# ============================================================================================
+# logi.*
+# ============================================================================================
+@register("logi.truck_trips", server="Calculate", module="logical",
+          result_keys=["tool", "trips_required", "volume_m3", "capacity_m3"])
+def logi_truck_trips(ctx: ToolContext, volume_m3: float, capacity_m3: float) -> dict:
+    """trips_required = ceil(volume_m3 / capacity_m3); as in the benchmark a capacity ≤ 0
+    gives 0 trips. A negative volume → ToolInputError."""
+    tool = "logi.truck_trips"
+    _finite(tool, volume_m3=volume_m3, capacity_m3=capacity_m3)
+    if volume_m3 < 0:
+        raise ToolInputError(f"must not be negative, got {volume_m3}", tool=tool,
+                             argument="volume_m3", expected="a volume in m3 >= 0")
+    trips = 0 if capacity_m3 <= 0 else math.ceil(float(volume_m3) / float(capacity_m3))
+    return {"tool": tool, "trips_required": int(trips), "volume_m3": float(volume_m3),
+            "capacity_m3": float(capacity_m3)}
+
+
+@register("logi.priority_score", server="Calculate", module="logical",
+          result_keys=["tool", "ranked", "count"])
+def logi_priority_score(ctx: ToolContext, items: list[dict], criteria: dict[str, float],
+                        top_k: int | None = None) -> dict:
+    """Score = Σ weight × item[field] (missing fields count 0, non-numeric ones are skipped);
+    items sorted by score descending (stable), each with ``priority_score``."""
+    scored = []
+    for it in items:
+        score = 0.0
+        for fld, weight in criteria.items():
+            v = it.get(fld, 0.0)
+            try:
+                score += float(v) * float(weight)
+            except (TypeError, ValueError):
+                continue
+        e = dict(it)
+        e["priority_score"] = float(score)
+        scored.append(e)
+    scored.sort(key=lambda e: e["priority_score"], reverse=True)
+    if top_k is not None:
+        scored = scored[: int(top_k)]
+    return {"tool": "logi.priority_score", "ranked": scored, "count": len(scored)}
+
+
+@register("logi.resource_allocation", server="Calculate", module="logical",
+          result_keys=["tool", "allocations", "allocated_total", "unallocated"])
+def logi_resource_allocation(ctx: ToolContext, demands: list[dict], total_supply: float,
+                             min_per_site: float = 0.0) -> dict:
+    """Give every site ``min_per_site`` while supply lasts, then share the rest in proportion
+    to need above the minimum, capped by each site's ``cap``; leftovers are ``unallocated``."""
+    remaining = float(total_supply)
+    allocs = []
+    for d in demands:
+        base = min(float(min_per_site), remaining)
+        allocs.append({"id": d.get("id"), "need": float(d.get("need", 0.0)), "allocated": base})
+        remaining -= base
+    excess = [max(float(d.get("need", 0.0)) - float(min_per_site), 0.0) for d in demands]
+    total_need = sum(excess)
+    if total_need > 0 and remaining > 0:
+        for d, a, ex in zip(demands, allocs, excess):
+            extra = min(ex / total_need * remaining, float(d.get("cap", math.inf)) - a["allocated"])
+            a["allocated"] += max(extra, 0.0)
+    total = sum(a["allocated"] for a in allocs)
+    return {"tool": "logi.resource_allocation", "allocations": allocs,
+            "allocated_total": float(total),
+            "unallocated": float(max(float(total_supply) - total, 0.0))}

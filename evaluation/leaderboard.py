@@ -264,7 +264,8 @@ def official_row(run: dict, rows: Sequence[dict] = ()) -> dict:
     """
     stored = run.get("dimensions") or {}
     active = [d for d in DIMENSIONS if isinstance(stored.get(d), dict)
-              and stored[d].get("n_tasks", 1) > 0 and stored[d].get("dim_score") is not None]
+              and (stored[d].get("n_tasks") is None or stored[d]["n_tasks"] > 0)
+              and stored[d].get("dim_score") is not None]
     by_dim = defaultdict(list)
     for r in rows:
         if r["run_id"] == run["run_id"]:
@@ -502,7 +503,7 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
     for k, row in enumerate(table):
         values = [row["dims"].get(d) for d in DIMENSIONS] + [row["avg"]]
         xs = [i + (k - (len(table) - 1) / 2) * width for i in range(len(cats))]
-        ax.bar(xs, [100 * v if v is not None else 0 for v in values], width, label=row["label"])
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=row["label"])
     ax.set_xticks(range(len(cats)), [c.upper() for c in cats])
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)
@@ -520,7 +521,7 @@ def plot_length(breakdown: dict) -> bytes:
         _empty(ax)
         return _png(fig)
     for row in breakdown["rows"]:
-        ys = [100 * c["acc"] if c["acc"] is not None else float("nan") for c in row["cells"]]
+        ys = [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]]
         ax.plot(range(len(groups)), ys, marker="o", label=row["label"],
                 linestyle="--" if str(row["agent"]).lower() == GOLD_AGENT else "-")
     ax.set_xticks(range(len(groups)), groups)
@@ -543,7 +544,8 @@ def plot_modality(breakdown: dict) -> bytes:
     width = 0.8 / len(rows)
     for k, row in enumerate(rows):
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
-        ax.bar(xs, [100 * c["acc"] if c["acc"] is not None else 0 for c in row["cells"]], width, label=row["label"])
+        ax.bar(xs, [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]], width,
+               label=row["label"])
     ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)
@@ -567,13 +569,3 @@ def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: 
         "modes": sorted({r["mode"] for r in runs}),
     }
 
-
-def render_plot(name: str, data: dict) -> bytes:
-    """PNG of plot ``name`` (one of :data:`PLOTS`) from :func:`build`'s output; KeyError otherwise."""
-    if name == "dimensions":
-        return plot_dimensions(data["official"])
-    if name == "length":
-        return plot_length(data["length"])
-    if name == "modality":
-        return plot_modality(data["modality"])
-    raise KeyError(name)

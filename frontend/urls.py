@@ -4,4 +4,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("frontend.urls_events")),
     path("", include("frontend.urls_pages")),
+    path("", include("frontend.urls_leaderboard")),
 ]

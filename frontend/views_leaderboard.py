@@ -21,13 +21,47 @@ def _build(n_boot: int = N_BOOT) -> dict:
     return data
 
 
+def pct(value, signed: bool = False) -> str:
+    """0.5374 → ``53.74`` (``+``/``−`` sign with ``signed``); None → ``—``."""
+    if value is None:
+        return "—"
+    text = f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
+    return text.replace("-", "−")
+
+
+def _display(data: dict) -> dict:
+    """Numbers of :func:`evaluation.leaderboard.build` as display strings (percent, 2 decimals)."""
+    official = [{
+        **r, "avg_pct": pct(r["avg"]), "dims_pct": [pct(r["dims"][d]) for d in lb.DIMENSIONS],
+        "metrics_pct": [pct(r["metrics"][m]) for m in lb.METRICS],
+    } for r in data["official"]]
+
+    def breakdown(b: dict) -> dict:
+        return {"groups": b["groups"], "rows": [{
+            **row, "cells": [{**c, "acc_pct": pct(c["acc"]), "gap_pct": pct(c.get("gap"), signed=True),
+                              "gold_pct": pct(c.get("gold"))} for c in row["cells"]],
+        } for row in b["rows"]]}
+
+    def ci(c) -> str:
+        return "—" if c is None else f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}]"
+
+    bootstrap = [{**b, "dims_ci": [ci(b["dims"][d]) for d in lb.DIMENSIONS], "macro_ci": ci(b["macro"])}
+                 for b in data["bootstrap"]]
+    extras = [{**e, "lcs_pct": pct(e["lcs_par_acc"]), "par_pct": pct(e["par_acc"]),
+               "recall_pct": pct(e["multiset_recall"]), "extra_pct": pct(e["extraneous_rate"])}
+              for e in data["traj_extras"]]
+    gold_runs = [r["label"] for r in data["official"] if lb.is_gold(r)]
+    return {"official": official, "length": breakdown(data["length"]), "modality": breakdown(data["modality"]),
+            "bootstrap": bootstrap, "traj_extras": extras, "gold_runs": gold_runs}
+
+
 @require_GET
 def leaderboard_page(request):
     data = _build()
     return render(request, "frontend/leaderboard.html", {
-        **data, "dimensions": lb.DIMENSIONS, "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS],
-        "metrics": lb.METRICS, "plots": lb.PLOTS, "n_boot": N_BOOT, "seed": SEED,
-        "length_buckets": lb.LENGTH_BUCKETS,
+        **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
+        "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,
+        "n_boot": N_BOOT, "seed": SEED,
     })
 
 

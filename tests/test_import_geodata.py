@@ -190,3 +190,16 @@ def test_changed_file_updates_in_place(data_root, tmp_path):
     assert r.layers[0].pk == first.pk and r.layers[0].feature_count == 2
     assert Layer.objects.count() == 1
     assert len(json.loads((data_root / first.path).read_text())["features"]) == 2
+
+
+@pytest.mark.django_db
+def test_import_vector_with_a_timestamp_column(data_root):
+    """houston_flooded_roads.geojson has a `timestamp` column (datetime, mostly empty): dates are
+    written as ISO text and missing ones as null. 2,605 features (counted with json.load)."""
+    roads = import_vector_file(REAL / "houston-harvey-flooded-roads" / "houston_flooded_roads.geojson",
+                               event_slug="houston-harvey").layers[0]
+    assert roads.feature_count == 2605
+    fc = json.loads((data_root / roads.path).read_text())
+    stamps = {f["properties"]["timestamp"] for f in fc["features"]}
+    assert None in stamps
+    assert all(s is None or (isinstance(s, str) and s[:2] == "20") for s in stamps)

@@ -89,7 +89,24 @@ def _crs_string(crs) -> str:
     return crs.to_wkt()
 
 
+def _iso_or_none(v):
+    """ISO 8601 text of a date/time value; None for a missing one (NaT)."""
+    import pandas as pd
+
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return None
+    return v.isoformat() if hasattr(v, "isoformat") else v
+
+
 def write_geojson_4326(gdf, path: str | Path) -> Path:
-    """GeoJSON in lon/lat order with the CRS84 ``crs`` member (see ``common.CRS84_MEMBER``)."""
+    """GeoJSON in lon/lat order with the CRS84 ``crs`` member (see ``common.CRS84_MEMBER``).
+
+    Date and time columns are written as ISO 8601 strings (GeoJSON has no date type).
+    """
+    gdf = gdf.copy()
+    for col in gdf.columns:
+        if col != gdf.geometry.name and (str(gdf[col].dtype).startswith("datetime") or gdf[col].map(
+                lambda v: hasattr(v, "isoformat")).any()):
+            gdf[col] = gdf[col].map(_iso_or_none).astype(object)
     data = json.loads(gdf.to_json(na="null", drop_id=True, to_wgs84=False))
     return write_json(path, with_crs84(data))

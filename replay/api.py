@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from annotation.models import Task
 from replay.models import ReplayRun
 from replay.services import start_replay
-from replay.tools.registry import REGISTRY
+from replay.tools.registry import all_tools
 
 
 class ParamOut(serializers.Serializer):
@@ -35,7 +35,7 @@ class ToolOut(serializers.Serializer):
 
 def tool_catalogue() -> list[dict]:
     """The registry as plain data, sorted by module then name (what the editor's tool picker shows)."""
-    return ToolOut(sorted(REGISTRY.values(), key=lambda t: (t.module, t.name)), many=True).data
+    return ToolOut(sorted(all_tools().values(), key=lambda t: (t.module, t.name)), many=True).data
 
 
 class ToolListView(APIView):

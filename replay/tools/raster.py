@@ -549,3 +549,371 @@ def ras_concat(ctx: ToolContext, image_path_list: list[str], dim: str = "bands")
             "band_map": band_map,
             "note": "Concatenated along bands; inputs must share size & georeferencing."}
 
+
+
+# ============================================================================================
+# Terrain, warping and focal statistics (ras.hillshade, ras.slope, ras.reproject,
+# ras.resample, ras.focal_stats)
+# ============================================================================================
+_RESAMPLING = ("nearest", "bilinear", "cubic")
+_TERRAIN_NODATA = -9999.0
+
+
+def named_output(ctx: ToolContext, tool: str, key: dict, suffix: str, out_path: str | None,
+                 suffixes: tuple[str, ...]) -> Path:
+    """Artifact path: the hashed name, or ``out_path`` when given as a bare file name.
+
+    ``out_path`` may not name a directory (artifacts live in the work dir only); its suffix
+    must be one of ``suffixes``. Anything else → ToolInputError.
+    """
+    if out_path is None or not str(out_path).strip():
+        return ctx.output_path(tool, key, suffix)
+    text = str(out_path).strip()
+    p = Path(text)
+    if p.name != text or p.name in (".", ".."):
+        raise ToolInputError(f"{text!r} names a directory; artifacts are written into the run's "
+                             f"work dir", tool=tool, argument="out_path",
+                             expected="a bare file name (or leave empty for an automatic name)")
+    if p.suffix.lower() not in suffixes:
+        raise ToolInputError(f"{text!r} has the wrong suffix", tool=tool, argument="out_path",
+                             expected=f"a name ending in one of {list(suffixes)}")
+    ctx.work_dir.mkdir(parents=True, exist_ok=True)
+    return ctx.work_dir / p.name
+
+
+def _check_resampling(value: str, tool: str):
+    from rasterio.enums import Resampling
+
+    if value not in _RESAMPLING:
+        raise ToolInputError(f"unknown resampling {value!r}", tool=tool, argument="resampling",
+                             expected="nearest, bilinear or cubic (nearest for class masks)")
+    return getattr(Resampling, value)
+
+
+def _valid_mask(arr: np.ndarray, nodata) -> np.ndarray:
+    valid = np.isfinite(arr) if arr.dtype.kind == "f" else np.ones(arr.shape, dtype=bool)
+    if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
+        valid &= arr != nodata
+    return valid
+
+
+def _metric_pixel_sizes(meta, tool: str) -> tuple[np.ndarray, float | np.ndarray]:
+    """(x size per row, y size) of the pixels in metres.
+
+    Projected CRS: the transform's |a| and |e| in metres (linear unit converted). Geographic
+    CRS (e.g. SRTM tiles in EPSG:4326): degrees converted to metres at each row's centre
+    latitude on the CRS ellipsoid, with the radii of curvature
+    ``N = a / sqrt(1 - e² sin²φ)`` (east-west: N cos φ · Δλ) and
+    ``M = a (1 - e²) / (1 - e² sin²φ)^1.5`` (north-south: M · Δφ). Rotated transforms and
+    rasters without CRS → ToolInputError (a slope needs metres per pixel).
+    """
+    t = meta.transform
+    if not meta.georeferenced:
+        raise ToolInputError("has no CRS, so its pixel size in metres is unknown", tool=tool,
+                             argument="dem_path", expected="a georeferenced DEM (GeoTIFF, HGT)")
+    if t.b or t.d:
+        raise ToolInputError("has a rotated transform", tool=tool, argument="dem_path",
+                             expected="a north-up DEM")
+    if meta.crs.is_geographic:
+        from pyproj import CRS
+
+        ell = CRS.from_user_input(meta.crs.to_wkt()).ellipsoid
+        a = ell.semi_major_metre
+        inv_f = ell.inverse_flattening
+        f = 1.0 / inv_f if inv_f else 0.0
+        e2 = f * (2 - f)
+        rows = np.arange(meta.height, dtype=np.float64) + 0.5
+        lat = np.radians(t.f + t.e * rows)
+        w = 1.0 - e2 * np.sin(lat) ** 2
+        n_rad = a / np.sqrt(w)
+        m_rad = a * (1 - e2) / w ** 1.5
+        dx = n_rad * np.cos(lat) * np.radians(abs(t.a))
+        dy = m_rad * np.radians(abs(t.e))
+        return dx, dy
+    try:
+        factor = float(meta.crs.linear_units_factor[1])
+    except Exception:
+        factor = 1.0
+    return np.full(meta.height, abs(t.a) * factor), abs(t.e) * factor
+
+
+def _horn_gradients(dem: np.ndarray, valid: np.ndarray, dx, dy):
+    """Horn's (1981) 3×3 finite differences, in elevation units per metre.
+
+    For the window ``a b c / d e f / g h i`` (rows top to bottom):
+    ``dz/dx = ((c + 2f + i) − (a + 2d + g)) / (8 Δx)`` (east positive) and
+    ``dz/dy = ((g + 2h + i) − (a + 2b + c)) / (8 Δy)`` (south positive, rows grow southwards).
+    Source: B. K. P. Horn, "Hill shading and the reflectance map", Proc. IEEE 69(1), 1981,
+    pp. 14–47; the same weights as GDAL's gdaldem and ESRI's Slope tool. Border pixels use the
+    edge value repeated (GDAL's ``-compute_edges``); a window touching nodata gives nodata.
+    """
+    z = np.where(valid, dem.astype(np.float64), 0.0)
+    p = np.pad(z, 1, mode="edge")
+    a, b, c = p[:-2, :-2], p[:-2, 1:-1], p[:-2, 2:]
+    d, f = p[1:-1, :-2], p[1:-1, 2:]
+    g, h, i = p[2:, :-2], p[2:, 1:-1], p[2:, 2:]
+    dx = np.asarray(dx, dtype=np.float64).reshape(-1, 1) if np.ndim(dx) else float(dx)
+    dy = np.asarray(dy, dtype=np.float64).reshape(-1, 1) if np.ndim(dy) else float(dy)
+    dzdx = ((c + 2 * f + i) - (a + 2 * d + g)) / (8.0 * dx)
+    dzdy = ((g + 2 * h + i) - (a + 2 * b + c)) / (8.0 * dy)
+    from scipy import ndimage
+
+    ok = ndimage.minimum_filter(valid.astype(np.uint8), size=3, mode="nearest").astype(bool)
+    return dzdx, dzdy, ok
+
+
+def _dem(ctx, tool, dem_path):
+    path = ctx.resolve(dem_path, tool=tool, argument="dem_path")
+    arr, meta = read_band(path, 1, tool=tool, argument="dem_path")
+    if arr.dtype.kind not in "iuf":
+        raise ToolInputError(f"has dtype {arr.dtype}", tool=tool, argument="dem_path",
+                             expected="a numeric elevation band")
+    return path, arr, meta
+
+
+@register("ras.slope", server="Analysis", module="raster",
+          result_keys=["tool", "slope_path", "units", "stats"],
+          notes={"units": "'degrees' or 'percent'", "out_path": "auto <temp>/slope.tif"})
+def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
+              out_path: str | None = None) -> dict:
+    """Slope of a DEM (band 1) in degrees (0–90) or percent rise (100·tan), float32 GeoTIFF.
+
+    Gradients: Horn's (1981) weighted 3×3 differences with the pixel size in metres read from
+    the transform (a geographic DEM such as an SRTM tile is converted at each row's latitude on
+    its ellipsoid, see ``_metric_pixel_sizes``); slope = atan(√((dz/dx)² + (dz/dy)²)).
+    Elevations are taken as metres. Nodata: −9999 where the 3×3 window touches nodata/NaN.
+    ``stats`` {min, max, mean} over valid pixels. Errors: unknown units, DEM without CRS or with
+    a rotated transform → ToolInputError.
+    """
+    tool = "ras.slope"
+    if units not in ("degrees", "percent"):
+        raise ToolInputError(f"unknown units {units!r}", tool=tool, argument="units",
+                             expected="'degrees' or 'percent'")
+    path, arr, meta = _dem(ctx, tool, dem_path)
+    dx, dy = _metric_pixel_sizes(meta, tool)
+    valid = _valid_mask(arr, meta.nodata)
+    dzdx, dzdy, ok = _horn_gradients(arr, valid, dx, dy)
+    rise = np.hypot(dzdx, dzdy)
+    slope = np.degrees(np.arctan(rise)) if units == "degrees" else 100.0 * rise
+    out = np.where(ok, slope, _TERRAIN_NODATA).astype(np.float32)
+    dst = named_output(ctx, tool, {"dem": path, "units": units}, ".tif", out_path,
+                       (".tif", ".tiff"))
+    write_raster(dst, out, like=meta, nodata=_TERRAIN_NODATA)
+    vals = out[ok].astype(np.float64)
+    stats = ({"min": float(vals.min()), "max": float(vals.max()), "mean": float(vals.mean())}
+             if vals.size else {"min": None, "max": None, "mean": None})
+    return {"tool": tool, "slope_path": ctx.artifact_name(dst), "units": units, "stats": stats}
+
+
+@register("ras.hillshade", server="Analysis", module="raster",
+          result_keys=["tool", "hillshade_path", "shape", "stats"],
+          notes={"azimuth": "degrees clockwise from north", "altitude": "degrees",
+                 "out_path": "leave empty; auto path <temp>/hillshade.tif"})
+def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
+                  altitude: float = 45.0, z_factor: float = 1.0,
+                  out_path: str | None = None) -> dict:
+    """Shaded relief (uint8 0–255 GeoTIFF) of a DEM lit from (azimuth, altitude).
+
+    ``255 · (cos Z cos S + sin Z sin S cos(A − D))`` clipped at 0, rounded, where Z = 90° −
+    altitude, S = atan(z_factor · |∇z|), A = the sun azimuth in math convention
+    (360° − azimuth + 90°) and D = atan2(dz/dy, −dz/dx) the aspect; gradients by Horn's method
+    as in ``ras.slope`` (Burrough & McDonnell, Principles of GIS, 1998; ESRI "How Hillshade
+    works"; gdaldem hillshade). Nodata pixels (window touching nodata) are 0, and the output's
+    nodata is 0. Errors: altitude outside 0–90, DEM without CRS → ToolInputError.
+    """
+    tool = "ras.hillshade"
+    if not 0.0 <= float(altitude) <= 90.0:
+        raise ToolInputError(f"altitude {altitude} is outside 0..90", tool=tool,
+                             argument="altitude", expected="degrees above the horizon, 0..90")
+    if not np.isfinite(azimuth) or not np.isfinite(z_factor):
+        raise ToolInputError("must be finite", tool=tool, argument="azimuth")
+    path, arr, meta = _dem(ctx, tool, dem_path)
+    dx, dy = _metric_pixel_sizes(meta, tool)
+    valid = _valid_mask(arr, meta.nodata)
+    dzdx, dzdy, ok = _horn_gradients(arr, valid, dx, dy)
+    zenith = np.radians(90.0 - float(altitude))
+    az = np.radians((360.0 - float(azimuth) + 90.0) % 360.0)
+    slope = np.arctan(float(z_factor) * np.hypot(dzdx, dzdy))
+    aspect = np.arctan2(dzdy, -dzdx)
+    shade = 255.0 * (np.cos(zenith) * np.cos(slope)
+                     + np.sin(zenith) * np.sin(slope) * np.cos(az - aspect))
+    out = np.where(ok, np.clip(np.rint(shade), 0, 255), 0).astype(np.uint8)
+    dst = named_output(ctx, tool, {"dem": path, "azimuth": float(azimuth),
+                                   "altitude": float(altitude), "z": float(z_factor)}, ".tif",
+                       out_path, (".tif", ".tiff"))
+    write_raster(dst, out, like=meta, nodata=0)
+    vals = out[ok]
+    stats = ({"min": int(vals.min()), "max": int(vals.max()), "mean": float(vals.mean())}
+             if vals.size else {"min": None, "max": None, "mean": None})
+    return {"tool": tool, "hillshade_path": ctx.artifact_name(dst),
+            "shape": [int(meta.height), int(meta.width)], "stats": stats}
+
+
+@register("ras.reproject", server="Analysis", module="raster",
+          result_keys=["tool", "output_path", "src_crs", "dst_crs", "shape"],
+          notes={"dst_crs": "e.g. 'EPSG:32636'",
+                 "resampling": "nearest|bilinear|cubic (use nearest for class masks)",
+                 "out_path": "auto <temp>/reprojected.tif"})
+def ras_reproject(ctx: ToolContext, raster_path: str, dst_crs: str, resampling: str = "bilinear",
+                  out_path: str | None = None) -> dict:
+    """Warp every band of a raster to ``dst_crs`` (GDAL warp through rasterio).
+
+    The output grid is GDAL's suggested one (``calculate_default_transform``: same number of
+    pixels along the diagonal, square pixels). Pixels outside the source are nodata (the
+    source's nodata, else 0 for integers and NaN for floats). A mask's class map and pixel-size
+    tags are kept. Errors: source without CRS, unknown ``dst_crs``, unknown resampling →
+    ToolInputError.
+    """
+    import rasterio
+    from rasterio.crs import CRS
+    from rasterio.warp import calculate_default_transform, reproject
+
+    tool = "ras.reproject"
+    method = _check_resampling(resampling, tool)
+    try:
+        target = CRS.from_user_input(str(dst_crs).strip())
+    except Exception as exc:
+        raise ToolInputError(f"unknown CRS {dst_crs!r}: {exc}", tool=tool, argument="dst_crs",
+                             expected="an EPSG code or CRS string, e.g. 'EPSG:32636'") from None
+    path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
+    arr, meta = read_raster(path, tool=tool, argument="raster_path")
+    if not meta.georeferenced:
+        raise ToolInputError(f"{Path(raster_path).name} has no CRS to reproject from", tool=tool,
+                             argument="raster_path", expected="a georeferenced raster")
+    left, bottom, right, top = rasterio.transform.array_bounds(meta.height, meta.width,
+                                                               meta.transform)
+    dst_t, w, h = calculate_default_transform(meta.crs, target, meta.width, meta.height,
+                                              left, bottom, right, top)
+    nodata = meta.nodata
+    if nodata is None:
+        nodata = float("nan") if arr.dtype.kind == "f" else 0
+    out = np.full((arr.shape[0], h, w), nodata, dtype=arr.dtype)
+    reproject(arr, out, src_transform=meta.transform, src_crs=meta.crs, src_nodata=meta.nodata,
+              dst_transform=dst_t, dst_crs=target, dst_nodata=nodata, resampling=method)
+    dst = named_output(ctx, tool, {"raster": path, "dst_crs": target.to_string(),
+                                   "resampling": resampling}, ".tif", out_path, (".tif", ".tiff"))
+    write_raster(dst, out, nodata=nodata, transform=dst_t, crs=target)
+    class_map, px = read_mask_tags(path)
+    if class_map:
+        _retag(dst, class_map, None)
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "src_crs": meta.crs.to_string(),
+            "dst_crs": target.to_string(), "shape": [int(h), int(w)]}
+
+
+@register("ras.resample", server="Analysis", module="raster",
+          result_keys=["tool", "output_path", "src_pixel_size_m", "dst_pixel_size_m", "shape"],
+          notes={"resampling": "nearest|bilinear|cubic", "out_path": "auto <temp>/resampled.tif"})
+def ras_resample(ctx: ToolContext, raster_path: str, target_pixel_size_m: float,
+                 resampling: str = "bilinear", out_path: str | None = None) -> dict:
+    """Change the pixel size: output shape = round(size · src / target) per axis, the transform
+    scaled to match (same extent up to rounding). The source pixel size is |transform.a| in CRS
+    units, as in the benchmark (metres for projected rasters; a raster without CRS has 1 unit
+    per pixel). Resampling by GDAL on read (``nearest`` duplicates/decimates pixels; use it for
+    class masks). Errors: target ≤ 0, unknown resampling, a result smaller than one pixel →
+    ToolInputError.
+    """
+    import rasterio
+    from affine import Affine
+
+    from ._io import _quiet
+
+    tool = "ras.resample"
+    method = _check_resampling(resampling, tool)
+    if not (np.isfinite(target_pixel_size_m) and target_pixel_size_m > 0):
+        raise ToolInputError(f"must be positive, got {target_pixel_size_m}", tool=tool,
+                             argument="target_pixel_size_m", expected="metres per pixel > 0")
+    path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
+    meta = raster_meta(path, tool=tool, argument="raster_path")
+    t = meta.transform
+    src_x, src_y = abs(t.a), abs(t.e)
+    tgt = float(target_pixel_size_m)
+    w = int(round(meta.width * src_x / tgt))
+    h = int(round(meta.height * src_y / tgt))
+    if w < 1 or h < 1:
+        raise ToolInputError(f"{tgt} would leave less than one pixel of a {meta.height}x"
+                             f"{meta.width} raster with {src_x} units per pixel", tool=tool,
+                             argument="target_pixel_size_m",
+                             expected=f"at most {min(meta.width * src_x, meta.height * src_y)}")
+    quiet = _quiet()
+    try:
+        with rasterio.open(path) as src:
+            data = src.read(out_shape=(src.count, h, w), resampling=method)
+    finally:
+        quiet.__exit__(None, None, None)
+    new_t = t @ Affine.scale(meta.width / w, meta.height / h)
+    dst = named_output(ctx, tool, {"raster": path, "target": tgt, "resampling": resampling},
+                       ".tif", out_path, (".tif", ".tiff"))
+    write_raster(dst, data, nodata=meta.nodata,
+                 transform=new_t if meta.georeferenced else None,
+                 crs=meta.crs if meta.georeferenced else None)
+    class_map, _px = read_mask_tags(path)
+    if class_map:
+        _retag(dst, class_map, tgt if not meta.georeferenced else None)
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "src_pixel_size_m": float(src_x),
+            "dst_pixel_size_m": float(abs(new_t.a)), "shape": [h, w]}
+
+
+_FOCAL = ("mean", "sum", "min", "max", "std")
+
+
+@register("ras.focal_stats", server="Analysis", module="raster",
+          result_keys=["tool", "output_path", "statistic", "window_size", "shape"],
+          notes={"statistic": "mean|sum|min|max|std",
+                 "window_size": "even values are bumped to odd",
+                 "out_path": "auto <temp>/<stem>_focal_<stat>_<w>.tif"})
+def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
+                    window_size: int = 5, nodata: float | None = None,
+                    out_path: str | None = None) -> dict:
+    """Moving-window statistic of band 1 over a w×w square (float32 GeoTIFF).
+
+    Only valid pixels enter a window (NaN, the raster's nodata, and ``nodata`` when given are
+    skipped); windows at the border use the part inside the image. ``std`` is the population
+    standard deviation. Nodata pixels of the input stay nodata in the output (value: ``nodata``,
+    else the raster's nodata, else NaN). An even ``window_size`` is bumped to the next odd one.
+    Errors: unknown statistic, window_size < 1 → ToolInputError.
+    """
+    from scipy import ndimage
+
+    tool = "ras.focal_stats"
+    if statistic not in _FOCAL:
+        raise ToolInputError(f"unknown statistic {statistic!r}", tool=tool, argument="statistic",
+                             expected="mean, sum, min, max or std")
+    if int(window_size) < 1:
+        raise ToolInputError(f"must be >= 1, got {window_size}", tool=tool,
+                             argument="window_size", expected="an odd window size >= 1")
+    w = int(window_size)
+    if w % 2 == 0:
+        w += 1
+    path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
+    arr, meta = read_band(path, 1, tool=tool, argument="raster_path")
+    valid = _valid_mask(arr, meta.nodata)
+    if nodata is not None:
+        valid &= arr != nodata
+    out_nodata = nodata if nodata is not None else meta.nodata
+    if out_nodata is None:
+        out_nodata = float("nan")
+    x = np.where(valid, arr.astype(np.float64), 0.0)
+    kernel = np.ones((w, w), dtype=np.float64)
+    if statistic in ("mean", "sum", "std"):
+        s = ndimage.correlate(x, kernel, mode="constant", cval=0.0)
+        n = ndimage.correlate(valid.astype(np.float64), kernel, mode="constant", cval=0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if statistic == "sum":
+                res = s
+            else:
+                mean = s / n
+                if statistic == "mean":
+                    res = mean
+                else:
+                    s2 = ndimage.correlate(x * x, kernel, mode="constant", cval=0.0)
+                    res = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
+    elif statistic == "min":
+        res = ndimage.minimum_filter(np.where(valid, x, np.inf), size=w, mode="nearest")
+    else:
+        res = ndimage.maximum_filter(np.where(valid, x, -np.inf), size=w, mode="nearest")
+    out = np.where(valid, res, out_nodata).astype(np.float32)
+    dst = named_output(ctx, tool, {"raster": path, "statistic": statistic, "w": w,
+                                   "nodata": nodata}, ".tif", out_path, (".tif", ".tiff"))
+    write_raster(dst, out, like=meta, nodata=float(out_nodata))
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "statistic": statistic,
+            "window_size": w, "shape": [int(meta.height), int(meta.width)]}

@@ -1,0 +1,70 @@
+"""``manage.py mcp_serve``: an MCP server with every registry tool, bound to one task.
+
+    python manage.py mcp_serve --task QUESTION_ID [--transport stdio|http] [--port N]
+                               [--record DIR] [--agent NAME]
+
+* ``stdio`` (default): the MCP client starts this command as its server process; stdout carries
+  the protocol only, diagnostics go to stderr.
+* ``http``: Streamable HTTP on ``http://127.0.0.1:<port>/mcp`` (always 127.0.0.1; default port
+  8765).
+* ``--record DIR``: the session becomes an agent run: every tool call is written as a trajectory
+  step to ``DIR/<task file stem>/benchmark.jsonl`` (see ``replay.sessions``), and the studio extra
+  tool ``studio_submit_answer(answer)`` (not a benchmark tool) sets the record's answer. Import the
+  folder with ``manage.py import_runs`` / ``evaluation.services.import_run_dir``.
+* ``--agent NAME``: the agent's name, kept in the record's ``studio_session``.
+
+Tool paths resolve to the task's event layers; artifacts go to
+``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``; perception runs in GT mode.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+HTTP_HOST = "127.0.0.1"
+
+
+class Command(BaseCommand):
+    help = "Serve every registry tool over MCP (stdio or Streamable HTTP on 127.0.0.1), bound to one task."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--task", required=True, metavar="QUESTION_ID", help="question id of the task")
+        parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+        parser.add_argument("--port", type=int, default=8765, help="HTTP port on 127.0.0.1 (http only)")
+        parser.add_argument("--record", metavar="DIR", help="record the session as a run folder in DIR")
+        parser.add_argument("--agent", default="", help="agent name kept with the recorded session")
+
+    def handle(self, *args, **opts):
+        from annotation.models import Task
+        from replay.mcp_server import build_server, registry_tools
+        from replay.sessions import SessionRecorder
+
+        task = Task.objects.select_related("head", "event").filter(question_id=opts["task"]).first()
+        if task is None:
+            raise CommandError(f"--task: no task with question id '{opts['task']}'")
+        if task.head is None:
+            raise CommandError(f"--task: task '{opts['task']}' has no revision")
+        if not (0 < opts["port"] < 65536):
+            raise CommandError(f"--port: {opts['port']} is not a TCP port")
+        recorder = None
+        if opts.get("record"):
+            recorder = SessionRecorder.for_task(Path(opts["record"]).resolve(), task, agent=opts.get("agent") or "")
+        server = build_server(task, recorder=recorder)
+        err = sys.stderr  # stdout belongs to the protocol in stdio mode
+        where = (f"http://{HTTP_HOST}:{opts['port']}/mcp" if opts["transport"] == "http" else "stdio")
+        err.write(f"mcp_serve: {len(registry_tools())} tools for {task.question_id} on {where}; "
+                  f"session {server.binding.session_id}, artifacts in {server.binding.work_dir}"
+                  + (f"; recording to {recorder.jsonl_path}" if recorder else "") + "\n")
+        err.flush()
+        try:
+            if opts["transport"] == "http":
+                server.run("streamable-http", host=HTTP_HOST, port=opts["port"])
+            else:
+                server.run("stdio")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if recorder is not None:
+                recorder.close()

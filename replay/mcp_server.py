@@ -1,0 +1,247 @@
+"""The studio's MCP server: every registry tool, bound to one task's data (``manage.py mcp_serve``).
+
+``build_server(task, recorder=None)`` returns an ``mcp.server.mcpserver.MCPServer`` (mcp 2.x) that
+
+* lists every tool of ``replay.tools.registry`` under its model-facing alias (``seg_flood``), in
+  the benchmark's server order (Analysis, Calculate, Perception, Vis, Model, POI), with the tool's
+  description and the JSON schema of its pydantic input model (so the schema is exactly what the
+  tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark);
+* runs a call through ``registry.call_tool`` with a ``ToolContext`` bound to the task: paths
+  resolve through ``LayerResolver(task.event_id)`` (layer file names, or the stored file of a
+  layer; artifacts of earlier calls by their bare name), artifacts go to
+  ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``, perception in GT mode;
+* answers a call with one JSON text block (and ``structured_content`` when the observation is an
+  object). A refused call (bad arguments, missing file, no GT mask ...) is an MCP error result
+  (``is_error``) whose text is the tool's readable message; an unexpected exception is also an
+  error result (``internal error: ...``), never a crash of the server;
+* with a ``SessionRecorder``: records every call as a trajectory step (see ``replay.sessions``) and
+  adds the studio extra ``studio_submit_answer(answer: dict)``, which is NOT a benchmark tool
+  (not in the 108-tool catalogue, not recorded as a step): it sets the run record's
+  ``predicted_answer``.
+
+Everything the tools need from the database is read when the server is built (the layers of the
+event and the GT mask of each layer), so a call never touches the database: tool calls run on a
+worker thread and stay out of Django's async-safety checks.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+from django.conf import settings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import func_metadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+
+from replay.sessions import SessionRecorder, new_session_id
+from replay.tools.base import GTMask, ToolContext, ToolError
+from replay.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
+
+log = logging.getLogger(__name__)
+
+__all__ = ["build_server", "registry_tools", "TaskBinding", "SUBMIT_TOOL", "session_work_dir"]
+
+#: name of the studio-only answer tool (present only when recording)
+SUBMIT_TOOL = "studio_submit_answer"
+
+
+def registry_tools() -> list[ToolSpec]:
+    """Registry tools in the benchmark's server order; registration order within a server."""
+    specs = list(all_tools().values())
+    order = {s: i for i, s in enumerate(SERVERS)}
+    return sorted(specs, key=lambda s: order.get(s.server, len(order)))  # stable
+
+
+def session_work_dir(session_id: str) -> Path:
+    return Path(settings.STUDIO_ARTIFACT_ROOT) / "sessions" / session_id
+
+
+class TaskBinding:
+    """What a session may touch: the event's layers (read once) and a session work dir.
+
+    ``resolve_path`` is ``LayerResolver(task.event_id)``; ``gt_lookup`` answers from the GT masks
+    that ``LayerResolver.gt_lookup`` finds, looked up for every layer up front.
+    """
+
+    def __init__(self, task, *, session_id: str | None = None, work_dir: Path | None = None,
+                 perception_mode: str = "gt"):
+        from replay.services import GT_IMAGE_ARGS, LayerResolver
+
+        self.task = task
+        self.session_id = session_id or new_session_id()
+        self.work_dir = Path(work_dir) if work_dir else session_work_dir(self.session_id)
+        self.resolver = LayerResolver(task.event_id)
+        self._gt_args = GT_IMAGE_ARGS
+        # the DB queries of gt_lookup, done now: layer pk → GTMask | None
+        self._gt: dict[int, GTMask | None] = {
+            layer.pk: self.resolver.gt_lookup("", {"image_path": name})
+            for name, layer in self.resolver.layers.items()
+        }
+        self.ctx = ToolContext(work_dir=self.work_dir, resolve_path=self.resolver,
+                               gt_lookup=self.gt_lookup, perception_mode=perception_mode,
+                               checkpoint_dir=_checkpoint_dir())
+
+    def gt_lookup(self, tool_name: str, args: dict) -> GTMask | None:
+        """Same rule as ``LayerResolver.gt_lookup`` (first image argument, post image first, whose
+        layer has a GT mask), from the table built at construction."""
+        for arg in self._gt_args:
+            value = args.get(arg)
+            if not value:
+                continue
+            layer = self.resolver.layer_for(value)
+            if layer is None:
+                continue
+            mask = self._gt.get(layer.pk)
+            if mask is not None:
+                return mask
+        return None
+
+
+def _checkpoint_dir() -> Path | None:
+    value = getattr(settings, "STUDIO_CHECKPOINT_DIR", "") or ""
+    return Path(value) if value else None
+
+
+def _no_args() -> None:  # pragma: no cover - never called: only its (empty) metadata is used
+    return None
+
+
+class RegistryTool(Tool):
+    """An MCP tool that hands the raw arguments to a handler (``handler(args) -> CallToolResult``).
+
+    ``parameters`` is the registry's input schema; validation is the registry's own, so the
+    error text the agent sees is the tool's readable message.
+    """
+
+    handler: Callable[[dict], CallToolResult]
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        return await anyio.to_thread.run_sync(self.handler, dict(arguments or {}))
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _error_result(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _ok_result(obs: Any) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=_text(obs))],
+                          structured_content=obs if isinstance(obs, dict) else None)
+
+
+def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | None):
+    def handle(args: dict) -> CallToolResult:
+        try:
+            obs = call_tool(spec.name, args, ctx)
+        except ToolError as exc:
+            message = str(exc)
+            if not message.startswith(spec.name):  # e.g. a resolver error raised with tool=""
+                message = f"{spec.name}: {message}"
+            result = _error_result(message)
+        except Exception as exc:  # a bug in a tool: report it, keep serving
+            log.exception("tool %s crashed", spec.name)
+            message = f"{spec.name}: internal error: {type(exc).__name__}: {exc}"
+            result = _error_result(message)
+        else:
+            message = None
+            result = _ok_result(obs)
+        if recorder is not None:
+            try:
+                if message is None:
+                    recorder.record_call(spec.alias, args, obs)
+                else:
+                    recorder.record_call(spec.alias, args, error=message)
+            except Exception:  # recording must never take the call down
+                log.exception("recording the call of %s failed", spec.name)
+        return result
+
+    return handle
+
+
+def _tool_description(spec: ToolSpec) -> str:
+    text = spec.description or spec.name
+    return f"{text}\n\n[{spec.name}; server {spec.server}; returns {', '.join(spec.result_keys)}]"
+
+
+def _instructions(task) -> str:
+    rev = task.head
+    parts = [
+        "DORA studio tool server, bound to one task. Tools take the file names of the task's",
+        "input_data (a bare file name or any path ending in it) and the artifact names returned",
+        "by earlier calls.",
+        f"question_id: {task.question_id}",
+    ]
+    if rev is not None:
+        parts.append(f"question: {rev.question}")
+        parts.append("input_data: " + _text(rev.input_data or {}))
+        if rev.classes:
+            parts.append("classes: " + _text(rev.classes))
+    return "\n".join(parts)
+
+
+def _answer_fields(task) -> list[dict]:
+    rev = task.head
+    return [f for f in (rev.answer_spec if rev else []) or [] if isinstance(f, dict) and f.get("name")]
+
+
+def build_server(task, *, recorder: SessionRecorder | None = None, session_id: str | None = None,
+                 work_dir: Path | None = None, perception_mode: str = "gt") -> MCPServer:
+    """The MCP server of one task (``annotation.models.Task``); see the module docstring.
+
+    ``recorder``: record the session (and offer ``studio_submit_answer``). ``session_id`` /
+    ``work_dir`` default to the recorder's session id and
+    ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``. The server object exposes ``binding``
+    (the :class:`TaskBinding`) and ``recorder``.
+    """
+    if task.head is None:
+        raise ValueError(f"task {task.question_id} has no revision")
+    sid = session_id or (recorder.session_id if recorder is not None else None)
+    binding = TaskBinding(task, session_id=sid, work_dir=work_dir, perception_mode=perception_mode)
+    meta_fn = func_metadata(_no_args, structured_output=False)
+    tools: list[Tool] = []
+    for spec in registry_tools():
+        tools.append(RegistryTool(
+            fn=_no_args, name=spec.alias, title=spec.name, description=_tool_description(spec),
+            parameters=spec.input_schema(), fn_metadata=meta_fn, is_async=True,
+            meta={"dora": {"name": spec.name, "server": spec.server, "module": spec.module,
+                           "version": spec.version, "result_keys": list(spec.result_keys)}},
+            handler=_make_handler(spec, binding.ctx, recorder),
+        ))
+    server = MCPServer(
+        name="dora-studio", title=f"DORA studio tools: {task.question_id}",
+        instructions=_instructions(task), tools=tools, log_level="WARNING",
+    )
+    if recorder is not None:
+        _add_submit_tool(server, task, recorder)
+    server.binding = binding  # type: ignore[attr-defined]
+    server.recorder = recorder  # type: ignore[attr-defined]
+    return server
+
+
+def _add_submit_tool(server: MCPServer, task, recorder: SessionRecorder) -> None:
+    fields = _answer_fields(task)
+    lines = [
+        "STUDIO EXTRA, not a benchmark tool (not in the DORA catalogue, not recorded as a "
+        "trajectory step): submit the final answer of this task. `answer` is an object with one "
+        "key per answer field; calling it again replaces the answer."
+    ]
+    if fields:
+        lines.append("Answer fields:")
+        for f in fields:
+            note = f.get("answer_format") or ""
+            lines.append(f"- {f['name']} ({f.get('eval_type', '')}){': ' + note if note else ''}")
+
+    def studio_submit_answer(answer: dict[str, Any]) -> str:
+        rec = recorder.finish(answer)
+        return _text({"tool": SUBMIT_TOOL, "question_id": rec["question_id"],
+                      "predicted_answer": rec["predicted_answer"], "steps": len(rec["trajectory"])})
+
+    server.add_tool(studio_submit_answer, name=SUBMIT_TOOL, description="\n".join(lines),
+                    annotations=ToolAnnotations(idempotent_hint=True), structured_output=False)

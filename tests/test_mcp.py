@@ -1,0 +1,345 @@
+"""The MCP server (``replay.mcp_server``), its session recording (``replay.sessions``) and
+``manage.py mcp_serve`` over stdio.
+
+Data: the real xBD hurricane-florence tile (shared/realdata), imported into the test database, and
+one T1 task whose gold trajectory is seg.building_damage → ras.count_pixels(classes [2, 3]).
+
+Hand-checked numbers: ``np.unique`` on the real ``hurricane-florence_00000018_mask.png`` gives
+value 3 (major-damage) on 26492 px and value 4 (destroyed) on 274 px; the damage tool maps them by
+label to its classes 2 (partially damaged) and 3 (totally destroyed), so ras.count_pixels on its
+mask counts {"2": 26492, "3": 274}, total 26766.
+
+The stdio test runs ``manage.py mcp_serve`` as a subprocess, which cannot see the test database
+(an in-memory SQLite database private to this process). The test therefore uses
+``django_db(transaction=True)`` (rows committed), copies the test database into a file with
+SQLite's online backup API (``sqlite3.Connection.backup``) and points the subprocess at it with
+``DATABASE_URL``, and at the test's data root with ``STUDIO_DATA_ROOT``. No migration is run for
+the copy, which keeps the test fast.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from django.conf import settings
+from django.db import connection
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from annotation.models import Layer
+from annotation.services.imports import import_xbd_folder
+from annotation.services.tasks import build_input_data, create_task
+from replay.mcp_server import SUBMIT_TOOL, build_server
+from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
+from replay.tools.registry import all_tools
+from studio.accounts import upsert_user
+
+REPO = Path(__file__).resolve().parents[1]
+FLORENCE = REPO.parent / "shared" / "realdata" / "xbd-hurricane-florence"
+PRE = "hurricane-florence_00000018_pre_original.png"
+POST = "hurricane-florence_00000018_post_original.png"
+GT_COUNTS = {"2": 26492, "3": 274}
+
+pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+
+
+def make_task():
+    """Import florence and create the T1 task (author + maintainer user); returns (user, task)."""
+    user = upsert_user("ada", "pw-test-123", ["author", "maintainer"])
+    event = import_xbd_folder(FLORENCE).event
+    layers = {l.file_name: l for l in Layer.objects.filter(event=event)}
+    content = {
+        "question": "How many pixels show partially damaged or destroyed buildings, per class and in total?",
+        "task_category": "perception_and_assessment", "task_category_code": "T1",
+        "disaster_type": "hurricane",
+        "input_data": build_input_data(event, {"pre_image": layers[PRE].pk, "post_image": layers[POST].pk}),
+        "trajectory": [
+            {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
+            {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs",
+                                                  "classes": [2, 3]}},
+        ],
+        "answer_spec": [
+            {"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"},
+            {"name": "pixels_by_class", "eval_type": "scalar_dict", "source": "<counts> from trajectory[1].obs",
+             "answer_format": "{class index: pixels}"},
+        ],
+    }
+    task = create_task(user, event, dimension="t1", content=content, sample_id="florence_mcp01")
+    return user, task
+
+
+def obs_of(result) -> dict:
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return json.loads(result.content[0].text)
+
+
+# ── in-process ───────────────────────────────────────────────────────────────
+
+@pytest.mark.django_db
+def test_in_process_lists_every_tool_and_calls_three():
+    _, task = make_task()
+    server = build_server(task)
+    registry = all_tools()
+    seen = {}
+
+    async def main():
+        async with Client(server) as client:
+            listed = (await client.list_tools()).tools
+            seen["tools"] = {t.name: t for t in listed}
+            seg = await client.call_tool("seg_building_damage", {"pre_image_path": PRE, "post_image_path": POST})
+            seen["seg"] = seg
+            mask = obs_of(seg)["mask_path"]
+            seen["count"] = await client.call_tool("ras_count_pixels", {"mask_path": mask, "classes": [2, 3]})
+            # a list argument sent as JSON text, as some models do, is accepted like the benchmark does
+            seen["count_text"] = await client.call_tool("ras_count_pixels", {"mask_path": mask, "classes": "[3]"})
+            seen["div"] = await client.call_tool("calc_div", {"a": 274, "b": 26766})
+            seen["missing"] = await client.call_tool("ras_count_pixels", {"mask_path": "nope.png", "classes": [1]})
+            seen["bad_arg"] = await client.call_tool("calc_div", {"a": 1})
+            seen["unknown"] = await client.call_tool("seg_nothing", {})
+
+    anyio.run(main)
+    tools = seen["tools"]
+    # every registry tool, under its alias; no studio extra without recording
+    assert len(tools) == len(registry)
+    assert set(tools) == {s.alias for s in registry.values()}
+    assert SUBMIT_TOOL not in tools
+    for alias in ("seg_building_damage", "ras_count_pixels", "calc_div"):
+        assert alias in tools
+    schema = tools["ras_count_pixels"].input_schema
+    assert sorted(schema["required"]) == ["classes", "mask_path"]
+    assert schema["properties"]["classes"]["type"] == "array"
+    assert schema == registry["ras.count_pixels"].input_schema()
+    assert sorted(tools["seg_building_damage"].input_schema["required"]) == ["post_image_path", "pre_image_path"]
+    assert tools["calc_div"].description.startswith(registry["calc.div"].description)
+
+    seg = seen["seg"]
+    assert not seg.is_error
+    seg_obs = obs_of(seg)
+    assert seg_obs["tool"] == "seg.building_damage" and seg.structured_content == seg_obs
+    # the artifact is in this session's work dir under settings.STUDIO_ARTIFACT_ROOT/sessions/<id>/
+    work = server.binding.work_dir
+    assert work.parent == Path(settings.STUDIO_ARTIFACT_ROOT) / "sessions"
+    assert (work / seg_obs["mask_path"]).is_file()
+
+    count = obs_of(seen["count"])
+    assert not seen["count"].is_error
+    assert count["counts"] == GT_COUNTS and count["total"] == 26766
+    assert obs_of(seen["count_text"])["counts"] == {"3": 274}
+    div = obs_of(seen["div"])
+    assert div["tool"] == "calc.div" and div["ratio"] == pytest.approx(274 / 26766)
+
+    # refused calls: MCP error results with the tool's readable message, the server keeps serving
+    for key, words in (("missing", ["ras.count_pixels", "nope.png"]), ("bad_arg", ["calc.div", "'b'", "missing"]),
+                       ("unknown", ["seg_nothing"])):
+        r = seen[key]
+        assert r.is_error, key
+        text = r.content[0].text
+        for w in words:
+            assert w in text, (key, text)
+    assert "Traceback" not in seen["missing"].content[0].text
+
+
+# ── recording → run folder → import and score ───────────────────────────────
+
+@pytest.mark.django_db
+def test_recorded_session_imports_as_an_agent_run_and_scores(tmp_path):
+    from evaluation.services import import_run_dir
+    from replay.services import start_replay
+
+    user, task = make_task()
+    replay = start_replay(user, task)  # the gold: a succeeded replay of the head revision
+    assert replay.status == "succeeded", replay.error
+    assert replay.final_answer == {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
+
+    run_dir = tmp_path / "run"
+    recorder = SessionRecorder.for_task(run_dir, task, agent="live-agent")
+    server = build_server(task, recorder=recorder)
+    out = {}
+
+    async def main():
+        async with Client(server) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            out["n_tools"] = len(names)
+            out["has_submit"] = SUBMIT_TOOL in names
+            seg = await client.call_tool("seg_building_damage", {"pre_image_path": PRE, "post_image_path": POST})
+            mask = obs_of(seg)["mask_path"]
+            out["refused"] = await client.call_tool("ras_count_pixels", {"mask_path": "nope.png", "classes": [2]})
+            await client.call_tool("ras_count_pixels", {"mask_path": mask, "classes": [2, 3]})
+            out["submit"] = await client.call_tool(SUBMIT_TOOL, {"answer": {
+                "damaged_pixels": 20000, "pixels_by_class": {"2": 26492, "3": 400}}})
+
+    anyio.run(main)
+    assert out["has_submit"] and out["n_tools"] == len(all_tools()) + 1
+    assert out["refused"].is_error and not out["submit"].is_error
+
+    lines = (run_dir / "t1_perception_and_assessment" / "benchmark.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["question_id"] == task.question_id == "florence_mcp01_task0"
+    assert rec["task_scoped_question_id"] == "perception_and_assessment::florence_mcp01_task0"
+    assert rec["sample_id"] == "florence_mcp01" and rec["error"] is None
+    assert rec["studio_session"]["agent"] == "live-agent"
+    traj = rec["trajectory"]
+    assert [s["call"] for s in traj] == ["seg_building_damage(pre_image_path, post_image_path)",
+                                         "ras_count_pixels(mask_path, classes)",
+                                         "ras_count_pixels(mask_path, classes)"]
+    assert traj[0]["args"] == {"pre_image_path": PRE, "post_image_path": POST}
+    assert traj[0]["obs"]["tool"] == "seg.building_damage"
+    assert set(traj[1]["obs"]) == {"error"} and "nope.png" in traj[1]["obs"]["error"]
+    assert traj[2]["obs"]["counts"] == GT_COUNTS
+    assert rec["predicted_answer"] == {"damaged_pixels": 20000, "pixels_by_class": {"2": 26492, "3": 400}}
+
+    run = import_run_dir(user, run_dir, "live-agent")
+    r = run.records.get()
+    assert r.task_id == task.pk and r.dimension == "t1"
+    # answer: damaged_pixels 20000 vs 26766: |Δ| = 6766 > 1 + 0.2·26766 = 5354.2 → 0;
+    # pixels_by_class: "2" exact → 1, "3" 400 vs 274: |Δ| = 126 > 1 + 0.2·274 = 55.8 → 0; mean 0.5.
+    # task score = (0 + 0.5) / 2 = 0.25.
+    assert r.task_score == pytest.approx(0.25)
+    assert r.field_scores == {"damaged_pixels": 0.0, "pixels_by_class": 0.5}
+    # G = [seg.building_damage, ras.count_pixels], P = [seg.building_damage, ras.count_pixels, ras.count_pixels]
+    # T-Any = |{seg, ras} ∩ P| / 2 = 1; T-Ord = LCS 2 / 2 = 1; T-EM = common prefix 2 / 2 = 1;
+    # Eff = |G| / max(|P|, |G|) = 2/3; ParAcc (positional): step 0 both file names equal → 1;
+    # step 1 is the refused call: mask_path "nope.png" matches the gold's symbolic
+    # "<mask_path> from trajectory[0].obs" (any non-null value does), classes [2] ≠ [2, 3] → 1/2;
+    # (1 + 1/2) / 2 = 0.75.
+    assert (r.t_any, r.t_ord, r.t_em) == (pytest.approx(1.0), pytest.approx(1.0), pytest.approx(1.0))
+    assert r.eff == pytest.approx(2 / 3, abs=1e-6)
+    assert r.par_acc == pytest.approx(0.75)
+    assert [m["score"] for m in r.step_matches] == [1.0, 0.5]
+
+
+def test_recorder_keeps_other_records_and_marks_a_session_without_answer(tmp_path):
+    meta = {"question_id": "s1_task0", "sample_id": "s1", "dimension": "t2", "question": "q?"}
+    a = SessionRecorder(tmp_path, meta, agent="a")
+    b = SessionRecorder(tmp_path, {**meta, "question_id": "s2_task0", "sample_id": "s2"})
+    a.record_call("vec_buffer", {"vector_path": "x.geojson", "meter": 5}, {"tool": "vec.buffer", "buffer_path": "b.geojson"})
+    b.record_call("calc_div", {"a": 1, "b": 0}, error="calc.div: boom")
+    a.close()
+    b.finish({"x": 1})
+    path = tmp_path / "t2_spatial_relation_analysis" / "benchmark.jsonl"
+    recs = {r["question_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    assert set(recs) == {"s1_task0", "s2_task0"}
+    assert recs["s1_task0"]["error"] == NO_ANSWER_ERROR and recs["s1_task0"]["predicted_answer"] is None
+    assert recs["s1_task0"]["task_category"] == "spatial_relation_analysis"
+    assert recs["s1_task0"]["trajectory"] == [{"call": "vec_buffer(vector_path, meter)",
+                                               "args": {"vector_path": "x.geojson", "meter": 5},
+                                               "obs": {"tool": "vec.buffer", "buffer_path": "b.geojson"}}]
+    assert recs["s2_task0"]["trajectory"][0]["obs"] == {"error": "calc.div: boom"}
+    assert recs["s2_task0"]["predicted_answer"] == {"x": 1} and recs["s2_task0"]["error"] is None
+    assert call_text("seg_flood", {}) == "seg_flood()"
+
+
+# ── stdio subprocess ─────────────────────────────────────────────────────────
+
+def subprocess_env(tmp_path) -> dict:
+    """Environment for a ``manage.py mcp_serve`` subprocess: a file copy of the (committed) test
+    database and the test's data root."""
+    db_file = tmp_path / "mcp.sqlite3"
+    connection.ensure_connection()
+    dst = sqlite3.connect(db_file)
+    try:
+        connection.connection.backup(dst)  # the test database, tables and rows
+    finally:
+        dst.close()
+    return {
+        "DATABASE_URL": f"sqlite:///{db_file}",
+        "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
+        "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT),
+        "STUDIO_VAR_DIR": str(tmp_path / "var"),
+        "DJANGO_SETTINGS_MODULE": "studio.settings",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_serve_over_stdio(tmp_path):
+    _, task = make_task()
+    env = subprocess_env(tmp_path)
+    run_dir = tmp_path / "run"
+    params = StdioServerParameters(
+        command=sys.executable, cwd=str(REPO), env=env,
+        args=[str(REPO / "manage.py"), "mcp_serve", "--task", task.question_id, "--record", str(run_dir),
+              "--agent", "stdio-agent"],
+    )
+    out = {}
+
+    async def main():
+        with anyio.fail_after(60):
+            async with Client(params) as client:
+                out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
+                out["seg"] = await client.call_tool("seg_building_damage",
+                                                    {"pre_image_path": PRE, "post_image_path": "/elsewhere/" + POST})
+
+    anyio.run(main)
+    assert len(out["tools"]) == len(all_tools()) + 1 and SUBMIT_TOOL in out["tools"]
+    assert "ras_count_pixels" in out["tools"]
+    seg = out["seg"]
+    assert not seg.is_error, seg.content[0].text
+    obs = obs_of(seg)
+    assert obs["tool"] == "seg.building_damage"
+    sessions = Path(settings.STUDIO_ARTIFACT_ROOT) / "sessions"
+    assert any((p / obs["mask_path"]).is_file() for p in sessions.iterdir())
+    rec = json.loads((run_dir / "t1_perception_and_assessment" / "benchmark.jsonl").read_text())
+    assert [s["call"] for s in rec["trajectory"]] == ["seg_building_damage(pre_image_path, post_image_path)"]
+    assert rec["trajectory"][0]["args"]["post_image_path"] == "/elsewhere/" + POST  # as sent
+    # the client closed the session without studio_submit_answer
+    assert rec["error"] == NO_ANSWER_ERROR and rec["studio_session"]["agent"] == "stdio-agent"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_serve_over_streamable_http_on_loopback(tmp_path):
+    _, task = make_task()
+    env = {**os.environ, **subprocess_env(tmp_path)}
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run_dir = tmp_path / "run"
+    log = open(tmp_path / "serve.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "manage.py"), "mcp_serve", "--task", task.question_id, "--transport", "http",
+         "--port", str(port), "--record", str(run_dir)],
+        cwd=str(REPO), env=env, stdout=log, stderr=subprocess.STDOUT)
+    out = {}
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "server did not listen within 30 s"
+                time.sleep(0.1)
+
+        async def main():
+            with anyio.fail_after(30):
+                async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                    out["n"] = len((await client.list_tools()).tools)
+                    out["div"] = await client.call_tool("calc_div", {"a": 3, "b": 4})
+
+        anyio.run(main)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert out["n"] == len(all_tools()) + 1
+    assert obs_of(out["div"])["ratio"] == 0.75
+    assert f"http://127.0.0.1:{port}/mcp" in (tmp_path / "serve.log").read_text()
+    rec = json.loads((run_dir / "t1_perception_and_assessment" / "benchmark.jsonl").read_text())
+    assert rec["trajectory"] == [{"call": "calc_div(a, b)", "args": {"a": 3, "b": 4},
+                                  "obs": {"tool": "calc.div", "ratio": 0.75, "a": 3.0, "b": 4.0}}]
+    assert rec["error"] == NO_ANSWER_ERROR  # written when the server shut down

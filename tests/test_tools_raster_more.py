@@ -1,0 +1,261 @@
+"""ras.slope / ras.hillshade / ras.reproject / ras.resample / ras.focal_stats.
+
+Expected values are worked out by hand in the comments; the real-data test checks Horn's slope
+on the SRTM tile N10W110 against a hand computation with geodesic pixel sizes.
+"""
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+
+from replay.tools import ToolInputError, call_tool
+from replay.tools.testing import make_ctx, write_png, write_tif
+
+REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+SRTM_ZIP = REALDATA / "rasterio-testdata" / "N10W110.hgt.zip"
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return make_ctx(tmp_path)
+
+
+def data(ctx):
+    return ctx.work_dir.parent / "data"
+
+
+def read(ctx, name):
+    with rasterio.open(ctx.work_dir / name) as src:
+        return src.read(1), src
+
+
+def ramp(ctx, name="ramp.tif", rows=5, cols=6, res=10.0, step=10.0):
+    # z = step * col on a 10 m grid (EPSG:32615): rises `step` metres per pixel to the east
+    z = np.tile(np.arange(cols, dtype=np.float32) * step, (rows, 1))
+    write_tif(data(ctx) / name, z, res=res)
+    return z
+
+
+# ---------------------------------------------------------------- ras.slope
+def test_slope_ramp_degrees_and_percent(ctx):
+    ramp(ctx)
+    obs = call_tool("ras.slope", {"dem_path": "ramp.tif"}, ctx)
+    arr, src = read(ctx, obs["slope_path"])
+    assert obs["units"] == "degrees" and arr.dtype == np.float32 and src.nodata == -9999
+    # interior, Horn: ((c+2f+i) - (a+2d+g)) / (8*10) = (4*10*(k+1) - 4*10*(k-1)) / 80 = 1 -> 45 deg
+    assert arr[2, 2] == pytest.approx(45.0, abs=1e-4)
+    # first column, edge value repeated: (4*10 - 4*0) / 80 = 0.5 -> atan(0.5) = 26.565 deg
+    assert arr[2, 0] == pytest.approx(math.degrees(math.atan(0.5)), abs=1e-4)
+    assert obs["stats"]["max"] == pytest.approx(45.0, abs=1e-4)
+    assert obs["stats"]["min"] == pytest.approx(26.5651, abs=1e-3)
+    pct = call_tool("ras.slope", {"dem_path": "ramp.tif", "units": "percent"}, ctx)
+    parr, _ = read(ctx, pct["slope_path"])
+    assert parr[2, 2] == pytest.approx(100.0, abs=1e-3)  # 100 * tan(45 deg)
+    assert parr[2, 0] == pytest.approx(50.0, abs=1e-3)
+
+
+def test_slope_nodata_window(ctx):
+    z = np.zeros((5, 5), dtype=np.float32)
+    z[2, 2] = -1
+    write_tif(data(ctx) / "hole.tif", z, res=1.0, nodata=-1)
+    obs = call_tool("ras.slope", {"dem_path": "hole.tif"}, ctx)
+    arr, _ = read(ctx, obs["slope_path"])
+    # every window touching (2, 2) is nodata: rows/cols 1..3; flat elsewhere -> 0
+    assert (arr[1:4, 1:4] == -9999).all()
+    assert arr[0, 0] == 0 and arr[4, 4] == 0
+    assert obs["stats"] == {"min": 0.0, "max": 0.0, "mean": 0.0}
+
+
+def test_slope_errors(ctx):
+    ramp(ctx)
+    write_png(data(ctx) / "flat.png", np.zeros((3, 3), np.uint8))
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.slope", {"dem_path": "ramp.tif", "units": "radians"}, ctx)
+    assert ei.value.argument == "units"
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.slope", {"dem_path": "flat.png"}, ctx)  # no CRS -> no metres per pixel
+    assert ei.value.argument == "dem_path"
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.slope", {"dem_path": "missing.tif"}, ctx)
+    assert ei.value.argument == "dem_path"
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.slope", {"dem_path": "ramp.tif", "out_path": "/tmp/x.tif"}, ctx)
+    assert ei.value.argument == "out_path"
+    obs = call_tool("ras.slope", {"dem_path": "ramp.tif", "out_path": "slope.tif"}, ctx)
+    assert obs["slope_path"] == "slope.tif" and (ctx.work_dir / "slope.tif").is_file()
+
+
+@pytest.mark.skipif(not SRTM_ZIP.is_file(), reason="real SRTM tile not present")
+def test_slope_real_srtm_against_hand_horn(ctx):
+    from pyproj import Geod
+
+    with zipfile.ZipFile(SRTM_ZIP) as zf:
+        zf.extract("N10W110.hgt", data(ctx))
+    with rasterio.open(f"zip://{SRTM_ZIP}!N10W110.hgt") as src:
+        dem = src.read(1).astype(np.float64)
+        t = src.transform
+    obs = call_tool("ras.slope", {"dem_path": "N10W110.hgt"}, ctx)
+    arr, out = read(ctx, obs["slope_path"])
+    assert out.crs.to_epsg() == 4326 and arr.shape == dem.shape
+    geod = Geod(ellps="WGS84")
+    # interior pixels where the 3x3 window is not flat
+    rows, cols = np.nonzero(dem[1:-1, 1:-1] != 0)
+    picks = list(zip(rows[::max(1, len(rows) // 5)] + 1, cols[::max(1, len(cols) // 5)] + 1))[:5]
+    assert picks
+    for r, c in picks:
+        lat = t.f + t.e * (r + 0.5)
+        lon = t.c + t.a * (c + 0.5)
+        # pixel size in metres by the geodesic between neighbouring pixel centres
+        _, _, dx = geod.inv(lon, lat, lon + t.a, lat)
+        _, _, dy = geod.inv(lon, lat - t.e / 2, lon, lat + t.e / 2)
+        w = dem[r - 1:r + 2, c - 1:c + 2]
+        dzdx = ((w[0, 2] + 2 * w[1, 2] + w[2, 2]) - (w[0, 0] + 2 * w[1, 0] + w[2, 0])) / (8 * dx)
+        dzdy = ((w[2, 0] + 2 * w[2, 1] + w[2, 2]) - (w[0, 0] + 2 * w[0, 1] + w[0, 2])) / (8 * dy)
+        expected = math.degrees(math.atan(math.hypot(dzdx, dzdy)))
+        assert arr[r, c] == pytest.approx(expected, rel=1e-4, abs=1e-6), (r, c)
+
+
+# ---------------------------------------------------------------- ras.hillshade
+def test_hillshade_flat_and_west_facing(ctx):
+    write_tif(data(ctx) / "flat.tif", np.full((4, 4), 100, dtype=np.int16), res=5.0)
+    obs = call_tool("ras.hillshade", {"dem_path": "flat.tif"}, ctx)
+    arr, src = read(ctx, obs["hillshade_path"])
+    # flat: 255 * cos(zenith 45 deg) = 180.31 -> 180
+    assert arr.dtype == np.uint8 and (arr == 180).all()
+    assert obs["shape"] == [4, 4] and obs["stats"] == {"min": 180, "max": 180, "mean": 180.0}
+    ramp(ctx)  # dz/dx = 1 inside: slope 45 deg, aspect atan2(0, -1) = 180 deg (faces west)
+    obs = call_tool("ras.hillshade", {"dem_path": "ramp.tif"}, ctx)
+    arr, _ = read(ctx, obs["hillshade_path"])
+    # sun azimuth 315 -> math angle 135 deg; 255*(cos45*cos45 + sin45*sin45*cos(135-180)) = 217.66
+    assert arr[2, 2] == 218
+    # sun from the east (azimuth 90 -> math 0 deg): cos(0 - 180) = -1 -> 255*(0.5 - 0.5) = 0
+    obs = call_tool("ras.hillshade", {"dem_path": "ramp.tif", "azimuth": 90}, ctx)
+    arr, _ = read(ctx, obs["hillshade_path"])
+    assert arr[2, 2] == 0
+
+
+def test_hillshade_errors(ctx):
+    ramp(ctx)
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.hillshade", {"dem_path": "ramp.tif", "altitude": 120}, ctx)
+    assert ei.value.argument == "altitude"
+    with pytest.raises(ToolInputError):
+        call_tool("ras.hillshade", {"dem_path": "ramp.tif", "azimuth": "north"}, ctx)
+
+
+# ---------------------------------------------------------------- ras.reproject
+def test_reproject_identity_and_to_wgs84(ctx):
+    from pyproj import Transformer
+
+    a = np.arange(16, dtype=np.uint8).reshape(4, 4) + 1
+    write_tif(data(ctx) / "u.tif", a, res=10.0)
+    same = call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:32615",
+                                       "resampling": "nearest"}, ctx)
+    arr, _ = read(ctx, same["output_path"])
+    # same CRS: GDAL keeps the 4x4 grid, nearest copies the values
+    assert same["shape"] == [4, 4] and (arr == a).all()
+    obs = call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:4326",
+                                      "resampling": "nearest"}, ctx)
+    assert obs["src_crs"] == "EPSG:32615" and obs["dst_crs"] == "EPSG:4326"
+    arr, src = read(ctx, obs["output_path"])
+    # the centre of source pixel (1, 2) is x = 500000 + 25, y = 3300000 - 15; nearest resampling
+    # puts its value a[1, 2] = 7 at that lon/lat
+    lon, lat = Transformer.from_crs(32615, 4326, always_xy=True).transform(500025.0, 3299985.0)
+    r, c = src.index(lon, lat)
+    assert arr[r, c] == a[1, 2] == 7
+
+
+def test_reproject_errors(ctx):
+    write_png(data(ctx) / "p.png", np.zeros((2, 2), np.uint8))
+    write_tif(data(ctx) / "u.tif", np.zeros((2, 2), np.uint8))
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.reproject", {"raster_path": "p.png", "dst_crs": "EPSG:4326"}, ctx)
+    assert ei.value.argument == "raster_path"
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:999999"}, ctx)
+    assert ei.value.argument == "dst_crs"
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:4326",
+                                    "resampling": "lanczos"}, ctx)
+    assert ei.value.argument == "resampling"
+
+
+# ---------------------------------------------------------------- ras.resample
+def test_resample_upsample_nearest(ctx):
+    a = np.array([[1, 2], [3, 4]], dtype=np.uint8)
+    write_tif(data(ctx) / "c.tif", a, res=2.0)
+    obs = call_tool("ras.resample", {"raster_path": "c.tif", "target_pixel_size_m": 1.0,
+                                     "resampling": "nearest"}, ctx)
+    arr, src = read(ctx, obs["output_path"])
+    # 2 m -> 1 m: 2x2 becomes 4x4, each source pixel a 2x2 block
+    assert obs["shape"] == [4, 4] and obs["src_pixel_size_m"] == 2.0
+    assert obs["dst_pixel_size_m"] == 1.0
+    assert (arr == np.kron(a, np.ones((2, 2), np.uint8))).all()
+    assert src.transform.a == 1.0 and src.transform.c == 500000.0  # same origin
+
+
+def test_resample_downsample_shape_and_errors(ctx):
+    write_tif(data(ctx) / "z.tif", np.ones((10, 6), np.float32), res=1.0)
+    obs = call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 4.0}, ctx)
+    # round(10 * 1 / 4) = round(2.5) = 2 (banker's rounding), round(6 / 4) = round(1.5) = 2
+    assert obs["shape"] == [2, 2]
+    arr, _ = read(ctx, obs["output_path"])
+    assert np.allclose(arr, 1.0)  # a constant stays constant
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 0}, ctx)
+    assert ei.value.argument == "target_pixel_size_m"
+    with pytest.raises(ToolInputError):
+        call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 100}, ctx)
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 2,
+                                   "resampling": "mode"}, ctx)
+    assert ei.value.argument == "resampling"
+
+
+# ---------------------------------------------------------------- ras.focal_stats
+F = np.array([[1, 2, 3],
+              [4, 5, 6],
+              [7, 8, 9]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("stat,centre,corner", [
+    ("mean", 5.0, 3.0),      # centre: 45/9; corner (0,0): (1+2+4+5)/4 = 3
+    ("sum", 45.0, 12.0),
+    ("min", 1.0, 1.0),
+    ("max", 9.0, 5.0),
+    # centre: population std of 1..9 = sqrt(60/9) = 2.5820; corner {1,2,4,5}: sqrt(2.5) = 1.5811
+    ("std", math.sqrt(60 / 9), math.sqrt(2.5)),
+])
+def test_focal_stats_3x3(ctx, stat, centre, corner):
+    write_tif(data(ctx) / "f.tif", F)
+    obs = call_tool("ras.focal_stats", {"raster_path": "f.tif", "statistic": stat,
+                                        "window_size": 2}, ctx)  # 2 is bumped to 3
+    assert obs["window_size"] == 3 and obs["shape"] == [3, 3]
+    arr, _ = read(ctx, obs["output_path"])
+    assert arr.dtype == np.float32
+    assert arr[1, 1] == pytest.approx(centre, rel=1e-5)
+    assert arr[0, 0] == pytest.approx(corner, rel=1e-5)
+
+
+def test_focal_stats_nodata(ctx):
+    write_tif(data(ctx) / "f.tif", F)
+    obs = call_tool("ras.focal_stats", {"raster_path": "f.tif", "statistic": "mean",
+                                        "window_size": 3, "nodata": 5}, ctx)
+    arr, src = read(ctx, obs["output_path"])
+    # 5 is nodata: it stays nodata, and the centre is skipped by its neighbours:
+    # (0,0): (1+2+4)/3 = 2.3333
+    assert arr[1, 1] == 5 and src.nodata == 5
+    assert arr[0, 0] == pytest.approx(7 / 3, rel=1e-5)
+
+
+def test_focal_stats_errors(ctx):
+    write_tif(data(ctx) / "f.tif", F)
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.focal_stats", {"raster_path": "f.tif", "statistic": "median"}, ctx)
+    assert ei.value.argument == "statistic"
+    with pytest.raises(ToolInputError) as ei:
+        call_tool("ras.focal_stats", {"raster_path": "f.tif", "window_size": 0}, ctx)
+    assert ei.value.argument == "window_size"

@@ -139,3 +139,102 @@ class TaskRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task.question_id}@r{self.number}"
+
+
+class TaskDraft(models.Model):
+    """An autosaved, not yet saved editor state of one user on one task (never a revision)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="drafts")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    base_version = models.IntegerField(help_text="the head version the draft started from")
+    content = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "user"], name="one_draft_per_user_and_task")]
+
+
+class AuditEvent(models.Model):
+    """One state change of a task (submitted, returned, approved, ...): who, when, why."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="audit_events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=40)
+    from_status = models.CharField(max_length=12, blank=True)
+    to_status = models.CharField(max_length=12, blank=True)
+    revision_number = models.IntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task_id", "id"]
+
+
+class TaskComment(models.Model):
+    """A reviewer's (or author's) comment pinned to a step, an answer field or a map location; threaded."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="comments")
+    revision_number = models.IntegerField(null=True, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="replies")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    step_index = models.IntegerField(null=True, blank=True)
+    answer_field = models.CharField(max_length=200, blank=True)
+    location = models.JSONField(null=True, blank=True, help_text='{"frame": "pixel"|"geographic", "x", "y"} or GeoJSON')
+    body = models.TextField()
+    resolved = models.BooleanField(default=False)
+    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task_id", "id"]
+
+
+class QcAcknowledgement(models.Model):
+    """A person's acknowledgement, with a reason, of a QC warning on a revision."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="qc_acknowledgements")
+    revision_number = models.IntegerField()
+    check_id = models.CharField(max_length=80)
+    location = models.CharField(max_length=300, blank=True)
+    reason = models.TextField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "revision_number", "check_id", "location"], name="one_ack_per_finding")]
+
+
+class Release(models.Model):
+    """A versioned snapshot of approved tasks at given revisions. Published releases never change."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        PUBLISHED = "published"
+
+    version = models.CharField(max_length=40, unique=True, help_text="semantic version, e.g. 1.2.0")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    changelog = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.version
+
+
+class ReleaseTask(models.Model):
+    """A task pinned in a release: its revision and the replay whose gold answer the release holds."""
+
+    release = models.ForeignKey(Release, on_delete=models.PROTECT, related_name="items")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="release_items")
+    revision = models.ForeignKey(TaskRevision, on_delete=models.PROTECT, related_name="+")
+    replay = models.ForeignKey("replay.ReplayRun", null=True, on_delete=models.PROTECT, related_name="+")
+    question_id = models.CharField(max_length=240)
+
+    class Meta:
+        ordering = ["release_id", "question_id"]
+        constraints = [models.UniqueConstraint(fields=["release", "task"], name="task_once_per_release")]

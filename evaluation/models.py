@@ -27,6 +27,8 @@ class AgentRun(models.Model):
     tau_a = models.FloatField(default=1.0)
     dora_score = models.FloatField(null=True, blank=True)
     dimensions = models.JSONField(default=dict, blank=True, help_text="per dimension: dim_score and metrics")
+    release = models.ForeignKey("annotation.Release", null=True, blank=True, on_delete=models.PROTECT, related_name="runs",
+                                help_text="the release version the run was scored on (null: the studio's current tasks)")
     imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -81,7 +83,81 @@ class Verdict(models.Model):
     reasoning = models.TextField(blank=True)
     prompt = models.TextField(blank=True)
     raw = models.TextField(blank=True)
+    protocol = models.CharField(max_length=20, blank=True, help_text="holistic, stepwise-early-1, ...")
+    prompt_version = models.CharField(max_length=60, blank=True)
+    is_final = models.BooleanField(default=False, help_text="the adjudicated final verdict of the record")
+    idempotency_key = models.CharField(max_length=80, null=True, blank=True, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
+
+
+class JudgeConfig(models.Model):
+    """An LLM judge endpoint. The API key is never stored: ``api_key_env`` names the variable holding it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    json_mode = models.CharField(max_length=12, default="json_object", help_text="json_schema, json_object or none")
+    api_key_env = models.CharField(max_length=100, blank=True, help_text="environment variable with the key")
+    temperature = models.FloatField(default=0.0)
+    max_concurrency = models.IntegerField(default=2)
+    cost_per_1k_in = models.FloatField(default=0.0)
+    cost_per_1k_out = models.FloatField(default=0.0)
+    paused = models.BooleanField(default=False)
+    paused_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JudgeCall(models.Model):
+    """One judge call, cached by (prompt version, model, parameters, inputs hash)."""
+
+    cache_key = models.CharField(max_length=64, unique=True)
+    config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="calls")
+    record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="judge_calls")
+    protocol = models.CharField(max_length=20)
+    prompt_version = models.CharField(max_length=60)
+    prompt = models.TextField()
+    status = models.CharField(max_length=10, help_text="ok or failed")
+    raw_texts = models.JSONField(default=list)
+    error = models.TextField(blank=True)
+    tokens_in = models.IntegerField(default=0)
+    tokens_out = models.IntegerField(default=0)
+    latency_s = models.FloatField(default=0.0)
+    cost_usd = models.FloatField(null=True, blank=True)
+    verdict = models.ForeignKey(Verdict, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class ScoringItem(models.Model):
+    """One slot of the human scoring queue: record × slot (N verdicts per record), claimed with a lease."""
+
+    record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="scoring_items")
+    slot = models.IntegerField(default=1)
+    scorer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    verdict = models.ForeignKey(Verdict, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    is_gold_check = models.BooleanField(default=False, help_text="a silent gold run with a known verdict")
+    expected = models.JSONField(null=True, blank=True, help_text="the known verdict of a gold check")
+    draft = models.JSONField(null=True, blank=True, help_text="the scorer's autosaved form")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["record", "slot"], name="one_item_per_record_slot")]
+
+
+class Adjudication(models.Model):
+    """A reviewer's settlement of a disagreement between verdicts of one record."""
+
+    record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="adjudications")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    final_verdict = models.ForeignKey(Verdict, on_delete=models.PROTECT, related_name="+")
+    considered = models.ManyToManyField(Verdict, related_name="adjudications")
+    rationale = models.TextField(blank=True)
+    overrides_all = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)

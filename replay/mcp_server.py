@@ -165,6 +165,18 @@ def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | 
     return handle
 
 
+def _input_schema(spec: ToolSpec) -> dict:
+    """The pydantic input model's JSON schema; if pydantic cannot build one (an exotic type
+    hint), a plain object schema naming the parameters, so one tool never takes the server down."""
+    try:
+        return spec.input_schema()
+    except Exception as exc:
+        log.warning("tool %s: no JSON schema from its input model (%s); publishing a loose one", spec.name, exc)
+        return {"type": "object", "title": f"{spec.alias}_input",
+                "properties": {p.name: {"title": p.name, "description": p.type} for p in spec.params},
+                "required": [p.name for p in spec.params if p.required]}
+
+
 def _tool_description(spec: ToolSpec) -> str:
     text = spec.description or spec.name
     return f"{text}\n\n[{spec.name}; server {spec.server}; returns {', '.join(spec.result_keys)}]"
@@ -209,7 +221,7 @@ def build_server(task, *, recorder: SessionRecorder | None = None, session_id: s
     for spec in registry_tools():
         tools.append(RegistryTool(
             fn=_no_args, name=spec.alias, title=spec.name, description=_tool_description(spec),
-            parameters=spec.input_schema(), fn_metadata=meta_fn, is_async=True,
+            parameters=_input_schema(spec), fn_metadata=meta_fn, is_async=True,
             meta={"dora": {"name": spec.name, "server": spec.server, "module": spec.module,
                            "version": spec.version, "result_keys": list(spec.result_keys)}},
             handler=_make_handler(spec, binding.ctx, recorder),

@@ -26,6 +26,8 @@ class ReplayRun(models.Model):
     answer_format = models.JSONField(default=dict, blank=True)
     filled_trajectory = models.JSONField(default=list, blank=True, help_text="[{call, args, obs}] as the benchmark stores it")
     replay_hash = models.CharField(max_length=64, blank=True)
+    gold_accepted = models.BooleanField(default=False, help_text="a person accepted this replay's answer as the gold")
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     artifact_dir = models.CharField(max_length=500, blank=True)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

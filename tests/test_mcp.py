@@ -14,7 +14,8 @@ The stdio test runs ``manage.py mcp_serve`` as a subprocess, which cannot see th
 ``django_db(transaction=True)`` (rows committed), copies the test database into a file with
 SQLite's online backup API (``sqlite3.Connection.backup``) and points the subprocess at it with
 ``DATABASE_URL``, and at the test's data root with ``STUDIO_DATA_ROOT``. No migration is run for
-the copy, which keeps the test fast.
+the copy, which keeps the test fast. The Streamable HTTP test does the same with
+``--transport http`` on a free port of 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -29,6 +30,26 @@ import time
 from pathlib import Path
 
 import anyio
+
+
+def _run(main) -> None:
+    """Run an async test body on a fresh thread: Playwright's sync API (the session's shared
+    browser) keeps an event loop running on the main thread, where ``anyio.run`` would refuse."""
+    import threading
+
+    failure = []
+
+    def target():
+        try:
+            anyio.run(main)
+        except BaseException as exc:  # re-raised on the test's thread
+            failure.append(exc)
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if failure:
+        raise failure[0]
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -106,7 +127,7 @@ def test_in_process_lists_every_tool_and_calls_three():
             seen["bad_arg"] = await client.call_tool("calc_div", {"a": 1})
             seen["unknown"] = await client.call_tool("seg_nothing", {})
 
-    anyio.run(main)
+    _run(main)
     tools = seen["tools"]
     # every registry tool, under its alias; no studio extra without recording
     assert len(tools) == len(registry)
@@ -177,7 +198,7 @@ def test_recorded_session_imports_as_an_agent_run_and_scores(tmp_path):
             out["submit"] = await client.call_tool(SUBMIT_TOOL, {"answer": {
                 "damaged_pixels": 20000, "pixels_by_class": {"2": 26492, "3": 400}}})
 
-    anyio.run(main)
+    _run(main)
     assert out["has_submit"] and out["n_tools"] == len(all_tools()) + 1
     assert out["refused"].is_error and not out["submit"].is_error
 
@@ -244,6 +265,8 @@ def test_recorder_keeps_other_records_and_marks_a_session_without_answer(tmp_pat
 def subprocess_env(tmp_path) -> dict:
     """Environment for a ``manage.py mcp_serve`` subprocess: a file copy of the (committed) test
     database and the test's data root."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the subprocess gets a file copy of the SQLite test database")
     db_file = tmp_path / "mcp.sqlite3"
     connection.ensure_connection()
     dst = sqlite3.connect(db_file)
@@ -280,7 +303,7 @@ def test_mcp_serve_over_stdio(tmp_path):
                 out["seg"] = await client.call_tool("seg_building_damage",
                                                     {"pre_image_path": PRE, "post_image_path": "/elsewhere/" + POST})
 
-    anyio.run(main)
+    _run(main)
     assert len(out["tools"]) == len(all_tools()) + 1 and SUBMIT_TOOL in out["tools"]
     assert "ras_count_pixels" in out["tools"]
     seg = out["seg"]
@@ -327,7 +350,7 @@ def test_mcp_serve_over_streamable_http_on_loopback(tmp_path):
                     out["n"] = len((await client.list_tools()).tools)
                     out["div"] = await client.call_tool("calc_div", {"a": 3, "b": 4})
 
-        anyio.run(main)
+        _run(main)
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -35,8 +35,9 @@ Device: ``cpu`` unless the environment variable ``STUDIO_PERCEPTION_DEVICE`` nam
 torch device. Results are deterministic for a given checkpoint, input and device.
 
 safetensors: read with the ``safetensors`` package when it is installed, else with the small
-reader below (the format is an 8-byte little-endian header length, a JSON header naming each
-tensor's dtype, shape and byte range, then the raw little-endian bytes).
+reader below; written by the small writer below (byte-deterministic). The format is an 8-byte
+little-endian header length, a JSON header naming each tensor's dtype, shape and byte range
+(plus an optional ``__metadata__`` string map), then the raw little-endian bytes.
 """
 from __future__ import annotations
 
@@ -153,19 +154,13 @@ def read_safetensors(path: Path, *, use_package: bool = True
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray],
-                      metadata: dict[str, str] | None = None, *, use_package: bool = True) -> Path:
-    """Write numpy arrays as a safetensors file (package when installed, else directly).
-    Tensors are stored in sorted name order, so equal inputs give equal bytes."""
+                      metadata: dict[str, str] | None = None) -> Path:
+    """Write numpy arrays as a safetensors file, byte-deterministically: tensors in sorted name
+    order, metadata keys sorted, header padded to 8 bytes (the reference writer orders its
+    metadata map arbitrarily, so it is not used here; its reader accepts these files)."""
     path = Path(path)
     arrays = {k: np.ascontiguousarray(v) for k, v in sorted(tensors.items())}
-    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
-    try:
-        from safetensors.numpy import save_file
-    except ImportError:
-        save_file = None
-    if save_file is not None and use_package:
-        save_file(arrays, str(path), metadata=meta or None)
-        return path
+    meta = {str(k): str(v) for k, v in sorted((metadata or {}).items())}
     codes = {np.dtype(v).newbyteorder("<") if v != "?" else np.dtype(bool): k
              for k, v in _ST_DTYPES.items()}
     header: dict = {}

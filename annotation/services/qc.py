@@ -1,0 +1,226 @@
+"""QC glue: build the plain data ``annotation.qc`` reads from the database and from task files.
+
+* ``qc_for_task(task, replay=None)``: the full suite on a task's head revision, with the event's
+  layers, the newest succeeded replay of that revision (or ``replay``: a ``ReplayRun`` or a dict
+  ``{trajectory, final_answer, hash?}``), its polygon golds, the data root, and determinism over
+  the two newest succeeded replays of the revision.
+* ``qc_for_task_file(path, data_root=None)``: no database. A benchmark task file (a list of
+  samples with tasks) checked as a file (layout, ids) and task by task; the gold trajectory's
+  ``obs`` and ``final_answer`` serve as the replay. Layers come from ``input_data``; files are
+  looked up under ``<data_root>/images/`` (default: the folder above ``tasks/``).
+* ``release_qc(tasks)``: release-level findings (near-duplicate questions) and the distribution
+  report over several tasks.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from annotation import qc
+
+__all__ = ["layer_info", "qc_for_task", "qc_for_task_file", "release_qc", "release_items"]
+
+
+def layer_info(layer) -> dict:
+    """The LayerInfo dict of a ``Layer`` row (what ``annotation.qc`` reads)."""
+    frame = layer.frame or ""
+    geo = bool(layer.crs) if frame == "geographic" else (False if frame == "pixel" else None)
+    return {
+        "file_name": layer.file_name, "kind": layer.kind, "modality": layer.modality or "",
+        "phase": layer.phase or "", "path": layer.path, "crs": layer.crs or None, "frame": frame,
+        "georeferenced": geo, "gsd_m": layer.gsd_m, "width": layer.width, "height": layer.height,
+        "class_map": layer.class_map or {}, "band_count": layer.band_count,
+        "bounds": layer.bounds if frame == "geographic" else None,
+    }
+
+
+def _replay_dict(run) -> dict:
+    return {"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
+            "hash": run.replay_hash, "run": run}
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _polygon_golds(content: dict, replay: dict) -> dict:
+    """Answer field → gold GeoJSON (None when its file cannot be read) for polygon_iou fields."""
+    from replay.services import artifact_path
+
+    out = {}
+    answer = replay.get("final_answer") or {}
+    run = replay.get("run")
+    for f in content.get("answer_spec") or []:
+        if not isinstance(f, dict) or f.get("eval_type") != "polygon_iou" or f.get("name") not in answer:
+            continue
+        value = answer[f["name"]]
+        if isinstance(value, dict):
+            out[f["name"]] = value
+        elif isinstance(value, str) and run is not None:
+            try:
+                out[f["name"]] = _load_json(artifact_path(run, value))
+            except ValueError:
+                out[f["name"]] = None
+        else:
+            out[f["name"]] = None
+    return out
+
+
+def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
+    """The full QC suite on ``task``'s head revision (see the module docstring)."""
+    from django.conf import settings
+
+    from annotation.services.tasks import revision_content
+    from replay.models import ReplayRun
+
+    rev = task.head
+    content = revision_content(rev)
+    layers = {l.file_name: layer_info(l) for l in task.event.layers.all()}
+    runs = list(ReplayRun.objects.filter(task=task, revision_id=task.head_id,
+                                         status=ReplayRun.Status.SUCCEEDED).order_by("-id")[:2])
+    if replay is None and runs:
+        replay = runs[0]
+    hashes: list[str] = []
+    if isinstance(replay, ReplayRun):
+        hashes = [replay.replay_hash] + [r.replay_hash for r in runs if r.pk != replay.pk][:1]
+        replay = _replay_dict(replay)
+    elif isinstance(replay, dict):
+        hashes = [h for h in (replay.get("hash"), *(r.replay_hash for r in runs)) if h][:2]
+        if len(set(hashes)) == 1 and len(runs) >= 2:
+            hashes = [r.replay_hash for r in runs]
+    polygons = _polygon_golds(content, replay) if isinstance(replay, dict) else None
+    return qc.full_qc(content, layers=layers, replay=replay, data_root=data_root or settings.STUDIO_DATA_ROOT,
+                      replay_hashes=hashes if len(hashes) >= 2 else None, polygons=polygons)
+
+
+def release_items(tasks) -> list[dict]:
+    """``{question_id, content, dimension}`` of tasks (their head revisions), for release checks."""
+    from annotation.services.tasks import revision_content
+
+    return [{"question_id": t.question_id, "content": revision_content(t.head), "dimension": t.dimension}
+            for t in tasks if t.head_id]
+
+
+def release_qc(tasks) -> tuple[list[qc.Finding], dict]:
+    """Release-level findings and the distribution report over ``tasks``."""
+    items = release_items(tasks)
+    return qc.release_findings(items), qc.release_report(items)
+
+
+# ---- task files (no database) ----------------------------------------------------------------
+def _probe_sizes(layers: dict, root: Path | None) -> None:
+    """Fill width/height of raster layers from their files, where readable (rasterio header)."""
+    if root is None:
+        return
+    try:
+        import rasterio
+    except ImportError:  # pragma: no cover
+        return
+    for layer in layers.values():
+        if layer.get("kind") == "vector" or (layer.get("width") and layer.get("height")):
+            continue
+        p = (root / str(layer.get("path", ""))).resolve()
+        if not p.is_relative_to(root.resolve()) or not p.is_file() or p.stat().st_size == 0:
+            continue
+        try:
+            with rasterio.open(p) as ds:
+                layer["width"], layer["height"] = ds.width, ds.height
+        except Exception:  # unreadable: the manifest check reports missing files, not this
+            continue
+
+
+def _file_polygons(content: dict, tasks_dir: Path, data_root: Path | None) -> dict:
+    out = {}
+    final = content.get("final_answer") or {}
+    for f in content.get("answer_spec") or []:
+        if f.get("eval_type") != "polygon_iou" or f.get("name") not in final:
+            continue
+        value = final[f["name"]]
+        if isinstance(value, dict):
+            out[f["name"]] = value
+            continue
+        gold = None
+        if isinstance(value, str) and value.strip():
+            name = Path(value).name
+            candidates = [tasks_dir / value, tasks_dir / "gold_polygons" / name]
+            if data_root is not None:
+                candidates += [data_root / "tasks" / "gold_polygons" / name]
+            for c in candidates:
+                if c.is_file():
+                    gold = _load_json(c)
+                    break
+        out[f["name"]] = gold
+    return out
+
+
+def qc_for_task_file(path, data_root=None) -> dict:
+    """QC of a benchmark task file, without the database.
+
+    Returns ``{"file", "findings" (file level), "tasks": [{question_id, findings}],
+    "release": {"findings", "report"}}`` with findings as ``Finding`` objects.
+    """
+    path = Path(path)
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    if data_root is None and path.parent.name == "tasks":
+        data_root = path.parent.parent
+    root = Path(data_root) if data_root is not None else None
+    file_findings = qc.check_task_file(samples, path.name)
+    results, items = [], []
+    for sample in samples if isinstance(samples, list) else []:
+        if not isinstance(sample, dict) or not isinstance(sample.get("tasks"), list):
+            continue
+        sid = str(sample.get("sample_id", ""))
+        contents = [qc.content_from_dora_task(sample, t) if isinstance(t, dict) else None for t in sample["tasks"]]
+        used_by = [qc.used_layer_files(c) if c else set() for c in contents]
+        for t, content in enumerate(contents):
+            if content is None:
+                continue
+            qid = f"{sid}_task{t}"
+            layers = qc.layers_from_input_data(content["input_data"], content["classes"])
+            _probe_sizes(layers, root)
+            traj = content["trajectory"]
+            replay = None
+            if any(isinstance(s, dict) and "obs" in s for s in traj):
+                replay = {"trajectory": traj, "final_answer": content.get("final_answer") or {}}
+            polygons = _file_polygons(content, path.parent, root)
+            findings = qc.full_qc(_with_sizes(content, layers), replay=replay, data_root=root,
+                                  polygons=polygons or None)
+            # a layer unused by this task but used by another task of the sample is shared input
+            others = set().union(*(u for k, u in enumerate(used_by) if k != t)) if len(used_by) > 1 else set()
+            files_at = {loc: Path(str(p)).name for loc, p, _ in qc.input_entries(content["input_data"])}
+            findings = [f for f in findings
+                        if not (f.check == "hygiene.unused_layer" and files_at.get(f.location) in others)]
+            results.append({"question_id": qid, "findings": findings})
+            items.append({"question_id": qid, "content": content, "dimension": str(content.get("task_category_code") or "").lower()})
+    return {"file": str(path), "findings": file_findings, "tasks": results,
+            "release": {"findings": qc.release_findings(items), "report": qc.release_report(items)}}
+
+
+def _with_sizes(content: dict, layers: dict) -> dict:
+    """A copy of ``content`` whose input_data entries carry the probed width/height (extra keys
+    that ``layers_from_input_data`` reads), so the layers stay the task's own declared ones."""
+    out = json.loads(json.dumps(content))
+    _attach_sizes(out.get("input_data") or {}, layers)
+    return out
+
+
+def _attach_sizes(input_data: dict, layers: dict) -> None:
+    for entry in _entries(input_data):
+        path = entry.get("image_path") or entry.get("path")
+        info = layers.get(Path(str(path)).name) if path else None
+        if info and info.get("width") and info.get("height"):
+            entry.setdefault("width", info["width"])
+            entry.setdefault("height", info["height"])
+
+
+def _entries(value):
+    if isinstance(value, dict):
+        if value.get("image_path") or value.get("path"):
+            yield value
+        else:
+            for v in value.values():
+                yield from _entries(v)

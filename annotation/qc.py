@@ -44,8 +44,9 @@ Heuristics (documented here, reported as warnings)
   "top 3" → ``ranking_kendall`` (``set_f1`` for top-k); "route", "shortest path" → a length/
   distance field plus a line or two points. Relative "where"/"which" ("areas where flooding
   occurred") are not cues. Every cue occurrence is one asked quantity: fewer scored fields (a
-  ``_row``/``_col`` or ``_lat``/``_lon`` pair counts once) than asks is
-  ``alignment.quantity_missing``.
+  ``_row``/``_col`` or ``_lat``/``_lon`` pair counts once) than asked quantities is
+  ``alignment.quantity_missing``; the query splits into asked quantities at "?", ";", ", and"
+  and "and how/what/which/where…", and a part holding any cue is one ask.
 * Modality expected by each tool (``MODALITY_RULES``), transcribed from the catalogue semantics
   (dora-tools.json): the bi-temporal optical models, the optical+SAR damage model, the 14-band
   multispectral models, the single-image optical models, the DEM tools.
@@ -59,7 +60,7 @@ Heuristics (documented here, reported as warnings)
   [0, 100] as a percentage.
 * Hygiene: a step is used when a later step or an answer source refers to it; in a task file,
   whose answers are literal values, a step whose observation holds an answer value counts as
-  feeding the answer (and the last step when no value can be traced).
+  feeding the answer, and when some value cannot be traced no step is called unused.
 """
 from __future__ import annotations
 
@@ -1045,7 +1046,8 @@ class _Analysis:
             if etype not in EVAL_TYPES:
                 self.add("eval_spec.unknown_type", f"Answer field '{fname}': eval_spec type '{etype}' is unknown (the evaluator would fall back to exact match); use one of {', '.join(EVAL_TYPES)}.", loc)
             source = fld.get("source")
-            if source is None or source == "":
+            file_gold = isinstance(self.content.get("final_answer"), dict) and fname in self.content["final_answer"]
+            if (source is None or source == "") and not file_gold:  # a null gold value is sanity.nan
                 self.add("eval_spec.source", f"Answer field '{fname}' has no source: bind it to a step output (<key> from trajectory[N].obs) or give a value.", loc)
             else:
                 wanted = ANSWER_KINDS.get(etype)
@@ -1096,17 +1098,18 @@ class _Analysis:
         fields = self.answer_fields()
         answer_refs = any(find_all_references(f.get("source")) for f in fields if isinstance(f, dict))
         if not answer_refs and n:
-            # answers are literal values (a task file): trace them through the observations
+            # answers are literal values (a task file): trace them through the observations; when
+            # a value cannot be traced, no leaf step can be called unused
             values = [f.get("source") for f in fields if isinstance(f, dict)]
             traj = replay_trajectory if replay_trajectory else self.steps
-            traced = False
-            for i, step in enumerate(traj[:n]):
-                obs = step.get("obs") if isinstance(step, dict) else None
-                if obs is not None and any(_holds(obs, v) for v in values if v not in (None, "")):
-                    used.add(i)
-                    traced = True
-            if not traced:
-                used.add(n - 1)
+            untraced = 0
+            for v in values:
+                hit = [i for i, st in enumerate(traj[:n]) if isinstance(st, dict) and st.get("obs") is not None
+                       and not _is_nan(v) and _holds(st.get("obs"), v)]
+                used.update(hit)
+                untraced += not hit
+            if untraced or not values:
+                used.update(range(n))
         for i, out in enumerate(self.outs):
             if out is None or out.info is None or i in used:
                 continue
@@ -1283,6 +1286,8 @@ ALIGNMENT_RULES: dict[str, dict] = {
     "route": {"cue": r"\broutes?\b|\bshortest path\b|\bpath from\b|\bdriv(?:e|ing) from\b|\bnavigat\w*",
               "types": set(), "what": "a route: a length field plus a line or two points"},
 }
+#: a query splits into asked quantities at "?", ";", ", and" and "and how/what/which/where/…"
+_CLAUSE_SPLIT = re.compile(r"\?|;|,\s*and\b|\band\s+(?=how\b|what\b|which\b|where\b|rank\b|list\b|give\b|report\b|name\b|estimate\b|compute\b|find\b|identify\b)")
 _PERCENT_NAME = re.compile(r"percentage|_pct|_ratio|_share|(?:pct|ratio|share)$")
 _LENGTH_NAME = re.compile(r"length|distance|dist_|_km$|_m$|meters|metres")
 _POINT_SUFFIX = re.compile(r"_(?:row|col|lat|lon|latitude|longitude)$")
@@ -1295,17 +1300,20 @@ def _field_list(fields: list[dict]) -> str:
 def _check_alignment(a: _Analysis):
     question = str(a.content.get("question", "") or "").lower()
     fields = [f for f in a.answer_fields() if isinstance(f, dict)]
-    scored = [f for f in fields if f.get("eval_type") in EVAL_TYPES and f.get("eval_type") != "ignore"]
+    scored = [f for f in fields if f.get("eval_type") != "ignore"]
     if not question.strip() or not scored:
         return  # structure / eval-spec errors already say it
     types = Counter(f.get("eval_type") for f in scored)
     names = [str(f.get("name", "")).lower() for f in scored]
+    clauses = [c for c in _CLAUSE_SPLIT.split(question) if c and c.strip()]
     asks = 0
+    for clause in clauses:
+        if any(re.search(rule["cue"], clause) for k, rule in ALIGNMENT_RULES.items() if k != "route"):
+            asks += 1
     for ask, rule in ALIGNMENT_RULES.items():
         hits = re.findall(rule["cue"], question)
         if not hits:
             continue
-        asks += len(hits) if ask != "route" else 0
         ok_types = set(rule["types"])
         if ask == "ratio":
             ok = bool(ok_types & set(types)) or any(f.get("eval_type") == "scalar_continuous" and _PERCENT_NAME.search(str(f.get("name", "")).lower()) for f in scored)
@@ -1322,7 +1330,8 @@ def _check_alignment(a: _Analysis):
         else:
             ok = bool(ok_types & set(types))
         if not ok:
-            a.add(f"alignment.{ask}", f"The query asks {hits[0]!r}-type question(s) but no answer field is {rule['what']} (fields: {_field_list(scored)}); check the eval_spec types.", "answer_spec")
+            cue = hits[0] if isinstance(hits[0], str) else next((h for h in hits[0] if h), "")
+            a.add(f"alignment.{ask}", f"The query asks a {ask} question ({cue.strip()!r}) but no answer field is {rule['what']} (fields: {_field_list(scored)}); check the eval_spec types.", "answer_spec")
     units = set()
     for n, f in zip(names, scored):
         units.add(re.sub(_POINT_SUFFIX, "", n) if f.get("eval_type") in ("point_pixel", "point_haversine") else n)

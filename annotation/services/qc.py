@@ -183,9 +183,9 @@ def qc_for_task_file(path, data_root=None) -> dict:
             layers = qc.layers_from_input_data(content["input_data"], content["classes"])
             _probe_sizes(layers, root)
             traj = content["trajectory"]
-            replay = None
-            if any(isinstance(s, dict) and "obs" in s for s in traj):
-                replay = {"trajectory": traj, "final_answer": content.get("final_answer") or {}}
+            # the gold trajectory's obs (when it has them) and final_answer stand for the replay
+            has_obs = any(isinstance(s, dict) and "obs" in s for s in traj)
+            replay = {"trajectory": traj if has_obs else [], "final_answer": content.get("final_answer") or {}}
             polygons = _file_polygons(content, path.parent, root)
             findings = qc.full_qc(_with_sizes(content, layers), replay=replay, data_root=root,
                                   polygons=polygons or None)

@@ -128,7 +128,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     Fields absent from ``content`` are carried over from the head. Raises ``StaleVersionError``
     when someone saved in between (nothing is written), ``PermissionDenied`` for the role.
     """
-    locked = Task.objects.select_for_update().select_related("head").get(pk=task.pk)
+    locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
     require(user, "task.edit", locked)
     if locked.version != expected_version:
         raise StaleVersionError(locked, expected_version)
@@ -151,7 +151,7 @@ def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:
 @transaction.atomic
 def submit_task(user, task: Task) -> Task:
     """Move a draft (or returned) task to ``submitted``; QC errors block it (``TaskValidationError``)."""
-    locked = Task.objects.select_for_update().select_related("head").get(pk=task.pk)
+    locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
     require(user, "task.edit", locked)
     findings = run_fast_qc(locked.head)
     if qc.has_errors(findings):

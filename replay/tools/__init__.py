@@ -7,9 +7,11 @@ Public API::
     obs = call_tool("seg_building_damage", {"pre_image_path": "pre.png",
                                             "post_image_path": "post.png"}, ctx)
 
-Modules: ``raster`` (ras.*, mask.*), ``vector`` (vec.*), ``logical`` (tool.*, calc.*, logi.*),
-``perception`` (seg.*). Every tool registers itself in ``registry.REGISTRY``; ``all_tools()``
-imports them all.
+Modules: ``raster`` (ras.*, mask.*), ``vector`` (vec.*), ``poi`` (poi.*), ``logical`` (tool.*,
+calc.*, logi.*), ``perception`` (seg.*), ``vis`` (vis.*), ``summarize`` (report.*, model.*).
+Every tool registers itself in ``registry.REGISTRY``; ``all_tools()`` imports the first five
+lazily, and this package imports ``vis`` and ``summarize`` (their heavy dependencies, such as
+matplotlib, load only when a tool runs).
 """
 from .base import (ClassIndexError, GTMask, GTMissingError, ModalityError, ModelUnavailableError,
                    ToolContext, ToolError, ToolInputError, UnknownToolError, canonical_json,
@@ -24,3 +26,6 @@ __all__ = [
     "PAPER_ALIASES", "all_tools", "call_tool", "get_tool", "model_alias", "normalize_tool_name",
     "validate_args",
 ]
+
+# modules that the registry's lazy loader does not list: importing them registers their tools
+from . import summarize, vis  # noqa: E402,F401

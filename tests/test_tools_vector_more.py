@@ -7,7 +7,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-from shapely.geometry import LineString, Point, Polygon, box, shape
+from shapely.geometry import LineString, Point, box, shape
 
 from replay.tools import ClassIndexError, ToolInputError, call_tool
 from replay.tools.testing import make_ctx, write_geojson, write_png
@@ -468,3 +468,20 @@ def test_joplin_buffer_area_matches_steiner_formula(ctx):
         assert g1.area == pytest.approx(expected, rel=2e-3)
     hull = call_tool("vec.convex_hull", {"vector_path": "fp.geojson"}, ctx)
     assert hull["area_m2"] >= sum(g.area for g in convex.geometry)
+
+
+def test_graphml_without_from_node_is_oriented_by_node_positions(ctx):
+    # a benchmark-style GraphML: pixel lists but no from_node; the edge is stored (1, 0) while
+    # its pixels run from node 0 at (row 0, col 0) to node 1 at (row 0, col 4)
+    g = nx.MultiGraph()
+    g.add_node(0, row=0.0, col=0.0)
+    g.add_node(1, row=0.0, col=4.0)
+    g.add_node(2, row=3.0, col=4.0)
+    g.add_edge(1, 0, length=4.0, damaged=False, pixels_json="[[0,0],[0,1],[0,2],[0,3],[0,4]]")
+    g.add_edge(1, 2, length=3.0, damaged=False, pixels_json="[[0,4],[1,4],[2,4],[3,4]]")
+    nx.write_graphml(g, data(ctx) / "bench.graphml")
+    obs = call_tool("vec.graph_shortest_path", {"graph_path": "bench.graphml", "start": [0, 1],
+                                                "end": [3, 4]}, ctx)
+    # from (0,1): 3 px east to node 1, then 3 px south: 6
+    assert obs["distance_px"] == pytest.approx(6.0)
+    assert obs["path_pixels"] == [[0, 1], [0, 2], [0, 3], [0, 4], [1, 4], [2, 4], [3, 4]]

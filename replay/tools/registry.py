@@ -179,7 +179,7 @@ def _ensure_loaded() -> None:
         if _LOADED:
             return
         # importing the modules runs their @register decorators
-        from . import logical, perception, poi, raster, vector  # noqa: F401
+        from . import logical, perception, poi, raster, summarize, vector, vis  # noqa: F401
         _LOADED = True
 
 

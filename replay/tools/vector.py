@@ -957,7 +957,7 @@ def _road_mask(ctx, tool, mask_path):
             hit = (rgb[0] == colour[0]) & (rgb[1] == colour[1]) & (rgb[2] == colour[2])
             out[hit] = value
         return path, out, meta, True
-    if arr.shape[0] not in (1, 3, 4) or (arr.shape[0] == 2):
+    if arr.shape[0] not in (1, 3, 4):
         from .base import ModalityError
 
         raise ModalityError(f"{_stem(mask_path)} has {arr.shape[0]} bands", tool=tool,
@@ -1149,18 +1149,19 @@ def vec_build_graph(ctx: ToolContext, centerline_path: str) -> dict:
     for i in range(len(gdf)):
         row = gdf.iloc[i]
         props = {c: row[c] for c in cols}
+        feat_h = None
+        if not georef:
+            try:
+                feat_h = int(props.get("img_h"))
+                img_h, img_w = feat_h, int(props.get("img_w"))
+            except (TypeError, ValueError):
+                pass
+        # the benchmark's centerlines are y-flipped (y = img_h - 1 - row); ours say y_axis down
+        flipped = feat_h is not None and props.get("y_axis") != "down"
         for part in _line_parts(row[gdf.geometry.name]):
             coords = [(float(x), float(y)) for x, y, *_ in part.coords]
-            if not georef and props.get("img_h") is not None and \
-                    props.get("y_axis") not in ("down",) and not (
-                        isinstance(props.get("img_h"), float) and math.isnan(props["img_h"])):
-                hh = int(props["img_h"])
-                coords = [(x, hh - 1 - y) for x, y in coords]
-            if not georef and props.get("img_h") is not None:
-                try:
-                    img_h, img_w = int(props["img_h"]), int(props.get("img_w"))
-                except (TypeError, ValueError):
-                    pass
+            if flipped:
+                coords = [(x, feat_h - 1 - y) for x, y in coords]
             dedup = [coords[0]] + [p for k, p in enumerate(coords[1:], 1) if p != coords[k - 1]]
             if len(dedup) >= 2:
                 lines.append((i, dedup, props))
@@ -1338,7 +1339,10 @@ def vec_graph_shortest_path(ctx: ToolContext, graph_path: str, start: list[float
         coords = _edge_coords(d, frame)
         if coords is None:
             continue
-        if d.get("from_node", u) != u:
+        if "from_node" in d:
+            if d["from_node"] != u:
+                u, v = v, u
+        elif _closer_to(g, v, u, coords[0]):  # graphs without from_node (the benchmark's)
             u, v = v, u
         edges.append((u, v, k, coords, d))
     if georef:
@@ -1469,7 +1473,7 @@ def vec_graph_shortest_path(ctx: ToolContext, graph_path: str, start: list[float
                     h.add_edge(tag, node, w=ln_, parts=[("piece", (tag, node))])
         if s_snap[0] == t_snap[0]:
             coords = edges[s_snap[0]][3]
-            (i1, _t1), (i2, _t2) = s_snap[4], t_snap[4]
+            i1, i2 = s_snap[4][0], t_snap[4][0]
             if s_snap[4] <= t_snap[4]:
                 direct = [s_snap[3]] + list(coords[i1 + 1:i2 + 1]) + [t_snap[3]]
             else:
@@ -1542,6 +1546,23 @@ def vec_graph_shortest_path(ctx: ToolContext, graph_path: str, start: list[float
     write_vector(out_path, layer)
     result["path_geojson"] = ctx.artifact_name(out_path)
     return result
+
+
+def _node_xy(g, n):
+    a = g.nodes[n]
+    for kx, ky in (("x", "y"), ("col", "row"), ("lon", "lat")):
+        if kx in a and ky in a:
+            return float(a[kx]), float(a[ky])
+    return None
+
+
+def _closer_to(g, a, b, point) -> bool:
+    """Whether ``point`` (x, y) lies closer to node ``a`` than to node ``b`` (False when the
+    nodes carry no position)."""
+    pa, pb = _node_xy(g, a), _node_xy(g, b)
+    if pa is None or pb is None:
+        return False
+    return math.dist(pa, point) < math.dist(pb, point)
 
 
 def _frame_point(val, georef):

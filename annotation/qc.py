@@ -43,10 +43,15 @@ Heuristics (documented here, reported as warnings)
   ``exact_match``, ``ranking_kendall`` or ``scalar_dict``; "rank", "sort", "prioritise",
   "top 3" → ``ranking_kendall`` (``set_f1`` for top-k); "route", "shortest path" → a length/
   distance field plus a line or two points. Relative "where"/"which" ("areas where flooding
-  occurred") are not cues. Every cue occurrence is one asked quantity: fewer scored fields (a
-  ``_row``/``_col`` or ``_lat``/``_lon`` pair counts once) than asked quantities is
-  ``alignment.quantity_missing``; the query splits into asked quantities at "?", ";", ", and"
-  and "and how/what/which/where…", and a part holding any cue is one ask.
+  occurred") are not cues. The query splits into parts at "?", ";", ", and" and "and
+  how/what/which/where…"; each part holding a cue is one asked quantity, and fewer scored fields
+  (a ``_row``/``_col`` or ``_lat``/``_lon`` pair counts once) than asked quantities is
+  ``alignment.quantity_missing``. A field of unknown type (already an error) matches any cue.
+* Tools: the registry is the authority; the catalogue (``dora-tools.json``, found through
+  ``STUDIO_TOOL_CATALOGUE``, ``STUDIO_SHARED`` or ``../shared/spec``) adds conditional result
+  keys and their types, and lets a benchmark tool the studio does not implement be checked
+  (``tools.not_implemented``). Reference types are compared as kinds (str/num/bool/list/dict)
+  from the catalogue's "returns", else from the key's name.
 * Modality expected by each tool (``MODALITY_RULES``), transcribed from the catalogue semantics
   (dora-tools.json): the bi-temporal optical models, the optical+SAR damage model, the 14-band
   multispectral models, the single-image optical models, the DEM tools.
@@ -324,6 +329,12 @@ def _catalogue_name(text: str) -> str | None:
     return None
 
 
+def _known_tool_names() -> list[str]:
+    from replay.tools.registry import all_tools
+
+    return sorted(set(all_tools()) | set(_catalogue()))
+
+
 def _clean_call(raw: str) -> str:
     text = raw.strip()
     if "(" in text:
@@ -577,16 +588,18 @@ def _georeferenced(layer: dict) -> bool | None:
 
 
 def _num(value: Any) -> float | None:
+    """A finite number from a number or numeric string, else None."""
     if isinstance(value, bool):
         return None
+    out = None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        out = float(value)
+    elif isinstance(value, str):
         try:
-            return float(value.strip().rstrip("%"))
+            out = float(value.strip().rstrip("%"))
         except ValueError:
             return None
-    return None
+    return out if out is not None and math.isfinite(out) else None
 
 
 # ============================================================================================
@@ -655,7 +668,7 @@ def _int_list(value: Any) -> list[int] | None:
         return None
     out = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v:
             return None
         out.append(int(v))
     return out
@@ -845,7 +858,9 @@ class _Analysis:
         info, alias = resolve_tool(raw_call)
         label = f"Step {scope.at}" + (f", loop call {scope.call_index}" if nested else "")
         if info is None:
-            self.add("tools.exists", f"{label}: tool '{_clean_call(raw_call)}' does not exist in the catalogue; pick a tool from the list.", loc)
+            close = difflib.get_close_matches(_clean_call(raw_call), _known_tool_names(), n=1, cutoff=0.8)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            self.add("tools.exists", f"{label}: tool '{_clean_call(raw_call)}' does not exist in the catalogue{hint}; pick a tool from the list.", loc)
             self.check_references(args, loc, scope, None)
             return None
         if alias:
@@ -1019,9 +1034,18 @@ class _Analysis:
         return "the mask"
 
     # ---- eval spec ------------------------------------------------------------------------
-    def answer_fields(self) -> list[dict]:
+    def answer_fields(self) -> list:
         spec = self.content.get("answer_spec")
-        return spec if isinstance(spec, list) else []
+        if not isinstance(spec, list):
+            return []
+        out = []
+        for f in spec:
+            if isinstance(f, dict) and not isinstance(f.get("eval_type"), (str, type(None))):
+                f = {**f, "eval_type": json.dumps(f["eval_type"], default=str)}  # unknown type, hashable
+            if isinstance(f, dict) and not isinstance(f.get("name", ""), str):
+                f = {**f, "name": json.dumps(f["name"], default=str)}
+            out.append(f)
+        return out
 
     def check_eval_spec(self, final_answer: dict | None = None):
         fields = self.answer_fields()
@@ -1305,6 +1329,7 @@ def _check_alignment(a: _Analysis):
         return  # structure / eval-spec errors already say it
     types = Counter(f.get("eval_type") for f in scored)
     names = [str(f.get("name", "")).lower() for f in scored]
+    wildcard = any(t not in EVAL_TYPES for t in types)  # eval_spec.unknown_type says it already
     clauses = [c for c in _CLAUSE_SPLIT.split(question) if c and c.strip()]
     asks = 0
     for clause in clauses:
@@ -1312,7 +1337,7 @@ def _check_alignment(a: _Analysis):
             asks += 1
     for ask, rule in ALIGNMENT_RULES.items():
         hits = re.findall(rule["cue"], question)
-        if not hits:
+        if not hits or wildcard:
             continue
         ok_types = set(rule["types"])
         if ask == "ratio":
@@ -1325,7 +1350,7 @@ def _check_alignment(a: _Analysis):
             has_line = len(points) >= 2 or any(f.get("eval_type") in ("polygon_iou", "scalar_dict") for f in scored) or any(re.search(r"route|path|line", n) and f.get("eval_type") not in ("scalar_continuous", "scalar_count") for n, f in zip(names, scored))
             missing = [w for w, has in (("a length/distance field", has_len), ("a line or a start/end point pair", has_line)) if not has]
             if missing:
-                a.add("alignment.route", f"The query asks for a route but the answer has no {' and no '.join(missing)}; a route is scored as start point + end point + total length.", "answer_spec")
+                a.add("alignment.route", f"The query asks for a route but the answer lacks {' and '.join(missing)}; a route is scored as start point + end point + total length.", "answer_spec")
             continue
         else:
             ok = bool(ok_types & set(types))

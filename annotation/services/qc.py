@@ -7,7 +7,8 @@
 * ``qc_for_task_file(path, data_root=None)``: no database. A benchmark task file (a list of
   samples with tasks) checked as a file (layout, ids) and task by task; the gold trajectory's
   ``obs`` and ``final_answer`` serve as the replay. Layers come from ``input_data``; files are
-  looked up under ``<data_root>/images/`` (default: the folder above ``tasks/``).
+  looked up under ``<data_root>/images/`` (default: the folder above ``tasks/`` when it has an
+  ``images/`` folder; without a data root the files are not looked for).
 * ``release_qc(tasks)``: release-level findings (near-duplicate questions) and the distribution
   report over several tasks.
 """
@@ -165,8 +166,8 @@ def qc_for_task_file(path, data_root=None) -> dict:
     """
     path = Path(path)
     samples = json.loads(path.read_text(encoding="utf-8"))
-    if data_root is None and path.parent.name == "tasks":
-        data_root = path.parent.parent
+    if data_root is None and path.parent.name == "tasks" and (path.parent.parent / "images").is_dir():
+        data_root = path.parent.parent  # the benchmark's layout: <root>/tasks, <root>/images
     root = Path(data_root) if data_root is not None else None
     file_findings = qc.check_task_file(samples, path.name)
     results, items = [], []

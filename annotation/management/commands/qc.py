@@ -16,7 +16,6 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import qc
 
 
 class Command(BaseCommand):
@@ -86,16 +85,17 @@ class Command(BaseCommand):
 
     def _print(self, report: dict) -> None:
         w = self.stdout.write
+        line = lambda f, indent="": w(f"{indent}{f['severity'].upper():8} {f['check']:28} {f['message']} [{f['location']}]")  # noqa: E731
         for f in report.get("findings", []):
-            w(f"{f['severity'].upper():8} {f['check']:28} {f['location']}: {f['message']}")
+            line(f)
         for t in report["tasks"]:
             w(f"{t['question_id']}: {len(t['findings'])} finding(s)")
             for f in t["findings"]:
-                w(f"  {f['severity'].upper():8} {f['check']:28} {f['location']}: {f['message']}")
+                line(f, "  ")
         rel = report.get("release")
         if rel:
             for f in rel["findings"]:
-                w(f"{f['severity'].upper():8} {f['check']:28} {f['location']}: {f['message']}")
+                line(f)
             w("distribution: " + json.dumps(rel["report"], ensure_ascii=False))
         s = report["summary"]
         w(f"{s['tasks']} task(s), {s['errors']} error(s), {s['warnings']} warning(s)")

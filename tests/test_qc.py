@@ -139,14 +139,14 @@ def test_demo_task_1_is_clean(tmp_path):
                       replay_hashes=["f" * 64, "f" * 64]) == []
 
 
-def test_demo_task_2_is_clean_but_for_its_unused_post_image(tmp_path):
+def test_demo_task_2_is_clean_and_an_unused_layer_warns(tmp_path):
     content = _demo_contents()[1]
-    findings = qc.full_qc(content, layers=DEMO_LAYERS, data_root=_demo_data_root(tmp_path))
-    # the demo manifests the post image for context; no step reads it
-    assert [(f.check, f.location) for f in findings] == [("hygiene.unused_layer", "input_data.post_image")]
-    content = copy.deepcopy(content)
-    del content["input_data"]["post_image"]
     assert qc.full_qc(content, layers=DEMO_LAYERS, data_root=_demo_data_root(tmp_path)) == []
+    # manifesting the post image that no step reads is a hygiene warning
+    content = copy.deepcopy(content)
+    content["input_data"]["post_image"] = _entry(NAMES["post"])
+    findings = qc.full_qc(content, layers=DEMO_LAYERS, data_root=_demo_data_root(tmp_path))
+    assert [(f.check, f.location) for f in findings] == [("hygiene.unused_layer", "input_data.post_image")]
 
 
 # ---- checks that need the studio's form (layers from the event, answer_spec) ---------------

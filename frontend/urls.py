@@ -4,5 +4,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("frontend.urls_events")),
     path("", include("frontend.urls_pages")),
+    path("", include("frontend.urls_releases")),
     path("", include("frontend.urls_leaderboard")),
 ]

@@ -1,8 +1,9 @@
-"""REST API routes: /api/events/, /api/layers/, /api/tasks/, /api/replays/, /api/runs/, /api/verdicts/."""
+"""REST API routes: events, layers, tasks, tools, replays, releases, runs, records, verdicts."""
 from django.urls import include, path
 
 urlpatterns = [
     path("", include("annotation.api")),
+    path("", include("annotation.api_releases")),
     path("", include("replay.api")),
     path("", include("evaluation.api")),
 ]

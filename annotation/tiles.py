@@ -339,9 +339,13 @@ def render_tile(layer, z: int, x: int, y: int) -> bytes:
             img = src.tile(x, y, z, tilesize=TILE_SIZE, indexes=indexes, **_read_kwargs(layer))
         except TileOutsideBounds:
             return transparent_tile()
-    if not img.mask.any():
+    # rio-tiler's ``ImageData.mask`` is in the data's dtype (float rasters: ±FLT_MAX, signed ints:
+    # min/max, an alpha band as stored): cast straight to uint8 it turned every float tile fully
+    # transparent. Valid is > 0 in all of these cases.
+    mask = np.where(np.asarray(img.mask) > 0, 255, 0).astype("uint8")
+    if not mask.any():
         return transparent_tile()
-    return _render(layer, np.asarray(img.data), img.mask, indexes, info)
+    return _render(layer, np.asarray(img.data), mask, indexes, info)
 
 
 def render_image(layer, max_size: int = IMAGE_MAX_SIZE) -> bytes:

@@ -21,6 +21,21 @@ DAMAGE_CLASS_INDEX: dict[str, int] = {v: int(k) for k, v in DAMAGE_CLASS_MAP.ite
 BUILDING_CLASS_MAP: dict[str, str] = {"0": "background", "1": "building"}
 
 
+def confined_to(path: str | Path, folder: str | Path) -> Path:
+    """``path`` if it (after following symlinks) lies inside ``folder``; otherwise raise
+    :class:`~annotation.importers.errors.DataImportError` (field ``path``). Guards the files an
+    importer picks up by itself (an xBD folder's members, a shapefile's sidecars): a symlink in
+    the source folder must not smuggle in a file from elsewhere on the machine."""
+    from .errors import DataImportError
+
+    path, folder = Path(path), Path(folder)
+    real, base = path.resolve(), folder.resolve()
+    if not real.is_relative_to(base):
+        what = "a symlink to" if path.is_symlink() else "resolves to"
+        raise DataImportError(path, "path", f"{what} {real}, outside the source folder {base}; refused")
+    return path
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -71,16 +71,74 @@ def _pixel_size_m(crs, transform, width, height, gcps=None) -> tuple[float, floa
     return rx * factor, ry * factor
 
 
-def _lnglat_bounds(src, crs, gcps) -> list[float]:
+# Semi-major axes (metres) accepted as the Earth's: every terrestrial ellipsoid in the EPSG
+# registry lies between Everest 1830 modified-ish and Plessis 1817 (6,376,523–6,378,388 m); the
+# margin also admits the spheres of web mercator (6,378,137 m) and of old Clarke/Airy variants.
+EARTH_SEMI_MAJOR_M = (6_350_000.0, 6_400_000.0)
+
+
+def check_earth_crs(path, crs) -> None:
+    """Refuse a CRS whose ellipsoid is not the Earth's (a Mars or Moon CRS): its coordinates cannot
+    be shown on the studio's web-mercator map nor compared with Earth layers.
+
+    Raises :class:`DataImportError` (field ``crs``).
+    """
+    from pyproj import CRS
+
+    try:
+        ell = CRS.from_wkt(crs.to_wkt()).ellipsoid
+    except Exception:  # noqa: BLE001 - a CRS pyproj cannot read is reported by the transform later
+        return
+    if ell is not None and not EARTH_SEMI_MAJOR_M[0] <= ell.semi_major_metre <= EARTH_SEMI_MAJOR_M[1]:
+        name = CRS.from_wkt(crs.to_wkt()).name
+        raise DataImportError(path, "crs", f"'{name}' is not an Earth CRS (ellipsoid '{ell.name}', semi-major "
+                                           f"axis {ell.semi_major_metre:,.0f} m); only Earth rasters can be mapped")
+
+
+def _normalised(bounds) -> tuple[float, float, float, float]:
+    """(left, bottom, right, top) with left ≤ right and bottom ≤ top (south-up or mirrored rasters
+    report ``bottom > top`` in ``src.bounds``)."""
+    left, bottom, right, top = (float(v) for v in bounds)
+    return min(left, right), min(bottom, top), max(left, right), max(bottom, top)
+
+
+def _sampled_lnglat_bounds(crs, transform, width: int, height: int, n: int = 101) -> list[float] | None:
+    """[w, s, e, n] of the pixels that have a lon/lat: an ``n``×``n`` grid of pixel positions (edges
+    included) transformed to EPSG:4326, non-finite results dropped. For sources whose corners are
+    not on the Earth (geostationary full disks: the corners look at space); None when no point is."""
+    from rasterio.warp import transform as warp_transform
+
+    cols, rows = np.meshgrid(np.linspace(0, width, n), np.linspace(0, height, n))
+    xs, ys = transform @ (cols.ravel(), rows.ravel())
+    lons, lats = warp_transform(crs, "EPSG:4326", list(np.asarray(xs)), list(np.asarray(ys)))
+    lons, lats = np.asarray(lons, dtype="float64"), np.asarray(lats, dtype="float64")
+    ok = np.isfinite(lons) & np.isfinite(lats) & (np.abs(lons) <= 180.0) & (np.abs(lats) <= 90.0)
+    if not ok.any():
+        return None
+    return [float(lons[ok].min()), float(lats[ok].min()), float(lons[ok].max()), float(lats[ok].max())]
+
+
+def _lnglat_bounds(src, crs, gcps, path=None) -> list[float]:
+    """[west, south, east, north] in degrees. ``west > east`` when the raster crosses the
+    antimeridian (the RFC 7946 §5.2 bbox convention, as ``rasterio.warp.transform_bounds`` returns
+    it). Raises :class:`DataImportError` (field ``crs``) when no pixel has a lon/lat."""
     from rasterio.warp import calculate_default_transform, transform_bounds
 
     if gcps is not None:
         t, w, h = calculate_default_transform(crs, "EPSG:4326", src.width, src.height, gcps=gcps)
-        west, north = t @ (0, 0)
-        east, south = t @ (w, h)
-        return [float(west), float(south), float(east), float(north)]
-    b = transform_bounds(crs, "EPSG:4326", *src.bounds, densify_pts=21)
-    return [float(v) for v in b]
+        west, south, east, north = _normalised([*(t @ (0, 0)), *(t @ (w, h))])
+        return [west, south, east, north]
+    b = None
+    try:
+        b = [float(v) for v in transform_bounds(crs, "EPSG:4326", *_normalised(src.bounds), densify_pts=21)]
+    except Exception:  # noqa: BLE001 - PROJ fails on points off the Earth: sample instead
+        b = None
+    if b is None or not all(np.isfinite(b)):
+        b = _sampled_lnglat_bounds(crs, src.transform, src.width, src.height)
+    if b is None:
+        raise DataImportError(path or src.name, "crs", "no pixel of the raster has a longitude/latitude "
+                                                       f"in its CRS ({crs_string(crs)[:120]})")
+    return b
 
 
 def band_names(src) -> list[str]:
@@ -96,15 +154,81 @@ def band_names(src) -> list[str]:
     return names
 
 
+CRS_STRING_MAX = 500  # Layer.crs is a CharField(max_length=500)
+
+
 def crs_string(crs) -> str:
+    """A short text for ``Layer.crs`` that pyproj/rasterio read back: ``EPSG:<code>``, else another
+    authority's code (``ESRI:102039``, ``IGNF:ETRS89LAEA``), else the PROJ string (a geostationary
+    ``+proj=geos ...``), else the WKT; at most ``CRS_STRING_MAX`` characters (the full WKT is kept
+    in ``raster_info()["crs_wkt"]``)."""
     if crs is None:
         return ""
     epsg = crs.to_epsg()
-    return f"EPSG:{epsg}" if epsg else crs.to_wkt()
+    if epsg:
+        return f"EPSG:{epsg}"
+    try:
+        auth = crs.to_authority()
+    except Exception:  # noqa: BLE001
+        auth = None
+    if auth:
+        return f"{auth[0]}:{auth[1]}"
+    for text in (crs.to_proj4(), crs.to_wkt()):
+        if text and len(text) <= CRS_STRING_MAX:
+            return text
+    return crs.to_wkt()[:CRS_STRING_MAX]
+
+
+def rgb_band_indexes(src) -> list[int] | None:
+    """1-based band indexes of the red, green and blue bands by colour interpretation (``[3, 2, 1]``
+    for a BGR(A) file), or None when the three are not all declared."""
+    order = {ci.name: i + 1 for i, ci in reversed(list(enumerate(src.colorinterp)))}
+    if all(c in order for c in ("red", "green", "blue")):
+        return [order["red"], order["green"], order["blue"]]
+    return None
+
+
+def has_valid_pixels(src) -> bool:
+    """Whether any pixel is valid per the dataset mask (nodata tag, NaN nodata, alpha band or
+    internal mask). Reads block by block and stops at the first valid pixel, so a typical raster
+    costs one block; an all-nodata one is read whole."""
+    from rasterio.windows import Window
+
+    bh, bw = src.block_shapes[0] if src.block_shapes else (256, 256)
+    bh, bw = max(bh, 256), max(bw, 256)
+    with _quiet():
+        for row in range(0, src.height, bh):
+            for col in range(0, src.width, bw):
+                win = Window(col, row, min(bw, src.width - col), min(bh, src.height - row))
+                if src.dataset_mask(window=win).any():
+                    return True
+    return False
+
+
+def check_has_data(path: str | Path) -> None:
+    """Refuse a raster in which every pixel is nodata (field ``pixels``)."""
+    with open_raster(path) as src:
+        if not has_valid_pixels(src):
+            nd = src.nodata
+            why = f"the nodata value {nd:g}" if nd is not None else "masked (alpha band or internal mask)"
+            raise DataImportError(path, "pixels", f"every pixel is nodata ({why}): nothing to show or measure")
 
 
 def raster_info(path: str | Path) -> dict:
-    """What the Layer row needs to know about a raster file."""
+    """What the Layer row needs to know about a raster file.
+
+    Errors of the libraries (an unreadable CRS, a failed transform) become
+    :class:`DataImportError` naming the file.
+    """
+    try:
+        return _raster_info(path)
+    except DataImportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - rasterio/PROJ errors: name the file and the problem
+        raise DataImportError(path, "raster", f"cannot be read ({type(exc).__name__}: {exc})"[:1000]) from None
+
+
+def _raster_info(path: str | Path) -> dict:
     with open_raster(path) as src:
         crs, transform, gcps = _georef(src)
         info = {
@@ -121,18 +245,27 @@ def raster_info(path: str | Path) -> dict:
             "nodata": clean_number(src.nodata),
             "driver": src.driver,
         }
+        rgb = rgb_band_indexes(src)
+        if rgb is not None and rgb != [1, 2, 3]:
+            info["rgb_bands"] = rgb  # what annotation.tiles shows as red, green, blue
         if crs is None:
             info.update(frame="pixel", crs="", gsd_m=None, pixel_size_m=None,
                         bounds=[0.0, 0.0, float(src.width), float(src.height)])
         else:
+            check_earth_crs(path, crs)
             px = _pixel_size_m(crs, transform, src.width, src.height, gcps)
+            bounds = _lnglat_bounds(src, crs, gcps, path)
             info.update(
                 frame="geographic", crs=crs_string(crs),
                 pixel_size_m=list(px) if px else None,
                 gsd_m=float(np.sqrt(px[0] * px[1])) if px else None,
-                bounds=_lnglat_bounds(src, crs, gcps),
+                bounds=bounds,
                 georeferencing="gcps" if gcps is not None else "transform",
             )
+            if bounds[0] > bounds[2]:
+                info["crosses_antimeridian"] = True
+            if not crs.to_epsg():
+                info["crs_wkt"] = crs.to_wkt()
             if transform is not None:
                 info["transform"] = list(transform)[:6]
         return info
@@ -206,7 +339,12 @@ def _finish(stored: Path, out_dir: Path, stem: str, kind: str) -> dict:
 
     info = raster_info(stored)
     info["path"] = stored.relative_to(out_dir).as_posix()
-    if info["frame"] == "geographic":
+    if info["frame"] == "geographic" and info.get("crosses_antimeridian"):
+        # GDAL's GoogleMapsCompatible warp of a raster across 180° spans the whole world at a few
+        # zoom levels below the source: rio-tiler reads web-mercator tiles on both sides of the
+        # antimeridian straight from the stored COG (with its overviews) instead.
+        info["tiles_path"] = info["path"]
+    elif info["frame"] == "geographic":
         tiles = out_dir / "tiles" / f"{stem}.3857.tif"
         tiles.parent.mkdir(parents=True, exist_ok=True)
         with open_raster(stored) as src, _quiet():

@@ -18,7 +18,7 @@ import shapely
 from shapely import wkt as shapely_wkt
 from shapely.geometry import box, mapping
 
-from .common import DAMAGE_CLASS_INDEX, write_json
+from .common import DAMAGE_CLASS_INDEX, confined_to, write_json
 from .errors import DataImportError
 
 
@@ -357,6 +357,8 @@ def discover_tiles(folder: str | Path) -> tuple[dict[str, XbdTile], list[str]]:
         if not p.is_file():
             continue
         m = TILE_RE.match(p.stem)
+        if m and p.is_symlink():
+            confined_to(p, folder)  # a tile file linked in from outside the folder is refused
         role = ROLES.get((m.group("rest"), p.suffix.lower())) if m else None
         if role is None:
             skipped.append(p.name)

@@ -333,7 +333,8 @@ def _row_fields(spec: LayerSpec, info: dict, event_rel: Path, staging: Path) -> 
     meta["original_paths"] = info.get("original_paths", [])
     meta["source_sha256"] = {p.name: sha256_file(p) for p in spec.originals}
     for k in ("band_details", "nodata", "pixel_size_m", "transform", "georeferencing", "driver",
-              "source_crs", "crs_assumed", "geometry_types", "fields", "invalid_geometries", "stats"):
+              "source_crs", "crs_assumed", "geometry_types", "fields", "invalid_geometries", "stats",
+              "crs_wkt", "rgb_bands", "crosses_antimeridian", "antimeridian_split"):
         if k in info and info[k] is not None:
             meta[k] = info[k]
     gsd = spec.gsd_override if spec.gsd_override is not None else info.get("gsd_m")
@@ -629,11 +630,12 @@ def import_raster_file(path, *, event_slug: str, modality: str | None = None, ph
     if kind not in (Layer.Kind.RASTER, Layer.Kind.MASK):
         raise DataImportError(src, "kind", f"'{kind}' is not raster or mask")
     info = raster_imp.raster_info(src)  # validates the file before anything is written
+    raster_imp.check_has_data(src)  # an all-nodata raster is refused, not stored as an empty layer
     cmap = (load_class_map(class_map) if class_map is not None else DAMAGE_CLASS_MAP) if kind == "mask" else {}
     if kind == "mask":
         band = band or 1
     if modality is None:
-        modality = "damage" if kind == "mask" else ("optical" if info["bands"][:3] == ["R", "G", "B"] else "")
+        modality = "damage" if kind == "mask" else ("optical" if {"R", "G", "B"} <= set(info["bands"]) else "")
     fn = file_name or src.name
     spec = LayerSpec(
         file_name=fn, kind=kind, name=name or src.stem, modality=modality, phase=phase or "",

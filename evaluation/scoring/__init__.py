@@ -45,7 +45,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from .aggregate import format_results_table, get_gsd, official_document, run_evaluation, score_pair, task_entry
 from .config import MODES, ScoringConfig
-from .loaders import TASKS, apply_record, load_run_records, load_task_files, merge_predictions, split_question_id
+from .loaders import TASKS, apply_record, check_task_samples, load_run_records, load_task_files, merge_predictions, split_question_id
 from .parsing import parse_prediction, parse_string_prediction
 
 __all__ = [
@@ -91,6 +91,9 @@ def evaluate_samples(samples_by_dim: Dict[str, List[dict]], records_by_dim: Opti
                      log: Optional[list] = None) -> dict:
     """Score in-memory gold samples and run records; see the module docstring."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
+    for d in TASKS:
+        if d in samples_by_dim:
+            check_task_samples(samples_by_dim[d], f"dimension {d}")
     gold = {d: samples_by_dim[d] for d in TASKS if d in samples_by_dim}
     preds = None if records_by_dim is None else merge_predictions(gold, records_by_dim, log)
     results = run_evaluation(gold, preds, _roots_for(gold_polygons_dir, polygon_roots), cfg, include_step_matches)

@@ -18,14 +18,41 @@ TASKS = {
 }
 
 
+def check_task_samples(samples, where: str) -> None:
+    """Check the shape the scorer relies on: a list of sample objects whose ``sample_id`` (if any)
+    is a string or an integer and whose ``tasks`` (if any) is a list of objects.
+
+    Raises ``ValueError("<where>: sample <i>: <problem>")``. Values inside a task are not
+    checked here: the operators score what they cannot read as 0, as the evaluator does.
+    """
+    if not isinstance(samples, list):
+        raise ValueError(f"{where}: the file must hold a JSON list of samples, not {type(samples).__name__}")
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, dict):
+            raise ValueError(f"{where}: sample {i}: a sample must be an object, not {type(sample).__name__}")
+        sid = sample.get("sample_id")
+        if sid is not None and (isinstance(sid, bool) or not isinstance(sid, (str, int))):
+            raise ValueError(f"{where}: sample {i}: field 'sample_id' must be a string, not {type(sid).__name__}")
+        tasks = sample.get("tasks")
+        if tasks is not None and not isinstance(tasks, list):
+            raise ValueError(f"{where}: sample {i}: field 'tasks' must be a list, not {type(tasks).__name__}")
+        for j, task in enumerate(tasks or []):
+            if not isinstance(task, dict):
+                raise ValueError(f"{where}: sample {i}: tasks[{j}] must be an object, not {type(task).__name__}")
+
+
 def load_task_files(tasks_dir: Path) -> Dict[str, List[dict]]:
-    """``{"t1": [sample, ...], ...}`` for each ``<tasks_dir>/<task name>.json`` that exists."""
+    """``{"t1": [sample, ...], ...}`` for each ``<tasks_dir>/<task name>.json`` that exists.
+
+    Raises ``ValueError`` naming the file for unreadable JSON or a wrong shape (``check_task_samples``).
+    """
     out = {}
     for dim, name in TASKS.items():
         path = Path(tasks_dir) / f"{name}.json"
         if path.exists():
             with open(path, encoding="utf-8") as fh:
                 out[dim] = json.load(fh)
+            check_task_samples(out[dim], str(path))
     return out
 
 

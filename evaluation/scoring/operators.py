@@ -211,7 +211,13 @@ def haversine_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
 
 
 def pixel_distance(r1: float, c1: float, r2: float, c2: float) -> float:
-    return math.sqrt((r1 - r2) ** 2 + (c1 - c2) ** 2)
+    """Euclidean distance in pixels, computed as the official evaluator does (square root of the
+    sum of squares, which can differ from ``math.hypot`` in the last bit); inf when a coordinate
+    is so large that the squares overflow."""
+    try:
+        return math.sqrt((r1 - r2) ** 2 + (c1 - c2) ** 2)
+    except OverflowError:
+        return math.inf
 
 
 def score_point_field(pred: Any, gold: Any, etype: str, gsd_m: Optional[float] = None,

@@ -1,16 +1,18 @@
-"""REST API for agent runs, their records and verdicts."""
+"""REST API for agent runs, their records and verdicts, judge jobs, the scoring queue,
+adjudication and agreement."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from django.urls import path
-from drf_spectacular.utils import extend_schema
+from django.urls import path, reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluation import selectors
-from evaluation.models import RunRecord
+from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
 from evaluation.services import ERROR_CODES, submit_human_verdict
+from studio.permissions import require
 
 
 class RunOut(serializers.Serializer):
@@ -50,6 +52,9 @@ class VerdictOut(serializers.Serializer):
     errors = serializers.JSONField()
     reasons = serializers.JSONField()
     reasoning = serializers.CharField()
+    protocol = serializers.CharField()
+    prompt_version = serializers.CharField()
+    is_final = serializers.BooleanField()
     created_at = serializers.DateTimeField()
 
 
@@ -60,7 +65,8 @@ class RecordOut(RecordListOut):
     trajectory = serializers.JSONField()
     field_scores = serializers.JSONField()
     step_matches = serializers.JSONField()
-    verdicts = VerdictOut(many=True)
+    verdicts = VerdictOut(many=True, help_text="empty for a scorer who has not given a verdict on the record yet (blind)")
+    verdicts_hidden = serializers.IntegerField(help_text="how many verdicts the blind rule hides")
 
 
 class VerdictIn(serializers.Serializer):
@@ -70,6 +76,8 @@ class VerdictIn(serializers.Serializer):
     reasoning = serializers.CharField(required=False, allow_blank=True, default="")
     is_correct = serializers.BooleanField(required=False, allow_null=True, default=None)
     override_reason = serializers.CharField(required=False, allow_blank=True, default="")
+    idempotency_key = serializers.CharField(required=False, allow_blank=True, allow_null=True, default=None, max_length=80,
+                                            help_text="the form's one-time token: a resubmission creates nothing")
 
     def validate_errors(self, value):
         unknown = set(value) - set(ERROR_CODES)
@@ -96,7 +104,13 @@ class RunDetailView(APIView):
 class RecordDetailView(APIView):
     @extend_schema(responses=RecordOut)
     def get(self, request, pk: int):
-        return Response(RecordOut(get_object_or_404(selectors.record_detail_qs(), pk=pk)).data)
+        record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
+        visible = selectors.verdicts_visible(request.user, record)
+        record.verdicts_hidden = 0 if visible else len(record.verdicts.all())
+        data = RecordOut(record).data
+        if not visible:
+            data["verdicts"] = []
+        return Response(data)
 
 
 class RecordVerdictView(APIView):
@@ -112,9 +126,280 @@ class RecordVerdictView(APIView):
         return Response(VerdictOut(verdict).data, status=201)
 
 
+# ---------------------------------------------------------------------------------------------
+# Judge jobs
+# ---------------------------------------------------------------------------------------------
+
+
+class JudgeConfigOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    base_url = serializers.CharField()
+    model = serializers.CharField()
+    json_mode = serializers.CharField()
+    api_key_env = serializers.CharField(help_text="the name of the variable holding the key (never the key)")
+    temperature = serializers.FloatField()
+    max_concurrency = serializers.IntegerField()
+    paused = serializers.BooleanField()
+    paused_reason = serializers.CharField()
+
+
+class JudgeJobOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    config = serializers.CharField(source="config.name")
+    protocol = serializers.CharField()
+    cuts = serializers.JSONField()
+    horizons = serializers.JSONField()
+    status = serializers.CharField()
+    total = serializers.IntegerField()
+    done = serializers.IntegerField()
+    n_ok = serializers.IntegerField()
+    n_failed = serializers.IntegerField()
+    n_cached = serializers.IntegerField()
+    errors = serializers.JSONField()
+    cost_usd = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class JudgeJobIn(serializers.Serializer):
+    config = serializers.CharField(help_text="judge configuration name")
+    run = serializers.IntegerField(required=False, allow_null=True, default=None)
+    release = serializers.CharField(required=False, allow_blank=True, default="")
+    agent = serializers.CharField(required=False, allow_blank=True, default="")
+    dimension = serializers.CharField(required=False, allow_blank=True, default="")
+    protocol = serializers.ChoiceField(choices=["holistic", "stepwise"], default="holistic")
+    cuts = serializers.ListField(child=serializers.ChoiceField(choices=["early", "middle", "late"]), required=False,
+                                 default=["early", "middle", "late"])
+    horizons = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=3), required=False, default=[1])
+    sample = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
+    blind = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, data):
+        if not data.get("run") and not data.get("release"):
+            raise serializers.ValidationError("give run or release")
+        return data
+
+
+class JudgeConfigListView(APIView):
+    @extend_schema(responses=JudgeConfigOut(many=True))
+    def get(self, request):
+        return Response(JudgeConfigOut(selectors.judge_configs(), many=True).data)
+
+
+class JudgeJobListView(APIView):
+    @extend_schema(responses=JudgeJobOut(many=True))
+    def get(self, request):
+        return Response(JudgeJobOut(selectors.judge_jobs(), many=True).data)
+
+    @extend_schema(request=JudgeJobIn, responses={201: JudgeJobOut})
+    def post(self, request):
+        from evaluation.services_judge import JudgePaused, select_records, start_judge_job
+
+        data = JudgeJobIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        d = data.validated_data
+        require(request.user, "judge.run")
+        config = get_object_or_404(JudgeConfig, name=d["config"])
+        try:
+            ids = select_records(run_id=d["run"], release=d["release"] or None, agent=d["agent"] or None,
+                                 dimension=d["dimension"] or None, sample=d["sample"])
+            job = start_judge_job(request.user, config, ids, protocol=d["protocol"], cuts=d["cuts"],
+                                  horizons=d["horizons"], blind=d["blind"])
+        except (ValueError, JudgePaused) as exc:
+            return Response({"detail": str(exc)}, status=400)
+        job.refresh_from_db()
+        return Response(JudgeJobOut(job).data, status=201)
+
+
+class JudgeJobDetailView(APIView):
+    @extend_schema(responses=JudgeJobOut)
+    def get(self, request, pk: int):
+        return Response(JudgeJobOut(get_object_or_404(JudgeJob.objects.select_related("config"), pk=pk)).data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring queue
+# ---------------------------------------------------------------------------------------------
+
+
+class QueueIn(serializers.Serializer):
+    release = serializers.CharField(required=False, allow_blank=True, default="")
+    agent = serializers.CharField(required=False, allow_blank=True, default="")
+    dimension = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ScoringItemOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    record = serializers.IntegerField(source="record_id")
+    slot = serializers.IntegerField()
+    lease_expires_at = serializers.DateTimeField(allow_null=True)
+    draft = serializers.JSONField(allow_null=True)
+    url = serializers.SerializerMethodField()
+
+    def get_url(self, obj) -> str:
+        return reverse("scoring-item", args=[obj.pk])
+
+
+class ScoringSubmitIn(VerdictIn):
+    pass
+
+
+class ScoringSubmitOut(serializers.Serializer):
+    verdict = VerdictOut()
+    next_url = serializers.CharField(help_text="where the next item of the same queue opens")
+
+
+class ScoringDraftIn(serializers.Serializer):
+    draft = serializers.DictField(help_text="the form state as the page keeps it")
+
+
+def _queue_error(exc):
+    return Response({"detail": str(exc)}, status=409)
+
+
+class ScoringClaimView(APIView):
+    @extend_schema(request=QueueIn, responses={200: ScoringItemOut, 204: None})
+    def post(self, request):
+        from evaluation.services_queue import QueueFilter, claim_next
+
+        data = QueueIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = claim_next(request.user, QueueFilter.from_params(data.validated_data))
+        if item is None:
+            return Response(status=204)
+        return Response(ScoringItemOut(item).data)
+
+
+class ScoringDraftView(APIView):
+    @extend_schema(request=ScoringDraftIn, responses={200: ScoringItemOut})
+    def put(self, request, pk: int):
+        from evaluation.services_queue import QueueError, save_draft
+
+        data = ScoringDraftIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            item = save_draft(request.user, get_object_or_404(ScoringItem, pk=pk), data.validated_data["draft"])
+        except QueueError as exc:
+            return _queue_error(exc)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(ScoringItemOut(item).data)
+
+
+class ScoringSubmitView(APIView):
+    @extend_schema(request=ScoringSubmitIn, responses={201: ScoringSubmitOut})
+    def post(self, request, pk: int):
+        from evaluation.services_queue import QueueError, submit_item
+
+        item = get_object_or_404(ScoringItem, pk=pk)
+        data = ScoringSubmitIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            verdict = submit_item(request.user, item, **data.validated_data)
+        except QueueError as exc:
+            return _queue_error(exc)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        nxt = reverse("scoring-next")
+        params = request.query_params.urlencode()
+        return Response({"verdict": VerdictOut(verdict).data, "next_url": f"{nxt}?{params}" if params else nxt},
+                        status=201)
+
+
+class ScoringReleaseView(APIView):
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request, pk: int):
+        from evaluation.services_queue import QueueError, release_item
+
+        try:
+            release_item(request.user, get_object_or_404(ScoringItem, pk=pk))
+        except QueueError as exc:
+            return _queue_error(exc)
+        return Response(status=204)
+
+
+# ---------------------------------------------------------------------------------------------
+# Adjudication and agreement
+# ---------------------------------------------------------------------------------------------
+
+
+class AdjudicationIn(VerdictIn):
+    rationale = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class AdjudicationOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    record = serializers.IntegerField(source="record_id")
+    reviewer = serializers.CharField(source="reviewer.username", default=None)
+    final_verdict = VerdictOut()
+    rationale = serializers.CharField()
+    overrides_all = serializers.BooleanField()
+    considered = serializers.SerializerMethodField()
+
+    def get_considered(self, obj) -> list[int]:
+        return sorted(v.pk for v in obj.considered.all())
+
+
+class AdjudicationQueueOut(serializers.Serializer):
+    record = serializers.IntegerField(source="record.pk")
+    question_id = serializers.CharField(source="record.question_id")
+    agent = serializers.CharField(source="record.run.agent.name")
+    reasons = serializers.ListField(child=serializers.CharField())
+    n_verdicts = serializers.SerializerMethodField()
+
+    def get_n_verdicts(self, obj) -> int:
+        return len(obj["verdicts"])
+
+
+class AdjudicationQueueView(APIView):
+    @extend_schema(responses=AdjudicationQueueOut(many=True))
+    def get(self, request):
+        require(request.user, "verdict.adjudicate")
+        return Response(AdjudicationQueueOut(selectors.adjudication_queue(), many=True).data)
+
+
+class AdjudicateView(APIView):
+    @extend_schema(request=AdjudicationIn, responses={201: AdjudicationOut})
+    def post(self, request, pk: int):
+        from evaluation.services_adjudication import adjudicate
+
+        record = get_object_or_404(RunRecord, pk=pk)
+        data = AdjudicationIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            adj = adjudicate(request.user, record, **data.validated_data)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(AdjudicationOut(adj).data, status=201)
+
+
+class AgreementView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("tie_break", str, enum=["exclude", "incorrect"])],
+                   responses={200: dict})
+    def get(self, request):
+        from evaluation.agreement import agreement_report
+
+        require(request.user, "agreement.view")
+        tie = request.query_params.get("tie_break", "exclude")
+        if tie not in ("exclude", "incorrect"):
+            return Response({"detail": "tie_break: exclude or incorrect"}, status=400)
+        return Response(agreement_report(selectors.agreement_rows(), tie_break=tie))
+
+
 urlpatterns = [
     path("runs/", RunListView.as_view(), name="api-runs"),
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
     path("records/<int:pk>/", RecordDetailView.as_view(), name="api-record"),
     path("records/<int:pk>/verdicts/", RecordVerdictView.as_view(), name="api-record-verdicts"),
+    path("records/<int:pk>/adjudication/", AdjudicateView.as_view(), name="api-record-adjudicate"),
+    path("judge/configs/", JudgeConfigListView.as_view(), name="api-judge-configs"),
+    path("judge/jobs/", JudgeJobListView.as_view(), name="api-judge-jobs"),
+    path("judge/jobs/<int:pk>/", JudgeJobDetailView.as_view(), name="api-judge-job"),
+    path("scoring/claim/", ScoringClaimView.as_view(), name="api-scoring-claim"),
+    path("scoring/items/<int:pk>/draft/", ScoringDraftView.as_view(), name="api-scoring-draft"),
+    path("scoring/items/<int:pk>/submit/", ScoringSubmitView.as_view(), name="api-scoring-submit"),
+    path("scoring/items/<int:pk>/release/", ScoringReleaseView.as_view(), name="api-scoring-release"),
+    path("adjudication/", AdjudicationQueueView.as_view(), name="api-adjudication-queue"),
+    path("agreement/", AgreementView.as_view(), name="api-agreement"),
 ]

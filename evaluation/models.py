@@ -57,6 +57,8 @@ class RunRecord(models.Model):
     par_acc = models.FloatField(null=True, blank=True)
     eff = models.FloatField(null=True, blank=True)
     step_matches = models.JSONField(default=list, blank=True)
+    gold = models.JSONField(default=dict, blank=True,
+                            help_text="the gold task at import: {question, tools, trajectory, final_answer} (for judges)")
 
     class Meta:
         ordering = ["run_id", "dimension", "question_id"]
@@ -131,6 +133,40 @@ class JudgeCall(models.Model):
     cost_usd = models.FloatField(null=True, blank=True)
     verdict = models.ForeignKey(Verdict, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class JudgeJob(models.Model):
+    """A batch of judge calls (one Celery task), with its progress."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        PAUSED = "paused"
+
+    config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="jobs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    protocol = models.CharField(max_length=10, default="holistic", help_text="holistic or stepwise")
+    cuts = models.JSONField(default=list, blank=True, help_text='step-wise cut points, e.g. ["early", "middle", "late"]')
+    horizons = models.JSONField(default=list, blank=True, help_text="step-wise numbers of next steps, e.g. [1, 2, 3]")
+    blind = models.BooleanField(default=False, help_text="judge without the reference trajectory")
+    with_code = models.BooleanField(default=True, help_text="also run the rule checker (source=code)")
+    record_ids = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    total = models.IntegerField(default=0, help_text="judgements planned")
+    done = models.IntegerField(default=0)
+    n_ok = models.IntegerField(default=0)
+    n_failed = models.IntegerField(default=0)
+    n_cached = models.IntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True, help_text="[{record, protocol, error}]")
+    cost_usd = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
 
 
 class ScoringItem(models.Model):

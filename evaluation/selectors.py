@@ -18,3 +18,154 @@ def run_records(run: AgentRun):
 
 def record_detail_qs():
     return RunRecord.objects.select_related("run__agent", "task__head").prefetch_related("verdicts__annotator")
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts, judges, the scoring queue, adjudication and agreement
+# --------------------------------------------------------------------------------------------
+
+from django.db.models import Count, Max, Prefetch, Q  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from evaluation.judge.verdict import E_CODES  # noqa: E402
+from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, Verdict  # noqa: E402
+from studio.permissions import can  # noqa: E402
+
+
+def verdicts_visible(user, record: RunRecord) -> bool:
+    """Scorers are blind: they see the judge's and other people's verdicts of a record only once
+    they have given their own (or when ``verdict.view_all`` lets them: reviewers, maintainers)."""
+    if can(user, "verdict.view_all"):
+        return True
+    return any(v.source == Verdict.Source.HUMAN and v.annotator_id == user.pk for v in record.verdicts.all())
+
+
+def record_verdicts(record: RunRecord) -> dict[str, list[Verdict]]:
+    """A record's verdicts split for display: ``{"people": [...], "judges": [...], "code": [...]}``
+    (final first, then newest first); uses the prefetched verdicts."""
+    out: dict[str, list[Verdict]] = {"people": [], "judges": [], "code": []}
+    for v in sorted(record.verdicts.all(), key=lambda v: (not v.is_final, -v.pk)):
+        out["people" if v.source == Verdict.Source.HUMAN else "judges" if v.source == Verdict.Source.JUDGE else "code"].append(v)
+    return out
+
+
+def judge_configs():
+    """Judge configurations by name (one query)."""
+    return JudgeConfig.objects.order_by("name")
+
+
+def judge_jobs(limit: int = 50):
+    """Newest judge jobs with their configuration (one query)."""
+    return JudgeJob.objects.select_related("config", "created_by").order_by("-id")[:limit]
+
+
+def queue_overview() -> list[dict]:
+    """Scoring queues: one row per (release, agent, dimension) with item counts
+    ``{release, agent, dimension, total, done, claimed, open, gold}`` (one query)."""
+    now = timezone.now()
+    active = Q(verdict__isnull=True, scorer__isnull=False, lease_expires_at__gt=now)
+    rows = (ScoringItem.objects.values("record__run__release__version", "record__run__agent__name", "record__dimension")
+            .annotate(total=Count("id"), done=Count("id", filter=Q(verdict__isnull=False)),
+                      claimed=Count("id", filter=active), gold=Count("id", filter=Q(is_gold_check=True)))
+            .order_by("record__run__release__version", "record__run__agent__name", "record__dimension"))
+    return [{"release": r["record__run__release__version"], "agent": r["record__run__agent__name"],
+             "dimension": r["record__dimension"], "total": r["total"], "done": r["done"], "claimed": r["claimed"],
+             "open": r["total"] - r["done"] - r["claimed"], "gold": r["gold"]} for r in rows]
+
+
+def scoring_item_qs():
+    return ScoringItem.objects.select_related("record__run__agent", "record__task__head", "scorer")
+
+
+def scorer_accuracy() -> list[dict]:
+    """Each scorer's accuracy on silent gold checks: ``{scorer, n, correctness, grade_mae,
+    flags_exact}`` (shares in [0, 1]; None without data), by scorer name (one query)."""
+    items = (ScoringItem.objects.filter(is_gold_check=True, verdict__isnull=False)
+             .select_related("verdict", "scorer").order_by("scorer__username", "id"))
+    by: dict[str, list] = {}
+    for it in items:
+        by.setdefault(it.scorer.username if it.scorer else "?", []).append(it)
+    out = []
+    for name, its in by.items():
+        corr, gd, fl = [], [], []
+        for it in its:
+            exp, v = it.expected or {}, it.verdict
+            corr.append(1.0 if exp.get("is_correct") == v.is_correct else 0.0)
+            if exp.get("grade") is not None and v.grade is not None:
+                gd.append(abs(exp["grade"] - v.grade))
+            ef = {c for c in E_CODES if (exp.get("errors") or {}).get(c)}
+            vf = {c for c in E_CODES if (v.errors or {}).get(c)}
+            fl.append(1.0 if ef == vf else 0.0)
+        out.append({"scorer": name, "n": len(its), "correctness": sum(corr) / len(corr),
+                    "grade_mae": sum(gd) / len(gd) if gd else None, "flags_exact": sum(fl) / len(fl)})
+    return out
+
+
+def _verdict_prefetch():
+    return Prefetch("verdicts", queryset=Verdict.objects.select_related("annotator").order_by("id"))
+
+
+def adjudication_queue(limit: int = 500) -> list[dict]:
+    """Records whose considered verdicts disagree and that have no final verdict yet, oldest
+    record first: ``[{record, verdicts, pairs, reasons}]`` (three queries whatever the size)."""
+    from evaluation.services_adjudication import DisagreementRules, considered, find_disagreements
+
+    rules = DisagreementRules.from_settings()
+    ok = Q(verdicts__status="ok", verdicts__source__in=rules.sources, verdicts__is_final=False,
+           verdicts__protocol__in=["holistic", ""])
+    records = (RunRecord.objects.annotate(n_considered=Count("verdicts", filter=ok),
+                                          n_final=Count("verdicts", filter=Q(verdicts__is_final=True)))
+               .filter(n_considered__gte=2, n_final=0).select_related("run__agent")
+               .only("id", "question_id", "dimension", "run__id", "run__name", "run__agent__name")
+               .prefetch_related(_verdict_prefetch()).order_by("id")[:limit])
+    out = []
+    for r in records:
+        pool = considered(r.verdicts.all(), rules)
+        pairs = find_disagreements(pool, rules)
+        if pairs:
+            reasons = sorted({x.split(":")[0] for p in pairs for x in p["reasons"]})
+            out.append({"record": r, "verdicts": pool, "pairs": pairs, "reasons": reasons})
+    return out
+
+
+def adjudication_record_qs():
+    return RunRecord.objects.select_related("run__agent", "task__head").prefetch_related(_verdict_prefetch())
+
+
+def recent_adjudications(limit: int = 20):
+    """Newest adjudications with their record and reviewer (one query)."""
+    return Adjudication.objects.select_related("record__run__agent", "reviewer", "final_verdict").order_by("-id")[:limit]
+
+
+def agreement_rows() -> list[dict]:
+    """Every successful verdict as a row for :func:`evaluation.agreement.agreement_report`.
+
+    The unit judged (``run_id``) is ``<record id>:<protocol>`` (a step-wise cut is a different
+    question from the whole run); humans are the reference; a judge row carries
+    ``judge_model`` and ``prompt_version``; ``tested_model`` is the agent; ``dimension`` the
+    record's. Where one rater judged one unit twice (re-runs), the newest verdict counts.
+    One query.
+    """
+    qs = (Verdict.objects.filter(status="ok").exclude(is_correct__isnull=True)
+          .select_related("annotator", "record__run__agent").order_by("id"))
+    rows: dict[tuple, dict] = {}
+    for v in qs:
+        protocol = v.protocol or "holistic"
+        unit = f"{v.record_id}:{protocol}"
+        row = {"run_id": unit, "source": v.source, "is_correct": v.is_correct, "grade": v.grade,
+               "errors": {c: bool((v.errors or {}).get(c)) for c in E_CODES} if v.errors else None,
+               "dimension": v.record.dimension, "protocol": protocol, "tested_model": v.record.run.agent.name}
+        if v.source == Verdict.Source.HUMAN:
+            row["annotator"] = v.annotator.username if v.annotator else f"person-{v.annotator_id}"
+            if v.is_final:
+                row["final"] = True
+                row["annotator"] += " (final)"
+        else:
+            pv = v.prompt_version or ""
+            model = v.judge_name[: -len(pv) - 1] if pv and v.judge_name.endswith("@" + pv) else v.judge_name
+            row["annotator"] = model or v.source
+            if v.source == Verdict.Source.JUDGE:
+                row["judge_model"] = model
+            row["prompt_version"] = pv or None
+        rows[(row["source"], row["annotator"], row.get("prompt_version"), unit)] = row
+    return list(rows.values())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from annotation.models import Task
 from annotation.services.export import dora_samples
@@ -77,7 +77,9 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
             s = scored.get((sample_id, task_idx), {})
             sample = sample_index.get((dim, sample_id))
             step_matches = []
+            gold = {}
             if sample is not None and task_idx < len(sample["tasks"]):
+                gold = gold_snapshot(sample["tasks"][task_idx])
                 detail = score_task(sample["tasks"][task_idx], sample, rec, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
                                     polygon_roots=[run_dir])
                 step_matches = detail.get("step_matches", [])
@@ -86,10 +88,18 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 dimension=dim, predicted_answer=rec.get("predicted_answer"), trajectory=rec.get("trajectory") or [],
                 error=rec.get("error") or "", task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
-                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=json.loads(json.dumps(step_matches, default=str)),
+                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=json.loads(json.dumps(step_matches, default=str)), gold=gold,
             ))
     RunRecord.objects.bulk_create(rows)
     return run
+
+
+def gold_snapshot(task: dict) -> dict:
+    """What a judge needs of a gold task (benchmark layout): ``{question, tools, trajectory,
+    final_answer}``, JSON-safe. Stored on the record at import so judging never depends on a
+    task folder or a task that changed since."""
+    keep = {k: task.get(k) for k in ("question", "tools", "trajectory", "final_answer") if task.get(k) is not None}
+    return json.loads(json.dumps(keep, default=str))
 
 
 def derive_correctness(errors: dict) -> bool:
@@ -99,13 +109,26 @@ def derive_correctness(errors: dict) -> bool:
 
 @transaction.atomic
 def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
-                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "") -> Verdict:
+                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
+                         idempotency_key: str | None = None, is_final: bool = False) -> Verdict:
     """Record a person's verdict. Correctness follows the flags unless overridden with a reason.
 
+    ``idempotency_key`` (the hidden token of the form that was submitted): a second submission
+    with the same key returns the verdict the first one created and creates nothing (a double
+    click, a resent request). ``is_final``: an adjudicated verdict (set by
+    :func:`evaluation.services_adjudication.adjudicate`, which checks the reviewer's permission).
+
     Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
-    or an override without a reason.
+    an override without a reason, or a key already used for another record or person.
     """
     require(user, "verdict.create")
+    if idempotency_key:
+        idempotency_key = str(idempotency_key)[:80]
+        existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            if existing.record_id != record.pk or existing.annotator_id != user.pk:
+                raise ValueError("idempotency_key: this form token was already used for another verdict")
+            return existing
     unknown = set(errors) - set(ERROR_CODES)
     if unknown:
         raise ValueError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
@@ -119,7 +142,18 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     text = reasoning
     if is_correct is not None and is_correct != derived:
         text = f"{reasoning}\n[correctness overridden: {override_reason.strip()}]".strip()
-    return Verdict.objects.create(
+    fields = dict(
         record=record, source=Verdict.Source.HUMAN, annotator=user, is_correct=final, grade=float(grade),
-        errors=flags, reasons={k: v for k, v in (reasons or {}).items() if k in ERROR_CODES and v}, reasoning=text,
+        errors=flags, reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()},
+        reasoning=text, protocol="holistic", is_final=is_final, idempotency_key=idempotency_key or None,
     )
+    if not idempotency_key:
+        return Verdict.objects.create(**fields)
+    try:
+        with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key
+            return Verdict.objects.create(**fields)
+    except IntegrityError:
+        existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is None or existing.record_id != record.pk or existing.annotator_id != user.pk:
+            raise ValueError("idempotency_key: this form token was already used for another verdict") from None
+        return existing

@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("frontend.urls_pages")),
     path("", include("frontend.urls_releases")),
     path("", include("frontend.urls_leaderboard")),
+    path("", include("frontend.urls_scoring")),
 ]

@@ -1,5 +1,6 @@
 // Human verdict form: E1–E6 flags (keys 1–6 toggle them),
-// correctness derived from the flags, Ctrl+Enter submits to POST /api/records/<id>/verdicts/.
+// correctness derived from the flags, Ctrl+Enter submits to POST /api/records/<id>/verdicts/
+// with the form's one-time token, so a double submission creates one verdict.
 (function () {
   "use strict";
   const form = document.getElementById("verdict-form");
@@ -23,7 +24,8 @@
     const resp = await fetch(`/api/records/${form.dataset.record}/verdicts/`, {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
-      body: JSON.stringify({ errors, reasons, grade, reasoning: form.elements.reasoning.value }),
+      body: JSON.stringify({ errors, reasons, grade, reasoning: form.elements.reasoning.value,
+                             idempotency_key: form.elements.token ? form.elements.token.value : null }),
     });
     const body = await resp.json().catch(() => ({}));
     if (resp.status === 201) { state.textContent = "saved"; location.reload(); }

@@ -1,0 +1,669 @@
+"""Judge jobs: LLM-as-judge verdicts of run records, cached, with provenance, and the rule checker.
+
+The pure core is :mod:`evaluation.judge` (prompts, backend, runner, parser, rules); this module
+feeds it a record's inputs and stores what comes back:
+
+* :func:`judge_record` — one judgement (holistic, or step-wise at a cut point for the next 1–3
+  steps), cached by :func:`cache_key`; a hit makes no call;
+* :func:`start_judge_job` / :func:`run_judge_job` — a batch as a :class:`~evaluation.models.JudgeJob`
+  (the Celery task :func:`evaluation.tasks.judge_batch` runs it), with bounded concurrency: a thread
+  pool of ``config.max_concurrency`` makes the HTTP calls, the calling thread alone touches the
+  database, and the job row carries the progress;
+* :func:`check_record_with_rules` — the code checker's verdict (``source="code"``).
+
+Failure handling (judge.md, "Judge backends"):
+
+* an answer that is still malformed after the runner's bounded re-ask is stored as
+  ``Verdict(status="failed")`` with every raw text — never a default verdict;
+* :class:`~evaluation.judge.backends.JudgeConfigError` (401/403/404, a missing key) pauses the
+  :class:`~evaluation.models.JudgeConfig` with the error text (which never holds the key);
+* transient errors (429/5xx/timeouts) are retried by the backend; when they outlast the retries the
+  record is left without a verdict, the job ends ``failed`` and can be re-run (cached results are
+  not called again).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from evaluation.judge import (
+    JudgeConfigError,
+    JudgeRequestError,
+    JudgeTransientError,
+    OpenAICompatibleBackend,
+    check_trajectory,
+    judge_run,
+    prompt_fingerprint,
+    render_holistic_prompt,
+    render_stepwise_prompt,
+    tool_specs_from_catalogue,
+)
+from evaluation.judge.backends import _redact
+from evaluation.judge.rules import normalize_tool_name, tool_sequence
+from evaluation.judge.runner import JudgeOutcome
+from evaluation.judge.verdict import E_CODES
+from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
+from studio.permissions import require
+
+#: Step-wise cut points as a share of the predicted trajectory's steps (judge.md, "What is judged").
+CUTS: dict[str, float] = {"early": 0.25, "middle": 0.5, "late": 0.75}
+HORIZONS: tuple[int, ...] = (1, 2, 3)
+PROTOCOLS: tuple[str, ...] = ("holistic", "stepwise")
+RULES_VERSION = "rules_v1"
+RULES_NAME = "rule-checker"
+
+
+class JudgePaused(Exception):
+    """The judge configuration is paused (its ``paused_reason`` says why); nothing was called."""
+
+
+class JudgeInputError(ValueError):
+    """A record cannot be judged under the requested protocol (the message says why)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Settings (read at call time so tests can override them)
+# --------------------------------------------------------------------------------------------
+
+
+def _setting(name: str, default: Any) -> Any:
+    return getattr(settings, name, default)
+
+
+def backend_for(config: JudgeConfig) -> OpenAICompatibleBackend:
+    """An OpenAI-compatible backend for ``config``; the key is read from ``config.api_key_env``.
+
+    Retries, timeout and backoff come from the settings ``STUDIO_JUDGE_MAX_RETRIES`` (3),
+    ``STUDIO_JUDGE_TIMEOUT_S`` (120) and ``STUDIO_JUDGE_BACKOFF_S`` (1.0, doubled per retry,
+    capped at 30 s). Raises ``JudgeConfigError`` when the named variable is unset or empty.
+    """
+    key = None
+    if config.api_key_env:
+        key = os.environ.get(config.api_key_env, "").strip()
+        if not key:
+            raise JudgeConfigError(f"the environment variable {config.api_key_env} (the judge's API key) is not set")
+    backoff = float(_setting("STUDIO_JUDGE_BACKOFF_S", 1.0))
+    return OpenAICompatibleBackend(
+        base_url=config.base_url or None, model=config.model, api_key=key, json_mode=config.json_mode,
+        timeout=float(_setting("STUDIO_JUDGE_TIMEOUT_S", 120.0)), max_retries=int(_setting("STUDIO_JUDGE_MAX_RETRIES", 3)),
+        temperature=config.temperature, backoff_base=backoff, backoff_max=max(backoff, min(30.0, backoff * 30)),
+    )
+
+
+def _config_parameters(config: JudgeConfig) -> dict[str, Any]:
+    """Provenance and cache parameters of a configuration (no secret)."""
+    return {
+        "model": config.model, "base_url": config.base_url, "json_mode": config.json_mode,
+        "temperature": config.temperature, "max_reasks": int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+    }
+
+
+@transaction.atomic
+def pause_config(config: JudgeConfig, reason: str) -> JudgeConfig:
+    """Pause ``config`` with ``reason`` shown to maintainers. The key's value, when it is in the
+    environment, is redacted from the text (the backend never puts it there; this is a second guard)."""
+    secret = os.environ.get(config.api_key_env) if config.api_key_env else None
+    config.paused = True
+    config.paused_reason = _redact(str(reason), secret)[:2000]
+    config.save(update_fields=["paused", "paused_reason"])
+    return config
+
+
+@transaction.atomic
+def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: str = "json_object",
+                      api_key_env: str = "", temperature: float = 0.0, max_concurrency: int = 2,
+                      cost_per_1k_in: float = 0.0, cost_per_1k_out: float = 0.0,
+                      instance: JudgeConfig | None = None) -> JudgeConfig:
+    """Create (or update ``instance``) a judge configuration; saving resumes a paused one.
+
+    ``api_key_env`` is the *name* of an environment variable (letters, digits, underscores); a
+    value that looks like a key is refused so a key is never stored. Raises ``ValueError``
+    naming the field.
+    """
+    require(user, "judge.configure")
+    name, model, base_url, api_key_env = name.strip(), model.strip(), base_url.strip(), api_key_env.strip()
+    if not name:
+        raise ValueError("name: required")
+    if not model:
+        raise ValueError("model: required")
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise ValueError("base_url: must start with http:// or https://")
+    if json_mode not in ("json_schema", "json_object", "none"):
+        raise ValueError("json_mode: one of json_schema, json_object, none")
+    if api_key_env and not all(c.isalnum() or c == "_" for c in api_key_env):
+        raise ValueError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
+    if api_key_env.lower().startswith(("sk-", "sk_", "pk-", "rk-")) or (len(api_key_env) > 40 and not api_key_env.isupper()):
+        raise ValueError("api_key_env: this looks like a key; give the name of the variable that holds it")
+    if not (1 <= int(max_concurrency) <= 32):
+        raise ValueError("max_concurrency: between 1 and 32")
+    if not (0.0 <= float(temperature) <= 2.0):
+        raise ValueError("temperature: between 0 and 2")
+    if float(cost_per_1k_in) < 0 or float(cost_per_1k_out) < 0:
+        raise ValueError("cost_per_1k_in / cost_per_1k_out: not negative")
+    if JudgeConfig.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
+        raise ValueError(f"name: a judge configuration named {name!r} exists")
+    cfg = instance or JudgeConfig()
+    cfg.name, cfg.base_url, cfg.model, cfg.json_mode, cfg.api_key_env = name, base_url, model, json_mode, api_key_env
+    cfg.temperature, cfg.max_concurrency = float(temperature), int(max_concurrency)
+    cfg.cost_per_1k_in, cfg.cost_per_1k_out = float(cost_per_1k_in), float(cost_per_1k_out)
+    cfg.paused, cfg.paused_reason = False, ""
+    cfg.save()
+    return cfg
+
+
+@transaction.atomic
+def resume_config(user, config: JudgeConfig) -> JudgeConfig:
+    """Clear the pause of ``config`` (after the key or endpoint was fixed)."""
+    require(user, "judge.configure")
+    config.paused, config.paused_reason = False, ""
+    config.save(update_fields=["paused", "paused_reason"])
+    return config
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs of a record
+# --------------------------------------------------------------------------------------------
+
+
+def _catalogue() -> dict[str, dict]:
+    try:
+        from annotation.qc import _catalogue as load
+    except ImportError:  # pragma: no cover
+        return {}
+    return load()
+
+
+def record_inputs(record: RunRecord) -> dict[str, Any]:
+    """What a judge sees of a record: ``{query, gold_tools, gold, predicted, answer}``.
+
+    Gold comes from the snapshot taken at import (``record.gold``); for records imported before
+    it existed, from the record's studio task (head revision, newest succeeded replay), else from
+    the step match table (gold calls and arguments, no observations; the query is then unknown).
+    """
+    gold = dict(record.gold or {})
+    if not gold and record.task_id:
+        from replay.services import latest_successful_replay
+
+        rev = record.task.head
+        replay = latest_successful_replay(record.task)
+        gold = {"question": rev.question, "tools": rev.tools,
+                "trajectory": (replay.filled_trajectory if replay else None) or rev.trajectory}
+    if not gold.get("trajectory") and record.step_matches:
+        gold.setdefault("trajectory", [
+            {"call": m.get("gold_call"), "args": {a.get("name"): a.get("gold") for a in m.get("args") or []}}
+            for m in record.step_matches if m.get("gold_call")
+        ])
+    return {
+        "query": gold.get("question") or "",
+        "gold_tools": gold.get("tools") or [],
+        "gold": list(gold.get("trajectory") or []),
+        "predicted": list(record.trajectory or []),
+        "answer": record.predicted_answer,
+    }
+
+
+def _tool_names(steps: Iterable[Any]) -> list[str]:
+    out: list[str] = []
+    for s in steps or []:
+        if isinstance(s, str):
+            name = normalize_tool_name(s)
+        elif isinstance(s, dict):
+            name = normalize_tool_name(s.get("call") or s.get("name") or s.get("tool") or "")
+        else:
+            continue
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+def available_tools(inputs: dict[str, Any]) -> list[Any]:
+    """Tools shown to the judge: catalogue entries of every tool the gold or the prediction names
+    that the catalogue knows, plus gold tool names it does not know (bare). A predicted tool that
+    is in neither therefore shows as missing, which is what E6 asks the judge to notice."""
+    cat = _catalogue()
+    names = _tool_names(inputs["gold_tools"]) + _tool_names(inputs["gold"])
+    names += [n for n in tool_sequence(inputs["predicted"]) if n in cat]
+    out, seen = [], set()
+    for n in names:
+        if n in seen:
+            continue
+        seen.add(n)
+        out.append(cat.get(n, n))
+    return out
+
+
+def cut_index(n_steps: int, cut: str) -> int:
+    """Index of the first predicted step after the cut: ``floor(share · n + 0.5)`` clamped to
+    [1, n − 1] (judge.md: early 25 %, middle 50 %, late 75 %; at least 1, at most n − 1).
+
+    Worked: n = 4 → early 1, middle 2, late 3; n = 3 → 1, 2, 2. Raises ``JudgeInputError`` for
+    n < 2 (no cut leaves a step on both sides) or an unknown cut name.
+    """
+    if cut not in CUTS:
+        raise JudgeInputError(f"cut: {cut!r} is not one of {', '.join(CUTS)}")
+    if n_steps < 2:
+        raise JudgeInputError(f"step-wise needs at least 2 predicted steps; this trajectory has {n_steps}")
+    return min(n_steps - 1, max(1, math.floor(CUTS[cut] * n_steps + 0.5)))
+
+
+def protocol_label(protocol: str, cut: str | None = None, n_next: int | None = None) -> str:
+    """``holistic`` or ``stepwise-<cut>-<n>`` (what ``Verdict.protocol`` stores)."""
+    return "holistic" if protocol == "holistic" else f"stepwise-{cut}-{n_next}"
+
+
+@dataclass
+class PreparedJudgement:
+    """A rendered prompt ready to be sent, with its cache key and provenance."""
+
+    record_id: int
+    protocol: str  # label: holistic | stepwise-<cut>-<n>
+    prompt: str
+    version: str
+    cache_key: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
+
+
+def cache_key(version: str, params: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """sha256 (hex) of ``{prompt fingerprint, prompt version, model parameters, inputs hash}``.
+
+    The fingerprint changes with the template and the E1–E6 text it embeds; ``params`` holds the
+    model, endpoint, JSON mode, temperature and re-ask bound; ``inputs`` every value rendered into
+    the prompt (query, tools, gold, prediction, answer, protocol and cut).
+    """
+    return _sha({"fingerprint": prompt_fingerprint(version), "version": version, "params": params,
+                 "inputs": _sha(inputs)})
+
+
+def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "holistic", *, cut: str = "middle",
+                      n_next: int = 1, blind: bool = False) -> PreparedJudgement:
+    """Render the prompt of one judgement of ``record`` (no call, no write).
+
+    Holistic: the whole predicted trajectory and answer against the gold trajectory (or without
+    it when ``blind``). Step-wise: the predicted trajectory is cut at :func:`cut_index`; the judge
+    sees the steps before the cut with their observations, the agent's next ``n_next`` steps and
+    the gold steps from the gold step matched to the first of them (``record.step_matches``; by
+    position when unmatched). Raises ``JudgeInputError`` for a bad protocol, cut or horizon.
+    """
+    if protocol not in PROTOCOLS:
+        raise JudgeInputError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    inputs = record_inputs(record)
+    tools = available_tools(inputs)
+    params = _config_parameters(config)
+    if protocol == "holistic":
+        prompt, version = render_holistic_prompt(inputs["query"], tools, inputs["gold"], inputs["predicted"],
+                                                 inputs["answer"], blind=blind)
+        label = "holistic"
+        meta: dict[str, Any] = {"blind": blind}
+        key_inputs = {**inputs, "tools": tools, "protocol": label, "blind": blind}
+    else:
+        if n_next not in HORIZONS:
+            raise JudgeInputError(f"n_next: {n_next!r} is not one of 1, 2, 3")
+        pred = inputs["predicted"]
+        k = cut_index(len(pred), cut)
+        g = k
+        for m in record.step_matches or []:
+            if m.get("pred_raw_index", m.get("pred_index")) == k and m.get("gold_raw_index", m.get("gold_index")) is not None:
+                g = int(m.get("gold_raw_index", m.get("gold_index")))
+                break
+        predicted_steps = pred[k:k + n_next]
+        reference = inputs["gold"][g:g + n_next]
+        prompt, version = render_stepwise_prompt(inputs["query"], tools, pred[:k], reference, predicted_steps)
+        label = protocol_label("stepwise", cut, n_next)
+        meta = {"cut": cut, "cut_index": k, "gold_index": g, "n_next": n_next, "n_predicted": len(predicted_steps)}
+        key_inputs = {"query": inputs["query"], "tools": tools, "prefix": pred[:k], "reference": reference,
+                      "predicted": predicted_steps, "protocol": label}
+    return PreparedJudgement(record.pk, label, prompt, version, cache_key(version, params, key_inputs), meta)
+
+
+# --------------------------------------------------------------------------------------------
+# Calls and their records
+# --------------------------------------------------------------------------------------------
+
+
+def judge_display_name(model: str, version: str) -> str:
+    """``Verdict.judge_name``: ``<model>@<prompt version>``."""
+    return f"{model}@{version}"
+
+
+def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
+    """The verdict of an earlier successful call with the same cache key, or None.
+
+    The cache key holds the inputs, not the record: another record with the same inputs (the
+    same agent run imported twice) gets its own copy of the verdict, parsed from the stored raw
+    text, and so does a record whose verdict row was deleted; neither makes a call."""
+    call = JudgeCall.objects.filter(cache_key=prep.cache_key, status="ok").select_related("verdict", "config").first()
+    if call is None:
+        return None
+    if call.verdict is not None and call.verdict.record_id == prep.record_id:
+        return call.verdict
+    raw = (call.raw_texts or [""])[-1]
+    copy = Verdict.objects.filter(record_id=prep.record_id, source=Verdict.Source.JUDGE, status="ok",
+                                  judge_name=judge_display_name(call.config.model, prep.version),
+                                  protocol=prep.protocol, prompt_version=prep.version, raw=raw).order_by("-id").first()
+    if copy is not None:
+        return copy
+    from evaluation.judge import parse_verdict
+
+    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw), raw_texts=list(call.raw_texts))
+    return _store(call.config, prep, outcome, count_call=False, repoint=call.verdict is None)
+
+
+def _call_backend(backend, prompt: str) -> JudgeOutcome:
+    """The HTTP part of a judgement (runs in pool threads; touches no database)."""
+    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)))
+
+
+def _reasoning_with_flags(v) -> str:
+    text = v.reasoning or ""
+    for c in getattr(v, "contradictions", []) or []:
+        text += f"\n[contradiction: {c}]"
+    return text.strip()
+
+
+@transaction.atomic
+def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, *, record_id: int | None = None,
+           count_call: bool = True, repoint: bool = False) -> Verdict:
+    """Store a judge outcome: a Verdict (ok or failed) and its JudgeCall (tokens, latency, cost)."""
+    rid = record_id or prep.record_id
+    name = judge_display_name(config.model, prep.version)
+    if outcome.ok and outcome.verdict is not None:
+        v = outcome.verdict
+        verdict = Verdict.objects.create(
+            record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="ok", is_correct=v.is_correct,
+            grade=v.grade, errors={c: bool(v.errors.get(c)) for c in E_CODES},
+            reasons={c: r for c, r in (v.reasons or {}).items() if r and v.errors.get(c)},
+            reasoning=_reasoning_with_flags(v), prompt=prep.prompt, raw=(outcome.raw_texts or [""])[-1],
+            protocol=prep.protocol, prompt_version=prep.version,
+        )
+    else:
+        verdict = Verdict.objects.create(
+            record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
+            errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
+            prompt=prep.prompt, raw="\n\n----- re-ask -----\n\n".join(outcome.raw_texts), protocol=prep.protocol,
+            prompt_version=prep.version,
+        )
+    if count_call:
+        cost = (outcome.tokens_in / 1000.0) * config.cost_per_1k_in + (outcome.tokens_out / 1000.0) * config.cost_per_1k_out
+        JudgeCall.objects.update_or_create(cache_key=prep.cache_key, defaults=dict(
+            config=config, record_id=rid, protocol=prep.protocol, prompt_version=prep.version, prompt=prep.prompt,
+            status="ok" if verdict.status == "ok" else "failed", raw_texts=list(outcome.raw_texts),
+            error=outcome.error or "", tokens_in=outcome.tokens_in, tokens_out=outcome.tokens_out,
+            latency_s=outcome.latency_s, cost_usd=round(cost, 8), verdict=verdict,
+        ))
+    elif repoint:
+        JudgeCall.objects.filter(cache_key=prep.cache_key).update(verdict=verdict)
+    return verdict
+
+
+@transaction.atomic
+def _store_error(config: JudgeConfig, prep: PreparedJudgement, message: str) -> None:
+    """A call that got no answer (transient or request error): kept as a JudgeCall with status
+    ``error`` (not cached: a re-run calls again); no verdict."""
+    JudgeCall.objects.update_or_create(cache_key=prep.cache_key, defaults=dict(
+        config=config, record_id=prep.record_id, protocol=prep.protocol, prompt_version=prep.version,
+        prompt=prep.prompt, status="error", raw_texts=[], error=message[:2000], verdict=None,
+    ))
+
+
+def judge_record(config: JudgeConfig, record: RunRecord, protocol: str = "holistic", *, cut: str = "middle",
+                 n_next: int = 1, blind: bool = False, backend=None) -> Verdict:
+    """Judge one record and store the verdict (``source="judge"``); return it.
+
+    A cache hit (same prompt fingerprint and version, model parameters and inputs; see
+    :func:`cache_key`) returns the earlier verdict and makes no call. ``backend`` overrides the
+    one built from ``config`` (tests). Raises :class:`JudgePaused` for a paused configuration,
+    ``JudgeConfigError`` after pausing it, ``JudgeTransientError`` / ``JudgeRequestError`` when no
+    answer came (nothing but an ``error`` JudgeCall is stored), ``JudgeInputError`` for a record
+    the protocol cannot cut. A malformed answer returns a ``status="failed"`` verdict.
+    """
+    config.refresh_from_db(fields=["paused", "paused_reason"])
+    if config.paused:
+        raise JudgePaused(f"judge configuration {config.name!r} is paused: {config.paused_reason}")
+    prep = prepare_judgement(config, record, protocol, cut=cut, n_next=n_next, blind=blind)
+    hit = cached_verdict(prep)
+    if hit is not None:
+        return hit
+    try:
+        backend = backend or backend_for(config)
+        outcome = _call_backend(backend, prep.prompt)
+    except JudgeConfigError as exc:
+        pause_config(config, str(exc))
+        raise
+    except (JudgeTransientError, JudgeRequestError) as exc:
+        _store_error(config, prep, str(exc))
+        raise
+    return _store(config, prep, outcome)
+
+
+# --------------------------------------------------------------------------------------------
+# The rule checker
+# --------------------------------------------------------------------------------------------
+
+
+def check_record_with_rules(record: RunRecord) -> Verdict:
+    """The code checker's verdict of ``record`` (``source="code"``, ``judge_name="rule-checker"``,
+    ``prompt_version=RULES_VERSION``); one per record and version (an existing one is returned).
+
+    Known tools: the benchmark catalogue (``dora-tools.json``, with required parameters) plus the
+    gold plan's tools; without a catalogue the E6/E5 checks are skipped (a gold-only list would
+    call every valid alternative a hallucination).
+    """
+    existing = record.verdicts.filter(source=Verdict.Source.CODE, prompt_version=RULES_VERSION).first()
+    if existing is not None:
+        return existing
+    inputs = record_inputs(record)
+    cat = _catalogue()
+    tools = None
+    if cat:
+        tools = dict(tool_specs_from_catalogue(cat.values()))
+        for n in _tool_names(inputs["gold_tools"]) + _tool_names(inputs["gold"]):
+            tools.setdefault(n, frozenset())
+    rv = check_trajectory(inputs["predicted"], inputs["gold"] or None, tools)
+    reasons: dict[str, list[str]] = {}
+    for f in rv.findings:
+        where = f"step {f.step}" if f.step is not None else "trajectory"
+        reasons.setdefault(f.code, []).append(f"{where}: {f.message}")
+    return Verdict.objects.create(
+        record=record, source=Verdict.Source.CODE, judge_name=RULES_NAME, status="ok", is_correct=rv.is_correct,
+        grade=rv.grade, errors={c: bool(rv.errors.get(c)) for c in E_CODES},
+        reasons={c: "; ".join(v)[:1000] for c, v in reasons.items()}, reasoning=rv.reasoning or "",
+        raw=json.dumps([f.model_dump() for f in rv.findings], ensure_ascii=False), protocol="holistic",
+        prompt_version=RULES_VERSION,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Batches
+# --------------------------------------------------------------------------------------------
+
+
+def select_records(*, run_id: int | None = None, release: str | None = None, agent: str | None = None,
+                   dimension: str | None = None, sample: int | None = None, seed: int = 0):
+    """Records to judge: those of run ``run_id``, or of runs on release version ``release``,
+    optionally of agent ``agent`` and dimension ``dimension``; ``sample``: a seeded random sample
+    of that many (the same seed gives the same records). Raises ``ValueError`` naming the
+    option when nothing matches."""
+    qs = RunRecord.objects.all()
+    if run_id is not None:
+        qs = qs.filter(run_id=run_id)
+    if release:
+        qs = qs.filter(run__release__version=release)
+    if agent:
+        qs = qs.filter(run__agent__name=agent)
+    if dimension:
+        qs = qs.filter(dimension=dimension.lower())
+    ids = list(qs.order_by("id").values_list("id", flat=True))
+    if not ids:
+        what = ", ".join(f"{k}={v}" for k, v in (("run", run_id), ("release", release), ("agent", agent),
+                                                    ("dimension", dimension)) if v)
+        raise ValueError(f"no run record matches {what or 'the selection'}")
+    if sample is not None and 0 < sample < len(ids):
+        ids = sorted(random.Random(seed).sample(ids, sample))
+    return ids
+
+
+@transaction.atomic
+def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, protocol: str = "holistic",
+                    cuts: Sequence[str] = ("early", "middle", "late"), horizons: Sequence[int] = (1,),
+                    blind: bool = False, with_code: bool = True, enqueue: bool = True) -> JudgeJob:
+    """Create a judge job over ``record_ids`` and (``enqueue``) hand it to Celery after commit.
+
+    ``user`` None means the command line (trusted); otherwise ``judge.run`` is required. Planned
+    judgements: one per record (holistic) or one per record × cut × horizon (step-wise). Raises
+    ``ValueError`` naming the option for an unknown protocol, cut or horizon, or no record, and
+    :class:`JudgePaused` for a paused configuration.
+    """
+    if user is not None:
+        require(user, "judge.run")
+    if config.paused:
+        raise JudgePaused(f"judge configuration {config.name!r} is paused: {config.paused_reason}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    bad = [c for c in cuts if c not in CUTS]
+    if protocol == "stepwise" and (bad or not cuts):
+        raise ValueError(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
+    badh = [h for h in horizons if h not in HORIZONS]
+    if protocol == "stepwise" and (badh or not horizons):
+        raise ValueError(f"next: {badh or '(none)'} — use 1, 2, 3")
+    ids = list(dict.fromkeys(int(i) for i in record_ids))
+    if not ids:
+        raise ValueError("records: none selected")
+    per = 1 if protocol == "holistic" else len(cuts) * len(horizons)
+    job = JudgeJob.objects.create(
+        config=config, created_by=user if user is not None and user.is_authenticated else None, protocol=protocol,
+        cuts=list(cuts) if protocol == "stepwise" else [], horizons=[int(h) for h in horizons] if protocol == "stepwise" else [],
+        blind=blind, with_code=with_code, record_ids=ids, total=len(ids) * per,
+    )
+    if enqueue:
+        from evaluation.tasks import judge_batch
+
+        transaction.on_commit(lambda: judge_batch.delay(job.pk))
+    return job
+
+
+def _plan(job: JudgeJob) -> list[tuple[int, str, str | None, int | None]]:
+    if job.protocol == "holistic":
+        return [(rid, "holistic", None, None) for rid in job.record_ids]
+    return [(rid, "stepwise", c, int(h)) for rid in job.record_ids for c in job.cuts for h in job.horizons]
+
+
+def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = None, backend=None) -> JudgeJob:
+    """Run a judge job to its end; the job row shows the progress after every judgement.
+
+    Prompts are rendered and the cache consulted first (hits count as done without a call); the
+    remaining calls run in a pool of ``config.max_concurrency`` threads (HTTP only), and each
+    answer is stored as it arrives. A configuration error pauses the config, cancels the calls
+    not yet started and ends the job ``paused``; transient or request errors are listed in
+    ``job.errors`` and end it ``failed`` (re-run it: what succeeded is cached). Records that a
+    step-wise cut cannot split are listed as skipped. ``progress(job)`` is called after each step.
+    """
+    job = JudgeJob.objects.select_related("config").get(pk=job_id)
+    config = job.config
+    job.status, job.started_at, job.done, job.n_ok, job.n_failed, job.n_cached, job.errors = (
+        JudgeJob.Status.RUNNING, timezone.now(), 0, 0, 0, 0, [])
+    job.cost_usd = 0.0
+    job.save()
+    records = {r.pk: r for r in RunRecord.objects.filter(pk__in=job.record_ids).select_related("task__head")}
+
+    def tick(n_done: int = 1) -> None:
+        job.done += n_done
+        job.save(update_fields=["done", "n_ok", "n_failed", "n_cached", "errors", "cost_usd", "status"])
+        if progress:
+            progress(job)
+
+    config.refresh_from_db()
+    if config.paused:
+        job.errors.append({"record": None, "protocol": None, "error": f"configuration paused: {config.paused_reason}"})
+        job.status, job.finished_at = JudgeJob.Status.PAUSED, timezone.now()
+        job.save()
+        return job
+
+    to_call: list[PreparedJudgement] = []
+    for rid, protocol, cut, h in _plan(job):
+        rec = records.get(rid)
+        if rec is None:
+            job.errors.append({"record": rid, "protocol": protocol, "error": "record no longer exists", "kind": "skipped"})
+            tick()
+            continue
+        try:
+            prep = prepare_judgement(config, rec, protocol, cut=cut or "middle", n_next=h or 1, blind=job.blind)
+        except JudgeInputError as exc:
+            job.errors.append({"record": rid, "protocol": protocol_label(protocol, cut, h), "error": str(exc), "kind": "skipped"})
+            tick()
+            continue
+        if cached_verdict(prep) is not None:
+            job.n_cached += 1
+            job.n_ok += 1
+            tick()
+            continue
+        to_call.append(prep)
+
+    paused = False
+    if to_call:
+        try:
+            backend = backend or backend_for(config)
+        except JudgeConfigError as exc:
+            pause_config(config, str(exc))
+            paused = True
+            job.errors.append({"record": None, "protocol": None, "error": config.paused_reason, "kind": "config"})
+        if not paused:
+            workers = max(1, min(int(config.max_concurrency or 1), 32))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"judge-{job.pk}") as pool:
+                futures = {pool.submit(_call_backend, backend, p.prompt): p for p in to_call}
+                for fut in as_completed(futures):
+                    prep = futures[fut]
+                    try:
+                        outcome = fut.result()
+                    except CancelledError:
+                        continue
+                    except JudgeConfigError as exc:
+                        if not paused:
+                            paused = True
+                            pause_config(config, str(exc))
+                            job.errors.append({"record": prep.record_id, "protocol": prep.protocol,
+                                               "error": config.paused_reason, "kind": "config"})
+                            for other in futures:
+                                other.cancel()
+                        continue
+                    except (JudgeTransientError, JudgeRequestError) as exc:
+                        _store_error(config, prep, str(exc))
+                        job.errors.append({"record": prep.record_id, "protocol": prep.protocol, "error": str(exc),
+                                           "kind": "transient" if isinstance(exc, JudgeTransientError) else "request"})
+                        tick()
+                        continue
+                    verdict = _store(config, prep, outcome)
+                    job.cost_usd += JudgeCall.objects.filter(cache_key=prep.cache_key).values_list("cost_usd", flat=True).first() or 0.0
+                    if verdict.status == "ok":
+                        job.n_ok += 1
+                    else:
+                        job.n_failed += 1
+                    tick()
+    if job.with_code:
+        for rid in job.record_ids:
+            if rid in records:
+                check_record_with_rules(records[rid])
+    hard = [e for e in job.errors if e.get("kind") in ("transient", "request")]
+    job.status = JudgeJob.Status.PAUSED if paused else (JudgeJob.Status.FAILED if hard else JudgeJob.Status.DONE)
+    job.finished_at = timezone.now()
+    job.save()
+    return job
+
+
+def rerun_job(user, job: JudgeJob, *, enqueue: bool = True) -> JudgeJob:
+    """A new job with the same selection and protocol (cached judgements are not called again)."""
+    return start_judge_job(user, job.config, job.record_ids, protocol=job.protocol, cuts=job.cuts or ("middle",),
+                           horizons=job.horizons or (1,), blind=job.blind, with_code=job.with_code, enqueue=enqueue)

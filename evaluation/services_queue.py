@@ -1,0 +1,284 @@
+"""The human scoring queue: slots per record, claims with a lease, drafts, submission, gold checks.
+
+Each run record asks for ``STUDIO_HUMAN_VERDICTS_PER_RECORD`` (default 2) human verdicts: one
+:class:`~evaluation.models.ScoringItem` per slot. A queue is a filter over the items (release
+version, agent, dimension). A scorer claims the next open item; the claim is a lease of
+``STUDIO_SCORING_LEASE_MINUTES`` (default 30, renewed by every autosaved draft); an expired lease
+returns the item to the queue.
+
+Claiming is safe under concurrency on PostgreSQL and on SQLite alike: candidates are read
+(``select_for_update(skip_locked=True)`` on PostgreSQL, so a concurrent claimer skips rows being
+claimed; ignored on SQLite), then each is taken with one conditional ``UPDATE … WHERE verdict IS
+NULL AND (scorer IS NULL OR lease expired)``; only the claimer whose UPDATE changed the row owns
+it, the other moves on to the next candidate. A scorer never gets two slots of one record, nor a
+record they already gave a verdict on.
+
+Silent gold checks: items with ``is_gold_check`` and an ``expected`` verdict look like any other
+item; :func:`evaluation.selectors.scorer_accuracy` compares each scorer's answers with them.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Iterable
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from evaluation.judge.verdict import E_CODES
+from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict
+from evaluation.services import GRADES, submit_human_verdict
+from studio.permissions import require
+
+
+class QueueError(Exception):
+    """A queue action that cannot be done (the message says why)."""
+
+
+def verdicts_per_record() -> int:
+    """Setting ``STUDIO_HUMAN_VERDICTS_PER_RECORD`` (default 2): human verdicts asked per record."""
+    return max(1, int(getattr(settings, "STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)))
+
+
+def lease_duration() -> timedelta:
+    """Setting ``STUDIO_SCORING_LEASE_MINUTES`` (default 30)."""
+    return timedelta(minutes=float(getattr(settings, "STUDIO_SCORING_LEASE_MINUTES", 30)))
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """Which items a queue holds: any combination of release version, agent name, dimension."""
+
+    release: str | None = None
+    agent: str | None = None
+    dimension: str | None = None
+
+    @classmethod
+    def from_params(cls, params) -> "QueueFilter":
+        """From a query dict (``release``, ``agent``, ``dimension``; blanks ignored)."""
+        def get(k):
+            v = (params.get(k) or "").strip()
+            return v or None
+        dim = get("dimension")
+        return cls(get("release"), get("agent"), dim.lower() if dim else None)
+
+    def apply(self, qs):
+        if self.release:
+            qs = qs.filter(record__run__release__version=self.release)
+        if self.agent:
+            qs = qs.filter(record__run__agent__name=self.agent)
+        if self.dimension:
+            qs = qs.filter(record__dimension=self.dimension)
+        return qs
+
+    def as_params(self) -> dict[str, str]:
+        return {k: v for k, v in (("release", self.release), ("agent", self.agent), ("dimension", self.dimension)) if v}
+
+    def label(self) -> str:
+        parts = [f"release {self.release}" if self.release else "", f"agent {self.agent}" if self.agent else "",
+                 f"dimension {self.dimension.upper()}" if self.dimension else ""]
+        return ", ".join(p for p in parts if p) or "all runs"
+
+
+# --------------------------------------------------------------------------------------------
+# Filling the queue
+# --------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def enqueue_records(user, records: Iterable[RunRecord | int], n: int | None = None) -> int:
+    """Make sure each record has ``n`` (default: the setting) scoring slots; return how many
+    items were created (existing slots are kept, so this is idempotent)."""
+    require(user, "queue.manage")
+    n = verdicts_per_record() if n is None else int(n)
+    if not 1 <= n <= 20:
+        raise ValueError(f"n: {n} human verdicts per record; use 1 to 20")
+    ids = [r.pk if isinstance(r, RunRecord) else int(r) for r in records]
+    have = set(ScoringItem.objects.filter(record_id__in=ids).values_list("record_id", "slot"))
+    rows = [ScoringItem(record_id=rid, slot=s) for rid in ids for s in range(1, n + 1) if (rid, s) not in have]
+    ScoringItem.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def enqueue_run(user, run: AgentRun, n: int | None = None) -> int:
+    """Queue every record of ``run`` for ``n`` human verdicts (see :func:`enqueue_records`)."""
+    return enqueue_records(user, run.records.values_list("id", flat=True), n)
+
+
+def _verdict_expectation(v: Verdict) -> dict[str, Any]:
+    return {"is_correct": v.is_correct, "grade": v.grade, "errors": {c: bool((v.errors or {}).get(c)) for c in E_CODES}}
+
+
+@transaction.atomic
+def add_gold_check(user, record: RunRecord, expected: dict[str, Any] | None = None, n: int | None = None) -> int:
+    """Make ``record`` a silent gold check: its slots carry the known verdict ``expected``
+    (``{is_correct, grade, errors}``; default: the record's adjudicated final verdict). Returns
+    the number of slots marked. Raises ``ValueError`` when there is no expected verdict or it is
+    malformed (field named)."""
+    require(user, "queue.manage")
+    if expected is None:
+        final = record.verdicts.filter(is_final=True, status="ok").order_by("-id").first()
+        if final is None:
+            raise ValueError(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
+        expected = _verdict_expectation(final)
+    errors = expected.get("errors")
+    if not isinstance(errors, dict) or set(errors) - set(E_CODES):
+        raise ValueError("expected.errors: a mapping of E1–E6 to true/false")
+    grade = expected.get("grade")
+    if grade is not None and not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
+        raise ValueError(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
+    flags = {c: bool(errors.get(c)) for c in E_CODES}
+    clean = {"is_correct": not any(flags.values()) if expected.get("is_correct") is None else bool(expected["is_correct"]),
+             "grade": None if grade is None else float(grade), "errors": flags}
+    enqueue_records(user, [record], n)
+    return ScoringItem.objects.filter(record=record).update(is_gold_check=True, expected=clean)
+
+
+# --------------------------------------------------------------------------------------------
+# Claiming
+# --------------------------------------------------------------------------------------------
+
+
+def _retry_locked(fn, attempts: int = 50):
+    """Run ``fn`` again when SQLite reports a lock (shared-cache test databases raise at once
+    instead of waiting); other errors propagate."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except OperationalError as exc:
+            if "locked" not in str(exc).lower() or i == attempts - 1:
+                raise
+            time.sleep(0.01 * (i + 1))
+    return None  # pragma: no cover
+
+
+def claim_next(user, queue: QueueFilter | None = None, *, now=None) -> ScoringItem | None:
+    """Claim the next open item of ``queue`` for ``user`` and return it (None: nothing left).
+
+    An item the user already holds (and has not submitted) is returned first, its lease renewed.
+    Otherwise open items — no verdict, and no scorer or an expired lease — are taken in the order
+    slot, record, id (every record gets its first verdict before any gets a second), skipping
+    records on which the user holds or held a slot or gave a human verdict.
+    """
+    require(user, "queue.claim")
+    queue = queue or QueueFilter()
+    now = now or timezone.now()
+    until = now + lease_duration()
+
+    def resume() -> ScoringItem | None:
+        with transaction.atomic():
+            mine = list(queue.apply(ScoringItem.objects.filter(scorer=user, verdict__isnull=True))
+                        .order_by("claimed_at", "id").values_list("id", flat=True)[:1])
+            if mine and ScoringItem.objects.filter(pk=mine[0], scorer=user, verdict__isnull=True).update(
+                    claimed_at=now, lease_expires_at=until):
+                return ScoringItem.objects.get(pk=mine[0])
+        return None
+
+    item = _retry_locked(resume)
+    if item is not None:
+        return item
+
+    open_q = Q(verdict__isnull=True) & (Q(scorer__isnull=True) | Q(lease_expires_at__lte=now))
+    mine_records = ScoringItem.objects.filter(scorer=user).values("record_id")
+    my_verdicts = Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN).values("record_id")
+
+    def attempt() -> tuple[bool, ScoringItem | None]:
+        with transaction.atomic():
+            base = queue.apply(ScoringItem.objects.filter(open_q)).exclude(record_id__in=mine_records).exclude(
+                record_id__in=my_verdicts).order_by("slot", "record_id", "id")
+            skip = connection.features.has_select_for_update_skip_locked
+            qs = base.select_for_update(skip_locked=True, of=("self",)) if skip else base
+            candidates = list(qs.values_list("id", flat=True)[:25])
+            if not candidates:
+                # under skip_locked, rows other claimers are locking right now are invisible:
+                # the queue is only empty when none is open at all
+                return (not (skip and base.exists())), None
+            for pk in candidates:
+                taken = ScoringItem.objects.filter(pk=pk).filter(open_q).update(
+                    scorer=user, claimed_at=now, lease_expires_at=until, draft=None)
+                if taken == 1:
+                    return True, ScoringItem.objects.get(pk=pk)
+        return False, None  # every candidate went to someone else meanwhile: look again
+
+    for i in range(50):
+        done, item = _retry_locked(attempt)
+        if done:
+            return item
+        time.sleep(0.002 * (i + 1))
+    return None
+
+
+def _held(user, item: ScoringItem) -> ScoringItem:
+    item = ScoringItem.objects.select_related("record").get(pk=item.pk)
+    if item.verdict_id:
+        raise QueueError("this item was already submitted")
+    if item.scorer_id != user.pk:
+        raise QueueError("this item is not claimed by you (its lease may have expired and another scorer took it)")
+    return item
+
+
+@transaction.atomic
+def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
+    """Autosave the scorer's unfinished form on their item and renew the lease. ``draft`` is the
+    form state as JSON (kept as given, at most 20,000 characters of JSON). Raises ``QueueError``
+    when the user does not hold the item."""
+    require(user, "queue.claim")
+    import json
+
+    if not isinstance(draft, dict) or len(json.dumps(draft)) > 20000:
+        raise ValueError("draft: a JSON object of at most 20,000 characters")
+    item = _held(user, item)
+    now = timezone.now()
+    ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(
+        draft=draft, lease_expires_at=now + lease_duration())
+    item.refresh_from_db()
+    return item
+
+
+@transaction.atomic
+def release_item(user, item: ScoringItem) -> None:
+    """Give a held item back to the queue (its draft is dropped)."""
+    require(user, "queue.claim")
+    item = _held(user, item)
+    ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(
+        scorer=None, claimed_at=None, lease_expires_at=None, draft=None)
+
+
+def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons: dict | None = None,
+                reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
+                idempotency_key: str | None = None) -> Verdict:
+    """Submit the verdict of a held item (see :func:`evaluation.services.submit_human_verdict` for
+    the checks). A repeated submission with the same ``idempotency_key`` returns the first verdict
+    and creates nothing. An item whose lease expired is still accepted while no one else took it.
+    Raises ``QueueError`` (not yours, already submitted) or ``ValueError`` (a bad field)."""
+    require(user, "queue.claim")
+    with transaction.atomic():
+        locked = ScoringItem.objects.select_for_update().get(pk=item.pk)
+        if locked.verdict_id and idempotency_key:
+            first = Verdict.objects.filter(pk=locked.verdict_id, idempotency_key=str(idempotency_key)[:80]).first()
+            if first is not None:
+                return first
+        held = _held(user, locked)
+        verdict = submit_human_verdict(user, held.record, errors=errors, grade=grade, reasons=reasons,
+                                       reasoning=reasoning, is_correct=is_correct, override_reason=override_reason,
+                                       idempotency_key=idempotency_key)
+        ScoringItem.objects.filter(pk=held.pk).update(verdict=verdict, draft=None, lease_expires_at=None)
+    return verdict
+
+
+def gold_result(item: ScoringItem, verdict: Verdict) -> dict[str, Any] | None:
+    """How a submitted gold-check verdict compares with the expected one:
+    ``{correct_ok, grade_diff, flags_ok}`` (None for an ordinary item)."""
+    if not item.is_gold_check or not item.expected:
+        return None
+    exp = item.expected
+    eflags = {c for c in E_CODES if (exp.get("errors") or {}).get(c)}
+    vflags = {c for c in E_CODES if (verdict.errors or {}).get(c)}
+    return {
+        "correct_ok": exp.get("is_correct") == verdict.is_correct,
+        "grade_diff": None if exp.get("grade") is None or verdict.grade is None else abs(exp["grade"] - verdict.grade),
+        "flags_ok": eflags == vflags,
+    }

@@ -1,0 +1,15 @@
+"""Celery tasks of the evaluation app (without a broker they run eagerly, in-process)."""
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(acks_late=True, name="evaluation.judge_batch")
+def judge_batch(job_id: int) -> dict:
+    """Run :class:`~evaluation.models.JudgeJob` ``job_id`` (see
+    :func:`evaluation.services_judge.run_judge_job`); returns its final counts."""
+    from evaluation.services_judge import run_judge_job
+
+    job = run_judge_job(job_id)
+    return {"job": job.pk, "status": job.status, "done": job.done, "total": job.total, "ok": job.n_ok,
+            "failed": job.n_failed, "cached": job.n_cached}

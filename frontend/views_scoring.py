@@ -1,0 +1,472 @@
+"""Pages of human scoring (queue, keyboard-first form), adjudication, the agreement dashboard and
+the judge (configurations, jobs, starting a job from a run). Thin: forms check input, services
+change state, selectors read."""
+from __future__ import annotations
+
+import io
+import json
+import secrets
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from evaluation import selectors
+from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
+from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord, ScoringItem
+from evaluation.services import GRADES
+from studio.permissions import can, require
+
+GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
+
+
+def error_defs() -> list[dict]:
+    """E1–E6 for the forms: ``[{code, name, definition, tooltip, key}]``."""
+    return [{"code": c, "name": E_DEFINITIONS[c].name, "definition": E_DEFINITIONS[c].definition,
+             "tooltip": E_DEFINITIONS[c].tooltip(), "key": str(i)} for i, c in enumerate(E_CODES, start=1)]
+
+
+def grade_choices() -> list[dict]:
+    return [{"value": g, "label": f"{g:.1f}", "key": k} for g, k in zip(GRADES, GRADE_KEYS)]
+
+
+def form_token() -> str:
+    """A one-time token for a verdict form (``Verdict.idempotency_key``)."""
+    return secrets.token_urlsafe(24)
+
+
+def aligned_steps(record: RunRecord, gold: list | None) -> list[dict]:
+    """Gold and predicted steps side by side: one row per step match (``record.step_matches``),
+    then the predicted steps no match used. Each row: ``{gold_index, gold, pred_index, pred,
+    name_ok, args}`` with the steps as stored (call, args, obs)."""
+    gold = list(gold or [])
+    pred = list(record.trajectory or [])
+    rows, used = [], set()
+    for m in record.step_matches or []:
+        gi = m.get("gold_raw_index", m.get("gold_index"))
+        pi = m.get("pred_raw_index", m.get("pred_index"))
+        if pi is not None:
+            used.add(pi)
+        rows.append({
+            "gold_index": gi, "gold": gold[gi] if isinstance(gi, int) and 0 <= gi < len(gold) else {"call": m.get("gold_call")},
+            "pred_index": pi, "pred": _readable_obs(pred[pi]) if isinstance(pi, int) and 0 <= pi < len(pred) else None,
+            "name_ok": m.get("name_ok"), "args": m.get("args") or [],
+        })
+    if not rows:
+        rows = [{"gold_index": i, "gold": gold[i] if i < len(gold) else None, "pred_index": i if i < len(pred) else None,
+                 "pred": _readable_obs(pred[i]) if i < len(pred) else None, "name_ok": None, "args": []}
+                for i in range(max(len(gold), len(pred)))]
+        used = set(range(len(pred)))
+    for i, step in enumerate(pred):
+        if i not in used:
+            rows.append({"gold_index": None, "gold": None, "pred_index": i, "pred": _readable_obs(step), "name_ok": None,
+                         "args": []})
+    return rows
+
+
+def _readable_obs(step):
+    """A step whose observation is MCP text content (``[{"type": "text", "text": "{...}"}]``) with
+    the text parsed back to JSON where it is JSON, for display; other steps unchanged."""
+    if not isinstance(step, dict):
+        return step
+    obs = step.get("obs")
+    if isinstance(obs, list) and obs and all(isinstance(o, dict) and o.get("type") == "text" for o in obs):
+        texts = [o.get("text", "") for o in obs]
+        parsed = []
+        for t in texts:
+            try:
+                parsed.append(json.loads(t))
+            except (TypeError, ValueError):
+                parsed.append(t)
+        return {**step, "obs": parsed[0] if len(parsed) == 1 else parsed}
+    return step
+
+
+def _gold_trajectory(record: RunRecord) -> list:
+    from evaluation.services_judge import record_inputs
+
+    return record_inputs(record)["gold"]
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring queue
+# --------------------------------------------------------------------------------------------
+
+
+class EnqueueForm(forms.Form):
+    run = forms.IntegerField(min_value=1)
+    n = forms.IntegerField(min_value=1, max_value=20, required=False, help_text="human verdicts per record")
+
+
+class GoldForm(forms.Form):
+    record = forms.IntegerField(min_value=1)
+
+
+def scoring_home(request):
+    """Queues with their counts, the start buttons, and (for managers) scorer accuracy."""
+    from evaluation.services_queue import verdicts_per_record
+
+    manage = can(request.user, "queue.manage")
+    held = list(selectors.scoring_item_qs().filter(scorer=request.user, verdict__isnull=True).order_by("id")[:20])
+    return render(request, "frontend/scoring_home.html", {
+        "queues": selectors.queue_overview(), "held": held, "manage": manage,
+        "accuracy": selectors.scorer_accuracy() if manage else None, "per_record": verdicts_per_record(),
+        "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage else [],
+        "can_claim": can(request.user, "queue.claim"),
+    })
+
+
+def scoring_next(request):
+    """Claim the next item of the queue given by the query (release, agent, dimension) and open it."""
+    from evaluation.services_queue import QueueFilter, claim_next
+
+    queue = QueueFilter.from_params(request.GET)
+    item = claim_next(request.user, queue)
+    if item is None:
+        messages.info(request, f"Nothing left to score in the queue of {queue.label()}.")
+        return redirect("scoring-home")
+    url = reverse("scoring-item", args=[item.pk])
+    params = queue.as_params()
+    return redirect(f"{url}?{urlencode(params)}" if params else url)
+
+
+def scoring_item(request, pk: int):
+    """The keyboard-first scoring form of a held item (blind: no other verdict is shown)."""
+    from evaluation.services_queue import QueueFilter
+
+    require(request.user, "queue.claim")
+    item = get_object_or_404(selectors.scoring_item_qs(), pk=pk)
+    if item.scorer_id != request.user.pk or item.verdict_id:
+        messages.warning(request, "That item is not yours to score (submitted, or claimed by someone else).")
+        return redirect("scoring-home")
+    record = item.record
+    queue = QueueFilter.from_params(request.GET)
+    gold = _gold_trajectory(record)
+    return render(request, "frontend/scoring_item.html", {
+        "item": item, "record": record, "run": record.run, "queue": queue, "queue_query": urlencode(queue.as_params()),
+        "error_defs": error_defs(), "grades": grade_choices(), "token": form_token(), "draft": item.draft or {},
+        "rows": aligned_steps(record, gold), "question": (record.gold or {}).get("question")
+        or (record.task.head.question if record.task_id and record.task.head_id else ""),
+    })
+
+
+@require_POST
+def scoring_enqueue(request):
+    from evaluation.services_queue import enqueue_run
+
+    form = EnqueueForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"enqueue: {form.errors.as_text()}")
+        return redirect("scoring-home")
+    run = get_object_or_404(AgentRun, pk=form.cleaned_data["run"])
+    try:
+        n = enqueue_run(request.user, run, form.cleaned_data.get("n"))
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("scoring-home")
+    messages.success(request, f"Queued run {run.pk} ({run.agent.name}): {n} new scoring slots.")
+    nxt = request.POST.get("next") or ""
+    if nxt and url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
+        return redirect(nxt)
+    return redirect("scoring-home")
+
+
+@require_POST
+def scoring_gold(request):
+    from evaluation.services_queue import add_gold_check
+
+    form = GoldForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"gold check: {form.errors.as_text()}")
+        return redirect("scoring-home")
+    record = get_object_or_404(RunRecord, pk=form.cleaned_data["record"])
+    try:
+        n = add_gold_check(request.user, record)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{record.question_id} is now a silent gold check ({n} slots).")
+    return redirect("scoring-home")
+
+
+# --------------------------------------------------------------------------------------------
+# Adjudication
+# --------------------------------------------------------------------------------------------
+
+
+def adjudication_queue(request):
+    require(request.user, "verdict.adjudicate")
+    return render(request, "frontend/adjudication_queue.html", {
+        "items": selectors.adjudication_queue(), "recent": selectors.recent_adjudications(),
+    })
+
+
+def _verdict_columns(record) -> list[dict]:
+    """Every verdict of the record for the comparison table, considered ones first."""
+    from evaluation.services_adjudication import DisagreementRules, considered
+
+    rules = DisagreementRules.from_settings()
+    pool = considered(record.verdicts.all(), rules)
+    ids = {v.pk for v in pool}
+    others = [v for v in record.verdicts.all() if v.pk not in ids]
+    cols = []
+    for v in pool + others:
+        who = v.annotator.username if v.annotator_id and v.annotator else v.judge_name or v.source
+        cols.append({"v": v, "who": who, "considered": v.pk in ids,
+                     "flags": [{"code": c, "on": bool((v.errors or {}).get(c)), "reason": (v.reasons or {}).get(c, "")}
+                               for c in E_CODES]})
+    return cols
+
+
+def adjudication_record(request, pk: int):
+    """All verdicts with reasons, the trajectories aligned, and the final-verdict form."""
+    from evaluation.services_adjudication import adjudicate, record_disagreements
+
+    require(request.user, "verdict.adjudicate")
+    record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+    error = None
+    posted = None
+    if request.method == "POST":
+        p = request.POST
+        posted = {
+            "errors": {c: p.get(c) == "on" for c in E_CODES},
+            "reasons": {c: p.get(f"reason-{c}", "") for c in E_CODES},
+            "grade": p.get("grade"), "reasoning": p.get("reasoning", ""), "rationale": p.get("rationale", ""),
+            "override": p.get("override") == "on", "override_reason": p.get("override_reason", ""),
+        }
+        try:
+            grade = float(posted["grade"])
+        except (TypeError, ValueError):
+            error = "grade: pick one of 0, 0.2, 0.4, 0.6, 0.8, 1.0"
+        if error is None:
+            derived = not any(posted["errors"].values())
+            try:
+                adjudicate(request.user, record, errors=posted["errors"], grade=grade, reasons=posted["reasons"],
+                           reasoning=posted["reasoning"], rationale=posted["rationale"],
+                           is_correct=(not derived) if posted["override"] else None,
+                           override_reason=posted["override_reason"], idempotency_key=p.get("token") or None)
+            except ValueError as exc:
+                error = str(exc)
+            else:
+                messages.success(request, f"Final verdict of {record.question_id} recorded.")
+                nxt = [x for x in selectors.adjudication_queue(limit=50) if x["record"].pk != record.pk]
+                return redirect("adjudication-record", nxt[0]["record"].pk) if nxt else redirect("adjudication-queue")
+        record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+    gold = _gold_trajectory(record)
+    columns = _verdict_columns(record)
+    posted = posted or {}
+    form_flags = [{**e, "on": bool((posted.get("errors") or {}).get(e["code"])),
+                   "reason": (posted.get("reasons") or {}).get(e["code"], "")} for e in error_defs()]
+    grades = [{**g, "checked": posted.get("grade") is not None and str(posted.get("grade")) in (str(g["value"]), g["label"])}
+              for g in grade_choices()]
+    verdict_data = [{"id": c["v"].pk, "grade": c["v"].grade, "errors": c["v"].errors or {}, "reasons": c["v"].reasons or {},
+                     "is_correct": c["v"].is_correct} for c in columns if c["v"].status == "ok"]
+    return render(request, "frontend/adjudication_record.html", {
+        "record": record, "run": record.run, "columns": columns, "verdict_data": verdict_data,
+        "pairs": record_disagreements(record), "rows": aligned_steps(record, gold), "error_defs": error_defs(),
+        "form_flags": form_flags, "grades": grades, "token": form_token(), "error": error, "posted": posted,
+        "adjudications": record.adjudications.select_related("reviewer", "final_verdict").order_by("-id"),
+        "question": (record.gold or {}).get("question") or (record.task.head.question if record.task_id and record.task.head_id else ""),
+    }, status=400 if error else 200)
+
+
+# --------------------------------------------------------------------------------------------
+# Agreement dashboard
+# --------------------------------------------------------------------------------------------
+
+
+def _report(request):
+    from evaluation.agreement import agreement_report
+
+    tie = request.GET.get("tie_break", "exclude")
+    if tie not in ("exclude", "incorrect"):
+        tie = "exclude"
+    return agreement_report(selectors.agreement_rows(), tie_break=tie), tie
+
+
+def agreement_page(request):
+    """Judges and the code checker against the human reference; human–human ceiling; bias;
+    breakdowns per dimension, protocol and judge model + prompt version."""
+    require(request.user, "agreement.view")
+    report, tie = _report(request)
+    breakdowns = []
+    for key, groups in (report.get("breakdowns") or {}).items():
+        for g in groups if isinstance(groups, list) else []:
+            breakdowns.append({"by": key, "group": g.get("group") or g.get("key") or {}, "rows": g.get("vs_reference", [])})
+    return render(request, "frontend/agreement.html", {
+        "report": report, "tie": tie, "codes": E_CODES, "breakdowns": breakdowns,
+        "has_data": bool(report.get("vs_reference")),
+    })
+
+
+PLOTS = ("correctness", "flags", "grade")
+
+
+def agreement_plot(request, name: str):
+    """PNG plots of the dashboard (matplotlib, Agg): ``correctness`` (agreement and κ per rater),
+    ``flags`` (F1 per flag and rater), ``grade`` (MAE and within-0.2 per rater)."""
+    require(request.user, "agreement.view")
+    if name not in PLOTS:
+        raise Http404("no such plot")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    report, _ = _report(request)
+    rows = [r for r in report.get("vs_reference", []) if r.get("n")]
+    fig = Figure(figsize=(8, 3.6), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [r["rater"] for r in rows]
+    xs = list(range(len(rows)))
+
+    def val(x):
+        return 0.0 if x is None else float(x)
+
+    if not rows:
+        ax.text(0.5, 0.5, "no verdicts to compare yet", ha="center", va="center")
+        ax.set_axis_off()
+    elif name == "correctness":
+        w = 0.38
+        ax.bar([x - w / 2 for x in xs], [val(r["correctness"]["agreement"]) for r in rows], w, label="agreement")
+        ax.bar([x + w / 2 for x in xs], [val(r["correctness"]["kappa"]) for r in rows], w, label="Cohen's κ")
+        ax.set_ylim(min(0.0, *[val(r["correctness"]["kappa"]) for r in rows]), 1.0)
+        ax.set_title("Plan correctness vs the human reference")
+    elif name == "flags":
+        w = 0.8 / max(1, len(rows))
+        for i, r in enumerate(rows):
+            ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))],
+                   [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+        ax.set_xticks(range(len(E_CODES)), E_CODES)
+        ax.set_ylim(0, 1.0)
+        ax.set_title("Per-flag F1 vs the human reference")
+    else:
+        w = 0.38
+        ax.bar([x - w / 2 for x in xs], [val(r["grade"]["mae"]) for r in rows], w, label="grade MAE")
+        ax.bar([x + w / 2 for x in xs], [val(r["grade"]["within_0_2"]) for r in rows], w, label="within 0.2")
+        ax.set_ylim(0, 1.0)
+        ax.set_title("Grade vs the human reference")
+    if rows:
+        if name != "flags":
+            ax.set_xticks(xs, labels, rotation=15, ha="right", fontsize=8)
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    resp = HttpResponse(buf.getvalue(), content_type="image/png")
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
+# --------------------------------------------------------------------------------------------
+# Judge configurations and jobs
+# --------------------------------------------------------------------------------------------
+
+
+class JudgeConfigForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    base_url = forms.CharField(max_length=500, required=False, help_text="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    model = forms.CharField(max_length=200)
+    json_mode = forms.ChoiceField(choices=[("json_object", "json_object"), ("json_schema", "json_schema"), ("none", "none")])
+    api_key_env = forms.CharField(max_length=100, required=False, label="API key variable",
+                                  help_text="the NAME of the environment variable holding the key (the key is never stored)")
+    temperature = forms.FloatField(initial=0.0, min_value=0, max_value=2)
+    max_concurrency = forms.IntegerField(initial=2, min_value=1, max_value=32)
+    cost_per_1k_in = forms.FloatField(initial=0.0, min_value=0, label="$ per 1k input tokens")
+    cost_per_1k_out = forms.FloatField(initial=0.0, min_value=0, label="$ per 1k output tokens")
+
+
+def judge_configs(request):
+    """List judge configurations; maintainers create them here."""
+    from evaluation.services_judge import save_judge_config
+
+    manage = can(request.user, "judge.configure")
+    form = JudgeConfigForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        require(request.user, "judge.configure")
+        if form.is_valid():
+            try:
+                cfg = save_judge_config(request.user, **form.cleaned_data)
+            except ValueError as exc:
+                field, _, msg = str(exc).partition(":")
+                form.add_error(field if field in form.fields else None, msg.strip() or str(exc))
+            else:
+                messages.success(request, f"Judge configuration {cfg.name} saved.")
+                return redirect("judge-configs")
+        status = 400
+    return render(request, "frontend/judge_configs.html", {
+        "configs": selectors.judge_configs(), "form": form, "manage": manage,
+    }, status=status)
+
+
+@require_POST
+def judge_config_resume(request, pk: int):
+    from evaluation.services_judge import resume_config
+
+    cfg = get_object_or_404(JudgeConfig, pk=pk)
+    resume_config(request.user, cfg)
+    messages.success(request, f"Judge configuration {cfg.name} resumed.")
+    return redirect("judge-configs")
+
+
+class JudgeRunForm(forms.Form):
+    config = forms.ModelChoiceField(queryset=JudgeConfig.objects.filter(paused=False), to_field_name="name")
+    protocol = forms.ChoiceField(choices=[("holistic", "holistic"), ("stepwise", "step-wise")])
+    cuts = forms.MultipleChoiceField(choices=[("early", "early 25 %"), ("middle", "middle 50 %"), ("late", "late 75 %")],
+                                     required=False, widget=forms.CheckboxSelectMultiple)
+    horizons = forms.TypedMultipleChoiceField(choices=[("1", "1"), ("2", "2"), ("3", "3")], coerce=int, required=False,
+                                              widget=forms.CheckboxSelectMultiple)
+    sample = forms.IntegerField(min_value=1, required=False)
+    blind = forms.BooleanField(required=False)
+
+
+@require_POST
+def run_judge(request, pk: int):
+    """Start a judge job over a run's records (maintainers; the button on the run page)."""
+    from evaluation.services_judge import JudgePaused, select_records, start_judge_job
+
+    require(request.user, "judge.run")
+    run = get_object_or_404(AgentRun, pk=pk)
+    form = JudgeRunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"judge: {form.errors.as_text()}")
+        return redirect("run-detail", pk)
+    d = form.cleaned_data
+    try:
+        ids = select_records(run_id=run.pk, sample=d.get("sample"))
+        job = start_judge_job(request.user, d["config"], ids, protocol=d["protocol"],
+                              cuts=d.get("cuts") or ["early", "middle", "late"], horizons=d.get("horizons") or [1],
+                              blind=d.get("blind", False))
+    except (ValueError, JudgePaused) as exc:
+        messages.error(request, str(exc))
+        return redirect("run-detail", pk)
+    return redirect("judge-job", job.pk)
+
+
+def judge_jobs(request):
+    return render(request, "frontend/judge_jobs.html", {"jobs": selectors.judge_jobs()})
+
+
+def judge_job(request, pk: int):
+    job = get_object_or_404(JudgeJob.objects.select_related("config", "created_by"), pk=pk)
+    return render(request, "frontend/judge_job.html", {"job": job, "can_rerun": can(request.user, "judge.run")})
+
+
+@require_POST
+def judge_job_rerun(request, pk: int):
+    from evaluation.services_judge import JudgePaused, rerun_job
+
+    job = get_object_or_404(JudgeJob.objects.select_related("config"), pk=pk)
+    try:
+        new = rerun_job(request.user, job)
+    except (ValueError, JudgePaused) as exc:
+        messages.error(request, str(exc))
+        return redirect("judge-job", pk)
+    return redirect("judge-job", new.pk)

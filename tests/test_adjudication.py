@@ -1,0 +1,160 @@
+"""Disagreement detection, the reviewers' queue, adjudication with its rationale rule, and the
+agreement dashboard fed from the database.
+
+Hand-worked: grades 1.0 and 0.6 differ by 0.4, the default threshold, so they disagree; 0.6 and
+0.4 (Δ 0.2) do not; 0.6 and 0.2 differ by 0.39999999999999997 in floating point, which still
+counts as 0.4.
+"""
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from evaluation import selectors
+from evaluation.agreement import agreement_report
+from evaluation.models import Adjudication, Verdict
+from evaluation.services import submit_human_verdict
+from evaluation.services_adjudication import DisagreementRules, adjudicate, disagreement_reasons
+from test_judging_support import flags, perms, run_a  # noqa: F401
+
+pytestmark = pytest.mark.urls("test_judging_support")
+
+
+def v(ok, grade, *on):
+    return {"is_correct": ok, "grade": grade, "errors": flags(*on)}
+
+
+def test_disagreement_rules_on_hand_made_verdicts():
+    r = DisagreementRules()
+    assert disagreement_reasons(v(True, 1.0), v(False, 0.6, "E4"), r) == [
+        "correctness: yes vs no", "grade: 1.0 vs 0.6 (Δ 0.4)", "flags: none vs E4"]
+    assert disagreement_reasons(v(False, 0.6, "E4"), v(False, 0.4, "E4"), r) == []  # Δ 0.2, same flags
+    assert disagreement_reasons(v(False, 0.6, "E4"), v(False, 0.6, "E5"), r) == ["flags: E4 vs E5"]
+    assert disagreement_reasons(v(False, 0.6, "E5"), v(False, 0.2, "E5"), r) == ["grade: 0.6 vs 0.2 (Δ 0.4)"]
+    assert disagreement_reasons(v(False, 0.6, "E4", "E5"), v(False, 0.6, "E5", "E4"), r) == []
+    # thresholds are settings
+    loose = DisagreementRules(grade_delta=0.6, on_flags=False)
+    assert disagreement_reasons(v(True, 1.0), v(False, 0.6, "E4"), loose) == ["correctness: yes vs no"]
+    assert disagreement_reasons(v(False, 0.8, "E5"), v(False, 0.4, "E4"), loose) == []
+
+
+def test_thresholds_come_from_settings(settings):
+    settings.STUDIO_DISAGREEMENT_GRADE_DELTA = 0.2
+    settings.STUDIO_DISAGREEMENT_ON_FLAGS = False
+    assert disagreement_reasons(v(False, 0.6, "E4"), v(False, 0.4, "E5")) == ["grade: 0.6 vs 0.4 (Δ 0.2)"]
+
+
+def _judge(rec, ok, grade, *on, protocol="holistic", source="judge"):
+    return Verdict.objects.create(record=rec, source=source, judge_name="judge-m@holistic_v1", status="ok",
+                                  is_correct=ok, grade=grade, errors=flags(*on), protocol=protocol,
+                                  prompt_version="holistic_v1")
+
+
+@pytest.fixture
+def setup(run_a, make_user):
+    ana, bo = make_user("ana", "scorer"), make_user("bo", "scorer")
+    recs = list(run_a.records.order_by("id")[:5])
+    h = lambda u, r, *on, grade: submit_human_verdict(u, r, errors=flags(*on), grade=grade)  # noqa: E731
+    # r0: two humans disagree on the flags (E4 vs E5)
+    h(ana, recs[0], "E4", grade=0.6), h(bo, recs[0], "E5", grade=0.6)
+    # r1: two humans agree (Δ 0.2, same flag)
+    h(ana, recs[1], "E4", grade=0.6), h(bo, recs[1], "E4", grade=0.4)
+    # r2: a human and the judge disagree on correctness
+    h(ana, recs[2], grade=1.0)
+    _judge(recs[2], False, 0.6, "E5")
+    # r3: one human; the rule checker and a step-wise judgement disagree with it but take no part
+    h(ana, recs[3], grade=1.0)
+    _judge(recs[3], False, 0.2, "E6", source="code")
+    _judge(recs[3], False, 0.6, "E4", protocol="stepwise-middle-1")
+    # r4: a failed judge verdict does not count
+    h(ana, recs[4], grade=1.0)
+    Verdict.objects.create(record=recs[4], source="judge", judge_name="judge-m@holistic_v1", status="failed", raw="?")
+    return {"recs": recs, "ana": ana, "bo": bo}
+
+
+@pytest.mark.django_db
+def test_queue_holds_exactly_the_disagreements(setup, django_assert_max_num_queries):
+    recs = setup["recs"]
+    with django_assert_max_num_queries(3):
+        queue = selectors.adjudication_queue()
+    assert [x["record"].pk for x in queue] == [recs[0].pk, recs[2].pk]
+    assert queue[0]["reasons"] == ["flags"] and queue[1]["reasons"] == ["correctness", "flags", "grade"]
+
+
+@pytest.mark.django_db
+def test_adjudication_rationale_rule_and_provenance(setup, make_user, maintainer):
+    recs = setup["recs"]
+    rev = make_user("rita", "reviewer")
+    with pytest.raises(PermissionDenied):
+        adjudicate(setup["ana"], recs[0], errors=flags("E4"), grade=0.6)
+    # siding with ana (E4, 0.6) overrides nobody: no rationale needed
+    adj = adjudicate(rev, recs[0], errors=flags("E4"), grade=0.6, reasons={"E4": "step 2 uses a later mask"})
+    assert not adj.overrides_all and adj.rationale == ""
+    assert adj.final_verdict.is_final and adj.final_verdict.annotator == rev and adj.final_verdict.source == "human"
+    assert sorted(x.annotator.username for x in adj.considered.all()) == ["ana", "bo"]
+    assert recs[0].pk not in [x["record"].pk for x in selectors.adjudication_queue()]
+
+    # on r2 (human: correct 1.0; judge: E5 0.6) a final E6 verdict overrides both: a rationale is required
+    with pytest.raises(ValueError, match="rationale"):
+        adjudicate(rev, recs[2], errors=flags("E6"), grade=0.2)
+    assert not Adjudication.objects.filter(record=recs[2]).exists()
+    adj2 = adjudicate(rev, recs[2], errors=flags("E6"), grade=0.2, rationale="step 1 calls seg.flood_depth, not a tool")
+    assert adj2.overrides_all and adj2.considered.count() == 2
+    # a later decision replaces the final verdict; the first decision stays as provenance
+    adj3 = adjudicate(maintainer, recs[2], errors=flags("E5"), grade=0.6)
+    assert not adj3.overrides_all  # agrees with the judge (the earlier final verdict is not considered)
+    finals = list(Verdict.objects.filter(record=recs[2], is_final=True))
+    assert finals == [adj3.final_verdict] and Adjudication.objects.filter(record=recs[2]).count() == 2
+
+
+@pytest.mark.django_db
+def test_agreement_rows_and_report_from_the_database(setup, make_user):
+    recs = setup["recs"]
+    rev = make_user("rita", "reviewer")
+    adjudicate(rev, recs[0], errors=flags("E4"), grade=0.6)
+    rows = selectors.agreement_rows()
+    judge_rows = [r for r in rows if r["source"] == "judge"]
+    # r2 holistic and r3 step-wise (the failed one is left out)
+    assert sorted(r["protocol"] for r in judge_rows) == ["holistic", "stepwise-middle-1"]
+    assert all(r["judge_model"] == "judge-m" and r["prompt_version"] == "holistic_v1" for r in judge_rows)
+    assert [r["annotator"] for r in rows if r.get("final")] == ["rita (final)"]
+    report = agreement_report(rows)
+    judge = next(x for x in report["vs_reference"] if x["rater"].startswith("judge:"))
+    # the judge meets the human reference on one unit only (r2): human correct, judge incorrect
+    assert judge["correctness"]["n"] == 1 and judge["correctness"]["agreement"] == 0.0
+    assert report["reference"]["n_adjudicated"] == 1
+
+
+@pytest.mark.django_db
+def test_pages_render(setup, make_user, client, django_assert_max_num_queries):
+    recs = setup["recs"]
+    rev = make_user("rita", "reviewer")
+    client.force_login(rev)
+    with django_assert_max_num_queries(10):
+        page = client.get("/adjudication/")
+    assert page.status_code == 200 and recs[0].question_id in page.content.decode()
+    detail = client.get(f"/adjudication/records/{recs[0].pk}/").content.decode()
+    assert 'id="verdict-grid"' in detail and 'id="aligned-steps"' in detail
+    assert "perception.classify_damage" in detail  # the trajectories side by side
+    assert "flags: E4 vs E5" in detail
+    # overriding everyone without a rationale: refused, the form keeps the input
+    bad = client.post(f"/adjudication/records/{recs[0].pk}/", {"E6": "on", "grade": "0.2", "token": "t1"})
+    assert bad.status_code == 400 and "rationale" in bad.content.decode()
+    ok = client.post(f"/adjudication/records/{recs[0].pk}/",
+                     {"E6": "on", "grade": "0.2", "rationale": "both missed the fake tool", "token": "t2"})
+    assert ok.status_code == 302 and ok["Location"] == f"/adjudication/records/{recs[2].pk}/"
+    again = client.post(f"/adjudication/records/{recs[0].pk}/",
+                        {"E6": "on", "grade": "0.2", "rationale": "both missed the fake tool", "token": "t2"})
+    assert again.status_code == 302 and Adjudication.objects.filter(record=recs[0]).count() == 1  # resubmission
+
+    with django_assert_max_num_queries(12):
+        dash = client.get("/agreement/")
+    html = dash.content.decode()
+    assert dash.status_code == 200 and 'id="vs-reference"' in html and "judge:judge-m" in html
+    for name in ("correctness", "flags", "grade"):
+        png = client.get(f"/agreement/plots/{name}.png")
+        assert png.status_code == 200 and png["Content-Type"] == "image/png" and png.content[:4] == b"\x89PNG"
+    assert client.get("/agreement/plots/nope.png").status_code == 404
+    client.force_login(setup["ana"])
+    assert client.get("/agreement/").status_code == 403
+    assert client.get("/adjudication/").status_code == 403

@@ -1,0 +1,71 @@
+"""An adjudication in a real browser: the reviewer sees both verdicts with their reasons and the
+trajectories, is refused when overriding everyone without a rationale, then starts from one
+scorer's verdict and records it as final."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from evaluation.models import Adjudication, Verdict
+from evaluation.services import submit_human_verdict
+from test_judging_support import flags, perms, run_a  # noqa: F401
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
+    pytest.mark.urls("test_judging_support"),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_adjudication(live_server, browser, make_user, run_a):
+    ana, bo = make_user("ana", "scorer"), make_user("bo", "scorer")
+    make_user("rita", "reviewer", password="rita-pass-1")
+    rec = run_a.records.get(question_id="t1_s05_task0")
+    submit_human_verdict(ana, rec, errors=flags("E4"), grade=0.6, reasons={"E4": "step 2 reads a later mask"})
+    bo_v = submit_human_verdict(bo, rec, errors=flags("E5"), grade=0.6, reasons={"E5": "wrong GSD"})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", "rita")
+        page.fill("input[name=password]", "rita-pass-1")
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(r".*/$"))
+        page.goto(f"{live_server.url}/adjudication/")
+        page.click(f"text={rec.question_id}")
+        page.wait_for_selector("#verdict-grid")
+        grid = page.inner_text("#verdict-grid")
+        assert "step 2 reads a later mask" in grid and "wrong GSD" in grid
+        assert "flags: E4 vs E5" in page.inner_text("#disagreements")
+        assert "perception.classify_damage" in page.inner_text("#aligned-steps")
+
+        # overriding both (E6) without a rationale is refused
+        page.check("#adjudication-form input[name=E6]")
+        page.check("#adjudication-form input[name=grade][value='0.2']")
+        page.click("#adjudicate-submit")
+        page.wait_for_selector("#adj-error")
+        assert "rationale" in page.inner_text("#adj-error")
+        assert page.is_checked("#adjudication-form input[name=E6]")  # the form kept the input
+        assert not Adjudication.objects.exists()
+
+        # start from bo's verdict: its flags, reasons and grade fill the form; no rationale needed
+        page.click(f"button.use-verdict[data-verdict='{bo_v.pk}']")
+        assert page.is_checked("#adjudication-form input[name=E5]")
+        assert not page.is_checked("#adjudication-form input[name=E6]")
+        assert page.input_value("#adjudication-form input[name=reason-E5]") == "wrong GSD"
+        assert page.is_checked("#adjudication-form input[name=grade][value='0.6']")
+        page.click("#adjudicate-submit")
+        page.wait_for_url(re.compile(r".*/adjudication/$"))  # the queue is empty now
+        assert "Final verdict of t1_s05_task0 recorded" in page.content()
+
+        adj = Adjudication.objects.get()
+        assert not adj.overrides_all and adj.reviewer.username == "rita"
+        final = Verdict.objects.get(record=rec, is_final=True)
+        assert final.errors["E5"] and not final.errors["E4"] and final.grade == 0.6 and final.reasons == {"E5": "wrong GSD"}
+        assert not errors, errors
+    finally:
+        page.close()

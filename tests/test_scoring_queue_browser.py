@@ -1,0 +1,78 @@
+"""Keyboard-first scoring in a real browser (Debian Chromium through Playwright): keys toggle flags
+and pick the grade, the draft autosaves, Enter submits and the next item of the queue opens."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from evaluation.models import ScoringItem, Verdict
+from evaluation.services_queue import enqueue_run
+from test_judging_support import perms, run_a  # noqa: F401
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
+    pytest.mark.urls("test_judging_support"),
+]
+
+
+def _login(page, base, user, password):
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r".*/$"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
+    enqueue_run(maintainer, run_a, 1)
+    make_user("ana", "scorer", password="ana-pass-1")
+    t1 = list(run_a.records.filter(dimension="t1").order_by("id"))
+    assert len(t1) == 2
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        _login(page, live_server.url, "ana", "ana-pass-1")
+        page.goto(f"{live_server.url}/scoring/next/?dimension=t1")
+        page.wait_for_selector("#scoring-form[data-ready='1']")
+        assert page.inner_text("#item-title").startswith(t1[0].question_id)
+        first_url = page.url
+
+        page.keyboard.press("4")
+        assert page.is_checked("input[name=E4]") and page.inner_text("#derived-correct") == "no"
+        page.keyboard.press("4")
+        assert not page.is_checked("input[name=E4]") and page.inner_text("#derived-correct") == "yes"
+        page.keyboard.press("4")
+        page.fill("input[name=reason-E4]", "step 2 uses a mask not yet produced")
+        page.keyboard.press("Escape")  # leave the text field: keys act on the form again
+        page.keyboard.press("r")  # grade 0.6
+        assert page.is_checked("input[name=grade][value='0.6']")
+        page.wait_for_function("() => document.getElementById('form-state').textContent === 'draft saved'")
+        draft = ScoringItem.objects.get(scorer__username="ana", verdict__isnull=True).draft
+        assert draft["errors"]["E4"] is True and draft["grade"] == "0.6"
+
+        page.keyboard.press("Enter")  # submit; the next item of the same queue opens
+        page.wait_for_url(lambda url: url != first_url and "/scoring/items/" in url)
+        page.wait_for_selector("#scoring-form[data-ready='1']")
+        assert page.inner_text("#item-title").startswith(t1[1].question_id)
+        assert "dimension=t1" in page.url
+
+        v = Verdict.objects.get(record=t1[0], annotator__username="ana")
+        assert v.errors == {"E1": False, "E2": False, "E3": False, "E4": True, "E5": False, "E6": False}
+        assert v.grade == 0.6 and v.is_correct is False and v.reasons == {"E4": "step 2 uses a mask not yet produced"}
+        assert v.idempotency_key
+
+        page.keyboard.press("y")  # grade 1.0, no flag
+        page.keyboard.press("Enter")
+        page.wait_for_url(re.compile(r".*/scoring/$"))  # the t1 queue is empty now
+        assert "Nothing left to score" in page.content()
+        v2 = Verdict.objects.get(record=t1[1], annotator__username="ana")
+        assert v2.grade == 1.0 and v2.is_correct is True
+        assert Verdict.objects.filter(annotator__username="ana").count() == 2
+        assert not errors, errors
+    finally:
+        page.close()

@@ -1,4 +1,11 @@
-"""REST API for events, layers and tasks. Thin: input serializers validate, services act."""
+"""REST API for events, layers, tasks, revisions, drafts, review transitions and comments.
+
+Thin: input serializers validate, services act (``annotation.services.tasks`` for content,
+``annotation.services.review`` for status and comments), selectors read. Errors: 400 with a
+``detail`` naming the field; 403 for the permission table; 409 for a save against a stale version
+(the body is the current task, head included, so the editor can show both versions); 423 when the
+task's status locks its content.
+"""
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
@@ -9,9 +16,12 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Event, Layer, Task
-from annotation.selectors_tasks import task_detail, task_list
+from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
+from annotation.selectors_tasks import (task_audit, task_comments, task_detail, task_list, task_revision,
+                                        task_revisions, user_draft)
+from annotation.services import review as review_services
 from annotation.services import tasks as task_services
+from studio.permissions import can
 
 
 class LayerOut(serializers.ModelSerializer):
@@ -112,22 +122,117 @@ class TaskListOut(serializers.Serializer):
     status = serializers.CharField()
     version = serializers.IntegerField()
     question = serializers.CharField(source="head.question", default="")
+    created_by = serializers.CharField(source="created_by.username", default=None)
 
 
 class TaskOut(TaskListOut):
     sample_id = serializers.CharField()
     head = RevisionOut()
     qc = serializers.SerializerMethodField()
+    actions = serializers.SerializerMethodField(help_text="transitions the requesting user may apply now")
+    can_edit = serializers.SerializerMethodField()
 
     def get_qc(self, task) -> list[dict]:
         return [f.as_dict() for f in task_services.run_fast_qc(task.head)]
+
+    def _user(self):
+        request = self.context.get("request")
+        return getattr(request, "user", None)
+
+    def get_actions(self, task) -> list[str]:
+        user = self._user()
+        return [t.name for t in review_services.available_transitions(user, task)] if user else []
+
+    def get_can_edit(self, task) -> bool:
+        user = self._user()
+        return bool(user) and task.status in task_services.EDITABLE_STATUSES and can(user, "task.edit", task)
+
+
+class RevisionListOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    author = serializers.CharField(source="author.username", default=None)
+    message = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class DraftIn(serializers.Serializer):
+    base_version = serializers.IntegerField()
+    content = serializers.DictField(help_text="the editor's payload as it stands (not validated)")
+
+
+class DraftOut(serializers.Serializer):
+    base_version = serializers.IntegerField()
+    content = serializers.JSONField()
+    updated_at = serializers.DateTimeField()
+
+
+class RestoreIn(serializers.Serializer):
+    expected_version = serializers.IntegerField()
+
+
+class TransitionIn(serializers.Serializer):
+    action = serializers.ChoiceField(choices=list(review_services.TRANSITIONS))
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class AuditOut(serializers.Serializer):
+    action = serializers.CharField()
+    actor = serializers.CharField(source="actor.username", default=None)
+    from_status = serializers.CharField()
+    to_status = serializers.CharField()
+    revision_number = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class CommentIn(serializers.Serializer):
+    body = serializers.CharField()
+    step_index = serializers.IntegerField(required=False, allow_null=True, default=None)
+    answer_field = serializers.CharField(required=False, allow_blank=True, default="")
+    location = serializers.JSONField(required=False, allow_null=True, default=None,
+                                     help_text='{"frame": "pixel"|"geographic", "x", "y"} or a GeoJSON geometry')
+    parent = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class CommentOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    parent = serializers.IntegerField(source="parent_id", allow_null=True)
+    author = serializers.CharField(source="author.username", default=None)
+    body = serializers.CharField()
+    step_index = serializers.IntegerField(allow_null=True)
+    answer_field = serializers.CharField()
+    location = serializers.JSONField()
+    revision_number = serializers.IntegerField(allow_null=True)
+    resolved = serializers.BooleanField()
+    resolved_by = serializers.CharField(source="resolved_by.username", default=None)
+    created_at = serializers.DateTimeField()
+
+
+class ThreadOut(CommentOut):
+    replies = CommentOut(many=True, source="thread_replies")
+
+
+class ResolveIn(serializers.Serializer):
+    resolved = serializers.BooleanField(default=True)
 
 
 def _content(data: dict, event: Event) -> dict:
     content = {k: v for k, v in data.items() if k in task_services.CONTENT_FIELDS}
     if data.get("input_layers"):
-        content["input_data"] = task_services.build_input_data(event, data["input_layers"])
+        content["input_data"] = task_services.build_input_data(event, data["input_layers"], base=data.get("input_data"))
     return content
+
+
+def _task_out(request, pk: int) -> dict:
+    return TaskOut(task_detail(pk), context={"request": request}).data
+
+
+def _task_or_404(pk: int) -> Task:
+    return get_object_or_404(Task.objects.select_related("event", "head", "created_by"), pk=pk)
+
+
+def _locked(exc) -> Response:
+    return Response({"detail": str(exc), "locked": True}, status=423)
 
 
 class TaskListView(APIView):
@@ -146,14 +251,14 @@ class TaskListView(APIView):
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
         task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"], content=content)
-        return Response(TaskOut(task_detail(task.pk)).data, status=201)
+        return Response(_task_out(request, task.pk), status=201)
 
 
 class TaskDetailView(APIView):
     @extend_schema(responses=TaskOut)
     def get(self, request, pk: int):
         try:
-            return Response(TaskOut(task_detail(pk)).data)
+            return Response(_task_out(request, pk))
         except Task.DoesNotExist:
             return Response({"detail": "not found"}, status=404)
 
@@ -167,25 +272,160 @@ class TaskDetailView(APIView):
             task_services.save_revision(request.user, task, expected_version=data.validated_data["expected_version"],
                                         content=content, message=data.validated_data["message"])
         except task_services.StaleVersionError as exc:
-            body = TaskOut(task_detail(pk)).data
+            body = _task_out(request, pk)
             body["detail"] = str(exc)
             return Response(body, status=status.HTTP_409_CONFLICT)
+        except task_services.TaskLockedError as exc:
+            return _locked(exc)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
-        return Response(TaskOut(task_detail(pk)).data)
+        return Response(_task_out(request, pk))
 
 
 class TaskSubmitView(APIView):
     @extend_schema(request=None, responses=TaskOut)
     def post(self, request, pk: int):
-        task = get_object_or_404(Task, pk=pk)
+        return _apply_transition(request, pk, "submit", "")
+
+
+def _apply_transition(request, pk: int, action: str, reason: str) -> Response:
+    task = _task_or_404(pk)
+    try:
+        review_services.transition(request.user, task, action, reason=reason)
+    except task_services.TaskValidationError as exc:
+        return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
+    except ValueError as exc:
+        return Response({"detail": str(exc)}, status=400)
+    return Response(_task_out(request, pk))
+
+
+class TaskTransitionView(APIView):
+    """Apply a review transition: submit, withdraw, start_review, return (reason), approve, release."""
+
+    @extend_schema(request=TransitionIn, responses=TaskOut)
+    def post(self, request, pk: int):
+        data = TransitionIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _apply_transition(request, pk, data.validated_data["action"], data.validated_data["reason"])
+
+
+class TaskAuditView(APIView):
+    @extend_schema(responses=AuditOut(many=True))
+    def get(self, request, pk: int):
+        return Response(AuditOut(task_audit(_task_or_404(pk)), many=True).data)
+
+
+class RevisionListView(APIView):
+    @extend_schema(responses=RevisionListOut(many=True))
+    def get(self, request, pk: int):
+        return Response(RevisionListOut(task_revisions(_task_or_404(pk)), many=True).data)
+
+
+class RevisionDetailView(APIView):
+    @extend_schema(responses=RevisionOut)
+    def get(self, request, pk: int, number: int):
         try:
-            task_services.submit_task(request.user, task)
-        except task_services.TaskValidationError as exc:
-            return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
+            return Response(RevisionOut(task_revision(_task_or_404(pk), number)).data)
+        except TaskRevision.DoesNotExist:
+            return Response({"detail": f"revision: task {pk} has no revision r{number}"}, status=404)
+
+
+class RevisionRestoreView(APIView):
+    """Write an old revision again as the new head (the revisions in between stay)."""
+
+    @extend_schema(request=RestoreIn, responses={200: TaskOut, 409: TaskOut})
+    def post(self, request, pk: int, number: int):
+        task = _task_or_404(pk)
+        data = RestoreIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            task_services.restore_revision(request.user, task, number, expected_version=data.validated_data["expected_version"])
+        except TaskRevision.DoesNotExist:
+            return Response({"detail": f"revision: task {pk} has no revision r{number}"}, status=404)
+        except task_services.StaleVersionError as exc:
+            body = _task_out(request, pk)
+            body["detail"] = str(exc)
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        except task_services.TaskLockedError as exc:
+            return _locked(exc)
+        return Response(_task_out(request, pk))
+
+
+class RevisionDiffView(APIView):
+    """``?a=<number>&b=<number>``: what changed from revision a to revision b (query, steps, answer)."""
+
+    @extend_schema(responses=dict)
+    def get(self, request, pk: int):
+        task = _task_or_404(pk)
+        try:
+            a = int(request.query_params.get("a", max(task.version - 1, 1)))
+            b = int(request.query_params.get("b", task.version))
+            return Response(task_services.diff_revisions(task_revision(task, a), task_revision(task, b)))
+        except ValueError:
+            return Response({"detail": "a, b: revision numbers must be integers"}, status=400)
+        except TaskRevision.DoesNotExist:
+            return Response({"detail": f"a, b: task {pk} has revisions r1..r{task.version}"}, status=404)
+
+
+class DraftView(APIView):
+    """The requesting user's autosaved editor state of a task (never a revision)."""
+
+    @extend_schema(responses={200: DraftOut, 204: None})
+    def get(self, request, pk: int):
+        draft = user_draft(_task_or_404(pk), request.user)
+        return Response(DraftOut(draft).data) if draft else Response(status=204)
+
+    @extend_schema(request=DraftIn, responses=DraftOut)
+    def put(self, request, pk: int):
+        task = _task_or_404(pk)
+        data = DraftIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            draft = task_services.save_draft(request.user, task, base_version=data.validated_data["base_version"],
+                                             content=data.validated_data["content"])
+        except task_services.TaskLockedError as exc:
+            return _locked(exc)
+        return Response(DraftOut(draft).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, pk: int):
+        task_services.discard_draft(request.user, _task_or_404(pk))
+        return Response(status=204)
+
+
+class CommentListView(APIView):
+    @extend_schema(responses=ThreadOut(many=True))
+    def get(self, request, pk: int):
+        return Response(ThreadOut(task_comments(_task_or_404(pk)), many=True).data)
+
+    @extend_schema(request=CommentIn, responses={201: CommentOut})
+    def post(self, request, pk: int):
+        task = _task_or_404(pk)
+        data = CommentIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        parent = None
+        if v.get("parent"):
+            parent = TaskComment.objects.filter(pk=v["parent"], task=task).first()
+            if parent is None:
+                return Response({"detail": f"parent: comment {v['parent']} is not a comment of this task"}, status=400)
+        try:
+            comment = review_services.add_comment(request.user, task, v["body"], step_index=v.get("step_index"),
+                                                  answer_field=v.get("answer_field", ""), location=v.get("location"),
+                                                  parent=parent)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
-        return Response(TaskOut(task_detail(pk)).data)
+        return Response(CommentOut(comment).data, status=201)
+
+
+class CommentResolveView(APIView):
+    @extend_schema(request=ResolveIn, responses=CommentOut)
+    def post(self, request, pk: int):
+        comment = get_object_or_404(TaskComment.objects.select_related("task", "parent"), pk=pk)
+        data = ResolveIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        root = review_services.resolve_comment(request.user, comment, resolved=data.validated_data["resolved"])
+        return Response(CommentOut(root).data)
 
 
 urlpatterns = [
@@ -195,4 +435,13 @@ urlpatterns = [
     path("tasks/", TaskListView.as_view(), name="api-tasks"),
     path("tasks/<int:pk>/", TaskDetailView.as_view(), name="api-task"),
     path("tasks/<int:pk>/submit/", TaskSubmitView.as_view(), name="api-task-submit"),
+    path("tasks/<int:pk>/transitions/", TaskTransitionView.as_view(), name="api-task-transitions"),
+    path("tasks/<int:pk>/audit/", TaskAuditView.as_view(), name="api-task-audit"),
+    path("tasks/<int:pk>/revisions/", RevisionListView.as_view(), name="api-task-revisions"),
+    path("tasks/<int:pk>/revisions/<int:number>/", RevisionDetailView.as_view(), name="api-task-revision"),
+    path("tasks/<int:pk>/revisions/<int:number>/restore/", RevisionRestoreView.as_view(), name="api-task-restore"),
+    path("tasks/<int:pk>/diff/", RevisionDiffView.as_view(), name="api-task-diff"),
+    path("tasks/<int:pk>/draft/", DraftView.as_view(), name="api-task-draft"),
+    path("tasks/<int:pk>/comments/", CommentListView.as_view(), name="api-task-comments"),
+    path("comments/<int:pk>/resolve/", CommentResolveView.as_view(), name="api-comment-resolve"),
 ]

@@ -1,4 +1,4 @@
-"""Task, replay and run pages."""
+"""Task, review, replay and run pages."""
 from django.urls import path
 
 from frontend import views_replays, views_runs, views_tasks
@@ -7,6 +7,12 @@ urlpatterns = [
     path("tasks/", views_tasks.task_list_page, name="task-list"),
     path("tasks/new/", views_tasks.task_new_page, name="task-new"),
     path("tasks/<int:pk>/", views_tasks.task_detail_page, name="task-detail"),
+    path("tasks/<int:pk>/edit/", views_tasks.task_edit_page, name="task-edit"),
+    path("tasks/<int:pk>/history/", views_tasks.task_history_page, name="task-history"),
+    path("review/", views_tasks.review_queue_page, name="review-queue"),
+    path("replays/<int:pk>/overlays/", views_tasks.replay_overlays, name="replay-overlays"),
+    path("replays/<int:pk>/artifacts/<str:name>.wgs84.geojson", views_tasks.replay_artifact_wgs84,
+         name="replay-artifact-wgs84"),
     path("replays/<int:pk>/artifacts/<str:name>.png", views_replays.artifact_png, name="replay-artifact-png"),
     path("replays/<int:pk>/artifacts/<str:name>", views_replays.artifact_file, name="replay-artifact"),
     path("runs/", views_runs.run_list_page, name="run-list"),

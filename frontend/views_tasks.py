@@ -1,46 +1,384 @@
-"""Task pages: list, authoring form, detail with replay. Views read through selectors and
-write through the API (the same service functions)."""
+"""Task pages: list, review queue, the map-native editor, the review page, revision history, and the
+replay overlays the editor draws. Views read through selectors and write through the API (the
+same service functions); they only shape data for the templates and ``studio/task_editor.js``.
+"""
 from __future__ import annotations
 
-from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
 
-from annotation.models import Event, Task
+from django.conf import settings
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+
+from annotation.models import Event, Task, TaskRevision
 from annotation.qc import EVAL_TYPES
-from annotation.selectors_tasks import task_detail, task_list, task_revisions
-from annotation.services.tasks import run_fast_qc
+from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, task_audit, task_authors,
+                                        task_comments, task_detail, task_page, task_revision, task_revisions,
+                                        user_draft)
+from annotation.services import review as review_services
+from annotation.services.tasks import EDITABLE_STATUSES, diff_revisions, revision_content, run_fast_qc
+from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
+from studio.permissions import can, user_roles
+
+# DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
+CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}
+DISASTER_TYPES = ["hurricane", "earthquake", "flood", "wildfire", "volcano", "tsunami", "tornado", "landslide",
+                  "explosion", "urban heat"]  # domain.md: the ten disaster types
+# Task categories seen in DORA's task files, per dimension (suggestions; any text is accepted).
+TASK_CATEGORIES = {
+    "t1": ["damage_assessment", "damage_counting", "flood_extent", "area_estimation"],
+    "t2": ["spatial_relation", "proximity_analysis", "overlay_analysis", "accessibility"],
+    "t3": ["route_planning", "resource_allocation", "evacuation_planning", "debris_clearance"],
+    "t4": ["change_detection", "recovery_monitoring", "temporal_trend"],
+    "t5": ["situation_report", "multi_modal_summary"],
+}
 
 
+def _truthy_param(request, name: str) -> str | None:
+    value = (request.GET.get(name) or "").strip()
+    return value or None
+
+
+def _cursor(request) -> int | None:
+    try:
+        return int(request.GET.get("before") or 0) or None
+    except ValueError:
+        return None
+
+
+# ---- lists ---------------------------------------------------------------------------------------
+@require_safe
 def task_list_page(request):
-    tasks = task_list(event_slug=request.GET.get("event") or None, dimension=request.GET.get("dimension") or None)
+    """All tasks, newest first; filters event, dimension, status, author; keyset pages of 50."""
+    status = _truthy_param(request, "status")
+    page = task_page(event_slug=_truthy_param(request, "event"), dimension=_truthy_param(request, "dimension"),
+                     author=_truthy_param(request, "author"), statuses=[status] if status else None,
+                     before=_cursor(request))
     return render(request, "frontend/task_list.html", {
-        "tasks": tasks, "events": Event.objects.order_by("slug"), "dimensions": Task.Dimension.choices,
+        "page": page, "tasks": page.rows, "events": Event.objects.order_by("slug").only("slug"),
+        "dimensions": Task.Dimension.choices, "statuses": Task.Status.choices, "authors": task_authors(),
+        "next_query": _next_query(request, page.next_before),
     })
 
 
+def _next_query(request, before: int | None) -> str | None:
+    if not before:
+        return None
+    q = request.GET.copy()
+    q["before"] = str(before)
+    return q.urlencode()
+
+
+@require_safe
+def review_queue_page(request):
+    """The reviewers' queue: tabs submitted (and in review), returned, approved; same filters; keyset."""
+    tab = request.GET.get("tab") or "submitted"
+    if tab not in QUEUE_TABS:
+        raise Http404("no such queue")
+    filters = {"event_slug": _truthy_param(request, "event"), "dimension": _truthy_param(request, "dimension"),
+               "author": _truthy_param(request, "author")}
+    page = task_page(statuses=QUEUE_TABS[tab], before=_cursor(request), **filters)
+    base = request.GET.copy()
+    base.pop("before", None)
+    tabs = []
+    counts = queue_counts(**filters)
+    for name in QUEUE_TABS:
+        base["tab"] = name
+        tabs.append({"name": name, "count": counts[name], "query": base.urlencode(), "active": name == tab})
+    return render(request, "frontend/task_queue.html", {
+        "tab": tab, "tabs": tabs, "page": page, "tasks": page.rows,
+        "events": Event.objects.order_by("slug").only("slug"), "dimensions": Task.Dimension.choices,
+        "authors": task_authors(), "next_query": _next_query(request, page.next_before),
+    })
+
+
+# ---- the editor ------------------------------------------------------------------------------------
+def _catalogue_path() -> Path | None:
+    candidates = [os.environ.get("STUDIO_TOOL_CATALOGUE"),
+                  os.environ.get("STUDIO_SHARED") and str(Path(os.environ["STUDIO_SHARED"]) / "spec" / "dora-tools.json"),
+                  str(Path(settings.BASE_DIR).parent / "shared" / "spec" / "dora-tools.json")]
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+_RETURN = re.compile(r"^\s*([A-Za-z_][\w]*)\s*:\s*(.+?)\s*$")
+
+
+def _guess_type(key: str) -> str:
+    """A result key's type from its name, where the catalogue says nothing (a hint, not a rule)."""
+    if key.endswith("_path"):
+        return "str (file)"
+    if key.endswith(("_count", "_idx", "_index")) or key in ("count", "total"):
+        return "int"
+    if key.endswith(("_m", "_m2", "_km", "_px", "_px2", "_ratio", "_pct", "_area")) or key in ("ratio", "area", "value"):
+        return "float"
+    if key in ("classes", "counts", "stats", "statistics"):
+        return "dict"
+    if key.endswith("s") and key not in ("status",):
+        return "list"
+    return "any"
+
+
+@lru_cache(maxsize=1)
+def result_key_types() -> dict[str, dict[str, str]]:
+    """``{tool: {result key: type}}`` from the benchmark catalogue's ``returns`` ("count:int"),
+    completed by the registry's ``result_keys`` with a type guessed from the key's name.
+
+    The catalogue is ``../shared/spec/dora-tools.json`` (or ``$STUDIO_TOOL_CATALOGUE``); without it
+    every type is a guess.
+    """
+    out: dict[str, dict[str, str]] = {}
+    path = _catalogue_path()
+    if path is not None:
+        try:
+            for entry in json.loads(path.read_text(encoding="utf-8")):
+                types = {}
+                for text in entry.get("returns") or []:
+                    m = _RETURN.match(str(text))
+                    if m and m.group(1) not in types:
+                        types[m.group(1)] = m.group(2)
+                out[entry["name"]] = types
+        except (OSError, ValueError, KeyError, TypeError):
+            out = {}
+    for tool in tool_catalogue():
+        types = out.setdefault(tool["name"], {})
+        for key in tool["result_keys"]:
+            types.setdefault(key, _guess_type(key))
+    return out
+
+
+def _tools() -> list[dict]:
+    types = result_key_types()
+    tools = []
+    for t in tool_catalogue():
+        t = dict(t)
+        t["results"] = [{"key": k, "type": types.get(t["name"], {}).get(k, _guess_type(k))}
+                        for k in t["result_keys"] if k not in ("tool", "_meta")]
+        tools.append(t)
+    return tools
+
+
+def _layer_rows(event: Event) -> list[dict]:
+    rows = []
+    for la in event.layers.all():
+        rows.append({
+            "id": la.id, "name": la.name, "kind": la.kind, "modality": la.modality, "phase": la.phase,
+            "file_name": la.file_name, "frame": la.frame, "crs": la.crs, "gsd_m": la.gsd_m, "bands": la.bands,
+            "width": la.width, "height": la.height, "feature_count": la.feature_count,
+            "class_map": la.class_map, "annotates": la.annotates_id,
+        })
+    return rows
+
+
+def _thread(c) -> dict:
+    def one(x):
+        return {"id": x.pk, "author": x.author.username if x.author_id else None, "body": x.body,
+                "created_at": x.created_at.isoformat(), "revision_number": x.revision_number}
+    return {**one(c), "step_index": c.step_index, "answer_field": c.answer_field, "location": c.location,
+            "resolved": c.resolved, "replies": [one(r) for r in getattr(c, "thread_replies", [])]}
+
+
+def _editor_context(request, event: Event, task: Task | None) -> dict:
+    user = request.user
+    config = {
+        "event": {"slug": event.slug, "name": event.name, "disaster_type": event.disaster_type},
+        "events": list(Event.objects.order_by("slug").values_list("slug", flat=True)),
+        "layers": _layer_rows(event),
+        "tools": _tools(),
+        "eval_types": list(EVAL_TYPES),
+        "dimensions": [[c, label] for c, label in Task.Dimension.choices],
+        "category_codes": CATEGORY_CODES,
+        "task_categories": TASK_CATEGORIES,
+        "disaster_types": DISASTER_TYPES,
+        "user": {"name": user.get_username(), "roles": sorted(user_roles(user))},
+        "task": None,
+        "urls": {"tasks": reverse("task-list"), "queue": reverse("review-queue")},
+    }
+    if task is not None:
+        head = task.head
+        latest = ReplayRun.objects.filter(task=task, revision_id=task.head_id).order_by("-id").only("id").first()
+        draft = user_draft(task, user)
+        ret = last_return(task) if task.status == Task.Status.RETURNED else None
+        config["task"] = {
+            "id": task.pk, "question_id": task.question_id, "version": task.version, "status": task.status,
+            "dimension": task.dimension, "created_by": task.created_by.username if task.created_by_id else None,
+            "content": revision_content(head) if head else {},
+            "can_edit": task.status in EDITABLE_STATUSES and can(user, "task.edit", task),
+            "can_comment": can(user, "task.comment", task),
+            "actions": [{"name": t.name, "label": t.label, "needs_reason": t.needs_reason}
+                        for t in review_services.available_transitions(user, task)],
+            "latest_replay": latest.pk if latest else None,
+            "draft": ({"base_version": draft.base_version, "content": draft.content,
+                       "updated_at": draft.updated_at.isoformat()} if draft else None),
+            "returned": ({"by": ret.actor.username if ret.actor_id else None, "reason": ret.reason,
+                          "at": ret.created_at.isoformat()} if ret else None),
+            "comments": [_thread(c) for c in task_comments(task)],
+            "urls": {"detail": reverse("task-detail", args=[task.pk]), "history": reverse("task-history", args=[task.pk])},
+        }
+    return {"event": event, "task": task, "config": config, "map_config": map_config(event.layers.all())}
+
+
+@require_safe
 def task_new_page(request):
+    """The editor for a new task on ``?event=<slug>`` (default: the first event)."""
     slug = request.GET.get("event")
-    events = Event.objects.order_by("slug")
-    event = get_object_or_404(Event, slug=slug) if slug else events.first()
+    event = get_object_or_404(Event, slug=slug) if slug else Event.objects.order_by("slug").first()
     if event is None:
         raise Http404("no event yet: import data first")
-    layers = list(event.layers.values("id", "name", "kind", "modality", "phase", "file_name", "gsd_m", "crs", "class_map"))
-    return render(request, "frontend/task_edit.html", {
-        "event": event, "events": events, "layers": layers, "tools": tool_catalogue(),
-        "eval_types": EVAL_TYPES, "dimensions": Task.Dimension.choices,
-    })
+    return render(request, "frontend/task_edit.html", _editor_context(request, event, None))
 
 
-def task_detail_page(request, pk: int):
+@require_safe
+def task_edit_page(request, pk: int):
+    """The editor on a task's head revision (read-only when its status or the user's role locks it)."""
     try:
         task = task_detail(pk)
     except Task.DoesNotExist:
         raise Http404("no such task")
-    latest = ReplayRun.objects.filter(task=task).order_by("-id").first()
+    return render(request, "frontend/task_edit.html", _editor_context(request, task.event, task))
+
+
+# ---- review page and history --------------------------------------------------------------------------
+def _qc(task: Task):
+    try:
+        return review_services.submission_findings(task)
+    except Exception:  # QC must never break the page; the fast checks are the stable fallback
+        return run_fast_qc(task.head)
+
+
+@require_safe
+def task_detail_page(request, pk: int):
+    """The review page: content, QC, replay, comments, transitions, audit trail, revisions."""
+    try:
+        task = task_detail(pk)
+    except Task.DoesNotExist:
+        raise Http404("no such task")
+    latest = ReplayRun.objects.filter(task=task).order_by("-id").only("id").first()
+    threads = task_comments(task)
     return render(request, "frontend/task_detail.html", {
-        "task": task, "rev": task.head, "qc": run_fast_qc(task.head), "revisions": task_revisions(task)[:20],
+        "task": task, "rev": task.head, "qc": _qc(task), "revisions": task_revisions(task)[:20],
         "latest_replay_id": latest.pk if latest else None,
         "layers": list(task.event.layers.values("id", "file_name", "kind", "frame", "width", "height", "bounds", "class_map")),
+        "map_config": map_config(task.event.layers.all()),
+        "threads": threads, "open_threads": sum(1 for t in threads if not t.resolved),
+        "audit": task_audit(task),
+        "actions": [{"name": t.name, "label": t.label, "needs_reason": t.needs_reason}
+                    for t in review_services.available_transitions(request.user, task)],
+        "can_comment": can(request.user, "task.comment", task),
+        "can_resolve": can(request.user, "comment.resolve", task),
+        "can_edit": task.status in EDITABLE_STATUSES and can(request.user, "task.edit", task),
+        "returned": last_return(task) if task.status == Task.Status.RETURNED else None,
     })
+
+
+@require_safe
+def task_history_page(request, pk: int):
+    """Every revision (who, when, message); the diff between any two (``?a=&b=``); restore buttons."""
+    try:
+        task = task_detail(pk)
+    except Task.DoesNotExist:
+        raise Http404("no such task")
+    revisions = list(task_revisions(task))
+    try:
+        b = int(request.GET.get("b") or task.version)
+        a = int(request.GET.get("a") or max(b - 1, 1))
+        ra, rb = task_revision(task, a), task_revision(task, b)
+    except (ValueError, TaskRevision.DoesNotExist):
+        raise Http404("no such revision")
+    return render(request, "frontend/task_history.html", {
+        "task": task, "revisions": revisions, "a": a, "b": b, "ra": ra, "rb": rb, "diff": diff_revisions(ra, rb),
+        "can_restore": task.status in EDITABLE_STATUSES and can(request.user, "task.edit", task),
+    })
+
+
+# ---- replay overlays for the editor's map ----------------------------------------------------------------
+CHART_PREFIXES = ("vis.", "report.", "model.")
+# Colours of replay overlays by step (distinct from the event layers' blue and the damage palette).
+OVERLAY_COLOURS = ("#ff3d7f", "#ffb300", "#00c853", "#aa00ff", "#00b8d4", "#ff6d00", "#2962ff", "#c51162")
+
+
+def _raster_overlay(run: ReplayRun, name: str, path: Path) -> dict:
+    import rasterio
+    from rasterio.warp import transform_bounds
+
+    with rasterio.open(path) as src:
+        width, height, crs, bounds, count, dtype = src.width, src.height, src.crs, src.bounds, src.count, src.dtypes[0]
+        georef = crs is not None and not src.transform.is_identity
+    spec = {"kind": "mask" if count == 1 and "int" in dtype else "raster",
+            "image": reverse("replay-artifact-png", args=[run.pk, name]), "width": width, "height": height}
+    if georef:
+        w, s, e, n = transform_bounds(crs, "EPSG:4326", *bounds)
+        spec.update(frame="geographic", bounds=[w, s, e, n])
+    else:
+        spec.update(frame="pixel", bounds=[0, 0, width, height])
+    return spec
+
+
+def _vector_overlay(run: ReplayRun, name: str, path: Path) -> dict:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(doc, dict) and doc.get("crs"):
+        return {"kind": "vector", "frame": "geographic",
+                "geojson": reverse("replay-artifact-wgs84", args=[run.pk, name])}
+    return {"kind": "vector", "frame": "pixel", "data": doc}
+
+
+@require_safe
+def replay_overlays(request, pk: int):
+    """``{"overlays": [spec]}``: each step artifact of a replay as a ``StudioMap`` layer spec
+    (masks/rasters as images over their lon/lat or pixel bounds, vectors as GeoJSON in EPSG:4326 or
+    pixels), and charts/report pages (vis.*, report.*, model.*) as ``kind: "image"`` for the step card.
+    """
+    from replay.services import artifact_path
+
+    run = get_object_or_404(ReplayRun, pk=pk)
+    out = []
+    for step in run.steps.order_by("index"):
+        for art in step.artifacts or []:
+            name = art.get("name") or ""
+            try:
+                path = artifact_path(run, name)
+            except ValueError:
+                continue
+            if not path.is_file():
+                continue
+            base = {"id": f"replay-{run.pk}-{step.index}-{art.get('key')}", "step": step.index, "key": art.get("key"),
+                    "name": f"step {step.index} · {art.get('key')}", "file_name": name,
+                    "color": OVERLAY_COLOURS[step.index % len(OVERLAY_COLOURS)]}
+            suffix = path.suffix.lower()
+            try:
+                if step.call.startswith(CHART_PREFIXES) and suffix in (".png", ".jpg", ".jpeg"):
+                    out.append({**base, "kind": "image", "url": reverse("replay-artifact-png", args=[run.pk, name])})
+                elif suffix in (".tif", ".tiff", ".png"):
+                    out.append({**base, **_raster_overlay(run, name, path)})
+                elif suffix in (".geojson", ".json"):
+                    out.append({**base, **_vector_overlay(run, name, path)})
+            except Exception as exc:  # one unreadable artifact must not hide the others
+                out.append({**base, "kind": "error", "error": f"{name}: {exc}"})
+    return JsonResponse({"run": run.pk, "overlays": out})
+
+
+@require_safe
+def replay_artifact_wgs84(request, pk: int, name: str):
+    """A georeferenced vector artifact reprojected to EPSG:4326 (what Leaflet draws)."""
+    import geopandas as gpd
+
+    from replay.services import artifact_path
+
+    run = get_object_or_404(ReplayRun, pk=pk)
+    try:
+        path = artifact_path(run, name)
+    except ValueError:
+        raise Http404("no such artifact")
+    if not path.is_file() or path.suffix.lower() not in (".geojson", ".json"):
+        raise Http404("no such artifact")
+    gdf = gpd.read_file(path)
+    if gdf.crs is not None:
+        gdf = gdf.to_crs("EPSG:4326")
+    return HttpResponse(gdf.to_json(drop_id=True), content_type="application/geo+json")

@@ -2,9 +2,13 @@
 
 Roles are Django groups (``author``, ``reviewer``, ``scorer``, ``maintainer``). A row
 ``(role, action, relation)`` grants ``action`` to members of ``role`` when the user stands in
-``relation`` to the object: ``any`` (every object, or no object) or ``own`` (objects the user
-created). Anything not in the table is refused. Services call :func:`require`; views may call
-:func:`can` to hide buttons. Superusers pass every check.
+``relation`` to the object: ``any`` (every object, or no object), ``own`` (objects the user
+created) or ``not_own`` (objects someone else created; never an object-less check). Anything not
+in the table is refused. Services call :func:`require`; views may call :func:`can` to hide
+buttons.
+
+Superusers pass every check except the four-eyes rule: an action that only ``not_own`` rows grant
+(``task.approve``) is refused on the superuser's own objects too — nobody approves their own task.
 """
 from __future__ import annotations
 
@@ -19,7 +23,10 @@ ROLES = ("author", "reviewer", "scorer", "maintainer")
 class Rule:
     role: str
     action: str
-    relation: str  # "any" or "own"
+    relation: str  # "any", "own" or "not_own"
+
+
+RELATIONS = ("any", "own", "not_own")
 
 
 PERMISSIONS: tuple[Rule, ...] = (
@@ -27,6 +34,25 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("author", "task.edit", "own"),
     Rule("author", "task.replay", "own"),
     Rule("reviewer", "task.replay", "any"),
+    # review workflow (annotation.services.review): draft → submitted → in review → approved /
+    # returned → released. Restoring an old revision is an edit (task.edit).
+    Rule("author", "task.submit", "own"),
+    Rule("author", "task.withdraw", "own"),
+    Rule("reviewer", "task.review", "not_own"),
+    Rule("reviewer", "task.return", "not_own"),
+    Rule("reviewer", "task.approve", "not_own"),
+    Rule("maintainer", "task.submit", "any"),
+    Rule("maintainer", "task.withdraw", "any"),
+    Rule("maintainer", "task.return", "any"),
+    Rule("maintainer", "task.approve", "not_own"),
+    Rule("maintainer", "task.release", "any"),
+    # comments pinned to a step / answer field / map location; resolving one closes its thread
+    Rule("author", "task.comment", "own"),
+    Rule("reviewer", "task.comment", "any"),
+    Rule("maintainer", "task.comment", "any"),
+    Rule("author", "comment.resolve", "own"),
+    Rule("reviewer", "comment.resolve", "any"),
+    Rule("maintainer", "comment.resolve", "any"),
     Rule("maintainer", "task.create", "any"),
     Rule("maintainer", "task.edit", "any"),
     Rule("maintainer", "task.replay", "any"),
@@ -37,6 +63,26 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("scorer", "verdict.create", "any"),
     Rule("reviewer", "verdict.create", "any"),
     Rule("maintainer", "verdict.create", "any"),
+    # judging, the human scoring queue, adjudication and agreement
+    Rule("maintainer", "judge.run", "any"),
+    Rule("maintainer", "judge.configure", "any"),
+    Rule("maintainer", "queue.manage", "any"),
+    Rule("reviewer", "queue.manage", "any"),
+    Rule("scorer", "queue.claim", "any"),
+    Rule("reviewer", "queue.claim", "any"),
+    Rule("maintainer", "queue.claim", "any"),
+    Rule("reviewer", "verdict.adjudicate", "any"),
+    Rule("maintainer", "verdict.adjudicate", "any"),
+    Rule("reviewer", "verdict.view_all", "any"),
+    Rule("maintainer", "verdict.view_all", "any"),
+    Rule("reviewer", "agreement.view", "any"),
+    Rule("maintainer", "agreement.view", "any"),
+)
+
+
+#: actions granted by ``not_own`` rows only: the owner never gets them, not even as a superuser
+FOUR_EYES_ACTIONS = frozenset(
+    a for a in {r.action for r in PERMISSIONS} if all(r.relation == "not_own" for r in PERMISSIONS if r.action == a)
 )
 
 
@@ -62,15 +108,18 @@ def can(user, action: str, obj=None) -> bool:
     """True when a row of :data:`PERMISSIONS` grants ``action`` on ``obj`` to ``user``."""
     if not getattr(user, "is_authenticated", False):
         return False
+    owner = _owner_id(obj) if obj is not None else None
     if user.is_superuser:
-        return True
+        return not (owner == user.pk and action in FOUR_EYES_ACTIONS)
     roles = user_roles(user)
     for rule in PERMISSIONS:
         if rule.action != action or rule.role not in roles:
             continue
         if rule.relation == "any":
             return True
-        if rule.relation == "own" and obj is not None and _owner_id(obj) == user.pk:
+        if rule.relation == "own" and obj is not None and owner == user.pk:
+            return True
+        if rule.relation == "not_own" and obj is not None and owner != user.pk:
             return True
     return False
 

@@ -35,13 +35,8 @@ def flags(*on: str) -> dict:
 
 
 @pytest.fixture
-def perms(monkeypatch):
-    """The permission rows of evaluation/permission_rows.py, until they are merged into the table."""
-    from evaluation.permission_rows import RULES
-    from studio import permissions
-
-    monkeypatch.setattr(permissions, "PERMISSIONS", permissions.PERMISSIONS + tuple(
-        r for r in RULES if r not in permissions.PERMISSIONS))
+def perms():
+    """The judging, queue and adjudication rows are part of studio.permissions.PERMISSIONS."""
 
 
 @pytest.fixture

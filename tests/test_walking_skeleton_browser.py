@@ -55,18 +55,21 @@ def test_login_map_tiles_author_replay(live_server, browser, make_user):
         body = ok[0].body()
         assert body[:8] == b"\x89PNG\r\n\x1a\n" and len(body) > 100
 
-        # author a two-step task
+        # author a two-step task: "+ step" opens the tool picker (search, Enter picks)
         page.goto(f"{live_server.url}/tasks/new/?event=hurricane-florence")
         page.fill("#question", "How many pixels show partially damaged or destroyed buildings?")
         page.select_option("#dimension", "t1")
         page.click("#add-step")
+        page.fill("#tool-search", "seg.building_damage")
+        page.click('#tool-list [data-tool="seg.building_damage"]')
         step0 = page.locator("#steps > li").nth(0)
-        step0.locator("select.tool").select_option("seg.building_damage")
         step0.locator(".arg[data-name=pre_image_path]").fill("hurricane-florence_00000018_pre_original.png")
         step0.locator(".arg[data-name=post_image_path]").fill("hurricane-florence_00000018_post_original.png")
         page.click("#add-step")
+        page.fill("#tool-search", "ras.count_pixels")
+        page.keyboard.press("Enter")
         step1 = page.locator("#steps > li").nth(1)
-        step1.locator("select.tool").select_option("ras.count_pixels")
+        assert step1.locator(".tool-button").text_content() == "ras.count_pixels"
         step1.locator(".arg[data-name=mask_path]").fill("<mask_path> from trajectory[0].obs")
         step1.locator(".arg[data-name=classes]").fill("[2, 3]")
         row = page.locator("#answers tbody tr").nth(0)
@@ -74,7 +77,8 @@ def test_login_map_tiles_author_replay(live_server, browser, make_user):
         row.locator(".ans-type").select_option("scalar_count")
         row.locator(".ans-source").fill("<total> from trajectory[1].obs")
         page.click("#save-task")
-        page.wait_for_url(re.compile(r".*/tasks/\d+/$"), timeout=15000)
+        page.wait_for_url(re.compile(r".*/tasks/\d+/edit/$"), timeout=15000)
+        page.goto(page.url.replace("/edit/", "/"))
         assert page.locator("#qc-clean").count() == 1
 
         # replay it and see the filled answer
@@ -84,7 +88,9 @@ def test_login_map_tiles_author_replay(live_server, browser, make_user):
         answer = page.locator("#final-answer").text_content()
         assert '"damaged_pixels": 26766' in answer
         assert page.locator("#replay-steps li.succeeded").count() == 2
-        # the GT mask of step 0 is drawn on the map
+        # the GT mask of step 0 is drawn on the map as an overlay
+        page.wait_for_function("() => [...document.querySelectorAll('#replay-overlays li')].some(li => li.textContent === 'step 0 · mask_path')",
+                               timeout=15000)
         page.wait_for_function("() => document.querySelectorAll('#replay-map img.leaflet-image-layer').length > 0",
                                timeout=15000)
         assert not errors, errors

@@ -1,16 +1,25 @@
 """Service functions for tasks: the one place where a task is created or a revision saved.
 
-Every save is a new immutable ``TaskRevision``; a save against a stale version raises
-:class:`StaleVersionError` (HTTP 409 in the API). Fast QC runs on every save; errors block
-submission (``submit_task``), not saving: work is never lost.
+Every save is a new immutable ``TaskRevision`` (who, when, message); a save against a stale
+version raises :class:`StaleVersionError` (HTTP 409 in the API) and writes nothing. Restoring an
+old revision writes it again as a new revision. Fast QC runs on every save; errors block
+submission (``annotation.services.review``), not saving: work is never lost. Unsaved editor
+state is autosaved per user as a ``TaskDraft`` (never a revision) and dropped by the next save.
+
+Content is locked while a reviewer holds the task (submitted, in review, approved) and for good
+once released: the author withdraws a submitted task (or the reviewer returns it) to edit again.
+Status changes live in ``annotation.services.review`` only.
 """
 from __future__ import annotations
 
+import difflib
+import json
+from typing import Any
+
 from django.db import transaction
-from django.utils import timezone
 
 from annotation import qc
-from annotation.models import Event, Layer, Task, TaskRevision
+from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
 from studio.permissions import require
 
 # DORA's task-file names per dimension (dora-format.md §(a), ``TASKS`` in dora/benchmark.py).
@@ -36,6 +45,21 @@ class StaleVersionError(Exception):
         self.expected = expected
         self.current = task.head
         super().__init__(f"task {task.question_id} is at version {task.version}, the save was based on {expected}")
+
+
+class TaskLockedError(Exception):
+    """The task's status does not allow content edits (it is with a reviewer, or released)."""
+
+
+#: statuses in which the content may change (a new revision, a restore, an autosaved draft)
+EDITABLE_STATUSES = (Task.Status.DRAFT, Task.Status.RETURNED)
+
+
+def _require_editable(task: Task) -> None:
+    if task.status not in EDITABLE_STATUSES:
+        hint = ("released tasks never change: copy it into a new task" if task.status == Task.Status.RELEASED
+                else "withdraw it (author) or have the reviewer return it first")
+        raise TaskLockedError(f"status: task {task.question_id} is {task.status}; its content is locked ({hint})")
 
 
 class TaskValidationError(Exception):
@@ -65,18 +89,29 @@ def layer_manifest_entry(layer: Layer) -> dict:
     return entry
 
 
-def build_input_data(event: Event, layer_keys: dict[str, int]) -> dict:
+def build_input_data(event: Event, layer_keys: dict[str, int], base: dict | None = None) -> dict:
     """Build ``input_data`` from ``{input_data key: layer id}``; every layer must belong to ``event``.
 
-    Raises ``ValueError`` naming the key whose layer is not in the event.
+    A dotted key nests: ``temporal_images.t1`` → ``{"temporal_images": {"t1": entry}}`` (T4's
+    phases, dora-format.md §(a)). ``base`` holds entries kept verbatim (e.g. an imported task's
+    entries that name no layer); layer-built entries win on the same key. Raises ``ValueError``
+    naming the key whose layer is not in the event, or a key that is empty.
     """
-    layers = {l.pk: l for l in event.layers.filter(pk__in=list(layer_keys.values()))}
-    out = {}
+    layers = {l.pk: l for l in event.layers.filter(pk__in=[int(v) for v in layer_keys.values()])}
+    out = json.loads(json.dumps(base or {}))
     for key, layer_id in layer_keys.items():
         layer = layers.get(int(layer_id))
         if layer is None:
             raise ValueError(f"input_data.{key}: layer {layer_id} is not a layer of event {event.slug}")
-        out[key] = layer_manifest_entry(layer)
+        parts = [p.strip() for p in str(key).split(".")]
+        if not all(parts):
+            raise ValueError(f"input_data.{key}: a key needs a name on each side of every dot")
+        node = out
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = layer_manifest_entry(layer)
     return out
 
 
@@ -125,17 +160,141 @@ def _write_revision(user, task: Task, content: dict, message: str) -> TaskRevisi
 def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "") -> TaskRevision:
     """Save new content as the next revision, if ``expected_version`` is still the head.
 
-    Fields absent from ``content`` are carried over from the head. Raises ``StaleVersionError``
-    when someone saved in between (nothing is written), ``PermissionDenied`` for the role.
+    Fields absent from ``content`` are carried over from the head. The user's autosaved draft of
+    the task is dropped (it is now saved). Raises ``StaleVersionError`` when someone saved in
+    between (nothing is written), ``TaskLockedError`` when the status locks the content,
+    ``PermissionDenied`` for the role.
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
     require(user, "task.edit", locked)
+    _require_editable(locked)
     if locked.version != expected_version:
         raise StaleVersionError(locked, expected_version)
     head = locked.head
     merged = {k: getattr(head, k) for k in CONTENT_FIELDS} if head else {}
     merged.update(_content(content))
-    return _write_revision(user, locked, merged, message or "edited")
+    rev = _write_revision(user, locked, merged, message or "edited")
+    TaskDraft.objects.filter(task=locked, user=user).delete()
+    return rev
+
+
+@transaction.atomic
+def restore_revision(user, task: Task, number: int, *, expected_version: int) -> TaskRevision:
+    """Write revision ``number``'s content again as a new head revision ("restored r<n>").
+
+    Nothing is overwritten: the revisions in between stay. Raises ``TaskRevision.DoesNotExist``,
+    ``StaleVersionError``, ``TaskLockedError``, ``PermissionDenied`` as :func:`save_revision`.
+    """
+    old = TaskRevision.objects.get(task_id=task.pk, number=number)
+    return save_revision(user, task, expected_version=expected_version, content=revision_content(old),
+                         message=f"restored r{number}")
+
+
+# ---- drafts (autosave) -------------------------------------------------------------------------
+@transaction.atomic
+def save_draft(user, task: Task, *, base_version: int, content: dict) -> TaskDraft:
+    """Store the user's unsaved editor state of ``task`` (one draft per user and task, replaced).
+
+    ``content`` is the editor's payload as it stands (any JSON object, even invalid as a task: a
+    draft is never checked). Raises ``PermissionDenied`` or ``TaskLockedError``.
+    """
+    require(user, "task.edit", task)
+    _require_editable(task)
+    if not isinstance(content, dict):
+        raise ValueError("content: a draft is a JSON object")
+    draft, _ = TaskDraft.objects.update_or_create(task=task, user=user,
+                                                  defaults={"base_version": base_version, "content": content})
+    return draft
+
+
+def discard_draft(user, task: Task) -> int:
+    """Delete the user's draft of ``task``; returns how many were deleted (0 or 1)."""
+    return TaskDraft.objects.filter(task=task, user=user).delete()[0]
+
+
+# ---- diff between revisions --------------------------------------------------------------------
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _dict_changes(a: dict, b: dict) -> list[dict]:
+    """``[{key, change: added|removed|changed, old, new}]`` over the union of keys, sorted."""
+    a, b = a or {}, b or {}
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key not in a:
+            out.append({"key": key, "change": "added", "old": None, "new": b[key]})
+        elif key not in b:
+            out.append({"key": key, "change": "removed", "old": a[key], "new": None})
+        elif _canon(a[key]) != _canon(b[key]):
+            out.append({"key": key, "change": "changed", "old": a[key], "new": b[key]})
+    return out
+
+
+def diff_steps(old: list[dict], new: list[dict]) -> list[dict]:
+    """Aligned step diff: ``[{op, old_index, new_index, old, new, args}]``.
+
+    ``op`` is ``equal``, ``changed`` (same tool, other arguments; ``args`` lists the argument
+    changes), ``added``, ``removed`` or ``replaced`` (another tool). Steps are aligned on their
+    tool names with ``difflib.SequenceMatcher`` (longest matching blocks), so an inserted step
+    shows as one ``added`` and the steps after it are still compared with their counterparts.
+    """
+    old, new = list(old or []), list(new or [])
+    calls_a = [str(s.get("call", "")) if isinstance(s, dict) else "" for s in old]
+    calls_b = [str(s.get("call", "")) if isinstance(s, dict) else "" for s in new]
+    out: list[dict] = []
+
+    def row(op, i, j):
+        sa = old[i] if i is not None else None
+        sb = new[j] if j is not None else None
+        args = _dict_changes((sa or {}).get("args") or {}, (sb or {}).get("args") or {}) if sa and sb else []
+        out.append({"op": op, "old_index": i, "new_index": j, "old": sa, "new": sb, "args": args})
+
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=calls_a, b=calls_b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                same = _canon(old[i1 + k]) == _canon(new[j1 + k])
+                row("equal" if same else "changed", i1 + k, j1 + k)
+        elif tag == "delete":
+            for i in range(i1, i2):
+                row("removed", i, None)
+        elif tag == "insert":
+            for j in range(j1, j2):
+                row("added", None, j)
+        else:  # replace: pair them up, the surplus is added/removed
+            n = min(i2 - i1, j2 - j1)
+            for k in range(n):
+                row("replaced", i1 + k, j1 + k)
+            for i in range(i1 + n, i2):
+                row("removed", i, None)
+            for j in range(j1 + n, j2):
+                row("added", None, j)
+    return out
+
+
+def diff_revisions(a: TaskRevision, b: TaskRevision) -> dict:
+    """What changed from revision ``a`` to revision ``b`` (any two, either order).
+
+    ``{"a": number, "b": number, "fields": [{key, change, old, new}] (question, category, code,
+    disaster type), "input_data": [{key, ...}] (per input_data key), "classes": [...],
+    "steps": diff_steps(...), "answer": [{key: field name, change, old, new}] (whole field
+    entries: eval_type, source, answer_format), "changed": bool}``.
+    """
+    scalar = ("question", "task_category", "task_category_code", "disaster_type")
+    fields = _dict_changes({k: getattr(a, k) for k in scalar}, {k: getattr(b, k) for k in scalar})
+    answers_a = {str(f.get("name")): f for f in (a.answer_spec or []) if isinstance(f, dict)}
+    answers_b = {str(f.get("name")): f for f in (b.answer_spec or []) if isinstance(f, dict)}
+    steps = diff_steps(a.trajectory, b.trajectory)
+    result = {
+        "a": a.number, "b": b.number, "fields": fields,
+        "input_data": _dict_changes(a.input_data, b.input_data),
+        "classes": _dict_changes(a.classes, b.classes),
+        "steps": steps,
+        "answer": _dict_changes(answers_a, answers_b),
+    }
+    result["changed"] = bool(fields or result["input_data"] or result["classes"] or result["answer"]
+                             or any(s["op"] != "equal" for s in steps))
+    return result
 
 
 def revision_content(rev: TaskRevision) -> dict:
@@ -148,17 +307,11 @@ def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:
     return qc.check_task(revision_content(rev))
 
 
-@transaction.atomic
 def submit_task(user, task: Task) -> Task:
-    """Move a draft (or returned) task to ``submitted``; QC errors block it (``TaskValidationError``)."""
-    locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
-    require(user, "task.edit", locked)
-    findings = run_fast_qc(locked.head)
-    if qc.has_errors(findings):
-        raise TaskValidationError(findings)
-    if locked.status not in (Task.Status.DRAFT, Task.Status.RETURNED):
-        raise ValueError(f"status: a {locked.status} task cannot be submitted")
-    locked.status = Task.Status.SUBMITTED
-    locked.updated_at = timezone.now()
-    locked.save(update_fields=["status", "updated_at"])
-    return locked
+    """Submit a draft or returned task for review (kept for callers of the skeleton's API).
+
+    Delegates to ``annotation.services.review.submit``, the one place of status changes.
+    """
+    from annotation.services import review
+
+    return review.submit(user, task)

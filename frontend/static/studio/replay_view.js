@@ -1,49 +1,84 @@
-// Replay panel of the task page: start a replay, follow its progress, show each step's output
-// (values in the step list, masks and vectors on a pixel-frame map) and the filled answer.
+// Replay: start a replay of a task's head revision, follow its progress (/api/replays/<id>/), and
+// fetch each step's artifacts as StudioMap overlay specs (/replays/<id>/overlays/).
+//
+// window.StudioReplay = {start(taskId) -> run, poll(runId, onUpdate) -> final run,
+//   overlays(runId) -> [spec], obsValues(obs) -> [[key, text]], csrf(), esc(text)}
+// Used by the editor (task_editor.js) and, on the task page, by the panel below (#replay-button).
 (function () {
   "use strict";
-  const $ = (s) => document.querySelector(s);
-  const btn = $("#replay-button");
-  if (!btn) return;
-  const taskId = btn.dataset.task;
+
   function csrf() {
     const m = document.cookie.match(/csrftoken=([^;]+)/);
     return m ? m[1] : "";
   }
-  let map = null;
-  let control = null;
-  const overlays = [];
-  function ensureMap(w, h) {
-    if (map) return map;
-    const crs = L.extend({}, L.CRS.Simple, { transformation: new L.Transformation(1, 0, 1, 0) });
-    map = L.map("replay-map", { crs, minZoom: -4, maxZoom: 4, zoomSnap: 0.25 });
-    map.fitBounds([[0, 0], [h, w]]);
-    control = L.control.layers({}, {}, { collapsed: false }).addTo(map);
-    return map;
+  function esc(s) {
+    return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
-  function addRasterArtifact(runId, name, label) {
-    const url = `/replays/${runId}/artifacts/${encodeURIComponent(name)}.png`;
-    const img = new Image();
-    img.onload = () => {
-      const m = ensureMap(img.naturalWidth, img.naturalHeight);
-      const layer = L.imageOverlay(url, [[0, 0], [img.naturalHeight, img.naturalWidth]], { opacity: 0.75 }).addTo(m);
-      overlays.push(layer);
-      control.addOverlay(layer, label);
-    };
-    img.src = url;
+  async function start(taskId, mode) {
+    const resp = await fetch(`/api/tasks/${taskId}/replays/`, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() }, body: JSON.stringify({ mode: mode || "gt" }),
+    });
+    const run = await resp.json().catch(() => ({}));
+    if (!resp.ok) throw new Error(run.detail || `replay refused (HTTP ${resp.status})`);
+    return run;
   }
-  async function addVectorArtifact(runId, name, label) {
-    const resp = await fetch(`/replays/${runId}/artifacts/${encodeURIComponent(name)}`, { credentials: "same-origin" });
-    if (!resp.ok) return;
-    const gj = await resp.json();
-    const m = ensureMap(1024, 1024);
-    const layer = L.geoJSON(gj, {
-      coordsToLatLng: (c) => L.latLng(c[1], c[0]),
-      style: { color: "#00e5ff", weight: 1 },
-      onEachFeature: (f, l) => l.bindPopup(`<pre>${JSON.stringify(f.properties, null, 1).replace(/[<>&]/g, (ch) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;" }[ch]))}</pre>`),
-    }).addTo(m);
-    overlays.push(layer);
-    control.addOverlay(layer, label);
+  async function poll(runId, onUpdate) {
+    for (;;) {
+      const resp = await fetch(`/api/replays/${runId}/`, { credentials: "same-origin" });
+      if (!resp.ok) throw new Error(`replay ${runId}: HTTP ${resp.status}`);
+      const run = await resp.json();
+      if (onUpdate) onUpdate(run);
+      if (run.status === "succeeded" || run.status === "failed") return run;
+      await new Promise((r) => setTimeout(r, 600));
+    }
+  }
+  async function overlays(runId) {
+    const resp = await fetch(`/replays/${runId}/overlays/`, { credentials: "same-origin" });
+    if (!resp.ok) return [];
+    return (await resp.json()).overlays || [];
+  }
+  // The values of an observation worth showing in a step card: scalars and short lists/dicts.
+  function obsValues(obs) {
+    if (obs === null || obs === undefined) return [];
+    if (Array.isArray(obs)) return [["(list)", `${obs.length} items`]];
+    return Object.entries(obs).filter(([k]) => k !== "tool" && k !== "_meta").map(([k, v]) => {
+      let text = typeof v === "string" ? v : JSON.stringify(v);
+      if (text && text.length > 160) text = text.slice(0, 157) + "…";
+      return [k, text];
+    });
+  }
+  window.StudioReplay = { start, poll, overlays, obsValues, csrf, esc };
+
+  // ---- the task page's replay panel ---------------------------------------------------------------
+  const $ = (s) => document.querySelector(s);
+  const btn = $("#replay-button");
+  if (!btn) return;
+  const taskId = btn.dataset.task;
+  let viewer = null;
+  let shownRun = null;
+  function ensureViewer() {
+    if (viewer || !$("#replay-map")) return viewer;
+    const cfg = JSON.parse((document.getElementById("map-config") || { textContent: "{}" }).textContent || "{}");
+    viewer = StudioMap.viewer(document.getElementById("replay-map"), { layers: cfg.layers || [] });
+    return viewer;
+  }
+  async function showOverlays(run) {
+    if (shownRun === run.id) return;
+    shownRun = run.id;
+    const list = await overlays(run.id);
+    const ul = $("#replay-overlays");
+    const v = ensureViewer();
+    list.forEach((spec) => {
+      if (spec.kind === "image") {
+        const li = document.querySelector(`#replay-steps li[data-index="${spec.step}"]`);
+        if (li) { const img = document.createElement("img"); img.src = spec.url; img.alt = spec.name; img.className = "step-chart"; li.appendChild(img); }
+        return;
+      }
+      if (spec.kind === "error") { if (ul) { const li = document.createElement("li"); li.textContent = spec.error; ul.appendChild(li); } return; }
+      if (v) v.addOverlay(spec, { visible: true, opacity: spec.kind === "mask" ? 0.75 : 1, fit: false });
+      if (ul) { const li = document.createElement("li"); li.textContent = spec.name; ul.appendChild(li); }
+    });
   }
   function render(run) {
     const prog = $("#replay-progress");
@@ -56,6 +91,7 @@
     run.steps.forEach((s) => {
       const li = document.createElement("li");
       li.className = `step ${s.status}`;
+      li.dataset.index = s.index;
       const head = document.createElement("div");
       head.innerHTML = "<code></code> <span class='badge'></span> <span class='meta'></span>";
       head.querySelector("code").textContent = s.call;
@@ -71,38 +107,29 @@
     if (run.status === "succeeded") {
       $("#final-answer").textContent = JSON.stringify(run.final_answer, null, 2);
       $("#replay-hash").textContent = run.replay_hash;
-      if (!map) {
-        run.steps.forEach((s) => (s.artifacts || []).forEach((a) => {
-          const label = `step ${s.index} · ${a.key}`;
-          if (/\.(tif|tiff|png)$/i.test(a.name)) addRasterArtifact(run.id, a.name, label);
-          else if (/\.(geojson|json)$/i.test(a.name)) addVectorArtifact(run.id, a.name, label);
-        }));
-      }
     }
   }
-  async function poll(runId) {
-    for (;;) {
-      const resp = await fetch(`/api/replays/${runId}/`, { credentials: "same-origin" });
-      const run = await resp.json();
-      render(run);
-      if (run.status === "succeeded" || run.status === "failed") return run;
-      await new Promise((r) => setTimeout(r, 700));
-    }
+  async function follow(runId) {
+    const run = await poll(runId, render);
+    if (run.status === "succeeded") { shownRun = null; await showOverlays(run); document.dispatchEvent(new CustomEvent("studio:viewer-reset")); }
+    return run;
   }
   btn.onclick = async () => {
     btn.disabled = true;
     $("#replay-status").textContent = "starting…";
-    const resp = await fetch(`/api/tasks/${taskId}/replays/`, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() }, body: JSON.stringify({ mode: "gt" }),
-    });
-    const run = await resp.json();
-    if (!resp.ok) { $("#replay-status").textContent = run.detail || `error ${resp.status}`; btn.disabled = false; return; }
-    overlays.forEach((l) => l.remove());
-    if (map) { map.remove(); map = null; }
-    await poll(run.id);
+    try {
+      const run = await start(taskId);
+      if (viewer) { viewer.destroy(); viewer = null; document.getElementById("replay-map").innerHTML = ""; }
+      document.dispatchEvent(new CustomEvent("studio:viewer-reset"));
+      if ($("#replay-overlays")) $("#replay-overlays").innerHTML = "";
+      await follow(run.id);
+    } catch (e) {
+      $("#replay-status").textContent = e.message;
+    }
     btn.disabled = false;
   };
+  ensureViewer();
+  window.StudioReplay.pageViewer = () => ensureViewer();
   const latest = JSON.parse(document.getElementById("latest-replay").textContent);
-  if (latest) poll(latest);
+  if (latest) follow(latest).catch((e) => { $("#replay-status").textContent = e.message; });
 })();

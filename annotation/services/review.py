@@ -1,0 +1,212 @@
+"""The review workflow: the one place where a task's status changes, and review comments.
+
+States and transitions (``TRANSITIONS``; each is an ``AuditEvent`` with who, when, the revision
+number and the reason)::
+
+    draft ──submit──▶ submitted ──start_review──▶ in_review ──approve──▶ approved ──release──▶ released
+      ▲                 │  │                          │                     │
+      │                 │  └────────return (reason)───┴─────────────────────┘──▶ returned
+      └────withdraw─────┘            (returned ──submit──▶ submitted: the author fixed it)
+
+Permissions come from the table in ``studio.permissions`` (checked here, not only in views):
+``task.submit`` / ``task.withdraw`` (author: own), ``task.review`` and ``task.approve``
+(reviewer: ``not_own``; an author never reviews or approves their own task), ``task.return``,
+``task.release`` (maintainer), ``task.comment`` and ``comment.resolve``.
+
+Submitting runs the full QC (``annotation.services.qc.qc_for_task`` when present, else the fast
+``annotation.qc.check_task``): any error blocks it, and so does the lack of a succeeded replay of
+the head revision (reviewers judge the filled gold answer, so it must exist).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import qc
+from annotation.models import AuditEvent, Task, TaskComment
+from studio.permissions import can, require
+
+S = Task.Status
+
+
+class TransitionError(ValueError):
+    """The transition is not allowed from the task's current status (or lacks its reason)."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    sources: tuple[str, ...]
+    target: str
+    permission: str
+    needs_reason: bool = False
+    label: str = ""
+
+
+TRANSITIONS: dict[str, Transition] = {t.name: t for t in (
+    Transition("submit", (S.DRAFT, S.RETURNED), S.SUBMITTED, "task.submit", label="Submit for review"),
+    Transition("withdraw", (S.SUBMITTED, S.IN_REVIEW), S.DRAFT, "task.withdraw", label="Withdraw"),
+    Transition("start_review", (S.SUBMITTED,), S.IN_REVIEW, "task.review", label="Start review"),
+    Transition("return", (S.SUBMITTED, S.IN_REVIEW, S.APPROVED), S.RETURNED, "task.return", needs_reason=True,
+               label="Return to author"),
+    Transition("approve", (S.IN_REVIEW,), S.APPROVED, "task.approve", label="Approve"),
+    Transition("release", (S.APPROVED,), S.RELEASED, "task.release", label="Mark released"),
+)}
+
+
+def submission_findings(task: Task) -> list[qc.Finding]:
+    """The QC findings that gate submission: the full suite when the QC service offers it."""
+    try:
+        from annotation.services.qc import qc_for_task
+    except ImportError:  # pragma: no cover - the fast checks are the stable fallback
+        from annotation.services.tasks import run_fast_qc
+
+        return run_fast_qc(task.head)
+    return qc_for_task(task)
+
+
+def _check_submission(task: Task) -> None:
+    from annotation.services.tasks import TaskValidationError
+    from replay.services import latest_successful_replay
+
+    findings = submission_findings(task)
+    if qc.has_errors(findings):
+        raise TaskValidationError(findings)
+    if latest_successful_replay(task) is None:
+        raise TransitionError(f"replay: revision r{task.version} of {task.question_id} has no succeeded replay; "
+                              "replay it so that the reviewer sees the filled answer")
+
+
+def available_transitions(user, task: Task) -> list[Transition]:
+    """The transitions ``user`` may apply to ``task`` now (for buttons; the services check again)."""
+    return [t for t in TRANSITIONS.values() if task.status in t.sources and can(user, t.permission, task)]
+
+
+@transaction.atomic
+def transition(user, task: Task, name: str, *, reason: str = "") -> Task:
+    """Apply transition ``name`` to ``task`` and record it as an ``AuditEvent``; returns the task.
+
+    Raises ``TransitionError`` (unknown name, wrong status, missing reason),
+    ``PermissionDenied`` (table), ``TaskValidationError`` (submit with QC errors).
+    """
+    spec = TRANSITIONS.get(name)
+    if spec is None:
+        raise TransitionError(f"action: '{name}' is not one of {', '.join(TRANSITIONS)}")
+    locked = Task.objects.select_for_update(of=("self",)).select_related("head", "event").get(pk=task.pk)
+    require(user, spec.permission, locked)
+    if locked.status not in spec.sources:
+        raise TransitionError(f"status: '{name}' is not possible for a {locked.status} task "
+                              f"(only from {', '.join(spec.sources)})")
+    reason = (reason or "").strip()
+    if spec.needs_reason and not reason:
+        raise TransitionError(f"reason: {name} needs a reason the author can act on")
+    if name == "submit":
+        _check_submission(locked)
+    previous = locked.status
+    locked.status = spec.target
+    locked.updated_at = timezone.now()
+    locked.save(update_fields=["status", "updated_at"])
+    AuditEvent.objects.create(task=locked, actor=user, action=name, from_status=previous, to_status=spec.target,
+                              revision_number=locked.version, reason=reason)
+    return locked
+
+
+def submit(user, task: Task) -> Task:
+    """draft/returned → submitted (QC errors or a missing replay block it)."""
+    return transition(user, task, "submit")
+
+
+def withdraw(user, task: Task) -> Task:
+    """submitted/in_review → draft: the author takes the task back to edit it."""
+    return transition(user, task, "withdraw")
+
+
+def start_review(user, task: Task) -> Task:
+    """submitted → in_review (a reviewer other than the author takes it)."""
+    return transition(user, task, "start_review")
+
+
+def return_task(user, task: Task, reason: str) -> Task:
+    """submitted/in_review/approved → returned, with the reason the author sees."""
+    return transition(user, task, "return", reason=reason)
+
+
+def approve(user, task: Task) -> Task:
+    """in_review → approved (never by the task's author)."""
+    return transition(user, task, "approve")
+
+
+def release(user, task: Task, *, note: str = "") -> Task:
+    """approved → released (a release froze it; ``note`` names the release)."""
+    return transition(user, task, "release", reason=note)
+
+
+# ---- comments ------------------------------------------------------------------------------------
+def _clean_location(location) -> dict | None:
+    """``{"frame": "pixel"|"geographic", "x": float, "y": float}`` or a GeoJSON geometry, else ValueError."""
+    if location in (None, "", {}):
+        return None
+    if not isinstance(location, dict):
+        raise ValueError("location: expected {frame, x, y} or a GeoJSON geometry")
+    if "type" in location and "coordinates" in location:
+        return {"type": str(location["type"]), "coordinates": location["coordinates"],
+                **({"frame": location["frame"]} if location.get("frame") in ("pixel", "geographic") else {})}
+    frame = location.get("frame")
+    if frame not in ("pixel", "geographic"):
+        raise ValueError("location.frame: must be 'pixel' or 'geographic'")
+    try:
+        x, y = float(location["x"]), float(location["y"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
+    out = {"frame": frame, "x": x, "y": y}
+    if location.get("layer"):
+        out["layer"] = str(location["layer"])[:200]
+    return out
+
+
+@transaction.atomic
+def add_comment(user, task: Task, body: str, *, step_index: int | None = None, answer_field: str = "",
+                location=None, parent: TaskComment | None = None) -> TaskComment:
+    """A comment on ``task``, pinned to a step (0-based), an answer field or a map location.
+
+    A reply (``parent``) joins the parent's thread (threads are one level deep: a reply to a reply
+    attaches to the thread's first comment) and takes its pin. Replying to a resolved thread
+    reopens it. Raises ``PermissionDenied`` (``task.comment``) or ``ValueError`` naming the field.
+    """
+    require(user, "task.comment", task)
+    body = (body or "").strip()
+    if not body:
+        raise ValueError("body: a comment needs text")
+    if parent is not None:
+        if parent.task_id != task.pk:
+            raise ValueError("parent: that comment belongs to another task")
+        root = parent if parent.parent_id is None else parent.parent
+        comment = TaskComment.objects.create(
+            task=task, parent=root, author=user, body=body, revision_number=task.version,
+            step_index=root.step_index, answer_field=root.answer_field, location=root.location,
+        )
+        if root.resolved:
+            TaskComment.objects.filter(pk=root.pk).update(resolved=False, resolved_by=None)
+        return comment
+    steps = len((task.head.trajectory if task.head_id else None) or [])
+    if step_index is not None:
+        if not isinstance(step_index, int) or not 0 <= step_index < max(steps, 1) or steps == 0:
+            raise ValueError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
+    return TaskComment.objects.create(
+        task=task, author=user, body=body, revision_number=task.version, step_index=step_index,
+        answer_field=(answer_field or "")[:200], location=_clean_location(location),
+    )
+
+
+@transaction.atomic
+def resolve_comment(user, comment: TaskComment, *, resolved: bool = True) -> TaskComment:
+    """Mark a thread resolved (or open again). Only a thread's first comment carries the state."""
+    task = comment.task
+    require(user, "comment.resolve", task)
+    root = comment if comment.parent_id is None else comment.parent
+    root.resolved = resolved
+    root.resolved_by = user if resolved else None
+    root.save(update_fields=["resolved", "resolved_by"])
+    return root

@@ -1,0 +1,117 @@
+// The review page (task_detail.html): transitions (submit, start review, return with a reason,
+// approve, release, withdraw), comments pinned to a step, an answer field or a map location
+// (click the map), replies and resolve/reopen. Everything goes through the REST API; the page
+// reloads to show the new state.
+(function () {
+  "use strict";
+  const R = window.StudioReplay;
+  const $ = (s, r) => (r || document).querySelector(s);
+  const $$ = (s, r) => [...(r || document).querySelectorAll(s)];
+  const taskId = JSON.parse(document.getElementById("task-id").textContent);
+  function showErrors(lines) {
+    const ul = $("#errors");
+    ul.innerHTML = "";
+    lines.forEach((l) => { const li = document.createElement("li"); li.textContent = l; ul.appendChild(li); });
+    if (lines.length) ul.scrollIntoView({ block: "nearest" });
+  }
+  async function post(url, body) {
+    const resp = await fetch(url, { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body || {}) });
+    const data = await resp.json().catch(() => ({}));
+    if (!resp.ok) {
+      const qc = (data.qc || []).filter((f) => f.severity === "error").map((f) => `${f.check} (${f.location}): ${f.message}`);
+      showErrors([data.detail || `HTTP ${resp.status}`].concat(qc));
+      return null;
+    }
+    return data;
+  }
+
+  // ---- transitions
+  $$("#transition-form button[data-action]").forEach((b) => {
+    b.addEventListener("click", async () => {
+      const reason = $("#transition-reason") ? $("#transition-reason").value.trim() : "";
+      if (b.dataset.needsReason && !reason) {
+        showErrors([`${b.textContent}: write the reason first (the author sees it).`]);
+        $("#transition-reason").focus();
+        return;
+      }
+      b.disabled = true;
+      const ok = await post(`/api/tasks/${taskId}/transitions/`, { action: b.dataset.action, reason });
+      b.disabled = false;
+      if (ok) location.reload();
+    });
+  });
+
+  // ---- comments: pin to a map location by clicking the map
+  let location_ = null;
+  let marker = null;
+  function currentMap() {
+    const v = R.pageViewer && R.pageViewer();
+    const c = v && v.controllers()[0];
+    return c ? { map: c.map, frame: c.frame } : null;
+  }
+  function armMapClick() {
+    const m = currentMap();
+    if (!m) return;
+    m.map.getContainer().style.cursor = "crosshair";
+    m.map.once("click", (e) => {
+      m.map.getContainer().style.cursor = "";
+      location_ = { frame: m.frame, x: +e.latlng.lng.toFixed(m.frame === "pixel" ? 1 : 7), y: +e.latlng.lat.toFixed(m.frame === "pixel" ? 1 : 7) };
+      if (marker) marker.remove();
+      marker = L.circleMarker(e.latlng, { radius: 8, color: "#ffb300", weight: 3 }).addTo(m.map);
+      $("#comment-location").textContent = `${m.frame} x=${location_.x}, y=${location_.y}`;
+      $("#comment-body").focus();
+    });
+    $("#comment-location").textContent = "click the map to place the pin…";
+  }
+  const pin = $("#comment-pin");
+  if (pin) pin.addEventListener("change", () => {
+    location_ = null;
+    $("#comment-location").textContent = "";
+    if (pin.value === "map") armMapClick();
+  });
+  const send = $("#comment-send");
+  if (send) send.addEventListener("click", async () => {
+    const body = { body: $("#comment-body").value };
+    const v = pin.value;
+    if (v.startsWith("step:")) body.step_index = parseInt(v.slice(5), 10);
+    else if (v.startsWith("answer:")) body.answer_field = v.slice(7);
+    else if (v === "map") {
+      if (!location_) { showErrors(["Click the map to place the comment's pin first."]); armMapClick(); return; }
+      body.location = location_;
+    }
+    if (await post(`/api/tasks/${taskId}/comments/`, body)) location.reload();
+  });
+  document.addEventListener("click", async (e) => {
+    const rb = e.target.closest(".resolve-button");
+    if (rb) {
+      if (await post(`/api/comments/${rb.dataset.comment}/resolve/`, { resolved: rb.dataset.resolved === "1" })) location.reload();
+      return;
+    }
+    const reply = e.target.closest(".reply-button");
+    if (reply) {
+      const box = reply.closest(".comment-actions");
+      const form = document.createElement("div");
+      form.className = "reply-form";
+      form.innerHTML = '<textarea rows="2" class="reply-body" placeholder="Reply…"></textarea><button type="button" class="reply-send">Send</button>';
+      box.replaceWith(form);
+      $("textarea", form).focus();
+      $(".reply-send", form).addEventListener("click", async () => {
+        if (await post(`/api/tasks/${taskId}/comments/`, { body: $("textarea", form).value, parent: parseInt(reply.dataset.comment, 10) })) location.reload();
+      });
+    }
+  });
+  // map-pinned comments as markers on the map (again after a replay rebuilt the map)
+  function drawPins() {
+    const m = currentMap();
+    if (!m) return;
+    $$("#comments .comment[data-location]").forEach((c) => {
+      const loc = JSON.parse(c.dataset.location);
+      if (loc.x === undefined || (loc.frame || "geographic") !== m.frame) return;
+      L.circleMarker([loc.y, loc.x], { radius: 8, color: c.classList.contains("resolved") ? "#90a4ae" : "#ffb300", weight: 3, fillOpacity: 0.3 })
+        .bindTooltip($("p", c).textContent).addTo(m.map);
+    });
+  }
+  drawPins();
+  document.addEventListener("studio:viewer-reset", () => setTimeout(drawPins, 0));
+})();

@@ -10,6 +10,8 @@ urlpatterns = [
     path("tasks/<int:pk>/edit/", views_tasks.task_edit_page, name="task-edit"),
     path("tasks/<int:pk>/history/", views_tasks.task_history_page, name="task-history"),
     path("review/", views_tasks.review_queue_page, name="review-queue"),
+    path("tasks/<int:pk>/replay-diff/", views_replays.replay_diff_block, name="replay-diff"),
+    path("replays/<int:pk>/accept/", views_replays.replay_accept, name="replay-accept"),
     path("replays/<int:pk>/overlays/", views_tasks.replay_overlays, name="replay-overlays"),
     path("replays/<int:pk>/artifacts/<str:name>.wgs84.geojson", views_tasks.replay_artifact_wgs84,
          name="replay-artifact-wgs84"),

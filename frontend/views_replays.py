@@ -31,3 +31,42 @@ def artifact_file(request, pk: int, name: str):
     if path.suffix.lower() not in (".geojson", ".json"):
         raise Http404("only vector artifacts are served raw; rasters at .png")
     return FileResponse(open(path, "rb"), content_type="application/geo+json")
+
+
+# ---- replay diff and gold acceptance (task page block) --------------------------------------
+def replay_diff_block(request, pk: int):
+    """The task page's replay-diff block (HTML fragment): the pending (or newest) replay's
+    observations and answer against the gold, with an accept button when a change waits."""
+    from django.shortcuts import render
+
+    from annotation.models import Task
+    from replay.services import task_replay_diff
+    from studio.permissions import can
+
+    task = get_object_or_404(Task, pk=pk)
+    diff = task_replay_diff(task)
+    return render(request, "frontend/replay_diff.html", {
+        "task": task, "diff": diff, "diff_loaded": True,
+        "can_accept": can(request.user, "task.replay", task),
+    })
+
+
+def replay_accept(request, pk: int):
+    """POST: accept replay ``pk`` as its task's gold, then back to the task page."""
+    from django.contrib import messages
+    from django.core.exceptions import PermissionDenied
+    from django.http import HttpResponseNotAllowed
+    from django.shortcuts import redirect
+
+    from replay.services import ReplayStateError, accept_gold
+
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    run = get_object_or_404(ReplayRun, pk=pk)
+    try:
+        accept_gold(request.user, run)
+    except PermissionDenied:
+        raise
+    except ReplayStateError as exc:
+        messages.error(request, str(exc))
+    return redirect(f"/tasks/{run.task_id}/")

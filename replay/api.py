@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from annotation.models import Task
 from replay.models import ReplayRun
-from replay.services import start_replay
+from replay.services import ReplayStateError, accept_gold, replay_diff, start_replay, task_replay_diff
 from replay.tools.registry import all_tools
 
 
@@ -54,6 +54,8 @@ class ReplayStepOut(serializers.Serializer):
     obs = serializers.JSONField()
     artifacts = serializers.JSONField()
     error = serializers.CharField()
+    cached = serializers.BooleanField()
+    expanded = serializers.JSONField()
 
 
 class ReplayOut(serializers.Serializer):
@@ -68,6 +70,11 @@ class ReplayOut(serializers.Serializer):
     final_answer = serializers.JSONField()
     eval_spec = serializers.JSONField()
     replay_hash = serializers.CharField()
+    gold_accepted = serializers.BooleanField()
+    accepted_by = serializers.CharField(source="accepted_by.username", allow_null=True, default=None)
+    tool_calls = serializers.IntegerField()
+    cache_hits = serializers.IntegerField()
+    filled_trajectory = serializers.JSONField()
     steps = ReplayStepOut(many=True)
 
 
@@ -86,7 +93,7 @@ class TaskReplayView(APIView):
 
 
 def _replay(pk: int) -> ReplayRun:
-    return ReplayRun.objects.select_related("revision").prefetch_related("steps").get(pk=pk)
+    return ReplayRun.objects.select_related("revision", "accepted_by").prefetch_related("steps").get(pk=pk)
 
 
 class ReplayDetailView(APIView):
@@ -96,8 +103,67 @@ class ReplayDetailView(APIView):
         return Response(ReplayOut(_replay(pk)).data)
 
 
+class AnswerChangeOut(serializers.Serializer):
+    field = serializers.CharField()
+    before = serializers.JSONField()
+    after = serializers.JSONField()
+    changed = serializers.BooleanField()
+
+
+class StepChangeOut(serializers.Serializer):
+    index = serializers.IntegerField()
+    call = serializers.CharField()
+    state = serializers.ChoiceField(choices=["same", "changed", "added", "removed"])
+    changes = serializers.JSONField()
+
+
+class ReplayDiffOut(serializers.Serializer):
+    run = serializers.IntegerField()
+    base = serializers.IntegerField(allow_null=True)
+    pending = serializers.BooleanField()
+    changed = serializers.BooleanField()
+    gold_accepted = serializers.BooleanField()
+    accepted_by = serializers.CharField(allow_null=True)
+    answer = AnswerChangeOut(many=True)
+    steps = StepChangeOut(many=True)
+
+
+class ReplayDiffView(APIView):
+    @extend_schema(responses=ReplayDiffOut)
+    def get(self, request, pk: int):
+        """The replay's observations and answer against the gold before it."""
+        run = get_object_or_404(ReplayRun.objects.select_related("accepted_by"), pk=pk)
+        return Response(ReplayDiffOut(replay_diff(run)).data)
+
+
+class TaskReplayDiffView(APIView):
+    @extend_schema(responses={200: ReplayDiffOut, 404: None})
+    def get(self, request, pk: int):
+        """The pending replay (or the newest succeeded one) of a task against its gold."""
+        task = get_object_or_404(Task, pk=pk)
+        diff = task_replay_diff(task)
+        if diff is None:
+            return Response({"detail": "the task has no succeeded replay"}, status=404)
+        return Response(ReplayDiffOut(diff).data)
+
+
+class ReplayAcceptView(APIView):
+    @extend_schema(request=None, responses={200: ReplayOut, 409: None})
+    def post(self, request, pk: int):
+        """Accept the replay's answer as the task's gold (a person's decision)."""
+        run = get_object_or_404(ReplayRun, pk=pk)
+        try:
+            accept_gold(request.user, run)
+        except ReplayStateError as exc:
+            return Response({"detail": str(exc)}, status=409)
+        return Response(ReplayOut(_replay(pk)).data)
+
+
 urlpatterns = [
     path("tools/", ToolListView.as_view(), name="api-tools"),
     path("tasks/<int:pk>/replays/", TaskReplayView.as_view(), name="api-task-replays"),
     path("replays/<int:pk>/", ReplayDetailView.as_view(), name="api-replay"),
+    path("replays/<int:pk>/diff/", ReplayDiffView.as_view(), name="api-replay-diff"),
+    path("replays/<int:pk>/accept/", ReplayAcceptView.as_view(), name="api-replay-accept"),
+    path("tasks/<int:pk>/replay-diff/", TaskReplayDiffView.as_view(), name="api-task-replay-diff"),
 ]

@@ -1,38 +1,85 @@
 """Replay engine: run a symbolic gold trajectory and fill in its observations.
 
-``run_trajectory(steps, ctx)`` takes ``[{"call": name, "args": {...}}, ...]`` (``name``/
-``inputs`` are accepted too, as the benchmark does), and for each step resolves the references
-of dora-format.md §b against the observations so far, calls the tool, and records a
+Pure Python (no Django): ``replay.services`` binds it to the database.
+
+``run_trajectory(steps, ctx, on_step=None, cache=None, store=None, fingerprint=None)`` takes the
+authored steps ``[{"call": name, "args": {...}}, ...]`` (``name``/``inputs`` are accepted too, as
+the benchmark does), and for each step resolves the references of dora-format.md §b against the
+observations so far, calls the tool (or takes its result from the step cache), and records a
 ``StepResult``. The first failure stops the run; later steps are ``skipped``.
 
-``filled_trajectory`` keeps the args symbolic, exactly as the author wrote them, with the obs
-filled in, which is the form the benchmark's gold trajectories take. Artifacts are named by file
-name relative to the work dir, so two runs of the same steps in two work dirs give the same
-filled trajectory and the same ``replay_hash``.
+Two views of the result
+    ``ReplayResult.trajectory`` — the *authored* view: one ``{call, args, obs}`` per authored step,
+    args symbolic as written. Answer sources (``fill_answer``) and the studio's QC index into it.
 
-``tool.loop`` steps are handed the trajectory so far (its ``trajectory`` argument), and resolve
-their own ``<item...>``, ``step[N]`` and ``trajectory[N]`` references per iteration.
+    ``ReplayResult.filled_trajectory`` — the benchmark's stored form: every ``tool.loop`` step is a
+    *wrapper* (its symbolic args and its whole output) followed by its expanded per-item calls
+    ``{call: <dotted nested tool>, args: <resolved args of that item>, obs}``, in iteration order
+    (item 0 call 0, item 0 call 1, ..., item 1 call 0, ...); the evaluator skips the wrappers
+    (``_flatten_trajectory`` in dora/evaluation.py). ``<k> from trajectory[N].obs`` references in
+    later steps are renumbered to the position of step N in this list, so the file is
+    self-consistent. ``collapse_expanded`` turns such a list back into the authored view (it is
+    what ``import_tasks`` uses on the benchmark's own files).
+
+``tool.loop`` is executed by the engine itself, not through ``logical.tool_loop``, so that each
+nested call is visible (expanded steps), cached, and counted; item preparation, ``bind``,
+reference substitution, the nestable-server rule, the error texts and the output shape are those
+of ``logical.tool_loop`` (a test checks the two give the same output).
+
+Step cache and artifact store
+    ``step_key`` = SHA-256 of the canonical JSON of (engine cache version, tool name, tool version,
+    resolved args, the SHA-256 of every input file the args name, the perception mode and, for
+    perception tools, ``fingerprint(tool, args)`` — the GT mask's checksum and class map in GT mode,
+    the checkpoint files in model mode). ``cache.get(key)`` returning a ``CachedStep`` (obs plus the
+    artifacts it names, by content hash) means the tool is not called: the artifacts are linked
+    from the content-addressed ``ArtifactStore`` into the work dir and the stored obs is used.
+    Observations name artifacts by bare file name (``ToolContext.output_path`` derives names from
+    the inputs' content), so a cached obs is valid in any work dir.
+
+Artifacts are named by file name relative to the work dir, so two runs of the same steps in two
+work dirs give the same filled trajectory and the same ``replay_hash``.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import shutil
 import time
+from glob import escape as glob_escape
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
-from .references import (format_path, get_obs_value, parse_reference, resolve_value,
+from .references import (apply_bind, format_path, get_obs_value, parse_reference, resolve_value,
                          unresolved_references)
-from .tools.base import ToolContext, ToolError, UnknownToolError, canonical_json, jsonable
-from .tools.registry import call_tool, get_tool
+from .tools.base import (ToolContext, ToolError, ToolInputError, UnknownToolError, canonical_json,
+                         file_sha256, jsonable)
+from .tools.registry import call_tool, get_tool, validate_args
 
-__all__ = ["StepResult", "ReplayResult", "run_trajectory", "fill_answer", "replay_hash",
-           "step_call", "step_args"]
+__all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
+           "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call",
+           "step_args", "step_key", "collapse_expanded", "renumber_references",
+           "ENGINE_CACHE_VERSION", "WRAPPER_TOOLS"]
 
 LOOP_TOOL = "tool.loop"
+#: steps the evaluator skips when it builds tool sequences (``_flatten_trajectory``)
+WRAPPER_TOOLS = ("tool.loop", "tool.reduce")
+#: bump when the engine's notion of a step result changes (invalidates every cache entry)
+ENGINE_CACHE_VERSION = 1
+NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
+_FILE_LIKE = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+_TRAJ_INDEX = re.compile(r"(trajectory\[)(\d+)(\])", re.IGNORECASE)
 
 
+# ============================================================================================
+# Results
+# ============================================================================================
 @dataclass
 class StepResult:
+    """One authored step. ``expanded``: for ``tool.loop``, the nested calls that ran
+    ([{call, args, obs}] in iteration order); ``cached``: the obs came from the step cache (for a
+    loop: every nested call did)."""
     index: int
     call: str
     status: str  # "succeeded" | "failed" | "skipped"
@@ -43,18 +90,25 @@ class StepResult:
     error_detail: dict | None = None
     duration_ms: int = 0
     artifacts: list[dict] = field(default_factory=list)
+    cached: bool = False
+    expanded: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"index": self.index, "call": self.call, "status": self.status,
                 "args": self.args, "resolved_args": self.resolved_args, "obs": self.obs,
                 "error": self.error, "error_detail": self.error_detail,
-                "duration_ms": self.duration_ms, "artifacts": self.artifacts}
+                "duration_ms": self.duration_ms, "artifacts": self.artifacts,
+                "cached": self.cached, "expanded": self.expanded}
 
 
 @dataclass
 class ReplayResult:
     steps: list[StepResult]
     filled_trajectory: list[dict]
+    trajectory: list[dict] = field(default_factory=list)
+    tool_calls: int = 0
+    cache_hits: int = 0
+    manifest: dict[str, str] = field(default_factory=dict)  # artifact name -> sha256 (with a store)
 
     @property
     def ok(self) -> bool:
@@ -70,6 +124,88 @@ class ReplayResult:
         return f.error if f else None
 
 
+# ============================================================================================
+# Step cache and content-addressed artifacts
+# ============================================================================================
+@dataclass
+class CachedStep:
+    """A stored step result: ``obs`` and the artifacts it names ([{name, sha256}])."""
+    obs: Any
+    artifacts: list[dict]
+
+
+class StepCache(Protocol):
+    def get(self, key: str) -> CachedStep | None: ...
+
+    def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None: ...
+
+
+class MemoryStepCache:
+    """A dict-backed ``StepCache`` (tests, benchmarks of the engine alone)."""
+
+    def __init__(self):
+        self.entries: dict[str, CachedStep] = {}
+
+    def get(self, key: str) -> CachedStep | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
+        self.entries[key] = entry
+
+
+class ArtifactStore:
+    """Content-addressed files: ``<root>/<sha256[:2]>/<sha256>``.
+
+    ``put(file)`` hard-links (or copies, across file systems) a file into the store and returns
+    its SHA-256; ``materialize(sha, dest)`` links it back under a run's artifact name. Files in
+    the store are never modified (a tool writes new files; a same-named output has the same
+    inputs and therefore the same bytes).
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def path_for(self, sha: str) -> Path:
+        return self.root / sha[:2] / sha
+
+    def has(self, sha: str) -> bool:
+        return self.path_for(sha).is_file()
+
+    def put(self, file: str | os.PathLike, sha: str | None = None) -> str:
+        src = Path(file)
+        sha = sha or file_sha256(src)
+        dest = self.path_for(sha)
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{sha}.{os.getpid()}.tmp")
+            try:
+                os.link(src, tmp)
+            except OSError:
+                shutil.copy2(src, tmp)
+            os.replace(tmp, dest)
+        return sha
+
+    def materialize(self, sha: str, dest: str | os.PathLike) -> Path:
+        dest = Path(dest)
+        src = self.path_for(sha)
+        if dest.exists():
+            try:
+                if os.path.samefile(src, dest):
+                    return dest
+            except OSError:
+                pass
+            dest.unlink()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dest)
+        except OSError:
+            shutil.copy2(src, dest)
+        return dest
+
+
+# ============================================================================================
+# Small helpers
+# ============================================================================================
 def step_call(step: dict) -> str:
     """The tool name of a step (``call`` or ``name``; text from the first ``(`` on dropped)."""
     name = step.get("call", step.get("name"))
@@ -100,6 +236,166 @@ def _artifacts(obs: Any, ctx: ToolContext, args: Any = None) -> list[dict]:
     return out
 
 
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def _work_file(ctx: ToolContext, name: str) -> Path | None:
+    """The work-dir file a bare (relative) name stands for, or None."""
+    if not name or "\\" in name or name.startswith("/") or ".." in name.split("/"):
+        return None
+    p = ctx.work_dir / name
+    return p if p.is_file() else None
+
+
+def _named_files(obs: Any, ctx: ToolContext) -> list[str]:
+    """Every string in ``obs`` (any depth) naming a file of the work dir, plus files sharing its
+    stem (shapefile sidecars), sorted."""
+    names: set[str] = set()
+    for s in _strings(obs):
+        p = _work_file(ctx, s) if _FILE_LIKE.search(s) else None
+        if p is None:
+            continue
+        names.add(s)
+        if p.suffix.lower() != ".shp":
+            continue
+        for side in p.parent.glob(glob_escape(p.stem) + ".*"):
+            if side.is_file() and side.name != p.name:
+                names.add(str(Path(s).parent / side.name) if "/" in s else side.name)
+    return sorted(names)
+
+
+def renumber_references(value: Any, index_map: dict[int, int]) -> Any:
+    """``value`` with the N of every whole-string ``<k> from trajectory[N].obs`` replaced by
+    ``index_map[N]`` (recursively; other strings untouched; unknown N kept)."""
+    if isinstance(value, dict):
+        return {k: renumber_references(v, index_map) for k, v in value.items()}
+    if isinstance(value, list):
+        return [renumber_references(v, index_map) for v in value]
+    ref = parse_reference(value)
+    if ref is None or ref.kind != "trajectory" or ref.index not in index_map:
+        return value
+    return _TRAJ_INDEX.sub(lambda m: f"{m.group(1)}{index_map[ref.index]}{m.group(3)}", value, count=1)
+
+
+def collapse_expanded(trajectory: list[dict]) -> tuple[list[dict], dict[int, int]]:
+    """The authored view of a stored (expanded) trajectory, and the map stored index → authored
+    index of the steps kept.
+
+    After a ``tool.loop`` wrapper, the following steps whose tool names follow the wrapper's
+    ``calls`` in order, cyclically, at most (items × calls) of them (items: the length of a list
+    obs, or ``iteration_count`` of a dict obs), are its expansion and are dropped. References in
+    the kept steps are renumbered to authored indices. A trajectory without loops comes back
+    unchanged.
+    """
+    kept: list[dict] = []
+    index_map: dict[int, int] = {}
+    i = 0
+    n = len(trajectory or [])
+    while i < n:
+        step = trajectory[i]
+        index_map[i] = len(kept)
+        kept.append(step)
+        i += 1
+        if not isinstance(step, dict):
+            continue
+        try:
+            name = get_tool(step_call(step)).name if step_call(step) else ""
+        except ToolError:
+            name = step_call(step)
+        if name != LOOP_TOOL:
+            continue
+        args = step_args(step)
+        calls = args.get("calls") if isinstance(args, dict) else None
+        if not isinstance(calls, list) or not calls:
+            continue
+        names = []
+        for c in calls:
+            cname = (c.get("call") or c.get("tool") or c.get("name")) if isinstance(c, dict) else None
+            try:
+                names.append(get_tool(cname).name)
+            except ToolError:
+                names.append(str(cname).split("(", 1)[0].strip())
+        obs = step.get("obs")
+        if isinstance(obs, list):
+            n_items = len(obs)
+        elif isinstance(obs, dict) and isinstance(obs.get("iteration_count"), int):
+            n_items = obs["iteration_count"]
+        else:
+            n_items = 0
+        limit = n_items * len(names)
+        taken = 0
+        while taken < limit and i < n:
+            nxt = trajectory[i]
+            want = names[taken % len(names)]
+            try:
+                got = get_tool(step_call(nxt)).name if isinstance(nxt, dict) else None
+            except ToolError:
+                got = step_call(nxt) if isinstance(nxt, dict) else None
+            if got != want:
+                break
+            taken += 1
+            i += 1
+    out = []
+    for step in kept:
+        if isinstance(step, dict):
+            s = dict(step)
+            key = "args" if "args" in s else ("inputs" if "inputs" in s else None)
+            if key:
+                s[key] = renumber_references(s[key], index_map)
+            out.append(s)
+        else:
+            out.append(step)
+    return out, index_map
+
+
+# ============================================================================================
+# Cache keys
+# ============================================================================================
+def _input_digests(value: Any, ctx: ToolContext, known: dict[str, str]) -> dict[str, str]:
+    """{string: sha256} for every string in ``value`` that names an existing input file (an
+    artifact of the work dir, or a file the context's resolver accepts)."""
+    out: dict[str, str] = {}
+    for s in _strings(value):
+        if s in out or not _FILE_LIKE.search(s.strip()):
+            continue
+        text = s.strip()
+        if text in known:
+            out[s] = known[text]
+            continue
+        p = _work_file(ctx, text)
+        if p is None and ctx.resolve_path is not None:
+            try:
+                p = Path(ctx.resolve_path(text))
+            except Exception:  # not an input file: a literal string
+                p = None
+        if p is not None and p.is_file():
+            out[s] = file_sha256(p)
+    return out
+
+
+def step_key(tool: str, version: int, resolved_args: Any, ctx: ToolContext,
+             known: dict[str, str] | None = None, extra: Any = None) -> str:
+    """SHA-256 of (engine cache version, tool, tool version, resolved args, input-file
+    checksums, perception mode, ``extra``) in canonical JSON. See the module docstring."""
+    payload = {"v": ENGINE_CACHE_VERSION, "tool": tool, "version": int(version),
+               "args": resolved_args,  # canonical_json makes it plain JSON
+               "files": _input_digests(resolved_args, ctx, known or {}),
+               "mode": ctx.perception_mode if tool.startswith("seg.") else None,
+               "extra": extra}
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+# ============================================================================================
+# The run
+# ============================================================================================
 def _reference_problem(ref, trajectory: list[dict], index: int) -> str:
     if ref.kind != "trajectory":
         return (f"reference {ref.text!r} is only meaningful inside tool.loop calls")
@@ -128,20 +424,150 @@ def _format_error(index: int, call: str, exc: BaseException) -> str:
     return f"step {index} ({call}): {type(exc).__name__}: {exc}"
 
 
+class _Runner:
+    """State of one run: cache, artifact store, known checksums, counters."""
+
+    def __init__(self, ctx: ToolContext, cache: StepCache | None, store: ArtifactStore | None,
+                 fingerprint: Callable[[str, dict], Any] | None):
+        self.ctx = ctx
+        self.cache = cache if store is not None else None
+        self.store = store
+        self.fingerprint = fingerprint
+        self.known: dict[str, str] = {}  # work-dir artifact name -> sha256
+        self.tool_calls = 0
+        self.cache_hits = 0
+
+    def execute(self, spec, args: dict) -> tuple[Any, bool]:
+        """(obs, cached) of one non-loop call with resolved ``args``."""
+        key = None
+        if self.cache is not None:
+            extra = None
+            if spec.name.startswith("seg.") and self.fingerprint is not None:
+                extra = self.fingerprint(spec.name, args)
+            key = step_key(spec.name, spec.version, args, self.ctx, self.known, extra)
+            hit = self.cache.get(key)
+            if hit is not None and all(self.store.has(a["sha256"]) for a in hit.artifacts):
+                for a in hit.artifacts:
+                    self.store.materialize(a["sha256"], self.ctx.work_dir / a["name"])
+                    self.known[a["name"]] = a["sha256"]
+                self.cache_hits += 1
+                return hit.obs, True
+        self.tool_calls += 1
+        obs = call_tool(spec.name, args, self.ctx)
+        if self.cache is not None:
+            arts = []
+            for name in _named_files(obs, self.ctx):
+                sha = self.known.get(name) or self.store.put(self.ctx.work_dir / name)
+                self.known[name] = sha
+                arts.append({"name": name, "sha256": sha})
+            self.cache.put(key, spec.name, spec.version, CachedStep(obs=obs, artifacts=arts))
+        return obs, False
+
+    def run_loop(self, args: dict, authored: list[dict]) -> tuple[Any, list[dict], bool]:
+        """Execute ``tool.loop`` like ``logical.tool_loop``; returns (obs, expanded, all cached)."""
+        from .tools.logical import _loop_items, coerce_item
+
+        tool = LOOP_TOOL
+        loop_spec = get_tool(tool)
+        call_args = dict(args)
+        call_args["trajectory"] = [{"call": f["call"], "obs": f["obs"]} for f in authored]
+        values = validate_args(loop_spec, call_args)
+        calls, grid_n = values["calls"], values["grid_n"]
+        bind, return_all = values["bind"], values["return_all"]
+        traj = list(values["trajectory"] or [])
+        if not calls:
+            raise ToolInputError("is empty", tool=tool, argument="calls",
+                                 expected="at least one {call, args} step")
+        if grid_n is not None and int(grid_n) < 1:
+            raise ToolInputError(f"must be >= 1, got {grid_n}", tool=tool, argument="grid_n")
+        plan = []
+        for j, call in enumerate(calls):
+            name = call.get("call") or call.get("tool") or call.get("name")
+            if not isinstance(name, str):
+                raise ToolInputError(f"call {j} names no tool", tool=tool, argument="calls",
+                                     expected="{call: <tool name>, args: {...}}")
+            try:
+                spec = get_tool(name)
+            except ToolError:
+                raise ToolInputError(f"tool not found: {name}", tool=tool, argument="calls")
+            if spec.server not in NESTABLE_SERVERS:
+                raise ToolInputError(
+                    f"{spec.name} ({spec.server} server) cannot be nested in a loop", tool=tool,
+                    argument="calls",
+                    expected="tools of the Analysis, Calculate or Perception servers")
+            cargs = call.get("args", call.get("inputs")) or {}
+            if isinstance(cargs, str):
+                import json
+
+                try:
+                    cargs = json.loads(cargs)
+                except ValueError:
+                    raise ToolInputError(f"call {j} args are not a JSON object", tool=tool,
+                                         argument="calls")
+            plan.append((spec, dict(cargs)))
+        try:
+            items = _loop_items(self.ctx, values["loop_over"], traj, tool)
+        except ToolError as exc:
+            raise exc.with_context(tool)
+        results, expanded, all_cached = [], [], True
+        for idx, raw in enumerate(items):
+            item = coerce_item(raw, idx, int(grid_n) if grid_n else None)
+            steps: list[dict] = []
+            for j, (spec, cargs) in enumerate(plan):
+                a = apply_bind(cargs, bind, item, traj)
+                a = resolve_value(a, trajectory=traj, steps=steps, item=item)
+                left = unresolved_references(a)
+                if left:
+                    path, ref = left[0]
+                    raise ToolInputError(f"iteration {idx}, call {j} ({spec.name}): reference "
+                                         f"{ref.text!r} in args.{format_path(path)} did not "
+                                         f"resolve", tool=tool, argument="calls")
+                try:
+                    obs, cached = self.execute(spec, a)
+                except ToolError as exc:
+                    raise ToolError(f"iteration {idx}, call {j}: {exc}", tool=tool,
+                                    argument="calls") from exc
+                all_cached = all_cached and cached
+                steps.append({"tool": spec.name, "obs": obs})
+                expanded.append({"call": spec.name, "args": a, "obs": obs})  # a: plain JSON already
+            if return_all:
+                results.append({"item": item, "last_obs": steps[-1]["obs"] if steps else None})
+        # items come from JSON observations / arguments and obs from call_tool: plain JSON already
+        if return_all:
+            return results, expanded, all_cached and bool(expanded)
+        return ({"tool": tool, "iteration_count": len(items), "results": results},
+                expanded, all_cached and bool(expanded))
+
+
 def run_trajectory(steps: list[dict], ctx: ToolContext,
-                   on_step: Callable[[StepResult], None] | None = None) -> ReplayResult:
-    """Replay ``steps`` in ``ctx``; see the module docstring."""
+                   on_step: Callable[[StepResult], None] | None = None, *,
+                   cache: StepCache | None = None, store: ArtifactStore | None = None,
+                   fingerprint: Callable[[str, dict], Any] | None = None) -> ReplayResult:
+    """Replay ``steps`` in ``ctx``; see the module docstring.
+
+    ``cache`` + ``store`` enable the step cache (both or neither); ``fingerprint(tool, args)``
+    adds what a perception tool reads besides its arguments to its cache key.
+    ``on_step`` is called with each ``StepResult`` as it finishes (skipped ones included).
+    Exceptions that are not ``Exception`` (``SystemExit``, ``KeyboardInterrupt``) propagate: a
+    killed worker leaves its run to be re-run.
+    """
+    runner = _Runner(ctx, cache, store, fingerprint)
     results: list[StepResult] = []
+    authored: list[dict] = []
     filled: list[dict] = []
+    index_map: dict[int, int] = {}
     failed = False
     for index, step in enumerate(steps):
         raw_call = step.get("call", step.get("name")) if isinstance(step, dict) else None
         args = step_args(step) if isinstance(step, dict) else {}
         call = step_call(step) if isinstance(step, dict) else ""
+        call_text = raw_call if raw_call is not None else call
         if failed:
             res = StepResult(index=index, call=call, status="skipped", args=args)
             results.append(res)
-            filled.append({"call": raw_call if raw_call is not None else call, "args": args,
+            authored.append({"call": call_text, "args": args, "obs": None})
+            index_map[index] = len(filled)
+            filled.append({"call": call_text, "args": renumber_references(args, index_map),
                            "obs": None})
             if on_step:
                 on_step(res)
@@ -160,23 +586,22 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
             if spec.name == LOOP_TOOL:
                 resolved = dict(args)
                 problems = [(p, r) for p, r in unresolved_references(resolved, ("trajectory",))
-                            if resolve_value(r.text, trajectory=filled) == r.text]
+                            if resolve_value(r.text, trajectory=authored) == r.text]
                 if problems:
                     path, ref = problems[0]
-                    raise ToolError(_reference_problem(ref, filled, index),
+                    raise ToolError(_reference_problem(ref, authored, index),
                                     argument=format_path(path))
-                call_args = dict(resolved)
-                call_args["trajectory"] = [{"call": f["call"], "obs": f["obs"]} for f in filled]
+                res.resolved_args = jsonable(resolved)
+                obs, res.expanded, res.cached = runner.run_loop(resolved, authored)
             else:
-                resolved = resolve_value(args, trajectory=filled)
+                resolved = resolve_value(args, trajectory=authored)
                 left = unresolved_references(resolved)
                 if left:
                     path, ref = left[0]
-                    raise ToolError(_reference_problem(ref, filled, index),
+                    raise ToolError(_reference_problem(ref, authored, index),
                                     argument=format_path(path))
-                call_args = resolved
-            res.resolved_args = jsonable(resolved)
-            obs = call_tool(spec.name, call_args, ctx)
+                res.resolved_args = jsonable(resolved)
+                obs, res.cached = runner.execute(spec, resolved)
             res.obs = obs
             res.status = "succeeded"
             res.artifacts = _artifacts(obs, ctx, resolved)
@@ -192,19 +617,26 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
         if res.status == "failed":
             failed = True
         results.append(res)
-        filled.append({"call": raw_call if raw_call is not None else call, "args": args,
+        authored.append({"call": call_text, "args": args, "obs": res.obs})
+        index_map[index] = len(filled)
+        filled.append({"call": call_text, "args": renumber_references(args, index_map),
                        "obs": res.obs})
+        if res.status == "succeeded":
+            filled.extend(res.expanded)
         if on_step:
             on_step(res)
-    return ReplayResult(steps=results, filled_trajectory=filled)
+    return ReplayResult(steps=results, filled_trajectory=filled, trajectory=authored,
+                        tool_calls=runner.tool_calls, cache_hits=runner.cache_hits,
+                        manifest=dict(sorted(runner.known.items())))
 
 
-def fill_answer(answer_spec: list[dict], filled_trajectory: list[dict]) -> dict:
+def fill_answer(answer_spec: list[dict], trajectory: list[dict]) -> dict:
     """Final answer from ``[{"name", "source"}, ...]``.
 
-    ``source`` is a reference string (``<key> from trajectory[N].obs``) resolved against the
-    filled trajectory, or a literal value (kept as is). A reference that does not resolve
-    raises ``ToolError`` naming the field.
+    ``trajectory`` is the *authored* view (``ReplayResult.trajectory``; for a trajectory without
+    ``tool.loop`` steps it equals the filled one). ``source`` is a reference string
+    (``<key> from trajectory[N].obs``) resolved against it, or a literal value (kept as is). A
+    reference that does not resolve raises ``ToolError`` naming the field.
     """
     answer: dict[str, Any] = {}
     for i, fieldspec in enumerate(answer_spec or []):
@@ -219,12 +651,12 @@ def fill_answer(answer_spec: list[dict], filled_trajectory: list[dict]) -> dict:
         if ref.kind != "trajectory":
             raise ToolError(f"answer field '{name}': {ref.text!r} is not a trajectory reference",
                             argument=name)
-        value = resolve_value(source, trajectory=filled_trajectory)
+        value = resolve_value(source, trajectory=trajectory)
         if value == source and parse_reference(value) is not None:
-            if ref.index >= len(filled_trajectory):
+            if ref.index >= len(trajectory):
                 raise ToolError(f"answer field '{name}': {ref.text!r} points past the last step "
-                                f"({len(filled_trajectory) - 1})", argument=name)
-            obs = filled_trajectory[ref.index].get("obs")
+                                f"({len(trajectory) - 1})", argument=name)
+            obs = trajectory[ref.index].get("obs")
             keys = sorted(obs) if isinstance(obs, dict) else []
             got = get_obs_value(obs, ref.key)
             raise ToolError(f"answer field '{name}': step {ref.index} has no '{ref.key}'"

@@ -1,30 +1,69 @@
-"""Replay services: start a replay of a task revision and execute it (the Celery task's body).
+"""Replay services: start a replay of a task revision, execute it, diff it, accept its gold.
 
 The engine (``replay.engine``) is pure; this module binds it to the database: paths in a task's
 arguments resolve to the event's layers (confined to STUDIO_DATA_ROOT), perception tools in GT mode
 look up the mask layer that annotates their input image, and every step is stored as it finishes so
 that progress (steps done / total) is visible while the replay runs.
+
+Storage (all under ``STUDIO_ARTIFACT_ROOT``)
+    ``cas/<sha256[:2]>/<sha256>``: every artifact, content-addressed (``ArtifactStore``).
+    ``replays/<run id>/<name>``: the run's folder; each artifact a hard link into ``cas/`` (a copy
+    across file systems). ``ReplayRun.artifact_manifest`` maps each name to its hash.
+    The step cache is the table ``StepCacheEntry`` (``DbStepCache``), keyed by
+    ``replay.engine.step_key``: an unchanged step (same tool and version, same resolved
+    arguments, same input-file contents, same GT mask / checkpoints) is never recomputed. On top,
+    a replay whose ``input_fingerprint`` (trajectory, answer spec, layer file contents, tool
+    versions, mode) equals a succeeded replay's copies that run's steps (``_reuse_identical_run``).
+
+Gold answers
+    A succeeded replay becomes the task's gold (``gold_accepted``) by itself only when nothing a
+    person approved would change: the task has no gold yet, or its gold was never accepted by a
+    person (``accepted_by`` empty), or the new replay has the gold's ``replay_hash``. Otherwise it
+    stays pending until a person calls ``accept_gold``; ``replay_diff`` shows what changed.
+    Only GT-mode replays take part (model and classical runs are measurements, never gold).
+    ``latest_successful_replay`` (what export, QC and the run pages read) returns the accepted gold
+    of the head revision only.
+
+Crashes
+    ``execute_replay`` on a run that a killed worker left ``running`` starts it over: its steps and
+    folder are discarded, and the step cache answers whatever had finished, so the result (and
+    its hash) is the same. ``resume_stuck_replays`` re-queues runs whose heartbeat is older than a
+    timeout (``manage.py replay --resume-stuck``).
 """
 from __future__ import annotations
 
+import json
 import logging
 import shutil
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import Layer, Task
-from replay.engine import fill_answer, replay_hash, run_trajectory
-from replay.models import ReplayRun, ReplayStep
-from replay.tools.base import GTMask, ToolContext, ToolInputError
+from annotation.models import AuditEvent, Layer, Task
+from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
+                           run_trajectory)
+from replay.models import ReplayRun, ReplayStep, StepCacheEntry
+from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
 from studio.permissions import require
 
 log = logging.getLogger(__name__)
 
 # The image arguments a perception tool's GT lookup follows, most specific first.
 GT_IMAGE_ARGS = ("post_image_path", "post_image", "image_path", "pre_image_path", "pre_image")
+#: the permission that accepting a changed gold answer needs (see the report: a dedicated
+#: ``gold.accept`` row would be stricter)
+ACCEPT_ACTION = "task.replay"
+#: the perception mode whose replays give the gold (model/classical runs never become gold)
+GOLD_MODE = "gt"
+
+
+class ReplayStateError(Exception):
+    """A replay is not in a state that allows the operation; the message says why."""
 
 
 def data_path(relative: str) -> Path:
@@ -34,6 +73,15 @@ def data_path(relative: str) -> Path:
     if not p.is_relative_to(root):
         raise ValueError(f"path '{relative}' lies outside the data root")
     return p
+
+
+def artifact_root() -> Path:
+    return Path(settings.STUDIO_ARTIFACT_ROOT)
+
+
+def artifact_store() -> ArtifactStore:
+    """The content-addressed store ``STUDIO_ARTIFACT_ROOT/cas``."""
+    return ArtifactStore(artifact_root() / "cas")
 
 
 class LayerResolver:
@@ -48,6 +96,10 @@ class LayerResolver:
         self.layers = {l.file_name: l for l in layers}
         # the tools hand resolved paths to ``gt_lookup``: map stored files back to their layers too
         self.by_stored_path = {str(data_path(l.path)): l for l in layers}
+        self.masks: dict[int, Layer] = {}
+        for l in sorted(layers, key=lambda l: l.pk):
+            if l.kind == Layer.Kind.MASK and l.annotates_id and l.annotates_id not in self.masks:
+                self.masks[l.annotates_id] = l
 
     def layer_for(self, value: str) -> Layer | None:
         """The layer a path string names: a layer file name, or the stored file of a layer."""
@@ -62,23 +114,146 @@ class LayerResolver:
             )
         return data_path(layer.path)
 
-    def gt_lookup(self, tool_name: str, args: dict) -> GTMask | None:
-        """The GT mask annotating the tool's input image (post image first), or None."""
+    def _mask_for(self, args: dict) -> tuple[Layer, Layer] | None:
         for arg in GT_IMAGE_ARGS:
             value = args.get(arg)
-            if not value:
+            if not value or not isinstance(value, (str, Path)):
                 continue
             image = self.layer_for(value)
             if image is None:
                 continue
-            mask = Layer.objects.filter(annotates=image, kind=Layer.Kind.MASK).order_by("id").first()
+            mask = self.masks.get(image.pk)
             if mask is not None:
-                return GTMask(
-                    path=data_path(mask.path),
-                    class_map={int(k): v for k, v in (mask.class_map or {}).items()},
-                    pixel_size_m=mask.gsd_m or image.gsd_m,
-                )
+                return mask, image
         return None
+
+    def gt_lookup(self, tool_name: str, args: dict) -> GTMask | None:
+        """The GT mask annotating the tool's input image (post image first), or None."""
+        found = self._mask_for(args)
+        if found is None:
+            return None
+        mask, image = found
+        return GTMask(
+            path=data_path(mask.path),
+            class_map={int(k): v for k, v in (mask.class_map or {}).items()},
+            pixel_size_m=mask.gsd_m or image.gsd_m,
+        )
+
+    def fingerprint(self, tool_name: str, args: dict) -> Any:
+        """What a perception call reads besides its arguments (part of its cache key): the
+        linked GT mask's checksum and class map, or None."""
+        found = self._mask_for(args)
+        if found is None:
+            return None
+        mask, _image = found
+        return {"gt_sha256": file_sha256(data_path(mask.path)),
+                "gt_classes": {str(k): v for k, v in sorted((mask.class_map or {}).items())},
+                "gsd_m": mask.gsd_m}
+
+
+def _checkpoint_fingerprint(directory: str | None) -> list:
+    if not directory or not Path(directory).is_dir():
+        return []
+    return sorted([p.name, file_sha256(p)] for p in Path(directory).iterdir()
+                  if p.is_file() and p.suffix in (".safetensors", ".pt", ".pth"))
+
+
+class DbStepCache:
+    """The step cache on the ``StepCacheEntry`` table (``replay.engine.StepCache``).
+
+    Lookups are one indexed SELECT each; new entries and hit counters are buffered and written by
+    ``flush`` (``execute_replay`` flushes with its progress, at the latest every ``FLUSH_S``
+    seconds, and in a ``finally`` — so a step that finished before a crash is not recomputed)."""
+
+    def __init__(self):
+        self.pending: dict[str, StepCacheEntry] = {}
+        self.hit_keys: list[str] = []
+        self._fields = {f: StepCacheEntry._meta.get_field(f) for f in ("obs", "artifacts")}
+
+    def get(self, key: str) -> CachedStep | None:
+        from django.db import connection
+
+        if key in self.pending:
+            e = self.pending[key]
+            return CachedStep(obs=e.obs, artifacts=e.artifacts)
+        table = StepCacheEntry._meta.db_table
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT obs, artifacts FROM {table} WHERE key = %s", [key])
+            row = cur.fetchone()
+        if row is None:
+            return None
+        obs = self._fields["obs"].from_db_value(row[0], None, connection)
+        arts = self._fields["artifacts"].from_db_value(row[1], None, connection)
+        self.hit_keys.append(key)
+        return CachedStep(obs=obs, artifacts=arts or [])
+
+    def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
+        self.pending[key] = StepCacheEntry(key=key, tool=tool, tool_version=version, obs=_jsonable(entry.obs),
+                                           artifacts=entry.artifacts)
+
+    def flush(self) -> None:
+        if self.pending:
+            StepCacheEntry.objects.bulk_create(list(self.pending.values()), ignore_conflicts=True)
+            self.pending.clear()
+        if self.hit_keys:
+            StepCacheEntry.objects.filter(key__in=set(self.hit_keys)).update(hits=F("hits") + 1,
+                                                                           last_used_at=timezone.now())
+            self.hit_keys.clear()
+
+
+#: longest time (s) between two progress writes of a running replay
+FLUSH_S = 0.25
+
+
+class _Progress:
+    """Buffers finished steps and writes them (with the run's progress and the cache's new
+    entries) at most every ``FLUSH_S`` seconds, so fast (cached) steps cost no query each."""
+
+    FIELDS = ["status", "duration_ms", "resolved_args", "obs", "error", "artifacts", "cached", "expanded"]
+
+    def __init__(self, run: ReplayRun, cache: "DbStepCache"):
+        self.run = run
+        self.cache = cache
+        self.rows = {s.index: s for s in ReplayStep.objects.filter(run=run).only("id", "index")}
+        self.buffer: list[ReplayStep] = []
+        self.done = 0
+        self.last = 0.0
+
+    def __call__(self, result) -> None:
+        import time as _time
+
+        row = self.rows.get(result.index)
+        if row is None:
+            return
+        row.status, row.duration_ms = result.status, result.duration_ms
+        # the engine's values are plain JSON already (call_tool returns jsonable observations)
+        row.resolved_args = result.resolved_args or {}
+        row.obs, row.error = result.obs, result.error or ""
+        row.artifacts = result.artifacts or []
+        row.cached, row.expanded = result.cached, result.expanded or []
+        self.buffer.append(row)
+        if result.status == "succeeded":
+            self.done = result.index + 1
+        now = _time.monotonic()
+        if now - self.last >= FLUSH_S or result.status != "succeeded":
+            self.flush()
+            self.last = _time.monotonic()
+
+    def flush(self) -> None:
+        self.cache.flush()
+        if self.buffer:
+            from django.db import connection
+
+            meta = ReplayStep._meta
+            fields = [meta.get_field(f) for f in self.FIELDS]
+            sql = (f"UPDATE {meta.db_table} SET " + ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+                   + " WHERE id = %s")
+            params = [[f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
+                      for row in self.buffer]
+            with connection.cursor() as cur:  # one statement for the batch (bulk_update's CASE is slow)
+                cur.executemany(sql, params)
+            self.buffer = []
+            ReplayRun.objects.filter(pk=self.run.pk).update(steps_done=self.done, heartbeat_at=timezone.now())
 
 
 def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
@@ -87,13 +262,7 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     Returns the run; with a broker configured it is still queued when this returns.
     """
     require(user, "task.replay", task)
-    rev = task.head
-    with transaction.atomic():
-        run = ReplayRun.objects.create(
-            task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
-            eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
-            answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
-        )
+    run = create_run(task, mode=mode, user=user)
     from replay.tasks import run_replay
 
     run_replay.delay(run.pk)
@@ -101,79 +270,334 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     return run
 
 
-def execute_replay(run_id: int) -> ReplayRun:
+def input_fingerprint(task: Task, revision, mode: str) -> str:
+    """SHA-256 of what a replay of ``revision`` reads: its trajectory and answer spec, the contents
+    of the event's layers (their ``sha256``, else path, size and mtime), the versions of the
+    tools it names and the perception mode (``replay --changed-only`` compares it)."""
+    import hashlib
+
+    from replay.engine import step_call
+    from replay.tools.base import canonical_json
+    from replay.tools.registry import get_tool
+
+    from replay.engine import ENGINE_CACHE_VERSION
+
+    layers = []
+    for l in Layer.objects.filter(event_id=task.event_id).order_by("file_name", "id"):
+        try:  # the file's bytes (cached on path, size and mtime), not the import-time checksum
+            ident = file_sha256(data_path(l.path))
+        except (OSError, ValueError):
+            ident = f"{l.path}:missing"
+        layers.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m])
+    names = set()
+
+    def collect(steps):
+        for st in steps or []:
+            if isinstance(st, dict):
+                names.add(step_call(st))
+                calls = (st.get("args") or {}).get("calls") if isinstance(st.get("args"), dict) else None
+                if isinstance(calls, list):
+                    collect(calls)
+
+    collect(revision.trajectory)
+    versions = {}
+    for n in sorted(x for x in names if x):
+        try:
+            spec = get_tool(n)
+            versions[spec.name] = spec.version
+        except Exception:
+            versions[n] = None
+    payload = {"engine": ENGINE_CACHE_VERSION, "trajectory": revision.trajectory,
+               "answer_spec": revision.answer_spec, "layers": layers,
+               "tools": versions, "mode": mode,
+               "checkpoints": _checkpoint_fingerprint(settings.STUDIO_CHECKPOINT_DIR) if mode == "model" else None}
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
+    """A queued replay run of the task's head revision (no permission check: callers check)."""
+    rev = task.head
+    with transaction.atomic():
+        return ReplayRun.objects.create(
+            task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
+            eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
+            answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
+        )
+
+
+def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     """Run a replay to the end and store every step. Safe to call again on a crashed run:
-    its old steps and artifacts are discarded and the run starts over (same inputs, same result).
-    """
+    its old steps and folder are discarded and the run starts over (same inputs, same result).
+    ``use_cache=False`` calls every tool (the cache is still filled)."""
     run = ReplayRun.objects.select_related("revision", "task").get(pk=run_id)
     rev = run.revision
-    work_dir = Path(settings.STUDIO_ARTIFACT_ROOT) / "replays" / str(run.pk)
+    root = artifact_root()
+    work_dir = root / "replays" / str(run.pk)
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
-    ReplayStep.objects.filter(run=run).delete()
     steps = rev.trajectory or []
+    now = timezone.now()
+    fp = input_fingerprint(run.task, run.revision, run.mode)
+    with transaction.atomic():
+        ReplayStep.objects.filter(run=run).delete()
+        ReplayRun.objects.filter(pk=run.pk).update(
+            status=ReplayRun.Status.RUNNING, started_at=now, heartbeat_at=now, steps_done=0, error="",
+            artifact_dir=str(work_dir.relative_to(root)), steps_total=len(steps), tool_calls=0, cache_hits=0,
+            input_fingerprint=fp, final_answer=None, filled_trajectory=[], replay_hash="", artifact_manifest={},
+            finished_at=None,
+        )
+    if use_cache:
+        done = _reuse_identical_run(run, fp, work_dir)
+        if done is not None:
+            return done
     ReplayStep.objects.bulk_create(
-        [ReplayStep(run=run, index=i, call=s.get("call", ""), args=s.get("args") or {}) for i, s in enumerate(steps)]
-    )
-    ReplayRun.objects.filter(pk=run.pk).update(
-        status=ReplayRun.Status.RUNNING, started_at=timezone.now(), steps_done=0, error="",
-        artifact_dir=str(work_dir.relative_to(settings.STUDIO_ARTIFACT_ROOT)), steps_total=len(steps),
+        [ReplayStep(run=run, index=i, call=str(s.get("call", s.get("name", ""))) if isinstance(s, dict) else "",
+                    args=(s.get("args", s.get("inputs")) or {}) if isinstance(s, dict) else {})
+         for i, s in enumerate(steps)]
     )
     resolver = LayerResolver(run.task.event_id)
-    ctx = ToolContext(work_dir=work_dir, resolve_path=resolver, gt_lookup=resolver.gt_lookup, perception_mode=run.mode)
+    checkpoint_dir = settings.STUDIO_CHECKPOINT_DIR or None
+    ctx = ToolContext(work_dir=work_dir, resolve_path=resolver, gt_lookup=resolver.gt_lookup, perception_mode=run.mode,
+                      checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None)
+    if run.mode == "model":
+        ckpts = _checkpoint_fingerprint(checkpoint_dir)
 
-    def on_step(result) -> None:
-        ReplayStep.objects.filter(run=run, index=result.index).update(
-            status=result.status, duration_ms=result.duration_ms, resolved_args=_jsonable(result.resolved_args or {}),
-            obs=_jsonable(result.obs), error=result.error or "", artifacts=_jsonable(result.artifacts or []),
-        )
-        if result.status == "succeeded":
-            ReplayRun.objects.filter(pk=run.pk).update(steps_done=result.index + 1)
+        def fingerprint(tool, args):
+            return {"checkpoints": ckpts}
+    elif run.mode == "gt":
+        fingerprint = resolver.fingerprint
+    else:
+        def fingerprint(tool, args):
+            return None
 
+    cache = DbStepCache() if use_cache else _WriteOnlyCache()
+    progress = _Progress(run, cache)
     try:
-        result = run_trajectory(steps, ctx, on_step=on_step)
+        result = run_trajectory(steps, ctx, on_step=progress, cache=cache, store=artifact_store(),
+                                fingerprint=fingerprint)
     except Exception as exc:  # an engine bug, not a tool failure: record it, never leave the run "running"
         log.exception("replay %s crashed", run.pk)
+        progress.flush()
         ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.FAILED, error=f"replay crashed: {exc}", finished_at=timezone.now())
         run.refresh_from_db()
         return run
-    for r in result.steps:  # the engine reports skipped steps too; store them all
-        on_step(r)
+    finally:  # also on SystemExit / KeyboardInterrupt: what finished is kept (cache, progress)
+        progress.flush()
+    manifest = result.manifest
+    common = dict(filled_trajectory=result.filled_trajectory, finished_at=timezone.now(),
+                  tool_calls=result.tool_calls, cache_hits=result.cache_hits, artifact_manifest=manifest)
     if not result.ok:
-        failed = next((r for r in result.steps if r.status == "failed"), None)
+        failed = result.failed_step
         ReplayRun.objects.filter(pk=run.pk).update(
             status=ReplayRun.Status.FAILED, error=failed.error if failed else "replay failed",
-            filled_trajectory=_jsonable(result.filled_trajectory), finished_at=timezone.now(),
-        )
+            steps_done=progress.done, **common)
     else:
         try:
-            answer = fill_answer(rev.answer_spec, result.filled_trajectory)
+            answer = fill_answer(rev.answer_spec, result.trajectory)
         except Exception as exc:
-            ReplayRun.objects.filter(pk=run.pk).update(
-                status=ReplayRun.Status.FAILED, error=f"answer: {exc}",
-                filled_trajectory=_jsonable(result.filled_trajectory), finished_at=timezone.now(),
-            )
+            ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
         else:
-            ReplayRun.objects.filter(pk=run.pk).update(
-                status=ReplayRun.Status.SUCCEEDED, final_answer=_jsonable(answer),
-                filled_trajectory=_jsonable(result.filled_trajectory),
-                replay_hash=replay_hash(result.filled_trajectory, answer), finished_at=timezone.now(),
-            )
+            answer = _jsonable(answer)
+            _finish_succeeded(run, answer, replay_hash(common["filled_trajectory"], answer),
+                              steps_done=progress.done, **common)
     run.refresh_from_db()
     return run
 
 
+def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
+    """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring)."""
+    with transaction.atomic():
+        gold = current_gold(run.task, exclude=run.pk)
+        auto = run.mode == GOLD_MODE and (gold is None or gold.accepted_by_id is None or gold.replay_hash == h)
+        ReplayRun.objects.filter(pk=run.pk).update(
+            status=ReplayRun.Status.SUCCEEDED, final_answer=answer, replay_hash=h, gold_accepted=auto,
+            accepted_by_id=(gold.accepted_by_id if auto and gold is not None and gold.replay_hash == h else None),
+            **fields)
+
+
+def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path) -> ReplayRun | None:
+    """The whole-run level of the cache: when a succeeded replay with the same input fingerprint
+    (same trajectory and answer spec, same layer contents, same tool versions and mode) exists
+    and its artifacts are all in the content store, its steps are copied (``cached``: no tool
+    runs) and its artifacts linked into ``work_dir``. Returns the finished run, or None."""
+    prev = (ReplayRun.objects.filter(task_id=run.task_id, mode=run.mode, status=ReplayRun.Status.SUCCEEDED,
+                                     input_fingerprint=fp).exclude(pk=run.pk).order_by("-id").first())
+    if prev is None:
+        return None
+    store = artifact_store()
+    manifest = prev.artifact_manifest or {}
+    if not all(store.has(sha) for sha in manifest.values()):
+        return None
+    for name, sha in manifest.items():
+        store.materialize(sha, work_dir / name)
+    old = list(ReplayStep.objects.filter(run=prev).order_by("index"))
+    ReplayStep.objects.bulk_create([
+        ReplayStep(run=run, index=s.index, call=s.call, status=s.status, duration_ms=0, args=s.args,
+                   resolved_args=s.resolved_args, obs=s.obs, artifacts=s.artifacts, error=s.error, cached=True,
+                   expanded=s.expanded) for s in old])
+    calls = prev.tool_calls + prev.cache_hits
+    _finish_succeeded(run, prev.final_answer, prev.replay_hash, steps_done=len(old), tool_calls=0, cache_hits=calls,
+                      filled_trajectory=prev.filled_trajectory, artifact_manifest=manifest, finished_at=timezone.now())
+    run.refresh_from_db()
+    return run
+
+
+class _WriteOnlyCache(DbStepCache):
+    """``use_cache=False``: every tool runs; the results are still stored."""
+
+    def get(self, key):
+        return None
+
+
 def _jsonable(value):
     """Round-trip through JSON so that stored values equal what the API returns."""
-    import json
-
     return json.loads(json.dumps(value, default=str))
 
 
+# ============================================================================================
+# Gold answers: current gold, diff, acceptance
+# ============================================================================================
+def current_gold(task: Task, *, exclude: int | None = None) -> ReplayRun | None:
+    """The task's gold: its newest succeeded replay with ``gold_accepted`` (any revision)."""
+    qs = ReplayRun.objects.filter(task=task, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED, gold_accepted=True)
+    if exclude is not None:
+        qs = qs.exclude(pk=exclude)
+    # the big JSON columns load only when read
+    return qs.defer("filled_trajectory", "artifact_manifest", "final_answer").order_by("-id").first()
+
+
 def latest_successful_replay(task: Task) -> ReplayRun | None:
-    """The newest succeeded replay of the task's head revision, or None."""
-    return ReplayRun.objects.filter(task=task, revision_id=task.head_id, status=ReplayRun.Status.SUCCEEDED).order_by("-id").first()
+    """The gold of the task's head revision: its newest succeeded, accepted replay, or None
+    (never replayed, or the newest replay's change is waiting for ``accept_gold``)."""
+    return ReplayRun.objects.filter(task=task, revision_id=task.head_id, mode=GOLD_MODE,
+                                    status=ReplayRun.Status.SUCCEEDED, gold_accepted=True).order_by("-id").first()
+
+
+def pending_replay(task: Task) -> ReplayRun | None:
+    """The newest succeeded replay newer than the gold that is waiting for acceptance, or None."""
+    gold = current_gold(task)
+    qs = ReplayRun.objects.filter(task=task, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED, gold_accepted=False)
+    if gold is not None:
+        qs = qs.filter(pk__gt=gold.pk)
+    return qs.order_by("-id").first()
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out = {}
+        for k in sorted(value, key=str):
+            out.update(_leaves(value[k], f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value and len(value) <= 200:
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_leaves(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}
+
+
+def _changes(before: Any, after: Any, limit: int = 50) -> list[dict]:
+    a, b = _leaves(before), _leaves(after)
+    out = []
+    for path in sorted(set(a) | set(b)):
+        if a.get(path, "<absent>") != b.get(path, "<absent>"):
+            out.append({"path": path or "(value)", "before": a.get(path), "after": b.get(path)})
+            if len(out) >= limit:
+                break
+    return out
+
+
+def replay_diff(run: ReplayRun, base: ReplayRun | None = None) -> dict:
+    """What changed between ``base`` (default: the gold before ``run``) and ``run``.
+
+    Returns ``{run, base, pending, changed, answer: [{field, before, after, changed}],
+    steps: [{index, call, state: same|changed|added|removed, changes: [{path, before, after}]}]}``;
+    steps are compared on their authored index, observations leaf by leaf.
+    """
+    if base is None:
+        base = (ReplayRun.objects.filter(task_id=run.task_id, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED, gold_accepted=True,
+                                         pk__lt=run.pk).order_by("-id").first())
+    answer_rows, step_rows = [], []
+    before_answer = (base.final_answer or {}) if base else {}
+    after_answer = run.final_answer or {}
+    for name in sorted(set(before_answer) | set(after_answer)):
+        b, a = before_answer.get(name), after_answer.get(name)
+        answer_rows.append({"field": name, "before": b, "after": a, "changed": base is not None and a != b})
+    if base is not None:
+        before_steps, _ = collapse_expanded(base.filled_trajectory or [])
+        after_steps, _ = collapse_expanded(run.filled_trajectory or [])
+        for i in range(max(len(before_steps), len(after_steps))):
+            b = before_steps[i] if i < len(before_steps) else None
+            a = after_steps[i] if i < len(after_steps) else None
+            call = str((a or b or {}).get("call", ""))
+            if b is None:
+                step_rows.append({"index": i, "call": call, "state": "added", "changes": []})
+            elif a is None:
+                step_rows.append({"index": i, "call": call, "state": "removed", "changes": []})
+            else:
+                ch = _changes(b.get("obs"), a.get("obs"))
+                if b.get("call") != a.get("call") or b.get("args") != a.get("args"):
+                    ch = [{"path": "(call/args)", "before": {"call": b.get("call"), "args": b.get("args")},
+                           "after": {"call": a.get("call"), "args": a.get("args")}}] + ch
+                step_rows.append({"index": i, "call": call, "state": "changed" if ch else "same", "changes": ch})
+    changed = base is not None and (base.replay_hash != run.replay_hash)
+    return {"run": run.pk, "base": base.pk if base else None, "pending": run.status == ReplayRun.Status.SUCCEEDED
+            and not run.gold_accepted, "changed": changed, "gold_accepted": run.gold_accepted,
+            "accepted_by": run.accepted_by.username if run.accepted_by_id else None,
+            "answer": answer_rows, "steps": step_rows}
+
+
+def task_replay_diff(task: Task) -> dict | None:
+    """The diff a task page shows: the pending replay against the gold, else the newest succeeded
+    replay against the gold before it; None when the task has no succeeded replay."""
+    run = pending_replay(task) or ReplayRun.objects.filter(task=task, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED).order_by("-id").first()
+    return replay_diff(run) if run is not None else None
+
+
+@transaction.atomic
+def accept_gold(user, run: ReplayRun) -> ReplayRun:
+    """A person accepts ``run``'s observations and answer as the task's gold.
+
+    Raises ``PermissionDenied`` (role), ``ReplayStateError`` when the run did not succeed or an
+    accepted gold newer than it exists. Writes an audit event ``gold.accept``.
+    """
+    locked = ReplayRun.objects.select_for_update().select_related("task", "revision").get(pk=run.pk)
+    require(user, ACCEPT_ACTION, locked.task)
+    if locked.mode != GOLD_MODE:
+        raise ReplayStateError(f"replay {locked.pk} ran with {locked.mode} perception; the gold comes from GT-mode replays")
+    if locked.status != ReplayRun.Status.SUCCEEDED:
+        raise ReplayStateError(f"replay {locked.pk} is {locked.status}; only a succeeded replay can become the gold")
+    gold = current_gold(locked.task)
+    if gold is not None and gold.pk > locked.pk:
+        raise ReplayStateError(f"replay {locked.pk} is older than the current gold (replay {gold.pk})")
+    locked.gold_accepted = True
+    locked.accepted_by = user
+    locked.save(update_fields=["gold_accepted", "accepted_by"])
+    AuditEvent.objects.create(task=locked.task, actor=user, action="gold.accept",
+                              revision_number=locked.revision.number,
+                              reason=f"replay {locked.pk} ({locked.replay_hash[:12]}) accepted as gold")
+    return locked
+
+
+# ============================================================================================
+# Bulk and recovery
+# ============================================================================================
+def resume_stuck_replays(timeout_s: float = 900.0) -> list[int]:
+    """Re-queue runs left ``running`` (no progress for ``timeout_s``) or ``queued`` for longer
+    than that; returns their ids. Each is executed again from the start (``execute_replay``)."""
+    from replay.tasks import run_replay
+
+    cutoff = timezone.now() - timedelta(seconds=timeout_s)
+    stuck = []
+    for run in ReplayRun.objects.filter(status__in=[ReplayRun.Status.RUNNING, ReplayRun.Status.QUEUED]).order_by("id"):
+        last = run.heartbeat_at or run.started_at or run.created_at
+        if last is not None and last < cutoff:
+            stuck.append(run.pk)
+    for pk in stuck:
+        ReplayRun.objects.filter(pk=pk).update(status=ReplayRun.Status.QUEUED, heartbeat_at=timezone.now())
+        run_replay.delay(pk)
+    return stuck
 
 
 def artifact_path(run: ReplayRun, name: str) -> Path:
@@ -183,3 +607,294 @@ def artifact_path(run: ReplayRun, name: str) -> Path:
     if not p.is_relative_to(base):
         raise ValueError(f"artifact '{name}' lies outside the run's folder")
     return p
+
+
+# ============================================================================================
+# Importing a task file in the benchmark's layout
+# ============================================================================================
+class TaskImportError(Exception):
+    """A task file cannot be imported; the message names the file, sample, task and field."""
+
+
+INPUT_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")
+
+
+def _walk_paths(value: Any, path: str):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk_paths(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk_paths(v, f"{path}[{i}]")
+    elif isinstance(value, str) and value.lower().endswith(INPUT_SUFFIXES):
+        yield path, value
+
+
+def _rewrite_paths(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _rewrite_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rewrite_paths(v) for v in value]
+    if isinstance(value, str) and value.lower().endswith(INPUT_SUFFIXES):
+        return Path(value.replace("\\", "/")).name
+    return value
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return a == b
+
+
+def answer_source(value: Any, trajectory: list[dict]) -> Any:
+    """The answer-field source for a gold ``value``: ``<key> from trajectory[N].obs`` when exactly
+    one top-level key of exactly one step's obs holds that value (numbers compared as floats,
+    ``None`` never matched), else the literal value."""
+    if value is None:
+        return value
+    hits = []
+    for i, step in enumerate(trajectory):
+        obs = step.get("obs") if isinstance(step, dict) else None
+        if isinstance(obs, dict):
+            hits += [(i, k) for k, v in obs.items() if k != "tool" and _same_value(v, value)]
+        elif isinstance(obs, list) and _same_value(obs, value):
+            hits.append((i, "results"))
+    if len(hits) == 1:
+        i, k = hits[0]
+        return f"<{k}> from trajectory[{i}].obs"
+    return value
+
+
+def _dimension_of(path: Path, task: dict) -> str | None:
+    from annotation.services.tasks import TASK_FILES
+
+    for dim, fname in TASK_FILES.items():
+        if path.name == fname or path.stem == fname[:-5] or path.name.lower().startswith(f"{dim}_"):
+            return dim
+    code = str(task.get("task_category_code") or "").strip().lower()
+    return code if code in TASK_FILES else None
+
+
+def import_task_file(user, path: str | Path, event) -> list[dict]:
+    """Create (or revise) the studio tasks of a task file in the benchmark's layout.
+
+    Every input-file string of a sample's ``input_data`` (the benchmark's suffix rule) must name a
+    layer of ``event`` by file name; paths are stored as the bare file name. Each task's
+    trajectory is stored symbolically (``collapse_expanded``: loop expansions dropped, references
+    renumbered to authored indices; calls as dotted names where the tool is known), and each
+    ``final_answer`` key becomes an answer field with its ``eval_spec`` type, its ``answer_format``
+    and, as source, the reference to the one step observation that holds its value (see
+    ``answer_source``), else the literal value.
+
+    Returns ``[{question_id, status: created|updated|unchanged}]``. Raises ``TaskImportError``
+    listing every problem (file, sample, task, field) before anything is written.
+    """
+    from annotation.services.tasks import CONTENT_FIELDS, create_task, save_revision
+    from replay.tools.base import ToolError
+    from replay.tools.registry import get_tool
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TaskImportError(f"{path}: cannot read: {exc}")
+    except ValueError as exc:
+        raise TaskImportError(f"{path}: not valid JSON: {exc}")
+    if not isinstance(data, list):
+        raise TaskImportError(f"{path}: expected a JSON list of samples, got {type(data).__name__}")
+    layer_names = set(Layer.objects.filter(event=event).values_list("file_name", flat=True))
+    errors: list[str] = []
+    plans: list[tuple[str, str, int, dict]] = []
+    for si, sample in enumerate(data):
+        where = f"{path.name}: sample {si}"
+        if not isinstance(sample, dict) or not sample.get("sample_id"):
+            errors.append(f"{where}: field 'sample_id' is missing")
+            continue
+        sid = str(sample["sample_id"])
+        where = f"{path.name}: sample '{sid}'"
+        input_data = sample.get("input_data") or {}
+        for loc, value in _walk_paths(input_data, "input_data"):
+            name = Path(value.replace("\\", "/")).name
+            if name not in layer_names:
+                known = ", ".join(sorted(layer_names)[:8]) + (" …" if len(layer_names) > 8 else "")
+                errors.append(f"{where}: {loc}: '{value}' names no layer of event '{event.slug}' "
+                              f"(match by file name '{name}'; its layers: {known or 'none'})")
+        tasks = sample.get("tasks")
+        if not isinstance(tasks, list):
+            errors.append(f"{where}: field 'tasks' is missing or not a list")
+            continue
+        for ti, task in enumerate(tasks):
+            twhere = f"{where}, task {ti}"
+            if not isinstance(task, dict) or not isinstance(task.get("question"), str):
+                errors.append(f"{twhere}: field 'question' is missing")
+                continue
+            dim = _dimension_of(path, task)
+            if dim is None:
+                errors.append(f"{twhere}: cannot tell the dimension (file name is not t1_…t5_… and "
+                              f"task_category_code is {task.get('task_category_code')!r})")
+                continue
+            gold = task.get("trajectory") or []
+            if not isinstance(gold, list):
+                errors.append(f"{twhere}: field 'trajectory' is not a list")
+                continue
+            authored, _ = collapse_expanded(gold)
+            steps = []
+            for k, st in enumerate(authored):
+                if not isinstance(st, dict):
+                    errors.append(f"{twhere}: trajectory[{k}] is not an object")
+                    continue
+                call = str(st.get("call", st.get("name", ""))).split("(", 1)[0].strip()
+                try:
+                    call = get_tool(call).name
+                except ToolError:
+                    pass  # kept as written: QC names the unknown tool
+                args = st.get("args", st.get("inputs"))
+                steps.append({"call": call, "args": args if isinstance(args, dict) else {}})
+            final = task.get("final_answer") or {}
+            spec = task.get("eval_spec") or {}
+            fmt = task.get("answer_format") or {}
+            if not isinstance(final, dict):
+                errors.append(f"{twhere}: final_answer is not an object")
+                continue
+            answer_spec = []
+            for name, value in final.items():
+                if name not in spec:
+                    errors.append(f"{twhere}: final_answer.{name} has no type in eval_spec")
+                    continue
+                entry = {"name": name, "eval_type": spec[name], "source": answer_source(value, authored)}
+                if fmt.get(name) and fmt.get(name) != spec[name]:
+                    entry["answer_format"] = fmt[name]
+                answer_spec.append(entry)
+            content = {
+                "question": task["question"], "task_category": task.get("task_category", ""),
+                "task_category_code": task.get("task_category_code", ""),
+                "disaster_type": sample.get("disaster_type", "") or "",
+                "input_data": _rewrite_paths(input_data), "classes": sample.get("classes") or {},
+                "tools": task.get("tools") or [], "trajectory": steps, "answer_spec": answer_spec,
+            }
+            plans.append((sid, dim, ti, content))
+    qids = [f"{sid}_task{ti}" for sid, _, ti, _ in plans]
+    for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
+        errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")
+    if errors:
+        raise TaskImportError("\n".join(errors))
+    out = []
+    with transaction.atomic():
+        existing = {t.question_id: t for t in Task.objects.filter(question_id__in=qids).select_related("head")}
+        for sid, dim, ti, content in plans:
+            qid = f"{sid}_task{ti}"
+            task = existing.get(qid)
+            if task is None:
+                create_task(user, event, dimension=dim, content=content, sample_id=sid, task_index=ti,
+                            message=f"imported from {path.name}")
+                out.append({"question_id": qid, "status": "created"})
+                continue
+            head = {k: getattr(task.head, k) for k in CONTENT_FIELDS} if task.head else {}
+            if _jsonable(head) == _jsonable(content):
+                out.append({"question_id": qid, "status": "unchanged"})
+            else:
+                save_revision(user, task, expected_version=task.version, content=content,
+                              message=f"re-imported from {path.name}")
+                out.append({"question_id": qid, "status": "updated"})
+    return out
+
+
+# ============================================================================================
+# The paper's "Gold Trajectory" baseline
+# ============================================================================================
+def _runner_call(name: str, args: Any) -> str:
+    """The runner's call text: ``"<model alias>(<comma-separated arg names>)"``."""
+    from replay.tools.registry import get_tool, model_alias
+
+    try:
+        alias = get_tool(name).alias
+    except Exception:
+        alias = model_alias(str(name))
+    return f"{alias}({', '.join(args) if isinstance(args, dict) else ''})"
+
+
+def baseline_record(task: Task, run: ReplayRun, elapsed_s: float) -> dict:
+    """One ``benchmark.jsonl`` record (dora-format.md §c) of a replay run used as an agent run.
+
+    The trajectory is what an agent executing the gold plan sends: per step the runner's call text,
+    the resolved arguments and the obs; a loop is its wrapper followed by its nested calls.
+    """
+    from annotation.services.export import CATEGORY_BY_DIM
+
+    rev = run.revision
+    category = rev.task_category or CATEGORY_BY_DIM[task.dimension][0]
+    code = rev.task_category_code or CATEGORY_BY_DIM[task.dimension][1]
+    traj = []
+    for st in run.steps.all().order_by("index"):
+        if st.status == ReplayStep.Status.SKIPPED:
+            break
+        args = st.resolved_args or st.args or {}
+        traj.append({"call": _runner_call(st.call, args), "args": args, "obs": st.obs})
+        for e in st.expanded or []:
+            traj.append({"call": _runner_call(e.get("call"), e.get("args")), "args": e.get("args") or {},
+                         "obs": e.get("obs")})
+    ok = run.status == ReplayRun.Status.SUCCEEDED
+    return {
+        "question_id": task.question_id, "task_scoped_question_id": f"{category}::{task.question_id}",
+        "task_category": category, "task_category_code": code, "sample_id": task.sample_id, "worker_id": 0,
+        "question": rev.question, "predicted_answer": run.final_answer if ok else f"Error: {run.error}",
+        "error": None if ok else run.error, "trajectory": traj, "elapsed_time": round(elapsed_s, 3),
+        "timestamp": (run.finished_at or timezone.now()).isoformat(),
+    }
+
+
+def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event_slug: str | None = None,
+                  mode: str = "model", score: bool = True):
+    """Replay every task's gold trajectory with ``mode`` perception (default: the checkpoints in
+    ``STUDIO_CHECKPOINT_DIR``), write the records in the benchmark's run layout under
+    ``out_dir/<agent>_GT/`` and, with ``score``, import and score them like any agent run
+    (``evaluation.services.import_run_dir``). Returns ``(run_dir, AgentRun | None, summary)``.
+    Tasks without an accepted gold are skipped (listed in the summary)."""
+    import time as _time
+    from datetime import datetime, timezone as _tz
+
+    from annotation.services.tasks import TASK_FILES
+
+    require(user, "run.import")
+    tasks = Task.objects.select_related("head", "event").order_by("sample_id", "task_index")
+    if event_slug:
+        tasks = tasks.filter(event__slug=event_slug)
+    run_dir = Path(out_dir) / f"{agent}_GT"
+    by_dim: dict[str, list[dict]] = {}
+    skipped, failed = [], []
+    for task in tasks:
+        if task.head_id is None or latest_successful_replay(task) is None:
+            skipped.append(task.question_id)
+            continue
+        t0 = _time.perf_counter()
+        run = execute_replay(create_run(task, mode=mode, user=user).pk)
+        rec = baseline_record(task, run, _time.perf_counter() - t0)
+        if rec["error"]:
+            failed.append(task.question_id)
+        by_dim.setdefault(task.dimension, []).append(rec)
+    for dim, records in by_dim.items():
+        d = run_dir / TASK_FILES[dim][:-5]
+        (d / "trajectories").mkdir(parents=True, exist_ok=True)
+        with open(d / "benchmark.jsonl", "w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                traj = {k: v for k, v in rec.items() if k != "predicted_answer"}
+                traj["final_answer"] = rec["predicted_answer"]
+                name = f"{rec['task_scoped_question_id'].replace('::', '__')}_trajectory.json".replace("/", "_")
+                (d / "trajectories" / name).write_text(json.dumps(traj, ensure_ascii=False, indent=1), encoding="utf-8")
+        n_ok = sum(1 for r in records if not r["error"])
+        (d / "run_stats.json").write_text(json.dumps({
+            "total": len(records), "success": n_ok, "failed": len(records) - n_ok,
+            "avg_time": round(sum(r["elapsed_time"] for r in records) / len(records), 3),
+            "timestamp": datetime.now(_tz.utc).isoformat()}, indent=2), encoding="utf-8")
+    summary = {"run_dir": str(run_dir), "records": sum(len(v) for v in by_dim.values()),
+               "failed": failed, "skipped_no_gold": skipped}
+    agent_run = None
+    if score and summary["records"]:
+        from evaluation.services import import_run_dir
+
+        agent_run = import_run_dir(user, run_dir, agent)
+        summary["dora_score"] = agent_run.dora_score
+    return run_dir, agent_run, summary

@@ -120,5 +120,5 @@ def test_loop_step_sees_trajectory(tmp_path):
     assert res.steps[2].call == "tool.loop"
     assert "trajectory" not in res.steps[2].resolved_args
     with pytest.raises(ToolError) as ei:
-        fill_answer([{"name": "x", "source": "<best> from trajectory[3].obs"}], res.filled_trajectory)
+        fill_answer([{"name": "x", "source": "<best> from trajectory[3].obs"}], res.trajectory)
     assert "has no 'best'" in str(ei.value)

@@ -37,8 +37,11 @@ def layer_info(layer) -> dict:
 
 
 def _replay_dict(run) -> dict:
-    return {"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
-            "hash": run.replay_hash, "run": run}
+    """The replay as QC reads it: one step per authored step (loop expansions folded back)."""
+    from replay.engine import collapse_expanded
+
+    authored = collapse_expanded(run.filled_trajectory or [])[0]
+    return {"trajectory": authored, "final_answer": run.final_answer or {}, "hash": run.replay_hash, "run": run}
 
 
 def _load_json(path: Path) -> Any:

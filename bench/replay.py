@@ -1,0 +1,361 @@
+"""Replay engine at benchmark scale: a SYNTHETIC task set of DORA's size over the real scenes.
+
+    .venv/bin/python bench/replay.py [--tasks 515] [--worker-tasks 90] [--scratch DIR] [--keep] [--postgres]
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/15 .venv/bin/python bench/replay.py --postgres   # + workers
+
+Everything lives in a scratch folder (a temporary directory unless ``--scratch``): its own SQLite
+database (or ``BENCH_DATABASE_URL``), data root and artifact root, so ``var/`` is never touched.
+The three xBD scenes of ../shared/realdata (Florence, Guatemala volcano, SoCal fire; 1024×1024)
+are imported into events ``synthetic-<scene>``; the tasks are clearly synthetic (question text
+"[synthetic] ...") and vary their parameters per task (pixel size, grid size, constants) so that
+steps differ. Four templates (4, 7, 8 and 9 authored steps; one with a ras.grid_windows →
+tool.loop(ras.clip, ras.area) → tool.reduce chain) give 515 tasks / about 3,600 authored steps.
+
+Passes, in order, each over every task, in this process:
+  cold     empty step cache (identical steps of different tasks still hit, as in a real set)
+  warm     the same again: no tool may run
+  paired   per task, back to back: ``direct`` = the tool functions called directly
+           (``call_tool``) with the very arguments the cold replay resolved, in a fresh folder (the
+           cost without the engine); ``nocache`` = the engine with the cache bypassed (every tool
+           runs; results still stored)
+Printed: total times; engine overhead = nocache / direct (and cold / direct); warm / cold;
+and, when ``CELERY_BROKER_URL`` is set, the wall time of ``--worker-tasks`` no-cache replays on
+1 and then 2 Celery worker processes started here (ratio 1-worker / 2-worker); else "skipped".
+Two writing workers need a server database (SQLite answers "database is locked"): ``--postgres``
+creates a scratch database on the local PostgreSQL server.
+Targets (issue): cold ≤ 10 min on a 2-core machine, warm ≤ 10 % of cold, overhead ≤ 1.1×,
+2 workers ≥ 1.7×.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT.parent / "shared" / "realdata"
+SCENES = ["xbd-hurricane-florence", "xbd-guatemala-volcano", "xbd-socal-fire"]
+
+
+def scratch_postgres(name: str) -> str:
+    """Create database ``name`` on the local PostgreSQL server (trust auth); returns its URL."""
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        c.execute(f'CREATE DATABASE "{name}"')
+    return f"postgres://postgres@127.0.0.1:5432/{name}"
+
+
+def drop_postgres(name: str) -> None:
+    import psycopg
+
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def setup_env(scratch: Path, db_url: str | None = None) -> dict:
+    env = {
+        "DATABASE_URL": db_url or os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{scratch / 'bench.sqlite3'}",
+        "STUDIO_VAR_DIR": str(scratch),
+        "STUDIO_DATA_ROOT": str(scratch / "data"),
+        "STUDIO_ARTIFACT_ROOT": str(scratch / "data" / "artifacts"),
+        "DJANGO_SETTINGS_MODULE": "studio.settings",
+        "STUDIO_DEBUG": "0",  # no per-query debug recording
+    }
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.db.backends.signals import connection_created
+
+    def pragmas(sender, connection, **kw):
+        if connection.vendor == "sqlite":
+            with connection.cursor() as c:
+                c.execute("PRAGMA journal_mode=WAL")
+                c.execute("PRAGMA synchronous=NORMAL")
+
+    connection_created.connect(pragmas)
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return env
+
+
+def build(n_tasks: int):
+    """Import scenes and create ``n_tasks`` synthetic tasks; returns (tasks, authored steps)."""
+    import numpy as np
+
+    from annotation.models import Layer
+    from annotation.services.imports import import_xbd_folder
+    from annotation.services.tasks import create_task
+    from replay.services import LayerResolver
+    from replay.tools.base import ToolContext
+    from replay.tools.registry import call_tool
+    from studio.accounts import upsert_user
+
+    user = upsert_user("bench", "bench-pw-123", ["maintainer", "author"], is_superuser=True)
+    scenes = []
+    for folder in SCENES:
+        slug = "synthetic-" + folder.removeprefix("xbd-")
+        event = import_xbd_folder(REAL / folder, event_slug=slug).event
+        pre = Layer.objects.get(event=event, kind="raster", phase="pre").file_name
+        post = Layer.objects.get(event=event, kind="raster", phase="post").file_name
+        probe = Path(tempfile.mkdtemp())
+        res = LayerResolver(event.pk)
+        ctx = ToolContext(work_dir=probe, resolve_path=res, gt_lookup=res.gt_lookup)
+        obs = call_tool("seg.building_damage", {"pre_image_path": pre, "post_image_path": post}, ctx)
+        from PIL import Image
+
+        classes = [int(v) for v in np.unique(np.array(Image.open(probe / obs["mask_path"]))) if v]
+        shutil.rmtree(probe)
+        scenes.append((event, pre, post, classes))
+    seg = lambda pre, post: {"call": "seg.building_damage", "args": {"pre_image_path": pre, "post_image_path": post}}
+    M = "<mask_path> from trajectory[0].obs"
+    tasks, n_steps = [], 0
+    for k in range(n_tasks):
+        event, pre, post, classes = scenes[k % len(scenes)]
+        g = round(0.3 + 0.001 * k, 4)
+        kind = k % 4
+        if kind == 0:  # T1: 4 steps
+            traj = [seg(pre, post),
+                    {"call": "ras.count_pixels", "args": {"mask_path": M, "classes": classes}},
+                    {"call": "ras.area", "args": {"mask_path": M, "pixel_size_m": g, "classes": classes}},
+                    {"call": "calc.div", "args": {"a": "<area_m2> from trajectory[2].obs", "b": k + 1}}]
+            answer = [{"name": "area_per_unit", "eval_type": "scalar_continuous", "source": "<ratio> from trajectory[3].obs"}]
+        elif kind == 1:  # T2: 7 steps with a loop over grid windows
+            n = 2 + (k // 4) % 3
+            traj = [seg(pre, post),
+                    {"call": "ras.grid_windows", "args": {"image_path": M, "n": n}},
+                    {"call": "tool.loop", "args": {"loop_over": "<windows> from trajectory[1].obs", "grid_n": n, "calls": [
+                        {"call": "ras.clip", "args": {"image_path": M, "x1": "<item.x1>", "x2": "<item.x2>",
+                                                      "y1": "<item.y1>", "y2": "<item.y2>"}},
+                        {"call": "ras.area", "args": {"mask_path": "<output_path> from step[0].obs", "pixel_size_m": g}}]}},
+                    {"call": "tool.reduce", "args": {"values": "<results> from trajectory[2].obs", "field": "last_obs.area_m2"}},
+                    {"call": "calc.mul", "args": {"a": "<best_value> from trajectory[3].obs", "b": 1 + k % 7}},
+                    {"call": "calc.add", "args": {"a": "<product> from trajectory[4].obs", "b": k}},
+                    {"call": "calc.greater_than", "args": {"a": "<sum> from trajectory[5].obs", "b": 1000}}]
+            answer = [{"name": "worst_cell_row", "eval_type": "scalar_count", "source": "<row_idx> from trajectory[3].obs"},
+                      {"name": "over", "eval_type": "exact_match", "source": "<result> from trajectory[6].obs"}]
+        elif kind == 2:  # T3: 8 steps
+            traj = [seg(pre, post),
+                    {"call": "ras.area", "args": {"mask_path": M, "pixel_size_m": g, "classes": classes}},
+                    {"call": "calc.volume", "args": {"area_m2": "<area_m2> from trajectory[1].obs", "depth_m": 0.1 + 0.01 * (k % 50)}},
+                    {"call": "logi.truck_trips", "args": {"volume_m3": "<volume_m3> from trajectory[2].obs", "capacity_m3": 10 + k % 13}},
+                    {"call": "calc.mul", "args": {"a": "<trips_required> from trajectory[3].obs", "b": 2}},
+                    {"call": "calc.sub", "args": {"a": "<product> from trajectory[4].obs", "b": k % 9}},
+                    {"call": "calc.div", "args": {"a": "<difference> from trajectory[5].obs", "b": 8}},
+                    {"call": "calc.greater_than", "args": {"a": "<ratio> from trajectory[6].obs", "b": 50}}]
+            answer = [{"name": "trips", "eval_type": "scalar_count", "source": "<trips_required> from trajectory[3].obs"}]
+        else:  # T4/T5-like: 9 steps with polygons
+            traj = [seg(pre, post),
+                    {"call": "ras.vectorize", "args": {"mask_path": M, "classes": classes, "pixel_size_m": g}},
+                    {"call": "ras.count_pixels", "args": {"mask_path": M, "classes": classes}},
+                    {"call": "ras.area", "args": {"mask_path": M, "pixel_size_m": g, "classes": classes}},
+                    {"call": "calc.div", "args": {"a": "<total_area_m2> from trajectory[1].obs", "b": "<count> from trajectory[1].obs"}},
+                    {"call": "calc.diff", "args": {"a": "<area_m2> from trajectory[3].obs", "b": "<total_area_m2> from trajectory[1].obs"}},
+                    {"call": "calc.add", "args": {"a": "<ratio> from trajectory[4].obs", "b": k}},
+                    {"call": "calc.weighted_sum", "args": {"values": [1, 2, 3], "weights": [k % 5, 1, 2], "normalize": True}},
+                    {"call": "calc.greater_than", "args": {"a": "<sum> from trajectory[6].obs", "b": "<score> from trajectory[7].obs"}}]
+            answer = [{"name": "regions", "eval_type": "scalar_count", "source": "<count> from trajectory[1].obs"},
+                      {"name": "mean_region_m2", "eval_type": "scalar_continuous", "source": "<ratio> from trajectory[4].obs"}]
+        tasks.append(create_task(user, event, dimension=f"t{kind + 1}", sample_id=f"synthetic_{k:04d}", content={
+            "question": f"[synthetic] benchmark task {k} (template {kind})", "input_data": {},
+            "trajectory": traj, "answer_spec": answer}))
+        n_steps += len(traj)
+    return user, tasks, n_steps
+
+
+def replay_pass(tasks, *, use_cache: bool, label: str) -> dict:
+    from replay.services import create_run, execute_replay
+
+    t0 = time.perf_counter()
+    runs, failed = [], []
+    for i, t in enumerate(tasks):
+        r = execute_replay(create_run(t).pk, use_cache=use_cache)
+        runs.append(r)
+        if r.status != "succeeded":
+            failed.append((t.question_id, r.error))
+        if (i + 1) % 50 == 0 or i + 1 == len(tasks):
+            print(f"\r  {label:8} {i + 1}/{len(tasks)}  {time.perf_counter() - t0:7.1f} s", end="", flush=True)
+    print()
+    return {"seconds": time.perf_counter() - t0, "runs": runs, "failed": failed,
+            "tool_calls": sum(r.tool_calls for r in runs), "cache_hits": sum(r.cache_hits for r in runs)}
+
+
+def paired_pass(tasks, cold_runs, scratch: Path) -> dict:
+    """Per task, back to back (so that load from other processes hits both alike): the tool
+    functions called directly (``call_tool``) with the arguments the cold replay resolved, in a
+    fresh folder; then the engine with the cache bypassed (every tool runs)."""
+    from replay.models import ReplayStep
+    from replay.services import LayerResolver, create_run, execute_replay
+    from replay.tools.base import ToolContext
+    from replay.tools.registry import call_tool
+
+    resolvers = {}
+    direct_s = engine_s = 0.0
+    n = 0
+    failed = []
+    runs = []
+    for i, (t, run) in enumerate(zip(tasks, cold_runs)):
+        seq = []
+        for st in ReplayStep.objects.filter(run=run).order_by("index"):
+            if st.expanded:
+                seq += [(e["call"], e["args"]) for e in st.expanded]
+            else:
+                seq.append((st.call, st.resolved_args))
+        if t.event_id not in resolvers:
+            resolvers[t.event_id] = LayerResolver(t.event_id)
+        res = resolvers[t.event_id]
+        t0 = time.perf_counter()
+        ctx = ToolContext(work_dir=scratch / "direct" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)
+        for name, args in seq:
+            call_tool(name, args, ctx)
+            n += 1
+        t1 = time.perf_counter()
+        r = execute_replay(create_run(t).pk, use_cache=False)
+        t2 = time.perf_counter()
+        direct_s += t1 - t0
+        engine_s += t2 - t1
+        runs.append(r)
+        if r.status != "succeeded":
+            failed.append((t.question_id, r.error))
+        if (i + 1) % 50 == 0 or i + 1 == len(tasks):
+            print(f"\r  paired   {i + 1}/{len(tasks)}  direct {direct_s:7.1f} s  engine {engine_s:7.1f} s", end="", flush=True)
+    print()
+    return {"direct_s": direct_s, "nocache_s": engine_s, "calls": n, "runs": runs, "failed": failed}
+
+
+def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None:
+    """Wall time of no-cache replays of ``tasks`` on ``n_workers`` Celery worker processes."""
+    from replay.models import ReplayRun
+    from replay.services import create_run
+    from replay.tasks import run_replay
+    from studio.celery import app
+
+    queue = f"bench-{os.getpid()}"
+    log = open(scratch / f"worker{n_workers}.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "studio", "worker", "-c", str(n_workers), "--pool", "prefork",
+         "-Q", queue, "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=str(ROOT), env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(4)  # let the pool start
+        runs = [create_run(t).pk for t in tasks]
+        t0 = time.perf_counter()
+        results = [run_replay.apply_async((pk,), {"use_cache": False}, queue=queue) for pk in runs]
+        while not all(r.ready() for r in results):
+            if proc.poll() is not None or time.perf_counter() - t0 > 1800:
+                return None
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - t0
+        bad = [r for r in results if not r.successful() or r.result != "succeeded"]
+        if bad:
+            print(f"  {n_workers} worker(s): {len(bad)} replay(s) failed, e.g. {bad[0].result!r}")
+            return None
+        return elapsed
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        app.control.purge()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=515)
+    ap.add_argument("--worker-tasks", type=int, default=90)
+    ap.add_argument("--scratch", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--postgres", action="store_true",
+                    help="use a scratch database on the local PostgreSQL server (dropped at the end)")
+    args = ap.parse_args()
+    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="replay-bench-")).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    if (ROOT / "var").resolve() in [scratch, *scratch.parents]:
+        sys.exit("--scratch must not lie inside var/")
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    pg_name = f"replay_bench_{os.getpid()}" if args.postgres else None
+    env = setup_env(scratch, scratch_postgres(pg_name) if pg_name else None)
+    import replay.engine as engine
+
+    print(f"scratch: {scratch}  (SYNTHETIC task set, events synthetic-*)")
+    t0 = time.perf_counter()
+    user, tasks, n_steps = build(args.tasks)
+    print(f"built {len(tasks)} tasks / {n_steps} authored steps over {len(SCENES)} real scenes in "
+          f"{time.perf_counter() - t0:.1f} s")
+    tool_time = [0.0]
+    real_call = engine.call_tool
+
+    def timed(name, a, ctx):
+        s = time.perf_counter()
+        try:
+            return real_call(name, a, ctx)
+        finally:
+            tool_time[0] += time.perf_counter() - s
+
+    engine.call_tool = timed
+    cold = replay_pass(tasks, use_cache=True, label="cold")
+    cold_tool = tool_time[0]
+    warm = replay_pass(tasks, use_cache=True, label="warm")
+    engine.call_tool = real_call
+    paired = paired_pass(tasks, cold["runs"], scratch)
+    same = sum(a.replay_hash == b.replay_hash == c.replay_hash
+               for a, b, c in zip(cold["runs"], warm["runs"], paired["runs"]))
+    expanded = sum(len(r.filled_trajectory) for r in cold["runs"])
+    out = {
+        "database": os.environ["DATABASE_URL"].split(":", 1)[0],
+        "tasks": len(tasks), "authored_steps": n_steps, "stored_steps_with_loop_expansions": expanded,
+        "tool_calls_per_full_replay": paired["calls"],
+        "cold_s": round(cold["seconds"], 1), "cold_tool_calls": cold["tool_calls"], "cold_cache_hits": cold["cache_hits"],
+        "cold_time_inside_tools_s": round(cold_tool, 1),
+        "warm_s": round(warm["seconds"], 1), "warm_tool_calls": warm["tool_calls"],
+        "direct_s": round(paired["direct_s"], 1), "nocache_s": round(paired["nocache_s"], 1),
+        "engine_overhead_nocache_over_direct": round(paired["nocache_s"] / paired["direct_s"], 3),
+        "cold_over_direct": round(cold["seconds"] / paired["direct_s"], 3),
+        "warm_over_cold": round(warm["seconds"] / cold["seconds"], 3),
+        "identical_hash_cold_warm_nocache": f"{same}/{len(tasks)}",
+        "failed": len(cold["failed"]) + len(warm["failed"]) + len(paired["failed"]),
+    }
+    print(json.dumps(out, indent=2), flush=True)
+    if cold["failed"]:
+        print("failures:", cold["failed"][:5])
+    if broker and out["database"].startswith("sqlite"):
+        out["workers"] = ("skipped: SQLite cannot take two writing worker processes ('database is locked'); "
+                          "run with --postgres or BENCH_DATABASE_URL=postgres://...")
+    elif broker:
+        subset = tasks[: args.worker_tasks]
+        one = worker_pass(env, subset, 1, scratch)
+        two = worker_pass(env, subset, 2, scratch)
+        out["workers_tasks"] = len(subset)
+        out["worker1_s"] = round(one, 1) if one else None
+        out["worker2_s"] = round(two, 1) if two else None
+        out["speedup_2_over_1"] = round(one / two, 3) if one and two else None
+    else:
+        out["workers"] = "skipped (CELERY_BROKER_URL not set)"
+    print(json.dumps(out, indent=2))
+    print(f"targets: cold <= 600 s: {out['cold_s'] <= 600}; warm <= 10% of cold: {out['warm_over_cold'] <= 0.10}; "
+          f"overhead <= 1.1x: {out['engine_overhead_nocache_over_direct'] <= 1.1}"
+          + (f"; 2 workers >= 1.7x: {(out.get('speedup_2_over_1') or 0) >= 1.7}" if broker else ""))
+    if pg_name:
+        drop_postgres(pg_name)
+    if not args.keep and not args.scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

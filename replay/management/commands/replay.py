@@ -1,0 +1,140 @@
+"""manage.py replay — replay tasks' gold trajectories.
+
+    manage.py replay --task QUESTION_ID [--mode gt|model|classical] [--no-cache] [--json]
+    manage.py replay --all [--event SLUG] [--changed-only] [--mode ...] [--no-cache]
+    manage.py replay --resume-stuck [--timeout SECONDS]
+
+``--task`` replays one task's head revision in this process and prints its filled trajectory and
+``final_answer`` (``--json``: ``{question_id, run, status, error, replay_hash, gold_accepted,
+tool_calls, cache_hits, final_answer, trajectory}``). ``--all`` dispatches one Celery task per
+task (in-process without a broker; real workers with ``CELERY_BROKER_URL``) and shows a progress
+bar of finished tasks; ``--changed-only`` skips tasks whose newest succeeded replay in that mode
+had the same input fingerprint (revision, layer contents, tool versions). ``--resume-stuck``
+re-queues runs without progress for ``--timeout`` seconds (default 900). Exit status 1 when a
+replay failed.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Task
+from replay.models import ReplayRun
+from replay.services import create_run, execute_replay, input_fingerprint, resume_stuck_replays
+
+
+def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
+    """``[#######.......]  12/515  label`` (one line, for a carriage-return display)."""
+    filled = int(width * done / total) if total else width
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done:>{len(str(total))}}/{total}  {label}"[:120]
+
+
+class Command(BaseCommand):
+    help = "Replay tasks' gold trajectories (one task, a whole set, or the runs stuck in 'running')."
+
+    def add_arguments(self, parser):
+        what = parser.add_mutually_exclusive_group(required=True)
+        what.add_argument("--task", metavar="QUESTION_ID")
+        what.add_argument("--all", action="store_true")
+        what.add_argument("--resume-stuck", action="store_true")
+        parser.add_argument("--event", default=None, help="with --all: only this event's tasks")
+        parser.add_argument("--changed-only", action="store_true")
+        parser.add_argument("--mode", choices=["gt", "model", "classical"], default="gt")
+        parser.add_argument("--no-cache", action="store_true", help="call every tool (the cache is still filled)")
+        parser.add_argument("--timeout", type=float, default=900.0)
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **o):
+        if o["resume_stuck"]:
+            ids = resume_stuck_replays(o["timeout"])
+            self.stdout.write(json.dumps({"requeued": ids}) if o["json"] else
+                              f"re-queued {len(ids)} run(s): {', '.join(map(str, ids)) or '-'}")
+            return
+        if o["task"]:
+            return self._one(o)
+        return self._all(o)
+
+    def _one(self, o):
+        task = Task.objects.select_related("head").filter(question_id=o["task"]).first()
+        if task is None:
+            raise CommandError(f"--task: no task with question id '{o['task']}'")
+        run = create_run(task, mode=o["mode"])
+        run = execute_replay(run.pk, use_cache=not o["no_cache"])
+        out = {"question_id": task.question_id, "run": run.pk, "status": run.status, "error": run.error or None,
+               "replay_hash": run.replay_hash, "gold_accepted": run.gold_accepted, "tool_calls": run.tool_calls,
+               "cache_hits": run.cache_hits, "final_answer": run.final_answer, "trajectory": run.filled_trajectory}
+        if o["json"]:
+            self.stdout.write(json.dumps(out, indent=2, ensure_ascii=False))
+        else:
+            self.stdout.write(f"{task.question_id}: replay {run.pk} {run.status} "
+                              f"({run.tool_calls} tool calls, {run.cache_hits} from cache)")
+            for i, step in enumerate(run.filled_trajectory or []):
+                self.stdout.write(f"  [{i}] {step.get('call')}  obs={json.dumps(step.get('obs'), ensure_ascii=False)[:160]}")
+            self.stdout.write(f"final_answer: {json.dumps(run.final_answer, ensure_ascii=False)}")
+            if run.error:
+                self.stdout.write(f"error: {run.error}")
+            if not run.gold_accepted and run.status == ReplayRun.Status.SUCCEEDED:
+                self.stdout.write("the answer differs from the accepted gold: accept it on the task page")
+        if run.status != ReplayRun.Status.SUCCEEDED:
+            sys.exit(1)
+
+    def _all(self, o):
+        from replay.tasks import run_replay
+
+        tasks = Task.objects.select_related("head", "event").order_by("id")
+        if o["event"]:
+            tasks = tasks.filter(event__slug=o["event"])
+        tasks = [t for t in tasks if t.head_id]
+        todo = []
+        for t in tasks:
+            if o["changed_only"]:
+                last = (ReplayRun.objects.filter(task=t, revision_id=t.head_id, mode=o["mode"],
+                                                 status=ReplayRun.Status.SUCCEEDED).order_by("-id").first())
+                if last is not None and last.input_fingerprint == input_fingerprint(t, t.head, o["mode"]):
+                    continue
+            todo.append(t)
+        t0 = time.perf_counter()
+        runs = []
+        total = len(todo)
+        for t in todo:
+            run = create_run(t, mode=o["mode"])
+            runs.append(run.pk)
+            if o["no_cache"]:
+                execute_replay(run.pk, use_cache=False)
+            else:
+                run_replay.delay(run.pk)
+            if not o["json"]:
+                done = ReplayRun.objects.filter(pk__in=runs, status__in=["succeeded", "failed"]).count()
+                self.stdout.write("\r" + progress_bar(done, total, t.question_id), ending="")
+                self.stdout.flush()
+        while True:
+            done = ReplayRun.objects.filter(pk__in=runs, status__in=["succeeded", "failed"]).count()
+            if not o["json"]:
+                self.stdout.write("\r" + progress_bar(done, total, ""), ending="")
+                self.stdout.flush()
+            if done >= total:
+                break
+            time.sleep(0.5)
+        rows = list(ReplayRun.objects.filter(pk__in=runs).values("task__question_id", "status", "error", "tool_calls",
+                                                                   "cache_hits", "gold_accepted"))
+        summary = {"tasks": len(tasks), "replayed": total, "skipped_unchanged": len(tasks) - total,
+                   "succeeded": sum(r["status"] == "succeeded" for r in rows),
+                   "failed": [{"question_id": r["task__question_id"], "error": r["error"]} for r in rows if r["status"] == "failed"],
+                   "pending_acceptance": [r["task__question_id"] for r in rows if r["status"] == "succeeded" and not r["gold_accepted"]],
+                   "tool_calls": sum(r["tool_calls"] for r in rows), "cache_hits": sum(r["cache_hits"] for r in rows),
+                   "seconds": round(time.perf_counter() - t0, 2)}
+        if o["json"]:
+            self.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False))
+        else:
+            self.stdout.write("")
+            self.stdout.write(f"{summary['succeeded']}/{total} succeeded, {len(tasks) - total} unchanged skipped, "
+                              f"{summary['tool_calls']} tool calls, {summary['cache_hits']} cache hits, {summary['seconds']} s")
+            for f in summary["failed"]:
+                self.stdout.write(f"  FAILED {f['question_id']}: {f['error']}")
+            if summary["pending_acceptance"]:
+                self.stdout.write(f"  waiting for acceptance: {', '.join(summary['pending_acceptance'])}")
+        if summary["failed"]:
+            sys.exit(1)

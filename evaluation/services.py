@@ -7,6 +7,7 @@ replay) or from a task folder in the benchmark's layout — and stores the resul
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
@@ -31,14 +32,38 @@ def _studio_gold(question_ids: set[str]) -> tuple[dict, dict]:
     return dora_samples(tasks), {t.question_id: t for t in tasks}
 
 
+def _finite(value):
+    """``value`` with NaN and ±Infinity replaced by None: JSON columns (and PostgreSQL) refuse them,
+    while Python's json module — and so the official evaluator — reads them in run files."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _check_records(run_dir: Path, records_by_dim: dict) -> None:
+    for dim, records in records_by_dim.items():
+        for i, rec in enumerate(records):
+            qid = rec.get("question_id")
+            if not isinstance(qid, str) or not qid:
+                raise RunImportError(
+                    f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}: field 'question_id' must be a "
+                    f"non-empty string like '<sample_id>_task0', not {qid!r}")
+
+
 @transaction.atomic
 def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | None = None,
-                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0) -> AgentRun:
+                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0, release=None) -> AgentRun:
     """Import and score a run folder (``<dim task name>/benchmark.jsonl`` per dimension).
 
-    Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given, else
-    from the studio's tasks with the same question ids. Raises ``RunImportError`` when the folder
-    has no record or a record names no known task.
+    Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given; else from
+    ``release`` (an ``annotation.Release``: its pinned revisions and gold replays), and the run is
+    pinned to that release; else from the studio's tasks with the same question ids (their
+    accepted gold). Raises ``RunImportError`` when the folder has no record, a record has no
+    string question id, or a record names no known task.
     """
     require(user, "run.import")
     run_dir = Path(run_dir)
@@ -46,7 +71,17 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     n_records = sum(len(v) for v in records_by_dim.values())
     if n_records == 0:
         raise RunImportError(f"{run_dir}: no benchmark.jsonl with records under {', '.join(f[:-5] for f in TASK_FILES.values())}")
-    if tasks_dir is not None:
+    _check_records(run_dir, records_by_dim)
+    if tasks_dir is None and release is not None:
+        from annotation.services.export import release_samples
+
+        qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
+        samples_by_dim, task_by_qid = release_samples(release)
+        unknown = sorted(qids - set(task_by_qid))
+        if unknown:
+            raise RunImportError(f"{run_dir}: question ids not in release {release.version}: {', '.join(unknown[:10])}")
+        polygons = None
+    elif tasks_dir is not None:
         samples_by_dim = load_task_files(Path(tasks_dir))
         polygons = Path(tasks_dir) / "gold_polygons"
         task_by_qid = {t.question_id: t for t in Task.objects.filter(
@@ -64,6 +99,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     run = AgentRun.objects.create(
         agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
         dora_score=result.get("dora_score"), dimensions=result.get("dimensions", {}), imported_by=user,
+        release=release,
     )
     sample_index = {(d, s["sample_id"]): s for d, ss in samples_by_dim.items() for s in ss}
     rows = []
@@ -85,10 +121,12 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 step_matches = detail.get("step_matches", [])
             rows.append(RunRecord(
                 run=run, task=task_by_qid.get(qid), question_id=qid, sample_id=sample_id, task_index=task_idx,
-                dimension=dim, predicted_answer=rec.get("predicted_answer"), trajectory=rec.get("trajectory") or [],
+                dimension=dim, predicted_answer=_finite(rec.get("predicted_answer")),
+                trajectory=_finite(rec.get("trajectory") or []),
                 error=rec.get("error") or "", task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
-                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=json.loads(json.dumps(step_matches, default=str)), gold=gold,
+                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
+                gold=_finite(gold),
             ))
     RunRecord.objects.bulk_create(rows)
     return run

@@ -338,6 +338,22 @@ def dora_samples(tasks) -> dict[str, list[dict]]:
     return {d: list(s.values()) for d, s in by_dim.items()}
 
 
+def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
+    """The gold of a release as samples per dimension (its pinned revisions and replays), and the
+    release's tasks by question id. In memory, for scoring runs pinned to the release."""
+    by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
+    tasks = {}
+    items = release.items.select_related("task__event", "revision", "replay").order_by("task__sample_id", "task__task_index")
+    for item in items:
+        task, rev, run = item.task, item.revision, item.replay
+        if run is None:
+            raise ExportError(f"{item.question_id}: release {release.version} pins no gold replay")
+        head, tdict = sample_and_task(task, rev, run, import_source(rev.pk))
+        by_dim[task.dimension].setdefault(task.sample_id, head)["tasks"].append(tdict)
+        tasks[item.question_id] = task
+    return {d: list(s.values()) for d, s in by_dim.items()}, tasks
+
+
 # ------------------------------------------------------------------ the streaming writer
 
 

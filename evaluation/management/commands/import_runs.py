@@ -16,6 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("run_dir")
         parser.add_argument("--agent", required=True)
         parser.add_argument("--tasks-dir", default=None)
+        parser.add_argument("--release", default=None, help="score against this release version's gold and pin the run to it")
         parser.add_argument("--mode", choices=["dora", "paper"], default="dora")
         parser.add_argument("--tau-r", type=float, default=0.2)
         parser.add_argument("--tau-a", type=float, default=1.0)
@@ -31,9 +32,16 @@ class Command(BaseCommand):
         run_dir = Path(opts["run_dir"])
         if not run_dir.is_dir():
             raise CommandError(f"{run_dir}: not a directory")
+        release = None
+        if opts["release"]:
+            from annotation.models import Release
+
+            release = Release.objects.filter(version=opts["release"]).first()
+            if release is None:
+                raise CommandError(f"--release: no release {opts['release']}")
         try:
             run = import_run_dir(user, run_dir, opts["agent"], tasks_dir=Path(opts["tasks_dir"]) if opts["tasks_dir"] else None,
-                                 mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"])
+                                 mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"], release=release)
         except RunImportError as exc:
             raise CommandError(str(exc))
         summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,

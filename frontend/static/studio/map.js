@@ -63,7 +63,9 @@
       // lat = row, lng = column
       return L.latLngBounds([[Math.min(b[1], b[3]), Math.min(b[0], b[2])], [Math.max(b[1], b[3]), Math.max(b[0], b[2])]]);
     }
-    return L.latLngBounds([[b[1], b[0]], [b[3], b[2]]]);
+    // RFC 7946: a box that crosses the antimeridian has west > east; Leaflet wants east + 360
+    var east = b[2] < b[0] ? b[2] + 360 : b[2];
+    return L.latLngBounds([[b[1], b[0]], [b[3], east]]);
   }
 
   function phaseLabel(phase) { return phase ? phase : ''; }

@@ -8,6 +8,7 @@ from django.urls import NoReverseMatch, reverse
 from evaluation import selectors
 from evaluation.judge.verdict import E_DEFINITIONS
 from evaluation.services import GRADES
+from frontend.views_events import map_config
 from replay.services import latest_successful_replay
 from studio.permissions import can
 
@@ -33,6 +34,7 @@ def run_detail_page(request, pk: int):
 def record_detail_page(request, pk: int):
     record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
     gold = None
+    replay = None
     if record.task_id:
         replay = latest_successful_replay(record.task)
         gold = replay.filled_trajectory if replay else None
@@ -48,6 +50,8 @@ def record_detail_page(request, pk: int):
         "token": secrets.token_urlsafe(24),
         "adjudicate_url": _url("adjudication-record", record.pk) if can(request.user, "verdict.adjudicate") else None,
         "error_defs": _error_defs(), "grades": GRADES, "metrics": [(m, getattr(record, m)) for m in METRICS],
+        "gold_replay_id": replay.pk if replay else None,
+        "map_config": map_config(record.task.event.layers.all()) if replay else None,
     })
 
 

@@ -9,6 +9,8 @@
 | STUDIO_DEMO_DATA | <repo>/../shared/realdata | the real sample data the demo reads |
 | STUDIO_SECRET_KEY | a development key | set it in production |
 | STUDIO_DEBUG | 1 | 0 in production |
+| CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
+| STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
 """
 from __future__ import annotations
 
@@ -76,6 +78,11 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+# The test database's name (pytest-django), fixed so that a Celery worker started beside the test run
+# can be pointed at it (CI: DATABASE_URL=<server>/$STUDIO_TEST_DB_NAME for the worker). Unset: Django's
+# default (test_<NAME>; in-memory for SQLite).
+if os.environ.get("STUDIO_TEST_DB_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["STUDIO_TEST_DB_NAME"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []
@@ -117,7 +124,15 @@ STUDIO_CHECKPOINT_DIR = os.environ.get("STUDIO_CHECKPOINT_DIR", "")
 
 # Celery: with no broker configured, tasks run in-process (eager), so the embedded defaults need no server.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", CELERY_BROKER_URL or None)
+# Result backend: the broker when it can hold results (Redis), else none. The studio never waits on a
+# Celery result (a replay's state lives in its ReplayRun row); results expire after a day.
+CELERY_RESULT_BACKEND = os.environ.get(
+    "CELERY_RESULT_BACKEND", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None
+) or None
+CELERY_RESULT_EXPIRES = 24 * 3600
+# The queue tasks are sent to and a worker consumes by default: separate studios (or CI runs) may share
+# one broker with different queue names.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -9,6 +9,8 @@ import pytest
 # Playwright's sync API runs an event loop; Django's ORM refuses to be called from one otherwise.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+pytest_plugins = ["conftest_celery"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("STUDIO_SHARED", REPO.parent / "shared"))
 REALDATA = SHARED / "realdata"

@@ -1,0 +1,223 @@
+"""List pages at scale: /tasks/, /runs/ and /leaderboard/ over a synthetic benchmark.
+
+    .venv/bin/python bench/lists.py [--tasks 100000] [--runs 2] [--repeat 5] [--backends sqlite,postgres]
+                                    [--fresh] [--page-timeout 30]
+
+Builds (once; reused while ``--tasks``/``--runs`` and the migrations are unchanged) a scratch
+SQLite database under /tmp/studio-bench/ with the real xBD scenes of ../shared/realdata imported and
+``manage.py seed_synthetic --tasks N --runs M`` on top; with PostgreSQL reachable on
+127.0.0.1:5432 (or ``STUDIO_BENCH_PG_URL``) the same in a scratch database ``studio_bench_<pid>``,
+dropped at the end. Never touches var/ or the studio's own database.
+
+Measured per page, by a logged-in maintainer through Django's test ``Client`` in this process (no
+network, no browser): the median of ``--repeat`` server times (request in, response body out) after
+one warm-up request, and the SQL queries one request makes. Target: median ≤ 250 ms at 100,000
+tasks. A page that takes longer than ``--page-timeout`` seconds once is measured once.
+
+Prints ``BENCH`` lines for ``bench/run_all.py`` (``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench"))
+REALDATA = Path(os.environ.get("STUDIO_DEMO_DATA", ROOT.parent / "shared" / "realdata"))
+XBD_FOLDERS = ("xbd-hurricane-florence", "xbd-guatemala-volcano", "xbd-socal-fire", "xbd-joplin-tornado-labels",
+               "xbd-santa-rosa-labels")
+PAGES = ("/tasks/", "/runs/", "/leaderboard/")
+TARGET_MS = 250.0
+
+
+def _env(database_url: str, data_root: Path) -> dict:
+    return dict(os.environ, DATABASE_URL=database_url, STUDIO_DATA_ROOT=str(data_root),
+                STUDIO_ARTIFACT_ROOT=str(data_root / "artifacts"), STUDIO_DEBUG="0", CELERY_BROKER_URL="",
+                DJANGO_SETTINGS_MODULE="studio.settings", PYTHONPATH=str(ROOT))
+
+
+def _manage(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, env=env, check=check,
+                          capture_output=True, text=True)
+
+
+def _migrations_stamp() -> str:
+    """Names of all migration files: a seeded database is reused only while they are unchanged."""
+    return ",".join(sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/migrations/0*.py")))
+
+
+def seeded(database_url: str, data_root: Path, tasks: int, runs: int, *, fresh: bool = False,
+           marker: Path | None = None) -> dict:
+    """Migrate, import the real xBD scenes, and seed ``tasks``/``runs`` synthetic rows (reusing a
+    database whose marker file says it already holds them). Returns timings and counts."""
+    env = _env(database_url, data_root)
+    stamp = {"tasks": tasks, "runs": runs, "migrations": _migrations_stamp()}
+    if marker and marker.exists() and not fresh:
+        if json.loads(marker.read_text()).get("stamp") == stamp:
+            return {**json.loads(marker.read_text()), "reused": True}
+    if database_url.startswith("sqlite:///"):  # a fresh file: faster than deleting 100,000 tasks
+        Path(database_url[len("sqlite:///"):]).unlink(missing_ok=True)
+        shutil.rmtree(data_root, ignore_errors=True)
+    data_root.mkdir(parents=True, exist_ok=True)
+    _manage(env, "migrate", "--no-input", "-v", "0")
+    imported = []
+    for folder in XBD_FOLDERS:
+        if (REALDATA / folder).is_dir():
+            r = _manage(env, "import_xbd", str(REALDATA / folder), check=False)
+            if r.returncode == 0:
+                imported.append(folder)
+    t0 = time.perf_counter()
+    r = _manage(env, "seed_synthetic", "--tasks", str(tasks), "--runs", str(runs), "--replace", check=False)
+    if r.returncode:
+        raise SystemExit(f"seed_synthetic failed:\n{r.stdout}\n{r.stderr}")
+    info = {"stamp": stamp, "scenes": imported, "seed_s": round(time.perf_counter() - t0, 1),
+            "seed_output": r.stdout.strip().splitlines()[-3:]}
+    if marker:
+        marker.write_text(json.dumps(info))
+    return {**info, "reused": False}
+
+
+def measure_pages(repeat: int, page_timeout: float) -> list[dict]:
+    """In a process configured for one database: time each page (see the module docstring)."""
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+    from annotation.models import Task
+    from studio.accounts import upsert_user
+
+    from django.core import signals
+    from django.db import close_old_connections
+
+    setup_test_environment()  # the test Client's response hooks (templates, context)
+    # keep one connection across requests (as CONN_MAX_AGE > 0 would), so queries can be counted
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    user = upsert_user("bench-maintainer", "bench-pw-123", ["maintainer", "author", "reviewer", "scorer"])
+    client = Client()
+    client.force_login(user)
+    out = []
+    for path in PAGES:
+        t0 = time.perf_counter()
+        with CaptureQueriesContext(connection) as queries:
+            resp = client.get(path)
+        first = (time.perf_counter() - t0) * 1000
+        n_queries = len(queries)  # now: the next request's reset_queries() empties the log
+        if resp.status_code != 200:
+            out.append({"page": path, "status": resp.status_code, "error": resp.content[:200].decode(errors="replace")})
+            continue
+        times = [first]
+        if first / 1000 < page_timeout:
+            times = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                client.get(path)
+                times.append((time.perf_counter() - t0) * 1000)
+        out.append({"page": path, "status": 200, "median_ms": round(statistics.median(times), 1),
+                    "first_ms": round(first, 1), "n": len(times), "queries": n_queries,
+                    "bytes": len(resp.content)})
+    out.append({"tasks": Task.objects.count()})
+    return out
+
+
+def _pg_admin_url() -> str | None:
+    url = os.environ.get("STUDIO_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+    try:
+        import psycopg
+
+        with psycopg.connect(url + "/postgres", connect_timeout=3, autocommit=True) as conn:
+            conn.execute("select 1")
+        return url
+    except Exception:
+        return None
+
+
+def _pg_version(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url + "/postgres", autocommit=True) as conn:
+        return conn.execute("show server_version").fetchone()[0]
+
+
+def run_backend(name: str, database_url: str, data_root: Path, args, marker: Path | None) -> dict:
+    seed = seeded(database_url, data_root, args.tasks, args.runs, fresh=args.fresh, marker=marker)
+    r = subprocess.run([sys.executable, __file__, "--measure", "--repeat", str(args.repeat),
+                        "--page-timeout", str(args.page_timeout)], env=_env(database_url, data_root), cwd=ROOT,
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"measuring {name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    pages = json.loads(r.stdout.strip().splitlines()[-1])
+    return {"backend": name, "seed": seed, "pages": pages}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--backends", default="sqlite,postgres")
+    ap.add_argument("--fresh", action="store_true", help="seed again even if a seeded scratch database exists")
+    ap.add_argument("--page-timeout", type=float, default=30.0)
+    ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.measure:
+        print(json.dumps(measure_pages(args.repeat, args.page_timeout)))
+        return
+
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    results = []
+    if "sqlite" in args.backends:
+        base = SCRATCH / f"lists-{args.tasks}-{args.runs}"
+        base.mkdir(parents=True, exist_ok=True)
+        results.append(run_backend("SQLite", f"sqlite:///{base / 'db.sqlite3'}", base / "data", args, base / "seeded.json"))
+    pg = _pg_admin_url() if "postgres" in args.backends else None
+    if "postgres" in args.backends and pg is None:
+        print("PostgreSQL: not reachable, skipped")
+    if pg:
+        import psycopg
+
+        db = f"studio_bench_{os.getpid()}"
+        base = SCRATCH / f"pg-{os.getpid()}"
+        with psycopg.connect(pg + "/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{db}"')
+        try:
+            results.append(run_backend(f"PostgreSQL {_pg_version(pg)}", f"{pg}/{db}", base / "data", args, None))
+        finally:
+            with psycopg.connect(pg + "/postgres", autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            shutil.rmtree(base, ignore_errors=True)
+
+    for res in results:
+        seed = res["seed"]
+        n = next((p["tasks"] for p in res["pages"] if "tasks" in p), "?")
+        how = "reused" if seed.get("reused") else f"seeded in {seed['seed_s']} s"
+        print(f"{res['backend']}: {n:,} tasks, {args.runs} runs ({how}; scenes: {', '.join(seed['scenes'])})")
+        for p in res["pages"]:
+            if "page" not in p:
+                continue
+            if p["status"] != 200:
+                print(f"  {p['page']:<14} HTTP {p['status']}: {p.get('error', '')}")
+                print(f"BENCH\tlists {res['backend'].split()[0]} {p['page']}\tHTTP {p['status']}\t≤ {TARGET_MS:.0f} ms\tFAIL")
+                continue
+            verdict = "ok" if p["median_ms"] <= TARGET_MS else "OVER"
+            print(f"  {p['page']:<14} median {p['median_ms']:>9.1f} ms over {p['n']} requests, {p['queries']} queries, "
+                  f"{p['bytes'] / 1024:,.0f} KiB")
+            print(f"BENCH\tlists {res['backend'].split()[0]} {p['page']} ({n:,} tasks)\t{p['median_ms']:.0f} ms, "
+                  f"{p['queries']} queries\t≤ {TARGET_MS:.0f} ms\t{verdict}")
+        if not seed.get("reused"):
+            print(f"BENCH\tseed_synthetic {res['backend'].split()[0]} ({args.tasks:,} tasks, {args.runs} runs)\t"
+                  f"{seed['seed_s']} s\ta few minutes\t{'ok' if seed['seed_s'] <= 300 else 'OVER'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Run every benchmark in bench/ and print one table (``make bench``).
+
+    .venv/bin/python bench/run_all.py [--only tiles,lists] [--quick] [--markdown FILE] [--timeout-scale 1.0]
+
+Each ``bench/<name>.py`` (every ``*.py`` here but this file, ``_*.py`` helpers and ``lists``'s
+import by ``export``) runs as a subprocess with its own time limit (``TIMEOUTS``, seconds, times
+``--timeout-scale``); its output is kept. A benchmark reports its figures for the table by printing
+lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, FAIL or info); for a
+script that prints none, its last printed lines stand in as the figure. ``--quick`` runs the
+scale benchmarks at 10,000 tasks instead of 100,000 (a smoke run, not the documented figures).
+``--markdown FILE`` also writes the machine description and the table as Markdown (for
+docs/benchmarks.md).
+
+Benchmarks use scratch databases and data roots under /tmp (``STUDIO_BENCH_DIR``, default
+/tmp/studio-bench), never var/.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: seconds per benchmark (export at 100,000 tasks is the long one; see docs/benchmarks.md)
+TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 900, "tiles": 900, "lists": 2400, "export": 5400}
+ORDER = ("scoring", "tools", "replay", "tiles", "lists", "export")
+QUICK_ARGS = {"lists": ["--tasks", "10000"], "export": ["--tasks", "10000"], "scoring": ["--runs", "1000"]}
+
+
+def machine() -> dict:
+    """nproc, memory, CPU model, Python, SQLite and PostgreSQL versions, load average."""
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        kib = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        mem = f"{kib / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    pg = "not reachable"
+    try:
+        import psycopg
+
+        url = os.environ.get("STUDIO_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+        with psycopg.connect(url + "/postgres", connect_timeout=3) as conn:
+            pg = conn.execute("show server_version").fetchone()[0]
+    except Exception:
+        pass
+    return {"nproc": os.cpu_count(), "memory": mem, "cpu": cpu, "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version, "postgresql": pg, "os": platform.platform(),
+            "load": " ".join(f"{x:.1f}" for x in os.getloadavg())}
+
+
+def discover(only: set[str] | None) -> list[str]:
+    names = [p.stem for p in HERE.glob("*.py") if p.stem != "run_all" and not p.stem.startswith("_")]
+    names = sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    return [n for n in names if not only or n in only]
+
+
+def run_one(name: str, quick: bool, scale: float) -> dict:
+    cmd = [sys.executable, str(HERE / f"{name}.py"), *(QUICK_ARGS.get(name, []) if quick else [])]
+    limit = TIMEOUTS.get(name, 900) * scale
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit)
+        out, rc = r.stdout + ("\n" + r.stderr if r.returncode else ""), r.returncode
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rc = "timeout"
+    seconds = time.perf_counter() - t0
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("BENCH\t"):
+            parts = line.split("\t")[1:] + ["", "", "", ""]
+            rows.append({"figure": parts[0], "value": parts[1], "target": parts[2], "verdict": parts[3]})
+    if rc == "timeout":
+        rows.append({"figure": f"{name}: stopped after {limit:.0f} s", "value": "—", "target": "", "verdict": "TIMEOUT"})
+    elif rc:
+        tail = " | ".join(l.strip() for l in out.strip().splitlines()[-3:])
+        rows.append({"figure": f"{name}: exit status {rc}", "value": tail[:160], "target": "", "verdict": "FAIL"})
+    elif not rows:
+        lines = [l.strip() for l in out.strip().splitlines() if l.strip()][-6:]
+        rows.append({"figure": name, "value": " | ".join(lines)[:400], "target": "(printed)", "verdict": "info"})
+    return {"name": name, "seconds": seconds, "rows": rows, "output": out}
+
+
+def table(results: list[dict], markdown: bool = False) -> str:
+    head = ("benchmark", "figure", "value", "target", "verdict", "wall")
+    lines = []
+    data = [(r["name"], row["figure"], row["value"], row["target"], row["verdict"], f"{r['seconds']:.0f} s")
+            for r in results for row in r["rows"]]
+    if markdown:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in data]
+        return "\n".join(lines)
+    widths = [min(60, max(len(h), *(len(row[i]) for row in data))) if data else len(h) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines.append(fmt.format(*head))
+    lines.append(fmt.format(*("-" * w for w in widths)))
+    for row in data:
+        lines.append(fmt.format(*(c if len(c) <= 60 else c[:57] + "..." for c in row)))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated benchmark names (default: all)")
+    ap.add_argument("--quick", action="store_true", help="scale benchmarks at 10,000 tasks")
+    ap.add_argument("--markdown", default=None, help="also write the machine and the table as Markdown here")
+    ap.add_argument("--timeout-scale", type=float, default=1.0)
+    ap.add_argument("--verbose", action="store_true", help="print each benchmark's whole output")
+    args = ap.parse_args()
+    m = machine()
+    desc = (f"{m['nproc']} CPUs ({m['cpu']}), {m['memory']} memory, Python {m['python']}, SQLite {m['sqlite']}, "
+            f"PostgreSQL {m['postgresql']}; {m['os']}; load average at start {m['load']}")
+    print(f"machine: {desc}")
+    results = []
+    for name in discover(set(filter(None, args.only.split(","))) or None):
+        print(f"== {name} …", flush=True)
+        res = run_one(name, args.quick, args.timeout_scale)
+        results.append(res)
+        if args.verbose:
+            print(res["output"])
+        else:
+            for line in res["output"].splitlines():
+                if line.strip() and not line.startswith("BENCH\t"):
+                    print(f"   {line}")
+        print(f"   ({res['seconds']:.0f} s)", flush=True)
+    print()
+    print(table(results))
+    if args.markdown:
+        Path(args.markdown).write_text(f"Machine: {desc}\n\n{table(results, markdown=True)}\n", encoding="utf-8")
+        print(f"\nwritten: {args.markdown}")
+    if any(row["verdict"] in ("FAIL", "TIMEOUT") for r in results for row in r["rows"]):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -59,3 +59,22 @@ def leaderboard_rows(extras: bool = True) -> list[dict]:
 def leaderboard_data(extras: bool = True) -> tuple[list[dict], list[dict]]:
     """``(runs, rows)`` for :func:`evaluation.leaderboard.build` (two queries)."""
     return leaderboard_runs(), leaderboard_rows(extras)
+
+
+def leaderboard_version() -> str:
+    """A fingerprint of everything the leaderboard reads (runs, records, task revisions, replays and
+    gold acceptances), in five aggregate queries whatever the data's size: the newest id (and the
+    number of rows where rows can be deleted). It changes whenever a run is imported or deleted or a
+    task's gold changes (a new revision, replay, or an accepted gold, which writes an audit event)."""
+    from django.db.models import Count, Max
+
+    from annotation.models import AuditEvent, TaskRevision
+    from replay.models import ReplayRun
+
+    runs = AgentRun.objects.aggregate(n=Count("id"), m=Max("id"))
+    recs = RunRecord.objects.aggregate(n=Count("id"), m=Max("id"))
+    # revisions and replays only ever grow (never edited in place): their newest id suffices
+    rev = TaskRevision.objects.aggregate(m=Max("id"))["m"]
+    rep = ReplayRun.objects.filter(status="succeeded").aggregate(m=Max("id"))["m"]
+    audit = AuditEvent.objects.aggregate(m=Max("id"))["m"]
+    return f"r{runs['n']}-{runs['m']}.c{recs['n']}-{recs['m']}.v{rev}.p{rep}.a{audit}"

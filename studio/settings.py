@@ -10,6 +10,7 @@
 | STUDIO_SECRET_KEY | a development key | set it in production |
 | STUDIO_DEBUG | 1 | 0 in production |
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
+| STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
 """
 from __future__ import annotations
@@ -84,6 +85,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 if os.environ.get("STUDIO_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["STUDIO_TEST_DB_NAME"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The cache holds derived pages that are expensive to build (the leaderboard), keyed by a fingerprint
+# of their inputs, so a stale entry is never served. Per process by default; Redis to share it.
+if os.environ.get("STUDIO_CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": os.environ["STUDIO_CACHE_URL"]}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "studio"}}
 
 AUTH_PASSWORD_VALIDATORS = []
 LOGIN_URL = "/accounts/login/"

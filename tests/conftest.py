@@ -23,6 +23,16 @@ CHROMIUM_FLAGS = [
 
 
 @pytest.fixture(autouse=True)
+def _empty_cache():
+    """Cache keys are built from row ids, which a rolled-back test database hands out again."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _isolated_data_root(settings, tmp_path):
     """Every test writes layers and artifacts under its own temporary folder."""
     settings.STUDIO_DATA_ROOT = tmp_path / "data"

@@ -14,13 +14,14 @@ from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
 from annotation.selectors_tasks import (task_audit, task_comments, task_detail, task_list, task_revision,
                                         task_revisions, user_draft)
 from annotation.services import review as review_services
 from annotation.services import tasks as task_services
+from studio.api_fields import ID_BOUNDS, INT_BOUNDS
+from studio.api_views import APIView
 from studio.permissions import can
 
 
@@ -82,7 +83,7 @@ class TaskContentIn(serializers.Serializer):
     task_category = serializers.CharField(required=False, allow_blank=True, default="")
     task_category_code = serializers.CharField(required=False, allow_blank=True, default="")
     disaster_type = serializers.CharField(required=False, allow_blank=True, default="")
-    input_layers = serializers.DictField(child=serializers.IntegerField(), required=False,
+    input_layers = serializers.DictField(child=serializers.IntegerField(**ID_BOUNDS), required=False,
                                          help_text="{input_data key: layer id}; fills input_data from the layers")
     input_data = serializers.DictField(required=False)
     classes = serializers.DictField(required=False, default=dict)
@@ -96,7 +97,7 @@ class TaskCreateIn(TaskContentIn):
 
 
 class TaskUpdateIn(TaskContentIn):
-    expected_version = serializers.IntegerField(help_text="the version the edit was based on (409 if stale)")
+    expected_version = serializers.IntegerField(**INT_BOUNDS, help_text="the version the edit was based on (409 if stale)")
     message = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -156,7 +157,7 @@ class RevisionListOut(serializers.Serializer):
 
 
 class DraftIn(serializers.Serializer):
-    base_version = serializers.IntegerField()
+    base_version = serializers.IntegerField(**INT_BOUNDS)
     content = serializers.DictField(help_text="the editor's payload as it stands (not validated)")
 
 
@@ -167,7 +168,7 @@ class DraftOut(serializers.Serializer):
 
 
 class RestoreIn(serializers.Serializer):
-    expected_version = serializers.IntegerField()
+    expected_version = serializers.IntegerField(**INT_BOUNDS)
 
 
 class TransitionIn(serializers.Serializer):
@@ -187,11 +188,11 @@ class AuditOut(serializers.Serializer):
 
 class CommentIn(serializers.Serializer):
     body = serializers.CharField()
-    step_index = serializers.IntegerField(required=False, allow_null=True, default=None)
+    step_index = serializers.IntegerField(required=False, allow_null=True, default=None, **INT_BOUNDS)
     answer_field = serializers.CharField(required=False, allow_blank=True, default="")
     location = serializers.JSONField(required=False, allow_null=True, default=None,
                                      help_text='{"frame": "pixel"|"geographic", "x", "y"} or a GeoJSON geometry')
-    parent = serializers.IntegerField(required=False, allow_null=True, default=None)
+    parent = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS)
 
 
 class CommentOut(serializers.Serializer):

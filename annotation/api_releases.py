@@ -19,13 +19,14 @@ from django.urls import path, re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from annotation.models import Release, Task
 from annotation.selectors_releases import (
     export_job, export_jobs, release_counts, release_diff, release_items, release_list,
 )
 from annotation.services import releases as svc
+from studio.api_fields import ID_BOUNDS
+from studio.api_views import APIView
 
 VERSION = r"(?P<version>[0-9][0-9A-Za-z.+-]*)"
 
@@ -77,13 +78,13 @@ class ReleaseDetailOut(ReleaseOut):
 class ReleaseCreateIn(serializers.Serializer):
     version = serializers.CharField(max_length=40, help_text="semantic version, e.g. 1.2.0")
     changelog = serializers.CharField(required=False, allow_blank=True, default="")
-    task_ids = serializers.ListField(child=serializers.IntegerField(), required=False,
+    task_ids = serializers.ListField(child=serializers.IntegerField(**ID_BOUNDS), required=False,
                                      help_text="tasks to pin (default: every approved or released task)")
 
 
 class ReleaseUpdateIn(serializers.Serializer):
     changelog = serializers.CharField(required=False, allow_blank=True)
-    task_ids = serializers.ListField(child=serializers.IntegerField(), required=False)
+    task_ids = serializers.ListField(child=serializers.IntegerField(**ID_BOUNDS), required=False)
 
 
 class DiffOut(serializers.Serializer):

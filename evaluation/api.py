@@ -7,11 +7,12 @@ from django.urls import path, reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from evaluation import selectors
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
 from evaluation.services import ERROR_CODES, submit_human_verdict
+from studio.api_fields import ID_BOUNDS
+from studio.api_views import APIView
 from studio.permissions import require
 
 
@@ -164,7 +165,7 @@ class JudgeJobOut(serializers.Serializer):
 
 class JudgeJobIn(serializers.Serializer):
     config = serializers.CharField(help_text="judge configuration name")
-    run = serializers.IntegerField(required=False, allow_null=True, default=None)
+    run = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS)
     release = serializers.CharField(required=False, allow_blank=True, default="")
     agent = serializers.CharField(required=False, allow_blank=True, default="")
     dimension = serializers.CharField(required=False, allow_blank=True, default="")

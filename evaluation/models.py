@@ -164,6 +164,8 @@ class JudgeJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="last progress of a running job (a lost worker leaves it behind)")
 
     class Meta:
         ordering = ["-id"]

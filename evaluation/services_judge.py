@@ -30,6 +30,7 @@ import os
 import random
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Callable, Iterable, Sequence
 
 from django.conf import settings
@@ -575,13 +576,14 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
     config = job.config
     job.status, job.started_at, job.done, job.n_ok, job.n_failed, job.n_cached, job.errors = (
         JudgeJob.Status.RUNNING, timezone.now(), 0, 0, 0, 0, [])
-    job.cost_usd = 0.0
+    job.cost_usd, job.heartbeat_at = 0.0, job.started_at
     job.save()
     records = {r.pk: r for r in RunRecord.objects.filter(pk__in=job.record_ids).select_related("task__head")}
 
     def tick(n_done: int = 1) -> None:
         job.done += n_done
-        job.save(update_fields=["done", "n_ok", "n_failed", "n_cached", "errors", "cost_usd", "status"])
+        job.heartbeat_at = timezone.now()
+        job.save(update_fields=["done", "n_ok", "n_failed", "n_cached", "errors", "cost_usd", "status", "heartbeat_at"])
         if progress:
             progress(job)
 
@@ -661,6 +663,36 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
     job.finished_at = timezone.now()
     job.save()
     return job
+
+
+#: No progress of a running job for this long means its worker is gone: a judgement takes at most
+#: STUDIO_JUDGE_TIMEOUT_S (120 s) × (1 + STUDIO_JUDGE_MAX_RETRIES (3)) plus backoff, about 8.5 minutes.
+STUCK_AFTER_S = 900.0
+
+
+def fail_stuck_judge_jobs(timeout_s: float = STUCK_AFTER_S) -> list[int]:
+    """Mark ``failed`` the jobs left ``running`` with no progress for ``timeout_s`` seconds (their
+    worker was killed or lost: the row is saved after every judgement, see ``heartbeat_at``);
+    returns their ids. Re-running the selection (``manage.py judge`` again, or :func:`rerun_job`)
+    calls only what has no cached verdict. A Celery worker's loss needs no help: the task is
+    acknowledged late and runs the same job again."""
+    cutoff = timezone.now() - timedelta(seconds=timeout_s)
+    stuck = []
+    for job in JudgeJob.objects.filter(status=JudgeJob.Status.RUNNING).order_by("id"):
+        last = job.heartbeat_at or job.started_at or job.created_at
+        if last is not None and last <= cutoff:
+            stuck.append(job.pk)
+    for pk in stuck:
+        with transaction.atomic():
+            job = JudgeJob.objects.select_for_update().get(pk=pk)
+            if job.status != JudgeJob.Status.RUNNING:
+                continue
+            job.errors = list(job.errors or []) + [{
+                "record": None, "protocol": None, "kind": "worker_lost",
+                "error": f"no progress for {timeout_s:g} s: the worker was lost; run the job again"}]
+            job.status, job.finished_at = JudgeJob.Status.FAILED, timezone.now()
+            job.save(update_fields=["errors", "status", "finished_at"])
+    return stuck
 
 
 def rerun_job(user, job: JudgeJob, *, enqueue: bool = True) -> JudgeJob:

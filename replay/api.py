@@ -6,12 +6,12 @@ from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from annotation.models import Task
 from replay.models import ReplayRun
 from replay.services import ReplayStateError, accept_gold, replay_diff, start_replay, task_replay_diff
 from replay.tools.registry import all_tools
+from studio.api_views import APIView
 
 
 class ParamOut(serializers.Serializer):

@@ -3,13 +3,21 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import IsAuthenticated
+
+# The schema and its docs page need a login like everything else (drf-spectacular serves them to
+# anyone by default, and DRF views opt out of LoginRequiredMiddleware): the schema answers 401/403
+# to an anonymous client like every API endpoint; the docs page, a page, redirects to the login.
+schema_view = SpectacularAPIView.as_view(permission_classes=[IsAuthenticated])
+docs_view = SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated])
+docs_view.login_required = True
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="frontend/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/schema/", schema_view, name="api-schema"),
+    path("api/docs/", docs_view, name="api-docs"),
     path("api/", include("studio.api_urls")),
     path("", include("frontend.urls")),
 ]

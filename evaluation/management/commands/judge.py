@@ -2,12 +2,14 @@
 
     python manage.py judge --config NAME (--release V | --run ID) [--agent NAME] [--dimension t1]
         [--protocol holistic|stepwise] [--cut early,middle,late] [--next 1,2,3] [--sample N]
-        [--seed S] [--blind] [--no-code] [--as-user NAME] [--json]
+        [--seed S] [--blind] [--no-code] [--as-user NAME] [--stuck-after S] [--json]
 
 Runs in this process (not through Celery) with the configuration's ``max_concurrency``; cached
-judgements are not called again, so a failed or interrupted job can simply be run again. The
-progress bar goes to stderr; the summary to stdout. Exit status 1 (CommandError) when the job ends failed
-or paused (the configuration's pause reason is printed; it never holds the key).
+judgements are not called again, so a failed or interrupted job can simply be run again. A job an
+earlier run left ``running`` without progress for ``--stuck-after`` seconds (its process was
+killed) is marked failed first. The progress bar goes to stderr; the summary to stdout. Exit status
+1 (CommandError) when the job ends failed or paused (the configuration's pause reason is printed;
+it never holds the key).
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import JudgeConfig
-from evaluation.services_judge import CUTS, JudgePaused, run_judge_job, select_records, start_judge_job
+from evaluation.services_judge import (CUTS, STUCK_AFTER_S, JudgePaused, fail_stuck_judge_jobs, run_judge_job,
+                                       select_records, start_judge_job)
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -44,6 +47,9 @@ class Command(BaseCommand):
         parser.add_argument("--blind", action="store_true", help="no reference trajectory (for the blind comparison)")
         parser.add_argument("--no-code", action="store_true", help="skip the rule checker")
         parser.add_argument("--as-user", default=None, help="record the job as started by this user (checks judge.run)")
+        parser.add_argument("--stuck-after", type=float, default=STUCK_AFTER_S,
+                            help="first mark failed the jobs left running with no progress for this many seconds "
+                                 f"(a killed worker; default {STUCK_AFTER_S:g})")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     def handle(self, *args, **opts):
@@ -66,6 +72,8 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=opts["as_user"]).first()
             if user is None:
                 raise CommandError(f"--as-user: no user {opts['as_user']!r}")
+        for pk in fail_stuck_judge_jobs(opts["stuck_after"]):
+            self.stderr.write(f"job {pk}: no progress for {opts['stuck_after']:g} s (its worker was lost): marked failed")
         try:
             ids = select_records(run_id=opts["run"], release=opts["release"], agent=opts["agent"],
                                  dimension=opts["dimension"], sample=opts["sample"], seed=opts["seed"])

@@ -8,6 +8,8 @@
   const $ = (s, r) => (r || document).querySelector(s);
   const $$ = (s, r) => [...(r || document).querySelectorAll(s)];
   const taskId = JSON.parse(document.getElementById("task-id").textContent);
+  // Leaflet sets a tooltip's innerHTML from a string: user text goes in as a text node.
+  function textTip(text) { const n = document.createElement("span"); n.textContent = text; return n; }
   function showErrors(lines) {
     const ul = $("#errors");
     ul.innerHTML = "";
@@ -109,7 +111,7 @@
       const loc = JSON.parse(c.dataset.location);
       if (loc.x === undefined || (loc.frame || "geographic") !== m.frame) return;
       L.circleMarker([loc.y, loc.x], { radius: 8, color: c.classList.contains("resolved") ? "#90a4ae" : "#ffb300", weight: 3, fillOpacity: 0.3 })
-        .bindTooltip($("p", c).textContent).addTo(m.map);
+        .bindTooltip(textTip($("p", c).textContent)).addTo(m.map);
     });
   }
   drawPins();

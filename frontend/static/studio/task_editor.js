@@ -23,6 +23,8 @@
     kids.flat().forEach((k) => { if (k !== null && k !== undefined) n.appendChild(typeof k === "string" ? document.createTextNode(k) : k); });
     return n;
   }
+  // Leaflet sets a tooltip's innerHTML from a string: user text goes in as a text node.
+  function textTip(text) { return el("span", { text: text }); }
   const tools = CFG.tools;
   const toolByName = Object.fromEntries(tools.map((t) => [t.name, t]));
   const layers = CFG.layers;
@@ -684,7 +686,7 @@
       const gj = e.layer.toGeoJSON().geometry;
       if (state.drawn[name]) state.drawn[name].remove();
       state.drawn[name] = e.layer;
-      e.layer.bindTooltip(name || "answer");
+      e.layer.bindTooltip(textTip(name || "answer"));
       applyDrawn(tr, name, type, gj, m.frame);
       changed();
     });
@@ -720,7 +722,7 @@
     answerRows().forEach((tr) => {
       const v = parseSource($(".ans-source", tr).value);
       if (v && typeof v === "object" && v.type && v.coordinates) {
-        const geo = L.geoJSON(v, { style: { color: "#ff3d7f", weight: 2 } }).bindTooltip($(".ans-name", tr).value).addTo(m.map);
+        const geo = L.geoJSON(v, { style: { color: "#ff3d7f", weight: 2 } }).bindTooltip(textTip($(".ans-name", tr).value)).addTo(m.map);
         state.drawn[$(".ans-name", tr).value] = geo;
       }
     });
@@ -1063,7 +1065,7 @@
     if (m) threads.filter((c) => c.location && !c.resolved && c.location.x !== undefined).forEach((c) => {
       if ((c.location.frame || "geographic") !== m.frame) return;
       commentMarkers.push(L.circleMarker([c.location.y, c.location.x], { radius: 8, color: "#ffb300", weight: 3, fillOpacity: 0.3 })
-        .bindTooltip(`${c.author}: ${c.body}`).addTo(m.map));
+        .bindTooltip(textTip(`${c.author}: ${c.body}`)).addTo(m.map));
     });
   }
 

@@ -1,0 +1,53 @@
+"""The base class of the studio's API views: DRF's ``APIView`` with a JSON parser that refuses,
+with a 400, a body nested too deeply to handle.
+
+DRF's ``JSONParser`` turns only ``ValueError`` into a 400; ``[[[[…`` nested some thousand levels
+deep makes ``json.load`` raise ``RecursionError`` (a 500), and a few hundred levels parse but crash
+later when the value is stored or rendered. No request of the studio needs more than a dozen levels
+(a GeoJSON polygon in an answer field is the deepest: content → answer_spec → source → coordinates
+→ ring → position).
+"""
+from __future__ import annotations
+
+from rest_framework import views
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+
+#: the deepest nesting of arrays and objects a JSON body may have
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value, limit: int = MAX_JSON_DEPTH) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` 1, ``[[1]]`` 2), counted without
+    recursion; stops counting past ``limit + 1``."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            d += 1
+            deepest = max(deepest, d)
+            if deepest > limit:
+                return deepest
+            stack.extend((c, d) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+class BoundedJSONParser(JSONParser):
+    """``JSONParser`` that answers 400 (``ParseError``) for a body nested deeper than
+    :data:`MAX_JSON_DEPTH` levels instead of failing later with ``RecursionError``."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels") from None
+        if json_depth(data) > MAX_JSON_DEPTH:
+            raise ParseError(f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels")
+        return data
+
+
+class APIView(views.APIView):
+    """DRF's ``APIView`` with :class:`BoundedJSONParser` in place of ``JSONParser`` (the other
+    parsers as DRF's defaults: form and multipart)."""
+
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]

@@ -1,0 +1,269 @@
+"""Property-based tests of the REST API against its own OpenAPI schema (issue 11): schemathesis
+(4.x) generates requests for every operation of ``/api/schema/`` (drf-spectacular) and sends them
+in-process to the Django WSGI application with a logged-in maintainer (session cookie + CSRF
+token); no answer may be a server error (5xx), and no exception may leave a view.
+
+The database holds real data (:func:`populate`): the xBD hurricane-florence tile (imported), a
+released and a draft task over it (replayed), a release with an export, agent_a's run of the
+scoring examples (12 records), a comment, human verdicts, a scoring item, a judge configuration
+and job. Each operation gets ``MAX_EXAMPLES`` cases (30; ``STUDIO_SCHEMATHESIS_EXAMPLES`` to
+change, ``STUDIO_SCHEMATHESIS_RANDOM=1`` for a fresh seed instead of the fixed one), drawn from:
+valid requests with generated path parameters (mostly unknown ids: 404), and valid and
+schema-violating requests on the ids of existing objects, so that the handlers behind them run.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import traceback
+from collections import Counter
+
+import pytest
+from django.core.signals import got_request_exception, request_finished, request_started
+from django.db import close_old_connections
+from django.test import Client
+
+from conftest import REALDATA, SCORING_EXAMPLES
+
+MAX_EXAMPLES = int(os.environ.get("STUDIO_SCHEMATHESIS_EXAMPLES", "30"))
+
+#: The demo's T1 task over the hurricane-florence tile (fixtures/demo_tasks.json), layers by role.
+QUESTION = "How many buildings were totally destroyed in this post-hurricane scene?"
+
+
+def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
+    """Fill the test database with one of everything the API and the pages show; returns the ids.
+
+    ``question`` is the task's question; ``text`` goes into every other free-text field the
+    studio keeps (answer field name, comment, verdict reasoning, release changelog, layer name,
+    event name, agent name, judge configuration name) — the escaping tests pass a hostile string.
+    Returns ``{task (released), draft_task, event, layer, replay, run, record, comment, verdict, item, release, config,
+    job, export (an export job id of the release)}``.
+    """
+    from annotation.models import Event, Layer, Task
+    from annotation.services import imports, review
+    from annotation.services.releases import create_release, start_export
+    from annotation.services.tasks import build_input_data, create_task
+    from evaluation.models import Agent, JudgeConfig, JudgeJob
+    from evaluation.services import import_run_dir, submit_human_verdict
+    from evaluation.services_queue import enqueue_run
+    from replay.services import start_replay
+    from studio.accounts import upsert_user
+
+    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    event = Event.objects.get(slug="hurricane-florence")
+    pre = event.layers.get(kind="raster", phase="pre")
+    post = event.layers.get(kind="raster", phase="post")
+    answer_name = "destroyed_count" if text == "note" else text
+    content = {
+        "question": question, "task_category": "perception_and_assessment", "task_category_code": "T1",
+        "disaster_type": event.disaster_type,
+        "input_data": build_input_data(event, {"pre_image": pre.pk, "post_image": post.pk}),
+        "trajectory": [
+            {"call": "seg.building_damage", "args": {"pre_image_path": pre.file_name, "post_image_path": post.file_name}},
+            {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
+        ],
+        "answer_spec": [{"name": answer_name, "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs",
+                         "answer_format": "pixels of class 2 or 3"}],
+    }
+    task = create_task(user, event, dimension="t1", content=content, sample_id="hurricane-florence_sec01")
+    replay = start_replay(user, task)
+    replay.refresh_from_db()
+    assert replay.status == "succeeded", replay.error
+    comment = review.add_comment(user, task, text, answer_field=answer_name)
+    review.submit(user, task)
+    reviewer = upsert_user("rev-populate", "pw-test-123", ["reviewer"])  # nobody reviews their own task
+    review.start_review(reviewer, task)
+    review.approve(reviewer, task)
+    task.refresh_from_db()
+    release = create_release(user, "1.0.0", text, tasks=[task])
+    export = start_export(user, release)  # runs in-process (no broker)
+    run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    record = run.records.order_by("id").first()
+    verdict = submit_human_verdict(user, record, errors={"E4": True}, grade=0.6, reasons={"E4": text}, reasoning=text)
+    # a second, disagreeing verdict puts the record on the adjudication queue
+    submit_human_verdict(user, record, errors={}, grade=1.0, reasoning=text)
+    enqueue_run(user, run, n=1)
+    from evaluation.models import ScoringItem
+
+    item = ScoringItem.objects.order_by("id").first()
+    config = JudgeConfig.objects.create(name=f"judge {text}"[:100], base_url="http://127.0.0.1:9/v1", model="m")
+    job = JudgeJob.objects.create(config=config, record_ids=[record.pk], total=1)
+    if text != "note":  # names the escaping tests show
+        Layer.objects.filter(pk=pre.pk).update(name=text)
+        Event.objects.filter(pk=event.pk).update(name=text)
+        Agent.objects.filter(pk=run.agent_id).update(name=text)
+    task = Task.objects.get(pk=task.pk)
+    draft = create_task(user, event, dimension="t1", content={**content, "question": question + " (draft)"},
+                        sample_id="hurricane-florence_sec02")
+    start_replay(user, draft)
+    return {"task": task, "draft_task": draft, "event": event, "layer": pre, "replay": replay, "run": run, "record": record,
+            "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
+            "export": export["id"]}
+
+
+@pytest.fixture
+def wsgi_app():
+    """The studio's WSGI application, with the connection-closing signal handlers detached for the
+    test (as Django's test client does): the test's transaction must survive each request."""
+    from django.core.wsgi import get_wsgi_application
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield get_wsgi_application()
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def server_errors():
+    """Tracebacks of every exception a view let escape during the test."""
+    seen: list[str] = []
+
+    def on_exception(sender, request=None, **kwargs):
+        seen.append(f"{getattr(request, 'method', '?')} {getattr(request, 'get_full_path', lambda: '?')()}\n"
+                    + traceback.format_exc())
+
+    got_request_exception.connect(on_exception)
+    yield seen
+    got_request_exception.disconnect(on_exception)
+
+
+def session_auth(user) -> tuple[dict, dict]:
+    """(cookies, headers) of a logged-in session with a CSRF token (cookie and header agree)."""
+    from django.middleware.csrf import _get_new_csrf_string
+
+    client = Client()
+    client.force_login(user)
+    token = _get_new_csrf_string()
+    return {"sessionid": client.cookies["sessionid"].value, "csrftoken": token}, {"X-CSRFToken": token}
+
+
+def basic_auth_header(username: str, password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()}
+
+
+@pytest.mark.django_db
+def test_api_schema_has_no_server_errors(maintainer, wsgi_app, server_errors, settings):
+    """Every operation of the OpenAPI schema, with valid (positive) and schema-violating (negative)
+    generated requests, on generated and on existing ids: never a 5xx, never an exception out of a
+    view, and a GET is never refused to a maintainer (every role)."""
+    import schemathesis
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hsettings
+    from hypothesis import strategies as st
+    from schemathesis import GenerationMode
+    from schemathesis.checks import not_a_server_error
+
+    settings.DEBUG = False
+    ids = populate(maintainer)
+    cookies, headers = session_auth(maintainer)
+    schema = schemathesis.openapi.from_wsgi("/api/schema/", wsgi_app,
+                                             headers=basic_auth_header(maintainer.username, "pw-test-123"))
+    # the session is ours: no generated sessionid cookie / Authorization header replaces it
+    schema.config.generation.update(with_security_parameters=False)
+    real_pk = {  # the id of an existing object behind each path's {id}, by path prefix
+        "/api/tasks/": ids["draft_task"].pk, "/api/layers/": ids["layer"].pk, "/api/replays/": ids["replay"].pk,
+        "/api/runs/": ids["run"].pk, "/api/records/": ids["record"].pk, "/api/comments/": ids["comment"].pk,
+        "/api/judge/jobs/": ids["job"].pk, "/api/scoring/items/": ids["item"].pk,
+    }
+    real = {"slug": ids["event"].slug, "version": ids["release"].version, "number": 1, "job": ids["export"]}
+    real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"}}
+    operations = [r.ok() for r in schema.get_all_operations()]
+    assert len(operations) >= 45, [o.label for o in operations]  # 49 operations when this was written
+    failures: list[str] = []
+    statuses: dict[str, Counter] = {}
+    for op in operations:
+        names = [p.name for p in op.path_parameters]
+        fixed = {n: next((v for prefix, v in real_pk.items() if op.path.startswith(prefix)), 1) if n == "id"
+                 else real[n] for n in names}
+        # generated path ids are nearly always unknown (404): the schema-violating cases go to real ids
+        strategies = [op.as_strategy(GenerationMode.POSITIVE),
+                      op.as_strategy(GenerationMode.NEGATIVE, path_parameters=fixed or None)]
+        if names or op.path in real_query:
+            strategies.append(op.as_strategy(GenerationMode.POSITIVE, path_parameters=fixed or None,
+                                             query=real_query.get(op.path)))
+        seen = statuses.setdefault(op.label, Counter())
+
+        @given(case=st.one_of(strategies))
+        @hsettings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
+                   derandomize=not os.environ.get("STUDIO_SCHEMATHESIS_RANDOM"),
+                   suppress_health_check=list(HealthCheck))
+        def run(case):
+            response = case.call(headers=headers, cookies=cookies)
+            seen[response.status_code] += 1
+            try:
+                # a maintainer holds every role: reading is never refused
+                assert response.status_code not in (401, 403) or op.method.upper() != "GET", (
+                    response.status_code, response.text[:300])
+                case.validate_response(response, checks=[not_a_server_error])
+            except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 — reported together below
+                failures.append(f"{op.label}: {response.status_code} {exc!r}"[:500])
+                raise
+
+        try:
+            run()
+        except (Exception, BaseExceptionGroup):  # noqa: BLE001 — already in failures
+            pass
+    assert not failures and not server_errors, "\n".join(failures[:10] + server_errors[:5])
+    # every read reached its handler and answered at least once with data (the ids exist)
+    unanswered = {label: dict(c) for label, c in statuses.items()
+                  if label.startswith("GET ") and not any(200 <= code < 300 for code in c)}
+    assert not unanswered, unanswered
+    total = sum(statuses.values(), Counter())
+    assert total[400] > 50 and total[404] > 50, total  # bad input and unknown ids were tried too
+
+
+# ── regressions of what schemathesis found ─────────────────────────────────────────────────────
+
+HUGE = 10**30  # beyond any integer column: SQLite raised OverflowError (a 500) before the bounds
+
+
+@pytest.mark.django_db
+def test_out_of_range_integers_are_a_400_naming_the_field(client, maintainer):
+    """Integer inputs are bounded to what their column holds (studio/api_fields.py); before, each of
+    these reached the database and answered 500 (schemathesis found the first three: task_ids of
+    POST /api/releases/ and PATCH /api/releases/{version}/, base_version of PUT .../draft/)."""
+    ids = populate(maintainer)
+    client.force_login(maintainer)
+    task, draft = ids["task"], ids["draft_task"]
+    cases = [
+        ("post", "/api/releases/", {"version": "2.0.0", "changelog": "", "task_ids": [HUGE]}, "task_ids"),
+        ("patch", "/api/releases/1.0.0/", {"task_ids": [HUGE]}, "task_ids"),
+        ("put", f"/api/tasks/{draft.pk}/draft/", {"base_version": HUGE, "content": {}}, "base_version"),
+        ("post", f"/api/tasks/{draft.pk}/revisions/1/restore/", {"expected_version": HUGE}, "expected_version"),
+        ("post", f"/api/tasks/{task.pk}/comments/", {"body": "x", "step_index": HUGE}, "step_index"),
+        ("post", f"/api/tasks/{task.pk}/comments/", {"body": "x", "parent": HUGE}, "parent"),
+        ("post", "/api/judge/jobs/", {"config": ids["config"].name, "run": HUGE}, "run"),
+    ]
+    for method, url, body, field in cases:
+        r = getattr(client, method)(url, body, content_type="application/json")
+        assert r.status_code == 400, (url, r.status_code, r.content[:300])
+        assert field in r.json(), (url, r.json())
+    # the content of a task: a layer id in input_layers and the expected version
+    r = client.put(f"/api/tasks/{draft.pk}/", {"question": "q", "trajectory": [], "answer_spec": [],
+                                                 "input_layers": {"pre_image": HUGE}, "expected_version": HUGE},
+                   content_type="application/json")
+    assert r.status_code == 400 and {"input_layers", "expected_version"} <= set(r.json()), r.json()
+    # ids in the path beyond the column are simply not found
+    for url in (f"/api/tasks/{HUGE}/", f"/api/runs/{HUGE}/", f"/api/tasks/{task.pk}/revisions/{HUGE}/"):
+        assert client.get(url).status_code == 404, url
+
+
+@pytest.mark.django_db
+def test_deeply_nested_json_is_a_400(client, maintainer):
+    """A JSON body nested too deeply (studio/api_views.py: MAX_JSON_DEPTH = 64) is a 400 naming the
+    problem: 100 000 levels made json.load raise RecursionError (a 500), 65 levels now stop at the
+    parser; 64 levels parse (and fail the serializer, 400, for what they hold)."""
+    from studio.api_views import MAX_JSON_DEPTH, json_depth
+
+    client.force_login(maintainer)
+    assert (json_depth(1), json_depth([]), json_depth([[1]]), json_depth({"a": [{"b": 1}]})) == (0, 1, 2, 3)
+    for body in ("[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000,
+                 "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)):
+        r = client.post("/api/tasks/", body, content_type="application/json")
+        assert r.status_code == 400 and "nested deeper than 64 levels" in r.json()["detail"], r.content[:200]
+    ok = client.post("/api/tasks/", "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH, content_type="application/json")
+    assert ok.status_code == 400 and "nested" not in ok.content.decode()

@@ -33,12 +33,15 @@ def _studio_gold(question_ids: set[str]) -> tuple[dict, dict]:
 
 
 def _finite(value):
-    """``value`` with NaN and ±Infinity replaced by None: JSON columns (and PostgreSQL) refuse them,
-    while Python's json module — and so the official evaluator — reads them in run files."""
+    """``value`` as a JSON column can store it: NaN and ±Infinity become None and NUL characters in
+    strings and keys become U+FFFD. Python's json module — and so the official evaluator — reads
+    all of them in run files (the run is scored from the original values); PostgreSQL refuses them."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {_finite(k) if isinstance(k, str) else k: _finite(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
@@ -48,7 +51,7 @@ def _check_records(run_dir: Path, records_by_dim: dict) -> None:
     for dim, records in records_by_dim.items():
         for i, rec in enumerate(records):
             qid = rec.get("question_id")
-            if not isinstance(qid, str) or not qid:
+            if not isinstance(qid, str) or not qid or "\x00" in qid:
                 raise RunImportError(
                     f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}: field 'question_id' must be a "
                     f"non-empty string like '<sample_id>_task0', not {qid!r}")
@@ -120,10 +123,10 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                                     polygon_roots=[run_dir])
                 step_matches = detail.get("step_matches", [])
             rows.append(RunRecord(
-                run=run, task=task_by_qid.get(qid), question_id=qid, sample_id=sample_id, task_index=task_idx,
+                run=run, task=task_by_qid.get(qid), question_id=qid, sample_id=_finite(str(sample_id)), task_index=task_idx,
                 dimension=dim, predicted_answer=_finite(rec.get("predicted_answer")),
                 trajectory=_finite(rec.get("trajectory") or []),
-                error=rec.get("error") or "", task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
+                error=_finite(str(rec.get("error") or "")), task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
                 t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
                 gold=_finite(gold),

@@ -17,6 +17,23 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 MAX_JSON_DEPTH = 64
 
 
+def has_nul(value) -> bool:
+    """True when a string (or a key) anywhere in a parsed JSON value holds a NUL character, which
+    PostgreSQL text and JSON columns cannot store. Counted without recursion."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if "\x00" in v:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
 def json_depth(value, limit: int = MAX_JSON_DEPTH) -> int:
     """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` 1, ``[[1]]`` 2), counted without
     recursion; stops counting past ``limit + 1``."""
@@ -43,6 +60,8 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels") from None
         if json_depth(data) > MAX_JSON_DEPTH:
             raise ParseError(f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels")
+        if has_nul(data):
+            raise ParseError("JSON parse error - a string holds a NUL character (\\u0000), which cannot be stored")
         return data
 
 

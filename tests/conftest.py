@@ -11,6 +11,14 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytest_plugins = ["conftest_celery"]
 
+# Property tests draw the same examples on every run (a red CI is then reproducible, never luck);
+# HYPOTHESIS_PROFILE=explore searches afresh each time.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("studio", derandomize=True, print_blob=True)
+_hypothesis_settings.register_profile("explore", derandomize=False, print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "studio"))
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("STUDIO_SHARED", REPO.parent / "shared"))
 REALDATA = SHARED / "realdata"

@@ -161,3 +161,14 @@ def test_shapefile_sidecar_linked_from_outside_is_refused(tmp_path, settings):
     assert (exc.value.file, exc.value.field) == ("intersect_polys.dbf", "path")
     assert Layer.objects.count() == 0
     assert sorted(p.as_posix() for p in Path(settings.STUDIO_DATA_ROOT).rglob("*")) == before
+
+
+@pytest.mark.django_db
+def test_nul_characters_are_refused_before_they_reach_the_database(client, make_user):
+    """PostgreSQL cannot store or compare text holding NUL: a URL with %00 and a JSON body with
+    \\u0000 get a 400 on every database (found by schemathesis and hypothesis on PostgreSQL)."""
+    client.force_login(make_user("nul", "maintainer", "author"))
+    assert client.get("/api/releases/diff/?a=%00&b=1").status_code == 400
+    assert client.get("/tasks/?event=a%00b").status_code == 400
+    resp = client.post("/api/tasks/", '{"event": "x\\u0000", "dimension": "t1"}', content_type="application/json")
+    assert resp.status_code == 400 and "NUL" in resp.json()["detail"]

@@ -124,9 +124,10 @@ def test_loops_wrappers_and_nested_calls():
 
 
 def test_catalogue_specs_from_spec_file():
-    path = Path("/work/shared/spec/dora-tools.json")
-    if not path.exists():
-        pytest.skip("catalogue not available")
+    from conftest import SHARED
+
+    path = SHARED / "spec" / "dora-tools.json"
+    assert path.exists(), f"{path}: the tool catalogue (../shared/spec) is missing"
     specs = tool_specs_from_catalogue(json.loads(path.read_text()))
     assert len(specs) == 108 and "seg.flood" in specs
     assert specs["tool.loop"] >= {"calls", "loop_over"}

@@ -146,8 +146,7 @@ def test_shapefile_sidecar_linked_from_outside_is_refused(tmp_path, settings):
     from conftest import REALDATA
 
     src = REALDATA / "xview2-deploy-joplin"
-    if not (src / "intersect_polys.shp").exists():
-        pytest.skip("shared/realdata is not available")
+    assert (src / "intersect_polys.shp").exists(), f"{src}: the real test data (../shared/realdata) is missing"
     folder = tmp_path / "shp"
     folder.mkdir()
     for ext in (".shp", ".shx", ".prj"):  # copies in a temporary folder

@@ -19,8 +19,7 @@ REQUIRED_TOOLS = ["seg.building_damage", "ras.count_pixels", "ras.area", "ras.th
 
 @pytest.fixture(scope="module")
 def catalogue():
-    if not CATALOGUE.is_file():
-        pytest.skip("shared/spec/dora-tools.json not present")
+    assert CATALOGUE.is_file(), f"{CATALOGUE}: the tool catalogue (../shared/spec) is missing"
     return {t["name"]: t for t in json.loads(CATALOGUE.read_text(encoding="utf-8"))}
 
 

@@ -268,8 +268,7 @@ def test_repair_min_edges_errors(ctx):
 # ------------------------------------------------------------ real OSM roads
 @pytest.fixture(scope="module")
 def osm_roads():
-    if not OSM.is_file():
-        pytest.skip("osm-helsinki/test.osm.pbf not present")
+    assert OSM.is_file(), f"{OSM}: the real test data (../shared/realdata) is missing"
     from annotation.importers.osm import extract
 
     roads, _pois, _stats = extract(OSM)

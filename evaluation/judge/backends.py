@@ -19,6 +19,8 @@ the SDK exception is not chained.
 """
 from __future__ import annotations
 
+import abc
+
 import logging
 import os
 import random
@@ -69,7 +71,7 @@ class JudgeResponse:
     finish_reason: str | None = None
 
 
-class JudgeBackend:
+class JudgeBackend(abc.ABC):
     """Interface: ``judge(prompt) -> JudgeResponse``.
 
     ``judge_messages`` takes a whole chat (used for the one re-ask after a malformed answer);
@@ -78,8 +80,9 @@ class JudgeBackend:
 
     model: str = "?"
 
-    def judge(self, prompt: str) -> JudgeResponse:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def judge(self, prompt: str) -> JudgeResponse:
+        """Send ``prompt`` to the judge model; the raw answer with tokens and latency."""
 
     def judge_messages(self, messages: Sequence[Mapping[str, str]]) -> JudgeResponse:
         parts = []

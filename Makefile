@@ -23,7 +23,7 @@ chromium:
 
 demo: venv
 	$(BIN)/python manage.py migrate --no-input -v 0
-	$(BIN)/python manage.py demo
+	$(BIN)/python manage.py demo --host $(HOST)
 	$(BIN)/python manage.py runserver $(HOST)
 
 test: venv chromium

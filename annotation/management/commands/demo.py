@@ -37,6 +37,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--skip-osm", action="store_true", help="do not import the OSM extract")
+        parser.add_argument("--host", default="127.0.0.1:8000", help="where the server will listen (for the links)")
 
     def handle(self, *args, **opts):
         out = self.stdout
@@ -55,7 +56,7 @@ class Command(BaseCommand):
         tasks = self._tasks(users["ada"], users["maxine"])
         self._run(users["maxine"])
         self._print_users(out)
-        out.write("\nWhere to click (http://127.0.0.1:8000, log in as one of the users above):\n")
+        out.write(f"\nWhere to click (http://{opts['host']}, log in as one of the users above):\n")
         for slug in Event.objects.order_by("slug").values_list("slug", flat=True):
             out.write(f"  map of {slug:<28} /events/{slug}/\n")
         for t in tasks:

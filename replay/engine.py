@@ -21,10 +21,10 @@ Two views of the result
     self-consistent. ``collapse_expanded`` turns such a list back into the authored view (it is
     what ``import_tasks`` uses on the benchmark's own files).
 
-``tool.loop`` is executed by the engine itself, not through ``logical.tool_loop``, so that each
-nested call is visible (expanded steps), cached, and counted; item preparation, ``bind``,
-reference substitution, the nestable-server rule, the error texts and the output shape are those
-of ``logical.tool_loop`` (a test checks the two give the same output).
+``tool.loop`` is executed by the engine through the same plan, iteration and output helpers as
+``logical.tool_loop`` (``loop_plan``, ``run_loop_items``, ``loop_output``), with each nested call
+going through the engine's cache so that it is visible (expanded steps), cached, and counted
+(a test checks the two give the same output).
 
 Step cache and artifact store
     ``step_key`` = SHA-256 of the canonical JSON of (engine cache version, tool name, tool version,
@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .references import (apply_bind, format_path, get_obs_value, parse_reference, resolve_value,
+from .references import (format_path, get_obs_value, parse_reference, resolve_value,
                          unresolved_references)
-from .tools.base import (ToolContext, ToolError, ToolInputError, UnknownToolError, canonical_json,
+from .tools.base import (ToolContext, ToolError, UnknownToolError, canonical_json,
                          file_sha256, jsonable)
 from .tools.registry import call_tool, get_tool, validate_args
 
@@ -67,7 +67,6 @@ LOOP_TOOL = "tool.loop"
 WRAPPER_TOOLS = ("tool.loop", "tool.reduce")
 #: bump when the engine's notion of a step result changes (invalidates every cache entry)
 ENGINE_CACHE_VERSION = 1
-NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
 _FILE_LIKE = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 _TRAJ_INDEX = re.compile(r"(trajectory\[)(\d+)(\])", re.IGNORECASE)
 
@@ -219,19 +218,19 @@ def step_args(step: dict) -> dict:
     return dict(args) if isinstance(args, dict) else ({} if args is None else args)
 
 
-def _artifacts(obs: Any, ctx: ToolContext, args: Any = None) -> list[dict]:
-    """Top-level obs values that name a file in the work dir, except echoes of the inputs."""
+def _artifacts(obs: Any, ctx: ToolContext, args: Any = None, known: dict | None = None) -> list[dict]:
+    """Top-level obs values that name a file in the work dir, except echoes of the inputs.
+    ``known``: names already seen as work-dir files (the run's artifact manifest), not stat'ed."""
     if not isinstance(obs, dict):
         return []
     inputs = {v for v in (args or {}).values() if isinstance(v, str)} \
         if isinstance(args, dict) else set()
     out = []
-    root = ctx.work_dir.resolve()
+    root = ctx.work_dir  # names are bare (no separators): no resolving needed
     for key, value in obs.items():
         if isinstance(value, str) and value and value not in inputs and "/" not in value \
                 and "\\" not in value:
-            p = root / value
-            if p.is_file():
+            if (known is not None and value in known) or (root / value).is_file():
                 out.append({"key": key, "name": value})
     return out
 
@@ -464,79 +463,33 @@ class _Runner:
         return obs, False
 
     def run_loop(self, args: dict, authored: list[dict]) -> tuple[Any, list[dict], bool]:
-        """Execute ``tool.loop`` like ``logical.tool_loop``; returns (obs, expanded, all cached)."""
-        from .tools.logical import _loop_items, coerce_item
+        """Execute ``tool.loop`` with ``logical.tool_loop``'s plan, iteration and output
+        (``loop_plan``, ``run_loop_items``, ``loop_output``), each nested call going through
+        ``execute`` (cache, artifacts, counters); returns (obs, expanded, all cached)."""
+        from .tools.logical import _loop_items, loop_output, loop_plan, run_loop_items
 
-        tool = LOOP_TOOL
-        loop_spec = get_tool(tool)
+        loop_spec = get_tool(LOOP_TOOL)
         call_args = dict(args)
         call_args["trajectory"] = [{"call": f["call"], "obs": f["obs"]} for f in authored]
         values = validate_args(loop_spec, call_args)
-        calls, grid_n = values["calls"], values["grid_n"]
-        bind, return_all = values["bind"], values["return_all"]
         traj = list(values["trajectory"] or [])
-        if not calls:
-            raise ToolInputError("is empty", tool=tool, argument="calls",
-                                 expected="at least one {call, args} step")
-        if grid_n is not None and int(grid_n) < 1:
-            raise ToolInputError(f"must be >= 1, got {grid_n}", tool=tool, argument="grid_n")
-        plan = []
-        for j, call in enumerate(calls):
-            name = call.get("call") or call.get("tool") or call.get("name")
-            if not isinstance(name, str):
-                raise ToolInputError(f"call {j} names no tool", tool=tool, argument="calls",
-                                     expected="{call: <tool name>, args: {...}}")
-            try:
-                spec = get_tool(name)
-            except ToolError:
-                raise ToolInputError(f"tool not found: {name}", tool=tool, argument="calls")
-            if spec.server not in NESTABLE_SERVERS:
-                raise ToolInputError(
-                    f"{spec.name} ({spec.server} server) cannot be nested in a loop", tool=tool,
-                    argument="calls",
-                    expected="tools of the Analysis, Calculate or Perception servers")
-            cargs = call.get("args", call.get("inputs")) or {}
-            if isinstance(cargs, str):
-                import json
-
-                try:
-                    cargs = json.loads(cargs)
-                except ValueError:
-                    raise ToolInputError(f"call {j} args are not a JSON object", tool=tool,
-                                         argument="calls")
-            plan.append((spec, dict(cargs)))
+        plan = loop_plan(values["calls"], values["grid_n"])
         try:
-            items = _loop_items(self.ctx, values["loop_over"], traj, tool)
+            items = _loop_items(self.ctx, values["loop_over"], traj, LOOP_TOOL)
         except ToolError as exc:
-            raise exc.with_context(tool)
-        results, expanded, all_cached = [], [], True
-        for idx, raw in enumerate(items):
-            item = coerce_item(raw, idx, int(grid_n) if grid_n else None)
-            steps: list[dict] = []
-            for j, (spec, cargs) in enumerate(plan):
-                a = apply_bind(cargs, bind, item, traj)
-                a = resolve_value(a, trajectory=traj, steps=steps, item=item)
-                left = unresolved_references(a)
-                if left:
-                    path, ref = left[0]
-                    raise ToolInputError(f"iteration {idx}, call {j} ({spec.name}): reference "
-                                         f"{ref.text!r} in args.{format_path(path)} did not "
-                                         f"resolve", tool=tool, argument="calls")
-                try:
-                    obs, cached = self.execute(spec, a)
-                except ToolError as exc:
-                    raise ToolError(f"iteration {idx}, call {j}: {exc}", tool=tool,
-                                    argument="calls") from exc
-                all_cached = all_cached and cached
-                steps.append({"tool": spec.name, "obs": obs})
-                expanded.append({"call": spec.name, "args": a, "obs": obs})  # a: plain JSON already
-            if return_all:
-                results.append({"item": item, "last_obs": steps[-1]["obs"] if steps else None})
+            raise exc.with_context(LOOP_TOOL)
+        cached_flags: list[bool] = []
+
+        def call(spec, a):
+            obs, cached = self.execute(spec, a)
+            cached_flags.append(cached)
+            return obs
+
+        ran = run_loop_items(plan, items, bind=values["bind"], grid_n=values["grid_n"], trajectory=traj,
+                             call=call)
         # items come from JSON observations / arguments and obs from call_tool: plain JSON already
-        if return_all:
-            return results, expanded, all_cached and bool(expanded)
-        return ({"tool": tool, "iteration_count": len(items), "results": results},
-                expanded, all_cached and bool(expanded))
+        expanded = [{"call": st["tool"], "args": st["args"], "obs": st["obs"]} for _, steps in ran for st in steps]
+        return loop_output(ran, values["return_all"]), expanded, bool(cached_flags) and all(cached_flags)
 
 
 def run_trajectory(steps: list[dict], ctx: ToolContext,
@@ -604,7 +557,7 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
                 obs, res.cached = runner.execute(spec, resolved)
             res.obs = obs
             res.status = "succeeded"
-            res.artifacts = _artifacts(obs, ctx, resolved)
+            res.artifacts = _artifacts(obs, ctx, resolved, runner.known)
         except ToolError as exc:
             if exc.tool is None and res.call:
                 exc.tool = res.call

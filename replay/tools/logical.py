@@ -113,8 +113,23 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
     results: []} as the benchmark does. Nested tools must be of the Analysis, Calculate or
     Perception servers. A nested failure raises a ToolError naming the iteration and call.
     """
-    tool = "tool.loop"
     traj = list(trajectory or [])
+    plan = loop_plan(calls, grid_n)
+    items = _loop_items(ctx, loop_over, traj, LOOP_TOOL)
+    ran = run_loop_items(plan, items, bind=bind, grid_n=grid_n, trajectory=traj,
+                         call=lambda spec, args: call_tool(spec.name, args, ctx))
+    return loop_output(ran, return_all)
+
+
+LOOP_TOOL = "tool.loop"
+
+
+def loop_plan(calls: list[dict], grid_n: int | None) -> list[tuple[Any, dict]]:
+    """Check ``tool.loop``'s ``calls`` and ``grid_n``; returns ``[(ToolSpec, args), ...]`` in call
+    order (``args`` given as a JSON string are parsed). ``ToolInputError`` (argument ``calls`` or
+    ``grid_n``) for an empty list, a call without a tool name, an unknown tool, a tool outside
+    the nestable servers (Analysis, Calculate, Perception) or args that are not an object."""
+    tool = LOOP_TOOL
     if not calls:
         raise ToolInputError("is empty", tool=tool, argument="calls",
                              expected="at least one {call, args} step")
@@ -122,7 +137,7 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
         raise ToolInputError(f"must be >= 1, got {grid_n}", tool=tool, argument="grid_n")
     plan = []
     for j, call in enumerate(calls):
-        name = call.get("call") or call.get("tool") or call.get("name")
+        name = call.get("call") or call.get("tool") or call.get("name") if isinstance(call, dict) else None
         if not isinstance(name, str):
             raise ToolInputError(f"call {j} names no tool", tool=tool, argument="calls",
                                  expected="{call: <tool name>, args: {...}}")
@@ -142,14 +157,27 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
                 raise ToolInputError(f"call {j} args are not a JSON object", tool=tool,
                                      argument="calls")
         plan.append((spec, dict(args)))
-    items = _loop_items(ctx, loop_over, traj, tool)
-    results = []
+    return plan
+
+
+def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | None,
+                   grid_n: int | None, trajectory: list[dict],
+                   call) -> list[tuple[dict, list[dict]]]:
+    """Run ``plan`` once per item, in order (dora-format.md §b): prepare the item
+    (``coerce_item``), apply ``bind``, substitute ``<item.a.b>``, ``<k> from step[N].obs`` (this
+    iteration's earlier calls) and ``<k> from trajectory[N].obs``, then ``call(spec, args) -> obs``.
+
+    Returns ``[(item, [{tool, args, obs}, ...]), ...]``: each prepared item with its calls'
+    resolved args and observations. A reference that does not resolve, or a ``ToolError`` from
+    ``call``, raises a ``ToolError`` naming the iteration and the call."""
+    tool = LOOP_TOOL
+    out = []
     for idx, raw in enumerate(items):
         item = coerce_item(raw, idx, int(grid_n) if grid_n else None)
         steps: list[dict] = []
         for j, (spec, args) in enumerate(plan):
-            a = apply_bind(args, bind, item, traj)
-            a = resolve_value(a, trajectory=traj, steps=steps, item=item)
+            a = apply_bind(args, bind, item, trajectory)
+            a = resolve_value(a, trajectory=trajectory, steps=steps, item=item)
             left = unresolved_references(a)
             if left:
                 path, ref = left[0]
@@ -157,16 +185,23 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
                                      f"{ref.text!r} in args.{format_path(path)} did not resolve",
                                      tool=tool, argument="calls")
             try:
-                obs = call_tool(spec.name, a, ctx)
+                obs = call(spec, a)
             except ToolError as exc:
                 raise ToolError(f"iteration {idx}, call {j}: {exc}", tool=tool,
                                 argument="calls") from exc
-            steps.append({"tool": spec.name, "obs": obs})
-        if return_all:
-            results.append({"item": item, "last_obs": steps[-1]["obs"] if steps else None})
+            steps.append({"tool": spec.name, "args": a, "obs": obs})
+        out.append((item, steps))
+    return out
+
+
+def loop_output(ran: list[tuple[dict, list[dict]]], return_all: bool) -> list | dict:
+    """``tool.loop``'s observation from ``run_loop_items``' result: a bare list of
+    ``{item, last_obs}`` (``return_all``), else ``{tool, iteration_count, results: []}``, as the
+    benchmark returns them."""
     if return_all:
-        return results
-    return {"tool": tool, "iteration_count": len(items), "results": results}
+        return [{"item": item, "last_obs": steps[-1]["obs"] if steps else None}
+                for item, steps in ran]
+    return {"tool": LOOP_TOOL, "iteration_count": len(ran), "results": []}
 
 
 def _get_field(item: Any, path: str) -> Any:

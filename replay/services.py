@@ -2,8 +2,11 @@
 
 The engine (``replay.engine``) is pure; this module binds it to the database: paths in a task's
 arguments resolve to the event's layers (confined to STUDIO_DATA_ROOT), perception tools in GT mode
-look up the mask layer that annotates their input image, and every step is stored as it finishes so
-that progress (steps done / total) is visible while the replay runs.
+look up the mask layer that annotates their input image, and finished steps are stored every
+``FLUSH_S`` seconds (``_Progress``) so that progress (steps done / total) is visible while a long
+replay runs; a replay shorter than that is written once, in one transaction, when it ends (it shows
+``queued`` until then). The statements per replay are few and pinned by a test
+(``tests/test_replay_fast_paths.py``); the hot ones go through ``studio.fastsql``.
 
 Storage (all under ``STUDIO_ARTIFACT_ROOT``)
     ``cas/<sha256[:2]>/<sha256>``: every artifact, content-addressed (``ArtifactStore``).
@@ -32,15 +35,17 @@ Crashes
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -49,6 +54,7 @@ from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_an
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
+from studio.fastsql import insert_rows, update_by
 from studio.permissions import require
 
 log = logging.getLogger(__name__)
@@ -66,9 +72,15 @@ class ReplayStateError(Exception):
     """A replay is not in a state that allows the operation; the message says why."""
 
 
+@functools.lru_cache(maxsize=8)
+def _resolved_root(setting: str) -> Path:
+    return Path(setting).resolve()
+
+
 def data_path(relative: str) -> Path:
-    """Absolute path of a file stored under STUDIO_DATA_ROOT; ``ValueError`` if it escapes the root."""
-    root = Path(settings.STUDIO_DATA_ROOT).resolve()
+    """Absolute path of a file stored under STUDIO_DATA_ROOT (symbolic links resolved);
+    ``ValueError`` if it escapes the root."""
+    root = _resolved_root(str(settings.STUDIO_DATA_ROOT))
     p = (root / relative).resolve()
     if not p.is_relative_to(root):
         raise ValueError(f"path '{relative}' lies outside the data root")
@@ -88,14 +100,25 @@ class LayerResolver:
     """Maps path strings in a trajectory to the event's stored layer files.
 
     A string matches a layer whose ``file_name`` equals the string's base name (the benchmark's
-    trajectories use bare file names). Unknown names raise ``ToolInputError``.
+    trajectories use bare file names). Unknown names raise ``ToolInputError``. ``layers``: the
+    event's ``Layer`` rows when the caller has them already (saves the query). A row whose stored
+    path escapes the data root makes the constructor raise ``ValueError`` (checked lexically
+    here; ``__call__`` resolves symbolic links too, through ``data_path``).
     """
 
-    def __init__(self, event_id: int):
-        layers = list(Layer.objects.filter(event_id=event_id))
+    def __init__(self, event_id: int, layers: list[Layer] | None = None):
+        if layers is None:
+            layers = list(Layer.objects.filter(event_id=event_id))
         self.layers = {l.file_name: l for l in layers}
+        root = str(_resolved_root(str(settings.STUDIO_DATA_ROOT)))
         # the tools hand resolved paths to ``gt_lookup``: map stored files back to their layers too
-        self.by_stored_path = {str(data_path(l.path)): l for l in layers}
+        # (lexically normalised here; ``__call__`` adds the resolved path of every file it hands out)
+        self.by_stored_path: dict[str, Layer] = {}
+        for l in layers:
+            p = os.path.normpath(os.path.join(root, l.path))
+            if p != root and not p.startswith(root + os.sep):
+                raise ValueError(f"path '{l.path}' lies outside the data root")
+            self.by_stored_path[p] = l
         self.masks: dict[int, Layer] = {}
         for l in sorted(layers, key=lambda l: l.pk):
             if l.kind == Layer.Kind.MASK and l.annotates_id and l.annotates_id not in self.masks:
@@ -112,7 +135,9 @@ class LayerResolver:
                 tool=None, argument="path", expected="a layer file name of this event",
                 message=f"'{value}' is neither an output of an earlier step nor a layer of this event",
             )
-        return data_path(layer.path)
+        path = data_path(layer.path)
+        self.by_stored_path.setdefault(str(path), layer)
+        return path
 
     def _mask_for(self, args: dict) -> tuple[Layer, Layer] | None:
         for arg in GT_IMAGE_ARGS:
@@ -188,12 +213,21 @@ class DbStepCache:
         return CachedStep(obs=obs, artifacts=arts or [])
 
     def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
-        self.pending[key] = StepCacheEntry(key=key, tool=tool, tool_version=version, obs=_jsonable(entry.obs),
+        # ``entry.obs`` comes from ``call_tool``, which returns plain JSON (``jsonable``)
+        self.pending[key] = StepCacheEntry(key=key, tool=tool, tool_version=version, obs=entry.obs,
                                            artifacts=entry.artifacts)
+
+    @property
+    def dirty(self) -> bool:
+        """Something waits for ``flush``."""
+        return bool(self.pending or self.hit_keys)
 
     def flush(self) -> None:
         if self.pending:
-            StepCacheEntry.objects.bulk_create(list(self.pending.values()), ignore_conflicts=True)
+            now = timezone.now()
+            insert_rows(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"],
+                        ([e.key, e.tool, e.tool_version, e.obs, e.artifacts, 0, now] for e in self.pending.values()),
+                        ignore_conflicts=True)
             self.pending.clear()
         if self.hit_keys:
             StepCacheEntry.objects.filter(key__in=set(self.hit_keys)).update(hits=F("hits") + 1,
@@ -201,30 +235,45 @@ class DbStepCache:
             self.hit_keys.clear()
 
 
-#: longest time (s) between two progress writes of a running replay
+#: longest time (s) between two progress writes of a running replay; a replay that ends sooner
+#: is written once, when it ends
 FLUSH_S = 0.25
 
 
 class _Progress:
-    """Buffers finished steps and writes them (with the run's progress and the cache's new
-    entries) at most every ``FLUSH_S`` seconds, so fast (cached) steps cost no query each."""
+    """The database side of a running replay: buffers finished steps and writes them, with the
+    run's progress and the cache's new entries, in one transaction at most every ``FLUSH_S``
+    seconds, so fast (cached) steps cost no query each.
+
+    The first write also marks the run ``running`` (``start``: the fields to set, its old step
+    rows deleted when it ran before) and inserts every step row (finished ones with their result,
+    the rest ``pending``); later writes update the finished rows. ``finish(**fields)`` writes what
+    is left and the run's final fields in one transaction (a replay shorter than ``FLUSH_S``
+    costs that one transaction)."""
 
     FIELDS = ["status", "duration_ms", "resolved_args", "obs", "error", "artifacts", "cached", "expanded"]
 
-    def __init__(self, run: ReplayRun, cache: "DbStepCache"):
+    def __init__(self, run: ReplayRun, cache: "DbStepCache", steps: list, start: dict, restarted: bool):
+        import time as _time
+
         self.run = run
         self.cache = cache
-        self.rows = {s.index: s for s in ReplayStep.objects.filter(run=run).only("id", "index")}
+        self.start = start
+        self.restarted = restarted
+        self.rows = [ReplayStep(run=run, index=i, call=str(s.get("call", s.get("name", ""))) if isinstance(s, dict) else "",
+                                args=(s.get("args", s.get("inputs")) or {}) if isinstance(s, dict) else {})
+                     for i, s in enumerate(steps)]
+        self.inserted = False
         self.buffer: list[ReplayStep] = []
         self.done = 0
-        self.last = 0.0
+        self.last = _time.monotonic()
 
     def __call__(self, result) -> None:
         import time as _time
 
-        row = self.rows.get(result.index)
-        if row is None:
+        if not 0 <= result.index < len(self.rows):
             return
+        row = self.rows[result.index]
         row.status, row.duration_ms = result.status, result.duration_ms
         # the engine's values are plain JSON already (call_tool returns jsonable observations)
         row.resolved_args = result.resolved_args or {}
@@ -234,26 +283,62 @@ class _Progress:
         self.buffer.append(row)
         if result.status == "succeeded":
             self.done = result.index + 1
-        now = _time.monotonic()
-        if now - self.last >= FLUSH_S or result.status != "succeeded":
+        if _time.monotonic() - self.last >= FLUSH_S:
             self.flush()
-            self.last = _time.monotonic()
 
     def flush(self) -> None:
+        """Write what is buffered (a no-op when nothing is)."""
+        import time as _time
+
+        if self.inserted and not self.buffer and not self.cache.dirty:
+            return
+        with transaction.atomic():
+            self._write()
+            _save_fields(self.run, steps_done=self.done, heartbeat_at=timezone.now())
+        self.last = _time.monotonic()
+
+    def finish(self, **fields) -> None:
+        """Write what is buffered and set the run's final ``fields``, in one transaction; a
+        ``status`` of ``succeeded`` goes through ``_finish_succeeded`` (``final_answer`` and
+        ``replay_hash`` given), which decides on the gold."""
+        with transaction.atomic():
+            if not self.inserted:  # one UPDATE of the run: its start fields, then the final ones
+                fields = {**self.start, **fields}
+            self._write(start=False)
+            if fields.get("status") == ReplayRun.Status.SUCCEEDED:
+                fields.pop("status")
+                _finish_succeeded(self.run, fields.pop("final_answer"), fields.pop("replay_hash"), **fields)
+            else:
+                _save_fields(self.run, **fields)
+
+    def _write(self, start: bool = True) -> None:
+        """Write the cache's new entries and the buffered steps; on the first write also the step
+        rows and (``start``) the run's start fields."""
         self.cache.flush()
+        if not self.inserted:
+            if self.restarted:
+                ReplayStep.objects.filter(run=self.run).delete()
+            if start:
+                _save_fields(self.run, **self.start)
+            insert_rows(ReplayStep, ["run", "index", "call", *self.FIELDS, "args"],
+                        ([self.run.pk, r.index, r.call, *(getattr(r, f) for f in self.FIELDS), r.args]
+                         for r in self.rows))
+            self.inserted = True
+            self.buffer = []
+            return
         if self.buffer:
             from django.db import connection
 
             meta = ReplayStep._meta
+            q = connection.ops.quote_name
             fields = [meta.get_field(f) for f in self.FIELDS]
-            sql = (f"UPDATE {meta.db_table} SET " + ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-                   + " WHERE id = %s")
-            params = [[f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
+            sql = (f"UPDATE {q(meta.db_table)} SET " + ", ".join(f"{q(f.column)} = %s" for f in fields)
+                   + f" WHERE {q(meta.get_field('run').column)} = %s AND {q(meta.get_field('index').column)} = %s")
+            params = [[f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [self.run.pk, row.index]
                       for row in self.buffer]
-            with connection.cursor() as cur:  # one statement for the batch (bulk_update's CASE is slow)
+            with connection.cursor() as cur:  # one call for the batch (bulk_update's CASE is slow)
                 cur.executemany(sql, params)
             self.buffer = []
-            ReplayRun.objects.filter(pk=self.run.pk).update(steps_done=self.done, heartbeat_at=timezone.now())
 
 
 def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
@@ -270,10 +355,11 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     return run
 
 
-def input_fingerprint(task: Task, revision, mode: str) -> str:
+def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | None = None) -> str:
     """SHA-256 of what a replay of ``revision`` reads: its trajectory and answer spec, the contents
     of the event's layers (their ``sha256``, else path, size and mtime), the versions of the
-    tools it names and the perception mode (``replay --changed-only`` compares it)."""
+    tools it names and the perception mode (``replay --changed-only`` compares it).
+    ``layers``: the event's ``Layer`` rows when the caller has them already (saves the query)."""
     import hashlib
 
     from replay.engine import step_call
@@ -282,13 +368,15 @@ def input_fingerprint(task: Task, revision, mode: str) -> str:
 
     from replay.engine import ENGINE_CACHE_VERSION
 
-    layers = []
-    for l in Layer.objects.filter(event_id=task.event_id).order_by("file_name", "id"):
+    if layers is None:
+        layers = list(Layer.objects.filter(event_id=task.event_id))
+    rows = []
+    for l in sorted(layers, key=lambda l: (l.file_name, l.pk)):
         try:  # the file's bytes (cached on path, size and mtime), not the import-time checksum
             ident = file_sha256(data_path(l.path))
         except (OSError, ValueError):
             ident = f"{l.path}:missing"
-        layers.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m])
+        rows.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m])
     names = set()
 
     def collect(steps):
@@ -308,7 +396,7 @@ def input_fingerprint(task: Task, revision, mode: str) -> str:
         except Exception:
             versions[n] = None
     payload = {"engine": ENGINE_CACHE_VERSION, "trajectory": revision.trajectory,
-               "answer_spec": revision.answer_spec, "layers": layers,
+               "answer_spec": revision.answer_spec, "layers": rows,
                "tools": versions, "mode": mode,
                "checkpoints": _checkpoint_fingerprint(settings.STUDIO_CHECKPOINT_DIR) if mode == "model" else None}
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
@@ -325,10 +413,62 @@ def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
         )
 
 
+def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **fields) -> None:
+    """``UPDATE`` the run's row with ``fields`` (plain values, by field name or attname) and set them
+    on ``run`` too, so that the caller's instance matches the row without reading it back.
+
+    ``filled_trajectory_of``: copy ``filled_trajectory`` from that run inside the database (the
+    instance then loads it when it is read). One statement, written here rather than through
+    ``QuerySet.update`` because replays call it on their hot path (the ORM's compilation cost
+    more than the statement)."""
+    from django.db import connection
+
+    raw = None
+    if filled_trajectory_of is not None:
+        meta = ReplayRun._meta
+        q = connection.ops.quote_name
+        col = q(meta.get_field("filled_trajectory").column)
+        raw = [(f"{col} = (SELECT {col} FROM {q(meta.db_table)} WHERE {q(meta.pk.column)} = %s)",
+                [filled_trajectory_of])]
+    update_by(ReplayRun, {"id": run.pk}, fields, raw_sets=raw)
+    for name, value in fields.items():
+        setattr(run, name, value)
+    if filled_trajectory_of is not None:
+        run.__dict__.pop("filled_trajectory", None)  # a deferred field: Django loads it when read
+
+
+def _select_run_row(columns: tuple[str, ...], *, exclude_pk: int, **equals) -> tuple | None:
+    """The newest ``ReplayRun`` row (other than ``exclude_pk``) whose fields equal ``equals``, as a
+    tuple of ``columns`` (field names; JSON decoded), or None. The hot path's reads, in one
+    statement each (see ``_save_fields``)."""
+    from django.db import connection
+
+    meta = ReplayRun._meta
+    q = connection.ops.quote_name
+    fields = [meta.get_field(c) for c in columns]
+    where, params = [], []
+    for name, value in equals.items():
+        f = meta.get_field(name)
+        where.append(f"{q(f.column)} = %s")
+        params.append(f.get_db_prep_value(value, connection))
+    pk = q(meta.pk.column)
+    sql = (f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(meta.db_table)} "
+           f"WHERE {' AND '.join(where)} AND {pk} <> %s ORDER BY {pk} DESC LIMIT 1")
+    with connection.cursor() as cur:
+        cur.execute(sql, params + [exclude_pk])
+        row = cur.fetchone()
+    if row is None:
+        return None
+    return tuple(f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+                 for f, v in zip(fields, row))
+
+
 def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     """Run a replay to the end and store every step. Safe to call again on a crashed run:
     its old steps and folder are discarded and the run starts over (same inputs, same result).
-    ``use_cache=False`` calls every tool (the cache is still filled)."""
+    ``use_cache=False`` calls every tool (the cache is still filled).
+
+    Returns the run as stored (its fields set from what was written, not read back)."""
     run = ReplayRun.objects.select_related("revision", "task").get(pk=run_id)
     rev = run.revision
     root = artifact_root()
@@ -338,25 +478,19 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
-    fp = input_fingerprint(run.task, run.revision, run.mode)
-    with transaction.atomic():
-        ReplayStep.objects.filter(run=run).delete()
-        ReplayRun.objects.filter(pk=run.pk).update(
-            status=ReplayRun.Status.RUNNING, started_at=now, heartbeat_at=now, steps_done=0, error="",
-            artifact_dir=str(work_dir.relative_to(root)), steps_total=len(steps), tool_calls=0, cache_hits=0,
-            input_fingerprint=fp, final_answer=None, filled_trajectory=[], replay_hash="", artifact_manifest={},
-            finished_at=None,
-        )
+    layers = list(Layer.objects.filter(event_id=run.task.event_id))
+    fp = input_fingerprint(run.task, rev, run.mode, layers)
+    # a run that ran before (crashed, re-queued) may have step rows: they go
+    restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED
+    start = dict(status=ReplayRun.Status.RUNNING, started_at=now, heartbeat_at=now, steps_done=0, error="",
+                 artifact_dir=str(work_dir.relative_to(root)), steps_total=len(steps), tool_calls=0, cache_hits=0,
+                 input_fingerprint=fp, final_answer=None, filled_trajectory=[], replay_hash="",
+                 artifact_manifest={}, finished_at=None)
     if use_cache:
-        done = _reuse_identical_run(run, fp, work_dir)
+        done = _reuse_identical_run(run, fp, work_dir, start, restarted)
         if done is not None:
             return done
-    ReplayStep.objects.bulk_create(
-        [ReplayStep(run=run, index=i, call=str(s.get("call", s.get("name", ""))) if isinstance(s, dict) else "",
-                    args=(s.get("args", s.get("inputs")) or {}) if isinstance(s, dict) else {})
-         for i, s in enumerate(steps)]
-    )
-    resolver = LayerResolver(run.task.event_id)
+    resolver = LayerResolver(run.task.event_id, layers)
     checkpoint_dir = settings.STUDIO_CHECKPOINT_DIR or None
     ctx = ToolContext(work_dir=work_dir, resolve_path=resolver, gt_lookup=resolver.gt_lookup, perception_mode=run.mode,
                       checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None)
@@ -372,7 +506,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
             return None
 
     cache = DbStepCache() if use_cache else _WriteOnlyCache()
-    progress = _Progress(run, cache)
+    progress = _Progress(run, cache, steps, start, restarted)
     try:
         result = run_trajectory(steps, ctx, on_step=progress, cache=cache, store=artifact_store(),
                                 fingerprint=fingerprint)
@@ -382,64 +516,85 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.FAILED, error=f"replay crashed: {exc}", finished_at=timezone.now())
         run.refresh_from_db()
         return run
-    finally:  # also on SystemExit / KeyboardInterrupt: what finished is kept (cache, progress)
+    except BaseException:  # SystemExit / KeyboardInterrupt: what finished is kept (cache, progress)
         progress.flush()
-    manifest = result.manifest
-    common = dict(filled_trajectory=result.filled_trajectory, finished_at=timezone.now(),
-                  tool_calls=result.tool_calls, cache_hits=result.cache_hits, artifact_manifest=manifest)
+        raise
+    finished = timezone.now()
+    common = dict(filled_trajectory=result.filled_trajectory, finished_at=finished, heartbeat_at=finished,
+                  tool_calls=result.tool_calls, cache_hits=result.cache_hits, artifact_manifest=result.manifest,
+                  steps_done=progress.done)
     if not result.ok:
         failed = result.failed_step
-        ReplayRun.objects.filter(pk=run.pk).update(
-            status=ReplayRun.Status.FAILED, error=failed.error if failed else "replay failed",
-            steps_done=progress.done, **common)
-    else:
-        try:
-            answer = fill_answer(rev.answer_spec, result.trajectory)
-        except Exception as exc:
-            ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
-        else:
-            answer = _jsonable(answer)
-            _finish_succeeded(run, answer, replay_hash(common["filled_trajectory"], answer),
-                              steps_done=progress.done, **common)
-    run.refresh_from_db()
+        progress.finish(status=ReplayRun.Status.FAILED, error=failed.error if failed else "replay failed", **common)
+        return run
+    try:
+        answer = fill_answer(rev.answer_spec, result.trajectory)
+    except Exception as exc:
+        progress.finish(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
+        return run
+    answer = _jsonable(answer)
+    progress.finish(status=ReplayRun.Status.SUCCEEDED, final_answer=answer,
+                    replay_hash=replay_hash(common["filled_trajectory"], answer), **common)
     return run
 
 
 def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
-    """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring)."""
-    with transaction.atomic():
-        gold = current_gold(run.task, exclude=run.pk)
-        auto = run.mode == GOLD_MODE and (gold is None or gold.accepted_by_id is None or gold.replay_hash == h)
-        ReplayRun.objects.filter(pk=run.pk).update(
-            status=ReplayRun.Status.SUCCEEDED, final_answer=answer, replay_hash=h, gold_accepted=auto,
-            accepted_by_id=(gold.accepted_by_id if auto and gold is not None and gold.replay_hash == h else None),
-            **fields)
+    """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring).
+    Joins the caller's transaction when there is one; ``fields`` go to ``_save_fields``."""
+    with transaction.atomic(savepoint=False):
+        gold = _select_run_row(("accepted_by", "replay_hash"), exclude_pk=run.pk, task=run.task_id, mode=GOLD_MODE,
+                               status=ReplayRun.Status.SUCCEEDED, gold_accepted=True)
+        accepted_by_id, gold_hash = gold if gold is not None else (None, None)
+        auto = run.mode == GOLD_MODE and (gold is None or accepted_by_id is None or gold_hash == h)
+        fields.update(status=ReplayRun.Status.SUCCEEDED, error="", final_answer=answer, replay_hash=h,
+                      gold_accepted=auto,
+                      accepted_by_id=accepted_by_id if auto and gold is not None and gold_hash == h else None)
+        _save_fields(run, **fields)
 
 
-def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path) -> ReplayRun | None:
+#: the ``ReplayStep`` columns a reused run copies from the run it reuses (``duration_ms`` and
+#: ``cached`` are set: nothing ran)
+_COPIED_STEP_FIELDS = ("index", "call", "status", "args", "resolved_args", "obs", "artifacts", "error", "expanded")
+
+
+def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, restarted: bool) -> ReplayRun | None:
     """The whole-run level of the cache: when a succeeded replay with the same input fingerprint
     (same trajectory and answer spec, same layer contents, same tool versions and mode) exists
     and its artifacts are all in the content store, its steps are copied (``cached``: no tool
-    runs) and its artifacts linked into ``work_dir``. Returns the finished run, or None."""
-    prev = (ReplayRun.objects.filter(task_id=run.task_id, mode=run.mode, status=ReplayRun.Status.SUCCEEDED,
-                                     input_fingerprint=fp).exclude(pk=run.pk).order_by("-id").first())
+    runs) and its artifacts linked into ``work_dir``. Returns the finished run, or None.
+
+    The step rows and the filled trajectory are copied inside the database (``INSERT … SELECT``
+    and a subquery), never decoded here; the returned run loads ``filled_trajectory`` when read."""
+    from django.db import connection
+
+    prev = _select_run_row(("id", "artifact_manifest", "final_answer", "replay_hash", "tool_calls", "cache_hits",
+                            "steps_done"), exclude_pk=run.pk, task=run.task_id, mode=run.mode,
+                           status=ReplayRun.Status.SUCCEEDED, input_fingerprint=fp)
     if prev is None:
         return None
+    prev_id, manifest, answer, h, tool_calls, cache_hits, steps_done = prev
     store = artifact_store()
-    manifest = prev.artifact_manifest or {}
+    manifest = manifest or {}
     if not all(store.has(sha) for sha in manifest.values()):
         return None
     for name, sha in manifest.items():
         store.materialize(sha, work_dir / name)
-    old = list(ReplayStep.objects.filter(run=prev).order_by("index"))
-    ReplayStep.objects.bulk_create([
-        ReplayStep(run=run, index=s.index, call=s.call, status=s.status, duration_ms=0, args=s.args,
-                   resolved_args=s.resolved_args, obs=s.obs, artifacts=s.artifacts, error=s.error, cached=True,
-                   expanded=s.expanded) for s in old])
-    calls = prev.tool_calls + prev.cache_hits
-    _finish_succeeded(run, prev.final_answer, prev.replay_hash, steps_done=len(old), tool_calls=0, cache_hits=calls,
-                      filled_trajectory=prev.filled_trajectory, artifact_manifest=manifest, finished_at=timezone.now())
-    run.refresh_from_db()
+    meta = ReplayStep._meta
+    q = connection.ops.quote_name
+    cols = [meta.get_field(f).column for f in _COPIED_STEP_FIELDS]
+    sql = (f"INSERT INTO {q(meta.db_table)} ({q('run_id')}, {q('duration_ms')}, {q('cached')}, "
+           + ", ".join(q(c) for c in cols) + ") SELECT %s, 0, %s, " + ", ".join(q(c) for c in cols)
+           + f" FROM {q(meta.db_table)} WHERE {q('run_id')} = %s")
+    finished = timezone.now()
+    with transaction.atomic():
+        if restarted:
+            ReplayStep.objects.filter(run=run).delete()
+        with connection.cursor() as cur:
+            cur.execute(sql, [run.pk, True, prev_id])
+        fields = {**start, "steps_done": steps_done, "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
+                  "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished}
+        fields.pop("filled_trajectory")
+        _finish_succeeded(run, answer, h, filled_trajectory_of=prev_id, **fields)
     return run
 
 

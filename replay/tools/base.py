@@ -253,14 +253,16 @@ def directory_resolver(*roots: str | os.PathLike) -> Callable[[str], Path]:
 # --------------------------------------------------------------------------------------------
 # Hashing and JSON helpers
 # --------------------------------------------------------------------------------------------
-_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+_SHA_CACHE: dict[tuple, str] = {}
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes (cached on path, size and mtime)."""
-    p = Path(path)
-    st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    """SHA-256 (hex) of a file's bytes. Cached in the process on the file's absolute path, device,
+    inode, size and modification time (ns), so an unchanged file is read once; ``OSError`` when
+    it cannot be read."""
+    p = os.fspath(path)
+    st = os.stat(p)
+    key = (os.path.abspath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     hit = _SHA_CACHE.get(key)
     if hit is not None:
         return hit

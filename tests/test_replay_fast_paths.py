@@ -1,0 +1,141 @@
+"""The replay's database paths, kept lean for benchmark scale (issue 4; ``bench/replay.py``).
+
+- A replay writes in one transaction at its end when it is shorter than ``FLUSH_S``; a longer one
+  shows its progress (``running``, steps done, finished and pending step rows) every ``FLUSH_S``.
+- The whole-run cache copies the earlier run's step rows and filled trajectory inside the
+  database; the copy equals the original.
+- The statements per replay are pinned (as list pages pin theirs), on both database configurations.
+- ``studio.fastsql``: inserts that skip conflicting rows, updates with a value copied in SQL.
+
+Values: the Florence tile ``hurricane-florence_00000018`` gives 6,691.5 m² for classes [2, 3] at
+0.5 m (worked out by hand in ``tests/test_replay_services.py``: (26,492 + 274) px × 0.25 m²).
+"""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+import replay.engine as engine
+import replay.services as services
+from annotation.services.imports import import_xbd_folder
+from annotation.services.tasks import create_task
+from conftest import REALDATA
+from replay.models import ReplayRun, ReplayStep, StepCacheEntry
+from replay.services import create_run, execute_replay
+from studio.fastsql import insert_rows, update_by
+
+PRE = "hurricane-florence_00000018_pre_original.png"
+POST = "hurricane-florence_00000018_post_original.png"
+STEPS = [
+    {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
+    {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": 0.5,
+                                  "classes": [2, 3]}},
+]
+ANSWER = [{"name": "damaged_area_m2", "eval_type": "scalar_continuous", "source": "<area_m2> from trajectory[1].obs"}]
+
+
+@pytest.fixture
+def task(db, maintainer):
+    event = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
+    return create_task(maintainer, event, dimension="t1", content={
+        "question": "What area do damaged buildings cover?", "input_data": {}, "trajectory": STEPS,
+        "answer_spec": ANSWER})
+
+
+def _state_when_area_runs(monkeypatch):
+    """Record, when ``ras.area`` (step 1) starts, what the database shows of its run."""
+    seen = {}
+    real = engine.call_tool
+
+    def spy(name, args, ctx):
+        if name == "ras.area":
+            run = ReplayRun.objects.order_by("-id").first()
+            seen.update(status=run.status, steps_done=run.steps_done,
+                        rows=list(ReplayStep.objects.filter(run=run).order_by("index").values_list("index", "status")))
+        return real(name, args, ctx)
+
+    monkeypatch.setattr(engine, "call_tool", spy)
+    return seen
+
+
+def test_a_short_replay_is_written_once_at_its_end(task, monkeypatch):
+    monkeypatch.setattr(services, "FLUSH_S", 3600.0)
+    seen = _state_when_area_runs(monkeypatch)
+    run = execute_replay(create_run(task).pk)
+    # nothing was written while it ran: the run was still queued and had no step rows
+    assert seen == {"status": "queued", "steps_done": 0, "rows": []}
+    assert run.status == "succeeded" and run.final_answer == {"damaged_area_m2": 6691.5}
+    stored = ReplayRun.objects.get(pk=run.pk)
+    assert (stored.status, stored.steps_done, stored.final_answer) == ("succeeded", 2, {"damaged_area_m2": 6691.5})
+    assert list(stored.steps.values_list("index", "status")) == [(0, "succeeded"), (1, "succeeded")]
+
+
+def test_a_long_replay_shows_its_progress(task, monkeypatch):
+    monkeypatch.setattr(services, "FLUSH_S", 0.0)  # every step counts as "long"
+    seen = _state_when_area_runs(monkeypatch)
+    run = execute_replay(create_run(task).pk)
+    assert seen == {"status": "running", "steps_done": 1, "rows": [(0, "succeeded"), (1, "pending")]}
+    assert run.status == "succeeded" and run.steps_done == 2
+    assert list(ReplayStep.objects.filter(run=run).values_list("status", flat=True)) == ["succeeded", "succeeded"]
+
+
+def test_the_whole_run_cache_copies_steps_and_trajectory_in_the_database(task):
+    first = execute_replay(create_run(task).pk)
+    second = execute_replay(create_run(task).pk)
+    assert second.status == "succeeded" and second.tool_calls == 0 and second.cache_hits == 2
+    # the returned instance loads the copied trajectory when it is read
+    assert "filled_trajectory" in second.get_deferred_fields()
+    assert second.filled_trajectory == first.filled_trajectory and second.replay_hash == first.replay_hash
+    cols = ("index", "call", "status", "args", "resolved_args", "obs", "artifacts", "error", "expanded")
+    assert list(ReplayStep.objects.filter(run=second).values_list(*cols)) == \
+        list(ReplayStep.objects.filter(run=first).values_list(*cols))
+    assert set(ReplayStep.objects.filter(run=second).values_list("cached", "duration_ms")) == {(True, 0)}
+    fresh = ReplayRun.objects.get(pk=second.pk)
+    assert (fresh.final_answer, fresh.steps_done, fresh.cache_hits) == ({"damaged_area_m2": 6691.5}, 2, 2)
+    assert fresh.artifact_manifest == first.artifact_manifest and fresh.gold_accepted
+
+
+def _statements(ctx: CaptureQueriesContext) -> list[str]:
+    """The data statements (transaction control: BEGIN, SAVEPOINT, RELEASE left out)."""
+    return [q["sql"].split()[0].upper() for q in ctx.captured_queries
+            if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT", "ROLLBACK"))]
+
+
+def test_statements_per_replay_are_pinned(task):
+    cold = create_run(task)
+    with CaptureQueriesContext(connection) as ctx:
+        execute_replay(cold.pk)
+    # the run with its revision and task; the event's layers; an identical earlier run (none);
+    # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
+    # rows, the gold lookup, the run's update
+    assert _statements(ctx) == ["SELECT"] * 5 + ["INSERT", "INSERT", "SELECT", "UPDATE"]
+    warm = create_run(task)
+    with CaptureQueriesContext(connection) as ctx:
+        execute_replay(warm.pk)
+    # the run; the layers; the identical earlier run; then copy its steps, find the gold, update
+    assert _statements(ctx) == ["SELECT", "SELECT", "SELECT", "INSERT", "SELECT", "UPDATE"]
+
+
+def test_insert_rows_skips_conflicts_and_update_by_copies_in_sql(db):
+    now = "2026-11-29T12:00:00+00:00"
+    from django.utils.dateparse import parse_datetime
+
+    at = parse_datetime(now)
+    cols = ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"]
+    assert insert_rows(StepCacheEntry, cols, [["k1", "calc.add", 1, {"sum": 3}, [], 0, at],
+                                              ["k2", "calc.add", 1, {"sum": 5}, [], 0, at]]) == 2
+    insert_rows(StepCacheEntry, cols, [["k1", "calc.add", 1, {"sum": 999}, [], 0, at],
+                                       ["k3", "calc.mul", 2, None, [{"name": "a.png", "sha256": "0" * 64}], 0, at]],
+                ignore_conflicts=True)
+    rows = {e.key: e for e in StepCacheEntry.objects.all()}
+    assert sorted(rows) == ["k1", "k2", "k3"]
+    assert rows["k1"].obs == {"sum": 3}  # the first row stays; the conflicting one was skipped
+    assert rows["k3"].obs is None and rows["k3"].artifacts[0]["name"] == "a.png" and rows["k3"].created_at == at
+    q = connection.ops.quote_name
+    table, col = q(StepCacheEntry._meta.db_table), q("obs")
+    update_by(StepCacheEntry, {"key": "k2"}, {"hits": 7},
+              raw_sets=[(f"{col} = (SELECT {col} FROM {table} WHERE {q('key')} = %s)", ["k1"])])
+    k2 = StepCacheEntry.objects.get(key="k2")
+    assert (k2.hits, k2.obs) == (7, {"sum": 3})
+    assert StepCacheEntry.objects.get(key="k1").hits == 0

@@ -1,15 +1,20 @@
 """Replay engine at benchmark scale: a SYNTHETIC task set of DORA's size over the real scenes.
 
-    .venv/bin/python bench/replay.py [--tasks 515] [--worker-tasks 90] [--scratch DIR] [--keep] [--postgres]
+    .venv/bin/python bench/replay.py [--tasks 515] [--events 45] [--worker-tasks 90] [--scratch DIR] [--keep] [--postgres]
     CELERY_BROKER_URL=redis://127.0.0.1:6379/15 .venv/bin/python bench/replay.py --postgres   # + workers
 
 Everything lives in a scratch folder (a temporary directory unless ``--scratch``): its own SQLite
 database (or ``BENCH_DATABASE_URL``), data root and artifact root, so ``var/`` is never touched.
 The three xBD scenes of ../shared/realdata (Florence, Guatemala volcano, SoCal fire; 1024×1024)
-are imported into events ``synthetic-<scene>``; the tasks are clearly synthetic (question text
-"[synthetic] ...") and vary their parameters per task (pixel size, grid size, constants) so that
-steps differ. Four templates (4, 7, 8 and 9 authored steps; one with a ras.grid_windows →
-tool.loop(ras.clip, ras.area) → tool.reduce chain) give 515 tasks / about 3,600 authored steps.
+are imported into events ``synthetic-<scene>``; to spread the tasks over as many events as DORA
+(45, ``--events``), further SYNTHETIC events ``synthetic-<scene>-v<n>`` are derived from them:
+pre image, post image and GT damage mask turned by one of the 8 dihedral transforms and shifted
+(``derive_event``), so that each event's perception step has its own input, as in a real set
+(with 3 events, 512 of the 515 tasks would find their first step cached by another task). The
+tasks are clearly synthetic (question text "[synthetic] ...") and vary their parameters per task
+(pixel size, grid size, constants) so that steps differ. Four templates (4, 7, 8 and 9 authored
+steps; one with a ras.grid_windows → tool.loop(ras.clip, ras.area) → tool.reduce chain) give
+515 tasks / about 3,600 authored steps.
 
 Passes, in order, each over every task, in this process:
   cold     empty step cache (identical steps of different tasks still hit, as in a real set)
@@ -93,8 +98,54 @@ def setup_env(scratch: Path, db_url: str | None = None) -> dict:
     return env
 
 
-def build(n_tasks: int):
-    """Import scenes and create ``n_tasks`` synthetic tasks; returns (tasks, authored steps)."""
+def derive_event(base, pre: str, post: str, n: int, scratch: Path):
+    """A SYNTHETIC event ``<base slug>-v<n>``: the base event's pre and post images and their GT
+    damage mask, each turned by the same dihedral transform (``n % 8``: rotations by 90° and a
+    mirror) and shifted by ``384 * (n // 8)`` pixels (``np.roll``), imported with
+    ``import_raster_file`` (mask annotating the post image, the base's class map and GSD).
+    Returns the event; its layers keep the base's file names with a ``v<n>_`` prefix."""
+    import numpy as np
+    import rasterio
+
+    from annotation.models import Layer
+    from annotation.services.imports import import_raster_file
+    from replay.services import data_path
+
+    def turn(arr):  # arr: (bands, rows, cols)
+        a = np.rot90(arr, k=n % 4, axes=(1, 2))
+        if (n % 8) >= 4:
+            a = a[:, :, ::-1]
+        return np.roll(a, 384 * (n // 8), axis=(1, 2))
+
+    slug = f"{base.slug}-v{n}"
+    folder = scratch / "derived" / slug
+    folder.mkdir(parents=True, exist_ok=True)
+    layers = {l.file_name: l for l in Layer.objects.filter(event=base)}
+    mask = next(l for l in layers.values() if l.kind == "mask" and l.annotates_id == layers[post].pk)
+    out = {}
+    for name in (pre, post, mask.file_name):
+        with rasterio.open(data_path(layers[name].path)) as src:
+            profile, arr = src.profile, src.read()
+        profile.update(driver="GTiff")
+        for key in ("blockxsize", "blockysize", "tiled", "compress", "interleave"):
+            profile.pop(key, None)
+        dest = folder / f"v{n}_{Path(name).stem}.tif"
+        with rasterio.open(dest, "w", **profile) as dst:
+            dst.write(turn(arr))
+        out[name] = (dest, f"v{n}_{name}")
+    for name in (pre, post):
+        l = layers[name]
+        import_raster_file(out[name][0], event_slug=slug, phase=l.phase, gsd=l.gsd_m, file_name=out[name][1],
+                           name=f"[synthetic] {l.name} (variant {n})", disaster_type=base.disaster_type or None)
+    result = import_raster_file(out[mask.file_name][0], event_slug=slug, phase=mask.phase, kind="mask",
+                                gsd=mask.gsd_m, class_map=mask.class_map, annotates=out[post][1],
+                                file_name=out[mask.file_name][1], name=f"[synthetic] {mask.name} (variant {n})")
+    return result.event, out[pre][1], out[post][1]
+
+
+def build(n_tasks: int, n_events: int = 45, scratch: Path | None = None):
+    """Import scenes, derive events up to ``n_events`` (``derive_event``) and create ``n_tasks``
+    synthetic tasks spread over them; returns (user, tasks, authored steps)."""
     import numpy as np
 
     from annotation.models import Layer
@@ -121,6 +172,12 @@ def build(n_tasks: int):
         classes = [int(v) for v in np.unique(np.array(Image.open(probe / obs["mask_path"]))) if v]
         shutil.rmtree(probe)
         scenes.append((event, pre, post, classes))
+    base = list(scenes)
+    scratch = scratch or Path(tempfile.mkdtemp(prefix="replay-bench-derived-"))
+    for i in range(len(base), n_events):
+        event, pre, post, classes = base[i % len(base)]
+        derived, dpre, dpost = derive_event(event, pre, post, i // len(base), scratch)
+        scenes.append((derived, dpre, dpost, classes))
     seg = lambda pre, post: {"call": "seg.building_damage", "args": {"pre_image_path": pre, "post_image_path": post}}
     M = "<mask_path> from trajectory[0].obs"
     tasks, n_steps = [], 0
@@ -278,6 +335,8 @@ def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=515)
+    ap.add_argument("--events", type=int, default=45,
+                    help="events the tasks are spread over (DORA: 45); beyond the 3 real scenes, derived ones")
     ap.add_argument("--worker-tasks", type=int, default=90)
     ap.add_argument("--scratch", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -295,8 +354,9 @@ def main():
 
     print(f"scratch: {scratch}  (SYNTHETIC task set, events synthetic-*)")
     t0 = time.perf_counter()
-    user, tasks, n_steps = build(args.tasks)
-    print(f"built {len(tasks)} tasks / {n_steps} authored steps over {len(SCENES)} real scenes in "
+    user, tasks, n_steps = build(args.tasks, args.events, scratch)
+    print(f"built {len(tasks)} tasks / {n_steps} authored steps over {args.events} events "
+          f"({len(SCENES)} real scenes and {max(0, args.events - len(SCENES))} derived from them) in "
           f"{time.perf_counter() - t0:.1f} s")
     tool_time = [0.0]
     real_call = engine.call_tool
@@ -319,7 +379,7 @@ def main():
     expanded = sum(len(r.filled_trajectory) for r in cold["runs"])
     out = {
         "database": os.environ["DATABASE_URL"].split(":", 1)[0],
-        "tasks": len(tasks), "authored_steps": n_steps, "stored_steps_with_loop_expansions": expanded,
+        "tasks": len(tasks), "events": args.events, "authored_steps": n_steps, "stored_steps_with_loop_expansions": expanded,
         "tool_calls_per_full_replay": paired["calls"],
         "cold_s": round(cold["seconds"], 1), "cold_tool_calls": cold["tool_calls"], "cold_cache_hits": cold["cache_hits"],
         "cold_time_inside_tools_s": round(cold_tool, 1),
@@ -351,6 +411,18 @@ def main():
     print(f"targets: cold <= 600 s: {out['cold_s'] <= 600}; warm <= 10% of cold: {out['warm_over_cold'] <= 0.10}; "
           f"overhead <= 1.1x: {out['engine_overhead_nocache_over_direct'] <= 1.1}"
           + (f"; 2 workers >= 1.7x: {(out.get('speedup_2_over_1') or 0) >= 1.7}" if broker else ""))
+    db, n = out["database"], f"{out['tasks']} tasks, {out['events']} events"
+    verdict = lambda ok: "ok" if ok else "OVER"  # noqa: E731
+    print(f"BENCH\treplay cold ({n}, {db})\t{out['cold_s']} s\t≤ 600 s\t{verdict(out['cold_s'] <= 600)}")
+    print(f"BENCH\treplay warm / cold ({db})\t{out['warm_over_cold']:.3f} ({out['warm_s']} s / {out['cold_s']} s)"
+          f"\t≤ 0.10\t{verdict(out['warm_over_cold'] <= 0.10)}")
+    print(f"BENCH\treplay engine overhead, no cache / direct tool calls ({db})"
+          f"\t{out['engine_overhead_nocache_over_direct']:.3f}× ({out['nocache_s']} s / {out['direct_s']} s)"
+          f"\t≤ 1.1×\t{verdict(out['engine_overhead_nocache_over_direct'] <= 1.1)}")
+    if out.get("speedup_2_over_1"):
+        print(f"BENCH\treplay 2 workers / 1 worker ({out['workers_tasks']} replays, {db} + broker)"
+              f"\t{out['speedup_2_over_1']:.2f}× ({out['worker1_s']} s / {out['worker2_s']} s)\t≥ 1.7×"
+              f"\t{'ok' if out['speedup_2_over_1'] >= 1.7 else 'FAIL'}")
     if pg_name:
         drop_postgres(pg_name)
     if not args.keep and not args.scratch:

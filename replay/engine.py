@@ -284,6 +284,12 @@ def renumber_references(value: Any, index_map: dict[int, int]) -> Any:
     return _TRAJ_INDEX.sub(lambda m: f"{m.group(1)}{index_map[ref.index]}{m.group(3)}", value, count=1)
 
 
+def _renumbered(args: Any, index: int, index_map: dict[int, int]) -> Any:
+    """``renumber_references`` for step ``index``; unchanged ``args`` while no loop has expanded
+    before it (the map is the identity then)."""
+    return args if index_map.get(index) == index else renumber_references(args, index_map)
+
+
 def collapse_expanded(trajectory: list[dict]) -> tuple[list[dict], dict[int, int]]:
     """The authored view of a stored (expanded) trajectory, and the map stored index → authored
     index of the steps kept.
@@ -520,8 +526,7 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
             results.append(res)
             authored.append({"call": call_text, "args": args, "obs": None})
             index_map[index] = len(filled)
-            filled.append({"call": call_text, "args": renumber_references(args, index_map),
-                           "obs": None})
+            filled.append({"call": call_text, "args": _renumbered(args, index, index_map), "obs": None})
             if on_step:
                 on_step(res)
             continue
@@ -572,8 +577,7 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
         results.append(res)
         authored.append({"call": call_text, "args": args, "obs": res.obs})
         index_map[index] = len(filled)
-        filled.append({"call": call_text, "args": renumber_references(args, index_map),
-                       "obs": res.obs})
+        filled.append({"call": call_text, "args": _renumbered(args, index, index_map), "obs": res.obs})
         if res.status == "succeeded":
             filled.extend(res.expanded)
         if on_step:

@@ -191,7 +191,7 @@ class DbStepCache:
     seconds, and in a ``finally`` — so a step that finished before a crash is not recomputed)."""
 
     def __init__(self):
-        self.pending: dict[str, StepCacheEntry] = {}
+        self.pending: dict[str, tuple[str, int, CachedStep]] = {}  # key -> (tool, version, entry)
         self.hit_keys: list[str] = []
         self._fields = {f: StepCacheEntry._meta.get_field(f) for f in ("obs", "artifacts")}
 
@@ -199,8 +199,7 @@ class DbStepCache:
         from django.db import connection
 
         if key in self.pending:
-            e = self.pending[key]
-            return CachedStep(obs=e.obs, artifacts=e.artifacts)
+            return self.pending[key][2]
         table = StepCacheEntry._meta.db_table
         with connection.cursor() as cur:
             cur.execute(f"SELECT obs, artifacts FROM {table} WHERE key = %s", [key])
@@ -214,8 +213,7 @@ class DbStepCache:
 
     def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
         # ``entry.obs`` comes from ``call_tool``, which returns plain JSON (``jsonable``)
-        self.pending[key] = StepCacheEntry(key=key, tool=tool, tool_version=version, obs=entry.obs,
-                                           artifacts=entry.artifacts)
+        self.pending[key] = (tool, version, entry)
 
     @property
     def dirty(self) -> bool:
@@ -226,7 +224,8 @@ class DbStepCache:
         if self.pending:
             now = timezone.now()
             insert_rows(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"],
-                        ([e.key, e.tool, e.tool_version, e.obs, e.artifacts, 0, now] for e in self.pending.values()),
+                        ([key, tool, version, e.obs, e.artifacts, 0, now]
+                         for key, (tool, version, e) in self.pending.items()),
                         ignore_conflicts=True)
             self.pending.clear()
         if self.hit_keys:

@@ -96,6 +96,10 @@ def artifact_store() -> ArtifactStore:
     return ArtifactStore(artifact_root() / "cas")
 
 
+#: the ``Layer`` fields that ``LayerResolver`` and ``input_fingerprint`` read
+LAYER_FIELDS = ("id", "event_id", "file_name", "path", "kind", "class_map", "annotates_id", "gsd_m")
+
+
 class LayerResolver:
     """Maps path strings in a trajectory to the event's stored layer files.
 
@@ -404,12 +408,11 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
 def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
     """A queued replay run of the task's head revision (no permission check: callers check)."""
     rev = task.head
-    with transaction.atomic():
-        return ReplayRun.objects.create(
-            task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
-            eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
-            answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
-        )
+    return ReplayRun.objects.create(  # one INSERT: atomic by itself
+        task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
+        eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
+        answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
+    )
 
 
 def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **fields) -> None:
@@ -477,7 +480,8 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
-    layers = list(Layer.objects.filter(event_id=run.task.event_id))
+    # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
+    layers = list(Layer.objects.filter(event_id=run.task.event_id).only(*LAYER_FIELDS))
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED

@@ -19,6 +19,7 @@ from .base import ToolContext, ToolError, ToolInputError
 from .registry import call_tool, get_tool, register
 
 NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
+LOOP_TOOL = "tool.loop"
 
 
 # ============================================================================================
@@ -119,9 +120,6 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
     ran = run_loop_items(plan, items, bind=bind, grid_n=grid_n, trajectory=traj,
                          call=lambda spec, args: call_tool(spec.name, args, ctx))
     return loop_output(ran, return_all)
-
-
-LOOP_TOOL = "tool.loop"
 
 
 def loop_plan(calls: list[dict], grid_n: int | None) -> list[tuple[Any, dict]]:

@@ -8,7 +8,6 @@ task's status locks its content.
 """
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.utils import extend_schema

@@ -24,7 +24,7 @@ def record_detail_qs():
 # Verdicts, judges, the scoring queue, adjudication and agreement
 # --------------------------------------------------------------------------------------------
 
-from django.db.models import Count, Max, Prefetch, Q  # noqa: E402
+from django.db.models import Count, Prefetch, Q  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from evaluation.judge.verdict import E_CODES  # noqa: E402

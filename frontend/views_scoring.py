@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
-from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord, ScoringItem
+from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.services import GRADES
 from studio.permissions import can, require
 

@@ -11,7 +11,6 @@ text, and the map scripts never hand user text to Leaflet as HTML (tooltips and 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

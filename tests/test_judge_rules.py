@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
 
 from evaluation.judge import check_trajectory, normalize_tool_name, tool_specs_from_catalogue
 from evaluation.judge.rules import RuleVerdict, tool_sequence

@@ -7,7 +7,6 @@ import zipfile
 import pytest
 from django.urls import include, path
 
-from annotation.models import Release
 from annotation.services import releases as svc
 from conftest import SCORING_EXAMPLES
 

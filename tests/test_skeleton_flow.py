@@ -20,8 +20,8 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import Task
-from annotation.services.imports import import_raster_file, import_vector_file, import_xbd_folder
-from conftest import REALDATA, REPO
+from annotation.services.imports import import_xbd_folder
+from conftest import REALDATA
 from evaluation.models import RunRecord
 from evaluation.scoring import evaluate_sanity
 

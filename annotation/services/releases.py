@@ -36,7 +36,7 @@ from django.utils.text import slugify
 from annotation.models import AuditEvent, Event, Layer, Release, ReleaseTask, Task, TaskRevision
 from annotation.selectors_releases import exports_dir, release_entries
 from annotation.services.export import (
-    DIM_BY_FILE, IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError, LayoutWriter, _tempdir_digest,
+    IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError, LayoutWriter, _tempdir_digest,
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )

@@ -99,16 +99,18 @@ def setup_env(scratch: Path, db_url: str | None = None) -> dict:
 
 
 def derive_event(base, pre: str, post: str, n: int, scratch: Path):
-    """A SYNTHETIC event ``<base slug>-v<n>``: the base event's pre and post images and their GT
-    damage mask, each turned by the same dihedral transform (``n % 8``: rotations by 90° and a
-    mirror) and shifted by ``384 * (n // 8)`` pixels (``np.roll``), imported with
-    ``import_raster_file`` (mask annotating the post image, the base's class map and GSD).
-    Returns the event; its layers keep the base's file names with a ``v<n>_`` prefix."""
+    """A SYNTHETIC event ``<base slug>-v<n>`` with every layer of the base event: each raster and
+    mask turned by the same dihedral transform (``n % 8``: rotations by 90° and a mirror) and
+    shifted by ``384 * (n // 8)`` pixels (``np.roll``), imported with ``import_raster_file`` (kind,
+    phase, GSD, class map and the mask → image link kept, file names prefixed ``v<n>_``); vector
+    layers imported unchanged (``import_vector_file``; no task reads them, but the event holds as
+    many layers as its base, which the replay's fingerprint and resolver read).
+    Returns (event, pre file name, post file name)."""
     import numpy as np
     import rasterio
 
-    from annotation.models import Layer
-    from annotation.services.imports import import_raster_file
+    from annotation.models import Event, Layer
+    from annotation.services.imports import import_raster_file, import_vector_file
     from replay.services import data_path
 
     def turn(arr):  # arr: (bands, rows, cols)
@@ -120,27 +122,28 @@ def derive_event(base, pre: str, post: str, n: int, scratch: Path):
     slug = f"{base.slug}-v{n}"
     folder = scratch / "derived" / slug
     folder.mkdir(parents=True, exist_ok=True)
-    layers = {l.file_name: l for l in Layer.objects.filter(event=base)}
-    mask = next(l for l in layers.values() if l.kind == "mask" and l.annotates_id == layers[post].pk)
-    out = {}
-    for name in (pre, post, mask.file_name):
-        with rasterio.open(data_path(layers[name].path)) as src:
+    layers = list(Layer.objects.filter(event=base).order_by("pk"))
+    by_pk = {l.pk: l for l in layers}
+    dtype = base.disaster_type or None
+    # images first: a mask names the image it annotates, which must exist
+    for l in sorted(layers, key=lambda l: {"raster": 0, "mask": 1}.get(l.kind, 2)):
+        label = f"[synthetic] {l.name} (variant {n})"
+        if l.kind not in ("raster", "mask"):
+            import_vector_file(data_path(l.path), event_slug=slug, name=label, disaster_type=dtype)
+            continue
+        with rasterio.open(data_path(l.path)) as src:
             profile, arr = src.profile, src.read()
         profile.update(driver="GTiff")
         for key in ("blockxsize", "blockysize", "tiled", "compress", "interleave"):
             profile.pop(key, None)
-        dest = folder / f"v{n}_{Path(name).stem}.tif"
+        dest = folder / f"v{n}_{Path(l.file_name).stem}.tif"
         with rasterio.open(dest, "w", **profile) as dst:
             dst.write(turn(arr))
-        out[name] = (dest, f"v{n}_{name}")
-    for name in (pre, post):
-        l = layers[name]
-        import_raster_file(out[name][0], event_slug=slug, phase=l.phase, gsd=l.gsd_m, file_name=out[name][1],
-                           name=f"[synthetic] {l.name} (variant {n})", disaster_type=base.disaster_type or None)
-    result = import_raster_file(out[mask.file_name][0], event_slug=slug, phase=mask.phase, kind="mask",
-                                gsd=mask.gsd_m, class_map=mask.class_map, annotates=out[post][1],
-                                file_name=out[mask.file_name][1], name=f"[synthetic] {mask.name} (variant {n})")
-    return result.event, out[pre][1], out[post][1]
+        target = by_pk.get(l.annotates_id)
+        import_raster_file(dest, event_slug=slug, kind=l.kind, phase=l.phase, gsd=l.gsd_m, file_name=f"v{n}_{l.file_name}",
+                           class_map=l.class_map if l.kind == "mask" else None,
+                           annotates=f"v{n}_{target.file_name}" if target else None, name=label, disaster_type=dtype)
+    return Event.objects.get(slug=slug), f"v{n}_{pre}", f"v{n}_{post}"
 
 
 def build(n_tasks: int, n_events: int = 45, scratch: Path | None = None):
@@ -350,6 +353,7 @@ def main():
     pg_name = f"replay_bench_{os.getpid()}" if args.postgres else None
     env = setup_env(scratch, scratch_postgres(pg_name) if pg_name else None)
     import replay.engine as engine
+    from annotation.models import Layer
 
     print(f"scratch: {scratch}  (SYNTHETIC task set, events synthetic-*)")
     t0 = time.perf_counter()
@@ -378,7 +382,8 @@ def main():
     expanded = sum(len(r.filled_trajectory) for r in cold["runs"])
     out = {
         "database": os.environ["DATABASE_URL"].split(":", 1)[0],
-        "tasks": len(tasks), "events": args.events, "authored_steps": n_steps, "stored_steps_with_loop_expansions": expanded,
+        "tasks": len(tasks), "events": args.events,
+        "layers_per_event": round(Layer.objects.filter(event__slug__startswith="synthetic-").count() / args.events, 2), "authored_steps": n_steps, "stored_steps_with_loop_expansions": expanded,
         "tool_calls_per_full_replay": paired["calls"],
         "cold_s": round(cold["seconds"], 1), "cold_tool_calls": cold["tool_calls"], "cold_cache_hits": cold["cache_hits"],
         "cold_time_inside_tools_s": round(cold_tool, 1),

@@ -77,6 +77,17 @@ def _resolved_root(setting: str) -> Path:
     return Path(setting).resolve()
 
 
+def stored_path(relative: str) -> str:
+    """The absolute path of a file stored under STUDIO_DATA_ROOT, normalised without touching the
+    file system (symbolic links are not followed: ``data_path`` does that before a file is
+    handed to a tool); ``ValueError`` if it lies outside the root."""
+    root = str(_resolved_root(str(settings.STUDIO_DATA_ROOT)))
+    p = os.path.normpath(os.path.join(root, relative))
+    if p != root and not p.startswith(root + os.sep):
+        raise ValueError(f"path '{relative}' lies outside the data root")
+    return p
+
+
 def data_path(relative: str) -> Path:
     """Absolute path of a file stored under STUDIO_DATA_ROOT (symbolic links resolved);
     ``ValueError`` if it escapes the root."""
@@ -114,15 +125,9 @@ class LayerResolver:
         if layers is None:
             layers = list(Layer.objects.filter(event_id=event_id))
         self.layers = {l.file_name: l for l in layers}
-        root = str(_resolved_root(str(settings.STUDIO_DATA_ROOT)))
         # the tools hand resolved paths to ``gt_lookup``: map stored files back to their layers too
         # (lexically normalised here; ``__call__`` adds the resolved path of every file it hands out)
-        self.by_stored_path: dict[str, Layer] = {}
-        for l in layers:
-            p = os.path.normpath(os.path.join(root, l.path))
-            if p != root and not p.startswith(root + os.sep):
-                raise ValueError(f"path '{l.path}' lies outside the data root")
-            self.by_stored_path[p] = l
+        self.by_stored_path: dict[str, Layer] = {stored_path(l.path): l for l in layers}
         self.masks: dict[int, Layer] = {}
         for l in sorted(layers, key=lambda l: l.pk):
             if l.kind == Layer.Kind.MASK and l.annotates_id and l.annotates_id not in self.masks:
@@ -375,8 +380,8 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
         layers = list(Layer.objects.filter(event_id=task.event_id))
     rows = []
     for l in sorted(layers, key=lambda l: (l.file_name, l.pk)):
-        try:  # the file's bytes (cached on path, size and mtime), not the import-time checksum
-            ident = file_sha256(data_path(l.path))
+        try:  # the file's bytes (cached on path, inode, size and mtime), not the import-time checksum
+            ident = file_sha256(stored_path(l.path))
         except (OSError, ValueError):
             ident = f"{l.path}:missing"
         rows.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m])

@@ -72,3 +72,51 @@ def browser():
                                headless=True, args=CHROMIUM_FLAGS)
         yield b
         b.close()
+
+
+class ChildDatabase:
+    """The database a child process (``manage.py ...`` run by a test) uses to see this test's
+    committed rows (tests marked ``django_db(transaction=True)``).
+
+    SQLite: the test database is in memory, private to this process, so it is copied to a file
+    with SQLite's online backup API; PostgreSQL: the test database itself, which a child can open.
+    ``url`` goes into the child's ``DATABASE_URL``; ``rows(sql, *args)`` reads what the child wrote
+    (``%s`` placeholders) from that same database.
+    """
+
+    def __init__(self, tmp_path: Path, name: str = "child.sqlite3"):
+        from django.db import connection
+
+        connection.ensure_connection()
+        self.vendor = connection.vendor
+        if self.vendor == "sqlite":
+            import sqlite3
+
+            self.file = tmp_path / name
+            dst = sqlite3.connect(self.file)
+            try:
+                connection.connection.backup(dst)  # the test database, tables and rows
+            finally:
+                dst.close()
+            self.url = f"sqlite:///{self.file}"
+        elif self.vendor == "postgresql":
+            from conftest_celery import _database_url
+
+            self.url = _database_url(connection.settings_dict)
+        else:
+            raise NotImplementedError(f"no child database for {self.vendor}")
+
+    def rows(self, sql: str, *args) -> list[tuple]:
+        if self.vendor == "sqlite":
+            import sqlite3
+
+            con = sqlite3.connect(self.file)
+            try:
+                return con.execute(sql.replace("%s", "?"), args).fetchall()
+            finally:
+                con.close()
+        from django.db import connection
+
+        with connection.cursor() as cur:
+            cur.execute(sql, args)
+            return [tuple(r) for r in cur.fetchall()]

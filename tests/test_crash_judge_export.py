@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,37 +22,18 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-from conftest import REPO, SCORING_EXAMPLES
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from test_judge_backend import GOOD, completion
 
 KEY_ENV = "STUDIO_TEST_CRASH_JUDGE_KEY"
 
 
-def db_copy(tmp_path: Path) -> tuple[Path, dict]:
-    """(database file, environment) for a subprocess: the committed test database copied to a file."""
-    if connection.vendor != "sqlite":
-        pytest.skip("the subprocess gets a file copy of the SQLite test database")
-    db_file = tmp_path / "crash.sqlite3"
-    connection.ensure_connection()
-    dst = sqlite3.connect(db_file)
-    try:
-        connection.connection.backup(dst)
-    finally:
-        dst.close()
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{db_file}", "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
-           "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
-           "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": ""}
-    return db_file, env
-
-
-def rows(db_file: Path, sql: str, *args) -> list[tuple]:
-    con = sqlite3.connect(db_file)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
+def child_env(db: ChildDatabase, tmp_path: Path) -> dict:
+    """The environment of a ``manage.py`` child that works on ``db`` and this test's data root."""
+    return {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
+            "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
+            "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": ""}
 
 
 def manage(*args: str, env: dict) -> list[str]:
@@ -120,7 +100,8 @@ def test_judge_killed_mid_batch_is_detected_and_rerun_completes(tmp_path, make_u
     assert n_records == 12  # the scoring examples' README: twelve tasks
     JudgeConfig.objects.create(name="slow", base_url=slow_judge.base_url, model="judge-m", api_key_env=KEY_ENV,
                                max_concurrency=1)
-    db_file, env = db_copy(tmp_path)
+    db = ChildDatabase(tmp_path)
+    env = child_env(db, tmp_path)
     env[KEY_ENV] = "sk-test-crash-0123456789"
     cmd = manage("judge", "--config", "slow", "--run", str(run.pk), "--no-code", "--json", env=env)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -137,13 +118,13 @@ def test_judge_killed_mid_batch_is_detected_and_rerun_completes(tmp_path, make_u
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    (job_id, status, done), = rows(db_file, "select id, status, done from evaluation_judgejob")
+    (job_id, status, done), = db.rows("select id, status, done from evaluation_judgejob")
     assert status == "running" and 1 <= done < n_records  # killed part-way, the row still says running
-    before = rows(db_file, "select count(*) from evaluation_verdict where source = 'judge'")[0][0]
+    before = db.rows("select count(*) from evaluation_verdict where source = 'judge'")[0][0]
     # each answer is stored (verdict + call, one transaction) before the row counts it: the kill may
     # fall between the two, never inside the transaction
     assert done <= before <= done + 1
-    assert rows(db_file, "select count(*) from evaluation_judgecall")[0][0] == before
+    assert db.rows("select count(*) from evaluation_judgecall")[0][0] == before
 
     slow_judge.delay = 0.0
     again = subprocess.run(manage("judge", "--config", "slow", "--run", str(run.pk), "--no-code", "--json",
@@ -154,13 +135,13 @@ def test_judge_killed_mid_batch_is_detected_and_rerun_completes(tmp_path, make_u
     summary = json.loads(again.stdout)
     assert (summary["status"], summary["judgements"], summary["ok"], summary["cached"]) == (
         "done", n_records, n_records, before)
-    old_status, old_errors = rows(db_file, "select status, errors from evaluation_judgejob where id = ?", job_id)[0]
+    old_status, old_errors = db.rows("select status, errors from evaluation_judgejob where id = %s", job_id)[0]
     assert old_status == "failed" and json.loads(old_errors)[-1]["kind"] == "worker_lost"
-    per_record = rows(db_file, "select record_id, count(*) from evaluation_verdict where source = 'judge' "
-                               "group by record_id")
+    per_record = db.rows("select record_id, count(*) from evaluation_verdict where source = 'judge' "
+                         "group by record_id")
     assert len(per_record) == n_records and {c for _, c in per_record} == {1}
-    assert rows(db_file, "select count(*), count(distinct cache_key) from evaluation_judgecall "
-                         "where status = 'ok'")[0] == (n_records, n_records)
+    assert db.rows("select count(*), count(distinct cache_key) from evaluation_judgecall "
+                   "where status = 'ok'")[0] == (n_records, n_records)
 
 
 @pytest.mark.django_db
@@ -240,7 +221,8 @@ def test_export_killed_part_way_never_shows_a_partial_folder(tmp_path, maintaine
     release = Release.objects.get(version="1.0.0")
     ref = tmp_path / "ref"
     export_release(release, ref)
-    db_file, env = db_copy(tmp_path)
+    db = ChildDatabase(tmp_path)
+    env = child_env(db, tmp_path)
     out = tmp_path / "exports" / "dora-1.0.0"
     for point in ("task-file", "rename"):
         script = tmp_path / f"paused_{point}.py"

@@ -10,11 +10,10 @@ label to its classes 2 (partially damaged) and 3 (totally destroyed), so ras.cou
 mask counts {"2": 26492, "3": 274}, total 26766.
 
 The stdio test runs ``manage.py mcp_serve`` as a subprocess, which cannot see the test database
-(an in-memory SQLite database private to this process). The test therefore uses
-``django_db(transaction=True)`` (rows committed), copies the test database into a file with
-SQLite's online backup API (``sqlite3.Connection.backup``) and points the subprocess at it with
-``DATABASE_URL``, and at the test's data root with ``STUDIO_DATA_ROOT``. No migration is run for
-the copy, which keeps the test fast. The Streamable HTTP test does the same with
+(on SQLite, an in-memory database private to this process). The test therefore uses
+``django_db(transaction=True)`` (rows committed) and ``conftest.ChildDatabase``: on SQLite a file
+copy made with SQLite's online backup API, on PostgreSQL the test database itself; the subprocess
+gets it through ``DATABASE_URL``, and the test's data root through ``STUDIO_DATA_ROOT``. The Streamable HTTP test does the same with
 ``--transport http`` on a free port of 127.0.0.1.
 """
 from __future__ import annotations
@@ -23,7 +22,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -52,11 +50,11 @@ def _run(main) -> None:
         raise failure[0]
 import pytest
 from django.conf import settings
-from django.db import connection
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from annotation.models import Layer
+from conftest import REALDATA, REPO, ChildDatabase
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import build_input_data, create_task
 from replay.mcp_server import SUBMIT_TOOL, build_server
@@ -64,8 +62,7 @@ from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
 from replay.tools.registry import all_tools
 from studio.accounts import upsert_user
 
-REPO = Path(__file__).resolve().parents[1]
-FLORENCE = REPO.parent / "shared" / "realdata" / "xbd-hurricane-florence"
+FLORENCE = REALDATA / "xbd-hurricane-florence"
 PRE = "hurricane-florence_00000018_pre_original.png"
 POST = "hurricane-florence_00000018_post_original.png"
 GT_COUNTS = {"2": 26492, "3": 274}
@@ -263,19 +260,12 @@ def test_recorder_keeps_other_records_and_marks_a_session_without_answer(tmp_pat
 # ── stdio subprocess ─────────────────────────────────────────────────────────
 
 def subprocess_env(tmp_path) -> dict:
-    """Environment for a ``manage.py mcp_serve`` subprocess: a file copy of the (committed) test
-    database and the test's data root."""
-    if connection.vendor != "sqlite":
-        pytest.skip("the subprocess gets a file copy of the SQLite test database")
-    db_file = tmp_path / "mcp.sqlite3"
-    connection.ensure_connection()
-    dst = sqlite3.connect(db_file)
-    try:
-        connection.connection.backup(dst)  # the test database, tables and rows
-    finally:
-        dst.close()
+    """Environment for a ``manage.py mcp_serve`` subprocess: the test's committed rows
+    (``ChildDatabase``: a file copy on SQLite, the test database itself on PostgreSQL) and the
+    test's data root."""
+    db = ChildDatabase(tmp_path, "mcp.sqlite3")
     return {
-        "DATABASE_URL": f"sqlite:///{db_file}",
+        "DATABASE_URL": db.url,
         "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
         "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT),
         "STUDIO_VAR_DIR": str(tmp_path / "var"),

@@ -21,9 +21,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Task
+from annotation.models import Layer, Task
 from replay.models import ReplayRun
-from replay.services import create_run, execute_replay, input_fingerprint, resume_stuck_replays
+from replay.services import LAYER_FIELDS, create_run, execute_replay, input_fingerprint, resume_stuck_replays
 
 
 def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
@@ -89,11 +89,21 @@ class Command(BaseCommand):
             tasks = tasks.filter(event__slug=o["event"])
         tasks = [t for t in tasks if t.head_id]
         todo = []
+        if o["changed_only"]:
+            # the newest succeeded run's fingerprint per (task, revision), and each event's layers:
+            # one query each, not one per task
+            runs = ReplayRun.objects.filter(mode=o["mode"], status=ReplayRun.Status.SUCCEEDED)
+            if o["event"]:
+                runs = runs.filter(task__event__slug=o["event"])
+            last_fp = {(task_id, rev_id): fp for task_id, rev_id, fp in
+                       runs.order_by("id").values_list("task_id", "revision_id", "input_fingerprint")}
+            layers: dict[int, list] = {}
+            for layer in Layer.objects.filter(event_id__in={t.event_id for t in tasks}).only(*LAYER_FIELDS):
+                layers.setdefault(layer.event_id, []).append(layer)
         for t in tasks:
             if o["changed_only"]:
-                last = (ReplayRun.objects.filter(task=t, revision_id=t.head_id, mode=o["mode"],
-                                                 status=ReplayRun.Status.SUCCEEDED).order_by("-id").first())
-                if last is not None and last.input_fingerprint == input_fingerprint(t, t.head, o["mode"]):
+                last = last_fp.get((t.pk, t.head_id))
+                if last is not None and last == input_fingerprint(t, t.head, o["mode"], layers.get(t.event_id, [])):
                     continue
             todo.append(t)
         t0 = time.perf_counter()

@@ -54,7 +54,7 @@ from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_an
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
-from studio.fastsql import insert_rows, update_by
+from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
 from studio.permissions import require
 
 log = logging.getLogger(__name__)
@@ -202,23 +202,15 @@ class DbStepCache:
     def __init__(self):
         self.pending: dict[str, tuple[str, int, CachedStep]] = {}  # key -> (tool, version, entry)
         self.hit_keys: list[str] = []
-        self._fields = {f: StepCacheEntry._meta.get_field(f) for f in ("obs", "artifacts")}
 
     def get(self, key: str) -> CachedStep | None:
-        from django.db import connection
-
         if key in self.pending:
             return self.pending[key][2]
-        table = StepCacheEntry._meta.db_table
-        with connection.cursor() as cur:
-            cur.execute(f"SELECT obs, artifacts FROM {table} WHERE key = %s", [key])
-            row = cur.fetchone()
+        row = newest_row(StepCacheEntry, ("obs", "artifacts"), where={"key": key})
         if row is None:
             return None
-        obs = self._fields["obs"].from_db_value(row[0], None, connection)
-        arts = self._fields["artifacts"].from_db_value(row[1], None, connection)
         self.hit_keys.append(key)
-        return CachedStep(obs=obs, artifacts=arts or [])
+        return CachedStep(obs=row[0], artifacts=row[1] or [])
 
     def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
         # ``entry.obs`` comes from ``call_tool``, which returns plain JSON (``jsonable``)
@@ -334,19 +326,9 @@ class _Progress:
             self.inserted = True
             self.buffer = []
             return
-        if self.buffer:
-            from django.db import connection
-
-            meta = ReplayStep._meta
-            q = connection.ops.quote_name
-            fields = [meta.get_field(f) for f in self.FIELDS]
-            sql = (f"UPDATE {q(meta.db_table)} SET " + ", ".join(f"{q(f.column)} = %s" for f in fields)
-                   + f" WHERE {q(meta.get_field('run').column)} = %s AND {q(meta.get_field('index').column)} = %s")
-            params = [[f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [self.run.pk, row.index]
-                      for row in self.buffer]
-            with connection.cursor() as cur:  # one call for the batch (bulk_update's CASE is slow)
-                cur.executemany(sql, params)
-            self.buffer = []
+        update_rows(ReplayStep, ["run", "index"], self.FIELDS,
+                    (([self.run.pk, r.index], [getattr(r, f) for f in self.FIELDS]) for r in self.buffer))
+        self.buffer = []
 
 
 def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
@@ -428,46 +410,12 @@ def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **f
     instance then loads it when it is read). One statement, written here rather than through
     ``QuerySet.update`` because replays call it on their hot path (the ORM's compilation cost
     more than the statement)."""
-    from django.db import connection
-
-    raw = None
-    if filled_trajectory_of is not None:
-        meta = ReplayRun._meta
-        q = connection.ops.quote_name
-        col = q(meta.get_field("filled_trajectory").column)
-        raw = [(f"{col} = (SELECT {col} FROM {q(meta.db_table)} WHERE {q(meta.pk.column)} = %s)",
-                [filled_trajectory_of])]
-    update_by(ReplayRun, {"id": run.pk}, fields, raw_sets=raw)
+    copied = ("filled_trajectory",) if filled_trajectory_of is not None else ()
+    update_by(ReplayRun, {"id": run.pk}, fields, copy_fields=copied, copy_from={"id": filled_trajectory_of})
     for name, value in fields.items():
         setattr(run, name, value)
     if filled_trajectory_of is not None:
         run.__dict__.pop("filled_trajectory", None)  # a deferred field: Django loads it when read
-
-
-def _select_run_row(columns: tuple[str, ...], *, exclude_pk: int, **equals) -> tuple | None:
-    """The newest ``ReplayRun`` row (other than ``exclude_pk``) whose fields equal ``equals``, as a
-    tuple of ``columns`` (field names; JSON decoded), or None. The hot path's reads, in one
-    statement each (see ``_save_fields``)."""
-    from django.db import connection
-
-    meta = ReplayRun._meta
-    q = connection.ops.quote_name
-    fields = [meta.get_field(c) for c in columns]
-    where, params = [], []
-    for name, value in equals.items():
-        f = meta.get_field(name)
-        where.append(f"{q(f.column)} = %s")
-        params.append(f.get_db_prep_value(value, connection))
-    pk = q(meta.pk.column)
-    sql = (f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(meta.db_table)} "
-           f"WHERE {' AND '.join(where)} AND {pk} <> %s ORDER BY {pk} DESC LIMIT 1")
-    with connection.cursor() as cur:
-        cur.execute(sql, params + [exclude_pk])
-        row = cur.fetchone()
-    if row is None:
-        return None
-    return tuple(f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
-                 for f, v in zip(fields, row))
 
 
 def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
@@ -550,8 +498,9 @@ def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
     """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring).
     Joins the caller's transaction when there is one; ``fields`` go to ``_save_fields``."""
     with transaction.atomic(savepoint=False):
-        gold = _select_run_row(("accepted_by", "replay_hash"), exclude_pk=run.pk, task=run.task_id, mode=GOLD_MODE,
-                               status=ReplayRun.Status.SUCCEEDED, gold_accepted=True)
+        gold = newest_row(ReplayRun, ("accepted_by", "replay_hash"), exclude_pk=run.pk,
+                          where=dict(task=run.task_id, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED,
+                                     gold_accepted=True))
         accepted_by_id, gold_hash = gold if gold is not None else (None, None)
         auto = run.mode == GOLD_MODE and (gold is None or accepted_by_id is None or gold_hash == h)
         fields.update(status=ReplayRun.Status.SUCCEEDED, error="", final_answer=answer, replay_hash=h,
@@ -573,11 +522,10 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
 
     The step rows and the filled trajectory are copied inside the database (``INSERT … SELECT``
     and a subquery), never decoded here; the returned run loads ``filled_trajectory`` when read."""
-    from django.db import connection
-
-    prev = _select_run_row(("id", "artifact_manifest", "final_answer", "replay_hash", "tool_calls", "cache_hits",
-                            "steps_done"), exclude_pk=run.pk, task=run.task_id, mode=run.mode,
-                           status=ReplayRun.Status.SUCCEEDED, input_fingerprint=fp)
+    prev = newest_row(ReplayRun, ("id", "artifact_manifest", "final_answer", "replay_hash", "tool_calls",
+                                  "cache_hits", "steps_done"), exclude_pk=run.pk,
+                      where=dict(task=run.task_id, mode=run.mode, status=ReplayRun.Status.SUCCEEDED,
+                                 input_fingerprint=fp))
     if prev is None:
         return None
     prev_id, manifest, answer, h, tool_calls, cache_hits, steps_done = prev
@@ -587,18 +535,12 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
         return None
     for name, sha in manifest.items():
         store.materialize(sha, work_dir / name)
-    meta = ReplayStep._meta
-    q = connection.ops.quote_name
-    cols = [meta.get_field(f).column for f in _COPIED_STEP_FIELDS]
-    sql = (f"INSERT INTO {q(meta.db_table)} ({q('run_id')}, {q('duration_ms')}, {q('cached')}, "
-           + ", ".join(q(c) for c in cols) + ") SELECT %s, 0, %s, " + ", ".join(q(c) for c in cols)
-           + f" FROM {q(meta.db_table)} WHERE {q('run_id')} = %s")
     finished = timezone.now()
     with transaction.atomic():
         if restarted:
             ReplayStep.objects.filter(run=run).delete()
-        with connection.cursor() as cur:
-            cur.execute(sql, [run.pk, True, prev_id])
+        copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), where={"run": prev_id},
+                  values={"run": run.pk, "duration_ms": 0, "cached": True})
         fields = {**start, "steps_done": steps_done, "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
                   "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished}
         fields.pop("filled_trajectory")

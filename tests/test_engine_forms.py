@@ -13,6 +13,7 @@ from replay.engine import (ArtifactStore, MemoryStepCache, collapse_expanded, fi
 from replay.tools import GTMask
 from replay.tools.registry import call_tool, get_tool
 from replay.tools.testing import XBD_CLASSES, make_ctx, write_geojson, write_png
+from test_replay_services import count_calls
 
 GT = np.array([[0, 1, 4, 4],
                [3, 3, 0, 0]], dtype=np.uint8)  # remapped to the damage convention: 1 intact px,
@@ -213,18 +214,6 @@ def test_loop_failure_names_iteration_and_skips_rest(tmp_path):
     assert "cannot be nested" in res.steps[0].error
 
 
-def _count_calls(monkeypatch):
-    calls = []
-    real = engine.call_tool
-
-    def counting(name, args, ctx):
-        calls.append(name)
-        return real(name, args, ctx)
-
-    monkeypatch.setattr(engine, "call_tool", counting)
-    return calls
-
-
 LOOP_STEPS = [
     SEG,
     {"call": "ras.grid_windows", "args": {"image_path": "<mask_path> from trajectory[0].obs", "n": 2}},
@@ -239,7 +228,7 @@ LOOP_STEPS = [
 
 
 def test_cache_second_run_calls_no_tool_and_is_identical(tmp_path, monkeypatch):
-    calls = _count_calls(monkeypatch)
+    calls = count_calls(monkeypatch)
     cache, store = MemoryStepCache(), ArtifactStore(tmp_path / "cas")
     a = run_trajectory(LOOP_STEPS, ctx_for(tmp_path, "run_a"), cache=cache, store=store)
     assert a.ok, a.error
@@ -262,7 +251,7 @@ def test_cache_second_run_calls_no_tool_and_is_identical(tmp_path, monkeypatch):
 
 
 def test_cache_recomputes_only_what_changed(tmp_path, monkeypatch):
-    calls = _count_calls(monkeypatch)
+    calls = count_calls(monkeypatch)
     cache, store = MemoryStepCache(), ArtifactStore(tmp_path / "cas")
     steps = [SEG, {"call": "calc.add", "args": {"a": 1, "b": 2}},
              {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs",

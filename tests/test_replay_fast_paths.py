@@ -12,35 +12,17 @@ Values: the Florence tile ``hurricane-florence_00000018`` gives 6,691.5 m² for 
 """
 from __future__ import annotations
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import replay.engine as engine
 import replay.services as services
-from annotation.services.imports import import_xbd_folder
-from annotation.services.tasks import create_task
-from conftest import REALDATA
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.services import create_run, execute_replay
 from studio.fastsql import insert_rows, update_by
 
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-STEPS = [
-    {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
-    {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": 0.5,
-                                  "classes": [2, 3]}},
-]
-ANSWER = [{"name": "damaged_area_m2", "eval_type": "scalar_continuous", "source": "<area_m2> from trajectory[1].obs"}]
-
-
-@pytest.fixture
-def task(db, maintainer):
-    event = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
-    return create_task(maintainer, event, dimension="t1", content={
-        "question": "What area do damaged buildings cover?", "input_data": {}, "trajectory": STEPS,
-        "answer_spec": ANSWER})
+# the two-step task (seg.building_damage → ras.area over the Florence tile) and its fixtures
+from test_replay_services import florence, task  # noqa: F401  (pytest fixtures)
 
 
 def _state_when_area_runs(monkeypatch):
@@ -132,10 +114,7 @@ def test_insert_rows_skips_conflicts_and_update_by_copies_in_sql(db):
     assert sorted(rows) == ["k1", "k2", "k3"]
     assert rows["k1"].obs == {"sum": 3}  # the first row stays; the conflicting one was skipped
     assert rows["k3"].obs is None and rows["k3"].artifacts[0]["name"] == "a.png" and rows["k3"].created_at == at
-    q = connection.ops.quote_name
-    table, col = q(StepCacheEntry._meta.db_table), q("obs")
-    update_by(StepCacheEntry, {"key": "k2"}, {"hits": 7},
-              raw_sets=[(f"{col} = (SELECT {col} FROM {table} WHERE {q('key')} = %s)", ["k1"])])
+    update_by(StepCacheEntry, {"key": "k2"}, {"hits": 7}, copy_fields=("obs",), copy_from={"key": "k1"})
     k2 = StepCacheEntry.objects.get(key="k2")
     assert (k2.hits, k2.obs) == (7, {"sum": 3})
     assert StepCacheEntry.objects.get(key="k1").hits == 0

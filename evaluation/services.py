@@ -75,27 +75,23 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     if n_records == 0:
         raise RunImportError(f"{run_dir}: no benchmark.jsonl with records under {', '.join(f[:-5] for f in TASK_FILES.values())}")
     _check_records(run_dir, records_by_dim)
+    qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
+    polygons, missing = None, None  # missing: how to name question ids the gold does not hold
     if tasks_dir is None and release is not None:
         from annotation.services.export import release_samples
 
-        qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
         samples_by_dim, task_by_qid = release_samples(release)
-        unknown = sorted(qids - set(task_by_qid))
-        if unknown:
-            raise RunImportError(f"{run_dir}: question ids not in release {release.version}: {', '.join(unknown[:10])}")
-        polygons = None
+        missing = f"question ids not in release {release.version}"
     elif tasks_dir is not None:
         samples_by_dim = load_task_files(Path(tasks_dir))
         polygons = Path(tasks_dir) / "gold_polygons"
-        task_by_qid = {t.question_id: t for t in Task.objects.filter(
-            question_id__in=[r["question_id"] for rs in records_by_dim.values() for r in rs])}
+        task_by_qid = {t.question_id: t for t in Task.objects.filter(question_id__in=qids)}
     else:
-        qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
         samples_by_dim, task_by_qid = _studio_gold(qids)
-        unknown = sorted(qids - set(task_by_qid))
-        if unknown:
-            raise RunImportError(f"{run_dir}: question ids with no task in the studio: {', '.join(unknown[:10])}")
-        polygons = None
+        missing = "question ids with no task in the studio"
+    unknown = sorted(qids - set(task_by_qid)) if missing else []
+    if unknown:
+        raise RunImportError(f"{run_dir}: {missing}: {', '.join(unknown[:10])}")
     result = evaluate_samples(samples_by_dim, records_by_dim, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
                               polygon_roots=[run_dir])
     agent, _ = Agent.objects.get_or_create(name=agent_name)

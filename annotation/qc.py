@@ -84,6 +84,8 @@ from typing import Any, Iterable
 from replay.references import find_all_references, format_path, parse_reference
 from replay.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
 
+from . import qc_tools
+
 __all__ = [
     "EVAL_TYPES", "CHECKS", "Finding", "check_task", "full_qc", "check_task_file",
     "content_from_dora_task", "layers_from_input_data", "check_determinism",
@@ -177,6 +179,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "hygiene.unused_layer": ("warning", "a manifest layer no step uses"),
     # release level
     "release.duplicate_question": ("warning", "two questions are the same or nearly the same"),
+    # tool parity (annotation/qc_tools.py)
+    **qc_tools.CHECKS,
 }
 
 #: servers whose tools ``tool.loop`` cannot call (catalogue, tool.loop semantics)
@@ -1541,6 +1545,7 @@ def _analyse(content: dict, layers: dict | None, replay: dict | None = None) -> 
     a = _Analysis(content, layers)
     a.check_structure()
     a.check_steps()
+    qc_tools.run(a)
     a.check_eval_spec(replay.get("final_answer") if isinstance(replay, dict) else None)
     _check_alignment(a)
     a.check_hygiene((replay or {}).get("trajectory") if isinstance(replay, dict) else None)

@@ -31,7 +31,11 @@ grey.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import threading
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -379,3 +383,120 @@ def render_image(layer, max_size: int = IMAGE_MAX_SIZE) -> bytes:
             mask = np.where(np.all(data == nodata, axis=0), 0, 255).astype("uint8")
     return _render(layer, data, mask.astype("uint8"), indexes, info)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# the tile cache
+#
+# Layers are immutable once imported (a new file is a new layer); what can change is how a layer
+# is drawn (its metadata: nodata, rescale, bands; its class map) and the renderer itself. So a tile
+# is identified by ``tile_signature(layer)`` (renderer version, the tile source file's identity and
+# every drawing input) plus z/x/y: that identity is both the cache key and the strong ETag.
+
+#: bump when a change to the rendering code changes the PNG of an unchanged layer
+RENDERER_VERSION = "1"
+
+
+class TileCache:
+    """A bounded, thread-safe LRU of rendered tiles, by total PNG bytes.
+
+    ``max_bytes`` bounds the sum of the cached PNGs' sizes (0 disables the cache); the least
+    recently used tiles are evicted first. One per process (``tile_cache()``): under several
+    server workers each holds its own, so the bound is per worker.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max(0, int(max_bytes))
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            data = self._items.get(key)
+            if data is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return data
+
+    def put(self, key: str, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old)
+            self._items[key] = data
+            self._bytes += len(data)
+            while self._bytes > self.max_bytes and self._items:
+                _, evicted = self._items.popitem(last=False)
+                self._bytes -= len(evicted)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_CACHE: TileCache | None = None
+_CACHE_LOCK = threading.Lock()
+
+
+def tile_cache() -> TileCache:
+    """This process's tile cache, bounded by ``settings.STUDIO_TILE_CACHE_BYTES``."""
+    global _CACHE
+    limit = int(getattr(settings, "STUDIO_TILE_CACHE_BYTES", 0))
+    if _CACHE is None or _CACHE.max_bytes != max(0, limit):
+        with _CACHE_LOCK:
+            if _CACHE is None or _CACHE.max_bytes != max(0, limit):
+                _CACHE = TileCache(limit)
+    return _CACHE
+
+
+def tile_signature(layer) -> str:
+    """What a layer's tiles depend on, as a hex digest (32 characters).
+
+    The renderer version; the tile source file's path, size and modification time (plus the
+    stored file's SHA-256 when known); and every drawing input: kind, frame, modality, dtype,
+    bands, class map and metadata. Raises ``LayerFileError`` when the file is missing.
+    """
+    path = layer_file(layer)
+    st = path.stat()
+    parts = {
+        "renderer": RENDERER_VERSION,
+        "file": [str(path), st.st_size, st.st_mtime_ns],
+        "sha256": layer.sha256 or "",
+        "kind": layer.kind, "frame": layer.frame, "modality": layer.modality, "dtype": layer.dtype,
+        "bands": layer.bands, "class_map": layer.class_map, "metadata": layer.metadata,
+    }
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def tile_etag(signature: str, z: int, x: int, y: int) -> str:
+    """The strong ETag of one tile (quoted, as HTTP writes it)."""
+    return f'"{signature}-{z}-{x}-{y}"'
+
+
+def cached_tile(layer, z: int, x: int, y: int, signature: str | None = None) -> bytes:
+    """``render_tile`` through the process's bounded tile cache (key: signature and z/x/y)."""
+    signature = signature or tile_signature(layer)
+    key = f"{signature}/{z}/{x}/{y}"
+    cache = tile_cache()
+    data = cache.get(key)
+    if data is None:
+        data = render_tile(layer, z, x, y)
+        cache.put(key, data)
+    return data

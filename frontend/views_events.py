@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, HttpResponseNotModified
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -21,7 +21,7 @@ from annotation.models import Event, Layer
 
 log = logging.getLogger(__name__)
 
-TILE_CACHE_SECONDS = 3600
+TILE_CACHE_SECONDS = 86400
 OVERZOOM = 4  # Leaflet may zoom this many levels past the source's native maximum (pixels enlarged)
 
 # Colours of vector features by their damage label (xBD ``subtype``), same palette as the masks.
@@ -223,9 +223,25 @@ def layer_tile(request, layer_id: int, z: int, x: int, y: int):
     if z > 30:
         return HttpResponseBadRequest("zoom out of range", content_type="text/plain")
     try:
-        return _png(tiles.render_tile(layer, z, x, y))
+        signature = tiles.tile_signature(layer)
+        etag = tiles.tile_etag(signature, z, x, y)
+        if etag in _if_none_match(request):
+            response = HttpResponseNotModified()
+        else:
+            response = _png(tiles.cached_tile(layer, z, x, y, signature))
     except tiles.LayerFileError as exc:
         raise Http404(str(exc))
+    # A tile's identity is its ETag (the layer's file and drawing inputs, z/x/y): a browser may
+    # keep it for a day and then revalidate it with a 304.
+    response["ETag"] = etag
+    response["Cache-Control"] = f"private, max-age={TILE_CACHE_SECONDS}"
+    return response
+
+
+def _if_none_match(request) -> set[str]:
+    """The entity tags of the request's If-None-Match header (weak ones compared as strong)."""
+    header = request.headers.get("If-None-Match", "")
+    return {t.strip().removeprefix("W/") for t in header.split(",") if t.strip()}
 
 
 @require_safe

@@ -12,6 +12,7 @@
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
+| STUDIO_TILE_CACHE_BYTES | 67108864 (64 MiB) | rendered map tiles kept per server process; 0 turns the cache off |
 """
 from __future__ import annotations
 
@@ -131,6 +132,8 @@ STUDIO_DATA_ROOT = Path(os.environ.get("STUDIO_DATA_ROOT", VAR_DIR / "data")).re
 STUDIO_DEMO_DATA = Path(os.environ.get("STUDIO_DEMO_DATA", BASE_DIR.parent / "shared" / "realdata")).resolve()
 STUDIO_ARTIFACT_ROOT = Path(os.environ.get("STUDIO_ARTIFACT_ROOT", STUDIO_DATA_ROOT / "artifacts")).resolve()
 STUDIO_CHECKPOINT_DIR = os.environ.get("STUDIO_CHECKPOINT_DIR", "")
+# Rendered map tiles kept per server process (an LRU bounded by the PNGs' total bytes; 0: no cache).
+STUDIO_TILE_CACHE_BYTES = int(os.environ.get("STUDIO_TILE_CACHE_BYTES", str(64 * 2**20)))
 
 # Celery: with no broker configured, tasks run in-process (eager), so the embedded defaults need no server.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

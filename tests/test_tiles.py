@@ -307,3 +307,59 @@ def test_image_endpoint(settings, client_in):
     r = client_in.get(f"/layers/{mask.id}/image.png")
     assert r.status_code == 200 and r["Content-Type"] == "image/png"
     assert _png(r.content).size == (1024, 1024)
+
+
+# ---- the tile cache, ETag and revalidation -----------------------------------------------------
+
+def test_tile_cache_is_an_lru_bounded_by_bytes():
+    # Hand-worked: a 10-byte bound holds "a" (4 B) and "b" (4 B); reading "a" makes "b" the least
+    # recently used, so adding "c" (4 B, total 12 > 10) evicts "b" only; a 11-byte item is never kept.
+    cache = tiles.TileCache(10)
+    cache.put("a", b"aaaa")
+    cache.put("b", b"bbbb")
+    assert cache.get("a") == b"aaaa"
+    cache.put("c", b"cccc")
+    assert cache.get("b") is None and cache.get("a") == b"aaaa" and cache.get("c") == b"cccc"
+    assert cache.size_bytes == 8 and len(cache) == 2
+    cache.put("big", b"x" * 11)
+    assert cache.get("big") is None and cache.size_bytes == 8
+    assert tiles.TileCache(0).max_bytes == 0
+
+
+@needs_data
+@pytest.mark.django_db
+def test_a_tile_is_rendered_once_and_revalidated_with_304(make_layer, client_in, monkeypatch, settings):
+    settings.STUDIO_TILE_CACHE_BYTES = 8 * 2**20
+    tiles.tile_cache().clear()
+    layer = make_layer("joplin_3857.tif")
+    t = _centre_tile(layer, tiles.tile_zoom_range(layer)[1])
+    renders = []
+    real = tiles.render_tile
+    monkeypatch.setattr(tiles, "render_tile", lambda *a: renders.append(a[1:]) or real(*a))
+    url = f"/tiles/{layer.id}/{t.z}/{t.x}/{t.y}.png"
+    first = client_in.get(url)
+    second = client_in.get(url)
+    assert first.status_code == second.status_code == 200 and first.content == second.content
+    assert renders == [(t.z, t.x, t.y)]  # the second request came from the cache
+    etag = first["ETag"]
+    assert etag.startswith('"') and etag.endswith(f'-{t.z}-{t.x}-{t.y}"') and etag == second["ETag"]
+    assert "max-age=" in first["Cache-Control"]
+    revalidated = client_in.get(url, HTTP_IF_NONE_MATCH=etag)
+    assert revalidated.status_code == 304 and revalidated.content == b"" and revalidated["ETag"] == etag
+    assert client_in.get(url, HTTP_IF_NONE_MATCH='"something-else"').status_code == 200
+    assert len(renders) == 1
+    # drawing the layer differently is another tile: a new ETag, a new render
+    layer.metadata = {"rescale": [[0, 128], [0, 128], [0, 128]]}
+    layer.save(update_fields=["metadata"])
+    restyled = client_in.get(url, HTTP_IF_NONE_MATCH=etag)
+    assert restyled.status_code == 200 and restyled["ETag"] != etag and len(renders) == 2
+
+
+@needs_data
+@pytest.mark.django_db
+def test_tile_cache_can_be_turned_off(make_layer, settings):
+    settings.STUDIO_TILE_CACHE_BYTES = 0
+    layer = make_layer("joplin_3857.tif")
+    t = _centre_tile(layer, tiles.tile_zoom_range(layer)[1])
+    assert tiles.cached_tile(layer, t.z, t.x, t.y) == tiles.render_tile(layer, t.z, t.x, t.y)
+    assert len(tiles.tile_cache()) == 0

@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 HOST    ?= 127.0.0.1:8000
 
-.PHONY: demo test venv chromium bench clean
+.PHONY: demo test lint venv chromium bench clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -28,6 +28,10 @@ demo: venv
 
 test: venv chromium
 	$(BIN)/python -m pytest -q
+
+# The linter CI runs before the tests (configuration in pyproject.toml).
+lint: venv
+	$(BIN)/ruff check .
 
 bench: venv
 	$(BIN)/python bench/run_all.py

@@ -57,8 +57,8 @@ def event(db, settings, joplin_cog):
                          frame="geographic", crs="EPSG:32615", gsd_m=0.6, width=1024, height=1024, bounds=bounds)
     Layer.objects.create(event=ev, name="Roads", kind="vector", file_name="roads.geojson", path="roads.geojson",
                          frame="geographic", feature_count=1, bounds=bounds)
-    pre = Layer.objects.create(event=ev, name="Florence pre", kind="raster", phase="pre", frame="pixel",
-                               file_name="florence_pre.png", path="pre_original.png", width=1024, height=1024)
+    Layer.objects.create(event=ev, name="Florence pre", kind="raster", phase="pre", frame="pixel",
+                         file_name="florence_pre.png", path="pre_original.png", width=1024, height=1024)
     post = Layer.objects.create(event=ev, name="Florence post", kind="raster", phase="post", frame="pixel",
                                 file_name="florence_post.png", path="post_original.png", width=1024, height=1024)
     Layer.objects.create(event=ev, name="Florence GT damage", kind="mask", frame="pixel", file_name="florence_mask.png",

@@ -41,7 +41,7 @@ Public API
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 from .aggregate import format_results_table, get_gsd, official_document, run_evaluation, score_pair, task_entry
 from .config import MODES, ScoringConfig

@@ -30,7 +30,7 @@ ROOT = HERE.parent
 #: seconds per benchmark (export at 100,000 tasks is the long one; see docs/benchmarks.md)
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 900, "tiles": 900, "lists": 2400, "export": 5400}
 ORDER = ("scoring", "tools", "replay", "tiles", "lists", "export")
-QUICK_ARGS = {"lists": ["--tasks", "10000"], "export": ["--tasks", "10000"], "scoring": ["--runs", "1000"]}
+QUICK_ARGS = {"lists": ["--tasks", "10000"], "export": ["--tasks", "10000"], "scoring": ["--records", "10000", "--rounds", "1"]}
 
 
 def machine() -> dict:

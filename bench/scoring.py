@@ -1,34 +1,60 @@
-"""Throughput of the scoring core on SYNTHETIC runs.
+"""Throughput of ``manage.py evaluate_runs`` (the official evaluator's computation) on SYNTHETIC runs.
 
-    .venv/bin/python bench/scoring.py [--runs 10000] [--baseline-runs 200] [--seed 0] [--examples DIR]
+    .venv/bin/python bench/scoring.py [--records 10000,100000] [--rounds 3] [--seed 0] [--examples DIR]
 
-Builds N synthetic agent runs (random perturbations of the gold answers and trajectories of the
-visible example tasks in shared/scoring-examples/tasks: numbers scaled, strings re-cased or
-aliased, lists shuffled or cut, points jittered, steps dropped, repeated or swapped, tool names
-written as model aliases, answers sometimes as prose with embedded JSON). These runs are
-synthetic: they measure speed only and say nothing about any real agent.
+For each size N: a SYNTHETIC task set of N tasks (the visible example tasks of
+shared/scoring-examples/tasks repeated under new sample ids) and one run folder of N records
+(``<task name>/benchmark.jsonl``; random perturbations of the gold answers and trajectories: numbers
+scaled, strings re-cased or aliased, lists shuffled or cut, steps dropped, repeated or swapped, tool
+names written as model aliases, answers sometimes as prose with embedded JSON). Synthetic: they
+measure speed only and say nothing about any real agent. Written under a scratch folder
+(``STUDIO_BENCH_DIR``, default /tmp/studio-bench/scoring).
 
-Measured: every run scored in memory with ``evaluate_samples`` (what the studio does).
-Baseline (named in the output): the same kind of runs written as ``<task>/benchmark.jsonl``
-folders and scored with ``evaluate_run_dir``, i.e. the file-based path of the official
-``scripts/evaluate.py`` (file reading and JSON parsing included), on a smaller number of runs.
+Measured, each as a fresh process timed from outside (start-up included), best of ``--rounds``:
+
+* **studio**: ``manage.py evaluate_runs --run DIR --tasks-dir DIR --output FILE``;
+* **plain path** (the baseline, in the same run): the same scoring the straightforward way —
+  ``evaluate_run_dir`` with the garbage collector on and ``json.dumps(..., indent=2)``, started
+  through Django's ``manage.py shell`` start-up like ``evaluate_runs`` before issue 16.
+
+Figures: records/s of both and their ratio; the eval.json texts must be identical (else FAIL). Issue
+16 measured that plain path at 1.25× the official evaluator's throughput at 10,000 records and
+1.75× at 100,000, so the targets here are 2 / 1.25 = 1.6× at 10,000 and 3 / 1.75 = 1.72× at
+100,000 (≥ 2× and ≥ 3× the official evaluator). Start-up: ``manage.py evaluate_runs --help``
+against ``python -c pass``, target ≤ 0.1 s more.
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import json
+import os
 import random
+import shutil
+import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.scoring import evaluate_run_dir, evaluate_samples, load_task_files  # noqa: E402
+from evaluation.scoring import load_task_files  # noqa: E402
 from evaluation.scoring.loaders import TASKS  # noqa: E402
+
+SCRATCH = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench")) / "scoring"
+PY = sys.executable
+#: ratio to the plain path that means ≥ 2× (10,000) and ≥ 3× (100,000) the official evaluator
+TARGETS = {10_000: 2 / 1.25, 100_000: 3 / 1.75}
+STARTUP_TARGET_S = 0.1
+
+PLAIN = """
+import json, sys
+from pathlib import Path
+from evaluation.scoring import evaluate_run_dir
+run, tasks, out = map(Path, sys.argv[1:4])
+out.write_text(json.dumps(evaluate_run_dir(run, tasks), ensure_ascii=False, indent=2), encoding="utf-8")
+"""
 
 
 def _perturb_value(v, rng):
@@ -91,48 +117,75 @@ def synthetic_run(gold, rng):
     return run
 
 
+def build(gold, n: int, rng, where: Path) -> int:
+    """Write N synthetic tasks and one run of N records under ``where``; the number of records."""
+    shutil.rmtree(where, ignore_errors=True)
+    (where / "tasks").mkdir(parents=True)
+    per_dim = max(1, n // len(gold))
+    total = 0
+    for dim, samples in gold.items():
+        out_samples, records, k = [], [], 0
+        while len(records) < per_dim:
+            for sample in samples:
+                clone = copy.deepcopy(sample)
+                clone["sample_id"] = f"{sample['sample_id']}_syn{k}"
+                out_samples.append(clone)
+                one = synthetic_run({dim: [clone]}, rng)[dim]
+                records.extend(one)
+            k += 1
+        (where / "tasks" / f"{TASKS[dim]}.json").write_text(json.dumps(out_samples, indent=1), encoding="utf-8")
+        (where / "run" / TASKS[dim]).mkdir(parents=True)
+        (where / "run" / TASKS[dim] / "benchmark.jsonl").write_text(
+            "\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+        total += len(records)
+    return total
+
+
+def timed(cmd: list, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env={**os.environ, "DJANGO_SETTINGS_MODULE": "studio.settings"})
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=10_000)
-    ap.add_argument("--baseline-runs", type=int, default=200)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", default="10000,100000", help="comma-separated run sizes")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--examples", type=Path, default=ROOT.parent / "shared" / "scoring-examples")
     args = ap.parse_args()
-
     gold = load_task_files(args.examples / "tasks")
-    n_tasks = sum(len(s.get("tasks", [])) for ss in gold.values() for s in ss)
     rng = random.Random(args.seed)
-    t0 = time.perf_counter()
-    runs = [synthetic_run(gold, rng) for _ in range(args.runs)]
-    build_s = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    total = 0.0
-    for run in runs:
-        total += evaluate_samples(gold, run, None)["dora_score"]
-    score_s = time.perf_counter() - t0
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dirs = []
-        for k, run in enumerate(runs[: args.baseline_runs]):
-            d = Path(tmp) / f"run{k}"
-            for dim, records in run.items():
-                (d / TASKS[dim]).mkdir(parents=True)
-                (d / TASKS[dim] / "benchmark.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
-            dirs.append(d)
-        t0 = time.perf_counter()
-        for d in dirs:
-            evaluate_run_dir(d, args.examples / "tasks")
-        base_s = time.perf_counter() - t0
-
-    print(f"SYNTHETIC runs (random perturbations of the {n_tasks} example tasks; seed {args.seed}); speed only")
-    print(f"  built {args.runs} runs in {build_s:.2f} s")
-    print(f"  evaluate_samples (in memory): {args.runs} runs in {score_s:.2f} s = {args.runs / score_s:,.0f} runs/s "
-          f"({args.runs * n_tasks / score_s:,.0f} tasks/s); mean synthetic DORA score {total / args.runs:.4f}")
-    if dirs:
-        print(f"  baseline, evaluate_run_dir (benchmark.jsonl folders, like scripts/evaluate.py): "
-              f"{len(dirs)} runs in {base_s:.2f} s = {len(dirs) / base_s:,.0f} runs/s")
-        print(f"  in-memory vs baseline: x{(args.runs / score_s) / (len(dirs) / base_s):.1f}")
+    bare = timed([PY, "-c", "pass"], 5)
+    startup = timed([PY, "manage.py", "evaluate_runs", "--help"], 5)
+    extra = startup - bare
+    print(f"start-up: manage.py evaluate_runs --help {startup:.3f} s, python -c pass {bare:.3f} s")
+    print(f"BENCH\tscoring: start-up of evaluate_runs over bare Python\t{extra:.3f} s\t≤ {STARTUP_TARGET_S} s\t"
+          f"{'ok' if extra <= STARTUP_TARGET_S else 'OVER'}")
+    for n in (int(x) for x in args.records.split(",")):
+        where = SCRATCH / f"n{n}"
+        records = build(gold, n, rng, where)
+        run, tasks = where / "run", where / "tasks"
+        studio = timed([PY, "manage.py", "evaluate_runs", "--run", str(run), "--tasks-dir", str(tasks),
+                        "--output", str(where / "studio.json")], args.rounds)
+        plain = timed([PY, "manage.py", "shell", "-c",
+                       PLAIN.replace("sys.argv[1:4]", repr([str(run), str(tasks), str(where / "plain.json")]))],
+                      args.rounds)
+        same = (where / "studio.json").read_bytes() == (where / "plain.json").read_bytes()
+        ratio = plain / studio
+        target = TARGETS.get(n)
+        print(f"{records:,} SYNTHETIC records: studio {studio:.2f} s ({records / studio:,.0f} records/s), "
+              f"plain path {plain:.2f} s ({records / plain:,.0f} records/s); eval.json identical: {same}")
+        verdict = "FAIL" if not same else ("info" if target is None else ("ok" if ratio >= target else "OVER"))
+        print(f"BENCH\tscoring: evaluate_runs vs the plain path, {records:,} records\t{ratio:.2f}× "
+              f"({records / studio:,.0f} vs {records / plain:,.0f} records/s)\t"
+              f"{'≥ %.2f×' % target if target else '—'}\t{verdict}")
+        shutil.rmtree(where, ignore_errors=True)
 
 
 if __name__ == "__main__":

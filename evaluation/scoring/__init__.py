@@ -37,6 +37,11 @@ Public API
 ``parse_prediction(value) -> dict``
     The answer dict the evaluator scores for a ``predicted_answer`` (string parsing included).
 ``load_task_files(tasks_dir)``, ``load_run_records(run_dir)``: the folder readers.
+
+Command line: ``python -m evaluation.scoring`` (``cli``; ``manage.py evaluate_runs`` runs it before
+Django starts). Speed: every evaluation runs with the cyclic garbage collector paused and eval.json
+is written by ``runtime.dumps_indented`` (the same text as ``json.dumps(indent=2)``); see
+``runtime`` and ``bench/scoring.py``.
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ from .aggregate import format_results_table, get_gsd, official_document, run_eva
 from .config import MODES, ScoringConfig
 from .loaders import TASKS, apply_record, check_task_samples, load_run_records, load_task_files, merge_predictions, split_question_id
 from .parsing import parse_prediction, parse_string_prediction
+from .runtime import paused_gc
 
 __all__ = [
     "MODES", "TASKS", "ScoringConfig", "evaluate_run_dir", "evaluate_sanity", "evaluate_samples", "score_task",
@@ -70,19 +76,21 @@ def evaluate_run_dir(run_dir, tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0,
                      include_step_matches: bool = False, log: Optional[list] = None) -> dict:
     """Score a run folder like ``scripts/evaluate.py --run``; see the module docstring."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
-    gold = load_task_files(Path(tasks_dir))
-    preds = merge_predictions(gold, load_run_records(Path(run_dir)), log, Path(run_dir))
-    results = run_evaluation(gold, preds, (Path(tasks_dir), Path(run_dir)), cfg, include_step_matches)
-    return official_document(results, mode, keep_step_matches=include_step_matches)
+    with paused_gc():
+        gold = load_task_files(Path(tasks_dir))
+        preds = merge_predictions(gold, load_run_records(Path(run_dir)), log, Path(run_dir))
+        results = run_evaluation(gold, preds, (Path(tasks_dir), Path(run_dir)), cfg, include_step_matches)
+        return official_document(results, mode, keep_step_matches=include_step_matches)
 
 
 def evaluate_sanity(tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0, mode: str = "dora", *,
                     include_step_matches: bool = False) -> dict:
     """Gold against gold, like ``scripts/evaluate.py --sanity``."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
-    gold = load_task_files(Path(tasks_dir))
-    results = run_evaluation(gold, None, (Path(tasks_dir),), cfg, include_step_matches)
-    return official_document(results, mode, keep_step_matches=include_step_matches)
+    with paused_gc():
+        gold = load_task_files(Path(tasks_dir))
+        results = run_evaluation(gold, None, (Path(tasks_dir),), cfg, include_step_matches)
+        return official_document(results, mode, keep_step_matches=include_step_matches)
 
 
 def evaluate_samples(samples_by_dim: Dict[str, List[dict]], records_by_dim: Optional[Dict[str, List[dict]]],
@@ -95,9 +103,10 @@ def evaluate_samples(samples_by_dim: Dict[str, List[dict]], records_by_dim: Opti
         if d in samples_by_dim:
             check_task_samples(samples_by_dim[d], f"dimension {d}")
     gold = {d: samples_by_dim[d] for d in TASKS if d in samples_by_dim}
-    preds = None if records_by_dim is None else merge_predictions(gold, records_by_dim, log)
-    results = run_evaluation(gold, preds, _roots_for(gold_polygons_dir, polygon_roots), cfg, include_step_matches)
-    return official_document(results, mode, keep_step_matches=include_step_matches)
+    with paused_gc():
+        preds = None if records_by_dim is None else merge_predictions(gold, records_by_dim, log)
+        results = run_evaluation(gold, preds, _roots_for(gold_polygons_dir, polygon_roots), cfg, include_step_matches)
+        return official_document(results, mode, keep_step_matches=include_step_matches)
 
 
 def score_task(task: dict, sample: dict, record: Optional[dict], gold_polygons_dir: Optional[Path] = None,

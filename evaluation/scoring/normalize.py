@@ -29,9 +29,14 @@ def normalize_string(value: Any) -> str:
     """NFKC, lower case, every non-word non-space character to a space, spaces collapsed.
 
     Non-strings go through ``str()`` first (``None`` becomes ``"none"``, ``3.5`` becomes
-    ``"3 5"``): the evaluator does the same.
+    ``"3 5"``): the evaluator does the same. Results are cached per text (a run repeats the same
+    tool arguments and answer strings many times).
     """
-    text = value if isinstance(value, str) else str(value)
+    return _normalize_text(value if isinstance(value, str) else str(value))
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalize_text(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower().strip()
     text = _NON_WORD.sub(" ", text)
     return _SPACES.sub(" ", text).strip()

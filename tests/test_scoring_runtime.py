@@ -1,0 +1,87 @@
+"""The scoring core's run-time helpers and its Django-free command line (issue 16: speed, same bytes)."""
+from __future__ import annotations
+
+import gc
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from evaluation.scoring.runtime import dumps_indented, paused_gc
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO.parent / "shared" / "scoring-examples"
+
+# JSON-like values as eval.json holds them, plus the odd ones json.dumps accepts: NaN and ±Infinity,
+# non-string keys (int, float, bool, None), tuples, unicode and control characters, deep nesting.
+_scalars = (st.none() | st.booleans() | st.integers(min_value=-(10**20), max_value=10**20)
+            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12))
+_keys = st.text(max_size=8) | st.integers(-5, 5) | st.floats(allow_nan=False, width=16) | st.booleans() | st.none()
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                       | st.dictionaries(_keys, inner, max_size=4), max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(_values)
+def test_dumps_indented_is_json_dumps_character_for_character(value):
+    # The reference is the standard library itself: json.dumps(obj, ensure_ascii=False, indent=2).
+    assert dumps_indented(value) == json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def test_dumps_indented_hand_worked_and_refusals():
+    # Hand-written expected text in json.dumps's indent=2 layout.
+    assert dumps_indented({"a": [1, 2.5, None], "b": {}, "c": [], 3: math.nan}) == (
+        '{\n  "a": [\n    1,\n    2.5,\n    null\n  ],\n  "b": {},\n  "c": [],\n  "3": NaN\n}')
+    assert dumps_indented([True, "é\n", -math.inf]) == '[\n  true,\n  "é\\n",\n  -Infinity\n]'
+    with pytest.raises(TypeError):
+        dumps_indented({"x": object()})
+    with pytest.raises(TypeError):
+        dumps_indented({(1, 2): 1})  # json refuses tuple keys too
+
+
+def test_paused_gc_restores_the_collector_and_nests():
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block leaves it as the outer one set it
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("agent", ["agent_a", "agent_b"])
+def test_manage_py_evaluate_runs_runs_without_django_and_writes_the_official_bytes(agent, tmp_path):
+    # From a shell, manage.py hands evaluate_runs to evaluation.scoring.cli before Django starts; the
+    # file it writes is the official evaluator's eval.json (shared/scoring-examples/expected) plus
+    # the documented "mode" key.
+    out = tmp_path / "eval.json"
+    probe = ("import runpy, sys; sys.argv = ['manage.py', 'evaluate_runs', '--run', %r, '--tasks-dir', %r, "
+             "'--output', %r]\ntry:\n    runpy.run_path('manage.py', run_name='__main__')\nexcept SystemExit as e:\n"
+             "    assert e.code == 0, e.code\nassert 'django.conf' not in sys.modules, 'Django was imported'\n"
+             % (str(EXAMPLES / "runs" / agent), str(EXAMPLES / "tasks"), str(out)))
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    official = (EXAMPLES / "expected" / f"{agent}.eval.json").read_text(encoding="utf-8")
+    got = json.loads(out.read_text(encoding="utf-8"))
+    assert got.pop("mode") == "dora"
+    assert json.dumps(got, ensure_ascii=False, indent=2) == official
+    assert out.with_suffix(".txt").read_text(encoding="utf-8") == \
+        (EXAMPLES / "expected" / f"{agent}.eval.txt").read_text(encoding="utf-8")
+    assert "DORA Score" in done.stdout
+
+
+def test_evaluate_runs_names_a_missing_folder(tmp_path):
+    done = subprocess.run([sys.executable, "manage.py", "evaluate_runs", "--run", str(tmp_path / "nope")],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"run directory not found: {tmp_path / 'nope'}" in done.stderr

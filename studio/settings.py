@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by the studio (no CDN: /api/docs/ works offline)
     "leaflet",
     "annotation",
     "replay",
@@ -122,6 +123,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Disaster-response benchmark studio API",
     "DESCRIPTION": "Events, layers, tasks, replays, agent runs and verdicts.",
     "VERSION": "0.1.0",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Offline map: no base map from the internet; the studio's own tiles are the layers.

@@ -5,6 +5,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
+from studio.api_index import ApiIndexView
+
 # The schema and its docs page need a login like everything else (drf-spectacular serves them to
 # anyone by default, and DRF views opt out of LoginRequiredMiddleware): the schema answers 401/403
 # to an anonymous client like every API endpoint; the docs page, a page, redirects to the login.
@@ -18,6 +20,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", schema_view, name="api-schema"),
     path("api/docs/", docs_view, name="api-docs"),
+    path("api/", ApiIndexView.as_view(), name="api-index"),
     path("api/", include("studio.api_urls")),
     path("", include("frontend.urls")),
 ]

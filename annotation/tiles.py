@@ -457,7 +457,7 @@ _CACHE_LOCK = threading.Lock()
 def tile_cache() -> TileCache:
     """This process's tile cache, bounded by ``settings.STUDIO_TILE_CACHE_BYTES``."""
     global _CACHE
-    limit = int(getattr(settings, "STUDIO_TILE_CACHE_BYTES", 0))
+    limit = int(settings.STUDIO_TILE_CACHE_BYTES)
     if _CACHE is None or _CACHE.max_bytes != max(0, limit):
         with _CACHE_LOCK:
             if _CACHE is None or _CACHE.max_bytes != max(0, limit):

@@ -238,3 +238,33 @@ class ReleaseTask(models.Model):
     class Meta:
         ordering = ["release_id", "question_id"]
         constraints = [models.UniqueConstraint(fields=["release", "task"], name="task_once_per_release")]
+
+
+class TaskVariant(models.Model):
+    """A robustness variant: a task made from an approved base task's revision (``annotation.variants``).
+
+    The variant is a task of its own (own revisions, QC and review); this row says what it was made
+    from and how: ``kind`` (extraneous, broken, unsolvable), ``params`` (n_e and seed; step, error
+    and alternative; strategy) and ``tools``, the tool set its agent is given (``removed`` names,
+    inert ``distractors``, the ``broken`` step with its alternative).
+    """
+
+    class Kind(models.TextChoices):
+        EXTRANEOUS = "extraneous"
+        BROKEN = "broken"
+        UNSOLVABLE = "unsolvable"
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="variant")
+    base_task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="variants")
+    base_revision = models.ForeignKey(TaskRevision, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    params = models.JSONField(default=dict)
+    tools = models.JSONField(default=dict)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} variant of {self.base_task_id}"

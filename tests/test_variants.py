@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from test_review_workflow import joplin, people  # noqa: F401  (fixtures)
+
 from annotation.variants import (
     EXTRANEOUS_LEVELS, REFUSAL, VariantError, broken_variant, extraneous_variant, gold_tools, inert_observation,
     make_distractors, make_variant, unsolvable_variant,
@@ -161,3 +163,77 @@ def test_refusal_text():
     assert is_refusal_text("Unable to proceed: the required tool was removed.")
     assert is_refusal_text({"answer": "information not provided"})
     assert not is_refusal_text("The flood covers 42% of the roads.")
+
+
+# ---- the service and the command, on the Joplin T2 task of test_review_workflow -------------------
+
+@pytest.fixture
+def approved_t2(joplin, people):
+    from annotation.models import Task
+    from annotation.services import tasks as task_services
+    from test_review_workflow import T2_ANSWER, T2_QUESTION, T2_TRAJECTORY
+
+    layers = {l.file_name: l.pk for l in joplin.layers.all()}
+    content = {"question": T2_QUESTION, "task_category": "spatial_relation", "task_category_code": "T2",
+               "disaster_type": "tornado", "trajectory": T2_TRAJECTORY, "answer_spec": T2_ANSWER,
+               "input_data": task_services.build_input_data(joplin, {"damage_data": layers["damage.geojson"],
+                                                                     "building_data": layers["bldg_polys.geojson"]})}
+    task = task_services.create_task(people["ada"], joplin, dimension="t2", content=content)
+    # setup shortcut: the review cycle (replay, submit, approve) is test_review_workflow's subject
+    Task.objects.filter(pk=task.pk).update(status=Task.Status.APPROVED)
+    task.refresh_from_db()
+    return task
+
+
+@pytest.mark.django_db
+def test_variants_are_tasks_linked_to_their_base(approved_t2, people):
+    from annotation.models import TaskVariant
+    from annotation.services.variants import create_variant
+
+    variant, created = create_variant(people["ada"], approved_t2, "extraneous", n=4, seed=0)
+    assert created and variant.task.question_id == f"{approved_t2.sample_id}_ext4s0_task0"
+    assert variant.task.status == "draft" and variant.task.dimension == "t2"
+    assert variant.base_task == approved_t2 and variant.base_revision == approved_t2.head
+    assert len(variant.tools["distractors"]) == 4
+    assert {d["mirrors"] for d in variant.tools["distractors"]} <= {"vec.filter_by_attribute", "vec.buffer", "vec.intersect"}
+    assert variant.task.head.trajectory == approved_t2.head.trajectory  # the plan is the base's
+    again, created_again = create_variant(people["ada"], approved_t2, "extraneous", n=4, seed=0)
+    assert not created_again and again.pk == variant.pk  # the same variant is not made twice
+    broken, _ = create_variant(people["ada"], approved_t2, "broken", step=1)
+    assert broken.tools["broken"]["tool"] == "vec.buffer" and broken.tools["broken"]["alternative"] == "vec.buffer_alt"
+    missing, _ = create_variant(people["ada"], approved_t2, "unsolvable", strategy="information_missing")
+    assert missing.task.head.input_data == {}  # both layers the plan reads are gone
+    assert missing.task.head.answer_spec[0]["source"] == "REJECT"
+    assert TaskVariant.objects.filter(base_task=approved_t2).count() == 3
+
+
+@pytest.mark.django_db
+def test_variants_need_an_approved_base_and_the_role(approved_t2, people):
+    from django.core.exceptions import PermissionDenied
+
+    from annotation.models import Task
+    from annotation.services.variants import VariantError, create_variant
+
+    with pytest.raises(PermissionDenied):
+        create_variant(people["rey"], approved_t2, "extraneous", n=2)  # a reviewer creates no task
+    Task.objects.filter(pk=approved_t2.pk).update(status=Task.Status.DRAFT)
+    with pytest.raises(VariantError, match="approved or released"):
+        create_variant(people["ada"], approved_t2, "extraneous", n=2)
+
+
+@pytest.mark.django_db
+def test_make_variants_command_prints_the_variant(approved_t2, people):
+    import io
+    import json
+
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    call_command("make_variants", "--task", approved_t2.question_id, "--kind", "broken", "--step", "2",
+                 "--as-user", "ada", "--json", stdout=out)
+    doc = json.loads(out.getvalue())
+    assert doc["kind"] == "broken" and doc["base_task"] == approved_t2.question_id and doc["created"] is True
+    assert doc["params"]["step"] == 2 and doc["tools"]["broken"]["tool"] == "vec.intersect"
+    with pytest.raises(CommandError, match="step 7 is not a step"):
+        call_command("make_variants", "--task", approved_t2.question_id, "--kind", "broken", "--step", "7",
+                     "--as-user", "ada")

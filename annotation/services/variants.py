@@ -1,0 +1,94 @@
+"""Service functions for robustness variants: the one place where a variant task is made.
+
+A variant (``annotation.variants``: extraneous, broken, unsolvable) is a task of its own, created
+through ``tasks.create_task`` from the content of an approved (or released) base task's head
+revision, with a ``TaskVariant`` row naming its base task, base revision, kind, parameters and tool
+set. Making the same variant twice (same base revision, kind and parameters) returns the first.
+The variant starts as a draft and goes through QC and review like any task.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from annotation import variants as spec_maker
+from annotation.models import Layer, Task, TaskVariant
+from annotation.services.tasks import CONTENT_FIELDS, create_task
+
+__all__ = ["tool_catalogue", "create_variant", "VariantError"]
+
+VariantError = spec_maker.VariantError
+
+#: statuses a base task must have: variants are made from reviewed gold only
+BASE_STATUSES = (Task.Status.APPROVED, Task.Status.RELEASED)
+#: the bytes of an unreadable image (``visual_inaccessible``): no image format starts so
+UNREADABLE_BYTES = b"STUDIO-UNREADABLE-IMAGE\x00" * 8
+
+
+def tool_catalogue() -> dict[str, dict]:
+    """``{dotted name: {description, params: [{name, type, required}], server}}`` of the registry."""
+    from replay.tools.registry import all_tools
+
+    return {name: {"description": spec.description, "server": spec.server,
+                   "params": [{"name": p.name, "type": p.type, "required": p.required} for p in spec.params]}
+            for name, spec in all_tools().items()}
+
+
+def _sample_suffix(kind: str, params: dict) -> str:
+    if kind == "extraneous":
+        return f"ext{params['n']}s{params['seed']}"
+    if kind == "broken":
+        return f"brk{params['step']}"
+    return "uns" + "".join(w[0] for w in params["strategy"].split("_"))
+
+
+def _unreadable_layers(base: Task, replaced: dict[str, str]) -> None:
+    """One layer per replaced image: the same frame, phase and modality, an unreadable file."""
+    root = Path(settings.STUDIO_DATA_ROOT)
+    folder = root / "variants" / base.event.slug
+    folder.mkdir(parents=True, exist_ok=True)
+    for original, new in replaced.items():
+        source = base.event.layers.filter(file_name=original).first()
+        path = folder / new
+        path.write_bytes(UNREADABLE_BYTES)
+        Layer.objects.get_or_create(
+            event=base.event, file_name=new,
+            defaults=dict(name=f"{source.name if source else original} (unreadable)", kind=Layer.Kind.RASTER,
+                          modality=source.modality if source else "", phase=source.phase if source else "",
+                          frame=source.frame if source else Layer.Frame.PIXEL,
+                          path=str(path.relative_to(root)), sha256=hashlib.sha256(UNREADABLE_BYTES).hexdigest(),
+                          metadata={"unreadable": True, "replaces": original}))
+
+
+@transaction.atomic
+def create_variant(user, base: Task, kind: str, **params) -> tuple[TaskVariant, bool]:
+    """Make one variant of ``base`` (see ``annotation.variants.make_variant`` for ``params``).
+
+    Returns ``(variant, created)``; an identical earlier variant is returned with ``created``
+    False. Raises ``VariantError`` when the base task is not approved or released or the
+    parameters do not fit its gold plan, ``PermissionDenied`` without the role to create tasks.
+    """
+    base = Task.objects.select_related("head", "event").get(pk=base.pk)
+    if base.status not in BASE_STATUSES or base.head is None:
+        raise VariantError(f"task {base.question_id} is {base.status}: variants are made from approved or released tasks")
+    head = base.head
+    content = {k: getattr(head, k) for k in CONTENT_FIELDS}
+    spec = spec_maker.make_variant(content, kind, tool_catalogue(), **params)
+    info = spec["variant"]
+    existing = TaskVariant.objects.filter(base_revision=head, kind=kind, params=info["params"]).first()
+    if existing is not None:
+        return existing, False
+    if kind == "unsolvable" and info["params"].get("strategy") == "visual_inaccessible":
+        _unreadable_layers(base, info["params"]["replaced"])
+    sample_id = f"{base.sample_id}_{_sample_suffix(kind, info['params'])}"
+    k = 2
+    while Task.objects.filter(question_id=f"{sample_id}_task{base.task_index}").exists():
+        sample_id, k = f"{base.sample_id}_{_sample_suffix(kind, info['params'])}-{k}", k + 1
+    task = create_task(user, base.event, dimension=base.dimension, content=spec["content"], sample_id=sample_id,
+                       task_index=base.task_index, message=f"{kind} variant of {base.question_id} (revision {head.number})")
+    variant = TaskVariant.objects.create(task=task, base_task=base, base_revision=head, kind=kind,
+                                         params=info["params"], tools=info["tools"], created_by=user)
+    return variant, True

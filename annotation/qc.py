@@ -84,7 +84,7 @@ from typing import Any, Iterable
 from replay.references import find_all_references, format_path, parse_reference
 from replay.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
 
-from . import qc_tools
+from . import qc_tools, qc_variants
 
 __all__ = [
     "EVAL_TYPES", "CHECKS", "Finding", "check_task", "full_qc", "check_task_file",
@@ -181,6 +181,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "release.duplicate_question": ("warning", "two questions are the same or nearly the same"),
     # tool parity (annotation/qc_tools.py)
     **qc_tools.CHECKS,
+    # robustness variants (annotation/qc_variants.py)
+    **qc_variants.CHECKS,
 }
 
 #: servers whose tools ``tool.loop`` cannot call (catalogue, tool.loop semantics)
@@ -1546,6 +1548,7 @@ def _analyse(content: dict, layers: dict | None, replay: dict | None = None) -> 
     a.check_structure()
     a.check_steps()
     qc_tools.run(a)
+    qc_variants.run(a, replay, frozenset(_known_tool_names()))
     a.check_eval_spec(replay.get("final_answer") if isinstance(replay, dict) else None)
     _check_alignment(a)
     a.check_hygiene((replay or {}).get("trajectory") if isinstance(replay, dict) else None)

@@ -237,3 +237,46 @@ def test_make_variants_command_prints_the_variant(approved_t2, people):
     with pytest.raises(CommandError, match="step 7 is not a step"):
         call_command("make_variants", "--task", approved_t2.question_id, "--kind", "broken", "--step", "7",
                      "--as-user", "ada")
+
+
+@pytest.mark.django_db
+def test_qc_checks_what_each_variant_kind_promises(approved_t2, people):
+    from annotation.services import tasks as task_services
+    from annotation.services.qc import qc_for_task
+    from annotation.services.variants import create_variant
+
+    def checks(task):
+        task.refresh_from_db()
+        return {f.check for f in qc_for_task(task) if f.check.startswith("variant.")}
+
+    broken, _ = create_variant(people["ada"], approved_t2, "broken", step=1)
+    ext, _ = create_variant(people["ada"], approved_t2, "extraneous", n=2, seed=3)
+    uns, _ = create_variant(people["ada"], approved_t2, "unsolvable", strategy="tool_removal")
+    # as made, each variant is clean
+    assert checks(broken.task) == set() and checks(ext.task) == set() and checks(uns.task) == set()
+    # the author edits them so that they no longer test their kind
+    plan = [dict(s) for s in broken.task.head.trajectory]
+    plan[1] = {"call": "vec.clip", "args": plan[1]["args"]}
+    task_services.save_revision(people["ada"], broken.task, expected_version=1, content={"trajectory": plan})
+    assert checks(broken.task) == {"variant.broken_step"}
+    plan = [dict(s) for s in ext.task.head.trajectory]
+    plan[0] = {"call": ext.tools["distractors"][0]["name"], "args": plan[0]["args"]}
+    task_services.save_revision(people["ada"], ext.task, expected_version=1, content={"trajectory": plan})
+    assert checks(ext.task) == {"variant.distractor_in_plan"}
+    task_services.save_revision(people["ada"], uns.task, expected_version=1,
+                                content={"answer_spec": approved_t2.head.answer_spec})
+    assert checks(uns.task) == {"variant.refusal_gold"}
+
+
+def test_qc_variant_checks_on_plain_content():
+    from annotation import qc
+
+    def checks(variant):
+        return {f.check for f in qc.check_task({**CONTENT, "variant": variant}) if f.check.startswith("variant.")}
+
+    assert checks({"kind": "sideways", "params": {}, "tools": {}}) == {"variant.unknown_kind"}
+    broken = broken_variant(CONTENT, 1, TOOLS)["variant"]
+    assert checks(broken) == set()
+    broken["tools"]["broken"]["alternative"] = "ras.area"  # an existing tool's name
+    assert checks(broken) == {"variant.alternative_name"}
+    assert checks(None) == set()  # a plain task

@@ -81,8 +81,13 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     from annotation.services.tasks import revision_content
     from replay.models import ReplayRun
 
+    from annotation.models import TaskVariant
+
     rev = task.head
     content = revision_content(rev)
+    variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
+    if variant is not None:  # a robustness variant: annotation.qc_variants checks it
+        content["variant"] = variant
     layers = {l.file_name: layer_info(l) for l in task.event.layers.all()}
     runs = list(ReplayRun.objects.filter(task=task, revision_id=task.head_id,
                                          status=ReplayRun.Status.SUCCEEDED).order_by("-id")[:2])

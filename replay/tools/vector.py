@@ -3,14 +3,17 @@
 Frames: a layer with a CRS is georeferenced (measured in metres; a geographic layer in its UTM
 zone); a layer without one is in pixel space (x = column, y = row) and is scaled by a pixel size
 from the arguments or from a ``pixel_size_m`` property of its features. Mixing a pixel-space
-layer with a georeferenced one is an error here (the benchmark only logs a warning and usually
-returns zero).
+layer with a georeferenced one is not refused: as in the benchmark, the coordinates are used as
+they are (a meaningless value; ``annotation.qc_tools`` flags the step). Every tool returns the
+observation of the benchmark's own implementation (Junjue-Wang/DORA ``dora/tools/analysis.py``);
+deliberate reproductions of its quirks are listed in ``replay/tools/quirks.py``.
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +28,48 @@ def _stem(value: str) -> str:
     return Path(str(value)).name
 
 
+def read_vector_as_benchmark(ctx: ToolContext, value, *, tool: str, argument: str,
+                             geojson_pixel: bool = True):
+    """(GeoDataFrame, path) with the CRS the benchmark's tool sees.
+
+    The benchmark reads layers with ``gpd.read_file``, which gives a GeoJSON file without a
+    ``crs`` member EPSG:4326 (GDAL's default); its helper ``_read_vector_no_default_crs`` then
+    drops that CRS again for files ending in ``.geojson`` only. ``geojson_pixel`` True follows the
+    helper (``.geojson`` without crs = pixel space, ``.json`` without crs = EPSG:4326), False
+    follows plain ``gpd.read_file`` (both EPSG:4326), as in vec.convex_hull, vec.voronoi,
+    vec.dissolve, vec.simplify and vec.point_in_polygon.
+    """
+    gdf, path = read_vector(ctx, value, tool=tool, argument=argument)
+    suffix = path.suffix.lower()
+    if gdf.crs is None and (suffix == ".json" or (suffix == ".geojson" and not geojson_pixel)):
+        gdf = gdf.set_crs("EPSG:4326", allow_override=True)
+    return gdf, path
+
+
+def first_property_value(gdf, column: str) -> float | None:
+    """First non-null value of a numeric property, as a float (the benchmark's
+    ``s.dropna().iloc[0]``: zero and negative values count); None when absent or unreadable."""
+    if column not in gdf.columns:
+        return None
+    for v in gdf[column]:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
 def _buffer_units(gdf, meter: float) -> tuple[float, float | None]:
-    """(distance in layer units, pixel size used) for a buffer of ``meter`` metres."""
-    px = layer_pixel_size(gdf)
-    if gdf.crs is None:
-        return (meter / px if px else meter), px
-    if gdf.crs.is_geographic:
-        return meter, px  # buffered in UTM metres
-    factor = gdf.crs.axis_info[0].unit_conversion_factor if gdf.crs.axis_info else 1.0
-    return meter / float(factor or 1.0), px
+    """(distance in layer units, pixel size) for a buffer of ``meter`` (analysis.py:vec_buffer):
+    a pixel-space layer with a (non-zero) ``pixel_size_m`` property is buffered by meter / px
+    pixels; every other layer by ``meter`` of its own unit (geographic layers in UTM metres,
+    projected ones in their unit, feet included: a quirk)."""
+    px = first_property_value(gdf, "pixel_size_m")
+    if gdf.crs is None and px:
+        return meter / px, px
+    return meter, px
 
 
 def _buffered(gdf, dist_units: float):
@@ -49,13 +85,13 @@ def _buffer_layer(gdf, meter: float):
     out[out.geometry.name] = _buffered(gdf, dist)
     if "pixel_size_m" not in out.columns:
         out["pixel_size_m"] = px
-    out["buffer_input_m"] = float(meter)
-    out["buffer_used_units"] = float(dist)
+    out["buffer_input_m"] = meter
+    out["buffer_used_units"] = dist
     return out, dist
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.buffer", server="Analysis", module="vector",
+@register("vec.buffer", server="Analysis", module="vector", version=2,
           result_keys=["tool", "buffer_path", "distance_input_m", "distance_used_units",
                        "input_vector"],
           notes={"meter": "distance in metres"})
@@ -65,42 +101,39 @@ def vec_buffer(ctx: ToolContext, vector_path: str, meter: float) -> dict:
     Pixel-space layers with a ``pixel_size_m`` property are buffered by meter / pixel_size_m
     pixels (without it: by ``meter`` pixels, as the benchmark does); geographic layers are
     buffered in metres in their UTM zone and written back in their CRS; projected layers in
-    their unit (metres converted). Output features gain ``buffer_input_m``,
+    their own unit (``_buffer_units``). Output features gain ``buffer_input_m``,
     ``buffer_used_units`` and ``pixel_size_m``. Empty layer → ``buffer_path`` null plus a note.
     """
     tool = "vec.buffer"
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
-        return {"tool": tool, "buffer_path": None, "distance_input_m": float(meter),
-                "distance_used_units": None, "input_vector": vector_path,
+        return {"tool": tool, "buffer_path": None, "vector_path": vector_path,
                 "note": "Empty input; no features to buffer."}
     out, dist = _buffer_layer(gdf, meter)
     out_path = ctx.output_path(tool, {"vector": path, "meter": float(meter)}, ".geojson")
     write_vector(out_path, out)
     return {"tool": tool, "buffer_path": ctx.artifact_name(out_path),
-            "distance_input_m": float(meter), "distance_used_units": float(dist),
+            "distance_input_m": meter, "distance_used_units": dist,
             "input_vector": vector_path}
 
 
-@register("vec.kbuffer", server="Analysis", module="vector",
+@register("vec.kbuffer", server="Analysis", module="vector", version=2,
           result_keys=["tool", "buffers", "input_vector"])
 def vec_kbuffer(ctx: ToolContext, vector_path: str, meters: list[float]) -> dict:
     """``vec.buffer`` for several distances, one output file per distance (ring/zone
-    analysis). Empty layer → no buffers plus a note."""
+    analysis). No distances → no buffers. Empty layer → ``buffer_path`` null, the distances
+    echoed, and a note (analysis.py:vec_kbuffer)."""
     tool = "vec.kbuffer"
-    if not meters:
-        raise ToolInputError("is empty", tool=tool, argument="meters",
-                             expected="one or more distances in metres")
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
-        return {"tool": tool, "buffers": [], "input_vector": vector_path,
-                "note": "Empty input; no features to buffer."}
+        return {"tool": tool, "buffer_path": None, "vector_path": vector_path,
+                "meters": list(meters), "note": "Empty input; no features to buffer."}
     buffers = []
     for m in meters:
         out, dist = _buffer_layer(gdf, m)
         out_path = ctx.output_path(tool, {"vector": path, "meter": float(m)}, ".geojson")
         write_vector(out_path, out)
-        buffers.append({"distance_input_m": float(m), "distance_used_units": float(dist),
+        buffers.append({"distance_input_m": m, "distance_used_units": dist,
                         "buffer_path": ctx.artifact_name(out_path)})
     return {"tool": tool, "buffers": buffers, "input_vector": vector_path}
 
@@ -151,27 +184,16 @@ def _explode_mixed(gdf):
 
 
 def _first_pixel_size(gdf) -> float | None:
-    """First positive value of any ``pixel_size_m*`` column (overlay suffixes _1/_2)."""
+    """The pixel size the benchmark's vec.intersect takes from an overlay: the first non-null
+    value of the first ``pixel_size_m*`` column (overlay suffixes _1/_2) that has one."""
     for col in [c for c in gdf.columns if str(c).startswith("pixel_size_m")]:
-        for v in gdf[col]:
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                continue
-            if math.isfinite(f) and f > 0:
-                return f
+        v = first_property_value(gdf, col)
+        if v is not None:
+            return v
     return None
 
 
-def _check_frames(a, b, tool, arg_a, arg_b):
-    if (a.crs is None) != (b.crs is None):
-        pix, geo = (arg_a, arg_b) if a.crs is None else (arg_b, arg_a)
-        raise ToolInputError(f"{pix} is a pixel-space layer (no CRS) but {geo} is georeferenced; "
-                             f"they cannot be overlaid", tool=tool, argument=pix,
-                             expected="two layers in the same frame")
-
-
-@register("vec.intersect", server="Analysis", module="vector",
+@register("vec.intersect", server="Analysis", module="vector", version=2,
           result_keys=["tool", "intersection_count", "intersecting_a_count",
                        "intersecting_b_count", "intersection_area_px2", "intersection_area_m2",
                        "pixel_size_m", "intersection_path"],
@@ -184,19 +206,19 @@ def vec_intersect(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
     ``intersecting_a_count`` / ``_b_count`` are the features of A / B that take part (e.g.
     buildings hit by a flood layer passed as B). Pixel-space: area_m2 = area_px2 · px², px from
     the argument or a ``pixel_size_m`` property (area_m2 null when unknown); georeferenced:
-    metres (geographic via UTM), B reprojected to A's CRS. Empty input → zero counts and a note.
-    A pixel-space layer with a georeferenced one → ToolInputError.
+    metres (geographic via UTM), B reprojected to A's CRS. Empty input or no intersection →
+    zero counts, ``intersection_area_m2`` 0.0 only when ``pixel_size_m`` is given (else null).
+    A pixel-space layer with a georeferenced one is overlaid coordinate for coordinate, as the
+    benchmark does (analysis.py:vec_intersect; QC error ``vec_mixed_frames``).
     """
     import geopandas as gpd
 
     tool = "vec.intersect"
-    a, pa = read_vector(ctx, vector_a_path, tool=tool, argument="vector_a_path")
-    b, pb = read_vector(ctx, vector_b_path, tool=tool, argument="vector_b_path")
+    a, pa = read_vector_as_benchmark(ctx, vector_a_path, tool=tool, argument="vector_a_path")
+    b, pb = read_vector_as_benchmark(ctx, vector_b_path, tool=tool, argument="vector_b_path")
     key = {"a": pa, "b": pb, "pixel_size_m": pixel_size_m}
     out_path = ctx.output_path(tool, key, ".geojson")
     px_arg = float(pixel_size_m) if pixel_size_m is not None else None
-    a = a[a.geometry.notna()]
-    b = b[b.geometry.notna()]
     if len(a) == 0 or len(b) == 0:
         write_vector(out_path, gpd.GeoDataFrame(geometry=gpd.GeoSeries([], crs=a.crs)))
         return {"tool": tool, "intersection_count": 0, "intersecting_a_count": 0,
@@ -204,7 +226,6 @@ def vec_intersect(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
                 "intersection_area_m2": 0.0 if px_arg is not None else None,
                 "pixel_size_m": px_arg, "intersection_path": ctx.artifact_name(out_path),
                 "note": "One or both inputs are empty or have no geometry."}
-    _check_frames(a, b, tool, "vector_a_path", "vector_b_path")
     a = _explode_mixed(a)
     b = _explode_mixed(b)
     if a.crs is not None and b.crs is not None and a.crs != b.crs:
@@ -215,21 +236,22 @@ def vec_intersect(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
     b = b.copy()
     a["_a_feature"] = range(len(a))
     b["_b_feature"] = range(len(b))
-    inter = gpd.overlay(a, b, how="intersection", keep_geom_type=True)
+    with warnings.catch_warnings():  # a CRS mismatch is only a warning, as in the benchmark
+        warnings.simplefilter("ignore")
+        inter = gpd.overlay(a, b, how="intersection", keep_geom_type=True)
     inter = inter[~inter.geometry.is_empty].reset_index(drop=True)
     a_hits = int(inter["_a_feature"].nunique()) if len(inter) else 0
     b_hits = int(inter["_b_feature"].nunique()) if len(inter) else 0
     inter = inter.drop(columns=["_a_feature", "_b_feature"], errors="ignore")
-    px = px_arg
-    if px is None:
-        px = _first_pixel_size(inter)
     if len(inter) == 0:
         write_vector(out_path, inter)
         return {"tool": tool, "intersection_count": 0, "intersecting_a_count": 0,
                 "intersecting_b_count": 0, "intersection_area_px2": 0.0,
-                "intersection_area_m2": 0.0 if px is not None or inter.crs is not None else None,
-                "pixel_size_m": px, "intersection_path": ctx.artifact_name(out_path)}
-    inter = inter.drop(columns=[c for c in inter.columns if str(c).startswith("pixel_size_m")])
+                "intersection_area_m2": 0.0 if px_arg is not None else None,
+                "pixel_size_m": px_arg, "intersection_path": ctx.artifact_name(out_path)}
+    px = px_arg
+    if px is None:
+        px = _first_pixel_size(inter)
     if inter.crs is None:
         area_px2 = [float(v) for v in inter.geometry.area]
         area_m2 = [v * px ** 2 for v in area_px2] if px is not None else [None] * len(area_px2)
@@ -249,7 +271,7 @@ def vec_intersect(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.filter_by_attribute", server="Analysis", module="vector",
+@register("vec.filter_by_attribute", server="Analysis", module="vector", version=2,
           result_keys=["tool", "vector_path", "attribute_name", "allowed_values", "total_input",
                        "total_filtered"],
           notes={"attribute_name": "e.g. 'types'; a dotted name falls back to its last segment"})
@@ -261,10 +283,9 @@ def vec_filter_by_attribute(ctx: ToolContext, vector_path: str, attribute_name: 
     import geopandas as gpd
 
     tool = "vec.filter_by_attribute"
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
-        return {"tool": tool, "vector_path": vector_path, "attribute_name": attribute_name,
-                "allowed_values": list(allowed_values), "total_input": 0, "total_filtered": 0,
+        return {"tool": tool, "vector_path": vector_path, "total_input": 0, "total_filtered": 0,
                 "note": "Empty input; no features to filter."}
     attr = attribute_name
     if attr not in gdf.columns and "." in attr and attr.split(".")[-1] in gdf.columns:
@@ -301,7 +322,7 @@ def vec_filter_by_attribute(ctx: ToolContext, vector_path: str, attribute_name: 
 def vec_connected_components(ctx: ToolContext, vector_path: str) -> dict:
     """Number of features of a vector layer; a raster given instead is read as a mask and its
     4-connected non-zero components are counted (``mode`` says which, raster mode echoes
-    ``mask_path``)."""
+    ``mask_path`` and, as the benchmark, the ``vector_error`` that sent it there)."""
     from scipy import ndimage
 
     tool = "vec.connected_components"
@@ -314,54 +335,69 @@ def vec_connected_components(ctx: ToolContext, vector_path: str) -> dict:
     arr, _ = read_raster(path, tool=tool, argument="vector_path")
     binary = np.any(arr != 0, axis=0)
     _, n = ndimage.label(binary, structure=[[0, 1, 0], [1, 1, 1], [0, 1, 0]])
-    return {"tool": tool, "count": int(n), "mask_path": vector_path, "mode": "raster"}
+    return {"tool": tool, "count": int(n), "mask_path": vector_path, "mode": "raster",
+            "vector_error": f"{_stem(vector_path)}: not recognized as a vector layer"}
 
 
 # --------------------------------------------------------------------------------------------
 def _areas_m2(gdf, pixel_size_m):
+    """Areas (m²) as the benchmark's vec.max_polygon ranks them: an ``area_m2`` property when it
+    holds any value, else the geometry area in metres (geographic layers via UTM, pixel space ×
+    the ``pixel_size_m`` ARGUMENT², the layer's property unused; raw px² without it)."""
     if "area_m2" in gdf.columns and gdf["area_m2"].notna().any():
-        return [float(v) if v is not None and not (isinstance(v, float) and math.isnan(v))
-                else float("nan") for v in gdf["area_m2"]]
-    metric, scale = metric_frame(gdf, pixel_size_m if pixel_size_m is not None
-                                 else layer_pixel_size(gdf))
-    return [float(v) * (scale ** 2 if scale else 1.0) for v in metric.geometry.area]
+        return gdf["area_m2"]
+    metric, scale = metric_frame(gdf, pixel_size_m)
+    return (metric.geometry.area * (scale ** 2 if scale else 1)).values
 
 
-@register("vec.max_polygon", server="Analysis", module="vector",
+@register("vec.max_polygon", server="Analysis", module="vector", version=2,
           result_keys=["tool", "max_area_m2", "max_pixel_count", "topk_polygons",
                        "total_polygons", "vector_path"])
 def vec_max_polygon(ctx: ToolContext, vector_path: str, pixel_size_m: float | None = None,
                     topk: int = 1) -> dict:
-    """The k largest polygons by area (an existing ``area_m2`` property is preferred, else the
-    geometry area in metres; a pixel-space layer without any pixel size is ranked in px²).
-    Ties keep file order. Empty layer → max_area_m2 0 and an empty list."""
+    """The ``topk`` largest polygons by area (analysis.py:vec_max_polygon; ``_areas_m2``).
+
+    Ranked by pandas ``sort_values`` descending (file order on ties, missing areas last);
+    ``topk_polygons`` lists id, class, pixel_count (null when the layer has none) and area_m2
+    of each, ``max_pixel_count`` the first one's pixel count (null when unknown). Empty layer →
+    max_area_m2 0.0, max_pixel_count 0, an empty list. Errors: ``topk`` 0 (no first polygon) →
+    ToolInputError; a negative ``topk`` drops that many from the end (pandas ``head``).
+    """
+    import pandas as pd
+
     tool = "vec.max_polygon"
-    if int(topk) < 1:
-        raise ToolInputError(f"must be >= 1, got {topk}", tool=tool, argument="topk")
-    gdf, _ = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, _ = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
         return {"tool": tool, "max_area_m2": 0.0, "max_pixel_count": 0, "topk_polygons": [],
                 "total_polygons": 0, "vector_path": vector_path}
-    areas = _areas_m2(gdf, pixel_size_m)
-    order = sorted(range(len(gdf)), key=lambda i: (-(areas[i] if not math.isnan(areas[i]) else -1), i))
-    top = order[: int(topk)]
-    polys = []
-    for i in top:
-        rec = {}
-        for col in ("id", "class", "pixel_count"):
-            if col in gdf.columns:
-                rec[col] = gdf.iloc[i][col]
-        rec["area_m2"] = areas[i]
-        polys.append(rec)
-    first = gdf.iloc[top[0]]
-    pc = first["pixel_count"] if "pixel_count" in gdf.columns else None
+    table = pd.DataFrame(gdf.drop(columns=gdf.geometry.name))
+    table["area_m2"] = list(_areas_m2(gdf, pixel_size_m))
+    if "pixel_count" not in table.columns:
+        table["pixel_count"] = None
+    top = table.sort_values(by="area_m2", ascending=False).head(int(topk))
+    if len(top) == 0:
+        raise ToolInputError(f"topk={topk} selects no polygon", tool=tool, argument="topk",
+                             expected="topk >= 1")
+    cols = [c for c in ("id", "class", "pixel_count", "area_m2") if c in top.columns]
+    polys = [{c: _plain(rec[c]) for c in cols} for rec in top[cols].to_dict(orient="records")]
+    pc = top.iloc[0]["pixel_count"]
     max_pixels = int(pc) if pc is not None and pc == pc else None
-    return {"tool": tool, "max_area_m2": float(areas[top[0]]), "max_pixel_count": max_pixels,
-            "topk_polygons": polys, "total_polygons": int(len(gdf)), "vector_path": vector_path}
+    return {"tool": tool, "max_area_m2": float(top.iloc[0]["area_m2"]),
+            "max_pixel_count": max_pixels, "topk_polygons": polys,
+            "total_polygons": int(len(gdf)), "vector_path": vector_path}
+
+
+def _plain(v):
+    """A pandas/numpy scalar as a JSON value (NaN → null)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.centroid", server="Analysis", module="vector",
+@register("vec.centroid", server="Analysis", module="vector", version=2,
           result_keys=["tool", "feature_idx", "geometry_type"],
           notes={"feature_idx": "0-based; -1 = the largest feature"})
 def vec_centroid(ctx: ToolContext, vector_path: str, feature_idx: int = 0,
@@ -369,18 +405,21 @@ def vec_centroid(ctx: ToolContext, vector_path: str, feature_idx: int = 0,
     """Centroid of one feature: a pixel-space layer gives ``pixel_row`` (y) / ``pixel_col`` (x);
     a georeferenced one gives WGS84 ``latitude``/``longitude`` and, with ``raster_path``, the
     centroid's pixel_row/pixel_col in that raster's grid. ``feature_idx`` −1 picks the largest
-    feature. Index out of range → ToolInputError; empty layer → null centroid plus a note."""
+    feature (by its ``area_m2`` property when any, else by raw geometry area in layer units). Index out of range → ToolInputError; empty layer → null centroid plus a note."""
     import geopandas as gpd
 
     tool = "vec.centroid"
-    gdf, _ = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, _ = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
         return {"tool": tool, "centroid_x": None, "centroid_y": None, "vector_path": vector_path,
                 "note": "Empty input; no features to compute centroid."}
     idx = int(feature_idx)
-    if idx == -1:
-        areas = _areas_m2(gdf, None)
-        idx = max(range(len(gdf)), key=lambda i: (areas[i] if not math.isnan(areas[i]) else -1, -i))
+    if idx == -1:  # analysis.py:vec_centroid: area_m2 property, else raw geometry area
+        if "area_m2" in gdf.columns and gdf["area_m2"].notna().any():
+            idx = int(np.nanargmax(np.array([float(v) if v is not None else np.nan
+                                             for v in gdf["area_m2"]], dtype=float)))
+        else:
+            idx = int(np.argmax(np.asarray(gdf.geometry.area, dtype=float)))
     if not 0 <= idx < len(gdf):
         raise ToolInputError(f"feature {idx} does not exist; the layer has {len(gdf)} feature(s)",
                              tool=tool, argument="feature_idx",
@@ -410,26 +449,29 @@ def vec_centroid(ctx: ToolContext, vector_path: str, feature_idx: int = 0,
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.pixel_to_world", server="Analysis", module="vector",
+@register("vec.pixel_to_world", server="Analysis", module="vector", version=2,
           result_keys=["tool", "pixel_row", "pixel_col", "latitude", "longitude", "crs"])
 def vec_pixel_to_world(ctx: ToolContext, raster_path: str, pixel_row: int, pixel_col: int) -> dict:
     """WGS84 position of a pixel (row, col) through the raster's affine transform (pixel
-    corner, no half-pixel shift). A raster without CRS → ToolInputError (there is no world
-    position to give)."""
+    corner, no half-pixel shift). A raster without CRS gives its (identity) transform's x/y as
+    longitude/latitude and ``crs`` "unknown", as the benchmark does (analysis.py:
+    vec_pixel_to_world; a meaningless value, QC error ``vec_pixel_to_world_no_crs``)."""
     from pyproj import Transformer
 
     tool = "vec.pixel_to_world"
     rp = ctx.resolve(raster_path, tool=tool, argument="raster_path")
     meta = raster_meta(rp, tool=tool, argument="raster_path")
+    t = meta.transform
+    x = t.c + t.a * pixel_col + t.b * pixel_row
+    y = t.f + t.d * pixel_col + t.e * pixel_row
     if not meta.georeferenced:
-        raise ToolInputError(f"{_stem(raster_path)} has no CRS", tool=tool,
-                             argument="raster_path", expected="a georeferenced raster")
-    x, y = meta.transform @ (int(pixel_col), int(pixel_row))
+        return {"tool": tool, "pixel_row": pixel_row, "pixel_col": pixel_col,
+                "latitude": float(y), "longitude": float(x), "crs": "unknown"}
     if meta.crs.to_epsg() != 4326:
         lon, lat = Transformer.from_crs(meta.crs, "EPSG:4326", always_xy=True).transform(x, y)
     else:
         lon, lat = x, y
-    return {"tool": tool, "pixel_row": int(pixel_row), "pixel_col": int(pixel_col),
+    return {"tool": tool, "pixel_row": pixel_row, "pixel_col": pixel_col,
             "latitude": float(lat), "longitude": float(lon), "crs": str(meta.crs)}
 
 
@@ -444,29 +486,26 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
 
 
 def _lengths(ctx, tool, vector_path, pixel_size_m, key):
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
         return gdf, path, None
-    px = pixel_size_m if pixel_size_m is not None else layer_pixel_size(gdf)
-    metric, scale = metric_frame(gdf, px)
-    if scale is None:
-        raise ToolInputError("is needed for a pixel-space layer (no CRS, no pixel_size_m "
-                             "property)", tool=tool, argument="pixel_size_m",
+    metric, scale = metric_frame(gdf, pixel_size_m)
+    if scale is None:  # the benchmark reads only the argument, never a pixel_size_m property
+        raise ToolInputError("is needed for a pixel-space layer (no CRS); a pixel_size_m "
+                             "property is not read", tool=tool, argument="pixel_size_m",
                              expected="metres per pixel")
-    if key == "perimeter_m":
-        vals = [float(g.boundary.length) * scale if g is not None else 0.0 for g in metric.geometry]
-    else:
-        vals = [float(v) * scale for v in metric.geometry.length]
+    vals = [float(v) * scale for v in metric.geometry.length]
     return gdf, path, vals
 
 
-@register("vec.length", server="Analysis", module="vector",
+@register("vec.length", server="Analysis", module="vector", version=2,
           result_keys=["tool", "total_length_m", "table_path", "input_vector"],
           notes={"pixel_size_m": "metres per pixel for pixel-space vectors"})
 def vec_length(ctx: ToolContext, vector_path: str, pixel_size_m: float | None = None) -> dict:
-    """Total length in metres of the (line) features; pixel-space × pixel size (argument or
-    ``pixel_size_m`` property, else ToolInputError), projected in CRS metres, geographic via
-    UTM. The CSV table lists id and length_m per feature."""
+    """Total length in metres of the features (``length`` of shapely: a polygon's boundary);
+    pixel-space × the ``pixel_size_m`` argument (without it → ToolInputError, even when the
+    features carry a ``pixel_size_m`` property: analysis.py:vec_length), projected in CRS
+    units, geographic via UTM. The CSV table lists id and length_m per feature."""
     tool = "vec.length"
     gdf, path, vals = _lengths(ctx, tool, vector_path, pixel_size_m, "length_m")
     if vals is None:
@@ -479,12 +518,12 @@ def vec_length(ctx: ToolContext, vector_path: str, pixel_size_m: float | None = 
             "table_path": ctx.artifact_name(table), "input_vector": vector_path}
 
 
-@register("vec.perimeter", server="Analysis", module="vector",
+@register("vec.perimeter", server="Analysis", module="vector", version=2,
           result_keys=["tool", "total_perimeter_m", "table_path", "input_vector"],
           notes={"pixel_size_m": "metres per pixel for pixel-space vectors"})
 def vec_perimeter(ctx: ToolContext, vector_path: str, pixel_size_m: float | None = None) -> dict:
-    """Sum of polygon boundary lengths in metres (holes included), same unit rules as
-    ``vec.length``."""
+    """Sum of the features' lengths in metres (a polygon's boundary, holes included; a line's
+    own length), same unit rules as ``vec.length`` (analysis.py:vec_perimeter)."""
     tool = "vec.perimeter"
     gdf, path, vals = _lengths(ctx, tool, vector_path, pixel_size_m, "perimeter_m")
     if vals is None:
@@ -499,7 +538,7 @@ def vec_perimeter(ctx: ToolContext, vector_path: str, pixel_size_m: float | None
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.filter_by_area", server="Analysis", module="vector",
+@register("vec.filter_by_area", server="Analysis", module="vector", version=2,
           result_keys=["tool", "vector_path", "min_area_m2"])
 def vec_filter_by_area(ctx: ToolContext, vector_path: str, min_area_m2: float,
                        pixel_size_m: float) -> dict:
@@ -507,13 +546,13 @@ def vec_filter_by_area(ctx: ToolContext, vector_path: str, min_area_m2: float,
     ``pixel_size_m`` property winning over the argument; georeferenced: metric area) and write
     ``area_m2`` onto the kept features."""
     tool = "vec.filter_by_area"
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
         return {"tool": tool, "vector_path": vector_path, "original_count": 0,
                 "filtered_count": 0, "removed_count": 0, "min_area_m2": float(min_area_m2)}
-    if not pixel_size_m > 0:
-        raise ToolInputError(f"must be positive, got {pixel_size_m}", tool=tool,
-                             argument="pixel_size_m")
+    if pixel_size_m is None:
+        raise ToolInputError("is required", tool=tool, argument="pixel_size_m",
+                             expected="metres per pixel")
     if gdf.crs is None:
         if "pixel_size_m" in gdf.columns:
             px = [float(v) if v is not None and v == v else float(pixel_size_m)
@@ -546,35 +585,24 @@ def _haversine_m(lat1, lon1, lat2, lon2) -> float:
     return r * 2 * math.atan2(math.sqrt(a), math.sqrt(1 - a))
 
 
-@register("vec.filter_by_distance", server="Analysis", module="vector",
+@register("vec.filter_by_distance", server="Analysis", module="vector", version=2,
           result_keys=["tool", "vector_path", "center_lat", "center_lon", "max_distance_m",
                        "total_input", "total_filtered", "nearest_distance_m",
                        "farthest_distance_m"])
 def vec_filter_by_distance(ctx: ToolContext, vector_path: str, center_lat: float,
                            center_lon: float, max_distance_m: float) -> dict:
     """Keep features within a great-circle distance (haversine, R = 6,371 km) of a WGS84
-    point, measured to the point geometry or the centroid; adds ``distance_m``. A layer with a
-    CRS is reprojected to WGS84 first; a pixel-space layer is read as lon/lat (as the
-    benchmark does) only when its coordinates fit, else ToolInputError."""
+    point, measured to the point geometry or the centroid; adds ``distance_m``. As in the
+    benchmark (analysis.py:vec_filter_by_distance) the layer's coordinates are read as lon/lat
+    whatever its CRS: a projected or pixel-space layer gives meaningless distances (QC error
+    ``vec_distance_not_lonlat``). Empty layer → zero counts plus a note."""
     tool = "vec.filter_by_distance"
-    if not (-90 <= center_lat <= 90 and -180 <= center_lon <= 180):
-        raise ToolInputError(f"({center_lat}, {center_lon}) is not a WGS84 position", tool=tool,
-                             argument="center_lat", expected="latitude -90..90, longitude -180..180")
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     if len(gdf) == 0:
-        return {"tool": tool, "vector_path": vector_path, "center_lat": float(center_lat),
-                "center_lon": float(center_lon), "max_distance_m": float(max_distance_m),
-                "total_input": 0, "total_filtered": 0, "nearest_distance_m": None,
-                "farthest_distance_m": None, "note": "Empty input; no features to filter."}
-    ll = gdf.to_crs("EPSG:4326") if gdf.crs is not None else gdf
-    if gdf.crs is None:
-        minx, miny, maxx, maxy = ll.total_bounds
-        if minx < -180 or maxx > 180 or miny < -90 or maxy > 90:
-            raise ToolInputError("layer has no CRS and its coordinates are not lon/lat",
-                                 tool=tool, argument="vector_path",
-                                 expected="a WGS84 (lon/lat) layer")
+        return {"tool": tool, "vector_path": vector_path, "total_input": 0, "total_filtered": 0,
+                "note": "Empty input; no features to filter by distance."}
     dists = []
-    for g in ll.geometry:
+    for g in gdf.geometry:
         if g is None or g.is_empty:
             dists.append(float("inf"))
             continue
@@ -598,7 +626,7 @@ def vec_filter_by_distance(ctx: ToolContext, vector_path: str, center_lat: float
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.nearest", server="Analysis", module="vector",
+@register("vec.nearest", server="Analysis", module="vector", version=2,
           result_keys=["tool", "mode", "topk", "pair_count", "pixel_size_m", "distance_px",
                        "distance_m", "nearest_a_id", "nearest_b_id", "table_path",
                        "links_geojson", "vector_a_path", "vector_b_path"])
@@ -607,40 +635,44 @@ def vec_nearest(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
     """For each A feature its k nearest B features by straight-line distance (pixel-space ×
     pixel size; georeferenced in metres, geographic via UTM). ids from an ``id`` property or
     1-based order; the top-level distance/ids are of the closest pair overall (first on ties).
-    Empty A or B → pair_count 0 and null paths, with a note."""
+    Empty A or B → pair_count 0 and null paths, with a note; ``topk`` slices the sorted list
+    (0: no pairs). Pixel size: the argument, else the first ``pixel_size_m`` property of A,
+    then of B. A pixel-space layer with a georeferenced one is measured coordinate for
+    coordinate (analysis.py:vec_polygon_nearest; QC error ``vec_mixed_frames``)."""
     import geopandas as gpd
     from shapely.geometry import LineString
     from shapely.ops import nearest_points
 
     tool = "vec.nearest"
-    if int(topk) < 1:
-        raise ToolInputError(f"must be >= 1, got {topk}", tool=tool, argument="topk")
-    a, pa = read_vector(ctx, vector_a_path, tool=tool, argument="vector_a_path")
-    b, pb = read_vector(ctx, vector_b_path, tool=tool, argument="vector_b_path")
-    base = {"tool": tool, "mode": "euclidean", "topk": int(topk),
-            "vector_a_path": vector_a_path, "vector_b_path": vector_b_path}
+    a, pa = read_vector_as_benchmark(ctx, vector_a_path, tool=tool, argument="vector_a_path")
+    b, pb = read_vector_as_benchmark(ctx, vector_b_path, tool=tool, argument="vector_b_path")
+    paths = {"vector_a_path": vector_a_path, "vector_b_path": vector_b_path}
     if len(a) == 0 or len(b) == 0:
-        return {**base, "pair_count": 0, "pixel_size_m": pixel_size_m, "distance_px": None,
-                "distance_m": None, "table_path": None, "links_geojson": None,
+        return {"tool": tool, "pair_count": 0, "table_path": None, "links_geojson": None,
+                "pixel_size_m": pixel_size_m, **paths,
                 "note": "Empty input A or B; no nearest pairs."}
-    _check_frames(a, b, tool, "vector_a_path", "vector_b_path")
-    px = float(pixel_size_m) if pixel_size_m is not None else (layer_pixel_size(a) or
-                                                               layer_pixel_size(b))
-    a_ids = [int(v) for v in a["id"]] if "id" in a.columns else list(range(1, len(a) + 1))
-    b_ids = [int(v) for v in b["id"]] if "id" in b.columns else list(range(1, len(b) + 1))
-    if a.crs is not None:
-        a_m, unit = metric_frame(a)
-        b_m = b.to_crs(a_m.crs)
-    else:
-        a_m, unit = a, px
-        b_m = b
+    if a.crs is not None and b.crs is not None and a.crs != b.crs:
+        b = b.to_crs(a.crs)
+    px = float(pixel_size_m) if pixel_size_m is not None else None
+    if px is None:
+        px = first_property_value(a, "pixel_size_m")
+        if px is None:
+            px = first_property_value(b, "pixel_size_m")
+    try:
+        a_ids = [int(v) for v in a["id"]] if "id" in a.columns else list(range(1, len(a) + 1))
+        b_ids = [int(v) for v in b["id"]] if "id" in b.columns else list(range(1, len(b) + 1))
+    except (TypeError, ValueError) as exc:
+        raise ToolInputError(f"an id property is not an integer: {exc}", tool=tool,
+                             argument="vector_a_path", expected="integer id properties")
+    a_m, unit = metric_frame(a, px)
+    b_m = b.to_crs(a_m.crs) if a_m.crs is not None and b.crs is not None else b
     rows, links = [], []
     for ia, ga in enumerate(a_m.geometry):
         if ga is None or ga.is_empty:
             continue
         ds = sorted(((float(ga.distance(gb)), ib) for ib, gb in enumerate(b_m.geometry)
                      if gb is not None and not gb.is_empty), key=lambda t: (t[0], t[1]))
-        for rank, (d, ib) in enumerate(ds[: int(topk)], start=1):
+        for rank, (d, ib) in enumerate(ds[:topk], start=1):
             p_a, p_b = nearest_points(ga, b_m.geometry.iloc[ib])
             if a.crs is None:
                 d_px, d_m = d, (d * px if px is not None else None)
@@ -653,9 +685,8 @@ def vec_nearest(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
                          "b_nearest_y": float(p_b.y)})
             links.append(LineString([(p_a.x, p_a.y), (p_b.x, p_b.y)]))
     if not rows:
-        return {**base, "pair_count": 0, "pixel_size_m": px, "distance_px": None,
-                "distance_m": None, "table_path": None, "links_geojson": None,
-                "note": "No valid nearest pairs found."}
+        return {"tool": tool, "pair_count": 0, "table_path": None, "links_geojson": None,
+                "pixel_size_m": px, **paths, "note": "No valid nearest pairs found."}
     key = {"a": pa, "b": pb, "px": pixel_size_m, "topk": int(topk)}
     table = ctx.output_path(tool, key, ".csv")
     cols = ["a_id", "b_id", "rank", "distance_px", "distance_m", "pixel_size_m", "a_nearest_x",
@@ -668,26 +699,28 @@ def vec_nearest(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
                                              geometry=gpd.GeoSeries(links, crs=a_m.crs)))
     best = min(rows, key=lambda r: r["distance_m"] if r["distance_m"] is not None
                else r["distance_px"])
-    return {**base, "pair_count": len(rows), "pixel_size_m": px,
-            "distance_px": best["distance_px"], "distance_m": best["distance_m"],
-            "nearest_a_id": best["a_id"], "nearest_b_id": best["b_id"],
-            "table_path": ctx.artifact_name(table), "links_geojson": ctx.artifact_name(link_path)}
+    return {"distance_px": best["distance_px"], "distance_m": best["distance_m"],
+            "nearest_a_id": best["a_id"], "nearest_b_id": best["b_id"], "tool": tool,
+            "mode": "euclidean", "topk": topk, "pair_count": len(rows), "pixel_size_m": px,
+            "table_path": ctx.artifact_name(table), "links_geojson": ctx.artifact_name(link_path),
+            **paths}
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.clip", server="Analysis", module="vector",
+@register("vec.clip", server="Analysis", module="vector", version=2,
           result_keys=["tool", "clip_path", "input_count", "output_count", "input_vector",
                        "roi_vector"])
 def vec_clip(ctx: ToolContext, vector_path: str, roi_vector_path: str) -> dict:
     """Cut a layer to the union of the ROI polygons (geometries are trimmed, not just
-    selected); the ROI is reprojected to the layer's CRS. Empty layer or ROI → null path plus
-    a note; pixel-space vs georeferenced → ToolInputError."""
+    selected); the ROI is reprojected to the layer's CRS when both have one. Empty layer or ROI
+    → null path plus a note. A pixel-space layer with a georeferenced ROI is cut coordinate for
+    coordinate, as the benchmark does (analysis.py:vec_clip; QC error ``vec_mixed_frames``)."""
     import geopandas as gpd
     import shapely
 
     tool = "vec.clip"
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
-    roi, rpath = read_vector(ctx, roi_vector_path, tool=tool, argument="roi_vector_path")
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
+    roi, rpath = read_vector_as_benchmark(ctx, roi_vector_path, tool=tool, argument="roi_vector_path")
     base = {"tool": tool, "input_vector": vector_path, "roi_vector": roi_vector_path}
     if len(gdf) == 0:
         return {**base, "clip_path": None, "input_count": 0, "output_count": 0,
@@ -695,12 +728,16 @@ def vec_clip(ctx: ToolContext, vector_path: str, roi_vector_path: str) -> dict:
     if len(roi) == 0:
         return {**base, "clip_path": None, "input_count": int(len(gdf)), "output_count": 0,
                 "note": "Empty ROI; no clip region."}
-    _check_frames(gdf, roi, tool, "vector_path", "roi_vector_path")
     if gdf.crs is not None and roi.crs is not None and gdf.crs != roi.crs:
         roi = roi.to_crs(gdf.crs)
     roi_geom = shapely.union_all([g for g in roi.geometry if g is not None])
+    if roi_geom is None or roi_geom.is_empty:
+        return {**base, "clip_path": None, "input_count": int(len(gdf)), "output_count": 0,
+                "note": "ROI geometry empty after union."}
     clipped = gpd.clip(gdf, roi_geom)
-    clipped = clipped[~clipped.geometry.is_empty].sort_index()
+    clipped = clipped[~clipped.geometry.is_empty].copy()
+    if "pixel_size_m" in gdf.columns and "pixel_size_m" not in clipped.columns:
+        clipped["pixel_size_m"] = gdf["pixel_size_m"].iloc[0]
     out_path = ctx.output_path(tool, {"vector": path, "roi": rpath}, ".geojson")
     write_vector(out_path, clipped)
     return {**base, "clip_path": ctx.artifact_name(out_path), "input_count": int(len(gdf)),
@@ -711,7 +748,7 @@ def vec_clip(ctx: ToolContext, vector_path: str, roi_vector_path: str) -> dict:
 _STATS = ("mean", "min", "max", "std")
 
 
-@register("vec.raster_stats", server="Analysis", module="vector",
+@register("vec.raster_stats", server="Analysis", module="vector", version=2,
           result_keys=["tool", "vector_path", "raster_path", "output_vector_path", "band",
                        "stats", "feature_count", "min_pixels", "pixel_area_m2"])
 def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
@@ -721,9 +758,15 @@ def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
     and polygons their rasterised coverage, ``all_touched`` as in rasterio), NaN/nodata
     ignored. Features with fewer than ``min_pixels`` valid pixels are dropped. Per-feature stats
     (with osm_id/name/type/ref copied when present) and pooled stats over the union of kept
-    features. The layer is reprojected to the raster's CRS when both have one; a pixel-space
-    layer is read in the raster's pixel grid. Unknown stat or band → ToolInputError."""
+    features, computed in the raster's own dtype as numpy does (float32 rasters in float32).
+    The layer is reprojected to the raster's CRS when both have one; otherwise its coordinates
+    are read through the raster's transform as they are (a pixel-space layer on a
+    georeferenced raster, or the reverse, gives meaningless values, as in the benchmark:
+    analysis.py:vec_raster_stats; QC error ``vec_mixed_frames``). ``pixel_area_m2`` is
+    |a·e| of the transform whatever the unit (1.0 for a PNG, degrees² for a geographic raster).
+    Unknown stat or band → ToolInputError; empty layer → no statistics and a note."""
     from rasterio import features as rfeatures
+    from rasterio.transform import rowcol
 
     from ._io import read_band
 
@@ -733,35 +776,22 @@ def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
     if bad:
         raise ToolInputError(f"unsupported statistics {bad}", tool=tool, argument="stats",
                              expected=f"any of {list(_STATS)}")
-    gdf, vpath = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
-    rp = ctx.resolve(raster_path, tool=tool, argument="raster_path")
-    arr, meta = read_band(rp, int(band), tool=tool, argument="raster_path")
+    gdf, vpath = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
     base = {"tool": tool, "vector_path": vector_path, "raster_path": raster_path}
     if len(gdf) == 0:
-        return {**base, "output_vector_path": None, "band": int(band), "stats": stats,
-                "feature_count": 0, "min_pixels": int(min_pixels), "pixel_area_m2": None,
-                "feature_stats": [], "note": "Empty input; no features for raster stats."}
+        return {"tool": tool, "feature_stats": [], "count": 0, **base,
+                "note": "Empty input; no features for raster stats."}
+    rp = ctx.resolve(raster_path, tool=tool, argument="raster_path")
+    arr, meta = read_band(rp, int(band), tool=tool, argument="raster_path")
     if gdf.crs is not None and meta.georeferenced and gdf.crs != meta.crs:
         gdf = gdf.to_crs(meta.crs)
-    elif (gdf.crs is None) != (not meta.georeferenced):
-        which = "vector_path" if gdf.crs is None else "raster_path"
-        raise ToolInputError("one of the layer and the raster is georeferenced and the other is "
-                             "not", tool=tool, argument=which,
-                             expected="both georeferenced, or both in pixel space")
     transform = meta.transform
-    valid = np.isfinite(arr) if arr.dtype.kind == "f" else np.ones(arr.shape, dtype=bool)
-    if meta.nodata is not None and not (isinstance(meta.nodata, float) and math.isnan(meta.nodata)):
+    valid = np.isfinite(arr)
+    if meta.nodata is not None:
         valid &= arr != meta.nodata
-    pixel_area = None
-    if meta.georeferenced and not meta.crs.is_geographic:
-        try:
-            f = meta.crs.linear_units_factor[1]
-        except Exception:
-            f = 1.0
-        pixel_area = abs(transform.a * transform.e - transform.b * transform.d) * f * f
+    pixel_area = abs(float(transform.a) * float(transform.e))
     union = np.zeros(arr.shape, dtype=bool)
     kept_idx, items = [], []
-    inv = ~transform
     for i in range(len(gdf)):
         geom = gdf.geometry.iloc[i]
         if geom is None or geom.is_empty:
@@ -769,8 +799,7 @@ def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
         sample = np.zeros(arr.shape, dtype=bool)
         prow = pcol = None
         if geom.geom_type == "Point":
-            c, r = inv @ (geom.x, geom.y)
-            prow, pcol = math.floor(r), math.floor(c)
+            prow, pcol = (int(v) for v in rowcol(transform, geom.x, geom.y))
             if 0 <= prow < arr.shape[0] and 0 <= pcol < arr.shape[1]:
                 sample[prow, pcol] = True
         else:
@@ -781,7 +810,7 @@ def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
         n = int(sample.sum())
         if n < int(min_pixels):
             continue
-        vals = arr[sample].astype(np.float64)
+        vals = arr[sample]
         item = {"feature_idx": i, "geometry_type": geom.geom_type, "pixel_count": n}
         if pixel_area is not None:
             item["sampled_area_m2"] = n * pixel_area
@@ -810,7 +839,7 @@ def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
            "pixel_area_m2": pixel_area}
     if return_features:
         out["feature_stats"] = items
-    pooled = arr[union].astype(np.float64)
+    pooled = arr[union]
     for s in stats:
         out[s] = float(getattr(pooled, s)()) if pooled.size else None
     return out
@@ -1164,7 +1193,7 @@ def vec_build_graph(ctx: ToolContext, centerline_path: str) -> dict:
     import networkx as nx
 
     tool = "vec.build_graph"
-    gdf, path = read_vector(ctx, centerline_path, tool=tool, argument="centerline_path")
+    gdf, path = read_vector_as_benchmark(ctx, centerline_path, tool=tool, argument="centerline_path")
     if len(gdf) == 0:
         raise ToolInputError(f"{_stem(centerline_path)} is an empty centerline layer", tool=tool,
                              argument="centerline_path", expected="LineString features")
@@ -1546,242 +1575,200 @@ def vec_repair_min_edges(ctx: ToolContext, graph_path: str, source: str | int | 
 
 # ============================================================================================
 # Geometry: vec.convex_hull, vec.voronoi, vec.dissolve, vec.simplify, vec.point_in_polygon
+# (the benchmark reads these layers with plain gpd.read_file: a GeoJSON without crs is
+# EPSG:4326 here, see read_vector_as_benchmark)
 # ============================================================================================
-def _area_m2_of(geom, crs, px):
-    """(area in m², area in layer units²) of one geometry; m² None when unknown."""
-    import geopandas as gpd
-
-    units2 = float(geom.area)
-    if crs is None:
-        return (units2 * px * px if px else None), units2
-    metric, scale = metric_frame(gpd.GeoDataFrame(geometry=gpd.GeoSeries([geom], crs=crs),
-                                                  crs=crs))
-    return float(metric.geometry.iloc[0].area) * scale ** 2, units2
-
-
 def _out_vector(ctx, tool, key, out_path):
     from .raster import named_output
 
     return named_output(ctx, tool, key, ".geojson", out_path, (".geojson", ".json"))
 
 
-def _n_coords(geoms) -> int:
-    import shapely
+def count_vertices(geom) -> int:
+    """Vertices as the benchmark's vec.simplify counts them (analysis.py:vec_simplify): a
+    polygon's rings with their closing points, a line's coordinates, the sum over the parts of
+    multi-geometries and collections; points (and anything else) count 0."""
+    if geom is None or geom.is_empty:
+        return 0
+    kind = geom.geom_type
+    if kind == "Polygon":
+        return len(geom.exterior.coords) + sum(len(r.coords) for r in geom.interiors)
+    if kind == "LineString":
+        return len(geom.coords)
+    if kind in ("MultiPolygon", "MultiLineString", "GeometryCollection"):
+        return sum(count_vertices(g) for g in geom.geoms)
+    return 0
 
-    return int(sum(int(shapely.get_num_coordinates(g)) for g in geoms if g is not None))
 
-
-@register("vec.convex_hull", server="Analysis", module="vector",
+@register("vec.convex_hull", server="Analysis", module="vector", version=2,
           result_keys=["tool", "output_path", "area_m2", "vertex_count"],
           notes={"out_path": "auto <temp>/convex_hull.geojson"})
 def vec_convex_hull(ctx: ToolContext, vector_path: str, out_path: str | None = None) -> dict:
-    """Convex hull of all geometries of a layer (e.g. a damage-cluster footprint), one feature.
+    """Convex hull of all geometries of a layer, one feature (analysis.py:vec_convex_hull).
 
-    ``area_m2``: georeferenced layers in metres (geographic ones in their UTM zone; the
-    benchmark gives 0.0 unless projected); pixel-space layers × ``pixel_size_m``² from the
-    features' property, else null (``area_units2`` always gives the raw area).
-    ``vertex_count``: distinct hull vertices (the closing point not counted). Empty layer →
+    ``area_m2``: the hull's area in the layer's units when the CRS is projected, else 0.0 (a
+    geographic or pixel-space layer: a quirk). ``vertex_count``: the hull exterior's
+    coordinates, closing point included; 0 when the hull is a point or a line. Empty layer →
     ToolInputError.
     """
     import geopandas as gpd
     import shapely
 
     tool = "vec.convex_hull"
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
-    geoms = [g for g in gdf.geometry if g is not None and not g.is_empty]
-    if not geoms:
-        raise ToolInputError(f"{_stem(vector_path)} has no geometries", tool=tool,
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path",
+                                         geojson_pixel=False)
+    if len(gdf) == 0:
+        raise ToolInputError(f"{_stem(vector_path)} is empty", tool=tool,
                              argument="vector_path", expected="a layer with at least one feature")
-    hull = shapely.union_all(geoms).convex_hull
-    if hull.geom_type == "Polygon":
-        vertices = len(hull.exterior.coords) - 1
-    else:
-        vertices = int(shapely.get_num_coordinates(hull))
-    px = layer_pixel_size(gdf)
-    area_m2, area_u = _area_m2_of(hull, gdf.crs, px)
-    out = gpd.GeoDataFrame({"feature_count": [len(geoms)], "area_m2": [area_m2],
-                            "vertex_count": [vertices]},
-                           geometry=gpd.GeoSeries([hull], crs=gdf.crs), crs=gdf.crs)
-    dst = _out_vector(ctx, tool, {"vector": path}, out_path)
-    write_vector(dst, out)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "area_m2": area_m2,
-            "area_units2": area_u, "vertex_count": vertices, "geometry_type": hull.geom_type}
+    hull = shapely.union_all([g for g in gdf.geometry if g is not None]).convex_hull
+    area = float(hull.area) if gdf.crs is not None and gdf.crs.is_projected else 0.0
+    vertices = len(hull.exterior.coords) if hull.geom_type == "Polygon" else 0
+    dst = _out_vector(ctx, tool, {"vector": path, "v": 2}, out_path)
+    write_vector(dst, gpd.GeoDataFrame(geometry=gpd.GeoSeries([hull], crs=gdf.crs), crs=gdf.crs))
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "area_m2": area,
+            "vertex_count": int(vertices)}
 
 
-@register("vec.voronoi", server="Analysis", module="vector",
+@register("vec.voronoi", server="Analysis", module="vector", version=2,
           result_keys=["tool", "output_path", "cell_count"])
 def vec_voronoi(ctx: ToolContext, points_path: str, boundary_path: str | None = None,
                 out_path: str | None = None) -> dict:
-    """Voronoi service areas around point features (shapely/GEOS), one cell per distinct point,
-    in point order, carrying the point's properties and ``point_index`` (0-based).
+    """Voronoi cells of the Point features (analysis.py:vec_voronoi; shapely/GEOS
+    ``voronoi_diagram``), each with ``cell_id`` (0-based).
 
-    Cells are clipped to the union of the boundary polygons (reprojected to the points' CRS)
-    when ``boundary_path`` is given, else to the points' bounding box grown by 10 % of its
-    larger side on every side (so no cell is unbounded). Non-point features are represented
-    by their centroid; repeated locations keep the first feature. ``area_m2`` per cell when the
-    layer is georeferenced. Errors: fewer than 2 distinct points, a boundary without polygons or
-    in the other frame → ToolInputError.
+    Only Point geometries are seeds (other features are ignored). The diagram's envelope is
+    the points' bounding box buffered by its perimeter (at least 1 unit); with
+    ``boundary_path`` every cell is intersected with the union of the boundary layer — as it
+    is, no reprojection (QC error ``vec_mixed_frames`` when its frame differs) — and empty
+    cells are dropped. Errors: an empty layer, fewer than 2 points → ToolInputError.
     """
     import geopandas as gpd
-    import pandas as pd
     import shapely
-    from shapely.geometry import MultiPoint, box
+    from shapely.geometry import MultiPoint
 
     tool = "vec.voronoi"
-    gdf, path = read_vector(ctx, points_path, tool=tool, argument="points_path")
-    pts, rows, seen = [], [], set()
-    for i in range(len(gdf)):
-        g = gdf.geometry.iloc[i]
-        if g is None or g.is_empty:
-            continue
-        p = g if g.geom_type == "Point" else g.centroid
-        k = (round(p.x, 9), round(p.y, 9))
-        if k in seen:
-            continue
-        seen.add(k)
-        pts.append(p)
-        rows.append(i)
-    if len(pts) < 2:
-        raise ToolInputError(f"{len(pts)} distinct point(s); a Voronoi diagram needs 2",
+    gdf, path = read_vector_as_benchmark(ctx, points_path, tool=tool, argument="points_path",
+                                         geojson_pixel=False)
+    if len(gdf) == 0:
+        raise ToolInputError(f"{_stem(points_path)} is empty", tool=tool, argument="points_path",
+                             expected="a point layer")
+    pts = MultiPoint([(g.x, g.y) for g in gdf.geometry if g is not None and g.geom_type == "Point"])
+    if len(pts.geoms) < 2:
+        raise ToolInputError(f"{len(pts.geoms)} point(s); a Voronoi diagram needs at least 2",
                              tool=tool, argument="points_path", expected="at least 2 points")
+    envelope = pts.envelope.buffer(max(pts.envelope.length, 1.0))
+    diagram = shapely.voronoi_polygons(pts, extend_to=envelope)
+    bpath = None
     if boundary_path:
-        bnd, bpath = read_vector(ctx, boundary_path, tool=tool, argument="boundary_path")
-        _check_frames(gdf, bnd, tool, "points_path", "boundary_path")
-        if bnd.crs is not None and gdf.crs is not None and bnd.crs != gdf.crs:
-            bnd = bnd.to_crs(gdf.crs)
-        polys = [g for g in bnd.geometry if g is not None and g.geom_type in ("Polygon", "MultiPolygon")]
-        if not polys:
-            raise ToolInputError("boundary has no polygons", tool=tool, argument="boundary_path",
-                                 expected="a polygon layer")
-        clip = shapely.union_all(polys)
+        bnd, bpath = read_vector_as_benchmark(ctx, boundary_path, tool=tool,
+                                              argument="boundary_path", geojson_pixel=False)
+        boundary = shapely.union_all([g for g in bnd.geometry if g is not None])
+        cells = [c.intersection(boundary) for c in diagram.geoms if not c.is_empty]
+        cells = [c for c in cells if not c.is_empty]
     else:
-        bpath = None
-        minx, miny, maxx, maxy = MultiPoint(pts).bounds
-        pad = 0.1 * max(maxx - minx, maxy - miny)
-        clip = box(minx - pad, miny - pad, maxx + pad, maxy + pad)
-    cells = shapely.voronoi_polygons(MultiPoint(pts), extend_to=clip, ordered=True)
-    out_geoms = [c.intersection(clip) for c in cells.geoms]
-    attrs = gdf.drop(columns=gdf.geometry.name).iloc[rows].reset_index(drop=True)
-    attrs["point_index"] = rows
-    out = gpd.GeoDataFrame(pd.DataFrame(attrs), geometry=gpd.GeoSeries(out_geoms, crs=gdf.crs),
-                           crs=gdf.crs)
-    if gdf.crs is not None:
-        metric, scale = metric_frame(out)
-        out["area_m2"] = [float(a) * scale ** 2 for a in metric.geometry.area]
-    dst = _out_vector(ctx, tool, {"points": path, "boundary": bpath}, out_path)
+        cells = [c for c in diagram.geoms if not c.is_empty]
+    out = gpd.GeoDataFrame({"cell_id": list(range(len(cells)))},
+                           geometry=gpd.GeoSeries(cells, crs=gdf.crs), crs=gdf.crs)
+    dst = _out_vector(ctx, tool, {"points": path, "boundary": bpath, "v": 2}, out_path)
     write_vector(dst, out)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "cell_count": int(len(out))}
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "cell_count": int(len(cells))}
 
 
-@register("vec.dissolve", server="Analysis", module="vector",
+@register("vec.dissolve", server="Analysis", module="vector", version=2,
           result_keys=["tool", "output_path", "input_count", "output_count"])
 def vec_dissolve(ctx: ToolContext, vector_path: str, by: str | None = None,
                  out_path: str | None = None) -> dict:
-    """Union the geometries into one feature, or one per value of attribute ``by``.
-
-    Groups are sorted by their value (as text); a missing value (null) forms its own group,
-    last. Each output feature has the group value (under ``by``) and ``feature_count``.
-    Errors: unknown attribute (the available ones are listed) → ToolInputError. Empty layer →
-    an empty output and counts 0.
+    """Union the geometries (geopandas ``dissolve``; analysis.py:vec_dissolve): one feature per
+    value of attribute ``by`` (features with a missing value dropped, as pandas groups), or one
+    feature for the whole layer when ``by`` is omitted OR names no attribute (QC warns
+    ``vec_dissolve_unknown_field``).
     """
-    import geopandas as gpd
-    import shapely
-
     tool = "vec.dissolve"
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
-    if by is not None and (by not in gdf.columns or by == gdf.geometry.name):
-        avail = [str(c) for c in gdf.columns if c != gdf.geometry.name]
-        raise ToolInputError(f"attribute {by!r} not found", tool=tool, argument="by",
-                             expected=f"one of {avail}")
-    groups: dict = {}
-    for i in range(len(gdf)):
-        g = gdf.geometry.iloc[i]
-        if g is None or g.is_empty:
-            continue
-        if by is None:
-            k = None
-        else:
-            v = gdf[by].iloc[i]
-            k = None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-        groups.setdefault(k, []).append(g)
-    keys = sorted(groups, key=lambda k: (k is None, str(k)))
-    geoms = [shapely.union_all(groups[k]) for k in keys]
-    data = {"feature_count": [len(groups[k]) for k in keys]}
-    if by is not None:
-        data = {by: keys, **data}
-    out = gpd.GeoDataFrame(data, geometry=gpd.GeoSeries(geoms, crs=gdf.crs), crs=gdf.crs)
-    dst = _out_vector(ctx, tool, {"vector": path, "by": by}, out_path)
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path",
+                                         geojson_pixel=False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if by and by in gdf.columns:
+                out = gdf.dissolve(by=by).reset_index()
+            else:
+                out = gdf.dissolve()
+    except Exception as exc:
+        raise ToolInputError(f"cannot dissolve {_stem(vector_path)}: {exc}", tool=tool,
+                             argument="vector_path")
+    dst = _out_vector(ctx, tool, {"vector": path, "by": by, "v": 2}, out_path)
     write_vector(dst, out)
     return {"tool": tool, "output_path": ctx.artifact_name(dst),
             "input_count": int(len(gdf)), "output_count": int(len(out))}
 
 
-@register("vec.simplify", server="Analysis", module="vector",
+@register("vec.simplify", server="Analysis", module="vector", version=2,
           result_keys=["tool", "output_path", "input_vertex_count", "output_vertex_count"],
           notes={"tolerance": "CRS units"})
 def vec_simplify(ctx: ToolContext, vector_path: str, tolerance: float,
                  preserve_topology: bool = True, out_path: str | None = None) -> dict:
     """Douglas–Peucker vertex reduction (shapely/GEOS; D. Douglas & T. Peucker, Cartographica
     10(2), 1973) with ``tolerance`` in the layer's units (pixels for pixel-space layers,
-    degrees for geographic ones). ``preserve_topology`` keeps polygons valid (GEOS
-    TopologyPreservingSimplifier). Vertex counts include ring closing points. Errors:
-    negative or non-finite tolerance → ToolInputError.
+    degrees for geographic ones); ``preserve_topology`` keeps polygons valid. Vertex counts
+    follow ``count_vertices`` (points count 0), as analysis.py:vec_simplify. Errors: a
+    tolerance GEOS refuses → ToolInputError.
     """
     tool = "vec.simplify"
-    if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise ToolInputError(f"must be a finite number >= 0, got {tolerance}", tool=tool,
-                             argument="tolerance", expected="a distance in the layer's units")
-    gdf, path = read_vector(ctx, vector_path, tool=tool, argument="vector_path")
-    before = _n_coords(gdf.geometry)
+    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path",
+                                         geojson_pixel=False)
+    before = sum(count_vertices(g) for g in gdf.geometry)
     out = gdf.copy()
-    out[out.geometry.name] = [g.simplify(float(tolerance), preserve_topology=bool(preserve_topology))
-                              if g is not None else None for g in gdf.geometry]
-    after = _n_coords(out.geometry)
+    try:
+        out[out.geometry.name] = gdf.geometry.simplify(tolerance=tolerance,
+                                                       preserve_topology=bool(preserve_topology))
+    except Exception as exc:
+        raise ToolInputError(f"cannot simplify with tolerance {tolerance}: {exc}", tool=tool,
+                             argument="tolerance", expected="a distance in the layer's units")
+    after = sum(count_vertices(g) for g in out.geometry)
     dst = _out_vector(ctx, tool, {"vector": path, "tol": float(tolerance),
-                                  "keep": bool(preserve_topology)}, out_path)
+                                  "keep": bool(preserve_topology), "v": 2}, out_path)
     write_vector(dst, out)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "input_vertex_count": before,
-            "output_vertex_count": after}
+    return {"tool": tool, "output_path": ctx.artifact_name(dst),
+            "input_vertex_count": int(before), "output_vertex_count": int(after)}
 
 
-@register("vec.point_in_polygon", server="Analysis", module="vector",
+@register("vec.point_in_polygon", server="Analysis", module="vector", version=2,
           result_keys=["tool", "matches", "inside_count"])
 def vec_point_in_polygon(ctx: ToolContext, points_path: str, polygons_path: str,
                          polygon_id_field: str | None = None) -> dict:
-    """Points that lie in at least one polygon, with the ids of those polygons.
+    """Features of the point layer that lie strictly inside at least one polygon (shapely
+    ``contains``: a point on the boundary is outside), with those polygons' ids
+    (analysis.py:vec_point_in_polygon).
 
-    A point on a polygon's boundary counts as inside (``covers``). The points are reprojected
-    to the polygons' CRS; non-point features are represented by their centroid. Polygon ids
-    come from ``polygon_id_field`` or are 0-based row indices; ``matches`` lists
-    {point_index, polygon_ids} in point order. Errors: unknown id field (available attributes
-    listed), a pixel-space layer with a georeferenced one → ToolInputError.
+    The points are reprojected to the polygons' CRS when the two differ. Polygon ids come from
+    ``polygon_id_field`` when the polygons have it, else (also for an unknown field: QC warns
+    ``vec_unknown_id_field``) their 0-based row index; ``matches`` lists {point_index,
+    polygon_ids} in point order. Errors: points without a CRS with polygons that have one
+    (pixel-space points are GeoJSON's EPSG:4326 here, so only a Shapefile without .prj) →
+    ToolInputError.
     """
     tool = "vec.point_in_polygon"
-    pts, _ = read_vector(ctx, points_path, tool=tool, argument="points_path")
-    polys, _ = read_vector(ctx, polygons_path, tool=tool, argument="polygons_path")
-    if polygon_id_field is not None and (polygon_id_field not in polys.columns or
-                                         polygon_id_field == polys.geometry.name):
-        avail = [str(c) for c in polys.columns if c != polys.geometry.name]
-        raise ToolInputError(f"attribute {polygon_id_field!r} not found", tool=tool,
-                             argument="polygon_id_field", expected=f"one of {avail}")
-    if len(pts) == 0 or len(polys) == 0:
-        return {"tool": tool, "matches": [], "inside_count": 0, "point_count": int(len(pts)),
-                "polygon_count": int(len(polys))}
-    _check_frames(pts, polys, tool, "points_path", "polygons_path")
-    if pts.crs is not None and polys.crs is not None and pts.crs != polys.crs:
-        pts = pts.to_crs(polys.crs)
-    ids = (list(polys[polygon_id_field]) if polygon_id_field is not None
-           else list(range(len(polys))))
-    tree_geoms = list(polys.geometry)
-    sidx = polys.sindex
+    pts, _ = read_vector_as_benchmark(ctx, points_path, tool=tool, argument="points_path",
+                                      geojson_pixel=False)
+    polys, _ = read_vector_as_benchmark(ctx, polygons_path, tool=tool, argument="polygons_path",
+                                        geojson_pixel=False)
+    if pts.crs != polys.crs and polys.crs is not None:
+        if pts.crs is None:
+            raise ToolInputError("the points have no CRS and cannot be reprojected to the "
+                                 "polygons' CRS", tool=tool, argument="points_path",
+                                 expected="a point layer with a CRS")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pts = pts.to_crs(polys.crs)
+    use_field = bool(polygon_id_field) and polygon_id_field in polys.columns
     matches = []
-    for i, g in enumerate(pts.geometry):
-        if g is None or g.is_empty:
+    for i in range(len(pts)):
+        g = pts.geometry.iloc[i]
+        if g is None:
             continue
-        p = g if g.geom_type == "Point" else g.centroid
-        cand = sorted(int(j) for j in sidx.query(p))
-        hit = [ids[j] for j in cand if tree_geoms[j] is not None and tree_geoms[j].covers(p)]
+        hit = [j for j in range(len(polys)) if polys.geometry.iloc[j] is not None
+               and polys.geometry.iloc[j].contains(g)]
         if hit:
-            matches.append({"point_index": i, "polygon_ids": hit})
-    return {"tool": tool, "matches": matches, "inside_count": len(matches),
-            "point_count": int(len(pts)), "polygon_count": int(len(polys))}
+            ids = [_plain(polys[polygon_id_field].iloc[j]) for j in hit] if use_field else hit
+            matches.append({"point_index": i, "polygon_ids": ids})
+    return {"tool": tool, "matches": matches, "inside_count": len(matches)}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import (layer_pixel_size, metric_frame, raster_meta, read_vector, read_vector_path,
+from ._io import (metric_frame, raster_meta, read_vector, read_vector_path,
                   write_vector)
 from .base import ToolContext, ToolInputError
 from .registry import register

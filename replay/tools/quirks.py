@@ -156,6 +156,11 @@ _VECTOR: tuple[Quirk, ...] = (
           "read a band-equal mask as classes; match colours exactly",
           _A.format("color2labelidx")),
     Quirk("vec.road_centerline_extraction",
+          "objects of at most 32 px are removed with 4-connectivity (scikit-image 0.26 reads the "
+          "benchmark's min_size=32 as max_size): a 1-pixel-wide diagonal road vanishes",
+          "remove objects under 32 px, 8-connected",
+          _A.format("_to_skeleton")),
+    Quirk("vec.road_centerline_extraction",
           "edges are cut at every ≥5° turn after ≥4 steps, and each edge is walked again from its "
           "other end and cut at its own turns: duplicated edges between different turn nodes and "
           "1-pixel junction edges are part of the graph (edge_count counts them)",

@@ -857,7 +857,7 @@ _OFFS8 = tuple((dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dy, dx) !=
 #: 3·R + 4·G + 5·B is looked up among the keys of black 0, white 1, (248, 179, 101) 2, red 3
 _RGB_KEY_WEIGHTS = (3, 4, 5)
 _RGB_ROAD = (((0, 0, 0), 0), ((255, 255, 255), 1), ((248, 179, 101), 2), ((255, 0, 0), 3))
-_MIN_OBJECT_PX = 32          # remove_small_objects(min_size=32)
+_MIN_OBJECT_PX = 32          # remove_small_objects(min_size=32): ≤ 32 px go (skimage 0.26)
 _TURN_MIN_DEG = 5.0          # a direction change of at least 5° ...
 _MIN_SEGMENT_PX = 4          # ... after at least 4 steps splits an edge
 _DAMAGED_RATIO = 0.5         # an edge is damaged when ≥ 50 % ...
@@ -899,8 +899,10 @@ def _road_label_mask(ctx, tool, mask_path):
 
 
 def _road_skeleton(road: np.ndarray) -> np.ndarray:
-    """scikit-image's pipeline of the benchmark (analysis.py:_to_skeleton): objects under 32 px
-    (4-connected) removed, a 3×3 binary closing, then ``skeletonize``."""
+    """scikit-image's pipeline of the benchmark (analysis.py:_to_skeleton): objects of at most
+    32 px (4-connected; scikit-image 0.26 reads the benchmark's ``min_size=32`` as
+    ``max_size``) removed, a 3×3 binary closing, then ``skeletonize``. A road one pixel wide
+    on a diagonal is a chain of 1-px 4-connected objects and vanishes."""
     import warnings as _w
 
     from skimage.morphology import binary_closing, remove_small_objects, skeletonize

@@ -317,7 +317,7 @@ def vec_filter_by_attribute(ctx: ToolContext, vector_path: str, attribute_name: 
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.connected_components", server="Analysis", module="vector",
+@register("vec.connected_components", server="Analysis", module="vector", version=2,
           result_keys=["tool", "count", "vector_path", "mode"])
 def vec_connected_components(ctx: ToolContext, vector_path: str) -> dict:
     """Number of features of a vector layer; a raster given instead is read as a mask and its

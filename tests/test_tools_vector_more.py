@@ -1,19 +1,16 @@
 """Road-graph and geometry vector tools: hand-made layers with hand-worked values, plus real
-data (OSM roads of test.osm.pbf for routing, the Joplin footprints for buffers)."""
+data (the Joplin footprints for buffers)."""
 import json
 import math
 from pathlib import Path
 
-import networkx as nx
-import numpy as np
 import pytest
 from shapely.geometry import LineString, Point, box, shape
 
-from replay.tools import ClassIndexError, ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_png
+from replay.tools import ToolInputError, call_tool
+from replay.tools.testing import make_ctx, write_geojson
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-OSM = REALDATA / "osm-helsinki" / "test.osm.pbf"
 JOPLIN = REALDATA / "xview2-deploy-joplin" / "bldg_polys.gpkg"
 
 

@@ -1076,8 +1076,9 @@ def vec_road_centerline_extraction(ctx: ToolContext, mask_path: str,
 
     Road pixels: values in intact ∪ damaged classes (defaults [1] and [2, 3]); a mask with 3 or
     more bands is read as RGB colours (``_road_label_mask``). Classes absent from the mask just
-    select nothing (QC warns). Lines run along the edge pixels with x = col, y = img_h − 1 − row
-    (the benchmark's y-up layout, read back by ``vec.build_graph``); properties u, v, length_px,
+    select nothing, no error (QC: ``classes.stale_index``). Lines run along the edge pixels with
+    x = col, y = img_h − 1 − row (the benchmark's y-up layout, read back by
+    ``vec.build_graph``); properties u, v, length_px,
     length (pixels, diagonal step 1.41421356237), damaged, img_h, img_w, in the graph's edge
     order. An empty road gives ``edge_count`` 0 and an empty layer.
     """

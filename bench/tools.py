@@ -161,17 +161,17 @@ def plan(ctx, info) -> list[tuple[str, dict]]:
 
 
 def _route_args(ctx, built):
+    """Start and end of a route between the first and last node of the largest component of a
+    vec.build_graph graph (the benchmark's layout: node attribute xy_json "[row, col]")."""
+    import json
+
     import networkx as nx
 
     g = nx.read_graphml(ctx.work_dir / built["graph_path"])
     comp = max(nx.connected_components(g), key=len)
     ids = sorted(comp, key=int)
-    a, b = g.nodes[ids[0]], g.nodes[ids[-1]]
-    if built["frame"] == "geographic":
-        return {"graph_path": built["graph_path"], "start": [a["lat"], a["lon"]],
-                "end": [b["lat"], b["lon"]], "snap_buffer_px": 5}
-    return {"graph_path": built["graph_path"], "start": [a["row"], a["col"]],
-            "end": [b["row"], b["col"]], "pixel_size_m": 0.6}
+    a, b = (json.loads(g.nodes[n]["xy_json"]) for n in (ids[0], ids[-1]))
+    return {"graph_path": built["graph_path"], "start": a, "end": b, "pixel_size_m": 0.6}
 
 
 def _items(o):

@@ -56,16 +56,15 @@ def test_three_steps_with_references(tmp_path):
 def test_failure_stops_and_skips(tmp_path):
     ctx = setup(tmp_path)
     steps = [dict(STEPS[0]),
-             # issue 17: an absent class index counts 0 as in the benchmark, so the failing
-             # step here names a mask that does not exist
-             {"call": "ras.count_pixels", "args": {"mask_path": "absent_mask.png",
-                                                   "classes": [4]}},
+             # issue 17: an absent class index counts 0 and a missing mask gives an empty
+             # count, as in the benchmark; ras.stats on a missing raster fails there too
+             {"call": "ras.stats", "args": {"image_path": "absent_mask.png"}},
              dict(STEPS[2])]
     res = run_trajectory(steps, ctx)
     assert not res.ok
     assert [s.status for s in res.steps] == ["succeeded", "failed", "skipped"]
     err = res.steps[1].error
-    assert err.startswith("step 1 (ras.count_pixels), argument 'mask_path':") and \
+    assert err.startswith("step 1 (ras.stats), argument 'image_path':") and \
         "absent_mask.png" in err
     assert res.steps[1].error_detail["type"] == "ToolInputError"
     assert res.failed_step.index == 1 and res.error == err

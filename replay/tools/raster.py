@@ -58,6 +58,26 @@ def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
     return arr
 
 
+#: the ``note`` of the benchmark's result for a missing input file (``_tool_guard`` /
+#: ``ras_vectorize`` in ``dora/tools/analysis.py``)
+MISSING_INPUT_NOTE = "No input data available; returning empty result."
+
+
+def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str) -> Path | None:
+    """The file ``value`` names, or None when no such file exists (the benchmark answers a
+    missing mask with an empty, non-error result in ``ras.count_pixels`` and
+    ``ras.vectorize``). A path outside the data roots or a non-string still raises
+    ToolInputError."""
+    from .base import ToolError
+
+    try:
+        return ctx.resolve(value, tool=tool, argument=argument)
+    except ToolError as exc:
+        if isinstance(value, str) and value.strip() and exc.message.startswith("file not found"):
+            return None
+        raise
+
+
 # --------------------------------------------------------------------------------------------
 @register("ras.count_pixels", server="Analysis", module="raster",
           result_keys=["tool", "counts", "total", "classes"])
@@ -69,10 +89,15 @@ def ras_count_pixels(ctx: ToolContext, mask_path: str, classes: list[int]) -> di
     counts 0 and an empty ``classes`` list gives ``{}`` / 0, as in the benchmark
     (``analysis.py:ras_count_pixels``). The whole image is compared, so a multi-band image is
     counted over every band (quirk; QC ``tool.multiband_mask``). No area conversion (see
-    ``ras.area``). Errors: unknown or unreadable file → ToolInputError.
+    ``ras.area``). A mask file that does not exist gives the benchmark's empty result
+    {tool, note, count: 0, mask_path, classes} (its ``_tool_guard`` on FileNotFoundError; QC
+    ``manifest.file_missing``). Errors: unreadable file, path outside the data → ToolInputError.
     """
     tool = "ras.count_pixels"
-    path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
+    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path")
+    if path is None:
+        return {"tool": tool, "note": MISSING_INPUT_NOTE, "count": 0, "mask_path": mask_path,
+                "classes": [int(c) for c in classes]}
     arr = image_values(path, tool=tool, argument="mask_path")
     counts: dict[str, int] = {}
     for c in classes:
@@ -218,7 +243,9 @@ def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
     y = row) and ``area_m2 = round(pixels · pixel_size_m², 2)``, or 0 when no pixel size is
     given (quirk: so ``total_area_m2`` is 0.0, not null). No selected pixel (absent class,
     empty mask, empty ``classes``) → 0 polygons, ``total_area_m2`` null. ``count`` is the
-    number of polygons; ``total_area_m2`` the sum of the features' areas.
+    number of polygons; ``total_area_m2`` the sum of the features' areas. A mask file that
+    does not exist gives the benchmark's answer {vector_path: null, count: 0, total_pixels: 0,
+    total_area_m2: null, note}, not an error.
     """
     import geopandas as gpd
     from affine import Affine
@@ -228,7 +255,10 @@ def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
     from ._io import write_vector
 
     tool = "ras.vectorize"
-    path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
+    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path")
+    if path is None:
+        return {"tool": tool, "vector_path": None, "count": 0, "total_pixels": 0,
+                "total_area_m2": None, "note": "No raster data available; zero features extracted."}
     arr, meta = read_band(path, 1, tool=tool, argument="mask_path")
     target = np.isin(arr, [int(c) for c in classes])
     georef = meta.georeferenced
@@ -661,6 +691,9 @@ def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
     ``255 · (sin(alt) cos S + cos(alt) sin S cos(A − aspect))`` clipped to 0..255 and
     truncated to uint8. With rows growing southwards this lights the terrain from another
     direction than the azimuth names (quirk). No nodata handling; ``stats`` over all pixels.
+    The output keeps the DEM's georeferencing and nodata; a nodata that uint8 cannot hold
+    (−9999, NaN) makes the benchmark's write fall back to a plain TIFF without
+    georeferencing, and so it does here.
     """
     tool = "ras.hillshade"
     path, dem, meta, xres, yres = _dem_float32(ctx, tool, dem_path)
@@ -676,10 +709,14 @@ def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
     dst = named_output(ctx, tool, {"dem": path, "azimuth": float(azimuth),
                                    "altitude": float(altitude), "z": float(z_factor)}, ".tif",
                        out_path, (".tif", ".tiff"))
-    nodata = meta.nodata if meta.nodata is not None and not math.isnan(meta.nodata) and \
-        0 <= meta.nodata <= 255 else None
-    write_raster(dst, out, like=meta, nodata=nodata,
-                 transform=meta.transform if not meta.georeferenced else None)
+    nodata = meta.nodata
+    if nodata is not None and (math.isnan(nodata) or not 0 <= nodata <= 255):
+        # the benchmark's rasterio write refuses a nodata outside uint8 and falls back to
+        # Pillow: a plain TIFF without georeferencing
+        write_raster(dst, out)
+    else:
+        write_raster(dst, out, like=meta, nodata=nodata,
+                     transform=meta.transform if not meta.georeferenced else None)
     return {"tool": tool, "hillshade_path": ctx.artifact_name(dst),
             "shape": [int(out.shape[0]), int(out.shape[1])],
             "stats": {"min": int(out.min()), "max": int(out.max()), "mean": float(out.mean())}}

@@ -206,12 +206,22 @@ def test_loop_bind_only_for_present_args_and_trajectory_refs(ctx):
 
 
 def test_loop_nested_failure_is_a_stub(ctx):
+    # the unresolved <item.path> is passed on literally; ras.stats cannot open it and the
+    # benchmark keeps its stub object
+    res = run(ctx, "tool.loop", calls=[{"call": "ras.stats", "args": {"image_path": "<item.path>"}}],
+              loop_over=[{"path": "m.png"}, {"other": 1}])
+    assert res[0]["last_obs"]["mean"] == 271 / 16  # sum of M / 16 px
+    stub = res[1]["last_obs"]
+    assert stub["status"] == "stub" and stub["inputs"]["image_path"] == "<item.path>"
+
+
+def test_loop_nested_missing_mask_is_the_empty_result(ctx):
+    # ras.count_pixels on a missing file: the guard's empty result, not a stub
     res = run(ctx, "tool.loop", calls=[{"call": "ras.count_pixels",
                                         "args": {"mask_path": "<item.path>", "classes": [1]}}],
               loop_over=[{"path": "m.png"}, {"other": 1}])
     assert res[0]["last_obs"]["counts"] == {"1": 3}
-    stub = res[1]["last_obs"]
-    assert stub["status"] == "stub" and stub["inputs"]["mask_path"] == "<item.path>"
+    assert res[1]["last_obs"]["count"] == 0 and "status" not in res[1]["last_obs"]
 
 
 def test_loop_unguarded_helper_failure_ends_the_loop(ctx):

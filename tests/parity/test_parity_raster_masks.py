@@ -478,3 +478,26 @@ def test_diff_errors(ctx, tmp_path):
         run(ctx, "ras.diff", image_a_path="m.tif", image_b_path="d.tif")
     with pytest.raises(ToolError):  # transform (2 m vs identity grid)
         run(ctx, "ras.diff", image_a_path="m.tif", image_b_path="m.png")
+
+
+# ---------------------------------------------------------------- missing inputs
+def test_missing_mask_gives_the_benchmarks_empty_results(ctx):
+    # analysis.py: _tool_guard turns imread's FileNotFoundError into {tool, note, count: 0,
+    # inputs...}; ras_vectorize checks the path itself and answers zero features
+    obs = run(ctx, "ras.count_pixels", mask_path="absent_mask.png", classes=[1, 2])
+    assert obs == {"tool": "ras.count_pixels", "note": obs["note"], "count": 0,
+                   "mask_path": "absent_mask.png", "classes": [1, 2]}
+    obs = run(ctx, "ras.vectorize", mask_path="absent_mask.png", classes=[1])
+    assert (obs["vector_path"], obs["count"], obs["total_pixels"], obs["total_area_m2"]) == \
+        (None, 0, 0, None)
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("ras.area", {"mask_path": "absent.png", "pixel_size_m": 1.0}),   # own try/except: a stub
+    ("ras.stats", {"image_path": "absent.tif"}),                       # rasterio's IOError
+    ("ras.threshold", {"image_path": "absent.tif", "threshold": 1}),
+    ("ras.sample_point", {"image_path": "absent.tif", "row": 0, "col": 0}),
+])
+def test_missing_raster_fails_elsewhere(ctx, tool, args):
+    with pytest.raises(ToolError):
+        run(ctx, tool, **args)

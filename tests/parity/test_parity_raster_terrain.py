@@ -260,3 +260,11 @@ def test_focal_stats_even_window_and_errors(ctx):
         run(ctx, "ras.focal_stats", raster_path="f.tif", statistic="median")
     with pytest.raises(ToolError):
         run(ctx, "ras.focal_stats", raster_path="f.tif", window_size=0)
+
+
+def test_hillshade_nodata_outside_uint8_drops_georeferencing(ctx, tmp_path):
+    # the benchmark's rasterio write refuses nodata -9999 for uint8 and falls back to Pillow:
+    # the hillshade file then has neither CRS nor nodata
+    write_tif(tmp_path / "data" / "nd.tif", np.full((3, 3), 5, np.float32), nodata=-9999)
+    arr, src = band1(ctx, run(ctx, "ras.hillshade", dem_path="nd.tif")["hillshade_path"])
+    assert src.crs is None and src.nodata is None and (arr == 180).all()

@@ -30,7 +30,12 @@ RASTER_AND_LOGIC_CHECKS: dict[str, tuple[str, str]] = {
                                      "ras.area count every band, ras.vectorize / "
                                      "mask.compose_multiclass read band 1 only"),
     "tool.geographic_dem": ("error", "a terrain or resampling tool gets a raster in a geographic "
-                                     "CRS: the benchmark uses its degrees as metres"),
+                                     "CRS or without CRS: the benchmark uses its degrees (or "
+                                     "pixels) as metres"),
+    "tool.nonpositive_pixel_size": ("error", "a literal pixel_size_m is zero or negative: the "
+                                             "benchmark squares or multiplies it anyway"),
+    "tool.loop_stub_obs": ("error", "an iteration of tool.loop kept a stub observation: a "
+                                    "nested call failed and the benchmark went on"),
     "tool.negative_volume": ("error", "logi.truck_trips gets a negative volume: the benchmark "
                                       "returns a meaningless trip count (0 or negative)"),
     "tool.hillshade_direction": ("warning", "ras.hillshade lights the terrain from another "
@@ -42,6 +47,15 @@ RASTER_AND_LOGIC_CHECKS: dict[str, tuple[str, str]] = {
                                        "true as 1 and false as 0"),
     "tool.vectorize_area": ("warning", "ras.vectorize's areas are 0 (mask without CRS and no "
                                        "pixel_size_m) or square degrees (geographic mask)"),
+    "tool.empty_classes": ("warning", "a class list is empty: ras.count_pixels counts nothing, "
+                                      "ras.vectorize gives 0 polygons (ras.area: every class)"),
+    "tool.unknown_option": ("warning", "an option value the benchmark silently replaces (units "
+                                       "other than percent mean degrees, an unknown resampling "
+                                       "means bilinear, an altitude outside 0..90 is used as "
+                                       "is)"),
+    "tool.threshold_values": ("warning", "ras.threshold's true_value is outside 0..255 (cast to "
+                                         "uint8) or equals false_value (nothing tells the "
+                                         "selection apart)"),
 }
 
 #: mask arguments of the tools that read a mask's samples (tool → argument)
@@ -50,6 +64,12 @@ _MASK_READERS = {"ras.count_pixels": "mask_path", "ras.area": "mask_path",
 #: tools that use |transform.a| / |transform.e| as metres (tool → raster argument)
 _METRE_PIXEL_TOOLS = {"ras.slope": "dem_path", "ras.hillshade": "dem_path",
                       "ras.resample": "raster_path"}
+#: tools whose literal pixel_size_m the benchmark uses without checking its sign
+_PIXEL_SIZE_TOOLS = ("ras.area", "ras.vectorize", "calc.point_distance", "report.extract_evidence")
+#: (tool, argument) → values the benchmark's code distinguishes; anything else is replaced
+_OPTIONS = {("ras.slope", "units"): ("degrees", "percent"),
+            ("ras.reproject", "resampling"): ("nearest", "bilinear", "cubic"),
+            ("ras.resample", "resampling"): ("nearest", "bilinear", "cubic")}
 #: boolean result keys of the benchmark's tools (calc.greater_than, ras.sample_point(s),
 #: ras.clip, vec.graph_shortest_path, vec.repair_min_edges, calc.weighted_sum, road graphs)
 _BOOLEAN_KEYS = {"result", "is_inside", "clamped", "snap_failed", "snapped_on_damaged",
@@ -134,12 +154,55 @@ def check_raster_and_logic(a: Any) -> None:
         raster_arg = _METRE_PIXEL_TOOLS.get(name)
         if raster_arg:
             value = args.get(raster_arg)
-            if _crs_is_geographic(a.layer(value)):
+            layer = a.layer(value)
+            if _crs_is_geographic(layer):
                 a.add("tool.geographic_dem",
                       f"{label}: '{value}' is in a geographic CRS; the benchmark divides by its "
                       f"pixel size in degrees as if it were metres, so the result is "
                       f"meaningless. Reproject it to a metric CRS first (ras.reproject to UTM).",
                       f"{loc}.args.{raster_arg}")
+            elif _not_georeferenced(layer):
+                a.add("tool.geographic_dem",
+                      f"{label}: '{value}' has no CRS; the benchmark takes 1 pixel as 1 metre. "
+                      f"Use a georeferenced raster (GeoTIFF with a metric CRS).",
+                      f"{loc}.args.{raster_arg}")
+        if name in _PIXEL_SIZE_TOOLS:
+            px = args.get("pixel_size_m")
+            if isinstance(px, (int, float)) and not isinstance(px, bool) and px <= 0:
+                a.add("tool.nonpositive_pixel_size",
+                      f"{label}: pixel_size_m is {px}; the benchmark uses it as is (an area is "
+                      f"its square, a distance its multiple). Give the sample's GSD in metres.",
+                      f"{loc}.args.pixel_size_m")
+        if name in ("ras.count_pixels", "ras.vectorize") and args.get("classes") == []:
+            a.add("tool.empty_classes",
+                  f"{label}: classes is empty; the benchmark "
+                  f"{'counts nothing ({} / 0)' if name == 'ras.count_pixels' else 'extracts 0 polygons'}"
+                  f". List the class indices of the mask to measure.",
+                  f"{loc}.args.classes")
+        for (tname, opt), allowed in _OPTIONS.items():
+            v = args.get(opt) if tname == name else None
+            if isinstance(v, str) and v not in allowed:
+                means = "degrees" if opt == "units" else "bilinear"
+                a.add("tool.unknown_option",
+                      f"{label}: {opt} {v!r} is not one of {', '.join(allowed)}; the benchmark "
+                      f"silently uses {means}. Write {means!r} (or the option you mean).",
+                      f"{loc}.args.{opt}")
+        if name == "ras.hillshade":
+            alt = args.get("altitude")
+            if isinstance(alt, (int, float)) and not isinstance(alt, bool) and not 0 <= alt <= 90:
+                a.add("tool.unknown_option",
+                      f"{label}: altitude {alt} is outside 0..90 degrees; the benchmark uses it "
+                      f"as is. Give the sun's elevation above the horizon.",
+                      f"{loc}.args.altitude")
+        if name == "ras.threshold":
+            tv, fv = args.get("true_value", 255), args.get("false_value", 0)
+            if isinstance(tv, int) and not isinstance(tv, bool) and (not 0 <= tv <= 255 or tv == fv):
+                a.add("tool.threshold_values",
+                      f"{label}: true_value {tv} " + ("equals false_value" if tv == fv else
+                                                      f"is cast to uint8 ({tv % 256})")
+                      + "; the mask cannot show the selection. Use a value in 1..255 other than "
+                        "false_value (255 by default).",
+                      f"{loc}.args.true_value")
         if name == "ras.hillshade":
             a.add("tool.hillshade_direction",
                   f"{label}: the benchmark's hillshade (np.gradient rows growing southwards, "
@@ -165,6 +228,24 @@ def check_raster_and_logic(a: Any) -> None:
                       f"so an agent cannot follow this step as written. Pass the items as a "
                       f"list (e.g. ras.grid_windows' windows) where the plan allows it.",
                       f"{loc}.args.loop_over")
+        if name == "tool.loop" and loc.startswith("trajectory[") and loc.endswith("]") \
+                and loc.count("[") == 1:
+            try:
+                step = a.steps[int(loc[len("trajectory["):-1])]
+            except (ValueError, IndexError, TypeError):
+                step = None
+            obs = step.get("obs") if isinstance(step, dict) else None
+            if isinstance(obs, list):
+                for k, res in enumerate(obs):
+                    last = res.get("last_obs") if isinstance(res, dict) else None
+                    if isinstance(last, dict) and last.get("status") == "stub":
+                        a.add("tool.loop_stub_obs",
+                              f"{label}: iteration {k} kept a stub observation of "
+                              f"{last.get('tool')} ({str(last.get('error') or '')[:80]}); the "
+                              f"gold of that item is no result. Fix the nested call's arguments "
+                              f"(an unresolved <item.…> or step reference, a missing file).",
+                              f"{loc}.obs[{k}].last_obs")
+                        break
         if name == "tool.reduce":
             fld = args.get("field")
             if isinstance(fld, str) and fld.split(".")[-1] in _BOOLEAN_KEYS:

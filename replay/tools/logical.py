@@ -28,7 +28,18 @@ LOOP_TOOL = "tool.loop"
 #: guard (``ras_sample_point``, ``ras_sample_points``, ``mask_compose_multiclass`` in
 #: ``dora/tools/analysis.py``): an exception there ends the whole loop. A ToolError marked
 #: ``benchmark_stub`` (the helper's own out-of-bounds stub) is still kept as an observation.
-UNGUARDED_NESTED = frozenset({"ras.sample_point", "ras.sample_points", "mask.compose_multiclass"})
+UNGUARDED_NESTED = frozenset({"ras.sample_point", "ras.sample_points", "mask.compose_multiclass",
+                              "vec.centroid", "vec.filter_by_distance"})
+#: nested tools whose benchmark function carries ``_tool_guard`` (``dora/tools/analysis.py``):
+#: even a call with unknown or missing arguments gives a stub there. Every other nestable
+#: Analysis/Calculate tool raises a TypeError before its own try block on such a call, which
+#: ends the loop.
+GUARDED_NESTED = frozenset({
+    "ras.count_pixels", "ras.stats", "ras.threshold", "ras.diff", "ras.vectorize",
+    "vec.connected_components", "vec.intersect", "vec.max_polygon", "vec.pixel_to_world",
+    "vec.buffer", "vec.kbuffer", "vec.road_centerline_extraction", "vec.graph_shortest_path",
+    "vec.length", "vec.perimeter", "vec.raster_stats", "vec.filter_by_area",
+    "vec.filter_by_attribute", "vec.nearest", "vec.clip"})
 STUB_NOTE = "Replace this stub with a real model backend."
 
 
@@ -198,7 +209,9 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
     resolved args and observations. A reference that does not resolve stays the literal string;
     a ``ToolError`` from ``call`` becomes the benchmark's stub observation
     (``stub_observation``), except for ``UNGUARDED_NESTED`` tools, where it raises a
-    ``ToolError`` naming the iteration and the call."""
+    ``ToolError`` naming the iteration and the call. So does a call with unknown or missing
+    arguments to an Analysis/Calculate tool outside ``GUARDED_NESTED`` (the benchmark's Python
+    call raises TypeError before that tool's own error handling)."""
     tool = LOOP_TOOL
     out = []
     for idx, raw in enumerate(items):
@@ -207,6 +220,14 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
         for j, (spec, args) in enumerate(plan):
             a = apply_bind(args, bind, item, trajectory)
             a = resolve_value(a, trajectory=trajectory, steps=steps, item=item)
+            names = {p.name for p in spec.params}
+            unbound = sorted(set(a) - names) + sorted(p.name for p in spec.params
+                                                      if p.required and p.name not in a)
+            if unbound and spec.name not in GUARDED_NESTED and \
+                    spec.server in ("Analysis", "Calculate"):
+                raise ToolInputError(f"iteration {idx}, call {j}: {spec.name} cannot be called "
+                                     f"with these arguments (unknown or missing: "
+                                     f"{', '.join(unbound)})", tool=tool, argument="calls")
             try:
                 obs = call(spec, a)
             except ToolError as exc:

@@ -178,8 +178,10 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           qc_check="tool.reduce_boolean"),
     Quirk("tool.loop",
           "a failing nested call leaves its stub object as the obs and the loop goes on (except"
-          " ras.sample_point(s) / mask.compose_multiclass, called as unguarded helpers, whose "
-          "exception ends the loop); an unresolved reference is passed on as the literal string",
+          " ras.sample_point(s) / mask.compose_multiclass / vec.centroid / "
+          "vec.filter_by_distance, called as unguarded helpers, whose exception ends the loop, "
+          "and unknown or missing arguments to a tool without _tool_guard, a TypeError that "
+          "ends it too); an unresolved reference is passed on as the literal string",
           instead="stop at the first failing call",
           reference="dora/tools/analysis.py:tool_loop@2b24be70",
           qc_check="tool.loop_stub_obs"),

@@ -404,3 +404,19 @@ def test_quirks_of_the_family_are_documented_and_guarded():
     from annotation.qc_tools import RASTER_AND_LOGIC_CHECKS
 
     assert set(RASTER_AND_LOGIC_CHECKS) <= {q.qc_check for q in _RASTER_AND_LOGIC}
+
+
+def test_loop_argument_binding_errors(ctx):
+    # calc.add has no _tool_guard: calc_add(a=1, b=2, c=3) raises TypeError in the benchmark's
+    # loop before the tool's try block, so the loop fails
+    with pytest.raises(ToolError) as ei:
+        run(ctx, "tool.loop", calls=[{"call": "calc.add", "args": {"a": 1, "b": 2, "c": 3}}],
+            loop_over=[{}])
+    assert "iteration 0, call 0" in str(ei.value) and "c" in str(ei.value)
+    with pytest.raises(ToolError):  # a missing required argument: the same TypeError
+        run(ctx, "tool.loop", calls=[{"call": "calc.add", "args": {"a": 1}}], loop_over=[{}])
+    # ras.count_pixels is guarded: the same mistake leaves a stub and the loop goes on
+    res = run(ctx, "tool.loop", calls=[{"call": "ras.count_pixels",
+                                        "args": {"mask_path": "m.png", "classes": [1], "x": 1}}],
+              loop_over=[{}, {}])
+    assert [r["last_obs"]["status"] for r in res] == ["stub", "stub"]

@@ -174,10 +174,11 @@ def check_raster_and_logic(a: Any) -> None:
                       f"its square, a distance its multiple). Give the sample's GSD in metres.",
                       f"{loc}.args.pixel_size_m")
         if name in ("ras.count_pixels", "ras.vectorize") and args.get("classes") == []:
+            what = "counts nothing ({} / 0)" if name == "ras.count_pixels" else \
+                "extracts 0 polygons"
             a.add("tool.empty_classes",
-                  f"{label}: classes is empty; the benchmark "
-                  f"{'counts nothing ({} / 0)' if name == 'ras.count_pixels' else 'extracts 0 polygons'}"
-                  f". List the class indices of the mask to measure.",
+                  f"{label}: classes is empty; the benchmark {what}. List the class indices of "
+                  f"the mask to measure.",
                   f"{loc}.args.classes")
         for (tname, opt), allowed in _OPTIONS.items():
             v = args.get(opt) if tname == name else None
@@ -196,7 +197,8 @@ def check_raster_and_logic(a: Any) -> None:
                       f"{loc}.args.altitude")
         if name == "ras.threshold":
             tv, fv = args.get("true_value", 255), args.get("false_value", 0)
-            if isinstance(tv, int) and not isinstance(tv, bool) and (not 0 <= tv <= 255 or tv == fv):
+            if isinstance(tv, int) and not isinstance(tv, bool) and \
+                    (not 0 <= tv <= 255 or tv == fv):
                 a.add("tool.threshold_values",
                       f"{label}: true_value {tv} " + ("equals false_value" if tv == fv else
                                                       f"is cast to uint8 ({tv % 256})")

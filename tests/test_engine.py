@@ -56,15 +56,17 @@ def test_three_steps_with_references(tmp_path):
 def test_failure_stops_and_skips(tmp_path):
     ctx = setup(tmp_path)
     steps = [dict(STEPS[0]),
-             {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs",
-                                                   "classes": [4]}},  # xBD index on a 0-3 mask
+             # issue 17: an absent class index counts 0 and a missing mask gives an empty
+             # count, as in the benchmark; ras.stats on a missing raster fails there too
+             {"call": "ras.stats", "args": {"image_path": "absent_mask.png"}},
              dict(STEPS[2])]
     res = run_trajectory(steps, ctx)
     assert not res.ok
     assert [s.status for s in res.steps] == ["succeeded", "failed", "skipped"]
     err = res.steps[1].error
-    assert err.startswith("step 1 (ras.count_pixels), argument 'classes':") and "[4]" in err
-    assert res.steps[1].error_detail["type"] == "ClassIndexError"
+    assert err.startswith("step 1 (ras.stats), argument 'image_path':") and \
+        "absent_mask.png" in err
+    assert res.steps[1].error_detail["type"] == "ToolInputError"
     assert res.failed_step.index == 1 and res.error == err
     assert res.filled_trajectory[2]["obs"] is None and res.steps[2].obs is None
 

@@ -100,13 +100,15 @@ def test_failure_stops_the_run_readably(florence, maintainer):
     t = create_task(maintainer, florence, dimension="t1", content={
         "question": "q", "input_data": {}, "answer_spec": ANSWER, "trajectory": [
             STEPS[0],
-            {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": 0.5,
-                                          "classes": [4]}},  # an xBD index on a 0-3 damage mask
+            # issue 17: an absent class counts 0 as in the benchmark; a null pixel size fails
+            # there (a required float) and here
+            {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": None,
+                                          "classes": [4]}},
             {"call": "calc.div", "args": {"a": "<area_m2> from trajectory[1].obs", "b": 2}}]})
     run = start_replay(maintainer, t)
     assert run.status == "failed" and run.steps_done == 1
     assert [s.status for s in run.steps.all()] == ["succeeded", "failed", "skipped"]
-    assert run.error.startswith("step 1 (ras.area), argument 'classes':") and "4" in run.error
+    assert run.error.startswith("step 1 (ras.area), argument 'pixel_size_m':")
     assert latest_successful_replay(t) is None
 
 

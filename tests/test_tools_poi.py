@@ -45,7 +45,9 @@ def test_world_to_pixel_loop_and_filters(ctx):
     assert w["features"][0]["properties"]["pixel_size_m"] == 10.0
     assert w["features"][0]["properties"]["utm_x"] == pytest.approx(500015, abs=1e-3)
     loop = call_tool("tool.loop", {
-        "loop_over": "<output_path> from trajectory[0].obs",
+        # issue 17: called as a tool, tool.loop takes a list (the benchmark's MCP schema
+        # refuses a reference string; only gold replay expands one)
+        "loop_over": w["features"],
         "trajectory": [{"obs": w}],
         "calls": [{"call": "ras.sample_point", "args": {"image_path": "dmg.tif",
                                                         "row": "<item.properties.pixel_row>",

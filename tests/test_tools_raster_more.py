@@ -1,7 +1,9 @@
 """ras.slope / ras.hillshade / ras.reproject / ras.resample / ras.focal_stats.
 
-Expected values are worked out by hand in the comments; the real-data test checks Horn's slope
-on the SRTM tile N10W110 against a hand computation with geodesic pixel sizes.
+Expected values are worked out by hand in the comments from the benchmark's method (issue 17:
+``np.gradient`` central differences with the pixel size in CRS units, ``analysis.py:ras_slope``
+/ ``ras_hillshade``; scipy ``mode="nearest"`` windows, ``ras_focal_stats``); the real-data test
+checks the slope of the SRTM tile N10W110, degrees used as metres, by hand.
 """
 import math
 import zipfile
@@ -44,17 +46,16 @@ def test_slope_ramp_degrees_and_percent(ctx):
     ramp(ctx)
     obs = call_tool("ras.slope", {"dem_path": "ramp.tif"}, ctx)
     arr, src = read(ctx, obs["slope_path"])
-    assert obs["units"] == "degrees" and arr.dtype == np.float32 and src.nodata == -9999
-    # interior, Horn: ((c+2f+i) - (a+2d+g)) / (8*10) = (4*10*(k+1) - 4*10*(k-1)) / 80 = 1 -> 45 deg
+    # the DEM has no nodata, nor has the slope (the benchmark keeps the DEM's profile)
+    assert obs["units"] == "degrees" and arr.dtype == np.float32 and src.nodata is None
+    # np.gradient: interior (z[c+1] - z[c-1]) / (2*10) = 20/20 = 1, border (z1 - z0)/10 = 1:
+    # 45 deg everywhere (the old Horn edge value 26.6 deg is gone)
     assert arr[2, 2] == pytest.approx(45.0, abs=1e-4)
-    # first column, edge value repeated: (4*10 - 4*0) / 80 = 0.5 -> atan(0.5) = 26.565 deg
-    assert arr[2, 0] == pytest.approx(math.degrees(math.atan(0.5)), abs=1e-4)
-    assert obs["stats"]["max"] == pytest.approx(45.0, abs=1e-4)
-    assert obs["stats"]["min"] == pytest.approx(26.5651, abs=1e-3)
+    assert arr[2, 0] == pytest.approx(45.0, abs=1e-4)
+    assert obs["stats"]["min"] == pytest.approx(45.0, abs=1e-4)
     pct = call_tool("ras.slope", {"dem_path": "ramp.tif", "units": "percent"}, ctx)
     parr, _ = read(ctx, pct["slope_path"])
     assert parr[2, 2] == pytest.approx(100.0, abs=1e-3)  # 100 * tan(45 deg)
-    assert parr[2, 0] == pytest.approx(50.0, abs=1e-3)
 
 
 def test_slope_nodata_window(ctx):
@@ -63,21 +64,21 @@ def test_slope_nodata_window(ctx):
     write_tif(data(ctx) / "hole.tif", z, res=1.0, nodata=-1)
     obs = call_tool("ras.slope", {"dem_path": "hole.tif"}, ctx)
     arr, _ = read(ctx, obs["slope_path"])
-    # every window touching (2, 2) is nodata: rows/cols 1..3; flat elsewhere -> 0
-    assert (arr[1:4, 1:4] == -9999).all()
-    assert arr[0, 0] == 0 and arr[4, 4] == 0
-    assert obs["stats"] == {"min": 0.0, "max": 0.0, "mean": 0.0}
+    # quirk (issue 17): the nodata value -1 enters the differences like an elevation. Its four
+    # neighbours see (0 - (-1))/2 = 0.5 -> atan(0.5) = 26.565 deg; the hole itself (0-0)/2 -> 0
+    assert arr[2, 1] == pytest.approx(26.5651, abs=1e-3) and arr[1, 2] == pytest.approx(26.5651, abs=1e-3)
+    assert arr[2, 2] == 0 and arr[0, 0] == 0
+    # mean over all 25 pixels: 4 * 26.5651 / 25 = 4.2504
+    assert obs["stats"]["mean"] == pytest.approx(4 * 26.56505 / 25, rel=1e-5)
 
 
 def test_slope_errors(ctx):
     ramp(ctx)
     write_png(data(ctx) / "flat.png", np.zeros((3, 3), np.uint8))
-    with pytest.raises(ToolInputError) as ei:
-        call_tool("ras.slope", {"dem_path": "ramp.tif", "units": "radians"}, ctx)
-    assert ei.value.argument == "units"
-    with pytest.raises(ToolInputError) as ei:
-        call_tool("ras.slope", {"dem_path": "flat.png"}, ctx)  # no CRS -> no metres per pixel
-    assert ei.value.argument == "dem_path"
+    # issue 17: other units mean degrees and are echoed; a DEM without CRS has 1 unit per pixel
+    obs = call_tool("ras.slope", {"dem_path": "ramp.tif", "units": "radians"}, ctx)
+    assert obs["units"] == "radians" and obs["stats"]["max"] == pytest.approx(45.0, abs=1e-4)
+    assert call_tool("ras.slope", {"dem_path": "flat.png"}, ctx)["stats"]["max"] == 0.0
     with pytest.raises(ToolInputError) as ei:
         call_tool("ras.slope", {"dem_path": "missing.tif"}, ctx)
     assert ei.value.argument == "dem_path"
@@ -89,9 +90,7 @@ def test_slope_errors(ctx):
 
 
 @pytest.mark.skipif(not SRTM_ZIP.is_file(), reason="real SRTM tile not present")
-def test_slope_real_srtm_against_hand_horn(ctx):
-    from pyproj import Geod
-
+def test_slope_real_srtm_degrees_as_metres(ctx):
     with zipfile.ZipFile(SRTM_ZIP) as zf:
         zf.extract("N10W110.hgt", data(ctx))
     with rasterio.open(f"zip://{SRTM_ZIP}!N10W110.hgt") as src:
@@ -100,48 +99,44 @@ def test_slope_real_srtm_against_hand_horn(ctx):
     obs = call_tool("ras.slope", {"dem_path": "N10W110.hgt"}, ctx)
     arr, out = read(ctx, obs["slope_path"])
     assert out.crs.to_epsg() == 4326 and arr.shape == dem.shape
-    geod = Geod(ellps="WGS84")
-    # interior pixels where the 3x3 window is not flat
+    # quirk (issue 17): the benchmark divides by the pixel size in degrees (1/1200), as if it
+    # were metres. Central differences by hand at interior pixels where the terrain is not flat
     rows, cols = np.nonzero(dem[1:-1, 1:-1] != 0)
     picks = list(zip(rows[::max(1, len(rows) // 5)] + 1, cols[::max(1, len(cols) // 5)] + 1))[:5]
     assert picks
     for r, c in picks:
-        lat = t.f + t.e * (r + 0.5)
-        lon = t.c + t.a * (c + 0.5)
-        # pixel size in metres by the geodesic between neighbouring pixel centres
-        _, _, dx = geod.inv(lon, lat, lon + t.a, lat)
-        _, _, dy = geod.inv(lon, lat - t.e / 2, lon, lat + t.e / 2)
-        w = dem[r - 1:r + 2, c - 1:c + 2]
-        dzdx = ((w[0, 2] + 2 * w[1, 2] + w[2, 2]) - (w[0, 0] + 2 * w[1, 0] + w[2, 0])) / (8 * dx)
-        dzdy = ((w[2, 0] + 2 * w[2, 1] + w[2, 2]) - (w[0, 0] + 2 * w[0, 1] + w[0, 2])) / (8 * dy)
+        dzdx = (dem[r, c + 1] - dem[r, c - 1]) / (2 * abs(t.a))
+        dzdy = (dem[r + 1, c] - dem[r - 1, c]) / (2 * abs(t.e))
         expected = math.degrees(math.atan(math.hypot(dzdx, dzdy)))
-        assert arr[r, c] == pytest.approx(expected, rel=1e-4, abs=1e-6), (r, c)
+        assert arr[r, c] == pytest.approx(expected, rel=1e-4, abs=1e-4), (r, c)
 
 
 # ---------------------------------------------------------------- ras.hillshade
-def test_hillshade_flat_and_west_facing(ctx):
+def test_hillshade_flat_and_ramp(ctx):
     write_tif(data(ctx) / "flat.tif", np.full((4, 4), 100, dtype=np.int16), res=5.0)
     obs = call_tool("ras.hillshade", {"dem_path": "flat.tif"}, ctx)
     arr, src = read(ctx, obs["hillshade_path"])
-    # flat: 255 * cos(zenith 45 deg) = 180.31 -> 180
+    # flat: 255 * sin(altitude 45 deg) = 180.31 -> truncated 180
     assert arr.dtype == np.uint8 and (arr == 180).all()
     assert obs["shape"] == [4, 4] and obs["stats"] == {"min": 180, "max": 180, "mean": 180.0}
-    ramp(ctx)  # dz/dx = 1 inside: slope 45 deg, aspect atan2(0, -1) = 180 deg (faces west)
+    ramp(ctx)  # d/dcol = 1, d/drow = 0: slope 45 deg, aspect = atan2(-1, 0) = -90 deg
     obs = call_tool("ras.hillshade", {"dem_path": "ramp.tif"}, ctx)
     arr, _ = read(ctx, obs["hillshade_path"])
-    # sun azimuth 315 -> math angle 135 deg; 255*(cos45*cos45 + sin45*sin45*cos(135-180)) = 217.66
-    assert arr[2, 2] == 218
-    # sun from the east (azimuth 90 -> math 0 deg): cos(0 - 180) = -1 -> 255*(0.5 - 0.5) = 0
+    # benchmark formula (issue 17): A = 360 - 315 + 90 = 135 deg;
+    # 255 * (sin45 cos45 + cos45 sin45 cos(135 - (-90))) = 255 * (0.5 - 0.5 * 0.70711) = 37.34 -> 37
+    assert arr[2, 2] == 37
+    # azimuth 90: A = 360 deg, cos(360 + 90) = 0 -> 255 * 0.5 = 127.5 -> 127
     obs = call_tool("ras.hillshade", {"dem_path": "ramp.tif", "azimuth": 90}, ctx)
     arr, _ = read(ctx, obs["hillshade_path"])
-    assert arr[2, 2] == 0
+    assert arr[2, 2] == 127
 
 
 def test_hillshade_errors(ctx):
     ramp(ctx)
-    with pytest.raises(ToolInputError) as ei:
-        call_tool("ras.hillshade", {"dem_path": "ramp.tif", "altitude": 120}, ctx)
-    assert ei.value.argument == "altitude"
+    write_tif(data(ctx) / "flat.tif", np.full((4, 4), 100, dtype=np.int16), res=5.0)
+    # issue 17: the benchmark does not bound the altitude: flat, 120 deg -> 255 * sin(120) = 220.8
+    obs = call_tool("ras.hillshade", {"dem_path": "flat.tif", "altitude": 120}, ctx)
+    assert obs["stats"]["max"] == 220
     with pytest.raises(ToolInputError):
         call_tool("ras.hillshade", {"dem_path": "ramp.tif", "azimuth": "north"}, ctx)
 
@@ -177,10 +172,10 @@ def test_reproject_errors(ctx):
     with pytest.raises(ToolInputError) as ei:
         call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:999999"}, ctx)
     assert ei.value.argument == "dst_crs"
-    with pytest.raises(ToolInputError) as ei:
-        call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:4326",
-                                    "resampling": "lanczos"}, ctx)
-    assert ei.value.argument == "resampling"
+    # issue 17: an unknown resampling means bilinear in the benchmark, not an error
+    obs = call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:4326",
+                                      "resampling": "lanczos"}, ctx)
+    assert obs["dst_crs"] == "EPSG:4326"
 
 
 # ---------------------------------------------------------------- ras.resample
@@ -200,19 +195,19 @@ def test_resample_upsample_nearest(ctx):
 def test_resample_downsample_shape_and_errors(ctx):
     write_tif(data(ctx) / "z.tif", np.ones((10, 6), np.float32), res=1.0)
     obs = call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 4.0}, ctx)
-    # round(10 * 1 / 4) = round(2.5) = 2 (banker's rounding), round(6 / 4) = round(1.5) = 2
-    assert obs["shape"] == [2, 2]
+    # benchmark (issue 17): scale 1/4, floor(10 * 0.25) = 2 rows, floor(6 * 0.25) = 1 column
+    assert obs["shape"] == [2, 1]
     arr, _ = read(ctx, obs["output_path"])
     assert np.allclose(arr, 1.0)  # a constant stays constant
     with pytest.raises(ToolInputError) as ei:
         call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 0}, ctx)
     assert ei.value.argument == "target_pixel_size_m"
-    with pytest.raises(ToolInputError):
-        call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 100}, ctx)
-    with pytest.raises(ToolInputError) as ei:
-        call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 2,
-                                   "resampling": "mode"}, ctx)
-    assert ei.value.argument == "resampling"
+    # max(1, floor(10 / 100)) = 1: never less than one pixel, never an error
+    assert call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 100},
+                     ctx)["shape"] == [1, 1]
+    # an unknown resampling means bilinear
+    assert call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 2,
+                                      "resampling": "mode"}, ctx)["shape"] == [5, 3]
 
 
 # ---------------------------------------------------------------- ras.focal_stats
@@ -221,13 +216,16 @@ F = np.array([[1, 2, 3],
               [7, 8, 9]], dtype=np.float32)
 
 
+# corner (0,0) with scipy's "nearest" border (issue 17, the benchmark's windows): the window is
+# [1,1,2 / 1,1,2 / 4,4,5]: sum 21, mean 21/9, min 1, max 5,
+# population std sqrt(69/9 - (21/9)^2) = sqrt(2.2222) = 1.4907
 @pytest.mark.parametrize("stat,centre,corner", [
-    ("mean", 5.0, 3.0),      # centre: 45/9; corner (0,0): (1+2+4+5)/4 = 3
-    ("sum", 45.0, 12.0),
+    ("mean", 5.0, 21 / 9),      # centre: 45/9
+    ("sum", 45.0, 21.0),
     ("min", 1.0, 1.0),
     ("max", 9.0, 5.0),
-    # centre: population std of 1..9 = sqrt(60/9) = 2.5820; corner {1,2,4,5}: sqrt(2.5) = 1.5811
-    ("std", math.sqrt(60 / 9), math.sqrt(2.5)),
+    # centre: population std of 1..9 = sqrt(60/9) = 2.5820
+    ("std", math.sqrt(60 / 9), math.sqrt(69 / 9 - (21 / 9) ** 2)),
 ])
 def test_focal_stats_3x3(ctx, stat, centre, corner):
     write_tif(data(ctx) / "f.tif", F)
@@ -245,10 +243,10 @@ def test_focal_stats_nodata(ctx):
     obs = call_tool("ras.focal_stats", {"raster_path": "f.tif", "statistic": "mean",
                                         "window_size": 3, "nodata": 5}, ctx)
     arr, src = read(ctx, obs["output_path"])
-    # 5 is nodata: it stays nodata, and the centre is skipped by its neighbours:
-    # (0,0): (1+2+4)/3 = 2.3333
+    # 5 is nodata: it stays nodata and counts neither value nor pixel; (0,0) with the nearest
+    # border: [1,1,2 / 1,1,2 / 4,4,-] -> 16 / 8 valid = 2.0
     assert arr[1, 1] == 5 and src.nodata == 5
-    assert arr[0, 0] == pytest.approx(7 / 3, rel=1e-5)
+    assert arr[0, 0] == pytest.approx(2.0, rel=1e-5)
 
 
 def test_focal_stats_errors(ctx):

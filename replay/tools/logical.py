@@ -2,9 +2,14 @@
 
 ``tool.loop`` follows dora-format.md §b: per-item preparation (``coerce_item``), ``bind``,
 ``<item.a.b>``, ``<k> from step[N].obs`` and ``<k> from trajectory[N].obs`` substitution, only
-the last call's obs kept per iteration. Unlike the benchmark, a failing nested call fails the
-whole loop (with the iteration and call named) instead of being kept as a stub observation, and
-a reference that does not resolve is an error rather than a literal string passed on.
+the last call's obs kept per iteration. As in the benchmark (``analysis.py:tool_loop``), a
+reference that does not resolve is passed on as the literal string, and a failing nested call
+leaves the benchmark's stub observation ({tool, status: "stub", note, inputs, error}) as that
+call's obs instead of failing the loop — except for the tools the benchmark's loop calls as
+unguarded helpers (``UNGUARDED_NESTED``), whose failure ends the whole loop. Called as a tool
+(``call_tool``, the benchmark's MCP schema), ``loop_over`` must be a list of objects or
+4-element windows; the replay engine alone expands a trajectory reference or a .geojson path
+(the benchmark's direct call in gold replay; QC ``tool.loop_over_string``).
 """
 from __future__ import annotations
 
@@ -13,13 +18,36 @@ import math
 import re
 from typing import Any
 
-from ..references import (apply_bind, format_path, get_obs_value, parse_reference,
-                          resolve_value, unresolved_references)
+from ..references import apply_bind, get_obs_value, parse_reference, resolve_value
 from .base import ToolContext, ToolError, ToolInputError
 from .registry import call_tool, get_tool, register
 
 NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
 LOOP_TOOL = "tool.loop"
+#: nested tools that the benchmark's loop resolves to plain helper functions without its error
+#: guard (``ras_sample_point``, ``ras_sample_points``, ``mask_compose_multiclass`` in
+#: ``dora/tools/analysis.py``): an exception there ends the whole loop. A ToolError marked
+#: ``benchmark_stub`` (the helper's own out-of-bounds stub) is still kept as an observation.
+UNGUARDED_NESTED = frozenset({"ras.sample_point", "ras.sample_points", "mask.compose_multiclass",
+                              "vec.centroid", "vec.filter_by_distance"})
+#: nested tools whose benchmark function carries ``_tool_guard`` (``dora/tools/analysis.py``):
+#: even a call with unknown or missing arguments gives a stub there. Every other nestable
+#: Analysis/Calculate tool raises a TypeError before its own try block on such a call, which
+#: ends the loop.
+GUARDED_NESTED = frozenset({
+    "ras.count_pixels", "ras.stats", "ras.threshold", "ras.diff", "ras.vectorize",
+    "vec.connected_components", "vec.intersect", "vec.max_polygon", "vec.pixel_to_world",
+    "vec.buffer", "vec.kbuffer", "vec.road_centerline_extraction", "vec.graph_shortest_path",
+    "vec.length", "vec.perimeter", "vec.raster_stats", "vec.filter_by_area",
+    "vec.filter_by_attribute", "vec.nearest", "vec.clip"})
+STUB_NOTE = "Replace this stub with a real model backend."
+
+
+def stub_observation(tool: str, args: dict, error: str) -> dict:
+    """The benchmark's failure object for a nested call (``_stub_result`` in
+    ``dora/tools/analysis.py``): {tool, status: "stub", note, inputs: {args…, error}, error}."""
+    return {"tool": tool, "status": "stub", "note": STUB_NOTE,
+            "inputs": {**args, "error": error}, "error": error}
 
 
 # ============================================================================================
@@ -112,11 +140,23 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
 
     Returns (``return_all``) a bare list of {item, last_obs}, else {tool, iteration_count,
     results: []} as the benchmark does. Nested tools must be of the Analysis, Calculate or
-    Perception servers. A nested failure raises a ToolError naming the iteration and call.
+    Perception servers. ``loop_over`` must be a list (a JSON list text is parsed) whose items
+    are objects or 4-element windows, as the benchmark's MCP schema demands; anything else →
+    ToolInputError. A nested failure gives a stub observation (see the module docstring).
     """
     traj = list(trajectory or [])
     plan = loop_plan(calls, grid_n)
-    items = _loop_items(ctx, loop_over, traj, LOOP_TOOL)
+    if not isinstance(loop_over, list):
+        raise ToolInputError(f"is a {type(loop_over).__name__}, not a list: the benchmark's tool "
+                             f"schema rejects it (only gold replay expands a reference or a "
+                             f".geojson path)", tool=LOOP_TOOL, argument="loop_over",
+                             expected="a list of objects, e.g. the features of a layer")
+    for i, it in enumerate(loop_over):
+        if not (isinstance(it, dict) or (isinstance(it, (list, tuple)) and len(it) == 4)):
+            raise ToolInputError(f"item {i} is {it!r}, not an object or a 4-element window",
+                                 tool=LOOP_TOOL, argument="loop_over",
+                                 expected="objects or [x1, x2, y1, y2] windows")
+    items = list(loop_over)
     ran = run_loop_items(plan, items, bind=bind, grid_n=grid_n, trajectory=traj,
                          call=lambda spec, args: call_tool(spec.name, args, ctx))
     return loop_output(ran, return_all)
@@ -166,8 +206,12 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
     iteration's earlier calls) and ``<k> from trajectory[N].obs``, then ``call(spec, args) -> obs``.
 
     Returns ``[(item, [{tool, args, obs}, ...]), ...]``: each prepared item with its calls'
-    resolved args and observations. A reference that does not resolve, or a ``ToolError`` from
-    ``call``, raises a ``ToolError`` naming the iteration and the call."""
+    resolved args and observations. A reference that does not resolve stays the literal string;
+    a ``ToolError`` from ``call`` becomes the benchmark's stub observation
+    (``stub_observation``), except for ``UNGUARDED_NESTED`` tools, where it raises a
+    ``ToolError`` naming the iteration and the call. So does a call with unknown or missing
+    arguments to an Analysis/Calculate tool outside ``GUARDED_NESTED`` (the benchmark's Python
+    call raises TypeError before that tool's own error handling)."""
     tool = LOOP_TOOL
     out = []
     for idx, raw in enumerate(items):
@@ -176,17 +220,21 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
         for j, (spec, args) in enumerate(plan):
             a = apply_bind(args, bind, item, trajectory)
             a = resolve_value(a, trajectory=trajectory, steps=steps, item=item)
-            left = unresolved_references(a)
-            if left:
-                path, ref = left[0]
-                raise ToolInputError(f"iteration {idx}, call {j} ({spec.name}): reference "
-                                     f"{ref.text!r} in args.{format_path(path)} did not resolve",
-                                     tool=tool, argument="calls")
+            names = {p.name for p in spec.params}
+            unbound = sorted(set(a) - names) + sorted(p.name for p in spec.params
+                                                      if p.required and p.name not in a)
+            if unbound and spec.name not in GUARDED_NESTED and \
+                    spec.server in ("Analysis", "Calculate"):
+                raise ToolInputError(f"iteration {idx}, call {j}: {spec.name} cannot be called "
+                                     f"with these arguments (unknown or missing: "
+                                     f"{', '.join(unbound)})", tool=tool, argument="calls")
             try:
                 obs = call(spec, a)
             except ToolError as exc:
-                raise ToolError(f"iteration {idx}, call {j}: {exc}", tool=tool,
-                                argument="calls") from exc
+                if spec.name in UNGUARDED_NESTED and not getattr(exc, "benchmark_stub", False):
+                    raise ToolError(f"iteration {idx}, call {j}: {exc}", tool=tool,
+                                    argument="calls") from exc
+                obs = stub_observation(spec.name, a, str(exc))
             steps.append({"tool": spec.name, "args": a, "obs": obs})
         out.append((item, steps))
     return out
@@ -217,14 +265,19 @@ def _get_field(item: Any, path: str) -> Any:
                  "mode": "'max' | 'min' | 'mean' (anything else behaves as max)"})
 def tool_reduce(ctx: ToolContext, values: list[dict], field: str, mode: str = "max") -> dict:
     """Pick the item whose numeric ``field`` (dotted path) is largest or smallest, or average
-    it. Items without a numeric value are skipped (bools are not numbers); the first item wins
-    ties. A winner wrapping a loop item surfaces its region/row_idx/col_idx. No numeric value →
-    null results (not an error)."""
+    it (``analysis.py:tool_reduce``). Every int or float value counts — booleans too (true = 1.0,
+    false = 0.0: quirk, QC ``tool.reduce_boolean``); other items are skipped; the first item
+    wins ties. ``mode`` other than min/mean behaves as max. A winner wrapping a loop item
+    surfaces its region/row_idx/col_idx. No numeric value → null results (not an error).
+    ``values`` must be a list of objects (the benchmark's schema) → else ToolInputError."""
     tool = "tool.reduce"
+    if values is None or any(not isinstance(v, dict) for v in values):
+        raise ToolInputError("must be a list of objects", tool=tool, argument="values",
+                             expected="list[dict], e.g. the results of tool.loop")
     nums = []
-    for i, item in enumerate(values or []):
+    for i, item in enumerate(values):
         v = _get_field(item, field)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        if isinstance(v, (int, float)):
             nums.append((i, float(v)))
     if not nums:
         return {"tool": tool, "mode": mode, "best_value": None, "best_index": None,
@@ -234,7 +287,7 @@ def tool_reduce(ctx: ToolContext, values: list[dict], field: str, mode: str = "m
     if mode == "min":
         best_i, best_v = min(nums, key=lambda t: t[1])
     else:
-        best_i, best_v = max(nums, key=lambda t: t[1])
+        best_i, best_v = max(nums, key=lambda t: t[1])  # NaN compares false, as in Python
     best_item = values[best_i]
     out = {"tool": tool, "mode": mode, "best_value": best_v, "best_index": best_i,
            "best_item": best_item}
@@ -285,6 +338,12 @@ def tool_chart_data(ctx: ToolContext, values: list[dict] | dict, value_field: st
     Records without the value are skipped; a non-numeric value → ToolInputError.
     """
     tool = "tool.chart_data"
+    if not value_field:
+        raise ToolInputError("is required", tool=tool, argument="value_field",
+                             expected="a dotted field path, e.g. 'last_obs.area_m2'")
+    if isinstance(values, list) and any(not isinstance(v, dict) for v in values):
+        raise ToolInputError("must be a list of objects or an object", tool=tool,
+                             argument="values", expected="list[dict] | dict")
     if isinstance(values, dict):
         records = []
         for k, v in values.items():
@@ -351,16 +410,9 @@ def tool_chart_data(ctx: ToolContext, values: list[dict] | dict, value_field: st
 # ============================================================================================
 # calc.*
 # ============================================================================================
-def _finite(tool: str, **vals: float) -> None:
-    for name, v in vals.items():
-        if not math.isfinite(float(v)):
-            raise ToolInputError(f"must be a finite number, got {v}", tool=tool, argument=name)
-
-
 @register("calc.add", server="Calculate", module="logical", result_keys=["tool", "sum", "a", "b"])
 def calc_add(ctx: ToolContext, a: float, b: float) -> dict:
     """a + b."""
-    _finite("calc.add", a=a, b=b)
     return {"tool": "calc.add", "sum": float(a) + float(b), "a": float(a), "b": float(b)}
 
 
@@ -368,7 +420,6 @@ def calc_add(ctx: ToolContext, a: float, b: float) -> dict:
           result_keys=["tool", "difference", "a", "b"])
 def calc_sub(ctx: ToolContext, a: float, b: float) -> dict:
     """a − b (signed)."""
-    _finite("calc.sub", a=a, b=b)
     return {"tool": "calc.sub", "difference": float(a) - float(b), "a": float(a), "b": float(b)}
 
 
@@ -376,7 +427,6 @@ def calc_sub(ctx: ToolContext, a: float, b: float) -> dict:
           result_keys=["tool", "diff", "a", "b"])
 def calc_diff(ctx: ToolContext, a: float, b: float) -> dict:
     """|a − b|."""
-    _finite("calc.diff", a=a, b=b)
     return {"tool": "calc.diff", "diff": abs(float(a) - float(b)), "a": float(a), "b": float(b)}
 
 
@@ -384,7 +434,6 @@ def calc_diff(ctx: ToolContext, a: float, b: float) -> dict:
           result_keys=["tool", "product", "a", "b"])
 def calc_mul(ctx: ToolContext, a: float, b: float) -> dict:
     """a × b."""
-    _finite("calc.mul", a=a, b=b)
     return {"tool": "calc.mul", "product": float(a) * float(b), "a": float(a), "b": float(b)}
 
 
@@ -392,7 +441,6 @@ def calc_mul(ctx: ToolContext, a: float, b: float) -> dict:
           result_keys=["tool", "ratio", "a", "b"])
 def calc_div(ctx: ToolContext, a: float, b: float) -> dict:
     """a / b. As in the benchmark, b = 0 gives ratio 0.0 (not an error)."""
-    _finite("calc.div", a=a, b=b)
     ratio = float(a) / float(b) if float(b) != 0 else 0.0
     return {"tool": "calc.div", "ratio": ratio, "a": float(a), "b": float(b)}
 
@@ -401,7 +449,6 @@ def calc_div(ctx: ToolContext, a: float, b: float) -> dict:
           result_keys=["tool", "value", "result", "a", "b"])
 def calc_greater_than(ctx: ToolContext, a: float, b: float) -> dict:
     """a > b as ``value`` 1/0 and ``result`` true/false."""
-    _finite("calc.greater_than", a=a, b=b)
     r = float(a) > float(b)
     return {"tool": "calc.greater_than", "value": int(r), "result": r, "a": float(a),
             "b": float(b)}
@@ -411,7 +458,6 @@ def calc_greater_than(ctx: ToolContext, a: float, b: float) -> dict:
           result_keys=["tool", "volume_m3", "area_m2", "depth_m"])
 def calc_volume(ctx: ToolContext, area_m2: float, depth_m: float) -> dict:
     """volume_m3 = area_m2 × depth_m (debris or flood water)."""
-    _finite("calc.volume", area_m2=area_m2, depth_m=depth_m)
     return {"tool": "calc.volume", "volume_m3": float(area_m2) * float(depth_m),
             "area_m2": float(area_m2), "depth_m": float(depth_m)}
 
@@ -438,18 +484,20 @@ def calc_point_distance(ctx: ToolContext, point_a: list[float], point_b: list[fl
           result_keys=["tool", "score", "normalized"])
 def calc_weighted_sum(ctx: ToolContext, values: list[float], weights: list[float],
                       normalize: bool = False) -> dict:
-    """Σ values·weights; with ``normalize`` the weights are first divided by their sum (when it
-    is not 0). Length mismatch → ToolInputError."""
+    """Σ values·weights (numpy ``dot`` in float64, ``calculate.py:calc_weighted_sum``); with
+    ``normalize`` the weights are first divided by their sum (when it is not 0). Empty lists
+    give 0.0. Length mismatch → ToolInputError."""
     tool = "calc.weighted_sum"
     if len(values) != len(weights):
         raise ToolInputError(f"{len(weights)} weights for {len(values)} values", tool=tool,
                              argument="weights", expected="one weight per value")
-    w = [float(x) for x in weights]
-    s = sum(w)
-    if normalize and s != 0:
-        w = [x / s for x in w]
-    return {"tool": tool, "score": float(sum(float(v) * x for v, x in zip(values, w))),
-            "normalized": bool(normalize)}
+    import numpy as np
+
+    w = np.asarray(weights, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if normalize and w.sum() != 0:
+        w = w / w.sum()
+    return {"tool": tool, "score": float(np.dot(v, w)), "normalized": bool(normalize)}
 
 
 # ============================================================================================
@@ -458,14 +506,19 @@ def calc_weighted_sum(ctx: ToolContext, values: list[float], weights: list[float
 @register("logi.truck_trips", server="Calculate", module="logical",
           result_keys=["tool", "trips_required", "volume_m3", "capacity_m3"])
 def logi_truck_trips(ctx: ToolContext, volume_m3: float, capacity_m3: float) -> dict:
-    """trips_required = ceil(volume_m3 / capacity_m3); as in the benchmark a capacity ≤ 0
-    gives 0 trips. A negative volume → ToolInputError."""
+    """trips_required = ceil(volume_m3 / capacity_m3), as ``calculate.py:logi_truck_trips``:
+    a capacity ≤ 0 gives 0 trips, and a negative volume is not refused (−10 m³ / 12 m³ →
+    ceil(−0.83) = 0 trips, −30 / 12 → −2; QC ``tool.negative_volume``). An infinite or NaN
+    quotient (the benchmark's ``math.ceil`` raises) → ToolInputError."""
     tool = "logi.truck_trips"
-    _finite(tool, volume_m3=volume_m3, capacity_m3=capacity_m3)
-    if volume_m3 < 0:
-        raise ToolInputError(f"must not be negative, got {volume_m3}", tool=tool,
-                             argument="volume_m3", expected="a volume in m3 >= 0")
-    trips = 0 if capacity_m3 <= 0 else math.ceil(float(volume_m3) / float(capacity_m3))
+    if capacity_m3 <= 0:
+        trips = 0
+    else:
+        q = float(volume_m3) / float(capacity_m3)
+        if not math.isfinite(q):
+            raise ToolInputError(f"volume / capacity is {q}, which has no whole number of trips",
+                                 tool=tool, argument="volume_m3", expected="finite numbers")
+        trips = math.ceil(q)
     return {"tool": tool, "trips_required": int(trips), "volume_m3": float(volume_m3),
             "capacity_m3": float(capacity_m3)}
 

@@ -1,18 +1,25 @@
 """Raster tools (``ras.*``, ``mask.*``): rasterio + numpy.
 
 Conventions (see the package docstring): paths in the arguments are resolved through the
-context; artifacts are written into the work dir under hashed names and returned by name; class
-indices that a mask does not hold raise ``ClassIndexError``.
+context; artifacts are written into the work dir under hashed names and returned by name.
+
+Every tool returns what the benchmark's own tool returns for the same input
+(Junjue-Wang/DORA ``dora/tools/analysis.py`` @2b24be70 and ``calculate.py`` @7b969887): an
+absent class counts 0, an empty mask vectorises to 0 polygons, a multi-band image is counted
+over all its bands. Where that behaviour is physically wrong it is reproduced anyway and listed
+in ``replay.tools.quirks``; ``annotation.qc_tools`` tells the author. A benchmark tool that
+fails (returns its ``status: stub`` object) is a ``ToolError`` here.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
-from ._io import (check_classes, raster_meta, read_band, read_mask, read_mask_tags, read_raster,
-                  values_present, write_mask, write_raster)
-from .base import ModalityError, ToolContext, ToolInputError
+from ._io import raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
+    write_raster
+from .base import ToolContext, ToolInputError
 from .registry import register
 
 #: RescueNet / aerial labels (benchmark's table), used to name composed classes
@@ -28,30 +35,70 @@ _OPS = {
 }
 
 
-def _nonempty_classes(classes, tool):
-    if not classes:
-        raise ToolInputError("must list at least one class index", tool=tool, argument="classes",
-                             expected="list[int], e.g. [1, 2, 3]")
+def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
+    """Every sample of an image as the benchmark's ``skimage.io.imread`` sees it.
+
+    Returns an array of shape (bands, H, W). The benchmark's ``ras.count_pixels`` and
+    ``ras.area`` read masks with ``skimage.io.imread`` and compare the whole array, so a
+    multi-band image is counted over all its bands (an RGB pixel whose three samples equal the
+    class counts three times). A palette PNG is expanded to its RGB(A) colours, as imageio
+    does. Unreadable file → ToolInputError.
+    """
+    if Path(path).suffix.lower() == ".png":
+        try:
+            from PIL import Image
+
+            with Image.open(path) as im:
+                if im.mode == "P":
+                    rgb = np.asarray(im.convert("RGBA" if "transparency" in im.info else "RGB"))
+                    return np.moveaxis(rgb, -1, 0)
+        except OSError:
+            pass
+    arr, _meta = read_raster(path, tool=tool, argument=argument)
+    return arr
+
+
+#: the ``note`` of the benchmark's result for a missing input file (``_tool_guard`` /
+#: ``ras_vectorize`` in ``dora/tools/analysis.py``)
+MISSING_INPUT_NOTE = "No input data available; returning empty result."
+
+
+def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str) -> Path | None:
+    """The file ``value`` names, or None when no such file exists (the benchmark answers a
+    missing mask with an empty, non-error result in ``ras.count_pixels`` and
+    ``ras.vectorize``). A path outside the data roots or a non-string still raises
+    ToolInputError."""
+    from .base import ToolError
+
+    try:
+        return ctx.resolve(value, tool=tool, argument=argument)
+    except ToolError as exc:
+        if isinstance(value, str) and value.strip() and exc.message.startswith("file not found"):
+            return None
+        raise
 
 
 # --------------------------------------------------------------------------------------------
 @register("ras.count_pixels", server="Analysis", module="raster",
           result_keys=["tool", "counts", "total", "classes"])
 def ras_count_pixels(ctx: ToolContext, mask_path: str, classes: list[int]) -> dict:
-    """Count the pixels of a class-index mask equal to each requested class value.
+    """Count the samples of a mask equal to each requested class value.
 
-    Input: a single-band mask (uint8 or integer), any format rasterio reads. Output:
-    ``counts`` {"<class>": int} (JSON keys are strings), ``total`` = sum over the distinct
-    requested classes, ``classes`` echoed. No area conversion (see ``ras.area``).
-    Errors: unknown file → ToolInputError; indices the mask does not hold → ClassIndexError;
-    multi-band image → ModalityError.
+    Output: ``counts`` {"<class>": int} (JSON keys are strings; a repeated class appears once),
+    ``total`` = sum over ``counts``, ``classes`` echoed as given. A class the mask does not hold
+    counts 0 and an empty ``classes`` list gives ``{}`` / 0, as in the benchmark
+    (``analysis.py:ras_count_pixels``). The whole image is compared, so a multi-band image is
+    counted over every band (quirk; QC ``tool.multiband_mask``). No area conversion (see
+    ``ras.area``). A mask file that does not exist gives the benchmark's empty result
+    {tool, note, count: 0, mask_path, classes} (its ``_tool_guard`` on FileNotFoundError; QC
+    ``manifest.file_missing``). Errors: unreadable file, path outside the data → ToolInputError.
     """
     tool = "ras.count_pixels"
-    _nonempty_classes(classes, tool)
-    path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
-    arr, _ = read_mask(path, tool=tool, argument="mask_path")
-    class_map, _px = read_mask_tags(path)
-    check_classes(classes, arr, class_map, mask_name=Path(mask_path).name, tool=tool)
+    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path")
+    if path is None:
+        return {"tool": tool, "note": MISSING_INPUT_NOTE, "count": 0, "mask_path": mask_path,
+                "classes": [int(c) for c in classes]}
+    arr = image_values(path, tool=tool, argument="mask_path")
     counts: dict[str, int] = {}
     for c in classes:
         counts[str(int(c))] = int(np.count_nonzero(arr == int(c)))
@@ -62,53 +109,28 @@ def ras_count_pixels(ctx: ToolContext, mask_path: str, classes: list[int]) -> di
 # --------------------------------------------------------------------------------------------
 @register("ras.area", server="Calculate", module="raster",
           result_keys=["tool", "area_m2", "pixel_count", "pixel_size_m"],
-          notes={"pixel_size_m": "metres per pixel; null: taken from the transform of a "
-                                 "projected (metre) raster",
-                 "classes": "None/empty -> all non-zero pixels"})
+          notes={"classes": "None/empty -> all non-zero pixels"})
 def ras_area(ctx: ToolContext, mask_path: str, pixel_size_m: float | None,
              classes: list[int] | None = None) -> dict:
-    """Area in m² of the selected class values (or of all non-zero pixels).
+    """Area in m² of the selected class values (or of all non-zero samples).
 
-    ``area_m2 = pixel_count * pixel_size_m²``; as in the benchmark the given pixel size wins
-    and the georeferencing is not consulted. When ``pixel_size_m`` is null the pixel size is
-    read from the transform of a raster in a projected metre CRS (square pixels); otherwise
-    ToolInputError. Class indices the mask does not hold → ClassIndexError.
+    ``area_m2 = pixel_count · pixel_size_m²`` (``calculate.py:ras_area``): pure pixel counting,
+    the georeferencing is never consulted. ``classes`` null or empty → every sample > 0; absent
+    classes count 0. Like ``ras.count_pixels`` every band of a multi-band image is counted.
+    ``pixel_size_m`` is echoed as given; a zero or negative size is not refused (the area is
+    its square). Errors: ``pixel_size_m`` null (the benchmark's parameter is a required float)
+    or unknown file → ToolInputError.
     """
     tool = "ras.area"
-    path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
-    arr, meta = read_mask(path, tool=tool, argument="mask_path")
     if pixel_size_m is None:
-        pixel_size_m = _pixel_size_from_transform(meta, tool)
-    if not (pixel_size_m > 0):
-        raise ToolInputError(f"must be positive, got {pixel_size_m}", tool=tool,
-                             argument="pixel_size_m", expected="metres per pixel > 0")
-    if classes:
-        class_map, _ = read_mask_tags(path)
-        check_classes(classes, arr, class_map, mask_name=Path(mask_path).name, tool=tool)
-        target = np.isin(arr, [int(c) for c in classes])
-    else:
-        target = arr > 0
+        raise ToolInputError("is required (metres per pixel)", tool=tool, argument="pixel_size_m",
+                             expected="the sample's pixel size in metres, e.g. 0.3")
+    path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
+    arr = image_values(path, tool=tool, argument="mask_path")
+    target = np.isin(arr, [int(c) for c in classes]) if classes else arr > 0
     n = int(np.count_nonzero(target))
-    return {"tool": tool, "area_m2": float(n * float(pixel_size_m) ** 2), "pixel_count": n,
+    return {"tool": tool, "area_m2": float(n * (float(pixel_size_m) ** 2)), "pixel_count": n,
             "pixel_size_m": float(pixel_size_m)}
-
-
-def _pixel_size_from_transform(meta, tool) -> float:
-    if not meta.georeferenced or meta.crs.is_geographic:
-        raise ToolInputError("is null and the raster has no projected CRS to read it from",
-                             tool=tool, argument="pixel_size_m",
-                             expected="metres per pixel (the sample's pixel_size_m)")
-    t = meta.transform
-    ax = abs(t.a)
-    ay = abs(t.e)
-    if t.b or t.d or abs(ax - ay) > 1e-9 * max(ax, ay):
-        raise ToolInputError("is null and the raster's pixels are not square/axis-aligned",
-                             tool=tool, argument="pixel_size_m", expected="metres per pixel")
-    try:
-        factor = meta.crs.linear_units_factor[1]
-    except Exception:
-        factor = 1.0
-    return float(ax * factor)
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,26 +143,22 @@ def ras_threshold(ctx: ToolContext, image_path: str, threshold: float, op: str =
     """Binary uint8 mask (default {0, 255}) from comparing one band to a threshold.
 
     NaN and nodata pixels are never selected. The output is a GeoTIFF keeping the input's
-    georeferencing, nodata = ``false_value``; its class map is {false: background,
-    true: selected}. Errors: bad op, band out of range, values outside 0..255 → ToolInputError.
+    georeferencing, nodata = ``false_value`` (``analysis.py:ras_threshold``). As there,
+    ``true_value`` is cast to uint8 (256 → 0, −1 → 255) and may equal ``false_value``.
+    Errors: bad op, band out of range, a ``false_value`` outside 0..255 (it cannot be the
+    uint8 nodata) → ToolInputError.
     """
     tool = "ras.threshold"
     if op not in _OPS:
         raise ToolInputError(f"unknown operator {op!r}", tool=tool, argument="op",
                              expected="one of >=, >, <=, <, ==")
-    for name, v in (("true_value", true_value), ("false_value", false_value)):
-        if not 0 <= int(v) <= 255:
-            raise ToolInputError(f"{v} does not fit a uint8 mask", tool=tool, argument=name,
-                                 expected="0..255")
-    if int(true_value) == int(false_value):
-        raise ToolInputError("true_value equals false_value", tool=tool, argument="true_value",
-                             expected="two different values")
+    if not 0 <= int(false_value) <= 255:
+        raise ToolInputError(f"{false_value} is beyond the valid range of the uint8 nodata",
+                             tool=tool, argument="false_value", expected="0..255")
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_band(path, int(band), tool=tool, argument="image_path")
-    valid = np.ones(arr.shape, dtype=bool)
-    if arr.dtype.kind == "f":
-        valid &= np.isfinite(arr)
-    if meta.nodata is not None and not (isinstance(meta.nodata, float) and np.isnan(meta.nodata)):
+    valid = np.isfinite(arr)
+    if meta.nodata is not None:
         valid &= arr != meta.nodata
     selected = np.zeros(arr.shape, dtype=bool)
     selected[valid] = _OPS[op](arr[valid], float(threshold))
@@ -148,8 +166,11 @@ def ras_threshold(ctx: ToolContext, image_path: str, threshold: float, op: str =
     out_path = ctx.output_path(tool, {"image": path, "threshold": float(threshold), "op": op,
                                       "band": int(band), "true": int(true_value),
                                       "false": int(false_value)}, ".tif")
-    write_mask(out_path, out, like=meta, nodata=int(false_value),
-               class_map={int(false_value): "background", int(true_value): "selected"})
+    true_u8 = int(np.array(int(true_value)).astype(np.uint8))
+    class_map = {int(false_value): "background"}
+    if true_u8 != int(false_value):
+        class_map[true_u8] = "selected"
+    write_mask(out_path, out, like=meta, nodata=int(false_value), class_map=class_map)
     return {"tool": tool, "image_path": image_path, "mask_path": ctx.artifact_name(out_path),
             "threshold": float(threshold), "op": op, "band": int(band),
             "selected_pixels": int(selected.sum()), "true_value": int(true_value),
@@ -163,13 +184,14 @@ def ras_threshold(ctx: ToolContext, image_path: str, threshold: float, op: str =
                  "class_values": "same length as mask_paths"})
 def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
                             class_values: list[int]) -> dict:
-    """Merge binary masks into one class-index map.
+    """Merge masks into one class-index map (``analysis.py:mask_compose_multiclass``).
 
-    Positive pixels of mask i get ``class_values[i]``; later masks overwrite earlier ones;
-    background 0. Output: uint8 GeoTIFF (georeferencing of the first mask), nodata 0. Labels
-    come from the RescueNet table or ``class_<v>``. Errors: empty list or length mismatch,
-    masks of different sizes, values outside 1..255 → ToolInputError; a mask with more than
-    one non-zero value (not binary) → ModalityError.
+    Band 1 of each mask is read; its positive pixels get ``class_values[i]``; later masks
+    overwrite earlier ones; background 0. A multi-band or non-binary mask is not refused: every
+    value > 0 of band 1 counts (QC ``tool.multiband_mask`` / ``tool.nonbinary_mask``). Output:
+    uint8 GeoTIFF (georeferencing of the first mask), nodata 0; ``classes`` maps "0" and each
+    class value to its RescueNet label or ``class_<v>``. Errors: empty list or length mismatch,
+    masks of different sizes, class values outside 0..255 → ToolInputError.
     """
     tool = "mask.compose_multiclass"
     if not mask_paths:
@@ -179,27 +201,18 @@ def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
         raise ToolInputError(f"{len(class_values)} class values for {len(mask_paths)} masks",
                              tool=tool, argument="class_values",
                              expected="one class value per mask")
-    for v in class_values:
-        if not 1 <= int(v) <= 255:
-            raise ToolInputError(f"class value {v} does not fit a uint8 class map", tool=tool,
-                                 argument="class_values", expected="1..255")
     resolved = [ctx.resolve(p, tool=tool, argument="mask_paths") for p in mask_paths]
-    composed = None
-    first_meta = None
+    first_meta = raster_meta(resolved[0], tool=tool, argument="mask_paths")
+    composed = np.zeros((first_meta.height, first_meta.width), dtype=np.uint8)
     for p, name, value in zip(resolved, mask_paths, class_values):
-        arr, meta = read_mask(p, tool=tool, argument="mask_paths")
-        nonzero = [v for v in np.unique(arr) if v != 0]
-        if len(nonzero) > 1:
-            raise ModalityError(f"{Path(name).name} is not binary: it holds the non-zero values "
-                                f"{[int(v) for v in nonzero]}", tool=tool, argument="mask_paths",
-                                expected="binary masks ({0, 255} or {0, 1})")
-        if composed is None:
-            composed = np.zeros(arr.shape, dtype=np.uint8)
-            first_meta = meta
-        elif arr.shape != composed.shape:
+        arr, _meta = read_band(p, 1, tool=tool, argument="mask_paths")
+        if arr.shape != composed.shape:
             raise ToolInputError(f"{Path(name).name} is {arr.shape[0]}x{arr.shape[1]} but the "
                                  f"first mask is {composed.shape[0]}x{composed.shape[1]}",
                                  tool=tool, argument="mask_paths", expected="masks of one size")
+        if not 0 <= int(value) <= 255:
+            raise ToolInputError(f"class value {value} is out of bounds for uint8", tool=tool,
+                                 argument="class_values", expected="0..255")
         composed[arr > 0] = int(value)
     labels = {0: "background"}
     for v in class_values:
@@ -220,67 +233,65 @@ def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
                  "pixel_size_m": "used only for non-georeferenced masks"})
 def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
                   pixel_size_m: float | None = None) -> dict:
-    """Polygons of the 4-connected regions of the selected class values (rasterio shapes).
+    """Polygons of the 4-connected regions of the selected class values of band 1
+    (rasterio ``features.shapes``), as ``analysis.py:ras_vectorize`` makes them.
 
     GeoJSON features carry ``id`` (1-based), ``class``, ``pixel_count``, ``area_m2``,
-    ``pixel_size_m``. A georeferenced mask keeps its CRS and is measured in metres (a
-    geographic CRS in its UTM zone); a non-georeferenced mask gives pixel coordinates
-    (x = column, y = row, no crs member) and ``area_m2 = pixels * pixel_size_m²``, or null
-    when the pixel size is unknown. ``count`` is the number of polygons.
-    Errors: ClassIndexError for indices the mask does not hold; ToolInputError otherwise.
+    ``pixel_size_m``. A mask with a CRS keeps it: ``area_m2`` is the polygon's area in CRS
+    units rounded to 2 decimals (square degrees on a geographic mask: quirk) and
+    ``pixel_count`` = area / |a·e|. A mask without CRS gives pixel coordinates (x = column,
+    y = row) and ``area_m2 = round(pixels · pixel_size_m², 2)``, or 0 when no pixel size is
+    given (quirk: so ``total_area_m2`` is 0.0, not null). No selected pixel (absent class,
+    empty mask, empty ``classes``) → 0 polygons, ``total_area_m2`` null. ``count`` is the
+    number of polygons; ``total_area_m2`` the sum of the features' areas. A mask file that
+    does not exist gives the benchmark's answer {vector_path: null, count: 0, total_pixels: 0,
+    total_area_m2: null, note}, not an error.
     """
     import geopandas as gpd
     from affine import Affine
     from rasterio import features
     from shapely.geometry import shape
 
+    from ._io import write_vector
+
     tool = "ras.vectorize"
-    _nonempty_classes(classes, tool)
-    if pixel_size_m is not None and not pixel_size_m > 0:
-        raise ToolInputError(f"must be positive, got {pixel_size_m}", tool=tool,
-                             argument="pixel_size_m", expected="metres per pixel > 0")
-    path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
-    arr, meta = read_mask(path, tool=tool, argument="mask_path")
-    class_map, _ = read_mask_tags(path)
-    check_classes(classes, arr, class_map, mask_name=Path(mask_path).name, tool=tool)
+    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path")
+    if path is None:
+        return {"tool": tool, "vector_path": None, "count": 0, "total_pixels": 0,
+                "total_area_m2": None, "note": "No raster data available; zero features extracted."}
+    arr, meta = read_band(path, 1, tool=tool, argument="mask_path")
     target = np.isin(arr, [int(c) for c in classes])
     georef = meta.georeferenced
     transform = meta.transform if georef else Affine.identity()
-    records = []
-    geoms = []
+    crs = meta.crs if georef else None
+    records, geoms = [], []
     if target.any():
-        pix_area = abs(transform.a * transform.e - transform.b * transform.d)
+        in_crs_units = transform != Affine.identity()
         for geom, value in features.shapes(arr.astype(np.int32), mask=target.astype(np.uint8),
-                                           transform=transform, connectivity=4):
+                                           transform=transform):
             g = shape(geom)
+            if in_crs_units:
+                area = round(g.area, 2)
+                n = int(round(g.area / abs(transform.a * transform.e)))
+            else:
+                n = int(round(g.area))
+                area = round(n * (pixel_size_m ** 2), 2) if pixel_size_m else None
+            records.append({"id": len(records) + 1, "class": int(value), "pixel_count": n,
+                            "area_m2": float(area) if area is not None else 0,
+                            "pixel_size_m": float(pixel_size_m) if pixel_size_m is not None
+                            else None})
             geoms.append(g)
-            records.append({"id": len(records) + 1, "class": int(value),
-                            "pixel_count": int(round(g.area / pix_area)),
-                            "area_m2": None,
-                            "pixel_size_m": float(pixel_size_m) if pixel_size_m else None})
-    gdf = gpd.GeoDataFrame(records, geometry=gpd.GeoSeries(geoms, crs=meta.crs if georef else None),
-                           crs=meta.crs if georef else None) if records else \
-        gpd.GeoDataFrame({"id": [], "class": [], "pixel_count": [], "area_m2": [],
-                          "pixel_size_m": []}, geometry=gpd.GeoSeries([], crs=meta.crs if georef else None))
-    if len(gdf):
-        if georef:
-            from ._io import metric_frame
-
-            metric, scale = metric_frame(gdf)
-            gdf["area_m2"] = [round(float(a) * scale ** 2, 2) for a in metric.geometry.area]
-        elif pixel_size_m:
-            gdf["area_m2"] = [round(n * float(pixel_size_m) ** 2, 2) for n in gdf["pixel_count"]]
-    from ._io import write_vector
-
+    if records:
+        gdf = gpd.GeoDataFrame(records, geometry=gpd.GeoSeries(geoms, crs=crs), crs=crs)
+    else:
+        gdf = gpd.GeoDataFrame({"class": [], "pixel_count": [], "area_m2": []},
+                               geometry=gpd.GeoSeries([], crs=None))
     out_path = ctx.output_path(tool, {"mask": path, "classes": [int(c) for c in classes],
                                       "pixel_size_m": pixel_size_m}, ".geojson")
     write_vector(out_path, gdf)
-    total_pixels = int(sum(int(n) for n in gdf["pixel_count"])) if len(gdf) else 0
-    if georef or pixel_size_m:
-        total_area = float(round(sum(float(a) for a in gdf["area_m2"]), 2)) if len(gdf) else 0.0
-    else:
-        total_area = None
-    return {"tool": tool, "vector_path": ctx.artifact_name(out_path), "count": int(len(gdf)),
+    total_pixels = int(sum(int(r["pixel_count"]) for r in records))
+    total_area = float(sum(r["area_m2"] for r in records)) if records else None
+    return {"tool": tool, "vector_path": ctx.artifact_name(out_path), "count": len(records),
             "total_pixels": total_pixels, "total_area_m2": total_area}
 
 
@@ -289,18 +300,22 @@ def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
           result_keys=["tool", "image_path", "band", "nodata", "min", "max", "mean", "std",
                        "valid_pixels"])
 def ras_stats(ctx: ToolContext, image_path: str, band: int = 1, ignore_nodata: bool = True) -> dict:
-    """Min, max, mean and (population) standard deviation of one band.
+    """Min, max, mean and (population) standard deviation of one band
+    (``analysis.py:ras_stats``).
 
-    NaN pixels are always ignored; nodata pixels when ``ignore_nodata``. No valid pixel →
-    the statistics are null and ``valid_pixels`` is 0.
+    NaN pixels are always ignored; nodata pixels when ``ignore_nodata``. The statistics are
+    computed by numpy in the band's dtype (a float32 band's mean carries float32 rounding, as
+    the benchmark's does). No valid pixel → the statistics are null and ``valid_pixels`` is 0.
+    A NaN nodata is reported as null (observations are plain JSON; the benchmark writes NaN).
+    Errors: band out of range, unknown file → ToolInputError.
     """
     tool = "ras.stats"
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_band(path, int(band), tool=tool, argument="image_path")
-    valid = np.isfinite(arr) if arr.dtype.kind == "f" else np.ones(arr.shape, dtype=bool)
-    if ignore_nodata and meta.nodata is not None and not np.isnan(meta.nodata):
+    valid = np.isfinite(arr)
+    if ignore_nodata and meta.nodata is not None:
         valid &= arr != meta.nodata
-    vals = arr[valid].astype(np.float64)
+    vals = arr[valid]  # statistics in the band's own dtype (float32 stays float32), as there
     out = {"tool": tool, "image_path": image_path, "band": int(band),
            "nodata": float(meta.nodata) if meta.nodata is not None else None}
     if vals.size == 0:
@@ -315,16 +330,21 @@ def ras_stats(ctx: ToolContext, image_path: str, band: int = 1, ignore_nodata: b
 @register("ras.sample_point", server="Analysis", module="raster",
           result_keys=["tool", "row", "col", "pixel_values", "is_inside"])
 def ras_sample_point(ctx: ToolContext, image_path: str, row: int, col: int) -> dict:
-    """Pixel value of every band at (row, col); ``pixel_values`` keys are 1-based band
-    numbers. A point outside the image → ToolInputError naming the image size."""
+    """Pixel value of every band at (row, col), cast to int as the benchmark does
+    (``analysis.py:ras_sample_point``: 366.5 → 366, −2.7 → −2); ``pixel_values`` keys are
+    1-based band numbers. A point outside the image (the benchmark's "Coordinates out of
+    bounds" stub) or a NaN value → ToolInputError."""
     tool = "ras.sample_point"
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_raster(path, tool=tool, argument="image_path")
     if not (0 <= row < meta.height and 0 <= col < meta.width):
-        raise ToolInputError(f"pixel ({row}, {col}) is outside the {meta.height}x{meta.width} image",
-                             tool=tool, argument="row" if not 0 <= row < meta.height else "col",
+        err = ToolInputError(f"pixel ({row}, {col}) is outside the {meta.height}x{meta.width} "
+                             f"image", tool=tool,
+                             argument="row" if not 0 <= row < meta.height else "col",
                              expected=f"row 0..{meta.height - 1}, col 0..{meta.width - 1}")
-    values = {str(b + 1): _num(arr[b, row, col]) for b in range(arr.shape[0])}
+        err.benchmark_stub = True  # the benchmark's "Coordinates out of bounds" stub object
+        raise err
+    values = {str(b + 1): _int_value(arr[b, row, col], tool) for b in range(arr.shape[0])}
     return {"tool": tool, "row": int(row), "col": int(col), "pixel_values": values,
             "is_inside": True}
 
@@ -332,8 +352,10 @@ def ras_sample_point(ctx: ToolContext, image_path: str, row: int, col: int) -> d
 @register("ras.sample_points", server="Analysis", module="raster",
           result_keys=["tool", "image_path", "total_points", "results"])
 def ras_sample_points(ctx: ToolContext, image_path: str, points: list[dict[str, int]]) -> dict:
-    """Pixel values at many {row, col} points; points outside the image get
-    ``pixel_values: null, is_inside: false`` (not an error)."""
+    """Pixel values (cast to int, as ``ras.sample_point``) at many {row, col} points
+    (``analysis.py:ras_sample_points``); points outside the image get
+    ``pixel_values: null, is_inside: false`` (not an error). A point without row/col or a NaN
+    value fails the whole call, as there."""
     tool = "ras.sample_points"
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_raster(path, tool=tool, argument="image_path")
@@ -345,7 +367,7 @@ def ras_sample_points(ctx: ToolContext, image_path: str, points: list[dict[str, 
         r, c = int(pt["row"]), int(pt["col"])
         if 0 <= r < meta.height and 0 <= c < meta.width:
             results.append({"row": r, "col": c, "is_inside": True,
-                            "pixel_values": {str(b + 1): _num(arr[b, r, c])
+                            "pixel_values": {str(b + 1): _int_value(arr[b, r, c], tool)
                                              for b in range(arr.shape[0])}})
         else:
             results.append({"row": r, "col": c, "pixel_values": None, "is_inside": False})
@@ -353,9 +375,14 @@ def ras_sample_points(ctx: ToolContext, image_path: str, points: list[dict[str, 
             "results": results}
 
 
-def _num(v):
-    """Python number of a numpy scalar (ints stay ints, floats stay floats)."""
-    return v.item() if hasattr(v, "item") else v
+def _int_value(v, tool: str) -> int:
+    """``int(v)`` of a sampled value (truncation toward zero, as Python's ``int``); NaN or
+    infinity → ToolInputError (the benchmark's ``int()`` raises there)."""
+    f = v.item() if hasattr(v, "item") else v
+    if isinstance(f, float) and not math.isfinite(f):
+        raise ToolInputError(f"the pixel value is {f}, which cannot be cast to int", tool=tool,
+                             argument="image_path", expected="a finite pixel value")
+    return int(f)
 
 
 # --------------------------------------------------------------------------------------------
@@ -367,7 +394,9 @@ def _num(v):
 def ras_clip(ctx: ToolContext, image_path: str, x1: int, x2: int, y1: int, y2: int) -> dict:
     """Crop the pixel window [x1:x2, y1:y2] (x = rows, y = columns, end exclusive; swapped
     bounds are reordered; the window is clamped to the image). GeoTIFF output keeping the
-    georeferencing (shifted transform). Empty window or window outside → ToolInputError."""
+    georeferencing (shifted transform). ``transform`` lists the 9 numbers of the window's
+    affine transform, also for an image without CRS (its identity grid shifted), as
+    ``analysis.py:ras_clip`` does. Empty window or window outside → ToolInputError."""
     from rasterio.windows import Window
     from rasterio.windows import transform as win_transform
 
@@ -387,7 +416,7 @@ def ras_clip(ctx: ToolContext, image_path: str, x1: int, x2: int, y1: int, y2: i
                              expected="a window overlapping the image")
     data = arr[:, cx1:cx2, cy1:cy2]
     win = Window.from_slices((cx1, cx2), (cy1, cy2))
-    new_t = win_transform(win, meta.transform) if meta.georeferenced else None
+    new_t = win_transform(win, meta.transform)
     out_path = ctx.output_path(tool, {"image": path, "window": [cx1, cx2, cy1, cy2]}, ".tif")
     write_raster(out_path, np.ascontiguousarray(data), like=meta, transform=new_t,
                  nodata=meta.nodata)
@@ -402,7 +431,7 @@ def ras_clip(ctx: ToolContext, image_path: str, x1: int, x2: int, y1: int, y2: i
             "window": {"x1": cx1, "x2": cx2, "y1": cy1, "y2": cy2},
             "out_shape": [int(data.shape[1]), int(data.shape[2])], "bands": int(data.shape[0]),
             "dtype": str(data.dtype), "crs": str(meta.crs) if meta.georeferenced else None,
-            "transform": [float(v) for v in tuple(new_t)[:6]] if new_t is not None else None,
+            "transform": [float(v) for v in tuple(new_t)],
             "clamped": (cx1, cx2, cy1, cy2) != (x1, x2, y1, y2)}
 
 
@@ -475,7 +504,7 @@ def ras_diff(ctx: ToolContext, image_a_path: str, image_b_path: str, band_a: int
     if a.shape != b.shape:
         raise ToolInputError(f"rasters differ in size: {a.shape} vs {b.shape}", tool=tool,
                              argument="image_b_path", expected="rasters of one grid")
-    if ma.crs != mb.crs or (ma.georeferenced and ma.transform != mb.transform):
+    if ma.crs != mb.crs or ma.transform != mb.transform:
         raise ToolInputError("rasters differ in CRS or transform", tool=tool,
                              argument="image_b_path", expected="rasters of one grid")
     a = a.astype(np.float32)
@@ -491,7 +520,7 @@ def ras_diff(ctx: ToolContext, image_a_path: str, image_b_path: str, band_a: int
     out_path = ctx.output_path(tool, {"a": pa, "b": pb, "band_a": int(band_a),
                                       "band_b": int(band_b)}, ".tif")
     write_raster(out_path, diff, like=ma, nodata=nod)
-    vals = diff[valid].astype(np.float64)
+    vals = diff[valid]  # float32 statistics, as the benchmark's
     return {"tool": tool, "image_a_path": image_a_path, "image_b_path": image_b_path,
             "output_path": ctx.artifact_name(out_path), "band_a": int(band_a),
             "band_b": int(band_b), "nodata": nod,
@@ -506,8 +535,10 @@ def ras_diff(ctx: ToolContext, image_a_path: str, image_b_path: str, band_a: int
                        "transform", "band_map", "note"],
           notes={"dim": "only 'bands' (or 'channels')"})
 def ras_concat(ctx: ToolContext, image_path_list: list[str], dim: str = "bands") -> dict:
-    """Stack rasters of one size (and, when present, one CRS/transform) along the band axis
-    into one GeoTIFF; dtype is numpy's common type. ``band_map`` lists each input's bands."""
+    """Stack rasters of one size, one transform (and, when both have one, one CRS) along the
+    band axis into one GeoTIFF (``analysis.py:ras_concat``); dtype is numpy's common type.
+    ``band_map`` lists each input's bands; ``transform`` the first raster's 9 affine numbers
+    (also without CRS). Mismatches → ToolInputError."""
     tool = "ras.concat"
     if not image_path_list:
         raise ToolInputError("is empty", tool=tool, argument="image_path_list",
@@ -528,8 +559,8 @@ def ras_concat(ctx: ToolContext, image_path_list: list[str], dim: str = "bands")
                 raise ToolInputError(f"{Path(p).name} is {meta.height}x{meta.width}, expected "
                                      f"{ref.height}x{ref.width}", tool=tool,
                                      argument="image_path_list", expected="rasters of one size")
-            if ref.crs is not None and meta.crs is not None and (
-                    ref.crs != meta.crs or ref.transform != meta.transform):
+            if (ref.crs is not None and meta.crs is not None and ref.crs != meta.crs) or \
+                    ref.transform != meta.transform:
                 raise ToolInputError(f"{Path(p).name} differs in CRS or transform", tool=tool,
                                      argument="image_path_list", expected="rasters of one grid")
         metas.append(meta)
@@ -541,11 +572,11 @@ def ras_concat(ctx: ToolContext, image_path_list: list[str], dim: str = "bands")
     data = np.concatenate([a.astype(dtype, copy=False) for a in arrays], axis=0)
     ref = metas[0]
     out_path = ctx.output_path(tool, {"images": resolved, "dim": "bands"}, ".tif")
-    write_raster(out_path, data, like=ref)
+    write_raster(out_path, data, like=ref, transform=ref.transform)
     return {"tool": tool, "output_path": ctx.artifact_name(out_path), "height": ref.height,
             "width": ref.width, "bands": int(data.shape[0]), "dtype": str(dtype),
             "crs": str(ref.crs) if ref.georeferenced else None,
-            "transform": [float(v) for v in tuple(ref.transform)[:6]] if ref.georeferenced else None,
+            "transform": [float(v) for v in tuple(ref.transform)],
             "band_map": band_map,
             "note": "Concatenated along bands; inputs must share size & georeferencing."}
 
@@ -556,7 +587,6 @@ def ras_concat(ctx: ToolContext, image_path_list: list[str], dim: str = "bands")
 # ras.resample, ras.focal_stats)
 # ============================================================================================
 _RESAMPLING = ("nearest", "bilinear", "cubic")
-_TERRAIN_NODATA = -9999.0
 
 
 def named_output(ctx: ToolContext, tool: str, key: dict, suffix: str, out_path: str | None,
@@ -581,94 +611,40 @@ def named_output(ctx: ToolContext, tool: str, key: dict, suffix: str, out_path: 
     return ctx.work_dir / p.name
 
 
-def _check_resampling(value: str, tool: str):
+def _resampling(value: str):
+    """rasterio ``Resampling`` for a name; as in the benchmark an unknown name (or any value
+    other than nearest/bilinear/cubic) means bilinear, not an error."""
     from rasterio.enums import Resampling
 
-    if value not in _RESAMPLING:
-        raise ToolInputError(f"unknown resampling {value!r}", tool=tool, argument="resampling",
-                             expected="nearest, bilinear or cubic (nearest for class masks)")
-    return getattr(Resampling, value)
+    return getattr(Resampling, value) if value in _RESAMPLING else Resampling.bilinear
 
 
-def _valid_mask(arr: np.ndarray, nodata) -> np.ndarray:
-    valid = np.isfinite(arr) if arr.dtype.kind == "f" else np.ones(arr.shape, dtype=bool)
-    if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
-        valid &= arr != nodata
-    return valid
+def _dem_float32(ctx, tool, dem_path):
+    """(path, band 1 as float32, meta, x resolution, y resolution) of a DEM.
 
-
-def _metric_pixel_sizes(meta, tool: str) -> tuple[np.ndarray, float | np.ndarray]:
-    """(x size per row, y size) of the pixels in metres.
-
-    Projected CRS: the transform's |a| and |e| in metres (linear unit converted). Geographic
-    CRS (e.g. SRTM tiles in EPSG:4326): degrees converted to metres at each row's centre
-    latitude on the CRS ellipsoid, with the radii of curvature
-    ``N = a / sqrt(1 - e² sin²φ)`` (east-west: N cos φ · Δλ) and
-    ``M = a (1 - e²) / (1 - e² sin²φ)^1.5`` (north-south: M · Δφ). Rotated transforms and
-    rasters without CRS → ToolInputError (a slope needs metres per pixel).
+    The resolutions are |transform.a| and |transform.e| in CRS units, as the benchmark reads
+    them: degrees on a geographic DEM (quirk ``tool.terrain_geographic_dem``), 1 on a raster
+    without georeferencing.
     """
-    t = meta.transform
-    if not meta.georeferenced:
-        raise ToolInputError("has no CRS, so its pixel size in metres is unknown", tool=tool,
-                             argument="dem_path", expected="a georeferenced DEM (GeoTIFF, HGT)")
-    if t.b or t.d:
-        raise ToolInputError("has a rotated transform", tool=tool, argument="dem_path",
-                             expected="a north-up DEM")
-    if meta.crs.is_geographic:
-        from pyproj import CRS
-
-        ell = CRS.from_user_input(meta.crs.to_wkt()).ellipsoid
-        a = ell.semi_major_metre
-        inv_f = ell.inverse_flattening
-        f = 1.0 / inv_f if inv_f else 0.0
-        e2 = f * (2 - f)
-        rows = np.arange(meta.height, dtype=np.float64) + 0.5
-        lat = np.radians(t.f + t.e * rows)
-        w = 1.0 - e2 * np.sin(lat) ** 2
-        n_rad = a / np.sqrt(w)
-        m_rad = a * (1 - e2) / w ** 1.5
-        dx = n_rad * np.cos(lat) * np.radians(abs(t.a))
-        dy = m_rad * np.radians(abs(t.e))
-        return dx, dy
-    try:
-        factor = float(meta.crs.linear_units_factor[1])
-    except Exception:
-        factor = 1.0
-    return np.full(meta.height, abs(t.a) * factor), abs(t.e) * factor
-
-
-def _horn_gradients(dem: np.ndarray, valid: np.ndarray, dx, dy):
-    """Horn's (1981) 3×3 finite differences, in elevation units per metre.
-
-    For the window ``a b c / d e f / g h i`` (rows top to bottom):
-    ``dz/dx = ((c + 2f + i) − (a + 2d + g)) / (8 Δx)`` (east positive) and
-    ``dz/dy = ((g + 2h + i) − (a + 2b + c)) / (8 Δy)`` (south positive, rows grow southwards).
-    Source: B. K. P. Horn, "Hill shading and the reflectance map", Proc. IEEE 69(1), 1981,
-    pp. 14–47; the same weights as GDAL's gdaldem and ESRI's Slope tool. Border pixels use the
-    edge value repeated (GDAL's ``-compute_edges``); a window touching nodata gives nodata.
-    """
-    z = np.where(valid, dem.astype(np.float64), 0.0)
-    p = np.pad(z, 1, mode="edge")
-    a, b, c = p[:-2, :-2], p[:-2, 1:-1], p[:-2, 2:]
-    d, f = p[1:-1, :-2], p[1:-1, 2:]
-    g, h, i = p[2:, :-2], p[2:, 1:-1], p[2:, 2:]
-    dx = np.asarray(dx, dtype=np.float64).reshape(-1, 1) if np.ndim(dx) else float(dx)
-    dy = np.asarray(dy, dtype=np.float64).reshape(-1, 1) if np.ndim(dy) else float(dy)
-    dzdx = ((c + 2 * f + i) - (a + 2 * d + g)) / (8.0 * dx)
-    dzdy = ((g + 2 * h + i) - (a + 2 * b + c)) / (8.0 * dy)
-    from scipy import ndimage
-
-    ok = ndimage.minimum_filter(valid.astype(np.uint8), size=3, mode="nearest").astype(bool)
-    return dzdx, dzdy, ok
-
-
-def _dem(ctx, tool, dem_path):
     path = ctx.resolve(dem_path, tool=tool, argument="dem_path")
     arr, meta = read_band(path, 1, tool=tool, argument="dem_path")
     if arr.dtype.kind not in "iuf":
         raise ToolInputError(f"has dtype {arr.dtype}", tool=tool, argument="dem_path",
                              expected="a numeric elevation band")
-    return path, arr, meta
+    if min(arr.shape) < 2:
+        raise ToolInputError(f"is {arr.shape[0]}x{arr.shape[1]}; gradients need at least 2x2 "
+                             f"pixels", tool=tool, argument="dem_path", expected="a DEM")
+    return path, arr.astype(np.float32), meta, abs(meta.transform.a), abs(meta.transform.e)
+
+
+def _gradients(dem32: np.ndarray, yres: float, xres: float):
+    """(dz/drow, dz/dcol) by numpy's ``np.gradient``: second-order central differences inside,
+    first-order one-sided differences on the border, in float32 — the method of the
+    benchmark's ``ras.slope`` / ``ras.hillshade`` (whose descriptions say Horn; the code does
+    not). Rows grow southwards, so dz/drow is positive downhill to the south. Nodata values are
+    not masked (quirk: they enter the differences like elevations)."""
+    drow, dcol = np.gradient(dem32, yres, xres)
+    return drow, dcol
 
 
 @register("ras.slope", server="Analysis", module="raster",
@@ -676,33 +652,28 @@ def _dem(ctx, tool, dem_path):
           notes={"units": "'degrees' or 'percent'", "out_path": "auto <temp>/slope.tif"})
 def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
               out_path: str | None = None) -> dict:
-    """Slope of a DEM (band 1) in degrees (0–90) or percent rise (100·tan), float32 GeoTIFF.
+    """Slope of a DEM (band 1) in degrees, or percent rise (100·tan) when ``units`` is
+    "percent" (any other value means degrees and is echoed), float32 GeoTIFF.
 
-    Gradients: Horn's (1981) weighted 3×3 differences with the pixel size in metres read from
-    the transform (a geographic DEM such as an SRTM tile is converted at each row's latitude on
-    its ellipsoid, see ``_metric_pixel_sizes``); slope = atan(√((dz/dx)² + (dz/dy)²)).
-    Elevations are taken as metres. Nodata: −9999 where the 3×3 window touches nodata/NaN.
-    ``stats`` {min, max, mean} over valid pixels. Errors: unknown units, DEM without CRS or with
-    a rotated transform → ToolInputError.
+    As ``analysis.py:ras_slope``: gradients by ``np.gradient`` (central differences, see
+    ``_gradients``) with the pixel size |a|, |e| in CRS units — on a geographic DEM degrees are
+    used as if they were metres (quirk); slope = atan(hypot(dz/dx, dz/dy)); every pixel,
+    nodata included, gets a slope. ``stats`` {min, max, mean} over all pixels, in float32.
+    The output keeps the DEM's profile (CRS, transform, nodata tag).
     """
     tool = "ras.slope"
-    if units not in ("degrees", "percent"):
-        raise ToolInputError(f"unknown units {units!r}", tool=tool, argument="units",
-                             expected="'degrees' or 'percent'")
-    path, arr, meta = _dem(ctx, tool, dem_path)
-    dx, dy = _metric_pixel_sizes(meta, tool)
-    valid = _valid_mask(arr, meta.nodata)
-    dzdx, dzdy, ok = _horn_gradients(arr, valid, dx, dy)
-    rise = np.hypot(dzdx, dzdy)
-    slope = np.degrees(np.arctan(rise)) if units == "degrees" else 100.0 * rise
-    out = np.where(ok, slope, _TERRAIN_NODATA).astype(np.float32)
+    path, dem, meta, xres, yres = _dem_float32(ctx, tool, dem_path)
+    drow, dcol = _gradients(dem, yres, xres)
+    slope_rad = np.arctan(np.hypot(dcol, drow))
+    slope = (np.tan(slope_rad) * 100.0 if units == "percent" else np.rad2deg(slope_rad))
+    slope = slope.astype(np.float32)
     dst = named_output(ctx, tool, {"dem": path, "units": units}, ".tif", out_path,
                        (".tif", ".tiff"))
-    write_raster(dst, out, like=meta, nodata=_TERRAIN_NODATA)
-    vals = out[ok].astype(np.float64)
-    stats = ({"min": float(vals.min()), "max": float(vals.max()), "mean": float(vals.mean())}
-             if vals.size else {"min": None, "max": None, "mean": None})
-    return {"tool": tool, "slope_path": ctx.artifact_name(dst), "units": units, "stats": stats}
+    write_raster(dst, slope, like=meta, nodata=meta.nodata,
+                 transform=meta.transform if not meta.georeferenced else None)
+    return {"tool": tool, "slope_path": ctx.artifact_name(dst), "units": units,
+            "stats": {"min": float(slope.min()), "max": float(slope.max()),
+                      "mean": float(slope.mean())}}
 
 
 @register("ras.hillshade", server="Analysis", module="raster",
@@ -712,41 +683,43 @@ def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
 def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
                   altitude: float = 45.0, z_factor: float = 1.0,
                   out_path: str | None = None) -> dict:
-    """Shaded relief (uint8 0–255 GeoTIFF) of a DEM lit from (azimuth, altitude).
+    """Shaded relief (uint8 0–255 GeoTIFF) of a DEM, computed as ``analysis.py:ras_hillshade``.
 
-    ``255 · (cos Z cos S + sin Z sin S cos(A − D))`` clipped at 0, rounded, where Z = 90° −
-    altitude, S = atan(z_factor · |∇z|), A = the sun azimuth in math convention
-    (360° − azimuth + 90°) and D = atan2(dz/dy, −dz/dx) the aspect; gradients by Horn's method
-    as in ``ras.slope`` (Burrough & McDonnell, Principles of GIS, 1998; ESRI "How Hillshade
-    works"; gdaldem hillshade). Nodata pixels (window touching nodata) are 0, and the output's
-    nodata is 0. Errors: altitude outside 0–90, DEM without CRS → ToolInputError.
+    The DEM (float32) is multiplied by ``z_factor``; gradients by ``np.gradient`` with the
+    pixel size in CRS units (see ``ras.slope``); S = atan(|∇z|), aspect = atan2(−dz/dcol,
+    dz/drow), A = radians(360 − azimuth + 90) and
+    ``255 · (sin(alt) cos S + cos(alt) sin S cos(A − aspect))`` clipped to 0..255 and
+    truncated to uint8. With rows growing southwards this lights the terrain from another
+    direction than the azimuth names (quirk). No nodata handling; ``stats`` over all pixels.
+    The output keeps the DEM's georeferencing and nodata; a nodata that uint8 cannot hold
+    (−9999, NaN) makes the benchmark's write fall back to a plain TIFF without
+    georeferencing, and so it does here.
     """
     tool = "ras.hillshade"
-    if not 0.0 <= float(altitude) <= 90.0:
-        raise ToolInputError(f"altitude {altitude} is outside 0..90", tool=tool,
-                             argument="altitude", expected="degrees above the horizon, 0..90")
-    if not np.isfinite(azimuth) or not np.isfinite(z_factor):
-        raise ToolInputError("must be finite", tool=tool, argument="azimuth")
-    path, arr, meta = _dem(ctx, tool, dem_path)
-    dx, dy = _metric_pixel_sizes(meta, tool)
-    valid = _valid_mask(arr, meta.nodata)
-    dzdx, dzdy, ok = _horn_gradients(arr, valid, dx, dy)
-    zenith = np.radians(90.0 - float(altitude))
-    az = np.radians((360.0 - float(azimuth) + 90.0) % 360.0)
-    slope = np.arctan(float(z_factor) * np.hypot(dzdx, dzdy))
-    aspect = np.arctan2(dzdy, -dzdx)
-    shade = 255.0 * (np.cos(zenith) * np.cos(slope)
-                     + np.sin(zenith) * np.sin(slope) * np.cos(az - aspect))
-    out = np.where(ok, np.clip(np.rint(shade), 0, 255), 0).astype(np.uint8)
+    path, dem, meta, xres, yres = _dem_float32(ctx, tool, dem_path)
+    dem = dem * z_factor
+    drow, dcol = _gradients(dem, yres, xres)
+    slope = np.arctan(np.hypot(dcol, drow))
+    aspect = np.arctan2(-dcol, drow)
+    az = np.deg2rad(360.0 - azimuth + 90.0)
+    alt = np.deg2rad(altitude)
+    shade = np.sin(alt) * np.cos(slope) + np.cos(alt) * np.sin(slope) * np.cos(az - aspect)
+    with np.errstate(invalid="ignore"):
+        out = np.clip(shade * 255.0, 0, 255).astype(np.uint8)
     dst = named_output(ctx, tool, {"dem": path, "azimuth": float(azimuth),
                                    "altitude": float(altitude), "z": float(z_factor)}, ".tif",
                        out_path, (".tif", ".tiff"))
-    write_raster(dst, out, like=meta, nodata=0)
-    vals = out[ok]
-    stats = ({"min": int(vals.min()), "max": int(vals.max()), "mean": float(vals.mean())}
-             if vals.size else {"min": None, "max": None, "mean": None})
+    nodata = meta.nodata
+    if nodata is not None and (math.isnan(nodata) or not 0 <= nodata <= 255):
+        # the benchmark's rasterio write refuses a nodata outside uint8 and falls back to
+        # Pillow: a plain TIFF without georeferencing
+        write_raster(dst, out)
+    else:
+        write_raster(dst, out, like=meta, nodata=nodata,
+                     transform=meta.transform if not meta.georeferenced else None)
     return {"tool": tool, "hillshade_path": ctx.artifact_name(dst),
-            "shape": [int(meta.height), int(meta.width)], "stats": stats}
+            "shape": [int(out.shape[0]), int(out.shape[1])],
+            "stats": {"min": int(out.min()), "max": int(out.max()), "mean": float(out.mean())}}
 
 
 @register("ras.reproject", server="Analysis", module="raster",
@@ -756,48 +729,57 @@ def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
                  "out_path": "auto <temp>/reprojected.tif"})
 def ras_reproject(ctx: ToolContext, raster_path: str, dst_crs: str, resampling: str = "bilinear",
                   out_path: str | None = None) -> dict:
-    """Warp every band of a raster to ``dst_crs`` (GDAL warp through rasterio).
+    """Warp every band of a raster to ``dst_crs`` (GDAL warp through rasterio), as
+    ``analysis.py:ras_reproject`` does.
 
-    The output grid is GDAL's suggested one (``calculate_default_transform``: same number of
-    pixels along the diagonal, square pixels). Pixels outside the source are nodata (the
-    source's nodata, else 0 for integers and NaN for floats). A mask's class map and pixel-size
-    tags are kept. Errors: source without CRS, unknown ``dst_crs``, unknown resampling →
+    The output grid is GDAL's suggested one (``calculate_default_transform``). The output
+    keeps the source's dtype and nodata: a source without nodata gets none (pixels outside the
+    source are 0, GDAL's default, and are not marked as nodata). An unknown ``resampling``
+    means bilinear. ``dst_crs`` is echoed as given; ``src_crs`` is the source CRS's string.
+    A mask's class map tag is kept. Errors: source without CRS, unknown ``dst_crs`` →
     ToolInputError.
     """
     import rasterio
     from rasterio.crs import CRS
     from rasterio.warp import calculate_default_transform, reproject
 
+    from ._io import _quiet
+
     tool = "ras.reproject"
-    method = _check_resampling(resampling, tool)
+    method = _resampling(resampling)
     try:
         target = CRS.from_user_input(str(dst_crs).strip())
     except Exception as exc:
         raise ToolInputError(f"unknown CRS {dst_crs!r}: {exc}", tool=tool, argument="dst_crs",
                              expected="an EPSG code or CRS string, e.g. 'EPSG:32636'") from None
     path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
-    arr, meta = read_raster(path, tool=tool, argument="raster_path")
+    meta = raster_meta(path, tool=tool, argument="raster_path")
     if not meta.georeferenced:
         raise ToolInputError(f"{Path(raster_path).name} has no CRS to reproject from", tool=tool,
                              argument="raster_path", expected="a georeferenced raster")
-    left, bottom, right, top = rasterio.transform.array_bounds(meta.height, meta.width,
-                                                               meta.transform)
-    dst_t, w, h = calculate_default_transform(meta.crs, target, meta.width, meta.height,
-                                              left, bottom, right, top)
-    nodata = meta.nodata
-    if nodata is None:
-        nodata = float("nan") if arr.dtype.kind == "f" else 0
-    out = np.full((arr.shape[0], h, w), nodata, dtype=arr.dtype)
-    reproject(arr, out, src_transform=meta.transform, src_crs=meta.crs, src_nodata=meta.nodata,
-              dst_transform=dst_t, dst_crs=target, dst_nodata=nodata, resampling=method)
-    dst = named_output(ctx, tool, {"raster": path, "dst_crs": target.to_string(),
+    dst = named_output(ctx, tool, {"raster": path, "dst_crs": str(dst_crs),
                                    "resampling": resampling}, ".tif", out_path, (".tif", ".tiff"))
-    write_raster(dst, out, nodata=nodata, transform=dst_t, crs=target)
-    class_map, px = read_mask_tags(path)
+    quiet = _quiet()
+    try:
+        with rasterio.open(path) as src:
+            dst_t, w, h = calculate_default_transform(src.crs, target, src.width, src.height,
+                                                      *src.bounds)
+            profile = {"driver": "GTiff", "dtype": src.dtypes[0], "count": src.count,
+                       "width": w, "height": h, "crs": target, "transform": dst_t}
+            if src.nodata is not None:
+                profile["nodata"] = src.nodata
+            with rasterio.open(dst, "w", **profile) as out:
+                for b in range(1, src.count + 1):
+                    reproject(source=rasterio.band(src, b), destination=rasterio.band(out, b),
+                              src_transform=src.transform, src_crs=src.crs,
+                              dst_transform=dst_t, dst_crs=target, resampling=method)
+    finally:
+        quiet.__exit__(None, None, None)
+    class_map, _px = read_mask_tags(path)
     if class_map:
         _retag(dst, class_map, None)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "src_crs": meta.crs.to_string(),
-            "dst_crs": target.to_string(), "shape": [int(h), int(w)]}
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "src_crs": str(meta.crs),
+            "dst_crs": dst_crs, "shape": [int(h), int(w)]}
 
 
 @register("ras.resample", server="Analysis", module="raster",
@@ -805,12 +787,14 @@ def ras_reproject(ctx: ToolContext, raster_path: str, dst_crs: str, resampling: 
           notes={"resampling": "nearest|bilinear|cubic", "out_path": "auto <temp>/resampled.tif"})
 def ras_resample(ctx: ToolContext, raster_path: str, target_pixel_size_m: float,
                  resampling: str = "bilinear", out_path: str | None = None) -> dict:
-    """Change the pixel size: output shape = round(size · src / target) per axis, the transform
-    scaled to match (same extent up to rounding). The source pixel size is |transform.a| in CRS
-    units, as in the benchmark (metres for projected rasters; a raster without CRS has 1 unit
-    per pixel). Resampling by GDAL on read (``nearest`` duplicates/decimates pixels; use it for
-    class masks). Errors: target ≤ 0, unknown resampling, a result smaller than one pixel →
-    ToolInputError.
+    """Change the pixel size as ``analysis.py:ras_resample`` does.
+
+    The source pixel size is |transform.a| in CRS units (1 for a raster without CRS; degrees on
+    a geographic raster); scale = src / target; output width = max(1, floor(W · scale)) and
+    height = max(1, floor(H · scale)) — both from the x pixel size, truncated, not rounded;
+    the transform is scaled by W/w, H/h. Resampling by GDAL on read (an unknown method means
+    bilinear). ``dst_pixel_size_m`` echoes the target, not the pixel size the rounding gives.
+    Errors: target ≤ 0 → ToolInputError.
     """
     import rasterio
     from affine import Affine
@@ -818,39 +802,36 @@ def ras_resample(ctx: ToolContext, raster_path: str, target_pixel_size_m: float,
     from ._io import _quiet
 
     tool = "ras.resample"
-    method = _check_resampling(resampling, tool)
-    if not (np.isfinite(target_pixel_size_m) and target_pixel_size_m > 0):
-        raise ToolInputError(f"must be positive, got {target_pixel_size_m}", tool=tool,
+    method = _resampling(resampling)
+    if not target_pixel_size_m or not float(target_pixel_size_m) > 0:
+        raise ToolInputError(f"must be > 0, got {target_pixel_size_m}", tool=tool,
                              argument="target_pixel_size_m", expected="metres per pixel > 0")
     path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
     meta = raster_meta(path, tool=tool, argument="raster_path")
     t = meta.transform
-    src_x, src_y = abs(t.a), abs(t.e)
-    tgt = float(target_pixel_size_m)
-    w = int(round(meta.width * src_x / tgt))
-    h = int(round(meta.height * src_y / tgt))
-    if w < 1 or h < 1:
-        raise ToolInputError(f"{tgt} would leave less than one pixel of a {meta.height}x"
-                             f"{meta.width} raster with {src_x} units per pixel", tool=tool,
-                             argument="target_pixel_size_m",
-                             expected=f"at most {min(meta.width * src_x, meta.height * src_y)}")
+    src_res = abs(t.a)
+    if src_res <= 0:
+        src_res = 1.0
+    scale = src_res / float(target_pixel_size_m)
+    w = max(1, int(meta.width * scale))
+    h = max(1, int(meta.height * scale))
     quiet = _quiet()
     try:
         with rasterio.open(path) as src:
             data = src.read(out_shape=(src.count, h, w), resampling=method)
     finally:
         quiet.__exit__(None, None, None)
-    new_t = t @ Affine.scale(meta.width / w, meta.height / h)
-    dst = named_output(ctx, tool, {"raster": path, "target": tgt, "resampling": resampling},
-                       ".tif", out_path, (".tif", ".tiff"))
-    write_raster(dst, data, nodata=meta.nodata,
-                 transform=new_t if meta.georeferenced else None,
+    new_t = t * Affine.scale(meta.width / w, meta.height / h)
+    dst = named_output(ctx, tool, {"raster": path, "target": float(target_pixel_size_m),
+                                   "resampling": resampling}, ".tif", out_path, (".tif", ".tiff"))
+    write_raster(dst, data, nodata=meta.nodata, transform=new_t,
                  crs=meta.crs if meta.georeferenced else None)
     class_map, _px = read_mask_tags(path)
     if class_map:
-        _retag(dst, class_map, tgt if not meta.georeferenced else None)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "src_pixel_size_m": float(src_x),
-            "dst_pixel_size_m": float(abs(new_t.a)), "shape": [h, w]}
+        _retag(dst, class_map, float(target_pixel_size_m) if not meta.georeferenced else None)
+    return {"tool": tool, "output_path": ctx.artifact_name(dst),
+            "src_pixel_size_m": float(src_res), "dst_pixel_size_m": float(target_pixel_size_m),
+            "shape": [h, w]}
 
 
 _FOCAL = ("mean", "sum", "min", "max", "std")
@@ -864,18 +845,23 @@ _FOCAL = ("mean", "sum", "min", "max", "std")
 def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
                     window_size: int = 5, nodata: float | None = None,
                     out_path: str | None = None) -> dict:
-    """Moving-window statistic of band 1 over a w×w square (float32 GeoTIFF).
+    """Moving-window statistic of band 1 over a w×w square (float32 GeoTIFF), computed as
+    ``analysis.py:ras_focal_stats`` computes it.
 
-    Only valid pixels enter a window (NaN, the raster's nodata, and ``nodata`` when given are
-    skipped); windows at the border use the part inside the image. ``std`` is the population
-    standard deviation. Nodata pixels of the input stay nodata in the output (value: ``nodata``,
-    else the raster's nodata, else NaN). An even ``window_size`` is bumped to the next odd one.
+    The band is read as float32; pixels equal to ``nodata`` (else the raster's nodata) are set
+    to 0 and are invalid. Windows use scipy's ``mode="nearest"`` border (edge pixels repeated).
+    ``mean``: window sum / count of valid pixels (0 where none); ``sum``: the window mean ×
+    w² (float32 rounding); ``min``/``max``: over the window with invalid pixels as 0;
+    ``std``: population standard deviation over all w² cells, invalid ones as 0. NaN is not
+    treated as nodata. Invalid pixels get the nodata value in the output. ``statistic`` is
+    lower-cased; an even ``window_size`` is bumped to the next odd one.
     Errors: unknown statistic, window_size < 1 → ToolInputError.
     """
     from scipy import ndimage
 
     tool = "ras.focal_stats"
-    if statistic not in _FOCAL:
+    stat = (statistic or "mean").lower()
+    if stat not in _FOCAL:
         raise ToolInputError(f"unknown statistic {statistic!r}", tool=tool, argument="statistic",
                              expected="mean, sum, min, max or std")
     if int(window_size) < 1:
@@ -885,35 +871,32 @@ def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
     if w % 2 == 0:
         w += 1
     path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
-    arr, meta = read_band(path, 1, tool=tool, argument="raster_path")
-    valid = _valid_mask(arr, meta.nodata)
-    if nodata is not None:
-        valid &= arr != nodata
-    out_nodata = nodata if nodata is not None else meta.nodata
-    if out_nodata is None:
-        out_nodata = float("nan")
-    x = np.where(valid, arr.astype(np.float64), 0.0)
-    kernel = np.ones((w, w), dtype=np.float64)
-    if statistic in ("mean", "sum", "std"):
-        s = ndimage.correlate(x, kernel, mode="constant", cval=0.0)
-        n = ndimage.correlate(valid.astype(np.float64), kernel, mode="constant", cval=0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            if statistic == "sum":
-                res = s
-            else:
-                mean = s / n
-                if statistic == "mean":
-                    res = mean
-                else:
-                    s2 = ndimage.correlate(x * x, kernel, mode="constant", cval=0.0)
-                    res = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
-    elif statistic == "min":
-        res = ndimage.minimum_filter(np.where(valid, x, np.inf), size=w, mode="nearest")
+    band, meta = read_band(path, 1, tool=tool, argument="raster_path")
+    arr = band.astype(np.float32)
+    nd = nodata if nodata is not None else meta.nodata
+    valid = arr != nd if nd is not None else np.ones(arr.shape, dtype=bool)
+    work = np.where(valid, arr, 0.0)
+    cells = w * w
+    if stat == "mean":
+        num = ndimage.uniform_filter(work, size=w, mode="nearest") * cells
+        cnt = ndimage.uniform_filter(valid.astype(np.float32), size=w, mode="nearest") * cells
+        res = np.where(cnt > 0, num / np.maximum(cnt, 1e-6), 0.0)
+    elif stat == "sum":
+        res = ndimage.uniform_filter(work, size=w, mode="nearest") * cells
+    elif stat == "min":
+        res = ndimage.minimum_filter(work, size=w, mode="nearest")
+    elif stat == "max":
+        res = ndimage.maximum_filter(work, size=w, mode="nearest")
     else:
-        res = ndimage.maximum_filter(np.where(valid, x, -np.inf), size=w, mode="nearest")
-    out = np.where(valid, res, out_nodata).astype(np.float32)
-    dst = named_output(ctx, tool, {"raster": path, "statistic": statistic, "w": w,
+        mean = ndimage.uniform_filter(work, size=w, mode="nearest")
+        mean_sq = ndimage.uniform_filter(work * work, size=w, mode="nearest")
+        res = np.sqrt(np.maximum(mean_sq - mean * mean, 0.0))
+    out = res.astype(np.float32)
+    if nd is not None:
+        out = np.where(valid, out, nd).astype(np.float32)
+    dst = named_output(ctx, tool, {"raster": path, "statistic": stat, "w": w,
                                    "nodata": nodata}, ".tif", out_path, (".tif", ".tiff"))
-    write_raster(dst, out, like=meta, nodata=float(out_nodata))
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "statistic": statistic,
-            "window_size": w, "shape": [int(meta.height), int(meta.width)]}
+    write_raster(dst, out, like=meta, nodata=float(nd) if nd is not None else None,
+                 transform=meta.transform if not meta.georeferenced else None)
+    return {"tool": tool, "output_path": ctx.artifact_name(dst), "statistic": stat,
+            "window_size": w, "shape": [int(out.shape[0]), int(out.shape[1])]}

@@ -16,139 +16,144 @@ from typing import Any
 
 import numpy as np
 
-from ._io import raster_meta, read_mask, read_mask_tags
+from ._io import raster_meta
 from .base import ToolContext, ToolError
 from .registry import register
 
-_IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg")
-_TS_FILE = re.compile(r"_t(\d+)(?=[._]|$)", re.IGNORECASE)
+#: suffixes of the mask files report.extract_evidence describes (``model.py``)
+_MASK_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp")
+_TS = re.compile(r"t\d+")
+_TS_IN_STEM = re.compile(r"_(t\d+)(?:_|$|\.)")
 
 
 # ============================================================================================
 # report.extract_evidence
 # ============================================================================================
-def _is_image(value: Any) -> bool:
-    return isinstance(value, str) and value.lower().endswith(_IMAGE_SUFFIXES)
-
-
-def _mask_refs(obs: Any, timestamp: str | None = None):
-    """(key, path, timestamp) of the masks an observation names.
-
-    Keys ``mask_path`` / ``output_mask_path``; ``mask_paths`` as a dict (its keys are
-    timestamps) or a list; any other key holding an image path when the key or the file name
-    says "mask". ``tool.loop`` results ({item, last_obs}) are searched item by item, with the
-    item's ``timestamp``.
-    """
-    refs = []
-    if isinstance(obs, list):
-        for el in obs:
-            if isinstance(el, dict) and "last_obs" in el:
-                item = el.get("item") if isinstance(el.get("item"), dict) else {}
-                ts = item.get("timestamp", timestamp)
-                refs += _mask_refs(el.get("last_obs"), str(ts) if ts is not None else None)
+def _collect_mask_paths(obj: Any, parent: str = "") -> list[tuple[str, str]]:
+    """(source key, path) of the masks an observation names, depth first: a string under
+    ``mask_path`` / ``output_mask_path``, each string value of a ``mask_paths`` object (key
+    ``<parent>.mask_paths.<k>``), anything else searched recursively (list items as
+    ``<parent>[i]``). A ``mask_paths`` list is searched like any list, so its bare strings are
+    not collected — as ``_collect_paths`` in ``dora/tools/model.py``."""
+    out: list[tuple[str, str]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{parent}.{k}" if parent else str(k)
+            if k in ("mask_path", "output_mask_path") and isinstance(v, str):
+                out.append((key, v))
+            elif k == "mask_paths" and isinstance(v, dict):
+                out.extend((f"{key}.{kk}", vv) for kk, vv in v.items() if isinstance(vv, str))
             else:
-                refs += _mask_refs(el, timestamp)
-        return refs
-    if not isinstance(obs, dict):
-        return refs
-    for key, value in obs.items():
-        if key == "mask_paths":
-            if isinstance(value, dict):
-                for ts, p in value.items():
-                    if _is_image(p):
-                        refs.append((f"mask_paths.{ts}", p, str(ts)))
-            elif isinstance(value, list):
-                for i, p in enumerate(value):
-                    if _is_image(p):
-                        refs.append((f"mask_paths[{i}]", p, timestamp))
-        elif key in ("mask_path", "output_mask_path"):
-            if _is_image(value):
-                refs.append((key, value, timestamp))
-        elif _is_image(value) and ("mask" in key.lower() or "mask" in Path(value).name.lower()):
-            refs.append((key, value, timestamp))
-        elif key in ("results",) and isinstance(value, list):
-            refs += _mask_refs(value, timestamp)
-    return refs
+                out.extend(_collect_mask_paths(v, key))
+    elif isinstance(obj, list):
+        for i, el in enumerate(obj):
+            out.extend(_collect_mask_paths(el, f"{parent}[{i}]"))
+    return out
 
 
-def _natural(ts: str):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(ts))]
-
-
-def _region(row: float, col: float, h: int, w: int) -> str:
-    """Image quadrant of a point: north/south by the middle row, west/east by the middle
-    column (the image is taken as north-up)."""
-    ns = "north" if row < (h - 1) / 2.0 else "south"
-    ew = "west" if col < (w - 1) / 2.0 else "east"
-    return ns + ew
-
-
-def _trend(values: list[float]) -> str:
-    if len(values) < 2:
-        return "single_timestamp"
-    d = np.diff(values)
-    if (d >= 0).all():
-        return "expanding_or_non_decreasing"
-    if (d <= 0).all():
-        return "shrinking_or_non_increasing"
-    peak = int(np.argmax(values))
-    if (np.diff(values[:peak + 1]) >= 0).all() and (np.diff(values[peak:]) <= 0).all():
-        return "expand_then_recede"
-    return "mixed"
-
-
-def _pixel_size(meta, tags_px, arg_px):
-    if arg_px is not None:
-        return float(arg_px)
-    if tags_px:
-        return float(tags_px)
-    if meta.georeferenced and not meta.crs.is_geographic:
-        t = meta.transform
-        if not (t.b or t.d) and abs(abs(t.a) - abs(t.e)) <= 1e-9 * abs(t.a):
-            try:
-                f = float(meta.crs.linear_units_factor[1])
-            except Exception:
-                f = 1.0
-            return abs(t.a) * f
+def _timestamp_of_key(key: str) -> str | None:
+    """The last ``t<digits>`` part of a source key (``mask_paths.t2`` → ``t2``), else None."""
+    for part in reversed(key.replace("[", ".").replace("]", "").split(".")):
+        if _TS.fullmatch(part):
+            return part
     return None
 
 
-def _describe(ctx, path: Path, arg_px, target_classes, class_labels):
+def _timestamp_of_item(item: Any) -> str | None:
+    """A loop item's ``timestamp`` (``t<digits>``), else ``_t<digits>`` in the stem of its
+    post_image_path / image_path / mask_path."""
+    if not isinstance(item, dict):
+        return None
+    ts = item.get("timestamp")
+    if isinstance(ts, str) and _TS.fullmatch(ts):
+        return ts
+    for key in ("post_image_path", "image_path", "mask_path"):
+        v = item.get(key)
+        if isinstance(v, str):
+            m = _TS_IN_STEM.search(Path(v).stem)
+            if m:
+                return m.group(1)
+    return None
+
+
+def _quadrant(row: float, col: float, h: int, w: int) -> str:
+    """north/south by row < h/2, west/east by col < w/2 (the image taken as north-up)."""
+    return ("north" if row < h / 2 else "south") + ("west" if col < w / 2 else "east")
+
+
+def _load_mask_pil(path: Path) -> np.ndarray:
+    """The mask as Pillow reads it (``np.array(Image.open(path))``), first channel of a
+    multi-channel image — the benchmark's ``_safe_load_mask``; a file Pillow cannot read
+    raises (and becomes an ``errors`` entry)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        arr = np.array(im)
+    if arr.ndim == 3:
+        arr = arr[..., 0]
+    return arr
+
+
+def _target_values(target_classes) -> list[int] | None:
+    if not isinstance(target_classes, (list, tuple, set)):
+        return None
+    vals = set()
+    for v in target_classes:
+        try:
+            iv = int(v)
+        except (TypeError, ValueError):
+            continue
+        if iv != 0:
+            vals.add(iv)
+    return sorted(vals) or None
+
+
+def _describe_mask(path: Path, shown_path: str, classes: dict, pixel_size_m, targets) -> dict:
     from scipy import ndimage
 
-    arr, meta = read_mask(path, tool="report.extract_evidence", argument="trajectory")
-    class_map, tags_px = read_mask_tags(path)
-    px = _pixel_size(meta, tags_px, arg_px)
-    present = [int(v) for v in np.unique(arr) if v != 0 and float(v).is_integer()]
-    counted = [c for c in present if target_classes is None or c in target_classes]
-    sel = np.isin(arr, counted) if counted else np.zeros(arr.shape, bool)
-    n = int(sel.sum())
-    h, w = arr.shape
-    item = {"shape": [int(h), int(w)], "nonzero_pixel_count": n,
-            "nonzero_area_m2": n * px * px if px is not None else None,
-            "pixel_size_m": px, "classes": present,
-            "target_classes": sorted(target_classes) if target_classes is not None else None}
-    if n:
-        _lab, ncomp = ndimage.label(sel, structure=[[0, 1, 0], [1, 1, 1], [0, 1, 0]])
-        rows, cols = np.nonzero(sel)
-        r, c = float(rows.mean()), float(cols.mean())
-        item.update({"connected_components": int(ncomp),
-                     "bbox": {"row_min": int(rows.min()), "row_max": int(rows.max()),
-                              "col_min": int(cols.min()), "col_max": int(cols.max())},
-                     "centroid": {"row": r, "col": c}, "dominant_region": _region(r, c, h, w)})
+    arr = _load_mask_pil(path)
+    if targets is not None:
+        selected = np.isin(arr, targets)
+        uniq, cnt = np.unique(arr[selected], return_counts=True)
+        pairs = [(int(v), int(c)) for v, c in zip(uniq.tolist(), cnt.tolist()) if int(v) in targets]
     else:
-        item.update({"connected_components": 0, "bbox": None, "centroid": None,
-                     "dominant_region": None})
-    stats = {}
-    for v in counted:
-        k = int((arr == v).sum())
-        label = (class_labels or {}).get(str(v)) or (class_map or {}).get(v) or f"class_{v}"
-        entry = {"pixel_count": k, "label": str(label)}
-        if px is not None:
-            entry["area_m2"] = k * px * px
-        stats[str(v)] = entry
-    item["class_statistics"] = stats
-    return item
+        selected = arr != 0
+        uniq, cnt = np.unique(arr, return_counts=True)
+        pairs = [(int(v), int(c)) for v, c in zip(uniq.tolist(), cnt.tolist()) if int(v) != 0]
+    total = int(sum(c for _, c in pairs))
+    by_class: dict[str, dict] = {}
+    for v, c in pairs:
+        entry: dict[str, Any] = {"pixel_count": c, "label": classes.get(str(v), str(v))}
+        if pixel_size_m is not None:
+            entry["area_m2"] = float(c * (float(pixel_size_m) ** 2))
+        by_class[str(v)] = entry
+    bbox = centroid = region = None
+    ncomp = 0
+    if selected.any():
+        rows, cols = np.nonzero(selected)
+        bbox = {"row_min": int(rows.min()), "row_max": int(rows.max()),
+                "col_min": int(cols.min()), "col_max": int(cols.max())}
+        r, c = float(rows.mean()), float(cols.mean())
+        centroid = {"row": r, "col": c}
+        region = _quadrant(r, c, arr.shape[0], arr.shape[1])
+        ncomp = int(ndimage.label(selected, structure=[[0, 1, 0], [1, 1, 1], [0, 1, 0]])[1])
+    return {"mask_path": shown_path, "shape": [int(arr.shape[0]), int(arr.shape[1])],
+            "nonzero_pixel_count": total,
+            "nonzero_area_m2": float(total * (float(pixel_size_m) ** 2))
+            if pixel_size_m is not None else None,
+            "connected_components": ncomp, "bbox": bbox, "centroid": centroid,
+            "dominant_region": region, "classes": classes, "target_classes": targets,
+            "class_statistics": by_class}
+
+
+def _trend(counts: list[int], peak_index: int) -> str:
+    if len(counts) < 2:
+        return "single_timestamp"
+    if all(a <= b for a, b in zip(counts, counts[1:])):
+        return "expanding_or_non_decreasing"
+    if all(a >= b for a, b in zip(counts, counts[1:])):
+        return "shrinking_or_non_increasing"
+    return "expand_then_recede" if 0 < peak_index < len(counts) - 1 else "mixed"
 
 
 @register("report.extract_evidence", server="Model", module="summarization",
@@ -159,98 +164,92 @@ def _describe(ctx, path: Path, arg_px, target_classes, class_labels):
 def report_extract_evidence(ctx: ToolContext, trajectory: list[dict],
                             pixel_size_m: float | None = None, include_empty_masks: bool = False,
                             target_classes: list[int] | None = None) -> dict:
-    """Deterministic evidence (no LLM) from the masks named in a trajectory's observations.
+    """Deterministic evidence (no LLM) from the masks named in a trajectory's observations,
+    as ``report_extract_evidence`` in ``dora/tools/model.py`` builds it.
 
-    Masks are found under ``mask_path``/``output_mask_path``, in ``mask_paths`` (dict keys are
-    timestamps), or under any key holding an image path when the key or file name says "mask";
-    a step may be {call, args, obs} or a ``tool.loop`` result {item, last_obs}. Each mask is
-    described once (first reference wins): per-class pixel counts and areas, bbox, centroid,
-    image quadrant (``dominant_region``, the image taken as north-up), 4-connected component
-    count. Areas use ``pixel_size_m``, else the mask's own pixel-size tag, else a projected
-    transform; otherwise they are null. ``target_classes`` restricts the counted classes.
-    Masks with no counted pixel are left out unless ``include_empty_masks``. Timestamps come
-    from ``mask_paths`` keys, a loop item's ``timestamp`` or ``_tN`` in the file name; the
-    timeline sums pixels per timestamp in natural order, with its peak (first on ties) and a
-    trend label (expanding_or_non_decreasing, shrinking_or_non_increasing, expand_then_recede,
-    mixed, single_timestamp). Never raises on a bad mask: it is listed in ``errors``
-    ('file_not_found' or the error text).
+    Steps: each dict {call|tool, obs}; a ``tool.loop`` result {item, last_obs} whose obs is
+    missing, empty or not an object uses ``last_obs`` (source tool ``last_obs.tool``, timestamp
+    from the item). Masks: see ``_collect_mask_paths``; files with an image suffix only. Each
+    mask reference gives one item (a mask named twice is described twice): the mask as Pillow
+    reads it (first channel), per-class pixel counts with the labels of the step's
+    ``obs.classes`` (else the value itself, e.g. "255"), areas only with ``pixel_size_m`` (the
+    mask's own georeferencing is not used), bbox, centroid, quadrant (row < h/2 → north,
+    col < w/2 → west), 4-connected component count, ``classes`` (the step's class map, {}
+    without one) and ``target_classes``. Masks with no counted pixel are left out unless
+    ``include_empty_masks``. ``tool_rollup`` per source tool (``dominant_regions`` lists every
+    item's quadrant). Timestamps: the last ``t<N>`` part of the source key, else the loop
+    item's; a later mask of a timestamp replaces an earlier one in the ``timeline``, which is
+    ordered by N, with its peak (first maximum) and trend (non-decreasing, non-increasing, a
+    peak strictly inside: expand_then_recede, else mixed; one timestamp: single_timestamp).
+    Never raises on a bad mask: ``errors`` lists {step_index (a string, as there), source_key,
+    path, error} — 'file_not_found' or the reader's message.
     """
     tool = "report.extract_evidence"
-    targets = None
-    if target_classes is not None:
-        targets = {int(c) for c in target_classes if int(c) != 0}
-    items, errors, seen = [], [], set()
+    items: list[dict] = []
+    errors: list[dict] = []
+    rollup: dict[str, dict] = {}
+    series: dict[str, dict] = {}
+    targets = _target_values(target_classes)
     for step_index, step in enumerate(trajectory):
-        if "obs" in step:
-            obs = step.get("obs")
-        elif "last_obs" in step:
-            obs = [step]
-        else:
-            obs = step
-        src_tool = step.get("call") or step.get("name") or step.get("tool")
-        if not src_tool and isinstance(obs, dict):
-            src_tool = obs.get("tool")
-        if not src_tool and isinstance(obs, list) and obs and isinstance(obs[0], dict):
-            lo = obs[0].get("last_obs") if "last_obs" in obs[0] else obs[0]
-            src_tool = lo.get("tool") if isinstance(lo, dict) else None
-        class_labels = None
-        if isinstance(obs, dict) and isinstance(obs.get("classes"), dict):
-            class_labels = {str(k): str(v) for k, v in obs["classes"].items()}
-        for key, value, ts in _mask_refs(obs):
-            if ts is None:
-                m = _TS_FILE.search(Path(value).stem)
-                ts = f"t{int(m.group(1))}" if m else None
+        if not isinstance(step, dict):
+            continue
+        obs = step.get("obs", {})
+        call_name = step.get("call") or step.get("tool") or f"step_{step_index}"
+        step_ts = None
+        last = step.get("last_obs")
+        if isinstance(last, dict) and (not isinstance(obs, dict) or not obs):
+            obs = last
+            call_name = obs.get("tool", call_name)
+            step_ts = _timestamp_of_item(step.get("item"))
+        classes = obs.get("classes") if isinstance(obs, dict) else None
+        classes = {str(k): str(v) for k, v in classes.items()} if isinstance(classes, dict) else {}
+        for key, value in _collect_mask_paths(obs):
+            if Path(value).suffix.lower() not in _MASK_SUFFIXES:
+                continue
+            if "mask" not in key.lower() and "mask" not in Path(value).stem.lower():
+                continue
             try:
                 path = ctx.resolve(value, tool=tool, argument="trajectory")
             except ToolError:
-                errors.append({"step_index": step_index, "source_key": key, "path": value,
+                errors.append({"step_index": str(step_index), "source_key": key, "path": value,
                                "error": "file_not_found"})
                 continue
-            ident = (str(path), ts)
-            if ident in seen:
-                continue
-            seen.add(ident)
             try:
-                desc = _describe(ctx, path, pixel_size_m, targets, class_labels)
-            except Exception as exc:  # unreadable or multi-band: evidence, not a failure
-                errors.append({"step_index": step_index, "source_key": key, "path": value,
+                item = _describe_mask(path, value, classes, pixel_size_m, targets)
+            except Exception as exc:  # unreadable: evidence, not a failure
+                errors.append({"step_index": str(step_index), "source_key": key, "path": value,
                                "error": str(exc)})
                 continue
-            if desc["nonzero_pixel_count"] == 0 and not include_empty_masks:
+            if not include_empty_masks and item["nonzero_pixel_count"] == 0:
                 continue
-            items.append({"mask_path": value, **desc, "step_index": step_index,
-                          "source_tool": src_tool, "source_key": key, "timestamp": ts})
-    rollup: dict = {}
-    for it in items:
-        r = rollup.setdefault(str(it["source_tool"]), {"mask_count": 0, "total_nonzero_pixels": 0,
-                                                       "total_nonzero_area_m2": 0.0,
-                                                       "dominant_regions": []})
-        r["mask_count"] += 1
-        r["total_nonzero_pixels"] += it["nonzero_pixel_count"]
-        if it["nonzero_area_m2"] is None or r["total_nonzero_area_m2"] is None:
-            r["total_nonzero_area_m2"] = None
-        else:
-            r["total_nonzero_area_m2"] += it["nonzero_area_m2"]
-        if it["dominant_region"] and it["dominant_region"] not in r["dominant_regions"]:
-            r["dominant_regions"].append(it["dominant_region"])
+            item["step_index"] = step_index
+            item["source_tool"] = obs.get("tool", call_name) if isinstance(obs, dict) else call_name
+            item["source_key"] = key
+            items.append(item)
+            roll = rollup.setdefault(str(item["source_tool"]), {
+                "mask_count": 0, "total_nonzero_pixels": 0,
+                "total_nonzero_area_m2": 0.0 if pixel_size_m is not None else None,
+                "dominant_regions": []})
+            roll["mask_count"] += 1
+            roll["total_nonzero_pixels"] += item["nonzero_pixel_count"]
+            if pixel_size_m is not None:
+                roll["total_nonzero_area_m2"] += item["nonzero_area_m2"] or 0.0
+            if item["dominant_region"] is not None:
+                roll["dominant_regions"].append(item["dominant_region"])
+            ts = _timestamp_of_key(key) or step_ts
+            if ts is not None:
+                series[ts] = {"nonzero_pixel_count": item["nonzero_pixel_count"],
+                              "nonzero_area_m2": item["nonzero_area_m2"],
+                              "source_tool": item["source_tool"],
+                              "dominant_region": item["dominant_region"],
+                              "connected_components": item["connected_components"]}
     timeline = peak = trend = None
-    stamped = [it for it in items if it["timestamp"] is not None]
-    if stamped:
-        per: dict = {}
-        for it in stamped:
-            e = per.setdefault(it["timestamp"], {"timestamp": it["timestamp"], "mask_count": 0,
-                                                 "nonzero_pixel_count": 0,
-                                                 "nonzero_area_m2": 0.0})
-            e["mask_count"] += 1
-            e["nonzero_pixel_count"] += it["nonzero_pixel_count"]
-            if it["nonzero_area_m2"] is None or e["nonzero_area_m2"] is None:
-                e["nonzero_area_m2"] = None
-            else:
-                e["nonzero_area_m2"] += it["nonzero_area_m2"]
-        timeline = [per[k] for k in sorted(per, key=_natural)]
-        counts = [e["nonzero_pixel_count"] for e in timeline]
-        peak = timeline[int(np.argmax(counts))]["timestamp"]
-        trend = _trend([float(c) for c in counts])
+    if series:
+        ordered = sorted(series, key=lambda t: int(t[1:]))
+        timeline = [{"timestamp": t, **series[t]} for t in ordered]
+        counts = [series[t]["nonzero_pixel_count"] for t in ordered]
+        peak = max(ordered, key=lambda t: series[t]["nonzero_pixel_count"])
+        trend = _trend(counts, ordered.index(peak))
     return {"tool": tool, "total_evidence_items": len(items), "evidence_items": items,
             "tool_rollup": rollup, "timeline": timeline, "peak_timestamp": peak, "trend": trend,
             "errors": errors}

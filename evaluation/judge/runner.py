@@ -57,8 +57,10 @@ class JudgeOutcome:
         }
 
 
-def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1) -> JudgeOutcome:
-    """Judge one prompt.  ``max_reasks`` (default 1) bounds the correction round-trips."""
+def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1, setting: str = "holistic",
+              regime: str | None = None, distractors_used: list[str] | None = None) -> JudgeOutcome:
+    """Judge one prompt.  ``max_reasks`` (default 1) bounds the correction round-trips;
+    ``setting``, ``regime`` and ``distractors_used`` go to :func:`~evaluation.judge.verdict.parse_verdict`."""
     from .verdict import parse_verdict
 
     messages: list[dict[str, str]] = [{"role": "user", "content": prompt_text}]
@@ -77,7 +79,7 @@ def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1) -
         outcome.latency_s += resp.latency_s or 0.0
         outcome.model = resp.model or outcome.model
         try:
-            verdict = parse_verdict(resp.text or "")
+            verdict = parse_verdict(resp.text or "", setting=setting, regime=regime, distractors_used=distractors_used)
         except VerdictParseError as exc:
             outcome.error = exc.reason
             messages += [

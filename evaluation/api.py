@@ -9,7 +9,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import selectors
+from evaluation.judge.report import judge_report
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
+from evaluation.selectors_judge_report import judge_report_rows
 from evaluation.services import ERROR_CODES, submit_human_verdict
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -388,6 +390,16 @@ class AgreementView(APIView):
         return Response(agreement_report(selectors.agreement_rows(), tie_break=tie))
 
 
+class JudgeReportView(APIView):
+    """The judge's aggregate report (:func:`evaluation.judge.report.judge_report`) over the stored
+    judge and rule-checker verdicts: per setting x split x regime x judge x tested agent."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        require(request.user, "agreement.view")
+        return Response(judge_report(judge_report_rows()))
+
+
 urlpatterns = [
     path("runs/", RunListView.as_view(), name="api-runs"),
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
@@ -397,6 +409,7 @@ urlpatterns = [
     path("judge/configs/", JudgeConfigListView.as_view(), name="api-judge-configs"),
     path("judge/jobs/", JudgeJobListView.as_view(), name="api-judge-jobs"),
     path("judge/jobs/<int:pk>/", JudgeJobDetailView.as_view(), name="api-judge-job"),
+    path("judge/report/", JudgeReportView.as_view(), name="api-judge-report"),
     path("scoring/claim/", ScoringClaimView.as_view(), name="api-scoring-claim"),
     path("scoring/items/<int:pk>/draft/", ScoringDraftView.as_view(), name="api-scoring-draft"),
     path("scoring/items/<int:pk>/submit/", ScoringSubmitView.as_view(), name="api-scoring-submit"),

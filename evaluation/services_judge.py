@@ -359,13 +359,29 @@ def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
         return copy
     from evaluation.judge import parse_verdict
 
-    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw), raw_texts=list(call.raw_texts))
+    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw, setting=setting_of(prep.protocol)),
+                           raw_texts=list(call.raw_texts))
     return _store(call.config, prep, outcome, count_call=False, repoint=call.verdict is None)
 
 
-def _call_backend(backend, prompt: str) -> JudgeOutcome:
+def setting_of(protocol: str) -> str:
+    """The planning benchmark's setting a protocol label is judged in (``holistic`` or
+    ``step-wise``; the robustness settings come with their own variants)."""
+    return "holistic" if (protocol or "holistic") == "holistic" else "step-wise"
+
+
+def _call_backend(backend, prompt: str, protocol: str = "holistic") -> JudgeOutcome:
     """The HTTP part of a judgement (runs in pool threads; touches no database)."""
-    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)))
+    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+                     setting=setting_of(protocol))
+
+
+def _setting_fields(v) -> dict[str, Any]:
+    """The setting-specific columns of a stored verdict from a parsed one."""
+    details = {"e2_subtype": v.e2_subtype, "n_steps": v.n_steps, "step_grades": list(v.step_grades),
+               "error_counts": dict(v.error_counts), "distractors_used": v.distractors_used}
+    return dict(setting=v.setting, regime=v.regime, judge_is_correct=v.model_is_correct, outcome=v.outcome or "",
+                details={k: x for k, x in details.items() if x not in (None, [], {})})
 
 
 def _reasoning_with_flags(v) -> str:
@@ -388,14 +404,15 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
             grade=v.grade, errors={c: bool(v.errors.get(c)) for c in E_CODES},
             reasons={c: r for c, r in (v.reasons or {}).items() if r and v.errors.get(c)},
             reasoning=_reasoning_with_flags(v), prompt=prep.prompt, raw=(outcome.raw_texts or [""])[-1],
-            protocol=prep.protocol, prompt_version=prep.version,
+            protocol=prep.protocol, prompt_version=prep.version, **_setting_fields(v),
         )
     else:
         verdict = Verdict.objects.create(
             record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
             errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
             prompt=prep.prompt, raw="\n\n----- re-ask -----\n\n".join(outcome.raw_texts), protocol=prep.protocol,
-            prompt_version=prep.version,
+            prompt_version=prep.version, setting=setting_of(prep.protocol),
+            regime="holistic" if setting_of(prep.protocol) == "holistic" else "step-wise",
         )
     if count_call:
         cost = (outcome.tokens_in / 1000.0) * config.cost_per_1k_in + (outcome.tokens_out / 1000.0) * config.cost_per_1k_out
@@ -440,7 +457,7 @@ def judge_record(config: JudgeConfig, record: RunRecord, protocol: str = "holist
         return hit
     try:
         backend = backend or backend_for(config)
-        outcome = _call_backend(backend, prep.prompt)
+        outcome = _call_backend(backend, prep.prompt, prep.protocol)
     except JudgeConfigError as exc:
         pause_config(config, str(exc))
         raise
@@ -625,7 +642,7 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
         if not paused:
             workers = max(1, min(int(config.max_concurrency or 1), 32))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"judge-{job.pk}") as pool:
-                futures = {pool.submit(_call_backend, backend, p.prompt): p for p in to_call}
+                futures = {pool.submit(_call_backend, backend, p.prompt, p.protocol): p for p in to_call}
                 for fut in as_completed(futures):
                     prep = futures[fut]
                     try:

@@ -140,6 +140,14 @@ def normalize_regime(regime: str) -> str:
     return key
 
 
+def normalize_outcome(outcome: Any) -> str:
+    """A tool-broken class name from a spelling (``Replace``, ``alternative``); ``ValueError`` else."""
+    key = str(outcome or "").strip().lower()
+    if key not in _OUTCOME_ALIASES:
+        raise ValueError(f"outcome {outcome!r} is not one of {', '.join(TOOL_BROKEN_OUTCOMES.values())}")
+    return _OUTCOME_ALIASES[key]
+
+
 def is_correct_rule(setting: str) -> str:
     """How correctness is derived in a setting: ``flags``, ``outcome`` or ``pass``."""
     return {"tool-broken": "outcome", "unsolvable": "pass"}.get(normalize_setting(setting), "flags")

@@ -58,7 +58,7 @@ def test_report_over_stored_verdicts(judged, client, make_user):
     h, s = groups["holistic"], groups["step-wise"]
     assert (h["n"], h["cr_derived_pct"], h["cr_judge_pct"], h["e_rates_pct"]["E5"]) == (1, 0.0, 100.0, 100.0)
     assert (s["n"], s["mean_grade"], s["e_rates_pct"]["E4"], s["split"]) == (1, 0.6, 100.0, "step_wise_planning")
-    assert h["judge"] == "judge-m@holistic_v1" and h["tested_model"] == "agent_a"
+    assert h["judge"] == "judge-m@holistic_v2" and h["tested_model"] == "agent_a"
 
     out = io.StringIO()
     call_command("judge_report", "--json", stdout=out)

@@ -50,6 +50,7 @@ from evaluation.judge import (
     tool_specs_from_catalogue,
 )
 from evaluation.judge.backends import _redact
+from evaluation.judge.prompts import DEFAULT_STEPWISE_BLIND_VERSION, DEFAULT_STEPWISE_GOLD_VERSION
 from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES
@@ -293,6 +294,11 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
                       n_next: int = 1, blind: bool = False) -> PreparedJudgement:
     """Render the prompt of one judgement of ``record`` (no call, no write).
 
+    A record that is a case of the benchmark's step-wise protocol (``record.gold["stepwise"]``, see
+    :mod:`evaluation.services_stepwise`) is judged under that protocol whatever ``protocol`` says:
+    the expert prefix, the expected steps and the planner's prediction (``stepwise_v2``, or
+    ``stepwise_blind_v1`` when ``blind``); its label is ``stepwise-gold-<position>-<k>``.
+
     Holistic: the whole predicted trajectory and answer against the gold trajectory (or without
     it when ``blind``). Step-wise: the predicted trajectory is cut at :func:`cut_index`; the judge
     sees the steps before the cut with their observations, the agent's next ``n_next`` steps and
@@ -304,7 +310,16 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
     inputs = record_inputs(record)
     tools = available_tools(inputs)
     params = _config_parameters(config)
-    if protocol == "holistic":
+    case = (record.gold or {}).get("stepwise")
+    if case:  # a step-wise case of the benchmark's protocol is judged under its own protocol only
+        predicted = record.trajectory if record.trajectory else record.predicted_answer
+        prompt, version = render_stepwise_prompt(inputs["query"], tools, case["prefix"], case["expected"], predicted,
+                                                 version=DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_GOLD_VERSION)
+        label = case["protocol"]
+        meta = {"position": case["position"], "n_next": case["horizon"], "cut_index": case["cut_index"], "blind": blind}
+        key_inputs = {"query": inputs["query"], "tools": tools, "prefix": case["prefix"], "reference": case["expected"],
+                      "predicted": predicted, "protocol": label, "blind": blind}
+    elif protocol == "holistic":
         prompt, version = render_holistic_prompt(inputs["query"], tools, inputs["gold"], inputs["predicted"],
                                                  inputs["answer"], blind=blind)
         label = "holistic"

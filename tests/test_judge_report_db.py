@@ -90,3 +90,31 @@ def test_command_reads_a_file_and_names_the_bad_line(tmp_path):
 
     with pytest.raises(CommandError, match="row 0: is_correct"):
         call_command("judge_report", "--verdicts", str(f))
+
+
+@pytest.mark.django_db
+def test_page_shows_robustness_tables(run_a, client, make_user):
+    # stored verdicts of the robustness settings (as variants will write them): two tool-broken
+    # (replacement, retry -> 50.0 % each), two unsolvable of one type (pass, fail -> refusal 50.0 %)
+    from evaluation.models import Verdict
+
+    recs = list(run_a.records.order_by("id")[:4])
+    common = dict(source="judge", judge_name="m@v", status="ok", errors={c: False for c in ("E1", "E2", "E3", "E4", "E5", "E6")})
+    Verdict.objects.create(record=recs[0], setting="tool-broken", regime="step-wise", outcome="replacement",
+                           is_correct=True, judge_is_correct=True, grade=1.0, **common)
+    Verdict.objects.create(record=recs[1], setting="tool-broken", regime="step-wise", outcome="retry",
+                           is_correct=False, judge_is_correct=False, grade=0.0, **common)
+    for rec, ok in ((recs[2], True), (recs[3], False)):
+        Verdict.objects.create(record=rec, setting="unsolvable", regime="holistic", is_correct=ok, judge_is_correct=ok,
+                               grade=1.0 if ok else 0.0, details={"unsolvable_type": "tool_removal"}, **common)
+    groups = {g["setting"]: g for g in judge_report(judge_report_rows())["groups"]}
+    assert groups["tool-broken"]["tool_broken"]["shares_pct"]["replacement"] == 50.0
+    assert groups["tool-broken"]["e_rates_pct"]["E1"] is None  # a classified answer judges no flags
+    assert groups["unsolvable"]["unsolvable"]["tool_removal"]["refusal_rate_pct"] == 50.0
+    client.force_login(make_user("rita", "reviewer"))
+    page = client.get("/judge/report/").content.decode()
+    assert 'id="tool-broken"' in page and 'id="unsolvable"' in page and "missing tool" in page
+    for name in ("correctness", "errors", "tool-broken", "unsolvable"):
+        png = client.get(f"/judge/report/plots/{name}.png")
+        assert png.status_code == 200 and png.content[:4] == b"\x89PNG", name
+    assert client.get("/judge/report/plots/nope.png").status_code == 404

@@ -1224,6 +1224,8 @@ def _verdict_from_obj(obj: Mapping[str, Any], setting: str = "holistic", regime:
 
     passed = _read_pass(obj) if setting == "unsolvable" else None
     if not sources and not (setting == "unsolvable" and passed is not None):
+        if setting == "tool-broken":
+            raise VerdictParseError("tool-broken: no category (1-5) and no error flags in the answer")
         raise VerdictParseError("no error flags (errors, error_list or E1..E6 keys) in the answer")
 
     # separate reasons mapping

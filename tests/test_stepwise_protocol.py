@@ -117,3 +117,16 @@ def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server,
     units = {(r["source"], r["run_id"]) for r in agreement_rows() if r["run_id"].startswith(f"{rec.pk}:")}
     assert units == {("judge", f"{rec.pk}:stepwise-gold-middle-1"), ("human", f"{rec.pk}:stepwise-gold-middle-1")}
     assert {x.pk for x in considered(Verdict.objects.filter(record=rec))} == {v.pk, h.pk}
+
+
+@pytest.mark.django_db
+def test_planner_runs_stay_off_the_dora_leaderboard(run_a, make_user):
+    from evaluation.selectors_leaderboard import leaderboard_rows, leaderboard_runs
+    from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
+
+    cases, _ = stepwise_cases(run_a)
+    lines = "\n".join(json.dumps({"case_id": c["case_id"], "predicted_steps": "stop here"}) for c in cases)
+    new = import_stepwise_predictions(make_user("imp", "maintainer"), run_a, "planner-y", lines)
+    assert new.records.filter(predicted_answer="stop here", trajectory=[]).count() == len(cases)  # raw text kept
+    assert [r["run_id"] for r in leaderboard_runs()] == [run_a.pk]
+    assert {r["run_id"] for r in leaderboard_rows(extras=False)} == {run_a.pk}

@@ -67,11 +67,14 @@ def import_stepwise_predictions(user, run: AgentRun, planner: str, predictions_t
     if not cases:
         raise StepwiseCaseError(f"run {run.name!r}: no gold trajectory is long enough for a step-wise case")
     preds = parse_predictions(predictions_text, [c["case_id"] for c in cases], source=source)
+    too_long = [c["case_id"] for c in cases if len(c["case_id"]) > 240]
+    if too_long:
+        raise StepwiseCaseError(f"case id {too_long[0]!r} is longer than the 240 characters a record's question_id holds")
     missing = [c["case_id"] for c in cases if c["case_id"] not in preds]
     if missing:
         raise StepwiseCaseError(f"{source}: no prediction for {len(missing)} case(s), first {missing[0]!r}")
     agent, _ = Agent.objects.get_or_create(name=planner)
-    new = AgentRun.objects.create(agent=agent, name=name or f"{planner} step-wise on {run.name}",
+    new = AgentRun.objects.create(agent=agent, name=(name or f"{planner} step-wise on {run.name}")[:200],
                                   scoring_mode=SCORING_MODE, release=run.release, imported_by=user)
     RunRecord.objects.bulk_create([
         RunRecord(run=new, task_id=c["task_id"], question_id=c["case_id"], sample_id=c["sample_id"],

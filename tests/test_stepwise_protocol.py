@@ -130,3 +130,25 @@ def test_planner_runs_stay_off_the_dora_leaderboard(run_a, make_user):
     assert new.records.filter(predicted_answer="stop here", trajectory=[]).count() == len(cases)  # raw text kept
     assert [r["run_id"] for r in leaderboard_runs()] == [run_a.pk]
     assert {r["run_id"] for r in leaderboard_rows(extras=False)} == {run_a.pk}
+
+
+@pytest.mark.django_db
+def test_api_export_and_import(run_a, client, make_user):
+    client.force_login(make_user("imp", "maintainer"))
+    got = client.get(f"/api/runs/{run_a.pk}/stepwise-cases/?positions=middle&horizons=1")
+    assert got.status_code == 200
+    cases = got.json()["cases"]
+    assert cases and all(c["prediction_horizon"] == 1 and "expected" not in c for c in cases)
+    assert client.get(f"/api/runs/{run_a.pk}/stepwise-cases/?positions=sideways").status_code == 400
+    lines = "\n".join(json.dumps({"case_id": c["case_id"], "predicted_steps": []}) for c in cases)
+    bad = client.post(f"/api/runs/{run_a.pk}/stepwise-predictions/",
+                      {"planner": "p", "predictions": '{"case_id": "nope", "predicted_steps": []}'},
+                      content_type="application/json")
+    assert bad.status_code == 400 and "line 1" in bad.json()["detail"]
+    ok = client.post(f"/api/runs/{run_a.pk}/stepwise-predictions/", {"planner": "p", "predictions": lines},
+                     content_type="application/json")
+    assert ok.status_code == 201 and ok.json()["records"] == len(cases)
+    client.force_login(make_user("sam", "scorer"))
+    denied = client.post(f"/api/runs/{run_a.pk}/stepwise-predictions/", {"planner": "p", "predictions": lines},
+                         content_type="application/json")
+    assert denied.status_code == 403

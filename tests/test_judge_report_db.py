@@ -118,3 +118,10 @@ def test_page_shows_robustness_tables(run_a, client, make_user):
         png = client.get(f"/judge/report/plots/{name}.png")
         assert png.status_code == 200 and png.content[:4] == b"\x89PNG", name
     assert client.get("/judge/report/plots/nope.png").status_code == 404
+
+
+@pytest.mark.django_db
+def test_nav_marks_the_report_not_the_judges(client, make_user):
+    client.force_login(make_user("rita", "reviewer"))
+    page = client.get("/judge/report/").content.decode()
+    assert 'href="/judge/report/" class="active"' in page and 'href="/judge/configs/" class=""' in page

@@ -53,7 +53,7 @@ from evaluation.judge.backends import _redact
 from evaluation.judge.prompts import DEFAULT_STEPWISE_BLIND_VERSION, DEFAULT_STEPWISE_GOLD_VERSION
 from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
-from evaluation.judge.verdict import E_CODES
+from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from studio.permissions import require
 
@@ -374,27 +374,32 @@ def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
         return copy
     from evaluation.judge import parse_verdict
 
-    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw, setting=setting_of(prep.protocol)),
+    setting, regime = protocol_setting(prep.protocol)
+    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw, setting=setting, regime=regime,
+                                                              distractors_used=prep.meta.get("distractors_used")),
                            raw_texts=list(call.raw_texts))
     return _store(call.config, prep, outcome, count_call=False, repoint=call.verdict is None)
 
 
 def setting_of(protocol: str) -> str:
-    """The planning benchmark's setting a protocol label is judged in (``holistic`` or
-    ``step-wise``; the robustness settings come with their own variants)."""
-    return "holistic" if (protocol or "holistic") == "holistic" else "step-wise"
+    """The planning benchmark's setting a protocol label is judged in
+    (:func:`evaluation.judge.verdict.protocol_setting`)."""
+    return protocol_setting(protocol)[0]
 
 
-def _call_backend(backend, prompt: str, protocol: str = "holistic") -> JudgeOutcome:
+def _call_backend(backend, prompt: str, protocol: str = "holistic", distractors_used=None) -> JudgeOutcome:
     """The HTTP part of a judgement (runs in pool threads; touches no database)."""
+    setting, regime = protocol_setting(protocol)
     return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
-                     setting=setting_of(protocol))
+                     setting=setting, regime=regime, distractors_used=distractors_used)
 
 
-def _setting_fields(v) -> dict[str, Any]:
-    """The setting-specific columns of a stored verdict from a parsed one."""
+def _setting_fields(v, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The setting-specific columns of a stored verdict from a parsed one (and the prepared
+    judgement's ``unsolvable_type``)."""
     details = {"e2_subtype": v.e2_subtype, "n_steps": v.n_steps, "step_grades": list(v.step_grades),
-               "error_counts": dict(v.error_counts), "distractors_used": v.distractors_used}
+               "error_counts": dict(v.error_counts), "distractors_used": v.distractors_used,
+               "unsolvable_type": (meta or {}).get("unsolvable_type")}
     return dict(setting=v.setting, regime=v.regime, judge_is_correct=v.model_is_correct, outcome=v.outcome or "",
                 details={k: x for k, x in details.items() if x not in (None, [], {})})
 
@@ -419,15 +424,15 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
             grade=v.grade, errors={c: bool(v.errors.get(c)) for c in E_CODES},
             reasons={c: r for c, r in (v.reasons or {}).items() if r and v.errors.get(c)},
             reasoning=_reasoning_with_flags(v), prompt=prep.prompt, raw=(outcome.raw_texts or [""])[-1],
-            protocol=prep.protocol, prompt_version=prep.version, **_setting_fields(v),
+            protocol=prep.protocol, prompt_version=prep.version, **_setting_fields(v, prep.meta),
         )
     else:
         verdict = Verdict.objects.create(
             record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
             errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
             prompt=prep.prompt, raw="\n\n----- re-ask -----\n\n".join(outcome.raw_texts), protocol=prep.protocol,
-            prompt_version=prep.version, setting=setting_of(prep.protocol),
-            regime="holistic" if setting_of(prep.protocol) == "holistic" else "step-wise",
+            prompt_version=prep.version, setting=protocol_setting(prep.protocol)[0],
+            regime=protocol_setting(prep.protocol)[1],
         )
     if count_call:
         cost = (outcome.tokens_in / 1000.0) * config.cost_per_1k_in + (outcome.tokens_out / 1000.0) * config.cost_per_1k_out

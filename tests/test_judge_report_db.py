@@ -125,3 +125,46 @@ def test_nav_marks_the_report_not_the_judges(client, make_user):
     client.force_login(make_user("rita", "reviewer"))
     page = client.get("/judge/report/").content.decode()
     assert 'href="/judge/report/" class="active"' in page and 'href="/judge/configs/" class=""' in page
+
+
+@pytest.mark.django_db
+def test_robustness_cases_judged_stored_and_reported(run_a, judge_config, judge_server):
+    # hand-worked: a tool-broken answer of class 2 (alternative, correct); an unsolvable FAIL with
+    # no flag (incorrect, type tool_removal); a tool-extraneous answer flagging E5 whose agent
+    # trajectory calls the distractor once -> distractor use 100.0 %, ExtUse 1
+    from evaluation.services_judge import JudgeInputError
+    from evaluation.services_judge_settings import judge_setting_case
+
+    recs = list(run_a.records.order_by("id")[:3])
+    pred = list(recs[0].trajectory)
+    judge_server.reply('{"category": 2, "category_name": "alternative", "is_correct": true, "reason": "uses another tool"}')
+    tb = judge_setting_case(judge_config, recs[0], "tool-broken", {
+        "prefix_trajectory": pred[:1], "failing_step_index": 0, "replacement_tool": "seg.flood_v2",
+        "predicted_steps": pred[1:2]})
+    assert (tb.protocol, tb.setting, tb.regime, tb.outcome, tb.is_correct, tb.grade) == (
+        "tool-broken", "tool-broken", "step-wise", "alternative", True, 1.0)
+    assert "`seg.flood_v2`" in tb.prompt and tb.prompt_version == "tool_broken_v1"
+
+    judge_server.reply('{"is_correct": false, "grade": 0.0, "error_list": [0,0,0,0,0,0], "reasoning": "plans anyway"}')
+    un = judge_setting_case(judge_config, recs[1], "unsolvable", {"unsolvable_type": "tool_removal"})
+    assert (un.setting, un.is_correct, un.judge_is_correct, un.details["unsolvable_type"]) == (
+        "unsolvable", False, False, "tool_removal")
+
+    distractor = pred[0]["call"]
+    judge_server.reply('{"is_correct": false, "grade": 0.6, "error_list": [0,0,0,0,1,0], "reasoning": "distractor"}')
+    ex = judge_setting_case(judge_config, recs[2], "tool-extraneous",
+                            {"distractors": [distractor], "predicted_trajectory": pred[:1]})
+    assert (ex.protocol, ex.regime, ex.errors["E5"]) == ("tool-extraneous-h", "holistic", True)
+    assert len(ex.details["distractors_used"]) == 1
+    # the same case again: a cache hit, no call
+    n_calls = len(judge_server.requests)
+    assert judge_setting_case(judge_config, recs[2], "tool-extraneous",
+                              {"distractors": [distractor], "predicted_trajectory": pred[:1]}).pk == ex.pk
+    assert len(judge_server.requests) == n_calls
+    with pytest.raises(JudgeInputError, match="lacks unsolvable_type"):
+        judge_setting_case(judge_config, recs[1], "unsolvable", {})
+
+    groups = {g["setting"]: g for g in judge_report(judge_report_rows())["groups"]}
+    assert groups["tool-broken"]["tool_broken"]["shares_pct"]["alternative"] == 100.0
+    assert groups["unsolvable"]["unsolvable"]["tool_removal"]["refusal_rate_pct"] == 0.0
+    assert groups["tool-extraneous"]["distractors"] == {"n": 1, "use_rate_pct": 100.0, "ext_use": 1}

@@ -140,6 +140,36 @@ def normalize_regime(regime: str) -> str:
     return key
 
 
+#: Protocol labels of judgements in the robustness settings (``Verdict.protocol``, at most 20
+#: characters); holistic and step-wise judgements keep their own labels (``holistic``,
+#: ``stepwise-gold-…``, ``stepwise-<cut>-<n>``).
+SETTING_PROTOCOLS: dict[str, tuple[str, str]] = {
+    "tool-extraneous-h": ("tool-extraneous", "holistic"),
+    "tool-extraneous-s": ("tool-extraneous", "step-wise"),
+    "tool-broken": ("tool-broken", "step-wise"),
+    "unsolvable": ("unsolvable", "holistic"),
+}
+
+
+def protocol_setting(protocol: str | None) -> tuple[str, str]:
+    """``(setting, regime)`` of a stored protocol label: a :data:`SETTING_PROTOCOLS` label,
+    ``holistic`` (or empty), else a step-wise label."""
+    label = protocol or "holistic"
+    if label in SETTING_PROTOCOLS:
+        return SETTING_PROTOCOLS[label]
+    return ("holistic", "holistic") if label == "holistic" else ("step-wise", "step-wise")
+
+
+def setting_protocol(setting: str, regime: str | None = None) -> str:
+    """The protocol label of a robustness-setting judgement (inverse of :func:`protocol_setting`)."""
+    setting = normalize_setting(setting)
+    regime = normalize_regime(regime or DEFAULT_REGIME[setting] or "holistic")
+    for label, pair in SETTING_PROTOCOLS.items():
+        if pair == (setting, regime):
+            return label
+    raise ValueError(f"{setting} has no protocol label in the {regime} regime")
+
+
 def normalize_outcome(outcome: Any) -> str:
     """A tool-broken class name from a spelling (``Replace``, ``alternative``); ``ValueError`` else."""
     key = str(outcome or "").strip().lower()

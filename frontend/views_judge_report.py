@@ -19,8 +19,9 @@ PLOTS = ("correctness", "errors", "tool-broken", "unsolvable")
 
 def _group_label(g: dict) -> str:
     parts = [g["setting"], g["regime"], g["judge"]]
-    if g.get("tested_model"):
-        parts.append(g["tested_model"])
+    for key in ("tested_model", "protocol"):
+        if g.get(key) and g[key] != g["setting"]:
+            parts.append(g[key])
     return " · ".join(parts)
 
 

@@ -57,7 +57,9 @@ def test_report_over_stored_verdicts(judged, client, make_user):
     groups = {g["setting"]: g for g in judge_report(judge_report_rows())["groups"]}
     h, s = groups["holistic"], groups["step-wise"]
     assert (h["n"], h["cr_derived_pct"], h["cr_judge_pct"], h["e_rates_pct"]["E5"]) == (1, 0.0, 100.0, 100.0)
-    assert (s["n"], s["mean_grade"], s["e_rates_pct"]["E4"], s["split"]) == (1, 0.6, 100.0, "step_wise_planning")
+    # judged under the studio's own-trajectory cut, which is not a benchmark split
+    assert (s["n"], s["mean_grade"], s["e_rates_pct"]["E4"], s["split"]) == (1, 0.6, 100.0, "step_wise_own_cut")
+    assert s["protocol"] == "stepwise-middle-3"
     assert h["judge"] == "judge-m@holistic_v2" and h["tested_model"] == "agent_a"
 
     out = io.StringIO()
@@ -68,7 +70,7 @@ def test_report_over_stored_verdicts(judged, client, make_user):
     api = client.get("/api/judge/report/")
     assert api.status_code == 200 and len(api.json()["groups"]) == 2
     page = client.get("/judge/report/")
-    assert page.status_code == 200 and b"CR % judge" in page.content and b"step_wise_planning" in page.content
+    assert page.status_code == 200 and b"CR % judge" in page.content and b"step_wise_own_cut" in page.content
     png = client.get("/judge/report/plots/correctness.png")
     assert png.status_code == 200 and png.content[:4] == b"\x89PNG"
     client.force_login(make_user("sam", "scorer"))

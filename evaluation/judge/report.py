@@ -45,7 +45,7 @@ from .verdict import (
 )
 
 GROUP_KEYS: tuple[str, ...] = ("setting", "split", "regime", "judge")
-DEFAULT_EXTRA_KEYS: tuple[str, ...] = ("tested_model",)
+DEFAULT_EXTRA_KEYS: tuple[str, ...] = ("tested_model", "protocol")
 LABELS: dict[str, str] = {
     "cr_derived_pct": "CR % (studio: derived by the setting's rule)",
     "cr_judge_pct": "CR % (judge's own is_correct, as the benchmark's runner.score)",

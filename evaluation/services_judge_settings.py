@@ -14,7 +14,11 @@ from typing import Any, Mapping
 
 from evaluation.judge import JudgeConfigError, JudgeRequestError, JudgeTransientError
 from evaluation.judge.prompts import PromptTemplateError, render_prompt
-from evaluation.judge.verdict import distractor_calls, normalize_setting, setting_protocol
+from evaluation.judge.verdict import (
+    distractor_calls,
+    normalize_setting,
+    setting_protocol,
+)
 from evaluation.models import JudgeConfig, RunRecord, Verdict
 from evaluation.services_judge import (
     JudgeInputError,

@@ -9,7 +9,12 @@ from typing import Any, Sequence
 
 from django.db import transaction
 
-from evaluation.judge.stepwise import StepwiseCaseError, build_cases, parse_predictions, protocol_label
+from evaluation.judge.stepwise import (
+    StepwiseCaseError,
+    build_cases,
+    parse_predictions,
+    protocol_label,
+)
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.services_judge import record_inputs
 from studio.permissions import require

@@ -14,11 +14,11 @@ import json
 
 import pytest
 from django.core.management import call_command
+from test_judging_support import judge_config, judge_server, perms, run_a
 
 from evaluation.judge.report import judge_report
 from evaluation.selectors_judge_report import judge_report_rows
 from evaluation.services_judge import judge_record
-from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401
 
 SAYS_CORRECT = json.dumps({"is_correct": True, "grade": 0.8, "error_list": [0, 0, 0, 0, 2, 0],
                            "reasoning": "GSD passed twice as 10 m"})

@@ -81,7 +81,7 @@ def test_prediction_shapes():
 # database: import, judge, human verdict, agreement
 # --------------------------------------------------------------------------------------------
 
-from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: E402,F401
+from test_judging_support import judge_config, judge_server, perms, run_a
 
 
 @pytest.mark.django_db

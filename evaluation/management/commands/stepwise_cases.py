@@ -15,7 +15,12 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.judge.stepwise import HORIZONS, POSITIONS, StepwiseCaseError, export_jsonl
+from evaluation.judge.stepwise import (
+    HORIZONS,
+    POSITIONS,
+    StepwiseCaseError,
+    export_jsonl,
+)
 from evaluation.models import AgentRun
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 

@@ -9,8 +9,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import selectors
+from evaluation.judge.report import judge_report
+from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
+from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
+from evaluation.judge.stepwise import StepwiseCaseError, planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
+from evaluation.selectors_judge_report import judge_report_rows
 from evaluation.services import ERROR_CODES, submit_human_verdict
+from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.permissions import require
@@ -388,15 +394,75 @@ class AgreementView(APIView):
         return Response(agreement_report(selectors.agreement_rows(), tie_break=tie))
 
 
+class StepwiseCasesQuery(serializers.Serializer):
+    positions = serializers.ListField(child=serializers.ChoiceField(choices=list(STEPWISE_POSITIONS)),
+                                      required=False, default=["middle"])
+    horizons = serializers.ListField(child=serializers.ChoiceField(choices=list(STEPWISE_HORIZONS)),
+                                     required=False, default=[1])
+
+
+class StepwisePredictionsIn(StepwiseCasesQuery):
+    planner = serializers.CharField(max_length=200)
+    predictions = serializers.CharField(help_text="JSON lines: {case_id, predicted_steps}", trim_whitespace=False)
+    name = serializers.CharField(max_length=200, required=False)
+
+
+class StepwiseCasesView(APIView):
+    """The benchmark's step-wise cases of a run's gold trajectories, as the planner sees them
+    (never the expected steps), and the questions too short for a case."""
+
+    @extend_schema(parameters=[OpenApiParameter("positions", str, many=True), OpenApiParameter("horizons", int, many=True)],
+                   responses={200: dict})
+    def get(self, request, pk: int):
+        run = get_object_or_404(selectors.run_list(), pk=pk)
+        q = StepwiseCasesQuery(data={"positions": request.query_params.getlist("positions") or ["middle"],
+                                     "horizons": request.query_params.getlist("horizons") or [1]})
+        q.is_valid(raise_exception=True)
+        cases, skipped = stepwise_cases(run, q.validated_data["positions"], q.validated_data["horizons"])
+        return Response({"cases": [planner_view(c) for c in cases], "skipped": skipped})
+
+
+class StepwisePredictionsView(APIView):
+    """Import a planner's predictions for a run's step-wise cases as a new run (``run.import``)."""
+
+    @extend_schema(request=StepwisePredictionsIn, responses={201: dict})
+    def post(self, request, pk: int):
+        run = get_object_or_404(selectors.run_list(), pk=pk)
+        data = StepwisePredictionsIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        d = data.validated_data
+        require(request.user, "run.import")
+        try:
+            new = import_stepwise_predictions(request.user, run, d["planner"], d["predictions"],
+                                              positions=d["positions"], horizons=d["horizons"], name=d.get("name"),
+                                              source="predictions")
+        except StepwiseCaseError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response({"run_id": new.pk, "name": new.name, "records": new.records.count()}, status=201)
+
+
+class JudgeReportView(APIView):
+    """The judge's aggregate report (:func:`evaluation.judge.report.judge_report`) over the stored
+    judge and rule-checker verdicts: per setting x split x regime x judge x tested agent."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        require(request.user, "agreement.view")
+        return Response(judge_report(judge_report_rows()))
+
+
 urlpatterns = [
     path("runs/", RunListView.as_view(), name="api-runs"),
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
+    path("runs/<int:pk>/stepwise-cases/", StepwiseCasesView.as_view(), name="api-run-stepwise-cases"),
+    path("runs/<int:pk>/stepwise-predictions/", StepwisePredictionsView.as_view(), name="api-run-stepwise-predictions"),
     path("records/<int:pk>/", RecordDetailView.as_view(), name="api-record"),
     path("records/<int:pk>/verdicts/", RecordVerdictView.as_view(), name="api-record-verdicts"),
     path("records/<int:pk>/adjudication/", AdjudicateView.as_view(), name="api-record-adjudicate"),
     path("judge/configs/", JudgeConfigListView.as_view(), name="api-judge-configs"),
     path("judge/jobs/", JudgeJobListView.as_view(), name="api-judge-jobs"),
     path("judge/jobs/<int:pk>/", JudgeJobDetailView.as_view(), name="api-judge-job"),
+    path("judge/report/", JudgeReportView.as_view(), name="api-judge-report"),
     path("scoring/claim/", ScoringClaimView.as_view(), name="api-scoring-claim"),
     path("scoring/items/<int:pk>/draft/", ScoringDraftView.as_view(), name="api-scoring-draft"),
     path("scoring/items/<int:pk>/submit/", ScoringSubmitView.as_view(), name="api-scoring-submit"),

@@ -15,8 +15,10 @@ _RECORD_FIELDS = (
 
 
 def leaderboard_runs() -> list[dict]:
-    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions}`` (one query)."""
-    qs = AgentRun.objects.order_by("id").values("id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions")
+    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions}`` (one query).
+    Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA score and
+    are left out."""
+    qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values("id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions")
     return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
              "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}} for r in qs]
 
@@ -33,7 +35,8 @@ def leaderboard_rows(extras: bool = True) -> list[dict]:
     fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory")
     if extras:
         fields += ("trajectory",)
-    qs = RunRecord.objects.order_by("run_id", "dimension", "question_id").values(*fields)
+    qs = (RunRecord.objects.exclude(run__scoring_mode="stepwise")
+          .order_by("run_id", "dimension", "question_id").values(*fields))
     per_task: dict = {}
     rows = []
     for r in qs.iterator(chunk_size=500):

@@ -182,7 +182,10 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     fields = dict(
         record=record, source=Verdict.Source.HUMAN, annotator=user, is_correct=final, grade=float(grade),
         errors=flags, reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()},
-        reasoning=text, protocol="holistic", is_final=is_final, idempotency_key=idempotency_key or None,
+        reasoning=text, protocol=((record.gold or {}).get("stepwise") or {}).get("protocol") or "holistic",
+        setting="step-wise" if (record.gold or {}).get("stepwise") else "holistic",
+        regime="step-wise" if (record.gold or {}).get("stepwise") else "holistic",
+        is_final=is_final, idempotency_key=idempotency_key or None,
     )
     if not idempotency_key:
         return Verdict.objects.create(**fields)

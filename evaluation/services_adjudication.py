@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from django.conf import settings
 from django.db import transaction
 
+from evaluation.judge.stepwise import parse_protocol_label
 from evaluation.judge.verdict import E_CODES
 from evaluation.models import Adjudication, RunRecord, Verdict
 from evaluation.services import submit_human_verdict
@@ -80,10 +81,11 @@ def disagreement_reasons(a: Any, b: Any, rules: DisagreementRules | None = None)
 
 
 def considered(verdicts: Iterable[Verdict], rules: DisagreementRules | None = None) -> list[Verdict]:
-    """The verdicts that take part: status ok, holistic, of an enabled source, not final."""
+    """The verdicts that take part: status ok, holistic or a case of the benchmark's step-wise
+    protocol (``stepwise-gold-…``, the one protocol of such a record), of an enabled source, not final."""
     rules = rules or DisagreementRules.from_settings()
     return [v for v in verdicts if v.status == "ok" and v.source in rules.sources and not v.is_final
-            and (v.protocol or "holistic") == "holistic"]
+            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)]
 
 
 def find_disagreements(verdicts: Sequence[Any], rules: DisagreementRules | None = None) -> list[dict[str, Any]]:

@@ -50,9 +50,10 @@ from evaluation.judge import (
     tool_specs_from_catalogue,
 )
 from evaluation.judge.backends import _redact
+from evaluation.judge.prompts import DEFAULT_STEPWISE_BLIND_VERSION, DEFAULT_STEPWISE_GOLD_VERSION
 from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
-from evaluation.judge.verdict import E_CODES
+from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from studio.permissions import require
 
@@ -293,6 +294,11 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
                       n_next: int = 1, blind: bool = False) -> PreparedJudgement:
     """Render the prompt of one judgement of ``record`` (no call, no write).
 
+    A record that is a case of the benchmark's step-wise protocol (``record.gold["stepwise"]``, see
+    :mod:`evaluation.services_stepwise`) is judged under that protocol whatever ``protocol`` says:
+    the expert prefix, the expected steps and the planner's prediction (``stepwise_v2``, or
+    ``stepwise_blind_v1`` when ``blind``); its label is ``stepwise-gold-<position>-<k>``.
+
     Holistic: the whole predicted trajectory and answer against the gold trajectory (or without
     it when ``blind``). Step-wise: the predicted trajectory is cut at :func:`cut_index`; the judge
     sees the steps before the cut with their observations, the agent's next ``n_next`` steps and
@@ -304,7 +310,16 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
     inputs = record_inputs(record)
     tools = available_tools(inputs)
     params = _config_parameters(config)
-    if protocol == "holistic":
+    case = (record.gold or {}).get("stepwise")
+    if case:  # a step-wise case of the benchmark's protocol is judged under its own protocol only
+        predicted = record.trajectory if record.trajectory else record.predicted_answer
+        prompt, version = render_stepwise_prompt(inputs["query"], tools, case["prefix"], case["expected"], predicted,
+                                                 version=DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_GOLD_VERSION)
+        label = case["protocol"]
+        meta = {"position": case["position"], "n_next": case["horizon"], "cut_index": case["cut_index"], "blind": blind}
+        key_inputs = {"query": inputs["query"], "tools": tools, "prefix": case["prefix"], "reference": case["expected"],
+                      "predicted": predicted, "protocol": label, "blind": blind}
+    elif protocol == "holistic":
         prompt, version = render_holistic_prompt(inputs["query"], tools, inputs["gold"], inputs["predicted"],
                                                  inputs["answer"], blind=blind)
         label = "holistic"
@@ -359,13 +374,34 @@ def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
         return copy
     from evaluation.judge import parse_verdict
 
-    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw), raw_texts=list(call.raw_texts))
+    setting, regime = protocol_setting(prep.protocol)
+    outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw, setting=setting, regime=regime,
+                                                              distractors_used=prep.meta.get("distractors_used")),
+                           raw_texts=list(call.raw_texts))
     return _store(call.config, prep, outcome, count_call=False, repoint=call.verdict is None)
 
 
-def _call_backend(backend, prompt: str) -> JudgeOutcome:
+def setting_of(protocol: str) -> str:
+    """The planning benchmark's setting a protocol label is judged in
+    (:func:`evaluation.judge.verdict.protocol_setting`)."""
+    return protocol_setting(protocol)[0]
+
+
+def _call_backend(backend, prompt: str, protocol: str = "holistic", distractors_used=None) -> JudgeOutcome:
     """The HTTP part of a judgement (runs in pool threads; touches no database)."""
-    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)))
+    setting, regime = protocol_setting(protocol)
+    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+                     setting=setting, regime=regime, distractors_used=distractors_used)
+
+
+def _setting_fields(v, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The setting-specific columns of a stored verdict from a parsed one (and the prepared
+    judgement's ``unsolvable_type``)."""
+    details = {"e2_subtype": v.e2_subtype, "n_steps": v.n_steps, "step_grades": list(v.step_grades),
+               "error_counts": dict(v.error_counts), "distractors_used": v.distractors_used,
+               "unsolvable_type": (meta or {}).get("unsolvable_type")}
+    return dict(setting=v.setting, regime=v.regime, judge_is_correct=v.model_is_correct, outcome=v.outcome or "",
+                details={k: x for k, x in details.items() if x not in (None, [], {})})
 
 
 def _reasoning_with_flags(v) -> str:
@@ -388,14 +424,15 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
             grade=v.grade, errors={c: bool(v.errors.get(c)) for c in E_CODES},
             reasons={c: r for c, r in (v.reasons or {}).items() if r and v.errors.get(c)},
             reasoning=_reasoning_with_flags(v), prompt=prep.prompt, raw=(outcome.raw_texts or [""])[-1],
-            protocol=prep.protocol, prompt_version=prep.version,
+            protocol=prep.protocol, prompt_version=prep.version, **_setting_fields(v, prep.meta),
         )
     else:
         verdict = Verdict.objects.create(
             record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
             errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
             prompt=prep.prompt, raw="\n\n----- re-ask -----\n\n".join(outcome.raw_texts), protocol=prep.protocol,
-            prompt_version=prep.version,
+            prompt_version=prep.version, setting=protocol_setting(prep.protocol)[0],
+            regime=protocol_setting(prep.protocol)[1],
         )
     if count_call:
         cost = (outcome.tokens_in / 1000.0) * config.cost_per_1k_in + (outcome.tokens_out / 1000.0) * config.cost_per_1k_out
@@ -440,7 +477,7 @@ def judge_record(config: JudgeConfig, record: RunRecord, protocol: str = "holist
         return hit
     try:
         backend = backend or backend_for(config)
-        outcome = _call_backend(backend, prep.prompt)
+        outcome = _call_backend(backend, prep.prompt, prep.protocol)
     except JudgeConfigError as exc:
         pause_config(config, str(exc))
         raise
@@ -625,7 +662,7 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
         if not paused:
             workers = max(1, min(int(config.max_concurrency or 1), 32))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"judge-{job.pk}") as pool:
-                futures = {pool.submit(_call_backend, backend, p.prompt): p for p in to_call}
+                futures = {pool.submit(_call_backend, backend, p.prompt, p.protocol): p for p in to_call}
                 for fut in as_completed(futures):
                     prep = futures[fut]
                     try:

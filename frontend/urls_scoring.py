@@ -4,6 +4,7 @@ Include from ``frontend/urls.py``: ``path("", include("frontend.urls_scoring"))`
 """
 from django.urls import path
 
+from frontend import views_judge_report
 from frontend import views_scoring as v
 
 urlpatterns = [
@@ -16,6 +17,8 @@ urlpatterns = [
     path("adjudication/records/<int:pk>/", v.adjudication_record, name="adjudication-record"),
     path("agreement/", v.agreement_page, name="agreement"),
     path("agreement/plots/<str:name>.png", v.agreement_plot, name="agreement-plot"),
+    path("judge/report/", views_judge_report.judge_report_page, name="judge-report"),
+    path("judge/report/plots/<str:name>.png", views_judge_report.judge_report_plot, name="judge-report-plot"),
     path("judge/configs/", v.judge_configs, name="judge-configs"),
     path("judge/configs/<int:pk>/resume/", v.judge_config_resume, name="judge-config-resume"),
     path("judge/jobs/", v.judge_jobs, name="judge-jobs"),

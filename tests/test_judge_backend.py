@@ -256,3 +256,13 @@ def test_no_key_never_falls_back_to_openai_env(server, monkeypatch):
     server.reply(GOOD_CLEAN)
     b.judge("p")
     assert SECRET not in server.requests[0]["headers"].get("authorization", "")
+
+
+def test_tool_broken_reask_asks_for_the_class(server, backend):
+    # a tool-broken answer without a category is refused; the re-ask names the five-class format
+    server.reply('{"is_correct": false, "reason": "it retried"}')
+    server.reply('{"category": 3, "category_name": "retry", "is_correct": false, "reason": "it retried"}')
+    out = judge_run(backend, "classify this", setting="tool_broken")
+    assert out.status == "ok" and out.calls == 2 and out.verdict.outcome == "retry" and out.verdict.is_correct is False
+    reask = server.requests[1]["body"]["messages"][-1]["content"]
+    assert "no category" in reask and '"category" (1 replacement' in reask

@@ -36,7 +36,7 @@ PRED = [
 def test_versions_on_disk():
     assert "holistic_v1" in available_versions("holistic")
     assert "holistic_blind_v1" in available_versions("holistic_blind")
-    assert latest_version("holistic") == "holistic_v1"
+    assert latest_version("holistic") == "holistic_v2"
     t = load_template("holistic_v1")
     assert t.kind == "holistic" and t.number == 1 and not t.text.startswith("<!--")
     assert {"query", "available_tools", "gold_trajectory", "predicted_trajectory", "predicted_answer"} <= t.placeholders
@@ -48,7 +48,7 @@ def test_versions_on_disk():
 
 def test_render_holistic():
     text, version = render_holistic_prompt("How large is the flooded area in m2?", TOOLS, GOLD, PRED, {"flooded_area_m2": 1200})
-    assert version == "holistic_v1"
+    assert version == "holistic_v2"
     assert "{{" not in text
     assert "How large is the flooded area in m2?" in text
     assert "- seg.flood(pre_image_path: str, post_image_path: str, threshold?: float) - Flood mask" in text
@@ -74,7 +74,7 @@ def test_inserted_text_is_not_rescanned_and_empty_inputs():
 
 def test_blind_has_no_reference():
     text, version = render_holistic_prompt("q", TOOLS, GOLD, PRED, "42", blind=True)
-    assert version == "holistic_blind_v1"
+    assert version == "holistic_blind_v2"
     assert "<mask_path> from trajectory[0].obs" not in text and "Reference trajectory" not in text
 
 

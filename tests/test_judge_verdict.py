@@ -119,7 +119,10 @@ def test_grade_snapping_and_validation():
     ('{"is_correct": true, "reasoning": "no flags, no grade"}', "no flags"),
     ('{"error_list": [0,0,0,0,0,0], "reasoning": "no grade"}', "no grade"),
     ('{"error_list": [0,0,1], "grade": 0.2}', "short list"),
-    ('{"error_list": [0,0,0,0,2,0], "grade": 0.2}', "not 0/1"),
+    # the benchmark asks for six integers (a count of 2 is read as present, see
+    # test_judge_settings.py); a negative or fractional count is not a count
+    ('{"error_list": [0,0,0,0,-1,0], "grade": 0.2}', "negative count"),
+    ('{"error_list": [0,0,0,0,0.5,0], "grade": 0.2}', "fractional count"),
     ('{"E4_LOGIC_ERROR": "maybe", "score": 0.6}', "not a bool"),
     ('```json\n{"grade": 0.4, "error_list": [0,1,0,0,0,0]\n```', "truncated"),
 ])

@@ -12,7 +12,16 @@ from .backends import (
     OpenAICompatibleBackend,
     StudioJudgeConfig,
 )
-from .prompts import load_template, prompt_fingerprint, render_holistic_prompt, render_stepwise_prompt
+from .prompts import (
+    load_template,
+    prompt_fingerprint,
+    render_extraneous_prompt,
+    render_holistic_prompt,
+    render_prompt,
+    render_stepwise_prompt,
+    render_tool_broken_prompt,
+    render_unsolvable_prompt,
+)
 from .rules import RuleFinding, RuleVerdict, check_trajectory, normalize_tool_name, tool_specs_from_catalogue
 from .runner import JudgeOutcome, judge_run
 from .verdict import (
@@ -20,9 +29,14 @@ from .verdict import (
     E_DEFINITIONS,
     FLAT_KEYS,
     GRADES,
+    KNOWN_DIFFERENCES,
+    SETTINGS,
+    TOOL_BROKEN_OUTCOMES,
+    UNSOLVABLE_TYPES,
     VERDICT_JSON_SCHEMA,
     Verdict,
     VerdictParseError,
+    distractor_calls,
     grade_from_flags,
     parse_verdict,
     snap_grade,
@@ -31,7 +45,9 @@ from .verdict import (
 __all__ = [
     "E_CODES", "E_DEFINITIONS", "FLAT_KEYS", "GRADES", "VERDICT_JSON_SCHEMA",
     "Verdict", "VerdictParseError", "grade_from_flags", "parse_verdict", "snap_grade",
+    "KNOWN_DIFFERENCES", "SETTINGS", "TOOL_BROKEN_OUTCOMES", "UNSOLVABLE_TYPES", "distractor_calls",
     "load_template", "prompt_fingerprint", "render_holistic_prompt", "render_stepwise_prompt",
+    "render_prompt", "render_extraneous_prompt", "render_tool_broken_prompt", "render_unsolvable_prompt",
     "JudgeBackend", "JudgeResponse", "JudgeError", "JudgeConfigError", "JudgeRequestError",
     "JudgeTransientError", "OpenAICompatibleBackend", "StudioJudgeConfig",
     "JudgeOutcome", "judge_run",

@@ -18,11 +18,40 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .verdict import E_CODES, E_DEFINITIONS, GRADES, HOLISTIC_RUBRIC, STEPWISE_RUBRIC
+from .verdict import (
+    DEFAULT_REGIME,
+    E2_SUBTYPE_NAMES,
+    E2_SUBTYPES,
+    E_CODES,
+    E_DEFINITIONS,
+    GRADES,
+    HOLISTIC_RUBRIC,
+    STEPWISE_RUBRIC,
+    UNSOLVABLE_TYPES,
+    normalize_regime,
+    normalize_setting,
+)
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
-DEFAULT_HOLISTIC_VERSION = "holistic_v1"
-DEFAULT_HOLISTIC_BLIND_VERSION = "holistic_blind_v1"
+DEFAULT_HOLISTIC_VERSION = "holistic_v2"
+DEFAULT_HOLISTIC_BLIND_VERSION = "holistic_blind_v2"
+#: The benchmark's step-wise protocol (gold prefix); ``stepwise_v1`` stays the studio's own-cut prompt.
+DEFAULT_STEPWISE_GOLD_VERSION = "stepwise_v2"
+DEFAULT_STEPWISE_BLIND_VERSION = "stepwise_blind_v1"
+DEFAULT_EXTRANEOUS_VERSIONS = {"holistic": "tool_extraneous_v1", "step-wise": "tool_extraneous_stepwise_v1"}
+DEFAULT_TOOL_BROKEN_VERSION = "tool_broken_v1"
+DEFAULT_UNSOLVABLE_VERSION = "unsolvable_v1"
+#: Templates written before E2 was named by regime: they keep the old definitions block (and
+#: fingerprint) so that their text never changes.
+_LEGACY_LABEL_VERSIONS = frozenset({"holistic_v1", "holistic_blind_v1", "stepwise_v1"})
+
+#: What the unsolvable judge is told about each type (paper appendix B.4.3, in this domain).
+UNSOLVABLE_DESCRIPTIONS: dict[str, str] = {
+    "contradictory_constraints": "the query or the system prompt sets constraints that cannot all hold at once.",
+    "information_missing": "information the task needs (a place, a date, a threshold, a scene) was removed from the query.",
+    "tool_removal": "a tool that every solution needs was removed from the tool list.",
+    "visual_information_inaccessible": "the imagery the task needs (the scene, a phase, a band) is not available to the agent.",
+}
 
 _VERSION_RE = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*?)_v(?P<n>\d+)$")
 _PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)\s*\}\}")
@@ -93,11 +122,21 @@ def load_template(version: str) -> PromptTemplate:
 
 
 def prompt_fingerprint(version: str) -> str:
-    """sha256 of the template text plus the embedded definitions and rubrics (hex, 16 chars)."""
+    """sha256 of the template text plus the embedded definitions and rubrics (hex, 16 chars).
+
+    Templates before E2 was named by regime (:data:`_LEGACY_LABEL_VERSIONS`) hash what they
+    embedded then, so their cache keys are unchanged; later ones hash both regimes' blocks and
+    the unsolvability descriptions.
+    """
     t = load_template(version)
     h = hashlib.sha256()
     h.update(t.text.encode("utf-8"))
-    h.update(render_error_definitions().encode("utf-8"))
+    if version in _LEGACY_LABEL_VERSIONS:
+        h.update(render_error_definitions().encode("utf-8"))
+    else:
+        for regime in ("holistic", "stepwise"):
+            h.update(render_error_definitions(regime, labels="regime").encode("utf-8"))
+        h.update(json.dumps(UNSOLVABLE_DESCRIPTIONS, sort_keys=True).encode("utf-8"))
     h.update(render_grade_rubric("holistic").encode("utf-8"))
     h.update(render_grade_rubric("stepwise").encode("utf-8"))
     return h.hexdigest()[:16]
@@ -108,12 +147,25 @@ def prompt_fingerprint(version: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def render_error_definitions(protocol: str = "holistic") -> str:
+def render_error_definitions(protocol: str = "holistic", labels: str = "flat") -> str:
+    """The E1-E6 block of a prompt.  ``labels="flat"`` (templates of :data:`_LEGACY_LABEL_VERSIONS`)
+    names each code with its flat key of the old step-wise dialect, E2 as
+    ``E2_PREMATURE_CONCLUSION`` in every regime; ``labels="regime"`` names E2 by the regime
+    (E2-H task incompleteness, E2-S premature conclusion; paper Table 2) and shows no flat key."""
     lines = []
+    regime = "holistic" if protocol == "holistic" else "step-wise"
     for code in E_CODES:
         d = E_DEFINITIONS[code]
         specific = d.holistic if protocol == "holistic" else d.stepwise
-        line = f"- **{code} {d.name}** (`{d.flat_key}`): {d.definition} {specific}"
+        if labels == "regime":
+            if code == "E2":
+                sub = E2_SUBTYPES[regime]
+                head = f"**E2 {E2_SUBTYPE_NAMES[sub].capitalize()}** ({sub})"
+            else:
+                head = f"**{code} {d.name}**"
+            line = f"- {head}: {d.definition} {specific}"
+        else:
+            line = f"- **{code} {d.name}** (`{d.flat_key}`): {d.definition} {specific}"
         if d.not_an_error:
             line += f" Not an error: {d.not_an_error}"
         if d.domain_cases:
@@ -226,6 +278,10 @@ def render_trajectory(
     return "\n".join(blocks)
 
 
+def _labels(version: str) -> str:
+    return "flat" if version in _LEGACY_LABEL_VERSIONS else "regime"
+
+
 def render_answer(answer: Any, *, max_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> str:
     if answer is None or answer == "":
         return "(no final answer)"
@@ -261,7 +317,7 @@ def render_holistic_prompt(
         version = DEFAULT_HOLISTIC_BLIND_VERSION if blind else DEFAULT_HOLISTIC_VERSION
     template = load_template(version)
     values = {
-        "error_definitions": render_error_definitions("holistic"),
+        "error_definitions": render_error_definitions("holistic", labels=_labels(template.version)),
         "grade_rubric": render_grade_rubric("holistic"),
         "query": (query or "").strip() or "(no query)",
         "constraints_block": (
@@ -286,7 +342,8 @@ def render_stepwise_prompt(
     reference_steps: Sequence[Any] | None,
     predicted_steps: Sequence[Any] | Any,
     *,
-    version: str = DEFAULT_STEPWISE_VERSION,
+    version: str | None = None,
+    blind: bool = False,
     constraints: str | None = None,
     max_obs_chars: int = DEFAULT_MAX_OBS_CHARS,
 ) -> tuple[str, str]:
@@ -294,8 +351,12 @@ def render_stepwise_prompt(
 
     ``prefix_trajectory``: steps 0..k-1 with observations; ``reference_steps``: the gold steps
     k..k+h-1; ``predicted_steps``: the agent's h steps (a list of steps, or raw text).
-    Predicted and reference steps are numbered from k.
+    Predicted and reference steps are numbered from k.  Default version: ``stepwise_v1`` (the
+    studio's own-trajectory cut), or ``stepwise_blind_v1`` when ``blind``; the benchmark's
+    gold-prefix protocol passes ``version="stepwise_v2"``.
     """
+    if version is None:
+        version = DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_VERSION
     template = load_template(version)
     prefix = list(prefix_trajectory or [])
     k = len(prefix)
@@ -305,7 +366,7 @@ def render_stepwise_prompt(
     else:
         predicted = render_answer(predicted_steps)
     values = {
-        "error_definitions": render_error_definitions("stepwise"),
+        "error_definitions": render_error_definitions("stepwise", labels=_labels(template.version)),
         "grade_rubric": render_grade_rubric("stepwise"),
         "query": (query or "").strip() or "(no query)",
         "constraints_block": (
@@ -320,3 +381,210 @@ def render_stepwise_prompt(
     }
     used = template.placeholders
     return template.render({kk: v for kk, v in values.items() if kk in used}), template.version
+
+
+# --------------------------------------------------------------------------------------------
+# The robustness settings
+# --------------------------------------------------------------------------------------------
+
+
+def _constraints_block(constraints: str | None) -> str:
+    if constraints and constraints.strip():
+        return f"### Constraints from the system prompt and task\n{constraints.strip()}\n\n"
+    return ""
+
+
+def render_extraneous_prompt(
+    query: str,
+    available_tools: Iterable[Any],
+    distractors: Iterable[Any],
+    *,
+    regime: str = "holistic",
+    gold_trajectory: Sequence[Any] | None = None,
+    predicted_trajectory: Sequence[Any] | None = None,
+    predicted_answer: Any = None,
+    prefix_trajectory: Sequence[Any] | None = None,
+    reference_steps: Sequence[Any] | None = None,
+    predicted_steps: Sequence[Any] | Any = None,
+    version: str | None = None,
+    constraints: str | None = None,
+    max_obs_chars: int = DEFAULT_MAX_OBS_CHARS,
+) -> tuple[str, str]:
+    """Render the tool-extraneous judge prompt; return ``(prompt_text, prompt_version)``.
+
+    ``available_tools``: the padded catalogue the agent saw (distractors included);
+    ``distractors``: the injected tools (names or catalogue entries), shown to the judge in their
+    own list.  ``regime="holistic"`` judges a whole plan (``gold_trajectory``,
+    ``predicted_trajectory``, ``predicted_answer``); ``"step-wise"`` the next steps after the
+    expert's prefix (``prefix_trajectory``, ``reference_steps``, ``predicted_steps``).
+    Raises ``PromptTemplateError`` for an empty distractor list (the setting needs one).
+    """
+    regime = normalize_regime(regime)
+    distractors = list(distractors or [])
+    if not distractors:
+        raise PromptTemplateError("tool-extraneous: the distractor list is empty")
+    template = load_template(version or DEFAULT_EXTRANEOUS_VERSIONS[regime])
+    protocol = "holistic" if regime == "holistic" else "stepwise"
+    values = {
+        "error_definitions": render_error_definitions(protocol, labels=_labels(template.version)),
+        "grade_rubric": render_grade_rubric(protocol),
+        "query": (query or "").strip() or "(no query)",
+        "constraints_block": _constraints_block(constraints),
+        "available_tools": render_tools(available_tools),
+        "distractor_tools": render_tools(distractors),
+    }
+    if regime == "holistic":
+        values.update(
+            gold_trajectory=render_trajectory(gold_trajectory, max_obs_chars=max_obs_chars),
+            predicted_trajectory=render_trajectory(predicted_trajectory, max_obs_chars=max_obs_chars),
+            predicted_answer=render_answer(predicted_answer),
+        )
+    else:
+        prefix = list(prefix_trajectory or [])
+        k = len(prefix)
+        values.update(
+            horizon=str(len(reference_steps or []) or 1),
+            last_prefix_index=str(k - 1),
+            prefix_trajectory=render_trajectory(prefix, max_obs_chars=max_obs_chars),
+            reference_steps=render_trajectory(reference_steps, include_obs=False, start_index=k),
+            predicted_steps=(render_trajectory(predicted_steps, include_obs=False, start_index=k)
+                             if isinstance(predicted_steps, (list, tuple)) else render_answer(predicted_steps)),
+        )
+    used = template.placeholders
+    return template.render({kk: v for kk, v in values.items() if kk in used}), template.version
+
+
+def render_tool_broken_prompt(
+    query: str,
+    available_tools: Iterable[Any],
+    prefix_trajectory: Sequence[Any],
+    failing_step_index: int,
+    replacement_tool: Any,
+    predicted_steps: Sequence[Any] | Any,
+    *,
+    version: str | None = None,
+    max_obs_chars: int = DEFAULT_MAX_OBS_CHARS,
+) -> tuple[str, str]:
+    """Render the five-class tool-broken judge prompt; return ``(prompt_text, prompt_version)``.
+
+    ``prefix_trajectory``: the steps the agent saw, the failing call included, its observation
+    being the error; ``failing_step_index``: that step's index (0-based, within the prefix);
+    ``replacement_tool``: the added tool (a name or a catalogue entry); ``predicted_steps``: the
+    agent's next step (a list of steps, or raw text).  Raises ``PromptTemplateError`` when the
+    failing index is outside the prefix or the replacement has no name.
+    """
+    prefix = list(prefix_trajectory or [])
+    if not 0 <= int(failing_step_index) < len(prefix):
+        raise PromptTemplateError(
+            f"tool-broken: failing_step_index {failing_step_index} is outside the prefix of {len(prefix)} steps")
+    failing = prefix[int(failing_step_index)]
+    if isinstance(failing, Mapping):
+        broken = str(failing.get("call") or failing.get("name") or failing.get("tool") or _tool_name(failing))
+    else:
+        broken = str(failing)
+    replacement_name = replacement_tool if isinstance(replacement_tool, str) else _tool_name(replacement_tool)
+    if not replacement_name or replacement_name == "?":
+        raise PromptTemplateError("tool-broken: the replacement tool has no name")
+    template = load_template(version or DEFAULT_TOOL_BROKEN_VERSION)
+    k = len(prefix)
+    values = {
+        "query": (query or "").strip() or "(no query)",
+        "available_tools": render_tools(available_tools),
+        "replacement_tool": render_tools([replacement_tool]),
+        "replacement_tool_name": replacement_name,
+        "broken_tool": broken,
+        "failing_step_index": str(int(failing_step_index)),
+        "failing_step": render_trajectory([failing], max_obs_chars=max_obs_chars, start_index=int(failing_step_index)),
+        "prefix_trajectory": render_trajectory(prefix, max_obs_chars=max_obs_chars),
+        "predicted_steps": (render_trajectory(predicted_steps, include_obs=False, start_index=k)
+                            if isinstance(predicted_steps, (list, tuple)) else render_answer(predicted_steps)),
+    }
+    used = template.placeholders
+    return template.render({kk: v for kk, v in values.items() if kk in used}), template.version
+
+
+def render_unsolvable_prompt(
+    query: str,
+    available_tools: Iterable[Any],
+    unsolvable_type: str,
+    predicted_trajectory: Sequence[Any] | None,
+    predicted_answer: Any,
+    *,
+    detail: str = "",
+    version: str | None = None,
+    constraints: str | None = None,
+    max_obs_chars: int = DEFAULT_MAX_OBS_CHARS,
+) -> tuple[str, str]:
+    """Render the unsolvable judge prompt; return ``(prompt_text, prompt_version)``.
+
+    ``unsolvable_type``: one of :data:`~evaluation.judge.verdict.UNSOLVABLE_TYPES`; ``detail``:
+    what exactly was made impossible (shown to the judge only).  Raises ``PromptTemplateError``
+    for an unknown type.
+    """
+    if unsolvable_type not in UNSOLVABLE_TYPES:
+        raise PromptTemplateError(
+            f"unsolvable: type {unsolvable_type!r} is not one of {', '.join(UNSOLVABLE_TYPES)}")
+    template = load_template(version or DEFAULT_UNSOLVABLE_VERSION)
+    values = {
+        "error_definitions": render_error_definitions("holistic", labels=_labels(template.version)),
+        "unsolvable_type": f"{unsolvable_type} ({UNSOLVABLE_TYPES[unsolvable_type]})",
+        "unsolvable_type_description": UNSOLVABLE_DESCRIPTIONS[unsolvable_type],
+        "unsolvable_detail": (detail or "").strip(),
+        "query": (query or "").strip() or "(no query)",
+        "constraints_block": _constraints_block(constraints),
+        "available_tools": render_tools(available_tools),
+        "predicted_trajectory": render_trajectory(predicted_trajectory, max_obs_chars=max_obs_chars),
+        "predicted_answer": render_answer(predicted_answer),
+    }
+    used = template.placeholders
+    return template.render({kk: v for kk, v in values.items() if kk in used}), template.version
+
+
+def render_prompt(setting: str, case: Mapping[str, Any], *, regime: str | None = None,
+                  blind: bool = False, version: str | None = None) -> tuple[str, str]:
+    """One entry point for all five settings, fed by a case mapping (what a robustness variant
+    provides); returns ``(prompt_text, prompt_version)``.
+
+    Case keys: ``query``, ``tools`` always; holistic regime: ``gold_trajectory``,
+    ``predicted_trajectory``, ``predicted_answer``; step-wise regime: ``prefix_trajectory``,
+    ``reference_steps``, ``predicted_steps``; tool-extraneous: ``distractors``; tool-broken:
+    ``failing_step_index``, ``replacement_tool``; unsolvable: ``unsolvable_type`` (and
+    ``unsolvable_detail``); optional ``constraints``.  ``blind`` exists for holistic and
+    step-wise.  Raises ``ValueError`` / ``PromptTemplateError`` naming the missing key.
+    """
+    setting = normalize_setting(setting)
+    regime = normalize_regime(regime or DEFAULT_REGIME[setting] or "holistic")
+
+    def need(*keys: str) -> None:
+        missing = [k for k in keys if k not in case]
+        if missing:
+            raise PromptTemplateError(f"{setting}: the case lacks {', '.join(missing)}")
+
+    need("query", "tools")
+    if blind and setting not in ("holistic", "step-wise"):
+        raise PromptTemplateError(f"{setting}: there is no blind prompt for this setting")
+    q, tools, cons = case["query"], case["tools"], case.get("constraints")
+    if setting == "tool-broken":
+        need("prefix_trajectory", "failing_step_index", "replacement_tool", "predicted_steps")
+        return render_tool_broken_prompt(q, tools, case["prefix_trajectory"], case["failing_step_index"],
+                                         case["replacement_tool"], case["predicted_steps"], version=version)
+    if setting == "unsolvable":
+        need("unsolvable_type", "predicted_trajectory")
+        return render_unsolvable_prompt(q, tools, case["unsolvable_type"], case["predicted_trajectory"],
+                                        case.get("predicted_answer"), detail=case.get("unsolvable_detail", ""),
+                                        version=version, constraints=cons)
+    if setting == "tool-extraneous":
+        need("distractors")
+        return render_extraneous_prompt(
+            q, tools, case["distractors"], regime=regime, gold_trajectory=case.get("gold_trajectory"),
+            predicted_trajectory=case.get("predicted_trajectory"), predicted_answer=case.get("predicted_answer"),
+            prefix_trajectory=case.get("prefix_trajectory"), reference_steps=case.get("reference_steps"),
+            predicted_steps=case.get("predicted_steps"), version=version, constraints=cons)
+    if regime == "holistic":
+        need("predicted_trajectory")
+        return render_holistic_prompt(q, tools, case.get("gold_trajectory"), case["predicted_trajectory"],
+                                      case.get("predicted_answer"), version=version, blind=blind, constraints=cons)
+    need("prefix_trajectory", "predicted_steps")
+    return render_stepwise_prompt(q, tools, case["prefix_trajectory"], case.get("reference_steps"),
+                                  case["predicted_steps"], blind=blind, constraints=cons,
+                                  version=version or (DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_GOLD_VERSION))

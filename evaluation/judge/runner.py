@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backends import JudgeBackend, JudgeResponse
-from .verdict import Verdict, VerdictParseError
+from .verdict import Verdict, VerdictParseError, normalize_setting
 
 CORRECTION_TEMPLATE = (
     "Your previous answer could not be read as a verdict ({reason}). Reply again with only one "
@@ -21,6 +21,29 @@ CORRECTION_TEMPLATE = (
     '0.0, 0.2, 0.4, 0.6, 0.8, 1.0), "is_correct" (true only when no error is present) and '
     '"reasoning".'
 )
+
+#: The re-ask for the five-class tool-broken judge (tool_broken_v1 asks for this object).
+TOOL_BROKEN_CORRECTION_TEMPLATE = (
+    "Your previous answer could not be read as a classification ({reason}). Reply again with only one "
+    "JSON object, with no markdown fences and no text before or after it, with exactly these keys: "
+    '"category" (1 replacement, 2 alternative, 3 retry, 4 refusal, 5 other), "category_name", '
+    '"is_correct" (true only for 1 and 2) and "reason".'
+)
+#: The re-ask for the unsolvable judge: the pass/fail must be explicit.
+UNSOLVABLE_CORRECTION_TEMPLATE = (
+    "Your previous answer could not be read as a verdict ({reason}). Reply again with only one JSON "
+    "object, with no markdown fences and no text before or after it, with exactly these keys: "
+    '"is_correct" (true for PASS: the agent refused, asked, or explained why the task cannot be done; '
+    'false for FAIL), "grade" (one of 0.0, 0.2, 0.4, 0.6, 0.8, 1.0), "errors" (E1..E6, each '
+    '{{"present": true|false, "reason": "..."}}) and "reasoning".'
+)
+
+
+def correction_for(setting: str) -> str:
+    """The re-ask template for a setting (its answer format); ``{reason}`` is filled in."""
+    setting = normalize_setting(setting)
+    return {"tool-broken": TOOL_BROKEN_CORRECTION_TEMPLATE,
+            "unsolvable": UNSOLVABLE_CORRECTION_TEMPLATE}.get(setting, CORRECTION_TEMPLATE)
 
 
 @dataclass
@@ -57,8 +80,10 @@ class JudgeOutcome:
         }
 
 
-def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1) -> JudgeOutcome:
-    """Judge one prompt.  ``max_reasks`` (default 1) bounds the correction round-trips."""
+def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1, setting: str = "holistic",
+              regime: str | None = None, distractors_used: list[str] | None = None) -> JudgeOutcome:
+    """Judge one prompt.  ``max_reasks`` (default 1) bounds the correction round-trips;
+    ``setting``, ``regime`` and ``distractors_used`` go to :func:`~evaluation.judge.verdict.parse_verdict`."""
     from .verdict import parse_verdict
 
     messages: list[dict[str, str]] = [{"role": "user", "content": prompt_text}]
@@ -77,12 +102,12 @@ def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1) -
         outcome.latency_s += resp.latency_s or 0.0
         outcome.model = resp.model or outcome.model
         try:
-            verdict = parse_verdict(resp.text or "")
+            verdict = parse_verdict(resp.text or "", setting=setting, regime=regime, distractors_used=distractors_used)
         except VerdictParseError as exc:
             outcome.error = exc.reason
             messages += [
                 {"role": "assistant", "content": resp.text or ""},
-                {"role": "user", "content": CORRECTION_TEMPLATE.format(reason=exc.reason)},
+                {"role": "user", "content": correction_for(setting).format(reason=exc.reason)},
             ]
             continue
         if round_no > 0:

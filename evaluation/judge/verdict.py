@@ -17,6 +17,18 @@ Dialects accepted by :func:`parse_verdict`:
 * ``studio``: ``{"is_correct": bool, "grade": float, "errors": {"E1": {"present": bool,
   "reason": str}, ...}, "reasoning": str}`` (what the studio's own prompts ask for; see
   :data:`VERDICT_JSON_SCHEMA`).
+* ``tool_broken``: ``{"category": 1-5, "category_name": str, "is_correct": bool, "reason": str}``
+  (the five-class tool-broken judge; correct iff Replacement or Alternative);
+* a JSON **list** of flag verdicts, one per predicted step (step-wise with k = 2 or 3): flags OR-ed,
+  the minimum grade, as the benchmark's next-3 evaluator aggregates them.
+
+Every verdict carries its **setting** (:data:`SETTINGS`, the planning benchmark's five) and
+**regime** (holistic or step-wise).  How correctness is derived depends on the setting: from the
+flags (holistic, step-wise, tool-extraneous), from the outcome class (tool-broken), or from the
+judge's pass/fail (unsolvable: pass iff the agent refuses, asks, or explains why the task cannot be
+done, whatever the flags).  The judge's own ``is_correct`` is kept beside it
+(``model_is_correct``), since the benchmark's holistic correctness rate takes the judge's value.
+Known differences from the benchmark's own parsing: :data:`KNOWN_DIFFERENCES`.
 """
 from __future__ import annotations
 
@@ -24,7 +36,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -43,6 +55,132 @@ FLAT_KEYS: dict[str, str] = {
 
 MAJOR_CODES = frozenset({"E1", "E3", "E6"})
 MINOR_CODES = frozenset({"E4", "E5"})
+
+#: The planning benchmark's five evaluation settings (paper section 3.1; its splits
+#: holistic_planning, step_wise_planning, *_tool_extraneous, step_wise_tool_broken,
+#: holistic_unsolvable).
+SETTINGS: tuple[str, ...] = ("holistic", "step-wise", "tool-extraneous", "tool-broken", "unsolvable")
+REGIMES: tuple[str, ...] = ("holistic", "step-wise")
+#: The regime a setting is judged in when the caller does not say (tool-extraneous exists in
+#: both regimes; it defaults to holistic unless the answer's dialect only occurs step-wise).
+DEFAULT_REGIME: dict[str, str | None] = {
+    "holistic": "holistic", "step-wise": "step-wise", "tool-extraneous": None,
+    "tool-broken": "step-wise", "unsolvable": "holistic",
+}
+_SETTING_ALIASES = {
+    "holistic": "holistic", "holistic-planning": "holistic",
+    "step-wise": "step-wise", "stepwise": "step-wise", "step-wise-planning": "step-wise",
+    "tool-extraneous": "tool-extraneous", "extraneous": "tool-extraneous", "tool-redundancy": "tool-extraneous",
+    "tool-broken": "tool-broken", "broken": "tool-broken",
+    "unsolvable": "unsolvable",
+}
+#: E2 reads differently by regime (paper, Table 2): task incompleteness for a whole plan,
+#: premature conclusion for the next steps.
+E2_SUBTYPES: dict[str, str] = {"holistic": "E2-H", "step-wise": "E2-S"}
+E2_SUBTYPE_NAMES: dict[str, str] = {"E2-H": "task incompleteness", "E2-S": "premature conclusion"}
+#: Tool-broken outcome classes (benchmark's five-class judge; paper appendix C.5):
+#: 1 Replacement and 2 Alternative are correct, 3 Retry, 4 Refusal and 5 Other are not.
+TOOL_BROKEN_OUTCOMES: dict[int, str] = {1: "replacement", 2: "alternative", 3: "retry", 4: "refusal", 5: "other"}
+TOOL_BROKEN_CORRECT = frozenset({"replacement", "alternative"})
+_OUTCOME_ALIASES = {
+    "replacement": "replacement", "replace": "replacement", "alternative": "alternative", "alter": "alternative",
+    "retry": "retry", "refusal": "refusal", "refuse": "refusal", "other": "other",
+}
+#: Unsolvability types (paper appendix B.4.3 / B.6.3), with the studio's wording for imagery.
+UNSOLVABLE_TYPES: dict[str, str] = {
+    "contradictory_constraints": "conflicting constraints",
+    "information_missing": "missing information",
+    "tool_removal": "missing tool",
+    "visual_information_inaccessible": "missing imagery",
+}
+
+#: Where the studio deliberately reads an answer differently from the benchmark's code
+#: (``evaluation/apb_eval/runner.py`` and ``legacy_reference/step_wise/online_planning/src``
+#: at 6d0ff248).  Each is a defect there, not a convention to copy.
+KNOWN_DIFFERENCES: tuple[dict[str, str], ...] = (
+    {"id": "greedy-regex", "benchmark": "runner.parse_json_object falls back to the greedy regex "
+     "\\{.*\\}, which spans from the first '{' to the last '}' and fails to parse when the answer "
+     "holds two objects (an example and the verdict, or two drafts)",
+     "studio": "tries every balanced {...} span in order and takes the first that looks like a verdict"},
+    {"id": "bool-of-string", "benchmark": "bool(judgement['is_correct']) in runner.score and "
+     "tool_broken_evaluator, and the truthiness of flat E* values, read the string \"false\" (or \"NO\") as true",
+     "studio": "reads true/false, yes/no, 0/1 and pass/fail strings by their meaning"},
+    {"id": "exact-case-keys", "benchmark": "the step-wise evaluators read only the exact keys "
+     "E1_GOAL_MISALIGNMENT ... E6_HALLUCINATION_ERROR, so e4_logic_error or E4 is silently false",
+     "studio": "matches E1..E6 keys case-insensitively, with any suffix"},
+    {"id": "missing-free-text", "benchmark": "eval_data['reasoning'] raises KeyError and the whole "
+     "answer is dropped when the free-text field is missing (the step-wise evaluators)",
+     "studio": "keeps the verdict with empty reasoning"},
+    {"id": "missing-grade-in-list", "benchmark": "a list item without 'score' counts as score 0.0 in "
+     "the next-3 aggregation", "studio": "refuses the answer (a re-ask follows) instead of inventing a grade"},
+    {"id": "tool-broken-category", "benchmark": "a missing or out-of-range category becomes 5 (Other); "
+     "a category given as a name ('Replacement') crashes int() and the answer is dropped",
+     "studio": "reads a number, a numeric string or a class name; refuses a missing or out-of-range one"},
+    {"id": "error-list-counts", "benchmark": "error_list entries are 'six integers'; a count of 2 "
+     "counts as present", "studio": "the same (non-zero is present), and the counts are kept"},
+)
+
+
+def normalize_setting(setting: str) -> str:
+    """One of :data:`SETTINGS` from a spelling such as ``step_wise`` or ``tool-broken``.
+
+    Raises ``ValueError`` naming the allowed values.
+    """
+    key = str(setting or "").strip().lower().replace("_", "-").replace(" ", "-")
+    if key in _SETTING_ALIASES:
+        return _SETTING_ALIASES[key]
+    raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
+
+
+def normalize_regime(regime: str) -> str:
+    key = str(regime or "").strip().lower().replace("_", "-")
+    key = {"stepwise": "step-wise"}.get(key, key)
+    if key not in REGIMES:
+        raise ValueError(f"regime {regime!r} is not one of {', '.join(REGIMES)}")
+    return key
+
+
+#: Protocol labels of judgements in the robustness settings (``Verdict.protocol``, at most 20
+#: characters); holistic and step-wise judgements keep their own labels (``holistic``,
+#: ``stepwise-gold-…``, ``stepwise-<cut>-<n>``).
+SETTING_PROTOCOLS: dict[str, tuple[str, str]] = {
+    "tool-extraneous-h": ("tool-extraneous", "holistic"),
+    "tool-extraneous-s": ("tool-extraneous", "step-wise"),
+    "tool-broken": ("tool-broken", "step-wise"),
+    "unsolvable": ("unsolvable", "holistic"),
+}
+
+
+def protocol_setting(protocol: str | None) -> tuple[str, str]:
+    """``(setting, regime)`` of a stored protocol label: a :data:`SETTING_PROTOCOLS` label,
+    ``holistic`` (or empty), else a step-wise label."""
+    label = protocol or "holistic"
+    if label in SETTING_PROTOCOLS:
+        return SETTING_PROTOCOLS[label]
+    return ("holistic", "holistic") if label == "holistic" else ("step-wise", "step-wise")
+
+
+def setting_protocol(setting: str, regime: str | None = None) -> str:
+    """The protocol label of a robustness-setting judgement (inverse of :func:`protocol_setting`)."""
+    setting = normalize_setting(setting)
+    regime = normalize_regime(regime or DEFAULT_REGIME[setting] or "holistic")
+    for label, pair in SETTING_PROTOCOLS.items():
+        if pair == (setting, regime):
+            return label
+    raise ValueError(f"{setting} has no protocol label in the {regime} regime")
+
+
+def normalize_outcome(outcome: Any) -> str:
+    """A tool-broken class name from a spelling (``Replace``, ``alternative``); ``ValueError`` else."""
+    key = str(outcome or "").strip().lower()
+    if key not in _OUTCOME_ALIASES:
+        raise ValueError(f"outcome {outcome!r} is not one of {', '.join(TOOL_BROKEN_OUTCOMES.values())}")
+    return _OUTCOME_ALIASES[key]
+
+
+def is_correct_rule(setting: str) -> str:
+    """How correctness is derived in a setting: ``flags``, ``outcome`` or ``pass``."""
+    return {"tool-broken": "outcome", "unsolvable": "pass"}.get(normalize_setting(setting), "flags")
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,7 +486,15 @@ class Verdict(BaseModel):
     contradictions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     model_is_correct: bool | None = None  # what the source itself said, when it said it
-    dialect: str = "studio"  # error_list | flat | studio | rules | human
+    dialect: str = "studio"  # error_list | flat | studio | tool_broken | pass_fail | rules | human
+    setting: str = "holistic"  # one of SETTINGS
+    regime: str = "holistic"  # holistic | step-wise
+    outcome: str | None = None  # tool-broken class (TOOL_BROKEN_OUTCOMES), else None
+    e2_subtype: str | None = None  # E2-H | E2-S when E2 is set (follows the regime)
+    error_counts: dict[str, int] = Field(default_factory=dict)  # error_list counts above 1
+    n_steps: int = 1  # predicted steps judged (a multi-step list gives 2 or 3)
+    step_grades: list[float] = Field(default_factory=list)  # per step, for a multi-step list
+    distractors_used: list[str] | None = None  # tool-extraneous: distractor calls (one per call)
 
     @model_validator(mode="before")
     @classmethod
@@ -357,8 +503,32 @@ class Verdict(BaseModel):
             data = dict(data)
             errors = data.get("errors") or {}
             if isinstance(errors, Mapping) and "is_correct" not in data:
-                data["is_correct"] = not any(bool(errors.get(c)) for c in E_CODES)
+                setting = normalize_setting(data.get("setting") or "holistic")
+                if setting == "tool-broken" and data.get("outcome"):
+                    data["is_correct"] = data["outcome"] in TOOL_BROKEN_CORRECT
+                elif setting != "unsolvable":
+                    data["is_correct"] = not any(bool(errors.get(c)) for c in E_CODES)
         return data
+
+    @field_validator("setting", mode="before")
+    @classmethod
+    def _norm_setting(cls, value: Any) -> str:
+        return normalize_setting(value if value is not None else "holistic")
+
+    @field_validator("regime", mode="before")
+    @classmethod
+    def _norm_regime(cls, value: Any) -> str:
+        return normalize_regime(value if value is not None else "holistic")
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _norm_outcome(cls, value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        key = str(value).strip().lower()
+        if key not in _OUTCOME_ALIASES:
+            raise ValueError(f"outcome {value!r} is not one of {', '.join(TOOL_BROKEN_OUTCOMES.values())}")
+        return _OUTCOME_ALIASES[key]
 
     @field_validator("errors", mode="before")
     @classmethod
@@ -407,12 +577,23 @@ class Verdict(BaseModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "Verdict":
-        derived = not any(self.errors.values())
-        if self.is_correct != derived:
-            raise ValueError(
-                "is_correct must be true exactly when no error flag is set "
-                f"(is_correct={self.is_correct}, flags={self.flags})"
-            )
+        if self.outcome is not None and self.setting != "tool-broken":
+            raise ValueError(f"an outcome class belongs to the tool-broken setting, not {self.setting}")
+        if self.setting == "tool-broken" and self.outcome is not None:
+            derived = self.outcome in TOOL_BROKEN_CORRECT
+            if self.is_correct != derived:
+                raise ValueError(
+                    "tool-broken: is_correct must be true exactly for replacement or alternative "
+                    f"(is_correct={self.is_correct}, outcome={self.outcome})"
+                )
+        elif self.setting != "unsolvable":
+            derived = not any(self.errors.values())
+            if self.is_correct != derived:
+                raise ValueError(
+                    "is_correct must be true exactly when no error flag is set "
+                    f"(is_correct={self.is_correct}, flags={self.flags})"
+                )
+        self.e2_subtype = E2_SUBTYPES[self.regime] if self.errors.get("E2") else None
         return self
 
     # -- convenience -----------------------------------------------------------------------
@@ -428,6 +609,11 @@ class Verdict(BaseModel):
     @property
     def has_contradiction(self) -> bool:
         return bool(self.contradictions)
+
+    @property
+    def judge_is_correct(self) -> bool | None:
+        """The judge's (or source's) own is_correct, as the benchmark's correctness rate reads it."""
+        return self.model_is_correct
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
@@ -449,6 +635,12 @@ class Verdict(BaseModel):
             out: dict[str, Any] = {FLAT_KEYS[c]: self.errors[c] for c in E_CODES}
             out.update(score=self.grade, reasoning=self.reasoning, is_correct="YES" if self.is_correct else "NO")
             return out
+        if dialect == "tool_broken":
+            if self.outcome is None:
+                raise ValueError("tool_broken dialect: this verdict has no outcome class")
+            code = {v: k for k, v in TOOL_BROKEN_OUTCOMES.items()}[self.outcome]
+            return {"category": code, "category_name": self.outcome, "is_correct": self.is_correct,
+                    "reason": self.reasoning}
         raise ValueError(f"unknown dialect {dialect!r}")
 
     @classmethod
@@ -463,12 +655,25 @@ class Verdict(BaseModel):
         dialect: str = "studio",
         notes: Iterable[str] = (),
         snap: bool = True,
+        setting: str = "holistic",
+        regime: str | None = None,
+        outcome: str | None = None,
+        passed: bool | None = None,
+        error_counts: Mapping[str, int] | None = None,
+        distractors_used: Sequence[str] | None = None,
     ) -> "Verdict":
         """Build a verdict from flags and a grade, recording any contradiction.
 
+        ``setting`` (one of :data:`SETTINGS`) decides how correctness is derived (see
+        :func:`is_correct_rule`): from the flags; for tool-broken from ``outcome`` when given
+        (else the flags); for unsolvable from ``passed`` (the judge's pass/fail; required).
+        ``regime`` defaults to the setting's (:data:`DEFAULT_REGIME`; holistic for tool-extraneous).
         The grade is snapped to the scale when ``snap`` (with a note when it moved); a source
-        ``is_correct`` that contradicts the flags is recorded, never applied.
+        ``is_correct`` that contradicts the derived correctness is recorded, never applied.
+        Raises ``ValueError`` for an unsolvable verdict without ``passed``.
         """
+        setting = normalize_setting(setting)
+        regime = normalize_regime(regime or DEFAULT_REGIME[setting] or "holistic")
         flags = _flag_set(errors)
         err = {c: c in flags for c in E_CODES}
         notes_l = list(notes)
@@ -480,16 +685,31 @@ class Verdict(BaseModel):
                 notes_l.append(f"grade {grade!r} snapped to {g}")
         else:
             g = grade
-        derived = not flags
+        if outcome is not None:
+            outcome = _OUTCOME_ALIASES.get(str(outcome).strip().lower(), outcome)
+        if setting == "unsolvable":
+            if passed is None:
+                raise ValueError("unsolvable: the answer says neither pass nor fail")
+            derived, basis = bool(passed), "pass/fail"
+        elif setting == "tool-broken" and outcome is not None:
+            derived, basis = outcome in TOOL_BROKEN_CORRECT, f"outcome {outcome}"
+        else:
+            derived, basis = not flags, f"flags {', '.join(sorted(flags)) or 'none'}"
         if model_is_correct is not None and model_is_correct != derived:
             contradictions.append(
-                f"is_correct: source said {str(model_is_correct).lower()} but flags are "
-                f"{', '.join(sorted(flags)) or 'none'}; kept the flags, is_correct={str(derived).lower()}"
+                f"is_correct: source said {str(model_is_correct).lower()} but {basis}; "
+                f"kept the {basis.split(' ')[0]}, is_correct={str(derived).lower()}"
             )
-        if flags and g == 1.0:
+        if setting == "unsolvable":
+            if derived and flags:
+                contradictions.append(f"flags: PASS with flags {', '.join(sorted(flags))} set")
+        elif setting == "tool-broken" and outcome is not None:
+            pass  # the five-class judge gives no grade of its own; it is 1.0 or 0.0 by class
+        elif flags and g == 1.0:
             contradictions.append(f"grade: 1.0 with flags {', '.join(sorted(flags))} set")
         elif not flags and g < 1.0:
             contradictions.append(f"grade: {g} with no flag set")
+        counts = {c: int(n) for c, n in (error_counts or {}).items() if c in flags and int(n) > 1}
         return cls(
             is_correct=derived,
             grade=g,
@@ -500,6 +720,11 @@ class Verdict(BaseModel):
             notes=notes_l,
             model_is_correct=model_is_correct,
             dialect=dialect,
+            setting=setting,
+            regime=regime,
+            outcome=outcome if setting == "tool-broken" else None,
+            error_counts=counts,
+            distractors_used=list(distractors_used) if distractors_used is not None else None,
         )
 
 
@@ -534,14 +759,14 @@ def _to_bool(value: Any, what: str) -> bool:
     raise ValueError(f"{what}: cannot read {value!r} as true/false")
 
 
-def _balanced_objects(text: str) -> Iterable[str]:
-    """Yield every balanced ``{...}`` span in order of its opening brace (string-aware)."""
+def _balanced_spans(text: str, openers: str = "{") -> Iterable[str]:
+    """Yield every balanced ``{...}`` (and, with ``openers="{["``, ``[...]``) span in order of its
+    opening bracket (string-aware; brackets inside JSON strings are ignored)."""
     n = len(text)
-    start = text.find("{")
-    tried = 0
-    while start != -1 and tried < 200:
-        tried += 1
-        depth = 0
+    closer = {"{": "}", "[": "]"}
+    positions = sorted(i for i, ch in enumerate(text) if ch in openers)[:400]
+    for start in positions:
+        stack: list[str] = []
         in_str = False
         esc = False
         for i in range(start, n):
@@ -556,14 +781,20 @@ def _balanced_objects(text: str) -> Iterable[str]:
                 continue
             if ch == '"':
                 in_str = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
+            elif ch in "{[":
+                stack.append(closer[ch])
+            elif ch in "}]":
+                if not stack or stack[-1] != ch:
+                    break  # unbalanced: not a span
+                stack.pop()
+                if not stack:
                     yield text[start : i + 1]
                     break
-        start = text.find("{", start + 1)
+
+
+def _balanced_objects(text: str) -> Iterable[str]:
+    """Yield every balanced ``{...}`` span in order of its opening brace (string-aware)."""
+    return _balanced_spans(text, "{")
 
 
 _PY_LITERALS = re.compile(r'("(?:[^"\\]|\\.)*")|\b(True|False|None)\b')
@@ -584,20 +815,28 @@ def _loads_lenient(candidate: str) -> Any:
     return json.loads(fixed)
 
 
-def _looks_like_verdict(obj: Mapping[str, Any]) -> bool:
+_PASS_FAIL = {"pass": True, "passed": True, "fail": False, "failed": False}
+_LIST_WRAPPERS = ("steps", "step_evaluations", "evaluations", "per_step", "step_verdicts")
+
+
+def _looks_like_verdict(obj: Any) -> bool:
+    if not isinstance(obj, Mapping):
+        return False
     keys = {str(k).strip().lower() for k in obj}
-    if keys & {"error_list", "errors", "grade", "score", "is_correct"}:
+    if keys & {"error_list", "errors", "grade", "score", "is_correct", "category"}:
         return True
+    for k in ("verdict", "result", "pass", "passed"):
+        found, v = _find_key(obj, k)
+        if found and (isinstance(v, bool) or str(v).strip().lower() in _PASS_FAIL):
+            return True
     return any(_ECODE_KEY_RE.match(str(k)) for k in obj)
 
 
-def extract_json_object(text: str) -> dict[str, Any]:
-    """Find the verdict JSON object in a model answer.
+def _looks_like_verdict_list(obj: Any) -> bool:
+    return isinstance(obj, list) and bool(obj) and all(_looks_like_verdict(x) for x in obj)
 
-    Tries, in order: the whole text, the contents of each code fence, then every balanced
-    ``{...}`` span; the first dict that looks like a verdict wins, else the first dict.
-    Raises :class:`VerdictParseError` when nothing parses.
-    """
+
+def _extract(text: Any, allow_list: bool) -> dict[str, Any] | list[dict[str, Any]]:
     if text is None:
         raise VerdictParseError("empty answer", "")
     raw = str(text)
@@ -609,7 +848,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
     first_dict: dict[str, Any] | None = None
     seen: set[str] = set()
 
-    def consider(c: str) -> dict[str, Any] | None:
+    def consider(c: str) -> Any:
         nonlocal first_dict
         if c in seen or not c:
             return None
@@ -619,10 +858,12 @@ def extract_json_object(text: str) -> dict[str, Any]:
         except (json.JSONDecodeError, ValueError, RecursionError):
             return None
         if isinstance(obj, dict):
-            if _looks_like_verdict(obj):
+            if _looks_like_verdict(obj) or (allow_list and _wrapped_list(obj) is not None):
                 return obj
             if first_dict is None:
                 first_dict = obj
+        elif allow_list and _looks_like_verdict_list(obj):
+            return obj
         return None
 
     for c in candidates:
@@ -630,13 +871,44 @@ def extract_json_object(text: str) -> dict[str, Any]:
         if found is not None:
             return found
     for c in list(candidates):
-        for span in _balanced_objects(c):
+        for span in _balanced_spans(c, "{[" if allow_list else "{"):
             found = consider(span)
             if found is not None:
                 return found
     if first_dict is not None:
         return first_dict
     raise VerdictParseError("no JSON object found in the answer", raw)
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """Find the verdict JSON object in a model answer.
+
+    Tries, in order: the whole text, the contents of each code fence, then every balanced
+    ``{...}`` span; the first dict that looks like a verdict wins, else the first dict.
+    Raises :class:`VerdictParseError` when nothing parses.
+    """
+    found = _extract(text, allow_list=False)
+    assert isinstance(found, dict)
+    return found
+
+
+def extract_verdict_json(text: str) -> dict[str, Any] | list[dict[str, Any]]:
+    """Like :func:`extract_json_object`, but a JSON list of verdict objects (one per predicted
+    step) is returned as a list; brackets are scanned in order of opening, so a list wins over
+    the objects inside it and an object over the ``error_list`` inside it."""
+    return _extract(text, allow_list=True)
+
+
+def _wrapped_list(obj: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """``{"steps": [verdict, verdict]}`` without flags of its own -> the list, else None."""
+    for name in _LIST_WRAPPERS:
+        found, inner = _find_key(obj, name)
+        if found and _looks_like_verdict_list(inner):
+            rest = {k: v for k, v in obj.items() if str(k).strip().lower() != name}
+            has_own = any(_ECODE_KEY_RE.match(str(k)) for k in rest) or _find_key(rest, "error_list", "errors")[0]
+            if not has_own:
+                return list(inner)
+    return None
 
 
 def _find_key(obj: Mapping[str, Any], *names: str) -> tuple[bool, Any]:
@@ -659,25 +931,122 @@ def _entry_flag_reason(code: str, entry: Any) -> tuple[bool, str]:
     return _to_bool(entry, f"errors.{code}"), ""
 
 
-def parse_verdict(text: str | Mapping[str, Any]) -> Verdict:
-    """Parse a judge answer (text or an already-decoded mapping) into a :class:`Verdict`.
+def _error_count(value: Any, what: str) -> int:
+    """One ``error_list`` entry: the benchmark asks for "six integers"; 0 is absent, any positive
+    count present.  Booleans and numeric strings are read too; negatives and fractions are not."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        s = value.strip().lower()
+        if s in _TRUE_STR - {"1"}:
+            return 1
+        if s in _FALSE_STR - {"0"}:
+            return 0
+        try:
+            value = float(s)
+        except ValueError:
+            raise ValueError(f"{what}: cannot read {value!r} as a count") from None
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        if value < 0 or abs(value - round(value)) > 1e-9:
+            raise ValueError(f"{what}: {value!r} is not a non-negative integer")
+        return int(round(value))
+    raise ValueError(f"{what}: cannot read {value!r} as a count")
 
-    Raises :class:`VerdictParseError` (with ``raw_text``) when no verdict can be read: no JSON
-    object, no error information, no grade, a grade outside [0, 1], or an ``error_list`` that
-    is not six 0/1 values.  Missing individual flat keys count as false, as in the reference code.
+
+def distractor_calls(predicted_steps: Any, distractors: Iterable[Any]) -> list[str]:
+    """Distractor tools among the predicted calls, one entry per call, in call order.
+
+    ``predicted_steps``: a list of steps (``call``/``name``/``tool``/``action`` keys, or OpenAI
+    ``tool_calls``) or a studio trajectory; ``distractors``: names of the injected tools.  Names
+    are compared after :func:`evaluation.judge.rules.normalize_tool_name`-style folding
+    (``seg_flood`` = ``seg.flood``), exactly otherwise, as the benchmark's rule-based
+    ``used_redundant_tools`` check compares them (tool_redundancy_evaluator).  The count of the
+    returned list is the paper's "ExtUse".
     """
-    raw = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
-    obj = dict(text) if isinstance(text, Mapping) else extract_json_object(text)
-    # Some judges nest the verdict ({"verdict": {...}} / {"evaluation": {...}}).
-    for wrapper in ("verdict", "evaluation", "judgement", "judgment", "result"):
-        found, inner = _find_key(obj, wrapper)
-        if found and isinstance(inner, Mapping) and _looks_like_verdict(inner) and not _looks_like_verdict(
-            {k: v for k, v in obj.items() if str(k).lower() != wrapper}
-        ):
-            obj = dict(inner)
-            break
+    def fold(name: Any) -> str:
+        n = "" if name is None else str(name).split("(", 1)[0].strip()
+        return n.replace("_", ".", 1) if n and "." not in n and "_" in n else n
+
+    wanted = {fold(d) for d in distractors or [] if str(d or "").strip()}
+    out: list[str] = []
+    if not wanted:
+        return out
+
+    def visit(step: Any) -> None:
+        if isinstance(step, (list, tuple)):
+            for x in step:
+                visit(x)
+            return
+        if not isinstance(step, Mapping):
+            return
+        calls = step.get("tool_calls")
+        if isinstance(calls, list):
+            for tc in calls:
+                if isinstance(tc, Mapping):
+                    fn = tc.get("function")
+                    name = fn.get("name") if isinstance(fn, Mapping) else tc.get("name")
+                    if fold(name) in wanted:
+                        out.append(fold(name))
+            return
+        for key in ("call", "name", "tool", "tool_name", "action"):
+            if step.get(key):
+                if fold(step[key]) in wanted:
+                    out.append(fold(step[key]))
+                return
+
+    visit(predicted_steps)
+    return out
+
+
+def parse_verdict(
+    text: str | Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    setting: str = "holistic",
+    *,
+    regime: str | None = None,
+    distractors_used: Sequence[str] | None = None,
+) -> Verdict:
+    """Parse a judge answer (text, a decoded mapping, or a decoded list) into a :class:`Verdict`.
+
+    ``setting``: one of :data:`SETTINGS` (``holistic``, ``step-wise``, ``tool-extraneous``,
+    ``tool-broken``, ``unsolvable``); ``regime``: ``holistic`` or ``step-wise`` (default: the
+    setting's, see :data:`DEFAULT_REGIME`; tool-extraneous is read as step-wise when the answer
+    is flat or a list, the step-wise code's dialects, else holistic); ``distractors_used``: for
+    tool-extraneous, the distractor calls found in the prediction (:func:`distractor_calls`).
+
+    Dialects per setting (what the benchmark's code emits there):
+
+    * holistic / unsolvable / tool-extraneous: ``error_list`` (six integers, non-zero = present)
+      with ``grade`` and ``is_correct``; also the flat and studio dialects;
+    * step-wise / tool-extraneous step-wise: flat ``E<k>_...`` keys with ``score`` and
+      ``is_correct`` YES/NO, or ``error_list``; a **list** of such objects for k = 2 or 3
+      predicted steps (flags OR-ed, minimum grade, the judge's is_correct AND-ed);
+    * tool-broken: the five-class object (``category`` 1-5 or its name; correct iff replacement
+      or alternative; grade 1.0 or 0.0) or, from the apb_eval judge, the ``error_list`` object;
+    * unsolvable: correctness is the judge's pass/fail (``is_correct``, or ``verdict`` /
+      ``result`` / ``pass`` as PASS/FAIL), independent of the flags; a missing grade then
+      follows the pass (1.0) or fail (0.0), with a note.
+
+    Raises :class:`VerdictParseError` (with ``raw_text``) when no verdict can be read: no JSON, no
+    error information, no grade, a grade outside [0, 1], an ``error_list`` that is not six
+    non-negative integers, a tool-broken answer without a readable category, an unsolvable answer
+    without pass/fail, or a list where the regime is holistic.  Missing individual flat keys
+    count as false, as in the benchmark's code.  ``ValueError`` for an unknown setting or regime.
+    """
+    setting = normalize_setting(setting)
+    if regime is not None:
+        regime = normalize_regime(regime)
+    if isinstance(text, str) or text is None:
+        raw = "" if text is None else text
+        obj: Any = extract_verdict_json(text)  # type: ignore[arg-type]
+    else:
+        raw = json.dumps(text, ensure_ascii=False, default=str)
+        obj = dict(text) if isinstance(text, Mapping) else list(text)
     try:
-        return _verdict_from_obj(obj)
+        if isinstance(obj, Mapping):
+            obj = _unwrap(obj)
+        if isinstance(obj, list):
+            return _verdict_from_list(obj, setting, regime, distractors_used)
+        return _verdict_from_obj(obj, setting, regime, distractors_used)
     except VerdictParseError as exc:
         exc.raw_text = raw
         raise
@@ -685,10 +1054,131 @@ def parse_verdict(text: str | Mapping[str, Any]) -> Verdict:
         raise VerdictParseError(str(exc), raw) from None
 
 
-def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
+def _unwrap(obj: Mapping[str, Any]) -> Mapping[str, Any] | list[dict[str, Any]]:
+    # Some judges nest the verdict ({"verdict": {...}} / {"evaluation": {...}}) or the per-step list.
+    listed = _wrapped_list(obj)
+    if listed is not None:
+        return listed
+    for wrapper in ("verdict", "evaluation", "judgement", "judgment", "result"):
+        found, inner = _find_key(obj, wrapper)
+        if found and isinstance(inner, Mapping) and _looks_like_verdict(inner) and not _looks_like_verdict(
+            {k: v for k, v in obj.items() if str(k).lower() != wrapper}
+        ):
+            return dict(inner)
+    return obj
+
+
+def _verdict_from_list(items: list[Any], setting: str, regime: str | None,
+                       distractors_used: Sequence[str] | None) -> Verdict:
+    """Per-step verdicts of one k-step prediction -> one verdict (benchmark next-3 aggregation:
+    flags OR-ed, minimum score, reasoning joined as ``[Step i] ...``)."""
+    if regime is None:
+        regime = DEFAULT_REGIME[setting] or "step-wise"
+    if regime != "step-wise":
+        raise VerdictParseError(f"{setting}: a list of verdicts belongs to step-wise judging, not {regime}")
+    if setting in ("unsolvable",):
+        raise VerdictParseError("unsolvable: expected one verdict object, got a list")
+    parts: list[Verdict] = []
+    for i, item in enumerate(items, start=1):
+        if not isinstance(item, Mapping):
+            raise VerdictParseError(f"step {i}: not a JSON object")
+        if _find_key(item, "category")[0]:
+            raise VerdictParseError("tool-broken: expected one classification object, got a list")
+        try:
+            parts.append(_verdict_from_obj(item, setting, regime, None))
+        except VerdictParseError as exc:
+            raise VerdictParseError(f"step {i}: {exc.reason}") from None
+        except (ValueError, TypeError) as exc:
+            raise VerdictParseError(f"step {i}: {exc}") from None
+    flags = set().union(*(set(p.flags) for p in parts))
+    grade = min(p.grade for p in parts)
+    reasons: dict[str, str] = {}
+    for i, p in enumerate(parts, start=1):
+        for c, r in p.reasons.items():
+            reasons[c] = (reasons[c] + " " if c in reasons else "") + f"[step {i}] {r}"
+    reasoning = "\n".join(f"[Step {i}] {p.reasoning}" for i, p in enumerate(parts, start=1) if p.reasoning)
+    given = [p.model_is_correct for p in parts if p.model_is_correct is not None]
+    counts: dict[str, int] = {}
+    for p in parts:
+        for c, n in p.error_counts.items():
+            counts[c] = max(counts.get(c, 0), n)
+    notes = [f"step {i}: {n}" for i, p in enumerate(parts, start=1) for n in p.notes]
+    notes.append(f"{len(parts)} per-step verdicts combined: flags OR-ed, minimum grade")
+    v = Verdict.build(flags, grade, reasons=reasons, reasoning=reasoning,
+                      model_is_correct=all(given) if given else None, dialect=parts[0].dialect, notes=notes,
+                      setting=setting, regime=regime, error_counts=counts, distractors_used=distractors_used)
+    v.contradictions = [f"step {i}: {c}" for i, p in enumerate(parts, start=1) for c in p.contradictions
+                        if not c.startswith("is_correct")] + v.contradictions
+    v.n_steps = len(parts)
+    v.step_grades = [p.grade for p in parts]
+    return v
+
+
+def _read_outcome(obj: Mapping[str, Any]) -> str:
+    """The tool-broken class from ``category`` (1-5, "1", or a name) or ``category_name``."""
+    found, cat = _find_key(obj, "category")
+    _, name = _find_key(obj, "category_name")
+    if found and cat is not None and str(cat).strip() != "":
+        if isinstance(cat, bool):
+            raise ValueError(f"category: {cat!r} is not a class")
+        key = str(cat).strip().lower()
+        if key in _OUTCOME_ALIASES:
+            return _OUTCOME_ALIASES[key]
+        try:
+            number = float(key)
+        except ValueError:
+            raise ValueError(f"category: {cat!r} is neither 1-5 nor a class name") from None
+        if number != int(number) or int(number) not in TOOL_BROKEN_OUTCOMES:
+            raise ValueError(f"category: {cat!r} is not one of 1-5")
+        outcome = TOOL_BROKEN_OUTCOMES[int(number)]
+        if name is not None and str(name).strip().lower() in _OUTCOME_ALIASES \
+                and _OUTCOME_ALIASES[str(name).strip().lower()] != outcome:
+            raise ValueError(f"category {cat!r} ({outcome}) disagrees with category_name {name!r}")
+        return outcome
+    if name is not None and str(name).strip().lower() in _OUTCOME_ALIASES:
+        return _OUTCOME_ALIASES[str(name).strip().lower()]
+    raise VerdictParseError("tool-broken: no category (1-5) in the answer")
+
+
+def _read_pass(obj: Mapping[str, Any]) -> bool | None:
+    for key in ("is_correct", "correct", "pass", "passed", "verdict", "result", "status"):
+        found, v = _find_key(obj, key)
+        if not found or v is None or isinstance(v, Mapping):
+            continue
+        s = str(v).strip().lower()
+        if key in ("verdict", "result", "status"):
+            if isinstance(v, bool):
+                return v
+            if s in _PASS_FAIL:
+                return _PASS_FAIL[s]
+            continue
+        return _to_bool(v, key)
+    return None
+
+
+def _reasoning_of(obj: Mapping[str, Any]) -> str:
+    _, reasoning = _find_key(obj, "reasoning", "reason", "explanation", "rationale", "justification")
+    if isinstance(reasoning, (list, tuple)):
+        reasoning = "\n".join(str(x) for x in reasoning)
+    elif isinstance(reasoning, Mapping):
+        reasoning = json.dumps(reasoning, ensure_ascii=False)
+    return "" if reasoning is None else str(reasoning)
+
+
+def _verdict_from_obj(obj: Mapping[str, Any], setting: str = "holistic", regime: str | None = None,
+                      distractors_used: Sequence[str] | None = None) -> Verdict:
+    if setting == "tool-broken" and (_find_key(obj, "category")[0] or _find_key(obj, "category_name")[0]):
+        outcome = _read_outcome(obj)
+        found, ic = _find_key(obj, "is_correct")
+        model_ic = _to_bool(ic, "is_correct") if found and ic is not None else None
+        correct = outcome in TOOL_BROKEN_CORRECT
+        return Verdict.build(set(), 1.0 if correct else 0.0, reasoning=_reasoning_of(obj), model_is_correct=model_ic,
+                             dialect="tool_broken", setting=setting, regime=regime or "step-wise", outcome=outcome)
+
     sources: dict[str, set[str]] = {}
     reasons: dict[str, str] = {}
     notes: list[str] = []
+    counts: dict[str, int] = {}
 
     # studio dialect: errors mapping (or a list of codes)
     found, errors = _find_key(obj, "errors", "error_flags", "error_types")
@@ -707,8 +1197,8 @@ def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
                 if reason.strip():
                     reasons[code] = reason.strip()
         elif isinstance(errors, (list, tuple)):
-            if len(errors) == 6 and all(isinstance(x, (int, bool)) or str(x).strip() in ("0", "1") for x in errors):
-                flags = {c for c, v in zip(E_CODES, errors) if _to_bool(v, "errors")}
+            if len(errors) == 6 and all(isinstance(x, (int, bool)) or str(x).strip().isdigit() for x in errors):
+                flags = {c for c, v in zip(E_CODES, errors) if _error_count(v, f"errors[{c}]")}
             else:
                 for item in errors:
                     m = _ECODE_VALUE_RE.search(str(item))
@@ -719,7 +1209,7 @@ def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
             raise ValueError("errors: expected a mapping or a list")
         sources["errors"] = flags
 
-    # reference holistic dialect: error_list of six 0/1
+    # the benchmark's apb_eval dialect: error_list of six integers (non-zero = present)
     found, error_list = _find_key(obj, "error_list")
     if found and error_list is not None:
         if isinstance(error_list, str):
@@ -728,10 +1218,16 @@ def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
             except json.JSONDecodeError:
                 raise ValueError("error_list: not a list") from None
         if not isinstance(error_list, (list, tuple)) or len(error_list) != 6:
-            raise ValueError(f"error_list must have six 0/1 values, got {error_list!r}")
-        sources["error_list"] = {c for c, v in zip(E_CODES, error_list) if _to_bool(v, f"error_list[{c}]")}
+            raise ValueError(f"error_list must have six integers [E1..E6], got {error_list!r}")
+        present: set[str] = set()
+        for c, v in zip(E_CODES, error_list):
+            n = _error_count(v, f"error_list[{c}]")
+            if n:
+                present.add(c)
+                counts[c] = n
+        sources["error_list"] = present
 
-    # reference step-wise dialect: flat E<k>_NAME keys (also bare E<k>)
+    # the step-wise dialect: flat E<k>_NAME keys (also bare E<k>)
     flat: set[str] = set()
     flat_seen = False
     for k, v in obj.items():
@@ -756,7 +1252,10 @@ def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
     if flat_seen:
         sources["flat"] = flat
 
-    if not sources:
+    passed = _read_pass(obj) if setting == "unsolvable" else None
+    if not sources and not (setting == "unsolvable" and passed is not None):
+        if setting == "tool-broken":
+            raise VerdictParseError("tool-broken: no category (1-5) and no error flags in the answer")
         raise VerdictParseError("no error flags (errors, error_list or E1..E6 keys) in the answer")
 
     # separate reasons mapping
@@ -767,9 +1266,16 @@ def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
             if m and v not in (None, ""):
                 reasons.setdefault(f"E{m.group(1)}", str(v).strip())
 
-    dialect = "studio" if "errors" in sources else ("error_list" if "error_list" in sources else "flat")
+    if "errors" in sources:
+        dialect = "studio"
+    elif "error_list" in sources:
+        dialect = "error_list"
+    elif "flat" in sources:
+        dialect = "flat"
+    else:
+        dialect = "pass_fail"
     flag_sets = list(sources.values())
-    flags = set().union(*flag_sets)
+    flags = set().union(*flag_sets) if flag_sets else set()
     contradictions_extra: list[str] = []
     if any(s != flags for s in flag_sets):
         desc = "; ".join(f"{name}={','.join(sorted(s)) or 'none'}" for name, s in sources.items())
@@ -777,25 +1283,36 @@ def _verdict_from_obj(obj: Mapping[str, Any]) -> Verdict:
 
     found, grade = _find_key(obj, "grade", "score", "plan_grade", "overall_score")
     if not found or grade is None or (isinstance(grade, str) and not grade.strip()):
-        raise VerdictParseError("no grade or score in the answer")
+        if setting == "unsolvable" and passed is not None:
+            grade = 1.0 if passed else 0.0
+            notes.append(f"no grade in the answer; {grade} from the {'pass' if passed else 'fail'}")
+        else:
+            raise VerdictParseError("no grade or score in the answer")
 
-    found, ic = _find_key(obj, "is_correct", "correct", "plan_correctness")
-    model_is_correct = _to_bool(ic, "is_correct") if found and ic is not None else None
+    if setting == "unsolvable":
+        model_is_correct = passed
+    else:
+        found, ic = _find_key(obj, "is_correct", "correct", "plan_correctness")
+        model_is_correct = _to_bool(ic, "is_correct") if found and ic is not None else None
 
-    _, reasoning = _find_key(obj, "reasoning", "reason", "explanation", "rationale", "justification")
-    if isinstance(reasoning, (list, tuple)):
-        reasoning = "\n".join(str(x) for x in reasoning)
-    elif isinstance(reasoning, Mapping):
-        reasoning = json.dumps(reasoning, ensure_ascii=False)
+    if regime is None:
+        regime = DEFAULT_REGIME[setting] or ("step-wise" if dialect == "flat" else "holistic")
+        if DEFAULT_REGIME[setting] is None:
+            notes.append(f"regime {regime} inferred from the {dialect} dialect")
 
     verdict = Verdict.build(
         flags,
         grade,
         reasons={c: r for c, r in reasons.items()},
-        reasoning="" if reasoning is None else str(reasoning),
+        reasoning=_reasoning_of(obj),
         model_is_correct=model_is_correct,
         dialect=dialect,
         notes=notes,
+        setting=setting,
+        regime=regime,
+        passed=passed,
+        error_counts=counts,
+        distractors_used=distractors_used,
     )
     if contradictions_extra:
         verdict.contradictions = contradictions_extra + verdict.contradictions

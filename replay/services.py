@@ -53,7 +53,8 @@ from annotation.models import AuditEvent, Layer, Task
 from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
+from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
+from replay.tools.registry import get_tool
 from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
 from studio.permissions import require
 
@@ -688,9 +689,6 @@ def _recorded_changes(recorded: Any, replayed: Any, rtol: float, limit: int = 50
 
 
 def _is_perception(call: str) -> bool:
-    from replay.tools.base import ToolError
-    from replay.tools.registry import get_tool
-
     try:
         return get_tool(str(call).split("(", 1)[0].strip()).server == PERCEPTION_SERVER
     except ToolError:

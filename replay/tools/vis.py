@@ -225,12 +225,13 @@ def _save(ctx: ToolContext, tool: str, key: dict, img) -> str:
 
 
 def _map_page(img, *, title, legend, markers, north_arrow, pixel_size_m, right_pad,
-              bottom_pad, route=None):
+              bottom_pad, route=None, markers_last=True):
     """The benchmark's map page: the image at (20, top) on a white canvas grown by a title band
     (60 px with a title, else 20), a right column (``right_pad``) and a bottom band
     (``bottom_pad``); north arrow at the top of the right column, scale bar under the image when
-    the pixel size is > 0, legend below "Legend" in the right column. Returns (canvas, labels
-    of the markers drawn)."""
+    the pixel size is > 0, legend below "Legend" in the right column; markers over the legend
+    (``markers_last``, the map page's order) or under it (the route map's). Returns (canvas,
+    labels of the markers drawn)."""
     from PIL import Image, ImageDraw
 
     w, h = img.size
@@ -250,10 +251,13 @@ def _map_page(img, *, title, legend, markers, north_arrow, pixel_size_m, right_p
         _north_arrow(draw, canvas.size[0] - right_pad + 60, top + 20)
     if pixel_size_m is not None and pixel_size_m > 0:
         _scale_bar(draw, left + 20, top + h + 15, float(pixel_size_m))
-    labels = _draw_markers(draw, markers, left, top, canvas.size) if markers else []
+    labels = [] if markers_last or not markers else _draw_markers(draw, markers, left, top,
+                                                                  canvas.size)
     if legend:
         draw.text((w + left + 20, top + 110), "Legend", fill=BLACK, font=_font(18))
         _legend(draw, legend, w + left + 20, top + 140)
+    if markers_last and markers:
+        labels = _draw_markers(draw, markers, left, top, canvas.size)
     return canvas, labels
 
 
@@ -408,7 +412,7 @@ def vis_route_map(ctx: ToolContext, base_image_path: str, path_pixels: list[list
     canvas, labels = _map_page(page, title=title, legend=legend, markers=markers,
                                north_arrow=True, pixel_size_m=pixel_size_m, right_pad=260,
                                bottom_pad=60 if pixel_size_m else 20,
-                               route=(pts, colour, int(route_width)))
+                               route=(pts, colour, int(route_width)), markers_last=False)
     name = _save(ctx, tool, {"image": ipath, "path": [list(p) for p in pts], "title": title,
                              "px": pixel_size_m, "start": start, "end": end, "mask": mpath,
                              "labels": class_labels, "alpha": float(alpha),
@@ -581,16 +585,20 @@ def vis_temporal_panel(ctx: ToolContext, image_paths: list[str], labels: list[st
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    """Words of ``text`` in lines of at most ``width`` characters (a longer word alone)."""
-    lines, cur = [], ""
+    """Words of ``text`` in lines of at most ``width`` characters, the benchmark's greedy rule:
+    a word that does not fit closes the current line, even an empty one (so a first word
+    longer than ``width`` leaves an empty first line)."""
+    lines, cur, used = [], [], 0
     for word in text.split():
-        if cur and len(cur) + 1 + len(word) > width:
-            lines.append(cur)
-            cur = word
+        extra = len(word) + (1 if cur else 0)
+        if used + extra <= width:
+            cur.append(word)
+            used += extra
         else:
-            cur = f"{cur} {word}" if cur else word
+            lines.append(" ".join(cur))
+            cur, used = [word], len(word)
     if cur:
-        lines.append(cur)
+        lines.append(" ".join(cur))
     return lines
 
 

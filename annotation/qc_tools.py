@@ -63,6 +63,8 @@ POI_AND_VIS_CHECKS: dict[str, tuple[str, str]] = {
                                     "width < 1"),
     "vis.heatmap_bandwidth": ("warning", "a heatmap bandwidth, which the benchmark reads as a "
                                          "factor on the data covariance, not a distance"),
+    "vis.mask_first_channel": ("warning", "a multi-band file overlaid as a mask: only its first "
+                                          "band is drawn"),
 }
 
 #: the CRS texts that name WGS84 longitude/latitude (what the POI tools assume)
@@ -72,6 +74,8 @@ _POI_LONLAT_TOOLS = ("poi.world_to_pixel", "poi.search_by_name")
 _VIS_ALPHA = {"vis.overlay_mask": ("alpha",), "vis.damage_map": ("alpha",),
               "vis.route_map": ("alpha",), "vis.add_map_elements": ("legend_alpha",)}
 _VIS_PIXEL_SIZE = ("vis.add_map_elements", "vis.damage_map", "vis.route_map")
+_VIS_MASKS = {"vis.overlay_mask": "mask_path", "vis.damage_map": "overlay_mask_path",
+              "vis.route_map": "overlay_mask_path"}
 
 
 def _number(value: Any) -> float | None:
@@ -178,13 +182,25 @@ def _check_vis(a: Any, loc: str, name: str, args: dict, label: str) -> None:
         if msg:
             a.add("vis.panel_labels", f"{label} ({name}): {msg}; give one label per image "
                                       f"and columns >= 1.", f"{loc}.args")
+    mask_arg = _VIS_MASKS.get(name)
+    value = args.get(mask_arg) if mask_arg else None
+    layer = a.layer(value) if _is_literal_file(value) else None
+    if layer and (layer.get("band_count") or 1) > 1:
+        a.add("vis.mask_first_channel",
+              f"{label} ({name}): '{value}' has {layer['band_count']} bands; the benchmark overlays "
+              f"its first band as class values (an RGB image's red channel); give a single-band "
+              f"class mask (e.g. the mask_path of a seg.* step).", f"{loc}.args.{mask_arg}")
     if name == "vis.route_map":
         bad = [k for k, p in enumerate(args.get("path_pixels") or [])
                if isinstance(args.get("path_pixels"), list)
                and not (isinstance(p, list) and len(p) >= 2)]
         width = _number(args.get("route_width"))
-        if bad or (width is not None and width < 1):
+        ends = [k for k in ("start_point", "end_point")
+                if isinstance(args.get(k), list) and len(args[k]) not in (0, 2)]
+        if bad or ends or (width is not None and width < 1):
             what = (f"path points {bad} are not [row, col] and are skipped" if bad
+                    else f"{', '.join(ends)} is not [row, col] (fewer than 2 numbers fall back to "
+                         f"the path's end, more are cut)" if ends
                     else f"route_width is {width:g}")
             a.add("vis.route_points", f"{label} ({name}): {what}; give [[row, col], ...] from "
                                       f"vec.graph_shortest_path and a width >= 1.",

@@ -54,25 +54,30 @@ def _read_layer(ctx: ToolContext, value: str, tool: str, argument: str = "geojso
     return gdf, path
 
 
-def _row_props(gdf, i: int, tool: str) -> dict:
-    """Every non-geometry column of row ``i`` (NaN becomes null in the observation; an object
-    property stays an object).
-
-    A value Python's ``json`` cannot write (a list property, which geopandas reads as a numpy
-    array; a date, read as a Timestamp) fails the call: the benchmark's server serialises its
-    result with ``json.dumps`` and answers a stub."""
+def _rows(gdf) -> list[tuple[Any, dict]]:
+    """(geometry, properties) of every feature, as ``GeoDataFrame.iterrows`` gives them (the
+    benchmark's loop): a row is one object Series, so integer columns come out as Python ints
+    (``iloc`` would give numpy scalars), a missing text as NaN."""
     geom_col = gdf.geometry.name
-    out = {}
-    for k, v in gdf.iloc[i].items():
-        if k == geom_col or k == "geometry":
-            continue
+    out = []
+    for _idx, row in gdf.iterrows():
+        props = {str(k): v for k, v in row.items() if k not in (geom_col, "geometry")}
+        out.append((row[geom_col], props))
+    return out
+
+
+def _checked_props(props: dict, i: int, tool: str) -> dict:
+    """``props`` when Python's ``json`` can write every value (NaN becomes null in the
+    observation; an object property stays an object). A value it cannot write (a list property,
+    which geopandas reads as a numpy array; a date, read as a Timestamp) fails the call: the
+    benchmark's server serialises its result with ``json.dumps`` and answers a stub."""
+    for k, v in props.items():
         if not (v is None or isinstance(v, (str, int, float, bool, dict, list, tuple))):
             raise ToolInputError(f"feature {i}: property {k!r} holds a {type(v).__name__}, "
                                  f"which the benchmark's server cannot write as JSON", tool=tool,
                                  argument="geojson_path",
                                  expected="text, number or boolean properties")
-        out[str(k)] = v
-    return out
+    return dict(props)
 
 
 def _point_xy(geom, tool: str, i: int) -> tuple[float, float]:
@@ -132,16 +137,15 @@ def poi_search_by_name(ctx: ToolContext, geojson_path: str, name: str, exact: bo
     """
     tool = "poi.search_by_name"
     gdf, path = _read_layer(ctx, geojson_path, tool)
-    has_name = "name" in gdf.columns
     results = []
-    for i, geom in enumerate(gdf.geometry):
+    for i, (geom, raw) in enumerate(_rows(gdf)):
         if geom is None or geom.is_empty:
             continue
-        props = _row_props(gdf, i, tool)
-        poi_name = _poi_name(props.get("name") if has_name else None)
+        poi_name = _poi_name(raw.get("name"))
         if not _name_matches(poi_name, name, exact, tool, i):
             continue
         x, y = _point_xy(geom, tool, i)
+        props = _checked_props(raw, i, tool)
         props["geometry_type"] = geom.geom_type
         results.append({"name": poi_name, "latitude": y, "longitude": x, "properties": props})
     out_name = "None"
@@ -238,7 +242,7 @@ def poi_world_to_pixel(ctx: ToolContext, geojson_path: str, raster_path: str) ->
                              argument="raster_path", expected="a georeferenced raster")
     tr = Transformer.from_crs("EPSG:4326", crs.to_wkt(), always_xy=True)
     feats = []
-    for i, geom in enumerate(gdf.geometry):
+    for i, (geom, raw) in enumerate(_rows(gdf)):
         if geom is None or geom.is_empty:
             continue
         lon, lat = _point_xy(geom, tool, i)
@@ -251,7 +255,7 @@ def poi_world_to_pixel(ctx: ToolContext, geojson_path: str, raster_path: str) ->
         row = int((transform.f - y) / -transform.e)
         if not (0 <= row < height and 0 <= col < width):
             continue
-        props = _row_props(gdf, i, tool)
+        props = _checked_props(raw, i, tool)
         props.update({"pixel_row": row, "pixel_col": col, "latitude": lat, "longitude": lon,
                       "utm_x": float(x), "utm_y": float(y),
                       "pixel_size_m": float(WORLD_TO_PIXEL_PIXEL_SIZE_M)})

@@ -259,3 +259,12 @@ def test_exposure_join_threshold_and_ranking(ctx):
     with pytest.raises(ToolError):  # float("high") fails in the benchmark
         run(ctx, "poi.damage_population_exposure",
             damage_feature_stats=[{"name": "H1", "max": "high"}], population_feature_stats=pop)
+
+
+def test_integer_properties_come_out_as_python_ints(ctx, tmp_path):
+    # geopandas reads 4611686018427387904 as int64; the benchmark's iterrows rows are object
+    # Series, so the value is a Python int that json.dumps writes (an OSM id, say)
+    write_geojson(tmp_path / "data" / "osm.geojson", [
+        {"geometry": Point(24.94, 60.17), "properties": {"name": "Kauppatori", "osmid": 2 ** 62}}])
+    s = run(ctx, "poi.search_by_name", geojson_path="osm.geojson", name="tori")
+    assert s["results"][0]["properties"]["osmid"] == 2 ** 62

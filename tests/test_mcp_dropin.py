@@ -27,9 +27,11 @@ from test_mcp import FLORENCE, GT_COUNTS, make_task, subprocess_env
 
 CLIENT_PY = REPO / ".venv-mcp-client" / "bin" / "python"
 DRIVER = REPO / "tests" / "mcp_client" / "drive_gold.py"
+CATALOGUE = REPO.parent / "shared" / "spec" / "dora-tools.json"
 
 pytestmark = [
     pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing"),
+    pytest.mark.skipif(not CATALOGUE.is_file(), reason="shared/spec/dora-tools.json missing"),
     pytest.mark.skipif(not CLIENT_PY.exists() and not os.environ.get("CI"),
                        reason="no .venv-mcp-client: run `make mcp-client` (make test does)"),
 ]
@@ -66,16 +68,22 @@ def test_gold_trajectory_one_process_per_call(tmp_path):
                 steps + [{"call": SUBMIT_TOOL, "args": {"answer": answer}}],
                 run_dir=run_dir, record=record)
 
-    # every tool loads under the benchmark's dotted name, aliased as the harness does, with its
-    # argument schema (the registry's parameters: names and required ones)
-    specs = {s.alias: s for s in all_tools().values()}
-    assert set(out["tools"]) == set(specs) | {SUBMIT_TOOL}
-    for alias, spec in specs.items():
-        listed = out["tools"][alias]
-        assert listed["name"] == spec.name
-        schema = listed["args_schema"]
-        assert set(schema.get("properties", {})) == {p.name for p in spec.params}, alias
-        assert set(schema.get("required", [])) == {p.name for p in spec.params if p.required}, alias
+    # every tool of the benchmark's catalogue (shared/spec/dora-tools.json: its 108 tools with
+    # their parameters) loads under its dotted name, aliased as the harness does, with its
+    # argument schema: the parameter names, the required ones and the defaults
+    catalogue = json.loads(CATALOGUE.read_text(encoding="utf-8"))
+    assert len(catalogue) == len(all_tools()) == 108
+    assert set(out["tools"]) == {e["alias"] for e in catalogue} | {SUBMIT_TOOL}
+    for entry in catalogue:
+        listed = out["tools"][entry["alias"]]
+        assert listed["name"] == entry["name"]
+        props = listed["args_schema"].get("properties", {})
+        assert list(props) == [p["name"] for p in entry["params"]], entry["name"]
+        assert set(listed["args_schema"].get("required", [])) == {
+            p["name"] for p in entry["params"] if p["required"]}, entry["name"]
+        for p in entry["params"]:
+            if not p["required"] and p["default"] is not None:
+                assert props[p["name"]].get("default") == p["default"], (entry["name"], p["name"])
 
     # one process per call: the count step found the mask the seg step's process wrote, and the
     # observations are the replay's, artifact names included (content-hashed)

@@ -141,3 +141,31 @@ def test_persistent_recorders_of_two_processes_merge(tmp_path):
     rec = json.loads((tmp_path / "t1_perception_and_assessment" / "benchmark.jsonl").read_text())
     assert [s["call"] for s in rec["trajectory"]] == ["calc_add(a, b)", "calc_mul(a, b)"]
     assert rec["predicted_answer"] == {"x": 6} and rec["error"] is None
+
+
+RECORD_STEPS = """
+import sys
+from replay.sessions import SessionRecorder
+run_dir, worker, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rec = SessionRecorder(run_dir, {"question_id": "s_task0", "dimension": "t1"}, session_id="S",
+                      persistent=True)
+for k in range(n):
+    rec.record_call("calc_add", {"a": worker, "b": k}, {"sum": float(worker + k)})
+rec.close()
+"""
+
+
+def test_concurrent_server_processes_lose_no_step(tmp_path):
+    # an agent may issue parallel tool calls: one server process each, all recording into the
+    # same run record at once; 4 processes x 6 calls must leave 24 steps (the merge runs under
+    # the record's file lock)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", RECORD_STEPS, str(tmp_path), str(w), "6"],
+                              env=env, cwd=str(REPO), stderr=subprocess.PIPE, text=True)
+             for w in range(4)]
+    for p in procs:
+        _out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+    rec = json.loads((tmp_path / "t1_perception_and_assessment" / "benchmark.jsonl").read_text())
+    pairs = sorted((s["args"]["a"], s["args"]["b"]) for s in rec["trajectory"])
+    assert pairs == [(w, k) for w in range(4) for k in range(6)]

@@ -130,7 +130,7 @@ def _centred_title(draw, width: int, text: str, size: int, y: int = 15) -> None:
 
 
 def _north_arrow(draw, x: int, y: int, size: int = 60) -> None:
-    draw.line((x, y, x, y + size), fill=BLACK, width=3)
+    draw.line((x, y + size, x, y), fill=BLACK, width=3)
     draw.polygon([(x, y), (x - size // 6, y + size // 4), (x + size // 6, y + size // 4)],
                  fill=BLACK)
     font = _font(max(14, size // 4))

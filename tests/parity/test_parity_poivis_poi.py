@@ -268,3 +268,59 @@ def test_integer_properties_come_out_as_python_ints(ctx, tmp_path):
         {"geometry": Point(24.94, 60.17), "properties": {"name": "Kauppatori", "osmid": 2 ** 62}}])
     s = run(ctx, "poi.search_by_name", geojson_path="osm.geojson", name="tori")
     assert s["results"][0]["properties"]["osmid"] == 2 ** 62
+
+
+@pytest.mark.skipif(not HOUSTON.is_dir(), reason="shared real data not present")
+def test_to_vector_real_houston_keeps_the_layer_crs(ctx):
+    import json as _json
+
+    # 6 station names contain "galveston" (counted once by hand with json.load); the 3-D points
+    # are read by geopandas as EPSG:4979, which the written layer keeps
+    v = run(ctx, "poi.to_vector", geojson_path="firestations.geojson", name="GALVESTON")
+    assert v["count"] == 6 and v["name_filter"] == "GALVESTON" and v["exact_match"] is False
+    doc = _json.loads((ctx.work_dir / v["vector_path"]).read_text())
+    assert len(doc["features"]) == 6 and "4979" in doc["crs"]["properties"]["name"]
+
+
+def test_filter_by_attribute_is_case_sensitive_and_exact(ctx):
+    data = [{"item": {"properties": {"types": "Bank, cafe"}}},
+            {"item": {"properties": {"types": "banking"}}}]
+    f = run(ctx, "poi.filter_by_attribute", data=data, attribute_name="types",
+            allowed_values=["bank"])
+    # "Bank" ≠ "bank", "banking" ≠ "bank": exact tokens only
+    assert f["total_filtered"] == 0 and f["total_input"] == 2
+    assert run(ctx, "poi.filter_by_attribute", data=data, attribute_name="types",
+               allowed_values=["cafe"])["total_filtered"] == 1
+
+
+def test_filter_by_attribute_number_values(ctx):
+    data = [{"item": {"properties": {"floors": 3}}}, {"item": {"properties": {"floors": 3.0}}}]
+    # non-text values compare as str(value): "3" and "3.0"
+    f = run(ctx, "poi.filter_by_attribute", data=data, attribute_name="floors",
+            allowed_values=["3"])
+    assert f["total_filtered"] == 1 and f["filtered_results"] == [data[0]]
+
+
+def test_exposure_threshold_and_missing_values(ctx):
+    dmg = [{"name": "A", "max": 1.5}, {"name": "B", "max": None}, {"name": "C", "max": 2}]
+    pop = [{"name": "A", "max": 10}, {"name": "B", "max": 20}, {"name": "C", "mean": 5}]
+    e = run(ctx, "poi.damage_population_exposure", damage_feature_stats=dmg,
+            population_feature_stats=pop, damage_threshold=1.0)
+    # B has no damage value, C no population "max": only A (1.5 >= 1.0) is kept
+    assert [p["name"] for p in e["exposed_pois"]] == ["A"] and e["damage_threshold"] == 1.0
+    assert e["exposed_pois"][0] == {"name": "A", "types": None, "damage_value": 1.5,
+                                    "population_value": 10.0, "damage_feature_idx": None,
+                                    "population_feature_idx": None}
+
+
+def test_exposure_join_on_another_field_and_empty(ctx):
+    dmg = [{"id": 7, "peak": 3.0, "name": "x"}]
+    pop = [{"id": "7", "peak": 40.0}]
+    e = run(ctx, "poi.damage_population_exposure", damage_feature_stats=dmg,
+            population_feature_stats=pop, join_field="id", damage_field="peak",
+            population_field="peak")
+    # keys are joined as strings: 7 and "7" meet; the exposed name is str(7)
+    assert e["total_exposed"] == 1 and e["top_exposed_poi"]["name"] == "7"
+    empty = run(ctx, "poi.damage_population_exposure", damage_feature_stats=[],
+                population_feature_stats=[])
+    assert (empty["total_exposed"], empty["top_exposed_poi"], empty["exposed_pois"]) == (0, None, [])

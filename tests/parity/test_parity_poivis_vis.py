@@ -273,3 +273,36 @@ def test_heatmap_degenerate_extent_and_failures(ctx):
     write_geojson(d / "none.geojson", [])
     with pytest.raises(ToolError):  # "vis.heatmap: empty input"
         run(ctx, "vis.heatmap", points_path="none.geojson")
+
+
+@needs_real
+def test_damage_map_real_florence_legend_of_present_classes(ctx):
+    o = run(ctx, "vis.damage_map", base_image_path=POST, overlay_mask_path=MASK,
+            pixel_size_m=0.5, title="Florence")
+    # values 3 and 4 present → a legend; 1024 + 20 + 220 wide, 1024 + 60 + 60 high
+    assert o["has_legend"] and size(ctx, o["output_path"]) == (1264, 1144)
+    assert o["title"] == "Florence" and o["scale_bar"] is True
+
+
+def test_before_after_panel_of_different_sizes(ctx):
+    d = ctx.resolve_path("img.png").parent
+    write_png(d / "tall.png", np.zeros((40, 5, 3), np.uint8))
+    o = run(ctx, "vis.before_after_panel", pre_image_path="tall.png", post_image_path="img.png")
+    px = np.asarray(Image.open(ctx.work_dir / o["output_path"]))
+    # tall 40x5 fitted into 700x500: scale 12.5 → 62 x 500 px, centred: black at the panel
+    # centre (20 + 350, 80 + 250), white padding at the panel's left edge
+    assert tuple(px[330, 370]) == (0, 0, 0) and tuple(px[330, 25]) == (255, 255, 255)
+
+
+def test_report_page_null_images_and_title(ctx):
+    o = run(ctx, "vis.report_page", map_image_path=None, chart_image_path=None,
+            title="Situation", summary_text="ok")
+    assert o["title"] == "Situation" and o["components"] == {
+        "map": False, "chart": False, "summary_text": True, "key_statistics": False}
+
+
+def test_report_page_unreadable_image_fails(ctx):
+    d = ctx.resolve_path("img.png").parent
+    (d / "broken.png").write_bytes(b"not a png")
+    with pytest.raises(ToolError):  # the file exists, so the benchmark opens it and fails
+        run(ctx, "vis.report_page", map_image_path="broken.png", chart_image_path=None)

@@ -6,7 +6,12 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 HOST    ?= 127.0.0.1:8000
 
-.PHONY: demo test lint venv chromium bench clean
+.PHONY: demo test lint venv chromium bench clean mcp-client
+
+# The benchmark's MCP client (langchain-mcp-adapters, needs mcp<2) in its own venv, for
+# tests/test_mcp_dropin.py; made once per requirements-mcp-client.txt, never mixed into .venv.
+MCP_VENV  := .venv-mcp-client
+MCP_STAMP := $(MCP_VENV)/.installed-$(shell sha256sum requirements-mcp-client.txt | cut -c1-12)
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -14,6 +19,13 @@ $(STAMP): requirements.txt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.txt
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+mcp-client: $(MCP_STAMP)
+$(MCP_STAMP): requirements-mcp-client.txt
+	@test -x $(MCP_VENV)/bin/python || $(PY) -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/python -m pip install -q --upgrade pip
+	$(MCP_VENV)/bin/python -m pip install -q -r requirements-mcp-client.txt
+	@rm -f $(MCP_VENV)/.installed-* && touch $(MCP_STAMP)
 
 # Debian's Chromium for the browser tests (Playwright's own browser download does not work offline).
 chromium:
@@ -26,7 +38,7 @@ demo: venv
 	$(BIN)/python manage.py demo --host $(HOST)
 	$(BIN)/python manage.py runserver $(HOST)
 
-test: venv chromium
+test: venv chromium mcp-client
 	$(BIN)/python -m pytest -q
 
 # The linter CI runs before the tests (configuration in pyproject.toml).

@@ -204,14 +204,20 @@ def _answer_fields(task) -> list[dict]:
 
 
 def build_server(task, *, recorder: SessionRecorder | None = None, session_id: str | None = None,
-                 work_dir: Path | None = None, perception_mode: str = "gt") -> MCPServer:
+                 work_dir: Path | None = None, perception_mode: str = "gt",
+                 tool_names: str = "alias") -> MCPServer:
     """The MCP server of one task (``annotation.models.Task``); see the module docstring.
 
     ``recorder``: record the session (and offer ``studio_submit_answer``). ``session_id`` /
     ``work_dir`` default to the recorder's session id and
-    ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``. The server object exposes ``binding``
-    (the :class:`TaskBinding`) and ``recorder``.
+    ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``. ``tool_names``: ``"alias"`` lists tools
+    under their model-facing aliases (``seg_flood``), ``"dotted"`` under the benchmark servers'
+    own dotted names (``seg.flood``), which the benchmark's harness renames to the aliases
+    itself (``dora/agent/mcp_tools.py``, ``_alias_for_model``). The server object exposes
+    ``binding`` (the :class:`TaskBinding`) and ``recorder``.
     """
+    if tool_names not in ("alias", "dotted"):
+        raise ValueError(f"tool_names must be 'alias' or 'dotted', not {tool_names!r}")
     if task.head is None:
         raise ValueError(f"task {task.question_id} has no revision")
     sid = session_id or (recorder.session_id if recorder is not None else None)
@@ -220,7 +226,8 @@ def build_server(task, *, recorder: SessionRecorder | None = None, session_id: s
     tools: list[Tool] = []
     for spec in registry_tools():
         tools.append(RegistryTool(
-            fn=_no_args, name=spec.alias, title=spec.name, description=_tool_description(spec),
+            fn=_no_args, name=spec.alias if tool_names == "alias" else spec.name, title=spec.name,
+            description=_tool_description(spec),
             parameters=_input_schema(spec), fn_metadata=meta_fn, is_async=True,
             meta={"dora": {"name": spec.name, "server": spec.server, "module": spec.module,
                            "version": spec.version, "result_keys": list(spec.result_keys)}},

@@ -53,7 +53,8 @@ from annotation.models import AuditEvent, Layer, Task
 from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
+from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
+from replay.tools.registry import get_tool
 from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
 from studio.permissions import require
 
@@ -651,6 +652,112 @@ def replay_diff(run: ReplayRun, base: ReplayRun | None = None) -> dict:
             and not run.gold_accepted, "changed": changed, "gold_accepted": run.gold_accepted,
             "accepted_by": run.accepted_by.username if run.accepted_by_id else None,
             "answer": answer_rows, "steps": step_rows}
+
+
+#: the tool server whose observations depend on the perception source (GT masks or a model)
+PERCEPTION_SERVER = "Perception"
+
+
+def _names_a_file(path: str) -> bool:
+    """True for an observation leaf that names an artifact (``mask_path``, ``results[0].
+    output_path``, ``path``): two runs name their files differently (the benchmark's absolute
+    temp paths, the studio's content-hashed names), so such leaves are not compared."""
+    last = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    return last == "path" or last.endswith("_path")
+
+
+def _close(a: Any, b: Any, rtol: float) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(float(a) - float(b)) <= 1e-9 + rtol * max(abs(float(a)), abs(float(b)))
+    return a == b
+
+
+def _recorded_changes(recorded: Any, replayed: Any, rtol: float, limit: int = 50) -> list[dict]:
+    a, b = _leaves(recorded), _leaves(replayed)
+    out = []
+    for path in sorted(set(a) | set(b)):
+        if _names_a_file(path):
+            continue
+        before, after = a.get(path, "<absent>"), b.get(path, "<absent>")
+        if not _close(before, after, rtol):
+            out.append({"path": path or "(value)", "before": a.get(path), "after": b.get(path)})
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _is_perception(call: str) -> bool:
+    try:
+        return get_tool(str(call).split("(", 1)[0].strip()).server == PERCEPTION_SERVER
+    except ToolError:
+        return False
+
+
+def recorded_diff(run: ReplayRun, recorded: list[dict], *, rtol: float = 1e-6) -> dict:
+    """A replay against the observations recorded in a benchmark-layout task file.
+
+    ``recorded``: the task's ``trajectory`` as the file holds it (calls, args and the ``obs`` the
+    benchmark's tools returned; loop expansions allowed). Both sides are compared on authored
+    indices (``collapse_expanded``), observations leaf by leaf: numbers within ``rtol``
+    (relative; the issue's 1e-6), leaves that name files skipped (``_names_a_file``).
+
+    A perception step (server ``Perception``) whose observation differs gets state ``source``:
+    the studio replays with GT masks (``run.mode``), the file's observation came from the
+    benchmark's model, so the difference is the perception source and not a tool disagreement;
+    the row's ``note`` says so. Other steps are ``same``, ``changed``, ``added`` or ``removed``.
+
+    Returns ``{run, mode, steps: [{index, call, state, changes, note?}], changed}`` where
+    ``changed`` is true when a non-perception step differs (a gold the benchmark's tools would
+    not give), false when at most perception sources differ.
+    """
+    before_steps, _ = collapse_expanded(recorded or [])
+    after_steps, _ = collapse_expanded(run.filled_trajectory or [])
+    rows = []
+    for i in range(max(len(before_steps), len(after_steps))):
+        b = before_steps[i] if i < len(before_steps) else None
+        a = after_steps[i] if i < len(after_steps) else None
+        call = str((a or b or {}).get("call", "")).split("(", 1)[0].strip()
+        if b is None or a is None:
+            rows.append({"index": i, "call": call, "state": "added" if b is None else "removed",
+                         "changes": []})
+            continue
+        changes = _recorded_changes(b.get("obs"), a.get("obs"), rtol)
+        row = {"index": i, "call": call, "state": "changed" if changes else "same",
+               "changes": changes}
+        if changes and _is_perception(call):
+            row["state"] = "source"
+            row["note"] = (f"perception source: the studio replayed this step with "
+                           f"{(run.mode or 'gt').upper()} perception, the file's observation came "
+                           f"from the benchmark's model; the difference is the source of the "
+                           f"masks, not a tool disagreement")
+        rows.append(row)
+    return {"run": run.pk, "mode": run.mode, "steps": rows,
+            "changed": any(r["state"] in ("changed", "added", "removed") for r in rows)}
+
+
+def recorded_trajectory(task: Task, path: str | Path) -> list[dict]:
+    """The recorded trajectory of ``task`` in a benchmark-layout task file (its sample by
+    ``sample_id``, its task by ``task_index``). Raises ``TaskImportError`` naming the file and
+    what is missing."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TaskImportError(f"{path}: cannot read a task file: {exc}")
+    for sample in data if isinstance(data, list) else []:
+        if isinstance(sample, dict) and str(sample.get("sample_id")) == task.sample_id:
+            tasks = sample.get("tasks") or []
+            if 0 <= task.task_index < len(tasks) and isinstance(tasks[task.task_index], dict):
+                traj = tasks[task.task_index].get("trajectory")
+                if isinstance(traj, list):
+                    return traj
+                raise TaskImportError(f"{path.name}: sample '{task.sample_id}', task "
+                                      f"{task.task_index}: field 'trajectory' is not a list")
+            raise TaskImportError(f"{path.name}: sample '{task.sample_id}' has no task "
+                                  f"{task.task_index}")
+    raise TaskImportError(f"{path.name}: no sample '{task.sample_id}' (task {task.question_id})")
 
 
 def task_replay_diff(task: Task) -> dict | None:

@@ -18,6 +18,17 @@ task wins, as the benchmark's ``--resume`` would keep one record per question).
 The answer is set by :meth:`SessionRecorder.finish` (the MCP server's studio-only
 ``studio_submit_answer`` tool calls it). :meth:`SessionRecorder.close` marks a session that ended
 without an answer (``error`` set, ``predicted_answer`` null).
+
+One run across many server processes (``mcp_serve --run-dir DIR``, the benchmark's
+``--temp_dir``): the benchmark's client (``langchain_mcp_adapters``) starts a fresh server process
+for every tool call, and the benchmark's servers share step outputs through the temp dir they are
+given. :class:`RunDirectory` keeps what a run needs across processes in that directory: the
+artifacts (in ``DIR``, or ``DIR/<question id>`` while ``DIR/.session`` names one, as the
+benchmark's ``SessionTempDir``) and ``DIR/studio_session.json`` with one session id per question,
+so every process of the run records into the same run record. A recorder made with
+``persistent=True`` merges with the record on disk under the file lock at every write: the steps
+of each process are appended to those already recorded, and an answer submitted by one process is
+kept by the others.
 """
 from __future__ import annotations
 
@@ -34,7 +45,8 @@ from typing import Any
 
 from replay.tools.base import jsonable
 
-__all__ = ["SessionRecorder", "call_text", "new_session_id", "task_file_stem", "NO_ANSWER_ERROR"]
+__all__ = ["SessionRecorder", "RunDirectory", "call_text", "new_session_id", "task_file_stem",
+           "NO_ANSWER_ERROR"]
 
 NO_ANSWER_ERROR = "session ended without an answer (studio_submit_answer was not called)"
 
@@ -88,7 +100,8 @@ class SessionRecorder:
     """
 
     def __init__(self, run_dir: str | os.PathLike, meta: dict, *, session_id: str | None = None,
-                 agent: str | None = None, worker_id: int = 0):
+                 agent: str | None = None, worker_id: int = 0, persistent: bool = False,
+                 started_at: float | None = None):
         for key in ("question_id", "dimension"):
             if not meta.get(key):
                 raise ValueError(f"session meta needs '{key}'")
@@ -105,7 +118,11 @@ class SessionRecorder:
         self.predicted_answer: Any = None
         self.error: str | None = None
         self.finished = False
-        self._t0 = time.monotonic()
+        self.persistent = persistent
+        self._started_at = started_at if started_at is not None else time.time()
+        self._new_steps: list[dict] = []  # persistent: steps of this process not yet on disk
+        self._answer_set = False  # persistent: this process submitted an answer
+        self._closed = False  # persistent: this process ended without an answer
         self._lock = threading.RLock()
         self.write()
 
@@ -136,6 +153,7 @@ class SessionRecorder:
         }
         with self._lock:
             self.trajectory.append(step)
+            self._new_steps.append(step)
         self.write()
         return step
 
@@ -146,6 +164,7 @@ class SessionRecorder:
             self.predicted_answer = jsonable(predicted_answer)
             self.error = None
             self.finished = True
+            self._answer_set = True
         return self.write()
 
     def close(self) -> dict:
@@ -153,6 +172,7 @@ class SessionRecorder:
         with self._lock:
             if not self.finished:
                 self.error = NO_ANSWER_ERROR
+            self._closed = True
         return self.write()
 
     def record(self) -> dict:
@@ -170,9 +190,10 @@ class SessionRecorder:
                 "predicted_answer": self.predicted_answer,
                 "error": self.error,
                 "trajectory": [dict(s) for s in self.trajectory],
-                "elapsed_time": round(time.monotonic() - self._t0, 3),
+                "elapsed_time": round(time.time() - self._started_at, 3),
                 "timestamp": _now_iso(),
-                "studio_session": {"session_id": self.session_id, "agent": self.agent},
+                "studio_session": {"session_id": self.session_id, "agent": self.agent,
+                                   "finished": self.finished},
             }
 
     def write(self) -> dict:
@@ -180,8 +201,8 @@ class SessionRecorder:
         path = self.jsonl_path
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, _file_lock(path.with_name(".benchmark.jsonl.lock")):
-            rec = self.record()
             lines = []
+            mine = None
             if path.exists():
                 for line in path.read_text(encoding="utf-8").splitlines():
                     if not line.strip():
@@ -191,9 +212,13 @@ class SessionRecorder:
                     except ValueError:
                         lines.append(line)  # not ours to judge: keep it as it was
                         continue
-                    if isinstance(other, dict) and other.get("question_id") == rec["question_id"]:
+                    if isinstance(other, dict) and other.get("question_id") == self.meta["question_id"]:
+                        mine = other
                         continue
                     lines.append(line)
+            if self.persistent:
+                self._merge(mine)
+            rec = self.record()
             lines.append(json.dumps(rec, ensure_ascii=False))
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
             try:
@@ -205,6 +230,70 @@ class SessionRecorder:
                     os.unlink(tmp)
                 raise
         return rec
+
+    def _merge(self, on_disk: dict | None) -> None:
+        """Persistent mode, under the file lock: the record on disk of the same session is the
+        base; this process's new steps are appended to its trajectory, its answer wins only when
+        this process set one, and an answer on disk clears this process's no-answer mark."""
+        same = (isinstance(on_disk, dict)
+                and (on_disk.get("studio_session") or {}).get("session_id") == self.session_id)
+        if same:
+            base = [s for s in on_disk.get("trajectory") or [] if isinstance(s, dict)]
+            self.trajectory = base + list(self._new_steps)
+            if not self._answer_set and (on_disk.get("studio_session") or {}).get("finished"):
+                self.predicted_answer = on_disk.get("predicted_answer")
+                self.finished = True
+            if self.finished:
+                self.error = None
+            elif self._closed:
+                self.error = NO_ANSWER_ERROR
+            else:
+                self.error = on_disk.get("error")
+        self._new_steps = []
+
+
+class RunDirectory:
+    """One run's directory shared by every server process of the run (``mcp_serve --run-dir``).
+
+    ``work_dir``: where tool artifacts go and where later processes find them: the directory
+    itself, or ``<dir>/<id>`` while ``<dir>/.session`` holds an id (the benchmark's
+    ``SessionTempDir``, whose runner writes the question id there). ``session(question_id)``:
+    ``{session_id, started_at}`` of that question's session, created by the first process and
+    read by the later ones (``studio_session.json``, written under a file lock).
+    """
+
+    STATE_FILE = "studio_session.json"
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def work_dir(self) -> Path:
+        marker = self.path / ".session"
+        if marker.is_file():
+            name = marker.read_text(encoding="utf-8").strip()
+            if name and "/" not in name and name not in (".", ".."):
+                return self.path / name
+        return self.path
+
+    def session(self, question_id: str) -> dict:
+        """The session of ``question_id`` in this run: ``{"session_id", "started_at"}``."""
+        state_path = self.path / self.STATE_FILE
+        with _file_lock(self.path / ".studio_session.lock"):
+            try:
+                state = json.loads(state_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                state = {}
+            sessions = state.setdefault("sessions", {})
+            entry = sessions.get(question_id)
+            if not isinstance(entry, dict) or not entry.get("session_id"):
+                entry = {"session_id": new_session_id(), "started_at": time.time()}
+                sessions[question_id] = entry
+                tmp = state_path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+                os.replace(tmp, state_path)
+        return entry
 
 
 @contextlib.contextmanager

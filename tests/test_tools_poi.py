@@ -24,14 +24,19 @@ def ctx(tmp_path):
     c = make_ctx(tmp_path)
     d = tmp_path / "data"
     write_tif(d / "dmg.tif", DMG, res=10.0, origin=(500000.0, 3300040.0))
-    # three POIs given in UTM 15N (written as such so the WGS84 round trip is exact enough),
-    # one outside the image
+    # three POIs at pixel centres of the UTM 15N grid, one outside the image, written as WGS84
+    # lon/lat: the benchmark's poi.world_to_pixel reads every point's x/y as lon/lat (a layer in
+    # UTM would be read as lon/lat too and fail to project; see test_world_to_pixel_utm_layer)
+    from pyproj import Transformer
+
+    to_ll = Transformer.from_crs("EPSG:32615", "EPSG:4326", always_xy=True)
+    utm = [(500015, 3300025, "Clinic", "hospital, health"),  # row 1, col 1 -> 2
+           (500035, 3300035, "School", "school"),  # row 0, col 3 -> 3
+           (500005, 3300035, "Shop", "store"),  # row 0, col 0 -> 1
+           (500500, 3300035, "Far", "store")]
     write_geojson(d / "pois_utm.geojson", [
-        {"geometry": Point(500015, 3300025), "properties": {"name": "Clinic", "types": "hospital, health"}},  # row 1, col 1 -> 2
-        {"geometry": Point(500035, 3300035), "properties": {"name": "School", "types": ["school"]}},  # row 0, col 3 -> 3
-        {"geometry": Point(500005, 3300035), "properties": {"name": "Shop", "types": "store"}},  # row 0, col 0 -> 1
-        {"geometry": Point(500500, 3300035), "properties": {"name": "Far", "types": "store"}}],
-        crs="urn:ogc:def:crs:EPSG::32615")
+        {"geometry": Point(*to_ll.transform(x, y)), "properties": {"name": n, "types": t}}
+        for x, y, n, t in utm])
     return c
 
 
@@ -42,7 +47,8 @@ def test_world_to_pixel_loop_and_filters(ctx):
     assert w["image_size"] == [4, 4] and w["target_crs"] == "EPSG:32615"
     rc = [(f["properties"]["pixel_row"], f["properties"]["pixel_col"]) for f in w["features"]]
     assert rc == [(1, 1), (0, 3), (0, 0)]
-    assert w["features"][0]["properties"]["pixel_size_m"] == 10.0
+    # the benchmark writes the constant 0.8 whatever the raster's 10 m pixels (quirks.py)
+    assert w["features"][0]["properties"]["pixel_size_m"] == 0.8
     assert w["features"][0]["properties"]["utm_x"] == pytest.approx(500015, abs=1e-3)
     loop = call_tool("tool.loop", {
         # issue 17: called as a tool, tool.loop takes a list (the benchmark's MCP schema
@@ -118,8 +124,23 @@ def test_real_firestations(tmp_path):
     v = call_tool("poi.to_vector", {"geojson_path": "firestations.geojson", "name": "galveston"}, ctx)
     assert v["count"] == 6
     doc = json.loads((ctx.work_dir / v["vector_path"]).read_text())
-    assert doc["crs"]["properties"]["name"] == "urn:ogc:def:crs:OGC:1.3:CRS84"  # explicit WGS84
+    # the layer's CRS as geopandas reads these 3-D points (WGS84 3-D, EPSG:4979), kept as the
+    # benchmark's to_file keeps it; still geographic, so vec.buffer measures metres
+    assert doc["crs"]["properties"]["name"] == "urn:ogc:def:crs:EPSG::4979"
     b = call_tool("vec.buffer", {"vector_path": v["vector_path"], "meter": 500}, ctx)
     assert b["distance_used_units"] == 500.0
     none = call_tool("poi.search_by_name", {"geojson_path": "firestations.geojson", "name": "zzz"}, ctx)
-    assert none["total_found"] == 0 and none["output_path"] is None
+    # the benchmark's str(None) when nothing matched (quirks.py)
+    assert none["total_found"] == 0 and none["output_path"] == "None"
+
+
+def test_world_to_pixel_utm_layer(ctx, tmp_path):
+    # a layer in UTM metres is read as lon/lat (500015 degrees): pyproj gives inf, the benchmark's
+    # int(inf) fails the call, so the studio's does too
+    from replay.tools import ToolError
+
+    write_geojson(ctx.work_dir.parent / "data" / "utm.geojson",
+                  [{"geometry": Point(500015, 3300025), "properties": {"name": "X"}}],
+                  crs="urn:ogc:def:crs:EPSG::32615")
+    with pytest.raises(ToolError):
+        call_tool("poi.world_to_pixel", {"geojson_path": "utm.geojson", "raster_path": "dmg.tif"}, ctx)

@@ -1,263 +1,286 @@
-"""Visualisation tools (``vis.*``): matplotlib (Agg canvas, no pyplot state) and numpy.
+"""Visualisation tools (``vis.*``): PIL pages and charts, a matplotlib heatmap.
 
-Every tool writes one PNG into the work dir under a hashed name and returns its name. Output is
-deterministic: fixed figure sizes and dpi, a fixed palette, no timestamps or software tag in the
-PNG metadata, so equal inputs give byte-identical files (on one matplotlib/FreeType build).
+Every tool returns the observation of the benchmark's Vis server (Junjue-Wang/DORA
+``dora/tools/vis.py`` at 7b96988): the same keys, echoed arguments and flags, the same classes
+present, the same canvas sizes; its quirks (an echoed ``class_labels`` that names nothing, a
+``scale_bar`` flag that is true without a bar, a report page that counts a missing file as a
+component, charts that accept empty or negative data) are listed in ``replay/tools/quirks.py``.
 
-Images are read with rasterio: 3+ bands → the first three as RGB, 1 band → grey; non-uint8
-data is stretched linearly between its 2nd and 98th percentiles. Masks are class-index rasters;
-a mask of another size is resized to the image by nearest neighbour.
+Images are read as the benchmark reads them: PIL, converted to RGB (a file PIL cannot read is an
+error); masks with PIL, the first channel of a multi-channel file. The overlay's pixels are the
+benchmark's: ``uint8((1 − alpha)·pixel + alpha·colour)`` (truncated). The page layouts (title
+band, paddings, legend column, north arrow, scale bar) follow the benchmark's geometry so the
+canvases have its sizes; the drawing itself is the studio's. Output is deterministic: PIL's PNG
+writer adds no time stamp, so equal inputs give byte-identical files.
 """
 from __future__ import annotations
 
 import math
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._io import read_mask, read_mask_tags, read_raster
-from .base import ToolContext, ToolInputError
+from .base import ToolContext, ToolError, ToolInputError
 from .registry import register
 
-DPI = 100
-#: overlay palette of the benchmark: 1 gold, 2 orange, 3 crimson, 4 purple, 5 dodger blue,
-#: 6 deep sky blue, anything else (255 included) red
-PALETTE = {1: (255, 215, 0), 2: (255, 165, 0), 3: (220, 20, 60), 4: (128, 0, 128),
+#: overlay palette of the benchmark (``_class_color``): 1 gold, 2 dark orange, 3 crimson,
+#: 4 purple, 5 dodger blue, 6 deep sky blue; every other value (255 included) red
+PALETTE = {1: (255, 215, 0), 2: (255, 140, 0), 3: (220, 20, 60), 4: (128, 0, 128),
            5: (30, 144, 255), 6: (0, 191, 255)}
 OTHER = (255, 0, 0)
-CHART_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                 "#7f7f7f", "#bcbd22", "#17becf"]
+BLACK, WHITE = (0, 0, 0), (255, 255, 255)
+#: route-map colours of the benchmark: the route (default), the start and the end markers
+ROUTE_RGB, START_RGB, END_RGB = (0, 191, 255), (46, 204, 113), (231, 76, 60)
+#: the grey a legend swatch is blended over when a legend alpha is given
+LEGEND_BACKGROUND = (240, 240, 240)
 
 
 # --------------------------------------------------------------------------------------------
-# helpers
+# reading
 # --------------------------------------------------------------------------------------------
-def _figure(width_px: int, height_px: int):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def _open_image(path: Path, tool: str, argument: str):
+    from PIL import Image, UnidentifiedImageError
 
-    fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI, facecolor="white")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, path: Path) -> None:
-    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None}, facecolor="white")
-
-
-def _png(ctx: ToolContext, tool: str, key: dict) -> Path:
-    return ctx.output_path(tool, key, ".png")
+    try:
+        img = Image.open(path)
+        img.load()
+        return img
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ToolInputError(f"{path.name} cannot be read as an image: {exc}", tool=tool,
+                             argument=argument, expected="an image PIL reads (PNG, JPEG, "
+                             "8-bit TIFF)") from None
 
 
-def _stretch(band: np.ndarray) -> np.ndarray:
-    if band.dtype == np.uint8:
-        return band
-    b = band.astype(np.float64)
-    ok = np.isfinite(b)
-    if not ok.any():
-        return np.zeros(b.shape, np.uint8)
-    lo, hi = np.percentile(b[ok], [2, 98])
-    if hi <= lo:
-        hi = lo + 1.0
-    out = np.clip((np.where(ok, b, lo) - lo) / (hi - lo), 0, 1) * 255.0
-    return np.rint(out).astype(np.uint8)
+def load_rgb_image(ctx: ToolContext, value: Any, tool: str, argument: str):
+    """(PIL RGB image, resolved path) of an image argument."""
+    path = ctx.resolve(value, tool=tool, argument=argument)
+    try:
+        return _open_image(path, tool, argument).convert("RGB"), path
+    except (ValueError, OSError) as exc:
+        raise ToolInputError(f"{path.name} cannot be converted to RGB: {exc}", tool=tool,
+                             argument=argument) from None
 
 
 def load_rgb(ctx: ToolContext, value: Any, tool: str, argument: str) -> tuple[np.ndarray, Path]:
-    """(H×W×3 uint8, resolved path) of an image argument."""
-    path = ctx.resolve(value, tool=tool, argument=argument)
-    arr, _ = read_raster(path, tool=tool, argument=argument)
-    if arr.shape[0] >= 3:
-        bands = [arr[0], arr[1], arr[2]]
-    else:
-        bands = [arr[0]] * 3
-    return np.dstack([_stretch(b) for b in bands]), path
+    """(H×W×3 uint8 array, resolved path) of an image argument, read as ``load_rgb_image``."""
+    img, path = load_rgb_image(ctx, value, tool, argument)
+    return np.asarray(img, dtype=np.uint8), path
 
 
-def _load_mask(ctx, value, tool, argument, shape):
+def _load_mask(ctx: ToolContext, value: Any, tool: str, argument: str,
+               shape: tuple[int, int]) -> tuple[np.ndarray, Path]:
+    """The mask as PIL gives it (first channel of a multi-channel file). A mask of another size
+    is cast to uint8 (values above 255 wrap, as in the benchmark) and resized to ``shape`` by
+    nearest neighbour."""
+    from PIL import Image
+
     path = ctx.resolve(value, tool=tool, argument=argument)
-    mask, _ = read_mask(path, tool=tool, argument=argument)
-    if mask.shape != shape:
-        rows = (np.arange(shape[0]) * mask.shape[0] // shape[0]).astype(int)
-        cols = (np.arange(shape[1]) * mask.shape[1] // shape[1]).astype(int)
-        mask = mask[rows][:, cols]
-    class_map, _ = read_mask_tags(path)
-    return mask, class_map, path
+    arr = np.array(_open_image(path, tool, argument))
+    if arr.ndim == 3:
+        arr = arr[..., 0]
+    if arr.shape[:2] != tuple(shape):
+        small = Image.fromarray(arr.astype(np.uint8))
+        arr = np.array(small.resize((shape[1], shape[0]), Image.NEAREST))
+    return arr, path
 
 
 def colour_of(value: int) -> tuple[int, int, int]:
+    """Palette colour of a mask value (``PALETTE``, else red)."""
     return PALETTE.get(int(value), OTHER)
 
 
 def blend(rgb: np.ndarray, mask: np.ndarray, alpha: float) -> np.ndarray:
-    """Each non-zero mask value blended over the image with its palette colour."""
-    out = rgb.astype(np.float64).copy()
-    for v in np.unique(mask):
-        if v == 0:
-            continue
+    """Each non-zero mask value blended over the image with its palette colour:
+    ``uint8((1 − alpha)·pixel + alpha·colour)``, truncated (the benchmark's overlay)."""
+    out = rgb.copy()
+    for v in classes_present(mask):
         sel = mask == v
-        out[sel] = (1.0 - alpha) * out[sel] + alpha * np.array(colour_of(int(v)), np.float64)
-    return np.rint(out).astype(np.uint8)
+        colour = np.array(colour_of(v), dtype=np.uint8)
+        out[sel] = ((1 - alpha) * out[sel] + alpha * colour).astype(np.uint8)
+    return out
 
 
-def _check_alpha(alpha, tool, argument="alpha"):
+def classes_present(mask: np.ndarray) -> list[int]:
+    """The non-zero values of a mask, ascending, as ints."""
+    return sorted(int(v) for v in np.unique(mask).tolist() if int(v) != 0)
+
+
+# --------------------------------------------------------------------------------------------
+# drawing
+# --------------------------------------------------------------------------------------------
+def _font(size: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.truetype("DejaVuSans.ttf", size)
+    except OSError:
+        return ImageFont.load_default()
+
+
+def _text_size(draw, text: str, font) -> tuple[int, int]:
+    x0, y0, x1, y1 = draw.textbbox((0, 0), text, font=font)
+    return x1 - x0, y1 - y0
+
+
+def _centred_title(draw, width: int, text: str, size: int, y: int = 15) -> None:
+    font = _font(size)
+    tw, _ = _text_size(draw, text, font)
+    draw.text(((width - tw) // 2, y), text, fill=BLACK, font=font)
+
+
+def _north_arrow(draw, x: int, y: int, size: int = 60) -> None:
+    draw.line((x, y + size, x, y), fill=BLACK, width=3)
+    draw.polygon([(x, y), (x - size // 6, y + size // 4), (x + size // 6, y + size // 4)],
+                 fill=BLACK)
+    font = _font(max(14, size // 4))
+    tw, _ = _text_size(draw, "N", font)
+    draw.text((x - tw // 2, y + size + 4), "N", fill=BLACK, font=font)
+
+
+def _scale_bar(draw, x: int, y: int, pixel_size_m: float, width_px: int = 120) -> None:
+    """A 120 px bar, half white half black, labelled with its ground length."""
+    length = pixel_size_m * width_px
+    label = f"{length / 1000:.1f} km" if length >= 1000 else f"{int(round(length))} m"
+    draw.rectangle((x, y, x + width_px, y + 10), fill=BLACK)
+    draw.rectangle((x, y, x + width_px // 2, y + 10), fill=WHITE, outline=BLACK)
+    draw.rectangle((x, y, x + width_px, y + 10), outline=BLACK)
+    font = _font(14)
+    tw, _ = _text_size(draw, label, font)
+    draw.text((x + width_px // 2 - tw // 2, y + 14), label, fill=BLACK, font=font)
+
+
+def _legend(draw, items, x: int, y: int, box: int = 16, gap: int = 8) -> None:
+    font = _font(16)
+    for label, colour in items:
+        draw.rectangle((x, y, x + box, y + box), fill=colour, outline=BLACK)
+        draw.text((x + box + 8, y - 1), label, fill=BLACK, font=font)
+        y += box + gap
+
+
+def _legend_colour(colour, alpha: float | None) -> tuple:
+    """A legend swatch: the colour itself, or blended over light grey with ``alpha``."""
     if alpha is None:
-        return
-    if not (math.isfinite(alpha) and 0.0 <= alpha <= 1.0):
-        raise ToolInputError(f"{alpha} is outside 0..1", tool=tool, argument=argument,
-                             expected="an opacity between 0 and 1")
+        return tuple(int(c) for c in colour)
+    base = np.array(LEGEND_BACKGROUND, dtype=np.float32)
+    mixed = (1 - float(alpha)) * base + float(alpha) * np.array(colour, dtype=np.float32)
+    return tuple(int(v) for v in np.clip(mixed, 0, 255).astype(np.uint8).tolist())
 
 
-def _rgb_arg(value, tool, argument, default):
-    if value is None:
-        return tuple(default)
-    try:
-        rgb = tuple(int(v) for v in value)
-    except (TypeError, ValueError):
-        rgb = ()
-    if len(rgb) != 3 or not all(0 <= v <= 255 for v in rgb):
-        raise ToolInputError(f"colour {value!r} is not [r, g, b]", tool=tool, argument=argument,
-                             expected="three integers 0..255")
-    return rgb
+def _marker_position(marker: dict) -> tuple[Any, Any]:
+    """(row, col) of a marker: ``pixel_row``/``row``/``y`` and ``pixel_col``/``col``/``x``, the
+    first key present wins even when its value is null (the benchmark's nested ``get``)."""
+    def pick(*keys):
+        for k in keys:
+            if k in marker:
+                return marker[k]
+        return None
+    return pick("pixel_row", "row", "y"), pick("pixel_col", "col", "x")
 
 
-def _mpl(rgb):
-    return tuple(v / 255.0 for v in rgb)
+def _draw_markers(draw, markers: list[dict], dx: int, dy: int, canvas: tuple[int, int]) -> list[str]:
+    """Draw the markers that have a position; return the non-blank labels of those drawn
+    (``str(label)``, so a null label reads "None")."""
+    font = _font(16)
+    cw, ch = canvas
+    labels = []
+    for m in markers:
+        row, col = _marker_position(m)
+        if row is None or col is None:
+            continue
+        x = int(round(float(col))) + dx
+        y = int(round(float(row))) + dy
+        r = int(m.get("radius", 7))
+        colour = tuple(m.get("color", [0, 255, 255]))
+        draw.line((x - r - 4, y, x + r + 4, y), fill=BLACK, width=2)
+        draw.line((x, y - r - 4, x, y + r + 4), fill=BLACK, width=2)
+        draw.ellipse((x - r, y - r, x + r, y + r), fill=colour, outline=BLACK, width=2)
+        label = str(m.get("label", "")).strip()
+        if not label:
+            continue
+        labels.append(label)
+        tw, th = _text_size(draw, label, font)
+        lx = min(x + r + 10, max(4, cw - tw - 8))
+        ly = min(max(4, y - th - 6), max(4, ch - th - 8))
+        draw.rectangle((lx - 4, ly - 2, lx + tw + 4, ly + th + 2), fill=WHITE, outline=BLACK)
+        draw.text((lx, ly), label, fill=BLACK, font=font)
+    return labels
 
 
-def _labels_for(classes, class_labels, class_map):
-    out = {}
-    for v in classes:
-        if class_labels and str(v) in class_labels:
-            out[str(v)] = str(class_labels[str(v)])
-        elif class_map and int(v) in class_map:
-            out[str(v)] = str(class_map[int(v)])
-        else:
-            out[str(v)] = f"class_{v}"
-    return out
+def _fit(img, w: int, h: int):
+    """``img`` scaled to fit a w×h white box, centred."""
+    from PIL import Image
+
+    box = Image.new("RGB", (w, h), WHITE)
+    scale = min(w / img.size[0], h / img.size[1])
+    nw, nh = max(1, int(img.size[0] * scale)), max(1, int(img.size[1] * scale))
+    box.paste(img.resize((nw, nh)), ((w - nw) // 2, (h - nh) // 2))
+    return box
 
 
-def _nice_length(target: float) -> float:
-    """1, 2 or 5 × 10^k not above ``target`` (scale bars)."""
-    if target <= 0:
-        return 0.0
-    k = math.floor(math.log10(target))
-    for m in (5, 2, 1):
-        if m * 10 ** k <= target:
-            return float(m * 10 ** k)
-    return float(10 ** k)
+def _save(ctx: ToolContext, tool: str, key: dict, img) -> str:
+    dst = ctx.output_path(tool, key, ".png")
+    img.save(dst, format="PNG")
+    return ctx.artifact_name(dst)
 
 
-def _marker_pos(m: dict, i: int, tool: str):
-    row = next((m[k] for k in ("pixel_row", "row", "y") if k in m and m[k] is not None), None)
-    col = next((m[k] for k in ("pixel_col", "col", "x") if k in m and m[k] is not None), None)
-    if row is None or col is None:
-        raise ToolInputError(f"marker {i} lacks a row/col: {m}", tool=tool,
-                             argument="point_markers",
-                             expected="[{pixel_row|row|y, pixel_col|col|x, label?, color?}]")
-    try:
-        return float(row), float(col)
-    except (TypeError, ValueError):
-        raise ToolInputError(f"marker {i} has a non-numeric position: {m}", tool=tool,
-                             argument="point_markers") from None
+def _map_page(img, *, title, legend, markers, north_arrow, pixel_size_m, right_pad,
+              bottom_pad, route=None, markers_last=True):
+    """The benchmark's map page: the image at (20, top) on a white canvas grown by a title band
+    (60 px with a title, else 20), a right column (``right_pad``) and a bottom band
+    (``bottom_pad``); north arrow at the top of the right column, scale bar under the image when
+    the pixel size is > 0, legend below "Legend" in the right column; markers over the legend
+    (``markers_last``, the map page's order) or under it (the route map's). Returns (canvas,
+    labels of the markers drawn)."""
+    from PIL import Image, ImageDraw
 
-
-def _map_figure(img: np.ndarray, *, title, legend, legend_alpha, markers, north_arrow,
-                scale_bar, pixel_size_m, route=None):
-    """A 1000×800 px map page: title, image, legend, markers, north arrow and scale bar.
-
-    ``legend``: [(label, (r, g, b))]; ``markers``: [(row, col, label, (r, g, b), radius)];
-    ``route``: (cols, rows, (r, g, b), width). Returns (figure, scale bar drawn?)."""
-    from matplotlib.patches import Circle, Patch, Rectangle
-
-    fig = _figure(1000, 800)
-    ax = fig.add_axes([0.04, 0.05, 0.92, 0.85])
-    ax.imshow(img, interpolation="nearest")
-    ax.set_xlim(-0.5, img.shape[1] - 0.5)
-    ax.set_ylim(img.shape[0] - 0.5, -0.5)
-    ax.set_xticks([])
-    ax.set_yticks([])
+    w, h = img.size
+    top, left = (60 if title else 20), 20
+    canvas = Image.new("RGB", (w + left + right_pad, h + top + bottom_pad), WHITE)
+    canvas.paste(img, (left, top))
+    draw = ImageDraw.Draw(canvas)
     if title:
-        fig.suptitle(str(title), fontsize=16, y=0.97)
+        _centred_title(draw, canvas.size[0], str(title), 24)
     if route is not None:
-        cols, rows, colour, width = route
-        if len(cols) >= 2:
-            ax.plot(cols, rows, color=_mpl(colour), linewidth=width, solid_capstyle="round",
-                    solid_joinstyle="round")
-    h, w = img.shape[:2]
-    scale = max(h, w) / 800.0
-    for row, col, label, colour, radius in markers:
-        ax.add_patch(Circle((col, row), radius=radius * scale, facecolor=_mpl(colour),
-                            edgecolor="black", linewidth=1.0, zorder=5))
-        if label:
-            ax.annotate(str(label), (col, row), xytext=(6, 6), textcoords="offset points",
-                        fontsize=10, color="black", zorder=6,
-                        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.8,
-                              "lw": 0})
-    if legend:
-        handles = [Patch(facecolor=_mpl(c), edgecolor="black", label=str(lbl))
-                   for lbl, c in legend]
-        ax.legend(handles=handles, loc="lower right", fontsize=9,
-                  framealpha=legend_alpha if legend_alpha is not None else 0.8)
+        pts, colour, width = route
+        if len(pts) >= 2:
+            xy = [(left + c, top + r) for r, c in pts]
+            draw.line(xy, fill=BLACK, width=max(1, width + 2))
+            draw.line(xy, fill=colour, width=max(1, width))
     if north_arrow:
-        ax.annotate("N", xy=(0.95, 0.97), xytext=(0.95, 0.85), xycoords="axes fraction",
-                    textcoords="axes fraction", ha="center", va="center", fontsize=14,
-                    fontweight="bold",
-                    arrowprops={"facecolor": "black", "width": 4, "headwidth": 12})
-    drew_scale = False
-    if scale_bar and pixel_size_m:
-        length_m = _nice_length(w * float(pixel_size_m) / 5.0)
-        if length_m > 0:
-            bar_px = length_m / float(pixel_size_m)
-            x0, y0 = 0.04 * w, 0.95 * h
-            ax.add_patch(Rectangle((x0, y0 - 0.012 * h), bar_px, 0.012 * h, facecolor="black",
-                                   edgecolor="white", linewidth=1.0, zorder=5))
-            text = f"{length_m / 1000:g} km" if length_m >= 1000 else f"{length_m:g} m"
-            ax.text(x0 + bar_px / 2, y0 - 0.02 * h, text, ha="center", va="bottom",
-                    fontsize=10, zorder=6,
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.8, "lw": 0})
-            drew_scale = True
-    return fig, drew_scale
-
-
-def _legend_items(items, tool):
-    out = []
-    for i, it in enumerate(items or []):
-        if not isinstance(it, dict) or "label" not in it:
-            raise ToolInputError(f"legend item {i} lacks a label: {it!r}", tool=tool,
-                                 argument="legend_items", expected="[{label, color:[r,g,b]}]")
-        out.append((str(it["label"]), _rgb_arg(it.get("color"), tool, "legend_items",
-                                                (128, 128, 128))))
-    return out
+        _north_arrow(draw, canvas.size[0] - right_pad + 60, top + 20)
+    if pixel_size_m is not None and pixel_size_m > 0:
+        _scale_bar(draw, left + 20, top + h + 15, float(pixel_size_m))
+    labels = [] if markers_last or not markers else _draw_markers(draw, markers, left, top,
+                                                                  canvas.size)
+    if legend:
+        draw.text((w + left + 20, top + 110), "Legend", fill=BLACK, font=_font(18))
+        _legend(draw, legend, w + left + 20, top + 140)
+    if markers_last and markers:
+        labels = _draw_markers(draw, markers, left, top, canvas.size)
+    return canvas, labels
 
 
 # --------------------------------------------------------------------------------------------
 @register("vis.overlay_mask", server="Vis", module="visualization",
-          result_keys=["tool", "output_path", "classes_present", "class_labels"])
+          result_keys=["tool", "output_path", "classes_present", "class_labels"],
+          notes={"class_labels": "echoed as given ({} when absent); names nothing"})
 def vis_overlay_mask(ctx: ToolContext, image_path: str, mask_path: str, alpha: float = 0.45,
                      class_labels: dict[str, str] | None = None) -> dict:
-    """The image (same size, PNG) with every non-zero mask value blended over it:
-    ``(1 − alpha)·pixel + alpha·colour`` with the fixed palette (1 gold, 2 orange, 3 crimson,
-    4 purple, 5 dodger blue, 6 deep sky blue, others incl. 255 red). ``class_labels`` (mask value
-    as a string → label) names the classes present; the mask's own class map, then
-    ``class_<v>``, fill the gaps. Errors: alpha outside 0..1, unreadable files, a multi-band
-    mask → ToolInputError / ModalityError.
-    """
+    """The image (RGB PNG of its size) with every non-zero mask value blended over it
+    (``blend``). ``classes_present``: the non-zero mask values after resizing, ascending;
+    ``class_labels``: the argument echoed (``{}`` when absent), not filled in (quirk). No range
+    check on ``alpha`` (the benchmark has none). Errors: a file PIL cannot read."""
     from PIL import Image
 
     tool = "vis.overlay_mask"
-    _check_alpha(alpha, tool)
     img, ipath = load_rgb(ctx, image_path, tool, "image_path")
-    mask, class_map, mpath = _load_mask(ctx, mask_path, tool, "mask_path", img.shape[:2])
+    mask, mpath = _load_mask(ctx, mask_path, tool, "mask_path", img.shape[:2])
     out = blend(img, mask, float(alpha))
-    present = [int(v) for v in np.unique(mask) if v != 0]
-    dst = _png(ctx, tool, {"image": ipath, "mask": mpath, "alpha": float(alpha),
-                           "labels": class_labels})
-    Image.fromarray(out, mode="RGB").save(dst, format="PNG")
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "classes_present": present,
-            "class_labels": _labels_for(present, class_labels, class_map)}
+    name = _save(ctx, tool, {"image": ipath, "mask": mpath, "alpha": float(alpha),
+                             "labels": class_labels}, Image.fromarray(out, mode="RGB"))
+    return {"tool": tool, "output_path": name, "classes_present": classes_present(mask),
+            "class_labels": class_labels or {}}
 
 
 @register("vis.add_map_elements", server="Vis", module="visualization",
@@ -266,48 +289,49 @@ def vis_overlay_mask(ctx: ToolContext, image_path: str, mask_path: str, alpha: f
           notes={"legend_items": "[{label, color:[r,g,b]}]",
                  "point_markers": "[{pixel_row|row|y, pixel_col|col|x, label?, "
                                   "color?=[0,255,255], radius?=7}]",
-                 "pixel_size_m": "scale bar drawn only when given"})
+                 "pixel_size_m": "scale bar drawn only when > 0"})
 def vis_add_map_elements(ctx: ToolContext, image_path: str, title: str | None = None,
                          legend_items: list[dict] | None = None,
                          legend_alpha: float | None = None,
                          point_markers: list[dict] | None = None, north_arrow: bool = True,
                          scale_bar: bool = True, pixel_size_m: float | None = None) -> dict:
-    """A 1000×800 px map page around an image: title, legend, north arrow (the image is taken
-    as north-up), a scale bar (a 1/2/5·10^k m length near a fifth of the image width; drawn
-    only with ``pixel_size_m``) and labelled circular point markers (radius in pixels of an
-    800 px image, default 7; colour default cyan). ``scale_bar`` in the result says whether a
-    bar was drawn. Errors: a marker without row/col, a colour that is not [r, g, b], alpha
-    outside 0..1, pixel size ≤ 0 → ToolInputError.
-    """
+    """A map page around an image (canvas (w + 40 or w + 240 with a legend) × (h + top +
+    bottom), top 60 with a title else 20, bottom 60 with ``scale_bar`` else 20): title, legend
+    (label default "item", colour default red, blended over grey with ``legend_alpha``), north
+    arrow, scale bar (120 px, drawn when ``pixel_size_m`` > 0), point markers.
+    ``point_marker_count`` counts every marker given, ``point_marker_labels`` the labels of
+    those drawn; ``scale_bar`` is ``scale_bar and pixel_size_m is not None`` (true for a pixel
+    size ≤ 0 that draws nothing: quirk). Errors: a marker position that is not a number."""
     tool = "vis.add_map_elements"
-    _check_alpha(legend_alpha, tool, "legend_alpha")
-    if pixel_size_m is not None and not pixel_size_m > 0:
-        raise ToolInputError(f"must be positive, got {pixel_size_m}", tool=tool,
-                             argument="pixel_size_m", expected="metres per pixel > 0")
-    img, ipath = load_rgb(ctx, image_path, tool, "image_path")
-    legend = _legend_items(legend_items, tool)
-    markers = []
-    for i, m in enumerate(point_markers or []):
-        if not isinstance(m, dict):
-            raise ToolInputError(f"marker {i} is not an object", tool=tool,
-                                 argument="point_markers")
-        row, col = _marker_pos(m, i, tool)
-        markers.append((row, col, m.get("label"), _rgb_arg(m.get("color"), tool,
-                                                           "point_markers", (0, 255, 255)),
-                        float(m.get("radius", 7) or 7)))
-    fig, drew = _map_figure(img, title=title, legend=legend, legend_alpha=legend_alpha,
-                            markers=markers, north_arrow=north_arrow, scale_bar=scale_bar,
-                            pixel_size_m=pixel_size_m)
-    dst = _png(ctx, tool, {"image": ipath, "title": title, "legend": legend_items,
-                           "legend_alpha": legend_alpha, "markers": point_markers,
-                           "north": bool(north_arrow), "scale": bool(scale_bar),
-                           "px": pixel_size_m})
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "title": title,
-            "has_legend": bool(legend), "legend_alpha": legend_alpha,
-            "point_marker_count": len(markers),
-            "point_marker_labels": [str(m[2]) for m in markers if m[2]],
-            "north_arrow": bool(north_arrow), "scale_bar": drew}
+    img, ipath = load_rgb_image(ctx, image_path, tool, "image_path")
+    legend = [(str(it.get("label", "item")),
+               _legend_colour(tuple(it.get("color", [255, 0, 0])), legend_alpha))
+              for it in (legend_items or [])]
+    canvas, labels = _map_page(img, title=title, legend=legend, markers=point_markers or [],
+                               north_arrow=north_arrow,
+                               pixel_size_m=pixel_size_m if scale_bar else None,
+                               right_pad=220 if legend_items else 20,
+                               bottom_pad=60 if scale_bar else 20)
+    name = _save(ctx, tool, {"image": ipath, "title": title, "legend": legend_items,
+                             "legend_alpha": legend_alpha, "markers": point_markers,
+                             "north": north_arrow, "scale": scale_bar, "px": pixel_size_m},
+                 canvas)
+    return {"tool": tool, "output_path": name, "title": title,
+            "has_legend": bool(legend_items), "legend_alpha": legend_alpha,
+            "point_marker_count": len(point_markers or []), "point_marker_labels": labels,
+            "north_arrow": north_arrow, "scale_bar": bool(scale_bar and pixel_size_m is not None)}
+
+
+def _overlay_for_page(ctx, tool, base_image_path, overlay_mask_path, alpha, class_labels):
+    """(page image, classes present, mask path or None) for the damage and route maps."""
+    from PIL import Image
+
+    img, ipath = load_rgb(ctx, base_image_path, tool, "base_image_path")
+    if not overlay_mask_path:
+        return Image.fromarray(img, mode="RGB"), [], ipath, None
+    mask, mpath = _load_mask(ctx, overlay_mask_path, tool, "overlay_mask_path", img.shape[:2])
+    return (Image.fromarray(blend(img, mask, float(alpha)), mode="RGB"), classes_present(mask),
+            ipath, mpath)
 
 
 @register("vis.damage_map", server="Vis", module="visualization",
@@ -320,42 +344,33 @@ def vis_add_map_elements(ctx: ToolContext, image_path: str, title: str | None = 
 def vis_damage_map(ctx: ToolContext, base_image_path: str, overlay_mask_path: str | None,
                    title: str = "Damage Assessment Map", pixel_size_m: float | None = None,
                    class_labels: dict[str, str] | None = None, alpha: float = 0.45) -> dict:
-    """Standard damage-assessment map: ``vis.overlay_mask`` blending (when a mask is given)
-    plus the ``vis.add_map_elements`` page, with one legend entry per class present (palette
-    colour; label from ``class_labels``, the mask's class map, else ``class_<v>``).
-    ``layers`` lists what was drawn, in order. Errors as the two tools it combines.
-    """
+    """``vis.overlay_mask`` (when a mask is given) laid out by ``vis.add_map_elements`` with one
+    legend entry per class present (label from ``class_labels``, else ``class_<v>``), north
+    arrow and scale bar on. The observation is ``vis.add_map_elements``'s: ``has_legend`` true
+    when a class is present, ``legend_alpha`` = ``alpha`` whenever a mask is given (null
+    without), ``scale_bar`` true whenever ``pixel_size_m`` is given; ``layers`` is
+    ["base_image"] plus "overlay_mask" with a mask."""
     tool = "vis.damage_map"
-    _check_alpha(alpha, tool)
-    if pixel_size_m is not None and not pixel_size_m > 0:
-        raise ToolInputError(f"must be positive, got {pixel_size_m}", tool=tool,
-                             argument="pixel_size_m", expected="metres per pixel > 0")
-    img, ipath = load_rgb(ctx, base_image_path, tool, "base_image_path")
-    layers = ["base_image"]
-    legend = []
-    mpath = None
-    if overlay_mask_path:
-        mask, class_map, mpath = _load_mask(ctx, overlay_mask_path, tool, "overlay_mask_path",
-                                            img.shape[:2])
-        img = blend(img, mask, float(alpha))
-        present = [int(v) for v in np.unique(mask) if v != 0]
-        labels = _labels_for(present, class_labels, class_map)
-        legend = [(labels[str(v)], colour_of(v)) for v in present]
-        layers.append("damage_overlay")
-    fig, drew = _map_figure(img, title=title, legend=legend, legend_alpha=0.8, markers=[],
-                            north_arrow=True, scale_bar=True, pixel_size_m=pixel_size_m)
-    if legend:
-        layers.append("legend")
-    layers.append("north_arrow")
-    if drew:
-        layers.append("scale_bar")
-    dst = _png(ctx, tool, {"image": ipath, "mask": mpath, "title": title, "px": pixel_size_m,
-                           "labels": class_labels, "alpha": float(alpha)})
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "title": title,
-            "has_legend": bool(legend), "legend_alpha": 0.8 if legend else None,
-            "point_marker_count": 0, "point_marker_labels": [], "north_arrow": True,
-            "scale_bar": drew, "layers": layers}
+    page, present, ipath, mpath = _overlay_for_page(ctx, tool, base_image_path,
+                                                    overlay_mask_path, alpha, class_labels)
+    legend_alpha = alpha if overlay_mask_path else None
+    legend = [((class_labels or {}).get(str(v), f"class_{v}"),
+               _legend_colour(colour_of(v), legend_alpha)) for v in present]
+    canvas, _labels = _map_page(page, title=title, legend=legend, markers=[], north_arrow=True,
+                                pixel_size_m=pixel_size_m, right_pad=220 if legend else 20,
+                                bottom_pad=60)
+    name = _save(ctx, tool, {"image": ipath, "mask": mpath, "title": title, "px": pixel_size_m,
+                             "labels": class_labels, "alpha": float(alpha)}, canvas)
+    return {"tool": tool, "output_path": name, "title": title, "has_legend": bool(legend),
+            "legend_alpha": legend_alpha, "point_marker_count": 0, "point_marker_labels": [],
+            "north_arrow": True, "scale_bar": pixel_size_m is not None,
+            "layers": ["base_image"] + (["overlay_mask"] if overlay_mask_path else [])}
+
+
+def _pixel_point(p) -> tuple[int, int] | None:
+    if not p or len(p) < 2:
+        return None
+    return int(round(float(p[0]))), int(round(float(p[1])))
 
 
 @register("vis.route_map", server="Vis", module="visualization",
@@ -370,243 +385,221 @@ def vis_route_map(ctx: ToolContext, base_image_path: str, path_pixels: list[list
                   overlay_mask_path: str | None = None,
                   class_labels: dict[str, str] | None = None, alpha: float = 0.35,
                   route_color: list[int] | None = None, route_width: int = 5) -> dict:
-    """A route polyline ([row, col] pixels) on the base image, with start (green) and end
-    (red) markers (default: the first and last path pixel), optionally over a damage overlay,
-    on the ``vis.add_map_elements`` page. An empty path (no route found) draws the markers
-    only. Errors: a path point that is not [row, col], bad colour, width < 1, alpha outside
-    0..1 → ToolInputError.
-    """
+    """A route polyline ([row, col] pixels; points with fewer than 2 numbers are skipped) on the
+    base image, optionally over a damage overlay, with "Route start"/"Route end" markers at
+    ``start_point``/``end_point`` (empty or null: the first/last path point). Canvas: w + 280 ×
+    h + top + (60 with a truthy pixel size, else 20). ``legend_items``: the classes present
+    (``class_labels`` or ``class_<v>``), then always "intact route", "route start", "route
+    end"."""
     tool = "vis.route_map"
-    _check_alpha(alpha, tool)
-    colour = _rgb_arg(route_color, tool, "route_color", (0, 191, 255))
-    if int(route_width) < 1:
-        raise ToolInputError(f"must be >= 1, got {route_width}", tool=tool,
-                             argument="route_width", expected="a line width in points >= 1")
-    for name, pt in (("start_point", start_point), ("end_point", end_point)):
-        if pt is not None and len(pt) != 2:
-            raise ToolInputError(f"expected [row, col], got {pt}", tool=tool, argument=name)
-    pts = []
-    for i, p in enumerate(path_pixels):
-        if len(p) != 2:
-            raise ToolInputError(f"point {i} is {p}, not [row, col]", tool=tool,
-                                 argument="path_pixels", expected="[[row, col], ...]")
-        pts.append((int(p[0]), int(p[1])))
-    img, ipath = load_rgb(ctx, base_image_path, tool, "base_image_path")
-    legend = [("Route", colour)]
-    mpath = None
-    if overlay_mask_path:
-        mask, class_map, mpath = _load_mask(ctx, overlay_mask_path, tool, "overlay_mask_path",
-                                            img.shape[:2])
-        img = blend(img, mask, float(alpha))
-        present = [int(v) for v in np.unique(mask) if v != 0]
-        labels = _labels_for(present, class_labels, class_map)
-        legend += [(labels[str(v)], colour_of(v)) for v in present]
-    start = [int(v) for v in start_point] if start_point is not None else (
-        list(pts[0]) if pts else None)
-    end = [int(v) for v in end_point] if end_point is not None else (
-        list(pts[-1]) if pts else None)
+    pts = [(int(round(float(p[0]))), int(round(float(p[1])))) for p in path_pixels or []
+           if isinstance(p, (list, tuple)) and len(p) >= 2]
+    colour = tuple(int(v) for v in (route_color or ROUTE_RGB))
+    page, present, ipath, mpath = _overlay_for_page(ctx, tool, base_image_path,
+                                                    overlay_mask_path, alpha, class_labels)
+    start = _pixel_point(start_point) or (pts[0] if pts else None)
+    end = _pixel_point(end_point) or (pts[-1] if pts else None)
     markers = []
-    if start is not None:
-        markers.append((start[0], start[1], "Start", (0, 200, 0), 9.0))
-        legend.append(("Start", (0, 200, 0)))
-    if end is not None:
-        markers.append((end[0], end[1], "End", (230, 0, 0), 9.0))
-        legend.append(("End", (230, 0, 0)))
-    route = ([c for _r, c in pts], [r for r, _c in pts], colour, int(route_width))
-    fig, _drew = _map_figure(img, title=title, legend=legend, legend_alpha=0.8,
-                             markers=markers, north_arrow=True, scale_bar=True,
-                             pixel_size_m=pixel_size_m, route=route)
-    dst = _png(ctx, tool, {"image": ipath, "path": [list(p) for p in pts], "title": title,
-                           "px": pixel_size_m, "start": start, "end": end, "mask": mpath,
-                           "labels": class_labels, "alpha": float(alpha), "colour": list(colour),
-                           "width": int(route_width)})
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "path_point_count": len(pts),
-            "start_point": start, "end_point": end,
-            "point_marker_labels": [m[2] for m in markers], "has_overlay": mpath is not None,
-            "legend_items": [lbl for lbl, _c in legend]}
+    if start:
+        markers.append({"pixel_row": start[0], "pixel_col": start[1], "label": "Route start",
+                        "radius": 8, "color": list(START_RGB)})
+    if end:
+        markers.append({"pixel_row": end[0], "pixel_col": end[1], "label": "Route end",
+                        "radius": 8, "color": list(END_RGB)})
+    legend = [((class_labels or {}).get(str(v), f"class_{v}"), _legend_colour(colour_of(v), alpha))
+              for v in present]
+    legend += [("intact route", colour), ("route start", START_RGB), ("route end", END_RGB)]
+    canvas, labels = _map_page(page, title=title, legend=legend, markers=markers,
+                               north_arrow=True, pixel_size_m=pixel_size_m, right_pad=260,
+                               bottom_pad=60 if pixel_size_m else 20,
+                               route=(pts, colour, int(route_width)), markers_last=False)
+    name = _save(ctx, tool, {"image": ipath, "path": [list(p) for p in pts], "title": title,
+                             "px": pixel_size_m, "start": start, "end": end, "mask": mpath,
+                             "labels": class_labels, "alpha": float(alpha),
+                             "colour": list(colour), "width": int(route_width)}, canvas)
+    return {"tool": tool, "output_path": name, "path_point_count": len(pts),
+            "start_point": list(start) if start else None,
+            "end_point": list(end) if end else None, "point_marker_labels": labels,
+            "has_overlay": bool(overlay_mask_path), "legend_items": [lbl for lbl, _c in legend]}
 
 
 # --------------------------------------------------------------------------------------------
-def _chart_data(data: dict, tool: str, *, non_negative: bool = False) -> tuple[list, list]:
-    if not data:
-        raise ToolInputError("is empty", tool=tool, argument="data",
-                             expected="a dict of label -> number")
-    labels, values = [], []
-    for k, v in data.items():
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            f = float("nan")
-        if not math.isfinite(f):
-            raise ToolInputError(f"value of {k!r} is {v!r}", tool=tool, argument="data",
-                                 expected="finite numbers")
-        if non_negative and f < 0:
-            raise ToolInputError(f"value of {k!r} is negative ({f})", tool=tool, argument="data",
-                                 expected="values >= 0 for a pie chart")
-        labels.append(str(k))
-        values.append(f)
-    return labels, values
+def _chart_canvas(w: int, h: int, title: str):
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (w, h), WHITE)
+    draw = ImageDraw.Draw(img)
+    _centred_title(draw, w, str(title), 28, y=20)
+    return img, draw
 
 
-def _basic_stats(labels, values) -> dict:
-    total = float(sum(values))
-    imax = max(range(len(values)), key=lambda i: (values[i], -i))
-    imin = min(range(len(values)), key=lambda i: (values[i], i))
-    return {"count": len(values), "total": total, "mean": total / len(values),
-            "max_label": labels[imax], "max_value": values[imax],
-            "min_label": labels[imin], "min_value": values[imin]}
+def _chart_result(tool: str, kind: str, name: str, data: dict, title: str) -> dict:
+    return {"tool": tool, "output_path": name, "chart_type": kind, "statistics": data,
+            "title": title}
 
 
 @register("vis.pie_chart", server="Vis", module="visualization",
           result_keys=["tool", "output_path", "chart_type", "statistics", "title"])
 def vis_pie_chart(ctx: ToolContext, data: dict[str, float], title: str = "Pie Chart") -> dict:
-    """800×600 px pie chart of category values (slices in the given order, percentages
-    printed). ``statistics``: count, total, mean, max/min label and value, and ``percentages``
-    per label (value / total · 100). Errors: empty data, non-numeric or negative values, a zero
-    total → ToolInputError.
-    """
+    """800×600 px pie chart (slices in the given order, palette colours 1, 2, ...; legend
+    "label: value"). ``statistics`` is ``data`` itself with float values (the benchmark echoes
+    its validated argument); empty data, zeros and negative values draw what they draw and are
+    no error (quirk)."""
     tool = "vis.pie_chart"
-    labels, values = _chart_data(data, tool, non_negative=True)
-    total = sum(values)
-    if total <= 0:
-        raise ToolInputError("all values are 0", tool=tool, argument="data",
-                             expected="at least one positive value")
-    fig = _figure(800, 600)
-    ax = fig.add_axes([0.05, 0.05, 0.6, 0.82])
-    colours = [CHART_COLOURS[i % len(CHART_COLOURS)] for i in range(len(values))]
-    ax.pie(values, colors=colours, autopct="%1.1f%%", startangle=90, counterclock=False,
-           wedgeprops={"edgecolor": "white"})
-    ax.set_aspect("equal")
-    fig.legend(handles=ax.patches, labels=[lbl[:24] for lbl in labels], loc="center right",
-               fontsize=9)
-    fig.suptitle(str(title), fontsize=14)
-    dst = _png(ctx, tool, {"data": [[k, v] for k, v in zip(labels, values)], "title": title})
-    _save(fig, dst)
-    stats = _basic_stats(labels, values)
-    stats["percentages"] = {k: v / total * 100.0 for k, v in zip(labels, values)}
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "chart_type": "pie",
-            "statistics": stats, "title": title}
+    img, draw = _chart_canvas(800, 600, title)
+    values = [float(v) for v in data.values()]
+    total = sum(values) if sum(values) > 0 else 1.0
+    cx, cy, r = 280, 330, 180
+    start, legend = 0.0, []
+    for i, (label, value) in enumerate(zip(data, values)):
+        end = start + value / total * 360.0
+        draw.pieslice((cx - r, cy - r, cx + r, cy + r), start=start, end=end,
+                      fill=colour_of(i + 1), outline=WHITE)
+        legend.append((f"{label}: {value}", colour_of(i + 1)))
+        start = end
+    draw.text((540, 140), "Legend", fill=BLACK, font=_font(20))
+    _legend(draw, legend, 540, 180, box=18, gap=12)
+    name = _save(ctx, tool, {"data": [[k, v] for k, v in data.items()], "title": title}, img)
+    return _chart_result(tool, "pie", name, dict(data), title)
+
+
+def _axes(draw, w: int, h: int):
+    left, top, right, bottom = 90, 100, w - 40, h - 100
+    draw.line((left, bottom, right, bottom), fill=BLACK, width=2)
+    draw.line((left, bottom, left, top), fill=BLACK, width=2)
+    return left, top, right, bottom
 
 
 @register("vis.bar_chart", server="Vis", module="visualization",
           result_keys=["tool", "output_path", "chart_type", "statistics", "title"])
 def vis_bar_chart(ctx: ToolContext, data: dict[str, float], title: str = "Bar Chart") -> dict:
-    """900×600 px bar chart in the given order, values printed on the bars; labels truncated to
-    16 characters. ``statistics``: count, total, mean, max/min label and value. Errors: empty
-    data, non-numeric values → ToolInputError.
-    """
+    """900×600 px bar chart in the given order (heights relative to the largest value, values
+    printed over the bars, labels cut to 16 characters). ``statistics`` is ``data`` with float
+    values; empty data is no error."""
     tool = "vis.bar_chart"
-    labels, values = _chart_data(data, tool)
-    fig = _figure(900, 600)
-    ax = fig.add_axes([0.08, 0.18, 0.88, 0.72])
-    xs = list(range(len(values)))
-    bars = ax.bar(xs, values, color=[CHART_COLOURS[i % len(CHART_COLOURS)] for i in xs])
-    ax.set_xticks(xs)
-    ax.set_xticklabels([lbl[:16] for lbl in labels], rotation=30, ha="right", fontsize=9)
-    ax.bar_label(bars, fmt="%g", fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_title(str(title), fontsize=14)
-    dst = _png(ctx, tool, {"data": [[k, v] for k, v in zip(labels, values)], "title": title})
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "chart_type": "bar",
-            "statistics": _basic_stats(labels, values), "title": title}
+    img, draw = _chart_canvas(900, 600, title)
+    left, top, right, bottom = _axes(draw, 900, 600)
+    values = [float(v) for v in data.values()]
+    top_value = max(values) if values else 1.0
+    top_value = top_value if top_value > 0 else 1.0
+    step = (right - left) / max(1, len(values))
+    bar_w = int(step * 0.55)
+    font = _font(16)
+    for i, (label, value) in enumerate(zip(data, values)):
+        x0 = int(left + i * step + (step - bar_w) / 2)
+        y0 = bottom - int(value / top_value * (bottom - top - 20))
+        draw.rectangle((x0, y0, x0 + bar_w, bottom), fill=colour_of(i + 1), outline=BLACK)
+        vw, vh = _text_size(draw, str(value), font)
+        draw.text((x0 + (bar_w - vw) // 2, y0 - vh - 4), str(value), fill=BLACK, font=font)
+        lw, _ = _text_size(draw, label[:16], font)
+        draw.text((x0 + (bar_w - lw) // 2, bottom + 8), label[:16], fill=BLACK, font=font)
+    name = _save(ctx, tool, {"data": [[k, v] for k, v in data.items()], "title": title}, img)
+    return _chart_result(tool, "bar", name, dict(data), title)
 
 
 @register("vis.line_chart", server="Vis", module="visualization",
           result_keys=["tool", "output_path", "chart_type", "statistics", "title"],
           notes={"data": "ordered x-label -> y"})
 def vis_line_chart(ctx: ToolContext, data: dict[str, float], title: str = "Line Chart") -> dict:
-    """900×600 px line chart in insertion order (temporal trends). ``statistics``: count,
-    total, mean, max/min label and value, first, last, change (last − first) and change_pct
-    (null when first is 0). Errors: empty data, non-numeric values → ToolInputError.
-    """
+    """900×600 px line chart in insertion order (values relative to the largest, points marked
+    and labelled). ``statistics`` is ``data`` with float values; empty data is no error."""
     tool = "vis.line_chart"
-    labels, values = _chart_data(data, tool)
-    fig = _figure(900, 600)
-    ax = fig.add_axes([0.08, 0.15, 0.88, 0.75])
-    xs = list(range(len(values)))
-    ax.plot(xs, values, marker="o", color=CHART_COLOURS[0], linewidth=2)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([lbl[:16] for lbl in labels], rotation=30, ha="right", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.set_title(str(title), fontsize=14)
-    dst = _png(ctx, tool, {"data": [[k, v] for k, v in zip(labels, values)], "title": title})
-    _save(fig, dst)
-    stats = _basic_stats(labels, values)
-    first, last = values[0], values[-1]
-    stats.update({"first": first, "last": last, "change": last - first,
-                  "change_pct": (last - first) / first * 100.0 if first else None})
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "chart_type": "line",
-            "statistics": stats, "title": title}
+    img, draw = _chart_canvas(900, 600, title)
+    left, top, right, bottom = _axes(draw, 900, 600)
+    values = [float(v) for v in data.values()]
+    top_value = max(values) if values else 1.0
+    top_value = top_value if top_value > 0 else 1.0
+    n = max(1, len(values))
+    pts = [(int(left + i * (right - left) / max(1, n - 1)),
+            int(bottom - v / top_value * (bottom - top - 10))) for i, v in enumerate(values)]
+    if len(pts) >= 2:
+        draw.line(pts, fill=PALETTE[5], width=3)
+    font = _font(16)
+    for (px, py), label, value in zip(pts, data, values):
+        draw.ellipse((px - 5, py - 5, px + 5, py + 5), fill=PALETTE[3], outline=BLACK)
+        draw.text((px - 10, py - 24), str(value), fill=BLACK, font=font)
+        lw, _ = _text_size(draw, label, font)
+        draw.text((px - lw // 2, bottom + 8), label, fill=BLACK, font=font)
+    name = _save(ctx, tool, {"data": [[k, v] for k, v in data.items()], "title": title}, img)
+    return _chart_result(tool, "line", name, dict(data), title)
 
 
 # --------------------------------------------------------------------------------------------
-def _panel(ax, img, label):
-    ax.imshow(img, interpolation="nearest")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    if label:
-        ax.set_title(str(label), fontsize=12)
-
-
 @register("vis.before_after_panel", server="Vis", module="visualization",
           result_keys=["tool", "output_path", "title"])
 def vis_before_after_panel(ctx: ToolContext, pre_image_path: str, post_image_path: str,
                            title: str = "Before / After Comparison") -> dict:
-    """1200×650 px side-by-side panel: the pre image ("Before") left, the post image
-    ("After") right, each scaled to its panel. Errors: unreadable images → ToolInputError."""
+    """1460×620 px panel: the pre image ("Pre") left and the post image ("Post") right, each
+    fitted into 700×500 px."""
+    from PIL import Image, ImageDraw
+
     tool = "vis.before_after_panel"
-    pre, ppre = load_rgb(ctx, pre_image_path, tool, "pre_image_path")
-    post, ppost = load_rgb(ctx, post_image_path, tool, "post_image_path")
-    fig = _figure(1200, 650)
-    for i, (img, label) in enumerate(((pre, "Before"), (post, "After"))):
-        _panel(fig.add_axes([0.02 + 0.5 * i, 0.03, 0.46, 0.82]), img, label)
-    fig.suptitle(str(title), fontsize=16)
-    dst = _png(ctx, tool, {"pre": ppre, "post": ppost, "title": title})
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "title": title}
+    pre, ppre = load_rgb_image(ctx, pre_image_path, tool, "pre_image_path")
+    post, ppost = load_rgb_image(ctx, post_image_path, tool, "post_image_path")
+    pw, ph = 700, 500
+    canvas = Image.new("RGB", (pw * 2 + 60, ph + 120), WHITE)
+    draw = ImageDraw.Draw(canvas)
+    _centred_title(draw, canvas.size[0], str(title), 28, y=20)
+    canvas.paste(_fit(pre, pw, ph), (20, 80))
+    canvas.paste(_fit(post, pw, ph), (40 + pw, 80))
+    font = _font(20)
+    draw.text((20 + pw // 2 - 20, 50), "Pre", fill=BLACK, font=font)
+    draw.text((40 + pw + pw // 2 - 25, 50), "Post", fill=BLACK, font=font)
+    name = _save(ctx, tool, {"pre": ppre, "post": ppost, "title": title}, canvas)
+    return {"tool": tool, "output_path": name, "title": title}
 
 
 @register("vis.temporal_panel", server="Vis", module="visualization",
           result_keys=["tool", "output_path", "labels", "title"],
-          notes={"labels": "default t1..tn"})
+          notes={"labels": "default t1..tn; extra labels or images are left out"})
 def vis_temporal_panel(ctx: ToolContext, image_paths: list[str], labels: list[str] | None = None,
                        title: str = "Temporal Panel", columns: int = 2) -> dict:
-    """Grid of time-step images (row-major, ``columns`` per row, 500×420 px per cell plus a
-    title band), each captioned with its label (default t1..tn). Errors: no images, a label
-    count that differs from the image count, columns < 1 → ToolInputError."""
+    """Grid of 420×320 px cells, ``max(1, columns)`` per row, each image fitted and captioned
+    with its label (default t1..tn when ``labels`` is empty or null). Images and labels are
+    paired in order and the longer list is cut (no error, quirk); ``labels`` in the observation
+    is the list used before cutting. No images draw a title-only canvas."""
+    from PIL import Image, ImageDraw
+
     tool = "vis.temporal_panel"
-    if not image_paths:
-        raise ToolInputError("is empty", tool=tool, argument="image_paths",
-                             expected="one or more image paths")
-    if int(columns) < 1:
-        raise ToolInputError(f"must be >= 1, got {columns}", tool=tool, argument="columns")
-    n = len(image_paths)
-    labels = list(labels) if labels else [f"t{i + 1}" for i in range(n)]
-    if len(labels) != n:
-        raise ToolInputError(f"{len(labels)} labels for {n} images", tool=tool,
-                             argument="labels", expected="one label per image")
-    imgs, paths = [], []
-    for p in image_paths:
-        img, rp = load_rgb(ctx, p, tool, "image_paths")
-        imgs.append(img)
+    labels = labels or [f"t{i + 1}" for i in range(len(image_paths))]
+    cols = max(1, int(columns))
+    rows = math.ceil(len(image_paths) / cols)
+    pw, ph = 420, 320
+    canvas = Image.new("RGB", (cols * pw + (cols + 1) * 20, rows * ph + (rows + 1) * 40 + 60),
+                       WHITE)
+    draw = ImageDraw.Draw(canvas)
+    _centred_title(draw, canvas.size[0], str(title), 28, y=20)
+    font = _font(18)
+    paths = []
+    for i, (value, label) in enumerate(zip(image_paths, labels)):
+        img, rp = load_rgb_image(ctx, value, tool, "image_paths")
         paths.append(rp)
-    cols = min(int(columns), n)
-    rows = math.ceil(n / cols)
-    cw, ch, top = 500, 420, 60
-    W, H = cols * cw, rows * ch + top
-    fig = _figure(W, H)
-    for i, (img, lbl) in enumerate(zip(imgs, labels)):
         r, c = divmod(i, cols)
-        left = (c * cw + 10) / W
-        bottom = (H - top - (r + 1) * ch + 10) / H
-        _panel(fig.add_axes([left, bottom, (cw - 20) / W, (ch - 45) / H]), img, lbl)
-    fig.suptitle(str(title), fontsize=16, y=1 - 15 / H)
-    dst = _png(ctx, tool, {"images": paths, "labels": labels, "title": title, "columns": cols})
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "labels": [str(x) for x in labels],
-            "title": title}
+        x, y = 20 + c * (pw + 20), 70 + r * (ph + 40)
+        canvas.paste(_fit(img, pw, ph), (x, y))
+        draw.rectangle((x, y, x + pw, y + ph), outline=BLACK, width=1)
+        draw.text((x + 8, y + 8), str(label), fill=BLACK, font=font)
+    name = _save(ctx, tool, {"images": paths, "labels": labels, "title": title, "columns": cols},
+                 canvas)
+    return {"tool": tool, "output_path": name, "labels": labels, "title": title}
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Words of ``text`` in lines of at most ``width`` characters, the benchmark's greedy rule:
+    a word that does not fit closes the current line, even an empty one (so a first word
+    longer than ``width`` leaves an empty first line)."""
+    lines, cur, used = [], [], 0
+    for word in text.split():
+        extra = len(word) + (1 if cur else 0)
+        if used + extra <= width:
+            cur.append(word)
+            used += extra
+        else:
+            lines.append(" ".join(cur))
+            cur, used = [word], len(word)
+    if cur:
+        lines.append(" ".join(cur))
+    return lines
 
 
 @register("vis.report_page", server="Vis", module="visualization",
@@ -617,144 +610,141 @@ def vis_temporal_panel(ctx: ToolContext, image_paths: list[str], labels: list[st
 def vis_report_page(ctx: ToolContext, map_image_path: str | None, chart_image_path: str | None,
                     summary_text: str = "", key_statistics: dict[str, Any] | None = None,
                     title: str = "Disaster Situation Report") -> dict:
-    """A 1400×1000 px one-page situation report: title, the map (top left) and the chart (top
-    right), the summary text wrapped at 95 characters (bottom left, at most 18 lines) and the
-    key statistics as "key: value" lines (bottom right, at most 16, numbers with up to 4
-    significant decimals). A null image is left out; a path that cannot be found is an error
-    (the benchmark skips it silently). ``components`` says what is on the page."""
+    """A 1400×1000 px one-page report: title, map box (40, 90)–(840, 620), chart box
+    (880, 90)–(1360, 440), summary box (880, 470)–(1360, 760, text wrapped at 48 characters)
+    and key-statistics box (40, 660)–(1360, 940, "key: value" lines in columns). An image
+    path that names no file is skipped silently; ``components`` says which arguments were
+    given (truthy), not what was drawn (quirk: a missing map still reads ``map: true``)."""
+    from PIL import Image, ImageDraw
+
     tool = "vis.report_page"
-    fig = _figure(1400, 1000)
-    fig.suptitle(str(title), fontsize=20, y=0.97)
-    key = {"title": title, "summary": summary_text, "stats": key_statistics}
-    components = {"map": False, "chart": False, "summary_text": bool(summary_text),
-                  "key_statistics": bool(key_statistics)}
-    for name, value, rect in (("map", map_image_path, [0.03, 0.40, 0.46, 0.50]),
-                              ("chart", chart_image_path, [0.51, 0.40, 0.46, 0.50])):
+    canvas = Image.new("RGB", (1400, 1000), WHITE)
+    draw = ImageDraw.Draw(canvas)
+    _centred_title(draw, 1400, str(title), 34, y=20)
+    boxes = {"map": (40, 90, 840, 620), "chart": (880, 90, 1360, 440),
+             "summary": (880, 470, 1360, 760), "stats": (40, 660, 1360, 940)}
+    captions = {"map": "Map", "chart": "Chart", "summary": "Summary", "stats": "Key Statistics"}
+    section = _font(22)
+    for k, (x0, y0, x1, y1) in boxes.items():
+        draw.rectangle((x0, y0, x1, y1), outline=BLACK, width=2)
+        draw.text((x0 + 10, y0 + 8), captions[k], fill=BLACK, font=section)
+    key: dict[str, Any] = {"title": title, "summary": summary_text, "stats": key_statistics}
+    for k, value in (("map", map_image_path), ("chart", chart_image_path)):
         if not value:
             continue
-        img, rp = load_rgb(ctx, value, tool, f"{name}_image_path")
-        ax = fig.add_axes(rect)
-        ax.imshow(img, interpolation="antialiased")
-        ax.axis("off")
-        components[name] = True
-        key[name] = rp
-    tax = fig.add_axes([0.03, 0.03, 0.55, 0.33])
-    tax.axis("off")
-    tax.set_title("Summary", loc="left", fontsize=13, fontweight="bold")
-    if summary_text:
-        lines = textwrap.wrap(str(summary_text), width=95)[:18]
-        tax.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=10,
-                 transform=tax.transAxes, family="DejaVu Sans")
-    sax = fig.add_axes([0.61, 0.03, 0.36, 0.33])
-    sax.axis("off")
-    sax.set_title("Key statistics", loc="left", fontsize=13, fontweight="bold")
-    if key_statistics:
-        lines = []
-        for k, v in list(key_statistics.items())[:16]:
-            if isinstance(v, float):
-                v = f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
-            lines.append(f"{k}: {v}"[:60])
-        sax.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=11,
-                 transform=sax.transAxes)
-    dst = _png(ctx, tool, key)
-    _save(fig, dst)
-    return {"tool": tool, "output_path": ctx.artifact_name(dst), "title": title,
-            "components": components}
+        try:
+            img, rp = load_rgb_image(ctx, value, tool, f"{k}_image_path")
+        except ToolInputError as exc:
+            if "file not found" in exc.message or "outside" in exc.message:
+                continue  # the benchmark draws only paths that exist
+            raise
+        x0, y0, x1, y1 = boxes[k]
+        canvas.paste(_fit(img, x1 - x0 - 20, y1 - y0 - 50), (x0 + 10, y0 + 40))
+        key[k] = rp
+    body = _font(18)
+    y = boxes["summary"][1] + 45
+    for line in _wrap(summary_text or "", 48):
+        draw.text((boxes["summary"][0] + 12, y), line, fill=BLACK, font=body)
+        y += 28
+    sx, sy = boxes["stats"][0] + 14, boxes["stats"][1] + 45
+    for k, v in (key_statistics or {}).items():
+        draw.text((sx, sy), f"{k}: {v}", fill=BLACK, font=body)
+        sy += 28
+        if sy > boxes["stats"][3] - 30:
+            sx, sy = sx + 420, boxes["stats"][1] + 45
+    name = _save(ctx, tool, key, canvas)
+    return {"tool": tool, "output_path": name, "title": title,
+            "components": {"map": bool(map_image_path), "chart": bool(chart_image_path),
+                           "summary_text": bool(summary_text),
+                           "key_statistics": bool(key_statistics)}}
 
 
 # --------------------------------------------------------------------------------------------
-@register("vis.heatmap", server="Vis", module="visualization",
-          result_keys=["tool", "heatmap_path", "point_count", "stats"],
-          notes={"points_path": "GeoJSON points/polygons (centroids used)",
-                 "bandwidth": "Gaussian KDE bandwidth; default automatic"})
-def vis_heatmap(ctx: ToolContext, points_path: str, base_image_path: str | None = None,
-                bandwidth: float | None = None, colormap: str = "hot") -> dict:
-    """Gaussian kernel-density heatmap of feature locations (centroids for non-points).
-
-    Density ``f(g) = 1/(n·2πσ²) · Σ exp(−|g − p|²/(2σ²))`` on a grid of 256 cells along the
-    longer side, in the layer's units⁻² (pixels⁻² over a base image). σ = ``bandwidth`` in the
-    layer's units (pixels over a base image), else Scott's rule on the pooled spread:
-    σ = n^(−1/6) · √((var x + var y)/2) (1 unit when that is 0). Without a base image the grid
-    covers the points' bounds grown by 3σ; with one it covers the image (georeferenced points
-    are projected into a georeferenced image's pixel grid; pixel-space points are used as
-    col/row). ``stats``: kde_max, kde_mean (over the grid) and the grid extent
-    [xmin, ymin, xmax, ymax]. Errors: fewer than 2 points, bandwidth ≤ 0, unknown colormap, a
-    georeferenced layer over an image without CRS → ToolInputError.
-    """
-    import matplotlib
-
-    from ._io import raster_meta, read_vector
-
-    tool = "vis.heatmap"
-    if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise ToolInputError(f"must be positive, got {bandwidth}", tool=tool,
-                             argument="bandwidth", expected="a kernel width > 0 (or null)")
-    if colormap not in matplotlib.colormaps:
-        raise ToolInputError(f"unknown colormap {colormap!r}", tool=tool, argument="colormap",
-                             expected="a matplotlib colormap name, e.g. 'hot', 'viridis'")
-    gdf, vpath = read_vector(ctx, points_path, tool=tool, argument="points_path")
-    img = None
-    ipath = None
-    if base_image_path:
-        img, ipath = load_rgb(ctx, base_image_path, tool, "base_image_path")
-        if gdf.crs is not None:
-            meta = raster_meta(ipath, tool=tool, argument="base_image_path")
-            if not meta.georeferenced:
-                raise ToolInputError("the points are georeferenced but the image has no CRS",
-                                     tool=tool, argument="base_image_path",
-                                     expected="a georeferenced image, or pixel-space points")
-            gdf = gdf.to_crs(meta.crs)
-            inv = ~meta.transform
-    xs, ys = [], []
+def heatmap_points(gdf) -> np.ndarray:
+    """n×2 array of the layer's feature positions in its own coordinates: points as they are,
+    each point of a multipoint, the centroid of a (multi)polygon or (multi)line; other or empty
+    geometries skipped."""
+    coords = []
     for g in gdf.geometry:
         if g is None or g.is_empty:
             continue
-        p = g if g.geom_type == "Point" else g.centroid
-        x, y = float(p.x), float(p.y)
-        if img is not None and gdf.crs is not None:
-            x, y = inv @ (x, y)
-            x, y = x - 0.5, y - 0.5  # pixel-centre coordinates, as imshow draws them
-        xs.append(x)
-        ys.append(y)
-    if len(xs) < 2:
-        raise ToolInputError(f"{len(xs)} point(s); a density needs at least 2", tool=tool,
-                             argument="points_path", expected="a layer with 2+ features")
-    X, Y = np.array(xs), np.array(ys)
-    n = len(X)
-    if bandwidth is not None:
-        sigma = float(bandwidth)
-    else:
-        spread = math.sqrt((X.var() + Y.var()) / 2.0)
-        sigma = n ** (-1.0 / 6.0) * spread if spread > 0 else 1.0
-    if img is not None:
-        xmin, xmax, ymin, ymax = -0.5, img.shape[1] - 0.5, -0.5, img.shape[0] - 0.5
-    else:
-        xmin, xmax = X.min() - 3 * sigma, X.max() + 3 * sigma
-        ymin, ymax = Y.min() - 3 * sigma, Y.max() + 3 * sigma
-    span = max(xmax - xmin, ymax - ymin)
-    gx = max(2, int(round(256 * (xmax - xmin) / span)))
-    gy = max(2, int(round(256 * (ymax - ymin) / span)))
-    cx = np.linspace(xmin, xmax, gx)
-    cy = np.linspace(ymin, ymax, gy)
-    ex = np.exp(-((cx[None, :] - X[:, None]) ** 2) / (2 * sigma ** 2))  # n × gx
-    ey = np.exp(-((cy[None, :] - Y[:, None]) ** 2) / (2 * sigma ** 2))  # n × gy
-    dens = (ey.T @ ex) / (n * 2 * math.pi * sigma ** 2)                 # gy × gx
-    fig = _figure(1000, 800)
-    ax = fig.add_axes([0.06, 0.06, 0.78, 0.86])
-    if img is not None:
-        ax.imshow(img, interpolation="nearest")
-        ax.imshow(dens, cmap=colormap, alpha=0.55, extent=(xmin, xmax, ymax, ymin),
-                  interpolation="bilinear")
-    else:
-        im = ax.imshow(dens, cmap=colormap, origin="lower" if gdf.crs is not None else "upper",
-                       extent=(xmin, xmax, ymin, ymax) if gdf.crs is not None
-                       else (xmin, xmax, ymax, ymin), interpolation="bilinear")
-        ax.scatter(X, Y, s=6, c="cyan", edgecolors="none")
-        fig.colorbar(im, cax=fig.add_axes([0.87, 0.1, 0.03, 0.78]))
-    ax.set_title(f"Kernel density of {n} features (σ = {sigma:.3g})", fontsize=13)
-    dst = _png(ctx, tool, {"points": vpath, "image": ipath, "bw": bandwidth, "cmap": colormap})
-    _save(fig, dst)
-    return {"tool": tool, "heatmap_path": ctx.artifact_name(dst), "point_count": n,
-            "stats": {"kde_max": float(dens.max()), "kde_mean": float(dens.mean()),
-                      "extent": [float(xmin), float(ymin), float(xmax), float(ymax)],
-                      "bandwidth": sigma}}
+        if g.geom_type == "Point":
+            coords.append((g.x, g.y))
+        elif g.geom_type in ("Polygon", "MultiPolygon", "LineString", "MultiLineString"):
+            c = g.centroid
+            coords.append((c.x, c.y))
+        elif g.geom_type == "MultiPoint":
+            coords.extend((p.x, p.y) for p in g.geoms)
+    return np.asarray(coords, dtype=float).reshape(-1, 2)
+
+
+@register("vis.heatmap", server="Vis", module="visualization",
+          result_keys=["tool", "heatmap_path", "point_count", "stats"],
+          notes={"points_path": "GeoJSON points/polygons (centroids used)",
+                 "bandwidth": "scipy gaussian_kde bw_method: a factor on the data's covariance "
+                              "(default Scott's rule)"})
+def vis_heatmap(ctx: ToolContext, points_path: str, base_image_path: str | None = None,
+                bandwidth: float | None = None, colormap: str = "hot") -> dict:
+    """Gaussian kernel density of feature positions (``heatmap_points``) in the layer's own
+    coordinates, as the benchmark's ``vis_heatmap``: scipy's ``gaussian_kde`` with
+    ``bw_method=bandwidth`` (a factor on the data covariance, Scott's rule when null), evaluated
+    on a 200×200 grid spanning the points' bounds (a span under 1e-6 is widened to 1 unit).
+    ``stats``: kde_max, kde_mean over the grid, extent [xmin, ymin, xmax, ymax]. The base image
+    only decorates the figure (an unreadable one is ignored). Errors: an empty layer, fewer
+    than 2 positions, a singular covariance (collinear points), an unknown colormap."""
+    import geopandas as gpd
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from scipy.stats import gaussian_kde
+
+    tool = "vis.heatmap"
+    vpath = ctx.resolve(points_path, tool=tool, argument="points_path")
+    try:
+        gdf = gpd.read_file(vpath)
+    except Exception as exc:
+        raise ToolInputError(f"{Path(points_path).name} cannot be read: {exc}", tool=tool,
+                             argument="points_path") from None
+    if gdf.empty:
+        raise ToolInputError("empty input", tool=tool, argument="points_path",
+                             expected="a layer with 2+ features")
+    pts = heatmap_points(gdf)
+    if len(pts) < 2:
+        raise ToolInputError(f"{len(pts)} position(s); need at least 2 points/polygons",
+                             tool=tool, argument="points_path")
+    (xmin, ymin), (xmax, ymax) = pts.min(axis=0), pts.max(axis=0)
+    if xmax - xmin < 1e-6:
+        xmax = xmin + 1.0
+    if ymax - ymin < 1e-6:
+        ymax = ymin + 1.0
+    if colormap not in matplotlib.colormaps:
+        raise ToolInputError(f"unknown colormap {colormap!r}", tool=tool, argument="colormap",
+                             expected="a matplotlib colormap name, e.g. 'hot'")
+    try:
+        kde = gaussian_kde(pts.T, bw_method=bandwidth)
+    except (np.linalg.LinAlgError, ValueError) as exc:
+        raise ToolError(f"kernel density failed: {exc}", tool=tool,
+                        argument="points_path") from None
+    gx, gy = np.mgrid[xmin:xmax:200j, ymin:ymax:200j]
+    zz = kde(np.vstack([gx.ravel(), gy.ravel()])).reshape(gx.shape)
+    fig = Figure(figsize=(8, 8), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    extent = [xmin, xmax, ymin, ymax]
+    ipath = None
+    if base_image_path:
+        try:
+            base, ipath = load_rgb(ctx, base_image_path, tool, "base_image_path")
+            ax.imshow(base, extent=extent, alpha=0.6)
+        except ToolError:
+            ipath = None
+    ax.imshow(np.rot90(zz), extent=extent, cmap=colormap, alpha=0.7)
+    ax.scatter(pts[:, 0], pts[:, 1], s=5, c="white", alpha=0.4)
+    ax.set_title("Damage Density Heatmap")
+    ax.set_axis_off()
+    dst = ctx.output_path(tool, {"points": vpath, "image": ipath, "bw": bandwidth,
+                                 "cmap": colormap}, ".png")
+    fig.savefig(dst, format="png", bbox_inches="tight", metadata={"Software": None})
+    return {"tool": tool, "heatmap_path": ctx.artifact_name(dst), "point_count": int(len(pts)),
+            "stats": {"kde_max": float(zz.max()), "kde_mean": float(zz.mean()),
+                      "extent": [float(xmin), float(ymin), float(xmax), float(ymax)]}}

@@ -1,7 +1,8 @@
 """``manage.py mcp_serve``: an MCP server with every registry tool, bound to one task.
 
     python manage.py mcp_serve --task QUESTION_ID [--transport stdio|http] [--port N]
-                               [--record DIR] [--agent NAME]
+                               [--record DIR] [--agent NAME] [--run-dir DIR | --temp_dir DIR]
+                               [--dotted-names]
 
 * ``stdio`` (default): the MCP client starts this command as its server process; stdout carries
   the protocol only, diagnostics go to stderr.
@@ -12,9 +13,17 @@
   tool ``studio_submit_answer(answer)`` (not a benchmark tool) sets the record's answer. Import the
   folder with ``manage.py import_runs`` / ``evaluation.services.import_run_dir``.
 * ``--agent NAME``: the agent's name, kept in the record's ``studio_session``.
+* ``--run-dir DIR`` (also spelled ``--temp_dir``, the benchmark servers' flag): one run across
+  many server processes, for clients that start a fresh server per tool call (the benchmark's
+  ``langchain_mcp_adapters`` client does): artifacts go to DIR (``DIR/<id>`` while
+  ``DIR/.session`` names one, as the benchmark's ``SessionTempDir``), so a later process finds
+  the outputs of earlier calls; with ``--record`` every process appends to the same run record
+  (``replay.sessions.RunDirectory``).
+* ``--dotted-names``: list the tools under the benchmark's dotted names (``seg.flood``), as the
+  benchmark's servers do; its harness renames them to the underscore aliases itself.
 
 Tool paths resolve to the task's event layers; artifacts go to
-``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``; perception runs in GT mode.
+``STUDIO_ARTIFACT_ROOT/sessions/<session id>/`` (or the run dir); perception runs in GT mode.
 """
 from __future__ import annotations
 
@@ -35,11 +44,15 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8765, help="HTTP port on 127.0.0.1 (http only)")
         parser.add_argument("--record", metavar="DIR", help="record the session as a run folder in DIR")
         parser.add_argument("--agent", default="", help="agent name kept with the recorded session")
+        parser.add_argument("--run-dir", "--temp_dir", dest="run_dir", metavar="DIR", default=None,
+                            help="one run across server processes: artifacts and session state in DIR")
+        parser.add_argument("--dotted-names", action="store_true",
+                            help="list tools under the benchmark's dotted names (seg.flood)")
 
     def handle(self, *args, **opts):
         from annotation.models import Task
         from replay.mcp_server import build_server, registry_tools
-        from replay.sessions import SessionRecorder
+        from replay.sessions import RunDirectory, SessionRecorder
 
         task = Task.objects.select_related("head", "event").filter(question_id=opts["task"]).first()
         if task is None:
@@ -48,10 +61,18 @@ class Command(BaseCommand):
             raise CommandError(f"--task: task '{opts['task']}' has no revision")
         if not (0 < opts["port"] < 65536):
             raise CommandError(f"--port: {opts['port']} is not a TCP port")
+        run_dir, session_id, work_dir, started_at = None, None, None, None
+        if opts.get("run_dir"):
+            run_dir = RunDirectory(Path(opts["run_dir"]).resolve())
+            state = run_dir.session(task.question_id)
+            session_id, started_at, work_dir = state["session_id"], state["started_at"], run_dir.work_dir
         recorder = None
         if opts.get("record"):
-            recorder = SessionRecorder.for_task(Path(opts["record"]).resolve(), task, agent=opts.get("agent") or "")
-        server = build_server(task, recorder=recorder)
+            recorder = SessionRecorder.for_task(Path(opts["record"]).resolve(), task, agent=opts.get("agent") or "",
+                                                session_id=session_id, persistent=run_dir is not None,
+                                                started_at=started_at)
+        server = build_server(task, recorder=recorder, session_id=session_id, work_dir=work_dir,
+                              tool_names="dotted" if opts.get("dotted_names") else "alias")
         err = sys.stderr  # stdout belongs to the protocol in stdio mode
         where = (f"http://{HTTP_HOST}:{opts['port']}/mcp" if opts["transport"] == "http" else "stdio")
         err.write(f"mcp_serve: {len(registry_tools())} tools for {task.question_id} on {where}; "

@@ -1,6 +1,7 @@
 """manage.py replay — replay tasks' gold trajectories.
 
     manage.py replay --task QUESTION_ID [--mode gt|model|classical] [--no-cache] [--json]
+                     [--against TASK_FILE]
     manage.py replay --all [--event SLUG] [--changed-only] [--mode ...] [--no-cache]
     manage.py replay --resume-stuck [--timeout SECONDS]
 
@@ -12,6 +13,12 @@ bar of finished tasks; ``--changed-only`` skips tasks whose newest succeeded rep
 had the same input fingerprint (revision, layer contents, tool versions). ``--resume-stuck``
 re-queues runs without progress for ``--timeout`` seconds (default 900). Exit status 1 when a
 replay failed.
+
+``--task ... --against TASK_FILE`` also diffs the replay against the observations recorded in a
+benchmark-layout task file (``replay.services.recorded_diff``; ``--json``: ``recorded_diff``):
+each step same / changed / source (a perception step whose observation differs because the studio
+replays with GT masks and the file's came from the benchmark's model) / added / removed; exit
+status 2 when a non-perception step differs.
 """
 from __future__ import annotations
 
@@ -23,7 +30,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Layer, Task
 from replay.models import ReplayRun
-from replay.services import LAYER_FIELDS, create_run, execute_replay, input_fingerprint, resume_stuck_replays
+from replay.services import (LAYER_FIELDS, TaskImportError, create_run, execute_replay, input_fingerprint,
+                             recorded_diff, recorded_trajectory, resume_stuck_replays)
 
 
 def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
@@ -46,6 +54,9 @@ class Command(BaseCommand):
         parser.add_argument("--no-cache", action="store_true", help="call every tool (the cache is still filled)")
         parser.add_argument("--timeout", type=float, default=900.0)
         parser.add_argument("--json", action="store_true")
+        parser.add_argument("--against", metavar="TASK_FILE", default=None,
+                            help="with --task: diff the replay against the observations recorded in "
+                                 "this benchmark-layout task file (perception steps marked by source)")
 
     def handle(self, *args, **o):
         if o["resume_stuck"]:
@@ -61,11 +72,20 @@ class Command(BaseCommand):
         task = Task.objects.select_related("head").filter(question_id=o["task"]).first()
         if task is None:
             raise CommandError(f"--task: no task with question id '{o['task']}'")
+        recorded = None
+        if o["against"]:
+            try:
+                recorded = recorded_trajectory(task, o["against"])
+            except TaskImportError as exc:
+                raise CommandError(f"--against: {exc}")
         run = create_run(task, mode=o["mode"])
         run = execute_replay(run.pk, use_cache=not o["no_cache"])
         out = {"question_id": task.question_id, "run": run.pk, "status": run.status, "error": run.error or None,
                "replay_hash": run.replay_hash, "gold_accepted": run.gold_accepted, "tool_calls": run.tool_calls,
                "cache_hits": run.cache_hits, "final_answer": run.final_answer, "trajectory": run.filled_trajectory}
+        diff = recorded_diff(run, recorded) if recorded is not None else None
+        if diff is not None:
+            out["recorded_diff"] = diff
         if o["json"]:
             self.stdout.write(json.dumps(out, indent=2, ensure_ascii=False))
         else:
@@ -78,8 +98,20 @@ class Command(BaseCommand):
                 self.stdout.write(f"error: {run.error}")
             if not run.gold_accepted and run.status == ReplayRun.Status.SUCCEEDED:
                 self.stdout.write("the answer differs from the accepted gold: accept it on the task page")
+            if diff is not None:
+                self.stdout.write(f"against {o['against']}:")
+                for row in diff["steps"]:
+                    self.stdout.write(f"  [{row['index']}] {row['call']}: {row['state']}"
+                                      + (f" ({row['note']})" if row.get("note") else ""))
+                    for ch in row["changes"][:5]:
+                        self.stdout.write(f"      {ch['path']}: recorded {json.dumps(ch['before'])[:60]}"
+                                          f" -> replayed {json.dumps(ch['after'])[:60]}")
+                self.stdout.write("no gold diff for non-perception steps" if not diff["changed"]
+                                  else "non-perception steps differ from the recorded observations")
         if run.status != ReplayRun.Status.SUCCEEDED:
             sys.exit(1)
+        if diff is not None and diff["changed"]:
+            sys.exit(2)
 
     def _all(self, o):
         from replay.tasks import run_replay

@@ -1,0 +1,109 @@
+"""replay --task --against FILE: a replay of an imported benchmark task against the observations
+the task file recorded (issue 17 item 4).
+
+The task file is made by hand. Its recorded observations are what the benchmark's tools return
+on the Florence tile, worked out from their documented behaviour (dora/tools/vis.py at 7b96988):
+vis.overlay_mask lists the non-zero values of the mask, ascending, and echoes class_labels ({}
+when absent). The damage mask both sides overlay is in the benchmark's 3-class convention
+(1 intact, 2 partially damaged, 3 totally destroyed): the Florence GT mask holds the xBD codes
+0, 3 (major) and 4 (destroyed), counted once with numpy, which are 2 and 3 there, so [2, 3]; vis.pie_chart
+echoes its data with float values; file names are the benchmark's absolute temp paths, which
+the diff does not compare. The perception step's recorded observation came from a model
+(another mask name, the model's class names), so it differs only by source.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from annotation.services.imports import import_xbd_folder
+from conftest import REALDATA
+
+PRE = "hurricane-florence_00000018_pre_original.png"
+POST = "hurricane-florence_00000018_post_original.png"
+TMP = "/home/dora/out/tmp/flo_0002_task0"
+
+
+def task_file(tmp_path, classes_present=(2, 3)):
+    traj = [
+        {"call": "seg_building_damage(pre_image_path, post_image_path)",
+         "args": {"pre_image_path": PRE, "post_image_path": POST},
+         "obs": {"tool": "seg.building_damage", "mask_path": f"{TMP}/building_damage_3b1f.png",
+                 "classes": {"1": "no-damage", "2": "minor-damage", "3": "major-damage",
+                             "4": "destroyed"}, "model": "dora-damage-v1"}},
+        {"call": "vis.overlay_mask",
+         "args": {"image_path": POST, "mask_path": "<mask_path> from trajectory[0].obs"},
+         "obs": {"tool": "vis.overlay_mask", "output_path": f"{TMP}/overlay_mask_08f7f285.png",
+                 "classes_present": list(classes_present), "class_labels": {}}},
+        {"call": "vis.pie_chart", "args": {"data": {"major": 3, "destroyed": 4}},
+         "obs": {"tool": "vis.pie_chart", "output_path": f"{TMP}/pie_chart_fb90972c.png",
+                 "chart_type": "pie", "statistics": {"major": 3.0, "destroyed": 4.0},
+                 "title": "Pie Chart"}},
+    ]
+    sample = {"sample_id": "flo_0002", "disaster_type": "hurricane",
+              "input_data": {"pre_image": {"image_path": PRE, "pixel_size_m": 0.5},
+                             "post_image": {"image_path": POST, "pixel_size_m": 0.5}},
+              "tasks": [{"task_category": "perception_and_assessment", "task_category_code": "T1",
+                         "question": "Which damage classes does the overlay show?",
+                         "tools": ["seg.building_damage", "vis.overlay_mask", "vis.pie_chart"],
+                         "trajectory": traj,
+                         "final_answer": {"chart": "pie"}, "eval_spec": {"chart": "exact_match"}}]}
+    p = tmp_path / "t1_perception_and_assessment.json"
+    p.write_text(json.dumps([sample]), encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def florence(db, make_user):
+    make_user("root", "maintainer", "author")
+    from django.contrib.auth import get_user_model
+    get_user_model().objects.filter(username="root").update(is_superuser=True)
+    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
+
+
+def run_cmd(*args):
+    out = StringIO()
+    try:
+        call_command(*args, stdout=out, stderr=StringIO())
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    return out.getvalue(), code
+
+
+def test_replay_against_recorded_observations(florence, tmp_path):
+    path = task_file(tmp_path)
+    run_cmd("import_tasks", str(path), "--event", florence.slug)
+    text, code = run_cmd("replay", "--task", "flo_0002_task0", "--against", str(path), "--json")
+    out = json.loads(text)
+    assert out["status"] == "succeeded" and code == 0
+    diff = out["recorded_diff"]
+    states = [(r["call"], r["state"]) for r in diff["steps"]]
+    # the perception step differs by source only; the vis steps give the recorded observations
+    assert states == [("seg.building_damage", "source"), ("vis.overlay_mask", "same"),
+                      ("vis.pie_chart", "same")]
+    assert "GT perception" in diff["steps"][0]["note"] and diff["changed"] is False
+    # file names are not compared: the recorded absolute paths vs the studio's hashed names
+    assert all(not c["path"].endswith("_path") for r in diff["steps"] for c in r["changes"])
+    text, code = run_cmd("replay", "--task", "flo_0002_task0", "--against", str(path))
+    assert "no gold diff for non-perception steps" in text and code == 0
+
+
+def test_a_disagreeing_tool_step_is_a_gold_diff(florence, tmp_path):
+    # recorded classes_present [2] where the benchmark's overlay lists [2, 3]: a tool
+    # disagreement, reported with its path, exit status 2
+    good = task_file(tmp_path)
+    run_cmd("import_tasks", str(good), "--event", florence.slug)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    text, code = run_cmd("replay", "--task", "flo_0002_task0", "--against",
+                         str(task_file(bad, classes_present=(2,))), "--json")
+    diff = json.loads(text)["recorded_diff"]
+    row = diff["steps"][1]
+    assert row["state"] == "changed" and diff["changed"] is True and code == 2
+    assert row["changes"] == [{"path": "classes_present[1]", "before": None, "after": 3}]

@@ -5,12 +5,10 @@ same service functions); they only shape data for the templates and ``studio/tas
 from __future__ import annotations
 
 import json
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
-from django.conf import settings
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -27,6 +25,7 @@ from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
 from studio.permissions import can, user_roles
+from kernel.catalogue import catalogue_path
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
 CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}
@@ -101,11 +100,7 @@ def review_queue_page(request):
 
 
 # ---- the editor ------------------------------------------------------------------------------------
-def _catalogue_path() -> Path | None:
-    candidates = [os.environ.get("STUDIO_TOOL_CATALOGUE"),
-                  os.environ.get("STUDIO_SHARED") and str(Path(os.environ["STUDIO_SHARED"]) / "spec" / "dora-tools.json"),
-                  str(Path(settings.BASE_DIR).parent / "shared" / "spec" / "dora-tools.json")]
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+_catalogue_path = catalogue_path  # one search path for the catalogue: kernel.catalogue
 
 
 _RETURN = re.compile(r"^\s*([A-Za-z_][\w]*)\s*:\s*(.+?)\s*$")

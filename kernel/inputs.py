@@ -128,11 +128,21 @@ def entry_of(input_data: Any, path: str) -> tuple[str, dict]:
 
 def modality_config(input_data: Any) -> str:
     """The modality configuration of a manifest (rule in the module docstring): ``optical+sar``,
-    ``optical+vector``…, ``""`` when it names no file."""
+    ``optical+vector``…, ``""`` when it names nothing. An entry without a path but with a
+    ``modality`` (``temporal_images: {t1: {modality: dem}}``) counts with that modality."""
     mods = set()
-    for _, path, entry in input_entries(input_data):
+    seen = set()
+    for loc, path, entry in input_entries(input_data):
+        seen.add(loc)
         if str(path).lower().endswith(VECTOR_SUFFIXES):
             mods.add("vector")
         else:
             mods.add(normalise_modality(entry.get("modality")) or "optical")
+    if isinstance(input_data, dict):
+        for key, entry in input_data.items():
+            group = entry.items() if key == "temporal_images" and isinstance(entry, dict) else [(None, entry)]
+            for sub, e in group:
+                loc = f"input_data.{key}" + (f".{sub}" if sub is not None else "")
+                if isinstance(e, dict) and loc not in seen and normalise_modality(e.get("modality")):
+                    mods.add(normalise_modality(e.get("modality")))
     return "+".join(sorted(mods))

@@ -56,6 +56,8 @@ from .references import (format_path, get_obs_value, parse_reference, resolve_va
 from .tools.base import (ToolContext, ToolError, UnknownToolError, canonical_json,
                          file_sha256, jsonable)
 from .tools.registry import call_tool, get_tool, validate_args
+from kernel.steps import step_args as _kernel_step_args
+from kernel.steps import step_call  # noqa: F401  (re-exported: replay.engine.step_call)
 
 __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
            "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call",
@@ -205,16 +207,10 @@ class ArtifactStore:
 # ============================================================================================
 # Small helpers
 # ============================================================================================
-def step_call(step: dict) -> str:
-    """The tool name of a step (``call`` or ``name``; text from the first ``(`` on dropped)."""
-    name = step.get("call", step.get("name"))
-    if not isinstance(name, str):
-        return ""
-    return name.split("(", 1)[0].strip()
-
-
 def step_args(step: dict) -> dict:
-    args = step.get("args", step.get("inputs"))
+    """The step's arguments (``kernel.steps.step_args``): a dict is copied, a missing one is ``{}``,
+    anything else (a list, a string) is returned as written."""
+    args = _kernel_step_args(step)
     return dict(args) if isinstance(args, dict) else ({} if args is None else args)
 
 

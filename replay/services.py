@@ -54,6 +54,9 @@ from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_an
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
+from kernel.content import answer_source
+from kernel.inputs import base_name, is_data_path, walk_data_paths
+from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
 from studio.permissions import require
 
@@ -721,65 +724,18 @@ class TaskImportError(Exception):
     """A task file cannot be imported; the message names the file, sample, task and field."""
 
 
-INPUT_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")
-
-
-def _walk_paths(value: Any, path: str):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _walk_paths(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _walk_paths(v, f"{path}[{i}]")
-    elif isinstance(value, str) and value.lower().endswith(INPUT_SUFFIXES):
-        yield path, value
-
-
 def _rewrite_paths(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _rewrite_paths(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_rewrite_paths(v) for v in value]
-    if isinstance(value, str) and value.lower().endswith(INPUT_SUFFIXES):
-        return Path(value.replace("\\", "/")).name
-    return value
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return float(a) == float(b)
-    return a == b
-
-
-def answer_source(value: Any, trajectory: list[dict]) -> Any:
-    """The answer-field source for a gold ``value``: ``<key> from trajectory[N].obs`` when exactly
-    one top-level key of exactly one step's obs holds that value (numbers compared as floats,
-    ``None`` never matched), else the literal value."""
-    if value is None:
-        return value
-    hits = []
-    for i, step in enumerate(trajectory):
-        obs = step.get("obs") if isinstance(step, dict) else None
-        if isinstance(obs, dict):
-            hits += [(i, k) for k, v in obs.items() if k != "tool" and _same_value(v, value)]
-        elif isinstance(obs, list) and _same_value(obs, value):
-            hits.append((i, "results"))
-    if len(hits) == 1:
-        i, k = hits[0]
-        return f"<{k}> from trajectory[{i}].obs"
+    if is_data_path(value):
+        return base_name(value)
     return value
 
 
 def _dimension_of(path: Path, task: dict) -> str | None:
-    from annotation.services.tasks import TASK_FILES
-
-    for dim, fname in TASK_FILES.items():
-        if path.name == fname or path.stem == fname[:-5] or path.name.lower().startswith(f"{dim}_"):
-            return dim
-    code = str(task.get("task_category_code") or "").strip().lower()
-    return code if code in TASK_FILES else None
+    return dimension_of_file(path.name) or dimension_of_code(task.get("task_category_code"))
 
 
 def import_task_file(user, path: str | Path, event) -> list[dict]:
@@ -820,7 +776,7 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
         sid = str(sample["sample_id"])
         where = f"{path.name}: sample '{sid}'"
         input_data = sample.get("input_data") or {}
-        for loc, value in _walk_paths(input_data, "input_data"):
+        for loc, value in walk_data_paths(input_data, "input_data"):
             name = Path(value.replace("\\", "/")).name
             if name not in layer_names:
                 known = ", ".join(sorted(layer_names)[:8]) + (" …" if len(layer_names) > 8 else "")

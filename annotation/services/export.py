@@ -42,19 +42,11 @@ from typing import Any, Callable, Iterable
 from django.conf import settings
 
 from annotation.models import Layer, Task, TaskRevision
-from annotation.services.tasks import TASK_FILES
+from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
+from kernel.taskfile import JSON_INDENT, dumps  # noqa: F401
+from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 
-CATEGORY_BY_DIM = {
-    "t1": ("perception_and_assessment", "T1"),
-    "t2": ("spatial_relation_analysis", "T2"),
-    "t3": ("operational_planning", "T3"),
-    "t4": ("multi_temporal_reasoning", "T4"),
-    "t5": ("multi_modal_report_synthesis", "T5"),
-}
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
-
-#: suffixes of strings inside input_data that the benchmark resolves under images/ (resolve_paths in dora/benchmark.py)
-PATH_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")
 IMPORT_ARTIFACTS = "imports"
 SOURCE_FILE = "source.json"
 MANIFEST_NAME = "studio_manifest.json"
@@ -64,7 +56,6 @@ SCHEMA_FILES = {
     "gold_polygon": "dora_gold_polygon.schema.json",
     "manifest": "studio_manifest.schema.json",
 }
-JSON_INDENT = 1  # the benchmark files' indentation
 IDENTITY_GRID = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
 
 
@@ -73,11 +64,6 @@ class ExportError(Exception):
 
 
 # ------------------------------------------------------------------ JSON text, hashes, schemas
-
-
-def dumps(value: Any) -> str:
-    """JSON text as the benchmark's task files are written (indent 1, UTF-8 kept, no trailing newline)."""
-    return json.dumps(value, indent=JSON_INDENT, ensure_ascii=False)
 
 
 def canonical(value: Any) -> str:
@@ -188,25 +174,6 @@ class SampleArrayWriter:
 
 
 # ------------------------------------------------------------------ paths
-
-
-def data_paths(value: Any) -> list[str]:
-    """Every string at any depth of ``value`` that the benchmark treats as a file under images/."""
-    out: list[str] = []
-
-    def walk(v):
-        if isinstance(v, str):
-            if v.lower().endswith(PATH_SUFFIXES) and v not in out:
-                out.append(v)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    walk(value)
-    return out
 
 
 def safe_relative(path: str) -> PurePosixPath | None:

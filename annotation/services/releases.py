@@ -40,6 +40,7 @@ from annotation.services.export import (
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
+from kernel.inputs import entry_of, phase_of_key
 from studio.permissions import require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -539,29 +540,6 @@ class _DataRootSnapshot:
             pass
 
 
-def _phase_of(key: str) -> str:
-    k = key.lower()
-    if k.startswith("pre"):
-        return "pre"
-    if k.startswith("post"):
-        return "post"
-    return k if re.fullmatch(r"t\d+", k) else ""
-
-
-def _entry_of(input_data: dict, path: str) -> tuple[str, dict]:
-    """(input_data key, entry dict) of the entry that holds ``path`` (for modality and phase)."""
-    for key, entry in (input_data or {}).items():
-        if isinstance(entry, dict):
-            if path in (entry.get("image_path"), entry.get("path")):
-                return key, entry
-            for sub_key, sub in entry.items():  # temporal_images: {t1: {...}}
-                if isinstance(sub, dict) and path in (sub.get("image_path"), sub.get("path")):
-                    return sub_key, sub
-        elif entry == path:
-            return key, {}
-    return "", {}
-
-
 def _layer_shas(layer: Layer) -> set[str]:
     return {*((layer.metadata or {}).get("source_sha256") or {}).values(), layer.sha256} - {""}
 
@@ -657,13 +635,13 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                     report.layers[f"{slug}/{p}"] = "linked"
                     continue
                 sample = next(pl.sample for pl in parsed.planned if pl.event == slug and p in data_paths(pl.sample.get("input_data") or {}))
-                key, entry = _entry_of(sample.get("input_data") or {}, p)
+                key, entry = entry_of(sample.get("input_data") or {}, p)
                 try:
                     if p.lower().endswith((".geojson", ".json", ".shp")):
                         imports.import_vector_file(f, event_slug=slug)
                     else:
                         imports.import_raster_file(f, event_slug=slug, file_name=layer_file_name(p),
-                                                   modality=entry.get("modality") or None, phase=_phase_of(key))
+                                                   modality=entry.get("modality") or None, phase=phase_of_key(key))
                 except DataImportError as exc:
                     raise ReleaseImportError(f"images/{p}", str(exc)) from exc
                 report.layers[f"{slug}/{p}"] = "created"

@@ -22,19 +22,9 @@ from annotation import qc
 from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
 from studio.permissions import require
 
-# DORA's task-file names per dimension (dora-format.md §(a), ``TASKS`` in dora/benchmark.py).
-TASK_FILES = {
-    "t1": "t1_perception_and_assessment.json",
-    "t2": "t2_spatial_relation_analysis.json",
-    "t3": "t3_operational_planning.json",
-    "t4": "t4_multi_temporal_reasoning.json",
-    "t5": "t5_multi_modal_report_synthesis.json",
-}
-
-CONTENT_FIELDS = (
-    "question", "task_category", "task_category_code", "disaster_type", "input_data", "classes",
-    "tools", "trajectory", "answer_spec",
-)
+# DORA's task-file names per dimension and the content fields of a revision: kernel/
+from kernel.content import CONTENT_FIELDS  # noqa: E402
+from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
 class StaleVersionError(Exception):

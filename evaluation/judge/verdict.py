@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-E_CODES: tuple[str, ...] = ("E1", "E2", "E3", "E4", "E5", "E6")
+from kernel.taxonomy import E_CODES, MAJOR_CODES, MINOR_CODES, plan_is_correct  # noqa: E402
+
 GRADES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 #: Flat keys of the step-wise dialect, by code.
@@ -41,8 +42,6 @@ FLAT_KEYS: dict[str, str] = {
     "E6": "E6_HALLUCINATION_ERROR",
 }
 
-MAJOR_CODES = frozenset({"E1", "E3", "E6"})
-MINOR_CODES = frozenset({"E4", "E5"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,7 +356,7 @@ class Verdict(BaseModel):
             data = dict(data)
             errors = data.get("errors") or {}
             if isinstance(errors, Mapping) and "is_correct" not in data:
-                data["is_correct"] = not any(bool(errors.get(c)) for c in E_CODES)
+                data["is_correct"] = plan_is_correct(errors)
         return data
 
     @field_validator("errors", mode="before")

@@ -7,15 +7,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .parsing import parse_prediction, record_answer
+from kernel.vocabulary import TASK_STEMS as TASKS
 
-TASKS = {
-    "t1": "t1_perception_and_assessment",
-    "t2": "t2_spatial_relation_analysis",
-    "t3": "t3_operational_planning",
-    "t4": "t4_multi_temporal_reasoning",
-    "t5": "t5_multi_modal_report_synthesis",
-}
+from .parsing import parse_prediction, record_answer
 
 
 def check_task_samples(samples, where: str) -> None:

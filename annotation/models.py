@@ -129,6 +129,9 @@ class TaskRevision(models.Model):
     tools = models.JSONField(default=list, blank=True)
     trajectory = models.JSONField(default=list, help_text="symbolic gold steps [{call, args}]")
     answer_spec = models.JSONField(default=list)
+    source = models.JSONField(null=True, blank=True, help_text=(
+        "the task as its file had it, for a lossless export: {sample (without tasks), task, content "
+        "(what the importer derived)}; storage-tagged (kernel.taskfile.to_storage); carried to later revisions"))
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     message = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

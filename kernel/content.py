@@ -203,3 +203,17 @@ def propose_source(name: str, eval_type: str, trajectory: Iterable, result_types
                 best = (score, {"source": f"<{key}> from trajectory[{i}].obs", "step": i, "tool": tool, "key": key,
                                 "type": typ, "reason": why})
     return best[1] if best else None
+
+
+def source_record(sample: dict, task: dict, content: dict, **where: Any) -> dict:
+    """What an importer keeps of a file's task (``TaskRevision.source``, before storage tagging):
+    ``{"format": 2, **where (file, sample_index, task_index, …), "sample": the sample with
+    "tasks": [] in its place, "task": the task as written, "content": what :func:`task_content`
+    derived}``."""
+    head = {k: ([] if k == "tasks" else v) for k, v in sample.items()}
+    return {"format": 2, **where, "sample": head, "task": task, "content": content}
+
+
+def blank_fields(content: dict) -> list[dict]:
+    """The answer fields of ``content`` whose source is blank (``None``: a null or missing gold)."""
+    return [f for f in content.get("answer_spec") or [] if isinstance(f, dict) and f.get("source") is None]

@@ -120,8 +120,9 @@ def _content(data: dict) -> dict:
 
 @transaction.atomic
 def create_task(user, event: Event, *, dimension: str, content: dict, sample_id: str | None = None,
-                task_index: int = 0, message: str = "created") -> Task:
-    """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``.
+                task_index: int = 0, message: str = "created", source: dict | None = None) -> Task:
+    """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``;
+    ``source`` the file's own sample and task for an imported one (``TaskRevision.source``).
 
     Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension).
     """
@@ -133,13 +134,14 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
         event=event, sample_id=sample_id, task_index=task_index,
         question_id=f"{sample_id}_task{task_index}", dimension=dimension, created_by=user,
     )
-    _write_revision(user, task, _content(content), message)
+    _write_revision(user, task, _content(content), message, source=source)
     return task
 
 
-def _write_revision(user, task: Task, content: dict, message: str) -> TaskRevision:
+def _write_revision(user, task: Task, content: dict, message: str, source: dict | None = None) -> TaskRevision:
     number = task.version + 1
-    rev = TaskRevision.objects.create(task=task, number=number, author=user, message=message, **content)
+    rev = TaskRevision.objects.create(task=task, number=number, author=user, message=message, source=source,
+                                      **content)
     task.version = number
     task.head = rev
     task.save(update_fields=["version", "head", "updated_at"])
@@ -147,10 +149,12 @@ def _write_revision(user, task: Task, content: dict, message: str) -> TaskRevisi
 
 
 @transaction.atomic
-def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "") -> TaskRevision:
+def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "",
+                  source: dict | None = None) -> TaskRevision:
     """Save new content as the next revision, if ``expected_version`` is still the head.
 
-    Fields absent from ``content`` are carried over from the head. The user's autosaved draft of
+    Fields absent from ``content`` are carried over from the head, and so is the head's
+    ``source`` (the imported file's task, which an export starts from) unless ``source`` is given. The user's autosaved draft of
     the task is dropped (it is now saved). Raises ``StaleVersionError`` when someone saved in
     between (nothing is written), ``TaskLockedError`` when the status locks the content,
     ``PermissionDenied`` for the role.
@@ -163,7 +167,8 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     head = locked.head
     merged = {k: getattr(head, k) for k in CONTENT_FIELDS} if head else {}
     merged.update(_content(content))
-    rev = _write_revision(user, locked, merged, message or "edited")
+    rev = _write_revision(user, locked, merged, message or "edited",
+                          source=source if source is not None else (head.source if head else None))
     TaskDraft.objects.filter(task=locked, user=user).delete()
     return rev
 

@@ -73,6 +73,7 @@ from kernel.catalogue import catalogue_by_name, parse_returns
 from kernel.inputs import (PATH_SUFFIXES, VECTOR_SUFFIXES, input_entries, modality_config, normalise_modality,
                            phase_of_key)
 from kernel.steps import step_args, step_call_raw
+from kernel.vocabulary import BY_KEY, dimension_of_code, dimension_of_file
 
 import difflib
 import json
@@ -121,7 +122,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "structure.input_data": ("error", "input_data is not a dict of layer entries with a path"),
     "structure.field": ("error", "a field the benchmark's task-file layout requires is missing or of the wrong type"),
     "structure.duplicate_id": ("error", "two samples share a sample id (question ids collide)"),
-    "structure.category": ("error", "task_category_code is not T1..T5"),
+    "structure.category": ("warning", "task_category_code is not T1..T5 or a sub-code (T1-1, T1.2), or is another dimension's than its file's"),
     # tools
     "tools.exists": ("error", "the tool is in neither the registry nor the catalogue"),
     "tools.not_implemented": ("warning", "the tool is in the benchmark's catalogue but the studio cannot replay it"),
@@ -1518,6 +1519,7 @@ def check_task_file(samples: Any, file_name: str = "") -> list[Finding]:
     final_answer, eval_spec, answer_format?}]}``; sample ids unique."""
     out: list[Finding] = []
     prefix = f"{file_name}:" if file_name else ""
+    file_dim = dimension_of_file(file_name) if file_name else None
     if not isinstance(samples, list):
         return [_finding("structure.field", f"{prefix} a task file is a JSON list of samples.", prefix or "file")]
     seen: dict[str, int] = {}
@@ -1552,9 +1554,12 @@ def check_task_file(samples: Any, file_name: str = "") -> list[Finding]:
                 if key not in task or not isinstance(task[key], typ):
                     want = typ.__name__ if isinstance(typ, type) else "str"
                     out.append(_finding("structure.field", f"Task {sid}_task{t}: '{key}' is {'missing' if key not in task else 'not a ' + want} (the benchmark's loader and evaluator need it).", f"{tloc}.{key}"))
-            code = str(task.get("task_category_code", "")).strip()
-            if code and not re.fullmatch(r"T[1-5]", code, re.IGNORECASE):
-                out.append(_finding("structure.category", f"Task {sid}_task{t}: task_category_code '{code}' is not one of T1..T5.", f"{tloc}.task_category_code"))
+            code = task.get("task_category_code", "")
+            code_dim = dimension_of_code(code)
+            if str(code).strip() and code_dim is None:
+                out.append(_finding("structure.category", f"Task {sid}_task{t}: task_category_code '{code}' is neither T1..T5 nor a sub-code of one (T1-1, T1.2); the benchmark passes it through, but it names no dimension.", f"{tloc}.task_category_code"))
+            elif file_dim and code_dim and code_dim != file_dim:
+                out.append(_finding("structure.category", f"Task {sid}_task{t}: task_category_code '{code}' is dimension {BY_KEY[code_dim].code}, but {file_name} holds {BY_KEY[file_dim].code} tasks; move the task or correct the code.", f"{tloc}.task_category_code"))
     return out
 
 

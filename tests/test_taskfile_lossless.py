@@ -195,3 +195,34 @@ def test_both_importers_build_the_same_task(db, tmp_path, make_user):
         transaction.set_rollback(True)
     svc.import_release_dir(None, tmp_path / "bench", make_release=False)
     assert snapshot() == by_tasks
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(folders())
+def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder):
+    """Any file the loader accepts is imported by import_tasks, or refused with TaskImportError
+    (here: an input_data path that names no layer of the event); the stored values are
+    storage-tagged (no raw NaN reaches the JSON columns) and the kept source reads back equal."""
+    from kernel.taskfile import same_value
+    from replay.services import TaskImportError, import_task_file
+
+    files, _ = folder
+    user = make_user("root", "maintainer", "author")
+    name, samples = next(iter(files.items()))
+    path = tmp_path / uuid.uuid4().hex[:8] / name
+    path.parent.mkdir(parents=True)
+    path.write_text(dumps(samples), encoding="utf-8")
+    with transaction.atomic():
+        event = Event.objects.create(slug=f"ev-{uuid.uuid4().hex[:6]}", name="e")
+        try:
+            rows = import_task_file(user, path, event)
+        except TaskImportError as exc:
+            assert "names no layer of event" in str(exc)
+        else:
+            assert len(rows) == sum(len(s["tasks"]) for s in samples)
+            for s in samples:
+                for i, t in enumerate(s["tasks"]):
+                    rev = Task.objects.get(question_id=f"{s['sample_id']}_task{i}").head
+                    json.dumps([rev.source, rev.answer_spec, rev.trajectory], allow_nan=False)
+                    assert same_value(from_storage(rev.source)["task"], t)
+        transaction.set_rollback(True)

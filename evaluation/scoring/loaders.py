@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from kernel.taskfile import loads
 from kernel.vocabulary import TASK_STEMS as TASKS
 
 from .parsing import parse_prediction, record_answer
@@ -44,8 +45,7 @@ def load_task_files(tasks_dir: Path) -> Dict[str, List[dict]]:
     for dim, name in TASKS.items():
         path = Path(tasks_dir) / f"{name}.json"
         if path.exists():
-            with open(path, encoding="utf-8") as fh:
-                out[dim] = json.load(fh)
+            out[dim] = loads(path.read_bytes())  # the task-file reader of kernel.taskfile (NaN tokens kept)
             check_task_samples(out[dim], str(path))
     return out
 

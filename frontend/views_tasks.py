@@ -20,7 +20,7 @@ from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, t
                                         task_comments, task_detail, task_page, task_revision, task_revisions,
                                         user_draft)
 from annotation.services import review as review_services
-from annotation.services.tasks import EDITABLE_STATUSES, diff_revisions, revision_content, run_fast_qc
+from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, revision_content, run_fast_qc
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
@@ -217,7 +217,10 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
             "comments": [_thread(c) for c in task_comments(task)],
             "urls": {"detail": reverse("task-detail", args=[task.pk]), "history": reverse("task-history", args=[task.pk])},
         }
-    return {"event": event, "task": task, "config": config, "map_config": map_config(event.layers.all())}
+    proposals = answer_proposals(task.head) if task is not None and task.head_id else []
+    can_accept = bool(task is not None and config["task"]["can_edit"])
+    return {"event": event, "task": task, "config": config, "map_config": map_config(event.layers.all()),
+            "answer_proposals": proposals, "can_accept_proposals": can_accept}
 
 
 @require_safe

@@ -217,3 +217,14 @@ def source_record(sample: dict, task: dict, content: dict, **where: Any) -> dict
 def blank_fields(content: dict) -> list[dict]:
     """The answer fields of ``content`` whose source is blank (``None``: a null or missing gold)."""
     return [f for f in content.get("answer_spec") or [] if isinstance(f, dict) and f.get("source") is None]
+
+
+def answer_proposals(content: dict, steps: list, result_types: dict[str, dict[str, str]]) -> list[dict]:
+    """A proposed source for each blank answer field of ``content`` (:func:`propose_source` over
+    ``steps``): ``[{field, eval_type, source, step, tool, key, type, reason}]``; a field nothing
+    fits is listed with ``source: None`` only."""
+    out = []
+    for f in blank_fields(content):
+        p = propose_source(f.get("name", ""), f.get("eval_type", ""), steps, result_types)
+        out.append({"field": f.get("name"), "eval_type": f.get("eval_type"), **(p or {"source": None})})
+    return out

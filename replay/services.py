@@ -56,7 +56,8 @@ from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
 from kernel.catalogue import result_types
 from kernel.content import answer_source  # noqa: F401  (re-exported)
-from kernel.content import blank_fields, propose_source, source_record, task_content
+from kernel.content import answer_proposals as _answer_proposals
+from kernel.content import source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
 from kernel.steps import step_args, step_call
 from kernel.taskfile import TaskFileError, read_task_file, to_storage
@@ -768,15 +769,9 @@ def file_task_content(sample: dict, task: dict) -> tuple[dict, list]:
 
 
 def answer_proposals(content: dict, authored: list) -> list[dict]:
-    """Proposed sources for the blank answer fields of ``content`` (``kernel.content.propose_source``
-    over the authored steps, typed by the catalogue's result keys): ``[{field, eval_type, source,
-    tool, key, type, reason}]``; a field nothing fits is listed with ``source: None``."""
-    types = result_types()
-    out = []
-    for f in blank_fields(content):
-        p = propose_source(f.get("name", ""), f.get("eval_type", ""), authored, types)
-        out.append({"field": f.get("name"), "eval_type": f.get("eval_type"), **(p or {"source": None})})
-    return out
+    """Proposed sources for the blank answer fields of ``content`` over the authored steps (their
+    obs when the file has them, else the catalogue's result keys): ``kernel.content.answer_proposals``."""
+    return _answer_proposals(content, authored, result_types())
 
 
 def import_task_file(user, path: str | Path, event) -> list[dict]:

@@ -23,7 +23,10 @@ from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
 from studio.permissions import require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
+from kernel.catalogue import result_types  # noqa: E402
 from kernel.content import CONTENT_FIELDS  # noqa: E402
+from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
+from kernel.taskfile import from_storage  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
@@ -295,6 +298,39 @@ def diff_revisions(a: TaskRevision, b: TaskRevision) -> dict:
 def revision_content(rev: TaskRevision) -> dict:
     """The plain content dict of a revision (what QC and the exporters read)."""
     return {k: getattr(rev, k) for k in CONTENT_FIELDS}
+
+
+def answer_proposals(rev: TaskRevision | None) -> list[dict]:
+    """Proposed sources for the answer fields of ``rev`` whose source is blank (a null or missing
+    gold): ``[{field, eval_type, source, step, tool, key, type, reason}]`` from the trajectory's
+    result keys whose type fits the field's eval type and whose name fits its name best
+    (``kernel.content.propose_source``; result types from the catalogue's ``returns``). Never
+    applied by itself: :func:`accept_answer_proposal` binds one when a person accepts it."""
+    if rev is None:
+        return []
+    content = {k: from_storage(getattr(rev, k)) for k in CONTENT_FIELDS}
+    return kernel_answer_proposals(content, content["trajectory"], result_types())
+
+
+@transaction.atomic
+def accept_answer_proposal(user, task: Task, *, field: str, expected_version: int) -> TaskRevision:
+    """Bind the blank answer field ``field`` of the head revision to its current proposal (worked
+    out again here, never taken from the client) by saving the next revision.
+
+    Raises ``ValueError`` naming the field (not a field, not blank, nothing proposed), and what
+    :func:`save_revision` raises (``StaleVersionError``, ``TaskLockedError``, ``PermissionDenied``).
+    """
+    head = Task.objects.select_related("head").get(pk=task.pk).head
+    proposal = next((p for p in answer_proposals(head) if p["field"] == field), None)
+    if proposal is None:
+        names = [f.get("name") for f in (head.answer_spec if head else []) or [] if isinstance(f, dict)]
+        raise ValueError(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
+    if not proposal.get("source"):
+        raise ValueError(f"answer_spec.{field}: no step result fits its name and type; bind it by hand")
+    spec = [dict(f, source=proposal["source"]) if isinstance(f, dict) and f.get("name") == field else f
+            for f in head.answer_spec]
+    return save_revision(user, task, expected_version=expected_version, content={"answer_spec": spec},
+                         message=f"accepted proposed source of {field}: {proposal['source']}")
 
 
 def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:

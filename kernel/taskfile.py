@@ -185,6 +185,21 @@ def has_non_finite(value: Any) -> bool:
     return False
 
 
+def source_text(record: Any) -> str:
+    """The JSON text a kept source is stored as (a text column: key order and NaN tokens survive
+    where PostgreSQL's jsonb would sort keys and refuse NaN); ``""`` for None."""
+    return "" if record is None else json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def source_from_text(text: Any) -> Any:
+    """The inverse of :func:`source_text` (None for ``""``/None); a dict is returned as it is."""
+    if isinstance(text, (dict, list)):
+        return text
+    if not text:
+        return None
+    return json.loads(text)
+
+
 def same_value(a: Any, b: Any) -> bool:
     """Equal as JSON values: numbers by value (``1 == 1.0``), booleans only to booleans, NaN equal
     to NaN, objects regardless of key order, lists element by element."""

@@ -60,7 +60,7 @@ from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
 from kernel.steps import step_args, step_call
-from kernel.taskfile import TaskFileError, read_task_file, to_storage
+from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
 from studio.permissions import require
@@ -828,7 +828,7 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
                 continue
             content, authored = file_task_content(sample, task)
             source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
-            plans.append((sid, dim, ti, to_storage(content), to_storage(source), answer_proposals(content, authored)))
+            plans.append((sid, dim, ti, to_storage(content), source_text(source), answer_proposals(content, authored)))
     qids = [f"{sid}_task{ti}" for sid, _, ti, *_ in plans]
     for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
         errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")
@@ -845,7 +845,7 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
                             message=f"imported from {path.name}", source=source)
                 status = "created"
             elif (task.head and _jsonable(revision_content(task.head)) == _jsonable(content)
-                  and _jsonable(task.head.source) == _jsonable(source)):
+                  and task.head.source == source):
                 status = "unchanged"
             else:
                 save_revision(user, task, expected_version=task.version, content=content,

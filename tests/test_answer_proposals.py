@@ -74,7 +74,7 @@ def test_api_shows_and_accepts_the_proposal(imported, client):
     assert ok.json()["version"] == 2 and ok.json()["answer_proposals"] == []
     task.refresh_from_db()
     assert task.head.answer_spec[0]["source"] == SOURCE
-    assert task.head.source is not None  # the file's task is carried to the new revision
+    assert json.loads(task.head.source)["task"]["question"].startswith("How many")  # the file's task is carried on
     again = client.post(url, {"field": "building_polygons", "expected_version": 2}, content_type="application/json")
     assert again.status_code == 400 and "its source is not blank" in again.json()["detail"]
 

@@ -45,7 +45,7 @@ from annotation.models import Layer, Task, TaskRevision
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
 from kernel.steps import step_call
-from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value  # noqa: F401
+from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
@@ -240,7 +240,7 @@ def import_source(revision) -> dict | None:
     stored = revision.source if isinstance(revision, TaskRevision) else (
         TaskRevision.objects.filter(pk=revision).values_list("source", flat=True).first())
     if stored:
-        return from_storage(stored)
+        return source_from_text(stored)
     revision_id = revision.pk if isinstance(revision, TaskRevision) else revision
     run = (ReplayRun.objects.filter(revision_id=revision_id, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/")
            .order_by("id").only("artifact_dir").first())
@@ -364,7 +364,8 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
     from replay.models import ReplayRun
 
     by_rev = {e.revision_id: e for e in entries}
-    for rev_id, src in TaskRevision.objects.filter(pk__in=list(by_rev), source__isnull=False).values_list("pk", "source"):
+    for rev_id, text in TaskRevision.objects.filter(pk__in=list(by_rev)).exclude(source="").values_list("pk", "source"):
+        src = source_from_text(text)
         if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
             by_rev[rev_id].position = (src["sample_index"],)
     rows = ReplayRun.objects.filter(revision_id__in=list(by_rev), artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/") \

@@ -42,7 +42,7 @@ from annotation.services.export import (
 )
 from kernel.content import source_record
 from kernel.inputs import entry_of, phase_of_key
-from kernel.taskfile import TaskFileError, read_task_file, sample_label, to_storage
+from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
 from studio.permissions import require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -688,7 +688,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                                        source_dir=str(parsed.root.resolve()), provenance=provenance)
                 rev = TaskRevision.objects.create(
                     task=task, number=task.version + 1, author=user, message=f"imported from {pl.file}",
-                    source=to_storage(record), **to_storage(content))
+                    source=source_text(record), **to_storage(content))
                 Task.objects.filter(pk=task.pk).update(version=rev.number, head=rev, status=Task.Status.APPROVED,
                                                        updated_at=now)
                 AuditEvent.objects.create(task=task, actor=user, action="imported", from_status=old_status,

@@ -26,7 +26,7 @@ from studio.permissions import require
 from kernel.catalogue import result_types  # noqa: E402
 from kernel.content import CONTENT_FIELDS  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
-from kernel.taskfile import from_storage  # noqa: E402
+from kernel.taskfile import from_storage, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
@@ -123,7 +123,7 @@ def _content(data: dict) -> dict:
 
 @transaction.atomic
 def create_task(user, event: Event, *, dimension: str, content: dict, sample_id: str | None = None,
-                task_index: int = 0, message: str = "created", source: dict | None = None) -> Task:
+                task_index: int = 0, message: str = "created", source: dict | str | None = None) -> Task:
     """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``;
     ``source`` the file's own sample and task for an imported one (``TaskRevision.source``).
 
@@ -141,9 +141,10 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
     return task
 
 
-def _write_revision(user, task: Task, content: dict, message: str, source: dict | None = None) -> TaskRevision:
+def _write_revision(user, task: Task, content: dict, message: str, source: dict | str | None = None) -> TaskRevision:
     number = task.version + 1
-    rev = TaskRevision.objects.create(task=task, number=number, author=user, message=message, source=source,
+    text = source if isinstance(source, str) else source_text(source)
+    rev = TaskRevision.objects.create(task=task, number=number, author=user, message=message, source=text,
                                       **content)
     task.version = number
     task.head = rev
@@ -153,7 +154,7 @@ def _write_revision(user, task: Task, content: dict, message: str, source: dict 
 
 @transaction.atomic
 def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "",
-                  source: dict | None = None) -> TaskRevision:
+                  source: dict | str | None = None) -> TaskRevision:
     """Save new content as the next revision, if ``expected_version`` is still the head.
 
     Fields absent from ``content`` are carried over from the head, and so is the head's
@@ -171,7 +172,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     merged = {k: getattr(head, k) for k in CONTENT_FIELDS} if head else {}
     merged.update(_content(content))
     rev = _write_revision(user, locked, merged, message or "edited",
-                          source=source if source is not None else (head.source if head else None))
+                          source=source if source is not None else (head.source if head else ""))
     TaskDraft.objects.filter(task=locked, user=user).delete()
     return rev
 

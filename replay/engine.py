@@ -60,7 +60,7 @@ from kernel.steps import step_args as _kernel_step_args
 from kernel.steps import step_call  # noqa: F401  (re-exported: replay.engine.step_call)
 
 __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
-           "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call",
+           "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call", "authored_steps",
            "step_args", "step_key", "collapse_expanded", "renumber_references",
            "ENGINE_CACHE_VERSION", "WRAPPER_TOOLS"]
 
@@ -379,6 +379,30 @@ def _input_digests(value: Any, ctx: ToolContext, known: dict[str, str]) -> dict[
                 p = None
         if p is not None and p.is_file():
             out[s] = file_sha256(p)
+    return out
+
+
+def authored_steps(trajectory: Any) -> list:
+    """The authored view of a file's trajectory (``collapse_expanded``: loop expansions dropped,
+    references renumbered), each step's call as the registry's dotted name where the tool is known
+    (kept as written otherwise: QC names the unknown tool), args and obs as written."""
+    if not isinstance(trajectory, list):
+        return []
+    authored, _ = collapse_expanded(trajectory)
+    out = []
+    for st in authored:
+        if not isinstance(st, dict):
+            out.append(st)
+            continue
+        call = step_call(st)
+        try:
+            call = get_tool(call).name
+        except ToolError:
+            pass
+        s = {"call": call, "args": _kernel_step_args(st, {})}
+        if "obs" in st:
+            s["obs"] = st["obs"]
+        out.append(s)
     return out
 
 

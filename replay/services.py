@@ -50,16 +50,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task
-from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
+from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolInputError, file_sha256
 from kernel.catalogue import result_types
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
-from kernel.content import source_record, task_content
+from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
-from kernel.steps import step_args, step_call
 from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
@@ -733,33 +732,6 @@ def _dimension_of(path: Path, task: dict) -> str | None:
     return dimension_of_file(path.name) or dimension_of_code(task.get("task_category_code"))
 
 
-def authored_steps(trajectory: Any) -> list:
-    """The authored view of a file's trajectory (``collapse_expanded``: loop expansions dropped,
-    references renumbered), each step's call as the registry's dotted name where the tool is known
-    (kept as written otherwise: QC names the unknown tool), args and obs as written."""
-    from replay.tools.base import ToolError
-    from replay.tools.registry import get_tool
-
-    if not isinstance(trajectory, list):
-        return []
-    authored, _ = collapse_expanded(trajectory)
-    out = []
-    for st in authored:
-        if not isinstance(st, dict):
-            out.append(st)
-            continue
-        call = step_call(st)
-        try:
-            call = get_tool(call).name
-        except ToolError:
-            pass
-        s = {"call": call, "args": step_args(st, {})}
-        if "obs" in st:
-            s["obs"] = st["obs"]
-        out.append(s)
-    return out
-
-
 def file_task_content(sample: dict, task: dict) -> tuple[dict, list]:
     """``(content, authored steps with obs)`` of a file's task: the one rule both importers use
     (``kernel.content.task_content``; answer fields bound to the step observation that holds their
@@ -810,6 +782,10 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
     for si, sample in enumerate(parsed.samples):
         sid = str(sample["sample_id"])
         where = f"{path.name}: sample '{sid}'"
+        if len(sid) > MAX_SAMPLE_ID:
+            errors.append(f"{path.name}: sample #{si}: sample_id: longer than {MAX_SAMPLE_ID} characters "
+                          "(the studio's limit for question ids)")
+            continue
         if sid in seen:
             errors.append(f"{where}: sample_id: also used by sample {seen[sid]}: question ids would collide")
             continue

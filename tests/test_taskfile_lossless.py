@@ -19,6 +19,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+import pytest
 from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
@@ -226,3 +227,25 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
                     kept = json.loads(rev.source)["task"]
                     assert same_value(kept, t) and json.dumps(kept) == json.dumps(t)  # same order too
         transaction.set_rollback(True)
+
+
+def test_values_longer_than_the_studio_columns_import_and_come_back_whole(db, tmp_path):
+    """The loader does not limit lengths; the studio's short columns do (task_category_code 40,
+    disaster_type 40): the content holds the cut value, the export writes the file's whole value.
+    A sample id too long to key a question is refused by name (nothing written)."""
+    root = tmp_path / "bench"
+    (root / "tasks").mkdir(parents=True)
+    sample = {"sample_id": "long_01", "disaster_type": "d" * 50, "tasks": [{
+        "question": "q?", "task_category": "c" * 250, "task_category_code": "T1-" + "x" * 60}]}
+    data = dumps([sample]).encode("utf-8")
+    (root / "tasks" / T1).write_bytes(data)
+    svc.import_release_dir(None, root, release_version="4.0.0")
+    rev = Task.objects.get(question_id="long_01_task0").head
+    assert len(rev.task_category_code) == 40 and len(rev.disaster_type) == 40 and len(rev.task_category) == 200
+    svc.export_release(Release.objects.get(version="4.0.0"), tmp_path / "out")
+    assert (tmp_path / "out" / "tasks" / T1).read_bytes() == data
+    bad = tmp_path / "bad"
+    (bad / "tasks").mkdir(parents=True)
+    (bad / "tasks" / T1).write_text(dumps([dict(sample, sample_id="s" * 201)]))
+    with pytest.raises(svc.ReleaseImportError, match=r"sample_id: longer than 200 characters"):
+        svc.import_release_dir(None, bad)

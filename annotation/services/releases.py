@@ -40,7 +40,7 @@ from annotation.services.export import (
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
-from kernel.content import source_record
+from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
 from studio.permissions import require
@@ -468,6 +468,9 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
                 raise ReleaseImportError(rel, "the sample has no task: the studio keeps tasks, so it could not write "
                                               "this sample back", sample=sample_label(sample, si), field="tasks")
             sid = str(sample["sample_id"])
+            if len(sid) > MAX_SAMPLE_ID:
+                raise ReleaseImportError(rel, f"longer than {MAX_SAMPLE_ID} characters (the studio's limit for question ids)",
+                                         sample=sid[:40] + "…", field="sample_id")
             if sid in seen:
                 raise ReleaseImportError(rel, f"sample id also used in {seen[sid]}: question ids would collide",
                                          sample=sid, field="sample_id")
@@ -602,9 +605,8 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     """
     from annotation.importers.errors import DataImportError
     from annotation.services import imports
-    from replay.engine import replay_hash
+    from replay.engine import authored_steps, replay_hash
     from replay.models import ReplayRun
-    from replay.services import file_task_content
 
     if user is not None:
         require(user, "data.import")
@@ -638,7 +640,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 types = {str(pl.sample.get("disaster_type") or "") for pl in parsed.planned if pl.event == slug}
                 ev, created = Event.objects.get_or_create(slug=slug, defaults={
                     "name": info.get("name") or slug, "source": (info.get("source") or str(parsed.root.resolve()))[:500],
-                    "disaster_type": info.get("disaster_type") or (types.pop() if len(types) == 1 else "")})
+                    "disaster_type": (info.get("disaster_type") or (types.pop() if len(types) == 1 else ""))[:40]})
                 events[slug] = ev
                 if created:
                     report.events_created.append(slug)
@@ -680,7 +682,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 else:
                     report.updated.append(pl.question_id)
                 trajectory = pl.task.get("trajectory") if isinstance(pl.task.get("trajectory"), list) else []
-                content, _ = file_task_content(pl.sample, pl.task)
+                content = task_content(pl.sample, pl.task, authored_steps(pl.task.get("trajectory")))
                 provenance = {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()
                               if k in ("authors", "reviewers", "revision", "replay_hash", "task_id")} or None
                 record = source_record(pl.sample, pl.task, content, file=pl.file, sample_index=pl.sample_index,

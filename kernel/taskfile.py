@@ -201,13 +201,19 @@ def source_from_text(text: Any) -> Any:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Equal as JSON values: numbers by value (``1 == 1.0``), booleans only to booleans, NaN equal
-    to NaN, objects regardless of key order, lists element by element."""
+    """Equal as JSON values: numbers by value (``1 == 1.0``; an integer and a float compare as
+    floats, since PostgreSQL's jsonb returns ``2.5e+210`` as an integer literal), booleans only to
+    booleans, NaN equal to NaN, objects regardless of key order, lists element by element."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
             return True
+        if isinstance(a, float) != isinstance(b, float):  # PostgreSQL's jsonb gives 1e210 back as an integer
+            try:
+                return float(a) == float(b)
+            except OverflowError:
+                return False
         return a == b
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)

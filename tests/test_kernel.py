@@ -191,3 +191,12 @@ def test_file_task_keeps_unchanged_fields_and_replaces_changed_ones():
     changed = dict(c, question="new q")
     head, out = content.file_task(src, changed, task["trajectory"], {"n": 3}, {"question": "new q"})
     assert list(out) == list(task) and out["question"] == "new q" and out["final_answer"] == {"n": 3}
+
+
+def test_same_value_reads_numbers_as_jsonb_returns_them():
+    # jsonb keeps a numeric's decimal digits: 2.3454945867710686e+210 comes back as a 211-digit integer
+    big = 2.3454945867710686e+210
+    assert taskfile.same_value(big, int("23454945867710686" + "0" * 194))
+    assert taskfile.same_value(1, 1.0) and not taskfile.same_value(True, 1) and not taskfile.same_value(1, 2.0)
+    assert taskfile.same_value(math.nan, math.nan) and not taskfile.same_value(math.nan, 0.0)
+    assert not taskfile.same_value(10**400, 1.0)  # too large for a float: not equal, no OverflowError

@@ -169,6 +169,15 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
     out = tmp_path / "out"
     svc.export_release(Release.objects.get(version="3.0.0"), out)
     assert (out / "tasks" / T1).read_bytes() == data
+    # the scorer sees the NaN gold as a float again: gold against itself (the evaluator's --sanity)
+    # scores the field 1.0, NaN against NaN passing as in the official evaluator
+    from annotation.services.export import release_samples
+    from evaluation.scoring import evaluate_samples
+
+    samples, _ = release_samples(Release.objects.get(version="3.0.0"))
+    assert math.isnan(samples["t1"][0]["tasks"][0]["final_answer"]["mean_depth_m"])
+    doc = evaluate_samples({"t1": samples["t1"]}, None)
+    assert doc["full"]["t1"]["tasks"][0]["field_scores"] == {"mean_depth_m": 1.0}
 
 
 def test_both_importers_build_the_same_task(db, tmp_path, make_user):

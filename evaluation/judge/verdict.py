@@ -406,7 +406,7 @@ class Verdict(BaseModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "Verdict":
-        derived = not any(self.errors.values())
+        derived = plan_is_correct(self.errors)
         if self.is_correct != derived:
             raise ValueError(
                 "is_correct must be true exactly when no error flag is set "

@@ -2,7 +2,8 @@
 
 * The property: for any folder the benchmark's loader accepts (generated: NaN and infinities in
   answers and observations, list/string/absent ``args``, ``inputs`` spellings, unknown keys at
-  sample and task level in random order, unicode), ``import_release`` then ``export_release``
+  sample and task level in random order, unicode, non-string question / task_category /
+  disaster_type, sub-codes and integer task_category_code), ``import_release`` then ``export_release``
   gives byte-identical ``tasks/*.json`` and identical ``tasks/gold_polygons/``.
 * The held-back case of the issue: a release with NaN gold answers and a list ``args`` imports
   (no IntegrityError from the JSON CHECK constraint) and exports byte for byte.
@@ -66,7 +67,8 @@ def tasks(draw, sid: str, j: int):
     if polygon:
         spec["flood"] = "polygon_iou"
         answer["flood"] = f"gold_polygons/{sid}_{j}.geojson"
-    task = {"question": draw(text.filter(bool)), "task_category": "perception_and_assessment",
+    task = {"question": draw(text.filter(bool) | values),
+            "task_category": draw(st.sampled_from(["perception_and_assessment", ["perception", "assessment"], 3])),
             "task_category_code": draw(st.sampled_from(["T1", "T1-1", "T1.2", 1])),
             "tools": draw(st.lists(st.sampled_from(["ras.area", "calc.add"]), max_size=2)),
             "trajectory": draw(st.lists(steps(), max_size=3)), "final_answer": answer, "eval_spec": spec}
@@ -93,7 +95,7 @@ def folders(draw):
                 ts.append(t)
                 if poly:
                     polygons.append(f"{sid}_{j}.geojson")
-            sample = {"sample_id": sid, "disaster_type": draw(st.sampled_from(["flood", "earthquake", ""])),
+            sample = {"sample_id": sid, "disaster_type": draw(st.sampled_from(["flood", "earthquake", "", ["flood", "storm"]])),
                       "input_data": draw(st.sampled_from([{}, {"post_image": {"image_path": "missing/post.tif", "pixel_size_m": math.nan}}])),
                       "tasks": ts}
             for k in draw(st.lists(st.sampled_from(["classes", "scene_notes", "zz_extra"]), unique=True, max_size=2)):

@@ -131,6 +131,11 @@ class TaskOut(TaskListOut):
     qc = serializers.SerializerMethodField()
     actions = serializers.SerializerMethodField(help_text="transitions the requesting user may apply now")
     can_edit = serializers.SerializerMethodField()
+    answer_proposals = serializers.SerializerMethodField(
+        help_text="a proposed source for each blank answer field: [{field, eval_type, source, step, tool, key, type, reason}]")
+
+    def get_answer_proposals(self, task) -> list[dict]:
+        return task_services.answer_proposals(task.head)
 
     def get_qc(self, task) -> list[dict]:
         return [f.as_dict() for f in task_services.run_fast_qc(task.head)]
@@ -167,6 +172,11 @@ class DraftOut(serializers.Serializer):
 
 
 class RestoreIn(serializers.Serializer):
+    expected_version = serializers.IntegerField(**INT_BOUNDS)
+
+
+class AcceptProposalIn(serializers.Serializer):
+    field = serializers.CharField(max_length=200)
     expected_version = serializers.IntegerField(**INT_BOUNDS)
 
 
@@ -351,6 +361,28 @@ class RevisionRestoreView(APIView):
         return Response(_task_out(request, pk))
 
 
+class AcceptProposalView(APIView):
+    """Bind a blank answer field to its proposed source (the proposal is worked out again on the server)."""
+
+    @extend_schema(request=AcceptProposalIn, responses={200: TaskOut, 400: dict, 409: TaskOut})
+    def post(self, request, pk: int):
+        task = _task_or_404(pk)
+        data = AcceptProposalIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            task_services.accept_answer_proposal(request.user, task, field=data.validated_data["field"],
+                                                 expected_version=data.validated_data["expected_version"])
+        except task_services.StaleVersionError as exc:
+            body = _task_out(request, pk)
+            body["detail"] = str(exc)
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        except task_services.TaskLockedError as exc:
+            return _locked(exc)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(_task_out(request, pk))
+
+
 class RevisionDiffView(APIView):
     """``?a=<number>&b=<number>``: what changed from revision a to revision b (query, steps, answer)."""
 
@@ -441,6 +473,7 @@ urlpatterns = [
     path("tasks/<int:pk>/revisions/<int:number>/", RevisionDetailView.as_view(), name="api-task-revision"),
     path("tasks/<int:pk>/revisions/<int:number>/restore/", RevisionRestoreView.as_view(), name="api-task-restore"),
     path("tasks/<int:pk>/diff/", RevisionDiffView.as_view(), name="api-task-diff"),
+    path("tasks/<int:pk>/answer-proposals/accept/", AcceptProposalView.as_view(), name="api-task-accept-proposal"),
     path("tasks/<int:pk>/draft/", DraftView.as_view(), name="api-task-draft"),
     path("tasks/<int:pk>/comments/", CommentListView.as_view(), name="api-task-comments"),
     path("comments/<int:pk>/resolve/", CommentResolveView.as_view(), name="api-comment-resolve"),

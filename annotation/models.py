@@ -7,6 +7,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from kernel.vocabulary import BY_KEY
+
 
 class Event(models.Model):
     """A disaster event: the unit that owns layers and tasks."""
@@ -77,11 +79,12 @@ class Task(models.Model):
     """A benchmark task (Q, D, T*, A*). Its content lives in immutable ``TaskRevision`` rows."""
 
     class Dimension(models.TextChoices):
-        T1 = "t1", "T1 perception & assessment"
-        T2 = "t2", "T2 spatial relational analysis"
-        T3 = "t3", "T3 operational planning"
-        T4 = "t4", "T4 temporal evolution"
-        T5 = "t5", "T5 multi-modal report synthesis"
+        # labels from the benchmark's task-file names (kernel.vocabulary)
+        T1 = "t1", BY_KEY["t1"].label
+        T2 = "t2", BY_KEY["t2"].label
+        T3 = "t3", BY_KEY["t3"].label
+        T4 = "t4", BY_KEY["t4"].label
+        T5 = "t5", BY_KEY["t5"].label
 
     class Status(models.TextChoices):
         DRAFT = "draft"
@@ -129,6 +132,10 @@ class TaskRevision(models.Model):
     tools = models.JSONField(default=list, blank=True)
     trajectory = models.JSONField(default=list, help_text="symbolic gold steps [{call, args}]")
     answer_spec = models.JSONField(default=list)
+    source = models.TextField(blank=True, default="", help_text=(
+        "the task as its file had it, for a lossless export: JSON text of {sample (without tasks), task, "
+        "content (what the importer derived)} (kernel.taskfile.source_text); text, not a JSON column, because "
+        "jsonb reorders keys and refuses NaN; carried to later revisions"))
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     message = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

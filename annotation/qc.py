@@ -69,6 +69,12 @@ Heuristics (documented here, reported as warnings)
 """
 from __future__ import annotations
 
+from kernel.catalogue import catalogue_by_name, parse_returns
+from kernel.inputs import (PATH_SUFFIXES, VECTOR_SUFFIXES, input_entries, modality_config, normalise_modality,
+                           phase_of_key)
+from kernel.steps import step_args, step_call_raw
+from kernel.vocabulary import BY_KEY, dimension_of_code, dimension_of_file
+
 import difflib
 import json
 import math
@@ -116,7 +122,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "structure.input_data": ("error", "input_data is not a dict of layer entries with a path"),
     "structure.field": ("error", "a field the benchmark's task-file layout requires is missing or of the wrong type"),
     "structure.duplicate_id": ("error", "two samples share a sample id (question ids collide)"),
-    "structure.category": ("error", "task_category_code is not T1..T5"),
+    "structure.category": ("warning", "task_category_code is not T1..T5 or a sub-code (T1-1, T1.2), or is another dimension's than its file's"),
     # tools
     "tools.exists": ("error", "the tool is in neither the registry nor the catalogue"),
     "tools.not_implemented": ("warning", "the tool is in the benchmark's catalogue but the studio cannot replay it"),
@@ -188,9 +194,8 @@ CHECKS: dict[str, tuple[str, str]] = {
 #: servers whose tools ``tool.loop`` cannot call (catalogue, tool.loop semantics)
 NON_NESTABLE_SERVERS = ("POI", "Vis", "Model")
 
-#: suffixes the benchmark treats as file paths (``resolve_paths`` in dora/benchmark.py)
-FILE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")
-VECTOR_SUFFIXES = (".geojson", ".json", ".shp")
+#: suffixes the benchmark treats as file paths (``resolve_paths`` in dora/benchmark.py): kernel.inputs
+FILE_SUFFIXES = PATH_SUFFIXES
 
 #: result keys that hold a mask produced by the step
 MASK_KEYS = ("mask_path", "output_path", "output_mask_path")
@@ -271,51 +276,12 @@ EXTRA_RESULT_KEYS = {
 }
 
 
-def _catalogue_path() -> Path | None:
-    candidates = []
-    if os.environ.get("STUDIO_TOOL_CATALOGUE"):
-        candidates.append(Path(os.environ["STUDIO_TOOL_CATALOGUE"]))
-    if os.environ.get("STUDIO_SHARED"):
-        candidates.append(Path(os.environ["STUDIO_SHARED"]) / "spec" / "dora-tools.json")
-    repo = Path(__file__).resolve().parents[1]
-    candidates += [repo.parent / "shared" / "spec" / "dora-tools.json", repo / "docs" / "dora-tools.json"]
-    return next((p for p in candidates if p.is_file()), None)
-
-
-@lru_cache(maxsize=1)
 def _catalogue() -> dict[str, dict]:
-    """The benchmark's tool catalogue by dotted name ({} when no catalogue file is found)."""
-    path = _catalogue_path()
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {e["name"]: e for e in data if isinstance(e, dict) and "name" in e}
+    """The benchmark's tool catalogue by dotted name ({} when no catalogue file is found; kernel.catalogue)."""
+    return catalogue_by_name()
 
 
-_RETURN_KEY = re.compile(r"([A-Za-z_]\w*(?:/[A-Za-z_]\w*)*)\s*:\s*([A-Za-z]+)")
-
-
-def _parse_returns(returns: Iterable[str]) -> dict[str, str]:
-    """``{key: base type word}`` from catalogue "returns" strings, top nesting level only."""
-    out: dict[str, str] = {}
-    for text in returns or ():
-        depth_at = []
-        depth = 0
-        for ch in text:
-            depth_at.append(depth)
-            if ch in "[{(":
-                depth += 1
-            elif ch in "]})":
-                depth = max(0, depth - 1)
-        for m in _RETURN_KEY.finditer(text):
-            if depth_at[m.start()] != 0:
-                continue
-            for key in m.group(1).split("/"):
-                out.setdefault(key, m.group(2).lower())
-    return out
+_parse_returns = parse_returns
 
 
 def _catalogue_name(text: str) -> str | None:
@@ -450,23 +416,7 @@ ANSWER_KINDS = {
 # ============================================================================================
 # Layers
 # ============================================================================================
-_MODALITY_ALIASES = {
-    "optical": "optical", "rgb": "optical", "vhr": "optical", "pan": "optical", "aerial": "optical",
-    "uav": "optical", "drone": "optical", "satellite": "optical",
-    "sar": "sar", "radar": "sar",
-    "multispectral": "multispectral", "ms": "multispectral", "msi": "multispectral",
-    "sentinel-2": "multispectral", "s2": "multispectral", "hyperspectral": "multispectral",
-    "dem": "dem", "dsm": "dem", "elevation": "dem",
-    "slope": "slope", "lst": "thermal", "thermal": "thermal",
-    "vector": "vector", "osm": "vector", "geojson": "vector", "mask": "mask",
-}
-
-
-def _norm_modality(value: Any) -> str | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    v = value.strip().lower()
-    return _MODALITY_ALIASES.get(v, v)
+_norm_modality = normalise_modality
 
 
 def _is_file_string(value: Any) -> bool:
@@ -478,45 +428,8 @@ def _basename(value: str) -> str:
     return PurePosixPath(str(value).strip().replace("\\", "/")).name
 
 
-def _phase_of_key(key: str) -> str:
-    k = key.lower()
-    if k.startswith("pre"):
-        return "pre"
-    if k.startswith("post"):
-        return "post"
-    m = re.fullmatch(r"(?:t|phase|p)[_ ]?(\d+)", k)
-    if m:
-        return f"t{m.group(1)}"
-    return ""
-
-
-def _input_entries(input_data: Any) -> list[tuple[str, str, dict]]:
-    """``(location, path string, entry dict)`` for every layer entry of ``input_data``."""
-    out: list[tuple[str, str, dict]] = []
-    if not isinstance(input_data, dict):
-        return out
-
-    def visit(key: str, entry: Any, loc: str, phase: str):
-        if isinstance(entry, str):
-            if _is_file_string(entry):
-                out.append((loc, entry, {"_phase": phase or _phase_of_key(key)}))
-            return
-        if not isinstance(entry, dict):
-            return
-        path = entry.get("image_path") or entry.get("path")
-        if isinstance(path, str) and path.strip():
-            out.append((loc, path, {**entry, "_phase": entry.get("phase") or phase or _phase_of_key(key)}))
-            return
-        for sub, value in entry.items():
-            if isinstance(value, (dict, str)):
-                visit(sub, value, f"{loc}.{sub}", _phase_of_key(sub) or phase)
-
-    for key, entry in input_data.items():
-        visit(key, entry, f"input_data.{key}", _phase_of_key(key))
-    return out
-
-
-input_entries = _input_entries
+_phase_of_key = phase_of_key
+_input_entries = input_entries
 
 
 def _norm_crs(value: Any) -> tuple[str | None, bool | None]:
@@ -732,11 +645,11 @@ class _Scope:
 
 
 def _step_call(step: dict) -> Any:
-    return step.get("call", step.get("name", step.get("tool")))
+    return step_call_raw(step)
 
 
 def _step_args(step: dict) -> Any:
-    return step.get("args", step.get("inputs", {}))
+    return step_args(step, {})
 
 
 class _Analysis:
@@ -1609,6 +1522,7 @@ def check_task_file(samples: Any, file_name: str = "") -> list[Finding]:
     final_answer, eval_spec, answer_format?}]}``; sample ids unique."""
     out: list[Finding] = []
     prefix = f"{file_name}:" if file_name else ""
+    file_dim = dimension_of_file(file_name) if file_name else None
     if not isinstance(samples, list):
         return [_finding("structure.field", f"{prefix} a task file is a JSON list of samples.", prefix or "file")]
     seen: dict[str, int] = {}
@@ -1643,9 +1557,12 @@ def check_task_file(samples: Any, file_name: str = "") -> list[Finding]:
                 if key not in task or not isinstance(task[key], typ):
                     want = typ.__name__ if isinstance(typ, type) else "str"
                     out.append(_finding("structure.field", f"Task {sid}_task{t}: '{key}' is {'missing' if key not in task else 'not a ' + want} (the benchmark's loader and evaluator need it).", f"{tloc}.{key}"))
-            code = str(task.get("task_category_code", "")).strip()
-            if code and not re.fullmatch(r"T[1-5]", code, re.IGNORECASE):
-                out.append(_finding("structure.category", f"Task {sid}_task{t}: task_category_code '{code}' is not one of T1..T5.", f"{tloc}.task_category_code"))
+            code = task.get("task_category_code", "")
+            code_dim = dimension_of_code(code)
+            if str(code).strip() and code_dim is None:
+                out.append(_finding("structure.category", f"Task {sid}_task{t}: task_category_code '{code}' is neither T1..T5 nor a sub-code of one (T1-1, T1.2); the benchmark passes it through, but it names no dimension.", f"{tloc}.task_category_code"))
+            elif file_dim and code_dim and code_dim != file_dim:
+                out.append(_finding("structure.category", f"Task {sid}_task{t}: task_category_code '{code}' is dimension {BY_KEY[code_dim].code}, but {file_name} holds {BY_KEY[file_dim].code} tasks; move the task or correct the code.", f"{tloc}.task_category_code"))
     return out
 
 
@@ -1712,13 +1629,7 @@ def release_findings(items: list[dict], threshold: float = 0.9) -> list[Finding]
 
 
 def _modality_config(content: dict) -> str:
-    mods = set()
-    for _, path, entry in _input_entries(content.get("input_data") or {}):
-        if str(path).lower().endswith(VECTOR_SUFFIXES):
-            mods.add("vector")
-        else:
-            mods.add(_norm_modality(entry.get("modality")) or "unknown")
-    return "+".join(sorted(mods)) or "none"
+    return modality_config(content.get("input_data") or {}) or "none"
 
 
 def release_report(items: list[dict]) -> dict:

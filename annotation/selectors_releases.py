@@ -91,7 +91,7 @@ def export_jobs(version: str) -> list[dict]:
 
 def _view(item: ReleaseTask) -> dict:
     """The exported fields of a pinned task (sample-level ones included), by field name."""
-    head, tdict = sample_and_task(item.task, item.revision, item.replay, import_source(item.revision_id))
+    head, tdict = sample_and_task(item.task, item.revision, item.replay, import_source(item.revision))
     out = {k: v for k, v in head.items() if k in SAMPLE_FIELDS}
     out.update(tdict)
     return out

@@ -33,6 +33,7 @@ from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.loaders import TASKS
 from evaluation.scoring.normalize import normalize_tool_name
 from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, match_value, output_map
+from kernel.inputs import modality_config as _modality_config
 
 DIMENSIONS: Tuple[str, ...] = tuple(TASKS)  # t1 … t5
 METRICS: Tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
@@ -85,36 +86,9 @@ def length_bucket(n: Optional[int]) -> Optional[str]:
 
 
 def modality_config(input_data: Any) -> Optional[str]:
-    """The sorted set of input modalities joined by ``+`` (``optical+sar``, ``optical+vector``).
-
-    Each ``input_data`` entry contributes its ``modality`` (lower-cased); ``temporal_images``
-    contributes the modality of each of its images; an entry without a modality but with a
-    ``path`` (a vector layer, ``{"path": "poi.geojson"}``) is ``vector``; a raster entry
-    (``image_path``) without a modality is ``optical`` (the studio's manifest default). None when
-    nothing is found.
-    """
-    if not isinstance(input_data, dict):
-        return None
-    found = set()
-
-    def visit(entry: Any) -> None:
-        if not isinstance(entry, dict):
-            return
-        modality = entry.get("modality")
-        if isinstance(modality, str) and modality.strip():
-            found.add(modality.strip().lower())
-        elif "image_path" in entry:
-            found.add("optical")
-        elif "path" in entry:
-            found.add("vector")
-
-    for key, entry in input_data.items():
-        if key == "temporal_images" and isinstance(entry, dict):
-            for image in entry.values():
-                visit(image)
-        else:
-            visit(entry)
-    return "+".join(sorted(found)) or None
+    """The modality configuration of a manifest (``optical+sar``, ``optical+vector``), the one
+    rule of ``kernel.inputs.modality_config`` (also the release report's); None when it names no file."""
+    return _modality_config(input_data) or None
 
 
 def lcs_alignment(gold: Sequence[str], pred: Sequence[str]) -> List[Tuple[int, int]]:

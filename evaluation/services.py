@@ -18,8 +18,9 @@ from annotation.services.tasks import TASK_FILES
 from evaluation.models import Agent, AgentRun, RunRecord, Verdict
 from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
 from studio.permissions import require
+from kernel.taxonomy import E_CODES, plan_is_correct
 
-ERROR_CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
+ERROR_CODES = E_CODES
 GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
@@ -141,7 +142,7 @@ def gold_snapshot(task: dict) -> dict:
 
 def derive_correctness(errors: dict) -> bool:
     """Plan correctness is true exactly when no E1–E6 flag is set (judge.md, 'The verdict')."""
-    return not any(bool(errors.get(code)) for code in ERROR_CODES)
+    return plan_is_correct(errors)
 
 
 @transaction.atomic

@@ -26,6 +26,7 @@ from django.db import transaction
 
 from evaluation.judge.stepwise import parse_protocol_label
 from evaluation.judge.verdict import E_CODES
+from kernel.taxonomy import plan_is_correct
 from evaluation.models import Adjudication, RunRecord, Verdict
 from evaluation.services import submit_human_verdict
 from studio.permissions import require
@@ -130,7 +131,7 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     rules = DisagreementRules.from_settings()
     pool = considered(record.verdicts.all(), rules)
     flags = {c: bool((errors or {}).get(c)) for c in E_CODES}
-    derived = not any(flags.values())
+    derived = plan_is_correct(flags)
     probe = {"is_correct": derived if is_correct is None else is_correct, "grade": float(grade), "errors": flags}
     overrides_all = bool(pool) and all(disagreement_reasons(probe, v, rules) for v in pool)
     if overrides_all and not rationale.strip():

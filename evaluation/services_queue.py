@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from evaluation.judge.verdict import E_CODES
+from kernel.taxonomy import plan_is_correct
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict
 from evaluation.services import GRADES, submit_human_verdict
 from studio.permissions import require
@@ -131,7 +132,7 @@ def add_gold_check(user, record: RunRecord, expected: dict[str, Any] | None = No
     if grade is not None and not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
         raise ValueError(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
     flags = {c: bool(errors.get(c)) for c in E_CODES}
-    clean = {"is_correct": not any(flags.values()) if expected.get("is_correct") is None else bool(expected["is_correct"]),
+    clean = {"is_correct": plan_is_correct(flags) if expected.get("is_correct") is None else bool(expected["is_correct"]),
              "grade": None if grade is None else float(grade), "errors": flags}
     enqueue_records(user, [record], n)
     return ScoringItem.objects.filter(record=record).update(is_gold_check=True, expected=clean)

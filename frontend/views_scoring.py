@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
+from kernel.taxonomy import plan_is_correct
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.services import GRADES
 from studio.permissions import can, require
@@ -244,7 +245,7 @@ def adjudication_record(request, pk: int):
         except (TypeError, ValueError):
             error = "grade: pick one of 0, 0.2, 0.4, 0.6, 0.8, 1.0"
         if error is None:
-            derived = not any(posted["errors"].values())
+            derived = plan_is_correct(posted["errors"])
             try:
                 adjudicate(request.user, record, errors=posted["errors"], grade=grade, reasons=posted["reasons"],
                            reasoning=posted["reasoning"], rationale=posted["rationale"],

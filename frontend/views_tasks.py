@@ -5,12 +5,10 @@ same service functions); they only shape data for the templates and ``studio/tas
 from __future__ import annotations
 
 import json
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
-from django.conf import settings
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -22,11 +20,12 @@ from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, t
                                         task_comments, task_detail, task_page, task_revision, task_revisions,
                                         user_draft)
 from annotation.services import review as review_services
-from annotation.services.tasks import EDITABLE_STATUSES, diff_revisions, revision_content, run_fast_qc
+from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, revision_content, run_fast_qc
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
 from studio.permissions import can, user_roles
+from kernel.catalogue import catalogue_path
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
 CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}
@@ -101,11 +100,7 @@ def review_queue_page(request):
 
 
 # ---- the editor ------------------------------------------------------------------------------------
-def _catalogue_path() -> Path | None:
-    candidates = [os.environ.get("STUDIO_TOOL_CATALOGUE"),
-                  os.environ.get("STUDIO_SHARED") and str(Path(os.environ["STUDIO_SHARED"]) / "spec" / "dora-tools.json"),
-                  str(Path(settings.BASE_DIR).parent / "shared" / "spec" / "dora-tools.json")]
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+_catalogue_path = catalogue_path  # one search path for the catalogue: kernel.catalogue
 
 
 _RETURN = re.compile(r"^\s*([A-Za-z_][\w]*)\s*:\s*(.+?)\s*$")
@@ -222,7 +217,10 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
             "comments": [_thread(c) for c in task_comments(task)],
             "urls": {"detail": reverse("task-detail", args=[task.pk]), "history": reverse("task-history", args=[task.pk])},
         }
-    return {"event": event, "task": task, "config": config, "map_config": map_config(event.layers.all())}
+    proposals = answer_proposals(task.head) if task is not None and task.head_id else []
+    can_accept = bool(task is not None and config["task"]["can_edit"])
+    return {"event": event, "task": task, "config": config, "map_config": map_config(event.layers.all()),
+            "answer_proposals": proposals, "can_accept_proposals": can_accept}
 
 
 @require_safe

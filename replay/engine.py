@@ -56,9 +56,11 @@ from .references import (format_path, get_obs_value, parse_reference, resolve_va
 from .tools.base import (ToolContext, ToolError, UnknownToolError, canonical_json,
                          file_sha256, jsonable)
 from .tools.registry import call_tool, get_tool, validate_args
+from kernel.steps import step_args as _kernel_step_args
+from kernel.steps import step_call  # noqa: F401  (re-exported: replay.engine.step_call)
 
 __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
-           "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call",
+           "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call", "authored_steps",
            "step_args", "step_key", "collapse_expanded", "renumber_references",
            "ENGINE_CACHE_VERSION", "WRAPPER_TOOLS"]
 
@@ -205,16 +207,10 @@ class ArtifactStore:
 # ============================================================================================
 # Small helpers
 # ============================================================================================
-def step_call(step: dict) -> str:
-    """The tool name of a step (``call`` or ``name``; text from the first ``(`` on dropped)."""
-    name = step.get("call", step.get("name"))
-    if not isinstance(name, str):
-        return ""
-    return name.split("(", 1)[0].strip()
-
-
 def step_args(step: dict) -> dict:
-    args = step.get("args", step.get("inputs"))
+    """The step's arguments (``kernel.steps.step_args``): a dict is copied, a missing one is ``{}``,
+    anything else (a list, a string) is returned as written."""
+    args = _kernel_step_args(step)
     return dict(args) if isinstance(args, dict) else ({} if args is None else args)
 
 
@@ -383,6 +379,30 @@ def _input_digests(value: Any, ctx: ToolContext, known: dict[str, str]) -> dict[
                 p = None
         if p is not None and p.is_file():
             out[s] = file_sha256(p)
+    return out
+
+
+def authored_steps(trajectory: Any) -> list:
+    """The authored view of a file's trajectory (``collapse_expanded``: loop expansions dropped,
+    references renumbered), each step's call as the registry's dotted name where the tool is known
+    (kept as written otherwise: QC names the unknown tool), args and obs as written."""
+    if not isinstance(trajectory, list):
+        return []
+    authored, _ = collapse_expanded(trajectory)
+    out = []
+    for st in authored:
+        if not isinstance(st, dict):
+            out.append(st)
+            continue
+        call = step_call(st)
+        try:
+            call = get_tool(call).name
+        except ToolError:
+            pass
+        s = {"call": call, "args": _kernel_step_args(st, {})}
+        if "obs" in st:
+            s["obs"] = st["obs"]
+        out.append(s)
     return out
 
 

@@ -50,11 +50,18 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task
-from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
+from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
+from kernel.catalogue import result_types
+from kernel.content import answer_source  # noqa: F401  (re-exported)
+from kernel.content import answer_proposals as _answer_proposals
+from kernel.content import MAX_SAMPLE_ID, source_record, task_content
+from kernel.inputs import base_name, walk_data_paths
+from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
+from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
 from studio.permissions import require
 
@@ -828,166 +835,84 @@ class TaskImportError(Exception):
     """A task file cannot be imported; the message names the file, sample, task and field."""
 
 
-INPUT_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")
-
-
-def _walk_paths(value: Any, path: str):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _walk_paths(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _walk_paths(v, f"{path}[{i}]")
-    elif isinstance(value, str) and value.lower().endswith(INPUT_SUFFIXES):
-        yield path, value
-
-
-def _rewrite_paths(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _rewrite_paths(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rewrite_paths(v) for v in value]
-    if isinstance(value, str) and value.lower().endswith(INPUT_SUFFIXES):
-        return Path(value.replace("\\", "/")).name
-    return value
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return float(a) == float(b)
-    return a == b
-
-
-def answer_source(value: Any, trajectory: list[dict]) -> Any:
-    """The answer-field source for a gold ``value``: ``<key> from trajectory[N].obs`` when exactly
-    one top-level key of exactly one step's obs holds that value (numbers compared as floats,
-    ``None`` never matched), else the literal value."""
-    if value is None:
-        return value
-    hits = []
-    for i, step in enumerate(trajectory):
-        obs = step.get("obs") if isinstance(step, dict) else None
-        if isinstance(obs, dict):
-            hits += [(i, k) for k, v in obs.items() if k != "tool" and _same_value(v, value)]
-        elif isinstance(obs, list) and _same_value(obs, value):
-            hits.append((i, "results"))
-    if len(hits) == 1:
-        i, k = hits[0]
-        return f"<{k}> from trajectory[{i}].obs"
-    return value
-
-
 def _dimension_of(path: Path, task: dict) -> str | None:
-    from annotation.services.tasks import TASK_FILES
+    return dimension_of_file(path.name) or dimension_of_code(task.get("task_category_code"))
 
-    for dim, fname in TASK_FILES.items():
-        if path.name == fname or path.stem == fname[:-5] or path.name.lower().startswith(f"{dim}_"):
-            return dim
-    code = str(task.get("task_category_code") or "").strip().lower()
-    return code if code in TASK_FILES else None
+
+def file_task_content(sample: dict, task: dict) -> tuple[dict, list]:
+    """``(content, authored steps with obs)`` of a file's task: the one rule both importers use
+    (``kernel.content.task_content``; answer fields bound to the step observation that holds their
+    value when exactly one does)."""
+    authored = authored_steps(task.get("trajectory"))
+    return task_content(sample, task, authored), authored
+
+
+def answer_proposals(content: dict, authored: list) -> list[dict]:
+    """Proposed sources for the blank answer fields of ``content`` over the authored steps (their
+    obs when the file has them, else the catalogue's result keys): ``kernel.content.answer_proposals``."""
+    return _answer_proposals(content, authored, result_types())
 
 
 def import_task_file(user, path: str | Path, event) -> list[dict]:
     """Create (or revise) the studio tasks of a task file in the benchmark's layout.
 
-    Every input-file string of a sample's ``input_data`` (the benchmark's suffix rule) must name a
-    layer of ``event`` by file name; paths are stored as the bare file name. Each task's
-    trajectory is stored symbolically (``collapse_expanded``: loop expansions dropped, references
-    renumbered to authored indices; calls as dotted names where the tool is known), and each
-    ``final_answer`` key becomes an answer field with its ``eval_spec`` type, its ``answer_format``
-    and, as source, the reference to the one step observation that holds its value (see
-    ``answer_source``), else the literal value.
+    The file is read by ``kernel.taskfile.read_task_file`` (the benchmark loader's own checks:
+    a list of samples with ``sample_id`` and ``tasks``, tasks with ``question``,
+    ``task_category``, ``task_category_code``); every value it accepts is kept. Every input-file
+    string of a sample's ``input_data`` (the benchmark's suffix rule) must name a layer of
+    ``event`` by file name; paths are kept as written (the replay matches layers by file name).
+    The content is :func:`file_task_content`, the same rule ``import_release`` uses; the file's own
+    sample and task are kept as the revision's ``source`` so that an export writes them back
+    unchanged. Values are stored tagged (``kernel.taskfile.to_storage``: NaN never reaches a JSON
+    column).
 
-    Returns ``[{question_id, status: created|updated|unchanged}]``. Raises ``TaskImportError``
-    listing every problem (file, sample, task, field) before anything is written.
+    Returns ``[{question_id, status: created|updated|unchanged, proposals}]``; ``proposals`` lists
+    a proposed source for each answer field whose gold is blank (:func:`answer_proposals`; never
+    bound here: the author accepts it in the editor). Raises ``TaskImportError`` listing every
+    problem (file, sample, task, field) before anything is written.
     """
-    from annotation.services.tasks import CONTENT_FIELDS, create_task, save_revision
-    from replay.tools.base import ToolError
-    from replay.tools.registry import get_tool
+    from annotation.services.tasks import create_task, revision_content, save_revision
 
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except OSError as exc:
         raise TaskImportError(f"{path}: cannot read: {exc}")
-    except ValueError as exc:
-        raise TaskImportError(f"{path}: not valid JSON: {exc}")
-    if not isinstance(data, list):
-        raise TaskImportError(f"{path}: expected a JSON list of samples, got {type(data).__name__}")
+    try:
+        parsed = read_task_file(data, path.name)
+    except TaskFileError as exc:
+        raise TaskImportError(str(exc))
     layer_names = set(Layer.objects.filter(event=event).values_list("file_name", flat=True))
     errors: list[str] = []
-    plans: list[tuple[str, str, int, dict]] = []
-    for si, sample in enumerate(data):
-        where = f"{path.name}: sample {si}"
-        if not isinstance(sample, dict) or not sample.get("sample_id"):
-            errors.append(f"{where}: field 'sample_id' is missing")
-            continue
+    plans: list[tuple[str, str, int, dict, dict, list]] = []
+    seen: dict[str, int] = {}
+    for si, sample in enumerate(parsed.samples):
         sid = str(sample["sample_id"])
         where = f"{path.name}: sample '{sid}'"
-        input_data = sample.get("input_data") or {}
-        for loc, value in _walk_paths(input_data, "input_data"):
-            name = Path(value.replace("\\", "/")).name
+        if len(sid) > MAX_SAMPLE_ID:
+            errors.append(f"{path.name}: sample #{si}: sample_id: longer than {MAX_SAMPLE_ID} characters "
+                          "(the studio's limit for question ids)")
+            continue
+        if sid in seen:
+            errors.append(f"{where}: sample_id: also used by sample {seen[sid]}: question ids would collide")
+            continue
+        seen[sid] = si
+        for loc, value in walk_data_paths(sample.get("input_data"), "input_data"):
+            name = base_name(value)
             if name not in layer_names:
                 known = ", ".join(sorted(layer_names)[:8]) + (" …" if len(layer_names) > 8 else "")
                 errors.append(f"{where}: {loc}: '{value}' names no layer of event '{event.slug}' "
                               f"(match by file name '{name}'; its layers: {known or 'none'})")
-        tasks = sample.get("tasks")
-        if not isinstance(tasks, list):
-            errors.append(f"{where}: field 'tasks' is missing or not a list")
-            continue
-        for ti, task in enumerate(tasks):
-            twhere = f"{where}, task {ti}"
-            if not isinstance(task, dict) or not isinstance(task.get("question"), str):
-                errors.append(f"{twhere}: field 'question' is missing")
-                continue
+        for ti, task in enumerate(sample["tasks"]):
             dim = _dimension_of(path, task)
             if dim is None:
-                errors.append(f"{twhere}: cannot tell the dimension (file name is not t1_…t5_… and "
+                errors.append(f"{where}, task {ti}: cannot tell the dimension (file name is not t1_…t5_… and "
                               f"task_category_code is {task.get('task_category_code')!r})")
                 continue
-            gold = task.get("trajectory") or []
-            if not isinstance(gold, list):
-                errors.append(f"{twhere}: field 'trajectory' is not a list")
-                continue
-            authored, _ = collapse_expanded(gold)
-            steps = []
-            for k, st in enumerate(authored):
-                if not isinstance(st, dict):
-                    errors.append(f"{twhere}: trajectory[{k}] is not an object")
-                    continue
-                call = str(st.get("call", st.get("name", ""))).split("(", 1)[0].strip()
-                try:
-                    call = get_tool(call).name
-                except ToolError:
-                    pass  # kept as written: QC names the unknown tool
-                args = st.get("args", st.get("inputs"))
-                steps.append({"call": call, "args": args if isinstance(args, dict) else {}})
-            final = task.get("final_answer") or {}
-            spec = task.get("eval_spec") or {}
-            fmt = task.get("answer_format") or {}
-            if not isinstance(final, dict):
-                errors.append(f"{twhere}: final_answer is not an object")
-                continue
-            answer_spec = []
-            for name, value in final.items():
-                if name not in spec:
-                    errors.append(f"{twhere}: final_answer.{name} has no type in eval_spec")
-                    continue
-                entry = {"name": name, "eval_type": spec[name], "source": answer_source(value, authored)}
-                if fmt.get(name) and fmt.get(name) != spec[name]:
-                    entry["answer_format"] = fmt[name]
-                answer_spec.append(entry)
-            content = {
-                "question": task["question"], "task_category": task.get("task_category", ""),
-                "task_category_code": task.get("task_category_code", ""),
-                "disaster_type": sample.get("disaster_type", "") or "",
-                "input_data": _rewrite_paths(input_data), "classes": sample.get("classes") or {},
-                "tools": task.get("tools") or [], "trajectory": steps, "answer_spec": answer_spec,
-            }
-            plans.append((sid, dim, ti, content))
-    qids = [f"{sid}_task{ti}" for sid, _, ti, _ in plans]
+            content, authored = file_task_content(sample, task)
+            source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
+            plans.append((sid, dim, ti, to_storage(content), source_text(source), answer_proposals(content, authored)))
+    qids = [f"{sid}_task{ti}" for sid, _, ti, *_ in plans]
     for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
         errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")
     if errors:
@@ -995,21 +920,21 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
     out = []
     with transaction.atomic():
         existing = {t.question_id: t for t in Task.objects.filter(question_id__in=qids).select_related("head")}
-        for sid, dim, ti, content in plans:
+        for sid, dim, ti, content, source, proposals in plans:
             qid = f"{sid}_task{ti}"
             task = existing.get(qid)
             if task is None:
                 create_task(user, event, dimension=dim, content=content, sample_id=sid, task_index=ti,
-                            message=f"imported from {path.name}")
-                out.append({"question_id": qid, "status": "created"})
-                continue
-            head = {k: getattr(task.head, k) for k in CONTENT_FIELDS} if task.head else {}
-            if _jsonable(head) == _jsonable(content):
-                out.append({"question_id": qid, "status": "unchanged"})
+                            message=f"imported from {path.name}", source=source)
+                status = "created"
+            elif (task.head and _jsonable(revision_content(task.head)) == _jsonable(content)
+                  and task.head.source == source):
+                status = "unchanged"
             else:
                 save_revision(user, task, expected_version=task.version, content=content,
-                              message=f"re-imported from {path.name}")
-                out.append({"question_id": qid, "status": "updated"})
+                              message=f"re-imported from {path.name}", source=source)
+                status = "updated"
+            out.append({"question_id": qid, "status": status, "proposals": proposals})
     return out
 
 

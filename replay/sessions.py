@@ -50,21 +50,9 @@ __all__ = ["SessionRecorder", "RunDirectory", "call_text", "new_session_id", "ta
 
 NO_ANSWER_ERROR = "session ended without an answer (studio_submit_answer was not called)"
 
-# dimension → task file stem (dora-format.md §(a)); kept here so the recorder needs no Django
-TASK_FILE_STEMS = {
-    "t1": "t1_perception_and_assessment",
-    "t2": "t2_spatial_relation_analysis",
-    "t3": "t3_operational_planning",
-    "t4": "t4_multi_temporal_reasoning",
-    "t5": "t5_multi_modal_report_synthesis",
-}
-DEFAULT_CATEGORY = {
-    "t1": ("perception_and_assessment", "T1"),
-    "t2": ("spatial_relation_analysis", "T2"),
-    "t3": ("operational_planning", "T3"),
-    "t4": ("multi_temporal_reasoning", "T4"),
-    "t5": ("multi_modal_report_synthesis", "T5"),
-}
+# dimension → task file stem and default category (dora-format.md §(a)): the pure kernel
+from kernel.vocabulary import CATEGORY_BY_DIM as DEFAULT_CATEGORY  # noqa: E402
+from kernel.vocabulary import TASK_STEMS as TASK_FILE_STEMS  # noqa: E402
 
 
 def new_session_id() -> str:

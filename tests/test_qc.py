@@ -368,3 +368,23 @@ def test_qc_for_task_and_command_on_the_database(make_user, capsys, settings):
     with pytest.raises(SystemExit):
         call_command("qc", "--task", task2.question_id, "--json")
     assert json.loads(capsys.readouterr().out)["tasks"][0]["findings"][0]["check"] == "classes.stale_index"
+
+
+@pytest.mark.parametrize("code, finding", [
+    ("T1", None), ("t1", None), ("T1-1", None), ("T1.2", None),  # the file's dimension and its sub-codes: clean
+    ("T2", "task_category_code 'T2' is dimension T2, but t1_perception_and_assessment.json holds T1 tasks"),
+    ("T3-1", "task_category_code 'T3-1' is dimension T3, but t1_perception_and_assessment.json holds T1 tasks"),
+    ("T9", "task_category_code 'T9' is neither T1..T5 nor a sub-code of one"),
+])
+def test_category_codes_of_the_file_dimension_are_clean_others_warn(code, finding):
+    """Issue 22 item 4: the benchmark requires task_category_code but does not constrain it
+    (load_questions copies it through), so sub-codes are legitimate; another dimension's code is a
+    warning naming both dimensions."""
+    samples = [{"sample_id": "s1", "input_data": {}, "tasks": [{
+        "question": "q?", "task_category": "perception_and_assessment", "task_category_code": code,
+        "trajectory": [], "final_answer": {}, "eval_spec": {}}]}]
+    found = [f for f in qc.check_task_file(samples, "t1_perception_and_assessment.json") if f.check == "structure.category"]
+    if finding is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].severity == "warning" and finding in found[0].message

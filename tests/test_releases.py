@@ -203,11 +203,19 @@ def _edit(path: Path, fn) -> None:
     path.write_text(dumps(data))
 
 
+# What the benchmark's loader itself refuses (load_questions in dora/benchmark.py reads
+# sample["sample_id"], sample["tasks"], t["question"], t["task_category"], t["task_category_code"]):
 @pytest.mark.parametrize("change, expected", [
-    (lambda d: d[1]["tasks"][0].__setitem__("eval_spec", "point_pixel"),
-     "tasks/t1_perception_and_assessment.json: sample t1_s06: tasks[0].eval_spec: 'point_pixel' is not of type 'object'"),
-    (lambda d: d[0]["tasks"][0].pop("question"),
-     "tasks/t1_perception_and_assessment.json: sample t1_s05: tasks[0].question: 'question' is a required property"),
+    (lambda d: d[1]["tasks"][0].pop("question"),
+     "tasks/t1_perception_and_assessment.json: sample t1_s06: tasks[0].question: missing (the benchmark's loader requires it)"),
+    (lambda d: d[0]["tasks"][0].pop("task_category_code"),
+     "tasks/t1_perception_and_assessment.json: sample t1_s05: tasks[0].task_category_code: missing"),
+    (lambda d: d[1].pop("sample_id"),
+     "tasks/t1_perception_and_assessment.json: sample #1: sample_id: missing"),
+    (lambda d: d[1].__setitem__("tasks", "ask me"),
+     "tasks/t1_perception_and_assessment.json: sample t1_s06: tasks: must be a list, not str"),
+    (lambda d: d.__setitem__(0, ["not", "a", "sample"]),
+     "tasks/t1_perception_and_assessment.json: sample #0: a sample must be an object, not list"),
     (lambda d: d[1].__setitem__("sample_id", "t1_s05"),
      "tasks/t1_perception_and_assessment.json: sample t1_s05: sample_id: sample id also used in tasks/t1_perception_and_assessment.json"),
 ])
@@ -220,6 +228,15 @@ def test_schema_violations_name_file_sample_field_and_change_nothing(db, tmp_pat
     assert str(exc.value).startswith(expected)
     assert exc.value.file == "tasks/t1_perception_and_assessment.json"
     assert _counts() == before and _tree(settings.STUDIO_DATA_ROOT) == data_before
+
+
+def test_file_that_is_not_a_list_is_refused(db, tmp_path):
+    d = _scoring_copy(tmp_path)
+    (d / "tasks" / TASK_NAMES[0]).write_text(json.dumps({"sample_id": "x", "tasks": []}))
+    with pytest.raises(svc.ReleaseImportError, match=r"^tasks/t1_perception_and_assessment.json: the file must hold "
+                                                     r"a JSON list of samples, not dict$"):
+        svc.import_release_dir(None, d)
+    assert Task.objects.count() == 0
 
 
 def test_invalid_json_names_line_and_column(db, tmp_path):

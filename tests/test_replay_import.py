@@ -79,11 +79,13 @@ def run_cmd(*args):
 
 def test_import_then_replay(florence, tmp_path):
     rows = json.loads(run_cmd("import_tasks", str(task_file(tmp_path)), "--event", florence.slug, "--json"))
-    assert rows == [{"question_id": "flo_0001_task0", "status": "created"},
-                    {"question_id": "flo_0001_task1", "status": "created"}]
+    # no blank answer field: nothing to propose
+    assert rows == [{"question_id": "flo_0001_task0", "status": "created", "proposals": []},
+                    {"question_id": "flo_0001_task1", "status": "created", "proposals": []}]
     t0 = Task.objects.get(question_id="flo_0001_task0")
     rev = t0.head
-    assert t0.dimension == "t1" and rev.input_data["pre_image"]["image_path"] == PRE  # linked by file name
+    # matched to the layer by file name, kept as written (the export writes the file's path back)
+    assert t0.dimension == "t1" and rev.input_data["pre_image"]["image_path"] == f"florence/{PRE}"
     assert rev.trajectory[0] == {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}}
     # the value is held by exactly one obs key -> a reference; a value no obs holds -> a literal
     assert rev.answer_spec == [
@@ -126,18 +128,24 @@ def test_answer_source_is_literal_when_ambiguous():
 
 
 def test_import_errors_name_file_sample_and_field(florence, tmp_path):
+    # what the benchmark's loader refuses (t["task_category"] in load_questions) comes first, alone
+    bad = task_file(tmp_path, extra_task={"task_category_code": "T1", "question": "?", "trajectory": [],
+                                          "final_answer": {"x": 1}, "eval_spec": {}})
+    with pytest.raises(CommandError, match=r"^t1_perception_and_assessment.json: sample flo_0001: task 2: "
+                                           r"task_category: missing \(the benchmark's loader requires it\)$"):
+        run_cmd("import_tasks", str(bad), "--event", florence.slug)
+    # then every studio problem at once: a path that names no layer of the event
     bad = task_file(tmp_path, pre="florence/nope_pre.png", extra_task={
-        "task_category_code": "T1", "question": "?", "trajectory": [],
-        "final_answer": {"x": 1}, "eval_spec": {}})
+        "task_category": "perception_and_assessment", "task_category_code": "T1", "question": "?",
+        "trajectory": [], "final_answer": {"x": 1}, "eval_spec": {}})
     with pytest.raises(CommandError) as ei:
         run_cmd("import_tasks", str(bad), "--event", florence.slug)
     msg = str(ei.value)
     assert ("t1_perception_and_assessment.json: sample 'flo_0001': input_data.pre_image.image_path: "
             "'florence/nope_pre.png' names no layer of event 'hurricane-florence'") in msg
-    assert "task 2: final_answer.x has no type in eval_spec" in msg
     assert Task.objects.count() == 0  # nothing written
     (tmp_path / "x.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(CommandError, match="x.json: expected a JSON list of samples"):
+    with pytest.raises(CommandError, match="x.json: the file must hold a JSON list of samples, not dict"):
         run_cmd("import_tasks", str(tmp_path / "x.json"), "--event", florence.slug)
     with pytest.raises(CommandError, match="no event 'atlantis'"):
         run_cmd("import_tasks", str(bad), "--event", "atlantis")

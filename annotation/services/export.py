@@ -42,19 +42,13 @@ from typing import Any, Callable, Iterable
 from django.conf import settings
 
 from annotation.models import Layer, Task, TaskRevision
-from annotation.services.tasks import TASK_FILES
+from kernel.content import CONTENT_FIELDS, file_task
+from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
+from kernel.steps import step_call
+from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
+from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 
-CATEGORY_BY_DIM = {
-    "t1": ("perception_and_assessment", "T1"),
-    "t2": ("spatial_relation_analysis", "T2"),
-    "t3": ("operational_planning", "T3"),
-    "t4": ("multi_temporal_reasoning", "T4"),
-    "t5": ("multi_modal_report_synthesis", "T5"),
-}
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
-
-#: suffixes of strings inside input_data that the benchmark resolves under images/ (resolve_paths in dora/benchmark.py)
-PATH_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")
 IMPORT_ARTIFACTS = "imports"
 SOURCE_FILE = "source.json"
 MANIFEST_NAME = "studio_manifest.json"
@@ -64,7 +58,6 @@ SCHEMA_FILES = {
     "gold_polygon": "dora_gold_polygon.schema.json",
     "manifest": "studio_manifest.schema.json",
 }
-JSON_INDENT = 1  # the benchmark files' indentation
 IDENTITY_GRID = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
 
 
@@ -73,11 +66,6 @@ class ExportError(Exception):
 
 
 # ------------------------------------------------------------------ JSON text, hashes, schemas
-
-
-def dumps(value: Any) -> str:
-    """JSON text as the benchmark's task files are written (indent 1, UTF-8 kept, no trailing newline)."""
-    return json.dumps(value, indent=JSON_INDENT, ensure_ascii=False)
 
 
 def canonical(value: Any) -> str:
@@ -190,25 +178,6 @@ class SampleArrayWriter:
 # ------------------------------------------------------------------ paths
 
 
-def data_paths(value: Any) -> list[str]:
-    """Every string at any depth of ``value`` that the benchmark treats as a file under images/."""
-    out: list[str] = []
-
-    def walk(v):
-        if isinstance(v, str):
-            if v.lower().endswith(PATH_SUFFIXES) and v not in out:
-                out.append(v)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    walk(value)
-    return out
-
-
 def safe_relative(path: str) -> PurePosixPath | None:
     """``path`` as a relative POSIX path inside images/, or None if absolute or escaping (``..``)."""
     p = str(path).replace("\\", "/")
@@ -261,10 +230,18 @@ def gold_replay(task_id: int, revision_id: int):
     return qs.filter(gold_accepted=True).order_by("-id").first() or qs.order_by("-id").first()
 
 
-def import_source(revision_id: int) -> dict | None:
-    """The ``source.json`` of the import replay of a revision (see the module docstring), or None."""
+def import_source(revision) -> dict | None:
+    """The file's own sample and task behind a revision (a ``TaskRevision`` or its id), plain data
+    (NaN as floats): ``TaskRevision.source`` (both importers set it, later revisions carry it),
+    else the ``source.json`` of the revision's import replay (releases imported before that field
+    existed), else None."""
     from replay.models import ReplayRun
 
+    stored = revision.source if isinstance(revision, TaskRevision) else (
+        TaskRevision.objects.filter(pk=revision).values_list("source", flat=True).first())
+    if stored:
+        return source_from_text(stored)
+    revision_id = revision.pk if isinstance(revision, TaskRevision) else revision
     run = (ReplayRun.objects.filter(revision_id=revision_id, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/")
            .order_by("id").only("artifact_dir").first())
     return read_source(run.artifact_dir) if run else None
@@ -279,45 +256,53 @@ def read_source(artifact_dir: str) -> dict | None:
 
 
 def dora_task(task: Task, rev: TaskRevision, filled_trajectory: list, final_answer: dict) -> dict:
-    """One task entry of a sample, in the benchmark's field order, from the studio's own fields."""
+    """One task entry of a sample, in the benchmark's field order, from the studio's own fields
+    (storage tags undone: NaN answers are written as the benchmark's NaN token)."""
     default_cat, default_code = CATEGORY_BY_DIM[task.dimension]
-    names = rev.tools or sorted({str(s.get("call", "")).split("(")[0].strip() for s in rev.trajectory})
+    spec = [f for f in from_storage(rev.answer_spec or []) if isinstance(f, dict)]
+    steps = from_storage(rev.trajectory or [])
+    names = from_storage(rev.tools) or sorted({step_call(s) for s in steps if isinstance(s, dict)})
     return {
         "task_category": rev.task_category or default_cat,
         "task_category_code": rev.task_category_code or default_code,
         "question": rev.question,
         "tools": names,
-        "trajectory": filled_trajectory,
-        "final_answer": final_answer,
-        "eval_spec": {f["name"]: f["eval_type"] for f in rev.answer_spec},
-        "answer_format": {f["name"]: f.get("answer_format") or f["eval_type"] for f in rev.answer_spec},
+        "trajectory": from_storage(filled_trajectory),
+        "final_answer": from_storage(final_answer),
+        "eval_spec": {f.get("name"): f.get("eval_type") for f in spec},
+        "answer_format": {f.get("name"): f.get("answer_format") or f.get("eval_type") for f in spec},
     }
 
 
 def dora_sample_head(task: Task, rev: TaskRevision) -> dict:
     """The sample-level fields of a task (``tasks`` left empty)."""
     return {"sample_id": task.sample_id, "disaster_type": rev.disaster_type or task.event.disaster_type,
-            "input_data": rev.input_data, "classes": rev.classes or {}, "tasks": []}
+            "input_data": from_storage(rev.input_data), "classes": from_storage(rev.classes) or {}, "tasks": []}
 
 
 def sample_and_task(task: Task, rev: TaskRevision, run, source: dict | None = None) -> tuple[dict, dict]:
-    """``(sample head with tasks=[], task dict)`` as written to the task file.
+    """``(sample head with tasks=[], task dict)`` as written to the task file, plain data.
 
-    From ``source`` (an imported revision) when given: the file's own dicts, with ``trajectory`` and
-    ``final_answer`` replaced by the replay's where they differ as JSON values.
+    From ``source`` (an imported revision, :func:`import_source`) when given: the file's own dicts,
+    each field the studio changed since the import replaced in place (``kernel.content.file_task``),
+    ``trajectory`` and ``final_answer`` replaced by the replay's where they differ as JSON values.
     """
+    trajectory, final = from_storage(run.filled_trajectory), from_storage(run.final_answer)
     if source and isinstance(source.get("sample"), dict) and isinstance(source.get("task"), dict):
+        if isinstance(source.get("content"), dict):
+            content = {k: from_storage(getattr(rev, k)) for k in CONTENT_FIELDS}
+            return file_task(source, content, trajectory, final, dora_task(task, rev, trajectory, final))
         head = dict(source["sample"])
         head["tasks"] = []
         tdict = dict(source["task"])
-        for key, cur in (("trajectory", run.filled_trajectory), ("final_answer", run.final_answer)):
+        for key, cur in (("trajectory", trajectory), ("final_answer", final)):
             if key in tdict:
-                if canonical(tdict[key]) != canonical(cur):
+                if not same_value(tdict[key], cur):
                     tdict[key] = cur
             elif cur:
                 tdict[key] = cur
         return head, tdict
-    return dora_sample_head(task, rev), dora_task(task, rev, run.filled_trajectory, run.final_answer)
+    return dora_sample_head(task, rev), dora_task(task, rev, trajectory, final)
 
 
 def dora_samples(tasks) -> dict[str, list[dict]]:
@@ -332,7 +317,7 @@ def dora_samples(tasks) -> dict[str, list[dict]]:
         run = gold_replay(task.pk, task.head_id)
         if run is None:
             raise ExportError(f"{task.question_id}: no succeeded replay of revision {rev.number}; replay it first")
-        head, tdict = sample_and_task(task, rev, run, import_source(rev.pk))
+        head, tdict = sample_and_task(task, rev, run, import_source(rev))
         sample = by_dim[task.dimension].setdefault(task.sample_id, head)
         sample["tasks"].append(tdict)
     return {d: list(s.values()) for d, s in by_dim.items()}
@@ -348,7 +333,7 @@ def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
         task, rev, run = item.task, item.revision, item.replay
         if run is None:
             raise ExportError(f"{item.question_id}: release {release.version} pins no gold replay")
-        head, tdict = sample_and_task(task, rev, run, import_source(rev.pk))
+        head, tdict = sample_and_task(task, rev, run, import_source(rev))
         by_dim[task.dimension].setdefault(task.sample_id, head)["tasks"].append(tdict)
         tasks[item.question_id] = task
     return {d: list(s.values()) for d, s in by_dim.items()}, tasks
@@ -379,6 +364,10 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
     from replay.models import ReplayRun
 
     by_rev = {e.revision_id: e for e in entries}
+    for rev_id, text in TaskRevision.objects.filter(pk__in=list(by_rev)).exclude(source="").values_list("pk", "source"):
+        src = source_from_text(text)
+        if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
+            by_rev[rev_id].position = (src["sample_index"],)
     rows = ReplayRun.objects.filter(revision_id__in=list(by_rev), artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/") \
         .order_by("id").values_list("revision_id", "artifact_dir")
     seen = set()
@@ -386,6 +375,8 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
         if rev_id in seen:
             continue
         seen.add(rev_id)
+        if by_rev[rev_id].position:
+            continue
         src = read_source(adir)
         if src and isinstance(src.get("sample_index"), int):
             by_rev[rev_id].position = (src["sample_index"],)
@@ -476,7 +467,7 @@ class LayoutWriter:
             task, rev, run = tasks[e.task_id], revs[e.revision_id], runs.get(e.replay_id)
             if run is None or run.status != ReplayRun.Status.SUCCEEDED:
                 raise ExportError(f"{e.question_id}: no succeeded replay of revision {rev.number}; replay it first")
-            source = import_source(rev.pk)
+            source = import_source(rev)
             head, tdict = sample_and_task(task, rev, run, source)
             if sample is None:
                 sample = head

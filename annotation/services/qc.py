@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation import qc
+from kernel.taskfile import loads
 
 __all__ = ["layer_info", "qc_for_task", "qc_for_task_file", "release_qc", "release_items"]
 
@@ -173,7 +174,7 @@ def qc_for_task_file(path, data_root=None) -> dict:
     "release": {"findings", "report"}}`` with findings as ``Finding`` objects.
     """
     path = Path(path)
-    samples = json.loads(path.read_text(encoding="utf-8"))
+    samples = loads(path.read_bytes())  # kernel.taskfile's reader; structure problems are findings here
     if data_root is None and path.parent.name == "tasks" and (path.parent.parent / "images").is_dir():
         data_root = path.parent.parent  # the benchmark's layout: <root>/tasks, <root>/images
     root = Path(data_root) if data_root is not None else None

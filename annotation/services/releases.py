@@ -40,6 +40,9 @@ from annotation.services.export import (
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
+from kernel.content import MAX_SAMPLE_ID, source_record, task_content
+from kernel.inputs import entry_of, phase_of_key
+from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
 from studio.permissions import require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -391,13 +394,38 @@ def _load_json(path: Path, rel: str):
         raise ReleaseImportError(rel, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
 
 
+def _read_task_file(path: Path, rel: str) -> list:
+    """The samples of a task file, checked as the benchmark's loader checks them
+    (``kernel.taskfile.read_task_file``); ``ReleaseImportError`` naming file, sample, task, field."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ReleaseImportError(rel, f"cannot be read ({exc})")
+    try:
+        return read_task_file(data, rel).samples
+    except TaskFileError as exc:
+        field = exc.field if exc.task is None else f"tasks[{exc.task}]" + (f".{exc.field}" if exc.field else "")
+        raise ReleaseImportError(rel, exc.problem, sample=exc.sample, field=field) from exc
+
+
+def _polygon_answers(task: dict) -> list[tuple[str, str]]:
+    """``(field, value)`` of the task's polygon_iou answers whose value is a string (a gold file)."""
+    spec, answer = task.get("eval_spec"), task.get("final_answer")
+    if not isinstance(spec, dict) or not isinstance(answer, dict):
+        return []
+    return [(n, answer[n]) for n, t in spec.items() if t == "polygon_iou" and isinstance(answer.get(n), str)]
+
+
 def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     """Read and check a release folder without writing anything (the first phase of an import).
 
-    Accepts ``DIR/tasks/t*.json`` (a release) or ``DIR/t*.json`` (a bare tasks folder). Raises
-    :class:`ReleaseImportError` naming the file, the sample and the field of the first problem:
-    invalid JSON, a schema violation, a duplicate sample id, a sidecar checksum mismatch, an
-    unreadable gold polygon.
+    Accepts ``DIR/tasks/t*.json`` (a release) or ``DIR/t*.json`` (a bare tasks folder). Task files
+    are read as the benchmark's loader reads them (``kernel.taskfile``): every value it accepts is
+    kept (NaN, list ``args``, extra keys). Raises :class:`ReleaseImportError` naming the file, the
+    sample and the field of the first problem: what the loader refuses (invalid JSON, not a list,
+    no ``sample_id``, no ``tasks``, a task without ``question``/``task_category``/
+    ``task_category_code``), a sample without tasks, a duplicate sample id, a sidecar checksum
+    mismatch, an unreadable gold polygon.
     """
     root = Path(path)
     if not root.is_dir():
@@ -434,17 +462,15 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     polygons: dict[str, Path] = {}
     for dim, fpath in found:
         rel = rel_of(fpath)
-        samples = _load_json(fpath, rel)
-        prob = _first_schema_problem("task_file", samples)
-        if prob:
-            parts, msg = prob
-            sid = None
-            if parts and isinstance(parts[0], int) and isinstance(samples[parts[0]], dict):
-                sid = str(samples[parts[0]].get("sample_id", f"#{parts[0]}"))
-                parts = parts[1:]
-            raise ReleaseImportError(rel, msg, sample=sid, field=json_path(parts))
+        samples = _read_task_file(fpath, rel)
         for si, sample in enumerate(samples):
-            sid = sample["sample_id"]
+            if not sample["tasks"]:
+                raise ReleaseImportError(rel, "the sample has no task: the studio keeps tasks, so it could not write "
+                                              "this sample back", sample=sample_label(sample, si), field="tasks")
+            sid = str(sample["sample_id"])
+            if len(sid) > MAX_SAMPLE_ID:
+                raise ReleaseImportError(rel, f"longer than {MAX_SAMPLE_ID} characters (the studio's limit for question ids)",
+                                         sample=sid[:40] + "…", field="sample_id")
             if sid in seen:
                 raise ReleaseImportError(rel, f"sample id also used in {seen[sid]}: question ids would collide",
                                          sample=sid, field="sample_id")
@@ -455,10 +481,8 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
                 if slugify(ev) != ev:
                     raise ReleaseImportError(MANIFEST_NAME, f"event '{ev}' is not a slug", field=f"questions.{qid}.event")
                 planned.append(_Planned(dim, rel, si, ti, sample, task, qid, ev))
-                spec, answer = task.get("eval_spec") or {}, task.get("final_answer") or {}
-                for name, typ in spec.items():
-                    value = answer.get(name)
-                    if typ != "polygon_iou" or not isinstance(value, str) or not value.strip():
+                for name, value in _polygon_answers(task):
+                    if not value.strip():
                         continue
                     vrel = safe_relative(value)
                     cand = [tasks_dir / vrel.as_posix()] if vrel else []
@@ -539,29 +563,6 @@ class _DataRootSnapshot:
             pass
 
 
-def _phase_of(key: str) -> str:
-    k = key.lower()
-    if k.startswith("pre"):
-        return "pre"
-    if k.startswith("post"):
-        return "post"
-    return k if re.fullmatch(r"t\d+", k) else ""
-
-
-def _entry_of(input_data: dict, path: str) -> tuple[str, dict]:
-    """(input_data key, entry dict) of the entry that holds ``path`` (for modality and phase)."""
-    for key, entry in (input_data or {}).items():
-        if isinstance(entry, dict):
-            if path in (entry.get("image_path"), entry.get("path")):
-                return key, entry
-            for sub_key, sub in entry.items():  # temporal_images: {t1: {...}}
-                if isinstance(sub, dict) and path in (sub.get("image_path"), sub.get("path")):
-                    return sub_key, sub
-        elif entry == path:
-            return key, {}
-    return "", {}
-
-
 def _layer_shas(layer: Layer) -> set[str]:
     return {*((layer.metadata or {}).get("source_sha256") or {}).values(), layer.sha256} - {""}
 
@@ -579,14 +580,6 @@ def _comparable(sample: dict, task: dict) -> str:
                 answer[name] = Path(answer[name].replace("\\", "/")).name
         t["final_answer"] = answer
     return canonical({"sample": head, "task": t})
-
-
-def _answer_spec(task: dict) -> list[dict]:
-    spec = task.get("eval_spec") or {}
-    answer = task.get("final_answer") or {}
-    fmt = task.get("answer_format") if isinstance(task.get("answer_format"), dict) else {}
-    return [{"name": k, "eval_type": v, "source": answer.get(k), "answer_format": fmt.get(k, "")}
-            for k, v in spec.items()]
 
 
 def import_release_dir(user, path, *, event_slug: str | None = None, release_version: str | None = None,
@@ -612,7 +605,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     """
     from annotation.importers.errors import DataImportError
     from annotation.services import imports
-    from replay.engine import replay_hash
+    from replay.engine import authored_steps, replay_hash
     from replay.models import ReplayRun
 
     if user is not None:
@@ -647,7 +640,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 types = {str(pl.sample.get("disaster_type") or "") for pl in parsed.planned if pl.event == slug}
                 ev, created = Event.objects.get_or_create(slug=slug, defaults={
                     "name": info.get("name") or slug, "source": (info.get("source") or str(parsed.root.resolve()))[:500],
-                    "disaster_type": info.get("disaster_type") or (types.pop() if len(types) == 1 else "")})
+                    "disaster_type": (info.get("disaster_type") or (types.pop() if len(types) == 1 else ""))[:40]})
                 events[slug] = ev
                 if created:
                     report.events_created.append(slug)
@@ -657,13 +650,13 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                     report.layers[f"{slug}/{p}"] = "linked"
                     continue
                 sample = next(pl.sample for pl in parsed.planned if pl.event == slug and p in data_paths(pl.sample.get("input_data") or {}))
-                key, entry = _entry_of(sample.get("input_data") or {}, p)
+                key, entry = entry_of(sample.get("input_data") or {}, p)
                 try:
                     if p.lower().endswith((".geojson", ".json", ".shp")):
                         imports.import_vector_file(f, event_slug=slug)
                     else:
                         imports.import_raster_file(f, event_slug=slug, file_name=layer_file_name(p),
-                                                   modality=entry.get("modality") or None, phase=_phase_of(key))
+                                                   modality=entry.get("modality") or None, phase=phase_of_key(key))
                 except DataImportError as exc:
                     raise ReleaseImportError(f"images/{p}", str(exc)) from exc
                 report.layers[f"{slug}/{p}"] = "created"
@@ -675,58 +668,54 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 if task is not None and task.head_id:
                     run = gold_replay(task.pk, task.head_id)
                     if run is not None:
-                        head, tdict = sample_and_task(task, task.head, run, import_source(task.head_id))
+                        head, tdict = sample_and_task(task, task.head, run, import_source(task.head))
                         if _comparable(head, tdict) == _comparable(pl.sample, pl.task):
                             report.unchanged.append(pl.question_id)
                             pinned.append((task, task.head_id, run.pk))
                             continue
                 old_status = task.status if task else ""
                 if task is None:
-                    task = Task.objects.create(event=events[pl.event], sample_id=pl.sample["sample_id"],
+                    task = Task.objects.create(event=events[pl.event], sample_id=str(pl.sample["sample_id"]),
                                                task_index=pl.task_index, question_id=pl.question_id,
                                                dimension=pl.dim, created_by=user)
                     report.created.append(pl.question_id)
                 else:
                     report.updated.append(pl.question_id)
-                trajectory = pl.task.get("trajectory") or []
+                trajectory = pl.task.get("trajectory") if isinstance(pl.task.get("trajectory"), list) else []
+                content = task_content(pl.sample, pl.task, authored_steps(pl.task.get("trajectory")))
+                provenance = {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()
+                              if k in ("authors", "reviewers", "revision", "replay_hash", "task_id")} or None
+                record = source_record(pl.sample, pl.task, content, file=pl.file, sample_index=pl.sample_index,
+                                       task_index=pl.task_index, release=side_release.get("version"),
+                                       source_dir=str(parsed.root.resolve()), provenance=provenance)
                 rev = TaskRevision.objects.create(
                     task=task, number=task.version + 1, author=user, message=f"imported from {pl.file}",
-                    question=pl.task.get("question", ""), task_category=str(pl.task.get("task_category", "")),
-                    task_category_code=str(pl.task.get("task_category_code", "")),
-                    disaster_type=str(pl.sample.get("disaster_type") or ""),
-                    input_data=pl.sample.get("input_data") or {}, classes=pl.sample.get("classes") or {},
-                    tools=pl.task.get("tools") or [],
-                    trajectory=[{k: v for k, v in s.items() if k != "obs"} for s in trajectory],
-                    answer_spec=_answer_spec(pl.task))
+                    source=source_text(record), **to_storage(content))
                 Task.objects.filter(pk=task.pk).update(version=rev.number, head=rev, status=Task.Status.APPROVED,
                                                        updated_at=now)
                 AuditEvent.objects.create(task=task, actor=user, action="imported", from_status=old_status,
                                           to_status=Task.Status.APPROVED, revision_number=rev.number,
                                           reason=f"imported from {parsed.root}/{pl.file} (sample {pl.sample_index}, "
                                                  f"task {pl.task_index})")
-                head = {k: ([] if k == "tasks" else v) for k, v in pl.sample.items()}
-                source = {"format": 1, "file": pl.file, "sample_index": pl.sample_index, "task_index": pl.task_index,
-                          "release": side_release.get("version"), "source_dir": str(parsed.root.resolve()),
-                          "provenance": {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()
-                                         if k in ("authors", "reviewers", "revision", "replay_hash", "task_id")} or None,
-                          "sample": head, "task": pl.task}
+                source = {k: v for k, v in record.items() if k != "content"}
                 key = hashlib.sha256(canonical(source).encode("utf-8")).hexdigest()[:32]
                 adir = f"{IMPORT_ARTIFACTS}/{key}"
                 (art_root / adir).mkdir(parents=True, exist_ok=True)
                 (art_root / adir / SOURCE_FILE).write_text(dumps(source), encoding="utf-8")
-                for name, typ in (pl.task.get("eval_spec") or {}).items():
-                    value = (pl.task.get("final_answer") or {}).get(name)
-                    if typ == "polygon_iou" and value in parsed.polygons:
+                for name, value in _polygon_answers(pl.task):
+                    if value in parsed.polygons:
                         vrel = safe_relative(value)
                         dst = art_root / adir / (vrel.as_posix() if vrel else f"gold_polygons/{Path(value).name}")
                         dst.parent.mkdir(parents=True, exist_ok=True)
                         shutil.copyfile(parsed.polygons[value], dst)
-                final = pl.task.get("final_answer")
+                final = to_storage(pl.task.get("final_answer"))
+                stored_trajectory = to_storage(trajectory)
                 run = ReplayRun.objects.create(
                     task=task, revision=rev, mode="import", status=ReplayRun.Status.SUCCEEDED,
                     steps_total=len(trajectory), steps_done=len(trajectory), final_answer=final,
-                    eval_spec=pl.task.get("eval_spec") or {}, answer_format=pl.task.get("answer_format") or {},
-                    filled_trajectory=trajectory, replay_hash=replay_hash(trajectory, final), gold_accepted=True,
+                    eval_spec=to_storage(pl.task.get("eval_spec") or {}),
+                    answer_format=to_storage(pl.task.get("answer_format") or {}),
+                    filled_trajectory=stored_trajectory, replay_hash=replay_hash(stored_trajectory, final), gold_accepted=True,
                     accepted_by=user, requested_by=user, artifact_dir=adir, started_at=now, finished_at=now)
                 pinned.append((task, rev.pk, run.pk))
 

@@ -22,19 +22,12 @@ from annotation import qc
 from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
 from studio.permissions import require
 
-# DORA's task-file names per dimension (dora-format.md §(a), ``TASKS`` in dora/benchmark.py).
-TASK_FILES = {
-    "t1": "t1_perception_and_assessment.json",
-    "t2": "t2_spatial_relation_analysis.json",
-    "t3": "t3_operational_planning.json",
-    "t4": "t4_multi_temporal_reasoning.json",
-    "t5": "t5_multi_modal_report_synthesis.json",
-}
-
-CONTENT_FIELDS = (
-    "question", "task_category", "task_category_code", "disaster_type", "input_data", "classes",
-    "tools", "trajectory", "answer_spec",
-)
+# DORA's task-file names per dimension and the content fields of a revision: kernel/
+from kernel.catalogue import result_types  # noqa: E402
+from kernel.content import CONTENT_FIELDS  # noqa: E402
+from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
+from kernel.taskfile import from_storage, source_text  # noqa: E402
+from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
 class StaleVersionError(Exception):
@@ -130,8 +123,9 @@ def _content(data: dict) -> dict:
 
 @transaction.atomic
 def create_task(user, event: Event, *, dimension: str, content: dict, sample_id: str | None = None,
-                task_index: int = 0, message: str = "created") -> Task:
-    """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``.
+                task_index: int = 0, message: str = "created", source: dict | str | None = None) -> Task:
+    """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``;
+    ``source`` the file's own sample and task for an imported one (``TaskRevision.source``).
 
     Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension).
     """
@@ -143,13 +137,15 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
         event=event, sample_id=sample_id, task_index=task_index,
         question_id=f"{sample_id}_task{task_index}", dimension=dimension, created_by=user,
     )
-    _write_revision(user, task, _content(content), message)
+    _write_revision(user, task, _content(content), message, source=source)
     return task
 
 
-def _write_revision(user, task: Task, content: dict, message: str) -> TaskRevision:
+def _write_revision(user, task: Task, content: dict, message: str, source: dict | str | None = None) -> TaskRevision:
     number = task.version + 1
-    rev = TaskRevision.objects.create(task=task, number=number, author=user, message=message, **content)
+    text = source if isinstance(source, str) else source_text(source)
+    rev = TaskRevision.objects.create(task=task, number=number, author=user, message=message, source=text,
+                                      **content)
     task.version = number
     task.head = rev
     task.save(update_fields=["version", "head", "updated_at"])
@@ -157,10 +153,12 @@ def _write_revision(user, task: Task, content: dict, message: str) -> TaskRevisi
 
 
 @transaction.atomic
-def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "") -> TaskRevision:
+def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "",
+                  source: dict | str | None = None) -> TaskRevision:
     """Save new content as the next revision, if ``expected_version`` is still the head.
 
-    Fields absent from ``content`` are carried over from the head. The user's autosaved draft of
+    Fields absent from ``content`` are carried over from the head, and so is the head's
+    ``source`` (the imported file's task, which an export starts from) unless ``source`` is given. The user's autosaved draft of
     the task is dropped (it is now saved). Raises ``StaleVersionError`` when someone saved in
     between (nothing is written), ``TaskLockedError`` when the status locks the content,
     ``PermissionDenied`` for the role.
@@ -173,7 +171,8 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     head = locked.head
     merged = {k: getattr(head, k) for k in CONTENT_FIELDS} if head else {}
     merged.update(_content(content))
-    rev = _write_revision(user, locked, merged, message or "edited")
+    rev = _write_revision(user, locked, merged, message or "edited",
+                          source=source if source is not None else (head.source if head else ""))
     TaskDraft.objects.filter(task=locked, user=user).delete()
     return rev
 
@@ -300,6 +299,39 @@ def diff_revisions(a: TaskRevision, b: TaskRevision) -> dict:
 def revision_content(rev: TaskRevision) -> dict:
     """The plain content dict of a revision (what QC and the exporters read)."""
     return {k: getattr(rev, k) for k in CONTENT_FIELDS}
+
+
+def answer_proposals(rev: TaskRevision | None) -> list[dict]:
+    """Proposed sources for the answer fields of ``rev`` whose source is blank (a null or missing
+    gold): ``[{field, eval_type, source, step, tool, key, type, reason}]`` from the trajectory's
+    result keys whose type fits the field's eval type and whose name fits its name best
+    (``kernel.content.propose_source``; result types from the catalogue's ``returns``). Never
+    applied by itself: :func:`accept_answer_proposal` binds one when a person accepts it."""
+    if rev is None:
+        return []
+    content = {k: from_storage(getattr(rev, k)) for k in CONTENT_FIELDS}
+    return kernel_answer_proposals(content, content["trajectory"], result_types())
+
+
+@transaction.atomic
+def accept_answer_proposal(user, task: Task, *, field: str, expected_version: int) -> TaskRevision:
+    """Bind the blank answer field ``field`` of the head revision to its current proposal (worked
+    out again here, never taken from the client) by saving the next revision.
+
+    Raises ``ValueError`` naming the field (not a field, not blank, nothing proposed), and what
+    :func:`save_revision` raises (``StaleVersionError``, ``TaskLockedError``, ``PermissionDenied``).
+    """
+    head = Task.objects.select_related("head").get(pk=task.pk).head
+    proposal = next((p for p in answer_proposals(head) if p["field"] == field), None)
+    if proposal is None:
+        names = [f.get("name") for f in (head.answer_spec if head else []) or [] if isinstance(f, dict)]
+        raise ValueError(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
+    if not proposal.get("source"):
+        raise ValueError(f"answer_spec.{field}: no step result fits its name and type; bind it by hand")
+    spec = [dict(f, source=proposal["source"]) if isinstance(f, dict) and f.get("name") == field else f
+            for f in head.answer_spec]
+    return save_revision(user, task, expected_version=expected_version, content={"answer_spec": spec},
+                         message=f"accepted proposed source of {field}: {proposal['source']}")
 
 
 def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:

@@ -40,7 +40,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-E_CODES: tuple[str, ...] = ("E1", "E2", "E3", "E4", "E5", "E6")
+from kernel.taxonomy import E_CODES, MAJOR_CODES, MINOR_CODES, plan_is_correct  # noqa: E402
+
 GRADES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 #: Flat keys of the step-wise dialect, by code.
@@ -53,8 +54,6 @@ FLAT_KEYS: dict[str, str] = {
     "E6": "E6_HALLUCINATION_ERROR",
 }
 
-MAJOR_CODES = frozenset({"E1", "E3", "E6"})
-MINOR_CODES = frozenset({"E4", "E5"})
 
 #: The planning benchmark's five evaluation settings (paper section 3.1; its splits
 #: holistic_planning, step_wise_planning, *_tool_extraneous, step_wise_tool_broken,
@@ -507,7 +506,7 @@ class Verdict(BaseModel):
                 if setting == "tool-broken" and data.get("outcome"):
                     data["is_correct"] = data["outcome"] in TOOL_BROKEN_CORRECT
                 elif setting != "unsolvable":
-                    data["is_correct"] = not any(bool(errors.get(c)) for c in E_CODES)
+                    data["is_correct"] = plan_is_correct(errors)
         return data
 
     @field_validator("setting", mode="before")
@@ -587,7 +586,7 @@ class Verdict(BaseModel):
                     f"(is_correct={self.is_correct}, outcome={self.outcome})"
                 )
         elif self.setting != "unsolvable":
-            derived = not any(self.errors.values())
+            derived = plan_is_correct(self.errors)
             if self.is_correct != derived:
                 raise ValueError(
                     "is_correct must be true exactly when no error flag is set "

@@ -7,15 +7,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .parsing import parse_prediction, record_answer
+from kernel.taskfile import loads
+from kernel.vocabulary import TASK_STEMS as TASKS
 
-TASKS = {
-    "t1": "t1_perception_and_assessment",
-    "t2": "t2_spatial_relation_analysis",
-    "t3": "t3_operational_planning",
-    "t4": "t4_multi_temporal_reasoning",
-    "t5": "t5_multi_modal_report_synthesis",
-}
+from .parsing import parse_prediction, record_answer
 
 
 def check_task_samples(samples, where: str) -> None:
@@ -50,8 +45,7 @@ def load_task_files(tasks_dir: Path) -> Dict[str, List[dict]]:
     for dim, name in TASKS.items():
         path = Path(tasks_dir) / f"{name}.json"
         if path.exists():
-            with open(path, encoding="utf-8") as fh:
-                out[dim] = json.load(fh)
+            out[dim] = loads(path.read_bytes())  # the task-file reader of kernel.taskfile (NaN tokens kept)
             check_task_samples(out[dim], str(path))
     return out
 

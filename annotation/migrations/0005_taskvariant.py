@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0003_release_immutability'),
+        ('annotation', '0004_h22_files_revision_source'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,18 @@
+"""The pure benchmark kernel: what the studio knows about the benchmark's files, with no Django.
+
+Everything else imports these instead of keeping its own copy (one obvious place per concept):
+
+* :mod:`kernel.vocabulary` — the five dimensions (key, code, task-file name, category, label) and
+  the rule that tells a task's dimension from its ``task_category_code``;
+* :mod:`kernel.taskfile` — reading a task file into plain data and writing it back byte for byte,
+  the storage tagging of NaN/Infinity, and the checks the benchmark's loader itself makes;
+* :mod:`kernel.steps` — a step's tool name and arguments (``call``/``name``, ``args``/``inputs``,
+  nested ``args.calls``);
+* :mod:`kernel.inputs` — input_data rules: which strings are data paths, the phase of a key, the
+  modality configuration;
+* :mod:`kernel.catalogue` — the benchmark's tool catalogue (``dora-tools.json``) and where it is found;
+* :mod:`kernel.taxonomy` — the E1–E6 plan-error taxonomy and "correct iff no flag".
+
+A test (tests/test_kernel.py) imports the package in a fresh interpreter and asserts that no
+Django module was loaded.
+"""

@@ -1,0 +1,222 @@
+"""Benchmark task files, in and out, without losing anything the benchmark's loader accepts.
+
+Format (dora-format.md §(a); ``load_samples``/``load_questions`` in dora/benchmark.py, checked on
+../shared/scoring-examples/tasks): a JSON array of samples ``{sample_id, …, tasks: [task, …]}``
+written by Python's ``json`` with ``indent=1``, ``ensure_ascii=False`` and no trailing newline.
+Python's reader accepts the tokens ``NaN``, ``Infinity`` and ``-Infinity`` and its writer emits
+them, so the benchmark's gold answers may hold them (the official evaluator scores NaN against NaN
+as a pass).
+
+* :func:`read_task_file` parses bytes or text into plain data (non-finite floats as Python floats)
+  and makes exactly the checks the benchmark's loader makes (a list of sample objects, each with
+  ``sample_id`` and a ``tasks`` list of task objects with ``question``, ``task_category`` and
+  ``task_category_code``); anything else is kept as written: odd ``args``, unknown keys, key order.
+* :func:`dumps` / :func:`write_task_file` write the same layout back. For a file in the benchmark's
+  layout (``is_benchmark_layout``) ``write_task_file(read_task_file(b).samples) == b``.
+* :func:`to_storage` / :func:`from_storage` make a value safe for a JSON column: SQLite's
+  ``JSON_VALID`` and PostgreSQL's ``jsonb`` refuse ``NaN``. A non-finite float becomes
+  ``{"$float": "NaN"|"Infinity"|"-Infinity"}``; an object whose only key is ``$float`` or ``$json``
+  is wrapped as ``{"$json": {…}}`` so that the tagging is a bijection.
+* :func:`same_value` compares two JSON values the way an unchanged file value must compare
+  (numbers by value, ``true`` ≠ ``1``, NaN = NaN, key order ignored).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+JSON_INDENT = 1  # the benchmark files' indentation
+FLOAT_TAG = "$float"
+ESCAPE_TAG = "$json"
+_TOKENS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+#: fields every task must have: the loader reads them with ``t[...]`` (load_questions)
+REQUIRED_TASK_FIELDS = ("question", "task_category", "task_category_code")
+
+
+class TaskFileError(ValueError):
+    """The benchmark's loader would refuse this file. ``file``, ``sample`` (its id, or ``#<i>``),
+    ``task`` (index), ``field`` and ``problem`` say where and what; the message is
+    ``<file>: sample <id>: task <i>: <field>: <problem>`` with the parts that apply."""
+
+    def __init__(self, file: str, problem: str, *, sample: str | None = None, task: int | None = None,
+                 field: str | None = None):
+        self.file, self.problem, self.sample, self.task, self.field = str(file), problem, sample, task, field
+        parts = [self.file]
+        if sample is not None:
+            parts.append(f"sample {sample}")
+        if task is not None:
+            parts.append(f"task {task}")
+        if field:
+            parts.append(field)
+        super().__init__(": ".join(parts + [problem]))
+
+
+# ------------------------------------------------------------------ text
+
+
+def dumps(value: Any) -> str:
+    """JSON text in the benchmark's layout (indent 1, UTF-8 kept, NaN tokens, no trailing newline)."""
+    return json.dumps(value, indent=JSON_INDENT, ensure_ascii=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text as the benchmark does (Python's ``json``: NaN/Infinity accepted, a repeated
+    key keeps its last value). Bytes are decoded as UTF-8. Raises ``ValueError``."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    return json.loads(text)
+
+
+@dataclass
+class TaskFile:
+    """A parsed task file: ``samples`` (plain data), ``layout`` (``"benchmark"`` when writing the
+    samples back gives the same text, else ``"other"``: same values, different whitespace or
+    number spelling — an export writes the benchmark's layout)."""
+
+    samples: list
+    layout: str
+
+
+def read_task_file(data: str | bytes, where: str = "task file") -> TaskFile:
+    """Read a task file (bytes or text) and check what the benchmark's loader checks.
+
+    Raises :class:`TaskFileError` naming ``where``, the sample, the task and the field: not UTF-8,
+    not JSON (with line and column), not a list, a sample that is not an object or lacks
+    ``sample_id`` or a ``tasks`` list, a task that is not an object or lacks one of
+    :data:`REQUIRED_TASK_FIELDS`. Every value the loader accepts passes unchanged.
+    """
+    try:
+        text = bytes(data).decode("utf-8") if isinstance(data, (bytes, bytearray)) else str(data)
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(where, f"not UTF-8 text ({exc})")
+    try:
+        samples = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(where, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    check_samples(samples, where)
+    return TaskFile(samples, "benchmark" if dumps(samples) == text else "other")
+
+
+def sample_label(sample: Any, index: int) -> str:
+    """How errors name a sample: its ``sample_id``, else ``#<index>``."""
+    if isinstance(sample, dict) and isinstance(sample.get("sample_id"), (str, int)) and not isinstance(sample.get("sample_id"), bool):
+        return str(sample["sample_id"])
+    return f"#{index}"
+
+
+def check_samples(samples: Any, where: str) -> None:
+    """The loader's own checks (see :func:`read_task_file`); raises :class:`TaskFileError`."""
+    if not isinstance(samples, list):
+        raise TaskFileError(where, f"the file must hold a JSON list of samples, not {type(samples).__name__}")
+    for i, sample in enumerate(samples):
+        label = sample_label(sample, i)
+        if not isinstance(sample, dict):
+            raise TaskFileError(where, f"a sample must be an object, not {type(sample).__name__}", sample=label)
+        if "sample_id" not in sample:
+            raise TaskFileError(where, "missing (the loader builds question ids <sample_id>_task<i> from it)",
+                                sample=label, field="sample_id")
+        sid = sample["sample_id"]
+        if isinstance(sid, bool) or not isinstance(sid, (str, int)):
+            raise TaskFileError(where, f"must be a string, not {type(sid).__name__}", sample=label, field="sample_id")
+        tasks = sample.get("tasks")
+        if not isinstance(tasks, list):
+            raise TaskFileError(where, "missing or not a list" if tasks is None else f"must be a list, not {type(tasks).__name__}",
+                                sample=label, field="tasks")
+        for j, task in enumerate(tasks):
+            if not isinstance(task, dict):
+                raise TaskFileError(where, f"a task must be an object, not {type(task).__name__}", sample=label, task=j)
+            for name in REQUIRED_TASK_FIELDS:
+                if name not in task:
+                    raise TaskFileError(where, "missing (the benchmark's loader requires it)", sample=label, task=j,
+                                        field=name)
+
+
+def write_task_file(samples: list) -> str:
+    """The text of a task file holding ``samples`` (plain data, not storage-tagged)."""
+    return dumps(samples)
+
+
+# ------------------------------------------------------------------ storage tagging
+
+
+def _token(x: float) -> str:
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def to_storage(value: Any) -> Any:
+    """``value`` with every non-finite float tagged (module docstring); finite values unchanged."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {FLOAT_TAG: _token(value)}
+    if isinstance(value, dict):
+        out = {k: to_storage(v) for k, v in value.items()}
+        if len(value) == 1 and next(iter(value)) in (FLOAT_TAG, ESCAPE_TAG):
+            return {ESCAPE_TAG: out}
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_storage(v) for v in value]
+    return value
+
+
+def from_storage(value: Any) -> Any:
+    """The inverse of :func:`to_storage`: ``from_storage(to_storage(v))`` equals ``v``."""
+    if isinstance(value, dict):
+        if len(value) == 1:
+            (k, v), = value.items()
+            if k == FLOAT_TAG and isinstance(v, str) and v in _TOKENS:
+                return _TOKENS[v]
+            if k == ESCAPE_TAG and isinstance(v, dict):
+                return {kk: from_storage(vv) for kk, vv in v.items()}
+        return {k: from_storage(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_storage(v) for v in value]
+    return value
+
+
+def has_non_finite(value: Any) -> bool:
+    """True when a non-finite float occurs anywhere in ``value`` (plain data)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_non_finite(v) for v in value)
+    return False
+
+
+def source_text(record: Any) -> str:
+    """The JSON text a kept source is stored as (a text column: key order and NaN tokens survive
+    where PostgreSQL's jsonb would sort keys and refuse NaN); ``""`` for None."""
+    return "" if record is None else json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def source_from_text(text: Any) -> Any:
+    """The inverse of :func:`source_text` (None for ``""``/None); a dict is returned as it is."""
+    if isinstance(text, (dict, list)):
+        return text
+    if not text:
+        return None
+    return json.loads(text)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as JSON values: numbers by value (``1 == 1.0``; an integer and a float compare as
+    floats, since PostgreSQL's jsonb returns ``2.5e+210`` as an integer literal), booleans only to
+    booleans, NaN equal to NaN, objects regardless of key order, lists element by element."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return True
+        if isinstance(a, float) != isinstance(b, float):  # PostgreSQL's jsonb gives 1e210 back as an integer
+            try:
+                return float(a) == float(b)
+            except OverflowError:
+                return False
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b

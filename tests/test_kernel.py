@@ -1,0 +1,202 @@
+"""The pure kernel (kernel/): no Django, one vocabulary, lossless task files, the benchmark's rules.
+
+Expected values come from the benchmark's documented behaviour (../shared/spec/dora-format.md,
+dora/benchmark.py): Python's json reads and writes NaN/Infinity; the loader requires sample_id,
+tasks, question, task_category and task_category_code; the files are written with indent 1,
+ensure_ascii=False and no trailing newline.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import SCORING_EXAMPLES
+from kernel import catalogue, content, inputs, steps, taskfile, taxonomy, vocabulary
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_kernel_imports_no_django():
+    """In a fresh interpreter, importing every kernel module loads no django module."""
+    code = ("import sys; import kernel.vocabulary, kernel.taskfile, kernel.steps, kernel.inputs, "
+            "kernel.catalogue, kernel.taxonomy, kernel.content; "
+            "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')); print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_vocabulary_matches_the_benchmark_file_names():
+    # TASKS in dora/benchmark.py
+    assert vocabulary.TASK_FILES == {
+        "t1": "t1_perception_and_assessment.json", "t2": "t2_spatial_relation_analysis.json",
+        "t3": "t3_operational_planning.json", "t4": "t4_multi_temporal_reasoning.json",
+        "t5": "t5_multi_modal_report_synthesis.json"}
+    # the category of each file is the file stem without its t<N>_ prefix
+    assert all(d.stem == f"{d.key}_{d.category}" for d in vocabulary.DIMENSIONS)
+    assert sorted(p.name for p in (SCORING_EXAMPLES / "tasks").glob("t*.json")) == sorted(vocabulary.TASK_FILES.values())
+
+
+@pytest.mark.parametrize("code, dim", [("T1", "t1"), ("t3", "t3"), ("T1-1", "t1"), ("T1.2", "t1"), ("T5_a", "t5"),
+                                       (" T2 ", "t2"), ("T12", None), ("T6", None), ("", None), (["T1"], None),
+                                       (True, None), ("X1", None)])
+def test_dimension_of_code(code, dim):
+    assert vocabulary.dimension_of_code(code) == dim
+
+
+def test_taxonomy_correct_iff_no_flag():
+    assert taxonomy.E_CODES == ("E1", "E2", "E3", "E4", "E5", "E6")
+    assert taxonomy.plan_is_correct({}) and taxonomy.plan_is_correct({c: False for c in taxonomy.E_CODES})
+    assert not taxonomy.plan_is_correct({"E5": True})
+    assert taxonomy.plan_is_correct({"E7": True})  # not a flag of the taxonomy
+
+
+def test_steps_follow_the_benchmark_spellings():
+    assert steps.step_call({"call": "seg_flood(pre, post)", "name": "x"}) == "seg_flood"
+    assert steps.step_call({"name": "ras.area"}) == "ras.area"
+    assert steps.step_call({"tool": "ras.area"}) == ""  # a top-level 'tool' key names no tool
+    assert steps.step_args({"inputs": ["post.tif"]}) == ["post.tif"]  # kept as written
+    assert steps.step_args({"args": "x", "inputs": {}}) == "x"
+    loop = {"call": "tool.loop", "args": {"calls": [{"tool": "ras.clip"}, {"name": "seg.flood(a)"}]}}
+    assert [steps.nested_call_name(c) for c in steps.nested_calls(loop)] == ["ras.clip", "seg.flood"]
+
+
+def test_input_rules():
+    assert inputs.data_paths({"a": {"image_path": "x.TIF"}, "b": ["y.geojson", "note"], "c": "x.TIF"}) == ["x.TIF", "y.geojson"]
+    assert [inputs.phase_of_key(k) for k in ("pre_image", "post", "t2", "phase3", "p_4", "T1", "poi_data")] == \
+        ["pre", "post", "t2", "t3", "t4", "t1", ""]
+    manifest = {"pre_image": {"image_path": "a.tif", "modality": "RGB"}, "post_image": {"image_path": "b.tif", "modality": "SAR"},
+                "poi_data": {"path": "poi.geojson"}, "temporal_images": {"t1": {"image_path": "c.tif"}}}
+    assert inputs.modality_config(manifest) == "optical+sar+vector"  # RGB is optical; c.tif has no modality: optical
+    assert inputs.modality_config({}) == ""
+    assert inputs.entry_of(manifest, "c.tif") == ("t1", {"image_path": "c.tif"})
+
+
+def test_catalogue_returns_are_parsed():
+    types = catalogue.result_types()
+    if not types:
+        pytest.skip("no dora-tools.json found")
+    assert len(types) == 108  # dora-format.md §0
+    assert types["ras.vectorize"]["count"] == "int" and types["ras.area"]["area_m2"] == "float"
+
+
+# ------------------------------------------------------------------ task files
+
+
+def test_scoring_examples_round_trip_byte_for_byte():
+    for p in sorted((SCORING_EXAMPLES / "tasks").glob("t*.json")):
+        data = p.read_bytes()
+        parsed = taskfile.read_task_file(data, p.name)
+        assert parsed.layout == "benchmark"
+        assert taskfile.write_task_file(parsed.samples).encode("utf-8") == data
+
+
+def test_nan_tokens_survive_and_are_tagged_for_storage():
+    text = '[\n {\n  "sample_id": "s",\n  "tasks": [\n   {\n    "question": "q",\n    "task_category": "c",\n' \
+           '    "task_category_code": "T1",\n    "final_answer": {\n     "a": NaN,\n     "b": -Infinity\n    }\n   }\n  ]\n }\n]'
+    parsed = taskfile.read_task_file(text.encode(), "t1.json")
+    ans = parsed.samples[0]["tasks"][0]["final_answer"]
+    assert math.isnan(ans["a"]) and ans["b"] == -math.inf
+    assert taskfile.write_task_file(parsed.samples) == text
+    stored = taskfile.to_storage(ans)
+    assert stored == {"a": {"$float": "NaN"}, "b": {"$float": "-Infinity"}}
+    json.dumps(stored, allow_nan=False)  # what a JSON column accepts
+    back = taskfile.from_storage(stored)
+    assert math.isnan(back["a"]) and back["b"] == -math.inf
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{}", "t1.json: the file must hold a JSON list of samples, not dict"),
+    ("[1]", "t1.json: sample #0: a sample must be an object, not int"),
+    ('[{"tasks": []}]', "t1.json: sample #0: sample_id: missing"),
+    ('[{"sample_id": "s"}]', "t1.json: sample s: tasks: missing or not a list"),
+    ('[{"sample_id": "s", "tasks": [{"question": "q", "task_category": "c"}]}]', "t1.json: sample s: task 0: task_category_code: missing"),
+    ('[{"sample_id": "s", "tasks": [3]}]', "t1.json: sample s: task 0: a task must be an object, not int"),
+    ("[\n {\"sample_id\": ", "t1.json: not valid JSON: Expecting value (line 2, column 16)"),
+    (b"\xff[]", "t1.json: not UTF-8 text"),
+])
+def test_what_the_loader_refuses_is_named(text, message):
+    with pytest.raises(taskfile.TaskFileError) as exc:
+        taskfile.read_task_file(text, "t1.json")
+    assert str(exc.value).startswith(message)
+
+
+# JSON values as the benchmark's files may hold them: NaN and infinities, unicode, keys that look
+# like the storage tags
+keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6) | st.sampled_from(["$float", "$json", "tool"])
+scalars = (st.none() | st.booleans() | st.integers(-10**18, 10**18) | st.floats(allow_nan=True, allow_infinity=True)
+           | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8))
+values = st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(keys, c, max_size=3), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values)
+def test_storage_tagging_is_a_bijection_onto_finite_json(value):
+    stored = taskfile.to_storage(value)
+    json.dumps(stored, allow_nan=False)  # never a raw NaN for the database
+    back = taskfile.from_storage(json.loads(json.dumps(stored)))
+    assert taskfile.same_value(back, value)
+    assert json.dumps(back) == json.dumps(value)  # same key order, same number spelling
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"sample_id": st.text(max_size=5), "tasks": st.lists(
+    st.fixed_dictionaries({"question": values, "task_category": values, "task_category_code": values},
+                          optional={"trajectory": values, "final_answer": values, "x": values}), max_size=2)},
+    optional={"input_data": values, "extra": values}), max_size=3))
+def test_a_file_in_the_benchmark_layout_reads_and_writes_back_identically(samples):
+    text = json.dumps(samples, indent=1, ensure_ascii=False)  # how the benchmark writes its files
+    parsed = taskfile.read_task_file(text.encode("utf-8"), "t.json")
+    assert parsed.layout == "benchmark" and taskfile.write_task_file(parsed.samples) == text
+
+
+# ------------------------------------------------------------------ content and proposals
+
+
+def test_answer_binding_and_blank_proposal():
+    traj = [{"call": "seg.building_damage", "args": {}, "obs": {"mask_path": "m.png"}},
+            {"call": "ras.vectorize", "args": {}, "obs": None}]
+    task = {"question": "q", "task_category": "c", "task_category_code": "T1", "trajectory": traj,
+            "final_answer": {"building_polygons": None, "mask": "m.png"},
+            "eval_spec": {"building_polygons": "scalar_count", "mask": "exact_match"}}
+    c = content.task_content({"sample_id": "s"}, task, traj)
+    assert c["answer_spec"] == [
+        {"name": "building_polygons", "eval_type": "scalar_count", "source": None},
+        {"name": "mask", "eval_type": "exact_match", "source": "<mask_path> from trajectory[0].obs"}]
+    # the issue's example: an int result of ras.vectorize fits scalar_count; count comes first in its returns
+    types = {"ras.vectorize": {"vector_path": "str", "count": "int", "total_pixels": "int"},
+             "seg.building_damage": {"mask_path": "str", "classes": "dict"}}
+    p = content.propose_source("building_polygons", "scalar_count", traj, types)
+    assert p["source"] == "<count> from trajectory[1].obs" and p["tool"] == "ras.vectorize"
+    # a name that shares words with a key wins over position
+    p = content.propose_source("total_pixels", "scalar_count", traj, types)
+    assert p["key"] == "total_pixels"
+    assert content.propose_source("x", "set_f1", traj, types) is None  # no list result anywhere
+
+
+def test_file_task_keeps_unchanged_fields_and_replaces_changed_ones():
+    sample = {"sample_id": "s", "zz": 1, "input_data": {}, "tasks": []}
+    task = {"question": "q", "extra": [1], "task_category": "c", "task_category_code": "T1-1",
+            "trajectory": [{"call": "a", "args": ["x"], "obs": 1}], "final_answer": {"n": math.nan},
+            "eval_spec": {"n": "scalar_count"}}
+    c = content.task_content(sample, task, task["trajectory"])
+    src = content.source_record(sample, task, c)
+    head, out = content.file_task(src, c, task["trajectory"], {"n": math.nan}, {})
+    assert json.dumps(out) == json.dumps(task) and json.dumps(head) == json.dumps(sample)
+    changed = dict(c, question="new q")
+    head, out = content.file_task(src, changed, task["trajectory"], {"n": 3}, {"question": "new q"})
+    assert list(out) == list(task) and out["question"] == "new q" and out["final_answer"] == {"n": 3}
+
+
+def test_same_value_reads_numbers_as_jsonb_returns_them():
+    # jsonb keeps a numeric's decimal digits: 2.3454945867710686e+210 comes back as a 211-digit integer
+    big = 2.3454945867710686e+210
+    assert taskfile.same_value(big, int("23454945867710686" + "0" * 194))
+    assert taskfile.same_value(1, 1.0) and not taskfile.same_value(True, 1) and not taskfile.same_value(1, 2.0)
+    assert taskfile.same_value(math.nan, math.nan) and not taskfile.same_value(math.nan, 0.0)
+    assert not taskfile.same_value(10**400, 1.0)  # too large for a float: not equal, no OverflowError

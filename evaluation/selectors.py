@@ -32,19 +32,46 @@ from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, 
 from studio.permissions import can  # noqa: E402
 
 
+def own_verdict(user, record: RunRecord) -> Verdict | None:
+    """``user``'s own (non-adjudication) verdict of ``record``, or None; uses the prefetched verdicts."""
+    for v in record.verdicts.all():
+        if v.source == Verdict.Source.HUMAN and not v.is_final and v.annotator_id == user.pk:
+            return v
+    return None
+
+
 def verdicts_visible(user, record: RunRecord) -> bool:
-    """Scorers are blind: they see the judge's and other people's verdicts of a record only once
-    they have given their own (or when ``verdict.view_all`` lets them: reviewers, maintainers)."""
-    if can(user, "verdict.view_all"):
-        return True
-    return any(v.source == Verdict.Source.HUMAN and v.annotator_id == user.pk for v in record.verdicts.all())
+    """Blind scoring: whether ``user`` may see the record's other verdicts (the judge's, other
+    people's, the adjudication). A person with a verdict of the record sees them once that verdict
+    is marked final (``sealed_at``), whatever their role; a person without one sees them only with
+    ``verdict.view_all`` (reviewers, maintainers). Uses the prefetched verdicts."""
+    mine = own_verdict(user, record)
+    if mine is not None:
+        return mine.sealed_at is not None
+    return can(user, "verdict.view_all")
 
 
-def record_verdicts(record: RunRecord) -> dict[str, list[Verdict]]:
-    """A record's verdicts split for display: ``{"people": [...], "judges": [...], "code": [...]}``
-    (final first, then newest first); uses the prefetched verdicts."""
+def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
+    """``(verdicts user may see, how many the blind rule hides)``: all of them, or only the
+    user's own while it is not final (see :func:`verdicts_visible`)."""
+    allv = list(record.verdicts.all())
+    if verdicts_visible(user, record):
+        return allv, 0
+    mine = [v for v in allv if v.source == Verdict.Source.HUMAN and not v.is_final and v.annotator_id == user.pk]
+    return mine, len(allv) - len(mine)
+
+
+def is_decided(v: Verdict) -> bool:
+    """A verdict that counts in adjudication and agreement: a person's only once marked final
+    (a revisable one is still being made up), the judge's and the checker's always."""
+    return v.source != Verdict.Source.HUMAN or v.sealed_at is not None or v.is_final
+
+
+def record_verdicts(record: RunRecord, verdicts: list[Verdict] | None = None) -> dict[str, list[Verdict]]:
+    """A record's verdicts (or the given ones, e.g. :func:`visible_verdicts`) split for display:
+    ``{"people": [...], "judges": [...], "code": [...]}`` (final first, then newest first)."""
     out: dict[str, list[Verdict]] = {"people": [], "judges": [], "code": []}
-    for v in sorted(record.verdicts.all(), key=lambda v: (not v.is_final, -v.pk)):
+    for v in sorted(record.verdicts.all() if verdicts is None else verdicts, key=lambda v: (not v.is_final, -v.pk)):
         out["people" if v.source == Verdict.Source.HUMAN else "judges" if v.source == Verdict.Source.JUDGE else "code"].append(v)
     return out
 
@@ -150,6 +177,8 @@ def agreement_rows() -> list[dict]:
           .select_related("annotator", "record__run__agent").order_by("id"))
     rows: dict[tuple, dict] = {}
     for v in qs:
+        if not is_decided(v):
+            continue  # a person's verdict still being revised (blind, not final) is no decision yet
         protocol = v.protocol or "holistic"
         unit = f"{v.record_id}:{protocol}"
         row = {"run_id": unit, "source": v.source, "is_correct": v.is_correct, "grade": v.grade,

@@ -10,12 +10,14 @@ import json
 import math
 from pathlib import Path
 
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from annotation.models import Task
 from annotation.services.export import dora_samples
 from annotation.services.tasks import TASK_FILES
-from evaluation.models import Agent, AgentRun, RunRecord, Verdict
+from evaluation.models import Adjudication, Agent, AgentRun, RunRecord, Verdict, VerdictRevision
 from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
 from studio.permissions import require
 
@@ -144,28 +146,12 @@ def derive_correctness(errors: dict) -> bool:
     return not any(bool(errors.get(code)) for code in ERROR_CODES)
 
 
-@transaction.atomic
-def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
-                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
-                         idempotency_key: str | None = None, is_final: bool = False) -> Verdict:
-    """Record a person's verdict. Correctness follows the flags unless overridden with a reason.
+class VerdictLocked(Exception):
+    """A person's verdict that can no longer change: marked final (others' verdicts are visible to
+    its author), or the record was adjudicated. The message says which and since when."""
 
-    ``idempotency_key`` (the hidden token of the form that was submitted): a second submission
-    with the same key returns the verdict the first one created and creates nothing (a double
-    click, a resent request). ``is_final``: an adjudicated verdict (set by
-    :func:`evaluation.services_adjudication.adjudicate`, which checks the reviewer's permission).
 
-    Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
-    an override without a reason, or a key already used for another record or person.
-    """
-    require(user, "verdict.create")
-    if idempotency_key:
-        idempotency_key = str(idempotency_key)[:80]
-        existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
-        if existing is not None:
-            if existing.record_id != record.pk or existing.annotator_id != user.pk:
-                raise ValueError("idempotency_key: this form token was already used for another verdict")
-            return existing
+def _check_fields(errors: dict, grade: float, is_correct: bool | None, override_reason: str) -> tuple[dict, bool]:
     unknown = set(errors) - set(ERROR_CODES)
     if unknown:
         raise ValueError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
@@ -175,22 +161,93 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     derived = derive_correctness(flags)
     if is_correct is not None and is_correct != derived and not override_reason.strip():
         raise ValueError("is_correct: overriding the correctness the flags imply needs a reason")
+    return flags, derived
+
+
+def _by_token(idempotency_key: str, record: RunRecord, user) -> Verdict | None:
+    """The verdict a form token already produced (its first save or a later revision), or None.
+    Raises ``ValueError`` when the token belongs to another record or person."""
+    existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
+    if existing is None:
+        rev = VerdictRevision.objects.filter(idempotency_key=idempotency_key).select_related("verdict").first()
+        existing = rev.verdict if rev is not None else None
+    if existing is not None and (existing.record_id != record.pk or existing.annotator_id != user.pk):
+        raise ValueError("idempotency_key: this form token was already used for another verdict")
+    return existing
+
+
+@transaction.atomic
+def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
+                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
+                         idempotency_key: str | None = None, is_final: bool = False, seal: bool = True) -> Verdict:
+    """Record or revise a person's verdict of ``record``; return it (``revision == 1``: just created).
+
+    One verdict per person per record (a partial unique constraint): a second save by the same
+    person revises it — the row holds the newest state, every state is kept as a
+    :class:`~evaluation.models.VerdictRevision`. ``seal`` marks it final for its author: only
+    then are the record's other verdicts shown to them (:func:`evaluation.selectors.verdicts_visible`),
+    and from then on it cannot change. Correctness follows the flags unless overridden with a reason.
+
+    ``idempotency_key`` (the hidden token of the submitted form): a second submission with the same
+    key returns the verdict and changes nothing (a double click, a resent request).
+    ``is_final``: the adjudicated verdict (only :func:`evaluation.services_adjudication.adjudicate`
+    passes it, having checked the reviewer): always a new row, never a revision.
+
+    Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
+    an override without a reason, or a key already used for another record or person;
+    :class:`VerdictLocked` when the person's verdict is final or the record was adjudicated, and
+    ``PermissionDenied`` when the person adjudicated this record (they cannot also score it).
+    """
+    require(user, "verdict.create")
+    if idempotency_key:
+        idempotency_key = str(idempotency_key)[:80]
+        existing = _by_token(idempotency_key, record, user)
+        if existing is not None:
+            return existing
+    flags, derived = _check_fields(errors, grade, is_correct, override_reason)
     final = derived if is_correct is None else is_correct
     text = reasoning
     if is_correct is not None and is_correct != derived:
         text = f"{reasoning}\n[correctness overridden: {override_reason.strip()}]".strip()
-    fields = dict(
-        record=record, source=Verdict.Source.HUMAN, annotator=user, is_correct=final, grade=float(grade),
-        errors=flags, reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()},
-        reasoning=text, protocol="holistic", is_final=is_final, idempotency_key=idempotency_key or None,
-    )
-    if not idempotency_key:
-        return Verdict.objects.create(**fields)
+    state = dict(is_correct=final, grade=float(grade), errors=flags, reasoning=text,
+                 reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()})
+    now = timezone.now()
+    if is_final:
+        return Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user, protocol="holistic",
+                                      is_final=True, idempotency_key=idempotency_key or None, sealed_at=now, **state)
+    if Adjudication.objects.filter(record=record, reviewer=user).exists():
+        raise PermissionDenied("you adjudicated this record, so you cannot also score it")
+    adjudicated = Adjudication.objects.filter(record=record).order_by("id").first()
+    mine = (Verdict.objects.select_for_update()
+            .filter(record=record, annotator=user, source=Verdict.Source.HUMAN, is_final=False).first())
+    if mine is not None:
+        if mine.sealed_at is not None:
+            raise VerdictLocked(f"your verdict of {record.question_id} is final since {mine.sealed_at:%Y-%m-%d %H:%M} UTC "
+                                f"(the other verdicts became visible to you then), so it cannot change")
+        if adjudicated is not None:
+            raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
+                                f"its verdicts no longer change")
+        for k, v in state.items():
+            setattr(mine, k, v)
+        mine.revision += 1
+        mine.updated_at = now
+        mine.sealed_at = now if seal else None
+        mine.save(update_fields=[*state, "revision", "updated_at", "sealed_at"])
+        VerdictRevision.objects.create(verdict=mine, number=mine.revision, sealed=seal,
+                                       idempotency_key=idempotency_key or None, **state)
+        return mine
+    if adjudicated is not None:
+        raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
+                            f"it takes no new verdicts")
     try:
-        with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key
-            return Verdict.objects.create(**fields)
+        with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key or constraint
+            verdict = Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user,
+                                             protocol="holistic", idempotency_key=idempotency_key or None,
+                                             sealed_at=now if seal else None, **state)
     except IntegrityError:
-        existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
-        if existing is None or existing.record_id != record.pk or existing.annotator_id != user.pk:
-            raise ValueError("idempotency_key: this form token was already used for another verdict") from None
-        return existing
+        existing = _by_token(idempotency_key, record, user) if idempotency_key else None
+        if existing is not None:
+            return existing
+        raise VerdictLocked("another save of your verdict of this record happened at the same moment; reload it") from None
+    VerdictRevision.objects.create(verdict=verdict, number=1, sealed=seal, **state)
+    return verdict

@@ -249,9 +249,10 @@ def release_item(user, item: ScoringItem) -> None:
 
 def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons: dict | None = None,
                 reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
-                idempotency_key: str | None = None) -> Verdict:
+                idempotency_key: str | None = None, seal: bool = True) -> Verdict:
     """Submit the verdict of a held item (see :func:`evaluation.services.submit_human_verdict` for
-    the checks). A repeated submission with the same ``idempotency_key`` returns the first verdict
+    the checks; ``seal``: mark it final, else it stays revisable on the record page). A repeated
+    submission with the same ``idempotency_key`` returns the first verdict
     and creates nothing. An item whose lease expired is still accepted while no one else took it.
     Raises ``QueueError`` (not yours, already submitted) or ``ValueError`` (a bad field)."""
     require(user, "queue.claim")
@@ -264,7 +265,7 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
         held = _held(user, locked)
         verdict = submit_human_verdict(user, held.record, errors=errors, grade=grade, reasons=reasons,
                                        reasoning=reasoning, is_correct=is_correct, override_reason=override_reason,
-                                       idempotency_key=idempotency_key)
+                                       idempotency_key=idempotency_key, seal=seal)
         ScoringItem.objects.filter(pk=held.pk).update(verdict=verdict, draft=None, lease_expires_at=None)
     return verdict
 

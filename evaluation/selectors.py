@@ -16,6 +16,60 @@ def run_records(run: AgentRun):
     ).order_by("dimension", "question_id")
 
 
+def record_gold(record: RunRecord) -> dict:
+    """The gold of a record as a scorer compares it: ``{question, trajectory, final_answer,
+    eval_spec, gsd_m}``. From the snapshot taken at import; what an older snapshot lacks comes
+    from the record's studio task (its head revision with the newest succeeded replay, in the
+    benchmark's layout), when it still has one."""
+    gold = dict(record.gold or {})
+    if (not gold.get("eval_spec") or not gold.get("trajectory")) and record.task_id:
+        from annotation.services.export import ExportError, dora_samples
+        from evaluation.scoring import get_gsd
+
+        try:
+            samples = dora_samples([record.task])
+        except ExportError:  # no succeeded replay of the head revision: nothing more to show
+            samples = {}
+        for sample in samples.get(record.dimension, [])[:1]:
+            t = sample["tasks"][0]  # one task asked, one task in the sample
+            for k in ("question", "trajectory", "final_answer", "eval_spec"):
+                if not gold.get(k):
+                    gold[k] = t.get(k)
+            gold.setdefault("gsd_m", get_gsd(sample))
+    return gold
+
+
+def record_evidence(record: RunRecord) -> dict:
+    """Everything a scorer needs to decide a record without reading JSON:
+    ``{question, fields, parsed, raw, parsed_ok, steps, gsd_m, has_gold_answer}``.
+
+    ``fields``: :func:`evaluation.scoring.explain.explain_answer` rows (gold, prediction as the
+    evaluator parses it, type, tolerance, the operator's reason) whose ``score`` is the stored one
+    from import (``recomputed`` holds today's value when it differs, e.g. a polygon file that
+    moved). ``steps``: :func:`evaluation.scoring.trajectory.align_by_tool` rows (LCS by tool)."""
+    from pathlib import Path
+
+    from evaluation.scoring.config import ScoringConfig
+    from evaluation.scoring.explain import explain_answer
+    from evaluation.scoring.trajectory import align_by_tool
+
+    run = record.run
+    gold = record_gold(record)
+    cfg = ScoringConfig(run.tau_r, run.tau_a, run.scoring_mode if run.scoring_mode in ("dora", "paper") else "dora")
+    roots = [Path(run.source_dir)] if run.source_dir else []
+    ex = explain_answer(record.predicted_answer, gold.get("final_answer"), gold.get("eval_spec"), gold.get("gsd_m"),
+                        roots, cfg)
+    stored = record.field_scores or {}
+    for row in ex["fields"]:
+        if row["field"] in stored and row["score"] is not None and abs(stored[row["field"]] - row["score"]) > 1e-6:
+            row["recomputed"], row["score"] = row["score"], stored[row["field"]]
+            row["passed"] = row["score"] >= 1 - 1e-9
+    steps = align_by_tool(record.trajectory or [], gold.get("trajectory") or [], cfg)
+    return {"question": gold.get("question") or (record.task.head.question if record.task_id and record.task.head_id else ""),
+            "fields": ex["fields"], "parsed": ex["parsed"], "raw": ex["raw"], "parsed_ok": ex["parsed_ok"],
+            "steps": steps, "gsd_m": gold.get("gsd_m"), "has_gold_answer": bool(gold.get("eval_spec"))}
+
+
 def record_detail_qs():
     return RunRecord.objects.select_related("run__agent", "task__head").prefetch_related("verdicts__annotator")
 
@@ -98,6 +152,43 @@ def queue_overview() -> list[dict]:
     return [{"release": r["record__run__release__version"], "agent": r["record__run__agent__name"],
              "dimension": r["record__dimension"], "total": r["total"], "done": r["done"], "claimed": r["claimed"],
              "open": r["total"] - r["done"] - r["claimed"], "gold": r["gold"]} for r in rows]
+
+
+def records_scored_by(user) -> set[int]:
+    """Ids of the records ``user`` gave a person verdict on or holds a queue slot of (one query):
+    the records they may not adjudicate."""
+    mine = Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN, is_final=False).values_list("record_id", flat=True)
+    slots = ScoringItem.objects.filter(scorer=user).values_list("record_id", flat=True)
+    return set(mine.union(slots))
+
+
+def scorer_progress(user, queue) -> dict:
+    """Where ``user`` stands in ``queue`` (a :class:`evaluation.services_queue.QueueFilter`):
+    ``{done, revisable, left, position, of, slots, slots_done}`` — ``done`` items they submitted
+    here (``revisable`` of them not final yet), ``left`` open records they could still take (not
+    counting the one they hold), ``position``/``of`` the "n of m" of the item in hand
+    (``done + 1`` of ``done + held + left``), ``slots``/``slots_done`` the queue's totals.
+    Three queries."""
+    now = timezone.now()
+    items = queue.apply(ScoringItem.objects.all())
+    mine = items.filter(scorer=user)
+    done = mine.filter(verdict__isnull=False).count()
+    revisable = mine.filter(verdict__isnull=False, verdict__sealed_at__isnull=True).count()
+    held = mine.filter(verdict__isnull=True).count()
+    taken = ScoringItem.objects.filter(scorer=user).values("record_id")
+    left = (items.filter(verdict__isnull=True).filter(Q(scorer__isnull=True) | Q(lease_expires_at__lte=now))
+            .exclude(record_id__in=taken)
+            .exclude(record_id__in=Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN).values("record_id"))
+            .values("record_id").distinct().count())
+    totals = items.aggregate(slots=Count("id"), slots_done=Count("id", filter=Q(verdict__isnull=False)))
+    return {"done": done, "revisable": revisable, "left": left, "position": done + 1, "of": done + held + left,
+            "held": held, **totals}
+
+
+def my_queue_verdicts(user, queue, limit: int = 200) -> list[ScoringItem]:
+    """The items ``user`` submitted in ``queue``, newest first, with record and verdict (one query)."""
+    return list(queue.apply(ScoringItem.objects.filter(scorer=user, verdict__isnull=False))
+                .select_related("record__run__agent", "verdict").order_by("-verdict__id")[:limit])
 
 
 def scoring_item_qs():

@@ -116,7 +116,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
             step_matches = []
             gold = {}
             if sample is not None and task_idx < len(sample["tasks"]):
-                gold = gold_snapshot(sample["tasks"][task_idx])
+                gold = gold_snapshot(sample["tasks"][task_idx], sample)
                 detail = score_task(sample["tasks"][task_idx], sample, rec, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
                                     polygon_roots=[run_dir])
                 step_matches = detail.get("step_matches", [])
@@ -133,11 +133,19 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     return run
 
 
-def gold_snapshot(task: dict) -> dict:
-    """What a judge needs of a gold task (benchmark layout): ``{question, tools, trajectory,
-    final_answer}``, JSON-safe. Stored on the record at import so judging never depends on a
-    task folder or a task that changed since."""
-    keep = {k: task.get(k) for k in ("question", "tools", "trajectory", "final_answer") if task.get(k) is not None}
+def gold_snapshot(task: dict, sample: dict | None = None) -> dict:
+    """What judges and scorers need of a gold task (benchmark layout): ``{question, tools,
+    trajectory, final_answer, eval_spec, gsd_m}``, JSON-safe (``gsd_m``: the sample's GSD in
+    metres per pixel as the evaluator reads it, when ``sample`` is given and has one). Stored on
+    the record at import so judging and the field-by-field view never depend on a task folder or
+    a task that changed since."""
+    keep = {k: task.get(k) for k in ("question", "tools", "trajectory", "final_answer", "eval_spec") if task.get(k) is not None}
+    if sample is not None:
+        from evaluation.scoring import get_gsd
+
+        gsd = get_gsd(sample)
+        if gsd is not None:
+            keep["gsd_m"] = gsd
     return json.loads(json.dumps(keep, default=str))
 
 

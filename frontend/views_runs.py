@@ -6,13 +6,20 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 
 from evaluation import selectors
-from evaluation.judge.verdict import E_DEFINITIONS
-from evaluation.services import GRADES
 from frontend.views_events import map_config
 from replay.services import latest_successful_replay
 from studio.permissions import can
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
+#: Every metric abbreviation with its meaning (DORA's evaluator; dora/evaluation.py), shown in place.
+METRIC_LABELS = {
+    "t_any": ("T-ANY", "tool recall in any order: share of the gold tools the agent called"),
+    "t_ord": ("T-ORD", "tools in order: longest common subsequence of the tool sequences / gold steps"),
+    "t_em": ("T-EM", "exact match: length of the common prefix of the tool sequences / gold steps"),
+    "par_acc": ("ParAcc", "argument accuracy: matching arguments of the gold and predicted step at the same position, "
+                          "averaged over gold steps"),
+    "eff": ("EFF", "efficiency: gold steps / max(predicted steps, gold steps)"),
+}
 
 
 def run_list_page(request):
@@ -32,24 +39,21 @@ def run_detail_page(request, pk: int):
 
 
 def record_detail_page(request, pk: int):
-    record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
-    gold = None
-    replay = None
-    if record.task_id:
-        replay = latest_successful_replay(record.task)
-        gold = replay.filled_trajectory if replay else None
-    if not gold:
-        gold = (record.gold or {}).get("trajectory")
-    import secrets
+    """A record with its answer field by field, the trajectories aligned by tool, the person's
+    own verdict form and — blind scoring — the other verdicts once that verdict is final."""
+    from frontend.views_scoring import evidence, verdict_form_context
 
-    visible = selectors.verdicts_visible(request.user, record)
-    split = selectors.record_verdicts(record) if visible else {"people": [], "judges": [], "code": []}
+    record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
+    replay = latest_successful_replay(record.task) if record.task_id else None
+    shown, hidden = selectors.visible_verdicts(request.user, record)
+    own = selectors.own_verdict(request.user, record)
+    split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {
-        "record": record, "run": record.run, "gold": gold, "verdicts": split["people"] + split["judges"],
-        "code_verdicts": split["code"], "hidden": 0 if visible else len(record.verdicts.all()),
-        "token": secrets.token_urlsafe(24),
+        "record": record, "run": record.run, "ev": evidence(record), "verdicts": split["people"] + split["judges"],
+        "code_verdicts": split["code"], "hidden": hidden,
+        "vf": verdict_form_context(request.user, record, "record"),
         "adjudicate_url": _url("adjudication-record", record.pk) if can(request.user, "verdict.adjudicate") else None,
-        "error_defs": _error_defs(), "grades": GRADES, "metrics": [(m, getattr(record, m)) for m in METRICS],
+        "metrics": [{"label": METRIC_LABELS[m][0], "help": METRIC_LABELS[m][1], "value": getattr(record, m)} for m in METRICS],
         "gold_replay_id": replay.pk if replay else None,
         "map_config": map_config(record.task.event.layers.all()) if replay else None,
     })
@@ -61,8 +65,3 @@ def _url(name: str, *args) -> str | None:
         return reverse(name, args=args)
     except NoReverseMatch:
         return None
-
-
-def _error_defs() -> list[dict]:
-    """E1–E6 as ``[{code, name, definition}]`` for tooltips (definition: the full tooltip text)."""
-    return [{"code": code, "name": d.name, "definition": d.tooltip()} for code, d in E_DEFINITIONS.items()]

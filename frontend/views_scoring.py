@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -40,33 +41,79 @@ def form_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def aligned_steps(record: RunRecord, gold: list | None) -> list[dict]:
-    """Gold and predicted steps side by side: one row per step match (``record.step_matches``),
-    then the predicted steps no match used. Each row: ``{gold_index, gold, pred_index, pred,
-    name_ok, args}`` with the steps as stored (call, args, obs)."""
-    gold = list(gold or [])
-    pred = list(record.trajectory or [])
-    rows, used = [], set()
-    for m in record.step_matches or []:
-        gi = m.get("gold_raw_index", m.get("gold_index"))
-        pi = m.get("pred_raw_index", m.get("pred_index"))
-        if pi is not None:
-            used.add(pi)
-        rows.append({
-            "gold_index": gi, "gold": gold[gi] if isinstance(gi, int) and 0 <= gi < len(gold) else {"call": m.get("gold_call")},
-            "pred_index": pi, "pred": _readable_obs(pred[pi]) if isinstance(pi, int) and 0 <= pi < len(pred) else None,
-            "name_ok": m.get("name_ok"), "args": m.get("args") or [],
-        })
-    if not rows:
-        rows = [{"gold_index": i, "gold": gold[i] if i < len(gold) else None, "pred_index": i if i < len(pred) else None,
-                 "pred": _readable_obs(pred[i]) if i < len(pred) else None, "name_ok": None, "args": []}
-                for i in range(max(len(gold), len(pred)))]
-        used = set(range(len(pred)))
-    for i, step in enumerate(pred):
-        if i not in used:
-            rows.append({"gold_index": None, "gold": None, "pred_index": i, "pred": _readable_obs(step), "name_ok": None,
-                         "args": []})
-    return rows
+def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue_query: str = "",
+                         initial: dict | None = None) -> dict:
+    """What ``_verdict_form.html`` needs, the same in the three places it appears.
+
+    ``mode``: ``"queue"`` (a held item; ``initial`` = its autosaved draft), ``"record"`` (the
+    record page: loads the person's own verdict, locked once final or adjudicated, and refused to
+    a person who already sees the other verdicts without having scored) or ``"adjudicate"``
+    (``initial`` = the posted form on a re-render). No grade is preselected unless ``initial``
+    (or the own verdict) has one."""
+    from evaluation.services_adjudication import scored_by
+
+    own = selectors.own_verdict(user, record) if mode == "record" else None
+    locked = status = ""
+    revisions = []
+    if own is not None:
+        revisions = list(own.revisions.order_by("number"))
+        initial = initial or {"errors": own.errors, "reasons": own.reasons, "grade": own.grade, "reasoning": own.reasoning}
+        if own.sealed_at:
+            locked = (f"Your verdict is final since {own.sealed_at:%Y-%m-%d %H:%M} UTC (revision {own.revision}); "
+                      f"the other verdicts are shown, and it no longer changes.")
+        elif any(v.is_final for v in record.verdicts.all()):
+            locked = "This record was adjudicated; its verdicts no longer change."
+        else:
+            status = (f"Your verdict, revision {own.revision}, saved {(own.updated_at or own.created_at):%Y-%m-%d %H:%M} UTC: "
+                      f"still revisable; the other verdicts stay hidden until you mark it final.")
+    elif mode == "record":
+        if any(a.reviewer_id == user.pk for a in record.adjudications.all()):
+            locked = "You adjudicated this record, so you cannot also score it."
+        elif any(v.is_final for v in record.verdicts.all()):
+            locked = "This record was adjudicated; it takes no new verdicts."
+        elif selectors.verdicts_visible(user, record):
+            locked = ("You can see the other verdicts of this record, so you cannot score it blind. "
+                      "Reviewers settle disagreements on the adjudication page instead.")
+        elif not can(user, "verdict.create"):
+            locked = "Your role does not give verdicts."
+    elif mode == "adjudicate" and scored_by(user, record):
+        locked = f"You {scored_by(user, record)} this record, so you cannot adjudicate it; another reviewer must."
+    initial = initial or {}
+    try:
+        g0 = float(initial.get("grade"))
+    except (TypeError, ValueError):
+        g0 = None
+    flags = [{**e, "on": bool((initial.get("errors") or {}).get(e["code"])),
+              "reason": (initial.get("reasons") or {}).get(e["code"], "")} for e in error_defs()]
+    grades = [{**g, "checked": g0 is not None and abs(g0 - g["value"]) < 1e-9} for g in grade_choices()]
+    return {"mode": mode, "record": record.pk, "item": item.pk if item is not None else "", "queue_query": queue_query,
+            "token": form_token(), "flags": flags, "grades": grades, "reasoning": initial.get("reasoning", ""),
+            "override": bool(initial.get("override")), "override_reason": initial.get("override_reason", ""),
+            "rationale": initial.get("rationale", ""), "locked": locked, "status": status, "revisions": revisions,
+            "draft": {k: initial.get(k) for k in ("errors", "reasons", "grade", "reasoning", "override", "override_reason")
+                      if initial.get(k) is not None}}
+
+
+def evidence(record: RunRecord) -> dict:
+    """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
+    to JSON, and ``points`` — gold and predicted geographic points of the answer for the map
+    (``[{field, gold: [lat, lon] | None, pred: [lat, lon] | None}]``)."""
+    from evaluation.scoring.operators import extract_point
+
+    ev = selectors.record_evidence(record)
+    for r in ev["steps"]:
+        r["pred"] = _readable_obs(r["pred"]) if r["pred"] is not None else None
+    points = []
+    for f in ev["fields"]:
+        if f["type"] != "point_haversine":
+            continue
+        def pt(v):
+            lat, lon = extract_point(v, "geo")
+            ok = lat is not None and lon is not None and -90 <= lat <= 90 and -180 <= lon <= 180
+            return [lat, lon] if ok else None
+        points.append({"field": f["field"], "gold": pt(f["gold"]), "pred": pt(f["pred"])})
+    ev["points"] = [p for p in points if p["gold"] or p["pred"]]
+    return ev
 
 
 def _readable_obs(step):
@@ -85,12 +132,6 @@ def _readable_obs(step):
                 parsed.append(t)
         return {**step, "obs": parsed[0] if len(parsed) == 1 else parsed}
     return step
-
-
-def _gold_trajectory(record: RunRecord) -> list:
-    from evaluation.services_judge import record_inputs
-
-    return record_inputs(record)["gold"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,12 +187,11 @@ def scoring_item(request, pk: int):
         return redirect("scoring-home")
     record = item.record
     queue = QueueFilter.from_params(request.GET)
-    gold = _gold_trajectory(record)
+    progress = selectors.scorer_progress(request.user, queue)
     return render(request, "frontend/scoring_item.html", {
-        "item": item, "record": record, "run": record.run, "queue": queue, "queue_query": urlencode(queue.as_params()),
-        "error_defs": error_defs(), "grades": grade_choices(), "token": form_token(), "draft": item.draft or {},
-        "rows": aligned_steps(record, gold), "question": (record.gold or {}).get("question")
-        or (record.task.head.question if record.task_id and record.task.head_id else ""),
+        "item": item, "record": record, "run": record.run, "queue": queue, "ev": evidence(record), "progress": progress,
+        "vf": verdict_form_context(request.user, record, "queue", item=item, queue_query=urlencode(queue.as_params()),
+                                   initial=item.draft or None),
     })
 
 
@@ -250,28 +290,21 @@ def adjudication_record(request, pk: int):
                            reasoning=posted["reasoning"], rationale=posted["rationale"],
                            is_correct=(not derived) if posted["override"] else None,
                            override_reason=posted["override_reason"], idempotency_key=p.get("token") or None)
-            except ValueError as exc:
+            except (ValueError, PermissionDenied) as exc:
                 error = str(exc)
             else:
                 messages.success(request, f"Final verdict of {record.question_id} recorded.")
                 nxt = [x for x in selectors.adjudication_queue(limit=50) if x["record"].pk != record.pk]
                 return redirect("adjudication-record", nxt[0]["record"].pk) if nxt else redirect("adjudication-queue")
         record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
-    gold = _gold_trajectory(record)
     columns = _verdict_columns(record)
-    posted = posted or {}
-    form_flags = [{**e, "on": bool((posted.get("errors") or {}).get(e["code"])),
-                   "reason": (posted.get("reasons") or {}).get(e["code"], "")} for e in error_defs()]
-    grades = [{**g, "checked": posted.get("grade") is not None and str(posted.get("grade")) in (str(g["value"]), g["label"])}
-              for g in grade_choices()]
     verdict_data = [{"id": c["v"].pk, "grade": c["v"].grade, "errors": c["v"].errors or {}, "reasons": c["v"].reasons or {},
                      "is_correct": c["v"].is_correct} for c in columns if c["v"].status == "ok"]
     return render(request, "frontend/adjudication_record.html", {
-        "record": record, "run": record.run, "columns": columns, "verdict_data": verdict_data,
-        "pairs": record_disagreements(record), "rows": aligned_steps(record, gold), "error_defs": error_defs(),
-        "form_flags": form_flags, "grades": grades, "token": form_token(), "error": error, "posted": posted,
+        "record": record, "run": record.run, "columns": columns, "verdict_data": verdict_data, "ev": evidence(record),
+        "pairs": record_disagreements(record), "error_defs": error_defs(), "error": error,
+        "vf": verdict_form_context(request.user, record, "adjudicate", initial=posted),
         "adjudications": record.adjudications.select_related("reviewer", "final_verdict").order_by("-id"),
-        "question": (record.gold or {}).get("question") or (record.task.head.question if record.task_id and record.task.head_id else ""),
     }, status=400 if error else 200)
 
 

@@ -38,7 +38,7 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
     try:
         _login(page, live_server.url, "ana", "ana-pass-1")
         page.goto(f"{live_server.url}/scoring/next/?dimension=t1")
-        page.wait_for_selector("#scoring-form[data-ready='1']")
+        page.wait_for_selector("#verdict-form[data-ready='1']")
         assert page.inner_text("#item-title").startswith(t1[0].question_id)
         first_url = page.url
 
@@ -57,7 +57,7 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
 
         page.keyboard.press("Enter")  # submit; the next item of the same queue opens
         page.wait_for_url(lambda url: url != first_url and "/scoring/items/" in url)
-        page.wait_for_selector("#scoring-form[data-ready='1']")
+        page.wait_for_selector("#verdict-form[data-ready='1']")
         assert page.inner_text("#item-title").startswith(t1[1].question_id)
         assert "dimension=t1" in page.url
 

@@ -159,7 +159,7 @@ def records_scored_by(user) -> set[int]:
     the records they may not adjudicate."""
     mine = Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN, is_final=False).values_list("record_id", flat=True)
     slots = ScoringItem.objects.filter(scorer=user).values_list("record_id", flat=True)
-    return set(mine.union(slots))
+    return set(mine.order_by().union(slots.order_by()))
 
 
 def scorer_progress(user, queue) -> dict:

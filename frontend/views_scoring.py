@@ -241,9 +241,9 @@ def scoring_gold(request):
 
 def adjudication_queue(request):
     require(request.user, "verdict.adjudicate")
-    return render(request, "frontend/adjudication_queue.html", {
-        "items": selectors.adjudication_queue(), "recent": selectors.recent_adjudications(),
-    })
+    mine = selectors.records_scored_by(request.user)
+    items = [{**x, "mine": x["record"].pk in mine} for x in selectors.adjudication_queue()]
+    return render(request, "frontend/adjudication_queue.html", {"items": items, "recent": selectors.recent_adjudications()})
 
 
 def _verdict_columns(record) -> list[dict]:

@@ -18,6 +18,7 @@ urlpatterns = [
     path("agreement/plots/<str:name>.png", v.agreement_plot, name="agreement-plot"),
     path("judge/configs/", v.judge_configs, name="judge-configs"),
     path("judge/configs/<int:pk>/resume/", v.judge_config_resume, name="judge-config-resume"),
+    path("judge/configs/<int:pk>/test/", v.judge_config_test, name="judge-config-test"),
     path("judge/jobs/", v.judge_jobs, name="judge-jobs"),
     path("judge/jobs/<int:pk>/", v.judge_job, name="judge-job"),
     path("judge/jobs/<int:pk>/rerun/", v.judge_job_rerun, name="judge-job-rerun"),

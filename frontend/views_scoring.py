@@ -449,6 +449,24 @@ def judge_config_resume(request, pk: int):
     return redirect("judge-configs")
 
 
+@require_POST
+def judge_config_test(request, pk: int):
+    """Send one tiny request with a configuration; report latency, model and whether JSON mode works."""
+    from evaluation.services_judge import try_judge_config
+
+    cfg = get_object_or_404(JudgeConfig, pk=pk)
+    r = try_judge_config(request.user, cfg)
+    if r["ok"]:
+        json_text = {True: "JSON mode works (the answer parses as a JSON object)",
+                     False: "JSON mode does NOT work: the answer is not a JSON object"}[bool(r["json_ok"])]
+        (messages.success if r["json_ok"] else messages.warning)(
+            request, f"{cfg.name}: answered in {r['latency_s']:.2f} s by model {r['model']} (json_mode {r['json_mode']}); "
+                     f"{json_text}. Answer: {r['answer'][:120]}")
+    else:
+        messages.error(request, f"{cfg.name}: no answer after {r['latency_s']:.2f} s — {r['error']}")
+    return redirect("judge-configs")
+
+
 class JudgeRunForm(forms.Form):
     config = forms.ModelChoiceField(queryset=JudgeConfig.objects.filter(paused=False), to_field_name="name")
     protocol = forms.ChoiceField(choices=[("holistic", "holistic"), ("stepwise", "step-wise")])

@@ -59,19 +59,36 @@ def _check_records(run_dir: Path, records_by_dim: dict) -> None:
                     f"non-empty string like '<sample_id>_task0', not {qid!r}")
 
 
+#: The benchmark's planning protocols (a run folder ``<model>_<MODE>``): auto-planning and instruction-following.
+PROTOCOLS = ("AP", "IF")
+
+
+def protocol_from_dir_name(name: str) -> str:
+    """``"AP"`` or ``"IF"`` from a run folder named ``<model>_<MODE>`` as the benchmark writes
+    them (e.g. ``gpt-4o_AP``), case-insensitive; ``""`` when the name carries neither."""
+    tail = name.rsplit("_", 1)[-1].upper() if "_" in name else ""
+    return tail if tail in PROTOCOLS else ""
+
+
 @transaction.atomic
 def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | None = None,
-                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0, release=None) -> AgentRun:
+                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0, release=None,
+                   protocol: str | None = None, scaffold: str = "") -> AgentRun:
     """Import and score a run folder (``<dim task name>/benchmark.jsonl`` per dimension).
 
     Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given; else from
     ``release`` (an ``annotation.Release``: its pinned revisions and gold replays), and the run is
     pinned to that release; else from the studio's tasks with the same question ids (their
-    accepted gold). Raises ``RunImportError`` when the folder has no record, a record has no
+    accepted gold). ``protocol``: AP or IF (default: read from the folder name, see
+    :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
+    Raises ``RunImportError`` for an unknown protocol, or when the folder has no record, a record has no
     string question id, or a record names no known task.
     """
     require(user, "run.import")
     run_dir = Path(run_dir)
+    protocol = protocol_from_dir_name(run_dir.name) if protocol is None else str(protocol).strip().upper()
+    if protocol and protocol not in PROTOCOLS:
+        raise RunImportError(f"protocol: {protocol!r} is not AP (auto-planning) or IF (instruction-following)")
     records_by_dim = load_run_records(run_dir)
     n_records = sum(len(v) for v in records_by_dim.values())
     if n_records == 0:
@@ -100,7 +117,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     run = AgentRun.objects.create(
         agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
         dora_score=result.get("dora_score"), dimensions=result.get("dimensions", {}), imported_by=user,
-        release=release,
+        release=release, protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )
     sample_index = {(d, s["sample_id"]): s for d, ss in samples_by_dim.items() for s in ss}
     rows = []
@@ -131,6 +148,69 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
             ))
     RunRecord.objects.bulk_create(rows)
     return run
+
+
+def _upload_limit_bytes() -> int:
+    """Setting ``STUDIO_RUN_UPLOAD_MAX_MB`` (default 200): the most a run zip may unpack to."""
+    from django.conf import settings
+
+    return int(float(getattr(settings, "STUDIO_RUN_UPLOAD_MAX_MB", 200)) * 1024 * 1024)
+
+
+def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", **options) -> AgentRun:
+    """Import a run folder uploaded as a zip (the folder itself zipped, or its contents).
+
+    ``upload``: a binary file object. The archive is checked before anything is written — no
+    absolute path, no ``..``, no link, at most ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked — then
+    unpacked under ``STUDIO_DATA_ROOT/runs/`` (it stays there: predicted polygon files are read
+    from the run folder) and passed to :func:`import_run_dir` with ``options`` (tasks_dir,
+    release, mode, protocol, scaffold…). The run folder's name is the zip's single top folder,
+    else the file name without ``.zip`` (so ``gpt-4o_AP.zip`` reads protocol AP).
+    Raises ``RunImportError`` naming the file and the problem; a failed import leaves no folder.
+    """
+    import shutil
+    import stat
+    import uuid
+    import zipfile
+    from pathlib import PurePosixPath
+
+    from django.conf import settings
+
+    require(user, "run.import")
+    if not str(agent_name or "").strip():
+        raise RunImportError("agent: give the agent's name")
+    try:
+        zf = zipfile.ZipFile(upload)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise RunImportError(f"{filename}: not a zip archive ({exc})") from None
+    with zf:
+        members = [m for m in zf.infolist() if not m.filename.startswith("__MACOSX/")]
+        total = 0
+        for m in members:
+            p = PurePosixPath(m.filename)
+            if m.filename.startswith(("/", "\\")) or ".." in p.parts or ":" in m.filename or "\\" in m.filename:
+                raise RunImportError(f"{filename}: entry {m.filename!r}: paths must stay inside the run folder")
+            if stat.S_ISLNK(m.external_attr >> 16):
+                raise RunImportError(f"{filename}: entry {m.filename!r}: links are not accepted")
+            total += m.file_size
+            if total > _upload_limit_bytes():
+                raise RunImportError(f"{filename}: unpacks to more than {_upload_limit_bytes() // (1024 * 1024)} MB "
+                                     f"(STUDIO_RUN_UPLOAD_MAX_MB)")
+        tops = {PurePosixPath(m.filename).parts[0] for m in members if PurePosixPath(m.filename).parts}
+        files_at_top = any(len(PurePosixPath(m.filename).parts) == 1 and not m.is_dir() for m in members)
+        single = next(iter(tops)) if len(tops) == 1 and not files_at_top else None
+        name = single or (Path(filename).stem or "run")
+        base = Path(settings.STUDIO_DATA_ROOT) / "runs" / f"{uuid.uuid4().hex[:12]}"
+        target = base if single else base / name
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for m in members:
+                zf.extract(m, target if not single else base)
+            run_dir = base / single if single else target
+            return import_run_dir(user, run_dir, agent_name.strip(), **options)
+        except BaseException:
+            shutil.rmtree(base, ignore_errors=True)
+            raise
 
 
 def gold_snapshot(task: dict, sample: dict | None = None) -> dict:

@@ -10,6 +10,7 @@ urlpatterns = [
     path("scoring/", v.scoring_home, name="scoring-home"),
     path("scoring/next/", v.scoring_next, name="scoring-next"),
     path("scoring/items/<int:pk>/", v.scoring_item, name="scoring-item"),
+    path("scoring/done/", v.scoring_done, name="scoring-done"),
     path("scoring/enqueue/", v.scoring_enqueue, name="scoring-enqueue"),
     path("scoring/gold/", v.scoring_gold, name="scoring-gold"),
     path("adjudication/", v.adjudication_queue, name="adjudication-queue"),

@@ -2,13 +2,16 @@
 match table, trajectories side by side, verdicts and the human verdict form)."""
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404, render
+from django import forms
+from django.contrib import messages
+from django.db import transaction
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 
 from evaluation import selectors
 from frontend.views_events import map_config
 from replay.services import latest_successful_replay
-from studio.permissions import can
+from studio.permissions import can, require
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 #: Every metric abbreviation with its meaning (DORA's evaluator; dora/evaluation.py), shown in place.
@@ -22,8 +25,64 @@ METRIC_LABELS = {
 }
 
 
+class RunUploadForm(forms.Form):
+    archive = forms.FileField(label="Run folder (zip)", help_text="the benchmark's run layout: <dimension task name>/benchmark.jsonl")
+    agent = forms.CharField(max_length=200, help_text="the agent (model) the run belongs to")
+    release = forms.CharField(max_length=40, required=False, help_text="score against this release's gold (blank: the studio's tasks)")
+    protocol = forms.ChoiceField(choices=[("", "from the folder name (<model>_AP / <model>_IF)"), ("AP", "AP: auto-planning"),
+                                          ("IF", "IF: instruction-following")], required=False)
+    scaffold = forms.CharField(max_length=60, required=False, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, …")
+    queue_share = forms.FloatField(min_value=0, max_value=1, required=False, label="share queued for human scoring",
+                                   help_text="0 to 1 (blank: the studio's setting)")
+    queue_n = forms.IntegerField(min_value=1, max_value=20, required=False, label="verdicts per queued record")
+
+
 def run_list_page(request):
-    return render(request, "frontend/run_list.html", {"runs": selectors.run_list()})
+    """Runs newest first; maintainers upload a run folder as a zip here (scored at once, and a
+    share of its records queued for human scoring)."""
+    from evaluation.services_queue import import_queue_share, verdicts_per_record
+
+    form = RunUploadForm(request.POST or None, request.FILES or None,
+                         initial={"queue_share": import_queue_share(), "queue_n": verdicts_per_record()})
+    status = 200
+    if request.method == "POST":
+        require(request.user, "run.import")
+        if form.is_valid():
+            run = _import_upload(request, form)
+            if run is not None:
+                return redirect("run-detail", run.pk)
+        status = 400
+    return render(request, "frontend/run_list.html", {
+        "runs": selectors.run_list(), "form": form, "can_import": can(request.user, "run.import"),
+    }, status=status)
+
+
+def _import_upload(request, form):
+    from annotation.models import Release
+    from evaluation.services import RunImportError, import_run_zip
+    from evaluation.services_queue import queue_share_of_run
+
+    d = form.cleaned_data
+    release = None
+    if d.get("release"):
+        release = Release.objects.filter(version=d["release"].strip()).first()
+        if release is None:
+            form.add_error("release", f"no release {d['release']!r}")
+            return None
+    upload = d["archive"]
+    try:
+        with transaction.atomic():
+            run = import_run_zip(request.user, upload, d["agent"], filename=upload.name, release=release,
+                                 protocol=d.get("protocol") or None, scaffold=d.get("scaffold") or "")
+            queued = queue_share_of_run(request.user, run, d.get("queue_share"), d.get("queue_n"))
+    except (RunImportError, ValueError) as exc:
+        form.add_error(None, str(exc))
+        return None
+    messages.success(request, f"Run {run.pk} of {run.agent.name} imported: {run.records.count()} records, DORA score "
+                              f"{run.dora_score}" + (f"; {queued['records']} records queued for human scoring "
+                                                     f"({queued['slots']} slots)" if queued["records"] else
+                                                     "; none queued for human scoring"))
+    return run
 
 
 def run_detail_page(request, pk: int):

@@ -169,8 +169,9 @@ def scoring_next(request):
     queue = QueueFilter.from_params(request.GET)
     item = claim_next(request.user, queue)
     if item is None:
-        messages.info(request, f"Nothing left to score in the queue of {queue.label()}.")
-        return redirect("scoring-home")
+        url = reverse("scoring-done")
+        params = queue.as_params()
+        return redirect(f"{url}?{urlencode(params)}" if params else url)
     url = reverse("scoring-item", args=[item.pk])
     params = queue.as_params()
     return redirect(f"{url}?{urlencode(params)}" if params else url)
@@ -192,6 +193,19 @@ def scoring_item(request, pk: int):
         "item": item, "record": record, "run": record.run, "queue": queue, "ev": evidence(record), "progress": progress,
         "vf": verdict_form_context(request.user, record, "queue", item=item, queue_query=urlencode(queue.as_params()),
                                    initial=item.draft or None),
+    })
+
+
+def scoring_done(request):
+    """The end of a queue: what you scored in it (each verdict one click from its record page,
+    where a revisable one can still change), and what is left for others."""
+    from evaluation.services_queue import QueueFilter
+
+    require(request.user, "queue.claim")
+    queue = QueueFilter.from_params(request.GET)
+    return render(request, "frontend/scoring_done.html", {
+        "queue": queue, "items": selectors.my_queue_verdicts(request.user, queue),
+        "progress": selectors.scorer_progress(request.user, queue),
     })
 
 

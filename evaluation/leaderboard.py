@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.loaders import TASKS
 from evaluation.scoring.normalize import normalize_tool_name
-from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, match_value, output_map
+from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, lcs_pairs, match_value, output_map
 
 DIMENSIONS: Tuple[str, ...] = tuple(TASKS)  # t1 … t5
 METRICS: Tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
@@ -117,28 +117,8 @@ def modality_config(input_data: Any) -> Optional[str]:
     return "+".join(sorted(found)) or None
 
 
-def lcs_alignment(gold: Sequence[str], pred: Sequence[str]) -> List[Tuple[int, int]]:
-    """Index pairs (gold i, pred j) of one longest common subsequence of two name lists (empty
-    names never match). Ties resolve towards the earliest predicted step."""
-    n, m = len(gold), len(pred)
-    # suffix table: L[i][j] = LCS of gold[i:], pred[j:]
-    table = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n - 1, -1, -1):
-        for j in range(m - 1, -1, -1):
-            if gold[i] and gold[i] == pred[j]:
-                table[i][j] = table[i + 1][j + 1] + 1
-            else:
-                table[i][j] = max(table[i + 1][j], table[i][j + 1])
-    pairs, i, j = [], 0, 0
-    while i < n and j < m:
-        if gold[i] and gold[i] == pred[j] and table[i][j] == table[i + 1][j + 1] + 1:
-            pairs.append((i, j))
-            i, j = i + 1, j + 1
-        elif table[i + 1][j] >= table[i][j + 1]:
-            i += 1
-        else:
-            j += 1
-    return pairs
+#: Gold/pred index pairs of one LCS of two tool-name lists (see :func:`evaluation.scoring.trajectory.lcs_pairs`).
+lcs_alignment = lcs_pairs
 
 
 def lcs_parameter_accuracy(pred_traj: Any, gold_traj: Any, tau_r: float = 0.2, tau_a: float = 1.0) -> float:

@@ -368,18 +368,19 @@ def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
 # ── alignment by tool, for reading (not a metric) ───────────────────────────
 
 def lcs_pairs(a: List[str], b: List[str]) -> List[Tuple[int, int]]:
-    """Index pairs ``(i, j)`` of one longest common subsequence of ``a`` and ``b`` (the LCS whose
-    length :func:`lcs_length` gives and ``t_ord`` divides by |G|). Ties are broken towards the
-    earliest match in ``a``, so a repeated tool pairs with its first occurrence."""
+    """Index pairs ``(i, j)`` of one longest common subsequence of two name lists (the LCS whose
+    length :func:`lcs_length` gives and ``t_ord`` divides by |G|); empty names never match. Ties
+    resolve towards skipping in ``a`` first, so a repeated tool pairs with its earliest
+    occurrence in ``b``. The one LCS alignment of the studio (the leaderboard's LCS ParAcc too)."""
     n, m = len(a), len(b)
     # suffix table: L[i][j] = LCS length of a[i:], b[j:]
     L = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            L[i][j] = L[i + 1][j + 1] + 1 if a[i] == b[j] else max(L[i + 1][j], L[i][j + 1])
+            L[i][j] = L[i + 1][j + 1] + 1 if a[i] and a[i] == b[j] else max(L[i + 1][j], L[i][j + 1])
     out, i, j = [], 0, 0
     while i < n and j < m:
-        if a[i] == b[j]:
+        if a[i] and a[i] == b[j]:
             out.append((i, j))
             i, j = i + 1, j + 1
         elif L[i + 1][j] >= L[i][j + 1]:

@@ -37,6 +37,18 @@ from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_
 DIMENSIONS: Tuple[str, ...] = tuple(TASKS)  # t1 … t5
 METRICS: Tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 METRIC_LABELS = {"t_any": "T-Any", "t_ord": "T-Ord", "t_em": "T-EM", "par_acc": "ParAcc", "eff": "Eff"}
+#: What each trajectory metric measures (the official evaluator's definitions, dora/evaluation.py), shown in place.
+METRIC_HELP = {
+    "t_any": "tool recall in any order: share of the gold tools the agent called",
+    "t_ord": "tools in order: longest common subsequence of the tool sequences / gold steps",
+    "t_em": "exact match: length of the common prefix of the tool sequences / gold steps",
+    "par_acc": "argument accuracy: matching arguments of the gold and the predicted step at the same position, over gold steps",
+    "eff": "efficiency: gold steps / max(predicted steps, gold steps)",
+}
+#: Fewest tasks of a dimension for a bootstrap interval: below it the percentile interval of a
+#: handful of resampled values says little (n = 1 gives [x, x]); the page says "n too small". A
+#: studio choice, not the paper's.
+BOOTSTRAP_MIN_N = 5
 GOLD_AGENT = "gold"
 
 # Gold-trajectory length buckets. The paper's Fig. 9 starts at 2 steps; 1-step tasks get their own
@@ -352,7 +364,7 @@ def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
 # ── extras ───────────────────────────────────────────────────────────────
 
 def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0,
-                 level: float = 0.95) -> List[dict]:
+                 level: float = 0.95, min_n: int = BOOTSTRAP_MIN_N) -> List[dict]:
     """EXTRA. Percentile bootstrap intervals of each dimension's accuracy and of the macro score.
 
     Per run, tasks are resampled with replacement within each dimension (stratified, so every
@@ -361,7 +373,9 @@ def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000,
     task score are resampled, as only they enter the official mean. The point estimates are those
     record means (equal to the official scores when the run's records cover all its tasks).
     ``numpy.random.default_rng(seed)`` drives everything; dimensions are drawn in t1…t5 order, runs
-    in id order, so the same input and seed give the same intervals.
+    in id order, so the same input and seed give the same intervals. A dimension with fewer than
+    ``min_n`` tasks gets no interval (``lo``/``hi`` None, ``too_small`` True; it is still drawn, so
+    the other intervals do not depend on ``min_n``), nor does the macro score then.
     """
     import numpy as np
 
@@ -388,13 +402,18 @@ def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000,
             idx = rng.integers(0, scores.size, size=(n_boot, scores.size))
             means = scores[idx].mean(axis=1)
             reps.append(means)
-            res["dims"][d] = {"mean": float(scores.mean()), "lo": float(np.percentile(means, lo_q)),
-                              "hi": float(np.percentile(means, hi_q)), "n": int(scores.size)}
+            if scores.size < min_n:
+                res["dims"][d] = {"mean": float(scores.mean()), "lo": None, "hi": None, "n": int(scores.size),
+                                  "too_small": True}
+            else:
+                res["dims"][d] = {"mean": float(scores.mean()), "lo": float(np.percentile(means, lo_q)),
+                                  "hi": float(np.percentile(means, hi_q)), "n": int(scores.size), "too_small": False}
         if reps:
             macro = np.mean(np.vstack(reps), axis=0)
             point = float(np.mean([res["dims"][d]["mean"] for d in DIMENSIONS if res["dims"][d]]))
-            res["macro"] = {"mean": point, "lo": float(np.percentile(macro, lo_q)),
-                            "hi": float(np.percentile(macro, hi_q))}
+            small = any(res["dims"][d]["too_small"] for d in DIMENSIONS if res["dims"][d])
+            res["macro"] = {"mean": point, "lo": None if small else float(np.percentile(macro, lo_q)),
+                            "hi": None if small else float(np.percentile(macro, hi_q)), "too_small": small}
         out.append(res)
     out.sort(key=lambda r: order[r["run_id"]])
     return out
@@ -466,6 +485,16 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _mark_missing(ax, xs: Sequence[float], values: Sequence[Optional[float]]) -> None:
+    """Tell "no data" from 0 in a bar plot: a value of None gets the words "no data" at its
+    position; a 0 gets a short visible stroke on the axis (a bar of height 0 is invisible)."""
+    for x, v in zip(xs, values):
+        if v is None:
+            ax.text(x, 2, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+        elif v == 0:
+            ax.plot([x - 0.03, x + 0.03], [0.4, 0.4], color="black", linewidth=2)
+
+
 def _empty(ax, text: str = "no data") -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_axis_off()
@@ -484,6 +513,7 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
         values = [row["dims"].get(d) for d in DIMENSIONS] + [row["avg"]]
         xs = [i + (k - (len(table) - 1) / 2) * width for i in range(len(cats))]
         ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=row["label"])
+        _mark_missing(ax, xs, values)
     ax.set_xticks(range(len(cats)), [c.upper() for c in cats])
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)
@@ -504,6 +534,9 @@ def plot_length(breakdown: dict) -> bytes:
         ys = [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]]
         ax.plot(range(len(groups)), ys, marker="o", label=row["label"],
                 linestyle="--" if str(row["agent"]).lower() == GOLD_AGENT else "-")
+        for x, c in enumerate(row["cells"]):  # a gap in a line is "no data", a point on 0 is 0
+            if c["acc"] is None:
+                ax.text(x, 2, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
     ax.set_xticks(range(len(groups)), groups)
     ax.set_xlabel("gold trajectory length (steps)")
     ax.set_ylabel("answer accuracy (%)")
@@ -526,6 +559,7 @@ def plot_modality(breakdown: dict) -> bytes:
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
         ax.bar(xs, [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]], width,
                label=row["label"])
+        _mark_missing(ax, xs, [c["acc"] for c in row["cells"]])
     ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)

@@ -33,9 +33,9 @@ def _build(n_boot: int = N_BOOT) -> dict:
 
 
 def pct(value, signed: bool = False) -> str:
-    """0.5374 → ``53.74`` (``+``/``−`` sign with ``signed``); None → ``—``."""
+    """0.5374 → ``53.74`` (``+``/``−`` sign with ``signed``); None → ``no data`` (never 0)."""
     if value is None:
-        return "—"
+        return "no data"
     text = f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
     return text.replace("-", "−")
 
@@ -54,7 +54,14 @@ def _display(data: dict) -> dict:
         } for row in b["rows"]]}
 
     def ci(c) -> str:
-        return "—" if c is None else f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}]"
+        if c is None:
+            return "no data"
+        if c.get("too_small") or c.get("lo") is None:
+            n = f"n = {c['n']}" if c.get("n") is not None else "a dimension"
+            return f"{pct(c['mean'])} (n too small for an interval: {n} < {lb.BOOTSTRAP_MIN_N})" if c.get("n") is not None \
+                else f"{pct(c['mean'])} (n too small in {n})"
+        return f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}] (n = {c['n']})" if c.get("n") is not None \
+            else f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}]"
 
     bootstrap = [{**b, "dims_ci": [ci(b["dims"][d]) for d in lb.DIMENSIONS], "macro_ci": ci(b["macro"])}
                  for b in data["bootstrap"]]
@@ -72,6 +79,7 @@ def leaderboard_page(request):
     return render(request, "frontend/leaderboard.html", {
         **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
         "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,
+        "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in lb.METRICS], "min_n": lb.BOOTSTRAP_MIN_N,
         "n_boot": N_BOOT, "seed": SEED,
     })
 

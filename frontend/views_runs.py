@@ -8,21 +8,13 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 
+from evaluation import leaderboard as lb
 from evaluation import selectors
 from frontend.views_events import map_config
 from replay.services import latest_successful_replay
 from studio.permissions import can, require
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
-#: Every metric abbreviation with its meaning (DORA's evaluator; dora/evaluation.py), shown in place.
-METRIC_LABELS = {
-    "t_any": ("T-ANY", "tool recall in any order: share of the gold tools the agent called"),
-    "t_ord": ("T-ORD", "tools in order: longest common subsequence of the tool sequences / gold steps"),
-    "t_em": ("T-EM", "exact match: length of the common prefix of the tool sequences / gold steps"),
-    "par_acc": ("ParAcc", "argument accuracy: matching arguments of the gold and predicted step at the same position, "
-                          "averaged over gold steps"),
-    "eff": ("EFF", "efficiency: gold steps / max(predicted steps, gold steps)"),
-}
 
 
 class RunUploadForm(forms.Form):
@@ -112,7 +104,7 @@ def record_detail_page(request, pk: int):
         "code_verdicts": split["code"], "hidden": hidden,
         "vf": verdict_form_context(request.user, record, "record"),
         "adjudicate_url": _url("adjudication-record", record.pk) if can(request.user, "verdict.adjudicate") else None,
-        "metrics": [{"label": METRIC_LABELS[m][0], "help": METRIC_LABELS[m][1], "value": getattr(record, m)} for m in METRICS],
+        "metrics": [{"label": lb.METRIC_LABELS[m], "help": lb.METRIC_HELP[m], "value": getattr(record, m)} for m in METRICS],
         "gold_replay_id": replay.pk if replay else None,
         "map_config": map_config(record.task.event.layers.all()) if replay else None,
     })

@@ -373,7 +373,15 @@ def agreement_plot(request, name: str):
     xs = list(range(len(rows)))
 
     def val(x):
-        return 0.0 if x is None else float(x)
+        return float("nan") if x is None else float(x)  # no data is no bar, never a bar of 0
+
+    def mark(xs, values):
+        """"no data" written where a value is missing; a short stroke where it is 0."""
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 0.02, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+            elif v == 0:
+                ax.plot([x - 0.05, x + 0.05], [0.005, 0.005], color="black", linewidth=2)
 
     if not rows:
         ax.text(0.5, 0.5, "no verdicts to compare yet", ha="center", va="center")
@@ -382,13 +390,17 @@ def agreement_plot(request, name: str):
         w = 0.38
         ax.bar([x - w / 2 for x in xs], [val(r["correctness"]["agreement"]) for r in rows], w, label="agreement")
         ax.bar([x + w / 2 for x in xs], [val(r["correctness"]["kappa"]) for r in rows], w, label="Cohen's κ")
-        ax.set_ylim(min(0.0, *[val(r["correctness"]["kappa"]) for r in rows]), 1.0)
+        mark([x - w / 2 for x in xs], [r["correctness"]["agreement"] for r in rows])
+        mark([x + w / 2 for x in xs], [r["correctness"]["kappa"] for r in rows])
+        kappas = [r["correctness"]["kappa"] for r in rows if r["correctness"]["kappa"] is not None]
+        ax.set_ylim(min([0.0, *kappas]), 1.0)
         ax.set_title("Plan correctness vs the human reference")
     elif name == "flags":
         w = 0.8 / max(1, len(rows))
         for i, r in enumerate(rows):
-            ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))],
-                   [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+            fx = [j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))]
+            ax.bar(fx, [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+            mark(fx, [r["flags"][c]["f1"] for c in E_CODES])
         ax.set_xticks(range(len(E_CODES)), E_CODES)
         ax.set_ylim(0, 1.0)
         ax.set_title("Per-flag F1 vs the human reference")
@@ -396,6 +408,8 @@ def agreement_plot(request, name: str):
         w = 0.38
         ax.bar([x - w / 2 for x in xs], [val(r["grade"]["mae"]) for r in rows], w, label="grade MAE")
         ax.bar([x + w / 2 for x in xs], [val(r["grade"]["within_0_2"]) for r in rows], w, label="within 0.2")
+        mark([x - w / 2 for x in xs], [r["grade"]["mae"] for r in rows])
+        mark([x + w / 2 for x in xs], [r["grade"]["within_0_2"] for r in rows])
         ax.set_ylim(0, 1.0)
         ax.set_title("Grade vs the human reference")
     if rows:

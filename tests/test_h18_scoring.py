@@ -219,3 +219,28 @@ def test_adjudication_is_no_rater_and_is_compared_apart():
     apart = {r["rater"]: r["correctness"]["agreement"] for r in rep["vs_adjudication"]}
     assert apart == {"human:ana": 0.0, "human:bo": 1.0, "judge:m": 1.0}
     assert rep["n_adjudications"] == 1 and rep["reference"]["n_adjudicated"] == 1
+
+
+# ----------------------------------------------------------------------------- honesty
+
+
+@pytest.mark.django_db
+def test_leaderboard_withholds_small_n_intervals_and_explains_abbreviations(client, run_a, maintainer):
+    # agent_a has 2-3 tasks per dimension (< BOOTSTRAP_MIN_N = 5): no interval anywhere
+    client.force_login(maintainer)
+    html = client.get("/leaderboard/").content.decode()
+    table = html[html.index('id="bootstrap-table"'):html.index("</table>", html.index('id="bootstrap-table"'))]
+    assert "n too small for an interval: n = 2 &lt; 5" in table and "] (n = " not in table  # no interval shown
+    assert '<abbr title="tools in order: longest common subsequence' in html and 'id="metric-help"' in html
+    assert client.get("/leaderboard/plot/dimensions.png").status_code == 200
+
+
+@pytest.mark.django_db
+def test_agreement_page_says_no_data_and_explains_its_columns(client, rec, make_user, maintainer):
+    submit_human_verdict(make_user("ana", "scorer"), rec, errors=flags(), grade=1.0)
+    client.force_login(maintainer)
+    html = client.get("/agreement/").content.decode()
+    assert "Cohen&#x27;s kappa: agreement corrected for chance" in html and 'id="vs-adjudication"' in html
+    assert "No adjudicated unit yet." in html
+    for name in ("correctness", "flags", "grade"):
+        assert client.get(f"/agreement/plots/{name}.png").status_code == 200

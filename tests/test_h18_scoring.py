@@ -240,7 +240,7 @@ def test_agreement_page_says_no_data_and_explains_its_columns(client, rec, make_
     submit_human_verdict(make_user("ana", "scorer"), rec, errors=flags(), grade=1.0)
     client.force_login(maintainer)
     html = client.get("/agreement/").content.decode()
-    assert "Cohen&#x27;s kappa: agreement corrected for chance" in html and 'id="vs-adjudication"' in html
+    assert "Cohen's kappa: agreement corrected for chance" in html and 'id="vs-adjudication"' in html
     assert "No adjudicated unit yet." in html
     for name in ("correctness", "flags", "grade"):
         assert client.get(f"/agreement/plots/{name}.png").status_code == 200

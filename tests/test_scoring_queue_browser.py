@@ -68,8 +68,9 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
 
         page.keyboard.press("y")  # grade 1.0, no flag
         page.keyboard.press("Enter")
-        page.wait_for_url(re.compile(r".*/scoring/$"))  # the t1 queue is empty now
-        assert "Nothing left to score" in page.content()
+        page.wait_for_url(re.compile(r".*/scoring/done/\?dimension=t1$"))  # the t1 queue is empty: its summary
+        assert "Nothing left for you in the queue of dimension T1" in page.content()
+        assert "You scored 2 items here" in page.inner_text("#queue-summary")
         v2 = Verdict.objects.get(record=t1[1], annotator__username="ana")
         assert v2.grade == 1.0 and v2.is_correct is True
         assert Verdict.objects.filter(annotator__username="ana").count() == 2

@@ -20,7 +20,9 @@
     };
     xhr.upload.onload = () => { bar.style.width = "100%"; state.textContent = "uploaded; scoring the run…"; };
     xhr.onload = () => {
-      if (xhr.status === 200 && xhr.responseURL && !xhr.responseURL.endsWith("/runs/")) { window.location.assign(xhr.responseURL); return; }
+      // the answer is the run's page (after the redirect; it carries the one-time import message)
+      // or the form with its error: show it as is, under its own address
+      if (xhr.responseURL) history.replaceState(null, "", xhr.responseURL);
       document.open(); document.write(xhr.responseText); document.close();
     };
     xhr.onerror = () => { state.textContent = "the upload failed (network)"; box.className = "progress failed"; };

@@ -6,10 +6,13 @@ feeds it a record's inputs and stores what comes back:
 * :func:`judge_record` — one judgement (holistic, or step-wise at a cut point for the next 1–3
   steps), cached by :func:`cache_key`; a hit makes no call;
 * :func:`start_judge_job` / :func:`run_judge_job` — a batch as a :class:`~evaluation.models.JudgeJob`
-  (the Celery task :func:`evaluation.tasks.judge_batch` runs it), with bounded concurrency: a thread
+  (:func:`dispatch_judge_job` hands it to its runner — the Celery task
+  :func:`evaluation.tasks.judge_batch`, or a background thread on the embedded setup — so starting
+  one never blocks a request), with bounded concurrency: a thread
   pool of ``config.max_concurrency`` makes the HTTP calls, the calling thread alone touches the
   database, and the job row carries the progress;
-* :func:`check_record_with_rules` — the code checker's verdict (``source="code"``).
+* :func:`check_record_with_rules` — the code checker's verdict (``source="code"``);
+* :func:`try_judge_config` — one tiny request to test a configuration (latency, model, JSON mode).
 
 Failure handling (judge.md, "Judge backends"):
 

@@ -12,6 +12,9 @@
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
+| STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how judge jobs run: celery, thread (background, this process) or inline |
+| STUDIO_QUEUE_ON_IMPORT_SHARE | 0 | share (0–1) of an imported run's records queued for human scoring |
+| STUDIO_RUN_UPLOAD_MAX_MB | 200 | the most an uploaded run zip may unpack to |
 """
 from __future__ import annotations
 
@@ -131,6 +134,21 @@ STUDIO_DATA_ROOT = Path(os.environ.get("STUDIO_DATA_ROOT", VAR_DIR / "data")).re
 STUDIO_DEMO_DATA = Path(os.environ.get("STUDIO_DEMO_DATA", BASE_DIR.parent / "shared" / "realdata")).resolve()
 STUDIO_ARTIFACT_ROOT = Path(os.environ.get("STUDIO_ARTIFACT_ROOT", STUDIO_DATA_ROOT / "artifacts")).resolve()
 STUDIO_CHECKPOINT_DIR = os.environ.get("STUDIO_CHECKPOINT_DIR", "")
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    try:
+        return float(raw) if raw.strip() else default
+    except ValueError:
+        raise ValueError(f"environment variable {name}: {raw!r} is not a number") from None
+
+
+# Scoring and judging (see README): judge jobs' runner (blank: celery with a broker, else a thread),
+# the share of an import queued for human scoring, the size limit of an uploaded run zip.
+STUDIO_JUDGE_RUNNER = os.environ.get("STUDIO_JUDGE_RUNNER", "").strip()
+STUDIO_QUEUE_ON_IMPORT_SHARE = _env_float("STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0)
+STUDIO_RUN_UPLOAD_MAX_MB = _env_float("STUDIO_RUN_UPLOAD_MAX_MB", 200.0)
 
 # Celery: with no broker configured, tasks run in-process (eager), so the embedded defaults need no server.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

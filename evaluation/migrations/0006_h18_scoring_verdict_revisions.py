@@ -88,12 +88,4 @@ class Migration(migrations.Migration):
             field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='evaluation.verdict'),
         ),
         migrations.RunPython(collapse_person_verdicts, migrations.RunPython.noop),
-        migrations.AddConstraint(
-            model_name='verdict',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_final', False), ('source', 'human')), fields=('record', 'annotator'), name='one_human_verdict_per_person_record'),
-        ),
-        migrations.AddConstraint(
-            model_name='verdictrevision',
-            constraint=models.UniqueConstraint(fields=('verdict', 'number'), name='one_revision_number_per_verdict'),
-        ),
     ]

@@ -63,15 +63,18 @@ def test_a_failed_job_looks_failed_with_its_first_error(client, maintainer, judg
     assert 'id="job-live"' not in html
 
 
-@pytest.mark.django_db
-def test_a_crashed_background_job_ends_failed(judge_config, monkeypatch):
+@pytest.mark.django_db(transaction=True)
+def test_a_crashed_background_job_ends_failed(judge_config, monkeypatch, settings):
+    settings.STUDIO_JUDGE_RUNNER = "thread"
     job = JudgeJob.objects.create(config=judge_config, record_ids=[1], total=1)
 
     def boom(job_id, **kw):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(services_judge, "run_judge_job", boom)
-    services_judge._run_in_background(job.pk)
+    thread = services_judge.dispatch_judge_job(job.pk)  # the real runner: a thread of its own
+    thread.join(20)
+    assert not thread.is_alive()
     job.refresh_from_db()
     assert job.status == "failed" and job.errors[0]["error"] == "the job crashed: RuntimeError: disk full"
 

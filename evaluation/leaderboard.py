@@ -361,6 +361,53 @@ def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
     return bucket_breakdown(runs, rows, "modality")
 
 
+# ── protocols and scaffolds (the paper's Tables 5 and 6) ─────────────────
+
+def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dict]:
+    """Table 5: per agent and scoring mode with both an AP (auto-planning) and an IF
+    (instruction-following) run, the newest of each and ``IF − AP`` for the answer accuracy (AVG)
+    and every trajectory metric. Rows ``{agent, mode, ap, if, delta}``; ``ap``/``if`` are
+    :func:`official_row` results, ``delta`` ``{avg, t_any, …}`` with None where a side has no data.
+    Agents without both protocols are left out."""
+    newest: Dict[tuple, Dict[str, dict]] = defaultdict(dict)
+    for run in sorted(runs, key=lambda r: r["run_id"]):
+        if run.get("protocol") in ("AP", "IF") and not is_gold(run):
+            newest[(run["agent"], run["mode"])][run["protocol"]] = run
+    out = []
+    for (agent, mode), pair in sorted(newest.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        if set(pair) != {"AP", "IF"}:
+            continue
+        ap, if_ = official_row(pair["AP"], rows), official_row(pair["IF"], rows)
+
+        def diff(a, b):
+            return None if a is None or b is None else b - a
+        delta = {"avg": diff(ap["avg"], if_["avg"]), **{m: diff(ap["metrics"][m], if_["metrics"][m]) for m in METRICS}}
+        out.append({"agent": agent, "mode": mode, "ap": ap, "if": if_, "delta": delta})
+    return out
+
+
+def scaffold_table(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
+    """Table 6: per scaffold (runs that name one) and scoring mode, the mean over its runs of the
+    answer accuracy (the DORA score), T-EM and ParAcc (:func:`official_row`), and the latency in
+    seconds per task: the mean ``elapsed_s`` of its records that carry one (None without).
+    Rows ``{scaffold, mode, n_runs, avg, t_em, par_acc, latency_s, n_timed}``, by scaffold name."""
+    groups: Dict[tuple, List[dict]] = defaultdict(list)
+    for run in runs:
+        if run.get("scaffold") and not is_gold(run):
+            groups[(run["scaffold"], run["mode"])].append(run)
+    out = []
+    for (scaffold, mode), members in sorted(groups.items(), key=lambda kv: (kv[0][0].lower(), kv[0][1])):
+        ids = {r["run_id"] for r in members}
+        table = [official_row(r, rows) for r in members]
+        times = [float(r["elapsed_s"]) for r in rows if r["run_id"] in ids and r.get("elapsed_s") is not None]
+        out.append({"scaffold": scaffold, "mode": mode, "n_runs": len(members),
+                    "avg": _mean(t["avg"] for t in table if t["avg"] is not None),
+                    "t_em": _mean(t["metrics"]["t_em"] for t in table if t["metrics"]["t_em"] is not None),
+                    "par_acc": _mean(t["metrics"]["par_acc"] for t in table if t["metrics"]["par_acc"] is not None),
+                    "latency_s": _mean(times), "n_timed": len(times)})
+    return out
+
+
 # ── extras ───────────────────────────────────────────────────────────────
 
 def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0,
@@ -568,18 +615,74 @@ def plot_modality(breakdown: dict) -> bytes:
     return _png(fig)
 
 
-PLOTS = ("dimensions", "length", "modality")
+def plot_protocols(deltas: Sequence[dict]) -> bytes:
+    """Grouped bars: IF − AP (percentage points) of AVG and each trajectory metric, one bar per agent."""
+    fig = _figure(9.0)
+    ax = fig.add_subplot()
+    if not deltas:
+        _empty(ax, "no agent with both an AP and an IF run")
+        return _png(fig)
+    cats = ["avg", *METRICS]
+    width = 0.8 / len(deltas)
+    for k, d in enumerate(deltas):
+        values = [d["delta"][c] for c in cats]
+        xs = [i + (k - (len(deltas) - 1) / 2) * width for i in range(len(cats))]
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=f"{d['agent']} [{d['mode']}]")
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(cats)), ["AVG", *[METRIC_LABELS[m] for m in METRICS]])
+    ax.set_ylabel("IF − AP (percentage points)")
+    ax.set_title("Instruction-following minus auto-planning (Table 5)")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def plot_scaffolds(table: Sequence[dict]) -> bytes:
+    """Two panels per scaffold: accuracy, T-EM and ParAcc (%) as bars; latency (s per task) as bars."""
+    fig = _figure(10.0)
+    if not table:
+        _empty(fig.add_subplot(), "no run names a scaffold")
+        return _png(fig)
+    ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    labels = [f"{t['scaffold']} [{t['mode']}]" for t in table]
+    keys = (("avg", "accuracy"), ("t_em", "T-EM"), ("par_acc", "ParAcc"))
+    width = 0.8 / len(keys)
+    for k, (key, name) in enumerate(keys):
+        xs = [i + (k - 1) * width for i in range(len(table))]
+        vals = [t[key] for t in table]
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in vals], width, label=name)
+        _mark_missing(ax, xs, vals)
+    ax.set_xticks(range(len(table)), labels, rotation=20, ha="right", fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("%")
+    ax.legend(fontsize=7)
+    ax.set_title("Per scaffold (Table 6)")
+    lat = [t["latency_s"] for t in table]
+    ax2.bar(range(len(table)), [v if v is not None else math.nan for v in lat], 0.6, color="0.5")
+    for x, v in enumerate(lat):
+        if v is None:
+            ax2.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+    ax2.set_xticks(range(len(table)), labels, rotation=20, ha="right", fontsize=7)
+    ax2.set_ylabel("latency (s per task)")
+    return _png(fig)
+
+
+PLOTS = ("dimensions", "length", "modality", "protocols", "scaffolds")
 
 
 def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
     """Everything the page shows: ``official``, ``length``, ``modality``, ``bootstrap``,
-    ``traj_extras``, ``modes``."""
+    ``traj_extras``, ``protocols`` (Table 5), ``scaffolds`` (Table 6), ``modes``."""
     return {
         "official": official_table(runs, rows),
         "length": length_breakdown(runs, rows),
         "modality": modality_breakdown(runs, rows),
         "bootstrap": bootstrap_ci(runs, rows, n_boot=n_boot, seed=seed),
         "traj_extras": trajectory_extras(runs, rows),
+        "protocols": protocol_deltas(runs, rows),
+        "scaffolds": scaffold_table(runs, rows),
         "modes": sorted({r["mode"] for r in runs}),
     }
 

@@ -60,6 +60,7 @@ class RunRecord(models.Model):
     par_acc = models.FloatField(null=True, blank=True)
     eff = models.FloatField(null=True, blank=True)
     step_matches = models.JSONField(default=list, blank=True)
+    elapsed_s = models.FloatField(null=True, blank=True, help_text="the record's elapsed_time: seconds the agent took")
     gold = models.JSONField(default=dict, blank=True,
                             help_text="the gold task at import: {question, tools, trajectory, final_answer} (for judges)")
 

@@ -49,6 +49,16 @@ def _finite(value):
     return value
 
 
+def _seconds(value) -> float | None:
+    """A record's ``elapsed_time`` (seconds, as the benchmark's runner writes it) as a finite
+    non-negative float, else None (missing, text, NaN, negative)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f >= 0 else None
+
+
 def _check_records(run_dir: Path, records_by_dim: dict) -> None:
     for dim, records in records_by_dim.items():
         for i, rec in enumerate(records):
@@ -143,7 +153,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 trajectory=_finite(rec.get("trajectory") or []),
                 error=_finite(str(rec.get("error") or "")), task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
-                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
+                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), elapsed_s=_seconds(rec.get("elapsed_time")), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
                 gold=_finite(gold),
             ))
     RunRecord.objects.bulk_create(rows)

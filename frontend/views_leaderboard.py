@@ -69,8 +69,15 @@ def _display(data: dict) -> dict:
                "recall_pct": pct(e["multiset_recall"]), "extra_pct": pct(e["extraneous_rate"])}
               for e in data["traj_extras"]]
     gold_runs = [r["label"] for r in data["official"] if lb.is_gold(r)]
+    protocols = [{**d, "ap_pct": pct(d["ap"]["avg"]), "if_pct": pct(d["if"]["avg"]),
+                  "delta_pct": [pct(d["delta"][k], signed=True) for k in ("avg", *lb.METRICS)]}
+                 for d in data.get("protocols", [])]
+    scaffolds = [{**t, "avg_pct": pct(t["avg"]), "t_em_pct": pct(t["t_em"]), "par_acc_pct": pct(t["par_acc"]),
+                  "latency": "no data" if t["latency_s"] is None else f"{t['latency_s']:.1f}"}
+                 for t in data.get("scaffolds", [])]
     return {"official": official, "length": breakdown(data["length"]), "modality": breakdown(data["modality"]),
-            "bootstrap": bootstrap, "traj_extras": extras, "gold_runs": gold_runs}
+            "bootstrap": bootstrap, "traj_extras": extras, "gold_runs": gold_runs,
+            "protocols": protocols, "scaffolds": scaffolds}
 
 
 @require_GET
@@ -115,8 +122,12 @@ def leaderboard_plot(request, name: str):
             png = lb.plot_dimensions(lb.official_table(runs, rows))
         elif name == "length":
             png = lb.plot_length(lb.length_breakdown(runs, rows))
-        else:
+        elif name == "modality":
             png = lb.plot_modality(lb.modality_breakdown(runs, rows))
+        elif name == "protocols":
+            png = lb.plot_protocols(lb.protocol_deltas(runs, rows))
+        else:
+            png = lb.plot_scaffolds(lb.scaffold_table(runs, rows))
         cache.set(key, png, CACHE_SECONDS)
     resp = HttpResponse(png, content_type="image/png")
     resp["Cache-Control"] = "no-store"

@@ -87,5 +87,10 @@ class Migration(migrations.Migration):
             name='verdict',
             field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='evaluation.verdict'),
         ),
+        migrations.AddField(
+            model_name='runrecord',
+            name='elapsed_s',
+            field=models.FloatField(blank=True, help_text="the record's elapsed_time: seconds the agent took", null=True),
+        ),
         migrations.RunPython(collapse_person_verdicts, migrations.RunPython.noop),
     ]

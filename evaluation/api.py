@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from evaluation import selectors
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
-from evaluation.services import ERROR_CODES, submit_human_verdict
+from evaluation.services import ERROR_CODES, VerdictLocked, submit_human_verdict
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.permissions import require
@@ -125,8 +125,6 @@ class RecordDetailView(APIView):
 
 def _verdict_refused(exc):
     """409 for a verdict that can no longer change, 400 for a bad field."""
-    from evaluation.services import VerdictLocked
-
     return Response({"detail": str(exc)}, status=409 if isinstance(exc, VerdictLocked) else 400)
 
 
@@ -134,8 +132,6 @@ class RecordVerdictView(APIView):
     @extend_schema(request=PersonVerdictIn, responses={201: VerdictOut, 200: VerdictOut, 409: None})
     def post(self, request, pk: int):
         """Give (201) or revise (200) your verdict of the record; 409 once it is final or adjudicated."""
-        from evaluation.services import VerdictLocked
-
         record = get_object_or_404(RunRecord, pk=pk)
         data = PersonVerdictIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -307,7 +303,6 @@ class ScoringDraftView(APIView):
 class ScoringSubmitView(APIView):
     @extend_schema(request=ScoringSubmitIn, responses={201: ScoringSubmitOut})
     def post(self, request, pk: int):
-        from evaluation.services import VerdictLocked
         from evaluation.services_queue import QueueError, submit_item
 
         item = get_object_or_404(ScoringItem, pk=pk)

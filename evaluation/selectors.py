@@ -1,6 +1,14 @@
 """Read queries for agent runs, records and verdicts."""
 from __future__ import annotations
 
+from pathlib import Path
+
+from annotation.services.export import ExportError, dora_samples
+from evaluation.scoring import get_gsd
+from evaluation.scoring.config import ScoringConfig
+from evaluation.scoring.explain import explain_answer
+from evaluation.scoring.trajectory import align_by_tool
+
 from evaluation.models import AgentRun, RunRecord
 
 
@@ -23,9 +31,6 @@ def record_gold(record: RunRecord) -> dict:
     benchmark's layout), when it still has one."""
     gold = dict(record.gold or {})
     if (not gold.get("eval_spec") or not gold.get("trajectory")) and record.task_id:
-        from annotation.services.export import ExportError, dora_samples
-        from evaluation.scoring import get_gsd
-
         try:
             samples = dora_samples([record.task])
         except ExportError:  # no succeeded replay of the head revision: nothing more to show
@@ -47,12 +52,6 @@ def record_evidence(record: RunRecord) -> dict:
     evaluator parses it, type, tolerance, the operator's reason) whose ``score`` is the stored one
     from import (``recomputed`` holds today's value when it differs, e.g. a polygon file that
     moved). ``steps``: :func:`evaluation.scoring.trajectory.align_by_tool` rows (LCS by tool)."""
-    from pathlib import Path
-
-    from evaluation.scoring.config import ScoringConfig
-    from evaluation.scoring.explain import explain_answer
-    from evaluation.scoring.trajectory import align_by_tool
-
     run = record.run
     gold = record_gold(record)
     cfg = ScoringConfig(run.tau_r, run.tau_a, run.scoring_mode if run.scoring_mode in ("dora", "paper") else "dora")

@@ -18,7 +18,7 @@ from annotation.models import Task
 from annotation.services.export import dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation.models import Adjudication, Agent, AgentRun, RunRecord, Verdict, VerdictRevision
-from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
+from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
 from studio.permissions import require
 
 ERROR_CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
@@ -231,8 +231,6 @@ def gold_snapshot(task: dict, sample: dict | None = None) -> dict:
     a task that changed since."""
     keep = {k: task.get(k) for k in ("question", "tools", "trajectory", "final_answer", "eval_spec") if task.get(k) is not None}
     if sample is not None:
-        from evaluation.scoring import get_gsd
-
         gsd = get_gsd(sample)
         if gsd is not None:
             keep["gsd_m"] = gsd

@@ -8,9 +8,13 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 
+from annotation.models import Release
 from evaluation import leaderboard as lb
+from evaluation.services import RunImportError, import_run_zip
+from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record
 from evaluation import selectors
 from frontend.views_events import map_config
+from frontend.views_scoring import evidence, verdict_form_context
 from replay.services import latest_successful_replay
 from studio.permissions import can, require
 
@@ -32,8 +36,6 @@ class RunUploadForm(forms.Form):
 def run_list_page(request):
     """Runs newest first; maintainers upload a run folder as a zip here (scored at once, and a
     share of its records queued for human scoring)."""
-    from evaluation.services_queue import import_queue_share, verdicts_per_record
-
     form = RunUploadForm(request.POST or None, request.FILES or None,
                          initial={"queue_share": import_queue_share(), "queue_n": verdicts_per_record()})
     status = 200
@@ -50,10 +52,6 @@ def run_list_page(request):
 
 
 def _import_upload(request, form):
-    from annotation.models import Release
-    from evaluation.services import RunImportError, import_run_zip
-    from evaluation.services_queue import queue_share_of_run
-
     d = form.cleaned_data
     release = None
     if d.get("release"):
@@ -92,8 +90,6 @@ def run_detail_page(request, pk: int):
 def record_detail_page(request, pk: int):
     """A record with its answer field by field, the trajectories aligned by tool, the person's
     own verdict form and — blind scoring — the other verdicts once that verdict is final."""
-    from frontend.views_scoring import evidence, verdict_form_context
-
     record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
     replay = latest_successful_replay(record.task) if record.task_id else None
     shown, hidden = selectors.visible_verdicts(request.user, record)

@@ -20,7 +20,11 @@ from django.views.decorators.http import require_POST
 from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
+from evaluation.scoring.operators import extract_point
 from evaluation.services import GRADES
+from evaluation.services_adjudication import scored_by
+from evaluation.services_judge import try_judge_config
+from evaluation.services_queue import QueueFilter
 from studio.permissions import can, require
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
@@ -50,8 +54,6 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
     a person who already sees the other verdicts without having scored) or ``"adjudicate"``
     (``initial`` = the posted form on a re-render). No grade is preselected unless ``initial``
     (or the own verdict) has one."""
-    from evaluation.services_adjudication import scored_by
-
     own = selectors.own_verdict(user, record) if mode == "record" else None
     locked = status = ""
     revisions = []
@@ -98,8 +100,6 @@ def evidence(record: RunRecord) -> dict:
     """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
     to JSON, and ``points`` — gold and predicted geographic points of the answer for the map
     (``[{field, gold: [lat, lon] | None, pred: [lat, lon] | None}]``)."""
-    from evaluation.scoring.operators import extract_point
-
     ev = selectors.record_evidence(record)
     for r in ev["steps"]:
         r["pred"] = _readable_obs(r["pred"]) if r["pred"] is not None else None
@@ -199,8 +199,6 @@ def scoring_item(request, pk: int):
 def scoring_done(request):
     """The end of a queue: what you scored in it (each verdict one click from its record page,
     where a revisable one can still change), and what is left for others."""
-    from evaluation.services_queue import QueueFilter
-
     require(request.user, "queue.claim")
     queue = QueueFilter.from_params(request.GET)
     return render(request, "frontend/scoring_done.html", {
@@ -480,8 +478,6 @@ def judge_config_resume(request, pk: int):
 @require_POST
 def judge_config_test(request, pk: int):
     """Send one tiny request with a configuration; report latency, model and whether JSON mode works."""
-    from evaluation.services_judge import try_judge_config
-
     cfg = get_object_or_404(JudgeConfig, pk=pk)
     r = try_judge_config(request.user, cfg)
     if r["ok"]:

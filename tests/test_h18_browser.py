@@ -162,3 +162,28 @@ def test_upload_a_run_then_judge_it_in_the_background(live_server, browser, make
         assert not errors, errors
     finally:
         page.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_point_answers_show_both_geometries_on_the_map(live_server, browser, make_user, run_a):
+    from evaluation.models import RunRecord
+
+    # a point pair scored as one unit: gold (35.0, -77.0), predicted (35.001, -77.0): 111.2 m apart
+    # on the evaluator's sphere (R = 6 371 000 m; 0.001° of latitude), more than 20 m without GSD
+    rec = RunRecord.objects.create(
+        run=run_a, question_id="pt_s01_task0", sample_id="pt_s01", dimension="t2",
+        predicted_answer={"site_lat": 35.001, "site_lon": -77.0}, field_scores={"site__point_geo": 0.0},
+        gold={"question": "Where is the shelter?", "final_answer": {"site_lat": 35.0, "site_lon": -77.0},
+              "eval_spec": {"site_lat": "point_haversine", "site_lon": "point_haversine"}})
+    make_user("ana", "scorer", password="ana-pass-1")
+    page, errors = _page(browser, live_server.url, "ana", "ana-pass-1")
+    try:
+        page.goto(f"{live_server.url}/records/{rec.pk}/")
+        page.wait_for_selector("#answer-map[data-ready='2']")  # two markers: gold and predicted
+        assert page.locator("#answer-map path.answer-gold").count() == 1
+        assert page.locator("#answer-map path.answer-pred").count() == 1
+        row = page.inner_text("#answer-fields tr[data-field='site__point_geo']")
+        assert "111.195 m > 20 m" in row and "site_lat + site_lon" in row
+        assert not errors, errors
+    finally:
+        page.close()

@@ -81,6 +81,7 @@ def run_detail_page(request, pk: int):
     can_judge = can(request.user, "judge.run") and _url("run-judge", run.pk) is not None
     return render(request, "frontend/run_detail.html", {
         "run": run, "dims": dims, "records": selectors.run_records(run), "metrics": METRICS,
+        "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
         "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],

@@ -244,3 +244,20 @@ def test_agreement_page_says_no_data_and_explains_its_columns(client, rec, make_
     assert "No adjudicated unit yet." in html
     for name in ("correctness", "flags", "grade"):
         assert client.get(f"/agreement/plots/{name}.png").status_code == 200
+
+
+@pytest.mark.django_db
+def test_queue_item_and_adjudication_pages_stay_blind(rec, make_user, maintainer, client):
+    from evaluation.services_queue import claim_next, enqueue_records
+
+    submit_human_verdict(make_user("bo", "scorer"), rec, errors=flags("E4"), grade=0.4, reasons={"E4": "bo-secret-note"},
+                         reasoning="bo-secret-comment")
+    enqueue_records(maintainer, [rec], 2)
+    ana = make_user("ana", "scorer")
+    item = claim_next(ana)
+    assert item.record_id == rec.pk
+    client.force_login(ana)
+    page = client.get(f"/scoring/items/{item.pk}/").content.decode()
+    assert page.count("bo-secret") == 0 and 'id="verdict-form"' in page
+    assert client.get(f"/adjudication/records/{rec.pk}/").status_code == 403  # a scorer never opens it
+    assert client.get("/api/adjudication/").status_code == 403

@@ -20,7 +20,9 @@ error).
 **The human reference** of a run (:func:`build_reference`):
 
 * if any human verdict of the run carries ``"final": true`` (an adjudication), only those verdicts
-  form the reference; otherwise all human verdicts of the run do;
+  form the reference; otherwise all human verdicts of the run do. A final verdict is never a
+  rater: it takes no part in ``vs_reference`` rows, rater pairs, the human ceiling or the
+  leave-one-out references, and ``vs_adjudication`` compares every rater with it apart;
 * correctness: strict majority of ``is_correct``;
 * flags: per flag, strict majority of the verdicts that carry flags;
 * ties (e.g. two humans who disagree): with ``tie_break="exclude"`` (default) the value is null
@@ -511,7 +513,12 @@ def _core_report(rows: list[dict[str, Any]], tie_break: str, *, full: bool = Tru
     by_rater: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     info: dict[str, dict[str, Any]] = {}
     humans_by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    finals_by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
+        if r.get("final"):
+            # an adjudication settles the reference; it is not one more rater (issue 18)
+            finals_by_run[r["run_id"]].append(r)
+            continue
         by_rater[r["rater"]][r["run_id"]] = r
         info.setdefault(r["rater"], {
             "rater": r["rater"], "source": r["source"], "annotator": r["annotator"],
@@ -523,7 +530,8 @@ def _core_report(rows: list[dict[str, Any]], tie_break: str, *, full: bool = Tru
     for rinfo in raters:
         rinfo["n_runs"] = len(by_rater[rinfo["rater"]])
 
-    reference = {run: build_reference(hs, tie_break) for run, hs in humans_by_run.items()}
+    reference = {run: build_reference(finals_by_run.get(run, []) + humans_by_run.get(run, []), tie_break)
+                 for run in set(humans_by_run) | set(finals_by_run)}
     tie_counts = Counter(t for ref in reference.values() for t in ref["ties"])
     report: dict[str, Any] = {
         "n_rows": len(rows),
@@ -559,6 +567,13 @@ def _core_report(rows: list[dict[str, Any]], tie_break: str, *, full: bool = Tru
             ref, against = reference, "human reference"
         vs_ref.append({"rater": name, "source": rinfo["source"], "against": against, **compare(by_rater[name], ref)})
     report["vs_reference"] = vs_ref
+    # every rater against the adjudicated verdicts alone (runs with an adjudication)
+    adjudicated = {run: build_reference(fs, tie_break) for run, fs in finals_by_run.items()}
+    report["vs_adjudication"] = [
+        {"rater": rinfo["rater"], "source": rinfo["source"], "against": "adjudicated final verdicts",
+         **compare(by_rater[rinfo["rater"]], adjudicated)}
+        for rinfo in raters if set(by_rater[rinfo["rater"]]) & set(adjudicated)]
+    report["n_adjudications"] = sum(len(fs) for fs in finals_by_run.values())
     if not full:
         return report
 
@@ -659,7 +674,8 @@ def agreement_report(rows: list[dict], *, group_by: Sequence[str] = (), tie_brea
     ``groups``.  ``tie_break``: "exclude" (default) or "incorrect" (see the reference rule).
 
     Top-level keys: ``n_rows``, ``n_runs``, ``raters``, ``reference``, ``vs_reference``,
-    ``pairs``, ``human_ceiling``, ``bias``, ``breakdowns`` (``vs_reference`` per dimension, per
+    ``vs_adjudication`` (each rater against the adjudicated final verdicts only, on the runs that
+    have one), ``n_adjudications``, ``pairs``, ``human_ceiling``, ``bias``, ``breakdowns`` (``vs_reference`` per dimension, per
     protocol and per judge_model+prompt_version, present when some row carries the key) and
     ``groups`` (only with ``group_by``).  Raises :class:`RowError` for a bad row.
     """

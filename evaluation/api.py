@@ -15,7 +15,7 @@ from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import StepwiseCaseError, planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
 from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services import ERROR_CODES, submit_human_verdict
+from evaluation.services import ERROR_CODES, VerdictLocked, submit_human_verdict
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -61,7 +61,9 @@ class VerdictOut(serializers.Serializer):
     reasoning = serializers.CharField()
     protocol = serializers.CharField()
     prompt_version = serializers.CharField()
-    is_final = serializers.BooleanField()
+    is_final = serializers.BooleanField(help_text="the adjudicated verdict of the record")
+    revision = serializers.IntegerField(help_text="how many times its author saved it")
+    sealed_at = serializers.DateTimeField(allow_null=True, help_text="a person's verdict: when they marked it final (null: still revisable, blind)")
     created_at = serializers.DateTimeField()
 
 
@@ -72,7 +74,8 @@ class RecordOut(RecordListOut):
     trajectory = serializers.JSONField()
     field_scores = serializers.JSONField()
     step_matches = serializers.JSONField()
-    verdicts = VerdictOut(many=True, help_text="empty for a scorer who has not given a verdict on the record yet (blind)")
+    verdicts = VerdictOut(many=True, help_text="blind scoring: only the caller's own verdict until they mark it final "
+                                               "(without one: all for reviewers and maintainers, none for scorers)")
     verdicts_hidden = serializers.IntegerField(help_text="how many verdicts the blind rule hides")
 
 
@@ -91,6 +94,12 @@ class VerdictIn(serializers.Serializer):
         if unknown:
             raise serializers.ValidationError(f"unknown flag(s): {', '.join(sorted(unknown))}")
         return value
+
+
+class PersonVerdictIn(VerdictIn):
+    final = serializers.BooleanField(required=False, default=True,
+                                     help_text="mark the verdict final: the record's other verdicts become visible to you "
+                                               "and it can no longer change (false: a revisable, still blind verdict)")
 
 
 class RunListView(APIView):
@@ -112,30 +121,33 @@ class RecordDetailView(APIView):
     @extend_schema(responses=RecordOut)
     def get(self, request, pk: int):
         record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
-        visible = selectors.verdicts_visible(request.user, record)
-        record.verdicts_hidden = 0 if visible else len(record.verdicts.all())
+        shown, hidden = selectors.visible_verdicts(request.user, record)
+        record.verdicts_hidden = hidden
         data = RecordOut(record).data
-        if not visible:
-            data["verdicts"] = []
+        data["verdicts"] = VerdictOut(sorted(shown, key=lambda v: -v.pk), many=True).data
+        data["verdicts_hidden"] = hidden
         return Response(data)
 
 
+def _verdict_refused(exc):
+    """409 for a verdict that can no longer change, 400 for a bad field."""
+    return Response({"detail": str(exc)}, status=409 if isinstance(exc, VerdictLocked) else 400)
+
+
 class RecordVerdictView(APIView):
-    @extend_schema(request=VerdictIn, responses={201: VerdictOut})
+    @extend_schema(request=PersonVerdictIn, responses={201: VerdictOut, 200: VerdictOut, 409: None})
     def post(self, request, pk: int):
+        """Give (201) or revise (200) your verdict of the record; 409 once it is final or adjudicated."""
         record = get_object_or_404(RunRecord, pk=pk)
-        data = VerdictIn(data=request.data)
+        data = PersonVerdictIn(data=request.data)
         data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        seal = fields.pop("final")
         try:
-            verdict = submit_human_verdict(request.user, record, **data.validated_data)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
-        return Response(VerdictOut(verdict).data, status=201)
-
-
-# ---------------------------------------------------------------------------------------------
-# Judge jobs
-# ---------------------------------------------------------------------------------------------
+            verdict = submit_human_verdict(request.user, record, seal=seal, **fields)
+        except (ValueError, VerdictLocked) as exc:
+            return _verdict_refused(exc)
+        return Response(VerdictOut(verdict).data, status=201 if verdict.revision == 1 else 200)
 
 
 class JudgeConfigOut(serializers.Serializer):
@@ -248,7 +260,7 @@ class ScoringItemOut(serializers.Serializer):
         return reverse("scoring-item", args=[obj.pk])
 
 
-class ScoringSubmitIn(VerdictIn):
+class ScoringSubmitIn(PersonVerdictIn):
     pass
 
 
@@ -302,12 +314,14 @@ class ScoringSubmitView(APIView):
         item = get_object_or_404(ScoringItem, pk=pk)
         data = ScoringSubmitIn(data=request.data)
         data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        seal = fields.pop("final")
         try:
-            verdict = submit_item(request.user, item, **data.validated_data)
+            verdict = submit_item(request.user, item, seal=seal, **fields)
         except QueueError as exc:
             return _queue_error(exc)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        except (ValueError, VerdictLocked) as exc:
+            return _verdict_refused(exc)
         nxt = reverse("scoring-next")
         params = request.query_params.urlencode()
         return Response({"verdict": VerdictOut(verdict).data, "next_url": f"{nxt}?{params}" if params else nxt},

@@ -32,12 +32,24 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.loaders import TASKS
 from evaluation.scoring.normalize import normalize_tool_name
-from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, match_value, output_map
+from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, lcs_pairs, match_value, output_map
 from kernel.inputs import modality_config as _modality_config
 
 DIMENSIONS: Tuple[str, ...] = tuple(TASKS)  # t1 … t5
 METRICS: Tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 METRIC_LABELS = {"t_any": "T-Any", "t_ord": "T-Ord", "t_em": "T-EM", "par_acc": "ParAcc", "eff": "Eff"}
+#: What each trajectory metric measures (the official evaluator's definitions, dora/evaluation.py), shown in place.
+METRIC_HELP = {
+    "t_any": "tool recall in any order: share of the gold tools the agent called",
+    "t_ord": "tools in order: longest common subsequence of the tool sequences / gold steps",
+    "t_em": "exact match: length of the common prefix of the tool sequences / gold steps",
+    "par_acc": "argument accuracy: matching arguments of the gold and the predicted step at the same position, over gold steps",
+    "eff": "efficiency: gold steps / max(predicted steps, gold steps)",
+}
+#: Fewest tasks of a dimension for a bootstrap interval: below it the percentile interval of a
+#: handful of resampled values says little (n = 1 gives [x, x]); the page says "n too small". A
+#: studio choice, not the paper's.
+BOOTSTRAP_MIN_N = 5
 GOLD_AGENT = "gold"
 
 # Gold-trajectory length buckets. The paper's Fig. 9 starts at 2 steps; 1-step tasks get their own
@@ -91,28 +103,8 @@ def modality_config(input_data: Any) -> Optional[str]:
     return _modality_config(input_data) or None
 
 
-def lcs_alignment(gold: Sequence[str], pred: Sequence[str]) -> List[Tuple[int, int]]:
-    """Index pairs (gold i, pred j) of one longest common subsequence of two name lists (empty
-    names never match). Ties resolve towards the earliest predicted step."""
-    n, m = len(gold), len(pred)
-    # suffix table: L[i][j] = LCS of gold[i:], pred[j:]
-    table = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n - 1, -1, -1):
-        for j in range(m - 1, -1, -1):
-            if gold[i] and gold[i] == pred[j]:
-                table[i][j] = table[i + 1][j + 1] + 1
-            else:
-                table[i][j] = max(table[i + 1][j], table[i][j + 1])
-    pairs, i, j = [], 0, 0
-    while i < n and j < m:
-        if gold[i] and gold[i] == pred[j] and table[i][j] == table[i + 1][j + 1] + 1:
-            pairs.append((i, j))
-            i, j = i + 1, j + 1
-        elif table[i + 1][j] >= table[i][j + 1]:
-            i += 1
-        else:
-            j += 1
-    return pairs
+#: Gold/pred index pairs of one LCS of two tool-name lists (see :func:`evaluation.scoring.trajectory.lcs_pairs`).
+lcs_alignment = lcs_pairs
 
 
 def lcs_parameter_accuracy(pred_traj: Any, gold_traj: Any, tau_r: float = 0.2, tau_a: float = 1.0) -> float:
@@ -343,10 +335,57 @@ def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
     return bucket_breakdown(runs, rows, "modality")
 
 
+# ── protocols and scaffolds (the paper's Tables 5 and 6) ─────────────────
+
+def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dict]:
+    """Table 5: per agent and scoring mode with both an AP (auto-planning) and an IF
+    (instruction-following) run, the newest of each and ``IF − AP`` for the answer accuracy (AVG)
+    and every trajectory metric. Rows ``{agent, mode, ap, if, delta}``; ``ap``/``if`` are
+    :func:`official_row` results, ``delta`` ``{avg, t_any, …}`` with None where a side has no data.
+    Agents without both protocols are left out."""
+    newest: Dict[tuple, Dict[str, dict]] = defaultdict(dict)
+    for run in sorted(runs, key=lambda r: r["run_id"]):
+        if run.get("protocol") in ("AP", "IF") and not is_gold(run):
+            newest[(run["agent"], run["mode"])][run["protocol"]] = run
+    out = []
+    for (agent, mode), pair in sorted(newest.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        if set(pair) != {"AP", "IF"}:
+            continue
+        ap, if_ = official_row(pair["AP"], rows), official_row(pair["IF"], rows)
+
+        def diff(a, b):
+            return None if a is None or b is None else b - a
+        delta = {"avg": diff(ap["avg"], if_["avg"]), **{m: diff(ap["metrics"][m], if_["metrics"][m]) for m in METRICS}}
+        out.append({"agent": agent, "mode": mode, "ap": ap, "if": if_, "delta": delta})
+    return out
+
+
+def scaffold_table(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
+    """Table 6: per scaffold (runs that name one) and scoring mode, the mean over its runs of the
+    answer accuracy (the DORA score), T-EM and ParAcc (:func:`official_row`), and the latency in
+    seconds per task: the mean ``elapsed_s`` of its records that carry one (None without).
+    Rows ``{scaffold, mode, n_runs, avg, t_em, par_acc, latency_s, n_timed}``, by scaffold name."""
+    groups: Dict[tuple, List[dict]] = defaultdict(list)
+    for run in runs:
+        if run.get("scaffold") and not is_gold(run):
+            groups[(run["scaffold"], run["mode"])].append(run)
+    out = []
+    for (scaffold, mode), members in sorted(groups.items(), key=lambda kv: (kv[0][0].lower(), kv[0][1])):
+        ids = {r["run_id"] for r in members}
+        table = [official_row(r, rows) for r in members]
+        times = [float(r["elapsed_s"]) for r in rows if r["run_id"] in ids and r.get("elapsed_s") is not None]
+        out.append({"scaffold": scaffold, "mode": mode, "n_runs": len(members),
+                    "avg": _mean(t["avg"] for t in table if t["avg"] is not None),
+                    "t_em": _mean(t["metrics"]["t_em"] for t in table if t["metrics"]["t_em"] is not None),
+                    "par_acc": _mean(t["metrics"]["par_acc"] for t in table if t["metrics"]["par_acc"] is not None),
+                    "latency_s": _mean(times), "n_timed": len(times)})
+    return out
+
+
 # ── extras ───────────────────────────────────────────────────────────────
 
 def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0,
-                 level: float = 0.95) -> List[dict]:
+                 level: float = 0.95, min_n: int = BOOTSTRAP_MIN_N) -> List[dict]:
     """EXTRA. Percentile bootstrap intervals of each dimension's accuracy and of the macro score.
 
     Per run, tasks are resampled with replacement within each dimension (stratified, so every
@@ -355,7 +394,9 @@ def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000,
     task score are resampled, as only they enter the official mean. The point estimates are those
     record means (equal to the official scores when the run's records cover all its tasks).
     ``numpy.random.default_rng(seed)`` drives everything; dimensions are drawn in t1…t5 order, runs
-    in id order, so the same input and seed give the same intervals.
+    in id order, so the same input and seed give the same intervals. A dimension with fewer than
+    ``min_n`` tasks gets no interval (``lo``/``hi`` None, ``too_small`` True; it is still drawn, so
+    the other intervals do not depend on ``min_n``), nor does the macro score then.
     """
     import numpy as np
 
@@ -382,13 +423,18 @@ def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000,
             idx = rng.integers(0, scores.size, size=(n_boot, scores.size))
             means = scores[idx].mean(axis=1)
             reps.append(means)
-            res["dims"][d] = {"mean": float(scores.mean()), "lo": float(np.percentile(means, lo_q)),
-                              "hi": float(np.percentile(means, hi_q)), "n": int(scores.size)}
+            if scores.size < min_n:
+                res["dims"][d] = {"mean": float(scores.mean()), "lo": None, "hi": None, "n": int(scores.size),
+                                  "too_small": True}
+            else:
+                res["dims"][d] = {"mean": float(scores.mean()), "lo": float(np.percentile(means, lo_q)),
+                                  "hi": float(np.percentile(means, hi_q)), "n": int(scores.size), "too_small": False}
         if reps:
             macro = np.mean(np.vstack(reps), axis=0)
             point = float(np.mean([res["dims"][d]["mean"] for d in DIMENSIONS if res["dims"][d]]))
-            res["macro"] = {"mean": point, "lo": float(np.percentile(macro, lo_q)),
-                            "hi": float(np.percentile(macro, hi_q))}
+            small = any(res["dims"][d]["too_small"] for d in DIMENSIONS if res["dims"][d])
+            res["macro"] = {"mean": point, "lo": None if small else float(np.percentile(macro, lo_q)),
+                            "hi": None if small else float(np.percentile(macro, hi_q)), "too_small": small}
         out.append(res)
     out.sort(key=lambda r: order[r["run_id"]])
     return out
@@ -460,6 +506,16 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _mark_missing(ax, xs: Sequence[float], values: Sequence[Optional[float]]) -> None:
+    """Tell "no data" from 0 in a bar plot: a value of None gets the words "no data" at its
+    position; a 0 gets a short visible stroke on the axis (a bar of height 0 is invisible)."""
+    for x, v in zip(xs, values):
+        if v is None:
+            ax.text(x, 2, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+        elif v == 0:
+            ax.plot([x - 0.03, x + 0.03], [0.4, 0.4], color="black", linewidth=2)
+
+
 def _empty(ax, text: str = "no data") -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_axis_off()
@@ -478,6 +534,7 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
         values = [row["dims"].get(d) for d in DIMENSIONS] + [row["avg"]]
         xs = [i + (k - (len(table) - 1) / 2) * width for i in range(len(cats))]
         ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=row["label"])
+        _mark_missing(ax, xs, values)
     ax.set_xticks(range(len(cats)), [c.upper() for c in cats])
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)
@@ -498,6 +555,9 @@ def plot_length(breakdown: dict) -> bytes:
         ys = [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]]
         ax.plot(range(len(groups)), ys, marker="o", label=row["label"],
                 linestyle="--" if str(row["agent"]).lower() == GOLD_AGENT else "-")
+        for x, c in enumerate(row["cells"]):  # a gap in a line is "no data", a point on 0 is 0
+            if c["acc"] is None:
+                ax.text(x, 2, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
     ax.set_xticks(range(len(groups)), groups)
     ax.set_xlabel("gold trajectory length (steps)")
     ax.set_ylabel("answer accuracy (%)")
@@ -520,6 +580,7 @@ def plot_modality(breakdown: dict) -> bytes:
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
         ax.bar(xs, [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]], width,
                label=row["label"])
+        _mark_missing(ax, xs, [c["acc"] for c in row["cells"]])
     ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)
@@ -528,18 +589,74 @@ def plot_modality(breakdown: dict) -> bytes:
     return _png(fig)
 
 
-PLOTS = ("dimensions", "length", "modality")
+def plot_protocols(deltas: Sequence[dict]) -> bytes:
+    """Grouped bars: IF − AP (percentage points) of AVG and each trajectory metric, one bar per agent."""
+    fig = _figure(9.0)
+    ax = fig.add_subplot()
+    if not deltas:
+        _empty(ax, "no agent with both an AP and an IF run")
+        return _png(fig)
+    cats = ["avg", *METRICS]
+    width = 0.8 / len(deltas)
+    for k, d in enumerate(deltas):
+        values = [d["delta"][c] for c in cats]
+        xs = [i + (k - (len(deltas) - 1) / 2) * width for i in range(len(cats))]
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=f"{d['agent']} [{d['mode']}]")
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(cats)), ["AVG", *[METRIC_LABELS[m] for m in METRICS]])
+    ax.set_ylabel("IF − AP (percentage points)")
+    ax.set_title("Instruction-following minus auto-planning (Table 5)")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def plot_scaffolds(table: Sequence[dict]) -> bytes:
+    """Two panels per scaffold: accuracy, T-EM and ParAcc (%) as bars; latency (s per task) as bars."""
+    fig = _figure(10.0)
+    if not table:
+        _empty(fig.add_subplot(), "no run names a scaffold")
+        return _png(fig)
+    ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    labels = [f"{t['scaffold']} [{t['mode']}]" for t in table]
+    keys = (("avg", "accuracy"), ("t_em", "T-EM"), ("par_acc", "ParAcc"))
+    width = 0.8 / len(keys)
+    for k, (key, name) in enumerate(keys):
+        xs = [i + (k - 1) * width for i in range(len(table))]
+        vals = [t[key] for t in table]
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in vals], width, label=name)
+        _mark_missing(ax, xs, vals)
+    ax.set_xticks(range(len(table)), labels, rotation=20, ha="right", fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("%")
+    ax.legend(fontsize=7)
+    ax.set_title("Per scaffold (Table 6)")
+    lat = [t["latency_s"] for t in table]
+    ax2.bar(range(len(table)), [v if v is not None else math.nan for v in lat], 0.6, color="0.5")
+    for x, v in enumerate(lat):
+        if v is None:
+            ax2.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+    ax2.set_xticks(range(len(table)), labels, rotation=20, ha="right", fontsize=7)
+    ax2.set_ylabel("latency (s per task)")
+    return _png(fig)
+
+
+PLOTS = ("dimensions", "length", "modality", "protocols", "scaffolds")
 
 
 def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
     """Everything the page shows: ``official``, ``length``, ``modality``, ``bootstrap``,
-    ``traj_extras``, ``modes``."""
+    ``traj_extras``, ``protocols`` (Table 5), ``scaffolds`` (Table 6), ``modes``."""
     return {
         "official": official_table(runs, rows),
         "length": length_breakdown(runs, rows),
         "modality": modality_breakdown(runs, rows),
         "bootstrap": bootstrap_ci(runs, rows, n_boot=n_boot, seed=seed),
         "traj_extras": trajectory_extras(runs, rows),
+        "protocols": protocol_deltas(runs, rows),
+        "scaffolds": scaffold_table(runs, rows),
         "modes": sorted({r["mode"] for r in runs}),
     }
 

@@ -29,6 +29,9 @@ class AgentRun(models.Model):
     dimensions = models.JSONField(default=dict, blank=True, help_text="per dimension: dim_score and metrics")
     release = models.ForeignKey("annotation.Release", null=True, blank=True, on_delete=models.PROTECT, related_name="runs",
                                 help_text="the release version the run was scored on (null: the studio's current tasks)")
+    protocol = models.CharField(max_length=4, blank=True,
+                                help_text="AP (auto-planning) or IF (instruction-following); blank: not known")
+    scaffold = models.CharField(max_length=60, blank=True, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, ...")
     imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -57,6 +60,7 @@ class RunRecord(models.Model):
     par_acc = models.FloatField(null=True, blank=True)
     eff = models.FloatField(null=True, blank=True)
     step_matches = models.JSONField(default=list, blank=True)
+    elapsed_s = models.FloatField(null=True, blank=True, help_text="the record's elapsed_time: seconds the agent took")
     gold = models.JSONField(default=dict, blank=True,
                             help_text="the gold task at import: {question, tools, trajectory, final_answer} (for judges)")
 
@@ -94,10 +98,37 @@ class Verdict(models.Model):
     details = models.JSONField(default=dict, blank=True, help_text="e2_subtype, n_steps, step_grades, error_counts, distractors_used, unsolvable_type")
     is_final = models.BooleanField(default=False, help_text="the adjudicated final verdict of the record")
     idempotency_key = models.CharField(max_length=80, null=True, blank=True, unique=True)
+    revision = models.IntegerField(default=1, help_text="how many times the person saved this verdict")
+    sealed_at = models.DateTimeField(null=True, blank=True,
+                                     help_text="a person's verdict marked final by them: from then on the other "
+                                               "verdicts of the record are visible to them and it cannot change")
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
+        constraints = [models.UniqueConstraint(
+            fields=["record", "annotator"], condition=models.Q(source="human", is_final=False),
+            name="one_human_verdict_per_person_record")]
+
+
+class VerdictRevision(models.Model):
+    """Each saved state of a person's verdict, the first included (the verdict row holds the newest)."""
+
+    verdict = models.ForeignKey(Verdict, on_delete=models.CASCADE, related_name="revisions")
+    number = models.IntegerField()
+    is_correct = models.BooleanField(null=True)
+    grade = models.FloatField(null=True, blank=True)
+    errors = models.JSONField(default=dict, blank=True)
+    reasons = models.JSONField(default=dict, blank=True)
+    reasoning = models.TextField(blank=True)
+    sealed = models.BooleanField(default=False, help_text="this save marked the verdict final")
+    idempotency_key = models.CharField(max_length=80, null=True, blank=True, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["verdict_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["verdict", "number"], name="one_revision_number_per_verdict")]
 
 
 class JudgeConfig(models.Model):

@@ -1,6 +1,14 @@
 """Read queries for agent runs, records and verdicts."""
 from __future__ import annotations
 
+from pathlib import Path
+
+from annotation.services.export import ExportError, dora_samples
+from evaluation.scoring import get_gsd
+from evaluation.scoring.config import ScoringConfig
+from evaluation.scoring.explain import explain_answer
+from evaluation.scoring.trajectory import align_by_tool
+
 from evaluation.models import AgentRun, RunRecord
 
 
@@ -14,6 +22,51 @@ def run_records(run: AgentRun):
     return run.records.only(
         "id", "run_id", "question_id", "dimension", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "task_id",
     ).order_by("dimension", "question_id")
+
+
+def record_gold(record: RunRecord) -> dict:
+    """The gold of a record as a scorer compares it: ``{question, trajectory, final_answer,
+    eval_spec, gsd_m}``. From the snapshot taken at import; what an older snapshot lacks comes
+    from the record's studio task (its head revision with the newest succeeded replay, in the
+    benchmark's layout), when it still has one."""
+    gold = dict(record.gold or {})
+    if (not gold.get("eval_spec") or not gold.get("trajectory")) and record.task_id:
+        try:
+            samples = dora_samples([record.task])
+        except ExportError:  # no succeeded replay of the head revision: nothing more to show
+            samples = {}
+        for sample in samples.get(record.dimension, [])[:1]:
+            t = sample["tasks"][0]  # one task asked, one task in the sample
+            for k in ("question", "trajectory", "final_answer", "eval_spec"):
+                if not gold.get(k):
+                    gold[k] = t.get(k)
+            gold.setdefault("gsd_m", get_gsd(sample))
+    return gold
+
+
+def record_evidence(record: RunRecord) -> dict:
+    """Everything a scorer needs to decide a record without reading JSON:
+    ``{question, fields, parsed, raw, parsed_ok, steps, gsd_m, has_gold_answer}``.
+
+    ``fields``: :func:`evaluation.scoring.explain.explain_answer` rows (gold, prediction as the
+    evaluator parses it, type, tolerance, the operator's reason) whose ``score`` is the stored one
+    from import (``recomputed`` holds today's value when it differs, e.g. a polygon file that
+    moved). ``steps``: :func:`evaluation.scoring.trajectory.align_by_tool` rows (LCS by tool)."""
+    run = record.run
+    gold = record_gold(record)
+    cfg = ScoringConfig(run.tau_r, run.tau_a, run.scoring_mode if run.scoring_mode in ("dora", "paper") else "dora")
+    roots = [Path(run.source_dir)] if run.source_dir else []
+    ex = explain_answer(record.predicted_answer, gold.get("final_answer"), gold.get("eval_spec"), gold.get("gsd_m"),
+                        roots, cfg)
+    stored = record.field_scores or {}
+    for row in ex["fields"]:
+        if row["field"] in stored and row["score"] is not None and abs(stored[row["field"]] - row["score"]) > 1e-6:
+            row["recomputed"], row["score"] = row["score"], stored[row["field"]]
+            row["passed"] = row["score"] >= 1 - 1e-9
+    steps = align_by_tool(record.trajectory or [], gold.get("trajectory") or [], cfg)
+    return {"question": gold.get("question") or (record.task.head.question if record.task_id and record.task.head_id else ""),
+            "fields": ex["fields"], "parsed": ex["parsed"], "raw": ex["raw"], "parsed_ok": ex["parsed_ok"],
+            "steps": steps, "gsd_m": gold.get("gsd_m"), "has_gold_answer": bool(gold.get("eval_spec"))}
 
 
 def record_detail_qs():
@@ -32,19 +85,46 @@ from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, 
 from studio.permissions import can  # noqa: E402
 
 
+def own_verdict(user, record: RunRecord) -> Verdict | None:
+    """``user``'s own (non-adjudication) verdict of ``record``, or None; uses the prefetched verdicts."""
+    for v in record.verdicts.all():
+        if v.source == Verdict.Source.HUMAN and not v.is_final and v.annotator_id == user.pk:
+            return v
+    return None
+
+
 def verdicts_visible(user, record: RunRecord) -> bool:
-    """Scorers are blind: they see the judge's and other people's verdicts of a record only once
-    they have given their own (or when ``verdict.view_all`` lets them: reviewers, maintainers)."""
-    if can(user, "verdict.view_all"):
-        return True
-    return any(v.source == Verdict.Source.HUMAN and v.annotator_id == user.pk for v in record.verdicts.all())
+    """Blind scoring: whether ``user`` may see the record's other verdicts (the judge's, other
+    people's, the adjudication). A person with a verdict of the record sees them once that verdict
+    is marked final (``sealed_at``), whatever their role; a person without one sees them only with
+    ``verdict.view_all`` (reviewers, maintainers). Uses the prefetched verdicts."""
+    mine = own_verdict(user, record)
+    if mine is not None:
+        return mine.sealed_at is not None
+    return can(user, "verdict.view_all")
 
 
-def record_verdicts(record: RunRecord) -> dict[str, list[Verdict]]:
-    """A record's verdicts split for display: ``{"people": [...], "judges": [...], "code": [...]}``
-    (final first, then newest first); uses the prefetched verdicts."""
+def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
+    """``(verdicts user may see, how many the blind rule hides)``: all of them, or only the
+    user's own while it is not final (see :func:`verdicts_visible`)."""
+    allv = list(record.verdicts.all())
+    if verdicts_visible(user, record):
+        return allv, 0
+    mine = [v for v in allv if v.source == Verdict.Source.HUMAN and not v.is_final and v.annotator_id == user.pk]
+    return mine, len(allv) - len(mine)
+
+
+def is_decided(v: Verdict) -> bool:
+    """A verdict that counts in adjudication and agreement: a person's only once marked final
+    (a revisable one is still being made up), the judge's and the checker's always."""
+    return v.source != Verdict.Source.HUMAN or v.sealed_at is not None or v.is_final
+
+
+def record_verdicts(record: RunRecord, verdicts: list[Verdict] | None = None) -> dict[str, list[Verdict]]:
+    """A record's verdicts (or the given ones, e.g. :func:`visible_verdicts`) split for display:
+    ``{"people": [...], "judges": [...], "code": [...]}`` (final first, then newest first)."""
     out: dict[str, list[Verdict]] = {"people": [], "judges": [], "code": []}
-    for v in sorted(record.verdicts.all(), key=lambda v: (not v.is_final, -v.pk)):
+    for v in sorted(record.verdicts.all() if verdicts is None else verdicts, key=lambda v: (not v.is_final, -v.pk)):
         out["people" if v.source == Verdict.Source.HUMAN else "judges" if v.source == Verdict.Source.JUDGE else "code"].append(v)
     return out
 
@@ -71,6 +151,43 @@ def queue_overview() -> list[dict]:
     return [{"release": r["record__run__release__version"], "agent": r["record__run__agent__name"],
              "dimension": r["record__dimension"], "total": r["total"], "done": r["done"], "claimed": r["claimed"],
              "open": r["total"] - r["done"] - r["claimed"], "gold": r["gold"]} for r in rows]
+
+
+def records_scored_by(user) -> set[int]:
+    """Ids of the records ``user`` gave a person verdict on or holds a queue slot of (one query):
+    the records they may not adjudicate."""
+    mine = Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN, is_final=False).values_list("record_id", flat=True)
+    slots = ScoringItem.objects.filter(scorer=user).values_list("record_id", flat=True)
+    return set(mine.order_by().union(slots.order_by()))
+
+
+def scorer_progress(user, queue) -> dict:
+    """Where ``user`` stands in ``queue`` (a :class:`evaluation.services_queue.QueueFilter`):
+    ``{done, revisable, left, position, of, slots, slots_done}`` — ``done`` items they submitted
+    here (``revisable`` of them not final yet), ``left`` open records they could still take (not
+    counting the one they hold), ``position``/``of`` the "n of m" of the item in hand
+    (``done + 1`` of ``done + held + left``), ``slots``/``slots_done`` the queue's totals.
+    Three queries."""
+    now = timezone.now()
+    items = queue.apply(ScoringItem.objects.all())
+    mine = items.filter(scorer=user)
+    done = mine.filter(verdict__isnull=False).count()
+    revisable = mine.filter(verdict__isnull=False, verdict__sealed_at__isnull=True).count()
+    held = mine.filter(verdict__isnull=True).count()
+    taken = ScoringItem.objects.filter(scorer=user).values("record_id")
+    left = (items.filter(verdict__isnull=True).filter(Q(scorer__isnull=True) | Q(lease_expires_at__lte=now))
+            .exclude(record_id__in=taken)
+            .exclude(record_id__in=Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN).values("record_id"))
+            .values("record_id").distinct().count())
+    totals = items.aggregate(slots=Count("id"), slots_done=Count("id", filter=Q(verdict__isnull=False)))
+    return {"done": done, "revisable": revisable, "left": left, "position": done + 1, "of": done + held + left,
+            "held": held, **totals}
+
+
+def my_queue_verdicts(user, queue, limit: int = 200) -> list[ScoringItem]:
+    """The items ``user`` submitted in ``queue``, newest first, with record and verdict (one query)."""
+    return list(queue.apply(ScoringItem.objects.filter(scorer=user, verdict__isnull=False))
+                .select_related("record__run__agent", "verdict").order_by("-verdict__id")[:limit])
 
 
 def scoring_item_qs():
@@ -150,6 +267,8 @@ def agreement_rows() -> list[dict]:
           .select_related("annotator", "record__run__agent").order_by("id"))
     rows: dict[tuple, dict] = {}
     for v in qs:
+        if not is_decided(v):
+            continue  # a person's verdict still being revised (blind, not final) is no decision yet
         protocol = v.protocol or "holistic"
         unit = f"{v.record_id}:{protocol}"
         row = {"run_id": unit, "source": v.source, "is_correct": v.is_correct, "grade": v.grade,

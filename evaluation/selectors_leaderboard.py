@@ -10,17 +10,19 @@ from evaluation.models import AgentRun, RunRecord
 
 _RECORD_FIELDS = (
     "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a",
-    "dimension", "question_id", "task_id", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff",
+    "dimension", "question_id", "task_id", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "elapsed_s",
 )
 
 
 def leaderboard_runs() -> list[dict]:
-    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions}`` (one query).
-    Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA score and
-    are left out."""
-    qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values("id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions")
+    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions, protocol, scaffold}``
+    (one query). Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA
+    score and are left out."""
+    qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
+        "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold")
     return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
-             "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}} for r in qs]
+             "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
+             "scaffold": r["scaffold"]} for r in qs]
 
 
 def leaderboard_rows(extras: bool = True) -> list[dict]:
@@ -48,7 +50,7 @@ def leaderboard_rows(extras: bool = True) -> list[dict]:
         row = {
             "record_id": r["id"], "run_id": r["run_id"], "run_name": r["run__name"], "agent": r["run__agent__name"],
             "mode": r["run__scoring_mode"], "dimension": r["dimension"], "question_id": r["question_id"],
-            "task_id": r["task_id"], "task_score": r["task_score"],
+            "task_id": r["task_id"], "task_score": r["task_score"], "elapsed_s": r["elapsed_s"],
             **{m: r[m] for m in lb.METRICS},
             "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
             "n_pred_steps": None, "lcs_par_acc": None, "multiset_recall": None, "extraneous_calls": None,

@@ -10,13 +10,15 @@ import json
 import math
 from pathlib import Path
 
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from annotation.models import Task
 from annotation.services.export import dora_samples
 from annotation.services.tasks import TASK_FILES
-from evaluation.models import Agent, AgentRun, RunRecord, Verdict
-from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
+from evaluation.models import Adjudication, Agent, AgentRun, RunRecord, Verdict, VerdictRevision
+from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
 from studio.permissions import require
 from kernel.taxonomy import E_CODES, plan_is_correct
 
@@ -48,6 +50,16 @@ def _finite(value):
     return value
 
 
+def _seconds(value) -> float | None:
+    """A record's ``elapsed_time`` (seconds, as the benchmark's runner writes it) as a finite
+    non-negative float, else None (missing, text, NaN, negative)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f >= 0 else None
+
+
 def _check_records(run_dir: Path, records_by_dim: dict) -> None:
     for dim, records in records_by_dim.items():
         for i, rec in enumerate(records):
@@ -58,19 +70,36 @@ def _check_records(run_dir: Path, records_by_dim: dict) -> None:
                     f"non-empty string like '<sample_id>_task0', not {qid!r}")
 
 
+#: The benchmark's planning protocols (a run folder ``<model>_<MODE>``): auto-planning and instruction-following.
+PROTOCOLS = ("AP", "IF")
+
+
+def protocol_from_dir_name(name: str) -> str:
+    """``"AP"`` or ``"IF"`` from a run folder named ``<model>_<MODE>`` as the benchmark writes
+    them (e.g. ``gpt-4o_AP``), case-insensitive; ``""`` when the name carries neither."""
+    tail = name.rsplit("_", 1)[-1].upper() if "_" in name else ""
+    return tail if tail in PROTOCOLS else ""
+
+
 @transaction.atomic
 def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | None = None,
-                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0, release=None) -> AgentRun:
+                   mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0, release=None,
+                   protocol: str | None = None, scaffold: str = "") -> AgentRun:
     """Import and score a run folder (``<dim task name>/benchmark.jsonl`` per dimension).
 
     Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given; else from
     ``release`` (an ``annotation.Release``: its pinned revisions and gold replays), and the run is
     pinned to that release; else from the studio's tasks with the same question ids (their
-    accepted gold). Raises ``RunImportError`` when the folder has no record, a record has no
+    accepted gold). ``protocol``: AP or IF (default: read from the folder name, see
+    :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
+    Raises ``RunImportError`` for an unknown protocol, or when the folder has no record, a record has no
     string question id, or a record names no known task.
     """
     require(user, "run.import")
     run_dir = Path(run_dir)
+    protocol = protocol_from_dir_name(run_dir.name) if protocol is None else str(protocol).strip().upper()
+    if protocol and protocol not in PROTOCOLS:
+        raise RunImportError(f"protocol: {protocol!r} is not AP (auto-planning) or IF (instruction-following)")
     records_by_dim = load_run_records(run_dir)
     n_records = sum(len(v) for v in records_by_dim.values())
     if n_records == 0:
@@ -99,7 +128,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     run = AgentRun.objects.create(
         agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
         dora_score=result.get("dora_score"), dimensions=result.get("dimensions", {}), imported_by=user,
-        release=release,
+        release=release, protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )
     sample_index = {(d, s["sample_id"]): s for d, ss in samples_by_dim.items() for s in ss}
     rows = []
@@ -115,7 +144,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
             step_matches = []
             gold = {}
             if sample is not None and task_idx < len(sample["tasks"]):
-                gold = gold_snapshot(sample["tasks"][task_idx])
+                gold = gold_snapshot(sample["tasks"][task_idx], sample)
                 detail = score_task(sample["tasks"][task_idx], sample, rec, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
                                     polygon_roots=[run_dir])
                 step_matches = detail.get("step_matches", [])
@@ -125,18 +154,87 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 trajectory=_finite(rec.get("trajectory") or []),
                 error=_finite(str(rec.get("error") or "")), task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
-                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
+                t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), elapsed_s=_seconds(rec.get("elapsed_time")), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
                 gold=_finite(gold),
             ))
     RunRecord.objects.bulk_create(rows)
     return run
 
 
-def gold_snapshot(task: dict) -> dict:
-    """What a judge needs of a gold task (benchmark layout): ``{question, tools, trajectory,
-    final_answer}``, JSON-safe. Stored on the record at import so judging never depends on a
-    task folder or a task that changed since."""
-    keep = {k: task.get(k) for k in ("question", "tools", "trajectory", "final_answer") if task.get(k) is not None}
+def _upload_limit_bytes() -> int:
+    """Setting ``STUDIO_RUN_UPLOAD_MAX_MB`` (default 200): the most a run zip may unpack to."""
+    from django.conf import settings
+
+    return int(float(getattr(settings, "STUDIO_RUN_UPLOAD_MAX_MB", 200)) * 1024 * 1024)
+
+
+def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", **options) -> AgentRun:
+    """Import a run folder uploaded as a zip (the folder itself zipped, or its contents).
+
+    ``upload``: a binary file object. The archive is checked before anything is written — no
+    absolute path, no ``..``, no link, at most ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked — then
+    unpacked under ``STUDIO_DATA_ROOT/runs/`` (it stays there: predicted polygon files are read
+    from the run folder) and passed to :func:`import_run_dir` with ``options`` (tasks_dir,
+    release, mode, protocol, scaffold…). The run folder's name is the zip's single top folder,
+    else the file name without ``.zip`` (so ``gpt-4o_AP.zip`` reads protocol AP).
+    Raises ``RunImportError`` naming the file and the problem; a failed import leaves no folder.
+    """
+    import shutil
+    import stat
+    import uuid
+    import zipfile
+    from pathlib import PurePosixPath
+
+    from django.conf import settings
+
+    require(user, "run.import")
+    if not str(agent_name or "").strip():
+        raise RunImportError("agent: give the agent's name")
+    try:
+        zf = zipfile.ZipFile(upload)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise RunImportError(f"{filename}: not a zip archive ({exc})") from None
+    with zf:
+        members = [m for m in zf.infolist() if not m.filename.startswith("__MACOSX/")]
+        total = 0
+        for m in members:
+            p = PurePosixPath(m.filename)
+            if m.filename.startswith(("/", "\\")) or ".." in p.parts or ":" in m.filename or "\\" in m.filename:
+                raise RunImportError(f"{filename}: entry {m.filename!r}: paths must stay inside the run folder")
+            if stat.S_ISLNK(m.external_attr >> 16):
+                raise RunImportError(f"{filename}: entry {m.filename!r}: links are not accepted")
+            total += m.file_size
+            if total > _upload_limit_bytes():
+                raise RunImportError(f"{filename}: unpacks to more than {_upload_limit_bytes() // (1024 * 1024)} MB "
+                                     f"(STUDIO_RUN_UPLOAD_MAX_MB)")
+        tops = {PurePosixPath(m.filename).parts[0] for m in members if PurePosixPath(m.filename).parts}
+        files_at_top = any(len(PurePosixPath(m.filename).parts) == 1 and not m.is_dir() for m in members)
+        single = next(iter(tops)) if len(tops) == 1 and not files_at_top else None
+        name = single or (Path(filename).stem or "run")
+        base = Path(settings.STUDIO_DATA_ROOT) / "runs" / f"{uuid.uuid4().hex[:12]}"
+        target = base if single else base / name
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for m in members:
+                zf.extract(m, target if not single else base)
+            run_dir = base / single if single else target
+            return import_run_dir(user, run_dir, agent_name.strip(), **options)
+        except BaseException:
+            shutil.rmtree(base, ignore_errors=True)
+            raise
+
+
+def gold_snapshot(task: dict, sample: dict | None = None) -> dict:
+    """What judges and scorers need of a gold task (benchmark layout): ``{question, tools,
+    trajectory, final_answer, eval_spec, gsd_m}``, JSON-safe (``gsd_m``: the sample's GSD in
+    metres per pixel as the evaluator reads it, when ``sample`` is given and has one). Stored on
+    the record at import so judging and the field-by-field view never depend on a task folder or
+    a task that changed since."""
+    keep = {k: task.get(k) for k in ("question", "tools", "trajectory", "final_answer", "eval_spec") if task.get(k) is not None}
+    if sample is not None:
+        gsd = get_gsd(sample)
+        if gsd is not None:
+            keep["gsd_m"] = gsd
     return json.loads(json.dumps(keep, default=str))
 
 
@@ -145,28 +243,12 @@ def derive_correctness(errors: dict) -> bool:
     return plan_is_correct(errors)
 
 
-@transaction.atomic
-def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
-                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
-                         idempotency_key: str | None = None, is_final: bool = False) -> Verdict:
-    """Record a person's verdict. Correctness follows the flags unless overridden with a reason.
+class VerdictLocked(Exception):
+    """A person's verdict that can no longer change: marked final (others' verdicts are visible to
+    its author), or the record was adjudicated. The message says which and since when."""
 
-    ``idempotency_key`` (the hidden token of the form that was submitted): a second submission
-    with the same key returns the verdict the first one created and creates nothing (a double
-    click, a resent request). ``is_final``: an adjudicated verdict (set by
-    :func:`evaluation.services_adjudication.adjudicate`, which checks the reviewer's permission).
 
-    Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
-    an override without a reason, or a key already used for another record or person.
-    """
-    require(user, "verdict.create")
-    if idempotency_key:
-        idempotency_key = str(idempotency_key)[:80]
-        existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
-        if existing is not None:
-            if existing.record_id != record.pk or existing.annotator_id != user.pk:
-                raise ValueError("idempotency_key: this form token was already used for another verdict")
-            return existing
+def _check_fields(errors: dict, grade: float, is_correct: bool | None, override_reason: str) -> tuple[dict, bool]:
     unknown = set(errors) - set(ERROR_CODES)
     if unknown:
         raise ValueError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
@@ -176,25 +258,96 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     derived = derive_correctness(flags)
     if is_correct is not None and is_correct != derived and not override_reason.strip():
         raise ValueError("is_correct: overriding the correctness the flags imply needs a reason")
+    return flags, derived
+
+
+def _by_token(idempotency_key: str, record: RunRecord, user) -> Verdict | None:
+    """The verdict a form token already produced (its first save or a later revision), or None.
+    Raises ``ValueError`` when the token belongs to another record or person."""
+    existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
+    if existing is None:
+        rev = VerdictRevision.objects.filter(idempotency_key=idempotency_key).select_related("verdict").first()
+        existing = rev.verdict if rev is not None else None
+    if existing is not None and (existing.record_id != record.pk or existing.annotator_id != user.pk):
+        raise ValueError("idempotency_key: this form token was already used for another verdict")
+    return existing
+
+
+@transaction.atomic
+def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
+                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
+                         idempotency_key: str | None = None, is_final: bool = False, seal: bool = True) -> Verdict:
+    """Record or revise a person's verdict of ``record``; return it (``revision == 1``: just created).
+
+    One verdict per person per record (a partial unique constraint): a second save by the same
+    person revises it — the row holds the newest state, every state is kept as a
+    :class:`~evaluation.models.VerdictRevision`. ``seal`` marks it final for its author: only
+    then are the record's other verdicts shown to them (:func:`evaluation.selectors.verdicts_visible`),
+    and from then on it cannot change. Correctness follows the flags unless overridden with a reason.
+
+    ``idempotency_key`` (the hidden token of the submitted form): a second submission with the same
+    key returns the verdict and changes nothing (a double click, a resent request).
+    ``is_final``: the adjudicated verdict (only :func:`evaluation.services_adjudication.adjudicate`
+    passes it, having checked the reviewer): always a new row, never a revision.
+
+    Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
+    an override without a reason, or a key already used for another record or person;
+    :class:`VerdictLocked` when the person's verdict is final or the record was adjudicated, and
+    ``PermissionDenied`` when the person adjudicated this record (they cannot also score it).
+    """
+    require(user, "verdict.create")
+    if idempotency_key:
+        idempotency_key = str(idempotency_key)[:80]
+        existing = _by_token(idempotency_key, record, user)
+        if existing is not None:
+            return existing
+    flags, derived = _check_fields(errors, grade, is_correct, override_reason)
     final = derived if is_correct is None else is_correct
     text = reasoning
     if is_correct is not None and is_correct != derived:
         text = f"{reasoning}\n[correctness overridden: {override_reason.strip()}]".strip()
-    fields = dict(
-        record=record, source=Verdict.Source.HUMAN, annotator=user, is_correct=final, grade=float(grade),
-        errors=flags, reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()},
-        reasoning=text, protocol=((record.gold or {}).get("stepwise") or {}).get("protocol") or "holistic",
-        setting="step-wise" if (record.gold or {}).get("stepwise") else "holistic",
-        regime="step-wise" if (record.gold or {}).get("stepwise") else "holistic",
-        is_final=is_final, idempotency_key=idempotency_key or None,
-    )
-    if not idempotency_key:
-        return Verdict.objects.create(**fields)
+    state = dict(is_correct=final, grade=float(grade), errors=flags, reasoning=text,
+                 reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()})
+    stepwise = (record.gold or {}).get("stepwise")  # a case of the benchmark's step-wise protocol
+    kind = dict(protocol=(stepwise or {}).get("protocol") or "holistic",
+                setting="step-wise" if stepwise else "holistic", regime="step-wise" if stepwise else "holistic")
+    now = timezone.now()
+    if is_final:
+        return Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user, **kind,
+                                      is_final=True, idempotency_key=idempotency_key or None, sealed_at=now, **state)
+    if Adjudication.objects.filter(record=record, reviewer=user).exists():
+        raise PermissionDenied("you adjudicated this record, so you cannot also score it")
+    adjudicated = Adjudication.objects.filter(record=record).order_by("id").first()
+    mine = (Verdict.objects.select_for_update()
+            .filter(record=record, annotator=user, source=Verdict.Source.HUMAN, is_final=False).first())
+    if mine is not None:
+        if mine.sealed_at is not None:
+            raise VerdictLocked(f"your verdict of {record.question_id} is final since {mine.sealed_at:%Y-%m-%d %H:%M} UTC "
+                                f"(the other verdicts became visible to you then), so it cannot change")
+        if adjudicated is not None:
+            raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
+                                f"its verdicts no longer change")
+        for k, v in state.items():
+            setattr(mine, k, v)
+        mine.revision += 1
+        mine.updated_at = now
+        mine.sealed_at = now if seal else None
+        mine.save(update_fields=[*state, "revision", "updated_at", "sealed_at"])
+        VerdictRevision.objects.create(verdict=mine, number=mine.revision, sealed=seal,
+                                       idempotency_key=idempotency_key or None, **state)
+        return mine
+    if adjudicated is not None:
+        raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
+                            f"it takes no new verdicts")
     try:
-        with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key
-            return Verdict.objects.create(**fields)
+        with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key or constraint
+            verdict = Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user,
+                                             **kind, idempotency_key=idempotency_key or None,
+                                             sealed_at=now if seal else None, **state)
     except IntegrityError:
-        existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
-        if existing is None or existing.record_id != record.pk or existing.annotator_id != user.pk:
-            raise ValueError("idempotency_key: this form token was already used for another verdict") from None
-        return existing
+        existing = _by_token(idempotency_key, record, user) if idempotency_key else None
+        if existing is not None:
+            return existing
+        raise VerdictLocked("another save of your verdict of this record happened at the same moment; reload it") from None
+    VerdictRevision.objects.create(verdict=verdict, number=1, sealed=seal, **state)
+    return verdict

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from evaluation.judge.stepwise import parse_protocol_label
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
-from evaluation.models import Adjudication, RunRecord, Verdict
+from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
 from evaluation.services import submit_human_verdict
 from studio.permissions import require
 
@@ -83,10 +84,12 @@ def disagreement_reasons(a: Any, b: Any, rules: DisagreementRules | None = None)
 
 def considered(verdicts: Iterable[Verdict], rules: DisagreementRules | None = None) -> list[Verdict]:
     """The verdicts that take part: status ok, holistic or a case of the benchmark's step-wise
-    protocol (``stepwise-gold-…``, the one protocol of such a record), of an enabled source, not final."""
+    protocol (``stepwise-gold-…``, the one protocol of such a record), of an enabled source, not
+    final, and for a person's verdict marked final by them (a revisable one is not a decision yet)."""
     rules = rules or DisagreementRules.from_settings()
     return [v for v in verdicts if v.status == "ok" and v.source in rules.sources and not v.is_final
-            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)]
+            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)
+            and (v.source != "human" or v.sealed_at is not None)]
 
 
 def find_disagreements(verdicts: Sequence[Any], rules: DisagreementRules | None = None) -> list[dict[str, Any]]:
@@ -108,6 +111,17 @@ def record_disagreements(record: RunRecord, rules: DisagreementRules | None = No
     return find_disagreements(considered(record.verdicts.all(), rules), rules)
 
 
+def scored_by(user, record: RunRecord) -> str:
+    """How ``user`` took part in scoring ``record`` (a conflict of interest for adjudicating it):
+    ``"scored"`` (a person verdict of theirs), ``"hold a scoring slot of"`` (a queue item claimed),
+    or ``""`` (none)."""
+    if Verdict.objects.filter(record=record, annotator=user, source=Verdict.Source.HUMAN, is_final=False).exists():
+        return "scored"
+    if ScoringItem.objects.filter(record=record, scorer=user).exists():
+        return "hold a scoring slot of"
+    return ""
+
+
 @transaction.atomic
 def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
                reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
@@ -122,6 +136,9 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     A resubmitted form (same ``idempotency_key``) returns the first adjudication.
     """
     require(user, "verdict.adjudicate")
+    conflict = scored_by(user, record)
+    if conflict:
+        raise PermissionDenied(f"you {conflict} {record.question_id}, so you cannot adjudicate it; another reviewer must")
     if idempotency_key:
         prior = Verdict.objects.filter(idempotency_key=str(idempotency_key)[:80], record=record, is_final=True).first()
         if prior is not None:

@@ -6,10 +6,13 @@ feeds it a record's inputs and stores what comes back:
 * :func:`judge_record` — one judgement (holistic, or step-wise at a cut point for the next 1–3
   steps), cached by :func:`cache_key`; a hit makes no call;
 * :func:`start_judge_job` / :func:`run_judge_job` — a batch as a :class:`~evaluation.models.JudgeJob`
-  (the Celery task :func:`evaluation.tasks.judge_batch` runs it), with bounded concurrency: a thread
+  (:func:`dispatch_judge_job` hands it to its runner — the Celery task
+  :func:`evaluation.tasks.judge_batch`, or a background thread on the embedded setup — so starting
+  one never blocks a request), with bounded concurrency: a thread
   pool of ``config.max_concurrency`` makes the HTTP calls, the calling thread alone touches the
   database, and the job row carries the progress;
-* :func:`check_record_with_rules` — the code checker's verdict (``source="code"``).
+* :func:`check_record_with_rules` — the code checker's verdict (``source="code"``);
+* :func:`try_judge_config` — one tiny request to test a configuration (latency, model, JSON mode).
 
 Failure handling (judge.md, "Judge backends"):
 
@@ -25,9 +28,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import random
+import threading
+import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -49,13 +55,15 @@ from evaluation.judge import (
     render_stepwise_prompt,
     tool_specs_from_catalogue,
 )
-from evaluation.judge.backends import _redact
+from evaluation.judge.backends import JudgeError, _redact
 from evaluation.judge.prompts import DEFAULT_STEPWISE_BLIND_VERSION, DEFAULT_STEPWISE_GOLD_VERSION
 from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from studio.permissions import require
+
+logger = logging.getLogger(__name__)
 
 #: Step-wise cut points as a share of the predicted trajectory's steps (judge.md, "What is judged").
 CUTS: dict[str, float] = {"early": 0.25, "middle": 0.5, "late": 0.75}
@@ -587,10 +595,83 @@ def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, pro
         blind=blind, with_code=with_code, record_ids=ids, total=len(ids) * per,
     )
     if enqueue:
-        from evaluation.tasks import judge_batch
-
-        transaction.on_commit(lambda: judge_batch.delay(job.pk))
+        transaction.on_commit(lambda: dispatch_judge_job(job.pk))
     return job
+
+
+def judge_runner() -> str:
+    """Setting ``STUDIO_JUDGE_RUNNER``: how a started judge job runs — ``"celery"`` (a worker; the
+    default when ``CELERY_BROKER_URL`` is set), ``"thread"`` (a background thread of this
+    process; the default on the embedded setup, so no request waits for the judge) or
+    ``"inline"`` (in the caller, to its end: tests and the command line)."""
+    default = "thread" if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) else "celery"
+    runner = getattr(settings, "STUDIO_JUDGE_RUNNER", None) or default
+    if runner not in ("celery", "thread", "inline"):
+        raise ValueError(f"STUDIO_JUDGE_RUNNER: {runner!r} is not one of celery, thread, inline")
+    return runner
+
+
+def _run_in_background(job_id: int) -> None:
+    """Body of the background thread: run the job, record an unexpected crash on it as its
+    first error (so its page shows it failed, not forever running), close the thread's
+    database connections."""
+    from django.db import connections
+
+    try:
+        run_judge_job(job_id)
+    except Exception as exc:  # noqa: BLE001 — a crash must end the job visibly, whatever it was
+        logger.exception("judge job %s crashed", job_id)
+        JudgeJob.objects.filter(pk=job_id).update(
+            status=JudgeJob.Status.FAILED, finished_at=timezone.now(),
+            errors=[{"record": None, "protocol": None, "error": f"the job crashed: {type(exc).__name__}: {exc}",
+                     "kind": "crash"}])
+    finally:
+        connections.close_all()
+
+
+def dispatch_judge_job(job_id: int):
+    """Hand job ``job_id`` to its runner (:func:`judge_runner`) and return at once, except inline.
+    Returns the started thread (``"thread"``), the Celery result (``"celery"``) or the finished
+    job (``"inline"``)."""
+    runner = judge_runner()
+    if runner == "inline":
+        return run_judge_job(job_id)
+    if runner == "thread":
+        t = threading.Thread(target=_run_in_background, args=(job_id,), name=f"judge-job-{job_id}", daemon=True)
+        t.start()
+        return t
+    from evaluation.tasks import judge_batch
+
+    return judge_batch.delay(job_id)
+
+
+#: The tiny request of :func:`try_judge_config`.
+CONFIG_TEST_PROMPT = ('This is a connection test of a judge configuration. Reply with only this JSON object: '
+                      '{"ok": true}')
+
+
+def try_judge_config(user, config: JudgeConfig, *, backend=None) -> dict[str, Any]:
+    """Send one tiny request with ``config`` and report ``{ok, latency_s, model, json_mode,
+    json_ok, answer, error}``: whether the endpoint answered, in how many seconds, which model it
+    says it is, and whether the answer parses as a JSON object (that JSON mode works). Needs
+    ``judge.configure``; stores nothing (no verdict, no cache entry, no pause)."""
+    require(user, "judge.configure")
+    out: dict[str, Any] = {"ok": False, "latency_s": None, "model": None, "json_mode": config.json_mode,
+                           "json_ok": None, "answer": "", "error": ""}
+    started = time.monotonic()
+    try:
+        backend = backend or backend_for(config)
+        resp = backend.judge(CONFIG_TEST_PROMPT)
+    except JudgeError as exc:
+        out["latency_s"] = round(time.monotonic() - started, 3)
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        return out
+    out.update(ok=True, latency_s=round(resp.latency_s, 3), model=resp.model, answer=(resp.text or "")[:300])
+    try:
+        out["json_ok"] = isinstance(json.loads(resp.text), dict)
+    except (TypeError, ValueError):
+        out["json_ok"] = False
+    return out
 
 
 def _plan(job: JudgeJob) -> list[tuple[int, str, str | None, int | None]]:

@@ -109,6 +109,34 @@ def enqueue_run(user, run: AgentRun, n: int | None = None) -> int:
     return enqueue_records(user, run.records.values_list("id", flat=True), n)
 
 
+def import_queue_share() -> float:
+    """Setting ``STUDIO_QUEUE_ON_IMPORT_SHARE`` (default 0: off): the share of an imported run's
+    records queued for human scoring at import, 0 to 1."""
+    share = float(getattr(settings, "STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0) or 0.0)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"STUDIO_QUEUE_ON_IMPORT_SHARE: {share} is not a share between 0 and 1")
+    return share
+
+
+def queue_share_of_run(user, run: AgentRun, share: float | None = None, n: int | None = None) -> dict[str, int]:
+    """Queue ``share`` (default: :func:`import_queue_share`) of ``run``'s records for ``n``
+    (default: the setting) human verdicts each. The records are a reproducible sample (seeded by
+    the run id, so a repeat picks the same ones), at least one when ``share`` > 0.
+    Returns ``{records, slots}`` (records chosen, slots created; both 0 when the share is 0)."""
+    import math
+    import random
+
+    share = import_queue_share() if share is None else float(share)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share: {share} is not a share between 0 and 1")
+    if share == 0.0:
+        return {"records": 0, "slots": 0}
+    ids = sorted(run.records.values_list("id", flat=True))
+    k = min(len(ids), max(1, math.ceil(share * len(ids))))
+    chosen = sorted(random.Random(run.pk).sample(ids, k)) if k < len(ids) else ids
+    return {"records": len(chosen), "slots": enqueue_records(user, chosen, n)}
+
+
 def _verdict_expectation(v: Verdict) -> dict[str, Any]:
     return {"is_correct": v.is_correct, "grade": v.grade, "errors": {c: bool((v.errors or {}).get(c)) for c in E_CODES}}
 
@@ -250,9 +278,10 @@ def release_item(user, item: ScoringItem) -> None:
 
 def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons: dict | None = None,
                 reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
-                idempotency_key: str | None = None) -> Verdict:
+                idempotency_key: str | None = None, seal: bool = True) -> Verdict:
     """Submit the verdict of a held item (see :func:`evaluation.services.submit_human_verdict` for
-    the checks). A repeated submission with the same ``idempotency_key`` returns the first verdict
+    the checks; ``seal``: mark it final, else it stays revisable on the record page). A repeated
+    submission with the same ``idempotency_key`` returns the first verdict
     and creates nothing. An item whose lease expired is still accepted while no one else took it.
     Raises ``QueueError`` (not yours, already submitted) or ``ValueError`` (a bad field)."""
     require(user, "queue.claim")
@@ -265,7 +294,7 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
         held = _held(user, locked)
         verdict = submit_human_verdict(user, held.record, errors=errors, grade=grade, reasons=reasons,
                                        reasoning=reasoning, is_correct=is_correct, override_reason=override_reason,
-                                       idempotency_key=idempotency_key)
+                                       idempotency_key=idempotency_key, seal=seal)
         ScoringItem.objects.filter(pk=held.pk).update(verdict=verdict, draft=None, lease_expires_at=None)
     return verdict
 

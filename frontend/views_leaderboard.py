@@ -33,9 +33,9 @@ def _build(n_boot: int = N_BOOT) -> dict:
 
 
 def pct(value, signed: bool = False) -> str:
-    """0.5374 → ``53.74`` (``+``/``−`` sign with ``signed``); None → ``—``."""
+    """0.5374 → ``53.74`` (``+``/``−`` sign with ``signed``); None → ``no data`` (never 0)."""
     if value is None:
-        return "—"
+        return "no data"
     text = f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
     return text.replace("-", "−")
 
@@ -54,7 +54,14 @@ def _display(data: dict) -> dict:
         } for row in b["rows"]]}
 
     def ci(c) -> str:
-        return "—" if c is None else f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}]"
+        if c is None:
+            return "no data"
+        if c.get("too_small") or c.get("lo") is None:
+            n = f"n = {c['n']}" if c.get("n") is not None else "a dimension"
+            return f"{pct(c['mean'])} (n too small for an interval: {n} < {lb.BOOTSTRAP_MIN_N})" if c.get("n") is not None \
+                else f"{pct(c['mean'])} (n too small in {n})"
+        return f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}] (n = {c['n']})" if c.get("n") is not None \
+            else f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}]"
 
     bootstrap = [{**b, "dims_ci": [ci(b["dims"][d]) for d in lb.DIMENSIONS], "macro_ci": ci(b["macro"])}
                  for b in data["bootstrap"]]
@@ -62,8 +69,15 @@ def _display(data: dict) -> dict:
                "recall_pct": pct(e["multiset_recall"]), "extra_pct": pct(e["extraneous_rate"])}
               for e in data["traj_extras"]]
     gold_runs = [r["label"] for r in data["official"] if lb.is_gold(r)]
+    protocols = [{**d, "ap_pct": pct(d["ap"]["avg"]), "if_pct": pct(d["if"]["avg"]),
+                  "delta_pct": [pct(d["delta"][k], signed=True) for k in ("avg", *lb.METRICS)]}
+                 for d in data.get("protocols", [])]
+    scaffolds = [{**t, "avg_pct": pct(t["avg"]), "t_em_pct": pct(t["t_em"]), "par_acc_pct": pct(t["par_acc"]),
+                  "latency": "no data" if t["latency_s"] is None else f"{t['latency_s']:.1f}"}
+                 for t in data.get("scaffolds", [])]
     return {"official": official, "length": breakdown(data["length"]), "modality": breakdown(data["modality"]),
-            "bootstrap": bootstrap, "traj_extras": extras, "gold_runs": gold_runs}
+            "bootstrap": bootstrap, "traj_extras": extras, "gold_runs": gold_runs,
+            "protocols": protocols, "scaffolds": scaffolds}
 
 
 @require_GET
@@ -72,6 +86,7 @@ def leaderboard_page(request):
     return render(request, "frontend/leaderboard.html", {
         **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
         "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,
+        "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in lb.METRICS], "min_n": lb.BOOTSTRAP_MIN_N,
         "n_boot": N_BOOT, "seed": SEED,
     })
 
@@ -107,8 +122,12 @@ def leaderboard_plot(request, name: str):
             png = lb.plot_dimensions(lb.official_table(runs, rows))
         elif name == "length":
             png = lb.plot_length(lb.length_breakdown(runs, rows))
-        else:
+        elif name == "modality":
             png = lb.plot_modality(lb.modality_breakdown(runs, rows))
+        elif name == "protocols":
+            png = lb.plot_protocols(lb.protocol_deltas(runs, rows))
+        else:
+            png = lb.plot_scaffolds(lb.scaffold_table(runs, rows))
         cache.set(key, png, CACHE_SECONDS)
     resp = HttpResponse(png, content_type="image/png")
     resp["Cache-Control"] = "no-store"

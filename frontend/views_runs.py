@@ -2,21 +2,77 @@
 match table, trajectories side by side, verdicts and the human verdict form)."""
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404, render
+from django import forms
+from django.contrib import messages
+from django.db import transaction
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 
+from annotation.models import Release
+from evaluation import leaderboard as lb
+from evaluation.services import RunImportError, import_run_zip
+from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record
 from evaluation import selectors
-from evaluation.judge.verdict import E_DEFINITIONS
-from evaluation.services import GRADES
 from frontend.views_events import map_config
+from frontend.views_scoring import evidence, verdict_form_context
 from replay.services import latest_successful_replay
-from studio.permissions import can
+from studio.permissions import can, require
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 
 
+class RunUploadForm(forms.Form):
+    archive = forms.FileField(label="Run folder (zip)", help_text="the benchmark's run layout: <dimension task name>/benchmark.jsonl")
+    agent = forms.CharField(max_length=200, help_text="the agent (model) the run belongs to")
+    release = forms.CharField(max_length=40, required=False, help_text="score against this release's gold (blank: the studio's tasks)")
+    protocol = forms.ChoiceField(choices=[("", "from the folder name (<model>_AP / <model>_IF)"), ("AP", "AP: auto-planning"),
+                                          ("IF", "IF: instruction-following")], required=False)
+    scaffold = forms.CharField(max_length=60, required=False, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, …")
+    queue_share = forms.FloatField(min_value=0, max_value=1, required=False, label="share queued for human scoring",
+                                   help_text="0 to 1 (blank: the studio's setting)")
+    queue_n = forms.IntegerField(min_value=1, max_value=20, required=False, label="verdicts per queued record")
+
+
 def run_list_page(request):
-    return render(request, "frontend/run_list.html", {"runs": selectors.run_list()})
+    """Runs newest first; maintainers upload a run folder as a zip here (scored at once, and a
+    share of its records queued for human scoring)."""
+    form = RunUploadForm(request.POST or None, request.FILES or None,
+                         initial={"queue_share": import_queue_share(), "queue_n": verdicts_per_record()})
+    status = 200
+    if request.method == "POST":
+        require(request.user, "run.import")
+        if form.is_valid():
+            run = _import_upload(request, form)
+            if run is not None:
+                return redirect("run-detail", run.pk)
+        status = 400
+    return render(request, "frontend/run_list.html", {
+        "runs": selectors.run_list(), "form": form, "can_import": can(request.user, "run.import"),
+    }, status=status)
+
+
+def _import_upload(request, form):
+    d = form.cleaned_data
+    release = None
+    if d.get("release"):
+        release = Release.objects.filter(version=d["release"].strip()).first()
+        if release is None:
+            form.add_error("release", f"no release {d['release']!r}")
+            return None
+    upload = d["archive"]
+    try:
+        with transaction.atomic():
+            run = import_run_zip(request.user, upload, d["agent"], filename=upload.name, release=release,
+                                 protocol=d.get("protocol") or None, scaffold=d.get("scaffold") or "")
+            queued = queue_share_of_run(request.user, run, d.get("queue_share"), d.get("queue_n"))
+    except (RunImportError, ValueError) as exc:
+        form.add_error(None, str(exc))
+        return None
+    messages.success(request, f"Run {run.pk} of {run.agent.name} imported: {run.records.count()} records, DORA score "
+                              f"{run.dora_score}" + (f"; {queued['records']} records queued for human scoring "
+                                                     f"({queued['slots']} slots)" if queued["records"] else
+                                                     "; none queued for human scoring"))
+    return run
 
 
 def run_detail_page(request, pk: int):
@@ -25,6 +81,7 @@ def run_detail_page(request, pk: int):
     can_judge = can(request.user, "judge.run") and _url("run-judge", run.pk) is not None
     return render(request, "frontend/run_detail.html", {
         "run": run, "dims": dims, "records": selectors.run_records(run), "metrics": METRICS,
+        "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
         "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
@@ -32,24 +89,19 @@ def run_detail_page(request, pk: int):
 
 
 def record_detail_page(request, pk: int):
-    record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
-    gold = None
-    replay = None
-    if record.task_id:
-        replay = latest_successful_replay(record.task)
-        gold = replay.filled_trajectory if replay else None
-    if not gold:
-        gold = (record.gold or {}).get("trajectory")
-    import secrets
-
-    visible = selectors.verdicts_visible(request.user, record)
-    split = selectors.record_verdicts(record) if visible else {"people": [], "judges": [], "code": []}
+    """A record with its answer field by field, the trajectories aligned by tool, the person's
+    own verdict form and — blind scoring — the other verdicts once that verdict is final."""
+    record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
+    replay = latest_successful_replay(record.task) if record.task_id else None
+    shown, hidden = selectors.visible_verdicts(request.user, record)
+    own = selectors.own_verdict(request.user, record)
+    split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {
-        "record": record, "run": record.run, "gold": gold, "verdicts": split["people"] + split["judges"],
-        "code_verdicts": split["code"], "hidden": 0 if visible else len(record.verdicts.all()),
-        "token": secrets.token_urlsafe(24),
+        "record": record, "run": record.run, "ev": evidence(record), "verdicts": split["people"] + split["judges"],
+        "code_verdicts": split["code"], "hidden": hidden,
+        "vf": verdict_form_context(request.user, record, "record"),
         "adjudicate_url": _url("adjudication-record", record.pk) if can(request.user, "verdict.adjudicate") else None,
-        "error_defs": _error_defs(), "grades": GRADES, "metrics": [(m, getattr(record, m)) for m in METRICS],
+        "metrics": [{"label": lb.METRIC_LABELS[m], "help": lb.METRIC_HELP[m], "value": getattr(record, m)} for m in METRICS],
         "gold_replay_id": replay.pk if replay else None,
         "map_config": map_config(record.task.event.layers.all()) if replay else None,
     })
@@ -61,8 +113,3 @@ def _url(name: str, *args) -> str | None:
         return reverse(name, args=args)
     except NoReverseMatch:
         return None
-
-
-def _error_defs() -> list[dict]:
-    """E1–E6 as ``[{code, name, definition}]`` for tooltips (definition: the full tooltip text)."""
-    return [{"code": code, "name": d.name, "definition": d.tooltip()} for code, d in E_DEFINITIONS.items()]

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -20,7 +21,11 @@ from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from kernel.taxonomy import plan_is_correct
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
+from evaluation.scoring.operators import extract_point
 from evaluation.services import GRADES
+from evaluation.services_adjudication import scored_by
+from evaluation.services_judge import try_judge_config
+from evaluation.services_queue import QueueFilter
 from studio.permissions import can, require
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
@@ -41,33 +46,75 @@ def form_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def aligned_steps(record: RunRecord, gold: list | None) -> list[dict]:
-    """Gold and predicted steps side by side: one row per step match (``record.step_matches``),
-    then the predicted steps no match used. Each row: ``{gold_index, gold, pred_index, pred,
-    name_ok, args}`` with the steps as stored (call, args, obs)."""
-    gold = list(gold or [])
-    pred = list(record.trajectory or [])
-    rows, used = [], set()
-    for m in record.step_matches or []:
-        gi = m.get("gold_raw_index", m.get("gold_index"))
-        pi = m.get("pred_raw_index", m.get("pred_index"))
-        if pi is not None:
-            used.add(pi)
-        rows.append({
-            "gold_index": gi, "gold": gold[gi] if isinstance(gi, int) and 0 <= gi < len(gold) else {"call": m.get("gold_call")},
-            "pred_index": pi, "pred": _readable_obs(pred[pi]) if isinstance(pi, int) and 0 <= pi < len(pred) else None,
-            "name_ok": m.get("name_ok"), "args": m.get("args") or [],
-        })
-    if not rows:
-        rows = [{"gold_index": i, "gold": gold[i] if i < len(gold) else None, "pred_index": i if i < len(pred) else None,
-                 "pred": _readable_obs(pred[i]) if i < len(pred) else None, "name_ok": None, "args": []}
-                for i in range(max(len(gold), len(pred)))]
-        used = set(range(len(pred)))
-    for i, step in enumerate(pred):
-        if i not in used:
-            rows.append({"gold_index": None, "gold": None, "pred_index": i, "pred": _readable_obs(step), "name_ok": None,
-                         "args": []})
-    return rows
+def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue_query: str = "",
+                         initial: dict | None = None) -> dict:
+    """What ``_verdict_form.html`` needs, the same in the three places it appears.
+
+    ``mode``: ``"queue"`` (a held item; ``initial`` = its autosaved draft), ``"record"`` (the
+    record page: loads the person's own verdict, locked once final or adjudicated, and refused to
+    a person who already sees the other verdicts without having scored) or ``"adjudicate"``
+    (``initial`` = the posted form on a re-render). No grade is preselected unless ``initial``
+    (or the own verdict) has one."""
+    own = selectors.own_verdict(user, record) if mode == "record" else None
+    locked = status = ""
+    revisions = []
+    if own is not None:
+        revisions = list(own.revisions.order_by("number"))
+        initial = initial or {"errors": own.errors, "reasons": own.reasons, "grade": own.grade, "reasoning": own.reasoning}
+        if own.sealed_at:
+            locked = (f"Your verdict is final since {own.sealed_at:%Y-%m-%d %H:%M} UTC (revision {own.revision}); "
+                      f"the other verdicts are shown, and it no longer changes.")
+        elif any(v.is_final for v in record.verdicts.all()):
+            locked = "This record was adjudicated; its verdicts no longer change."
+        else:
+            status = (f"Your verdict, revision {own.revision}, saved {(own.updated_at or own.created_at):%Y-%m-%d %H:%M} UTC: "
+                      f"still revisable; the other verdicts stay hidden until you mark it final.")
+    elif mode == "record":
+        if any(a.reviewer_id == user.pk for a in record.adjudications.all()):
+            locked = "You adjudicated this record, so you cannot also score it."
+        elif any(v.is_final for v in record.verdicts.all()):
+            locked = "This record was adjudicated; it takes no new verdicts."
+        elif selectors.verdicts_visible(user, record):
+            locked = ("You can see the other verdicts of this record, so you cannot score it blind. "
+                      "Reviewers settle disagreements on the adjudication page instead.")
+        elif not can(user, "verdict.create"):
+            locked = "Your role does not give verdicts."
+    elif mode == "adjudicate" and scored_by(user, record):
+        locked = f"You {scored_by(user, record)} this record, so you cannot adjudicate it; another reviewer must."
+    initial = initial or {}
+    try:
+        g0 = float(initial.get("grade"))
+    except (TypeError, ValueError):
+        g0 = None
+    flags = [{**e, "on": bool((initial.get("errors") or {}).get(e["code"])),
+              "reason": (initial.get("reasons") or {}).get(e["code"], "")} for e in error_defs()]
+    grades = [{**g, "checked": g0 is not None and abs(g0 - g["value"]) < 1e-9} for g in grade_choices()]
+    return {"mode": mode, "record": record.pk, "item": item.pk if item is not None else "", "queue_query": queue_query,
+            "token": form_token(), "flags": flags, "grades": grades, "reasoning": initial.get("reasoning", ""),
+            "override": bool(initial.get("override")), "override_reason": initial.get("override_reason", ""),
+            "rationale": initial.get("rationale", ""), "locked": locked, "status": status, "revisions": revisions,
+            "draft": {k: initial.get(k) for k in ("errors", "reasons", "grade", "reasoning", "override", "override_reason")
+                      if initial.get(k) is not None}}
+
+
+def evidence(record: RunRecord) -> dict:
+    """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
+    to JSON, and ``points`` — gold and predicted geographic points of the answer for the map
+    (``[{field, gold: [lat, lon] | None, pred: [lat, lon] | None}]``)."""
+    ev = selectors.record_evidence(record)
+    for r in ev["steps"]:
+        r["pred"] = _readable_obs(r["pred"]) if r["pred"] is not None else None
+    points = []
+    for f in ev["fields"]:
+        if f["type"] != "point_haversine":
+            continue
+        def pt(v):
+            lat, lon = extract_point(v, "geo")
+            ok = lat is not None and lon is not None and -90 <= lat <= 90 and -180 <= lon <= 180
+            return [lat, lon] if ok else None
+        points.append({"field": f["field"], "gold": pt(f["gold"]), "pred": pt(f["pred"])})
+    ev["points"] = [p for p in points if p["gold"] or p["pred"]]
+    return ev
 
 
 def _readable_obs(step):
@@ -86,12 +133,6 @@ def _readable_obs(step):
                 parsed.append(t)
         return {**step, "obs": parsed[0] if len(parsed) == 1 else parsed}
     return step
-
-
-def _gold_trajectory(record: RunRecord) -> list:
-    from evaluation.services_judge import record_inputs
-
-    return record_inputs(record)["gold"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,8 +170,9 @@ def scoring_next(request):
     queue = QueueFilter.from_params(request.GET)
     item = claim_next(request.user, queue)
     if item is None:
-        messages.info(request, f"Nothing left to score in the queue of {queue.label()}.")
-        return redirect("scoring-home")
+        url = reverse("scoring-done")
+        params = queue.as_params()
+        return redirect(f"{url}?{urlencode(params)}" if params else url)
     url = reverse("scoring-item", args=[item.pk])
     params = queue.as_params()
     return redirect(f"{url}?{urlencode(params)}" if params else url)
@@ -147,12 +189,22 @@ def scoring_item(request, pk: int):
         return redirect("scoring-home")
     record = item.record
     queue = QueueFilter.from_params(request.GET)
-    gold = _gold_trajectory(record)
+    progress = selectors.scorer_progress(request.user, queue)
     return render(request, "frontend/scoring_item.html", {
-        "item": item, "record": record, "run": record.run, "queue": queue, "queue_query": urlencode(queue.as_params()),
-        "error_defs": error_defs(), "grades": grade_choices(), "token": form_token(), "draft": item.draft or {},
-        "rows": aligned_steps(record, gold), "question": (record.gold or {}).get("question")
-        or (record.task.head.question if record.task_id and record.task.head_id else ""),
+        "item": item, "record": record, "run": record.run, "queue": queue, "ev": evidence(record), "progress": progress,
+        "vf": verdict_form_context(request.user, record, "queue", item=item, queue_query=urlencode(queue.as_params()),
+                                   initial=item.draft or None),
+    })
+
+
+def scoring_done(request):
+    """The end of a queue: what you scored in it (each verdict one click from its record page,
+    where a revisable one can still change), and what is left for others."""
+    require(request.user, "queue.claim")
+    queue = QueueFilter.from_params(request.GET)
+    return render(request, "frontend/scoring_done.html", {
+        "queue": queue, "items": selectors.my_queue_verdicts(request.user, queue),
+        "progress": selectors.scorer_progress(request.user, queue),
     })
 
 
@@ -202,9 +254,9 @@ def scoring_gold(request):
 
 def adjudication_queue(request):
     require(request.user, "verdict.adjudicate")
-    return render(request, "frontend/adjudication_queue.html", {
-        "items": selectors.adjudication_queue(), "recent": selectors.recent_adjudications(),
-    })
+    mine = selectors.records_scored_by(request.user)
+    items = [{**x, "mine": x["record"].pk in mine} for x in selectors.adjudication_queue()]
+    return render(request, "frontend/adjudication_queue.html", {"items": items, "recent": selectors.recent_adjudications()})
 
 
 def _verdict_columns(record) -> list[dict]:
@@ -251,28 +303,21 @@ def adjudication_record(request, pk: int):
                            reasoning=posted["reasoning"], rationale=posted["rationale"],
                            is_correct=(not derived) if posted["override"] else None,
                            override_reason=posted["override_reason"], idempotency_key=p.get("token") or None)
-            except ValueError as exc:
+            except (ValueError, PermissionDenied) as exc:
                 error = str(exc)
             else:
                 messages.success(request, f"Final verdict of {record.question_id} recorded.")
                 nxt = [x for x in selectors.adjudication_queue(limit=50) if x["record"].pk != record.pk]
                 return redirect("adjudication-record", nxt[0]["record"].pk) if nxt else redirect("adjudication-queue")
         record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
-    gold = _gold_trajectory(record)
     columns = _verdict_columns(record)
-    posted = posted or {}
-    form_flags = [{**e, "on": bool((posted.get("errors") or {}).get(e["code"])),
-                   "reason": (posted.get("reasons") or {}).get(e["code"], "")} for e in error_defs()]
-    grades = [{**g, "checked": posted.get("grade") is not None and str(posted.get("grade")) in (str(g["value"]), g["label"])}
-              for g in grade_choices()]
     verdict_data = [{"id": c["v"].pk, "grade": c["v"].grade, "errors": c["v"].errors or {}, "reasons": c["v"].reasons or {},
                      "is_correct": c["v"].is_correct} for c in columns if c["v"].status == "ok"]
     return render(request, "frontend/adjudication_record.html", {
-        "record": record, "run": record.run, "columns": columns, "verdict_data": verdict_data,
-        "pairs": record_disagreements(record), "rows": aligned_steps(record, gold), "error_defs": error_defs(),
-        "form_flags": form_flags, "grades": grades, "token": form_token(), "error": error, "posted": posted,
+        "record": record, "run": record.run, "columns": columns, "verdict_data": verdict_data, "ev": evidence(record),
+        "pairs": record_disagreements(record), "error_defs": error_defs(), "error": error,
+        "vf": verdict_form_context(request.user, record, "adjudicate", initial=posted),
         "adjudications": record.adjudications.select_related("reviewer", "final_verdict").order_by("-id"),
-        "question": (record.gold or {}).get("question") or (record.task.head.question if record.task_id and record.task.head_id else ""),
     }, status=400 if error else 200)
 
 
@@ -327,7 +372,15 @@ def agreement_plot(request, name: str):
     xs = list(range(len(rows)))
 
     def val(x):
-        return 0.0 if x is None else float(x)
+        return float("nan") if x is None else float(x)  # no data is no bar, never a bar of 0
+
+    def mark(xs, values):
+        """"no data" written where a value is missing; a short stroke where it is 0."""
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 0.02, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
+            elif v == 0:
+                ax.plot([x - 0.05, x + 0.05], [0.005, 0.005], color="black", linewidth=2)
 
     if not rows:
         ax.text(0.5, 0.5, "no verdicts to compare yet", ha="center", va="center")
@@ -336,13 +389,17 @@ def agreement_plot(request, name: str):
         w = 0.38
         ax.bar([x - w / 2 for x in xs], [val(r["correctness"]["agreement"]) for r in rows], w, label="agreement")
         ax.bar([x + w / 2 for x in xs], [val(r["correctness"]["kappa"]) for r in rows], w, label="Cohen's κ")
-        ax.set_ylim(min(0.0, *[val(r["correctness"]["kappa"]) for r in rows]), 1.0)
+        mark([x - w / 2 for x in xs], [r["correctness"]["agreement"] for r in rows])
+        mark([x + w / 2 for x in xs], [r["correctness"]["kappa"] for r in rows])
+        kappas = [r["correctness"]["kappa"] for r in rows if r["correctness"]["kappa"] is not None]
+        ax.set_ylim(min([0.0, *kappas]), 1.0)
         ax.set_title("Plan correctness vs the human reference")
     elif name == "flags":
         w = 0.8 / max(1, len(rows))
         for i, r in enumerate(rows):
-            ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))],
-                   [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+            fx = [j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))]
+            ax.bar(fx, [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+            mark(fx, [r["flags"][c]["f1"] for c in E_CODES])
         ax.set_xticks(range(len(E_CODES)), E_CODES)
         ax.set_ylim(0, 1.0)
         ax.set_title("Per-flag F1 vs the human reference")
@@ -350,6 +407,8 @@ def agreement_plot(request, name: str):
         w = 0.38
         ax.bar([x - w / 2 for x in xs], [val(r["grade"]["mae"]) for r in rows], w, label="grade MAE")
         ax.bar([x + w / 2 for x in xs], [val(r["grade"]["within_0_2"]) for r in rows], w, label="within 0.2")
+        mark([x - w / 2 for x in xs], [r["grade"]["mae"] for r in rows])
+        mark([x + w / 2 for x in xs], [r["grade"]["within_0_2"] for r in rows])
         ax.set_ylim(0, 1.0)
         ax.set_title("Grade vs the human reference")
     if rows:
@@ -414,6 +473,22 @@ def judge_config_resume(request, pk: int):
     cfg = get_object_or_404(JudgeConfig, pk=pk)
     resume_config(request.user, cfg)
     messages.success(request, f"Judge configuration {cfg.name} resumed.")
+    return redirect("judge-configs")
+
+
+@require_POST
+def judge_config_test(request, pk: int):
+    """Send one tiny request with a configuration; report latency, model and whether JSON mode works."""
+    cfg = get_object_or_404(JudgeConfig, pk=pk)
+    r = try_judge_config(request.user, cfg)
+    if r["ok"]:
+        json_text = {True: "JSON mode works (the answer parses as a JSON object)",
+                     False: "JSON mode does NOT work: the answer is not a JSON object"}[bool(r["json_ok"])]
+        (messages.success if r["json_ok"] else messages.warning)(
+            request, f"{cfg.name}: answered in {r['latency_s']:.2f} s by model {r['model']} (json_mode {r['json_mode']}); "
+                     f"{json_text}. Answer: {r['answer'][:120]}")
+    else:
+        messages.error(request, f"{cfg.name}: no answer after {r['latency_s']:.2f} s — {r['error']}")
     return redirect("judge-configs")
 
 

@@ -13,6 +13,9 @@
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
 | STUDIO_TILE_CACHE_BYTES | 67108864 (64 MiB) | rendered map tiles kept per server process; 0 turns the cache off |
+| STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how judge jobs run: celery, thread (background, this process) or inline |
+| STUDIO_QUEUE_ON_IMPORT_SHARE | 0 | share (0–1) of an imported run's records queued for human scoring |
+| STUDIO_RUN_UPLOAD_MAX_MB | 200 | the most an uploaded run zip may unpack to |
 """
 from __future__ import annotations
 
@@ -138,6 +141,21 @@ STUDIO_ARTIFACT_ROOT = Path(os.environ.get("STUDIO_ARTIFACT_ROOT", STUDIO_DATA_R
 STUDIO_CHECKPOINT_DIR = os.environ.get("STUDIO_CHECKPOINT_DIR", "")
 # Rendered map tiles kept per server process (an LRU bounded by the PNGs' total bytes; 0: no cache).
 STUDIO_TILE_CACHE_BYTES = int(os.environ.get("STUDIO_TILE_CACHE_BYTES", str(64 * 2**20)))
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    try:
+        return float(raw) if raw.strip() else default
+    except ValueError:
+        raise ValueError(f"environment variable {name}: {raw!r} is not a number") from None
+
+
+# Scoring and judging (see README): judge jobs' runner (blank: celery with a broker, else a thread),
+# the share of an import queued for human scoring, the size limit of an uploaded run zip.
+STUDIO_JUDGE_RUNNER = os.environ.get("STUDIO_JUDGE_RUNNER", "").strip()
+STUDIO_QUEUE_ON_IMPORT_SHARE = _env_float("STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0)
+STUDIO_RUN_UPLOAD_MAX_MB = _env_float("STUDIO_RUN_UPLOAD_MAX_MB", 200.0)
 
 # Celery: with no broker configured, tasks run in-process (eager), so the embedded defaults need no server.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

@@ -44,20 +44,20 @@ def test_adjudication(live_server, browser, make_user, run_a):
         assert "perception.classify_damage" in page.inner_text("#aligned-steps")
 
         # overriding both (E6) without a rationale is refused
-        page.check("#adjudication-form input[name=E6]")
-        page.check("#adjudication-form input[name=grade][value='0.2']")
+        page.check("#verdict-form input[name=E6]")
+        page.check("#verdict-form input[name=grade][value='0.2']")
         page.click("#adjudicate-submit")
         page.wait_for_selector("#adj-error")
         assert "rationale" in page.inner_text("#adj-error")
-        assert page.is_checked("#adjudication-form input[name=E6]")  # the form kept the input
+        assert page.is_checked("#verdict-form input[name=E6]")  # the form kept the input
         assert not Adjudication.objects.exists()
 
         # start from bo's verdict: its flags, reasons and grade fill the form; no rationale needed
         page.click(f"button.use-verdict[data-verdict='{bo_v.pk}']")
-        assert page.is_checked("#adjudication-form input[name=E5]")
-        assert not page.is_checked("#adjudication-form input[name=E6]")
-        assert page.input_value("#adjudication-form input[name=reason-E5]") == "wrong GSD"
-        assert page.is_checked("#adjudication-form input[name=grade][value='0.6']")
+        assert page.is_checked("#verdict-form input[name=E5]")
+        assert not page.is_checked("#verdict-form input[name=E6]")
+        assert page.input_value("#verdict-form input[name=reason-E5]") == "wrong GSD"
+        assert page.is_checked("#verdict-form input[name=grade][value='0.6']")
         page.click("#adjudicate-submit")
         page.wait_for_url(re.compile(r".*/adjudication/$"))  # the queue is empty now
         assert "Final verdict of t1_s05_task0 recorded" in page.content()

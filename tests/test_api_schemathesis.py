@@ -81,8 +81,10 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
     record = run.records.order_by("id").first()
     verdict = submit_human_verdict(user, record, errors={"E4": True}, grade=0.6, reasons={"E4": text}, reasoning=text)
-    # a second, disagreeing verdict puts the record on the adjudication queue
-    submit_human_verdict(user, record, errors={}, grade=1.0, reasoning=text)
+    # a second person's disagreeing verdict puts the record on the adjudication queue (one verdict
+    # per person per record: a second one by the same person would be a revision)
+    second = upsert_user("scorer-populate", "pw-test-123", ["scorer"])
+    submit_human_verdict(second, record, errors={}, grade=1.0, reasoning=text)
     enqueue_run(user, run, n=1)
     from evaluation.models import ScoringItem
 

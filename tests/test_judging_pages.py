@@ -39,7 +39,7 @@ def test_run_page_button_starts_a_job(client, maintainer, run_a, judge_config, j
     job.refresh_from_db()
     assert (job.status, job.done, job.n_ok) == ("done", 2, 2)
     html = client.get(r["Location"]).content.decode()
-    assert 'id="job-status">done' in html and 'id="job-done">2</span>/2' in html
+    assert 'id="job-status" class="status-done">done' in html and 'id="job-done">2</span>/2' in html
     api = client.get(f"/api/judge/jobs/{job.pk}/").json()
     assert api["done"] == 2 and api["status"] == "done"
     with django_assert_max_num_queries(6):

@@ -63,5 +63,6 @@ def judge_config(db, judge_server, monkeypatch, settings):
     settings.STUDIO_JUDGE_BACKOFF_S = 0.001
     settings.STUDIO_JUDGE_MAX_RETRIES = 1
     settings.STUDIO_JUDGE_TIMEOUT_S = 5
+    settings.STUDIO_JUDGE_RUNNER = "inline"  # jobs run to their end in the test; the thread runner is tested apart
     return JudgeConfig.objects.create(name="local", base_url=judge_server.base_url, model="judge-m",
                                       api_key_env=KEY_ENV, max_concurrency=2, cost_per_1k_in=0.5, cost_per_1k_out=1.5)

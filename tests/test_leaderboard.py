@@ -200,9 +200,11 @@ def _ci_rows():
 
 def test_bootstrap_is_deterministic_with_a_fixed_seed():
     runs = [run(1, "a")]
-    first = lb.bootstrap_ci(runs, _ci_rows(), n_boot=1000, seed=7)
-    again = lb.bootstrap_ci(runs, _ci_rows(), n_boot=1000, seed=7)
-    other = lb.bootstrap_ci(runs, _ci_rows(), n_boot=1000, seed=8)
+    # min_n=1: an interval for every dimension, to see the resampling itself (the page's default
+    # withholds intervals below BOOTSTRAP_MIN_N tasks: test_bootstrap_withholds_intervals_for_small_n)
+    first = lb.bootstrap_ci(runs, _ci_rows(), n_boot=1000, seed=7, min_n=1)
+    again = lb.bootstrap_ci(runs, _ci_rows(), n_boot=1000, seed=7, min_n=1)
+    other = lb.bootstrap_ci(runs, _ci_rows(), n_boot=1000, seed=8, min_n=1)
     assert first == again
     assert first != other
     ci = first[0]
@@ -216,6 +218,19 @@ def test_bootstrap_is_deterministic_with_a_fixed_seed():
         assert ci["dims"][d]["lo"] < ci["dims"][d]["hi"]
     assert ci["macro"]["lo"] <= ci["macro"]["mean"] <= ci["macro"]["hi"]
     assert ci["dims"]["t4"] is None
+
+
+def test_bootstrap_withholds_intervals_for_small_n():
+    # issue 18: intervals only where n allows them. t1 has 5 tasks (= BOOTSTRAP_MIN_N): an
+    # interval; t2 (3 tasks) and t3 (1 task): none, and so none for the macro score either. The
+    # interval of t1 is the same as with min_n=1 (every dimension is still drawn, in order).
+    ci = lb.bootstrap_ci([run(1, "a")], _ci_rows(), n_boot=1000, seed=7)[0]
+    loose = lb.bootstrap_ci([run(1, "a")], _ci_rows(), n_boot=1000, seed=7, min_n=1)[0]
+    assert lb.BOOTSTRAP_MIN_N == 5
+    assert ci["dims"]["t1"]["too_small"] is False and ci["dims"]["t1"]["lo"] == loose["dims"]["t1"]["lo"]
+    assert ci["dims"]["t2"] == {"mean": pytest.approx(2 / 3), "lo": None, "hi": None, "n": 3, "too_small": True}
+    assert ci["dims"]["t3"]["too_small"] is True and ci["dims"]["t3"]["n"] == 1
+    assert ci["macro"]["too_small"] is True and ci["macro"]["lo"] is None
 
 
 def test_trajectory_extras_pool_calls():

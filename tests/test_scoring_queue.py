@@ -240,7 +240,7 @@ def test_queue_pages(queued, make_user, client, maintainer, django_assert_max_nu
     assert r.status_code == 302 and "/scoring/items/" in r["Location"] and "dimension=t2" in r["Location"]
     page = client.get(r["Location"])
     html = page.content.decode()
-    assert page.status_code == 200 and 'id="scoring-form"' in html
+    assert page.status_code == 200 and 'id="verdict-form"' in html
     assert "E4 Logic error" in html and 'name="token"' in html
     assert "human:" not in html and "judge-m" not in html  # blind
     client.force_login(maintainer)

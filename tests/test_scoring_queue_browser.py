@@ -38,7 +38,7 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
     try:
         _login(page, live_server.url, "ana", "ana-pass-1")
         page.goto(f"{live_server.url}/scoring/next/?dimension=t1")
-        page.wait_for_selector("#scoring-form[data-ready='1']")
+        page.wait_for_selector("#verdict-form[data-ready='1']")
         assert page.inner_text("#item-title").startswith(t1[0].question_id)
         first_url = page.url
 
@@ -57,7 +57,7 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
 
         page.keyboard.press("Enter")  # submit; the next item of the same queue opens
         page.wait_for_url(lambda url: url != first_url and "/scoring/items/" in url)
-        page.wait_for_selector("#scoring-form[data-ready='1']")
+        page.wait_for_selector("#verdict-form[data-ready='1']")
         assert page.inner_text("#item-title").startswith(t1[1].question_id)
         assert "dimension=t1" in page.url
 
@@ -68,8 +68,9 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
 
         page.keyboard.press("y")  # grade 1.0, no flag
         page.keyboard.press("Enter")
-        page.wait_for_url(re.compile(r".*/scoring/$"))  # the t1 queue is empty now
-        assert "Nothing left to score" in page.content()
+        page.wait_for_url(re.compile(r".*/scoring/done/\?dimension=t1$"))  # the t1 queue is empty: its summary
+        assert "Nothing left for you in the queue of dimension T1" in page.content()
+        assert "You scored 2 items here" in page.inner_text("#queue-summary")
         v2 = Verdict.objects.get(record=t1[1], annotator__username="ana")
         assert v2.grade == 1.0 and v2.is_correct is True
         assert Verdict.objects.filter(annotator__username="ana").count() == 2

@@ -153,7 +153,9 @@ def test_demo_tasks_export_and_agent_run(tmp_path, client, make_user):
     assert bad.status_code == 400
     assert client.post(url, {"errors": flags, "grade": 0.5}, content_type="application/json").status_code == 400
     page = client.get(f"/records/{rec.pk}/")
-    assert page.status_code == 200 and b"step 1 vectorises" not in page.content  # reasons are not the comment
+    # the record page loads the verdict just given into the form, the per-flag note included
+    # (issue 18: it used to hide the notes the adjudication page shows)
+    assert page.status_code == 200 and b'name="reason-E5" value="step 1 vectorises [2, 3]"' in page.content
     assert b"E5" in page.content
 
 

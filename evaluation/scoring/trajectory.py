@@ -363,3 +363,87 @@ def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
         "par_acc": par_acc,
         "eff": efficiency(pred_seq, gold_seq),
     }, table
+
+
+# ── alignment by tool, for reading (not a metric) ───────────────────────────
+
+def lcs_pairs(a: List[str], b: List[str]) -> List[Tuple[int, int]]:
+    """Index pairs ``(i, j)`` of one longest common subsequence of two name lists (the LCS whose
+    length :func:`lcs_length` gives and ``t_ord`` divides by |G|); empty names never match. Ties
+    resolve towards skipping in ``a`` first, so a repeated tool pairs with its earliest
+    occurrence in ``b``. The one LCS alignment of the studio (the leaderboard's LCS ParAcc too)."""
+    n, m = len(a), len(b)
+    # suffix table: L[i][j] = LCS length of a[i:], b[j:]
+    L = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            L[i][j] = L[i + 1][j + 1] + 1 if a[i] and a[i] == b[j] else max(L[i + 1][j], L[i][j + 1])
+    out, i, j = [], 0, 0
+    while i < n and j < m:
+        if a[i] and a[i] == b[j]:
+            out.append((i, j))
+            i, j = i + 1, j + 1
+        elif L[i + 1][j] >= L[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT) -> List[dict]:
+    """Gold and predicted steps aligned by tool name along their LCS (the alignment behind T-ORD),
+    for people reading a trajectory. ParAcc itself stays positional (:func:`parameter_accuracy`),
+    as in the evaluator; this table only shows where the agent inserted or skipped a step.
+
+    Rows in trajectory order: ``{kind, gold_index, gold_raw_index, gold, pred_index,
+    pred_raw_index, pred, call, args}``; ``kind`` is ``"match"`` (same tool; ``args`` =
+    ``[{name, gold, pred, ok, why}]`` per gold argument, judged by :func:`match_value`, plus
+    ``ok=None`` rows for extra predicted arguments), ``"skipped"`` (a gold step the prediction
+    lacks) or ``"inserted"`` (a predicted step the gold lacks). Indices are into the flattened
+    lists; raw indices into the stored trajectories.
+    """
+    gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
+    gold_flat = [s for _, s in gold_steps]
+    pred_flat = [s for _, s in pred_steps]
+    g_names = [normalize_tool_name(s.get("call", "")) for s in gold_flat]
+    p_names = [normalize_tool_name(s.get("call", "")) for s in pred_flat]
+    ctx = _Context(gold_flat, pred_flat, cfg)
+    rows: List[dict] = []
+
+    def gold_row(i: int) -> dict:
+        return {"kind": "skipped", "gold_index": i, "gold_raw_index": gold_steps[i][0], "gold": gold_flat[i],
+                "pred_index": None, "pred_raw_index": None, "pred": None, "call": g_names[i], "args": []}
+
+    def pred_row(j: int) -> dict:
+        return {"kind": "inserted", "gold_index": None, "gold_raw_index": None, "gold": None, "pred_index": j,
+                "pred_raw_index": pred_steps[j][0], "pred": pred_flat[j], "call": p_names[j], "args": []}
+
+    gi = pj = 0
+    for i, j in lcs_pairs(g_names, p_names) + [(len(gold_flat), len(pred_flat))]:
+        while gi < i:
+            rows.append(gold_row(gi))
+            gi += 1
+        while pj < j:
+            rows.append(pred_row(pj))
+            pj += 1
+        if i == len(gold_flat) and j == len(pred_flat):
+            break
+        g_args = gold_flat[i].get("args", {})
+        p_args = pred_flat[j].get("args", {})
+        g_args = g_args if isinstance(g_args, dict) else {}
+        p_args = p_args if isinstance(p_args, dict) else {}
+        args = []
+        for k, gv in g_args.items():
+            if k not in p_args:
+                args.append({"name": k, "gold": gv, "pred": None, "ok": False, "why": "argument missing in the prediction"})
+                continue
+            ok, why = match_value(gv, p_args[k], ctx)
+            args.append({"name": k, "gold": gv, "pred": p_args[k], "ok": ok, "why": why})
+        for k, pv in p_args.items():
+            if k not in g_args:
+                args.append({"name": k, "gold": None, "pred": pv, "ok": None, "why": "extra argument (not in gold)"})
+        rows.append({"kind": "match", "gold_index": i, "gold_raw_index": gold_steps[i][0], "gold": gold_flat[i],
+                     "pred_index": j, "pred_raw_index": pred_steps[j][0], "pred": pred_flat[j], "call": g_names[i],
+                     "args": args})
+        gi, pj = i + 1, j + 1
+    return rows

@@ -1,4 +1,5 @@
-"""manage.py import_runs DIR --agent NAME [--tasks-dir DIR] [--mode dora|paper] [--json]"""
+"""manage.py import_runs DIR --agent NAME [--tasks-dir DIR] [--mode dora|paper] [--protocol AP|IF] [--scaffold S]
+[--queue-share F] [--queue-n N] [--json]"""
 import json
 from pathlib import Path
 
@@ -6,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import RunImportError, import_run_dir
+from evaluation.services_queue import queue_share_of_run
 
 
 class Command(BaseCommand):
@@ -21,6 +23,13 @@ class Command(BaseCommand):
         parser.add_argument("--tau-r", type=float, default=0.2)
         parser.add_argument("--tau-a", type=float, default=1.0)
         parser.add_argument("--as-user", default=None, help="username recorded as importer (default: a superuser)")
+        parser.add_argument("--protocol", choices=["AP", "IF"], default=None,
+                            help="planning protocol (default: from a folder named <model>_AP or <model>_IF)")
+        parser.add_argument("--scaffold", default="", help="agent scaffold: ReAct, Plan-then-Execute, Reflexion, ReWOO, ...")
+        parser.add_argument("--queue-share", type=float, default=None,
+                            help="share 0-1 of the records to queue for human scoring (default: STUDIO_QUEUE_ON_IMPORT_SHARE)")
+        parser.add_argument("--queue-n", type=int, default=None,
+                            help="human verdicts per queued record (default: STUDIO_HUMAN_VERDICTS_PER_RECORD)")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
@@ -41,12 +50,16 @@ class Command(BaseCommand):
                 raise CommandError(f"--release: no release {opts['release']}")
         try:
             run = import_run_dir(user, run_dir, opts["agent"], tasks_dir=Path(opts["tasks_dir"]) if opts["tasks_dir"] else None,
-                                 mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"], release=release)
-        except RunImportError as exc:
+                                 mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"], release=release,
+                                 protocol=opts["protocol"], scaffold=opts["scaffold"])
+            queued = queue_share_of_run(user, run, opts["queue_share"], opts["queue_n"])
+        except (RunImportError, ValueError) as exc:
             raise CommandError(str(exc))
         summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,
-                   "dimensions": run.dimensions, "records": run.records.count()}
+                   "dimensions": run.dimensions, "records": run.records.count(), "protocol": run.protocol,
+                   "scaffold": run.scaffold, "queued_records": queued["records"], "queued_slots": queued["slots"]}
         if opts["json"]:
             self.stdout.write(json.dumps(summary, indent=2))
         else:
-            self.stdout.write(f"run {run.pk} of {run.agent.name}: {summary['records']} records, DORA score {run.dora_score} ({run.scoring_mode})")
+            self.stdout.write(f"run {run.pk} of {run.agent.name}: {summary['records']} records, DORA score {run.dora_score} ({run.scoring_mode})"
+                              + (f"; {queued['records']} records queued for human scoring ({queued['slots']} slots)" if queued["records"] else ""))

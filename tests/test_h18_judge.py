@@ -22,9 +22,9 @@ def test_starting_a_judge_job_returns_before_the_judge_answers(client, maintaine
     gate = threading.Event()
     real = services_judge._call_backend
 
-    def held_call(backend, prompt):  # the judge "thinks" until the test lets it answer
+    def held_call(backend, prompt, *args, **kwargs):  # the judge "thinks" until the test lets it answer
         assert gate.wait(20), "the test never released the judge"
-        return real(backend, prompt)
+        return real(backend, prompt, *args, **kwargs)
 
     monkeypatch.setattr(services_judge, "_call_backend", held_call)
     judge_server.reply(GOOD)

@@ -58,6 +58,7 @@ def replay_accept(request, pk: int):
     from django.http import HttpResponseNotAllowed
     from django.shortcuts import redirect
 
+    from annotation.services.tasks import TaskLockedError
     from replay.services import ReplayStateError, accept_gold
 
     if request.method != "POST":
@@ -67,6 +68,6 @@ def replay_accept(request, pk: int):
         accept_gold(request.user, run)
     except PermissionDenied:
         raise
-    except ReplayStateError as exc:
+    except (ReplayStateError, TaskLockedError) as exc:
         messages.error(request, str(exc))
     return redirect(f"/tasks/{run.task_id}/")

@@ -50,6 +50,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task
+from annotation.services.tasks import require_unreleased
 from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
@@ -393,7 +394,13 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
 
 
 def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
-    """A queued replay run of the task's head revision (no permission check: callers check)."""
+    """A queued replay run of the task's head revision (no permission check: callers check).
+
+    Raises ``annotation.services.tasks.TaskLockedError`` for a GT-mode (gold) replay of a
+    released task: its gold is frozen by the release. Model-perception runs (the gold baseline)
+    stay possible: they are agent runs, not gold."""
+    if mode == GOLD_MODE:
+        require_unreleased(task, "a gold replay")
     rev = task.head
     return ReplayRun.objects.create(  # one INSERT: atomic by itself
         task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
@@ -669,6 +676,7 @@ def accept_gold(user, run: ReplayRun) -> ReplayRun:
     """
     locked = ReplayRun.objects.select_for_update().select_related("task", "revision").get(pk=run.pk)
     require(user, ACCEPT_ACTION, locked.task)
+    require_unreleased(locked.task, "accepting a new gold")
     if locked.mode != GOLD_MODE:
         raise ReplayStateError(f"replay {locked.pk} ran with {locked.mode} perception; the gold comes from GT-mode replays")
     if locked.status != ReplayRun.Status.SUCCEEDED:

@@ -8,7 +8,7 @@
 | STUDIO_DATA_ROOT | <repo>/var/data | imported layers and replay artifacts |
 | STUDIO_DEMO_DATA | <repo>/../shared/realdata | the real sample data the demo reads |
 | STUDIO_SECRET_KEY | a development key | set it in production |
-| STUDIO_DEBUG | 1 | 0 in production |
+| STUDIO_DEBUG | 0 | 1 turns Django's debug pages on (development only: they show settings) |
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
@@ -24,7 +24,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("STUDIO_VAR_DIR", BASE_DIR / "var"))
 
 SECRET_KEY = os.environ.get("STUDIO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production-0123456789")
-DEBUG = os.environ.get("STUDIO_DEBUG", "1") == "1"
+DEBUG = os.environ.get("STUDIO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("STUDIO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 
 INSTALLED_APPS = [
@@ -79,7 +79,16 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Concurrent writers on the embedded default wait instead of failing with "database is locked":
+    # WAL lets readers run beside the one writer, and BEGIN IMMEDIATE takes the write lock when a
+    # transaction starts, so a reader never has to upgrade to a writer midway (SQLite answers that
+    # upgrade with SQLITE_BUSY at once, whatever the busy timeout). ``timeout`` is the busy timeout in
+    # seconds (sqlite3.connect). Django 5.1+ options: "transaction_mode" and "init_command".
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
 # The test database's name (pytest-django), fixed so that a Celery worker started beside the test run
 # can be pointed at it (CI: DATABASE_URL=<server>/$STUDIO_TEST_DB_NAME for the worker). Unset: Django's
 # default (test_<NAME>; in-memory for SQLite).

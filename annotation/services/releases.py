@@ -12,7 +12,8 @@
 * ``import_release_dir`` reads a benchmark folder in the same layout (with or without the sidecar)
   into events, layers, tasks, revisions and gold replays; idempotent and all-or-nothing.
 
-Permissions: ``release.export`` for creating, editing, publishing and exporting releases;
+Permissions: ``release.export`` for creating, editing and exporting releases, ``release.publish``
+(maintainers) for publishing one;
 ``data.import`` for an import by a user (the command line may import without one).
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ from annotation.services.export import (
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
+from annotation.services.tasks import TaskLockedError, require_unreleased
 from studio.permissions import require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -167,10 +169,13 @@ def publish_release(user, release: Release) -> Release:
     """Publish a draft: its task files are produced once (validated against the schema) and their
     digest stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
 
-    Raises ``PermissionDenied`` (needs ``release.export``), :class:`ReleaseImmutableError` if it is
+    Publishing releases tasks, so it needs ``release.publish`` (maintainers only, as
+    ``task.release``); a reviewer may prepare drafts (``release.export``) but not publish them.
+
+    Raises ``PermissionDenied`` (needs ``release.publish``), :class:`ReleaseImmutableError` if it is
     already published, :class:`ReleaseError` if a task cannot be exported.
     """
-    require(user, "release.export", release)
+    require(user, "release.publish", release)
     return _publish(user, release)
 
 
@@ -680,6 +685,12 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                             report.unchanged.append(pl.question_id)
                             pinned.append((task, task.head_id, run.pk))
                             continue
+                if task is not None:
+                    try:
+                        require_unreleased(task, "an import with other content")
+                    except TaskLockedError as exc:
+                        raise ReleaseImportError(pl.file, str(exc), sample=pl.sample["sample_id"],
+                                                 field=f"tasks[{pl.task_index}]") from None
                 old_status = task.status if task else ""
                 if task is None:
                     task = Task.objects.create(event=events[pl.event], sample_id=pl.sample["sample_id"],

@@ -56,10 +56,24 @@ EDITABLE_STATUSES = (Task.Status.DRAFT, Task.Status.RETURNED)
 
 
 def _require_editable(task: Task) -> None:
+    require_unreleased(task, "a content edit")
     if task.status not in EDITABLE_STATUSES:
-        hint = ("released tasks never change: copy it into a new task" if task.status == Task.Status.RELEASED
-                else "withdraw it (author) or have the reviewer return it first")
-        raise TaskLockedError(f"status: task {task.question_id} is {task.status}; its content is locked ({hint})")
+        raise TaskLockedError(f"status: task {task.question_id} is {task.status}; its content is locked "
+                              "(withdraw it (author) or have the reviewer return it first)")
+
+
+def require_unreleased(task: Task, what: str) -> None:
+    """Refuse ``what`` (an edit, an import over the task, a gold replay, a gold acceptance) on a
+    released task: a published release pinned its content and its gold, and they never change.
+
+    The one lock every writer of a task's content or gold calls (``save_revision``, ``save_draft``,
+    ``import_release_dir``, ``import_task_file`` through ``save_revision``, ``replay.services``'s
+    ``create_run`` for GT mode and ``accept_gold``). Raises :class:`TaskLockedError` with the
+    message ``status: task <question id> is released; <what> is refused (…)``.
+    """
+    if task.status == Task.Status.RELEASED:
+        raise TaskLockedError(f"status: task {task.question_id} is released; {what} is refused "
+                              "(released tasks never change: copy it into a new task)")
 
 
 class TaskValidationError(Exception):

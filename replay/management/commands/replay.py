@@ -22,8 +22,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Layer, Task
+from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
-from replay.services import LAYER_FIELDS, create_run, execute_replay, input_fingerprint, resume_stuck_replays
+from replay.services import GOLD_MODE, LAYER_FIELDS, create_run, execute_replay, input_fingerprint, resume_stuck_replays
 
 
 def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
@@ -61,7 +62,10 @@ class Command(BaseCommand):
         task = Task.objects.select_related("head").filter(question_id=o["task"]).first()
         if task is None:
             raise CommandError(f"--task: no task with question id '{o['task']}'")
-        run = create_run(task, mode=o["mode"])
+        try:
+            run = create_run(task, mode=o["mode"])
+        except TaskLockedError as exc:
+            raise CommandError(f"--task: {exc}") from None
         run = execute_replay(run.pk, use_cache=not o["no_cache"])
         out = {"question_id": task.question_id, "run": run.pk, "status": run.status, "error": run.error or None,
                "replay_hash": run.replay_hash, "gold_accepted": run.gold_accepted, "tool_calls": run.tool_calls,
@@ -88,6 +92,8 @@ class Command(BaseCommand):
         if o["event"]:
             tasks = tasks.filter(event__slug=o["event"])
         tasks = [t for t in tasks if t.head_id]
+        if o["mode"] == GOLD_MODE:  # a released task's gold is frozen (require_unreleased)
+            tasks = [t for t in tasks if t.status != Task.Status.RELEASED]
         todo = []
         if o["changed_only"]:
             # the newest succeeded run's fingerprint per (task, revision), and each event's layers:

@@ -250,7 +250,11 @@ class TaskListView(APIView):
             content = _content(data.validated_data, event)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
-        task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"], content=content)
+        try:
+            task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"],
+                                             content=content)
+        except task_services.TaskExistsError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(_task_out(request, task.pk), status=201)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -50,6 +50,11 @@ RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 class ReleaseError(ValueError):
     """A release cannot be created, changed or published; the message names the field or task."""
+
+
+class ReleaseExistsError(ReleaseError):
+    """A release of that version exists already (HTTP 409), also when another request created it
+    a moment ago."""
 
 
 class ReleaseImmutableError(ReleaseError):
@@ -86,7 +91,8 @@ def create_release(user, version: str, changelog: str = "", tasks=None) -> Relea
     """Create a draft release ``version`` (semantic version, unique) pinning ``tasks`` (default:
     every approved or released task) at their head revision and gold replay.
 
-    Raises ``PermissionDenied`` (needs ``release.export``) and :class:`ReleaseError` naming the
+    Raises ``PermissionDenied`` (needs ``release.export``), :class:`ReleaseExistsError` (the version
+    exists, also when a concurrent request just created it) and :class:`ReleaseError` naming the
     field (``version``) or the task that cannot be released.
     """
     require(user, "release.export")
@@ -94,13 +100,17 @@ def create_release(user, version: str, changelog: str = "", tasks=None) -> Relea
     if not SEMVER_RE.match(version):
         raise ReleaseError(f"version: '{version}' is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.2.0)")
     if Release.objects.filter(version=version).exists():
-        raise ReleaseError(f"version: release {version} already exists")
+        raise ReleaseExistsError(f"version: release {version} already exists")
     if tasks is None:
         tasks = Task.objects.filter(status__in=RELEASABLE).select_related("head")
     pinned = _pin(list(tasks))
     if not pinned:
         raise ReleaseError("tasks: no approved task to release")
-    release = Release.objects.create(version=version, changelog=changelog or "", created_by=user)
+    try:  # the check above races with a concurrent creation of the same version: the constraint decides
+        with transaction.atomic():
+            release = Release.objects.create(version=version, changelog=changelog or "", created_by=user)
+    except IntegrityError:
+        raise ReleaseExistsError(f"version: release {version} already exists") from None
     ReleaseTask.objects.bulk_create([
         ReleaseTask(release=release, task=t, revision_id=t.head_id, replay=run, question_id=t.question_id)
         for t, run in pinned])

@@ -16,7 +16,7 @@ import difflib
 import json
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from annotation import qc
 from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
@@ -142,23 +142,47 @@ def _content(data: dict) -> dict:
     return {k: data[k] for k in CONTENT_FIELDS if k in data}
 
 
+class TaskExistsError(Exception):
+    """A task with that question id exists already (an explicit ``sample_id`` that collides):
+    HTTP 409 in the API."""
+
+
+#: how often :func:`create_task` draws the next free sample id again after losing a race for one
+CREATE_ATTEMPTS = 50
+
+
 @transaction.atomic
 def create_task(user, event: Event, *, dimension: str, content: dict, sample_id: str | None = None,
                 task_index: int = 0, message: str = "created") -> Task:
     """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``.
 
-    Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension).
+    Without ``sample_id`` the next free ``<event>_NNNN`` is drawn; creations that race for the
+    same one (two requests counting the same tasks) meet the unique ``question_id`` and the loser
+    draws again, inside a savepoint, so concurrent creations all succeed (never an
+    ``IntegrityError``). Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension),
+    :class:`TaskExistsError` (``sample_id`` given and its question id taken).
     """
     require(user, "task.create")
     if dimension not in TASK_FILES:
         raise ValueError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
-    sample_id = sample_id or _next_sample_id(event)
-    task = Task.objects.create(
-        event=event, sample_id=sample_id, task_index=task_index,
-        question_id=f"{sample_id}_task{task_index}", dimension=dimension, created_by=user,
-    )
-    _write_revision(user, task, _content(content), message)
-    return task
+    for _ in range(CREATE_ATTEMPTS):
+        sid = sample_id or _next_sample_id(event)
+        try:
+            with transaction.atomic():
+                task = Task.objects.create(
+                    event=event, sample_id=sid, task_index=task_index,
+                    question_id=f"{sid}_task{task_index}", dimension=dimension, created_by=user,
+                )
+        except IntegrityError:
+            if not Task.objects.filter(question_id=f"{sid}_task{task_index}").exists():
+                raise  # another constraint: not a race for the id
+            if sample_id:
+                raise TaskExistsError(f"sample_id: task {sid}_task{task_index} already exists") from None
+            continue
+        _write_revision(user, task, _content(content), message)
+        return task
+    raise TaskExistsError(f"sample_id: no free sample id in event {event.slug} after {CREATE_ATTEMPTS} attempts; "
+                          "try again")
 
 
 def _write_revision(user, task: Task, content: dict, message: str) -> TaskRevision:

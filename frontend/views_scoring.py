@@ -14,7 +14,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
@@ -121,11 +121,17 @@ def scoring_home(request):
     })
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 def scoring_next(request):
-    """Claim the next item of the queue given by the query (release, agent, dimension) and open it."""
+    """POST: claim the next item of the queue given by the query (release, agent, dimension) and
+    open it. GET only shows the button that posts: claiming changes state, so a link, a prefetch or
+    a cross-site GET never claims (the CSRF token guards the POST)."""
     from evaluation.services_queue import QueueFilter, claim_next
 
     queue = QueueFilter.from_params(request.GET)
+    if request.method != "POST":
+        return render(request, "frontend/scoring_next.html", {
+            "queue": queue, "queue_query": urlencode(queue.as_params()), "can_claim": can(request.user, "queue.claim")})
     item = claim_next(request.user, queue)
     if item is None:
         messages.info(request, f"Nothing left to score in the queue of {queue.label()}.")

@@ -25,6 +25,19 @@
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   }
+  // Claiming the next item changes state: a POST with the CSRF token, never a GET navigation.
+  function claimNext(url) {
+    const f = document.createElement("form");
+    f.method = "post";
+    f.action = url;
+    const t = document.createElement("input");
+    t.type = "hidden";
+    t.name = "csrfmiddlewaretoken";
+    t.value = csrf();
+    f.appendChild(t);
+    document.body.appendChild(f);
+    f.submit();
+  }
   function say(text, isError) {
     state.textContent = text;
     state.classList.toggle("error", !!isError);
@@ -96,7 +109,7 @@
     say("submitting…");
     const resp = await api("POST", `/api/scoring/items/${item}/submit/${queue ? "?" + queue : ""}`, body);
     const data = await resp.json().catch(() => ({}));
-    if (resp.status === 201) { say("submitted"); window.location.assign(data.next_url); return; }
+    if (resp.status === 201) { say("submitted"); claimNext(data.next_url); return; }
     submitting = false;
     say(data.detail || JSON.stringify(data), true);
   }

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
+from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.services import GRADES
 from studio.permissions import can, require
@@ -328,7 +329,7 @@ def agreement_plot(request, name: str):
     rows = [r for r in report.get("vs_reference", []) if r.get("n")]
     fig = Figure(figsize=(8, 3.6), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
-    labels = [r["rater"] for r in rows]
+    labels = [plot_text(r["rater"]) for r in rows]
     xs = list(range(len(rows)))
 
     def val(x):
@@ -347,7 +348,7 @@ def agreement_plot(request, name: str):
         w = 0.8 / max(1, len(rows))
         for i, r in enumerate(rows):
             ax.bar([j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))],
-                   [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+                   [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=plot_text(r["rater"]))
         ax.set_xticks(range(len(E_CODES)), E_CODES)
         ax.set_ylim(0, 1.0)
         ax.set_title("Per-flag F1 vs the human reference")

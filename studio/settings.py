@@ -12,11 +12,17 @@
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
+| STUDIO_JUDGE_ALLOWED_HOSTS | api.openai.com and the host of STUDIO_JUDGE_BASE_URL | hosts a judge endpoint may name |
+| STUDIO_JUDGE_KEY_VARIABLES | STUDIO_JUDGE_API_KEY,OPENAI_API_KEY | environment variables a judge configuration may name as its key |
+| STUDIO_MAX_QUESTION_CHARS | 20000 | longest question text a task may hold |
+| STUDIO_MAX_RASTER_PIXELS | 100000000 | most pixels (width × height, declared in the header) a raster import accepts |
+| STUDIO_MAX_UPLOAD_BYTES | 2621440 (2.5 MiB) | largest request body |
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dj_database_url
 
@@ -157,6 +163,24 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# Judge egress: a judge configuration (a maintainer's, in the database) may only name an endpoint
+# on these hosts and a key held in one of these variables, so that no configuration can send
+# another secret of the environment (STUDIO_SECRET_KEY, DATABASE_URL ...) to a host of its choice.
+_judge_hosts = ["api.openai.com"]
+if urlparse(os.environ.get("STUDIO_JUDGE_BASE_URL", "")).hostname:
+    _judge_hosts.append(urlparse(os.environ["STUDIO_JUDGE_BASE_URL"]).hostname)
+STUDIO_JUDGE_ALLOWED_HOSTS = [h.strip().lower() for h in os.environ.get(
+    "STUDIO_JUDGE_ALLOWED_HOSTS", ",".join(_judge_hosts)).split(",") if h.strip()]
+STUDIO_JUDGE_KEY_VARIABLES = [v.strip() for v in os.environ.get(
+    "STUDIO_JUDGE_KEY_VARIABLES", "STUDIO_JUDGE_API_KEY,OPENAI_API_KEY").split(",") if v.strip()]
+
+# Size limits (issue 15): a question's length in characters, a raster's declared pixels (its
+# header's width × height, checked before any pixel is read: a 50 KB sparse GeoTIFF may declare
+# 40000 × 40000), and a request body in bytes (Django's own setting, 2.5 MiB by default).
+STUDIO_MAX_QUESTION_CHARS = int(os.environ.get("STUDIO_MAX_QUESTION_CHARS", 20_000))
+STUDIO_MAX_RASTER_PIXELS = int(os.environ.get("STUDIO_MAX_RASTER_PIXELS", 100_000_000))
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("STUDIO_MAX_UPLOAD_BYTES", 2_621_440))
 
 LOGGING = {
     "version": 1,

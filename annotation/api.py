@@ -248,13 +248,12 @@ class TaskListView(APIView):
         event = get_object_or_404(Event, slug=data.validated_data["event"])
         try:
             content = _content(data.validated_data, event)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
-        try:
             task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"],
                                              content=content)
         except task_services.TaskExistsError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
         return Response(_task_out(request, task.pk), status=201)
 
 

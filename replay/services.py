@@ -804,7 +804,7 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
     Returns ``[{question_id, status: created|updated|unchanged}]``. Raises ``TaskImportError``
     listing every problem (file, sample, task, field) before anything is written.
     """
-    from annotation.services.tasks import CONTENT_FIELDS, create_task, save_revision
+    from annotation.services.tasks import CONTENT_FIELDS, content_problem, create_task, save_revision
     from replay.tools.base import ToolError
     from replay.tools.registry import get_tool
 
@@ -813,8 +813,10 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TaskImportError(f"{path}: cannot read: {exc}")
-    except ValueError as exc:
+    except ValueError as exc:  # UnicodeDecodeError included
         raise TaskImportError(f"{path}: not valid JSON: {exc}")
+    except RecursionError:
+        raise TaskImportError(f"{path}: not valid JSON: nested too deeply to read") from None
     if not isinstance(data, list):
         raise TaskImportError(f"{path}: expected a JSON list of samples, got {type(data).__name__}")
     layer_names = set(Layer.objects.filter(event=event).values_list("file_name", flat=True))
@@ -887,8 +889,14 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
                 "input_data": _rewrite_paths(input_data), "classes": sample.get("classes") or {},
                 "tools": task.get("tools") or [], "trajectory": steps, "answer_spec": answer_spec,
             }
+            problem = content_problem(content)
+            if problem:
+                errors.append(f"{twhere}: {problem}")
+                continue
             plans.append((sid, dim, ti, content))
     qids = [f"{sid}_task{ti}" for sid, _, ti, _ in plans]
+    for qid in sorted({q for q in qids if qids.count(q) > 1}):
+        errors.append(f"{path.name}: sample_id: {qid} appears more than once (a sample id is used twice)")
     for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
         errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")
     if errors:

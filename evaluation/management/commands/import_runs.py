@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import RunImportError, import_run_dir
@@ -44,6 +45,8 @@ class Command(BaseCommand):
                                  mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"], release=release)
         except RunImportError as exc:
             raise CommandError(str(exc))
+        except PermissionDenied as exc:
+            raise CommandError(f"--as-user: {exc} (a maintainer imports runs)") from None
         summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,
                    "dimensions": run.dimensions, "records": run.records.count()}
         if opts["json"]:

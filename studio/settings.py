@@ -17,10 +17,13 @@
 | STUDIO_MAX_QUESTION_CHARS | 20000 | longest question text a task may hold |
 | STUDIO_MAX_RASTER_PIXELS | 100000000 | most pixels (width × height, declared in the header) a raster import accepts |
 | STUDIO_MAX_UPLOAD_BYTES | 2621440 (2.5 MiB) | largest request body |
+| STUDIO_LOGIN_FAILURE_LIMIT | 5 | failed logins (one username from one address) before a lockout |
+| STUDIO_LOGIN_COOLOFF_MINUTES | 15 | how long a lockout lasts |
 """
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -43,6 +46,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "leaflet",
+    "axes",
     "annotation",
     "replay",
     "evaluation",
@@ -59,6 +63,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a lockout into the 429 page
 ]
 
 ROOT_URLCONF = "studio.urls"
@@ -111,6 +116,15 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "studio"}}
 
 AUTH_PASSWORD_VALIDATORS = []
+# Login throttling (django-axes): after STUDIO_LOGIN_FAILURE_LIMIT failed logins for one username
+# from one IP address, that pair is locked out for STUDIO_LOGIN_COOLOFF_MINUTES (HTTP 429), on
+# the login page and for HTTP Basic on the API alike; a successful login resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("STUDIO_LOGIN_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("STUDIO_LOGIN_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -41,6 +41,7 @@ from annotation.services.export import (
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
+from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.tasks import TaskLockedError, require_unreleased
 from studio.permissions import require
 
@@ -406,17 +407,30 @@ def _load_json(path: Path, rel: str):
         raise ReleaseImportError(rel, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
 
 
+def refuse_symlinks(root: Path) -> None:
+    """Raise :class:`ReleaseImportError` (field ``path``) for the first symbolic link anywhere
+    under ``root``: an import reads only what the folder holds, never what a link points to
+    (``/etc/passwd``, another user's data). The folder itself may be a link the operator named."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                raise ReleaseImportError(p.relative_to(root).as_posix(), "a symbolic link; release folders are "
+                                         "read without following links (copy the file into the folder)", field="path")
+
+
 def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     """Read and check a release folder without writing anything (the first phase of an import).
 
     Accepts ``DIR/tasks/t*.json`` (a release) or ``DIR/t*.json`` (a bare tasks folder). Raises
     :class:`ReleaseImportError` naming the file, the sample and the field of the first problem:
-    invalid JSON, a schema violation, a duplicate sample id, a sidecar checksum mismatch, an
-    unreadable gold polygon.
+    a symbolic link in the folder (:func:`refuse_symlinks`), invalid JSON, a schema violation, a
+    duplicate sample id, a sidecar checksum mismatch, an unreadable gold polygon.
     """
     root = Path(path)
     if not root.is_dir():
         raise ReleaseImportError(root, "not a directory")
+    refuse_symlinks(root)
     tasks_dir = root / "tasks" if (root / "tasks").is_dir() else root
     base = root if tasks_dir != root else root.parent
     found = [(dim, tasks_dir / name) for dim, name in TASK_FILES.items() if (tasks_dir / name).is_file()]
@@ -508,7 +522,7 @@ class _DataRootSnapshot:
         self.dirs = [Path(d) for d in dict.fromkeys(dirs)]
         tmp_root = Path(settings.STUDIO_DATA_ROOT) / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
-        self.backup = tmp_root / f"snapshot-{uuid.uuid4().hex[:12]}"
+        self.backup = tmp_root / imports_staging_name("snapshot-")
         self.existed: dict[Path, set[str]] = {}
 
     def take(self) -> None:

@@ -58,13 +58,19 @@ def _load_records(run_dir: Path) -> dict:
         if not path.is_file():
             continue
         try:
-            path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise RunImportError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    try:
-        records_by_dim = load_run_records(run_dir)
-    except RecursionError:
-        raise RunImportError(f"{run_dir}: a benchmark.jsonl line is nested too deeply to read") from None
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.count("[") + line.count("{") < 500:  # too few brackets to exhaust the parser's stack
+                continue
+            try:
+                json.loads(line)
+            except RecursionError:
+                raise RunImportError(f"{path}: line {n}: nested too deeply to read") from None
+            except ValueError:
+                pass  # read_jsonl skips it with a warning, as before
+    records_by_dim = load_run_records(run_dir)
     for dim, records in records_by_dim.items():
         for i, rec in enumerate(records):
             if json_depth(rec) > MAX_JSON_DEPTH:

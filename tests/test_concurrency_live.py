@@ -185,3 +185,39 @@ def test_concurrent_creations_of_one_release_version_one_201_rest_409(studio, ma
     assert all("release 1.0.0 already exists" in b["detail"] for c, b in results if c == 409)
     assert live.db.rows("SELECT COUNT(*) FROM annotation_release") == [(1,)]
     assert live.db.rows("SELECT COUNT(*) FROM annotation_releasetask") == [(12,)]
+
+
+def test_concurrent_scorers_claim_distinct_items_and_submit_without_500(studio, make_user):
+    """16 scorers claim and submit at once (the issue: 64 of 96 scorer submissions answered 500
+    "database is locked" on SQLite). agent_a's 12 records with two verdict slots each (24 items):
+    each scorer gets an item of their own (200), every submission is 201, 16 verdicts stored."""
+    from evaluation.services import import_run_dir
+    from evaluation.services_queue import enqueue_run
+
+    owner = make_user("importer", "maintainer")
+    run = import_run_dir(owner, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    assert enqueue_run(owner, run) == 24
+    n = 16
+    from django.contrib.auth.models import Group, User
+
+    scorer = Group.objects.get_or_create(name="scorer")[0]
+    users = [User.objects.create(username=f"scorer{i}") for i in range(n)]  # no password: no hashing, sessions only
+    for u in users:
+        u.groups.add(scorer)
+    sessions = [_session(u) for u in users]
+    live = studio()
+    flags = {c: False for c in ("E1", "E2", "E3", "E4", "E5", "E6")}
+
+    def claim_and_submit(i):
+        code, item = live.request("POST", "/api/scoring/claim/", sessions[i], {})
+        if code != 200:
+            return code, item, None
+        sub = live.request("POST", f"/api/scoring/items/{item['id']}/submit/", sessions[i],
+                           {"errors": flags, "grade": 1.0, "idempotency_key": f"form-{i}"})
+        return code, item, sub
+
+    results = _together(n, claim_and_submit)
+    assert Counter(code for code, _, _ in results) == {200: n}, [r for r in results if r[0] != 200][:3]
+    assert len({item["id"] for _, item, _ in results}) == n  # nobody got someone else's item
+    assert Counter(sub[0] for _, _, sub in results) == {201: n}, [s for _, _, s in results if s[0] != 201][:3]
+    assert live.db.rows("SELECT COUNT(*) FROM evaluation_verdict WHERE source = 'human'") == [(n,)]

@@ -97,3 +97,15 @@ class APIView(views.APIView):
     :class:`BoundedMultiPartParser` in place of DRF's default parsers."""
 
     parser_classes = [BoundedJSONParser, BoundedFormParser, BoundedMultiPartParser]
+
+    def handle_exception(self, exc):
+        """A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``STUDIO_MAX_UPLOAD_BYTES``): Django's
+        ``RequestDataTooBig``, raised when DRF reads the body, becomes a 400 whose ``detail``
+        names the limit (Django alone answers a bare HTML "Bad Request")."""
+        from django.conf import settings
+        from django.core.exceptions import RequestDataTooBig
+
+        if isinstance(exc, RequestDataTooBig):
+            exc = ParseError(f"request body: more than the limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+                             "(STUDIO_MAX_UPLOAD_BYTES)")
+        return super().handle_exception(exc)

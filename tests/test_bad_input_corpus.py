@@ -95,7 +95,10 @@ def _run(case: dict, ctx: dict, tmp_path: Path, client, mia) -> str:
     if "form" in case:
         r = send(path, data=urlencode(case["form"]), content_type="application/x-www-form-urlencoded")
     else:
-        body = case.get("raw") or json.dumps(case["json"]).replace('"{layer}"', str(ctx.get("layer")))
+        payload = dict(case.get("json") or {})
+        if "generate" in case:
+            payload["question"] = "q" * case["generate"]["question_bytes"]
+        body = case.get("raw") or json.dumps(payload).replace('"{layer}"', str(ctx.get("layer")))
         r = send(path, data=body, content_type="application/json")
     assert r.status_code == case["expect"]["status"], (r.status_code, r.content[:500])
     return r.json()["detail"]
@@ -119,4 +122,4 @@ def test_the_corpus_covers_the_issue():
     cases = [json.loads(p.read_text()) for p in CASES]
     assert {c["target"] for c in cases} == {"import_tasks", "import_runs", "api"}
     assert all(c.get("issue") and {"file", "field", "problem"} <= set(c["expect"]) for c in cases)
-    assert len(cases) >= 22
+    assert len(cases) >= 23

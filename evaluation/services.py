@@ -17,6 +17,7 @@ from annotation.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation.models import Agent, AgentRun, RunRecord, Verdict
 from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
+from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
 
 ERROR_CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
@@ -51,8 +52,6 @@ def _load_records(run_dir: Path) -> dict:
     """``load_run_records`` with its failures as :class:`RunImportError` naming the file: bytes
     that are not UTF-8, a line nested too deeply for the JSON reader, a record nested deeper than
     ``studio.api_views.MAX_JSON_DEPTH`` (no column could store it)."""
-    from studio.api_views import MAX_JSON_DEPTH, json_depth
-
     for dim, name in TASK_FILES.items():
         path = run_dir / name[:-5] / "benchmark.jsonl"
         if not path.is_file():

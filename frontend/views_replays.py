@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
+from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
 from replay.rendering import raster_png
 from replay.services import artifact_path
@@ -58,7 +59,6 @@ def replay_accept(request, pk: int):
     from django.http import HttpResponseNotAllowed
     from django.shortcuts import redirect
 
-    from annotation.services.tasks import TaskLockedError
     from replay.services import ReplayStateError, accept_gold
 
     if request.method != "POST":

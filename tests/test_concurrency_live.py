@@ -27,7 +27,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from annotation.models import Event, Task
+from annotation.models import Event
 from annotation.services import releases as svc
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 

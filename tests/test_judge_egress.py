@@ -62,7 +62,7 @@ def test_default_settings_allow_only_openai_and_the_declared_variables(monkeypat
 
     from conftest import REPO
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_JUDGE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_JUDGE_") and k != "STUDIO_DEBUG"}
     code = ("import json, studio.settings as s; "
             "print(json.dumps([s.STUDIO_JUDGE_ALLOWED_HOSTS, s.STUDIO_JUDGE_KEY_VARIABLES, s.DEBUG]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)

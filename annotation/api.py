@@ -351,6 +351,8 @@ class RevisionRestoreView(APIView):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except task_services.TaskLockedError as exc:
             return _locked(exc)
+        except ValueError as exc:  # an old revision that no longer fits a limit (content_problem)
+            return Response({"detail": str(exc)}, status=400)
         return Response(_task_out(request, pk))
 
 

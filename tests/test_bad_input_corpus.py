@@ -88,6 +88,13 @@ def _run(case: dict, ctx: dict, tmp_path: Path, client, mia) -> str:
             call_command("import_runs", str(run), "--agent", case.get("agent", "agent-x"), "--as-user", "mia",
                          stdout=io.StringIO())
         return str(exc.value)
+    if target == "import_release":
+        d = tmp_path / "release"
+        (d / "tasks").mkdir(parents=True)
+        (d / "tasks" / T1).write_text(json.dumps(case["samples"]))
+        with pytest.raises(CommandError) as exc:
+            call_command("import_release", str(d), "--as-user", "mia", stdout=io.StringIO())
+        return str(exc.value)
     assert target == "api"
     client.force_login(mia)
     path = case["path"].format(**ctx)
@@ -120,6 +127,6 @@ def test_bad_input_ends_in_a_named_error_and_writes_nothing(path, corpus_setup, 
 def test_the_corpus_covers_the_issue():
     """Every target of the issue's list has cases, and each case file names its reproduction."""
     cases = [json.loads(p.read_text()) for p in CASES]
-    assert {c["target"] for c in cases} == {"import_tasks", "import_runs", "api"}
+    assert {c["target"] for c in cases} == {"import_tasks", "import_runs", "import_release", "api"}
     assert all(c.get("issue") and {"file", "field", "problem"} <= set(c["expect"]) for c in cases)
-    assert len(cases) >= 23
+    assert len(cases) >= 24

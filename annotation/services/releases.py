@@ -42,7 +42,7 @@ from annotation.services.export import (
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
 from annotation.services.imports import staging_name as imports_staging_name
-from annotation.services.tasks import TaskLockedError, require_unreleased
+from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased
 from studio.permissions import require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -724,8 +724,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 else:
                     report.updated.append(pl.question_id)
                 trajectory = pl.task.get("trajectory") or []
-                rev = TaskRevision.objects.create(
-                    task=task, number=task.version + 1, author=user, message=f"imported from {pl.file}",
+                content = dict(
                     question=pl.task.get("question", ""), task_category=str(pl.task.get("task_category", "")),
                     task_category_code=str(pl.task.get("task_category_code", "")),
                     disaster_type=str(pl.sample.get("disaster_type") or ""),
@@ -733,6 +732,11 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                     tools=pl.task.get("tools") or [],
                     trajectory=[{k: v for k, v in s.items() if k != "obs"} for s in trajectory],
                     answer_spec=_answer_spec(pl.task))
+                problem = content_problem(content)
+                if problem:
+                    raise ReleaseImportError(pl.file, problem, sample=pl.sample["sample_id"])
+                rev = TaskRevision.objects.create(
+                    task=task, number=task.version + 1, author=user, message=f"imported from {pl.file}", **content)
                 Task.objects.filter(pk=task.pk).update(version=rev.number, head=rev, status=Task.Status.APPROVED,
                                                        updated_at=now)
                 AuditEvent.objects.create(task=task, actor=user, action="imported", from_status=old_status,

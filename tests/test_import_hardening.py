@@ -93,16 +93,20 @@ def test_sweep_removes_folders_of_dead_processes_only(tmp_path):
     tmp.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)  # that process has exited
-    (tmp / f"import-{dead_pid}-aaaa").mkdir()
-    (tmp / f"snapshot-{dead_pid}-bbbb").mkdir()
-    (tmp / f"import-{os.getpid()}-cccc").mkdir()  # this process: a live import
+    here = imports._host_tag()
+    (tmp / f"import-{dead_pid}.{here}-aaaa").mkdir()
+    (tmp / f"snapshot-{dead_pid}.{here}-bbbb").mkdir()
+    (tmp / f"import-{os.getpid()}.{here}-cccc").mkdir()  # this process: a live import
+    (tmp / f"import-{dead_pid}.0000beef-dddd").mkdir()  # another host's process: its pid means nothing here
     (tmp / "unrelated").mkdir()
     old = tmp / "import-legacyname"
     old.mkdir()
     os.utime(old, (time.time() - 2 * 24 * 3600,) * 2)  # no pid in the name, two days old
     removed = imports.sweep_staging(tmp_path)
-    assert sorted(removed) == sorted([f"import-{dead_pid}-aaaa", f"snapshot-{dead_pid}-bbbb", "import-legacyname"])
-    assert sorted(p.name for p in tmp.iterdir()) == [f"import-{os.getpid()}-cccc", "unrelated"]
+    assert sorted(removed) == sorted([f"import-{dead_pid}.{here}-aaaa", f"snapshot-{dead_pid}.{here}-bbbb",
+                                      "import-legacyname"])
+    assert sorted(p.name for p in tmp.iterdir()) == sorted([f"import-{os.getpid()}.{here}-cccc",
+                                                           f"import-{dead_pid}.0000beef-dddd", "unrelated"])
 
 
 KILL_DURING_BUILD = r'''

@@ -129,10 +129,19 @@ def _max_pixels() -> int:
 STAGING_PREFIXES = ("import-", "snapshot-")
 
 
+def _host_tag() -> str:
+    import hashlib
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
 def staging_name(prefix: str) -> str:
-    """``<prefix><pid>-<random>``: a staging folder's name, so that a sweep can tell a folder of a
-    live import from one a killed process left behind (:func:`sweep_staging`)."""
-    return f"{prefix}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    """``<prefix><pid>.<host tag>-<random>``: a staging folder's name, so that a sweep can tell a
+    folder of a live import from one a killed process left behind (:func:`sweep_staging`); the
+    host tag (8 hex digits of the host name's SHA-256) keeps one host from judging the process ids
+    of another on a shared data root."""
+    return f"{prefix}{os.getpid()}.{_host_tag()}-{uuid.uuid4().hex[:12]}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -147,8 +156,9 @@ def _pid_alive(pid: int) -> bool:
 
 def sweep_staging(root: Path | None = None, *, max_age_s: float = 24 * 3600) -> list[str]:
     """Remove the staging folders under ``<root>/tmp`` (default: the data root) that no import is
-    using any more: the owning process (the pid in the name) is gone, or the folder is older than
-    ``max_age_s`` (an owner on another host of a shared data root, or an unnamed folder). The
+    using any more: the owning process of this host (the pid and host tag in the name) is gone,
+    or the folder is older than ``max_age_s`` (an owner on another host of a shared data root, or
+    a name without pid). The
     import services remove their own on every exit path (``finally``); this takes what a SIGKILL
     or a power cut left. Runs at start-up (``AnnotationConfig.ready``) and before each import.
     Returns the names removed."""
@@ -164,12 +174,14 @@ def sweep_staging(root: Path | None = None, *, max_age_s: float = 24 * 3600) -> 
     for p in entries:
         if not p.name.startswith(STAGING_PREFIXES) or not p.is_dir() or p.is_symlink():
             continue
-        pid_text = p.name.split("-", 2)[1] if p.name.count("-") >= 2 else ""
+        owner = p.name.split("-", 2)[1] if p.name.count("-") >= 2 else ""
+        pid_text, _, host = owner.partition(".")
         try:
             old = now - p.stat().st_mtime > max_age_s
         except OSError:
             continue
-        dead = pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text))
+        dead = (pid_text.isdigit() and host == _host_tag() and int(pid_text) != os.getpid()
+                and not _pid_alive(int(pid_text)))
         if dead or old:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p.name)

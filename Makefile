@@ -36,7 +36,7 @@ chromium:
 demo: venv
 	$(BIN)/python manage.py migrate --no-input -v 0
 	$(BIN)/python manage.py demo --host $(HOST)
-	$(BIN)/python manage.py runserver $(HOST)
+	$(BIN)/python manage.py runserver --insecure $(HOST)  # DEBUG stays off; --insecure serves the static files
 
 test: venv chromium mcp-client
 	$(BIN)/python -m pytest -q

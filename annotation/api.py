@@ -258,9 +258,12 @@ class TaskListView(APIView):
         event = get_object_or_404(Event, slug=data.validated_data["event"])
         try:
             content = _content(data.validated_data, event)
+            task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"],
+                                             content=content)
+        except task_services.TaskExistsError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
-        task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"], content=content)
         return Response(_task_out(request, task.pk), status=201)
 
 
@@ -358,6 +361,8 @@ class RevisionRestoreView(APIView):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except task_services.TaskLockedError as exc:
             return _locked(exc)
+        except ValueError as exc:  # an old revision that no longer fits a limit (content_problem)
+            return Response({"detail": str(exc)}, status=400)
         return Response(_task_out(request, pk))
 
 

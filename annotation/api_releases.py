@@ -114,7 +114,8 @@ def _tasks(ids):
 
 
 def _error(exc: Exception) -> Response:
-    code = status.HTTP_409_CONFLICT if isinstance(exc, svc.ReleaseImmutableError) else status.HTTP_400_BAD_REQUEST
+    conflict = isinstance(exc, (svc.ReleaseImmutableError, svc.ReleaseExistsError))
+    code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
     return Response({"detail": str(exc)}, status=code)
 
 

@@ -476,9 +476,30 @@ def records_frame(rows: Sequence[dict]):
     return frame
 
 
+#: first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection"):
+#: = + - @, and tab and carriage return, which some spreadsheets skip before looking
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """``value`` safe for a spreadsheet: a string starting with one of :data:`FORMULA_PREFIXES`
+    gets a leading apostrophe (OWASP's recommendation), so ``=HYPERLINK(...)`` stays text. Other
+    values (numbers, ``None``) are returned as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
 def to_csv_bytes(rows: Sequence[dict]) -> bytes:
-    """UTF-8 CSV of :func:`records_frame` (empty cells for missing values)."""
-    return records_frame(rows).to_csv(index=False).encode("utf-8")
+    """UTF-8 CSV of :func:`records_frame` (empty cells for missing values); text cells pass through
+    :func:`csv_cell` (numbers stay numbers: a negative score is no formula)."""
+    from pandas.api.types import is_numeric_dtype
+
+    frame = records_frame(rows)
+    for c in frame.columns:
+        if not is_numeric_dtype(frame[c]):
+            frame[c] = frame[c].map(csv_cell)
+    return frame.to_csv(index=False).encode("utf-8")
 
 
 def to_parquet_bytes(rows: Sequence[dict]) -> bytes:
@@ -489,6 +510,14 @@ def to_parquet_bytes(rows: Sequence[dict]) -> bytes:
 
 
 # ── plots ────────────────────────────────────────────────────────────────
+
+def plot_text(value) -> str:
+    """``value`` as literal text for a matplotlib label: every ``$`` escaped as ``\\$``, so that a
+    name such as ``x$\\undefinedcmd{$y`` is never parsed as mathtext (matplotlib's documented
+    escape for a literal dollar sign; an unescaped pair starts math mode, and a bad expression
+    makes the whole figure fail to render)."""
+    return str(value).replace("$", r"\$")
+
 
 def _figure(width: float = 8.0, height: float = 4.2):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -533,7 +562,7 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
     for k, row in enumerate(table):
         values = [row["dims"].get(d) for d in DIMENSIONS] + [row["avg"]]
         xs = [i + (k - (len(table) - 1) / 2) * width for i in range(len(cats))]
-        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=row["label"])
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=plot_text(row["label"]))
         _mark_missing(ax, xs, values)
     ax.set_xticks(range(len(cats)), [c.upper() for c in cats])
     ax.set_ylabel("answer accuracy (%)")
@@ -553,12 +582,12 @@ def plot_length(breakdown: dict) -> bytes:
         return _png(fig)
     for row in breakdown["rows"]:
         ys = [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]]
-        ax.plot(range(len(groups)), ys, marker="o", label=row["label"],
+        ax.plot(range(len(groups)), ys, marker="o", label=plot_text(row["label"]),
                 linestyle="--" if str(row["agent"]).lower() == GOLD_AGENT else "-")
         for x, c in enumerate(row["cells"]):  # a gap in a line is "no data", a point on 0 is 0
             if c["acc"] is None:
                 ax.text(x, 2, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
-    ax.set_xticks(range(len(groups)), groups)
+    ax.set_xticks(range(len(groups)), [plot_text(g) for g in groups])
     ax.set_xlabel("gold trajectory length (steps)")
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 105)
@@ -579,9 +608,9 @@ def plot_modality(breakdown: dict) -> bytes:
     for k, row in enumerate(rows):
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
         ax.bar(xs, [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]], width,
-               label=row["label"])
+               label=plot_text(row["label"]))
         _mark_missing(ax, xs, [c["acc"] for c in row["cells"]])
-    ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
+    ax.set_xticks(range(len(groups)), [plot_text(g) for g in groups], rotation=20, ha="right")
     ax.set_ylabel("answer accuracy (%)")
     ax.set_ylim(0, 100)
     ax.set_title("Accuracy by input modality configuration")
@@ -601,7 +630,7 @@ def plot_protocols(deltas: Sequence[dict]) -> bytes:
     for k, d in enumerate(deltas):
         values = [d["delta"][c] for c in cats]
         xs = [i + (k - (len(deltas) - 1) / 2) * width for i in range(len(cats))]
-        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=f"{d['agent']} [{d['mode']}]")
+        ax.bar(xs, [100 * v if v is not None else math.nan for v in values], width, label=plot_text(f"{d['agent']} [{d['mode']}]"))
         for x, v in zip(xs, values):
             if v is None:
                 ax.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
@@ -620,7 +649,7 @@ def plot_scaffolds(table: Sequence[dict]) -> bytes:
         _empty(fig.add_subplot(), "no run names a scaffold")
         return _png(fig)
     ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    labels = [f"{t['scaffold']} [{t['mode']}]" for t in table]
+    labels = [plot_text(f"{t['scaffold']} [{t['mode']}]") for t in table]
     keys = (("avg", "accuracy"), ("t_em", "T-EM"), ("par_acc", "ParAcc"))
     width = 0.8 / len(keys)
     for k, (key, name) in enumerate(keys):

@@ -15,10 +15,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import Task
-from annotation.services.export import dora_samples
+from annotation.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation.models import Adjudication, Agent, AgentRun, RunRecord, Verdict, VerdictRevision
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
+from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
 from kernel.taxonomy import E_CODES, plan_is_correct
 
@@ -60,14 +61,58 @@ def _seconds(value) -> float | None:
     return f if math.isfinite(f) and f >= 0 else None
 
 
-def _check_records(run_dir: Path, records_by_dim: dict) -> None:
+def _load_records(run_dir: Path) -> dict:
+    """``load_run_records`` with its failures as :class:`RunImportError` naming the file: bytes
+    that are not UTF-8, a line nested too deeply for the JSON reader, a record nested deeper than
+    ``studio.api_views.MAX_JSON_DEPTH`` (no column could store it)."""
+    for dim, name in TASK_FILES.items():
+        path = run_dir / name[:-5] / "benchmark.jsonl"
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise RunImportError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.count("[") + line.count("{") < 500:  # too few brackets to exhaust the parser's stack
+                continue
+            try:
+                json.loads(line)
+            except RecursionError:
+                raise RunImportError(f"{path}: line {n}: nested too deeply to read") from None
+            except ValueError:
+                pass  # read_jsonl skips it with a warning, as before
+    records_by_dim = load_run_records(run_dir)
     for dim, records in records_by_dim.items():
         for i, rec in enumerate(records):
+            if json_depth(rec) > MAX_JSON_DEPTH:
+                raise RunImportError(f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}: nested deeper "
+                                     f"than {MAX_JSON_DEPTH} levels")
+    return records_by_dim
+
+
+#: the longest question and sample id a record row holds (evaluation.models.RunRecord)
+QID_MAX, SAMPLE_MAX, NAME_MAX = 240, 200, 200
+
+
+def _check_records(run_dir: Path, records_by_dim: dict) -> None:
+    for dim, records in records_by_dim.items():
+        seen: dict[str, int] = {}
+        for i, rec in enumerate(records):
+            where = f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}"
             qid = rec.get("question_id")
             if not isinstance(qid, str) or not qid or "\x00" in qid:
                 raise RunImportError(
-                    f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}: field 'question_id' must be a "
-                    f"non-empty string like '<sample_id>_task0', not {qid!r}")
+                    f"{where}: field 'question_id' must be a non-empty string like '<sample_id>_task0', not {qid!r}")
+            if len(qid) > QID_MAX:
+                raise RunImportError(f"{where}: field 'question_id': {len(qid)} characters, more than {QID_MAX}")
+            sid = rec.get("sample_id")
+            if sid is not None and len(str(sid)) > SAMPLE_MAX:
+                raise RunImportError(f"{where}: field 'sample_id': {len(str(sid))} characters, more than {SAMPLE_MAX}")
+            if qid in seen:
+                raise RunImportError(f"{where}: field 'question_id': {qid} also in record {seen[qid]} "
+                                     "(one record per question)")
+            seen[qid] = i
 
 
 #: The benchmark's planning protocols (a run folder ``<model>_<MODE>``): auto-planning and instruction-following.
@@ -92,15 +137,20 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     pinned to that release; else from the studio's tasks with the same question ids (their
     accepted gold). ``protocol``: AP or IF (default: read from the folder name, see
     :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
-    Raises ``RunImportError`` for an unknown protocol, or when the folder has no record, a record has no
-    string question id, or a record names no known task.
+    Raises ``RunImportError`` naming the file and the problem for an unknown protocol, or when the
+    folder has no record, a file is not UTF-8 or nests too deeply, a record has no string question
+    id or one used twice, a name is too long for its column, a record names no known task, or a
+    task has no succeeded replay (no gold).
     """
     require(user, "run.import")
     run_dir = Path(run_dir)
+    for label, value in (("--agent", agent_name), ("run folder name", run_dir.name)):
+        if not value or len(value) > NAME_MAX:
+            raise RunImportError(f"{label}: {len(value or '')} characters; a name has 1 to {NAME_MAX}")
     protocol = protocol_from_dir_name(run_dir.name) if protocol is None else str(protocol).strip().upper()
     if protocol and protocol not in PROTOCOLS:
         raise RunImportError(f"protocol: {protocol!r} is not AP (auto-planning) or IF (instruction-following)")
-    records_by_dim = load_run_records(run_dir)
+    records_by_dim = _load_records(run_dir)
     n_records = sum(len(v) for v in records_by_dim.values())
     if n_records == 0:
         raise RunImportError(f"{run_dir}: no benchmark.jsonl with records under {', '.join(f[:-5] for f in TASK_FILES.values())}")
@@ -117,7 +167,10 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
         polygons = Path(tasks_dir) / "gold_polygons"
         task_by_qid = {t.question_id: t for t in Task.objects.filter(question_id__in=qids)}
     else:
-        samples_by_dim, task_by_qid = _studio_gold(qids)
+        try:
+            samples_by_dim, task_by_qid = _studio_gold(qids)
+        except ExportError as exc:  # a task without a succeeded replay has no gold to score against
+            raise RunImportError(f"{run_dir}: gold: {exc}") from None
         missing = "question ids with no task in the studio"
     unknown = sorted(qids - set(task_by_qid)) if missing else []
     if unknown:

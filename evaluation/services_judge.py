@@ -90,13 +90,37 @@ def _setting(name: str, default: Any) -> Any:
     return getattr(settings, name, default)
 
 
+def egress_problem(base_url: str, api_key_env: str) -> str | None:
+    """Why a judge configuration may not call out, or None: the endpoint's host must be one of
+    ``settings.STUDIO_JUDGE_ALLOWED_HOSTS`` (an empty URL is the SDK's default, api.openai.com)
+    and the key variable, when named, one of ``settings.STUDIO_JUDGE_KEY_VARIABLES``. The message
+    names the field (``base_url: …`` / ``api_key_env: …``)."""
+    from urllib.parse import urlparse
+
+    hosts = [h.lower() for h in _setting("STUDIO_JUDGE_ALLOWED_HOSTS", [])]
+    host = (urlparse(base_url).hostname or "").lower() if base_url else "api.openai.com"
+    if host not in hosts:
+        return (f"base_url: host {host or '(none)'!r} is not an allowed judge host "
+                f"(STUDIO_JUDGE_ALLOWED_HOSTS: {', '.join(hosts) or 'none'})")
+    variables = list(_setting("STUDIO_JUDGE_KEY_VARIABLES", []))
+    if api_key_env and api_key_env not in variables:
+        return (f"api_key_env: {api_key_env} is not a declared judge key variable "
+                f"(STUDIO_JUDGE_KEY_VARIABLES: {', '.join(variables) or 'none'})")
+    return None
+
+
 def backend_for(config: JudgeConfig) -> OpenAICompatibleBackend:
     """An OpenAI-compatible backend for ``config``; the key is read from ``config.api_key_env``.
 
     Retries, timeout and backoff come from the settings ``STUDIO_JUDGE_MAX_RETRIES`` (3),
     ``STUDIO_JUDGE_TIMEOUT_S`` (120) and ``STUDIO_JUDGE_BACKOFF_S`` (1.0, doubled per retry,
-    capped at 30 s). Raises ``JudgeConfigError`` when the named variable is unset or empty.
+    capped at 30 s). Raises ``JudgeConfigError`` when the endpoint or the key variable is not
+    allowed (:func:`egress_problem`, checked again here for configurations saved before a setting
+    changed) or the named variable is unset or empty.
     """
+    problem = egress_problem(config.base_url, config.api_key_env)
+    if problem:
+        raise JudgeConfigError(problem)
     key = None
     if config.api_key_env:
         key = os.environ.get(config.api_key_env, "").strip()
@@ -137,7 +161,8 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
     """Create (or update ``instance``) a judge configuration; saving resumes a paused one.
 
     ``api_key_env`` is the *name* of an environment variable (letters, digits, underscores); a
-    value that looks like a key is refused so a key is never stored. Raises ``ValueError``
+    value that looks like a key is refused so a key is never stored; the endpoint's host and the
+    variable must be allowed by the settings (:func:`egress_problem`). Raises ``ValueError``
     naming the field.
     """
     require(user, "judge.configure")
@@ -154,6 +179,9 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
         raise ValueError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
     if api_key_env.lower().startswith(("sk-", "sk_", "pk-", "rk-")) or (len(api_key_env) > 40 and not api_key_env.isupper()):
         raise ValueError("api_key_env: this looks like a key; give the name of the variable that holds it")
+    problem = egress_problem(base_url, api_key_env)
+    if problem:
+        raise ValueError(problem)
     if not (1 <= int(max_concurrency) <= 32):
         raise ValueError("max_concurrency: between 1 and 32")
     if not (0.0 <= float(temperature) <= 2.0):

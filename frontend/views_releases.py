@@ -47,6 +47,7 @@ def release_detail_page(request, version: str):
         "release": release, "items": release_items(release), "counts": release_counts(release),
         "jobs": export_jobs(release.version), "runs": release_runs(release),
         "can_release": can(request.user, "release.export", release),
+        "can_publish": can(request.user, "release.publish", release),
         "others": [v for v in Release.objects.exclude(pk=release.pk).values_list("version", flat=True)],
     })
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
+from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
 from replay.rendering import raster_png
 from replay.services import artifact_path
@@ -67,6 +68,6 @@ def replay_accept(request, pk: int):
         accept_gold(request.user, run)
     except PermissionDenied:
         raise
-    except ReplayStateError as exc:
+    except (ReplayStateError, TaskLockedError) as exc:
         messages.error(request, str(exc))
     return redirect(f"/tasks/{run.task_id}/")

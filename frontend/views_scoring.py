@@ -15,11 +15,12 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import selectors
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from kernel.taxonomy import plan_is_correct
+from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.scoring.operators import extract_point
 from evaluation.services import GRADES
@@ -163,11 +164,17 @@ def scoring_home(request):
     })
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 def scoring_next(request):
-    """Claim the next item of the queue given by the query (release, agent, dimension) and open it."""
+    """POST: claim the next item of the queue given by the query (release, agent, dimension) and
+    open it. GET only shows the button that posts: claiming changes state, so a link, a prefetch or
+    a cross-site GET never claims (the CSRF token guards the POST)."""
     from evaluation.services_queue import QueueFilter, claim_next
 
     queue = QueueFilter.from_params(request.GET)
+    if request.method != "POST":
+        return render(request, "frontend/scoring_next.html", {
+            "queue": queue, "queue_query": urlencode(queue.as_params()), "can_claim": can(request.user, "queue.claim")})
     item = claim_next(request.user, queue)
     if item is None:
         url = reverse("scoring-done")
@@ -368,7 +375,7 @@ def agreement_plot(request, name: str):
     rows = [r for r in report.get("vs_reference", []) if r.get("n")]
     fig = Figure(figsize=(8, 3.6), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
-    labels = [r["rater"] for r in rows]
+    labels = [plot_text(r["rater"]) for r in rows]
     xs = list(range(len(rows)))
 
     def val(x):
@@ -398,7 +405,7 @@ def agreement_plot(request, name: str):
         w = 0.8 / max(1, len(rows))
         for i, r in enumerate(rows):
             fx = [j + i * w - 0.4 + w / 2 for j in range(len(E_CODES))]
-            ax.bar(fx, [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=r["rater"])
+            ax.bar(fx, [val(r["flags"][c]["f1"]) for c in E_CODES], w, label=plot_text(r["rater"]))
             mark(fx, [r["flags"][c]["f1"] for c in E_CODES])
         ax.set_xticks(range(len(E_CODES)), E_CODES)
         ax.set_ylim(0, 1.0)

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from annotation.models import Task
+from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
 from replay.services import ReplayStateError, accept_gold, replay_diff, start_replay, task_replay_diff
 from replay.tools.registry import all_tools
@@ -88,7 +89,10 @@ class TaskReplayView(APIView):
         task = get_object_or_404(Task.objects.select_related("head"), pk=pk)
         data = ReplayStartIn(data=request.data)
         data.is_valid(raise_exception=True)
-        run = start_replay(request.user, task, mode=data.validated_data["mode"])
+        try:
+            run = start_replay(request.user, task, mode=data.validated_data["mode"])
+        except TaskLockedError as exc:
+            return Response({"detail": str(exc), "locked": True}, status=423)
         return Response(ReplayOut(_replay(run.pk)).data, status=202)
 
 
@@ -156,6 +160,8 @@ class ReplayAcceptView(APIView):
             accept_gold(request.user, run)
         except ReplayStateError as exc:
             return Response({"detail": str(exc)}, status=409)
+        except TaskLockedError as exc:
+            return Response({"detail": str(exc), "locked": True}, status=423)
         return Response(ReplayOut(_replay(pk)).data)
 
 

@@ -50,6 +50,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task
+from annotation.services.tasks import require_unreleased
 from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
@@ -401,7 +402,13 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
 
 
 def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
-    """A queued replay run of the task's head revision (no permission check: callers check)."""
+    """A queued replay run of the task's head revision (no permission check: callers check).
+
+    Raises ``annotation.services.tasks.TaskLockedError`` for a GT-mode (gold) replay of a
+    released task: its gold is frozen by the release. Model-perception runs (the gold baseline)
+    stay possible: they are agent runs, not gold."""
+    if mode == GOLD_MODE:
+        require_unreleased(task, "a gold replay")
     rev = task.head
     return ReplayRun.objects.create(  # one INSERT: atomic by itself
         task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
@@ -783,6 +790,7 @@ def accept_gold(user, run: ReplayRun) -> ReplayRun:
     """
     locked = ReplayRun.objects.select_for_update().select_related("task", "revision").get(pk=run.pk)
     require(user, ACCEPT_ACTION, locked.task)
+    require_unreleased(locked.task, "accepting a new gold")
     if locked.mode != GOLD_MODE:
         raise ReplayStateError(f"replay {locked.pk} ran with {locked.mode} perception; the gold comes from GT-mode replays")
     if locked.status != ReplayRun.Status.SUCCEEDED:
@@ -871,7 +879,7 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
     bound here: the author accepts it in the editor). Raises ``TaskImportError`` listing every
     problem (file, sample, task, field) before anything is written.
     """
-    from annotation.services.tasks import create_task, revision_content, save_revision
+    from annotation.services.tasks import content_problem, create_task, revision_content, save_revision
 
     path = Path(path)
     try:
@@ -882,6 +890,8 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
         parsed = read_task_file(data, path.name)
     except TaskFileError as exc:
         raise TaskImportError(str(exc))
+    except RecursionError:
+        raise TaskImportError(f"{path}: not valid JSON: nested too deeply to read") from None
     layer_names = set(Layer.objects.filter(event=event).values_list("file_name", flat=True))
     errors: list[str] = []
     plans: list[tuple[str, str, int, dict, dict, list]] = []
@@ -910,6 +920,10 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
                               f"task_category_code is {task.get('task_category_code')!r})")
                 continue
             content, authored = file_task_content(sample, task)
+            problem = content_problem(to_storage(content))
+            if problem:
+                errors.append(f"{where}, task {ti}: {problem}")
+                continue
             source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
             plans.append((sid, dim, ti, to_storage(content), source_text(source), answer_proposals(content, authored)))
     qids = [f"{sid}_task{ti}" for sid, _, ti, *_ in plans]

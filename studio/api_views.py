@@ -65,8 +65,47 @@ class BoundedJSONParser(JSONParser):
         return data
 
 
-class APIView(views.APIView):
-    """DRF's ``APIView`` with :class:`BoundedJSONParser` in place of ``JSONParser`` (the other
-    parsers as DRF's defaults: form and multipart)."""
+def _refuse_nul_in_form(data) -> None:
+    """A form's keys and values go to the same columns as JSON's: the same NUL guard (a form body
+    is flat, so the depth guard has nothing to count)."""
+    for key, values in data.lists():
+        if "\x00" in key or any(isinstance(v, str) and "\x00" in v for v in values):
+            raise ParseError("form parse error - a field holds a NUL character (\\u0000), which cannot be stored")
 
-    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
+
+class BoundedFormParser(FormParser):
+    """``FormParser`` with :class:`BoundedJSONParser`'s NUL guard (issue 15: form-encoded bodies
+    went around it)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        _refuse_nul_in_form(data)
+        return data
+
+
+class BoundedMultiPartParser(MultiPartParser):
+    """``MultiPartParser`` with the same NUL guard on its fields (files are not text)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        result = super().parse(stream, media_type, parser_context)
+        _refuse_nul_in_form(result.data)
+        return result
+
+
+class APIView(views.APIView):
+    """DRF's ``APIView`` with :class:`BoundedJSONParser`, :class:`BoundedFormParser` and
+    :class:`BoundedMultiPartParser` in place of DRF's default parsers."""
+
+    parser_classes = [BoundedJSONParser, BoundedFormParser, BoundedMultiPartParser]
+
+    def handle_exception(self, exc):
+        """A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``STUDIO_MAX_UPLOAD_BYTES``): Django's
+        ``RequestDataTooBig``, raised when DRF reads the body, becomes a 400 whose ``detail``
+        names the limit (Django alone answers a bare HTML "Bad Request")."""
+        from django.conf import settings
+        from django.core.exceptions import RequestDataTooBig
+
+        if isinstance(exc, RequestDataTooBig):
+            exc = ParseError(f"request body: more than the limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+                             "(STUDIO_MAX_UPLOAD_BYTES)")
+        return super().handle_exception(exc)

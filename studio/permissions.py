@@ -3,8 +3,13 @@
 Roles are Django groups (``author``, ``reviewer``, ``scorer``, ``maintainer``). A row
 ``(role, action, relation)`` grants ``action`` to members of ``role`` when the user stands in
 ``relation`` to the object: ``any`` (every object, or no object), ``own`` (objects the user
-created) or ``not_own`` (objects someone else created; never an object-less check). Anything not
-in the table is refused. Services call :func:`require`; views may call :func:`can` to hide
+owns) or ``not_own`` (objects the user does not own; never an object-less check). Anything not
+in the table is refused.
+
+Owners (:func:`owner_ids`): the creator of the object (``created_by``, else ``author``, else
+``annotator``) and, for a task, the author of its head revision, the revision under review. So a
+maintainer who rewrites another author's task is an owner of it until someone else saves a new
+revision: four eyes hold on the revision being approved, not only on the task's creator. Services call :func:`require`; views may call :func:`can` to hide
 buttons.
 
 Superusers pass every check except the four-eyes rule: an action that only ``not_own`` rows grant
@@ -46,6 +51,8 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("maintainer", "task.return", "any"),
     Rule("maintainer", "task.approve", "not_own"),
     Rule("maintainer", "task.release", "any"),
+    # publishing a release turns its tasks released (task.release): the maintainer's decision
+    Rule("maintainer", "release.publish", "any"),
     # comments pinned to a step / answer field / map location; resolving one closes its thread
     Rule("author", "task.comment", "own"),
     Rule("reviewer", "task.comment", "any"),
@@ -97,29 +104,38 @@ def user_roles(user) -> set[str]:
     return cached
 
 
-def _owner_id(obj) -> int | None:
+def owner_ids(obj) -> frozenset[int]:
+    """The user ids that own ``obj`` for the ``own``/``not_own`` relations: its creator (the first
+    of ``created_by_id``, ``author_id``, ``annotator_id`` it has) and, when it has a head revision
+    (a task), that revision's ``author_id``. Empty for ``None`` or an object without these."""
+    ids = set()
     for attr in ("created_by_id", "author_id", "annotator_id"):
         if hasattr(obj, attr):
-            return getattr(obj, attr)
-    return None
+            ids.add(getattr(obj, attr))
+            break
+    if getattr(obj, "head_id", None) is not None:
+        head = obj.head
+        if getattr(head, "author_id", None) is not None:
+            ids.add(head.author_id)
+    return frozenset(i for i in ids if i is not None)
 
 
 def can(user, action: str, obj=None) -> bool:
     """True when a row of :data:`PERMISSIONS` grants ``action`` on ``obj`` to ``user``."""
     if not getattr(user, "is_authenticated", False):
         return False
-    owner = _owner_id(obj) if obj is not None else None
+    owns = obj is not None and user.pk in owner_ids(obj)
     if user.is_superuser:
-        return not (owner == user.pk and action in FOUR_EYES_ACTIONS)
+        return not (owns and action in FOUR_EYES_ACTIONS)
     roles = user_roles(user)
     for rule in PERMISSIONS:
         if rule.action != action or rule.role not in roles:
             continue
         if rule.relation == "any":
             return True
-        if rule.relation == "own" and obj is not None and owner == user.pk:
+        if rule.relation == "own" and owns:
             return True
-        if rule.relation == "not_own" and obj is not None and owner != user.pk:
+        if rule.relation == "not_own" and obj is not None and not owns:
             return True
     return False
 

@@ -8,7 +8,7 @@
 | STUDIO_DATA_ROOT | <repo>/var/data | imported layers and replay artifacts |
 | STUDIO_DEMO_DATA | <repo>/../shared/realdata | the real sample data the demo reads |
 | STUDIO_SECRET_KEY | a development key | set it in production |
-| STUDIO_DEBUG | 1 | 0 in production |
+| STUDIO_DEBUG | 0 | 1 turns Django's debug pages on (development only: they show settings) |
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
@@ -16,11 +16,20 @@
 | STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how judge jobs run: celery, thread (background, this process) or inline |
 | STUDIO_QUEUE_ON_IMPORT_SHARE | 0 | share (0–1) of an imported run's records queued for human scoring |
 | STUDIO_RUN_UPLOAD_MAX_MB | 200 | the most an uploaded run zip may unpack to |
+| STUDIO_JUDGE_ALLOWED_HOSTS | api.openai.com and the host of STUDIO_JUDGE_BASE_URL | hosts a judge endpoint may name |
+| STUDIO_JUDGE_KEY_VARIABLES | STUDIO_JUDGE_API_KEY,OPENAI_API_KEY | environment variables a judge configuration may name as its key |
+| STUDIO_MAX_QUESTION_CHARS | 20000 | longest question text a task may hold |
+| STUDIO_MAX_RASTER_PIXELS | 100000000 | most pixels (width × height, declared in the header) a raster import accepts |
+| STUDIO_MAX_UPLOAD_BYTES | 2621440 (2.5 MiB) | largest request body |
+| STUDIO_LOGIN_FAILURE_LIMIT | 5 | failed logins (one username from one address) before a lockout |
+| STUDIO_LOGIN_COOLOFF_MINUTES | 15 | how long a lockout lasts |
 """
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dj_database_url
 
@@ -28,7 +37,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("STUDIO_VAR_DIR", BASE_DIR / "var"))
 
 SECRET_KEY = os.environ.get("STUDIO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production-0123456789")
-DEBUG = os.environ.get("STUDIO_DEBUG", "1") == "1"
+DEBUG = os.environ.get("STUDIO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("STUDIO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 
 INSTALLED_APPS = [
@@ -42,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served by the studio (no CDN: /api/docs/ works offline)
     "leaflet",
+    "axes",
     "annotation",
     "replay",
     "evaluation",
@@ -58,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a lockout into the 429 page
 ]
 
 ROOT_URLCONF = "studio.urls"
@@ -84,7 +95,16 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Concurrent writers on the embedded default wait instead of failing with "database is locked":
+    # WAL lets readers run beside the one writer, and BEGIN IMMEDIATE takes the write lock when a
+    # transaction starts, so a reader never has to upgrade to a writer midway (SQLite answers that
+    # upgrade with SQLITE_BUSY at once, whatever the busy timeout). ``timeout`` is the busy timeout in
+    # seconds (sqlite3.connect). Django 5.1+ options: "transaction_mode" and "init_command".
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
 # The test database's name (pytest-django), fixed so that a Celery worker started beside the test run
 # can be pointed at it (CI: DATABASE_URL=<server>/$STUDIO_TEST_DB_NAME for the worker). Unset: Django's
 # default (test_<NAME>; in-memory for SQLite).
@@ -101,6 +121,15 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "studio"}}
 
 AUTH_PASSWORD_VALIDATORS = []
+# Login throttling (django-axes): after STUDIO_LOGIN_FAILURE_LIMIT failed logins for one username
+# from one IP address, that pair is locked out for STUDIO_LOGIN_COOLOFF_MINUTES (HTTP 429), on
+# the login page and for HTTP Basic on the API alike; a successful login resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("STUDIO_LOGIN_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("STUDIO_LOGIN_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -173,6 +202,24 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# Judge egress: a judge configuration (a maintainer's, in the database) may only name an endpoint
+# on these hosts and a key held in one of these variables, so that no configuration can send
+# another secret of the environment (STUDIO_SECRET_KEY, DATABASE_URL ...) to a host of its choice.
+_judge_hosts = ["api.openai.com"]
+if urlparse(os.environ.get("STUDIO_JUDGE_BASE_URL", "")).hostname:
+    _judge_hosts.append(urlparse(os.environ["STUDIO_JUDGE_BASE_URL"]).hostname)
+STUDIO_JUDGE_ALLOWED_HOSTS = [h.strip().lower() for h in os.environ.get(
+    "STUDIO_JUDGE_ALLOWED_HOSTS", ",".join(_judge_hosts)).split(",") if h.strip()]
+STUDIO_JUDGE_KEY_VARIABLES = [v.strip() for v in os.environ.get(
+    "STUDIO_JUDGE_KEY_VARIABLES", "STUDIO_JUDGE_API_KEY,OPENAI_API_KEY").split(",") if v.strip()]
+
+# Size limits (issue 15): a question's length in characters, a raster's declared pixels (its
+# header's width × height, checked before any pixel is read: a 50 KB sparse GeoTIFF may declare
+# 40000 × 40000), and a request body in bytes (Django's own setting, 2.5 MiB by default).
+STUDIO_MAX_QUESTION_CHARS = int(os.environ.get("STUDIO_MAX_QUESTION_CHARS", 20_000))
+STUDIO_MAX_RASTER_PIXELS = int(os.environ.get("STUDIO_MAX_RASTER_PIXELS", 100_000_000))
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("STUDIO_MAX_UPLOAD_BYTES", 2_621_440))
 
 LOGGING = {
     "version": 1,

@@ -40,6 +40,21 @@ def _empty_cache():
     cache.clear()
 
 
+#: the judge egress the tests need: their OpenAI-compatible servers listen on loopback, and their
+#: key variables are these (a deployment allows api.openai.com and STUDIO_JUDGE_API_KEY only).
+#: In the environment too, for the ``manage.py`` children some tests start.
+TEST_JUDGE_HOSTS = "127.0.0.1,localhost"
+TEST_JUDGE_KEY_VARIABLES = "STUDIO_JUDGE_API_KEY,OPENAI_API_KEY,STUDIO_TEST_JUDGE_KEY,STUDIO_TEST_CRASH_JUDGE_KEY,MY_KEY,VLLM_KEY"
+os.environ.setdefault("STUDIO_JUDGE_ALLOWED_HOSTS", TEST_JUDGE_HOSTS)
+os.environ.setdefault("STUDIO_JUDGE_KEY_VARIABLES", TEST_JUDGE_KEY_VARIABLES)
+
+
+@pytest.fixture(autouse=True)
+def _judge_egress_for_test_servers(settings):
+    settings.STUDIO_JUDGE_ALLOWED_HOSTS = TEST_JUDGE_HOSTS.split(",")
+    settings.STUDIO_JUDGE_KEY_VARIABLES = TEST_JUDGE_KEY_VARIABLES.split(",")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_data_root(settings, tmp_path):
     """Every test writes layers and artifacts under its own temporary folder."""

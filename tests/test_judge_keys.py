@@ -71,7 +71,8 @@ def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, ca
     assert len(server.requests) == 13
     assert {r["headers"]["authorization"] for r in server.requests} == {f"Bearer {SENTINEL}"}
     config = JudgeConfig.objects.get(name="keyed")
-    assert config.paused and "HTTP 401" in config.paused_reason and "Incorrect API key provided" in config.paused_reason
+    assert config.paused and "HTTP 401" in config.paused_reason and "(invalid_request_error)" in config.paused_reason
+    assert "Incorrect API key provided" not in config.paused_reason  # the body's text is never echoed (issue 15)
     job = JudgeJob.objects.get(config=config)
     assert (job.status, job.n_ok) == ("paused", 10)  # 10 answered (records 1, 3–11)
     assert Verdict.objects.filter(source="judge").count() == 10 and JudgeCall.objects.count() == 11  # + the 400

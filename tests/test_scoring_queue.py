@@ -236,7 +236,11 @@ def test_silent_gold_checks_give_accuracy(queued, maintainer, make_user):
 def test_queue_pages(queued, make_user, client, maintainer, django_assert_max_num_queries):
     ana = make_user("ana", "scorer")
     client.force_login(ana)
-    r = client.get("/scoring/next/?dimension=t2")
+    # a GET (a link, a prefetch, a cross-site request) claims nothing: it shows the button that posts
+    shown = client.get("/scoring/next/?dimension=t2")
+    assert shown.status_code == 200 and 'id="claim-next"' in shown.content.decode()
+    assert not ScoringItem.objects.filter(scorer=ana).exists()
+    r = client.post("/scoring/next/?dimension=t2")
     assert r.status_code == 302 and "/scoring/items/" in r["Location"] and "dimension=t2" in r["Location"]
     page = client.get(r["Location"])
     html = page.content.decode()

@@ -38,6 +38,7 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
     try:
         _login(page, live_server.url, "ana", "ana-pass-1")
         page.goto(f"{live_server.url}/scoring/next/?dimension=t1")
+        page.click("#claim-next")  # claiming is a POST (a GET only shows this button)
         page.wait_for_selector("#verdict-form[data-ready='1']")
         assert page.inner_text("#item-title").startswith(t1[0].question_id)
         first_url = page.url

@@ -214,6 +214,21 @@ def check_has_data(path: str | Path) -> None:
             raise DataImportError(path, "pixels", f"every pixel is nodata ({why}): nothing to show or measure")
 
 
+def check_pixel_limit(path: str | Path, max_pixels: int) -> None:
+    """Refuse a raster whose header declares more than ``max_pixels`` pixels (width × height),
+    before any pixel is read (field ``size``): a small sparse GeoTIFF may declare 40000 × 40000,
+    which takes minutes to scan and 1.5 GiB as a mask. Unreadable files pass (raster_info names
+    them)."""
+    try:
+        with open_raster(path) as src:
+            width, height = src.width, src.height
+    except Exception:  # noqa: BLE001 - raster_info reports an unreadable file with its reason
+        return
+    if width * height > max_pixels:
+        raise DataImportError(path, "size", f"declares {width} × {height} = {width * height:,} pixels, more than "
+                                            f"the limit of {max_pixels:,} (STUDIO_MAX_RASTER_PIXELS)")
+
+
 def raster_info(path: str | Path) -> dict:
     """What the Layer row needs to know about a raster file.
 

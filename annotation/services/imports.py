@@ -120,6 +120,74 @@ def layer_summary(layer: Layer, status: str = "") -> dict:
 # ---------------------------------------------------------------- helpers
 
 
+def _max_pixels() -> int:
+    return int(getattr(settings, "STUDIO_MAX_RASTER_PIXELS", 100_000_000))
+
+
+#: prefixes of the staging folders under ``<data root>/tmp`` (imports here, snapshots of
+#: ``annotation.services.releases``); their names carry the owning process id
+STAGING_PREFIXES = ("import-", "snapshot-")
+
+
+def _host_tag() -> str:
+    import hashlib
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
+def staging_name(prefix: str) -> str:
+    """``<prefix><pid>.<host tag>-<random>``: a staging folder's name, so that a sweep can tell a
+    folder of a live import from one a killed process left behind (:func:`sweep_staging`); the
+    host tag (8 hex digits of the host name's SHA-256) keeps one host from judging the process ids
+    of another on a shared data root."""
+    return f"{prefix}{os.getpid()}.{_host_tag()}-{uuid.uuid4().hex[:12]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_staging(root: Path | None = None, *, max_age_s: float = 24 * 3600) -> list[str]:
+    """Remove the staging folders under ``<root>/tmp`` (default: the data root) that no import is
+    using any more: the owning process of this host (the pid and host tag in the name) is gone,
+    or the folder is older than ``max_age_s`` (an owner on another host of a shared data root, or
+    a name without pid). The
+    import services remove their own on every exit path (``finally``); this takes what a SIGKILL
+    or a power cut left. Runs at start-up (``AnnotationConfig.ready``) and before each import.
+    Returns the names removed."""
+    import time
+
+    tmp = Path(root or _data_root()) / "tmp"
+    removed = []
+    try:
+        entries = list(tmp.iterdir())
+    except OSError:
+        return removed
+    now = time.time()
+    for p in entries:
+        if not p.name.startswith(STAGING_PREFIXES) or not p.is_dir() or p.is_symlink():
+            continue
+        owner = p.name.split("-", 2)[1] if p.name.count("-") >= 2 else ""
+        pid_text, _, host = owner.partition(".")
+        try:
+            old = now - p.stat().st_mtime > max_age_s
+        except OSError:
+            continue
+        dead = (pid_text.isdigit() and host == _host_tag() and int(pid_text) != os.getpid()
+                and not _pid_alive(int(pid_text)))
+        if dead or old:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+    return removed
+
+
 def _data_root() -> Path:
     return Path(settings.STUDIO_DATA_ROOT)
 
@@ -204,7 +272,8 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
                     and layer.path and (root / layer.path).exists())
 
     (root / "tmp").mkdir(parents=True, exist_ok=True)
-    staging = Path(os.path.join(root, "tmp", f"import-{uuid.uuid4().hex[:12]}"))
+    sweep_staging(root)
+    staging = Path(os.path.join(root, "tmp", staging_name("import-")))
     staging.mkdir()
     backup = staging.with_name(staging.name + "-backup")
     moved: list[tuple[Path, Path | None]] = []  # (destination, backup copy or None)
@@ -368,6 +437,7 @@ def _row_fields(spec: LayerSpec, info: dict, event_rel: Path, staging: Path) -> 
 def _raster_builder(src: Path, file_name: str, *, kind: str = "raster", band: int | None = None,
                     class_map: dict | None = None, expect_size: tuple[int, int] | None = None):
     def build(staging: Path) -> dict:
+        raster_imp.check_pixel_limit(src, _max_pixels())
         stem = _stored_name(file_name, ".tif")[: -len(".tif")]
         info = raster_imp.store_raster(src, staging, stem, kind=kind, band=band)
         if expect_size and (info["width"], info["height"]) != tuple(expect_size):
@@ -629,6 +699,7 @@ def import_raster_file(path, *, event_slug: str, modality: str | None = None, ph
         raise DataImportError(src, "path", "file not found")
     if kind not in (Layer.Kind.RASTER, Layer.Kind.MASK):
         raise DataImportError(src, "kind", f"'{kind}' is not raster or mask")
+    raster_imp.check_pixel_limit(src, _max_pixels())  # the header only: before any pixel is read
     info = raster_imp.raster_info(src)  # validates the file before anything is written
     raster_imp.check_has_data(src)  # an all-nodata raster is refused, not stored as an empty layer
     cmap = (load_class_map(class_map) if class_map is not None else DAMAGE_CLASS_MAP) if kind == "mask" else {}

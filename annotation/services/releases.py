@@ -12,7 +12,8 @@
 * ``import_release_dir`` reads a benchmark folder in the same layout (with or without the sidecar)
   into events, layers, tasks, revisions and gold replays; idempotent and all-or-nothing.
 
-Permissions: ``release.export`` for creating, editing, publishing and exporting releases;
+Permissions: ``release.export`` for creating, editing and exporting releases, ``release.publish``
+(maintainers) for publishing one;
 ``data.import`` for an import by a user (the command line may import without one).
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -43,6 +44,8 @@ from annotation.services.export import (
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
+from annotation.services.imports import staging_name as imports_staging_name
+from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased
 from studio.permissions import require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -51,6 +54,11 @@ RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 class ReleaseError(ValueError):
     """A release cannot be created, changed or published; the message names the field or task."""
+
+
+class ReleaseExistsError(ReleaseError):
+    """A release of that version exists already (HTTP 409), also when another request created it
+    a moment ago."""
 
 
 class ReleaseImmutableError(ReleaseError):
@@ -87,7 +95,8 @@ def create_release(user, version: str, changelog: str = "", tasks=None) -> Relea
     """Create a draft release ``version`` (semantic version, unique) pinning ``tasks`` (default:
     every approved or released task) at their head revision and gold replay.
 
-    Raises ``PermissionDenied`` (needs ``release.export``) and :class:`ReleaseError` naming the
+    Raises ``PermissionDenied`` (needs ``release.export``), :class:`ReleaseExistsError` (the version
+    exists, also when a concurrent request just created it) and :class:`ReleaseError` naming the
     field (``version``) or the task that cannot be released.
     """
     require(user, "release.export")
@@ -95,13 +104,17 @@ def create_release(user, version: str, changelog: str = "", tasks=None) -> Relea
     if not SEMVER_RE.match(version):
         raise ReleaseError(f"version: '{version}' is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.2.0)")
     if Release.objects.filter(version=version).exists():
-        raise ReleaseError(f"version: release {version} already exists")
+        raise ReleaseExistsError(f"version: release {version} already exists")
     if tasks is None:
         tasks = Task.objects.filter(status__in=RELEASABLE).select_related("head")
     pinned = _pin(list(tasks))
     if not pinned:
         raise ReleaseError("tasks: no approved task to release")
-    release = Release.objects.create(version=version, changelog=changelog or "", created_by=user)
+    try:  # the check above races with a concurrent creation of the same version: the constraint decides
+        with transaction.atomic():
+            release = Release.objects.create(version=version, changelog=changelog or "", created_by=user)
+    except IntegrityError:
+        raise ReleaseExistsError(f"version: release {version} already exists") from None
     ReleaseTask.objects.bulk_create([
         ReleaseTask(release=release, task=t, revision_id=t.head_id, replay=run, question_id=t.question_id)
         for t, run in pinned])
@@ -170,10 +183,13 @@ def publish_release(user, release: Release) -> Release:
     """Publish a draft: its task files are produced once (validated against the schema) and their
     digest stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
 
-    Raises ``PermissionDenied`` (needs ``release.export``), :class:`ReleaseImmutableError` if it is
+    Publishing releases tasks, so it needs ``release.publish`` (maintainers only, as
+    ``task.release``); a reviewer may prepare drafts (``release.export``) but not publish them.
+
+    Raises ``PermissionDenied`` (needs ``release.publish``), :class:`ReleaseImmutableError` if it is
     already published, :class:`ReleaseError` if a task cannot be exported.
     """
-    require(user, "release.export", release)
+    require(user, "release.publish", release)
     return _publish(user, release)
 
 
@@ -416,6 +432,18 @@ def _polygon_answers(task: dict) -> list[tuple[str, str]]:
     return [(n, answer[n]) for n, t in spec.items() if t == "polygon_iou" and isinstance(answer.get(n), str)]
 
 
+def refuse_symlinks(root: Path) -> None:
+    """Raise :class:`ReleaseImportError` (field ``path``) for the first symbolic link anywhere
+    under ``root``: an import reads only what the folder holds, never what a link points to
+    (``/etc/passwd``, another user's data). The folder itself may be a link the operator named."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                raise ReleaseImportError(p.relative_to(root).as_posix(), "a symbolic link; release folders are "
+                                         "read without following links (copy the file into the folder)", field="path")
+
+
 def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     """Read and check a release folder without writing anything (the first phase of an import).
 
@@ -424,12 +452,14 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     kept (NaN, list ``args``, extra keys). Raises :class:`ReleaseImportError` naming the file, the
     sample and the field of the first problem: what the loader refuses (invalid JSON, not a list,
     no ``sample_id``, no ``tasks``, a task without ``question``/``task_category``/
-    ``task_category_code``), a sample without tasks, a duplicate sample id, a sidecar checksum
+    ``task_category_code``), a symbolic link in the folder (:func:`refuse_symlinks`), a sample without tasks, a
+    duplicate sample id, a sidecar checksum
     mismatch, an unreadable gold polygon.
     """
     root = Path(path)
     if not root.is_dir():
         raise ReleaseImportError(root, "not a directory")
+    refuse_symlinks(root)
     tasks_dir = root / "tasks" if (root / "tasks").is_dir() else root
     base = root if tasks_dir != root else root.parent
     found = [(dim, tasks_dir / name) for dim, name in TASK_FILES.items() if (tasks_dir / name).is_file()]
@@ -517,7 +547,7 @@ class _DataRootSnapshot:
         self.dirs = [Path(d) for d in dict.fromkeys(dirs)]
         tmp_root = Path(settings.STUDIO_DATA_ROOT) / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
-        self.backup = tmp_root / f"snapshot-{uuid.uuid4().hex[:12]}"
+        self.backup = tmp_root / imports_staging_name("snapshot-")
         self.existed: dict[Path, set[str]] = {}
 
     def take(self) -> None:
@@ -673,6 +703,12 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                             report.unchanged.append(pl.question_id)
                             pinned.append((task, task.head_id, run.pk))
                             continue
+                if task is not None:
+                    try:
+                        require_unreleased(task, "an import with other content")
+                    except TaskLockedError as exc:
+                        raise ReleaseImportError(pl.file, str(exc), sample=pl.sample["sample_id"],
+                                                 field=f"tasks[{pl.task_index}]") from None
                 old_status = task.status if task else ""
                 if task is None:
                     task = Task.objects.create(event=events[pl.event], sample_id=str(pl.sample["sample_id"]),
@@ -688,6 +724,9 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 record = source_record(pl.sample, pl.task, content, file=pl.file, sample_index=pl.sample_index,
                                        task_index=pl.task_index, release=side_release.get("version"),
                                        source_dir=str(parsed.root.resolve()), provenance=provenance)
+                problem = content_problem(to_storage(content))
+                if problem:
+                    raise ReleaseImportError(pl.file, problem, sample=pl.sample["sample_id"])
                 rev = TaskRevision.objects.create(
                     task=task, number=task.version + 1, author=user, message=f"imported from {pl.file}",
                     source=source_text(record), **to_storage(content))

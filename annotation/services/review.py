@@ -19,6 +19,7 @@ the head revision (reviewers judge the filled gold answer, so it must exist).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -26,6 +27,7 @@ from django.utils import timezone
 
 from annotation import qc
 from annotation.models import AuditEvent, Task, TaskComment
+from annotation.services.tasks import json_problem
 from studio.permissions import can, require
 
 S = Task.Status
@@ -151,6 +153,9 @@ def _clean_location(location) -> dict | None:
     if not isinstance(location, dict):
         raise ValueError("location: expected {frame, x, y} or a GeoJSON geometry")
     if "type" in location and "coordinates" in location:
+        problem = json_problem(location["coordinates"], "location.coordinates")
+        if problem:
+            raise ValueError(problem)
         return {"type": str(location["type"]), "coordinates": location["coordinates"],
                 **({"frame": location["frame"]} if location.get("frame") in ("pixel", "geographic") else {})}
     frame = location.get("frame")
@@ -158,8 +163,10 @@ def _clean_location(location) -> dict | None:
         raise ValueError("location.frame: must be 'pixel' or 'geographic'")
     try:
         x, y = float(location["x"]), float(location["y"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ValueError("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
+    if not (math.isfinite(x) and math.isfinite(y)):  # NaN, 1e999: no JSON number, no place on a map
+        raise ValueError("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
     out = {"frame": frame, "x": x, "y": y}
     if location.get("layer"):
         out["layer"] = str(location["layer"])[:200]

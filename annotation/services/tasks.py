@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from annotation import qc
 from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
+from studio.api_views import MAX_JSON_DEPTH
 from studio.permissions import require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
@@ -49,10 +51,24 @@ EDITABLE_STATUSES = (Task.Status.DRAFT, Task.Status.RETURNED)
 
 
 def _require_editable(task: Task) -> None:
+    require_unreleased(task, "a content edit")
     if task.status not in EDITABLE_STATUSES:
-        hint = ("released tasks never change: copy it into a new task" if task.status == Task.Status.RELEASED
-                else "withdraw it (author) or have the reviewer return it first")
-        raise TaskLockedError(f"status: task {task.question_id} is {task.status}; its content is locked ({hint})")
+        raise TaskLockedError(f"status: task {task.question_id} is {task.status}; its content is locked "
+                              "(withdraw it (author) or have the reviewer return it first)")
+
+
+def require_unreleased(task: Task, what: str) -> None:
+    """Refuse ``what`` (an edit, an import over the task, a gold replay, a gold acceptance) on a
+    released task: a published release pinned its content and its gold, and they never change.
+
+    The one lock every writer of a task's content or gold calls (``save_revision``, ``save_draft``,
+    ``import_release_dir``, ``import_task_file`` through ``save_revision``, ``replay.services``'s
+    ``create_run`` for GT mode and ``accept_gold``). Raises :class:`TaskLockedError` with the
+    message ``status: task <question id> is released; <what> is refused (…)``.
+    """
+    if task.status == Task.Status.RELEASED:
+        raise TaskLockedError(f"status: task {task.question_id} is released; {what} is refused "
+                              "(released tasks never change: copy it into a new task)")
 
 
 class TaskValidationError(Exception):
@@ -108,6 +124,62 @@ def build_input_data(event: Event, layer_keys: dict[str, int], base: dict | None
     return out
 
 
+#: the longest text the revision's columns hold (annotation.models.TaskRevision), by field
+TEXT_LIMITS = {"task_category": 200, "task_category_code": 40, "disaster_type": 40, "message": 300}
+JSON_FIELDS = ("input_data", "classes", "tools", "trajectory", "answer_spec")
+
+
+def json_problem(value: Any, field: str) -> str | None:
+    """The first value inside ``value`` that no database column of JSON can hold, as
+    ``<field>.<path>: <problem>``: NaN or ±Infinity (not JSON numbers: PostgreSQL refuses them),
+    a NUL character, nesting deeper than ``studio.api_views.MAX_JSON_DEPTH``. Iterative."""
+    stack = [(value, field, 0)]
+    while stack:
+        v, where, depth = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{where}: {v} is not a JSON number (NaN and infinities cannot be stored)"
+        if isinstance(v, str) and "\x00" in v:
+            return f"{where}: holds a NUL character (\\u0000), which cannot be stored"
+        if isinstance(v, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return f"{where}: nested deeper than {MAX_JSON_DEPTH} levels"
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            for k, child in items:
+                if isinstance(k, str) and "\x00" in k:
+                    return f"{where}: a key holds a NUL character (\\u0000), which cannot be stored"
+                stack.append((child, f"{where}.{k}" if isinstance(v, dict) else f"{where}[{k}]", depth + 1))
+    return None
+
+
+def content_problem(content: dict, message: str = "") -> str | None:
+    """Why ``content`` (fields of ``CONTENT_FIELDS``) and the revision ``message`` cannot be
+    stored, as ``<field>: <problem>``, or None. Checks the question's length against
+    ``settings.STUDIO_MAX_QUESTION_CHARS``, the text columns' lengths (:data:`TEXT_LIMITS`) and
+    the JSON fields (:func:`json_problem`). Every writer of a revision calls it before writing."""
+    from django.conf import settings
+
+    limit = int(getattr(settings, "STUDIO_MAX_QUESTION_CHARS", 20_000))
+    question = content.get("question")
+    if isinstance(question, str) and len(question) > limit:
+        return f"question: {len(question)} characters, more than the limit of {limit} (STUDIO_MAX_QUESTION_CHARS)"
+    for name, n in TEXT_LIMITS.items():
+        value = message if name == "message" else content.get(name)
+        if isinstance(value, str) and len(value) > n:
+            return f"{name}: {len(value)} characters, more than the {n} it may hold"
+    for name in JSON_FIELDS:
+        if name in content:
+            problem = json_problem(content[name], name)
+            if problem:
+                return problem
+    return None
+
+
+def _require_storable(content: dict, message: str = "") -> None:
+    problem = content_problem(content, message)
+    if problem:
+        raise ValueError(problem)
+
+
 def _next_sample_id(event: Event) -> str:
     n = event.tasks.count() + 1
     while True:
@@ -121,24 +193,50 @@ def _content(data: dict) -> dict:
     return {k: data[k] for k in CONTENT_FIELDS if k in data}
 
 
+class TaskExistsError(Exception):
+    """A task with that question id exists already (an explicit ``sample_id`` that collides):
+    HTTP 409 in the API."""
+
+
+#: how often :func:`create_task` draws the next free sample id again after losing a race for one
+CREATE_ATTEMPTS = 50
+
+
 @transaction.atomic
 def create_task(user, event: Event, *, dimension: str, content: dict, sample_id: str | None = None,
                 task_index: int = 0, message: str = "created", source: dict | str | None = None) -> Task:
     """Create a task with its first revision. ``content`` holds the fields of ``CONTENT_FIELDS``;
     ``source`` the file's own sample and task for an imported one (``TaskRevision.source``).
 
-    Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension).
+    Content that cannot be stored (:func:`content_problem`) is a ``ValueError`` naming the field.
+    Without ``sample_id`` the next free ``<event>_NNNN`` is drawn; creations that race for the
+    same one (two requests counting the same tasks) meet the unique ``question_id`` and the loser
+    draws again, inside a savepoint, so concurrent creations all succeed (never an
+    ``IntegrityError``). Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension),
+    :class:`TaskExistsError` (``sample_id`` given and its question id taken).
     """
     require(user, "task.create")
     if dimension not in TASK_FILES:
         raise ValueError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
-    sample_id = sample_id or _next_sample_id(event)
-    task = Task.objects.create(
-        event=event, sample_id=sample_id, task_index=task_index,
-        question_id=f"{sample_id}_task{task_index}", dimension=dimension, created_by=user,
-    )
-    _write_revision(user, task, _content(content), message, source=source)
-    return task
+    _require_storable(_content(content), message)
+    for _ in range(CREATE_ATTEMPTS):
+        sid = sample_id or _next_sample_id(event)
+        try:
+            with transaction.atomic():
+                task = Task.objects.create(
+                    event=event, sample_id=sid, task_index=task_index,
+                    question_id=f"{sid}_task{task_index}", dimension=dimension, created_by=user,
+                )
+        except IntegrityError:
+            if not Task.objects.filter(question_id=f"{sid}_task{task_index}").exists():
+                raise  # another constraint: not a race for the id
+            if sample_id:
+                raise TaskExistsError(f"sample_id: task {sid}_task{task_index} already exists") from None
+            continue
+        _write_revision(user, task, _content(content), message, source=source)
+        return task
+    raise TaskExistsError(f"sample_id: no free sample id in event {event.slug} after {CREATE_ATTEMPTS} attempts; "
+                          "try again")
 
 
 def _write_revision(user, task: Task, content: dict, message: str, source: dict | str | None = None) -> TaskRevision:
@@ -161,6 +259,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     ``source`` (the imported file's task, which an export starts from) unless ``source`` is given. The user's autosaved draft of
     the task is dropped (it is now saved). Raises ``StaleVersionError`` when someone saved in
     between (nothing is written), ``TaskLockedError`` when the status locks the content,
+    ``ValueError`` naming the field for content that cannot be stored (:func:`content_problem`),
     ``PermissionDenied`` for the role.
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
@@ -171,6 +270,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     head = locked.head
     merged = {k: getattr(head, k) for k in CONTENT_FIELDS} if head else {}
     merged.update(_content(content))
+    _require_storable(merged, message)
     rev = _write_revision(user, locked, merged, message or "edited",
                           source=source if source is not None else (head.source if head else ""))
     TaskDraft.objects.filter(task=locked, user=user).delete()

@@ -14,8 +14,8 @@ Errors:
 * :class:`JudgeTransientError`: 429 / 5xx / timeouts still failing after the retries.
 
 The API key is never put into an exception message, a repr or a log line: messages are built
-here from the status code, the model name and a redacted excerpt of the response body, and
-the SDK exception is not chained.
+here from the status code, the model name and the error body's ``type``/``code`` identifiers
+(never its text: an endpoint may echo anything), and the SDK exception is not chained.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 JSON_MODES = ("json_schema", "json_object", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 CONFIG_STATUS = frozenset({401, 403, 404})
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an error body's type / code, not free text
 _PLACEHOLDER_KEY = "not-needed"  # sent when no key is configured (local servers)
 
 
@@ -353,10 +354,9 @@ class OpenAICompatibleBackend(JudgeBackend):
                 raise JudgeTransientError(
                     f"judge endpoint unreachable for model {self.model!r} after {attempt} attempts ({kind})"
                 ) from None
-            except openai.OpenAIError as exc:
+            except openai.OpenAIError as exc:  # its text may carry the response: only its type
                 raise JudgeRequestError(
-                    f"judge call failed for model {self.model!r}: {type(exc).__name__}: "
-                    f"{_redact(str(exc), self.__api_key)[:300]}"
+                    f"judge call failed for model {self.model!r}: {type(exc).__name__}"
                 ) from None
             latency = time.monotonic() - t0
             return self._response(completion, latency, attempt)
@@ -402,17 +402,19 @@ class OpenAICompatibleBackend(JudgeBackend):
         return delay
 
     def _body_excerpt(self, exc: Any) -> str:
-        text = ""
+        """The error's ``type`` and ``code`` identifiers from an OpenAI-style JSON error body, e.g.
+        ``" (invalid_request_error, invalid_api_key)"``; never the body's text: an endpoint may
+        echo anything (a key it was sent, an internal page), and the message reaches pages and
+        logs."""
+        ids = []
         try:
             body = getattr(exc, "body", None)
-            if isinstance(body, Mapping):
-                err = body.get("error", body)
-                text = str(err.get("message") if isinstance(err, Mapping) and err.get("message") else err)
-            elif body is not None:
-                text = str(body)
-            if not text:
-                text = exc.response.text
+            err = body.get("error", body) if isinstance(body, Mapping) else None
+            if isinstance(err, Mapping):
+                for k in ("type", "code"):
+                    v = err.get(k)
+                    if isinstance(v, str) and _IDENTIFIER.fullmatch(v) and v != self.__api_key:
+                        ids.append(v)
         except Exception:  # noqa: BLE001 - best effort only
-            text = ""
-        text = " ".join(_redact(text, self.__api_key).split())[:300]
-        return f" ({text})" if text else ""
+            ids = []
+        return f" ({', '.join(ids)})" if ids else ""

@@ -2,6 +2,7 @@
 import json
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.services.releases import ReleaseImportError, import_release_dir
@@ -35,6 +36,8 @@ class Command(BaseCommand):
                                         publish=not opts["draft"])
         except ReleaseImportError as exc:
             raise CommandError(str(exc))
+        except PermissionDenied as exc:
+            raise CommandError(f"--as-user: {exc} (a maintainer imports releases)") from None
         s = report.summary()
         if opts["json"]:
             self.stdout.write(json.dumps(s, indent=2, ensure_ascii=False))

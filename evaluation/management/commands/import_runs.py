@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import RunImportError, import_run_dir
@@ -55,6 +56,8 @@ class Command(BaseCommand):
             queued = queue_share_of_run(user, run, opts["queue_share"], opts["queue_n"])
         except (RunImportError, ValueError) as exc:
             raise CommandError(str(exc))
+        except PermissionDenied as exc:
+            raise CommandError(f"--as-user: {exc} (a maintainer imports runs)") from None
         summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,
                    "dimensions": run.dimensions, "records": run.records.count(), "protocol": run.protocol,
                    "scaffold": run.scaffold, "queued_records": queued["records"], "queued_slots": queued["slots"]}

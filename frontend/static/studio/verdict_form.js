@@ -27,6 +27,19 @@
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   }
+  // Claiming the next item changes state: a POST with the CSRF token, never a GET navigation.
+  function claimNext(url) {
+    const f = document.createElement("form");
+    f.method = "post";
+    f.action = url;
+    const t = document.createElement("input");
+    t.type = "hidden";
+    t.name = "csrfmiddlewaretoken";
+    t.value = csrf();
+    f.appendChild(t);
+    document.body.appendChild(f);
+    f.submit();
+  }
   function say(text, isError) {
     if (!state) return;
     state.textContent = text;
@@ -109,7 +122,7 @@
     const data = await resp.json().catch(() => ({}));
     if (resp.status === 201 || resp.status === 200) {
       say(final ? "submitted" : "saved");
-      if (mode === "queue") window.location.assign(data.next_url);
+      if (mode === "queue") claimNext(data.next_url);
       else window.location.reload();
       return;
     }

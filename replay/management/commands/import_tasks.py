@@ -13,9 +13,11 @@ import json
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Event
+from annotation.services.tasks import TaskLockedError
 from replay.services import TaskImportError, import_task_file
 
 
@@ -44,6 +46,10 @@ class Command(BaseCommand):
             rows = import_task_file(user, path, event)
         except TaskImportError as exc:
             raise CommandError(str(exc))
+        except TaskLockedError as exc:  # a re-import over a released (or reviewed) task
+            raise CommandError(f"{path.name}: {exc}") from None
+        except PermissionDenied as exc:
+            raise CommandError(f"--as-user: {exc} (an author or maintainer imports tasks)") from None
         if o["json"]:
             self.stdout.write(json.dumps(rows, indent=2))
             return

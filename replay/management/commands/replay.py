@@ -29,8 +29,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Layer, Task
+from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
-from replay.services import (LAYER_FIELDS, TaskImportError, create_run, execute_replay, input_fingerprint,
+from replay.services import (GOLD_MODE, LAYER_FIELDS, TaskImportError, create_run, execute_replay, input_fingerprint,
                              recorded_diff, recorded_trajectory, resume_stuck_replays)
 
 
@@ -78,7 +79,10 @@ class Command(BaseCommand):
                 recorded = recorded_trajectory(task, o["against"])
             except TaskImportError as exc:
                 raise CommandError(f"--against: {exc}")
-        run = create_run(task, mode=o["mode"])
+        try:
+            run = create_run(task, mode=o["mode"])
+        except TaskLockedError as exc:
+            raise CommandError(f"--task: {exc}") from None
         run = execute_replay(run.pk, use_cache=not o["no_cache"])
         out = {"question_id": task.question_id, "run": run.pk, "status": run.status, "error": run.error or None,
                "replay_hash": run.replay_hash, "gold_accepted": run.gold_accepted, "tool_calls": run.tool_calls,
@@ -120,6 +124,8 @@ class Command(BaseCommand):
         if o["event"]:
             tasks = tasks.filter(event__slug=o["event"])
         tasks = [t for t in tasks if t.head_id]
+        if o["mode"] == GOLD_MODE:  # a released task's gold is frozen (require_unreleased)
+            tasks = [t for t in tasks if t.status != Task.Status.RELEASED]
         todo = []
         if o["changed_only"]:
             # the newest succeeded run's fingerprint per (task, revision), and each event's layers:

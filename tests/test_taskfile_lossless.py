@@ -260,3 +260,31 @@ def test_values_longer_than_the_studio_columns_import_and_come_back_whole(db, tm
     (bad / "tasks" / T1).write_text(dumps([dict(sample, sample_id="s" * 201)]))
     with pytest.raises(svc.ReleaseImportError, match=r"sample_id: longer than 200 characters"):
         svc.import_release_dir(None, bad)
+
+
+@pytest.mark.parametrize("case", ["import_tasks_nan_in_args", "import_tasks_nan_in_classes"])
+def test_nan_in_args_or_classes_is_kept_not_refused(db, tmp_path, make_user, case):
+    """Issue 15 listed NaN in a step's args or in classes among the inputs that ended in a
+    traceback; the benchmark's loader accepts them (``json.load`` reads NaN), so by issue 22 they
+    import losslessly instead of being refused: stored tagged, written back as the same token."""
+    from kernel.taskfile import read_task_file
+    from replay.services import import_task_file
+
+    text = {"import_tasks_nan_in_args": '[{"sample_id": "s1", "input_data": {}, "tasks": [{"task_category": '
+            '"perception_and_assessment", "task_category_code": "T1", "question": "How many?", "trajectory": '
+            '[{"call": "perception.count", "args": {"k": NaN}}], "final_answer": {"n": 1}, "eval_spec": '
+            '{"n": "scalar_count"}}]}]',
+            "import_tasks_nan_in_classes": '[{"sample_id": "s1", "input_data": {}, "tasks": [{"task_category": '
+            '"perception_and_assessment", "task_category_code": "T1", "question": "How many?", "trajectory": [], '
+            '"final_answer": {"n": 1}, "eval_spec": {"n": "scalar_count"}}], "classes": {"1": NaN}}]'}[case]
+    path = tmp_path / T1
+    path.write_text(text)
+    event = Event.objects.create(slug="corpus", name="corpus")
+    rows = import_task_file(make_user("mia", "maintainer", "author"), path, event)
+    assert [r["status"] for r in rows] == ["created"]
+    rev = Task.objects.get(question_id="s1_task0").head
+    stored = rev.trajectory[0]["args"]["k"] if case.endswith("args") else rev.classes["1"]
+    assert stored == {"$float": "NaN"}  # kernel.taskfile's storage tag of the NaN token
+    json.dumps([rev.trajectory, rev.classes], allow_nan=False)  # no raw NaN reached a JSON column
+    kept = read_task_file(text.encode(), T1).samples[0]
+    assert json.loads(rev.source)["sample"]["sample_id"] == kept["sample_id"]

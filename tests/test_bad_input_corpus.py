@@ -129,4 +129,6 @@ def test_the_corpus_covers_the_issue():
     cases = [json.loads(p.read_text()) for p in CASES]
     assert {c["target"] for c in cases} == {"import_tasks", "import_runs", "import_release", "api"}
     assert all(c.get("issue") and {"file", "field", "problem"} <= set(c["expect"]) for c in cases)
-    assert len(cases) >= 24
+    # 24 cases of the issue's list, less NaN in args and in classes: the benchmark's loader accepts
+    # those, so they import losslessly (issue 22; tests/test_taskfile_lossless.py)
+    assert len(cases) >= 22

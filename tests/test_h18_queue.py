@@ -119,16 +119,16 @@ def test_n_of_m_and_a_summary_at_the_end(client, run_a, maintainer, make_user):
     enqueue_records(maintainer, ids, 1)  # 3 records, 1 slot each
     ana = make_user("ana", "scorer")
     client.force_login(ana)
-    r = client.get("/scoring/next/")
+    r = client.post("/scoring/next/")  # claiming is a POST (issue 15: a GET claims nothing)
     page = client.get(r["Location"]).content.decode()
     assert 'id="queue-progress">item 1 of 3</span>' in page
     item = ScoringItem.objects.get(scorer=ana)
     submit_item(ana, item, errors=flags(), grade=1.0, seal=False)  # revisable
-    page = client.get(client.get("/scoring/next/")["Location"]).content.decode()
+    page = client.get(client.post("/scoring/next/")["Location"]).content.decode()
     assert 'id="queue-progress">item 2 of 3</span>' in page
     for _ in range(2):
         submit_item(ana, claim_next(ana), errors=flags("E4"), grade=0.6)
-    r = client.get("/scoring/next/")
+    r = client.post("/scoring/next/")
     assert r.status_code == 302 and r["Location"] == "/scoring/done/"
     done = client.get(r["Location"]).content.decode()
     assert "You scored 3 items here" in done and "1 is still revisable" in done

@@ -133,7 +133,8 @@ class TaskOut(TaskListOut):
     can_edit = serializers.SerializerMethodField()
 
     def get_qc(self, task) -> list[dict]:
-        return [f.as_dict() for f in task_services.run_fast_qc(task.head)]
+        # the submit gate's suite, as on the task page and in manage.py qc (one QC everywhere)
+        return [f.as_dict() for f in review_services.submission_findings(task)]
 
     def _user(self):
         request = self.context.get("request")
@@ -216,6 +217,69 @@ class ResolveIn(serializers.Serializer):
     resolved = serializers.BooleanField(default=True)
 
 
+class QcIn(serializers.Serializer):
+    task = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS,
+                                    help_text="a task: without content, its head revision is checked")
+    event = serializers.SlugField(required=False, help_text="the event of new content (default: the task's)")
+    content = serializers.DictField(required=False, allow_null=True, default=None,
+                                    help_text="unsaved editor content (the fields of a task save)")
+
+
+class FindingOut(serializers.Serializer):
+    check = serializers.CharField()
+    severity = serializers.CharField()
+    message = serializers.CharField()
+    location = serializers.CharField()
+
+
+class QcOut(serializers.Serializer):
+    task = serializers.IntegerField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True, help_text="the revision checked; null for unsaved content")
+    findings = FindingOut(many=True)
+
+
+class QcView(APIView):
+    """The QC suite on a task's head revision or on unsaved editor content (the editor's live QC).
+
+    ``{"task": id}``: the head revision, with the same function as the task page, the submit gate
+    and ``manage.py qc`` (``annotation.services.qc.qc_for_task``). ``{"event"|"task", "content"}``:
+    unsaved content, checked by ``qc_for_content``. 400 names the field of bad input.
+    """
+
+    @extend_schema(request=QcIn, responses=QcOut)
+    def post(self, request):
+        from annotation.services.qc import qc_for_content
+
+        data = QcIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        task = _task_or_404(v["task"]) if v.get("task") else None
+        if v.get("content") is None:
+            if task is None:
+                return Response({"detail": "task: give a task (its head revision is checked) or content"}, status=400)
+            findings = review_services.submission_findings(task)
+            return Response({"task": task.pk, "version": task.version, "findings": [f.as_dict() for f in findings]})
+        if task is not None:
+            event = task.event
+        elif v.get("event"):
+            event = get_object_or_404(Event, slug=v["event"])
+        else:
+            return Response({"detail": "event: new content needs its event"}, status=400)
+        body = TaskContentIn(data=v["content"])
+        if not body.is_valid():
+            return Response({"content": body.errors}, status=400)
+        try:
+            content = _content(body.validated_data, event)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        findings = qc_for_content(event, content, task=task)
+        return Response({"task": task.pk if task else None, "version": None, "findings": [f.as_dict() for f in findings]})
+
+
+def _broken(exc: task_services.BrokenReferenceError) -> Response:
+    return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
+
+
 def _content(data: dict, event: Event) -> dict:
     content = {k: v for k, v in data.items() if k in task_services.CONTENT_FIELDS}
     if data.get("input_layers"):
@@ -248,9 +312,12 @@ class TaskListView(APIView):
         event = get_object_or_404(Event, slug=data.validated_data["event"])
         try:
             content = _content(data.validated_data, event)
+            task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"],
+                                             content=content)
+        except task_services.BrokenReferenceError as exc:
+            return _broken(exc)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
-        task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"], content=content)
         return Response(_task_out(request, task.pk), status=201)
 
 
@@ -277,6 +344,8 @@ class TaskDetailView(APIView):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except task_services.TaskLockedError as exc:
             return _locked(exc)
+        except task_services.BrokenReferenceError as exc:
+            return _broken(exc)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(_task_out(request, pk))
@@ -348,6 +417,8 @@ class RevisionRestoreView(APIView):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except task_services.TaskLockedError as exc:
             return _locked(exc)
+        except task_services.BrokenReferenceError as exc:
+            return _broken(exc)
         return Response(_task_out(request, pk))
 
 
@@ -432,6 +503,7 @@ urlpatterns = [
     path("events/", EventListView.as_view(), name="api-events"),
     path("events/<slug:slug>/", EventDetailView.as_view(), name="api-event"),
     path("layers/<int:pk>/", LayerDetailView.as_view(), name="api-layer"),
+    path("qc/", QcView.as_view(), name="api-qc"),
     path("tasks/", TaskListView.as_view(), name="api-tasks"),
     path("tasks/<int:pk>/", TaskDetailView.as_view(), name="api-task"),
     path("tasks/<int:pk>/submit/", TaskSubmitView.as_view(), name="api-task-submit"),

@@ -130,6 +130,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "references.key": ("error", "a reference names a key the step's result does not have"),
     "references.type": ("error", "a reference's value type does not fit the argument or answer type"),
     "references.loop_scope": ("error", "step[N] or <item.…> used outside a tool.loop's calls"),
+    "references.malformed": ("error", "a value written as a reference is not one (e.g. it names a deleted step)"),
     # manifest
     "manifest.layer_unknown": ("error", "a file named by the task is not a layer of the event"),
     "manifest.not_in_input_data": ("error", "a file used by a step is not declared in input_data"),
@@ -1541,10 +1542,35 @@ def _polygon(a: _Analysis, name: str, gold: Any):
 # ============================================================================================
 # Public entry points
 # ============================================================================================
+#: a string that starts as a trajectory/step reference ("<key> from trajectory[…") and so was meant as one
+_REFERENCE_LIKE = re.compile(r"^\s*<[^<>]*>\s*from\s+(?:trajectory|step)\b", re.IGNORECASE)
+
+#: the reference checks whose error means the gold plan is wired wrong: a revision is not saved with one
+#: (annotation.services.tasks.save_revision); references.type stays a QC error that blocks submission only
+BROKEN_REFERENCE_CHECKS = ("references.order", "references.key", "references.loop_scope", "references.malformed")
+
+
+def _check_malformed_references(a: _Analysis) -> None:
+    """``references.malformed``: a step argument or answer source written like a reference
+    (``<key> from trajectory[…``) that the benchmark's pattern (``replay.references``) does not
+    read, e.g. ``<count> from trajectory[deleted].obs`` (the editor writes this for a reference to
+    a deleted step) or a missing ``.obs``; the runner would pass the text on as a literal."""
+    where = [(f"trajectory[{i}].args", _step_args(s)) for i, s in enumerate(a.steps) if isinstance(s, dict)]
+    where += [(f"answer_spec[{j}].source", f.get("source")) for j, f in enumerate(a.answer_fields()) if isinstance(f, dict)]
+    for loc, value in where:
+        for path, text in _walk_strings(value, ()):
+            if _REFERENCE_LIKE.match(text) and parse_reference(text) is None:
+                sub = format_path(path)
+                at = loc + (sub if sub.startswith("[") else f".{sub}") if path else loc
+                a.add("references.malformed", f"{at}: '{text[:80]}' is not a reference the benchmark reads "
+                      "(write <key> from trajectory[N].obs with N an earlier step); rebind it to a step's output.", at)
+
+
 def _analyse(content: dict, layers: dict | None, replay: dict | None = None) -> _Analysis:
     a = _Analysis(content, layers)
     a.check_structure()
     a.check_steps()
+    _check_malformed_references(a)
     qc_tools.run(a)
     a.check_eval_spec(replay.get("final_answer") if isinstance(replay, dict) else None)
     _check_alignment(a)

@@ -71,7 +71,7 @@ class BrokenReferenceError(ValueError):
 
     def __init__(self, findings: list[qc.Finding]):
         self.findings = findings
-        super().__init__("references: " + "; ".join(f"{f.location}: {f.message}" for f in findings))
+        super().__init__("references: " + " ".join(f.message for f in findings))
 
 
 def check_reference_integrity(content: dict) -> None:

@@ -907,7 +907,7 @@
     if (resp && resp.ok) {
       s.dataset.draftAt = new Date().toISOString();
       if (s.dataset.state === "conflict") s.textContent = s.textContent.replace(/ · your edits are kept.*$/, "") + " · your edits are kept in a server draft";
-      else if (state.dirty) setSaveState("draft", `Draft autosaved ${new Date().toLocaleTimeString()} · not a revision yet`);
+      else if (state.dirty && s.dataset.state !== "error") setSaveState("draft", `Draft autosaved ${new Date().toLocaleTimeString()} · not a revision yet`);
     } else if (s.dataset.state !== "conflict") setSaveState("error", "Draft not autosaved (offline?) · keep this tab open");
   }
   async function save(opts) {
@@ -1025,12 +1025,18 @@
   $("#conflict-close").onclick = () => { $("#conflict").hidden = true; };
 
   // ------------------------------------------------------------------ replay from the editor
-  let replaying = null;
-  // -> true when the head revision's replay succeeded (saving first when needed)
+  let replaying = null, replayQueued = null, replayingVersion = null;
+  // -> true when the head revision's replay succeeded (saving first when needed). A call while a
+  // replay runs (a save in the meantime) waits for it, then replays the new head once.
   async function replay() {
-    if (replaying) return replaying;
+    if (replaying && state.version === replayingVersion && !state.dirty) return replaying;  // that head is being replayed
+    if (replaying) {
+      if (!replayQueued) replayQueued = replaying.catch(() => false).then(() => { replayQueued = null; return replay(); });
+      return replayQueued;
+    }
     replaying = (async () => {
       if (!state.id || state.dirty) { if (!(await save({ noReplay: true }))) return false; }
+      replayingVersion = state.version;
       $("#replay-task").disabled = true;
       $("#replay-status").textContent = "starting…";
       $("#replay-status").className = "";
@@ -1437,7 +1443,10 @@
   // offer to restore unsaved work: the server draft (existing task) or this browser's (new task)
   const draft = T ? T.draft : (() => { try { return JSON.parse(localStorage.getItem(localKey) || "null"); } catch (e) { return null; } })();
   if (draft && !state.readOnly && JSON.stringify(draft.content) !== baseline) {
-    const b = banner("draft", [`You have unsaved edits from ${new Date(draft.updated_at || draft.at).toLocaleString()}${T ? ` (started from r${draft.base_version})` : ""}. `]);
+    const at = new Date(draft.updated_at || draft.at);
+    const sameDay = at.toDateString() === new Date().toDateString();
+    const when = sameDay ? at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : at.toLocaleString();
+    const b = banner("draft", [`Restore the draft of ${when}? `, el("span", { class: "hint", text: `Unsaved edits${T ? ` started from r${draft.base_version}` : " of a task not created yet, kept in this browser"}. ` })]);
     b.appendChild(el("button", { type: "button", id: "restore-draft", class: "primary", text: "Restore them", onclick: () => {
       load(draft.content);
       if (T && draft.base_version < state.version) toast(`Those edits started from r${draft.base_version}; saving will show what changed since.`);

@@ -65,6 +65,47 @@ class LayerDetailView(APIView):
         return Response(LayerOut(get_object_or_404(Layer, pk=pk)).data)
 
 
+class GeoreferencingIn(serializers.Serializer):
+    gsd_m = serializers.FloatField(required=False, allow_null=True, default=None,
+                                   help_text="ground sample distance, m/px; absent: unchanged")
+    crs = serializers.CharField(required=False, allow_blank=True, allow_null=True, default=None, max_length=2000,
+                                help_text="EPSG code, WKT or PROJ text; \"\" clears it; absent: unchanged")
+    reason = serializers.CharField(max_length=2000, help_text="where the value comes from")
+
+
+class LayerAuditOut(serializers.Serializer):
+    action = serializers.CharField()
+    actor = serializers.CharField(source="actor.username", default=None)
+    changes = serializers.JSONField()
+    reason = serializers.CharField()
+    stale_tasks = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+
+
+class LayerGeoreferencingView(APIView):
+    """A maintainer records a layer's GSD and/or CRS with a reason (an audit event; the replays of
+    the tasks that read the layer become stale). 400 names the field; 403 for other roles."""
+
+    @extend_schema(responses=LayerAuditOut(many=True))
+    def get(self, request, pk: int):
+        layer = get_object_or_404(Layer, pk=pk)
+        return Response(LayerAuditOut(layer.audit_events.select_related("actor").order_by("-id"), many=True).data)
+
+    @extend_schema(request=GeoreferencingIn, responses={200: LayerAuditOut})
+    def post(self, request, pk: int):
+        from annotation.services.layers import set_layer_georeferencing
+
+        layer = get_object_or_404(Layer, pk=pk)
+        data = GeoreferencingIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            event = set_layer_georeferencing(request.user, layer, gsd_m=v.get("gsd_m"), crs=v.get("crs"), reason=v["reason"])
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(LayerAuditOut(event).data)
+
+
 class AnswerFieldIn(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     eval_type = serializers.CharField(max_length=40)
@@ -511,6 +552,7 @@ urlpatterns = [
     path("events/", EventListView.as_view(), name="api-events"),
     path("events/<slug:slug>/", EventDetailView.as_view(), name="api-event"),
     path("layers/<int:pk>/", LayerDetailView.as_view(), name="api-layer"),
+    path("layers/<int:pk>/georeferencing/", LayerGeoreferencingView.as_view(), name="api-layer-georeferencing"),
     path("qc/", QcView.as_view(), name="api-qc"),
     path("tasks/", TaskListView.as_view(), name="api-tasks"),
     path("tasks/<int:pk>/", TaskDetailView.as_view(), name="api-task"),

@@ -1207,14 +1207,24 @@ class _Analysis:
         if name in METRIC_TOOLS and "pixel_size_m" not in args and not desc.px:
             srcs = [self.layers[fn] for fn in desc.sources if fn in self.layers]
             if srcs and all(_georeferenced(l) is False for l in srcs):
-                self.add("manifest.crs_missing", f"{label}: measures in metres but its inputs come from pixel-frame layers ({', '.join(sorted(l['file_name'] for l in srcs))}) with no CRS and no pixel_size_m is given; pass pixel_size_m (the layer's GSD).", loc)
+                # one rule for metres on pixel-frame inputs: they need the rasters' GSD, passed as
+                # pixel_size_m. No GSD recorded → gsd_missing (the same finding as with a literal
+                # pixel_size_m below); a GSD recorded but not passed → crs_missing naming the value.
+                rasters = [l for l in srcs if l.get("kind") != "vector"]
+                gsds = sorted({g for g in (_num(l.get("gsd_m")) for l in rasters) if g})
+                names = ", ".join(sorted(l["file_name"] for l in srcs))
+                if rasters and not gsds:
+                    self.add("manifest.gsd_missing", f"{label}: measures in metres but its inputs come from pixel-frame layers ({names}) with no CRS and no GSD recorded; a maintainer records the layer's GSD (event page), then pass it as pixel_size_m.", loc)
+                else:
+                    value = f"={gsds[0]:g}" if len(gsds) == 1 else " (the layer's GSD)"
+                    self.add("manifest.crs_missing", f"{label}: measures in metres but its inputs come from pixel-frame layers ({names}) with no CRS and no pixel_size_m is given; pass pixel_size_m{value}.", loc)
         px = _num(args.get("pixel_size_m")) if "pixel_size_m" in args and not find_all_references(args.get("pixel_size_m")) else None
         if px is not None:
             rasters = [self.layers[fn] for fn in sorted(desc.sources) if fn in self.layers and self.layers[fn].get("kind") != "vector"]
             gsds = [_num(l.get("gsd_m")) for l in rasters]
             known = [g for g in gsds if g]
             if rasters and not known:
-                self.add("manifest.gsd_missing", f"{label}: pixel_size_m={px:g} cannot be known by the agent: the source raster(s) {', '.join(l['file_name'] for l in rasters)} have no GSD (pixel_size_m) in the manifest; record it.", f"{loc}.args.pixel_size_m")
+                self.add("manifest.gsd_missing", f"{label}: pixel_size_m={px:g} cannot be known by the agent: the source raster(s) {', '.join(l['file_name'] for l in rasters)} have no GSD (pixel_size_m) in the manifest; a maintainer records the layer's GSD (event page).", f"{loc}.args.pixel_size_m")
             elif known and min(abs(px - g) / g for g in known) > 0.05:
                 self.add("manifest.gsd_mismatch", f"{label}: pixel_size_m={px:g} but the source raster's GSD is {', '.join(f'{g:g}' for g in sorted(set(known)))} m; use the manifest's value.", f"{loc}.args.pixel_size_m")
 

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from annotation import selectors, tiles
-from annotation.models import Event, Layer
+from annotation.models import Event, Layer, LayerAuditEvent
+from studio.permissions import can
 
 log = logging.getLogger(__name__)
 
@@ -184,17 +185,22 @@ def event_detail(request, slug: str):
         raise Http404("no such event")
     layers = list(event.layers.all())
     by_id = {la.id: la for la in layers}
+    audits = {}
+    for a in LayerAuditEvent.objects.filter(layer__event=event).select_related("actor").order_by("-id"):
+        audits.setdefault(a.layer_id, []).append(a)
     rows = []
     for la in layers:
         rows.append({
             "layer": la,
             "annotated": by_id.get(la.annotates_id),
             "legend": tiles.legend(la) if la.kind == Layer.Kind.MASK else [],
+            "audit": audits.get(la.id, []),
         })
     return render(request, "frontend/event_detail.html", {
         "event": event,
         "rows": rows,
         "map_config": map_config(layers),
+        "can_edit_meta": can(request.user, "layer.edit_metadata"),
     })
 
 

@@ -57,6 +57,8 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("maintainer", "task.edit", "any"),
     Rule("maintainer", "task.replay", "any"),
     Rule("maintainer", "data.import", "any"),
+    # a layer's georeferencing (GSD, CRS) recorded by hand, with a reason (annotation.services.layers)
+    Rule("maintainer", "layer.edit_metadata", "any"),
     Rule("maintainer", "run.import", "any"),
     Rule("maintainer", "release.export", "any"),
     Rule("reviewer", "release.export", "any"),

@@ -1,0 +1,155 @@
+"""A maintainer records a layer's GSD/CRS (issue 23, item 5), and a metric task on the pixel-frame
+hurricane-florence tile can then be submitted.
+
+The tile (../shared/realdata/xbd-hurricane-florence/SOURCE.md) is 1024 × 1024 px with no
+georeferencing, so the import records no GSD. The value recorded here, 0.5 m/px, is the order of
+the xBD imagery's resolution (Gupta et al. 2019: Maxar WorldView imagery, GSD under 0.8 m); what
+the tests check is the bookkeeping (audit, stale replays, QC, the submit gate), not that number.
+The QC rule (annotation/qc.py): a metric tool on pixel-frame inputs needs the rasters' GSD as
+pixel_size_m; without a recorded GSD both forms (with and without a literal pixel_size_m) give
+manifest.gsd_missing.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from annotation.models import Event, LayerAuditEvent, Task
+from annotation.services import imports, review
+from annotation.services.tasks import build_input_data, create_task
+from conftest import REALDATA
+
+QUESTION = "What is the area in square metres of the largest major-damage building footprint?"
+
+
+def _florence_task(user, *, pixel_size_m=0.5):
+    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    event = Event.objects.get(slug="hurricane-florence")
+    pre = event.layers.get(kind="raster", phase="pre")
+    post = event.layers.get(kind="raster", phase="post")
+    area_args = {"vector_path": "<vector_path> from trajectory[1].obs"}
+    if pixel_size_m is not None:
+        area_args["pixel_size_m"] = pixel_size_m
+    content = {
+        "question": QUESTION, "task_category": "perception_and_assessment", "task_category_code": "T1",
+        "disaster_type": event.disaster_type,
+        "input_data": build_input_data(event, {"pre_image": pre.pk, "post_image": post.pk}),
+        "trajectory": [
+            {"call": "seg.building_damage", "args": {"pre_image_path": pre.file_name, "post_image_path": post.file_name}},
+            {"call": "ras.vectorize", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2]}},
+            {"call": "vec.max_polygon", "args": area_args},
+        ],
+        "answer_spec": [{"name": "max_area_m2", "eval_type": "scalar_continuous",
+                         "source": "<max_area_m2> from trajectory[2].obs", "answer_format": "square metres"}],
+    }
+    return event, post, create_task(user, event, dimension="t1", content=content, sample_id="hurricane-florence_gsd01")
+
+
+def _checks(findings):
+    return {(f.check, f.location) for f in findings}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("pixel_size_m", [None, 0.5])
+def test_without_a_recorded_gsd_both_forms_give_the_same_finding(make_user, pixel_size_m):
+    from annotation.services.qc import qc_for_task
+
+    ada = make_user("ada", "author")
+    _, _, task = _florence_task(ada, pixel_size_m=pixel_size_m)
+    found = {c for c, _ in _checks(qc_for_task(task))}
+    assert "manifest.gsd_missing" in found and "manifest.crs_missing" not in found, found
+
+
+@pytest.mark.django_db
+def test_maintainer_records_the_gsd_then_the_metric_task_submits(make_user, client):
+    from replay.services import input_fingerprint, start_replay
+
+    ada = make_user("ada", "author")
+    mia = make_user("mia", "maintainer")
+    event, post, task = _florence_task(ada)
+    run = start_replay(ada, task)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    with pytest.raises(Exception) as exc:
+        review.submit(ada, task)
+    assert "manifest.gsd_missing" in {f.check for f in exc.value.findings}
+
+    url = f"/api/layers/{post.pk}/georeferencing/"
+    client.force_login(ada)
+    assert client.post(url, {"gsd_m": 0.5, "reason": "x"}, content_type="application/json").status_code == 403
+    client.force_login(mia)
+    for body, field in (({"gsd_m": 0.5, "reason": " "}, "reason"), ({"gsd_m": -1, "reason": "r"}, "gsd_m"),
+                        ({"gsd_m": 5000, "reason": "r"}, "gsd_m"), ({"crs": "EPSG:999999", "reason": "r"}, "crs"),
+                        ({"reason": "r"}, "nothing changes")):
+        resp = client.post(url, body, content_type="application/json")
+        said = resp.json().get("detail") or " ".join(resp.json())  # a service message, or DRF's {field: [...]}
+        assert resp.status_code == 400 and field in said, (body, resp.content)
+    assert LayerAuditEvent.objects.count() == 0
+    post.refresh_from_db()
+    assert post.gsd_m is None
+
+    for layer in (post, event.layers.get(kind="raster", phase="pre")):
+        resp = client.post(f"/api/layers/{layer.pk}/georeferencing/",
+                           {"gsd_m": 0.5, "reason": "xBD WorldView imagery, GSD under 0.8 m (Gupta et al. 2019)"},
+                           content_type="application/json")
+        assert resp.status_code == 200, resp.content
+        body = resp.json()
+        assert body["changes"] == {"gsd_m": {"old": None, "new": 0.5}}
+        assert body["stale_tasks"] == [task.question_id] and body["actor"] == "mia"
+    # the replay read the old GSD: its fingerprint no longer matches (replay --changed-only reruns it)
+    task = Task.objects.select_related("head").get(pk=task.pk)
+    assert input_fingerprint(task, task.head, "gt") != run.input_fingerprint
+    # a CRS given as PROJ text is stored as its EPSG code
+    resp = client.post(url, {"crs": "+proj=utm +zone=17 +datum=WGS84 +units=m +no_defs", "reason": "r"},
+                       content_type="application/json")
+    assert resp.status_code == 200 and resp.json()["changes"]["crs"]["new"] == "EPSG:32617"
+
+    run = start_replay(ada, task)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    review.submit(ada, Task.objects.get(pk=task.pk))
+    assert Task.objects.get(pk=task.pk).status == "submitted"
+    assert client.get(url).json()[0]["reason"] == "r"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_the_event_page_form_records_the_gsd(live_server, browser, make_user):
+    make_user("mia", "maintainer", password="mia-pass-1")
+    make_user("ada", "author", password="ada-pass-1")
+    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    post = Event.objects.get(slug="hurricane-florence").layers.get(kind="raster", phase="post")
+    for user, pw in (("ada", "ada-pass-1"), ("mia", "mia-pass-1")):
+        ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+        p = ctx.new_page()
+        errors = []
+        p.on("pageerror", lambda e: errors.append(str(e)))
+        p.goto(f"{live_server.url}/accounts/login/")
+        p.fill("input[name=username]", user)
+        p.fill("input[name=password]", pw)
+        p.click("button[type=submit]")
+        p.wait_for_load_state()
+        p.goto(f"{live_server.url}/events/hurricane-florence/")
+        card = p.locator(f"#layer-{post.pk}")
+        assert "No GSD recorded" in card.text_content()
+        if user == "ada":  # an author is not offered the form
+            assert card.locator(".georef-form").count() == 0
+            ctx.close()
+            continue
+        card.locator("summary").click()
+        card.locator("input[name=gsd_m]").fill("0.5")
+        card.locator("button[type=submit]").click()
+        p.wait_for_timeout(300)
+        assert "reason" in card.locator(".georef-error").text_content()  # refused: no reason yet
+        card.locator("input[name=reason]").fill("xBD WorldView imagery")
+        with p.expect_navigation():
+            card.locator("button[type=submit]").click()
+        card = p.locator(f"#layer-{post.pk}")
+        assert re.search(r"GSD\s*0\.50*\s*m/px", card.text_content()), card.text_content()
+        assert "gsd_m — → 0.5" in card.locator(".georef-audit").text_content()
+        assert "xBD WorldView imagery" in card.locator(".georef-audit").text_content()
+        assert not errors, errors
+        ctx.close()

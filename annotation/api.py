@@ -215,6 +215,8 @@ class RestoreIn(serializers.Serializer):
 class TransitionIn(serializers.Serializer):
     action = serializers.ChoiceField(choices=list(review_services.TRANSITIONS))
     reason = serializers.CharField(required=False, allow_blank=True, default="")
+    acknowledge_open_comments = serializers.BooleanField(
+        required=False, default=False, help_text="approve although review comments are open (recorded)")
 
 
 class AuditOut(serializers.Serializer):
@@ -406,10 +408,12 @@ class TaskSubmitView(APIView):
         return _apply_transition(request, pk, "submit", "")
 
 
-def _apply_transition(request, pk: int, action: str, reason: str) -> Response:
+def _apply_transition(request, pk: int, action: str, reason: str, acknowledge: bool = False) -> Response:
     task = _task_or_404(pk)
     try:
-        review_services.transition(request.user, task, action, reason=reason)
+        review_services.transition(request.user, task, action, reason=reason, acknowledge_open_comments=acknowledge)
+    except review_services.OpenCommentsError as exc:
+        return Response({"detail": str(exc), "open_comments": exc.open_count}, status=409)
     except task_services.TaskValidationError as exc:
         return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
     except ValueError as exc:
@@ -424,7 +428,8 @@ class TaskTransitionView(APIView):
     def post(self, request, pk: int):
         data = TransitionIn(data=request.data)
         data.is_valid(raise_exception=True)
-        return _apply_transition(request, pk, data.validated_data["action"], data.validated_data["reason"])
+        return _apply_transition(request, pk, data.validated_data["action"], data.validated_data["reason"],
+                                 data.validated_data["acknowledge_open_comments"])
 
 
 class TaskAuditView(APIView):

@@ -26,7 +26,7 @@ from annotation.services.tasks import EDITABLE_STATUSES, diff_revisions, revisio
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
-from studio.permissions import can, user_roles
+from studio.permissions import can, require, user_roles
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
 CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}
@@ -227,7 +227,9 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
 
 @require_safe
 def task_new_page(request):
-    """The editor for a new task on ``?event=<slug>`` (default: the first event)."""
+    """The editor for a new task on ``?event=<slug>`` (default: the first event). Only for roles
+    that create tasks (``task.create``); others get the 403 page naming the role."""
+    require(request.user, "task.create")
     slug = request.GET.get("event")
     event = get_object_or_404(Event, slug=slug) if slug else Event.objects.order_by("slug").first()
     if event is None:

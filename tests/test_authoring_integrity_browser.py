@@ -256,3 +256,44 @@ def test_new_task_draft_is_offered_back_after_a_reload(live_server, browser, mak
         assert not p._errors, p._errors
     finally:
         ctx.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pickers_rank_exact_matches_first_and_never_guess(live_server, browser, make_user):
+    """Issue 23: ``area_m2`` + Enter bound ``total_area_m2``; ``filter_by_attribute`` + Enter picked
+    ``poi.filter_by_attribute``. The registry has both vec. and poi.filter_by_attribute
+    (``manage.py tools``); ras.vectorize returns total_area_m2, vec.convex_hull area_m2."""
+    make_user("ada", "author", password="ada-pass-1")
+    import_joplin(raster=False)
+    ctx, p = _login(browser, live_server, "ada", "ada-pass-1")
+    try:
+        p.goto(f"{live_server.url}/tasks/new/?event=joplin-tornado")
+        p.locator("body").press("Escape")
+        p.keyboard.press("a")
+        p.wait_for_selector("#tool-picker:not([hidden])")
+        p.fill("#tool-search", "filter_by_attribute")
+        p.keyboard.press("Enter")
+        assert "2 tools are called filter_by_attribute" in p.locator("#toast").text_content()
+        assert p.locator("#tool-picker").is_visible() and _calls(p) == ["choose a tool…"]
+        p.fill("#tool-search", "ras.vectorize")
+        p.keyboard.press("Enter")
+        p.wait_for_selector("#tool-picker", state="hidden")
+        p.click("#add-step")
+        p.wait_for_selector("#tool-picker:not([hidden])")
+        p.fill("#tool-search", "convex_hull")  # one tool has that short name: Enter takes it
+        p.keyboard.press("Enter")
+        p.wait_for_selector("#tool-picker", state="hidden")
+        assert _calls(p) == ["ras.vectorize", "vec.convex_hull"]
+        ans = p.locator("#answers tbody tr").nth(0)
+        ans.locator(".ref-button").click()
+        p.wait_for_selector("#ref-picker:not([hidden])")
+        p.fill("#ref-search", "area_m2")
+        p.keyboard.press("Enter")
+        assert ans.locator(".ans-source").input_value() == "<area_m2> from trajectory[1].obs"
+        ans.locator(".ref-button").click()
+        p.fill("#ref-search", "total_area_m2")
+        p.keyboard.press("Enter")
+        assert ans.locator(".ans-source").input_value() == "<total_area_m2> from trajectory[0].obs"
+        assert not p._errors, p._errors
+    finally:
+        ctx.close()

@@ -520,7 +520,13 @@
       items[k].scrollIntoView({ block: "nearest" });
       return true;
     }
-    if (e.key === "Enter") { e.preventDefault(); (items[k] || items[0]).click(); return true; }
+    if (e.key === "Enter") {
+      e.preventDefault();
+      // several equally exact matches (vec. and poi.filter_by_attribute): Enter never guesses
+      if (k < 0 && list.dataset.ambiguous) { toast(list.dataset.ambiguous); return true; }
+      (items[k] || items[0]).click();
+      return true;
+    }
     return false;
   }
   function openToolPicker(i) {
@@ -559,15 +565,25 @@
       if (ok) shownModules.add(it.dataset.module);
     });
     $$(".pick-group", list).forEach((g) => { g.hidden = !shownModules.has(g.dataset.module); });
-    // the best match is the one Enter picks: exact name, then words in the name, then anywhere
+    // the one Enter picks: the exact dotted name, then an exact short name (when only one tool
+    // has it), then words in the name, then anywhere; exact matches are marked
     const q = words.join(" ");
     const score = (it) => {
       const name = it.dataset.tool.toLowerCase();
-      if (name === q || name.split(".").pop() === q) return 3;
+      if (name === q) return 4;
+      if (name.split(".").pop() === q) return 3;
       return words.every((w) => name.includes(w)) ? 2 : 1;
     };
+    const shown = $$(".pick-item:not([hidden])", list);
+    $$(".pick-item", list).forEach((it) => it.classList.toggle("exact", !it.hidden && words.length > 0 && score(it) >= 3));
     let best = null;
-    $$(".pick-item:not([hidden])", list).forEach((it) => { if (!best || score(it) > score(best)) best = it; });
+    shown.forEach((it) => { if (!best || score(it) > score(best)) best = it; });
+    const ties = best ? shown.filter((it) => score(it) === score(best)) : [];
+    delete list.dataset.ambiguous;
+    if (best && words.length && score(best) === 3 && ties.length > 1) {
+      list.dataset.ambiguous = `${ties.length} tools are called ${q} (${ties.map((t) => t.dataset.tool).join(", ")}): pick one with ↓ and Enter, or type its module.`;
+      return;
+    }
     if (best && words.length) { best.classList.add("active"); best.scrollIntoView({ block: "nearest" }); }
   }
   $("#tool-search").addEventListener("input", filterTools);
@@ -613,7 +629,7 @@
         const ref = `<${r.key}> from trajectory[${n}].obs`;
         const value = state.stepValues[n] && state.stepValues[n][r.key];
         list.appendChild(el("div", {
-          class: "pick-item" + (r.ok ? "" : " incompatible"), role: "option", "data-ref": ref,
+          class: "pick-item" + (r.ok ? "" : " incompatible"), role: "option", "data-ref": ref, "data-key": r.key.toLowerCase(),
           "data-search": `${r.key} ${r.type} ${steps[n].call}`.toLowerCase(),
           title: r.ok ? "" : `type ${r.type} may not fit ${param ? param.type : ""}`,
           onclick: () => { input.value = ref; input.dispatchEvent(new Event("input", { bubbles: true })); input.dispatchEvent(new Event("change", { bubbles: true })); closePickers(); input.focus(); },
@@ -630,10 +646,13 @@
     $("#ref-search").focus();
   }
   $("#ref-search").addEventListener("input", () => {
-    const w = $("#ref-search").value.toLowerCase();
+    const w = $("#ref-search").value.trim().toLowerCase();
     $$("#ref-list .pick-item").forEach((it) => { it.hidden = !it.dataset.search.includes(w); it.classList.remove("active"); });
-    const first = $("#ref-list .pick-item:not([hidden])");
-    if (first) first.classList.add("active");
+    // an exact key ranks first (area_m2 before total_area_m2), the nearest step first among equals
+    const shown = $$("#ref-list .pick-item:not([hidden])");
+    const exact = shown.filter((it) => it.dataset.key === w);
+    const first = exact.length ? exact[exact.length - 1] : shown[0];
+    if (first) { first.classList.add("active"); first.scrollIntoView({ block: "nearest" }); }
   });
   $("#ref-search").addEventListener("keydown", (e) => {
     if (e.key === "Escape") { e.preventDefault(); const t = pickerTarget; closePickers(); if (t && t.input) t.input.focus(); return; }

@@ -142,6 +142,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "manifest.modality": ("error", "the layer's modality does not fit the tool"),
     "manifest.single_date": ("error", "a bi-temporal tool gets one date twice"),
     "manifest.phase_order": ("warning", "a bi-temporal tool gets its dates swapped or out of order"),
+    "manifest.ground_truth_input": ("warning", "the manifest gives the agent a ground-truth mask (the gold's own source)"),
     # classes
     "classes.stale_index": ("error", "class indices that the mask does not contain"),
     "classes.binary_expected": ("warning", "a tool that merges binary masks gets a multi-class one"),
@@ -1155,6 +1156,10 @@ class _Analysis:
             fn = _basename(path)
             if self.explicit_layers and fn not in self._explicit:
                 self.add("manifest.layer_unknown", f"{loc}: '{fn}' is not a layer of this event; import it or pick an existing layer.", loc)
+        for loc, path, _entry in _input_entries(self.content.get("input_data") or {}):
+            layer = self.layers.get(_basename(path))
+            if layer and layer.get("kind") == "mask":
+                self.add("manifest.ground_truth_input", f"{loc}: '{_basename(path)}' is a ground-truth mask (the replay's perception reads it for the gold); in input_data the agent gets the answer's source. Remove it unless the task means to hand the agent that mask.", loc)
         reported = set()
         for loc, value in self.files:
             fn = _basename(value)

@@ -153,3 +153,56 @@ def test_the_event_page_form_records_the_gsd(live_server, browser, make_user):
         assert "xBD WorldView imagery" in card.locator(".georef-audit").text_content()
         assert not errors, errors
         ctx.close()
+
+
+@pytest.mark.django_db
+def test_class_remap_of_the_florence_mask_for_seg_building_damage():
+    """The replay reads the xBD mask through label names (replay/tools/perception.py DAMAGE_LABELS):
+    no-damage → 1 intact, minor- and major-damage → 2 partially damaged, destroyed → 3."""
+    from frontend.views_tasks import class_remaps
+
+    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    event = Event.objects.get(slug="hurricane-florence")
+    mask = event.layers.get(kind="mask")
+    remap = {r["mask"]: r["rows"] for r in class_remaps(event.layers.all())["seg.building_damage"]}[mask.file_name]
+    by_label = {label: (cls, name) for _v, label, cls, name in remap}
+    assert by_label["no-damage"] == (1, "intact")
+    assert by_label["minor-damage"] == by_label["major-damage"] == (2, "partially damaged")
+    assert by_label["destroyed"] == (3, "totally destroyed")
+    assert "seg.road_damage" not in class_remaps(event.layers.all())  # building labels mean nothing to it
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_editor_marks_the_gt_mask_and_shows_the_remap(live_server, browser, make_user, client):
+    from annotation.services.qc import qc_for_task
+
+    ada = make_user("ada", "author", password="ada-pass-1")
+    event, _post, task = _florence_task(ada)
+    mask = event.layers.get(kind="mask")
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    p = ctx.new_page()
+    errors = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        p.goto(f"{live_server.url}/accounts/login/")
+        p.fill("input[name=username]", "ada")
+        p.fill("input[name=password]", "ada-pass-1")
+        p.click("button[type=submit]")
+        p.wait_for_load_state()
+        p.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
+        remap = p.locator("#steps > li").nth(0).locator(".class-remap").text_content()
+        assert f"GT remap of {mask.file_name}" in remap and "major-damage → 2 partially damaged" in remap
+        p.click("#add-input")
+        row = p.locator("#manifest .input-row").last
+        row.locator(".input-key").fill("mask")
+        row.locator(".input-layer").select_option(str(mask.pk))
+        assert "ground truth" in row.locator(".input-meta").text_content()
+        p.wait_for_function("() => document.querySelector('#qc-box').textContent.includes('manifest.ground_truth_input')", timeout=5000)
+        p.keyboard.press("Control+s")
+        p.wait_for_function("() => document.querySelector('#save-state').textContent.includes('r2')", timeout=15000)
+        assert "manifest.ground_truth_input" in {f.check for f in qc_for_task(Task.objects.get(pk=task.pk))}
+        assert not errors, errors
+    finally:
+        ctx.close()

@@ -139,7 +139,7 @@
       const group = layers.filter((l) => l.kind === kind);
       if (!group.length) return;
       const og = el("optgroup", { label: kind });
-      group.forEach((l) => og.appendChild(el("option", { value: l.id, text: `${l.file_name}${l.phase ? " (" + l.phase + ")" : ""}` })));
+      group.forEach((l) => og.appendChild(el("option", { value: l.id, text: `${l.file_name}${l.phase ? " (" + l.phase + ")" : ""}${l.ground_truth ? " · ground truth" : ""}` })));
       sel.appendChild(og);
     });
     if (layerId) sel.value = String(layerId);
@@ -147,7 +147,13 @@
     row._verbatim = verbatim || null;
     const meta = el("span", { class: "input-meta hint" });
     const rm = el("button", { type: "button", class: "icon", text: "×", title: "remove this input", onclick: () => { row.remove(); changed(); } });
-    const update = () => { meta.textContent = sel.value ? layerMeta(layerById[sel.value]) : "not a layer of this event: kept verbatim"; renderPreview(); };
+    const update = () => {
+      const l = layerById[sel.value];
+      meta.textContent = sel.value ? layerMeta(l) : "not a layer of this event: kept verbatim";
+      if (l && l.ground_truth) meta.prepend(el("b", { class: "gt-warning", text: "⚠ ground truth: the gold's own source, the agent would get the answer · " }));
+      row.classList.toggle("ground-truth", !!(l && l.ground_truth));
+      renderPreview();
+    };
     sel.addEventListener("change", () => { update(); changed(); });
     keyIn.addEventListener("input", () => { renderPreview(); changed({ typing: keyIn }); });
     row.append(keyIn, sel, meta, rm);
@@ -339,6 +345,9 @@
       tool ? el("span", { class: "badge module" }, tool.module) : null, ctrl));
     if (step.call && !tool) li.appendChild(el("p", { class: "field-error", text: `unknown tool '${step.call}'` }));
     if (tool) li.appendChild(el("p", { class: "tool-desc hint", text: tool.description || "" }));
+    // a perception step's GT replay reads the event's mask through a remap: show it where it applies
+    (CFG.class_remaps[step.call] || []).forEach((r) => li.appendChild(el("p", { class: "class-remap hint", "data-mask": r.mask },
+      el("b", { text: `GT remap of ${r.mask}: ` }), r.rows.map(([v, label, c, cl]) => `${v} ${label} → ${c} ${cl}`).join(" · "))));
     const box = el("div", { class: "args" });
     if (tool) {
       tool.params.forEach((p) => box.appendChild(argRow(step, i, p)));

@@ -86,6 +86,7 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
         "modality": layer.modality,
         "file_name": layer.file_name,
         "opacity": 0.7 if layer.kind == Layer.Kind.MASK else 1.0,
+        "gsd_m": layer.gsd_m,  # the pixel frame's scale bar and cursor read metres from it
     }
     if layer.frame == Layer.Frame.PIXEL:
         tile = meta.get("tile") or next(

@@ -206,3 +206,54 @@ def test_editor_marks_the_gt_mask_and_shows_the_remap(live_server, browser, make
         assert not errors, errors
     finally:
         ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_maps_have_a_pixel_scale_a_cursor_readout_and_modifier_wheel_zoom(live_server, browser, make_user):
+    """With the GSD recorded, the pixel-frame map gets a metric scale bar (pixels × 0.5 m); the
+    cursor readout names column and row; in the editor the wheel zooms only with Ctrl."""
+    from annotation.services.layers import set_layer_georeferencing
+
+    ada = make_user("ada", "author", password="ada-pass-1")
+    mia = make_user("mia", "maintainer")
+    event, post, task = _florence_task(ada)
+    for layer in event.layers.filter(kind__in=["raster", "mask"]):
+        set_layer_georeferencing(mia, layer, gsd_m=0.5, reason="xBD WorldView imagery")
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    p = ctx.new_page()
+    errors = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        p.goto(f"{live_server.url}/accounts/login/")
+        p.fill("input[name=username]", "ada")
+        p.fill("input[name=password]", "ada-pass-1")
+        p.click("button[type=submit]")
+        p.wait_for_load_state()
+        p.goto(f"{live_server.url}/events/hurricane-florence/")
+        scale = p.locator("#event-map .leaflet-control-scale-line").first
+        scale.wait_for(timeout=10000)
+        assert re.fullmatch(r"\d+ (m|km)", scale.text_content().strip()), scale.text_content()
+        box = p.locator("#event-map .leaflet-container").first.bounding_box()
+        p.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        readout = p.locator("#event-map .studio-cursor").first.text_content()
+        assert re.match(r"col \d+ · row \d+ px · [\d.]+, [\d.]+ m", readout), readout
+        # the editor: a plain wheel scrolls the page, Ctrl + wheel zooms the map
+        p.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
+        p.wait_for_selector("#editor-map .leaflet-container")
+        box = p.locator("#editor-map .leaflet-container").first.bounding_box()
+        p.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        before = p.evaluate("() => document.querySelector('#editor-map .leaflet-proxy') ? document.querySelector('#editor-map .leaflet-proxy').style.transform : ''")
+        p.mouse.wheel(0, -300)
+        p.wait_for_timeout(400)
+        assert p.evaluate("() => document.querySelector('#editor-map .leaflet-proxy') ? document.querySelector('#editor-map .leaflet-proxy').style.transform : ''") == before
+        assert p.locator("#editor-map .studio-wheel-hint.shown").count() == 1
+        p.keyboard.down("Control")
+        p.mouse.wheel(0, -300)
+        p.keyboard.up("Control")
+        p.wait_for_timeout(600)
+        assert p.evaluate("() => document.querySelector('#editor-map .leaflet-proxy').style.transform") != before
+        assert not errors, errors
+    finally:
+        ctx.close()

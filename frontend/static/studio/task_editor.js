@@ -789,7 +789,7 @@
   // ------------------------------------------------------------------ the map and drawing
   let viewer = null;
   try {
-    viewer = StudioMap.viewer(document.getElementById("editor-map"), { layers: MAPCFG.layers || [] });
+    viewer = StudioMap.viewer(document.getElementById("editor-map"), { layers: MAPCFG.layers || [], wheelModifier: true });
   } catch (e) {
     $("#editor-map").textContent = `The map could not start: ${e.message}`;
   }

@@ -257,3 +257,35 @@ def test_maps_have_a_pixel_scale_a_cursor_readout_and_modifier_wheel_zoom(live_s
         assert not errors, errors
     finally:
         ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_damage_vectors_are_class_styled_with_a_legend(live_server, browser, make_user):
+    """Joplin's damage polygons carry ``dmg`` 1..4 (SOURCE.md: 107, 51, 83, 399 polygons); each is
+    drawn in its class colour (annotation.tiles.CLASS_COLOURS, the mask legend's), not one cyan."""
+    from annotation import tiles
+    from test_review_workflow import import_joplin
+
+    make_user("ada", "author", password="ada-pass-1")
+    event = import_joplin(raster=False)
+    damage = event.layers.get(file_name="damage.geojson")
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    p = ctx.new_page()
+    try:
+        p.goto(f"{live_server.url}/accounts/login/")
+        p.fill("input[name=username]", "ada")
+        p.fill("input[name=password]", "ada-pass-1")
+        p.click("button[type=submit]")
+        p.wait_for_load_state()
+        p.goto(f"{live_server.url}/events/{event.slug}/")
+        p.wait_for_function("() => document.querySelectorAll('#event-map path.leaflet-interactive').length >= 640", timeout=20000)
+        strokes = p.evaluate("() => [...document.querySelectorAll('#event-map path.leaflet-interactive')].map(x => x.getAttribute('stroke'))")
+        counts = {c: strokes.count(c) for c in set(strokes)}
+        # the footprints (77, no class) keep the default colour; the damage polygons take their class's
+        assert counts.get(tiles.CLASS_COLOURS[4]) == 399 and counts.get(tiles.CLASS_COLOURS[1]) == 107, counts
+        legend = p.locator("#event-map .studio-legend").text_content()
+        assert "4 · destroyed" in legend and damage.name in legend
+    finally:
+        ctx.close()

@@ -102,9 +102,12 @@
     var props = (feature && feature.properties) || {};
     var by = spec.colorBy || [];
     var cmap = spec.colorMap || {};
+    var codes = spec.codeColours || {};
     for (var i = 0; i < by.length; i++) {
       var v = props[by[i]];
-      if (v !== undefined && v !== null && cmap[String(v).toLowerCase()]) return cmap[String(v).toLowerCase()];
+      if (v === undefined || v === null) continue;
+      if (cmap[String(v).toLowerCase()]) return cmap[String(v).toLowerCase()];
+      if (codes[by[i]] && codes[by[i]][String(v)]) return codes[by[i]][String(v)];  // numeric class codes (dmg)
     }
     return spec.color || '#00b7ff';
   }

@@ -17,6 +17,8 @@ from rest_framework.response import Response
 from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
 from annotation.selectors_tasks import (task_audit, task_comments, task_detail, task_list, task_revision,
                                         task_revisions, user_draft)
+from annotation.services import layers as layer_services
+from annotation.services import qc as qc_services
 from annotation.services import review as review_services
 from annotation.services import tasks as task_services
 from studio.api_fields import ID_BOUNDS, INT_BOUNDS
@@ -93,14 +95,12 @@ class LayerGeoreferencingView(APIView):
 
     @extend_schema(request=GeoreferencingIn, responses={200: LayerAuditOut})
     def post(self, request, pk: int):
-        from annotation.services.layers import set_layer_georeferencing
-
         layer = get_object_or_404(Layer, pk=pk)
         data = GeoreferencingIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
-            event = set_layer_georeferencing(request.user, layer, gsd_m=v.get("gsd_m"), crs=v.get("crs"), reason=v["reason"])
+            event = layer_services.set_layer_georeferencing(request.user, layer, gsd_m=v.get("gsd_m"), crs=v.get("crs"), reason=v["reason"])
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(LayerAuditOut(event).data)
@@ -299,8 +299,6 @@ class QcView(APIView):
 
     @extend_schema(request=QcIn, responses=QcOut)
     def post(self, request):
-        from annotation.services.qc import qc_for_content
-
         data = QcIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -323,7 +321,7 @@ class QcView(APIView):
             content = _content(body.validated_data, event)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
-        findings = qc_for_content(event, content, task=task)
+        findings = qc_services.qc_for_content(event, content, task=task)
         return Response({"task": task.pk if task else None, "version": None, "findings": [f.as_dict() for f in findings]})
 
 

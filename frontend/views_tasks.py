@@ -10,6 +10,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -26,6 +27,8 @@ from annotation.services.tasks import EDITABLE_STATUSES, diff_revisions, revisio
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
+from replay.tools.perception import TOOLS as PERCEPTION_TOOLS
+from replay.tools.perception import GTLabelError, remap_gt
 from studio.permissions import can, require, user_roles
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
@@ -184,13 +187,9 @@ def class_remaps(layers) -> dict[str, list[dict]]:
     replay's own remapping (``replay.tools.perception.remap_gt``, label names → the tool's classes)
     on the mask's class map. A mask whose labels a tool cannot read is left out for that tool.
     """
-    import numpy as np
-
-    from replay.tools.perception import TOOLS, GTLabelError, remap_gt
-
     masks = [la for la in layers if la.kind == "mask" and la.class_map]
     out: dict[str, list[dict]] = {}
-    for name, tool in TOOLS.items():
+    for name, tool in PERCEPTION_TOOLS.items():
         names = tool.result_classes or tool.file_classes or {}
         for la in masks:
             cmap = {int(k): str(v) for k, v in la.class_map.items()}

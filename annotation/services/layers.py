@@ -15,6 +15,7 @@ import math
 
 from django.db import transaction
 
+from annotation import qc
 from annotation.models import Layer, LayerAuditEvent, Task
 from studio.permissions import require
 
@@ -53,8 +54,6 @@ def _clean_crs(value) -> str:
 def tasks_using_layer(layer: Layer) -> list[Task]:
     """Tasks of the layer's event whose head revision names the layer's file (in ``input_data``
     or a step argument), ordered by question id."""
-    from annotation import qc
-
     out = []
     for task in Task.objects.filter(event_id=layer.event_id, head__isnull=False).select_related("head").order_by("question_id"):
         rev = task.head

@@ -119,5 +119,10 @@ def test_task_page_editor_api_and_manage_qc_show_the_same_findings(joplin, make_
 def test_qc_api_names_bad_input(joplin, make_user, client):
     client.force_login(make_user("ada", "author"))
     assert client.post("/api/qc/", {}, content_type="application/json").status_code == 400
-    resp = client.post("/api/qc/", {"event": joplin.slug, "content": {"question": "x"}}, content_type="application/json")
+    resp = client.post("/api/qc/", {"event": joplin.slug, "content": {"question": "x", "trajectory": "vec.buffer"}},
+                       content_type="application/json")
     assert resp.status_code == 400 and "trajectory" in resp.json()["content"]
+    # unfinished content is checked, not refused: QC names what is missing
+    resp = client.post("/api/qc/", {"event": joplin.slug, "content": {"question": ""}}, content_type="application/json")
+    checks = {f["check"] for f in resp.json()["findings"]}
+    assert resp.status_code == 200 and {"structure.question", "structure.trajectory", "eval_spec.empty"} <= checks

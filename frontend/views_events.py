@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -113,6 +113,7 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
     if layer.kind in (Layer.Kind.RASTER, Layer.Kind.MASK):
         if layer.kind == Layer.Kind.MASK:
             spec["legend"] = tiles.legend(layer)
+        spec["valueUrl"] = reverse("layer_value", args=[layer.id])
         if layer.frame == Layer.Frame.PIXEL:
             spec["image"] = reverse("layer_image", args=[layer.id])
         else:
@@ -254,6 +255,23 @@ def layer_image(request, layer_id: int):
         return HttpResponseBadRequest("only raster and mask layers have an image", content_type="text/plain")
     try:
         return _png(tiles.render_image(layer))
+    except tiles.LayerFileError as exc:
+        raise Http404(str(exc))
+
+
+@require_safe
+def layer_value(request, layer_id: int):
+    """``/layers/<id>/value?x=&y=``: the raster's values at a point (column/row in the pixel frame,
+    lon/lat otherwise) as JSON, for click-to-identify (``annotation.tiles.pixel_values``)."""
+    layer = _layer_or_404(layer_id)
+    if layer.kind not in (Layer.Kind.RASTER, Layer.Kind.MASK):
+        return HttpResponseBadRequest("only raster and mask layers have pixel values", content_type="text/plain")
+    try:
+        x, y = float(request.GET["x"]), float(request.GET["y"])
+    except (KeyError, ValueError):
+        return HttpResponseBadRequest("x, y: give the point as numbers (?x=&y=)", content_type="text/plain")
+    try:
+        return JsonResponse({"layer": layer.id, "name": layer.name, **tiles.pixel_values(layer, x, y)})
     except tiles.LayerFileError as exc:
         raise Http404(str(exc))
 

@@ -239,6 +239,11 @@ def test_maps_have_a_pixel_scale_a_cursor_readout_and_modifier_wheel_zoom(live_s
         p.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         readout = p.locator("#event-map .studio-cursor").first.text_content()
         assert re.match(r"col \d+ · row \d+ px · [\d.]+, [\d.]+ m", readout), readout
+        # click-to-identify: the visible rasters' values at the clicked pixel
+        p.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        ident = p.locator("#event-map .studio-identify").first
+        ident.wait_for(timeout=10000)
+        assert re.search(r"col \d+, row \d+", ident.text_content()), ident.text_content()
         # the editor: a plain wheel scrolls the page, Ctrl + wheel zooms the map
         p.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
         p.wait_for_selector("#editor-map .leaflet-container")
@@ -289,3 +294,21 @@ def test_damage_vectors_are_class_styled_with_a_legend(live_server, browser, mak
         assert "4 · destroyed" in legend and damage.name in legend
     finally:
         ctx.close()
+
+
+@pytest.mark.django_db
+def test_layer_value_reads_the_pixel_under_the_cursor(client, make_user):
+    """Click-to-identify: the mask value at the centre of the first major-damage box of
+    bounding_boxes.csv (988..1008 × 945..961 → col 998, row 953), checked against PIL's read of
+    the same PNG; a point off the raster has no value."""
+    from PIL import Image
+
+    client.force_login(make_user("ada", "author"))
+    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    mask = Event.objects.get(slug="hurricane-florence").layers.get(kind="mask")
+    expected = Image.open(REALDATA / "xbd-hurricane-florence" / "hurricane-florence_00000018_mask.png").getpixel((998, 953))
+    body = client.get(f"/layers/{mask.pk}/value?x=998.4&y=953.7").json()
+    assert (body["col"], body["row"], body["values"]) == (998, 953, [expected])
+    assert expected != 0 and body["label"] == mask.class_map[str(expected)]
+    assert client.get(f"/layers/{mask.pk}/value?x=2000&y=5").json()["values"] is None
+    assert client.get(f"/layers/{mask.pk}/value?x=a").status_code == 400

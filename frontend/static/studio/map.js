@@ -331,6 +331,30 @@
     if (pixel) map.getContainer().classList.add('studio-pixel-map');
     new CursorReadout({ position: 'bottomright', frame: frame, gsd: gsd }).addTo(map);
     if (config.wheelModifier) wheelWithModifier(map);
+    // click-to-identify: vectors open their own popup; elsewhere the visible rasters' values
+    map.on('click', function (e) {
+      var t = e.originalEvent && e.originalEvent.target;
+      if (t && t.classList && t.classList.contains('leaflet-interactive')) return;
+      if (map.pm && map.pm.globalDrawModeEnabled && map.pm.globalDrawModeEnabled()) return;
+      var shown = ctl._order.map(function (id) { return ctl.entries[id]; })
+        .filter(function (en) { return en.visible && en.spec.valueUrl; });
+      if (!shown.length) return;
+      var ll = e.latlng;
+      Promise.all(shown.map(function (en) {
+        return fetch(en.spec.valueUrl + '?x=' + encodeURIComponent(ll.lng) + '&y=' + encodeURIComponent(ll.lat), { credentials: 'same-origin' })
+          .then(function (r) { return r.ok ? r.json() : null; }).catch(function () { return null; });
+      })).then(function (rows) {
+        var box = el('div', 'studio-identify');
+        rows.forEach(function (v, k) {
+          if (!v) return;
+          var line = el('div', '', box);
+          el('b', '', line, shown[k].spec.name + ': ');
+          line.appendChild(document.createTextNode(v.values === null ? 'outside the raster'
+            : v.values.join(', ') + (v.label ? ' (' + v.label + ')' : '') + ' · col ' + v.col + ', row ' + v.row));
+        });
+        if (box.childNodes.length) L.popup({ maxWidth: 360 }).setLatLng(ll).setContent(box).openOn(map);
+      });
+    });
 
     var ctl = {
       map: map, frame: frame, entries: {}, _order: [], _panel: null, _pending: [],

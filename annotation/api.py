@@ -17,6 +17,8 @@ from rest_framework.response import Response
 from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
 from annotation.selectors_tasks import (task_audit, task_comments, task_detail, task_list, task_revision,
                                         task_revisions, user_draft)
+from annotation.services import layers as layer_services
+from annotation.services import qc as qc_services
 from annotation.services import review as review_services
 from annotation.services import tasks as task_services
 from studio.api_fields import ID_BOUNDS, INT_BOUNDS
@@ -63,6 +65,45 @@ class LayerDetailView(APIView):
     @extend_schema(responses=LayerOut)
     def get(self, request, pk: int):
         return Response(LayerOut(get_object_or_404(Layer, pk=pk)).data)
+
+
+class GeoreferencingIn(serializers.Serializer):
+    gsd_m = serializers.FloatField(required=False, allow_null=True, default=None,
+                                   help_text="ground sample distance, m/px; absent: unchanged")
+    crs = serializers.CharField(required=False, allow_blank=True, allow_null=True, default=None, max_length=2000,
+                                help_text="EPSG code, WKT or PROJ text; \"\" clears it; absent: unchanged")
+    reason = serializers.CharField(max_length=2000, help_text="where the value comes from")
+
+
+class LayerAuditOut(serializers.Serializer):
+    action = serializers.CharField()
+    actor = serializers.CharField(source="actor.username", default=None)
+    changes = serializers.JSONField()
+    reason = serializers.CharField()
+    stale_tasks = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+
+
+class LayerGeoreferencingView(APIView):
+    """A maintainer records a layer's GSD and/or CRS with a reason (an audit event; the replays of
+    the tasks that read the layer become stale). 400 names the field; 403 for other roles."""
+
+    @extend_schema(responses=LayerAuditOut(many=True))
+    def get(self, request, pk: int):
+        layer = get_object_or_404(Layer, pk=pk)
+        return Response(LayerAuditOut(layer.audit_events.select_related("actor").order_by("-id"), many=True).data)
+
+    @extend_schema(request=GeoreferencingIn, responses={200: LayerAuditOut})
+    def post(self, request, pk: int):
+        layer = get_object_or_404(Layer, pk=pk)
+        data = GeoreferencingIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            event = layer_services.set_layer_georeferencing(request.user, layer, gsd_m=v.get("gsd_m"), crs=v.get("crs"), reason=v["reason"])
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(LayerAuditOut(event).data)
 
 
 class AnswerFieldIn(serializers.Serializer):
@@ -138,7 +179,8 @@ class TaskOut(TaskListOut):
         return task_services.answer_proposals(task.head)
 
     def get_qc(self, task) -> list[dict]:
-        return [f.as_dict() for f in task_services.run_fast_qc(task.head)]
+        # the submit gate's suite, as on the task page and in manage.py qc (one QC everywhere)
+        return [f.as_dict() for f in review_services.submission_findings(task)]
 
     def _user(self):
         request = self.context.get("request")
@@ -183,6 +225,8 @@ class AcceptProposalIn(serializers.Serializer):
 class TransitionIn(serializers.Serializer):
     action = serializers.ChoiceField(choices=list(review_services.TRANSITIONS))
     reason = serializers.CharField(required=False, allow_blank=True, default="")
+    acknowledge_open_comments = serializers.BooleanField(
+        required=False, default=False, help_text="approve although review comments are open (recorded)")
 
 
 class AuditOut(serializers.Serializer):
@@ -226,6 +270,75 @@ class ResolveIn(serializers.Serializer):
     resolved = serializers.BooleanField(default=True)
 
 
+class QcContentIn(TaskContentIn):
+    """Content as the editor holds it, possibly unfinished (no query yet, a step without a tool):
+    QC reports what is missing, so only the shapes are checked here."""
+    question = serializers.CharField(required=False, allow_blank=True, default="")
+    trajectory = serializers.ListField(child=serializers.DictField(), required=False, default=list)
+    answer_spec = serializers.ListField(child=serializers.DictField(), required=False, default=list)
+
+
+class QcIn(serializers.Serializer):
+    task = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS,
+                                    help_text="a task: without content, its head revision is checked")
+    event = serializers.SlugField(required=False, help_text="the event of new content (default: the task's)")
+    content = serializers.DictField(required=False, allow_null=True, default=None,
+                                    help_text="unsaved editor content (the fields of a task save)")
+
+
+class FindingOut(serializers.Serializer):
+    check = serializers.CharField()
+    severity = serializers.CharField()
+    message = serializers.CharField()
+    location = serializers.CharField()
+
+
+class QcOut(serializers.Serializer):
+    task = serializers.IntegerField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True, help_text="the revision checked; null for unsaved content")
+    findings = FindingOut(many=True)
+
+
+class QcView(APIView):
+    """The QC suite on a task's head revision or on unsaved editor content (the editor's live QC).
+
+    ``{"task": id}``: the head revision, with the same function as the task page, the submit gate
+    and ``manage.py qc`` (``annotation.services.qc.qc_for_task``). ``{"event"|"task", "content"}``:
+    unsaved content, checked by ``qc_for_content``. 400 names the field of bad input.
+    """
+
+    @extend_schema(request=QcIn, responses=QcOut)
+    def post(self, request):
+        data = QcIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        task = _task_or_404(v["task"]) if v.get("task") else None
+        if v.get("content") is None:
+            if task is None:
+                return Response({"detail": "task: give a task (its head revision is checked) or content"}, status=400)
+            findings = review_services.submission_findings(task)
+            return Response({"task": task.pk, "version": task.version, "findings": [f.as_dict() for f in findings]})
+        if task is not None:
+            event = task.event
+        elif v.get("event"):
+            event = get_object_or_404(Event, slug=v["event"])
+        else:
+            return Response({"detail": "event: new content needs its event"}, status=400)
+        body = QcContentIn(data=v["content"])
+        if not body.is_valid():
+            return Response({"content": body.errors}, status=400)
+        try:
+            content = _content(body.validated_data, event)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        findings = qc_services.qc_for_content(event, content, task=task)
+        return Response({"task": task.pk if task else None, "version": None, "findings": [f.as_dict() for f in findings]})
+
+
+def _broken(exc: task_services.BrokenReferenceError) -> Response:
+    return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
+
+
 def _content(data: dict, event: Event) -> dict:
     content = {k: v for k, v in data.items() if k in task_services.CONTENT_FIELDS}
     if data.get("input_layers"):
@@ -260,6 +373,8 @@ class TaskListView(APIView):
             content = _content(data.validated_data, event)
             task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"],
                                              content=content)
+        except task_services.BrokenReferenceError as exc:
+            return _broken(exc)
         except task_services.TaskExistsError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except ValueError as exc:
@@ -290,6 +405,8 @@ class TaskDetailView(APIView):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except task_services.TaskLockedError as exc:
             return _locked(exc)
+        except task_services.BrokenReferenceError as exc:
+            return _broken(exc)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(_task_out(request, pk))
@@ -301,10 +418,12 @@ class TaskSubmitView(APIView):
         return _apply_transition(request, pk, "submit", "")
 
 
-def _apply_transition(request, pk: int, action: str, reason: str) -> Response:
+def _apply_transition(request, pk: int, action: str, reason: str, acknowledge: bool = False) -> Response:
     task = _task_or_404(pk)
     try:
-        review_services.transition(request.user, task, action, reason=reason)
+        review_services.transition(request.user, task, action, reason=reason, acknowledge_open_comments=acknowledge)
+    except review_services.OpenCommentsError as exc:
+        return Response({"detail": str(exc), "open_comments": exc.open_count}, status=409)
     except task_services.TaskValidationError as exc:
         return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
     except ValueError as exc:
@@ -319,7 +438,8 @@ class TaskTransitionView(APIView):
     def post(self, request, pk: int):
         data = TransitionIn(data=request.data)
         data.is_valid(raise_exception=True)
-        return _apply_transition(request, pk, data.validated_data["action"], data.validated_data["reason"])
+        return _apply_transition(request, pk, data.validated_data["action"], data.validated_data["reason"],
+                                 data.validated_data["acknowledge_open_comments"])
 
 
 class TaskAuditView(APIView):
@@ -361,6 +481,8 @@ class RevisionRestoreView(APIView):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except task_services.TaskLockedError as exc:
             return _locked(exc)
+        except task_services.BrokenReferenceError as exc:
+            return _broken(exc)
         except ValueError as exc:  # an old revision that no longer fits a limit (content_problem)
             return Response({"detail": str(exc)}, status=400)
         return Response(_task_out(request, pk))
@@ -469,6 +591,8 @@ urlpatterns = [
     path("events/", EventListView.as_view(), name="api-events"),
     path("events/<slug:slug>/", EventDetailView.as_view(), name="api-event"),
     path("layers/<int:pk>/", LayerDetailView.as_view(), name="api-layer"),
+    path("layers/<int:pk>/georeferencing/", LayerGeoreferencingView.as_view(), name="api-layer-georeferencing"),
+    path("qc/", QcView.as_view(), name="api-qc"),
     path("tasks/", TaskListView.as_view(), name="api-tasks"),
     path("tasks/<int:pk>/", TaskDetailView.as_view(), name="api-task"),
     path("tasks/<int:pk>/submit/", TaskSubmitView.as_view(), name="api-task-submit"),

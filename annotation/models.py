@@ -177,6 +177,22 @@ class AuditEvent(models.Model):
         ordering = ["task_id", "id"]
 
 
+class LayerAuditEvent(models.Model):
+    """A maintainer's change of a layer's georeferencing metadata (GSD, CRS): who, when, why,
+    the old and new values, and the tasks whose replays it made stale (their question ids)."""
+
+    layer = models.ForeignKey(Layer, on_delete=models.CASCADE, related_name="audit_events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=40, default="set_georeferencing")
+    changes = models.JSONField(default=dict, help_text='{field: {"old": value, "new": value}}')
+    reason = models.TextField()
+    stale_tasks = models.JSONField(default=list, help_text="question ids of the tasks whose replays read the layer")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["layer_id", "id"]
+
+
 class TaskComment(models.Model):
     """A reviewer's (or author's) comment pinned to a step, an answer field or a map location; threaded."""
 

@@ -136,6 +136,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "references.key": ("error", "a reference names a key the step's result does not have"),
     "references.type": ("error", "a reference's value type does not fit the argument or answer type"),
     "references.loop_scope": ("error", "step[N] or <item.…> used outside a tool.loop's calls"),
+    "references.malformed": ("error", "a value written as a reference is not one (e.g. it names a deleted step)"),
     # manifest
     "manifest.layer_unknown": ("error", "a file named by the task is not a layer of the event"),
     "manifest.not_in_input_data": ("error", "a file used by a step is not declared in input_data"),
@@ -147,6 +148,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "manifest.modality": ("error", "the layer's modality does not fit the tool"),
     "manifest.single_date": ("error", "a bi-temporal tool gets one date twice"),
     "manifest.phase_order": ("warning", "a bi-temporal tool gets its dates swapped or out of order"),
+    "manifest.ground_truth_input": ("warning", "the manifest gives the agent a ground-truth mask (the gold's own source)"),
     # classes
     "classes.stale_index": ("error", "class indices that the mask does not contain"),
     "classes.binary_expected": ("warning", "a tool that merges binary masks gets a multi-class one"),
@@ -1069,6 +1071,10 @@ class _Analysis:
             fn = _basename(path)
             if self.explicit_layers and fn not in self._explicit:
                 self.add("manifest.layer_unknown", f"{loc}: '{fn}' is not a layer of this event; import it or pick an existing layer.", loc)
+        for loc, path, _entry in _input_entries(self.content.get("input_data") or {}):
+            layer = self.layers.get(_basename(path))
+            if layer and layer.get("kind") == "mask":
+                self.add("manifest.ground_truth_input", f"{loc}: '{_basename(path)}' is a ground-truth mask (the replay's perception reads it for the gold); in input_data the agent gets the answer's source. Remove it unless the task means to hand the agent that mask.", loc)
         reported = set()
         for loc, value in self.files:
             fn = _basename(value)
@@ -1121,14 +1127,24 @@ class _Analysis:
         if name in METRIC_TOOLS and "pixel_size_m" not in args and not desc.px:
             srcs = [self.layers[fn] for fn in desc.sources if fn in self.layers]
             if srcs and all(_georeferenced(l) is False for l in srcs):
-                self.add("manifest.crs_missing", f"{label}: measures in metres but its inputs come from pixel-frame layers ({', '.join(sorted(l['file_name'] for l in srcs))}) with no CRS and no pixel_size_m is given; pass pixel_size_m (the layer's GSD).", loc)
+                # one rule for metres on pixel-frame inputs: they need the rasters' GSD, passed as
+                # pixel_size_m. No GSD recorded → gsd_missing (the same finding as with a literal
+                # pixel_size_m below); a GSD recorded but not passed → crs_missing naming the value.
+                rasters = [l for l in srcs if l.get("kind") != "vector"]
+                gsds = sorted({g for g in (_num(l.get("gsd_m")) for l in rasters) if g})
+                names = ", ".join(sorted(l["file_name"] for l in srcs))
+                if rasters and not gsds:
+                    self.add("manifest.gsd_missing", f"{label}: measures in metres but its inputs come from pixel-frame layers ({names}) with no CRS and no GSD recorded; a maintainer records the layer's GSD (event page), then pass it as pixel_size_m.", loc)
+                else:
+                    value = f"={gsds[0]:g}" if len(gsds) == 1 else " (the layer's GSD)"
+                    self.add("manifest.crs_missing", f"{label}: measures in metres but its inputs come from pixel-frame layers ({names}) with no CRS and no pixel_size_m is given; pass pixel_size_m{value}.", loc)
         px = _num(args.get("pixel_size_m")) if "pixel_size_m" in args and not find_all_references(args.get("pixel_size_m")) else None
         if px is not None:
             rasters = [self.layers[fn] for fn in sorted(desc.sources) if fn in self.layers and self.layers[fn].get("kind") != "vector"]
             gsds = [_num(l.get("gsd_m")) for l in rasters]
             known = [g for g in gsds if g]
             if rasters and not known:
-                self.add("manifest.gsd_missing", f"{label}: pixel_size_m={px:g} cannot be known by the agent: the source raster(s) {', '.join(l['file_name'] for l in rasters)} have no GSD (pixel_size_m) in the manifest; record it.", f"{loc}.args.pixel_size_m")
+                self.add("manifest.gsd_missing", f"{label}: pixel_size_m={px:g} cannot be known by the agent: the source raster(s) {', '.join(l['file_name'] for l in rasters)} have no GSD (pixel_size_m) in the manifest; a maintainer records the layer's GSD (event page).", f"{loc}.args.pixel_size_m")
             elif known and min(abs(px - g) / g for g in known) > 0.05:
                 self.add("manifest.gsd_mismatch", f"{label}: pixel_size_m={px:g} but the source raster's GSD is {', '.join(f'{g:g}' for g in sorted(set(known)))} m; use the manifest's value.", f"{loc}.args.pixel_size_m")
 
@@ -1456,10 +1472,35 @@ def _polygon(a: _Analysis, name: str, gold: Any):
 # ============================================================================================
 # Public entry points
 # ============================================================================================
+#: a string that starts as a trajectory/step reference ("<key> from trajectory[…") and so was meant as one
+_REFERENCE_LIKE = re.compile(r"^\s*<[^<>]*>\s*from\s+(?:trajectory|step)\b", re.IGNORECASE)
+
+#: the reference checks whose error means the gold plan is wired wrong: a revision is not saved with one
+#: (annotation.services.tasks.save_revision); references.type stays a QC error that blocks submission only
+BROKEN_REFERENCE_CHECKS = ("references.order", "references.key", "references.loop_scope", "references.malformed")
+
+
+def _check_malformed_references(a: _Analysis) -> None:
+    """``references.malformed``: a step argument or answer source written like a reference
+    (``<key> from trajectory[…``) that the benchmark's pattern (``replay.references``) does not
+    read, e.g. ``<count> from trajectory[deleted].obs`` (the editor writes this for a reference to
+    a deleted step) or a missing ``.obs``; the runner would pass the text on as a literal."""
+    where = [(f"trajectory[{i}].args", _step_args(s)) for i, s in enumerate(a.steps) if isinstance(s, dict)]
+    where += [(f"answer_spec[{j}].source", f.get("source")) for j, f in enumerate(a.answer_fields()) if isinstance(f, dict)]
+    for loc, value in where:
+        for path, text in _walk_strings(value, ()):
+            if _REFERENCE_LIKE.match(text) and parse_reference(text) is None:
+                sub = format_path(path)
+                at = loc + (sub if sub.startswith("[") else f".{sub}") if path else loc
+                a.add("references.malformed", f"{at}: '{text[:80]}' is not a reference the benchmark reads "
+                      "(write <key> from trajectory[N].obs with N an earlier step); rebind it to a step's output.", at)
+
+
 def _analyse(content: dict, layers: dict | None, replay: dict | None = None) -> _Analysis:
     a = _Analysis(content, layers)
     a.check_structure()
     a.check_steps()
+    _check_malformed_references(a)
     qc_tools.run(a)
     qc_variants.run(a, replay, frozenset(_known_tool_names()))
     a.check_eval_spec(replay.get("final_answer") if isinstance(replay, dict) else None)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import threading
 import warnings
 from collections import OrderedDict
@@ -500,3 +501,34 @@ def cached_tile(layer, z: int, x: int, y: int, signature: str | None = None) -> 
         data = render_tile(layer, z, x, y)
         cache.put(key, data)
     return data
+
+
+def pixel_values(layer, x: float, y: float) -> dict:
+    """What a raster/mask holds at a point, for click-to-identify on the map.
+
+    ``x, y``: column and row (pixels, origin top-left) for a pixel-frame layer; longitude and
+    latitude (EPSG:4326) for a geographic one. Returns ``{"col", "row", "values": [one per band]
+    or None outside the raster, "label": the class map's label of a mask's value or None}``.
+    Raises ``LayerFileError`` when the file cannot be read.
+    """
+    import rasterio
+    from rasterio.warp import transform as warp_transform
+
+    path = layer_file(layer, prefer_tiles=False)
+    try:
+        with rasterio.open(path) as src:
+            if layer.frame == "geographic" and src.crs is not None:
+                xs, ys = warp_transform("EPSG:4326", src.crs, [x], [y])
+                row, col = src.index(xs[0], ys[0])
+            else:
+                col, row = int(math.floor(x)), int(math.floor(y))
+            if not (0 <= row < src.height and 0 <= col < src.width):
+                return {"col": col, "row": row, "values": None, "label": None}
+            window = rasterio.windows.Window(col, row, 1, 1)
+            data = src.read(window=window)[:, 0, 0]
+    except rasterio.errors.RasterioIOError as exc:
+        raise LayerFileError(f"cannot read {path.name}: {exc}")
+    values = [v.item() for v in data]
+    cmap = {str(k): v for k, v in (layer.class_map or {}).items()}
+    label = cmap.get(str(values[0])) if layer.kind == "mask" and values else None
+    return {"col": col, "row": row, "values": values, "label": label}

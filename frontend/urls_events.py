@@ -9,4 +9,5 @@ urlpatterns = [
     path("tiles/<int:layer_id>/<int:z>/<int:x>/<int:y>.png", views.layer_tile, name="layer_tile"),
     path("layers/<int:layer_id>/image.png", views.layer_image, name="layer_image"),
     path("layers/<int:layer_id>/geojson", views.layer_geojson, name="layer_geojson"),
+    path("layers/<int:layer_id>/value", views.layer_value, name="layer_value"),
 ]

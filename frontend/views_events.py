@@ -11,13 +11,14 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, HttpResponseNotModified
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, HttpResponseNotModified, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from annotation import selectors, tiles
-from annotation.models import Event, Layer
+from annotation.models import Event, Layer, LayerAuditEvent
+from studio.permissions import can
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ TILE_CACHE_SECONDS = 86400
 OVERZOOM = 4  # Leaflet may zoom this many levels past the source's native maximum (pixels enlarged)
 
 # Colours of vector features by their damage label (xBD ``subtype``), same palette as the masks.
-VECTOR_COLOUR_PROPERTIES = ["subtype", "damage", "damage_class", "class", "label"]
+VECTOR_COLOUR_PROPERTIES = ["subtype", "damage", "damage_class", "class", "label", "dmg"]
 VECTOR_COLOUR_MAP = {
     "no-damage": tiles.CLASS_COLOURS[1],
     "minor-damage": tiles.CLASS_COLOURS[2],
@@ -33,6 +34,10 @@ VECTOR_COLOUR_MAP = {
     "destroyed": tiles.CLASS_COLOURS[4],
     "un-classified": tiles.CLASS_COLOURS[5],
 }
+#: numeric damage codes, read only from the properties that hold them: the xView2 model's vectorised
+#: output (``dmg``: 1 no-damage … 4 destroyed, ../shared/realdata/xview2-deploy-joplin/SOURCE.md)
+VECTOR_CODE_COLOURS = {"dmg": {str(k): tiles.CLASS_COLOURS[k] for k in (1, 2, 3, 4)}}
+VECTOR_CODE_LABELS = {1: "no-damage", 2: "minor-damage", 3: "major-damage", 4: "destroyed"}
 
 _PHASE_ORDER = {"pre": 0, "post": 1}
 
@@ -85,6 +90,7 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
         "modality": layer.modality,
         "file_name": layer.file_name,
         "opacity": 0.7 if layer.kind == Layer.Kind.MASK else 1.0,
+        "gsd_m": layer.gsd_m,  # the pixel frame's scale bar and cursor read metres from it
     }
     if layer.frame == Layer.Frame.PIXEL:
         tile = meta.get("tile") or next(
@@ -107,6 +113,7 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
     if layer.kind in (Layer.Kind.RASTER, Layer.Kind.MASK):
         if layer.kind == Layer.Kind.MASK:
             spec["legend"] = tiles.legend(layer)
+        spec["valueUrl"] = reverse("layer_value", args=[layer.id])
         if layer.frame == Layer.Frame.PIXEL:
             spec["image"] = reverse("layer_image", args=[layer.id])
         else:
@@ -126,6 +133,13 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
         spec["geojson"] = reverse("layer_geojson", args=[layer.id])
         spec["colorBy"] = VECTOR_COLOUR_PROPERTIES
         spec["colorMap"] = VECTOR_COLOUR_MAP
+        spec["codeColours"] = VECTOR_CODE_COLOURS
+        # a legend for vectors whose features carry damage classes (the map's class styling)
+        fields = {str(f).lower() for f in (meta.get("fields") or meta.get("columns") or [])}
+        if fields & {"dmg"}:
+            spec["legend"] = [{"value": k, "label": v, "colour": tiles.CLASS_COLOURS[k]} for k, v in VECTOR_CODE_LABELS.items()]
+        elif fields & {"subtype", "damage", "damage_class"}:
+            spec["legend"] = [{"value": k, "label": k, "colour": c} for k, c in VECTOR_COLOUR_MAP.items()]
     return spec
 
 
@@ -184,17 +198,22 @@ def event_detail(request, slug: str):
         raise Http404("no such event")
     layers = list(event.layers.all())
     by_id = {la.id: la for la in layers}
+    audits = {}
+    for a in LayerAuditEvent.objects.filter(layer__event=event).select_related("actor").order_by("-id"):
+        audits.setdefault(a.layer_id, []).append(a)
     rows = []
     for la in layers:
         rows.append({
             "layer": la,
             "annotated": by_id.get(la.annotates_id),
             "legend": tiles.legend(la) if la.kind == Layer.Kind.MASK else [],
+            "audit": audits.get(la.id, []),
         })
     return render(request, "frontend/event_detail.html", {
         "event": event,
         "rows": rows,
         "map_config": map_config(layers),
+        "can_edit_meta": can(request.user, "layer.edit_metadata"),
     })
 
 
@@ -252,6 +271,23 @@ def layer_image(request, layer_id: int):
         return HttpResponseBadRequest("only raster and mask layers have an image", content_type="text/plain")
     try:
         return _png(tiles.render_image(layer))
+    except tiles.LayerFileError as exc:
+        raise Http404(str(exc))
+
+
+@require_safe
+def layer_value(request, layer_id: int):
+    """``/layers/<id>/value?x=&y=``: the raster's values at a point (column/row in the pixel frame,
+    lon/lat otherwise) as JSON, for click-to-identify (``annotation.tiles.pixel_values``)."""
+    layer = _layer_or_404(layer_id)
+    if layer.kind not in (Layer.Kind.RASTER, Layer.Kind.MASK):
+        return HttpResponseBadRequest("only raster and mask layers have pixel values", content_type="text/plain")
+    try:
+        x, y = float(request.GET["x"]), float(request.GET["y"])
+    except (KeyError, ValueError):
+        return HttpResponseBadRequest("x, y: give the point as numbers (?x=&y=)", content_type="text/plain")
+    try:
+        return JsonResponse({"layer": layer.id, "name": layer.name, **tiles.pixel_values(layer, x, y)})
     except tiles.LayerFileError as exc:
         raise Http404(str(exc))
 

@@ -19,6 +19,7 @@ from annotation.selectors_releases import (
     tasks_for_release_form,
 )
 from annotation.services import releases as svc
+from annotation.services import review as review_services
 from studio.permissions import can
 
 
@@ -48,6 +49,7 @@ def release_detail_page(request, version: str):
         "jobs": export_jobs(release.version), "runs": release_runs(release),
         "can_release": can(request.user, "release.export", release),
         "can_publish": can(request.user, "release.publish", release),
+        "open_comments": review_services.open_comments_of_release(release) if release.status == "draft" else {},
         "others": [v for v in Release.objects.exclude(pk=release.pk).values_list("version", flat=True)],
     })
 
@@ -55,8 +57,20 @@ def release_detail_page(request, version: str):
 @require_POST
 def release_publish(request, version: str):
     release = get_object_or_404(Release, version=version)
+    # Publish freezes for good: it is confirmed (the form's dialog sends confirm=1), and open review
+    # comments on its tasks are confirmed too, which each such task's audit trail records.
+    if request.POST.get("confirm") != "1":
+        messages.error(request, f"Release {version} not published: confirm it (Publish asks first).")
+        return redirect("release_detail", version=version)
+    open_by_task = review_services.open_comments_of_release(release)
+    if open_by_task and request.POST.get("acknowledge_open_comments") != "1":
+        messages.error(request, f"Release {version} not published: {sum(open_by_task.values())} review comment(s) are open "
+                       f"on {', '.join(sorted(open_by_task))}; resolve them or confirm publishing with them open.")
+        return redirect("release_detail", version=version)
     try:
         svc.publish_release(request.user, release)
+        if open_by_task:
+            review_services.record_publish_with_open_comments(request.user, release, open_by_task)
         messages.success(request, f"Release {version} published; it can no longer be changed.")
     except (svc.ReleaseError, PermissionDenied) as exc:
         messages.error(request, str(exc))

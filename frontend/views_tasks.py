@@ -9,12 +9,13 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from annotation.models import Event, Task, TaskRevision
+from annotation.models import Event, Layer, Task, TaskRevision
 from annotation.qc import EVAL_TYPES
 from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, task_audit, task_authors,
                                         task_comments, task_detail, task_page, task_revision, task_revisions,
@@ -24,7 +25,9 @@ from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
-from studio.permissions import can, user_roles
+from replay.tools.perception import TOOLS as PERCEPTION_TOOLS
+from replay.tools.perception import GTLabelError, remap_gt
+from studio.permissions import can, require, user_roles
 from kernel.catalogue import catalogue_path
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
@@ -168,8 +171,31 @@ def _layer_rows(event: Event) -> list[dict]:
             "file_name": la.file_name, "frame": la.frame, "crs": la.crs, "gsd_m": la.gsd_m, "bands": la.bands,
             "width": la.width, "height": la.height, "feature_count": la.feature_count,
             "class_map": la.class_map, "annotates": la.annotates_id,
+            "ground_truth": la.kind == Layer.Kind.MASK,  # a GT mask: the gold's source, not an agent input
         })
     return rows
+
+
+def class_remaps(layers) -> dict[str, list[dict]]:
+    """``{tool: [{mask, rows: [[GT value, GT label, tool class, tool label]]}]}``: how each
+    perception tool's GT replay reads each ground-truth mask of the event, worked out by the
+    replay's own remapping (``replay.tools.perception.remap_gt``, label names → the tool's classes)
+    on the mask's class map. A mask whose labels a tool cannot read is left out for that tool.
+    """
+    masks = [la for la in layers if la.kind == "mask" and la.class_map]
+    out: dict[str, list[dict]] = {}
+    for name, tool in PERCEPTION_TOOLS.items():
+        names = tool.result_classes or tool.file_classes or {}
+        for la in masks:
+            cmap = {int(k): str(v) for k, v in la.class_map.items()}
+            try:
+                _, mapping = remap_gt(np.array(sorted(cmap), dtype=np.int64), cmap, tool.scheme, tool=name,
+                                      mask_name=la.file_name)
+            except (GTLabelError, ValueError):
+                continue
+            rows = [[v, cmap[v], c, names.get(c, "background" if c == 0 else str(c))] for v, c in sorted(mapping.items())]
+            out.setdefault(name, []).append({"mask": la.file_name, "rows": rows})
+    return out
 
 
 def _thread(c) -> dict:
@@ -186,6 +212,7 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
         "event": {"slug": event.slug, "name": event.name, "disaster_type": event.disaster_type},
         "events": list(Event.objects.order_by("slug").values_list("slug", flat=True)),
         "layers": _layer_rows(event),
+        "class_remaps": class_remaps(event.layers.all()),
         "tools": _tools(),
         "eval_types": list(EVAL_TYPES),
         "dimensions": [[c, label] for c, label in Task.Dimension.choices],
@@ -225,7 +252,9 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
 
 @require_safe
 def task_new_page(request):
-    """The editor for a new task on ``?event=<slug>`` (default: the first event)."""
+    """The editor for a new task on ``?event=<slug>`` (default: the first event). Only for roles
+    that create tasks (``task.create``); others get the 403 page naming the role."""
+    require(request.user, "task.create")
     slug = request.GET.get("event")
     event = get_object_or_404(Event, slug=slug) if slug else Event.objects.order_by("slug").first()
     if event is None:

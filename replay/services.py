@@ -117,7 +117,7 @@ def artifact_store() -> ArtifactStore:
 
 
 #: the ``Layer`` fields that ``LayerResolver`` and ``input_fingerprint`` read
-LAYER_FIELDS = ("id", "event_id", "file_name", "path", "kind", "class_map", "annotates_id", "gsd_m")
+LAYER_FIELDS = ("id", "event_id", "file_name", "path", "kind", "class_map", "annotates_id", "gsd_m", "crs")
 
 
 class LayerResolver:
@@ -356,7 +356,8 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
 
 def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | None = None) -> str:
     """SHA-256 of what a replay of ``revision`` reads: its trajectory and answer spec, the contents
-    of the event's layers (their ``sha256``, else path, size and mtime), the versions of the
+    of the event's layers (their ``sha256``, else path, size and mtime) with their GSD and CRS
+    (a maintainer may record them later: annotation.services.layers), the versions of the
     tools it names and the perception mode (``replay --changed-only`` compares it).
     ``layers``: the event's ``Layer`` rows when the caller has them already (saves the query)."""
     import hashlib
@@ -375,7 +376,7 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
             ident = file_sha256(stored_path(l.path))
         except (OSError, ValueError):
             ident = f"{l.path}:missing"
-        rows.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m])
+        rows.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m, l.crs or ""])
     names = set()
 
     def collect(steps):

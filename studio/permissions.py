@@ -64,6 +64,8 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("maintainer", "task.edit", "any"),
     Rule("maintainer", "task.replay", "any"),
     Rule("maintainer", "data.import", "any"),
+    # a layer's georeferencing (GSD, CRS) recorded by hand, with a reason (annotation.services.layers)
+    Rule("maintainer", "layer.edit_metadata", "any"),
     Rule("maintainer", "run.import", "any"),
     Rule("maintainer", "release.export", "any"),
     Rule("reviewer", "release.export", "any"),
@@ -140,7 +142,39 @@ def can(user, action: str, obj=None) -> bool:
     return False
 
 
+def roles_for(action: str) -> list[str]:
+    """The roles that some row of :data:`PERMISSIONS` grants ``action`` (in ``ROLES`` order)."""
+    return [r for r in ROLES if any(p.role == r and p.action == action for p in PERMISSIONS)]
+
+
 def require(user, action: str, obj=None) -> None:
-    """Raise ``PermissionDenied`` naming the action unless :func:`can` allows it."""
+    """Raise ``PermissionDenied`` naming the action unless :func:`can` allows it. The exception
+    carries ``action`` and ``roles`` (:func:`roles_for`) for the 403 page."""
     if not can(user, action, obj):
-        raise PermissionDenied(f"{getattr(user, 'username', 'anonymous')} may not {action}")
+        exc = PermissionDenied(f"{getattr(user, 'username', 'anonymous')} may not {action}")
+        exc.action, exc.roles = action, roles_for(action)
+        raise exc
+
+
+#: pages offered in the navigation only to users who may act on them: page → the actions, any of
+#: which makes the page useful (the views check their own actions again)
+PAGE_ACTIONS: dict[str, tuple[str, ...]] = {
+    "review": ("task.review", "task.return"),
+    "scoring": ("queue.claim", "queue.manage"),
+    "adjudication": ("verdict.adjudicate",),
+    "agreement": ("agreement.view",),
+    "judges": ("judge.configure", "judge.run"),
+    "task-new": ("task.create",),
+}
+
+
+def can_use_page(user, page: str) -> bool:
+    """Whether ``page`` (a key of :data:`PAGE_ACTIONS`; other pages are open to every user) is of use to ``user``."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    actions = PAGE_ACTIONS.get(page)
+    if actions is None or user.is_superuser:
+        return True
+    # any row of the user's roles, whatever its relation: a reviewer reviews others' tasks (not_own)
+    roles = user_roles(user)
+    return any(r.action in actions and r.role in roles for r in PERMISSIONS)

@@ -24,3 +24,6 @@ urlpatterns = [
     path("api/", include("studio.api_urls")),
     path("", include("frontend.urls")),
 ]
+
+# a styled 403 naming the missing role (frontend/views_errors.py); the API answers JSON itself
+handler403 = "frontend.views_errors.permission_denied"

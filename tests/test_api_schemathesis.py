@@ -74,7 +74,7 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     review.submit(user, task)
     reviewer = upsert_user("rev-populate", "pw-test-123", ["reviewer"])  # nobody reviews their own task
     review.start_review(reviewer, task)
-    review.approve(reviewer, task)
+    review.approve(reviewer, task, acknowledge_open_comments=True)  # the comment stays open on purpose
     task.refresh_from_db()
     release = create_release(user, "1.0.0", text, tasks=[task])
     export = start_export(user, release)  # runs in-process (no broker)

@@ -237,12 +237,17 @@ def test_unknown_event_is_404(client_in):
 
 
 def test_vendored_assets_are_present_with_licences():
-    for rel in ("vendor/leaflet/leaflet.js", "vendor/leaflet/leaflet.css", "vendor/leaflet/LICENSE",
-                "vendor/leaflet/images/layers.png", "vendor/leaflet/images/marker-icon.png",
-                "vendor/leaflet-geoman/leaflet-geoman.min.js", "vendor/leaflet-geoman/leaflet-geoman.css",
+    from django.contrib.staticfiles import finders
+
+    for rel in ("vendor/leaflet-geoman/leaflet-geoman.min.js", "vendor/leaflet-geoman/leaflet-geoman.css",
                 "vendor/leaflet-geoman/LICENSE", "studio/map.js", "studio/studio.css"):
         assert (STATIC / rel).is_file() and (STATIC / rel).stat().st_size > 0, rel
-    assert "Leaflet 1.9" in (STATIC / "vendor/leaflet/leaflet.js").read_text()[:200]
+    # Leaflet itself is django-leaflet's bundled copy (issue 23: no second vendored copy)
+    assert not (STATIC / "vendor/leaflet").exists()
+    for rel in ("leaflet/leaflet.js", "leaflet/leaflet-src.js", "leaflet/leaflet.css", "leaflet/images/layers.png",
+                "leaflet/images/marker-icon.png"):
+        assert finders.find(rel), rel
+    assert "Leaflet 1.9" in open(finders.find("leaflet/leaflet.js"), encoding="utf-8").read()[:200]
 
 
 @pytest.mark.django_db

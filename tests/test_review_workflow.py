@@ -203,7 +203,10 @@ def test_revisions_diff_and_restore(client, joplin, people):
     traj.insert(2, {"call": "vec.convex_hull", "args": {"vector_path": "<buffer_path> from trajectory[1].obs"}})
     traj[3] = {"call": "vec.intersect", "args": {"vector_a_path": "bldg_polys.geojson",
                                                  "vector_b_path": "<buffer_path> from trajectory[1].obs"}}
-    answer = T2_ANSWER + [{"name": "buffers", "eval_type": "scalar_count", "source": "<hull_count> from trajectory[2].obs"}]
+    # the intersect is step 3 now and the hull returns vertex_count (issue 23: a save with a
+    # reference to the wrong step or an absent key is refused)
+    answer = [{**T2_ANSWER[0], "source": "<intersecting_a_count> from trajectory[3].obs"},
+              {"name": "buffers", "eval_type": "scalar_count", "source": "<vertex_count> from trajectory[2].obs"}]
     r = client.put(f"/api/tasks/{tid}/", {**t2_payload(joplin, question="Footprints near destroyed ones?",
                                                        trajectory=traj, answer_spec=answer),
                                           "expected_version": 1, "message": "30 m"}, content_type="application/json")
@@ -218,7 +221,7 @@ def test_revisions_diff_and_restore(client, joplin, people):
     assert [(s["op"], s["old_index"], s["new_index"]) for s in d["steps"]] == [
         ("equal", 0, 0), ("changed", 1, 1), ("added", None, 2), ("equal", 2, 3)]
     assert d["steps"][1]["args"] == [{"key": "meter", "change": "changed", "old": 20, "new": 30}]
-    assert [(a["key"], a["change"]) for a in d["answer"]] == [("buffers", "added")]
+    assert [(a["key"], a["change"]) for a in d["answer"]] == [("buffers", "added"), ("intersecting_a_count", "changed")]
     assert d["input_data"] == []
     # reversed order shows the opposite changes
     back = client.get(f"/api/tasks/{tid}/diff/?a=2&b=1").json()

@@ -21,7 +21,7 @@ from typing import Any
 from annotation import qc
 from kernel.taskfile import loads
 
-__all__ = ["layer_info", "qc_for_task", "qc_for_task_file", "release_qc", "release_items"]
+__all__ = ["layer_info", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
 
 
 def layer_info(layer) -> dict:
@@ -105,6 +105,26 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     polygons = _polygon_golds(content, replay) if isinstance(replay, dict) else None
     return qc.full_qc(content, layers=layers, replay=replay, data_root=data_root or settings.STUDIO_DATA_ROOT,
                       replay_hashes=hashes if len(hashes) >= 2 else None, polygons=polygons)
+
+
+def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[qc.Finding]:
+    """The full QC suite on content that is not saved yet (the editor's live QC, ``POST /api/qc/``).
+
+    ``content`` holds fields of ``CONTENT_FIELDS`` (``input_data`` already built from the layers);
+    with ``task``, absent fields are taken from its head revision, as a save would merge them. The
+    event's layers and files are checked as for a saved task; there is no replay of unsaved
+    content, so the sanity and determinism checks wait for a save and a replay. A saved revision is
+    checked with :func:`qc_for_task` (the task page and ``manage.py qc`` use that one), so the two
+    agree on the same revision.
+    """
+    from django.conf import settings
+
+    from annotation.services.tasks import CONTENT_FIELDS, revision_content
+
+    merged = revision_content(task.head) if task is not None and task.head_id else {}
+    merged.update({k: v for k, v in content.items() if k in CONTENT_FIELDS})
+    layers = {l.file_name: layer_info(l) for l in event.layers.all()}
+    return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT)
 
 
 def release_items(tasks) -> list[dict]:

@@ -37,6 +37,21 @@ class TransitionError(ValueError):
     """The transition is not allowed from the task's current status (or lacks its reason)."""
 
 
+class OpenCommentsError(TransitionError):
+    """Approving a task whose review comments are still open needs an explicit confirmation
+    (``acknowledge_open_comments=True``), which the audit event then records. ``open_count``."""
+
+    def __init__(self, task: Task, open_count: int):
+        self.open_count = open_count
+        super().__init__(f"comments: {task.question_id} has {open_count} open review comment(s); resolve them, "
+                         "or confirm that it is approved with them open")
+
+
+def open_comment_count(task: Task) -> int:
+    """Open (unresolved) comment threads of ``task`` (replies do not count: they share their thread)."""
+    return TaskComment.objects.filter(task=task, parent__isnull=True, resolved=False).count()
+
+
 @dataclass(frozen=True)
 class Transition:
     name: str
@@ -81,17 +96,41 @@ def _check_submission(task: Task) -> None:
                               "replay it so that the reviewer sees the filled answer")
 
 
+def open_comments_of_release(release) -> dict[str, int]:
+    """``{question id: open comment threads}`` over the tasks pinned in ``release`` (only those with some)."""
+    from django.db.models import Count, Q
+
+    rows = (TaskComment.objects.filter(task__release_items__release=release, parent__isnull=True, resolved=False)
+            .values("task__question_id").annotate(n=Count("id", filter=Q(resolved=False))))
+    return {r["task__question_id"]: r["n"] for r in rows}
+
+
+@transaction.atomic
+def record_publish_with_open_comments(user, release, open_by_task: dict[str, int]) -> int:
+    """Record, on each task with open comments, that ``user`` confirmed publishing ``release``
+    with them open (an ``AuditEvent`` ``publish_with_open_comments``); returns how many were written."""
+    tasks = Task.objects.filter(question_id__in=list(open_by_task))
+    events = [AuditEvent(task=t, actor=user, action="publish_with_open_comments", from_status=t.status,
+                         to_status=t.status, revision_number=t.version,
+                         reason=f"release {release.version} published with {open_by_task[t.question_id]} open comment(s), confirmed")
+              for t in tasks]
+    AuditEvent.objects.bulk_create(events)
+    return len(events)
+
+
 def available_transitions(user, task: Task) -> list[Transition]:
     """The transitions ``user`` may apply to ``task`` now (for buttons; the services check again)."""
     return [t for t in TRANSITIONS.values() if task.status in t.sources and can(user, t.permission, task)]
 
 
 @transaction.atomic
-def transition(user, task: Task, name: str, *, reason: str = "") -> Task:
+def transition(user, task: Task, name: str, *, reason: str = "", acknowledge_open_comments: bool = False) -> Task:
     """Apply transition ``name`` to ``task`` and record it as an ``AuditEvent``; returns the task.
 
     Raises ``TransitionError`` (unknown name, wrong status, missing reason),
-    ``PermissionDenied`` (table), ``TaskValidationError`` (submit with QC errors).
+    ``OpenCommentsError`` (approve with open comments, unless ``acknowledge_open_comments``: the
+    audit event's reason then says how many were open), ``PermissionDenied`` (table),
+    ``TaskValidationError`` (submit with QC errors).
     """
     spec = TRANSITIONS.get(name)
     if spec is None:
@@ -106,6 +145,13 @@ def transition(user, task: Task, name: str, *, reason: str = "") -> Task:
         raise TransitionError(f"reason: {name} needs a reason the author can act on")
     if name == "submit":
         _check_submission(locked)
+    if name == "approve":
+        n_open = open_comment_count(locked)
+        if n_open and not acknowledge_open_comments:
+            raise OpenCommentsError(locked, n_open)
+        if n_open:
+            note = f"approved with {n_open} open comment(s), confirmed by {user.get_username()}"
+            reason = f"{note}: {reason}" if reason else note
     previous = locked.status
     locked.status = spec.target
     locked.updated_at = timezone.now()
@@ -135,9 +181,9 @@ def return_task(user, task: Task, reason: str) -> Task:
     return transition(user, task, "return", reason=reason)
 
 
-def approve(user, task: Task) -> Task:
+def approve(user, task: Task, *, acknowledge_open_comments: bool = False) -> Task:
     """in_review → approved (never by the task's author)."""
-    return transition(user, task, "approve")
+    return transition(user, task, "approve", acknowledge_open_comments=acknowledge_open_comments)
 
 
 def release(user, task: Task, *, note: str = "") -> Task:

@@ -71,6 +71,30 @@ def require_unreleased(task: Task, what: str) -> None:
                               "(released tasks never change: copy it into a new task)")
 
 
+class BrokenReferenceError(ValueError):
+    """The content wires the gold trajectory wrong: a reference to a later or the same step, to a
+    key the step's tool does not return, or a reference-like text that names no step (the editor
+    writes ``<key> from trajectory[deleted].obs`` for a reference to a deleted step). ``findings``
+    are the QC findings (checks in ``qc.BROKEN_REFERENCE_CHECKS``), each with its location
+    (``trajectory[2].args.vector_path``, ``answer_spec[0].source``). Nothing is written."""
+
+    def __init__(self, findings: list[qc.Finding]):
+        self.findings = findings
+        super().__init__("references: " + " ".join(f.message for f in findings))
+
+
+def check_reference_integrity(content: dict) -> None:
+    """Refuse content whose references are broken (see :class:`BrokenReferenceError`).
+
+    Runs the fast QC (``annotation.qc.check_task``) and keeps the findings of
+    ``qc.BROKEN_REFERENCE_CHECKS``; an unknown tool does not count (its result keys are unknown, so
+    a reference to it is not checked), nor does a type mismatch (a QC error that blocks submission).
+    """
+    broken = [f for f in qc.check_task(content) if f.check in qc.BROKEN_REFERENCE_CHECKS]
+    if broken:
+        raise BrokenReferenceError(broken)
+
+
 class TaskValidationError(Exception):
     """The task cannot move on (submission) because QC found errors. ``findings`` lists them."""
 
@@ -213,12 +237,14 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
     same one (two requests counting the same tasks) meet the unique ``question_id`` and the loser
     draws again, inside a savepoint, so concurrent creations all succeed (never an
     ``IntegrityError``). Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension),
-    :class:`TaskExistsError` (``sample_id`` given and its question id taken).
+    :class:`TaskExistsError` (``sample_id`` given and its question id taken),
+    ``BrokenReferenceError`` (a broken reference in the trajectory or the answer; nothing written).
     """
     require(user, "task.create")
     if dimension not in TASK_FILES:
         raise ValueError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
     _require_storable(_content(content), message)
+    check_reference_integrity(_content(content))
     for _ in range(CREATE_ATTEMPTS):
         sid = sample_id or _next_sample_id(event)
         try:
@@ -260,7 +286,8 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     the task is dropped (it is now saved). Raises ``StaleVersionError`` when someone saved in
     between (nothing is written), ``TaskLockedError`` when the status locks the content,
     ``ValueError`` naming the field for content that cannot be stored (:func:`content_problem`),
-    ``PermissionDenied`` for the role.
+    ``PermissionDenied`` for the role, ``BrokenReferenceError`` when a reference of the merged
+    content is broken (nothing is written; the editor's draft keeps the work).
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
     require(user, "task.edit", locked)
@@ -271,6 +298,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     merged = {k: getattr(head, k) for k in CONTENT_FIELDS} if head else {}
     merged.update(_content(content))
     _require_storable(merged, message)
+    check_reference_integrity(merged)
     rev = _write_revision(user, locked, merged, message or "edited",
                           source=source if source is not None else (head.source if head else ""))
     TaskDraft.objects.filter(task=locked, user=user).delete()

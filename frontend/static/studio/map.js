@@ -102,9 +102,12 @@
     var props = (feature && feature.properties) || {};
     var by = spec.colorBy || [];
     var cmap = spec.colorMap || {};
+    var codes = spec.codeColours || {};
     for (var i = 0; i < by.length; i++) {
       var v = props[by[i]];
-      if (v !== undefined && v !== null && cmap[String(v).toLowerCase()]) return cmap[String(v).toLowerCase()];
+      if (v === undefined || v === null) continue;
+      if (cmap[String(v).toLowerCase()]) return cmap[String(v).toLowerCase()];
+      if (codes[by[i]] && codes[by[i]][String(v)]) return codes[by[i]][String(v)];  // numeric class codes (dmg)
     }
     return spec.color || '#00b7ff';
   }
@@ -200,6 +203,9 @@
       this._list = el('div', 'studio-panel-list', box);
       this._legend = el('div', 'studio-legend', box);
       this._box = box;
+      // on a narrow map the panel starts folded, so that it does not cover the map
+      var size = this._ctl.map.getSize();
+      if (size.x && size.x < 640) { L.DomUtil.addClass(box, 'collapsed'); toggle.textContent = '+'; }
       this.refresh();
       return box;
     },
@@ -219,7 +225,7 @@
         el('span', 'studio-kind studio-kind-' + (spec.kind || 'overlay'), label, (spec.kind || 'overlay').charAt(0).toUpperCase());
         var name = el('span', 'studio-layer-name', label, spec.name || String(id));
         if (spec.phase) el('span', 'studio-phase', label, phaseLabel(spec.phase));
-        name.title = spec.error ? spec.error : (spec.file_name || spec.name || '');
+        name.title = spec.error ? spec.error : [spec.name, spec.kind, spec.phase, spec.file_name].filter(Boolean).join(' · ');
         L.DomEvent.on(cb, 'change', function () { ctl.setVisible(id, cb.checked); });
         if (!spec.error) {
           var range = el('input', 'studio-opacity', row);
@@ -253,6 +259,49 @@
     }
   });
 
+  /* ---------------------------------------------------------------- scale, cursor, wheel */
+
+  // Leaflet's scale bar measures CRS.Simple distances in pixels: scaled by the GSD they are metres
+  var PixelScale = L.Control.Scale.extend({
+    _updateScales: function (maxPixels) {
+      L.Control.Scale.prototype._updateScales.call(this, maxPixels * this.options.gsd);
+    }
+  });
+
+  // the cursor's position: lat/lon on the globe, column/row (and metres from the origin with a GSD) in pixels
+  var CursorReadout = L.Control.extend({
+    onAdd: function (map) {
+      var box = el('div', 'studio-cursor leaflet-bar');
+      box.textContent = this.options.frame === 'pixel' ? 'x, y (px)' : 'lat, lon';
+      var o = this.options;
+      map.on('mousemove', function (e) {
+        var ll = e.latlng;
+        box.textContent = o.frame === 'pixel'
+          ? 'col ' + Math.floor(ll.lng) + ' · row ' + Math.floor(ll.lat) + ' px' + (o.gsd ? ' · ' + (ll.lng * o.gsd).toFixed(1) + ', ' + (ll.lat * o.gsd).toFixed(1) + ' m' : '')
+          : ll.lat.toFixed(6) + ', ' + ll.lng.toFixed(6);
+      });
+      return box;
+    }
+  });
+
+  // in forms the wheel scrolls the page; Ctrl (or ⌘) + wheel zooms the map
+  function wheelWithModifier(map) {
+    map.scrollWheelZoom.disable();
+    var hint = el('div', 'studio-wheel-hint', map.getContainer(), 'Ctrl + wheel zooms the map');
+    var timer = null;
+    map.getContainer().addEventListener('wheel', function (e) {
+      if (!(e.ctrlKey || e.metaKey)) {
+        hint.classList.add('shown');
+        clearTimeout(timer);
+        timer = setTimeout(function () { hint.classList.remove('shown'); }, 1200);
+        return;
+      }
+      e.preventDefault();
+      var at = map.mouseEventToLatLng(e);
+      map.setZoomAround(at, map.getZoom() + (e.deltaY < 0 ? 1 : -1) * (map.options.zoomDelta || 1));
+    }, { passive: false });
+  }
+
   /* ---------------------------------------------------------------- one map */
 
   function create(element, config) {
@@ -273,8 +322,39 @@
     map.createPane(RASTER_PANE).style.zIndex = 300;
     map.createPane(LEFT_PANE).style.zIndex = 310;
     map.createPane(SWIPE_PANE).style.zIndex = 320;
-    if (!pixel) L.control.scale({ imperial: false, position: 'bottomleft' }).addTo(map);  // pixel units are not metres
+    // a scale bar in both frames: metres on the globe; in the pixel frame, pixels × the rasters' GSD
+    // (a maintainer may record it: annotation.services.layers) when one is known
+    var gsd = null;
+    (config.layers || []).forEach(function (s) { if (!gsd && s.gsd_m) gsd = s.gsd_m; });
+    if (!pixel) L.control.scale({ imperial: false, position: 'bottomleft' }).addTo(map);
+    else if (gsd) new PixelScale({ imperial: false, position: 'bottomleft', gsd: gsd }).addTo(map);
     if (pixel) map.getContainer().classList.add('studio-pixel-map');
+    new CursorReadout({ position: 'bottomright', frame: frame, gsd: gsd }).addTo(map);
+    if (config.wheelModifier) wheelWithModifier(map);
+    // click-to-identify: vectors open their own popup; elsewhere the visible rasters' values
+    map.on('click', function (e) {
+      var t = e.originalEvent && e.originalEvent.target;
+      if (t && t.classList && t.classList.contains('leaflet-interactive')) return;
+      if (map.pm && map.pm.globalDrawModeEnabled && map.pm.globalDrawModeEnabled()) return;
+      var shown = ctl._order.map(function (id) { return ctl.entries[id]; })
+        .filter(function (en) { return en.visible && en.spec.valueUrl; });
+      if (!shown.length) return;
+      var ll = e.latlng;
+      Promise.all(shown.map(function (en) {
+        return fetch(en.spec.valueUrl + '?x=' + encodeURIComponent(ll.lng) + '&y=' + encodeURIComponent(ll.lat), { credentials: 'same-origin' })
+          .then(function (r) { return r.ok ? r.json() : null; }).catch(function () { return null; });
+      })).then(function (rows) {
+        var box = el('div', 'studio-identify');
+        rows.forEach(function (v, k) {
+          if (!v) return;
+          var line = el('div', '', box);
+          el('b', '', line, shown[k].spec.name + ': ');
+          line.appendChild(document.createTextNode(v.values === null ? 'outside the raster'
+            : v.values.join(', ') + (v.label ? ' (' + v.label + ')' : '') + ' · col ' + v.col + ', row ' + v.row));
+        });
+        if (box.childNodes.length) L.popup({ maxWidth: 360 }).setLatLng(ll).setContent(box).openOn(map);
+      });
+    });
 
     var ctl = {
       map: map, frame: frame, entries: {}, _order: [], _panel: null, _pending: [],
@@ -523,8 +603,8 @@
         el('div', 'studio-map-caption', rightEl, state.right);
         var leftSpecs = specs.filter(function (s) { return !s.phase || s.phase === state.left; });
         var rightSpecs = specs.filter(function (s) { return !s.phase || s.phase === state.right; });
-        var a = create(leftEl, { frame: frame, layers: leftSpecs, layerOptions: sideLayerOptions(leftSpecs, state.left) });
-        var b = create(rightEl, { frame: frame, layers: rightSpecs, layerOptions: sideLayerOptions(rightSpecs, state.right) });
+        var a = create(leftEl, { frame: frame, layers: leftSpecs, layerOptions: sideLayerOptions(leftSpecs, state.left), wheelModifier: config.wheelModifier });
+        var b = create(rightEl, { frame: frame, layers: rightSpecs, layerOptions: sideLayerOptions(rightSpecs, state.right), wheelModifier: config.wheelModifier });
         b.map.setView(a.map.getCenter(), a.map.getZoom(), { animate: false });
         sync(a.map, b.map);
         controllers = [a, b];
@@ -537,13 +617,13 @@
           else if (s.phase === state.left && (s.kind === 'raster' || s.kind === 'mask')) opts[s.id] = { visible: lo[s.id].visible, pane: LEFT_PANE };
           else opts[s.id] = lo[s.id];
         });
-        var c = create(mapEl, { frame: frame, layers: specs, layerOptions: opts });
+        var c = create(mapEl, { frame: frame, layers: specs, layerOptions: opts, wheelModifier: config.wheelModifier });
         el('div', 'studio-map-caption', mapEl, state.left + '  ◀ ▶  ' + state.right);
         attachSwipe(c);
         controllers = [c];
       } else {
         var single = el('div', 'studio-map', stage);
-        controllers = [create(single, { frame: frame, layers: specs })];
+        controllers = [create(single, { frame: frame, layers: specs, wheelModifier: config.wheelModifier })];
       }
     }
 

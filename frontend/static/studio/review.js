@@ -16,13 +16,15 @@
     lines.forEach((l) => { const li = document.createElement("li"); li.textContent = l; ul.appendChild(li); });
     if (lines.length) ul.scrollIntoView({ block: "nearest" });
   }
-  async function post(url, body) {
+  async function post(url, body, onConflict) {
     const resp = await fetch(url, { method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body || {}) });
     const data = await resp.json().catch(() => ({}));
+    if (resp.status === 409 && onConflict) return onConflict(data);
     if (!resp.ok) {
+      // QC errors once each (the detail repeats their messages); otherwise the refusal itself
       const qc = (data.qc || []).filter((f) => f.severity === "error").map((f) => `${f.check} (${f.location}): ${f.message}`);
-      showErrors([data.detail || `HTTP ${resp.status}`].concat(qc));
+      showErrors(qc.length ? qc : [data.detail || `HTTP ${resp.status}`]);
       return null;
     }
     return data;
@@ -38,7 +40,14 @@
         return;
       }
       b.disabled = true;
-      const ok = await post(`/api/tasks/${taskId}/transitions/`, { action: b.dataset.action, reason });
+      const url = `/api/tasks/${taskId}/transitions/`;
+      // approving with open review comments asks first; the confirmation is recorded in the audit trail
+      const ok = await post(url, { action: b.dataset.action, reason }, (data) => {
+        if (!data.open_comments) { showErrors([data.detail || "conflict"]); return null; }
+        const yes = window.confirm(`${data.open_comments} review comment(s) are still open. ${b.textContent.trim()} anyway? ` +
+          "The audit trail will record that you confirmed it.");
+        return yes ? post(url, { action: b.dataset.action, reason, acknowledge_open_comments: true }) : null;
+      });
       b.disabled = false;
       if (ok) location.reload();
     });

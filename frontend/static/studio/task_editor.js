@@ -3,6 +3,15 @@
 // replay with per-step outputs, drafts autosaved to the server, immutable revisions with optimistic
 // locking (a 409 shows both versions), review comments and transitions, keyboard shortcuts.
 //
+// References are data, not text: a reference in a step argument or an answer source is held as
+// {"$ref": <step uid>, key} and bound to the step itself, so insert, delete, move, duplicate, change
+// tool, undo and redo never rewrite it into a reference to another step. Its index is worked out
+// when it is shown or sent; a reference to a deleted step is sent as "<key> from trajectory[deleted].obs"
+// (the server refuses it: references.malformed) and shown as broken until undo or a rebind.
+// Undo/redo (u / U, Ctrl+Z / Ctrl+Shift+Z) cover every edit: each is a snapshot of the model.
+// QC is the server's suite (POST /api/qc/), a moment after each change; the last replay is marked
+// stale by any edit, and saving starts a replay.
+//
 // Reads {{ config|json_script:"editor-config" }} (see frontend/views_tasks._editor_context) and
 // {{ map_config|json_script:"map-config" }} (StudioMap layer specs of the event).
 (function () {
@@ -42,11 +51,12 @@
     dirty: false,
     jsonView: false,
     selected: 0,
-    lastDeleted: null,
     stepValues: {},   // index -> obs of the last replay
     drawn: {},        // answer field -> L.Layer drawn on the map
   };
-  let steps = [];     // [{call, args}]
+  let steps = [];     // [{uid, call, args}]; references inside args are {"$ref": uid, key}
+  let nextUid = 1;
+  const graveyard = {};  // uid of a deleted step -> {index, call} when it was deleted (for messages)
 
   // ------------------------------------------------------------------ toast, errors, save state
   let toastTimer = null;
@@ -129,7 +139,7 @@
       const group = layers.filter((l) => l.kind === kind);
       if (!group.length) return;
       const og = el("optgroup", { label: kind });
-      group.forEach((l) => og.appendChild(el("option", { value: l.id, text: `${l.file_name}${l.phase ? " (" + l.phase + ")" : ""}` })));
+      group.forEach((l) => og.appendChild(el("option", { value: l.id, text: `${l.file_name}${l.phase ? " (" + l.phase + ")" : ""}${l.ground_truth ? " · ground truth" : ""}` })));
       sel.appendChild(og);
     });
     if (layerId) sel.value = String(layerId);
@@ -137,9 +147,15 @@
     row._verbatim = verbatim || null;
     const meta = el("span", { class: "input-meta hint" });
     const rm = el("button", { type: "button", class: "icon", text: "×", title: "remove this input", onclick: () => { row.remove(); changed(); } });
-    const update = () => { meta.textContent = sel.value ? layerMeta(layerById[sel.value]) : "not a layer of this event: kept verbatim"; renderPreview(); };
+    const update = () => {
+      const l = layerById[sel.value];
+      meta.textContent = sel.value ? layerMeta(l) : "not a layer of this event: kept verbatim";
+      if (l && l.ground_truth) meta.prepend(el("b", { class: "gt-warning", text: "⚠ ground truth: the gold's own source, the agent would get the answer · " }));
+      row.classList.toggle("ground-truth", !!(l && l.ground_truth));
+      renderPreview();
+    };
     sel.addEventListener("change", () => { update(); changed(); });
-    keyIn.addEventListener("input", () => { renderPreview(); changed(); });
+    keyIn.addEventListener("input", () => { renderPreview(); changed({ typing: keyIn }); });
     row.append(keyIn, sel, meta, rm);
     $("#manifest").appendChild(row);
     update();
@@ -238,23 +254,71 @@
     if (fam === "list" || fam === "dict") return { error: `expects JSON (${p.type})` };
     return { value: text };
   }
-  function showArg(v) { return v === undefined ? "" : typeof v === "string" ? v : JSON.stringify(v); }
+  function showArg(v) { return v === undefined ? "" : typeof v === "string" ? v : isRef(v) ? refText(v) : JSON.stringify(wire(v)); }
   function refInfo(text) {
     const m = REF_RE.exec(String(text || ""));
     return m ? { key: m[1], index: parseInt(m[2], 10) } : null;
+  }
+  // a reference held as data: bound to the step (its uid), not to a position
+  const isRef = (v) => !!v && typeof v === "object" && !Array.isArray(v) && Object.prototype.hasOwnProperty.call(v, "$ref");
+  const REF_LIKE = /^\s*<[^<>]*>\s*from\s+(trajectory|step)\b/i;
+  function indexOfUid(uid) { return steps.findIndex((s) => s.uid === uid); }
+  function refText(r) {
+    const i = indexOfUid(r.$ref);
+    return `<${r.key}> from trajectory[${i < 0 ? "deleted" : i}].obs`;
+  }
+  // text/JSON values -> model values: reference strings bind to the step now at that index
+  function bind(v) {
+    if (typeof v === "string") {
+      const r = refInfo(v);
+      return r && r.index < steps.length ? { $ref: steps[r.index].uid, key: r.key } : v;
+    }
+    if (Array.isArray(v)) return v.map(bind);
+    if (v && typeof v === "object" && !isRef(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, bind(x)]));
+    return v;
+  }
+  // model values -> the benchmark's JSON (what is saved, drafted and checked)
+  function wire(v) {
+    if (isRef(v)) return refText(v);
+    if (Array.isArray(v)) return v.map(wire);
+    if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, wire(x)]));
+    return v;
+  }
+  function refProblem(v, position) {  // -> why a (model) reference is broken at this position, or ""
+    if (typeof v === "string") {
+      if (REF_LIKE.test(v) && !refInfo(v)) return "not a reference to a step: rebind it (⤷ ref)";
+      const r = refInfo(v);
+      return r ? `trajectory[${r.index}] does not exist (there are ${steps.length} steps)` : "";
+    }
+    if (Array.isArray(v)) return v.map((x) => refProblem(x, position)).find(Boolean) || "";
+    if (!v || typeof v !== "object") return "";
+    if (!isRef(v)) return Object.values(v).map((x) => refProblem(x, position)).find(Boolean) || "";
+    const i = indexOfUid(v.$ref);
+    if (i < 0) {
+      const g = graveyard[v.$ref] || {};
+      return `step ${g.index} (${g.call || "no tool"}) was deleted: undo (u) or rebind`;
+    }
+    if (i >= position) return `trajectory[${i}] is not an earlier step`;
+    const keys = resultsOf(i).map((x) => x.key);
+    if (steps[i].call && keys.length && !keys.includes(v.key)) return `step ${i} (${steps[i].call}) returns no '${v.key}': it returns ${keys.join(", ")}`;
+    return "";
   }
   function resultsOf(index) {
     const s = steps[index];
     const t = s && toolByName[s.call];
     return t ? t.results : [];
   }
-  function checkRef(text, beforeIndex) {  // -> error text or ""
-    const r = refInfo(text);
-    if (!r) return "";
-    if (r.index >= beforeIndex) return `trajectory[${r.index}] is not an earlier step`;
-    const keys = resultsOf(r.index).map((x) => x.key);
-    if (keys.length && !keys.includes(r.key)) return `step ${r.index} (${steps[r.index].call}) returns ${keys.join(", ")}`;
-    return "";
+  function brokenRefs() {  // -> ["trajectory[2].args.vector_path: why"] over every step and answer field
+    const out = [];
+    steps.forEach((s, i) => Object.entries(s.args || {}).forEach(([k, v]) => {
+      const why = refProblem(v, i);
+      if (why) out.push(`trajectory[${i}].args.${k}: ${why}`);
+    }));
+    answerRows().forEach((tr, j) => {
+      const why = refProblem(tr._source, steps.length);
+      if (why) out.push(`answer_spec[${j}].source (${$(".ans-name", tr).value.trim() || "field"}): ${why}`);
+    });
+    return out;
   }
 
   // ------------------------------------------------------------------ steps (form view)
@@ -275,11 +339,15 @@
       el("button", { type: "button", class: "icon move-up", title: "Move up (Alt+↑)", text: "↑", disabled: i === 0 || state.readOnly, onclick: () => moveStep(i, -1) }),
       el("button", { type: "button", class: "icon move-down", title: "Move down (Alt+↓)", text: "↓", disabled: i === steps.length - 1 || state.readOnly, onclick: () => moveStep(i, 1) }),
       el("button", { type: "button", class: "icon insert-step", title: "Insert a step before (i)", text: "+↑", disabled: state.readOnly, onclick: () => insertStep(i) }),
+      el("button", { type: "button", class: "icon duplicate-step", title: "Duplicate (c)", text: "⧉", disabled: state.readOnly, onclick: () => duplicateStep(i) }),
       el("button", { type: "button", class: "icon remove-step", title: "Delete (d)", text: "×", disabled: state.readOnly, onclick: () => deleteStep(i) }));
     li.append(el("div", { class: "step-head" }, el("span", { class: "step-index", text: `[${i}]` }), toolBtn,
       tool ? el("span", { class: "badge module" }, tool.module) : null, ctrl));
     if (step.call && !tool) li.appendChild(el("p", { class: "field-error", text: `unknown tool '${step.call}'` }));
     if (tool) li.appendChild(el("p", { class: "tool-desc hint", text: tool.description || "" }));
+    // a perception step's GT replay reads the event's mask through a remap: show it where it applies
+    (CFG.class_remaps[step.call] || []).forEach((r) => li.appendChild(el("p", { class: "class-remap hint", "data-mask": r.mask },
+      el("b", { text: `GT remap of ${r.mask}: ` }), r.rows.map(([v, label, c, cl]) => `${v} ${label} → ${c} ${cl}`).join(" · "))));
     const box = el("div", { class: "args" });
     if (tool) {
       tool.params.forEach((p) => box.appendChild(argRow(step, i, p)));
@@ -287,7 +355,7 @@
         .forEach((k) => box.appendChild(el("div", { class: "arg-row unknown" },
           el("span", { class: "arg-name", text: k }), el("code", { text: showArg(step.args[k]) }),
           el("span", { class: "field-error", text: "not a parameter of this tool" }),
-          el("button", { type: "button", class: "icon", text: "×", onclick: () => { delete step.args[k]; changed(); renderSteps(); } }))));
+          el("button", { type: "button", class: "icon", text: "×", onclick: () => structural(() => { delete step.args[k]; }) }))));
     }
     li.appendChild(box);
     li.appendChild(el("div", { class: "step-output" }));
@@ -304,8 +372,8 @@
     const enumVals = enumOf(p);
     const fam = typeFamily(p.type);
     let input;
-    const isRef = typeof value === "string" && refInfo(value);
-    if ((enumVals || fam === "bool") && !isRef) {
+    const valueIsRef = isRef(value) || (typeof value === "string" && !!refInfo(value));
+    if ((enumVals || fam === "bool") && !valueIsRef) {
       input = el("select", { class: "arg", "data-name": p.name, "data-type": p.type });
       input.appendChild(el("option", { value: "", text: p.default !== null && p.default !== undefined ? `(default ${JSON.stringify(p.default)})` : "(unset)" }));
       (enumVals || ["true", "false"]).forEach((v) => input.appendChild(el("option", { value: v, text: v })));
@@ -324,17 +392,21 @@
       const r = input.tagName === "SELECT" ? (input.value === "" ? {} : parseArg(input.value, enumVals ? { type: "str" } : p)) : parseArg(input.value, p);
       let msg = r.error || "";
       if (!msg && r.value === undefined && p.required) msg = "required";
-      if (!msg && typeof r.value === "string") msg = checkRef(r.value, i);
+      // the model value while the text shows it (a reference keeps its step), else the typed text
+      const mv = r.value !== undefined && input.value === showArg(step.args[p.name]) ? step.args[p.name] : bind(r.value);
+      if (!msg && mv !== undefined) msg = refProblem(mv, i);
       err.textContent = msg;
       row.classList.toggle("invalid", !!msg);
-      input.classList.toggle("is-ref", typeof r.value === "string" && !!refInfo(r.value));
+      row.classList.toggle("broken-ref", !!msg && (isRef(mv) || REF_LIKE.test(String(r.value || ""))));
+      input.classList.toggle("is-ref", isRef(mv) || (typeof r.value === "string" && !!refInfo(r.value)));
+      r.model = mv;
       return r;
     };
     const commit = () => {
       const r = validate();
       if (r.error) return;
-      if (r.value === undefined) delete step.args[p.name]; else step.args[p.name] = r.value;
-      changed();
+      if (r.value === undefined) delete step.args[p.name]; else step.args[p.name] = r.model;
+      changed({ typing: input });
     };
     input.addEventListener(input.tagName === "SELECT" ? "change" : "input", commit);
     input._validate = validate;
@@ -350,66 +422,89 @@
     const li = $$("#steps > li")[i];
     if (focus && li) { li.focus({ preventScroll: true }); li.scrollIntoView({ block: "nearest" }); }
   }
-  function newStep() { return { call: "", args: {} }; }
-  function shiftRefs(fn) {  // rewrite "<k> from trajectory[N].obs" indices after a structural change
-    const fix = (v) => {
-      if (typeof v === "string") {
-        const r = refInfo(v);
-        if (!r) return v;
-        const n = fn(r.index);
-        return n === null ? v : `<${r.key}> from trajectory[${n}].obs`;
-      }
-      if (Array.isArray(v)) return v.map(fix);
-      if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, fix(x)]));
-      return v;
-    };
-    steps.forEach((s) => { s.args = fix(s.args || {}); });
-    answerRows().forEach((tr) => { const src = $(".ans-source", tr); src.value = fix(src.value); });
-  }
+  function newStep() { return { uid: nextUid++, call: "", args: {} }; }
   function clearOutputs() { state.stepValues = {}; state.stepStatus = {}; }
-  function insertStep(at, pick) {
-    if (state.readOnly) return;
-    shiftRefs((n) => (n >= at ? n + 1 : n));
-    steps.splice(at, 0, newStep());
-    state.selected = at;
+  // Every edit that changes the structure: one undo step; references follow their steps by uid.
+  function structural(fn) {
+    if (state.readOnly) return false;
+    if (fn() === false) return false;
     clearOutputs();
-    changed();
+    changed({ structural: true });
     renderSteps();
+    refreshAnswerSources();
+    return true;
+  }
+  function insertStep(at, pick) {
+    if (!structural(() => { steps.splice(at, 0, newStep()); state.selected = at; })) return;
     if (pick !== false) openToolPicker(at);
   }
   function addStep() { insertStep(steps.length ? state.selected + 1 : 0); }
   function deleteStep(i) {
-    if (state.readOnly || !steps[i]) return;
-    const removed = steps.splice(i, 1)[0];
-    shiftRefs((n) => (n > i ? n - 1 : n === i ? null : n));
-    state.lastDeleted = { index: i, step: removed };
-    state.selected = Math.max(0, Math.min(i, steps.length - 1));
-    clearOutputs();
-    changed();
-    renderSteps();
-    toast(`Step ${i} (${removed.call || "no tool"}) deleted.`, { label: "Undo (u)", run: undoDelete });
+    const removed = steps[i];
+    if (!removed) return;
+    structural(() => {
+      graveyard[removed.uid] = { index: i, call: removed.call };
+      steps.splice(i, 1);
+      state.selected = Math.max(0, Math.min(i, steps.length - 1));
+    });
+    if (removed) toast(`Step ${i} (${removed.call || "no tool"}) deleted.`, { label: "Undo (u)", run: undo });
   }
-  function undoDelete() {
-    const d = state.lastDeleted;
-    if (!d) return;
-    state.lastDeleted = null;
-    shiftRefs((n) => (n >= d.index ? n + 1 : n));
-    steps.splice(d.index, 0, d.step);
-    state.selected = d.index;
-    changed();
-    renderSteps();
+  function duplicateStep(i) {
+    if (!steps[i]) return;
+    structural(() => {
+      steps.splice(i + 1, 0, { uid: nextUid++, call: steps[i].call, args: JSON.parse(JSON.stringify(steps[i].args || {})) });
+      state.selected = i + 1;
+    });
   }
   function moveStep(i, delta) {
     const j = i + delta;
-    if (state.readOnly || j < 0 || j >= steps.length) return;
-    shiftRefs((n) => (n === i ? j : n === j ? i : n));
-    [steps[i], steps[j]] = [steps[j], steps[i]];
-    state.selected = j;
-    clearOutputs();
-    changed();
-    renderSteps();
-    selectStep(j, true);
+    if (j < 0 || j >= steps.length) return;
+    if (structural(() => { [steps[i], steps[j]] = [steps[j], steps[i]]; state.selected = j; })) selectStep(j, true);
   }
+  function refreshAnswerSources() {
+    answerRows().forEach((tr) => { $(".ans-source", tr).value = showArg(tr._source); tr._validate(); });
+  }
+
+  // ------------------------------------------------------------------ undo / redo: snapshots of the model
+  const undoLog = { undo: [], redo: [], current: null, typingIn: null, typingAt: 0 };
+  function snapshot() { return JSON.stringify({ model: model(), selected: state.selected }); }
+  function record(opts) {
+    const snap = snapshot();
+    if (undoLog.current === null) { undoLog.current = snap; return; }
+    if (snap === undoLog.current) return;
+    const now = Date.now();
+    // typing in one field within a second is one edit
+    const coalesce = opts && opts.typing && undoLog.typingIn === opts.typing && now - undoLog.typingAt < 1000 && undoLog.undo.length;
+    if (!coalesce) undoLog.undo.push(undoLog.current);
+    if (undoLog.undo.length > 200) undoLog.undo.shift();
+    undoLog.redo = [];
+    undoLog.current = snap;
+    undoLog.typingIn = opts && opts.typing ? opts.typing : null;
+    undoLog.typingAt = now;
+    updateUndoButtons();
+  }
+  function travel(from, to) {
+    if (state.readOnly || !from.length) return;
+    to.push(undoLog.current);
+    undoLog.current = from.pop();
+    undoLog.typingIn = null;
+    const snap = JSON.parse(undoLog.current);
+    restoring = true;
+    try { load(snap.model, { model: true }); } finally { restoring = false; }
+    state.selected = Math.min(snap.selected, Math.max(steps.length - 1, 0));
+    selectStep(state.selected, false);
+    clearOutputs();
+    renderStepOutputs();
+    changed({ restoring: true });
+    updateUndoButtons();
+  }
+  function undo() { travel(undoLog.undo, undoLog.redo); }
+  function redo() { travel(undoLog.redo, undoLog.undo); }
+  function updateUndoButtons() {
+    if ($("#undo")) $("#undo").disabled = state.readOnly || !undoLog.undo.length;
+    if ($("#redo")) $("#redo").disabled = state.readOnly || !undoLog.redo.length;
+  }
+  let restoring = false;
   $("#add-step").onclick = () => addStep();
   document.body.appendChild(el("datalist", { id: "file-names" }, layers.map((l) => el("option", { value: l.file_name, label: `${l.kind}${l.phase ? " · " + l.phase : ""}` }))));
 
@@ -434,7 +529,13 @@
       items[k].scrollIntoView({ block: "nearest" });
       return true;
     }
-    if (e.key === "Enter") { e.preventDefault(); (items[k] || items[0]).click(); return true; }
+    if (e.key === "Enter") {
+      e.preventDefault();
+      // several equally exact matches (vec. and poi.filter_by_attribute): Enter never guesses
+      if (k < 0 && list.dataset.ambiguous) { toast(list.dataset.ambiguous); return true; }
+      (items[k] || items[0]).click();
+      return true;
+    }
     return false;
   }
   function openToolPicker(i) {
@@ -473,15 +574,25 @@
       if (ok) shownModules.add(it.dataset.module);
     });
     $$(".pick-group", list).forEach((g) => { g.hidden = !shownModules.has(g.dataset.module); });
-    // the best match is the one Enter picks: exact name, then words in the name, then anywhere
+    // the one Enter picks: the exact dotted name, then an exact short name (when only one tool
+    // has it), then words in the name, then anywhere; exact matches are marked
     const q = words.join(" ");
     const score = (it) => {
       const name = it.dataset.tool.toLowerCase();
-      if (name === q || name.split(".").pop() === q) return 3;
+      if (name === q) return 4;
+      if (name.split(".").pop() === q) return 3;
       return words.every((w) => name.includes(w)) ? 2 : 1;
     };
+    const shown = $$(".pick-item:not([hidden])", list);
+    $$(".pick-item", list).forEach((it) => it.classList.toggle("exact", !it.hidden && words.length > 0 && score(it) >= 3));
     let best = null;
-    $$(".pick-item:not([hidden])", list).forEach((it) => { if (!best || score(it) > score(best)) best = it; });
+    shown.forEach((it) => { if (!best || score(it) > score(best)) best = it; });
+    const ties = best ? shown.filter((it) => score(it) === score(best)) : [];
+    delete list.dataset.ambiguous;
+    if (best && words.length && score(best) === 3 && ties.length > 1) {
+      list.dataset.ambiguous = `${ties.length} tools are called ${q} (${ties.map((t) => t.dataset.tool).join(", ")}): pick one with ↓ and Enter, or type its module.`;
+      return;
+    }
     if (best && words.length) { best.classList.add("active"); best.scrollIntoView({ block: "nearest" }); }
   }
   $("#tool-search").addEventListener("input", filterTools);
@@ -493,13 +604,14 @@
   function chooseTool(i, name) {
     const step = steps[i];
     const tool = toolByName[name];
-    const keep = {};
-    tool.params.forEach((p) => { if (step.args && step.args[p.name] !== undefined) keep[p.name] = step.args[p.name]; });
-    step.call = name;
-    step.args = keep;
     closePickers();
-    changed();
-    renderSteps();
+    // references to this step keep pointing at it; a key the new tool does not return shows as broken
+    structural(() => {
+      const keep = {};
+      tool.params.forEach((p) => { if (step.args && step.args[p.name] !== undefined) keep[p.name] = step.args[p.name]; });
+      step.call = name;
+      step.args = keep;
+    });
     const first = $$("#steps > li")[i] && $(".arg", $$("#steps > li")[i]);
     if (first) first.focus();
   }
@@ -526,7 +638,7 @@
         const ref = `<${r.key}> from trajectory[${n}].obs`;
         const value = state.stepValues[n] && state.stepValues[n][r.key];
         list.appendChild(el("div", {
-          class: "pick-item" + (r.ok ? "" : " incompatible"), role: "option", "data-ref": ref,
+          class: "pick-item" + (r.ok ? "" : " incompatible"), role: "option", "data-ref": ref, "data-key": r.key.toLowerCase(),
           "data-search": `${r.key} ${r.type} ${steps[n].call}`.toLowerCase(),
           title: r.ok ? "" : `type ${r.type} may not fit ${param ? param.type : ""}`,
           onclick: () => { input.value = ref; input.dispatchEvent(new Event("input", { bubbles: true })); input.dispatchEvent(new Event("change", { bubbles: true })); closePickers(); input.focus(); },
@@ -543,10 +655,13 @@
     $("#ref-search").focus();
   }
   $("#ref-search").addEventListener("input", () => {
-    const w = $("#ref-search").value.toLowerCase();
+    const w = $("#ref-search").value.trim().toLowerCase();
     $$("#ref-list .pick-item").forEach((it) => { it.hidden = !it.dataset.search.includes(w); it.classList.remove("active"); });
-    const first = $("#ref-list .pick-item:not([hidden])");
-    if (first) first.classList.add("active");
+    // an exact key ranks first (area_m2 before total_area_m2), the nearest step first among equals
+    const shown = $$("#ref-list .pick-item:not([hidden])");
+    const exact = shown.filter((it) => it.dataset.key === w);
+    const first = exact.length ? exact[exact.length - 1] : shown[0];
+    if (first) { first.classList.add("active"); first.scrollIntoView({ block: "nearest" }); }
   });
   $("#ref-search").addEventListener("keydown", (e) => {
     if (e.key === "Escape") { e.preventDefault(); const t = pickerTarget; closePickers(); if (t && t.input) t.input.focus(); return; }
@@ -569,7 +684,7 @@
     $("#view-form").classList.toggle("active", !on);
     $("#view-json").classList.toggle("active", on);
     if (on) {
-      $("#trajectory-json").value = JSON.stringify(steps, null, 2);
+      $("#trajectory-json").value = JSON.stringify(payload().trajectory, null, 2);
       $("#json-errors").innerHTML = "";
       $("#trajectory-json").focus();
     } else renderSteps();
@@ -609,18 +724,21 @@
       });
     });
     if (!hard) {
-      steps = data.map((s) => ({ call: s.call.split("(")[0].trim(), args: s.args ? JSON.parse(JSON.stringify(s.args)) : {} }));
+      // the text names positions: step k keeps the uid of the step now at k, references bind by index
+      const uids = steps.map((x) => x.uid);
+      steps = data.map((s, k) => ({ uid: uids[k] !== undefined ? uids[k] : nextUid++, call: s.call.split("(")[0].trim(), args: s.args ? JSON.parse(JSON.stringify(s.args)) : {} }));
+      steps.forEach((x) => { x.args = bind(x.args); });
       if (!ul.children.length) ul.appendChild(el("li", { class: "ok", text: `valid: ${steps.length} step(s)` }));
     }
     return { hard };
   }
-  $("#trajectory-json").addEventListener("input", () => { const r = validateJson(); if (!r.hard) changed(); });
+  $("#trajectory-json").addEventListener("input", () => { const r = validateJson(); if (!r.hard) { refreshAnswerSources(); changed({ typing: $("#trajectory-json") }); } });
   $("#view-form").onclick = () => setJsonView(false);
   $("#view-json").onclick = () => setJsonView(true);
 
   // ------------------------------------------------------------------ answer spec
   function answerRows() { return $$("#answers tbody tr"); }
-  function addAnswer(f) {
+  function addAnswer(f, isModel) {
     f = f || {};
     const tr = el("tr", { class: "answer-row" });
     const name = el("input", { class: "ans-name", value: f.name || "", placeholder: "intersecting_count", "aria-label": "answer field name" });
@@ -635,17 +753,23 @@
     const drawBtn = el("button", { type: "button", class: "icon draw-button", text: "✎ draw", title: "Draw the geometry on the map", onclick: () => startDraw(tr) });
     const filled = el("td", { class: "ans-value" });
     const rm = el("button", { type: "button", class: "icon", text: "×", title: "remove field", onclick: () => { tr.remove(); changed(); } });
+    tr._source = isModel ? f.source : bind(f.source);
     const validate = () => {
       const v = src.value.trim();
       let msg = "";
       if (!v) msg = "no source";
-      else if (refInfo(v)) msg = checkRef(v, steps.length);
-      else if (/^</.test(v)) msg = "a reference reads <key> from trajectory[N].obs";
+      else msg = refProblem(tr._source, steps.length) || (/^</.test(v) && !isRef(tr._source) && !refInfo(v) ? "a reference reads <key> from trajectory[N].obs" : "");
       err.textContent = msg;
-      src.classList.toggle("is-ref", !!refInfo(v));
+      tr.classList.toggle("broken-ref", !!msg && !!v);
+      src.classList.toggle("is-ref", isRef(tr._source));
       drawBtn.hidden = !/polygon|point/.test(type.value) && !/_(row|col|lat|lon|latitude|longitude)$/.test(name.value);
     };
-    [name, src, fmt].forEach((x) => x.addEventListener("input", () => { validate(); changed(); }));
+    src.addEventListener("input", () => {
+      if (src.value !== showArg(tr._source)) tr._source = bind(parseSource(src.value));
+      validate();
+      changed({ typing: src });
+    });
+    [name, fmt].forEach((x) => x.addEventListener("input", () => { validate(); changed({ typing: x }); }));
     type.addEventListener("change", () => { validate(); changed(); });
     tr.append(el("td", {}, name), el("td", {}, type), el("td", { class: "src-cell" }, src, refBtn, drawBtn, err), el("td", {}, fmt), filled, el("td", {}, rm));
     [name, type, src, fmt, refBtn, drawBtn, rm].forEach((x) => { x.disabled = state.readOnly; });
@@ -665,7 +789,7 @@
   // ------------------------------------------------------------------ the map and drawing
   let viewer = null;
   try {
-    viewer = StudioMap.viewer(document.getElementById("editor-map"), { layers: MAPCFG.layers || [] });
+    viewer = StudioMap.viewer(document.getElementById("editor-map"), { layers: MAPCFG.layers || [], wheelModifier: true });
   } catch (e) {
     $("#editor-map").textContent = `The map could not start: ${e.message}`;
   }
@@ -705,6 +829,7 @@
         $(".ans-name", row).value = n;
         $(".ans-type", row).value = evalType;
         $(".ans-source", row).value = String(values[k]);
+        row._source = values[k];
         row._validate();
       });
       return;
@@ -712,6 +837,7 @@
     const g = { type: geom.type, coordinates: geom.coordinates.map ? roundCoords(geom.coordinates, pixel ? 1 : 7) : geom.coordinates };
     if (!pixel) g.crs = { type: "name", properties: { name: "urn:ogc:def:crs:OGC:1.3:CRS84" } };
     $(".ans-source", tr).value = JSON.stringify(g);
+    tr._source = g;
     if (/polygon/i.test(geom.type) && $(".ans-type", tr).value !== "polygon_iou") $(".ans-type", tr).value = "polygon_iou";
     tr._validate();
   }
@@ -729,21 +855,30 @@
   }
 
   // ------------------------------------------------------------------ payload, dirty tracking, save
-  function payload() {
+  // the editor's model: the payload's shape, steps with their uids, references as {"$ref": uid, key}
+  function model() {
     const { input_layers, input_data } = inputRows();
-    return {
+    return JSON.parse(JSON.stringify({
       event: $("#event").value, dimension: $("#dimension").value, question: $("#question").value,
       task_category: $("#task-category").value.trim(), task_category_code: $("#task-category-code").value.trim(),
       disaster_type: $("#disaster-type").value.trim(),
       input_layers, input_data,
-      trajectory: steps.map((s) => ({ call: s.call, args: s.args || {} })),
+      trajectory: steps.map((s) => ({ uid: s.uid, call: s.call, args: s.args || {} })),
       answer_spec: answerRows().map((tr) => ({
         name: $(".ans-name", tr).value.trim(), eval_type: $(".ans-type", tr).value,
-        source: parseSource($(".ans-source", tr).value), answer_format: $(".ans-format", tr).value.trim(),
+        source: tr._source === undefined ? "" : tr._source, answer_format: $(".ans-format", tr).value.trim(),
       })),
-    };
+    }));
   }
-  function load(content) {
+  // what is saved, drafted and checked: the model with every reference written at its step's index now
+  function payload() {
+    const m = model();
+    m.trajectory = m.trajectory.map((s) => ({ call: s.call, args: wire(s.args) }));
+    m.answer_spec = m.answer_spec.map((f) => ({ ...f, source: wire(f.source) }));
+    return m;
+  }
+  function load(content, opts) {
+    const isModel = !!(opts && opts.model);
     $("#question").value = content.question || "";
     $("#task-category").value = content.task_category || "";
     $("#task-category-code").value = content.task_category_code || "";
@@ -755,24 +890,34 @@
       Object.entries(content.input_layers).forEach(([k, id]) => addInput(k, id));
       renderPreview();
     } else loadInputData(content.input_data || {});
-    steps = (content.trajectory || []).map((s) => ({ call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
+    if (isModel) {
+      steps = (content.trajectory || []).map((s) => ({ uid: s.uid, call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
+      nextUid = Math.max(nextUid, ...steps.map((s) => s.uid + 1));
+    } else {
+      steps = (content.trajectory || []).map((s) => ({ uid: nextUid++, call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
+      steps.forEach((s) => { s.args = bind(s.args); });
+    }
     $("#answers tbody").innerHTML = "";
-    (content.answer_spec || []).forEach((f) => addAnswer(f));
-    if (state.jsonView) $("#trajectory-json").value = JSON.stringify(steps, null, 2);
+    (content.answer_spec || []).forEach((f) => addAnswer(f, isModel));
+    if (state.jsonView) $("#trajectory-json").value = JSON.stringify(payload().trajectory, null, 2);
     renderSteps();
   }
   let draftTimer = null;
   let baseline = "";
-  function changed() {
-    if (state.readOnly) return;
+  function changed(opts) {
+    if (state.readOnly || restoring) return;
+    if (!(opts && opts.restoring)) record(opts);
     const now = JSON.stringify(payload());
+    if (now !== lastChecked) { markReplayStale(); scheduleQc(); }
+    lastChecked = now;
     state.dirty = now !== baseline;
     if (!state.dirty) { setSaveState("saved", savedText()); return; }
     setSaveState("dirty", "Unsaved changes");
     clearTimeout(draftTimer);
     draftTimer = setTimeout(saveDraft, 1200);
   }
-  function markClean() { baseline = JSON.stringify(payload()); state.dirty = false; setSaveState("saved", savedText()); }
+  function markClean() { baseline = JSON.stringify(payload()); lastChecked = baseline; state.dirty = false; setSaveState("saved", savedText()); }
+  let lastChecked = "";
   const localKey = `studio-new-task:${CFG.event.slug}`;
   async function saveDraft() {
     if (!state.dirty || state.readOnly) return;
@@ -790,13 +935,22 @@
     if (resp && resp.ok) {
       s.dataset.draftAt = new Date().toISOString();
       if (s.dataset.state === "conflict") s.textContent = s.textContent.replace(/ · your edits are kept.*$/, "") + " · your edits are kept in a server draft";
-      else if (state.dirty) setSaveState("draft", `Draft autosaved ${new Date().toLocaleTimeString()} · not a revision yet`);
+      else if (state.dirty && s.dataset.state !== "error") setSaveState("draft", `Draft autosaved ${new Date().toLocaleTimeString()} · not a revision yet`);
     } else if (s.dataset.state !== "conflict") setSaveState("error", "Draft not autosaved (offline?) · keep this tab open");
   }
   async function save(opts) {
     opts = opts || {};
     if (state.readOnly) return false;
     if (state.jsonView && validateJson().hard) { toast("The JSON view has errors: fix them before saving."); return false; }
+    // a broken reference is never saved (the server refuses it too): say where, keep the edits in the draft
+    const broken = brokenRefs();
+    if (broken.length) {
+      setSaveState("error", `Not saved: ${broken.length} broken reference${broken.length > 1 ? "s" : ""}`);
+      showErrors(broken);
+      jumpTo(broken[0].split(":")[0]);
+      saveDraft();
+      return false;
+    }
     clearTimeout(draftTimer);
     setSaveState("saving", "Saving…");
     showErrors([]);
@@ -829,16 +983,18 @@
         addTaskLinks(data.id);
       }
       markClean();
-      renderQc(data.qc || []);
+      renderQc(data.qc || [], null, data.version);
       renderTransitions(data.actions || []);
       $("#conflict").hidden = true;
       toast(created ? `Created ${data.question_id} (r1).` : `Saved revision r${data.version}.`);
+      if (!opts.noReplay) replay();  // a new revision gets its replay: the filled answer is never stale
       return true;
     }
     if (resp.status === 409) { showConflict(data, body); setSaveState("conflict", `Conflict: r${data.version} is newer than your r${state.version}`); saveDraft(); return false; }
     if (resp.status === 423) { setSaveState("error", "Locked"); showErrors([data.detail]); return false; }
     setSaveState("error", "Not saved: see the errors");
-    showErrors(flatten(data));
+    showErrors(data.qc ? data.qc.map((f) => `${f.location}: ${f.message}`) : flatten(data));
+    if (data.qc && data.qc.length) jumpTo(data.qc[0].location);
     return false;
   }
   function addTaskLinks(id) {
@@ -897,25 +1053,43 @@
   $("#conflict-close").onclick = () => { $("#conflict").hidden = true; };
 
   // ------------------------------------------------------------------ replay from the editor
-  let replaying = false;
+  let replaying = null, replayQueued = null, replayingVersion = null;
+  // -> true when the head revision's replay succeeded (saving first when needed). A call while a
+  // replay runs (a save in the meantime) waits for it, then replays the new head once.
   async function replay() {
-    if (replaying) return;
-    if (!state.id || state.dirty) { if (!(await save())) return; }
-    replaying = true;
-    $("#replay-task").disabled = true;
-    $("#replay-status").textContent = "starting…";
-    $("#replay-status").className = "";
-    state.stepValues = {};
-    renderStepOutputs();
-    try {
-      const run = await R.start(state.id);
-      await followReplay(run.id);
-    } catch (e) {
-      $("#replay-status").textContent = e.message;
-      $("#replay-status").className = "failed";
+    if (replaying && state.version === replayingVersion && !state.dirty) return replaying;  // that head is being replayed
+    if (replaying) {
+      if (!replayQueued) replayQueued = replaying.catch(() => false).then(() => { replayQueued = null; return replay(); });
+      return replayQueued;
     }
-    replaying = false;
-    $("#replay-task").disabled = false;
+    replaying = (async () => {
+      if (!state.id || state.dirty) { if (!(await save({ noReplay: true }))) return false; }
+      replayingVersion = state.version;
+      $("#replay-task").disabled = true;
+      $("#replay-status").textContent = "starting…";
+      $("#replay-status").className = "";
+      clearFilled("(replaying…)");
+      clearReplayStale();
+      state.stepValues = {};
+      state.stepStatus = {};
+      renderStepOutputs();
+      try {
+        const run = await R.start(state.id);
+        return (await followReplay(run.id)).status === "succeeded";
+      } catch (e) {
+        $("#replay-status").textContent = e.message;
+        $("#replay-status").className = "failed";
+        return false;
+      } finally {
+        $("#replay-task").disabled = false;
+      }
+    })();
+    try { return await replaying; } finally { replaying = null; }
+  }
+  function clearFilled(text) {
+    answerRows().forEach((tr) => { $(".ans-value", tr).textContent = ""; });
+    $("#final-answer").textContent = text;
+    $("#replay-hash").textContent = "";
   }
   let overlayIds = [];
   async function followReplay(runId) {
@@ -939,8 +1113,11 @@
     const prog = $("#replay-progress");
     prog.max = Math.max(run.steps_total, 1);
     prog.value = run.steps_done;
-    $("#replay-status").textContent = `${run.status} · ${run.steps_done}/${run.steps_total} steps` + (run.error ? ` · ${run.error}` : "");
+    const failedStep = run.steps.find((x) => x.status === "failed");
+    $("#replay-status").textContent = `${run.status} · ${run.steps_done}/${run.steps_total} steps` +
+      (failedStep ? ` · failed at step ${failedStep.index} (${failedStep.call || "?"})` : "") + (run.error ? ` · ${run.error}` : "");
     $("#replay-status").className = run.status;
+    state.replayShown = true;
     state.stepValues = {};
     state.stepStatus = {};
     run.steps.forEach((s) => { state.stepStatus[s.index] = s; if (s.obs) state.stepValues[s.index] = s.obs; });
@@ -953,7 +1130,10 @@
         $(".ans-value", tr).textContent = run.final_answer && n in run.final_answer ? showArg(run.final_answer[n]) : "";
       });
     } else if (run.status === "failed") {
-      $("#final-answer").textContent = "(no answer: the replay failed)";
+      // nothing of an older replay stays on show: the filled values go, the failing step is shown
+      clearFilled(`(no answer: the replay failed${failedStep ? ` at step ${failedStep.index}` : ""})`);
+      const li = failedStep && $$("#steps > li")[failedStep.index];
+      if (li && !renderRun.shownFailure) { renderRun.shownFailure = true; selectStep(failedStep.index, false); li.scrollIntoView({ block: "nearest" }); }
     }
   }
   function renderStepOutputs() {
@@ -980,15 +1160,129 @@
   $("#replay-task").onclick = () => replay();
 
   // ------------------------------------------------------------------ QC, transitions, comments
-  function renderQc(findings) {
+  // One QC: the server's suite (POST /api/qc/) on the saved head when nothing is unsaved (the
+  // task page's findings, the same function), on the unsaved content otherwise; at most ~0.4 s
+  // after the last change. Findings jump to their step or field; errors sit next to Submit too.
+  let qcTimer = null, qcSeq = 0;
+  function scheduleQc(now) {
+    clearTimeout(qcTimer);
+    qcTimer = setTimeout(runQc, now ? 0 : 400);
+  }
+  async function runQc() {
+    const seq = ++qcSeq;
+    const body = state.id && !state.dirty ? { task: state.id }
+      : { task: state.id, event: CFG.event.slug, content: payload() };
+    const box = qcBox();
+    box.dataset.state = "checking";
+    let resp, data;
+    try {
+      resp = await fetch("/api/qc/", { method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
+      data = await resp.json().catch(() => ({}));
+    } catch (e) { resp = null; }
+    if (seq !== qcSeq) return;  // a newer check is under way
+    if (!resp || !resp.ok) {
+      renderQc(null, resp ? (data.detail || flatten(data).join("; ") || `HTTP ${resp.status}`) : "the server cannot be reached");
+      return;
+    }
+    renderQc(data.findings, null, data.version);
+  }
+  function qcBox() {
     let box = $("#qc-box");
     if (!box) { box = el("section", { class: "card", id: "qc-box" }); $("#answer-card").after(box); }
+    return box;
+  }
+  function findingNode(f) {
+    return el("li", { class: `${f.severity} jump`, "data-location": f.location, title: "Show it", tabindex: "0",
+      onclick: () => jumpTo(f.location), onkeydown: (e) => { if (e.key === "Enter") jumpTo(f.location); } },
+    el("b", { text: f.check }), ` (${f.location}): ${f.message}`);
+  }
+  let lastFindings = [];
+  function renderQc(findings, failure, version) {
+    const box = qcBox();
     box.innerHTML = "";
-    box.appendChild(el("h2", { text: "Quality control" }));
-    if (!findings.length) { box.appendChild(el("p", { class: "ok", text: "No finding: the fast checks pass." })); return; }
-    const ul = el("ul", { class: "qc" });
-    findings.forEach((f) => ul.appendChild(el("li", { class: f.severity }, el("b", { text: f.check }), ` (${f.location}): ${f.message}`)));
-    box.appendChild(ul);
+    box.dataset.state = failure ? "failed" : "done";
+    box.appendChild(el("h2", { text: "Quality control" }, el("small", { text: version ? ` r${version} (as on the task page)` : " unsaved edits (replay checks follow the save)" })));
+    if (failure) { box.appendChild(el("p", { class: "field-error", text: `QC could not run: ${failure}` })); return; }
+    lastFindings = findings;
+    if (!findings.length) box.appendChild(el("p", { class: "ok", id: "qc-clean", text: "No finding: the checks pass." }));
+    else {
+      const ul = el("ul", { class: "qc" });
+      findings.forEach((f) => ul.appendChild(findingNode(f)));
+      box.appendChild(ul);
+    }
+    renderSubmitFindings();
+  }
+  // next to Submit: the blocking errors (QC errors, then the transition's own refusal), each once
+  let transitionRefusal = "";
+  function renderSubmitFindings() {
+    const panel = $("#submit-findings");
+    const errors = lastFindings.filter((f) => f.severity === "error");
+    const warnings = lastFindings.length - errors.length;
+    const sum = $("#qc-summary");
+    sum.hidden = false;
+    sum.className = `qc-summary ${errors.length ? "error" : warnings ? "warning" : "ok"}`;
+    sum.textContent = errors.length ? `${errors.length} error${errors.length > 1 ? "s" : ""} block submission` : warnings ? `QC: ${warnings} warning${warnings > 1 ? "s" : ""}` : "QC passes";
+    panel.innerHTML = "";
+    if (transitionRefusal) panel.appendChild(el("p", { class: "field-error", text: transitionRefusal }));
+    if (errors.length) {
+      const ul = el("ul", { class: "qc" });
+      errors.forEach((f) => ul.appendChild(findingNode(f)));
+      panel.appendChild(ul);
+    }
+    panel.hidden = !transitionRefusal && !(errors.length && panel.dataset.open === "1");
+  }
+  $("#qc-summary").onclick = () => {
+    const panel = $("#submit-findings");
+    panel.dataset.open = panel.dataset.open === "1" ? "0" : "1";
+    renderSubmitFindings();
+  };
+  function jumpTo(location) {  // "trajectory[2].args.meter", "answer_spec[0].source", "final_answer.x", "question", "input_data.k"
+    let m = /^trajectory\[(\d+)\](?:\.args\.([A-Za-z_]\w*))?/.exec(location || "");
+    if (m) {
+      if (state.jsonView) setJsonView(false);
+      const i = parseInt(m[1], 10);
+      const li = $$("#steps > li")[i];
+      if (!li) return;
+      selectStep(i, true);
+      const target = (m[2] && $(`.arg[data-name="${CSS.escape(m[2])}"]`, li)) || $(".tool-button", li);
+      flash(target || li);
+      return;
+    }
+    m = /^answer_spec\[(\d+)\]/.exec(location || "");
+    let row = m ? answerRows()[parseInt(m[1], 10)] : null;
+    m = /^(?:replay\.)?final_answer\.(.+)$/.exec(location || "");
+    if (m) row = answerRows().find((tr) => $(".ans-name", tr).value.trim() === m[1]);
+    if (row) { flash($(".ans-source", row)); return; }
+    if (/^question/.test(location)) { flash($("#question")); return; }
+    m = /^input_data\.(.+)$/.exec(location || "");
+    const inRow = m && $$("#manifest .input-row").find((r) => $(".input-key", r).value.trim() === m[1]);
+    if (inRow) { flash($(".input-layer", inRow)); return; }
+    flash($("#qc-box"));
+  }
+  function flash(node) {
+    if (!node) return;
+    node.scrollIntoView({ block: "center" });
+    if (node.focus) node.focus({ preventScroll: true });
+    node.classList.add("flash");
+    setTimeout(() => node.classList.remove("flash"), 1500);
+  }
+
+  // ------------------------------------------------------------------ replay staleness
+  function markReplayStale() {
+    if (!state.replayShown || state.replayStale) return;
+    state.replayStale = true;
+    $("#replay-card").classList.add("stale");
+    $("#answer-card").classList.add("stale");
+    $("#steps").classList.add("stale");
+    $("#replay-stale").hidden = false;
+  }
+  function clearReplayStale() {
+    state.replayStale = false;
+    $("#replay-card").classList.remove("stale");
+    $("#answer-card").classList.remove("stale");
+    $("#steps").classList.remove("stale");
+    $("#replay-stale").hidden = true;
   }
   function renderTransitions(actions) {
     const box = $("#transition-buttons");
@@ -1001,11 +1295,19 @@
     });
   }
   async function transition(name) {
-    if (name === "submit" && state.dirty && !(await save())) return;
+    // the reviewer judges the filled answer of the head revision: unsaved edits are saved and replayed first
+    if (name === "submit" && (state.dirty || state.replayStale)) { if (!(await replay())) return; }
     const resp = await fetch(`/api/tasks/${state.id}/transitions/`, { method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify({ action: name }) });
     const data = await resp.json().catch(() => ({}));
-    if (!resp.ok) { showErrors([data.detail || `HTTP ${resp.status}`].concat((data.qc || []).filter((f) => f.severity === "error").map((f) => `${f.check} (${f.location}): ${f.message}`))); return; }
+    if (!resp.ok) {
+      // QC errors are listed once, next to Submit; a refusal that is not QC (no replay, status) says why
+      if (data.qc) { lastFindings = data.qc; transitionRefusal = ""; renderQc(data.qc, null, state.version); }
+      else transitionRefusal = data.detail || `HTTP ${resp.status}`;
+      $("#submit-findings").dataset.open = "1";
+      renderSubmitFindings();
+      return;
+    }
     location.href = `/tasks/${state.id}/`;
   }
   const threads = T ? T.comments : [];
@@ -1086,6 +1388,7 @@
     const mod = e.ctrlKey || e.metaKey;
     if (mod && (e.key === "s" || e.key === "S")) { e.preventDefault(); save(); return; }
     if (mod && e.key === "Enter") { e.preventDefault(); replay(); return; }
+    if (mod && !typing(e) && (e.key === "z" || e.key === "Z" || e.key === "y")) { e.preventDefault(); if (e.key === "y" || e.shiftKey) redo(); else undo(); return; }
     if (e.key === "Escape") {
       if (!$("#help").hidden) { toggleHelp(false); return; }
       if (!$("#conflict").hidden) { $("#conflict").hidden = true; return; }
@@ -1106,7 +1409,9 @@
       k: () => selectStep(Math.max(0, state.selected - 1), true),
       "/": () => steps.length ? openToolPicker(state.selected) : addStep(),
       d: () => deleteStep(state.selected),
-      u: () => undoDelete(),
+      c: () => duplicateStep(state.selected),
+      u: () => undo(),
+      U: () => redo(),
       t: () => setJsonView(!state.jsonView),
       f: () => { const tr = addAnswer(); $(".ans-name", tr).focus(); changed(); },
       h: () => { if (state.id) location.href = `/tasks/${state.id}/history/`; },
@@ -1131,7 +1436,7 @@
   window.addEventListener("beforeunload", (e) => { if (state.dirty) { saveDraft(); e.preventDefault(); e.returnValue = ""; } });
 
   // ------------------------------------------------------------------ start
-  ["#question", "#task-category", "#task-category-code", "#disaster-type"].forEach((s) => $(s).addEventListener("input", changed));
+  ["#question", "#task-category", "#task-category-code", "#disaster-type"].forEach((s) => $(s).addEventListener("input", (e) => changed({ typing: e.target })));
   if (T) {
     $("#dimension").value = T.dimension;
     $("#dimension").disabled = true;
@@ -1153,6 +1458,9 @@
     renderSteps();
   }
   markClean();
+  undoLog.current = snapshot();
+  updateUndoButtons();
+  scheduleQc(true);
   showLiteralGeometries();
   renderPinnedComments();
   if (state.readOnly) {
@@ -1163,7 +1471,10 @@
   // offer to restore unsaved work: the server draft (existing task) or this browser's (new task)
   const draft = T ? T.draft : (() => { try { return JSON.parse(localStorage.getItem(localKey) || "null"); } catch (e) { return null; } })();
   if (draft && !state.readOnly && JSON.stringify(draft.content) !== baseline) {
-    const b = banner("draft", [`You have unsaved edits from ${new Date(draft.updated_at || draft.at).toLocaleString()}${T ? ` (started from r${draft.base_version})` : ""}. `]);
+    const at = new Date(draft.updated_at || draft.at);
+    const sameDay = at.toDateString() === new Date().toDateString();
+    const when = sameDay ? at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : at.toLocaleString();
+    const b = banner("draft", [`Restore the draft of ${when}? `, el("span", { class: "hint", text: `Unsaved edits${T ? ` started from r${draft.base_version}` : " of a task not created yet, kept in this browser"}. ` })]);
     b.appendChild(el("button", { type: "button", id: "restore-draft", class: "primary", text: "Restore them", onclick: () => {
       load(draft.content);
       if (T && draft.base_version < state.version) toast(`Those edits started from r${draft.base_version}; saving will show what changed since.`);
@@ -1178,5 +1489,8 @@
     } }));
   }
   if (T && T.latest_replay) followReplay(T.latest_replay).catch(() => {});
-  window.studioEditor = { addStep, insertStep, deleteStep, moveStep, addAnswer, addInput, save, replay, payload, setJsonView, state, steps: () => steps };
+  $("#undo").onclick = () => undo();
+  $("#redo").onclick = () => redo();
+  window.studioEditor = { addStep, insertStep, deleteStep, duplicateStep, moveStep, chooseTool, undo, redo, addAnswer, addInput,
+    save, replay, payload, brokenRefs, setJsonView, state, steps: () => steps };
 })();

@@ -1,0 +1,173 @@
+"""Review and release guards, role-aware navigation and the 403 page (issue 23, item 7).
+
+The task is the Joplin T2 of tests/test_review_workflow.py; roles come from studio.permissions'
+table, so the expected links and roles below are read off that table by hand: Review needs
+task.review/task.return (reviewer, maintainer), Scoring queue.claim/queue.manage (scorer, reviewer,
+maintainer), Adjudication verdict.adjudicate (reviewer, maintainer), Judges judge.configure/run
+(maintainer), a new task task.create (author, maintainer).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from annotation.models import AuditEvent, Task
+from annotation.services import review
+from test_review_workflow import import_joplin, t2_payload
+
+
+def _approvable(client, people, event):
+    """A submitted T2 task with a succeeded replay, in review by rey, with one open comment."""
+    client.force_login(people["ada"])
+    tid = client.post("/api/tasks/", t2_payload(event), content_type="application/json").json()["id"]
+    assert client.post(f"/api/tasks/{tid}/replays/", {}, content_type="application/json").json()["status"] == "succeeded"
+    assert client.post(f"/api/tasks/{tid}/transitions/", {"action": "submit"}, content_type="application/json").status_code == 200
+    client.force_login(people["rey"])
+    client.post(f"/api/tasks/{tid}/transitions/", {"action": "start_review"}, content_type="application/json")
+    client.post(f"/api/tasks/{tid}/comments/", {"body": "Is 20 m the rule?", "step_index": 1}, content_type="application/json")
+    return tid
+
+
+@pytest.fixture
+def people(make_user):
+    return {"ada": make_user("ada", "author", password="ada-pass-1"), "rey": make_user("rey", "reviewer", password="rey-pass-1"),
+            "sam": make_user("sam", "scorer", password="sam-pass-1"), "max": make_user("max", "maintainer", password="max-pass-1")}
+
+
+@pytest.mark.django_db
+def test_approve_with_an_open_comment_needs_a_recorded_confirmation(client, people):
+    tid = _approvable(client, people, import_joplin(raster=False))
+    task = Task.objects.get(pk=tid)
+    with pytest.raises(review.OpenCommentsError) as exc:
+        review.approve(people["rey"], task)
+    assert exc.value.open_count == 1 and Task.objects.get(pk=tid).status == "in_review"
+    resp = client.post(f"/api/tasks/{tid}/transitions/", {"action": "approve"}, content_type="application/json")
+    assert resp.status_code == 409 and resp.json()["open_comments"] == 1
+    resp = client.post(f"/api/tasks/{tid}/transitions/", {"action": "approve", "acknowledge_open_comments": True},
+                       content_type="application/json")
+    assert resp.status_code == 200 and resp.json()["status"] == "approved"
+    last = AuditEvent.objects.filter(task_id=tid).last()
+    assert (last.action, last.reason) == ("approve", "approved with 1 open comment(s), confirmed by rey")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who, links", [
+    ("ada", ["Events", "Tasks", "Runs", "Leaderboard", "Releases", "API"]),
+    ("sam", ["Events", "Tasks", "Runs", "Leaderboard", "Releases", "Scoring", "API"]),
+    ("rey", ["Events", "Tasks", "Review", "Runs", "Leaderboard", "Releases", "Scoring", "Adjudication", "Agreement", "API"]),
+    ("max", ["Events", "Tasks", "Review", "Runs", "Leaderboard", "Releases", "Scoring", "Adjudication", "Agreement", "Judges", "API"]),
+])
+def test_navigation_offers_the_pages_of_the_role(client, people, who, links):
+    client.force_login(people[who])
+    html = client.get("/tasks/").content.decode()
+    nav = re.search(r'<nav class="mainnav".*?</nav>', html, re.S).group(0)
+    assert re.findall(r">([^<]+)</a>", nav) == links
+    assert ('id="new-task"' in html) == (who in ("ada", "max"))
+
+
+@pytest.mark.django_db
+def test_403_page_names_the_missing_role(client, people):
+    import_joplin(raster=False)
+    client.force_login(people["ada"])
+    resp = client.get("/adjudication/")
+    assert resp.status_code == 403
+    text = re.sub(r"\s+", " ", resp.content.decode())
+    assert "It needs the roles <b>reviewer</b> or <b>maintainer</b> (to verdict.adjudicate)" in text
+    assert "with the role author" in text and "<nav" in text  # the site's frame, not a bare "403 Forbidden"
+    for who in ("rey", "sam"):
+        client.force_login(people[who])
+        resp = client.get("/tasks/new/")
+        assert resp.status_code == 403
+        assert "<b>author</b> or <b>maintainer</b> (to task.create)" in re.sub(r"\s+", " ", resp.content.decode())
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, client, people):
+    from annotation.services.releases import create_release
+
+    tid = _approvable(client, people, import_joplin(raster=False))
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    p = ctx.new_page()
+    errors, dialogs = [], []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    answer = {"accept": False}
+
+    def on_dialog(d):
+        dialogs.append(d.message)
+        d.accept() if answer["accept"] else d.dismiss()
+    p.on("dialog", on_dialog)
+    try:
+        for user, pw in (("rey", "rey-pass-1"),):
+            p.goto(f"{live_server.url}/accounts/login/")
+            p.fill("input[name=username]", user)
+            p.fill("input[name=password]", pw)
+            p.click("button[type=submit]")
+            p.wait_for_load_state()
+        # the nav stays on one line at 1280 px
+        heights = p.evaluate("() => [...document.querySelectorAll('.mainnav a')].map(a => a.getBoundingClientRect().top)")
+        assert len(set(heights)) == 1, heights
+        p.goto(f"{live_server.url}/tasks/{tid}/")
+        p.click("#do-approve")
+        for _ in range(50):  # the dialog follows the API's 409
+            if dialogs:
+                break
+            p.wait_for_timeout(100)
+        assert dialogs and "1 review comment(s) are still open" in dialogs[-1]
+        assert Task.objects.get(pk=tid).status == "in_review"  # dismissed: nothing happened
+        answer["accept"] = True
+        p.click("#do-approve")
+        p.wait_for_function("() => document.querySelector('#task-status').textContent === 'approved'")
+        assert "confirmed by rey" in AuditEvent.objects.filter(task_id=tid).last().reason
+
+        # publish: the maintainer is asked, and told about the open comment
+        create_release(people["max"], "1.0.0", "first", tasks=[Task.objects.get(pk=tid)])
+        p.context.clear_cookies()
+        p.goto(f"{live_server.url}/accounts/login/")
+        p.fill("input[name=username]", "max")
+        p.fill("input[name=password]", "max-pass-1")
+        p.click("button[type=submit]")
+        p.wait_for_load_state()
+        p.goto(f"{live_server.url}/releases/1.0.0/")
+        assert p.locator(".username").text_content() == "max", p.content()[:2000]
+        assert "Open review comments" in p.locator("#publish-open-comments").text_content()
+        answer["accept"] = False
+        n = len(dialogs)
+        p.click("#publish-form button[type=submit]")
+        assert len(dialogs) == n + 1  # a dialog blocks the click until it is answered
+        assert "can never be changed" in dialogs[-1] and "still open" in dialogs[-1]
+        from annotation.models import Release
+        assert Release.objects.get(version="1.0.0").status == "draft"
+        answer["accept"] = True
+        with p.expect_navigation():
+            p.click("#publish-form button[type=submit]")
+        assert Release.objects.get(version="1.0.0").status == "published"
+        assert AuditEvent.objects.filter(task_id=tid, action="publish_with_open_comments").count() == 1
+        assert not errors, errors
+    finally:
+        ctx.close()
+        _drop_published_releases()
+
+
+def _drop_published_releases():
+    """The database refuses to delete a published release (migration 0003's triggers), so the
+    transactional test's flush would fail: lift the triggers, delete, put them back."""
+    import importlib
+
+    from django.db import connection
+
+    from annotation.models import Release, ReleaseTask
+
+    mig = importlib.import_module("annotation.migrations.0003_release_immutability")
+    fwd, back = ((mig.SQLITE_FORWARD, mig.SQLITE_BACKWARD) if connection.vendor == "sqlite"
+                 else (mig.POSTGRES_FORWARD, mig.POSTGRES_BACKWARD))
+    with connection.cursor() as cur:
+        for sql in back:
+            cur.execute(sql)
+        ReleaseTask.objects.all().delete()
+        Release.objects.all().delete()
+        for sql in fwd:
+            cur.execute(sql)

@@ -3,7 +3,8 @@
 The task is the Joplin T2 of tests/test_review_workflow.py; roles come from studio.permissions'
 table, so the expected links and roles below are read off that table by hand: Review needs
 task.review/task.return (reviewer, maintainer), Scoring queue.claim/queue.manage (scorer, reviewer,
-maintainer), Adjudication verdict.adjudicate (reviewer, maintainer), Judges judge.configure/run
+maintainer), Adjudication verdict.adjudicate (reviewer, maintainer), Agreement and the Judge report
+agreement.view (reviewer, maintainer), Judges judge.configure/run
 (maintainer), a new task task.create (author, maintainer).
 """
 from __future__ import annotations
@@ -56,8 +57,8 @@ def test_approve_with_an_open_comment_needs_a_recorded_confirmation(client, peop
 @pytest.mark.parametrize("who, links", [
     ("ada", ["Events", "Tasks", "Runs", "Leaderboard", "Releases", "API"]),
     ("sam", ["Events", "Tasks", "Runs", "Leaderboard", "Releases", "Scoring", "API"]),
-    ("rey", ["Events", "Tasks", "Review", "Runs", "Leaderboard", "Releases", "Scoring", "Adjudication", "Agreement", "API"]),
-    ("max", ["Events", "Tasks", "Review", "Runs", "Leaderboard", "Releases", "Scoring", "Adjudication", "Agreement", "Judges", "API"]),
+    ("rey", ["Events", "Tasks", "Review", "Runs", "Leaderboard", "Releases", "Scoring", "Adjudication", "Agreement", "Judge report", "API"]),
+    ("max", ["Events", "Tasks", "Review", "Runs", "Leaderboard", "Releases", "Scoring", "Adjudication", "Agreement", "Judge report", "Judges", "API"]),
 ])
 def test_navigation_offers_the_pages_of_the_role(client, people, who, links):
     client.force_login(people[who])

@@ -249,15 +249,16 @@ def test_qc_checks_what_each_variant_kind_promises(approved_t2, people):
         task.refresh_from_db()
         return {f.check for f in qc_for_task(task) if f.check.startswith("variant.")}
 
-    broken, _ = create_variant(people["ada"], approved_t2, "broken", step=1)
+    broken, _ = create_variant(people["ada"], approved_t2, "broken", step=2)
     ext, _ = create_variant(people["ada"], approved_t2, "extraneous", n=2, seed=3)
     uns, _ = create_variant(people["ada"], approved_t2, "unsolvable", strategy="tool_removal")
     # as made, each variant is clean
     assert checks(broken.task) == set() and checks(ext.task) == set() and checks(uns.task) == set()
-    # the author edits them so that they no longer test their kind
-    plan = [dict(s) for s in broken.task.head.trajectory]
-    plan[1] = {"call": "vec.clip", "args": plan[1]["args"]}
-    task_services.save_revision(people["ada"], broken.task, expected_version=1, content={"trajectory": plan})
+    # the author edits them so that they no longer test their kind: the broken step deleted (the
+    # answer given as a literal, 60: the hand count of test_review_workflow) ...
+    task_services.save_revision(people["ada"], broken.task, expected_version=1, content={
+        "trajectory": broken.task.head.trajectory[:2],
+        "answer_spec": [{**approved_t2.head.answer_spec[0], "source": 60}]})
     assert checks(broken.task) == {"variant.broken_step"}
     plan = [dict(s) for s in ext.task.head.trajectory]
     plan[0] = {"call": ext.tools["distractors"][0]["name"], "args": plan[0]["args"]}

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 
 from evaluation import selectors
+from evaluation.selectors_robustness import run_robustness
 from evaluation.judge.verdict import E_DEFINITIONS
 from evaluation.services import GRADES
 from frontend.views_events import map_config
@@ -28,6 +29,7 @@ def run_detail_page(request, pk: int):
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
         "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
+        "robustness": list(run_robustness(run)),
     })
 
 

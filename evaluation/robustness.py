@@ -33,7 +33,7 @@ from typing import Any, Iterable, Optional
 from evaluation.scoring.normalize import normalize_tool_name
 
 __all__ = ["OUTCOMES", "JUDGE_NEEDED", "distractor_use", "broken_outcome", "is_refusal_text", "unsolvable_outcome",
-           "answer_ok", "record_robustness", "robustness_table"]
+           "answer_ok", "record_robustness", "robustness_table", "judge_case", "settle_by_judge"]
 
 #: the benchmark's tool-broken classes (seed 001, Appendix C.4), in its order
 OUTCOMES = ("Replace", "Alter", "Retry", "Refusal", "Other")
@@ -280,3 +280,64 @@ def robustness_table(rows: Iterable[dict]) -> dict:
         unsolvable.append({"run_id": k[0], "label": k[1], "strategy": k[2], "n": c["n"], "passed": c["passed"],
                            "pass_rate": _rate(c["passed"], decided), "judge_needed": c["judge"], "n_decided": decided})
     return {"extraneous": extraneous, "broken": broken, "unsolvable": unsolvable}
+
+
+# ---- where the rule cannot decide: the judge (evaluation.services_robustness) ----------------------
+
+#: the judge's tool-broken classes (``evaluation.judge.verdict.TOOL_BROKEN_OUTCOMES``) → ``OUTCOMES``
+JUDGE_OUTCOME_CLASSES = {"replacement": "Replace", "alternative": "Alter", "retry": "Retry",
+                         "refusal": "Refusal", "other": "Other"}
+#: a variant's strategy (``annotation.variants.STRATEGIES``) → the judge's unsolvability type
+#: (``evaluation.judge.verdict.UNSOLVABLE_TYPES``; the image strategy is named differently there)
+JUDGE_UNSOLVABLE_TYPES = {"tool_removal": "tool_removal", "information_missing": "information_missing",
+                          "visual_inaccessible": "visual_information_inaccessible",
+                          "contradictory_constraints": "contradictory_constraints"}
+
+
+def judge_case(robustness: dict, trajectory: Any) -> tuple[str, dict]:
+    """``(setting, case)`` for ``judge_setting_case`` from a stored outcome and the record's
+    trajectory: tool-extraneous with the distractor names; tool-broken with the agent's steps up to
+    and including its first call of the broken tool (``prefix_trajectory``, whose last step is the
+    failure, ``failing_step_index``), the alternative (``replacement_tool``) and the steps after it
+    (``predicted_steps``); unsolvable with the judge's unsolvability type. Raises ``ValueError``
+    for a record of no known kind, or a broken record that never calls the broken tool (there is
+    no failure to show the judge)."""
+    kind = (robustness or {}).get("kind")
+    if kind == "extraneous":
+        return "tool-extraneous", {"distractors": list(robustness.get("distractors") or [])}
+    if kind == "broken":
+        steps = _steps(trajectory)
+        tool = normalize_tool_name(robustness.get("tool") or "")
+        first = next((i for i, s in enumerate(steps) if _name(s) == tool), None)
+        if first is None:
+            raise ValueError(f"the record never calls the broken tool {robustness.get('tool')}: no failing step to judge")
+        return "tool-broken", {"prefix_trajectory": steps[:first + 1], "failing_step_index": first,
+                               "replacement_tool": robustness.get("alternative") or "",
+                               "predicted_steps": steps[first + 1:]}
+    if kind == "unsolvable":
+        strategy = robustness.get("strategy") or (robustness.get("params") or {}).get("strategy")
+        if strategy not in JUDGE_UNSOLVABLE_TYPES:
+            raise ValueError(f"unsolvable strategy {strategy!r} has no judge type")
+        return "unsolvable", {"unsolvable_type": JUDGE_UNSOLVABLE_TYPES[strategy]}
+    raise ValueError(f"a record of kind {kind!r} is not a robustness case")
+
+
+def settle_by_judge(robustness: dict, *, outcome: Optional[str], is_correct: Optional[bool], verdict_id: int) -> dict:
+    """The stored outcome completed by a judge's verdict (``outcome``: its tool-broken class;
+    ``is_correct``: its derived correctness, Pass for unsolvable): ``outcome`` set,
+    ``decided_by`` ``"judge"``, ``judge_verdict`` its id. Raises ``ValueError`` when the verdict
+    does not decide (no class for tool-broken, no correctness for unsolvable)."""
+    out = dict(robustness)
+    if out.get("kind") == "broken":
+        if outcome not in JUDGE_OUTCOME_CLASSES:
+            raise ValueError(f"the judge's verdict {verdict_id} has no tool-broken class ({outcome!r})")
+        out["outcome"] = JUDGE_OUTCOME_CLASSES[outcome]
+        out["recovered"] = out["outcome"] in RECOVERED
+    elif out.get("kind") == "unsolvable":
+        if is_correct is None:
+            raise ValueError(f"the judge's verdict {verdict_id} decides no pass or fail")
+        out["outcome"] = "Pass" if is_correct else "Fail"
+    else:
+        raise ValueError(f"a {out.get('kind')} record is decided by rule, not by the judge")
+    out.update(decided_by="judge", judge_verdict=verdict_id)
+    return out

@@ -9,9 +9,13 @@ as evaluation/robustness.py restates them, over hand-written trajectories.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from evaluation.robustness import JUDGE_NEEDED, answer_ok, record_robustness, robustness_table
+from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401  (fixtures)
+
+from evaluation.robustness import JUDGE_NEEDED, answer_ok, judge_case, record_robustness, robustness_table
 
 EXT = {"kind": "extraneous", "params": {"n": 2, "seed": 0},
        "tools": {"removed": [], "broken": None, "distractors": [
@@ -197,3 +201,59 @@ def test_imported_runs_store_the_rule_outcome_and_the_pages_show_it(florence_var
     assert ("<td>agent-b [dora]</td><td>1</td><td>0.00</td><td>0.00</td><td>100.00</td><td>0.00</td><td>0.00</td>"
             "<td>0.00</td><td>0</td>") in brk_rows
     assert "<td>agent-a [dora]</td><td>tool_removal</td><td>1</td><td>100.00</td><td>0</td>" in section
+
+
+# ---- where the rule cannot decide, the judge decides ------------------------------------------------
+
+def test_judge_case_shows_the_judge_the_failure_and_what_followed():
+    rob = record_robustness(BRK, [SEG, COUNT, {"call": "calc_div(a, b)"}], None, {})
+    setting, case = judge_case(rob, [SEG, COUNT, {"call": "calc_div(a, b)"}])
+    # the first call of ras.count_pixels is step 1: the prefix ends with it, what follows is the rest
+    assert setting == "tool-broken" and case["failing_step_index"] == 1
+    assert case["prefix_trajectory"] == [SEG, COUNT] and case["predicted_steps"] == [{"call": "calc_div(a, b)"}]
+    assert case["replacement_tool"] == "ras.count_pixels_alt"
+
+    uns = record_robustness({**UNS, "params": {"strategy": "visual_inaccessible"}}, [SEG], None, {})
+    assert judge_case(uns, [SEG]) == ("unsolvable", {"unsolvable_type": "visual_information_inaccessible"})
+    with pytest.raises(ValueError, match="never calls the broken tool"):
+        judge_case(rob, [SEG])
+
+
+def test_judge_decides_what_the_rule_left_open(run_a, judge_config, judge_server):
+    from django.core.exceptions import PermissionDenied
+
+    from evaluation.models import RunRecord
+    from evaluation.scoring.normalize import normalize_tool_name
+    from evaluation.services_robustness import judge_robustness
+    from studio.accounts import upsert_user
+
+    maintainer = upsert_user("mo", "pw-test-123", ["maintainer"])
+    recs = list(run_a.records.order_by("id")[:3])
+    first_tool = recs[0].trajectory[0]["call"].split("(")[0]
+    # setup shortcut: the records stand for records of variant tasks the rule could not decide
+    # (no answer field scored, nothing after the failure; a refusal beside a value)
+    broken = {**BRK["tools"]["broken"], "tool": normalize_tool_name(first_tool)}
+    RunRecord.objects.filter(pk=recs[0].pk).update(robustness=record_robustness(
+        {**BRK, "tools": {**BRK["tools"], "broken": broken}}, recs[0].trajectory[:1], None, {}))
+    RunRecord.objects.filter(pk=recs[1].pk).update(robustness=record_robustness(
+        UNS, [], {"answer": "REJECT", "n": 4}, {}))
+    RunRecord.objects.filter(pk=recs[2].pk).update(robustness=record_robustness(UNS, [], {"answer": "REJECT"}, {}))
+    for r in recs:
+        r.refresh_from_db()
+    assert recs[0].robustness["decided_by"] == recs[1].robustness["decided_by"] == JUDGE_NEEDED
+    assert recs[2].robustness["outcome"] == "Pass"  # decided by rule
+
+    with pytest.raises(PermissionDenied):
+        judge_robustness(upsert_user("rita", "pw-test-123", ["reviewer"]), judge_config, recs[0])
+    judge_server.reply('{"category": 1, "category_name": "replacement", "is_correct": true, "reason": "uses the new tool"}')
+    done = judge_robustness(maintainer, judge_config, recs[0])
+    assert done.robustness["outcome"] == "Replace" and done.robustness["decided_by"] == "judge"
+    assert done.robustness["recovered"] is True and done.robustness["judge_verdict"]
+    # the judge was shown the failing call and the replacement the variant offers
+    assert "ras.count_pixels_alt" in json.dumps(judge_server.requests[-1]["body"])
+    judge_server.reply('{"is_correct": false, "grade": 0.0, "error_list": [0,0,0,0,0,0], "reasoning": "answers 4"}')
+    done = judge_robustness(maintainer, judge_config, recs[1])
+    assert done.robustness["outcome"] == "Fail" and done.robustness["decided_by"] == "judge"
+    n = len(judge_server.requests)
+    assert judge_robustness(maintainer, judge_config, recs[2]).robustness["outcome"] == "Pass"
+    assert len(judge_server.requests) == n  # decided by rule: no judge call

@@ -88,6 +88,10 @@ def test_task_page_shows_the_form_to_who_may_use_it_and_links_variants(approved_
     assert 'id="variant-of"' in variant_page and approved_t2.question_id in variant_page
     # the variant is a draft: no form on its page (variants are made from approved tasks)
     assert 'id="variant-form"' not in variant_page
+    # an author's text is shown as text: a hostile error message stays escaped
+    post(client, approved_t2, kind="broken", step=0, error="<script>alert(1)</script>")
+    page = client.get(f"/tasks/{approved_t2.pk}/").content.decode()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
 @pytest.mark.browser

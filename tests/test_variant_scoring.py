@@ -257,3 +257,31 @@ def test_judge_decides_what_the_rule_left_open(run_a, judge_config, judge_server
     n = len(judge_server.requests)
     assert judge_robustness(maintainer, judge_config, recs[2]).robustness["outcome"] == "Pass"
     assert len(judge_server.requests) == n  # decided by rule: no judge call
+
+
+def test_judge_robustness_command_sends_only_the_open_records(run_a, judge_config, judge_server):
+    import io
+
+    from django.core.management import call_command
+
+    from evaluation.models import RunRecord
+    from studio.accounts import upsert_user
+
+    upsert_user("mo", "pw-test-123", ["maintainer"])
+    recs = list(run_a.records.order_by("question_id")[:3])
+    # setup shortcut, as above: an unsolvable record with a refusal beside a value (open); a broken
+    # record whose trajectory never calls the broken tool and has no scored field (open, but there is
+    # no failure to show the judge); an unsolvable record the rule passed
+    RunRecord.objects.filter(pk=recs[0].pk).update(robustness=record_robustness(UNS, [], {"answer": "REJECT", "n": 4}, {}))
+    RunRecord.objects.filter(pk=recs[1].pk).update(robustness=record_robustness(BRK, [], None, {}))
+    RunRecord.objects.filter(pk=recs[2].pk).update(robustness=record_robustness(UNS, [], {"answer": "REJECT"}, {}))
+    judge_server.reply('{"is_correct": true, "grade": 1.0, "error_list": [0,0,0,0,0,0], "reasoning": "refuses"}')
+    out = io.StringIO()
+    call_command("judge_robustness", "--run", str(run_a.pk), "--config", "local", "--as-user", "mo", "--json", stdout=out)
+    doc = json.loads(out.getvalue())
+    assert doc["decided"] == [{"question_id": recs[0].question_id, "kind": "unsolvable", "outcome": "Pass"}]
+    assert [d["question_id"] for d in doc["open"]] == [recs[1].question_id]
+    assert "never calls the broken tool" in doc["open"][0]["reason"]
+    assert len(judge_server.requests) == 1  # one call: the rule-decided record was not sent
+    recs[0].refresh_from_db()
+    assert recs[0].robustness["decided_by"] == "judge"

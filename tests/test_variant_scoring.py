@@ -259,7 +259,7 @@ def test_judge_decides_what_the_rule_left_open(run_a, judge_config, judge_server
     assert len(judge_server.requests) == n  # decided by rule: no judge call
 
 
-def test_judge_robustness_command_sends_only_the_open_records(run_a, judge_config, judge_server):
+def test_judge_robustness_command_sends_only_the_open_records(run_a, judge_config, judge_server, client):
     import io
 
     from django.core.management import call_command
@@ -285,3 +285,9 @@ def test_judge_robustness_command_sends_only_the_open_records(run_a, judge_confi
     assert len(judge_server.requests) == 1  # one call: the rule-decided record was not sent
     recs[0].refresh_from_db()
     assert recs[0].robustness["decided_by"] == "judge"
+    # the record page says who decided: the judge here, and what is still open there
+    client.force_login(upsert_user("mo", "pw-test-123", ["maintainer"]))
+    page = client.get(f"/records/{recs[0].pk}/").content.decode()
+    assert "<b>Pass</b>" in page and f"by the judge, verdict {recs[0].robustness['judge_verdict']}" in page
+    page = client.get(f"/records/{recs[1].pk}/").content.decode()
+    assert "<b>judge needed</b>" in page and f"judge_robustness --run {run_a.pk}" in page

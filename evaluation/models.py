@@ -63,6 +63,9 @@ class RunRecord(models.Model):
     elapsed_s = models.FloatField(null=True, blank=True, help_text="the record's elapsed_time: seconds the agent took")
     gold = models.JSONField(default=dict, blank=True,
                             help_text="the gold task at import: {question, tools, trajectory, final_answer} (for judges)")
+    robustness = models.JSONField(default=dict, blank=True,
+                                  help_text="a variant task's rule outcome at import (evaluation.robustness."
+                                            "record_robustness): {kind, params, outcome, decided_by, ...}; {} otherwise")
 
     class Meta:
         ordering = ["run_id", "dimension", "question_id"]

@@ -14,10 +14,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.models import Task
+from annotation.models import Task, TaskVariant
 from annotation.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation.models import Adjudication, Agent, AgentRun, RunRecord, Verdict, VerdictRevision
+from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
 from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
@@ -135,7 +136,8 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given; else from
     ``release`` (an ``annotation.Release``: its pinned revisions and gold replays), and the run is
     pinned to that release; else from the studio's tasks with the same question ids (their
-    accepted gold). ``protocol``: AP or IF (default: read from the folder name, see
+    accepted gold). A record of a robustness variant task also gets its rule outcome
+    (``RunRecord.robustness``, :func:`evaluation.robustness.record_robustness`). ``protocol``: AP or IF (default: read from the folder name, see
     :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
     Raises ``RunImportError`` naming the file and the problem for an unknown protocol, or when the
     folder has no record, a file is not UTF-8 or nests too deeply, a record has no string question
@@ -184,6 +186,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
         release=release, protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )
     sample_index = {(d, s["sample_id"]): s for d, ss in samples_by_dim.items() for s in ss}
+    variants = variant_specs(task_by_qid.values())
     rows = []
     for dim, records in records_by_dim.items():
         scored = {(t["sample_id"], t["task_idx"]): t for t in result.get("full", {}).get(dim, {}).get("tasks", [])}
@@ -208,7 +211,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 error=_finite(str(rec.get("error") or "")), task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
                 t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), elapsed_s=_seconds(rec.get("elapsed_time")), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
-                gold=_finite(gold),
+                gold=_finite(gold), robustness=_robustness(variants, task_by_qid.get(qid), rec, s),
             ))
     RunRecord.objects.bulk_create(rows)
     return run
@@ -275,6 +278,22 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
         except BaseException:
             shutil.rmtree(base, ignore_errors=True)
             raise
+
+
+def variant_specs(tasks) -> dict[int, dict]:
+    """``{task pk: {kind, params, tools}}`` of the variant tasks among ``tasks`` (one query)."""
+    pks = [t.pk for t in tasks if t is not None]
+    rows = TaskVariant.objects.filter(task_id__in=pks).values("task_id", "kind", "params", "tools")
+    return {r["task_id"]: {"kind": r["kind"], "params": r["params"], "tools": r["tools"]} for r in rows}
+
+
+def _robustness(variants: dict[int, dict], task, rec: dict, scored: dict) -> dict:
+    """The rule outcome stored on a record of a variant task (``record_robustness``), {} otherwise."""
+    variant = variants.get(task.pk) if task is not None else None
+    if variant is None:
+        return {}
+    return _finite(record_robustness(variant, rec.get("trajectory"), rec.get("predicted_answer"),
+                                     scored.get("field_scores")))
 
 
 def gold_snapshot(task: dict, sample: dict | None = None) -> dict:

@@ -9,6 +9,8 @@ from django.views.decorators.http import require_GET
 
 from evaluation import leaderboard as lb
 from evaluation.selectors_leaderboard import leaderboard_data, leaderboard_rows, leaderboard_version
+from evaluation.selectors_robustness import leaderboard_robustness
+from frontend.views_robustness import robustness_section
 
 N_BOOT = 1000
 SEED = 0
@@ -28,6 +30,7 @@ def _build(n_boot: int = N_BOOT) -> dict:
         data = lb.build(runs, rows, n_boot=n_boot, seed=SEED)
         data["n_records"] = len(rows)
         data["n_no_task"] = sum(1 for r in rows if r["task_id"] is None)
+        data["robustness"] = leaderboard_robustness(runs)  # one query: records with a stored outcome
         cache.set(key, data, CACHE_SECONDS)
     return data
 
@@ -87,7 +90,7 @@ def leaderboard_page(request):
         **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
         "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in lb.METRICS], "min_n": lb.BOOTSTRAP_MIN_N,
-        "n_boot": N_BOOT, "seed": SEED,
+        "n_boot": N_BOOT, "seed": SEED, "robustness": robustness_section(data["robustness"], pct),
     })
 
 

@@ -13,6 +13,7 @@ from evaluation import leaderboard as lb
 from evaluation.services import RunImportError, import_run_zip
 from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record
 from evaluation import selectors
+from evaluation.selectors_robustness import run_robustness
 from frontend.views_events import map_config
 from frontend.views_scoring import evidence, verdict_form_context
 from replay.services import latest_successful_replay
@@ -85,6 +86,7 @@ def run_detail_page(request, pk: int):
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
         "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
+        "robustness": list(run_robustness(run)),
     })
 
 

@@ -20,7 +20,10 @@ from annotation.qc import EVAL_TYPES
 from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, task_audit, task_authors,
                                         task_comments, task_detail, task_page, task_revision, task_revisions,
                                         user_draft)
+from annotation.selectors_variants import variant_row, variants_of
 from annotation.services import review as review_services
+from annotation.services.variants import BASE_STATUSES
+from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
 from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, revision_content, run_fast_qc
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
@@ -302,7 +305,17 @@ def task_detail_page(request, pk: int):
         "can_resolve": can(request.user, "comment.resolve", task),
         "can_edit": task.status in EDITABLE_STATUSES and can(request.user, "task.edit", task),
         "returned": last_return(task) if task.status == Task.Status.RETURNED else None,
+        **_variant_context(request.user, task),
     })
+
+
+def _variant_context(user, task) -> dict:
+    """The task page's variant block: the variant this task is (if it is one), the variants made
+    from it, and the "Make a variant" form's choices when the user may make one (an approved or
+    released task and the ``task.create`` permission, as ``create_variant`` demands)."""
+    return {"variant_of": variant_row(task), "variants": list(variants_of(task)),
+            "can_make_variant": task.status in BASE_STATUSES and can(user, "task.create"),
+            "variant_kinds": KINDS, "variant_levels": EXTRANEOUS_LEVELS, "variant_strategies": STRATEGIES}
 
 
 @require_safe

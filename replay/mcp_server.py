@@ -2,7 +2,8 @@
 
 ``build_server(task, recorder=None)`` returns an ``mcp.server.mcpserver.MCPServer`` (mcp 2.x) that
 
-* lists every tool of ``replay.tools.registry`` under its model-facing alias (``seg_flood``), in
+* lists every tool of ``replay.tools.registry`` (a robustness variant: its own tool set, see
+  ``replay.variant_tools``) under its model-facing alias (``seg_flood``), in
   the benchmark's server order (Analysis, Calculate, Perception, Vis, Model, POI), with the tool's
   description and the JSON schema of its pydantic input model (so the schema is exactly what the
   tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark);
@@ -40,6 +41,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from replay.sessions import SessionRecorder, new_session_id
 from replay.tools.base import GTMask, ToolContext, ToolError
 from replay.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
+from replay.variant_tools import published_tools
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +138,25 @@ def _ok_result(obs: Any) -> CallToolResult:
                           structured_content=obs if isinstance(obs, dict) else None)
 
 
-def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | None):
+def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | None,
+                  call: Callable[[dict, ToolContext], Any] | None = None):
+    """``call(args, ctx)`` answers the tool (default: the registry's ``call_tool``; a variant's
+    tool set brings its own, ``replay.variant_tools``). A ``ToolError`` carrying an
+    ``observation`` (a variant's broken tool) is an error result with that observation."""
+    call = call or (lambda args, ctx: call_tool(spec.name, args, ctx))
+
     def handle(args: dict) -> CallToolResult:
         try:
-            obs = call_tool(spec.name, args, ctx)
+            obs = call(args, ctx)
         except ToolError as exc:
             message = str(exc)
             if not message.startswith(spec.name):  # e.g. a resolver error raised with tool=""
                 message = f"{spec.name}: {message}"
             result = _error_result(message)
+            if getattr(exc, "observation", None) is not None:  # the failure has an observation
+                obs, message = exc.observation, None
+                result = CallToolResult(content=[TextContent(type="text", text=_text(obs))],
+                                        structured_content=obs, is_error=True)
         except Exception as exc:  # a bug in a tool: report it, keep serving
             log.exception("tool %s crashed", spec.name)
             message = f"{spec.name}: internal error: {type(exc).__name__}: {exc}"
@@ -224,14 +236,15 @@ def build_server(task, *, recorder: SessionRecorder | None = None, session_id: s
     binding = TaskBinding(task, session_id=sid, work_dir=work_dir, perception_mode=perception_mode)
     meta_fn = func_metadata(_no_args, structured_output=False)
     tools: list[Tool] = []
-    for spec in registry_tools():
+    for entry in published_tools(task, registry_tools()):  # a variant's own tool set, or the registry's
+        spec = entry.spec
         tools.append(RegistryTool(
             fn=_no_args, name=spec.alias if tool_names == "alias" else spec.name, title=spec.name,
             description=_tool_description(spec),
             parameters=_input_schema(spec), fn_metadata=meta_fn, is_async=True,
             meta={"dora": {"name": spec.name, "server": spec.server, "module": spec.module,
                            "version": spec.version, "result_keys": list(spec.result_keys)}},
-            handler=_make_handler(spec, binding.ctx, recorder),
+            handler=_make_handler(spec, binding.ctx, recorder, entry.call),
         ))
     server = MCPServer(
         name="dora-studio", title=f"DORA studio tools: {task.question_id}",

@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.api_variants import VariantIn, variant_params
 from annotation.models import Task
 from annotation.services.variants import VariantError, create_variant
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
@@ -49,10 +50,14 @@ class Command(BaseCommand):
                 else User.objects.filter(is_superuser=True).order_by("id").first())
         if user is None:
             raise CommandError("no author: pass --as-user NAME (an author or maintainer) or create a superuser")
+        # the options go through the serializer of the task page's endpoint (POST /api/tasks/<id>/variants/)
+        data = VariantIn(data={k: o[k] for k in ("kind", "n", "seed", "step", "error", "alternative", "strategy",
+                                                 "constraint")})
+        if not data.is_valid():
+            field, problems = next(iter(data.errors.items()))
+            raise CommandError(f"--{field}: {' '.join(str(p) for p in problems)}")
         try:
-            variant, created = create_variant(user, base, o["kind"], n=o["n"], seed=o["seed"], step=o["step"],
-                                              error=o["error"], alternative=o["alternative"],
-                                              strategy=o["strategy"], constraint=o["constraint"])
+            variant, created = create_variant(user, base, o["kind"], **variant_params(data.validated_data))
         except VariantError as exc:
             raise CommandError(f"--kind {o['kind']}: {exc}") from exc
         except PermissionDenied as exc:

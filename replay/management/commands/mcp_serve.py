@@ -22,6 +22,9 @@
 * ``--dotted-names``: list the tools under the benchmark's dotted names (``seg.flood``), as the
   benchmark's servers do; its harness renames them to the underscore aliases itself.
 
+A robustness variant (``annotation.models.TaskVariant``) is served with its own tool set
+(``replay.variant_tools``: distractors, the broken tool and its alternative, removed tools absent).
+
 Tool paths resolve to the task's event layers; artifacts go to
 ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/`` (or the run dir); perception runs in GT mode.
 """
@@ -31,6 +34,8 @@ import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+
+from replay.variant_tools import published_tools
 
 HTTP_HOST = "127.0.0.1"
 
@@ -75,7 +80,7 @@ class Command(BaseCommand):
                               tool_names="dotted" if opts.get("dotted_names") else "alias")
         err = sys.stderr  # stdout belongs to the protocol in stdio mode
         where = (f"http://{HTTP_HOST}:{opts['port']}/mcp" if opts["transport"] == "http" else "stdio")
-        err.write(f"mcp_serve: {len(registry_tools())} tools for {task.question_id} on {where}; "
+        err.write(f"mcp_serve: {len(published_tools(task, registry_tools()))} tools for {task.question_id} on {where}; "
                   f"session {server.binding.session_id}, artifacts in {server.binding.work_dir}"
                   + (f"; recording to {recorder.jsonl_path}" if recorder else "") + "\n")
         err.flush()

@@ -1,0 +1,39 @@
+"""Reads of the robustness outcomes stored on run records of variant tasks (issue 21, item 3).
+
+``RunRecord.robustness`` is written once at import (``evaluation.services.import_run_dir``,
+``evaluation.robustness.record_robustness``); these selectors read it for the run page and the
+leaderboard's robustness section. Step-wise planner runs are left out, as on the leaderboard.
+"""
+from __future__ import annotations
+
+from evaluation import leaderboard as lb
+from evaluation.models import AgentRun, RunRecord
+from evaluation.robustness import robustness_table
+from evaluation.selectors_leaderboard import leaderboard_runs
+
+__all__ = ["robustness_rows", "leaderboard_robustness", "run_robustness"]
+
+
+def robustness_rows(runs: list[dict] | None = None) -> list[dict]:
+    """One plain row per record with a stored outcome: ``{record_id, run_id, label, question_id,
+    task_score, robustness}``; ``label`` as the leaderboard labels ``runs`` (its
+    ``leaderboard_runs()``, read here when not given). One query when ``runs`` is given."""
+    qs = (RunRecord.objects.filter(robustness__has_key="kind").exclude(run__scoring_mode="stepwise")
+          .order_by("run_id", "question_id")
+          .values("id", "run_id", "question_id", "task_score", "robustness"))
+    rows = list(qs)
+    labels = lb.run_labels(runs if runs is not None else leaderboard_runs()) if rows else {}
+    return [{"record_id": r["id"], "run_id": r["run_id"], "label": labels[r["run_id"]], "question_id": r["question_id"],
+             "task_score": r["task_score"], "robustness": r["robustness"]} for r in rows]
+
+
+def leaderboard_robustness(runs: list[dict] | None = None) -> dict:
+    """The per-kind tables of :func:`evaluation.robustness.robustness_table` over every run
+    (``runs``: see :func:`robustness_rows`)."""
+    return robustness_table(robustness_rows(runs))
+
+
+def run_robustness(run: AgentRun):
+    """The run's records on variant tasks, with their stored outcome (one query)."""
+    return (run.records.filter(robustness__has_key="kind").only("id", "run_id", "question_id", "task_score", "robustness")
+            .order_by("question_id"))

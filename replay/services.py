@@ -55,7 +55,8 @@ from replay.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_an
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
-from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
+from studio.fastsql import (copy_rows, insert_instance, insert_rows, load_instances, newest_row, update_by,
+                            update_rows)
 from studio.permissions import require
 
 log = logging.getLogger(__name__)
@@ -396,11 +397,13 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
 def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
     """A queued replay run of the task's head revision (no permission check: callers check)."""
     rev = task.head
-    return ReplayRun.objects.create(  # one INSERT: atomic by itself
+    # one INSERT, atomic by itself (``insert_instance``: the ORM's ``create`` compiled it anew each
+    # time, at several times the statement's cost; no signal listens to ReplayRun)
+    return insert_instance(ReplayRun(
         task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
         eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
         answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
-    )
+    ))
 
 
 def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **fields) -> None:
@@ -425,7 +428,12 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
-    run = ReplayRun.objects.select_related("revision", "task").get(pk=run_id)
+    # the run with its revision and task, and below the event's layers: one SELECT each, built once
+    # per process (``load_instances``; the ORM's compilation cost several times the statements)
+    found = load_instances(ReplayRun, where={"id": run_id}, related=("revision", "task"))
+    if not found:
+        raise ReplayRun.DoesNotExist("ReplayRun matching query does not exist.")
+    run = found[0]
     rev = run.revision
     root = artifact_root()
     work_dir = root / "replays" / str(run.pk)
@@ -435,7 +443,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     steps = rev.trajectory or []
     now = timezone.now()
     # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
-    layers = list(Layer.objects.filter(event_id=run.task.event_id).only(*LAYER_FIELDS))
+    layers = load_instances(Layer, where={"event": run.task.event_id}, fields=LAYER_FIELDS, order_by=("id",))
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED

@@ -15,7 +15,8 @@ from django.db import connections, router
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
-__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "newest_row"]
+__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "newest_row", "insert_instance",
+           "load_instances"]
 
 
 def _connection(model: type[Model]):
@@ -143,3 +144,122 @@ def newest_row(model: type[Model], columns: tuple[str, ...], *, where: dict[str,
     if row is None:
         return None
     return tuple(f.from_db_value(v, None, conn) if hasattr(f, "from_db_value") else v for f, v in zip(fields, row))
+
+
+def insert_instance(obj: Model) -> Model:
+    """``INSERT`` one new model instance, as ``obj.save()`` on a new object does without signals:
+    every local concrete field (but an unset auto primary key), ``pre_save`` applied (so
+    ``auto_now_add`` fields get their time) and prepared by the field. Sets ``obj``'s primary key
+    (``RETURNING`` where the backend has it, else the backend's last insert id) and its state
+    (saved, database alias). Returns ``obj``. For models without ``pre_save``/``post_save``
+    receivers only: none are sent."""
+    model = type(obj)
+    conn = _connection(model)
+    meta = model._meta
+    pk_set = obj.pk is not None
+    plan = _INSERT_PLANS.get((conn.alias, model, pk_set))
+    if plan is None:
+        q = conn.ops.quote_name
+        fields = [f for f in meta.local_concrete_fields
+                  if (pk_set or f is not meta.auto_field) and not getattr(f, "generated", False)]
+        sql = (f"INSERT INTO {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) VALUES ("
+               + ", ".join(["%s"] * len(fields)) + ")")
+        returning = None
+        if not pk_set and conn.features.can_return_columns_from_insert:
+            r_sql, _r_params = conn.ops.return_insert_columns([meta.pk])
+            sql += " " + r_sql
+            returning = True
+        plan = _INSERT_PLANS[(conn.alias, model, pk_set)] = (fields, sql, returning)
+    fields, sql, returning = plan
+    params = [f.get_db_prep_save(f.pre_save(obj, True), conn) for f in fields]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        if not pk_set:
+            pk = cur.fetchone()[0] if returning else conn.ops.last_insert_id(cur, meta.db_table, meta.pk.column)
+            setattr(obj, meta.pk.attname, pk)
+    obj._state.adding = False
+    obj._state.db = conn.alias
+    return obj
+
+
+_INSERT_PLANS: dict = {}
+_SELECT_PLANS: dict = {}
+
+
+def _select_plan(conn, model, fields, related, where_names, order_by):
+    key = (conn.alias, model, fields, related, where_names, order_by)
+    plan = _SELECT_PLANS.get(key)
+    if plan is not None:
+        return plan
+    q = conn.ops.quote_name
+    meta = model._meta
+    wanted = {meta.get_field(f) for f in fields} | {meta.pk}
+    # in the model's field order: ``Model.from_db`` fills deferred fields in by that order
+    own = [f for f in meta.concrete_fields if not fields or f in wanted]
+    parts = [(None, model, own)]
+    joins = []
+    for i, name in enumerate(related, 1):
+        fk = meta.get_field(name)
+        if not (fk.many_to_one and fk.concrete):
+            raise ValueError(f"{model.__name__}.{name} is not a foreign key")
+        rmodel = fk.related_model
+        joins.append(f"{'LEFT OUTER JOIN' if fk.null else 'INNER JOIN'} {q(rmodel._meta.db_table)} t{i} "
+                     f"ON t{i}.{q(fk.target_field.column)} = t0.{q(fk.column)}")
+        parts.append((fk, rmodel, list(rmodel._meta.concrete_fields)))
+    cols, convs, slices, start = [], [], [], 0
+    for i, (fk, m, flds) in enumerate(parts):
+        for f in flds:
+            cols.append(f"t{i}.{q(f.column)}")
+            col = f.get_col(f"t{i}")
+            # the ORM's own conversion: the backend's converters, then the field's (SQLCompiler.get_converters)
+            found = conn.ops.get_db_converters(col) + col.get_db_converters(conn)
+            if found:
+                convs.append((len(cols) - 1, found, col))
+        slices.append((fk, m, [f.attname for f in flds], start, start + len(flds), flds.index(m._meta.pk)))
+        start += len(flds)
+    where = [f"t0.{q(meta.get_field(n).column)} = %s" for n in where_names]
+    order = []
+    for name in order_by:
+        desc = name.startswith("-")
+        order.append(f"t0.{q(meta.get_field(name.lstrip('-')).column)}{' DESC' if desc else ' ASC'}")
+    sql = (f"SELECT {', '.join(cols)} FROM {q(meta.db_table)} t0 {' '.join(joins)}"
+           + (f" WHERE {' AND '.join(where)}" if where else "")
+           + (f" ORDER BY {', '.join(order)}" if order else ""))
+    plan = _SELECT_PLANS[key] = (sql, convs, slices, [meta.get_field(n) for n in where_names])
+    return plan
+
+
+def load_instances(model: type[Model], *, where: dict[str, Any], fields: tuple[str, ...] = (),
+                   related: tuple[str, ...] = (), order_by: tuple[str, ...] = ()) -> list[Model]:
+    """Model instances of the rows matching ``where`` (field = value, ANDed), in one ``SELECT``
+    built once per shape and connection: what ``model.objects.select_related(*related)
+    .only(*fields).filter(**where).order_by(*order_by)`` returns (``fields`` empty: every
+    concrete field; the primary key is always loaded; others deferred as ``only`` defers them),
+    converted by the same backend and field converters as the ORM's. ``related``: forward
+    foreign keys of ``model`` whose rows come along (every concrete field; cached on the instance
+    as ``select_related`` caches them; a null key gives None). ``order_by``: field names, ``-``
+    for descending."""
+    conn = _connection(model)
+    sql, convs, slices, where_fields = _select_plan(conn, model, tuple(fields), tuple(related),
+                                                    tuple(where), tuple(order_by))
+    params = [f.get_db_prep_value(v, conn) for f, v in zip(where_fields, where.values())]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    out = []
+    for row in rows:
+        row = list(row)
+        for pos, found, col in convs:
+            value = row[pos]
+            for converter in found:
+                value = converter(value, col, conn)
+            row[pos] = value
+        obj = None
+        for fk, m, attnames, a, b, pk_at in slices:
+            values = row[a:b]
+            if fk is None:
+                obj = m.from_db(conn.alias, attnames, values)
+            else:  # a null foreign key (LEFT JOIN without a match) caches None, as select_related does
+                fk.set_cached_value(obj, None if values[pk_at] is None else m.from_db(conn.alias, attnames, values))
+        out.append(obj)
+    return out

@@ -16,7 +16,7 @@ from django.db.models import Model
 from django.db.models.constants import OnConflict
 
 __all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "newest_row", "insert_instance",
-           "load_instances"]
+           "load_instances", "commit_without_flush_wait"]
 
 
 def _connection(model: type[Model]):
@@ -263,3 +263,22 @@ def load_instances(model: type[Model], *, where: dict[str, Any], fields: tuple[s
                 fk.set_cached_value(obj, None if values[pk_at] is None else m.from_db(conn.alias, attnames, values))
         out.append(obj)
     return out
+
+
+def commit_without_flush_wait(model: type[Model]) -> None:
+    """Inside a transaction (``transaction.atomic``) on ``model``'s database: let its COMMIT return
+    before the server has flushed its WAL to disk (PostgreSQL's ``SET LOCAL synchronous_commit =
+    off``, this transaction only); a no-op on other backends. On this machine a synchronous commit
+    costs about 4 ms (the WAL's fdatasync) against 0.2 ms without the wait (measured with 200
+    single-row INSERTs each way). What it trades: after a crash of the database server (not of
+    the client) the last transactions so committed, up to three ``wal_writer_delay`` (0.6 s by
+    default), may be lost as a whole; the database stays consistent. Use it only for writes that
+    can be redone from what stays (see ``replay.services``: a replay's results). Only the
+    outermost ``atomic`` block decides: called inside a caller's transaction it changes nothing
+    (the caller's commit keeps its guarantee). ``RuntimeError`` outside a transaction."""
+    conn = _connection(model)
+    if not conn.in_atomic_block:
+        raise RuntimeError("commit_without_flush_wait() needs a transaction")
+    if conn.vendor == "postgresql" and len(conn.atomic_blocks) == 1:
+        with conn.cursor() as cur:
+            cur.execute("SET LOCAL synchronous_commit = off")

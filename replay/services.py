@@ -243,8 +243,10 @@ class DbStepCache:
 
 
 #: longest time (s) between two progress writes of a running replay; a replay that ends sooner
-#: is written once, when it ends
-FLUSH_S = 0.25
+#: is written once, when it ends. Below the replay page's polling interval (0.6 s,
+#: ``replay_view.js``), so that every poll of a long replay still sees new progress; each write is
+#: a transaction (0.25 s before: most no-cache replays of the benchmark's size then paid one)
+FLUSH_S = 0.5
 
 
 class _StepRow:

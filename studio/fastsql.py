@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from django.db import connections, router
+from django.db import connections, models, router
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
@@ -21,6 +21,34 @@ __all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "newest_row",
 
 def _connection(model: type[Model]):
     return connections[router.db_for_write(model)]
+
+
+_PREPARERS: dict = {}
+#: field classes (exactly these, not subclasses) whose ``get_db_prep_save`` returns a value of the
+#: listed type unchanged on every backend: ``to_python``/``float``/``bool`` of such a value is the
+#: value itself, and these fields do not override ``get_db_prep_value``
+_UNCHANGED = {models.CharField: str, models.TextField: str, models.BooleanField: bool, models.FloatField: float}
+
+
+def _preparer(field, conn):
+    """``value -> field.get_db_prep_save(value, conn)``, skipping the call for a value the field
+    passes through unchanged (``_UNCHANGED``; integers too where the backend does not wrap them,
+    i.e. not on PostgreSQL). Built once per field and connection."""
+    key = (conn.alias, field)
+    prep = _PREPARERS.get(key)
+    if prep is None:
+        kind = _UNCHANGED.get(type(field))
+        if kind is None and type(field) is models.IntegerField and conn.vendor != "postgresql":
+            kind = int
+        slow = field.get_db_prep_save
+        if kind is None:
+            def prep(value, slow=slow, conn=conn):
+                return slow(value, conn)
+        else:
+            def prep(value, slow=slow, conn=conn, kind=kind):
+                return value if type(value) is kind else slow(value, conn)
+        _PREPARERS[key] = prep
+    return prep
 
 
 def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
@@ -41,10 +69,11 @@ def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[
     suffix = conn.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None) if ignore_conflicts else ""
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     batch = max(1, conn.ops.bulk_batch_size(fields, rows))
+    preps = [_preparer(f, conn) for f in fields]
     with conn.cursor() as cur:
         for start in range(0, len(rows), batch):
             chunk = rows[start:start + batch]
-            params = [f.get_db_prep_save(v, conn) for row in chunk for f, v in zip(fields, row)]
+            params = [p(v) for row in chunk for p, v in zip(preps, row)]
             sql = (f"{head} {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) VALUES "
                    + ", ".join([one] * len(chunk)) + (f" {suffix}" if suffix else ""))
             cur.execute(sql, params)
@@ -74,7 +103,7 @@ def update_by(model: type[Model], key: dict[str, Any], values: dict[str, Any], *
     for name, value in values.items():
         f = meta.get_field(name)
         sets.append(f"{q(f.column)} = %s")
-        params.append(f.get_db_prep_save(value, conn))
+        params.append(_preparer(f, conn)(value))
     if copy_fields:
         src_where, src_params = _where(conn, meta, copy_from or {})
         for name in copy_fields:
@@ -98,7 +127,8 @@ def update_rows(model: type[Model], key_fields: list[str], value_fields: list[st
     fields = [meta.get_field(n) for n in value_fields]
     sql = (f"UPDATE {q(meta.db_table)} SET " + ", ".join(f"{q(f.column)} = %s" for f in fields)
            + " WHERE " + " AND ".join(f"{q(k.column)} = %s" for k in keys))
-    params = [[f.get_db_prep_save(v, conn) for f, v in zip(fields, vals)]
+    preps = [_preparer(f, conn) for f in fields]
+    params = [[p(v) for p, v in zip(preps, vals)]
               + [k.get_db_prep_value(v, conn) for k, v in zip(keys, key_vals)] for key_vals, vals in rows]
     if params:
         with conn.cursor() as cur:
@@ -171,7 +201,7 @@ def insert_instance(obj: Model) -> Model:
             returning = True
         plan = _INSERT_PLANS[(conn.alias, model, pk_set)] = (fields, sql, returning)
     fields, sql, returning = plan
-    params = [f.get_db_prep_save(f.pre_save(obj, True), conn) for f in fields]
+    params = [_preparer(f, conn)(f.pre_save(obj, True)) for f in fields]
     with conn.cursor() as cur:
         cur.execute(sql, params)
         if not pk_set:

@@ -32,11 +32,13 @@ Crashes
     folder are discarded, and the step cache answers whatever had finished, so the result (and
     its hash) is the same. ``resume_stuck_replays`` re-queues runs whose heartbeat is older than a
     timeout (``manage.py replay --resume-stuck``).
-    On PostgreSQL a replay's own transactions (progress, results, the whole-run copy) commit
-    without waiting for the WAL flush (``studio.fastsql.commit_without_flush_wait``: about 4 ms a
-    commit here): a crash of the database server may lose the last such commits, which leaves
-    their runs ``queued`` or ``running`` for ``resume_stuck_replays`` to run again, with the
-    same result. ``create_run`` and ``accept_gold`` commit as every other write does.
+    On PostgreSQL a replay's own transactions (the new run row, progress, results, the whole-run
+    copy) commit without waiting for the WAL flush (``studio.fastsql.commit_without_flush_wait``:
+    about 4 ms a commit here, half a warm replay's time): a crash of the database server (not of
+    a worker) may lose the commits of its last 0.6 s or so. A lost result leaves its run
+    ``queued`` or ``running`` for ``resume_stuck_replays`` to run again, with the same result; a
+    lost new run is gone (its queued job finds no run and fails) and is requested again. The
+    task, its revisions and ``accept_gold`` commit as every other write does.
 """
 from __future__ import annotations
 
@@ -420,13 +422,16 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
 def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
     """A queued replay run of the task's head revision (no permission check: callers check)."""
     rev = task.head
-    # one INSERT, atomic by itself (``insert_instance``: the ORM's ``create`` compiled it anew each
-    # time, at several times the statement's cost; no signal listens to ReplayRun)
-    return insert_instance(ReplayRun(
-        task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
-        eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
-        answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
-    ))
+    # one INSERT (``insert_instance``: the ORM's ``create`` compiled it anew each time, at several
+    # times the statement's cost; no signal listens to ReplayRun), committed without waiting for
+    # the WAL flush on PostgreSQL (see the module docstring: a queued run is redone from its task)
+    with transaction.atomic():
+        commit_without_flush_wait(ReplayRun)
+        return insert_instance(ReplayRun(
+            task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
+            eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
+            answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
+        ))
 
 
 def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **fields) -> None:

@@ -231,15 +231,29 @@ def _artifacts(obs: Any, ctx: ToolContext, args: Any = None, known: dict | None 
     return out
 
 
-def _strings(value: Any):
+def _strings(value: Any, out: list[str] | None = None) -> list[str]:
+    """Every string in ``value`` (dict values, list and tuple items, any depth), depth first in
+    order. Numbers and other leaves are skipped in the loop, without a call each."""
+    if out is None:
+        out = []
     if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
+        out.append(value)
+        return out
+    if isinstance(value, dict):
+        items = value.values()
     elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v)
+        items = value
+    else:
+        return out
+    for v in items:
+        t = type(v)
+        if t is str:
+            out.append(v)
+        elif t is int or t is float or t is bool or v is None:
+            continue
+        else:
+            _strings(v, out)
+    return out
 
 
 def _work_file(ctx: ToolContext, name: str) -> Path | None:

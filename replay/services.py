@@ -32,6 +32,13 @@ Crashes
     folder are discarded, and the step cache answers whatever had finished, so the result (and
     its hash) is the same. ``resume_stuck_replays`` re-queues runs whose heartbeat is older than a
     timeout (``manage.py replay --resume-stuck``).
+    On PostgreSQL a replay's own transactions (the new run row, progress, results, the whole-run
+    copy) commit without waiting for the WAL flush (``studio.fastsql.commit_without_flush_wait``:
+    about 4 ms a commit here, half a warm replay's time): a crash of the database server (not of
+    a worker) may lose the commits of its last 0.6 s or so. A lost result leaves its run
+    ``queued`` or ``running`` for ``resume_stuck_replays`` to run again, with the same result; a
+    lost new run is gone (its queued job finds no run and fails) and is requested again. The
+    task, its revisions and ``accept_gold`` commit as every other write does.
 """
 from __future__ import annotations
 
@@ -63,7 +70,8 @@ from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
 from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
-from studio.fastsql import copy_rows, insert_rows, newest_row, update_by, update_rows
+from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
+                            newest_row, update_by, update_rows)
 from studio.permissions import require
 
 log = logging.getLogger(__name__)
@@ -245,8 +253,24 @@ class DbStepCache:
 
 
 #: longest time (s) between two progress writes of a running replay; a replay that ends sooner
-#: is written once, when it ends
-FLUSH_S = 0.25
+#: is written once, when it ends. Below the replay page's polling interval (0.6 s,
+#: ``replay_view.js``), so that every poll of a long replay still sees new progress; each write is
+#: a transaction (0.25 s before: most no-cache replays of the benchmark's size then paid one)
+FLUSH_S = 0.5
+
+
+class _StepRow:
+    """The values of one ``ReplayStep`` row before it is written (``_Progress``): a plain object
+    with the model's defaults for a pending step (a model instance per step cost more to build
+    than its row costs to write)."""
+
+    __slots__ = ("index", "call", "args", "status", "duration_ms", "resolved_args", "obs", "error", "artifacts",
+                 "cached", "expanded")
+
+    def __init__(self, index: int, call: str, args: Any):
+        self.index, self.call, self.args = index, call, args
+        self.status, self.duration_ms, self.resolved_args = ReplayStep.Status.PENDING, None, {}
+        self.obs, self.error, self.artifacts, self.cached, self.expanded = None, "", [], False, []
 
 
 class _Progress:
@@ -269,11 +293,11 @@ class _Progress:
         self.cache = cache
         self.start = start
         self.restarted = restarted
-        self.rows = [ReplayStep(run=run, index=i, call=str(s.get("call", s.get("name", ""))) if isinstance(s, dict) else "",
-                                args=(s.get("args", s.get("inputs")) or {}) if isinstance(s, dict) else {})
+        self.rows = [_StepRow(i, str(s.get("call", s.get("name", ""))) if isinstance(s, dict) else "",
+                              (s.get("args", s.get("inputs")) or {}) if isinstance(s, dict) else {})
                      for i, s in enumerate(steps)]
         self.inserted = False
-        self.buffer: list[ReplayStep] = []
+        self.buffer: list[_StepRow] = []
         self.done = 0
         self.last = _time.monotonic()
 
@@ -302,6 +326,7 @@ class _Progress:
         if self.inserted and not self.buffer and not self.cache.dirty:
             return
         with transaction.atomic():
+            commit_without_flush_wait(ReplayRun)
             self._write()
             _save_fields(self.run, steps_done=self.done, heartbeat_at=timezone.now())
         self.last = _time.monotonic()
@@ -311,6 +336,7 @@ class _Progress:
         ``status`` of ``succeeded`` goes through ``_finish_succeeded`` (``final_answer`` and
         ``replay_hash`` given), which decides on the gold."""
         with transaction.atomic():
+            commit_without_flush_wait(ReplayRun)
             if not self.inserted:  # one UPDATE of the run: its start fields, then the final ones
                 fields = {**self.start, **fields}
             self._write(start=False)
@@ -411,11 +437,16 @@ def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
     if mode == GOLD_MODE:
         require_unreleased(task, "a gold replay")
     rev = task.head
-    return ReplayRun.objects.create(  # one INSERT: atomic by itself
-        task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
-        eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
-        answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
-    )
+    # one INSERT (``insert_instance``: the ORM's ``create`` compiled it anew each time, at several
+    # times the statement's cost; no signal listens to ReplayRun), committed without waiting for
+    # the WAL flush on PostgreSQL (see the module docstring: a queued run is redone from its task)
+    with transaction.atomic():
+        commit_without_flush_wait(ReplayRun)
+        return insert_instance(ReplayRun(
+            task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
+            eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
+            answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
+        ))
 
 
 def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **fields) -> None:
@@ -440,7 +471,12 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
-    run = ReplayRun.objects.select_related("revision", "task").get(pk=run_id)
+    # the run with its revision and task, and below the event's layers: one SELECT each, built once
+    # per process (``load_instances``; the ORM's compilation cost several times the statements)
+    found = load_instances(ReplayRun, where={"id": run_id}, related=("revision", "task"))
+    if not found:
+        raise ReplayRun.DoesNotExist("ReplayRun matching query does not exist.")
+    run = found[0]
     rev = run.revision
     root = artifact_root()
     work_dir = root / "replays" / str(run.pk)
@@ -450,7 +486,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     steps = rev.trajectory or []
     now = timezone.now()
     # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
-    layers = list(Layer.objects.filter(event_id=run.task.event_id).only(*LAYER_FIELDS))
+    layers = load_instances(Layer, where={"event": run.task.event_id}, fields=LAYER_FIELDS, order_by=("id",))
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED
@@ -553,6 +589,7 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
         store.materialize(sha, work_dir / name)
     finished = timezone.now()
     with transaction.atomic():
+        commit_without_flush_wait(ReplayRun)
         if restarted:
             ReplayStep.objects.filter(run=run).delete()
         copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), where={"run": prev_id},

@@ -12,6 +12,7 @@ Values: the Florence tile ``hurricane-florence_00000018`` gives 6,691.5 m² for 
 """
 from __future__ import annotations
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -118,3 +119,63 @@ def test_insert_rows_skips_conflicts_and_update_by_copies_in_sql(db):
     k2 = StepCacheEntry.objects.get(key="k2")
     assert (k2.hits, k2.obs) == (7, {"sum": 3})
     assert StepCacheEntry.objects.get(key="k1").hits == 0
+
+
+def _row_values(obj):
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields
+            if f.attname not in obj.get_deferred_fields()}
+
+
+def test_load_instances_gives_what_the_orm_gives(task):
+    from annotation.models import Layer
+    from studio.fastsql import load_instances
+
+    run = execute_replay(create_run(task).pk)
+    orm = ReplayRun.objects.select_related("revision", "task").get(pk=run.pk)
+    [fast] = load_instances(ReplayRun, where={"id": run.pk}, related=("revision", "task"))
+    # every field equal and of the same type (datetimes aware, JSON decoded, booleans as bool on SQLite)
+    for a, b in [(orm, fast), (orm.revision, fast.revision), (orm.task, fast.task)]:
+        assert _row_values(a) == _row_values(b)
+        assert {k: type(v) for k, v in _row_values(a).items()} == {k: type(v) for k, v in _row_values(b).items()}
+    assert fast.final_answer == {"damaged_area_m2": 6691.5} and fast.gold_accepted is True
+    assert fast._state.adding is False and fast.revision.trajectory == task.head.trajectory
+    # ``fields`` defers the rest as ``only`` does, in the ORM's order
+    fields = ("id", "file_name", "path", "kind", "class_map", "annotates_id")
+    orm_layers = list(Layer.objects.filter(event_id=task.event_id).only(*fields).order_by("id"))
+    fast_layers = load_instances(Layer, where={"event": task.event_id}, fields=fields, order_by=("id",))
+    assert [l.pk for l in fast_layers] == [l.pk for l in orm_layers] and len(fast_layers) >= 2
+    assert [_row_values(l) for l in fast_layers] == [_row_values(l) for l in orm_layers]
+    assert fast_layers[0].get_deferred_fields() == orm_layers[0].get_deferred_fields() and "gsd_m" in \
+        fast_layers[0].get_deferred_fields()
+    assert load_instances(ReplayRun, where={"id": run.pk + 1000}) == []
+
+
+def test_insert_instance_writes_the_row_the_orm_would(task):
+    from studio.fastsql import insert_instance
+
+    run = insert_instance(ReplayRun(task=task, revision=task.head, mode="gt", steps_total=2, eval_spec={"a": "b"}))
+    assert run.pk is not None and run._state.adding is False
+    stored = ReplayRun.objects.get(pk=run.pk)
+    # the model's defaults and auto_now_add applied, as ``objects.create`` applies them
+    assert (stored.status, stored.steps_done, stored.filled_trajectory, stored.eval_spec) == ("queued", 0, [], {"a": "b"})
+    assert stored.created_at is not None and stored.created_at == run.created_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_commit_without_flush_wait_applies_to_the_outermost_transaction_only():
+    from django.db import transaction
+
+    from studio.fastsql import commit_without_flush_wait
+
+    with pytest.raises(RuntimeError):
+        commit_without_flush_wait(ReplayRun)  # autocommit: there is no transaction to relax
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as outer:
+            commit_without_flush_wait(ReplayRun)
+        with transaction.atomic():  # nested: the outer transaction's commit decides, nothing is sent
+            with CaptureQueriesContext(connection) as nested:
+                commit_without_flush_wait(ReplayRun)
+    # PostgreSQL's per-transaction setting; SQLite has no such setting (a no-op there)
+    expected = ["SET LOCAL synchronous_commit = off"] if connection.vendor == "postgresql" else []
+    assert [q["sql"] for q in outer.captured_queries] == expected
+    assert [q["sql"] for q in nested.captured_queries] == []

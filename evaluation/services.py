@@ -15,8 +15,11 @@ from django.db import IntegrityError, transaction
 from annotation.models import Task
 from annotation.services.export import dora_samples
 from annotation.services.tasks import TASK_FILES
-from evaluation.models import Agent, AgentRun, RunRecord, Verdict
+from evaluation import leaderboard as lb
+from evaluation.models import Agent, AgentRun, RunAggregate, RunRecord, Verdict
 from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, score_task
+from evaluation.selectors_leaderboard import leaderboard_rows, newest_revision_id, stale_aggregates
+from evaluation.services_leaderboard import schedule_bootstrap
 from studio.permissions import require
 
 ERROR_CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
@@ -128,7 +131,44 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 gold=_finite(gold),
             ))
     RunRecord.objects.bulk_create(rows)
+    write_run_aggregate(run.pk)  # the leaderboard's sums, in this transaction
+    schedule_bootstrap()  # after the commit: the intervals of the new state, in the background
     return run
+
+
+@transaction.atomic
+def write_run_aggregate(run_id: int) -> RunAggregate:
+    """Store the leaderboard sums of run ``run_id`` (:func:`evaluation.leaderboard.run_aggregate`
+    over the run's rows as :func:`~evaluation.selectors_leaderboard.leaderboard_rows` reads them,
+    extras included), stamped with the newest task revision id read *before* the rows (a head
+    that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
+    Cost: reading and scoring the extras of the run's records once (about the time the page took
+    per run before the sums existed)."""
+    newest = newest_revision_id()
+    sums = lb.run_aggregate(leaderboard_rows(run_ids=[run_id]))
+    agg, _ = RunAggregate.objects.update_or_create(run_id=run_id, defaults={
+        "gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"], "sums": sums})
+    return agg
+
+
+def refresh_run_aggregates(run_ids, state: dict) -> set:
+    """Make the stored sums of ``run_ids`` current (``state`` as
+    :func:`~evaluation.selectors_leaderboard.aggregated_runs` returns it): rebuild the stale ones
+    (:func:`~evaluation.selectors_leaderboard.stale_aggregates`: no sums yet, a task deleted, or a
+    newer head revision of a task the run has a record on) and move the stamp of the others up.
+    Returns the ids of the rebuilt runs (usually none: an import writes its sums itself). A run
+    deleted meanwhile is skipped."""
+    stale, behind, newest = stale_aggregates(run_ids, state)
+    for run_id in sorted(stale):
+        try:
+            with transaction.atomic():
+                if AgentRun.objects.filter(pk=run_id).exists():
+                    write_run_aggregate(run_id)
+        except IntegrityError:  # a concurrent request stored the same run's sums first
+            pass
+    if behind:
+        RunAggregate.objects.filter(run_id__in=behind, gold_revision__lt=newest).update(gold_revision=newest)
+    return stale
 
 
 def gold_snapshot(task: dict) -> dict:

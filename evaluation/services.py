@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from annotation.models import Task
 from annotation.services.export import dora_samples
@@ -72,6 +72,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     string question id, or a record names no known task.
     """
     require(user, "run.import")
+    _claim_sqlite_write_lock()
     run_dir = Path(run_dir)
     records_by_dim = load_run_records(run_dir)
     n_records = sum(len(v) for v in records_by_dim.values())
@@ -136,19 +137,31 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     return run
 
 
-@transaction.atomic
-def write_run_aggregate(run_id: int) -> RunAggregate:
+def write_run_aggregate(run_id: int) -> RunAggregate | None:
     """Store the leaderboard sums of run ``run_id`` (:func:`evaluation.leaderboard.run_aggregate`
     over the run's rows as :func:`~evaluation.selectors_leaderboard.leaderboard_rows` reads them,
     extras included), stamped with the newest task revision id read *before* the rows (a head
     that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
+    Inside the caller's transaction when there is one (an import: the sums commit with the run).
     Cost: reading and scoring the extras of the run's records once (about the time the page took
     per run before the sums existed)."""
     newest = newest_revision_id()
     sums = lb.run_aggregate(leaderboard_rows(run_ids=[run_id]))
-    agg, _ = RunAggregate.objects.update_or_create(run_id=run_id, defaults={
-        "gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"], "sums": sums})
-    return agg
+    return _store_aggregate(run_id, newest, sums)
+
+
+def _store_aggregate(run_id: int, newest: int, sums: dict) -> RunAggregate:
+    # single-statement writes (an UPDATE, else an INSERT): outside an import they run in autocommit,
+    # so a page that rebuilds sums beside an import never holds a read lock it must upgrade (SQLite
+    # refuses such an upgrade at once, busy timeout or not)
+    fields = {"gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"], "sums": sums}
+    if not RunAggregate.objects.filter(run_id=run_id).update(**fields):
+        try:
+            with transaction.atomic():
+                return RunAggregate.objects.create(run_id=run_id, **fields)
+        except IntegrityError:  # a concurrent writer stored them first (ours are as new), or the run is gone
+            RunAggregate.objects.filter(run_id=run_id).update(**fields)
+    return RunAggregate.objects.filter(run_id=run_id).first()
 
 
 def refresh_run_aggregates(run_ids, state: dict) -> set:
@@ -160,15 +173,23 @@ def refresh_run_aggregates(run_ids, state: dict) -> set:
     deleted meanwhile is skipped."""
     stale, behind, newest = stale_aggregates(run_ids, state)
     for run_id in sorted(stale):
-        try:
-            with transaction.atomic():
-                if AgentRun.objects.filter(pk=run_id).exists():
-                    write_run_aggregate(run_id)
-        except IntegrityError:  # a concurrent request stored the same run's sums first
-            pass
+        write_run_aggregate(run_id)  # a run deleted meanwhile stores nothing
     if behind:
         RunAggregate.objects.filter(run_id__in=behind, gold_revision__lt=newest).update(gold_revision=newest)
     return stale
+
+
+def _claim_sqlite_write_lock() -> None:
+    """On SQLite, take the database's write lock now, at the start of the current transaction.
+
+    SQLite refuses at once ("database is locked", whatever the busy timeout) to turn a transaction
+    that has read into one that writes while another connection is writing — e.g. the leaderboard's
+    background bootstrap storing its intervals during an import. A transaction that writes first
+    waits for the other writer instead (busy timeout, studio/settings.py). A write statement that
+    matches no row takes the lock; on other databases this does nothing."""
+    if connection.vendor == "sqlite" and connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {RunAggregate._meta.db_table} SET n_records = n_records WHERE 0")
 
 
 def gold_snapshot(task: dict) -> dict:

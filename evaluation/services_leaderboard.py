@@ -32,18 +32,28 @@ def compute_bootstrap(n_boot: int = N_BOOT, seed: int = SEED) -> LeaderboardBoot
     was read (:func:`~evaluation.selectors_leaderboard.bootstrap_inputs`); rows of older states
     are deleted. A failure is stored (``status = failed``, the error text) and raised again."""
     runs, rows, version = bootstrap_inputs()
+    key = {"version": version, "n_boot": n_boot, "seed": seed}
     try:
         result = lb.bootstrap_ci(runs, rows, n_boot=n_boot, seed=seed)
     except Exception as exc:
-        LeaderboardBootstrap.objects.update_or_create(version=version, n_boot=n_boot, seed=seed, defaults={
-            "status": LeaderboardBootstrap.Status.FAILED, "error": f"{type(exc).__name__}: {exc}",
-            "finished_at": timezone.now()})
+        _store(key, status=LeaderboardBootstrap.Status.FAILED, error=f"{type(exc).__name__}: {exc}",
+               finished_at=timezone.now())
         raise
-    with transaction.atomic():
-        row, _ = LeaderboardBootstrap.objects.update_or_create(version=version, n_boot=n_boot, seed=seed, defaults={
-            "status": LeaderboardBootstrap.Status.DONE, "result": result, "error": "", "finished_at": timezone.now()})
-        LeaderboardBootstrap.objects.filter(pk__lt=row.pk).delete()
+    row = _store(key, status=LeaderboardBootstrap.Status.DONE, result=result, error="", finished_at=timezone.now())
+    LeaderboardBootstrap.objects.filter(pk__lt=row.pk).delete()
     return row
+
+
+def _store(key: dict, **fields) -> LeaderboardBootstrap:
+    # single-statement writes in autocommit (an UPDATE, else an INSERT): this runs beside requests
+    # and imports, and SQLite refuses at once to upgrade a read transaction to a write
+    if not LeaderboardBootstrap.objects.filter(**key).update(**fields):
+        try:
+            with transaction.atomic():
+                return LeaderboardBootstrap.objects.create(**key, **fields)
+        except IntegrityError:  # a request queued the same state meanwhile
+            LeaderboardBootstrap.objects.filter(**key).update(**fields)
+    return LeaderboardBootstrap.objects.get(**key)
 
 
 def _run_here(n_boot: int, seed: int) -> None:

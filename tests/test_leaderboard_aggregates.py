@@ -299,3 +299,63 @@ def test_after_an_import_the_intervals_arrive_in_the_background(celery_worker, m
     assert len(row.result) == 1 and row.result[0]["n_boot"] == 1000
     html = client.get("/leaderboard/").content.decode()
     assert "computing…" not in html and row.result[0]["label"] in html
+
+
+_CONCURRENT_WRITER = r"""
+import os, sys, threading, time
+import django
+django.setup()
+from django.core.management import call_command
+from django.db import connections
+call_command("migrate", "--no-input", verbosity=0)
+from evaluation.services import import_run_dir
+from evaluation.services_leaderboard import _store
+from studio.accounts import upsert_user
+
+user = upsert_user("w", "pw-test-123", ["maintainer"])
+stop, writes, errors = threading.Event(), [0], []
+
+def writer():  # what the background bootstrap does when it stores its intervals, over and over
+    try:
+        while not stop.is_set():
+            _store({"version": "v", "n_boot": 1, "seed": 0}, status="done", result=[])
+            writes[0] += 1
+            time.sleep(0.002)
+    except Exception as exc:
+        errors.append(repr(exc))
+    finally:
+        connections.close_all()
+
+t = threading.Thread(target=writer)
+t.start()
+ok = 0
+try:
+    for i in range(3):
+        import_run_dir(user, sys.argv[1], f"agent-{i}", tasks_dir=sys.argv[2])
+        ok += 1
+finally:
+    stop.set()
+    t.join()
+print("RESULT", ok, writes[0], errors)
+"""
+
+
+def test_imports_succeed_while_the_background_bootstrap_writes_on_sqlite(tmp_path):
+    """A file SQLite database (as deployed), a thread storing bootstrap rows in a loop beside three
+    imports in one process: without the import's write lock taken first, SQLite refuses the
+    import's first write at once ("database is locked"), as bench/lists.py hit at 10,000 tasks."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", STUDIO_DATA_ROOT=str(tmp_path / "data"),
+               CELERY_BROKER_URL="", DJANGO_SETTINGS_MODULE="studio.settings", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _CONCURRENT_WRITER, str(SCORING_EXAMPLES / "runs" / "agent_a"),
+                           str(SCORING_EXAMPLES / "tasks")], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
+    _, ok, writes, errors = line.split(" ", 3)
+    assert ok == "3" and errors == "[]" and int(writes) > 0  # all three imports, the writer never refused

@@ -71,8 +71,8 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     accepted gold). Raises ``RunImportError`` when the folder has no record, a record has no
     string question id, or a record names no known task.
     """
+    _claim_sqlite_write_lock()  # before any read of this transaction (the permission check reads roles)
     require(user, "run.import")
-    _claim_sqlite_write_lock()
     run_dir = Path(run_dir)
     records_by_dim = load_run_records(run_dir)
     n_records = sum(len(v) for v in records_by_dim.values())

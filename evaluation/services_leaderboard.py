@@ -27,10 +27,11 @@ SEED = 0
 REQUEUE_AFTER = timedelta(minutes=10)
 
 
-def compute_bootstrap(n_boot: int = N_BOOT, seed: int = SEED) -> LeaderboardBootstrap:
+def compute_bootstrap(n_boot: int = N_BOOT, seed: int = SEED) -> LeaderboardBootstrap | None:
     """Compute the intervals of the current runs and records and store them under the state that
     was read (:func:`~evaluation.selectors_leaderboard.bootstrap_inputs`); rows of older states
-    are deleted. A failure is stored (``status = failed``, the error text) and raised again."""
+    are deleted. A failure is stored (``status = failed``, the error text) and raised again.
+    Returns the stored row; None when a computation of a newer state deleted it meanwhile."""
     runs, rows, version = bootstrap_inputs()
     key = {"version": version, "n_boot": n_boot, "seed": seed}
     try:
@@ -40,11 +41,12 @@ def compute_bootstrap(n_boot: int = N_BOOT, seed: int = SEED) -> LeaderboardBoot
                finished_at=timezone.now())
         raise
     row = _store(key, status=LeaderboardBootstrap.Status.DONE, result=result, error="", finished_at=timezone.now())
-    LeaderboardBootstrap.objects.filter(pk__lt=row.pk).delete()
+    if row is not None:
+        LeaderboardBootstrap.objects.filter(pk__lt=row.pk).delete()
     return row
 
 
-def _store(key: dict, **fields) -> LeaderboardBootstrap:
+def _store(key: dict, **fields) -> LeaderboardBootstrap | None:
     # single-statement writes in autocommit (an UPDATE, else an INSERT): this runs beside requests
     # and imports, and SQLite refuses at once to upgrade a read transaction to a write
     if not LeaderboardBootstrap.objects.filter(**key).update(**fields):
@@ -53,7 +55,7 @@ def _store(key: dict, **fields) -> LeaderboardBootstrap:
                 return LeaderboardBootstrap.objects.create(**key, **fields)
         except IntegrityError:  # a request queued the same state meanwhile
             LeaderboardBootstrap.objects.filter(**key).update(**fields)
-    return LeaderboardBootstrap.objects.get(**key)
+    return LeaderboardBootstrap.objects.filter(**key).first()  # None: a newer state's computation deleted it
 
 
 def _run_here(n_boot: int, seed: int) -> None:

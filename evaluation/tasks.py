@@ -22,4 +22,4 @@ def leaderboard_bootstrap(n_boot: int, seed: int) -> dict:
     from evaluation.services_leaderboard import compute_bootstrap
 
     row = compute_bootstrap(n_boot, seed)
-    return {"version": row.version, "status": row.status}
+    return {"version": row.version, "status": row.status} if row is not None else {"status": "superseded"}

@@ -218,7 +218,7 @@ def _mean(values: Iterable[float]) -> Optional[float]:
     return sum(vals) / len(vals) if vals else None
 
 
-def official_row(run: dict, rows: Sequence[dict] = ()) -> dict:
+def official_row(run: dict, rows: Sequence[dict] = (), dim_means: Optional[Dict[Tuple[str, str], Optional[float]]] = None) -> dict:
     """One Table 4 row: ``{run_id, agent, run_name, mode, label, avg, dims: {t1..t5: score|None},
     metrics: {t_any..eff}, source}``.
 
@@ -226,7 +226,9 @@ def official_row(run: dict, rows: Sequence[dict] = ()) -> dict:
     tasks. A metric is the mean over those dimensions of the stored (rounded) dimension metric,
     as the evaluator's summary row computes it. Where the stored block lacks a metric it is
     recomputed from this run's records (mean of the record values per dimension, rounded to 6
-    decimals, then the mean over dimensions) and ``source`` says ``recomputed``.
+    decimals, then the mean over dimensions) and ``source`` says ``recomputed``. ``dim_means``
+    (``{(dimension, metric): record mean or None}``, from :func:`dim_means_from_aggregate`) stands
+    in for the records when given.
     """
     stored = run.get("dimensions") or {}
     active = [d for d in DIMENSIONS if isinstance(stored.get(d), dict)
@@ -243,7 +245,8 @@ def official_row(run: dict, rows: Sequence[dict] = ()) -> dict:
         for d in active:
             value = stored[d].get(m)
             if value is None:
-                value = _mean(r.get(m) for r in by_dim.get(d, ()))
+                value = (dim_means.get((d, m)) if dim_means is not None
+                         else _mean(r.get(m) for r in by_dim.get(d, ())))
                 value = None if value is None else round(value, 6)
                 source = "recomputed"
             if value is not None:
@@ -258,12 +261,14 @@ def official_row(run: dict, rows: Sequence[dict] = ()) -> dict:
     }
 
 
-def official_table(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dict]:
-    """Table 4 rows of every run, gold first, then by DORA score; each has a ``label``."""
+def official_table(runs: Sequence[dict], rows: Sequence[dict] = (),
+                   dim_means: Optional[Dict[Any, Dict[Tuple[str, str], Optional[float]]]] = None) -> List[dict]:
+    """Table 4 rows of every run, gold first, then by DORA score; each has a ``label``.
+    ``dim_means``: ``{run_id: {(dimension, metric): mean}}`` in place of ``rows`` (aggregates)."""
     labels = run_labels(runs)
     out = []
     for run in order_runs(runs):
-        row = official_row(run, rows)
+        row = official_row(run, rows, None if dim_means is None else dim_means.get(run["run_id"], {}))
         row["label"] = labels[run["run_id"]]
         out.append(row)
     return out
@@ -286,7 +291,8 @@ def group_accuracy(rows: Sequence[dict], key: str) -> Dict[Any, Dict[str, Tuple[
 
 
 def bucket_breakdown(runs: Sequence[dict], rows: Sequence[dict], key: str,
-                     groups: Optional[Sequence[str]] = None, with_gap: bool = False) -> dict:
+                     groups: Optional[Sequence[str]] = None, with_gap: bool = False,
+                     acc: Optional[Dict[Any, Dict[str, Tuple[float, int]]]] = None) -> dict:
     """Accuracy by group per run: ``{groups: [...], rows: [{run_id, label, mode, cells: [{group,
     acc, n, gap, gold}]}]}``.
 
@@ -294,9 +300,11 @@ def bucket_breakdown(runs: Sequence[dict], rows: Sequence[dict], key: str,
     gold gap ``acc − gold`` where ``gold`` is the same group's accuracy of the run's reference gold
     run (:func:`gold_run_for`: agent ``gold``, same mode) or 1.0 when there is no such run (a gold
     replay scores 1.0 on every task by construction); ``gold`` is None (and so is the gap) when the
-    reference gold run has no record in that group.
+    reference gold run has no record in that group. ``acc`` (the :func:`group_accuracy` shape, e.g.
+    from :func:`group_accuracy_from_aggregates`) replaces the records when given.
     """
-    acc = group_accuracy(rows, key)
+    if acc is None:
+        acc = group_accuracy(rows, key)
     if groups is None:
         groups = sorted({g for per_run in acc.values() for g in per_run})
     labels = run_labels(runs)
@@ -323,26 +331,31 @@ def bucket_breakdown(runs: Sequence[dict], rows: Sequence[dict], key: str,
     return {"groups": list(groups), "rows": out_rows}
 
 
-def length_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
+def length_breakdown(runs: Sequence[dict], rows: Sequence[dict], acc=None, seen=None) -> dict:
     """Fig. 9: accuracy by gold-trajectory length bucket with the agent-to-gold gap. Buckets with
-    no record in any run are dropped."""
-    seen = {r.get("length_bucket") for r in rows if r.get("task_score") is not None}
-    return bucket_breakdown(runs, rows, "length_bucket", [b for b in LENGTH_BUCKETS if b in seen], with_gap=True)
+    no record in any run are dropped. ``acc``/``seen`` (group accuracies and the buckets with a
+    record, from aggregates) replace the records when given."""
+    if seen is None:
+        seen = {r.get("length_bucket") for r in rows if r.get("task_score") is not None}
+    return bucket_breakdown(runs, rows, "length_bucket", [b for b in LENGTH_BUCKETS if b in seen], with_gap=True,
+                            acc=acc)
 
 
-def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict]) -> dict:
-    """Fig. 8: accuracy by input modality configuration."""
-    return bucket_breakdown(runs, rows, "modality")
+def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict], acc=None) -> dict:
+    """Fig. 8: accuracy by input modality configuration (``acc``: see :func:`length_breakdown`)."""
+    return bucket_breakdown(runs, rows, "modality", acc=acc)
 
 
 # ── protocols and scaffolds (the paper's Tables 5 and 6) ─────────────────
 
-def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dict]:
+def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = (),
+                    dim_means: Optional[Dict[Any, dict]] = None) -> List[dict]:
     """Table 5: per agent and scoring mode with both an AP (auto-planning) and an IF
     (instruction-following) run, the newest of each and ``IF − AP`` for the answer accuracy (AVG)
     and every trajectory metric. Rows ``{agent, mode, ap, if, delta}``; ``ap``/``if`` are
     :func:`official_row` results, ``delta`` ``{avg, t_any, …}`` with None where a side has no data.
-    Agents without both protocols are left out."""
+    Agents without both protocols are left out. ``dim_means`` (``{run_id: …}`` of
+    :func:`dim_means_from_aggregate`) stands in for the records, as in :func:`official_row`."""
     newest: Dict[tuple, Dict[str, dict]] = defaultdict(dict)
     for run in sorted(runs, key=lambda r: r["run_id"]):
         if run.get("protocol") in ("AP", "IF") and not is_gold(run):
@@ -351,7 +364,9 @@ def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dic
     for (agent, mode), pair in sorted(newest.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         if set(pair) != {"AP", "IF"}:
             continue
-        ap, if_ = official_row(pair["AP"], rows), official_row(pair["IF"], rows)
+        means = dim_means or {}
+        ap = official_row(pair["AP"], rows, means.get(pair["AP"]["run_id"], {}) if dim_means is not None else None)
+        if_ = official_row(pair["IF"], rows, means.get(pair["IF"]["run_id"], {}) if dim_means is not None else None)
 
         def diff(a, b):
             return None if a is None or b is None else b - a
@@ -360,11 +375,15 @@ def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = ()) -> List[dic
     return out
 
 
-def scaffold_table(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
+def scaffold_table(runs: Sequence[dict], rows: Sequence[dict] = (), dim_means: Optional[Dict[Any, dict]] = None,
+                   elapsed: Optional[Dict[Any, List[float]]] = None) -> List[dict]:
     """Table 6: per scaffold (runs that name one) and scoring mode, the mean over its runs of the
     answer accuracy (the DORA score), T-EM and ParAcc (:func:`official_row`), and the latency in
     seconds per task: the mean ``elapsed_s`` of its records that carry one (None without).
-    Rows ``{scaffold, mode, n_runs, avg, t_em, par_acc, latency_s, n_timed}``, by scaffold name."""
+    Rows ``{scaffold, mode, n_runs, avg, t_em, par_acc, latency_s, n_timed}``, by scaffold name.
+    ``dim_means`` and ``elapsed`` (``{run_id: [latency sum, n]}`` of :func:`run_aggregate`) stand in
+    for the records (the latency's sum is then added per run: equal to the record-by-record mean up
+    to float rounding)."""
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     for run in runs:
         if run.get("scaffold") and not is_gold(run):
@@ -372,13 +391,22 @@ def scaffold_table(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
     out = []
     for (scaffold, mode), members in sorted(groups.items(), key=lambda kv: (kv[0][0].lower(), kv[0][1])):
         ids = {r["run_id"] for r in members}
-        table = [official_row(r, rows) for r in members]
-        times = [float(r["elapsed_s"]) for r in rows if r["run_id"] in ids and r.get("elapsed_s") is not None]
+        if dim_means is not None:
+            table = [official_row(r, (), dim_means.get(r["run_id"], {})) for r in members]
+        else:
+            table = [official_row(r, rows) for r in members]
+        if elapsed is not None:
+            total = sum(elapsed.get(rid, [0.0, 0])[0] for rid in sorted(ids))
+            n_timed = sum(elapsed.get(rid, [0.0, 0])[1] for rid in sorted(ids))
+            latency = total / n_timed if n_timed else None
+        else:
+            times = [float(r["elapsed_s"]) for r in rows if r["run_id"] in ids and r.get("elapsed_s") is not None]
+            latency, n_timed = _mean(times), len(times)
         out.append({"scaffold": scaffold, "mode": mode, "n_runs": len(members),
                     "avg": _mean(t["avg"] for t in table if t["avg"] is not None),
                     "t_em": _mean(t["metrics"]["t_em"] for t in table if t["metrics"]["t_em"] is not None),
                     "par_acc": _mean(t["metrics"]["par_acc"] for t in table if t["metrics"]["par_acc"] is not None),
-                    "latency_s": _mean(times), "n_timed": len(times)})
+                    "latency_s": latency, "n_timed": n_timed})
     return out
 
 
@@ -460,6 +488,129 @@ def trajectory_extras(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
             "extraneous_calls": extra, "pred_calls": calls,
         })
     return out
+
+
+# ── aggregates (maintained at scoring time) ──────────────────────────────
+#
+# The page is rebuilt from a few sums per run instead of every record. Each sum is accumulated over
+# the run's rows in the order the from-records functions above see them (the selector's order:
+# dimension, question id) and with the same filters, so ``sum / n`` is the very float those
+# functions compute: the tables built by :func:`build_from_aggregates` equal :func:`build`'s.
+
+_TRAJ_MEANS = ("lcs_par_acc", "par_acc", "multiset_recall")
+
+
+def _valid(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def run_aggregate(rows: Iterable[dict]) -> dict:
+    """The sums of one run's rows (see :data:`ROW_COLUMNS`; in the selector's order) that the page
+    needs, JSON-safe: ``{n_records, n_no_task, dims: {dim: {metric: [sum, n]}}, length_bucket:
+    {bucket: [score sum, n scored, n with a score]}, modality: {…same…}, traj: {n, calls,
+    extraneous, lcs_par_acc: [sum, n], par_acc: [sum, n], multiset_recall: [sum, n]}}``.
+
+    ``dims`` feeds a stored block's missing metric (:func:`official_row`), ``length_bucket`` and
+    ``modality`` the breakdowns (:func:`group_accuracy`: None and NaN task scores left out; "with
+    a score" also counts NaN, as :func:`length_breakdown` does when it lists buckets), ``traj`` the
+    trajectory extras (records with a studio gold, :func:`trajectory_extras`), ``elapsed``
+    ``[sum, n]`` of the records' latencies in seconds (:func:`scaffold_table`).
+    """
+    dims: Dict[str, Dict[str, List[float]]] = {}
+    groups: Dict[str, Dict[str, List[float]]] = {"length_bucket": {}, "modality": {}}
+    traj: Dict[str, Any] = {"n": 0, "calls": 0, "extraneous": 0, **{m: [0.0, 0] for m in _TRAJ_MEANS}}
+    elapsed = [0.0, 0]
+    n_records = n_no_task = 0
+    for r in rows:
+        n_records += 1
+        n_no_task += r.get("task_id") is None
+        if r.get("elapsed_s") is not None:
+            elapsed[0] += float(r["elapsed_s"])
+            elapsed[1] += 1
+        per_dim = dims.setdefault(r["dimension"], {m: [0.0, 0] for m in METRICS})
+        for m in METRICS:
+            value = r.get(m)
+            if _valid(value):
+                per_dim[m][0] += value
+                per_dim[m][1] += 1
+        score = r.get("task_score")
+        for key, cells in groups.items():
+            group = r.get(key)
+            if group is None:
+                continue
+            cell = cells.setdefault(group, [0.0, 0, 0])
+            if score is not None:
+                cell[2] += 1
+            if _valid(score):
+                cell[0] += score
+                cell[1] += 1
+        if r.get("lcs_par_acc") is not None:
+            traj["n"] += 1
+            traj["calls"] += r.get("n_pred_steps") or 0
+            traj["extraneous"] += r.get("extraneous_calls") or 0
+            for m in _TRAJ_MEANS:
+                value = r.get(m)
+                if _valid(value):
+                    traj[m][0] += value
+                    traj[m][1] += 1
+    return {"n_records": n_records, "n_no_task": n_no_task, "dims": dims, **groups, "traj": traj, "elapsed": elapsed}
+
+
+def _ratio(pair: Sequence[float]) -> Optional[float]:
+    return pair[0] / pair[1] if pair[1] else None
+
+
+def dim_means_from_aggregate(agg: dict) -> Dict[Tuple[str, str], Optional[float]]:
+    """``{(dimension, metric): mean of the run's record values or None}`` from a
+    :func:`run_aggregate` (what :func:`official_row` recomputes a missing stored metric from)."""
+    return {(d, m): _ratio(pair) for d, per_dim in (agg.get("dims") or {}).items() for m, pair in per_dim.items()}
+
+
+def group_accuracy_from_aggregates(aggs: Dict[Any, dict], key: str) -> Dict[Any, Dict[str, Tuple[float, int]]]:
+    """:func:`group_accuracy`'s ``{run_id: {group: (mean, n)}}`` from ``{run_id: run_aggregate}``;
+    ``key`` is ``length_bucket`` or ``modality``."""
+    out = {}
+    for rid, agg in aggs.items():
+        cells = {g: (c[0] / c[1], c[1]) for g, c in (agg.get(key) or {}).items() if c[1]}
+        if cells:
+            out[rid] = cells
+    return out
+
+
+def trajectory_extras_from_aggregates(runs: Sequence[dict], aggs: Dict[Any, dict]) -> List[dict]:
+    """:func:`trajectory_extras` from ``{run_id: run_aggregate}`` (same keys and values)."""
+    labels = run_labels(runs)
+    out = []
+    for run in order_runs(runs):
+        traj = (aggs.get(run["run_id"]) or {}).get("traj") or {}
+        calls, extra = traj.get("calls", 0), traj.get("extraneous", 0)
+        out.append({
+            "run_id": run["run_id"], "label": labels[run["run_id"]], "mode": run["mode"], "n": traj.get("n", 0),
+            **{m: _ratio(traj.get(m, (0.0, 0))) for m in _TRAJ_MEANS},
+            "extraneous_rate": (extra / calls) if calls else None,
+            "extraneous_calls": extra, "pred_calls": calls,
+        })
+    return out
+
+
+def build_from_aggregates(runs: Sequence[dict], aggs: Dict[Any, dict]) -> dict:
+    """What :func:`build` returns, except ``bootstrap`` (None: computed apart, in the background),
+    from the runs and ``{run_id: run_aggregate}``; with ``n_records`` and ``n_no_task``."""
+    seen = {g for agg in aggs.values() for g, c in (agg.get("length_bucket") or {}).items() if c[2]}
+    means = {rid: dim_means_from_aggregate(a) for rid, a in aggs.items()}
+    return {
+        "official": official_table(runs, dim_means=means),
+        "length": length_breakdown(runs, (), acc=group_accuracy_from_aggregates(aggs, "length_bucket"), seen=seen),
+        "modality": modality_breakdown(runs, (), acc=group_accuracy_from_aggregates(aggs, "modality")),
+        "bootstrap": None,
+        "traj_extras": trajectory_extras_from_aggregates(runs, aggs),
+        "protocols": protocol_deltas(runs, dim_means=means),
+        "scaffolds": scaffold_table(runs, dim_means=means,
+                                    elapsed={rid: a.get("elapsed") or [0.0, 0] for rid, a in aggs.items()}),
+        "modes": sorted({r["mode"] for r in runs}),
+        "n_records": sum(a.get("n_records", 0) for a in aggs.values()),
+        "n_no_task": sum(a.get("n_no_task", 0) for a in aggs.values()),
+    }
 
 
 # ── exports ──────────────────────────────────────────────────────────────

@@ -238,3 +238,42 @@ class Adjudication(models.Model):
     rationale = models.TextField(blank=True)
     overrides_all = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class RunAggregate(models.Model):
+    """The leaderboard's sums of one run (``evaluation.leaderboard.run_aggregate``), written with the
+    run's records in the scoring transaction, so the page never reads the records.
+
+    ``gold_revision``: the newest ``TaskRevision`` id when the sums were taken. The breakdowns and
+    extras depend on the head revision of each record's task; a task whose head is newer than this
+    makes the sums of the runs with records on it stale (they are rebuilt then, see
+    ``evaluation.services.refresh_run_aggregates``)."""
+
+    run = models.OneToOneField(AgentRun, on_delete=models.CASCADE, related_name="aggregate")
+    gold_revision = models.BigIntegerField(default=0)
+    n_records = models.IntegerField(default=0)
+    n_no_task = models.IntegerField(default=0, help_text="records without a studio task when the sums were taken")
+    sums = models.JSONField(default=dict)
+    computed_at = models.DateTimeField(auto_now=True)
+
+
+class LeaderboardBootstrap(models.Model):
+    """Bootstrap intervals of the leaderboard (``evaluation.leaderboard.bootstrap_ci``) for one state
+    of the runs and records (``version``), computed in the background (``evaluation.tasks``)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        DONE = "done"
+        FAILED = "failed"
+
+    version = models.CharField(max_length=100)
+    n_boot = models.IntegerField()
+    seed = models.IntegerField()
+    status = models.CharField(max_length=6, choices=Status.choices, default=Status.QUEUED)
+    result = models.JSONField(null=True, blank=True, help_text="bootstrap_ci's list, one entry per run")
+    error = models.TextField(blank=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "n_boot", "seed"], name="one_bootstrap_per_state")]

@@ -1,12 +1,18 @@
-"""Queries that feed the leaderboard (:mod:`evaluation.leaderboard`) its plain rows.
+"""Queries that feed the leaderboard (:mod:`evaluation.leaderboard`).
 
-Two queries in all, whatever the number of runs and records: one for the runs, one for the
-records joined to their agent, run and studio task head revision.
+From the records (exports, and the sums of one run): two queries in all, whatever the number of
+runs and records: one for the runs, one for the records joined to their agent, run and studio task
+head revision. For the page: the runs with their stored sums (:class:`~evaluation.models.RunAggregate`)
+in one query, a few aggregate queries that tell whether those sums are still current, and the
+stored bootstrap intervals (:class:`~evaluation.models.LeaderboardBootstrap`).
 """
 from __future__ import annotations
 
+from django.db.models import Count, Max
+
+from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
-from evaluation.models import AgentRun, RunRecord
+from evaluation.models import AgentRun, LeaderboardBootstrap, RunRecord
 
 _RECORD_FIELDS = (
     "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a",
@@ -25,8 +31,9 @@ def leaderboard_runs() -> list[dict]:
              "scaffold": r["scaffold"]} for r in qs]
 
 
-def leaderboard_rows(extras: bool = True) -> list[dict]:
-    """One plain row per run record (one query; see :data:`evaluation.leaderboard.ROW_COLUMNS`).
+def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
+    """One plain row per run record (one query; see :data:`evaluation.leaderboard.ROW_COLUMNS`),
+    ordered by run, dimension and question id; only the runs ``run_ids`` when given.
 
     ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
     ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
@@ -37,8 +44,10 @@ def leaderboard_rows(extras: bool = True) -> list[dict]:
     fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory")
     if extras:
         fields += ("trajectory",)
-    qs = (RunRecord.objects.exclude(run__scoring_mode="stepwise")
-          .order_by("run_id", "dimension", "question_id").values(*fields))
+    qs = RunRecord.objects.exclude(run__scoring_mode="stepwise").order_by("run_id", "dimension", "question_id")
+    if run_ids is not None:
+        qs = qs.filter(run_id__in=list(run_ids))
+    qs = qs.values(*fields)
     per_task: dict = {}
     rows = []
     for r in qs.iterator(chunk_size=500):
@@ -66,20 +75,89 @@ def leaderboard_data(extras: bool = True) -> tuple[list[dict], list[dict]]:
     return leaderboard_runs(), leaderboard_rows(extras)
 
 
-def leaderboard_version() -> str:
-    """A fingerprint of everything the leaderboard reads (runs, records, task revisions, replays and
-    gold acceptances), in five aggregate queries whatever the data's size: the newest id (and the
-    number of rows where rows can be deleted). It changes whenever a run is imported or deleted or a
-    task's gold changes (a new revision, replay, or an accepted gold, which writes an audit event)."""
-    from django.db.models import Count, Max
+# ── the page: stored sums and bootstrap ─────────────────────────────────
 
-    from annotation.models import AuditEvent, TaskRevision
-    from replay.models import ReplayRun
+def newest_revision_id() -> int:
+    """The newest ``TaskRevision`` id (0 when there is none): the gold stamp of run sums."""
+    return TaskRevision.objects.aggregate(m=Max("id"))["m"] or 0
 
-    runs = AgentRun.objects.aggregate(n=Count("id"), m=Max("id"))
+
+def aggregated_runs() -> tuple[list[dict], dict, dict]:
+    """``(runs, sums, state)`` in one query: the runs as :func:`leaderboard_runs` gives them (planner
+    runs of the step-wise protocol left out),
+    ``{run_id: run_aggregate dict}`` of the runs that have stored sums, and ``{run_id:
+    (gold_revision, n_no_task)}`` of the same runs (what :func:`stale_aggregates` checks)."""
+    qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
+        "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold",
+        "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task")
+    runs, sums, state = [], {}, {}
+    for r in qs:
+        runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
+                     "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
+                     "scaffold": r["scaffold"]})
+        if r["aggregate__id"] is not None:
+            sums[r["id"]] = r["aggregate__sums"] or {}
+            state[r["id"]] = (r["aggregate__gold_revision"], r["aggregate__n_no_task"])
+    return runs, sums, state
+
+
+def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
+    """Which stored run sums no longer describe the records: ``(stale, behind, newest)``.
+
+    ``stale``: runs of ``run_ids`` without sums, runs whose number of records without a studio task
+    changed (a task was deleted), and runs with a record on a task whose head revision is newer
+    than the run's ``gold_revision``. ``behind``: the other runs whose ``gold_revision`` is older
+    than ``newest`` (:func:`newest_revision_id`) — still right, their stamp may move up. Two
+    queries, three when some sums are behind; none per run or per record.
+    """
+    run_ids = set(run_ids)
+    newest = newest_revision_id()
+    stale = run_ids - set(state)
+    no_task = dict(RunRecord.objects.filter(task__isnull=True).values("run_id").annotate(n=Count("id"))
+                   .values_list("run_id", "n"))
+    for rid, (_rev, n_no_task) in state.items():
+        if rid in run_ids and no_task.get(rid, 0) != n_no_task:
+            stale.add(rid)
+    behind = {rid for rid, (rev, _n) in state.items() if rid in run_ids and rid not in stale and rev < newest}
+    if behind:
+        oldest = min(state[rid][0] for rid in behind)
+        newest_head = dict(RunRecord.objects.filter(run_id__in=behind, task__head_id__gt=oldest)
+                           .values("run_id").annotate(h=Max("task__head_id")).values_list("run_id", "h"))
+        changed = {rid for rid, head in newest_head.items() if head > state[rid][0]}
+        stale |= changed
+        behind -= changed
+    return stale, behind, newest
+
+
+def records_state() -> str:
+    """``c<count>-<newest id>`` of the run records (one aggregate query): with the runs, the state
+    the bootstrap intervals are computed for (records are only ever added or deleted, never
+    re-scored in place)."""
     recs = RunRecord.objects.aggregate(n=Count("id"), m=Max("id"))
-    # revisions and replays only ever grow (never edited in place): their newest id suffices
-    rev = TaskRevision.objects.aggregate(m=Max("id"))["m"]
-    rep = ReplayRun.objects.filter(status="succeeded").aggregate(m=Max("id"))["m"]
-    audit = AuditEvent.objects.aggregate(m=Max("id"))["m"]
-    return f"r{runs['n']}-{runs['m']}.c{recs['n']}-{recs['m']}.v{rev}.p{rep}.a{audit}"
+    return f"c{recs['n']}-{recs['m']}"
+
+
+def bootstrap_version(runs: list[dict], records: str) -> str:
+    """The state key of :class:`~evaluation.models.LeaderboardBootstrap`: the runs (count and
+    newest id) and :func:`records_state`."""
+    newest = max((r["run_id"] for r in runs), default=None)
+    return f"r{len(runs)}-{newest}.{records}"
+
+
+def bootstrap_inputs() -> tuple[list[dict], list[dict], str]:
+    """``(runs, rows, version)`` for :func:`evaluation.leaderboard.bootstrap_ci`: rows are
+    ``{run_id, dimension, task_score}`` in the order of :func:`leaderboard_rows` (the resampling
+    draws depend on it); ``version`` describes exactly what was read (two queries)."""
+    runs = leaderboard_runs()
+    qs = RunRecord.objects.order_by("run_id", "dimension", "question_id").values_list("id", "run_id", "dimension",
+                                                                                    "task_score")
+    rows, newest = [], None
+    for rid, run_id, dim, score in qs.iterator(chunk_size=5000):
+        rows.append({"run_id": run_id, "dimension": dim, "task_score": score})
+        newest = rid if newest is None or rid > newest else newest
+    return runs, rows, bootstrap_version(runs, f"c{len(rows)}-{newest}")
+
+
+def bootstrap_row(version: str, n_boot: int, seed: int):
+    """The stored :class:`~evaluation.models.LeaderboardBootstrap` of that state, or None."""
+    return LeaderboardBootstrap.objects.filter(version=version, n_boot=n_boot, seed=seed).first()

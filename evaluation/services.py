@@ -11,15 +11,18 @@ import math
 from pathlib import Path
 
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotation.models import Task, TaskVariant
 from annotation.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
-from evaluation.models import Adjudication, Agent, AgentRun, RunRecord, Verdict, VerdictRevision
+from evaluation import leaderboard as lb
+from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRecord, Verdict, VerdictRevision
 from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
+from evaluation.selectors_leaderboard import leaderboard_rows, newest_revision_id, stale_aggregates
+from evaluation.services_leaderboard import schedule_bootstrap
 from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
 from kernel.taxonomy import E_CODES, plan_is_correct
@@ -144,6 +147,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     id or one used twice, a name is too long for its column, a record names no known task, or a
     task has no succeeded replay (no gold).
     """
+    _claim_sqlite_write_lock()  # before any read of this transaction (the permission check reads roles)
     require(user, "run.import")
     run_dir = Path(run_dir)
     for label, value in (("--agent", agent_name), ("run folder name", run_dir.name)):
@@ -214,6 +218,8 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                 gold=_finite(gold), robustness=_robustness(variants, task_by_qid.get(qid), rec, s),
             ))
     RunRecord.objects.bulk_create(rows)
+    write_run_aggregate(run.pk)  # the leaderboard's sums, in this transaction
+    schedule_bootstrap()  # after the commit: the intervals of the new state, in the background
     return run
 
 
@@ -294,6 +300,61 @@ def _robustness(variants: dict[int, dict], task, rec: dict, scored: dict) -> dic
         return {}
     return _finite(record_robustness(variant, rec.get("trajectory"), rec.get("predicted_answer"),
                                      scored.get("field_scores")))
+
+
+def write_run_aggregate(run_id: int) -> RunAggregate | None:
+    """Store the leaderboard sums of run ``run_id`` (:func:`evaluation.leaderboard.run_aggregate`
+    over the run's rows as :func:`~evaluation.selectors_leaderboard.leaderboard_rows` reads them,
+    extras included), stamped with the newest task revision id read *before* the rows (a head
+    that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
+    Inside the caller's transaction when there is one (an import: the sums commit with the run).
+    Cost: reading and scoring the extras of the run's records once (about the time the page took
+    per run before the sums existed)."""
+    newest = newest_revision_id()
+    sums = lb.run_aggregate(leaderboard_rows(run_ids=[run_id]))
+    return _store_aggregate(run_id, newest, sums)
+
+
+def _store_aggregate(run_id: int, newest: int, sums: dict) -> RunAggregate:
+    # single-statement writes (an UPDATE, else an INSERT): outside an import they run in autocommit,
+    # so a page that rebuilds sums beside an import never holds a read lock it must upgrade (SQLite
+    # refuses such an upgrade at once, busy timeout or not)
+    fields = {"gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"], "sums": sums}
+    if not RunAggregate.objects.filter(run_id=run_id).update(**fields):
+        try:
+            with transaction.atomic():
+                return RunAggregate.objects.create(run_id=run_id, **fields)
+        except IntegrityError:  # a concurrent writer stored them first (ours are as new), or the run is gone
+            RunAggregate.objects.filter(run_id=run_id).update(**fields)
+    return RunAggregate.objects.filter(run_id=run_id).first()
+
+
+def refresh_run_aggregates(run_ids, state: dict) -> set:
+    """Make the stored sums of ``run_ids`` current (``state`` as
+    :func:`~evaluation.selectors_leaderboard.aggregated_runs` returns it): rebuild the stale ones
+    (:func:`~evaluation.selectors_leaderboard.stale_aggregates`: no sums yet, a task deleted, or a
+    newer head revision of a task the run has a record on) and move the stamp of the others up.
+    Returns the ids of the rebuilt runs (usually none: an import writes its sums itself). A run
+    deleted meanwhile is skipped."""
+    stale, behind, newest = stale_aggregates(run_ids, state)
+    for run_id in sorted(stale):
+        write_run_aggregate(run_id)  # a run deleted meanwhile stores nothing
+    if behind:
+        RunAggregate.objects.filter(run_id__in=behind, gold_revision__lt=newest).update(gold_revision=newest)
+    return stale
+
+
+def _claim_sqlite_write_lock() -> None:
+    """On SQLite, take the database's write lock now, at the start of the current transaction.
+
+    SQLite refuses at once ("database is locked", whatever the busy timeout) to turn a transaction
+    that has read into one that writes while another connection is writing — e.g. the leaderboard's
+    background bootstrap storing its intervals during an import. A transaction that writes first
+    waits for the other writer instead (busy timeout, studio/settings.py). A write statement that
+    matches no row takes the lock; on other databases this does nothing."""
+    if connection.vendor == "sqlite" and connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {RunAggregate._meta.db_table} SET n_records = n_records WHERE 0")
 
 
 def gold_snapshot(task: dict, sample: dict | None = None) -> dict:

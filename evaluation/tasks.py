@@ -13,3 +13,13 @@ def judge_batch(job_id: int) -> dict:
     job = run_judge_job(job_id)
     return {"job": job.pk, "status": job.status, "done": job.done, "total": job.total, "ok": job.n_ok,
             "failed": job.n_failed, "cached": job.n_cached}
+
+
+@shared_task(acks_late=True, name="evaluation.leaderboard_bootstrap")
+def leaderboard_bootstrap(n_boot: int, seed: int) -> dict:
+    """Compute and store the leaderboard's bootstrap intervals of the current runs and records
+    (:func:`evaluation.services_leaderboard.compute_bootstrap`); returns the state and status."""
+    from evaluation.services_leaderboard import compute_bootstrap
+
+    row = compute_bootstrap(n_boot, seed)
+    return {"version": row.version, "status": row.status} if row is not None else {"status": "superseded"}

@@ -2,36 +2,44 @@
 plots (PNG) and the per-record exports (CSV, Parquet)."""
 from __future__ import annotations
 
+import hashlib
+import json
+
 from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from evaluation import leaderboard as lb
-from evaluation.selectors_leaderboard import leaderboard_data, leaderboard_rows, leaderboard_version
+from evaluation.selectors_leaderboard import aggregated_runs, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
+from evaluation.services import refresh_run_aggregates
+from evaluation.services_leaderboard import N_BOOT, SEED, current_bootstrap
 from frontend.views_robustness import robustness_section
 
-N_BOOT = 1000
-SEED = 0
-
-
-#: how long a built leaderboard may be served; it is rebuilt sooner whenever its inputs change
+#: how long a rendered plot may be served; its key changes whenever the numbers it shows change
 CACHE_SECONDS = 24 * 3600
 
 
+def _tables() -> tuple[list[dict], dict]:
+    """``(runs, tables)``: the leaderboard without its bootstrap, built from the runs' stored sums
+    (made current first; see :func:`evaluation.services.refresh_run_aggregates`), never from the
+    records."""
+    runs, sums, state = aggregated_runs()
+    if refresh_run_aggregates([r["run_id"] for r in runs], state):
+        runs, sums, state = aggregated_runs()
+    return runs, lb.build_from_aggregates(runs, sums)
+
+
 def _build(n_boot: int = N_BOOT) -> dict:
-    """The whole leaderboard, built once per state of its inputs (``leaderboard_version``) and then
-    served from the cache: building it reads every record (seconds at 200,000 records)."""
-    key = f"studio:leaderboard:{leaderboard_version()}:{n_boot}:{SEED}"
-    data = cache.get(key)
-    if data is None:
-        runs, rows = leaderboard_data()
-        data = lb.build(runs, rows, n_boot=n_boot, seed=SEED)
-        data["n_records"] = len(rows)
-        data["n_no_task"] = sum(1 for r in rows if r["task_id"] is None)
-        data["robustness"] = leaderboard_robustness(runs)  # one query: records with a stored outcome
-        cache.set(key, data, CACHE_SECONDS)
+    """The whole leaderboard: the tables from the stored sums, the bootstrap intervals from their
+    background computation (``bootstrap_status``: done, queued or failed)."""
+    runs, data = _tables()
+    row = current_bootstrap(runs, n_boot, SEED)
+    data["bootstrap_status"] = row.status if row is not None else "queued"
+    data["bootstrap_error"] = row.error if row is not None else ""
+    data["bootstrap"] = (row.result or []) if data["bootstrap_status"] == "done" else []
+    data["robustness"] = leaderboard_robustness(runs)  # one query: records with a stored outcome
     return data
 
 
@@ -117,20 +125,23 @@ def leaderboard_parquet(request):
 def leaderboard_plot(request, name: str):
     if name not in lb.PLOTS:
         raise Http404(f"no plot {name!r}; plots: {', '.join(lb.PLOTS)}")
-    key = f"studio:leaderboard-plot:{leaderboard_version()}:{name}"
+    _runs, data = _tables()
+    shown = {"dimensions": "official", "length": "length", "modality": "modality", "protocols": "protocols",
+             "scaffolds": "scaffolds"}[name]
+    digest = hashlib.sha256(json.dumps(data[shown], sort_keys=True, default=str).encode()).hexdigest()[:32]
+    key = f"studio:leaderboard-plot:{name}:{digest}"
     png = cache.get(key)
     if png is None:
-        runs, rows = leaderboard_data(extras=False)  # plots use official per-record scores only
         if name == "dimensions":
-            png = lb.plot_dimensions(lb.official_table(runs, rows))
+            png = lb.plot_dimensions(data["official"])
         elif name == "length":
-            png = lb.plot_length(lb.length_breakdown(runs, rows))
+            png = lb.plot_length(data["length"])
         elif name == "modality":
-            png = lb.plot_modality(lb.modality_breakdown(runs, rows))
+            png = lb.plot_modality(data["modality"])
         elif name == "protocols":
-            png = lb.plot_protocols(lb.protocol_deltas(runs, rows))
+            png = lb.plot_protocols(data["protocols"])
         else:
-            png = lb.plot_scaffolds(lb.scaffold_table(runs, rows))
+            png = lb.plot_scaffolds(data["scaffolds"])
         cache.set(key, png, CACHE_SECONDS)
     resp = HttpResponse(png, content_type="image/png")
     resp["Cache-Control"] = "no-store"

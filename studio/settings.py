@@ -10,7 +10,7 @@
 | STUDIO_SECRET_KEY | a development key | set it in production |
 | STUDIO_DEBUG | 0 | 1 turns Django's debug pages on (development only: they show settings) |
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
-| STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (built leaderboards) between processes |
+| STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (rendered leaderboard plots) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
 | STUDIO_TILE_CACHE_BYTES | 67108864 (64 MiB) | rendered map tiles kept per server process; 0 turns the cache off |
 | STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how judge jobs run: celery, thread (background, this process) or inline |

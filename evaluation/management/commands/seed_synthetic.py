@@ -17,7 +17,8 @@ docs/benchmarks.md). Everything it makes is marked synthetic and never mixes wit
   at least 0.2), drawn from ``random.Random(seed)``. Scores are not drawn: every record is scored
   by ``evaluation.scoring.evaluate_samples`` (the official evaluator's computation), and the run's
   ``dora_score`` / ``dimensions`` aggregate the records exactly as the evaluator does (the same
-  sums in the same order: equal to one ``evaluate_samples`` call over the whole set).
+  sums in the same order: equal to one ``evaluate_samples`` call over the whole set); each run's
+  leaderboard sums (``RunAggregate``) are written with its final scores, as an import writes them.
 
 Re-running refuses while synthetic data exist unless ``--replace`` (which deletes the earlier
 synthetic events, tasks, replays, agents and runs first). Needs at least one imported real scene: a
@@ -40,6 +41,7 @@ from annotation.services.tasks import layer_manifest_entry
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6
+from evaluation.services import write_run_aggregate
 from replay.engine import replay_hash
 from replay.models import ReplayRun
 
@@ -355,6 +357,7 @@ def seed_synthetic(n_tasks: int, n_runs: int, *, batch: int = 5000, seed: int = 
             run.dora_score = round6(sum(dim_scores) / len(dim_scores)) if dim_scores else 0.0
             run.dimensions = dims
             run.save(update_fields=["dora_score", "dimensions"])
+            write_run_aggregate(run.pk)  # the leaderboard's sums, as an import writes them
             dora_scores[run.name] = run.dora_score
     return {"tasks": n_tasks, "runs": n_runs, "records": n_records, "events": len({s.event.pk for s in scenes}),
             "seconds": round(time.monotonic() - t0, 1), "dora_scores": dora_scores}

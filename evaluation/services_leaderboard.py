@@ -66,7 +66,14 @@ def _run_here(n_boot: int, seed: int) -> None:
 
 
 def _dispatch(n_boot: int, seed: int) -> None:
-    if leaderboard_bootstrap.app.conf.task_always_eager:
+    """Run the bootstrap: ``settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER`` "inline" computes it
+    here and now (the tests: no second thread on their database); else on a thread of its own
+    when Celery runs in-process (the embedded default), else on a Celery worker."""
+    from django.conf import settings
+
+    if getattr(settings, "STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER", "") == "inline":
+        _run_here(n_boot, seed)
+    elif leaderboard_bootstrap.app.conf.task_always_eager:
         # not a daemon: a management command (an import) waits for it before its process exits
         threading.Thread(target=_run_here, args=(n_boot, seed), name="leaderboard-bootstrap", daemon=False).start()
     else:

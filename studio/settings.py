@@ -12,6 +12,7 @@
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (rendered leaderboard plots) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
+| STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER | "" (a thread, or a Celery worker with a broker) | "inline" computes the leaderboard's bootstrap at once (tests) |
 | STUDIO_TILE_CACHE_BYTES | 67108864 (64 MiB) | rendered map tiles kept per server process; 0 turns the cache off |
 | STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how judge jobs run: celery, thread (background, this process) or inline |
 | STUDIO_QUEUE_ON_IMPORT_SHARE | 0 | share (0–1) of an imported run's records queued for human scoring |
@@ -168,6 +169,9 @@ STUDIO_DATA_ROOT = Path(os.environ.get("STUDIO_DATA_ROOT", VAR_DIR / "data")).re
 STUDIO_DEMO_DATA = Path(os.environ.get("STUDIO_DEMO_DATA", BASE_DIR.parent / "shared" / "realdata")).resolve()
 STUDIO_ARTIFACT_ROOT = Path(os.environ.get("STUDIO_ARTIFACT_ROOT", STUDIO_DATA_ROOT / "artifacts")).resolve()
 STUDIO_CHECKPOINT_DIR = os.environ.get("STUDIO_CHECKPOINT_DIR", "")
+# How the leaderboard's bootstrap intervals are computed after an import: "" (a thread of the process
+# when Celery runs in-process, else a Celery worker) or "inline" (at once, in the request; tests).
+STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = os.environ.get("STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER", "").strip()
 # Rendered map tiles kept per server process (an LRU bounded by the PNGs' total bytes; 0: no cache).
 STUDIO_TILE_CACHE_BYTES = int(os.environ.get("STUDIO_TILE_CACHE_BYTES", str(64 * 2**20)))
 

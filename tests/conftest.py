@@ -56,6 +56,13 @@ def _judge_egress_for_test_servers(settings):
 
 
 @pytest.fixture(autouse=True)
+def _inline_leaderboard_bootstrap(settings):
+    """The leaderboard's bootstrap after an import runs at once, not on a second thread that would
+    share the test's database (tests of the background path set the runner back to "")."""
+    settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = "inline"
+
+
+@pytest.fixture(autouse=True)
 def _isolated_data_root(settings, tmp_path):
     """Every test writes layers and artifacts under its own temporary folder."""
     settings.STUDIO_DATA_ROOT = tmp_path / "data"

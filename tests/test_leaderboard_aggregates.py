@@ -262,10 +262,11 @@ def test_a_failed_bootstrap_says_so(seeded, logged_in, monkeypatch):
     assert "could not be computed: MemoryError: no room" in html
 
 
-def test_with_a_broker_the_bootstrap_goes_to_the_worker(monkeypatch):
+def test_with_a_broker_the_bootstrap_goes_to_the_worker(monkeypatch, settings):
     from evaluation import services_leaderboard
     from evaluation.tasks import leaderboard_bootstrap
 
+    settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
     sent = []
     conf = leaderboard_bootstrap.app.conf
     eager = conf.task_always_eager
@@ -288,6 +289,7 @@ def test_after_an_import_the_intervals_arrive_in_the_background(celery_worker, m
     from evaluation.services import import_run_dir
 
     settings.ROOT_URLCONF = __name__
+    settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
     client.force_login(maintainer)
     import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
     version = bootstrap_version(leaderboard_runs(), records_state())

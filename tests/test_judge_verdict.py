@@ -167,3 +167,12 @@ def test_definitions_and_rubric():
 def test_extract_prefers_verdict_like_object():
     obj = extract_json_object('{"note": 1} then {"grade": 0.2, "error_list": [1,0,0,0,0,0]}')
     assert "grade" in obj
+
+
+@pytest.mark.parametrize("value", [True, 0, 3.5])
+def test_a_bare_scalar_is_no_verdict(value):
+    # found by the property test of tests/test_properties.py (a boolean answer raised TypeError)
+    from evaluation.judge.verdict import VerdictParseError, parse_verdict
+
+    with pytest.raises(VerdictParseError, match="not a verdict"):
+        parse_verdict(value)

@@ -106,4 +106,7 @@ def test_every_family_check_has_a_corpus_file():
     expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))["files"]
     for check in RASTER_AND_LOGIC_CHECKS:
         name = check.replace(".", "_", 1) + ".json"
-        assert expected.get(name, {}).get("checks") == [check], check
+        # its own check, beside at most checks of other families the same input must trigger (a mask
+        # given in input_data is also a ground-truth input: manifest.ground_truth_input, issue 23)
+        checks = expected.get(name, {}).get("checks") or []
+        assert check in checks and all(not c.startswith("tool.") or c == check for c in checks), (check, checks)

@@ -1039,6 +1039,8 @@ def parse_verdict(
         obj: Any = extract_verdict_json(text)  # type: ignore[arg-type]
     else:
         raw = json.dumps(text, ensure_ascii=False, default=str)
+        if not isinstance(text, (Mapping, list, tuple)):  # a bare number or boolean is no verdict
+            raise VerdictParseError(f"not a verdict: a {type(text).__name__}, not an object or a list", raw)
         obj = dict(text) if isinstance(text, Mapping) else list(text)
     try:
         if isinstance(obj, Mapping):

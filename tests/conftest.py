@@ -56,6 +56,31 @@ def _judge_egress_for_test_servers(settings):
 
 
 @pytest.fixture(autouse=True)
+def _replays_settle_before_teardown(request):
+    """With a real Celery worker (CI's PostgreSQL configuration), a browser test's last save can
+    leave a replay running in the worker when the test ends; the live server's teardown then
+    empties the tables under the worker's row locks (PostgreSQL answered with a deadlock). Tests
+    with a live server wait, after their body and before that teardown, for their replays to end
+    (at most 60 s). Depending on ``live_server`` here makes this teardown run before its own."""
+    import time
+
+    from django.conf import settings as django_settings
+
+    waits = "live_server" in request.fixturenames and bool(django_settings.CELERY_BROKER_URL)
+    if waits:
+        request.getfixturevalue("live_server")
+    yield
+    if not waits:
+        return
+    from replay.models import ReplayRun
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ReplayRun.objects.filter(
+            status__in=(ReplayRun.Status.QUEUED, ReplayRun.Status.RUNNING)).exists():
+        time.sleep(0.2)
+
+
+@pytest.fixture(autouse=True)
 def _inline_leaderboard_bootstrap(settings):
     """The leaderboard's bootstrap after an import runs at once, not on a second thread that would
     share the test's database (tests of the background path set the runner back to "")."""

@@ -57,16 +57,16 @@ def _judge_egress_for_test_servers(settings):
 
 @pytest.fixture(autouse=True)
 def _replays_settle_before_teardown(request):
-    """With a real Celery worker (CI's PostgreSQL configuration), a browser test's last save can
-    leave a replay running in the worker when the test ends; the live server's teardown then
+    """A browser test's last save can leave a replay running (in a real Celery worker, CI's
+    PostgreSQL configuration, or in a live-server request thread) when the test ends; the live server's teardown then
     empties the tables under the worker's row locks (PostgreSQL answered with a deadlock). Tests
     with a live server wait, after their body and before that teardown, for their replays to end
     (at most 60 s). Depending on ``live_server`` here makes this teardown run before its own."""
     import time
 
-    from django.conf import settings as django_settings
-
-    waits = "live_server" in request.fixturenames and bool(django_settings.CELERY_BROKER_URL)
+    # the embedded default too: there a replay runs inside a live-server request thread, which can
+    # outlive the test's last assertion (SQLite then failed the next writes)
+    waits = "live_server" in request.fixturenames
     if waits:
         request.getfixturevalue("live_server")
     yield

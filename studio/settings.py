@@ -111,6 +111,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # default (test_<NAME>; in-memory for SQLite).
 if os.environ.get("STUDIO_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["STUDIO_TEST_DB_NAME"]}
+elif DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # SQLite's test database is a file, not Django's shared in-memory one: the tests run background
+    # threads and live servers beside the test's own connection, and in shared-cache memory SQLite
+    # answers a second writer "database table is locked" at once; a file in WAL mode waits (the
+    # busy timeout above), as the deployed database does.
+    import tempfile
+
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"studio-test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The cache holds derived pages that are expensive to build (the leaderboard), keyed by a fingerprint

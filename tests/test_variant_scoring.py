@@ -115,8 +115,7 @@ def florence_variants(db):
     from annotation.services.variants import create_variant
     from replay.services import start_replay
 
-    if not FLORENCE.is_dir():
-        pytest.skip("shared/realdata/xbd-hurricane-florence missing")
+    assert FLORENCE.is_dir(), f"{FLORENCE}: ../shared/realdata/xbd-hurricane-florence is missing"
     user, base = make_task()
     Task.objects.filter(pk=base.pk).update(status=Task.Status.APPROVED)  # setup shortcut (review is not the subject)
     base.refresh_from_db()

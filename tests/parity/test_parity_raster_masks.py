@@ -103,8 +103,7 @@ def test_count_pixels_real_xbd_mask(ctx):
 @needs_real
 def test_count_pixels_real_multiband_geotiff(ctx):
     path = REALDATA / "xview2-deploy-joplin" / "output_dmg_0_pre.tif"
-    if not path.is_file():
-        pytest.skip("Joplin damage raster absent")
+    assert path.is_file(), f"{path}: the Joplin damage raster of ../shared/realdata is missing"
     with rasterio.open(path) as src:
         want = int((src.read() == 4).sum())  # every band, as imread's H x W x 3 array
     obs = run(ctx, "ras.count_pixels", mask_path="xview2-deploy-joplin/output_dmg_0_pre.tif",

@@ -21,6 +21,8 @@ import re
 
 import pytest
 
+from test_editor_browser import _login as _editor_login
+
 from annotation.models import Task, TaskRevision
 from test_review_workflow import T2_TRAJECTORY, import_joplin, t2_payload
 
@@ -41,17 +43,8 @@ ANSWERS = [
 
 
 def _login(browser, live_server, username, password):
-    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
-    page._errors = errors
-    return ctx, page
+    """test_editor_browser's login, at the walk's 1440×900 (issue 23)."""
+    return _editor_login(browser, live_server, username, password, viewport=(1440, 900))
 
 
 def _sources(page):

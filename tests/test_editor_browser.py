@@ -26,8 +26,8 @@ pytestmark = [
 ]
 
 
-def _login(browser, live_server, username, password):
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+def _login(browser, live_server, username, password, viewport=(1500, 1000)):
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))

@@ -13,6 +13,12 @@ Two delivery schemes, one per layer frame:
   ``render_image(layer)``, downsampled so its longest side is at most ``IMAGE_MAX_SIZE``; the viewer
   places it with ``L.imageOverlay`` in ``L.CRS.Simple`` over ``[[0, 0], [height, width]]``. For 1024²
   chips that is a single ~1–2 MB PNG, simpler and as fast as a pixel tile pyramid.
+* **Pixel-frame layers with a display georeference** (``display_georeference(layer)``: the affine
+  pixel → lon/lat fit the xBD importer stores in ``metadata["georeference"]``, fitted from the
+  label's paired ``xy``/``lng_lat`` vertices) are *also* served as web-mercator tiles: the file is
+  read through a ``WarpedVRT`` with that transform and CRS, exactly as rio-tiler reads a file with
+  GCPs, so socal-fire's imagery and masks lie under its lon/lat vectors. The layer stays in the
+  pixel frame for the tools (the benchmark reads the PNG's pixels); only the map places it.
 
 Masks (single-band class indices) are coloured with ``class_colours(layer)``: a fixed palette by
 index (``CLASS_COLOURS``), overridden by well-known labels of the layer's ``class_map`` (so
@@ -30,6 +36,7 @@ grey.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -201,13 +208,77 @@ def _stamp(path: Path) -> tuple[str, float, int]:
     return (str(path), st.st_mtime, st.st_size)
 
 
-@functools.lru_cache(maxsize=256)
-def _source_info(stamp: tuple[str, float, int]) -> dict:
-    """Zoom range, band layout, dtype and per-band p2/p98 of one file (cached by path+mtime+size)."""
+def display_georeference(layer) -> tuple[str, tuple[float, ...]] | None:
+    """``(crs, (a, b, c, d, e, f))`` that places a pixel-frame raster or mask on the globe, or None.
+
+    Read from ``layer.metadata["georeference"]`` (written by the xBD importer,
+    ``annotation.importers.xbd.fit_affine``): ``transform`` is the affine pixel (column, row;
+    corner origin) → (lon, lat) map in rasterio's ``Affine`` order (lon = a·col + b·row + c,
+    lat = d·col + e·row + f) and ``crs`` its target (EPSG:4326). Only for display: geographic
+    layers, vectors and pixel layers without a fit return None.
+    """
+    if layer.kind not in ("raster", "mask") or layer.frame != "pixel":
+        return None
+    geo = (layer.metadata or {}).get("georeference") or {}
+    transform, crs = geo.get("transform"), geo.get("crs")
+    if not crs or not isinstance(transform, (list, tuple)) or len(transform) != 6:
+        return None
+    try:
+        values = tuple(float(v) for v in transform)
+    except (TypeError, ValueError):
+        return None
+    if not all(math.isfinite(v) for v in values) or values[0] * values[4] - values[1] * values[3] == 0:
+        return None  # a degenerate fit places nothing
+    return str(crs), values
+
+
+def has_tiles(layer) -> bool:
+    """Whether ``render_tile`` serves the layer: a geographic raster/mask, or a pixel-frame one
+    with a display georeference."""
+    if layer.kind not in ("raster", "mask"):
+        return False
+    return layer.frame == "geographic" or display_georeference(layer) is not None
+
+
+@contextlib.contextmanager
+def _tile_reader(path: Path, georef: tuple[str, tuple[float, ...]] | None):
+    """rio-tiler's ``Reader`` on the file, or on a ``WarpedVRT`` that gives it ``georef``'s transform
+    and CRS (rio-tiler's own way with GCP files: an alpha band, or the file's nodata, marks the
+    outside of the image)."""
+    import rasterio
+    from affine import Affine
+    from rasterio.vrt import WarpedVRT
     from rio_tiler.io import Reader
+
+    if georef is None:
+        with Reader(str(path)) as src:
+            yield src
+        return
+    crs, t = georef
+    src_transform = Affine(*t)
+    with rasterio.open(path) as ds:
+        # The target grid is given in full (north-up, in the fit's CRS, at the fit's pixel size),
+        # else GDAL would build it from the file itself, which has no transform.
+        corners = [src_transform @ (c, r) for c, r in ((0, 0), (ds.width, 0), (ds.width, ds.height), (0, ds.height))]
+        west, east = min(p[0] for p in corners), max(p[0] for p in corners)
+        south, north = min(p[1] for p in corners), max(p[1] for p in corners)
+        res = math.sqrt(abs(src_transform.determinant))
+        options = {"src_crs": crs, "src_transform": src_transform, "crs": crs, "add_alpha": True,
+                   "transform": Affine(res, 0, west, 0, -res, north),
+                   "width": max(1, math.ceil((east - west) / res)), "height": max(1, math.ceil((north - south) / res))}
+        if ds.nodata is not None:
+            options.update(nodata=ds.nodata, src_nodata=ds.nodata, add_alpha=False)
+        with WarpedVRT(ds, **options) as vrt, Reader(None, dataset=vrt) as src:
+            yield src
+
+
+@functools.lru_cache(maxsize=256)
+def _source_info(stamp: tuple[str, float, int], georef: tuple | None = None) -> dict:
+    """Zoom range, band layout, dtype and per-band p2/p98 of one file (cached by path+mtime+size
+    and the display georeference, if any)."""
     from rio_tiler.utils import non_alpha_indexes
 
-    with Reader(stamp[0]) as src:
+    with _tile_reader(Path(stamp[0]), georef) as src:
         indexes = list(non_alpha_indexes(src.dataset))
         info = {
             "minzoom": int(src.minzoom),
@@ -226,9 +297,18 @@ def _source_info(stamp: tuple[str, float, int]) -> dict:
     return info
 
 
+def _tile_source(layer) -> tuple[Path, tuple | None]:
+    """The file ``render_tile`` reads and the display georeference it reads it through."""
+    georef = display_georeference(layer)
+    # a pixel-frame layer's tiles_path is a pixel-frame COG, as good as the stored file
+    return layer_file(layer), georef
+
+
 def tile_zoom_range(layer) -> tuple[int, int]:
-    """``(minzoom, maxzoom)`` of a geographic layer's tile source, as rio-tiler computes them."""
-    info = _source_info(_stamp(layer_file(layer)))
+    """``(minzoom, maxzoom)`` of a layer's tile source (geographic, or placed by its display
+    georeference), as rio-tiler computes them."""
+    path, georef = _tile_source(layer)
+    info = _source_info(_stamp(path), georef)
     return info["minzoom"], info["maxzoom"]
 
 
@@ -319,25 +399,25 @@ def render_tile(layer, z: int, x: int, y: int) -> bytes:
     """A 256×256 PNG web-mercator tile of a geographic raster or mask layer.
 
     Transparent outside the raster and for zooms more than ``MIN_ZOOM_SLACK`` below the source's
-    minimum zoom. Raises ``LayerFileError`` when the file is missing, ``ValueError`` for a layer
-    that has no tiles (vector or pixel-frame layers).
+    minimum zoom. A pixel-frame layer is placed by its display georeference
+    (``display_georeference``). Raises ``LayerFileError`` when the file is missing, ``ValueError``
+    for a layer that has no tiles (vectors, pixel-frame layers without a georeference).
     """
     if layer.kind not in ("raster", "mask"):
         raise ValueError("only raster and mask layers have tiles")
-    if layer.frame != "geographic":
-        raise ValueError("pixel-frame layers have no web-mercator tiles; use the layer image")
+    if not has_tiles(layer):
+        raise ValueError("pixel-frame layers without a georeference have no web-mercator tiles; use the layer image")
     if z < 0 or x < 0 or y < 0 or x >= 2**z or y >= 2**z:
         return transparent_tile()
-    path = layer_file(layer)
-    info = _source_info(_stamp(path))
+    path, georef = _tile_source(layer)
+    info = _source_info(_stamp(path), georef)
     if z < info["minzoom"] - MIN_ZOOM_SLACK:
         return transparent_tile()
 
     from rio_tiler.errors import TileOutsideBounds
-    from rio_tiler.io import Reader
 
     indexes = [1] if layer.kind == "mask" else _band_indexes(layer, info["indexes"])
-    with Reader(str(path)) as src:
+    with _tile_reader(path, georef) as src:
         if not src.tile_exists(x, y, z):
             return transparent_tile()
         try:
@@ -503,11 +583,13 @@ def cached_tile(layer, z: int, x: int, y: int, signature: str | None = None) -> 
     return data
 
 
-def pixel_values(layer, x: float, y: float) -> dict:
+def pixel_values(layer, x: float, y: float, lnglat: bool = False) -> dict:
     """What a raster/mask holds at a point, for click-to-identify on the map.
 
     ``x, y``: column and row (pixels, origin top-left) for a pixel-frame layer; longitude and
-    latitude (EPSG:4326) for a geographic one. Returns ``{"col", "row", "values": [one per band]
+    latitude (EPSG:4326) for a geographic one, and for a pixel-frame one when ``lnglat`` (the
+    point is taken back through the layer's display georeference; without one it is outside the
+    raster). Returns ``{"col", "row", "values": [one per band]
     or None outside the raster, "label": the class map's label of a mask's value or None}``.
     Raises ``LayerFileError`` when the file cannot be read.
     """
@@ -517,9 +599,18 @@ def pixel_values(layer, x: float, y: float) -> dict:
     path = layer_file(layer, prefer_tiles=False)
     try:
         with rasterio.open(path) as src:
+            georef = display_georeference(layer) if lnglat else None
             if layer.frame == "geographic" and src.crs is not None:
                 xs, ys = warp_transform("EPSG:4326", src.crs, [x], [y])
                 row, col = src.index(xs[0], ys[0])
+            elif georef is not None:
+                from affine import Affine
+
+                gx, gy = warp_transform("EPSG:4326", georef[0], [x], [y])
+                c, r = ~Affine(*georef[1]) @ (gx[0], gy[0])
+                col, row = int(math.floor(c)), int(math.floor(r))
+            elif lnglat:
+                return {"col": None, "row": None, "values": None, "label": None}
             else:
                 col, row = int(math.floor(x)), int(math.floor(y))
             if not (0 <= row < src.height and 0 <= col < src.width):

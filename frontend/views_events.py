@@ -117,18 +117,7 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
         if layer.frame == Layer.Frame.PIXEL:
             spec["image"] = reverse("layer_image", args=[layer.id])
         else:
-            try:
-                minzoom, maxzoom = tiles.tile_zoom_range(layer)
-            except tiles.LayerFileError as exc:
-                spec["error"] = str(exc)
-            except Exception as exc:  # an unreadable file must not break the whole page
-                log.warning("layer %s: cannot read tile source: %s", layer.id, exc)
-                spec["error"] = "unreadable tile source"
-            else:
-                spec["tiles"] = _url_template("layer_tile", layer.id)
-                spec["minZoom"] = max(0, minzoom - tiles.MIN_ZOOM_SLACK)
-                spec["maxNativeZoom"] = maxzoom
-                spec["maxZoom"] = maxzoom + OVERZOOM
+            _tile_fields(layer, spec)
     else:
         spec["geojson"] = reverse("layer_geojson", args=[layer.id])
         spec["colorBy"] = VECTOR_COLOUR_PROPERTIES
@@ -143,11 +132,53 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
     return spec
 
 
+def _tile_fields(layer: Layer, spec: dict) -> None:
+    """The tile URL and zoom range of a layer served as web-mercator tiles (or the spec's error)."""
+    try:
+        minzoom, maxzoom = tiles.tile_zoom_range(layer)
+    except tiles.LayerFileError as exc:
+        spec["error"] = str(exc)
+    except Exception as exc:  # an unreadable file must not break the whole page
+        log.warning("layer %s: cannot read tile source: %s", layer.id, exc)
+        spec["error"] = "unreadable tile source"
+    else:
+        spec["tiles"] = _url_template("layer_tile", layer.id)
+        spec["minZoom"] = max(0, minzoom - tiles.MIN_ZOOM_SLACK)
+        spec["maxNativeZoom"] = maxzoom
+        spec["maxZoom"] = maxzoom + OVERZOOM
+
+
+def geographic_twin_spec(layer: Layer, spec: dict) -> dict | None:
+    """The pixel-frame raster/mask ``layer`` (its ``layer_map_spec``) drawn on the globe as well,
+    or None when it has no display georeference (``annotation.tiles.display_georeference``).
+
+    The twin is in the ``geographic`` group, id ``"<id>:geo"``, served as web-mercator tiles read
+    through the importer's affine fit (so xBD imagery lies under the event's lon/lat vectors);
+    click-to-identify asks ``value?frame=geographic``. Bounds: the image's corners under the fit.
+    """
+    georef = tiles.display_georeference(layer)
+    if georef is None or not spec.get("width") or not spec.get("height"):
+        return None
+    from affine import Affine
+
+    fit = Affine(*georef[1])
+    corners = [fit @ (c, r) for c, r in ((0, 0), (spec["width"], 0), (spec["width"], spec["height"]), (0, spec["height"]))]
+    twin = {k: v for k, v in spec.items() if k not in ("image", "width", "height", "bounds", "gsd_m")}
+    twin.update(id=f"{layer.id}:geo", frame="geographic", group="geographic", groupLabel="Geographic (lon/lat)",
+                bounds=[min(p[0] for p in corners), min(p[1] for p in corners),
+                        max(p[0] for p in corners), max(p[1] for p in corners)],
+                placedBy=(layer.metadata or {}).get("georeference", {}).get("fitted_from") or "affine fit",
+                valueUrl=reverse("layer_value", args=[layer.id]) + "?frame=geographic")
+    _tile_fields(layer, twin)
+    return twin
+
+
 def map_config(layers) -> dict:
     """The viewer config for a set of layers (one event's, usually): ``{"layers": [spec, ...]}``.
 
     Layers fall into groups that share one map: every geographic layer together, and pixel-frame
-    layers per xBD tile (``metadata["tile"]``). Default visibility per group: one raster (the latest
+    layers per xBD tile (``metadata["tile"]``); a pixel-frame raster or mask with a display
+    georeference is in both (``geographic_twin_spec``). Default visibility per group: one raster (the latest
     phase, ``post`` before ``pre``), the GT masks (those that annotate an image, or
     ``metadata.role == "gt"``; else the first mask), and the vectors of that raster's phase or of no
     phase.
@@ -160,8 +191,13 @@ def map_config(layers) -> dict:
         meta = la.metadata or {}
         annotated = by_id.get(la.annotates_id) if la.annotates_id else None
         image = by_file.get(meta.get("image")) if isinstance(meta.get("image"), str) else None
-        specs.append(layer_map_spec(la, annotated, image))
+        spec = layer_map_spec(la, annotated, image)
+        specs.append(spec)
         roles[la.id] = "gt" if (la.annotates_id or meta.get("role") == "gt") else meta.get("role", "")
+        twin = geographic_twin_spec(la, spec)
+        if twin is not None:  # imagery in both frames: the pixel one and, placed by its fit, the globe
+            specs.append(twin)
+            roles[twin["id"]] = roles[la.id]
 
     groups: dict[str, list[dict]] = {}
     for spec in specs:
@@ -237,7 +273,7 @@ def _png(data: bytes) -> HttpResponse:
 def layer_tile(request, layer_id: int, z: int, x: int, y: int):
     """``/tiles/<id>/<z>/<x>/<y>.png``: a transparent tile outside the raster or far below its zooms."""
     layer = _layer_or_404(layer_id)
-    if layer.kind not in (Layer.Kind.RASTER, Layer.Kind.MASK) or layer.frame != Layer.Frame.GEOGRAPHIC:
+    if not tiles.has_tiles(layer):
         return HttpResponseBadRequest("this layer has no web-mercator tiles", content_type="text/plain")
     if z > 30:
         return HttpResponseBadRequest("zoom out of range", content_type="text/plain")
@@ -278,7 +314,8 @@ def layer_image(request, layer_id: int):
 @require_safe
 def layer_value(request, layer_id: int):
     """``/layers/<id>/value?x=&y=``: the raster's values at a point (column/row in the pixel frame,
-    lon/lat otherwise) as JSON, for click-to-identify (``annotation.tiles.pixel_values``)."""
+    lon/lat otherwise, and with ``frame=geographic`` for a pixel-frame layer drawn on the globe by
+    its display georeference) as JSON, for click-to-identify (``annotation.tiles.pixel_values``)."""
     layer = _layer_or_404(layer_id)
     if layer.kind not in (Layer.Kind.RASTER, Layer.Kind.MASK):
         return HttpResponseBadRequest("only raster and mask layers have pixel values", content_type="text/plain")
@@ -287,7 +324,8 @@ def layer_value(request, layer_id: int):
     except (KeyError, ValueError):
         return HttpResponseBadRequest("x, y: give the point as numbers (?x=&y=)", content_type="text/plain")
     try:
-        return JsonResponse({"layer": layer.id, "name": layer.name, **tiles.pixel_values(layer, x, y)})
+        lnglat = request.GET.get("frame") == "geographic"
+        return JsonResponse({"layer": layer.id, "name": layer.name, **tiles.pixel_values(layer, x, y, lnglat=lnglat)})
     except tiles.LayerFileError as exc:
         raise Http404(str(exc))
 

@@ -341,7 +341,7 @@
       if (!shown.length) return;
       var ll = e.latlng;
       Promise.all(shown.map(function (en) {
-        return fetch(en.spec.valueUrl + '?x=' + encodeURIComponent(ll.lng) + '&y=' + encodeURIComponent(ll.lat), { credentials: 'same-origin' })
+        return fetch(en.spec.valueUrl + (en.spec.valueUrl.indexOf('?') < 0 ? '?' : '&') + 'x=' + encodeURIComponent(ll.lng) + '&y=' + encodeURIComponent(ll.lat), { credentials: 'same-origin' })
           .then(function (r) { return r.ok ? r.json() : null; }).catch(function () { return null; });
       })).then(function (rows) {
         var box = el('div', 'studio-identify');

@@ -75,6 +75,7 @@ CLASS_COLOURS: dict[int, str | None] = {
     9: "#a6761d",  # brown
     10: "#e7298a",  # pink
     11: "#66a61e",  # olive green
+    255: "#00e5ff",  # a binary mask's "selected" class (the tools' 0/255 outputs): cyan
 }
 _EXTRA_COLOURS = ["#1f78b4", "#b15928", "#6a3d9a", "#ff7f00", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99"]
 
@@ -83,7 +84,7 @@ _LABEL_COLOURS: list[tuple[tuple[str, ...], str | None]] = [
     (("background", "no-data", "nodata", "unlabeled", "unlabelled"), None),
     (("no-damage", "undamaged", "intact"), CLASS_COLOURS[1]),
     (("minor",), CLASS_COLOURS[2]),
-    (("major",), CLASS_COLOURS[3]),
+    (("major", "partial"), CLASS_COLOURS[3]),  # the tools' "partially damaged" (xBD 2 and 3)
     (("destroyed",), CLASS_COLOURS[4]),
     (("un-classified", "unclassified", "unknown"), CLASS_COLOURS[5]),
     (("flood", "water", "inundat"), "#2c7fb8"),
@@ -93,11 +94,32 @@ _LABEL_COLOURS: list[tuple[tuple[str, ...], str | None]] = [
 ]
 
 
+# Vector features by their damage label (xBD ``subtype``), the masks' colours.
+VECTOR_COLOUR_MAP = {
+    "no-damage": CLASS_COLOURS[1],
+    "minor-damage": CLASS_COLOURS[2],
+    "major-damage": CLASS_COLOURS[3],
+    "destroyed": CLASS_COLOURS[4],
+    "un-classified": CLASS_COLOURS[5],
+}
+#: numeric damage codes, read only from the properties that hold them: the xView2 model's vectorised
+#: output (``dmg``: 1 no-damage … 4 destroyed, ../shared/realdata/xview2-deploy-joplin/SOURCE.md)
+VECTOR_CODE_COLOURS = {"dmg": {str(k): CLASS_COLOURS[k] for k in (1, 2, 3, 4)}}
+VECTOR_CODE_LABELS = {1: "no-damage", 2: "minor-damage", 3: "major-damage", 4: "destroyed"}
+#: building boxes (xBD's ``_bounding_boxes.csv``): outlines in a colour of their own, not in the
+#: damage class they carry (which was the major-damage orange of the mask under them)
+BUILDING_BOX_COLOUR = "#7c4dff"
+#: replay step outputs on the map, by step index (distinct from the layers' and the damage palette)
+OVERLAY_COLOURS = ("#ff3d7f", "#ffb300", "#00c853", "#aa00ff", "#00b8d4", "#ff6d00", "#2962ff", "#c51162")
+
+
 class LayerFileError(Exception):
     """The layer's file is missing or lies outside STUDIO_DATA_ROOT."""
 
 
-def _index_colour(index: int) -> str | None:
+def index_colour(index: int) -> str | None:
+    """The fixed colour of a class index (``CLASS_COLOURS``, then ``_EXTRA_COLOURS`` in turn);
+    None (transparent) for 0."""
     if index in CLASS_COLOURS:
         return CLASS_COLOURS[index]
     return _EXTRA_COLOURS[index % len(_EXTRA_COLOURS)]
@@ -105,6 +127,8 @@ def _index_colour(index: int) -> str | None:
 
 def _label_colour(label: str) -> tuple[bool, str | None]:
     norm = str(label).strip().lower().replace("_", "-").replace(" ", "-")
+    if norm.startswith(("non-", "not-")):
+        return False, None  # "non-building", "not-under-reconstruction": the negative class, by index
     for keys, colour in _LABEL_COLOURS:
         if any(k in norm for k in keys):
             return True, colour
@@ -127,10 +151,19 @@ def class_colours(layer) -> dict[int, str | None]:
             indices.setdefault(int(key), "")
         except (TypeError, ValueError):
             continue
+    return label_colours(indices)
+
+
+def label_colours(labels: dict[int, str]) -> dict[int, str | None]:
+    """``{class index: "#rrggbb" or None (transparent)}`` for a ``{index: label}`` class map: the
+    label's colour when it names a known class (``_LABEL_COLOURS``: "destroyed" is red at any
+    index), else the index's (``index_colour``); an empty label goes by its index. Shared by the
+    event's masks (``class_colours``) and the replay's mask artifacts (``replay.rendering``), so
+    a tool's "totally destroyed" is drawn as xBD's "destroyed"."""
     out: dict[int, str | None] = {}
-    for index, label in sorted(indices.items()):
+    for index, label in sorted(labels.items()):
         found, colour = _label_colour(label) if label else (False, None)
-        out[index] = colour if found else _index_colour(index)
+        out[index] = colour if found else index_colour(index)
     return out
 
 
@@ -155,7 +188,8 @@ def legend(layer) -> list[dict]:
     ]
 
 
-def _rgba(hex_colour: str | None) -> tuple[int, int, int, int]:
+def rgba(hex_colour: str | None) -> tuple[int, int, int, int]:
+    """``(r, g, b, 255)`` of ``"#rrggbb"``; ``(0, 0, 0, 0)`` for None (transparent)."""
     if not hex_colour:
         return (0, 0, 0, 0)
     h = hex_colour.lstrip("#")
@@ -164,10 +198,10 @@ def _rgba(hex_colour: str | None) -> tuple[int, int, int, int]:
 
 def colormap_for(layer) -> dict[int, tuple[int, int, int, int]]:
     """A full 256-entry RGBA colormap for a uint8 mask: known classes coloured, the rest by index."""
-    cmap = {i: _rgba(_index_colour(i)) for i in range(256)}
+    cmap = {i: rgba(index_colour(i)) for i in range(256)}
     for i, colour in class_colours(layer).items():
         if 0 <= i < 256:
-            cmap[i] = _rgba(colour)
+            cmap[i] = rgba(colour)
     return cmap
 
 

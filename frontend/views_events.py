@@ -25,19 +25,9 @@ log = logging.getLogger(__name__)
 TILE_CACHE_SECONDS = 86400
 OVERZOOM = 4  # Leaflet may zoom this many levels past the source's native maximum (pixels enlarged)
 
-# Colours of vector features by their damage label (xBD ``subtype``), same palette as the masks.
+# Vector features are coloured by their damage label (xBD ``subtype``) or numeric code (``dmg``):
+# the palettes are annotation.tiles' (VECTOR_COLOUR_MAP, VECTOR_CODE_COLOURS).
 VECTOR_COLOUR_PROPERTIES = ["subtype", "damage", "damage_class", "class", "label", "dmg"]
-VECTOR_COLOUR_MAP = {
-    "no-damage": tiles.CLASS_COLOURS[1],
-    "minor-damage": tiles.CLASS_COLOURS[2],
-    "major-damage": tiles.CLASS_COLOURS[3],
-    "destroyed": tiles.CLASS_COLOURS[4],
-    "un-classified": tiles.CLASS_COLOURS[5],
-}
-#: numeric damage codes, read only from the properties that hold them: the xView2 model's vectorised
-#: output (``dmg``: 1 no-damage … 4 destroyed, ../shared/realdata/xview2-deploy-joplin/SOURCE.md)
-VECTOR_CODE_COLOURS = {"dmg": {str(k): tiles.CLASS_COLOURS[k] for k in (1, 2, 3, 4)}}
-VECTOR_CODE_LABELS = {1: "no-damage", 2: "minor-damage", 3: "major-damage", 4: "destroyed"}
 
 _PHASE_ORDER = {"pre": 0, "post": 1}
 
@@ -121,14 +111,14 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
     else:
         spec["geojson"] = reverse("layer_geojson", args=[layer.id])
         spec["colorBy"] = VECTOR_COLOUR_PROPERTIES
-        spec["colorMap"] = VECTOR_COLOUR_MAP
-        spec["codeColours"] = VECTOR_CODE_COLOURS
+        spec["colorMap"] = tiles.VECTOR_COLOUR_MAP
+        spec["codeColours"] = tiles.VECTOR_CODE_COLOURS
         # a legend for vectors whose features carry damage classes (the map's class styling)
         fields = {str(f).lower() for f in (meta.get("fields") or meta.get("columns") or [])}
         if fields & {"dmg"}:
-            spec["legend"] = [{"value": k, "label": v, "colour": tiles.CLASS_COLOURS[k]} for k, v in VECTOR_CODE_LABELS.items()]
+            spec["legend"] = [{"value": k, "label": v, "colour": tiles.CLASS_COLOURS[k]} for k, v in tiles.VECTOR_CODE_LABELS.items()]
         elif fields & {"subtype", "damage", "damage_class"}:
-            spec["legend"] = [{"value": k, "label": k, "colour": c} for k, c in VECTOR_COLOUR_MAP.items()]
+            spec["legend"] = [{"value": k, "label": k, "colour": c} for k, c in tiles.VECTOR_COLOUR_MAP.items()]
     return spec
 
 

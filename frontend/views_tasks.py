@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
+from annotation import tiles
 from annotation.models import Event, Layer, Task, TaskRevision
 from annotation.qc import EVAL_TYPES
 from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, task_audit, task_authors,
@@ -340,8 +341,6 @@ def task_history_page(request, pk: int):
 
 # ---- replay overlays for the editor's map ----------------------------------------------------------------
 CHART_PREFIXES = ("vis.", "report.", "model.")
-# Colours of replay overlays by step (distinct from the event layers' blue and the damage palette).
-OVERLAY_COLOURS = ("#ff3d7f", "#ffb300", "#00c853", "#aa00ff", "#00b8d4", "#ff6d00", "#2962ff", "#c51162")
 
 
 def _raster_overlay(run: ReplayRun, name: str, path: Path) -> dict:
@@ -390,7 +389,7 @@ def replay_overlays(request, pk: int):
                 continue
             base = {"id": f"replay-{run.pk}-{step.index}-{art.get('key')}", "step": step.index, "key": art.get("key"),
                     "name": f"step {step.index} · {art.get('key')}", "file_name": name,
-                    "color": OVERLAY_COLOURS[step.index % len(OVERLAY_COLOURS)]}
+                    "color": tiles.OVERLAY_COLOURS[step.index % len(tiles.OVERLAY_COLOURS)]}
             suffix = path.suffix.lower()
             try:
                 if step.call.startswith(CHART_PREFIXES) and suffix in (".png", ".jpg", ".jpeg"):

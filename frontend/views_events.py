@@ -28,6 +28,8 @@ OVERZOOM = 4  # Leaflet may zoom this many levels past the source's native maxim
 # Vector features are coloured by their damage label (xBD ``subtype``) or numeric code (``dmg``):
 # the palettes are annotation.tiles' (VECTOR_COLOUR_MAP, VECTOR_CODE_COLOURS).
 VECTOR_COLOUR_PROPERTIES = ["subtype", "damage", "damage_class", "class", "label", "dmg"]
+#: the vector layer the xBD importer makes of a ``<tile>_bounding_boxes.csv`` (annotation.services.imports)
+BUILDING_BOX_SUFFIX = "_bounding_boxes.geojson"
 
 _PHASE_ORDER = {"pre": 0, "post": 1}
 
@@ -108,6 +110,13 @@ def layer_map_spec(layer: Layer, annotated: Layer | None = None, image: Layer | 
             spec["image"] = reverse("layer_image", args=[layer.id])
         else:
             _tile_fields(layer, spec)
+    elif layer.file_name.endswith(BUILDING_BOX_SUFFIX):
+        # xBD's building boxes: outlines of their own colour over the damage mask they summarise
+        # (coloured by their damage class they looked like the mask's major-damage pixels)
+        spec["geojson"] = reverse("layer_geojson", args=[layer.id])
+        spec.update(color=tiles.BUILDING_BOX_COLOUR, colorBy=[], fill=False,
+                    legend=[{"value": "□", "label": "building box (click one for its damage class)",
+                             "colour": tiles.BUILDING_BOX_COLOUR}])
     else:
         spec["geojson"] = reverse("layer_geojson", args=[layer.id])
         spec["colorBy"] = VECTOR_COLOUR_PROPERTIES

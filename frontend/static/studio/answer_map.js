@@ -9,6 +9,7 @@
   // field names come from task files: a DOM node with textContent, never an HTML string
   function textTip(text) { const n = document.createElement("span"); n.textContent = text; return n; }
   const map = L.map(el, { attributionControl: false });
+  if (window.StudioMap) StudioMap.wheelWithModifier(map);  // the page scrolls; Ctrl/⌘ + wheel zooms
   const bounds = [];
   points.forEach((p) => {
     if (p.gold) {

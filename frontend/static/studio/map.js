@@ -9,14 +9,17 @@
  *     tiles: "/tiles/3/{z}/{x}/{y}.png", minZoom, maxNativeZoom, maxZoom,   // geographic raster/mask
  *     image: "/layers/3/image.png",        // raster/mask drawn as one L.imageOverlay over bounds
  *     geojson: "/layers/3/geojson",  or data: {GeoJSON object}            // vector
- *     colorBy: ["subtype", ...], colorMap: {label: "#hex"}, color: "#hex"  // vector styling
- *     legend: [{value, label, colour (null = transparent), count}],       // masks
+ *     colorBy: ["subtype", ...], colorMap: {label: "#hex"}, color: "#hex", fill: false (outlines)  // vector styling
+ *     legend: [{value, label, colour (null = transparent), count, from?: ["3 major-damage", ...]}],
+ *     legendNote: "…",                     // masks; a replay's mask output: its GT class remap
  *     opacity: 0..1, visible: bool, error: "why it cannot be shown"
  *   }
  *
  * API (global StudioMap):
  *   StudioMap.create(element, {frame, layers: [spec], layerOptions?: {id: {visible, opacity, pane}},
- *                              panel?: false, height?})  -> controller (one map, its own layer panel)
+ *                              panel?: false, height?, wheelModifier?: false})
+ *       -> controller (one map, its own layer panel; the wheel zooms only with Ctrl/⌘ unless
+ *          wheelModifier is false, with a hint over the map)
  *       controller.map, .frame, .entries (id -> {spec, layer}), .addOverlay(spec) -> L.Layer,
  *       .removeOverlay(id), .setVisible(id, bool), .setOpacity(id, 0..1), .fit(), .destroy()
  *   StudioMap.viewer(element, {layers: [spec], mode?: "single"|"side"|"swipe", group?}) -> viewer
@@ -28,6 +31,7 @@
  *   StudioMap.addOverlay(controllerOrViewer, spec)  (same as .addOverlay)
  *   StudioMap.makeLayer(spec, {pane, opacity}) -> L.Layer;  StudioMap.PIXEL_CRS;  StudioMap.sync(mapA, mapB)
  *   StudioMap.fromScript(scriptId)  -> parses a {{ config|json_script:"id" }} block
+ *   StudioMap.wheelWithModifier(leafletMap)  -> the Ctrl/⌘ + wheel rule and its hint, for a bare L.map
  *
  * Pixel frame: L.CRS.Simple with L.Transformation(1, 0, 1, 0) (y grows down), so GeoJSON in pixel
  * [x = column, y = row] lines up with an image overlay over [[0, 0], [height, width]].
@@ -139,7 +143,7 @@
       var geoOpts = {
         style: function (feature) {
           var c = featureColour(spec, feature);
-          return { color: c, weight: 2, opacity: Math.min(1, opacity + 0.1), fillColor: c, fillOpacity: 0.25 * opacity };
+          return { color: c, weight: 2, opacity: Math.min(1, opacity + 0.1), fillColor: c, fillOpacity: spec.fill === false ? 0 : 0.25 * opacity };
         },
         pointToLayer: function (feature, latlng) {
           var c = featureColour(spec, feature);
@@ -175,7 +179,7 @@
       layer._studioOpacity = value;
       layer.setStyle(function (feature) {
         var c = featureColour(layer.studioSpec || {}, feature);
-        return { color: c, opacity: Math.min(1, value + 0.1), fillColor: c, fillOpacity: 0.25 * value };
+        return { color: c, opacity: Math.min(1, value + 0.1), fillColor: c, fillOpacity: (layer.studioSpec || {}).fill === false ? 0 : 0.25 * value };
       });
     }
   }
@@ -249,11 +253,13 @@
         if (!entry.visible || !entry.spec.legend || !entry.spec.legend.length) return;
         var block = el('div', 'studio-legend-block', box);
         el('div', 'studio-legend-title', block, entry.spec.name);
+        if (entry.spec.legendNote) el('div', 'studio-legend-note', block, entry.spec.legendNote);
         entry.spec.legend.forEach(function (row) {
           var item = el('div', 'studio-legend-item', block);
           var sw = el('span', 'studio-swatch' + (row.colour ? '' : ' transparent'), item);
           if (row.colour) sw.style.background = row.colour;
-          el('span', '', item, row.value + ' · ' + row.label);
+          // a remapped class names the ground-truth classes it is read from
+          el('span', '', item, row.value + ' · ' + row.label + (row.from && row.from.length ? '  ← GT ' + row.from.join(', ') : ''));
         });
       });
     }
@@ -284,10 +290,12 @@
     }
   });
 
-  // in forms the wheel scrolls the page; Ctrl (or ⌘) + wheel zooms the map
+  // every map sits in a scrolling page: the wheel scrolls the page; Ctrl (or ⌘) + wheel zooms
+  // the map, and a plain wheel over it says so in an overlay
   function wheelWithModifier(map) {
     map.scrollWheelZoom.disable();
-    var hint = el('div', 'studio-wheel-hint', map.getContainer(), 'Ctrl + wheel zooms the map');
+    var mac = /Mac|iPhone|iPad/.test(navigator.platform || '');
+    var hint = el('div', 'studio-wheel-hint', map.getContainer(), (mac ? '⌘' : 'Ctrl') + ' + wheel zooms the map');
     var timer = null;
     map.getContainer().addEventListener('wheel', function (e) {
       if (!(e.ctrlKey || e.metaKey)) {
@@ -330,7 +338,7 @@
     else if (gsd) new PixelScale({ imperial: false, position: 'bottomleft', gsd: gsd }).addTo(map);
     if (pixel) map.getContainer().classList.add('studio-pixel-map');
     new CursorReadout({ position: 'bottomright', frame: frame, gsd: gsd }).addTo(map);
-    if (config.wheelModifier) wheelWithModifier(map);
+    if (config.wheelModifier !== false) wheelWithModifier(map);  // opt out only on a full-page map
     // click-to-identify: vectors open their own popup; elsewhere the visible rasters' values
     map.on('click', function (e) {
       var t = e.originalEvent && e.originalEvent.target;
@@ -678,6 +686,7 @@
     sync: sync,
     attachSwipe: attachSwipe,
     fromScript: fromScript,
+    wheelWithModifier: wheelWithModifier,
     popupHtml: popupHtml
   };
 })(window);

@@ -5,8 +5,8 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from annotation.services.tasks import TaskLockedError
-from replay.models import ReplayRun
-from replay.rendering import raster_png
+from replay.models import ReplayRun, ReplayStep
+from replay.rendering import class_labels, raster_png
 from replay.services import artifact_path
 
 
@@ -22,8 +22,12 @@ def _artifact(pk: int, name: str):
 
 
 def artifact_png(request, pk: int, name: str):
-    """A raster or mask artifact rendered as PNG (masks with the class palette)."""
-    return HttpResponse(raster_png(_artifact(pk, name)), content_type="image/png")
+    """A raster or mask artifact rendered as PNG (masks with the class palette, by the class labels
+    of the step that wrote it, as the map legend of ``replay_overlays`` shows them)."""
+    path = _artifact(pk, name)
+    step = next((s for s in ReplayStep.objects.filter(run_id=pk).only("obs", "artifacts")
+                 if any(a.get("name") == name for a in s.artifacts or [])), None)
+    return HttpResponse(raster_png(path, class_labels(step.obs) if step else None), content_type="image/png")
 
 
 def artifact_file(request, pk: int, name: str):

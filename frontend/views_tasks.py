@@ -29,6 +29,7 @@ from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
+from replay.rendering import class_labels
 from replay.tools.perception import TOOLS as PERCEPTION_TOOLS
 from replay.tools.perception import GTLabelError, remap_gt
 from studio.permissions import can, require, user_roles
@@ -368,15 +369,52 @@ def _vector_overlay(run: ReplayRun, name: str, path: Path) -> dict:
     return {"kind": "vector", "frame": "pixel", "data": doc}
 
 
+def mask_legend(step, layers, remaps: dict[str, list[dict]]) -> tuple[list[dict], str] | None:
+    """The map legend of a step's mask output and a note on it, or None when the step names no
+    classes (``replay.rendering.class_labels``).
+
+    Rows ``{"value", "label", "colour", "from"}``: each class of the tool, its colour (the one
+    palette, ``annotation.tiles.label_colours``; what ``artifact_png`` draws) and, for a GT replay,
+    the ground-truth classes it is remapped from (``["3 major-damage", ...]``, from
+    ``class_remaps``, the replay's own ``remap_gt``; the observation's ``_meta.class_remap`` when
+    the mask's class map is not the event's). ``layers``: the event's layers; ``remaps``:
+    ``class_remaps(layers)``.
+    """
+    labels = class_labels(step.obs)
+    if labels is None:
+        return None
+    meta = (step.obs or {}).get("_meta") or {}
+    gt_name = meta.get("gt_mask")
+    gt = next((la for la in layers if la.kind == Layer.Kind.MASK and gt_name
+               and gt_name in (la.file_name, Path(la.path or "").name)), None)
+    rows = next((r["rows"] for r in remaps.get(step.call, []) if gt is not None and r["mask"] == gt.file_name), None)
+    if rows is None and isinstance(meta.get("class_remap"), dict):
+        gt_labels = {str(k): v for k, v in ((gt.class_map if gt is not None else None) or {}).items()}
+        rows = [[int(v), gt_labels.get(str(v), ""), int(c), ""] for v, c in meta["class_remap"].items()]
+    sources: dict[int, list[str]] = {}
+    for value, label, cls, _ in rows or []:
+        sources.setdefault(int(cls), []).append(f"{value} {label}".strip())
+    colours = tiles.label_colours(labels)
+    legend = [{"value": c, "label": labels[c], "colour": colours[c], "from": sources.get(c)} for c in sorted(labels)]
+    if 0 in sources and 0 not in labels:
+        legend.insert(0, {"value": 0, "label": "background", "colour": None, "from": sources[0]})
+    mask_name = gt.file_name if gt is not None else gt_name
+    note = (f"{step.call} reads {mask_name} through a class remap (ground-truth class → the tool's)"
+            if sources else f"{step.call}'s classes")
+    return legend, note
+
+
 @require_safe
 def replay_overlays(request, pk: int):
     """``{"overlays": [spec]}``: each step artifact of a replay as a ``StudioMap`` layer spec
-    (masks/rasters as images over their lon/lat or pixel bounds, vectors as GeoJSON in EPSG:4326 or
-    pixels), and charts/report pages (vis.*, report.*, model.*) as ``kind: "image"`` for the step card.
+    (masks/rasters as images over their lon/lat or pixel bounds, a mask with its legend and class
+    remap (``mask_legend``), vectors as GeoJSON in EPSG:4326 or pixels), and charts/report pages (vis.*, report.*, model.*) as ``kind: "image"`` for the step card.
     """
     from replay.services import artifact_path
 
     run = get_object_or_404(ReplayRun, pk=pk)
+    layers = list(run.task.event.layers.all()) if run.task_id else []
+    remaps = class_remaps(layers)
     out = []
     for step in run.steps.order_by("index"):
         for art in step.artifacts or []:
@@ -395,7 +433,11 @@ def replay_overlays(request, pk: int):
                 if step.call.startswith(CHART_PREFIXES) and suffix in (".png", ".jpg", ".jpeg"):
                     out.append({**base, "kind": "image", "url": reverse("replay-artifact-png", args=[run.pk, name])})
                 elif suffix in (".tif", ".tiff", ".png"):
-                    out.append({**base, **_raster_overlay(run, name, path)})
+                    spec = {**base, **_raster_overlay(run, name, path)}
+                    legend = mask_legend(step, layers, remaps) if spec["kind"] == "mask" else None
+                    if legend:  # the tool's classes and, for a GT replay, the remap behind them
+                        spec["legend"], spec["legendNote"] = legend
+                    out.append(spec)
                 elif suffix in (".geojson", ".json"):
                     out.append({**base, **_vector_overlay(run, name, path)})
             except Exception as exc:  # one unreadable artifact must not hide the others

@@ -16,6 +16,22 @@ from PIL import Image
 from annotation import tiles
 
 
+def class_labels(obs) -> dict[int, str] | None:
+    """``{class index: label}`` a step's observation gives its mask output (the perception tools'
+    ``classes``, e.g. seg.building_damage ``{"1": "intact", "2": "partially damaged", "3": "totally
+    destroyed"}``), or None when it names none (a list of counted classes is not a class map)."""
+    classes = obs.get("classes") if isinstance(obs, dict) else None
+    if not isinstance(classes, dict):
+        return None
+    out = {}
+    for key, label in classes.items():
+        try:
+            out[int(key)] = str(label)
+        except (TypeError, ValueError):
+            continue
+    return out or None
+
+
 def class_rgba(index: int, labels: dict[int, str] | None = None) -> tuple[int, int, int, int]:
     """RGBA of a mask artifact's class index, from the studio's one palette
     (``annotation.tiles.label_colours``: by the class's label when ``labels`` names it, else by

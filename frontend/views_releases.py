@@ -62,15 +62,9 @@ def release_publish(request, version: str):
     if request.POST.get("confirm") != "1":
         messages.error(request, f"Release {version} not published: confirm it (Publish asks first).")
         return redirect("release_detail", version=version)
-    open_by_task = review_services.open_comments_of_release(release)
-    if open_by_task and request.POST.get("acknowledge_open_comments") != "1":
-        messages.error(request, f"Release {version} not published: {sum(open_by_task.values())} review comment(s) are open "
-                       f"on {', '.join(sorted(open_by_task))}; resolve them or confirm publishing with them open.")
-        return redirect("release_detail", version=version)
     try:
-        svc.publish_release(request.user, release)
-        if open_by_task:
-            review_services.record_publish_with_open_comments(request.user, release, open_by_task)
+        svc.publish_release(request.user, release,
+                            acknowledge_open_comments=request.POST.get("acknowledge_open_comments") == "1")
         messages.success(request, f"Release {version} published; it can no longer be changed.")
     except (svc.ReleaseError, PermissionDenied) as exc:
         messages.error(request, str(exc))

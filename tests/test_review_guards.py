@@ -54,6 +54,38 @@ def test_approve_with_an_open_comment_needs_a_recorded_confirmation(client, peop
 
 
 @pytest.mark.django_db
+def test_publish_through_the_api_with_an_open_comment_needs_a_recorded_confirmation(client, people):
+    """The API asks as the page does (issue 23, item 7): without ``acknowledge_open_comments`` a 409
+    that lists the open thread (rey's one comment on step 1, from ``_approvable``); with it, the
+    release is published and the task's audit trail records the confirmation."""
+    from annotation.models import Release
+    from annotation.services import releases
+
+    tid = _approvable(client, people, import_joplin(raster=False))
+    task = review.approve(people["rey"], Task.objects.get(pk=tid), acknowledge_open_comments=True)
+    releases.create_release(people["max"], "1.0.0", "first", tasks=[task])
+    with pytest.raises(releases.ReleaseOpenCommentsError):
+        releases.publish_release(people["max"], Release.objects.get(version="1.0.0"))
+
+    client.force_login(people["max"])
+    url = "/api/releases/1.0.0/publish/"
+    for body in ({}, {"acknowledge_open_comments": False}):
+        resp = client.post(url, body, content_type="application/json")
+        assert resp.status_code == 409, resp.content
+        threads = resp.json()["open_comments"]
+        assert [(c["task"], c["author"], c["body"], c["step_index"]) for c in threads] == \
+            [(task.question_id, "rey", "Is 20 m the rule?", 1)]
+        assert "1 review comment(s) are open" in resp.json()["detail"]
+    assert Release.objects.get(version="1.0.0").status == "draft"
+    assert not AuditEvent.objects.filter(action="publish_with_open_comments").exists()
+
+    resp = client.post(url, {"acknowledge_open_comments": True}, content_type="application/json")
+    assert resp.status_code == 200 and resp.json()["status"] == "published", resp.content
+    event = AuditEvent.objects.get(task_id=tid, action="publish_with_open_comments")
+    assert event.actor == people["max"] and event.reason == "release 1.0.0 published with 1 open comment(s), confirmed"
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("who, links", [
     ("ada", ["Events", "Tasks", "Runs", "Leaderboard", "Releases", "API"]),
     ("sam", ["Events", "Tasks", "Runs", "Leaderboard", "Releases", "Scoring", "API"]),

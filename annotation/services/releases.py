@@ -44,6 +44,7 @@ from annotation.services.export import (
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
+from annotation.services import review
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased
 from studio.permissions import require
@@ -54,6 +55,18 @@ RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 class ReleaseError(ValueError):
     """A release cannot be created, changed or published; the message names the field or task."""
+
+
+class ReleaseOpenCommentsError(ReleaseError):
+    """Publishing a release whose tasks have open review comments needs a confirmation
+    (``acknowledge_open_comments=True``), which each such task's audit trail then records.
+    ``open_comments``: the threads (``review.open_comment_threads_of_release``)."""
+
+    def __init__(self, release: Release, open_comments: list[dict]):
+        self.open_comments = open_comments
+        tasks = sorted({c["task"] for c in open_comments})
+        super().__init__(f"release {release.version} not published: {len(open_comments)} review comment(s) are open "
+                         f"on {', '.join(tasks)}; resolve them or confirm publishing with them open")
 
 
 class ReleaseExistsError(ReleaseError):
@@ -179,18 +192,31 @@ def _publish(user, release: Release) -> Release:
 
 
 @transaction.atomic
-def publish_release(user, release: Release) -> Release:
+def publish_release(user, release: Release, *, acknowledge_open_comments: bool = False) -> Release:
     """Publish a draft: its task files are produced once (validated against the schema) and their
     digest stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
 
     Publishing releases tasks, so it needs ``release.publish`` (maintainers only, as
     ``task.release``); a reviewer may prepare drafts (``release.export``) but not publish them.
+    Open review comments on its tasks need ``acknowledge_open_comments`` (issue 23: the page asks,
+    and so does the API); the confirmation is an audit event ``publish_with_open_comments`` on each
+    such task, written in the same transaction.
 
-    Raises ``PermissionDenied`` (needs ``release.publish``), :class:`ReleaseImmutableError` if it is
-    already published, :class:`ReleaseError` if a task cannot be exported.
+    Raises ``PermissionDenied`` (needs ``release.publish``), :class:`ReleaseOpenCommentsError`
+    (open comments, not acknowledged), :class:`ReleaseImmutableError` if it is already published,
+    :class:`ReleaseError` if a task cannot be exported.
     """
     require(user, "release.publish", release)
-    return _publish(user, release)
+    open_comments = review.open_comment_threads_of_release(release)
+    if open_comments and not acknowledge_open_comments:
+        raise ReleaseOpenCommentsError(release, open_comments)
+    published = _publish(user, release)
+    if open_comments:
+        counts: dict[str, int] = {}
+        for c in open_comments:
+            counts[c["task"]] = counts.get(c["task"], 0) + 1
+        review.record_publish_with_open_comments(user, published, counts)
+    return published
 
 
 # ------------------------------------------------------------------ export

@@ -105,3 +105,37 @@ def test_a_pixel_layer_without_a_fit_stays_in_its_frame(data_root, client, make_
     assert client.get(f"/tiles/{post.id}/15/0/0.png").status_code == 400
     with pytest.raises(ValueError):
         tiles.render_tile(post, 0, 0, 0)
+
+
+@pytest.mark.django_db
+def test_replay_mask_png_and_legend_use_the_tools_classes_and_the_remap(data_root, client, make_user):
+    """seg.building_damage's GT replay on the florence mask remaps xBD 2 minor- and 3 major-damage
+    to 2 partially damaged and 4 destroyed to 3 (replay/tools/perception.py); the PNG the map
+    draws has exactly those pixel counts (the mask's class_counts) in the legend's colours."""
+    import collections
+
+    from replay.services import start_replay
+    from test_layer_georeferencing import _florence_task
+
+    ada = make_user("ada", "author")
+    event, _post, task = _florence_task(ada)
+    counts = event.layers.get(kind="mask").class_counts
+    run = start_replay(ada, task)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    client.force_login(ada)
+    mask = next(s for s in client.get(f"/replays/{run.pk}/overlays/").json()["overlays"] if s["kind"] == "mask")
+    rows = {r["value"]: r for r in mask["legend"]}
+    assert {v: (r["label"], r["from"]) for v, r in rows.items()} == {
+        0: ("background", ["0 background", "5 un-classified"]),
+        1: ("intact", ["1 no-damage"]),
+        2: ("partially damaged", ["2 minor-damage", "3 major-damage"]),
+        3: ("totally destroyed", ["4 destroyed"]),
+    }
+    assert (rows[1]["colour"], rows[2]["colour"], rows[3]["colour"]) == \
+        (tiles.CLASS_COLOURS[1], tiles.CLASS_COLOURS[3], tiles.CLASS_COLOURS[4])
+    png = Image.open(io.BytesIO(client.get(mask["image"]).content)).convert("RGBA")
+    seen = collections.Counter(_hex(px) for px in png.getdata() if px[3])
+    expected = {tiles.CLASS_COLOURS[1]: counts.get("1", 0), tiles.CLASS_COLOURS[3]: counts.get("2", 0) + counts.get("3", 0),
+                tiles.CLASS_COLOURS[4]: counts.get("4", 0)}
+    assert seen == {c: n for c, n in expected.items() if n}, (seen, counts)

@@ -203,6 +203,34 @@ def class_remaps(layers) -> dict[str, list[dict]]:
     return out
 
 
+def map_config_with_remaps(layers, calls) -> dict:
+    """``map_config(layers)`` with each GT mask's legend saying how the perception steps among
+    ``calls`` (the trajectory's tool names) read it: a row's ``to`` is ``["seg.building_damage 2
+    partially damaged", ...]`` (``class_remaps``, the replay's own ``remap_gt``), so the map's
+    legend of an xBD mask (0–5) names the tool's classes (1–3) next to them."""
+    layers = list(layers)
+    cfg = map_config(layers)
+    remaps = class_remaps(layers)
+    used = [c for c in dict.fromkeys(calls) if c in remaps]
+    if not used:
+        return cfg
+    for spec in cfg["layers"]:
+        if spec.get("kind") != "mask" or not spec.get("legend"):
+            continue
+        for call in used:
+            rows = next((r["rows"] for r in remaps[call] if r["mask"] == spec.get("file_name")), None)
+            for value, _label, cls, cls_label in rows or []:
+                for row in spec["legend"]:
+                    if row["value"] == value:
+                        row.setdefault("to", []).append(f"{call} {cls} {cls_label}")
+    return cfg
+
+
+def _calls(revision) -> list[str]:
+    """The tool names of a revision's trajectory, in order."""
+    return [st["call"] for st in (revision.trajectory or []) if isinstance(st, dict) and isinstance(st.get("call"), str)]
+
+
 def _thread(c) -> dict:
     def one(x):
         return {"id": x.pk, "author": x.author.username if x.author_id else None, "body": x.body,
@@ -251,7 +279,8 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
         }
     proposals = answer_proposals(task.head) if task is not None and task.head_id else []
     can_accept = bool(task is not None and config["task"]["can_edit"])
-    return {"event": event, "task": task, "config": config, "map_config": map_config(event.layers.all()),
+    calls = _calls(task.head) if task is not None and task.head_id else []
+    return {"event": event, "task": task, "config": config, "map_config": map_config_with_remaps(event.layers.all(), calls),
             "answer_proposals": proposals, "can_accept_proposals": can_accept}
 
 
@@ -298,7 +327,7 @@ def task_detail_page(request, pk: int):
         "task": task, "rev": task.head, "qc": _qc(task), "revisions": task_revisions(task)[:20],
         "latest_replay_id": latest.pk if latest else None,
         "layers": list(task.event.layers.values("id", "file_name", "kind", "frame", "width", "height", "bounds", "class_map")),
-        "map_config": map_config(task.event.layers.all()),
+        "map_config": map_config_with_remaps(task.event.layers.all(), _calls(task.head)),
         "threads": threads, "open_threads": sum(1 for t in threads if not t.resolved),
         "audit": task_audit(task),
         "actions": [{"name": t.name, "label": t.label, "needs_reason": t.needs_reason}

@@ -7,7 +7,8 @@
   major-damage orange of the mask under them;
 * a replay's mask output has a legend with the tool's classes and the GT remap behind them
   (seg.building_damage on the xBD mask: 1 intact ← 1 no-damage, 2 partially damaged ← 2
-  minor-damage and 3 major-damage, 3 totally destroyed ← 4 destroyed; replay/tools/perception.py);
+  minor-damage and 3 major-damage, 3 totally destroyed ← 4 destroyed; replay/tools/perception.py),
+  and the GT mask's own legend says the same from its side (3 major-damage → 2 partially damaged);
 * on the task page the map sits beside the comment box, and on every page a plain wheel over a map
   scrolls the page (with a hint) while Ctrl + wheel zooms;
 * a metric task on the pixel-frame hurricane-florence tile is submitted once a maintainer has
@@ -138,6 +139,15 @@ def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, 
         assert "3 · totally destroyed  ← GT 4 destroyed" in legend, legend
         assert "0 · background  ← GT 0 background, 5 un-classified" in legend, legend
         assert "seg.building_damage reads hurricane-florence_00000018_mask.png through a class remap" in legend
+        # the legend can be read: the panel scrolls within the map instead of running past its edge
+        panel = p.locator("#replay-map .studio-panel").bounding_box()
+        shown = p.locator("#replay-map .leaflet-container").bounding_box()
+        assert panel["y"] + panel["height"] <= shown["y"] + shown["height"], (panel, shown)
+        p.locator("#replay-map .studio-legend-note").scroll_into_view_if_needed()
+        assert p.locator("#replay-map .studio-legend-note").is_visible()
+        # and the event's GT mask (xBD 0–5) says how the task's seg.building_damage reads each class
+        assert "3 · major-damage  → seg.building_damage 2 partially damaged" in legend, legend
+        assert "4 · destroyed  → seg.building_damage 3 totally destroyed" in legend, legend
 
         # the task page's map scrolls the page on a plain wheel too
         p.locator("#replay-map").scroll_into_view_if_needed()

@@ -10,7 +10,8 @@
  *     image: "/layers/3/image.png",        // raster/mask drawn as one L.imageOverlay over bounds
  *     geojson: "/layers/3/geojson",  or data: {GeoJSON object}            // vector
  *     colorBy: ["subtype", ...], colorMap: {label: "#hex"}, color: "#hex", fill: false (outlines)  // vector styling
- *     legend: [{value, label, colour (null = transparent), count, from?: ["3 major-damage", ...]}],
+ *     legend: [{value, label, colour (null = transparent), count, from?: ["3 major-damage", ...],
+ *               to?: ["seg.building_damage 2 partially damaged", ...]}],
  *     legendNote: "…",                     // masks; a replay's mask output: its GT class remap
  *     opacity: 0..1, visible: bool, error: "why it cannot be shown"
  *   }
@@ -207,6 +208,12 @@
       this._list = el('div', 'studio-panel-list', box);
       this._legend = el('div', 'studio-legend', box);
       this._box = box;
+      // the panel scrolls inside the map (a CSS max-height in % has no height to refer to in
+      // Leaflet's corner box): else a long layer list hid the legend below the map's edge
+      var map = this._ctl.map;
+      var fitHeight = function () { box.style.maxHeight = Math.max(120, map.getSize().y - 24) + 'px'; };
+      fitHeight();
+      map.on('resize', fitHeight);
       // on a narrow map the panel starts folded, so that it does not cover the map
       var size = this._ctl.map.getSize();
       if (size.x && size.x < 640) { L.DomUtil.addClass(box, 'collapsed'); toggle.textContent = '+'; }
@@ -259,7 +266,8 @@
           var sw = el('span', 'studio-swatch' + (row.colour ? '' : ' transparent'), item);
           if (row.colour) sw.style.background = row.colour;
           // a remapped class names the ground-truth classes it is read from
-          el('span', '', item, row.value + ' · ' + row.label + (row.from && row.from.length ? '  ← GT ' + row.from.join(', ') : ''));
+          el('span', '', item, row.value + ' · ' + row.label + (row.from && row.from.length ? '  ← GT ' + row.from.join(', ') : '')
+            + (row.to && row.to.length ? '  → ' + row.to.join(', ') : ''));  // a GT mask: how the task's perception steps read it
         });
       });
     }

@@ -423,7 +423,8 @@ def _apply_transition(request, pk: int, action: str, reason: str, acknowledge: b
     try:
         review_services.transition(request.user, task, action, reason=reason, acknowledge_open_comments=acknowledge)
     except review_services.OpenCommentsError as exc:
-        return Response({"detail": str(exc), "open_comments": exc.open_count}, status=409)
+        return Response({"detail": str(exc), "open_comments": exc.open_count,
+                         "open_comment_threads": review_services.open_comment_threads(task=task)}, status=409)
     except task_services.TaskValidationError as exc:
         return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
     except ValueError as exc:

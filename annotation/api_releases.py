@@ -7,7 +7,7 @@ services act, selectors read.
 | POST | /api/releases/ | create a draft {version, changelog, task_ids?} |
 | GET | /api/releases/<version>/ | detail with pinned tasks and export jobs |
 | PATCH | /api/releases/<version>/ | edit a draft {changelog?, task_ids?} (409 when published) |
-| POST | /api/releases/<version>/publish/ | publish {acknowledge_open_comments?} (409 when already published, or with open review comments unless acknowledged: `open_comments` lists them) |
+| POST | /api/releases/<version>/publish/ | publish {acknowledge_open_comments?} (409 when already published, or with open review comments unless acknowledged: `open_comments` counts them, `open_comment_threads` lists them) |
 | POST | /api/releases/<version>/exports/ | start an export job (202) |
 | GET | /api/releases/<version>/exports/<job>/ | export job status and progress |
 | GET | /api/releases/diff/?a=<version>&b=<version> | diff between two releases |
@@ -160,8 +160,9 @@ class ReleasePublishIn(serializers.Serializer):
 
 
 class ReleasePublishView(APIView):
-    """Publish; with open review comments on its tasks, 409 ``{"detail", "open_comments": [thread]}``
-    unless ``acknowledge_open_comments`` is true (the page's confirmation, recorded the same way)."""
+    """Publish; with open review comments on its tasks, 409 ``{"detail", "open_comments": n,
+    "open_comment_threads": [thread]}`` (as an approve answers) unless ``acknowledge_open_comments``
+    is true (the page's confirmation, recorded the same way)."""
 
     @extend_schema(request=ReleasePublishIn, responses={200: ReleaseDetailOut, 409: None})
     def post(self, request, version: str, **kw):
@@ -172,7 +173,8 @@ class ReleasePublishView(APIView):
             release = svc.publish_release(request.user, release,
                                           acknowledge_open_comments=data.validated_data["acknowledge_open_comments"])
         except svc.ReleaseOpenCommentsError as exc:
-            return Response({"detail": str(exc), "open_comments": exc.open_comments}, status=status.HTTP_409_CONFLICT)
+            return Response({"detail": str(exc), "open_comments": len(exc.open_comments),
+                             "open_comment_threads": exc.open_comments}, status=status.HTTP_409_CONFLICT)
         except svc.ReleaseError as exc:
             return _error(exc)
         return Response(_detail(release))

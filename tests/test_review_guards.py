@@ -46,6 +46,8 @@ def test_approve_with_an_open_comment_needs_a_recorded_confirmation(client, peop
     assert exc.value.open_count == 1 and Task.objects.get(pk=tid).status == "in_review"
     resp = client.post(f"/api/tasks/{tid}/transitions/", {"action": "approve"}, content_type="application/json")
     assert resp.status_code == 409 and resp.json()["open_comments"] == 1
+    assert [(c["author"], c["body"], c["step_index"]) for c in resp.json()["open_comment_threads"]] == \
+        [("rey", "Is 20 m the rule?", 1)]
     resp = client.post(f"/api/tasks/{tid}/transitions/", {"action": "approve", "acknowledge_open_comments": True},
                        content_type="application/json")
     assert resp.status_code == 200 and resp.json()["status"] == "approved"
@@ -72,7 +74,8 @@ def test_publish_through_the_api_with_an_open_comment_needs_a_recorded_confirmat
     for body in ({}, {"acknowledge_open_comments": False}):
         resp = client.post(url, body, content_type="application/json")
         assert resp.status_code == 409, resp.content
-        threads = resp.json()["open_comments"]
+        assert resp.json()["open_comments"] == 1
+        threads = resp.json()["open_comment_threads"]
         assert [(c["task"], c["author"], c["body"], c["step_index"]) for c in threads] == \
             [(task.question_id, "rey", "Is 20 m the rule?", 1)]
         assert "1 review comment(s) are open" in resp.json()["detail"]

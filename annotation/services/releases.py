@@ -60,7 +60,7 @@ class ReleaseError(ValueError):
 class ReleaseOpenCommentsError(ReleaseError):
     """Publishing a release whose tasks have open review comments needs a confirmation
     (``acknowledge_open_comments=True``), which each such task's audit trail then records.
-    ``open_comments``: the threads (``review.open_comment_threads_of_release``)."""
+    ``open_comments``: the threads (``review.open_comment_threads``)."""
 
     def __init__(self, release: Release, open_comments: list[dict]):
         self.open_comments = open_comments
@@ -207,7 +207,7 @@ def publish_release(user, release: Release, *, acknowledge_open_comments: bool =
     :class:`ReleaseError` if a task cannot be exported.
     """
     require(user, "release.publish", release)
-    open_comments = review.open_comment_threads_of_release(release)
+    open_comments = review.open_comment_threads(release=release)
     if open_comments and not acknowledge_open_comments:
         raise ReleaseOpenCommentsError(release, open_comments)
     published = _publish(user, release)

@@ -105,15 +105,16 @@ def open_comments_of_release(release) -> dict[str, int]:
     return {r["task__question_id"]: r["n"] for r in rows}
 
 
-def open_comment_threads_of_release(release) -> list[dict]:
-    """The open comment threads on the tasks pinned in ``release``, oldest first:
+def open_comment_threads(*, task: Task | None = None, release=None) -> list[dict]:
+    """The open comment threads of ``task``, or on the tasks pinned in ``release``, oldest first:
     ``[{"task": question id, "id", "author", "body", "step_index", "answer_field", "location",
-    "created_at": ISO 8601}]`` (what a publish without confirmation answers with)."""
-    rows = (TaskComment.objects.filter(task__release_items__release=release, parent__isnull=True, resolved=False)
-            .select_related("task", "author").order_by("created_at", "id"))
+    "created_at": ISO 8601}]`` (what an approve or publish without confirmation answers with)."""
+    rows = TaskComment.objects.filter(parent__isnull=True, resolved=False)
+    rows = rows.filter(task=task) if task is not None else rows.filter(task__release_items__release=release)
     return [{"task": c.task.question_id, "id": c.pk, "author": c.author.username if c.author_id else None,
              "body": c.body, "step_index": c.step_index, "answer_field": c.answer_field, "location": c.location,
-             "created_at": c.created_at.isoformat()} for c in rows]
+             "created_at": c.created_at.isoformat()}
+            for c in rows.select_related("task", "author").order_by("created_at", "id")]
 
 
 @transaction.atomic

@@ -130,6 +130,10 @@ class ReplayDiffOut(serializers.Serializer):
     accepted_by = serializers.CharField(allow_null=True)
     answer = AnswerChangeOut(many=True)
     steps = StepChangeOut(many=True)
+    recorded = serializers.JSONField(allow_null=True, required=False, help_text=(
+        "the replay against the observations of the file the revision was imported from "
+        "(replay.services.task_recorded_diff: {run, mode, against, steps: [{index, call, state: "
+        "same|changed|source|added|removed, changes, note?}], changed}); null when it keeps none"))
 
 
 class ReplayDiffView(APIView):

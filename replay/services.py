@@ -68,7 +68,7 @@ from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
-from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
+from kernel.taskfile import TaskFileError, read_task_file, same_value, source_from_text, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
                             newest_row, update_by, update_rows)
@@ -812,11 +812,54 @@ def recorded_trajectory(task: Task, path: str | Path) -> list[dict]:
     raise TaskImportError(f"{path.name}: no sample '{task.sample_id}' (task {task.question_id})")
 
 
+def kept_recorded_trajectory(revision) -> list[dict] | None:
+    """The observations recorded in the file ``revision`` was imported from (issue 17 item 4).
+
+    An imported revision keeps the file's own sample and task (``TaskRevision.source``,
+    ``kernel.content.source_record``: ``{"task": the task as written, "content": what the importer
+    derived, ...}``). Returns the written task's ``trajectory`` (calls, args, ``obs``; loop
+    expansions as written) when at least one step has an ``obs`` and the revision's gold plan is
+    still the one imported (its ``trajectory`` equal, as JSON values, to the kept
+    ``content.trajectory``): after an author edits the plan the file's observations belong to
+    another plan and are not compared. None otherwise (no source, no recorded observation, an
+    edited plan)."""
+    if revision is None:
+        return None
+    try:
+        record = source_from_text(revision.source)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("task"), dict):
+        return None
+    written = record["task"].get("trajectory")
+    if not isinstance(written, list) or not any(isinstance(s, dict) and "obs" in s for s in written):
+        return None
+    imported = (record.get("content") or {}).get("trajectory") if isinstance(record.get("content"), dict) else None
+    if imported is None or not same_value(to_storage(imported), revision.trajectory):
+        return None
+    return written
+
+
+def task_recorded_diff(run: ReplayRun) -> dict | None:
+    """``recorded_diff`` of ``run`` against the observations kept on its revision
+    (:func:`kept_recorded_trajectory`), with ``against`` = the imported file's name; None when the
+    revision keeps none."""
+    recorded = kept_recorded_trajectory(run.revision)
+    if recorded is None:
+        return None
+    record = source_from_text(run.revision.source)
+    return {**recorded_diff(run, recorded), "against": str(record.get("file") or "the imported task file")}
+
+
 def task_replay_diff(task: Task) -> dict | None:
     """The diff a task page shows: the pending replay against the gold, else the newest succeeded
-    replay against the gold before it; None when the task has no succeeded replay."""
+    replay against the gold before it; None when the task has no succeeded replay. ``recorded``:
+    the same replay against the observations of the file the revision was imported from
+    (:func:`task_recorded_diff`), or None."""
     run = pending_replay(task) or ReplayRun.objects.filter(task=task, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED).order_by("-id").first()
-    return replay_diff(run) if run is not None else None
+    if run is None:
+        return None
+    return {**replay_diff(run), "recorded": task_recorded_diff(run)}
 
 
 @transaction.atomic

@@ -42,6 +42,7 @@ Crashes
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -56,13 +57,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import AuditEvent, Layer, Task
+from annotation.models import AuditEvent, Layer, Task, TaskVariant
 from annotation.services.tasks import require_unreleased
 from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
+from replay.variant_tools import published_tools_for
+from annotation.variants import unsolvable_block
 from kernel.catalogue import result_types
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
@@ -468,6 +471,13 @@ def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **f
 def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     """Run a replay to the end and store every step. Safe to call again on a crashed run:
     its old steps and folder are discarded and the run starts over (same inputs, same result).
+
+    A robustness variant's gold replay (``run.variant_check``): an unsolvable variant's plan runs up
+    to the step ``annotation.variants.unsolvable_block`` finds and stops there, recorded as
+    ``{kind: "unsolvable", blocked: {step, tool, reason}}``, its answer the refusal of its answer
+    spec; a broken variant's broken step is run again with the alternative
+    (:func:`alternative_check`). Both end ``succeeded``: that is the expected state.
+
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
@@ -484,6 +494,10 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
+    variant = TaskVariant.objects.filter(task_id=run.task_id).values("kind", "params", "tools").first()
+    blocked = unsolvable_block({"trajectory": steps, "input_data": rev.input_data}, variant) if variant else None
+    if blocked is not None:  # the plan runs up to the step that cannot proceed (unsolvable_block's rule)
+        steps = steps[:blocked["step"]]
     now = timezone.now()
     # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
     layers = load_instances(Layer, where={"event": run.task.event_id}, fields=LAYER_FIELDS, order_by=("id",))
@@ -493,7 +507,8 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     start = dict(status=ReplayRun.Status.RUNNING, started_at=now, heartbeat_at=now, steps_done=0, error="",
                  artifact_dir=str(work_dir.relative_to(root)), steps_total=len(steps), tool_calls=0, cache_hits=0,
                  input_fingerprint=fp, final_answer=None, filled_trajectory=[], replay_hash="",
-                 artifact_manifest={}, finished_at=None)
+                 artifact_manifest={}, finished_at=None,
+                 variant_check={"kind": "unsolvable", "blocked": blocked} if blocked is not None else None)
     if use_cache:
         done = _reuse_identical_run(run, fp, work_dir, start, restarted)
         if done is not None:
@@ -541,9 +556,49 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         progress.finish(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
         return run
     answer = _jsonable(answer)
+    if variant is not None and variant["kind"] == TaskVariant.Kind.BROKEN:
+        common["variant_check"] = _jsonable(alternative_check(variant["tools"], result, ctx))
     progress.finish(status=ReplayRun.Status.SUCCEEDED, final_answer=answer,
                     replay_hash=replay_hash(common["filled_trajectory"], answer), **common)
     return run
+
+
+def alternative_check(tool_set: dict, result, ctx: ToolContext) -> dict | None:
+    """The broken step of a broken variant run again with its alternative (issue 21: "an
+    alternative computes the same observation on replay"; QC's ``variant.alternative_differs``).
+
+    ``tool_set``: the variant's ``TaskVariant.tools``; ``result``: the gold replay's
+    ``ReplayResult`` (authored steps, each with its resolved arguments and observation); ``ctx``:
+    the replay's tool context (the same work dir, so references to earlier outputs resolve). The
+    alternative is the one an agent is served (``replay.variant_tools.published_tools_for``) and
+    is called with the original step's resolved arguments. Returns ``{kind: "broken", step,
+    tool, alternative, same, changes: [{path, before, after}], error}``: observations compared
+    leaf by leaf as ``recorded_diff`` does (numbers to 1e-6 relative, file-name leaves and the
+    ``tool`` key, which names the alternative, skipped); ``error`` is the alternative's failure.
+    None when the step is not in the replay (QC's ``variant.broken_step`` reports that)."""
+    broken = (tool_set or {}).get("broken") or {}
+    j = broken.get("step")
+    if not isinstance(j, int) or not 0 <= j < len(result.steps) or result.steps[j].call != broken.get("tool"):
+        return None
+    step = result.steps[j]
+    alt = next((p for p in published_tools_for(tool_set, [get_tool(broken["tool"])]) if p.role == "alternative"), None)
+    out = {"kind": "broken", "step": j, "tool": broken["tool"], "alternative": broken.get("alternative"),
+           "same": False, "changes": [], "error": None}
+    if alt is None:
+        out["error"] = "the variant names no alternative"
+        return out
+    try:
+        obs = alt.call(copy.deepcopy(step.resolved_args or {}), ctx)
+    except ToolError as exc:
+        out["error"] = str(exc)
+        return out
+
+    def strip(o):
+        return {k: v for k, v in o.items() if k != "tool"} if isinstance(o, dict) else o
+
+    out["changes"] = _recorded_changes(_jsonable(strip(step.obs)), _jsonable(strip(obs)), 1e-6)
+    out["same"] = not out["changes"]
+    return out
 
 
 def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
@@ -575,12 +630,12 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
     The step rows and the filled trajectory are copied inside the database (``INSERT … SELECT``
     and a subquery), never decoded here; the returned run loads ``filled_trajectory`` when read."""
     prev = newest_row(ReplayRun, ("id", "artifact_manifest", "final_answer", "replay_hash", "tool_calls",
-                                  "cache_hits", "steps_done"), exclude_pk=run.pk,
+                                  "cache_hits", "steps_done", "variant_check"), exclude_pk=run.pk,
                       where=dict(task=run.task_id, mode=run.mode, status=ReplayRun.Status.SUCCEEDED,
                                  input_fingerprint=fp))
     if prev is None:
         return None
-    prev_id, manifest, answer, h, tool_calls, cache_hits, steps_done = prev
+    prev_id, manifest, answer, h, tool_calls, cache_hits, steps_done, variant_check = prev
     store = artifact_store()
     manifest = manifest or {}
     if not all(store.has(sha) for sha in manifest.values()):
@@ -595,7 +650,8 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
         copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), where={"run": prev_id},
                   values={"run": run.pk, "duration_ms": 0, "cached": True})
         fields = {**start, "steps_done": steps_done, "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
-                  "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished}
+                  "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished,
+                  "variant_check": variant_check}
         fields.pop("filled_trajectory")
         _finish_succeeded(run, answer, h, filled_trajectory_of=prev_id, **fields)
     return run

@@ -7,6 +7,8 @@ Layout of a release folder::
     images/<path>                           every raster and vector that input_data names
     schemas/*.schema.json                   the JSON Schemas of the files (copied from annotation/schemas)
     studio_manifest.json                    the sidecar (provenance, sha256 of every file, counts)
+    variants/tasks/…, variants/images/…     robustness variants, when the release has some
+                                            (``release_variants``; ``variants`` in the sidecar)
 
 Task files are JSON arrays of samples ``{sample_id, disaster_type, input_data, classes, tasks}``;
 each task ``{task_category, task_category_code, question, tools, trajectory: [{call, args, obs}],
@@ -398,8 +400,10 @@ class LayoutResult:
 
 
 def content_digest(files: dict[str, dict]) -> str:
-    """sha256 of the canonical JSON ``{path: sha256}`` of the task files and gold polygons."""
-    return hashlib.sha256(canonical({p: i["sha256"] for p, i in files.items() if p.startswith("tasks/")})
+    """sha256 of the canonical JSON ``{path: sha256}`` of the task files and gold polygons
+    (``tasks/``, and the robustness variants' ``variants/tasks/``: ``release_variants``)."""
+    return hashlib.sha256(canonical({p: i["sha256"] for p, i in files.items()
+                                     if p.startswith(("tasks/", "variants/tasks/"))})
                           .encode("utf-8")).hexdigest()
 
 

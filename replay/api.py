@@ -134,6 +134,9 @@ class ReplayDiffOut(serializers.Serializer):
         "the replay against the observations of the file the revision was imported from "
         "(replay.services.task_recorded_diff: {run, mode, against, steps: [{index, call, state: "
         "same|changed|source|added|removed, changes, note?}], changed}); null when it keeps none"))
+    variant_check = serializers.JSONField(allow_null=True, required=False, help_text=(
+        "a robustness variant's gold replay: {kind: unsolvable, blocked: {step, tool, reason}} or "
+        "{kind: broken, step, tool, alternative, same, changes, error}; null otherwise"))
 
 
 class ReplayDiffView(APIView):

@@ -578,10 +578,19 @@ def alternative_check(tool_set: dict, result, ctx: ToolContext) -> dict | None:
     None when the step is not in the replay (QC's ``variant.broken_step`` reports that)."""
     broken = (tool_set or {}).get("broken") or {}
     j = broken.get("step")
-    if not isinstance(j, int) or not 0 <= j < len(result.steps) or result.steps[j].call != broken.get("tool"):
+    try:
+        spec = get_tool(str(broken.get("tool") or ""))
+    except ToolError:
+        return None
+    if not isinstance(j, int) or not 0 <= j < len(result.steps):
         return None
     step = result.steps[j]
-    alt = next((p for p in published_tools_for(tool_set, [get_tool(broken["tool"])]) if p.role == "alternative"), None)
+    try:
+        if get_tool(step.call).name != spec.name:  # the step calls another tool now
+            return None
+    except ToolError:
+        return None
+    alt = next((p for p in published_tools_for(tool_set, [spec]) if p.role == "alternative"), None)
     out = {"kind": "broken", "step": j, "tool": broken["tool"], "alternative": broken.get("alternative"),
            "same": False, "changes": [], "error": None}
     if alt is None:
@@ -911,11 +920,13 @@ def task_replay_diff(task: Task) -> dict | None:
     """The diff a task page shows: the pending replay against the gold, else the newest succeeded
     replay against the gold before it; None when the task has no succeeded replay. ``recorded``:
     the same replay against the observations of the file the revision was imported from
-    (:func:`task_recorded_diff`), or None."""
+    (:func:`task_recorded_diff`), or None; ``variant_check``: a robustness variant's
+    ``ReplayRun.variant_check`` (where an unsolvable plan stopped, the broken step replayed
+    with the alternative), or None."""
     run = pending_replay(task) or ReplayRun.objects.filter(task=task, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED).order_by("-id").first()
     if run is None:
         return None
-    return {**replay_diff(run), "recorded": task_recorded_diff(run)}
+    return {**replay_diff(run), "recorded": task_recorded_diff(run), "variant_check": run.variant_check}
 
 
 @transaction.atomic

@@ -176,7 +176,7 @@ def published_tools_for(tool_set: dict | None, specs: Iterable[ToolSpec]) -> lis
     for spec in specs:
         if _key(spec.name) in removed:
             continue
-        if broken and spec.name == broken.get("tool"):
+        if broken and _key(spec.name) == _key(broken.get("tool")):  # the plan may name it by its alias
             out.append(PublishedTool(spec, _broken(spec.name, broken.get("error") or f"{spec.name} failed"), "broken"))
             alt = broken.get("alternative")
             if alt:

@@ -79,6 +79,8 @@ def test_release_with_variants_round_trips_and_leaves_the_benchmark_files_unchan
     for rel, info in manifest["files"].items():
         assert hashlib.sha256((one / rel).read_bytes()).hexdigest() == info["sha256"], rel
     assert any(rel.startswith("variants/tasks/") for rel in manifest["files"])
+    # the sidecar's QC of a variant is the studio's (its own checks; withheld inputs not errors)
+    assert {q: manifest["questions"][q]["qc"]["errors"] for q in made} == {q: 0 for q in made}
     # the sidecar describes each variant: kind, parameters, base and its revision, tools, gold
     section = manifest["variants"]
     assert sorted(section) == sorted(made)

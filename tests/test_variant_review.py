@@ -170,3 +170,21 @@ def test_an_unsolvable_variant_whose_plan_no_longer_needs_what_was_removed_is_a_
                   content={"trajectory": task.head.trajectory[:3]}, message="dropped the chart")
     task.refresh_from_db()
     assert [f.check for f in qc_for_task(task) if f.check.startswith("variant.")] == ["variant.unsolvable_proceeds"]
+
+
+@pytest.mark.django_db
+def test_task_page_replay_panel_says_where_an_unsolvable_plan_stops(approved_florence, people, client):
+    from annotation.services.variants import create_variant
+    from replay.services import start_replay
+
+    uns, _ = create_variant(people["ada"], approved_florence, "unsolvable", strategy="tool_removal")
+    brk, _ = create_variant(people["ada"], approved_florence, "broken", step=1)
+    start_replay(people["ada"], uns.task)
+    start_replay(people["ada"], brk.task)
+    client.force_login(people["ada"])
+    html = client.get(f"/tasks/{uns.task.pk}/replay-diff/").content.decode()
+    assert "the plan stops at step 3 (<code>vis.pie_chart</code>): vis.pie_chart is removed from the variant&#x27;s tool set" in html
+    html = client.get(f"/tasks/{brk.task.pk}/replay-diff/").content.decode()
+    assert "step 1 replayed with the alternative <code>ras.grid_windows_alt</code>: the same observation" in html
+    api = client.get(f"/api/tasks/{uns.task.pk}/replay-diff/").json()
+    assert api["variant_check"]["blocked"]["step"] == 3

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable
 
 from django.conf import settings
 
-from annotation.models import Layer, Task, TaskRevision
+from annotation.models import Layer, Task, TaskRevision, TaskVariant
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
 from kernel.steps import step_call
@@ -632,10 +632,15 @@ class LayoutWriter:
 
         if task.event_id not in self._layer_infos:
             self._layer_infos[task.event_id] = {l.file_name: layer_info(l) for l in self._event_layers(task.event).values()}
+        content = revision_content(rev)
+        variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
+        if variant is not None:  # a robustness variant: its own checks, as on the task page
+            content["variant"] = variant
         try:
-            findings = qc.full_qc(revision_content(rev), layers=self._layer_infos[task.event_id],
+            findings = qc.full_qc(content, layers=self._layer_infos[task.event_id],
                                   replay={"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
-                                          "hash": run.replay_hash}, data_root=settings.STUDIO_DATA_ROOT)
+                                          "hash": run.replay_hash, "variant_check": run.variant_check},
+                                  data_root=settings.STUDIO_DATA_ROOT)
             found = [f.as_dict() for f in findings]
         except Exception as exc:  # QC must not stop an export: record that it could not run
             found = [{"check": "qc.failed", "severity": "warning", "message": f"QC could not run: {exc}", "location": ""}]

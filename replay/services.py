@@ -494,10 +494,6 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
-    variant = TaskVariant.objects.filter(task_id=run.task_id).values("kind", "params", "tools").first()
-    blocked = unsolvable_block({"trajectory": steps, "input_data": rev.input_data}, variant) if variant else None
-    if blocked is not None:  # the plan runs up to the step that cannot proceed (unsolvable_block's rule)
-        steps = steps[:blocked["step"]]
     now = timezone.now()
     # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
     layers = load_instances(Layer, where={"event": run.task.event_id}, fields=LAYER_FIELDS, order_by=("id",))
@@ -507,12 +503,17 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     start = dict(status=ReplayRun.Status.RUNNING, started_at=now, heartbeat_at=now, steps_done=0, error="",
                  artifact_dir=str(work_dir.relative_to(root)), steps_total=len(steps), tool_calls=0, cache_hits=0,
                  input_fingerprint=fp, final_answer=None, filled_trajectory=[], replay_hash="",
-                 artifact_manifest={}, finished_at=None,
-                 variant_check={"kind": "unsolvable", "blocked": blocked} if blocked is not None else None)
-    if use_cache:
+                 artifact_manifest={}, finished_at=None, variant_check=None)
+    if use_cache:  # an identical earlier run: its steps, answer and variant check are copied
         done = _reuse_identical_run(run, fp, work_dir, start, restarted)
         if done is not None:
             return done
+    # a robustness variant's rules (the docstring); one indexed SELECT, on the cold path only
+    variant = TaskVariant.objects.filter(task_id=run.task_id).values("kind", "params", "tools").first()
+    blocked = unsolvable_block({"trajectory": steps, "input_data": rev.input_data}, variant) if variant else None
+    if blocked is not None:  # the plan runs up to the step that cannot proceed (unsolvable_block's rule)
+        steps = steps[:blocked["step"]]
+        start.update(steps_total=len(steps), variant_check={"kind": "unsolvable", "blocked": blocked})
     resolver = LayerResolver(run.task.event_id, layers)
     checkpoint_dir = settings.STUDIO_CHECKPOINT_DIR or None
     ctx = ToolContext(work_dir=work_dir, resolve_path=resolver, gt_lookup=resolver.gt_lookup, perception_mode=run.mode,
@@ -658,7 +659,8 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
             ReplayStep.objects.filter(run=run).delete()
         copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), where={"run": prev_id},
                   values={"run": run.pk, "duration_ms": 0, "cached": True})
-        fields = {**start, "steps_done": steps_done, "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
+        fields = {**start, "steps_done": steps_done, "steps_total": steps_done,  # a succeeded run did them all
+                  "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
                   "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished,
                   "variant_check": variant_check}
         fields.pop("filled_trajectory")

@@ -137,7 +137,7 @@ def link_imported_variants(user, section: dict, imported: dict[str, tuple[Task, 
     ``variants``; ``imported``: question id → (task, revision id, import replay id) of this
     import). The base task is found by question id (imported now or already in the studio), its
     revision by :func:`authored_number` (the base's head when no revision matches, which
-    happens only for a base edited since); the import replay gets ``gold.check``. A variant row
+    happens only for a base edited since); an import replay without a check gets ``gold.check``. A variant row
     that exists already is left as it is. Returns the question ids linked. Raises
     :class:`VariantReleaseError` for a variant whose base task is nowhere or that is no variant
     question of the folder."""
@@ -155,7 +155,8 @@ def link_imported_variants(user, section: dict, imported: dict[str, tuple[Task, 
         if info.get("kind") == TaskVariant.Kind.UNSOLVABLE and (info.get("params") or {}).get("strategy") == "visual_inaccessible":
             unreadable_layers(base, (info.get("params") or {}).get("replaced") or {})
         check = (info.get("gold") or {}).get("check")
-        task.replays.filter(pk=run_id).update(variant_check=check)
+        if check is not None:  # the import replay made now (a gold replay the studio ran keeps its own)
+            task.replays.filter(pk=run_id, variant_check__isnull=True).update(variant_check=check)
         if TaskVariant.objects.filter(task=task).exists():
             continue
         TaskVariant.objects.create(task=task, base_task=base, base_revision=base_rev, kind=info.get("kind"),

@@ -91,6 +91,7 @@ from replay.references import find_all_references, format_path, parse_reference
 from replay.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
 
 from . import qc_tools, qc_variants
+from .variants import unsolvable_block, withheld_files
 
 __all__ = [
     "EVAL_TYPES", "CHECKS", "Finding", "check_task", "full_qc", "check_task_file",
@@ -1076,9 +1077,11 @@ class _Analysis:
             if layer and layer.get("kind") == "mask":
                 self.add("manifest.ground_truth_input", f"{loc}: '{_basename(path)}' is a ground-truth mask (the replay's perception reads it for the gold); in input_data the agent gets the answer's source. Remove it unless the task means to hand the agent that mask.", loc)
         reported = set()
+        # an unsolvable variant withholds these on purpose (annotation.qc_variants says why)
+        withheld = withheld_files(self.content, self.content.get("variant"))
         for loc, value in self.files:
             fn = _basename(value)
-            if fn in reported:
+            if fn in reported or fn in withheld:
                 continue
             if fn not in declared:
                 reported.add(fn)
@@ -1097,7 +1100,14 @@ class _Analysis:
                     self.add("manifest.outside_root", f"{loc}: '{layer['path']}' resolves outside the data root; store the file under it.", loc)
                 elif not p.is_file():
                     self.add("manifest.file_missing", f"{loc}: the file of '{_basename(path)}' ({layer['path']}) is missing from the data root; import it again.", loc)
+        # an unsolvable variant's gold replay stops at the step that needs what it took away
+        # (annotation.variants.unsolvable_block): the calls from there on never run, and their
+        # inputs are withheld on purpose, so their manifest is not checked
+        blocked = unsolvable_block(self.content, self.content.get("variant"))
         for loc, info, args, scope in self.tool_calls:
+            at = re.match(r"trajectory\[(\d+)\]", loc)
+            if blocked is not None and at and int(at.group(1)) >= blocked["step"]:
+                continue
             self._check_call_manifest(loc, info, args, scope)
 
     def _layers_of(self, value: Any, scope: _Scope) -> list[dict]:

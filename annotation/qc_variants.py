@@ -11,13 +11,24 @@ tests what its kind promises after the author edits it:
 * ``variant.distractor_in_plan`` (error): the gold plan calls a distractor (any call is an E5 error);
 * ``variant.refusal_gold`` (error): an unsolvable variant's gold answer is not the refusal
   ``REJECT`` (its answer_spec, or the replayed final answer);
+* ``variant.unsolvable_proceeds`` (error): an unsolvable variant made by removing a tool, a layer
+  or the imagery whose gold plan no longer needs what was taken away
+  (``annotation.variants.unsolvable_block`` finds no step that cannot proceed);
+* ``variant.alternative_differs`` (error): the gold replay ran the broken step again with the
+  alternative tool (``replay.services``, the run's ``variant_check``) and its observation is not
+  the original step's (or the alternative failed): an agent that replaces the broken tool would
+  not reach the gold. The location is the step's observation, the message the first differing
+  leaves;
 * ``variant.unknown_kind`` (error): the kind is none of extraneous, broken, unsolvable.
+
+The files an unsolvable variant withholds on purpose (``annotation.variants.withheld_files``) are
+not reported as ``manifest.not_in_input_data`` (``annotation.qc``): that is the variant's point.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from annotation.variants import KINDS, REFUSAL
+from annotation.variants import KINDS, REFUSAL, unsolvable_block
 
 __all__ = ["CHECKS", "run"]
 
@@ -26,6 +37,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "variant.alternative_name": ("error", "a broken tool's alternative is named like an existing tool"),
     "variant.distractor_in_plan": ("error", "the gold plan of an extraneous variant calls a distractor"),
     "variant.refusal_gold": ("error", "an unsolvable variant's gold answer is not the refusal"),
+    "variant.unsolvable_proceeds": ("error", "an unsolvable variant's gold plan no longer needs what the variant took away"),
+    "variant.alternative_differs": ("error", "the broken tool's alternative does not compute the original step's observation on replay"),
     "variant.unknown_kind": ("error", "a variant of an unknown kind"),
 }
 
@@ -56,6 +69,19 @@ def run(a: Any, replay: dict | None = None, known_tools: frozenset = frozenset()
             a.add("variant.broken_step",
                   f"The broken tool is {broken.get('tool')} at step {j}, but the gold plan has {here} there: "
                   "restore the step or make the variant again from the base task.", f"trajectory[{j}]")
+        check = (replay or {}).get("variant_check") if isinstance(replay, dict) else None
+        if isinstance(check, dict) and check.get("kind") == "broken" and not check.get("same"):
+            if check.get("error"):
+                what = f"failed: {check['error']}"
+            else:
+                what = "gave another observation: " + "; ".join(
+                    f"{c.get('path')}: {c.get('before')!r} (original) vs {c.get('after')!r} (alternative)"
+                    for c in (check.get("changes") or [])[:3])
+            a.add("variant.alternative_differs",
+                  f"Replayed at step {check.get('step')} with the same arguments, the alternative "
+                  f"{check.get('alternative')} {what}. An agent that replaces the broken tool would not reach "
+                  "the gold: make the alternative compute what the broken tool computes.",
+                  f"trajectory[{check.get('step')}].obs")
         if broken.get("alternative") in known_tools:
             a.add("variant.alternative_name",
                   f"The alternative '{broken.get('alternative')}' is the name of an existing tool, which computes "
@@ -68,6 +94,13 @@ def run(a: Any, replay: dict | None = None, known_tools: frozenset = frozenset()
                       f"Step {i} calls the distractor {_call(step)}: the gold plan must use the real tools only.",
                       f"trajectory[{i}]")
     else:
+        strategy = (variant.get("params") or {}).get("strategy")
+        if strategy in ("tool_removal", "information_missing", "visual_inaccessible") \
+                and unsolvable_block(a.content, variant) is None:
+            a.add("variant.unsolvable_proceeds",
+                  f"The variant is unsolvable by {strategy.replace('_', ' ')}, but no step of the gold plan needs "
+                  "what it took away, so an agent can answer it: restore the step that needs it or make the "
+                  "variant again from the base task.", "trajectory")
         spec = [f for f in a.content.get("answer_spec") or [] if isinstance(f, dict)]
         if len(spec) != 1 or spec[0].get("source") != REFUSAL:
             a.add("variant.refusal_gold",

@@ -35,10 +35,13 @@ import copy
 import random
 from typing import Any, Iterable
 
+from kernel.inputs import base_name, walk_data_paths
+
 __all__ = [
     "KINDS", "STRATEGIES", "EXTRANEOUS_LEVELS", "REFUSAL", "VariantError",
     "gold_tools", "make_distractors", "extraneous_variant", "broken_variant", "unsolvable_variant",
     "make_variant", "inert_observation", "broken_observation", "default_alternative_name",
+    "unsolvable_block", "withheld_files",
 ]
 
 KINDS = ("extraneous", "broken", "unsolvable")
@@ -341,3 +344,70 @@ def make_variant(content: dict, kind: str, tools: dict[str, dict], *, n: int = 4
     if kind == "unsolvable":
         return unsolvable_variant(content, strategy, tools, step=step, constraint=constraint)
     raise VariantError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def withheld_files(content: dict, variant: dict) -> set[str]:
+    """The file names (base names) an unsolvable variant withholds from its agent.
+
+    ``information_missing``: every file a gold step names that the variant's ``input_data`` does
+    not declare (the strategy removed the layers the plan reads); ``visual_inaccessible``: the
+    replaced images (``params.replaced`` keys). Empty for other kinds and strategies."""
+    if not isinstance(variant, dict) or variant.get("kind") != "unsolvable":
+        return set()
+    params = variant.get("params") or {}
+    strategy = params.get("strategy")
+    if strategy == "visual_inaccessible":
+        return {str(f).rsplit("/", 1)[-1] for f in (params.get("replaced") or {})}
+    if strategy != "information_missing":
+        return set()
+    data = content.get("input_data") if isinstance(content, dict) else None
+    declared = {base_name(p) for _, p in walk_data_paths(data)}
+    used = {base_name(p) for step in _steps(content) for _, p in walk_data_paths(step.get("args"))}
+    return used - declared
+
+
+def _step_names(step: dict) -> list[str]:
+    """The tool names a step calls: its own, and for a loop the calls it nests."""
+    names = [_call(step)]
+    args = step.get("args") if isinstance(step.get("args"), dict) else {}
+    names += [_call(inner) or str(inner.get("tool") or "") for inner in args.get("calls") or [] if isinstance(inner, dict)]
+    return [n for n in names if n]
+
+
+def unsolvable_block(content: dict, variant: dict) -> dict | None:
+    """Where the gold plan of an unsolvable variant cannot proceed: ``{step, tool, reason}``.
+
+    The rule of the studio's gold replay for unsolvable variants (issue 21; seed 001, §3.1
+    "Unsolvable": the right answer is an explicit refusal): the base plan runs against the
+    variant's tool set and data up to the first step that needs what the variant took away, and
+    stops there; the gold answer is the refusal ``REFUSAL``. That step is
+
+    * ``tool_removal``: the first step calling a removed tool (``tools.removed``; a loop's nested
+      call counts);
+    * ``information_missing`` / ``visual_inaccessible``: the first step whose arguments name a
+      withheld file (:func:`withheld_files`).
+
+    None when nothing blocks the plan: another kind, ``contradictory_constraints`` (the data is all
+    there; the question contradicts itself), or a plan edited so that it no longer needs what was
+    taken away (QC's ``variant.unsolvable_proceeds``)."""
+    if not isinstance(variant, dict) or variant.get("kind") != "unsolvable":
+        return None
+    strategy = (variant.get("params") or {}).get("strategy")
+    steps = _steps(content)
+    if strategy == "tool_removal":
+        removed = set((variant.get("tools") or {}).get("removed") or [])
+        for i, step in enumerate(steps):
+            hit = next((n for n in _step_names(step) if n in removed), None)
+            if hit:
+                return {"step": i, "tool": _call(step),
+                        "reason": f"{hit} is removed from the variant's tool set"}
+        return None
+    gone = withheld_files(content, variant)
+    if not gone:
+        return None
+    for i, step in enumerate(steps):
+        hit = sorted({base_name(p) for _, p in walk_data_paths(step.get("args"))} & gone)
+        if hit:
+            what = "unreadable in" if strategy == "visual_inaccessible" else "missing from"
+            return {"step": i, "tool": _call(step), "reason": f"{hit[0]} is {what} the variant's input_data"}
+    return None

@@ -130,6 +130,13 @@ class ReplayDiffOut(serializers.Serializer):
     accepted_by = serializers.CharField(allow_null=True)
     answer = AnswerChangeOut(many=True)
     steps = StepChangeOut(many=True)
+    recorded = serializers.JSONField(allow_null=True, required=False, help_text=(
+        "the replay against the observations of the file the revision was imported from "
+        "(replay.services.task_recorded_diff: {run, mode, against, steps: [{index, call, state: "
+        "same|changed|source|added|removed, changes, note?}], changed}); null when it keeps none"))
+    variant_check = serializers.JSONField(allow_null=True, required=False, help_text=(
+        "a robustness variant's gold replay: {kind: unsolvable, blocked: {step, tool, reason}} or "
+        "{kind: broken, step, tool, alternative, same, changes, error}; null otherwise"))
 
 
 class ReplayDiffView(APIView):

@@ -30,6 +30,10 @@ class ReplayRun(models.Model):
     accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     artifact_dir = models.CharField(max_length=500, blank=True)
     artifact_manifest = models.JSONField(default=dict, blank=True, help_text="{artifact name: sha256} of the files in the run's folder (content store: cas/<sha[:2]>/<sha>)")
+    variant_check = models.JSONField(null=True, blank=True, help_text=(
+        "a robustness variant's gold replay (replay.services.execute_replay): unsolvable "
+        "{kind, blocked: {step, tool, reason}} where the plan stopped; broken {kind, step, tool, "
+        "alternative, same, changes, error}: the broken step run again with the alternative; null otherwise"))
     tool_calls = models.IntegerField(default=0, help_text="tools actually called (cache misses)")
     cache_hits = models.IntegerField(default=0, help_text="calls answered from the step cache")
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="last progress of a running replay")

@@ -42,6 +42,7 @@ Crashes
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -56,19 +57,21 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import AuditEvent, Layer, Task
+from annotation.models import AuditEvent, Layer, Task, TaskVariant
 from annotation.services.tasks import require_unreleased
 from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
+from replay.variant_tools import published_tools_for
+from annotation.variants import unsolvable_block
 from kernel.catalogue import result_types
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
-from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
+from kernel.taskfile import TaskFileError, read_task_file, same_value, source_from_text, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
                             newest_row, update_by, update_rows)
@@ -468,6 +471,13 @@ def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **f
 def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     """Run a replay to the end and store every step. Safe to call again on a crashed run:
     its old steps and folder are discarded and the run starts over (same inputs, same result).
+
+    A robustness variant's gold replay (``run.variant_check``): an unsolvable variant's plan runs up
+    to the step ``annotation.variants.unsolvable_block`` finds and stops there, recorded as
+    ``{kind: "unsolvable", blocked: {step, tool, reason}}``, its answer the refusal of its answer
+    spec; a broken variant's broken step is run again with the alternative
+    (:func:`alternative_check`). Both end ``succeeded``: that is the expected state.
+
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
@@ -493,11 +503,17 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     start = dict(status=ReplayRun.Status.RUNNING, started_at=now, heartbeat_at=now, steps_done=0, error="",
                  artifact_dir=str(work_dir.relative_to(root)), steps_total=len(steps), tool_calls=0, cache_hits=0,
                  input_fingerprint=fp, final_answer=None, filled_trajectory=[], replay_hash="",
-                 artifact_manifest={}, finished_at=None)
-    if use_cache:
+                 artifact_manifest={}, finished_at=None, variant_check=None)
+    if use_cache:  # an identical earlier run: its steps, answer and variant check are copied
         done = _reuse_identical_run(run, fp, work_dir, start, restarted)
         if done is not None:
             return done
+    # a robustness variant's rules (the docstring); one indexed SELECT, on the cold path only
+    variant = TaskVariant.objects.filter(task_id=run.task_id).values("kind", "params", "tools").first()
+    blocked = unsolvable_block({"trajectory": steps, "input_data": rev.input_data}, variant) if variant else None
+    if blocked is not None:  # the plan runs up to the step that cannot proceed (unsolvable_block's rule)
+        steps = steps[:blocked["step"]]
+        start.update(steps_total=len(steps), variant_check={"kind": "unsolvable", "blocked": blocked})
     resolver = LayerResolver(run.task.event_id, layers)
     checkpoint_dir = settings.STUDIO_CHECKPOINT_DIR or None
     ctx = ToolContext(work_dir=work_dir, resolve_path=resolver, gt_lookup=resolver.gt_lookup, perception_mode=run.mode,
@@ -541,9 +557,58 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         progress.finish(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
         return run
     answer = _jsonable(answer)
+    if variant is not None and variant["kind"] == TaskVariant.Kind.BROKEN:
+        common["variant_check"] = _jsonable(alternative_check(variant["tools"], result, ctx))
     progress.finish(status=ReplayRun.Status.SUCCEEDED, final_answer=answer,
                     replay_hash=replay_hash(common["filled_trajectory"], answer), **common)
     return run
+
+
+def alternative_check(tool_set: dict, result, ctx: ToolContext) -> dict | None:
+    """The broken step of a broken variant run again with its alternative (issue 21: "an
+    alternative computes the same observation on replay"; QC's ``variant.alternative_differs``).
+
+    ``tool_set``: the variant's ``TaskVariant.tools``; ``result``: the gold replay's
+    ``ReplayResult`` (authored steps, each with its resolved arguments and observation); ``ctx``:
+    the replay's tool context (the same work dir, so references to earlier outputs resolve). The
+    alternative is the one an agent is served (``replay.variant_tools.published_tools_for``) and
+    is called with the original step's resolved arguments. Returns ``{kind: "broken", step,
+    tool, alternative, same, changes: [{path, before, after}], error}``: observations compared
+    leaf by leaf as ``recorded_diff`` does (numbers to 1e-6 relative, file-name leaves and the
+    ``tool`` key, which names the alternative, skipped); ``error`` is the alternative's failure.
+    None when the step is not in the replay (QC's ``variant.broken_step`` reports that)."""
+    broken = (tool_set or {}).get("broken") or {}
+    j = broken.get("step")
+    try:
+        spec = get_tool(str(broken.get("tool") or ""))
+    except ToolError:
+        return None
+    if not isinstance(j, int) or not 0 <= j < len(result.steps):
+        return None
+    step = result.steps[j]
+    try:
+        if get_tool(step.call).name != spec.name:  # the step calls another tool now
+            return None
+    except ToolError:
+        return None
+    alt = next((p for p in published_tools_for(tool_set, [spec]) if p.role == "alternative"), None)
+    out = {"kind": "broken", "step": j, "tool": broken["tool"], "alternative": broken.get("alternative"),
+           "same": False, "changes": [], "error": None}
+    if alt is None:
+        out["error"] = "the variant names no alternative"
+        return out
+    try:
+        obs = alt.call(copy.deepcopy(step.resolved_args or {}), ctx)
+    except ToolError as exc:
+        out["error"] = str(exc)
+        return out
+
+    def strip(o):
+        return {k: v for k, v in o.items() if k != "tool"} if isinstance(o, dict) else o
+
+    out["changes"] = _recorded_changes(_jsonable(strip(step.obs)), _jsonable(strip(obs)), 1e-6)
+    out["same"] = not out["changes"]
+    return out
 
 
 def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
@@ -575,12 +640,12 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
     The step rows and the filled trajectory are copied inside the database (``INSERT … SELECT``
     and a subquery), never decoded here; the returned run loads ``filled_trajectory`` when read."""
     prev = newest_row(ReplayRun, ("id", "artifact_manifest", "final_answer", "replay_hash", "tool_calls",
-                                  "cache_hits", "steps_done"), exclude_pk=run.pk,
+                                  "cache_hits", "steps_done", "variant_check"), exclude_pk=run.pk,
                       where=dict(task=run.task_id, mode=run.mode, status=ReplayRun.Status.SUCCEEDED,
                                  input_fingerprint=fp))
     if prev is None:
         return None
-    prev_id, manifest, answer, h, tool_calls, cache_hits, steps_done = prev
+    prev_id, manifest, answer, h, tool_calls, cache_hits, steps_done, variant_check = prev
     store = artifact_store()
     manifest = manifest or {}
     if not all(store.has(sha) for sha in manifest.values()):
@@ -594,8 +659,10 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
             ReplayStep.objects.filter(run=run).delete()
         copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), where={"run": prev_id},
                   values={"run": run.pk, "duration_ms": 0, "cached": True})
-        fields = {**start, "steps_done": steps_done, "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
-                  "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished}
+        fields = {**start, "steps_done": steps_done, "steps_total": steps_done,  # a succeeded run did them all
+                  "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
+                  "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished,
+                  "variant_check": variant_check}
         fields.pop("filled_trajectory")
         _finish_succeeded(run, answer, h, filled_trajectory_of=prev_id, **fields)
     return run
@@ -812,11 +879,56 @@ def recorded_trajectory(task: Task, path: str | Path) -> list[dict]:
     raise TaskImportError(f"{path.name}: no sample '{task.sample_id}' (task {task.question_id})")
 
 
+def kept_recorded_trajectory(revision) -> list[dict] | None:
+    """The observations recorded in the file ``revision`` was imported from (issue 17 item 4).
+
+    An imported revision keeps the file's own sample and task (``TaskRevision.source``,
+    ``kernel.content.source_record``: ``{"task": the task as written, "content": what the importer
+    derived, ...}``). Returns the written task's ``trajectory`` (calls, args, ``obs``; loop
+    expansions as written) when at least one step has an ``obs`` and the revision's gold plan is
+    still the one imported (its ``trajectory`` equal, as JSON values, to the kept
+    ``content.trajectory``): after an author edits the plan the file's observations belong to
+    another plan and are not compared. None otherwise (no source, no recorded observation, an
+    edited plan)."""
+    if revision is None:
+        return None
+    try:
+        record = source_from_text(revision.source)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("task"), dict):
+        return None
+    written = record["task"].get("trajectory")
+    if not isinstance(written, list) or not any(isinstance(s, dict) and "obs" in s for s in written):
+        return None
+    imported = (record.get("content") or {}).get("trajectory") if isinstance(record.get("content"), dict) else None
+    if imported is None or not same_value(to_storage(imported), revision.trajectory):
+        return None
+    return written
+
+
+def task_recorded_diff(run: ReplayRun) -> dict | None:
+    """``recorded_diff`` of ``run`` against the observations kept on its revision
+    (:func:`kept_recorded_trajectory`), with ``against`` = the imported file's name; None when the
+    revision keeps none."""
+    recorded = kept_recorded_trajectory(run.revision)
+    if recorded is None:
+        return None
+    record = source_from_text(run.revision.source)
+    return {**recorded_diff(run, recorded), "against": str(record.get("file") or "the imported task file")}
+
+
 def task_replay_diff(task: Task) -> dict | None:
     """The diff a task page shows: the pending replay against the gold, else the newest succeeded
-    replay against the gold before it; None when the task has no succeeded replay."""
+    replay against the gold before it; None when the task has no succeeded replay. ``recorded``:
+    the same replay against the observations of the file the revision was imported from
+    (:func:`task_recorded_diff`), or None; ``variant_check``: a robustness variant's
+    ``ReplayRun.variant_check`` (where an unsolvable plan stopped, the broken step replayed
+    with the alternative), or None."""
     run = pending_replay(task) or ReplayRun.objects.filter(task=task, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED).order_by("-id").first()
-    return replay_diff(run) if run is not None else None
+    if run is None:
+        return None
+    return {**replay_diff(run), "recorded": task_recorded_diff(run), "variant_check": run.variant_check}
 
 
 @transaction.atomic

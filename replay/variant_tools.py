@@ -27,8 +27,11 @@ listed tool answers:
 is refused as unknown, one of the broken tool fails with its error, and one of the alternative
 runs the original (so the loop cannot be used to step around the variant's tool set).
 
-The gold replay (``replay.engine``) does not read this module: a variant's gold plan is its base
-task's plan over the unchanged registry tools.
+The gold replay (``replay.engine``) runs a variant's plan over the registry's tools, never this
+listing, with two variant rules in ``replay.services.execute_replay``: an unsolvable variant's plan
+stops at the step that needs what the variant took away (``annotation.variants.unsolvable_block``),
+and a broken variant's broken step is run again with the alternative listed here
+(``replay.services.alternative_check``) so that QC can say whether it computes the same observation.
 """
 from __future__ import annotations
 
@@ -173,7 +176,7 @@ def published_tools_for(tool_set: dict | None, specs: Iterable[ToolSpec]) -> lis
     for spec in specs:
         if _key(spec.name) in removed:
             continue
-        if broken and spec.name == broken.get("tool"):
+        if broken and _key(spec.name) == _key(broken.get("tool")):  # the plan may name it by its alias
             out.append(PublishedTool(spec, _broken(spec.name, broken.get("error") or f"{spec.name} failed"), "broken"))
             alt = broken.get("alternative")
             if alt:

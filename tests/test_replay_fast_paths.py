@@ -90,9 +90,10 @@ def test_statements_per_replay_are_pinned(task):
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(cold.pk)
     # the run with its revision and task; the event's layers; an identical earlier run (none);
+    # the task's variant row (none: a robustness variant's replay rules, replay.services);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
     # rows, the gold lookup, the run's update
-    assert _statements(ctx) == ["SELECT"] * 5 + ["INSERT", "INSERT", "SELECT", "UPDATE"]
+    assert _statements(ctx) == ["SELECT"] * 6 + ["INSERT", "INSERT", "SELECT", "UPDATE"]
     warm = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(warm.pk)

@@ -107,3 +107,107 @@ def test_a_disagreeing_tool_step_is_a_gold_diff(florence, tmp_path):
     row = diff["steps"][1]
     assert row["state"] == "changed" and diff["changed"] is True and code == 2
     assert row["changes"] == [{"path": "classes_present[1]", "before": None, "after": 3}]
+
+
+# ---- the observations kept on an imported revision (no --against) ---------------------------------
+#
+# A benchmark-layout task file whose recorded observations are the benchmark's own: steps 1-3 are
+# calls of ../shared/tool-examples/cases.jsonl on the Florence tile (ras.grid_windows on its mask,
+# vis.add_map_elements on its post image, vis.pie_chart), each with the observation the benchmark's
+# tool servers returned (cases.jsonl "expected", dora/tools/calculate.py and vis.py at 7b96988).
+# Step 0 is the perception step, whose observation a model gave (hand-written: another mask name,
+# the model's class names), so it differs only by the GT/model source.
+
+TOOL_CASES = REALDATA.parent / "tool-examples" / "cases.jsonl"
+FLORENCE_CASES = ("grid_windows_florence_3", "vis_add_map_elements", "vis_pie_chart")
+
+
+def benchmark_task_file(tmp_path, edit=None):
+    cases = {c["id"]: c for c in map(json.loads, TOOL_CASES.read_text(encoding="utf-8").splitlines())}
+    traj = [{"call": "seg_building_damage(pre_image_path, post_image_path)",
+             "args": {"pre_image_path": PRE, "post_image_path": POST},
+             "obs": {"tool": "seg.building_damage", "mask_path": f"{TMP}/building_damage_3b1f.png",
+                     "classes": {"1": "no-damage", "2": "minor-damage", "3": "major-damage", "4": "destroyed"},
+                     "model": "dora-damage-v1"}}]
+    for cid in FLORENCE_CASES:
+        case = cases[cid]
+        args = {k: (v.rsplit("/", 1)[-1] if isinstance(v, str) and v.startswith("xbd-") else v)
+                for k, v in case["args"].items()}
+        traj.append({"call": case["tool"], "args": args, "obs": json.loads(json.dumps(case["expected"]))})
+    if edit:
+        edit(traj)
+    sample = {"sample_id": "flo_0003", "disaster_type": "hurricane",
+              "input_data": {"pre_image": {"image_path": PRE, "pixel_size_m": 0.5},
+                             "post_image": {"image_path": POST, "pixel_size_m": 0.5},
+                             "damage_mask": {"image_path": "hurricane-florence_00000018_mask.png"}},
+              "tasks": [{"task_category": "perception_and_assessment", "task_category_code": "T1",
+                         "question": "How many analysis windows cover the tile?",
+                         "tools": [s["call"].split("(")[0] for s in traj], "trajectory": traj,
+                         "final_answer": {"windows": 9}, "eval_spec": {"windows": "scalar_count"}}]}
+    p = tmp_path / "t1_perception_and_assessment.json"
+    p.write_text(json.dumps([sample]), encoding="utf-8")
+    return p
+
+
+def test_replay_of_an_imported_task_diffs_against_its_own_recorded_observations(florence, tmp_path):
+    run_cmd("import_tasks", str(benchmark_task_file(tmp_path)), "--event", florence.slug)
+    text, code = run_cmd("replay", "--task", "flo_0003_task0", "--json")
+    out = json.loads(text)
+    assert out["status"] == "succeeded", out["error"]
+    diff = out["recorded_diff"]
+    # no --against: the file the task was imported from, kept on the revision
+    assert diff["against"] == "t1_perception_and_assessment.json"
+    assert [(r["call"], r["state"]) for r in diff["steps"]] == [
+        ("seg.building_damage", "source"), ("ras.grid_windows", "same"),
+        ("vis.add_map_elements", "same"), ("vis.pie_chart", "same")]
+    assert "GT perception" in diff["steps"][0]["note"] and diff["changed"] is False and code == 0
+    text, code = run_cmd("replay", "--task", "flo_0003_task0")
+    assert "against the observations recorded in t1_perception_and_assessment.json" in text
+    assert "no gold diff for non-perception steps" in text and code == 0
+
+
+def test_a_recorded_tool_observation_the_replay_does_not_give_exits_2(florence, tmp_path):
+    # the file records 8 windows where the benchmark's ras.grid_windows gives 9 for n=3 (cases.jsonl)
+    def edit(traj):
+        traj[1]["obs"]["count"] = 8
+    run_cmd("import_tasks", str(benchmark_task_file(tmp_path, edit)), "--event", florence.slug)
+    text, code = run_cmd("replay", "--task", "flo_0003_task0", "--json")
+    diff = json.loads(text)["recorded_diff"]
+    assert code == 2 and diff["changed"] is True
+    assert diff["steps"][1]["state"] == "changed"
+    assert diff["steps"][1]["changes"] == [{"path": "count", "before": 8, "after": 9}]
+    assert [r["state"] for r in diff["steps"][2:]] == ["same", "same"]
+
+
+def test_an_edited_plan_is_not_compared_with_the_imported_observations(florence, tmp_path):
+    from annotation.models import Task
+    from annotation.services.tasks import save_revision
+    from django.contrib.auth import get_user_model
+
+    run_cmd("import_tasks", str(benchmark_task_file(tmp_path)), "--event", florence.slug)
+    task = Task.objects.get(question_id="flo_0003_task0")
+    traj = [dict(s) for s in task.head.trajectory]
+    traj[3] = {**traj[3], "args": {"data": {"intact": 11, "damaged": 5}}}
+    save_revision(get_user_model().objects.get(username="root"), task, expected_version=task.version,
+                  content={"trajectory": traj}, message="edited the chart")
+    text, code = run_cmd("replay", "--task", "flo_0003_task0", "--json")
+    out = json.loads(text)
+    # the file's observations belong to the imported plan, not this one: nothing to diff against
+    assert out["status"] == "succeeded" and "recorded_diff" not in out and code == 0
+
+
+def test_task_page_replay_panel_shows_the_recorded_diff(florence, tmp_path, client):
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import Task
+
+    run_cmd("import_tasks", str(benchmark_task_file(tmp_path)), "--event", florence.slug)
+    run_cmd("replay", "--task", "flo_0003_task0")
+    task = Task.objects.get(question_id="flo_0003_task0")
+    client.force_login(get_user_model().objects.get(username="root"))
+    html = client.get(f"/tasks/{task.pk}/replay-diff/").content.decode()
+    assert "Against the observations recorded in t1_perception_and_assessment.json" in html
+    assert "no gold diff for non-perception steps" in html
+    assert "perception source: the studio replayed this step with GT perception" in html
+    api = client.get(f"/api/tasks/{task.pk}/replay-diff/").json()
+    assert [r["state"] for r in api["recorded"]["steps"]] == ["source", "same", "same", "same"]

@@ -7,6 +7,8 @@ Layout of a release folder::
     images/<path>                           every raster and vector that input_data names
     schemas/*.schema.json                   the JSON Schemas of the files (copied from annotation/schemas)
     studio_manifest.json                    the sidecar (provenance, sha256 of every file, counts)
+    variants/tasks/…, variants/images/…     robustness variants, when the release has some
+                                            (``release_variants``; ``variants`` in the sidecar)
 
 Task files are JSON arrays of samples ``{sample_id, disaster_type, input_data, classes, tasks}``;
 each task ``{task_category, task_category_code, question, tools, trajectory: [{call, args, obs}],
@@ -41,7 +43,7 @@ from typing import Any, Callable, Iterable
 
 from django.conf import settings
 
-from annotation.models import Layer, Task, TaskRevision
+from annotation.models import Layer, Task, TaskRevision, TaskVariant
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
 from kernel.steps import step_call
@@ -398,8 +400,10 @@ class LayoutResult:
 
 
 def content_digest(files: dict[str, dict]) -> str:
-    """sha256 of the canonical JSON ``{path: sha256}`` of the task files and gold polygons."""
-    return hashlib.sha256(canonical({p: i["sha256"] for p, i in files.items() if p.startswith("tasks/")})
+    """sha256 of the canonical JSON ``{path: sha256}`` of the task files and gold polygons
+    (``tasks/``, and the robustness variants' ``variants/tasks/``: ``release_variants``)."""
+    return hashlib.sha256(canonical({p: i["sha256"] for p, i in files.items()
+                                     if p.startswith(("tasks/", "variants/tasks/"))})
                           .encode("utf-8")).hexdigest()
 
 
@@ -628,10 +632,15 @@ class LayoutWriter:
 
         if task.event_id not in self._layer_infos:
             self._layer_infos[task.event_id] = {l.file_name: layer_info(l) for l in self._event_layers(task.event).values()}
+        content = revision_content(rev)
+        variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
+        if variant is not None:  # a robustness variant: its own checks, as on the task page
+            content["variant"] = variant
         try:
-            findings = qc.full_qc(revision_content(rev), layers=self._layer_infos[task.event_id],
+            findings = qc.full_qc(content, layers=self._layer_infos[task.event_id],
                                   replay={"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
-                                          "hash": run.replay_hash}, data_root=settings.STUDIO_DATA_ROOT)
+                                          "hash": run.replay_hash, "variant_check": run.variant_check},
+                                  data_root=settings.STUDIO_DATA_ROOT)
             found = [f.as_dict() for f in findings]
         except Exception as exc:  # QC must not stop an export: record that it could not run
             found = [{"check": "qc.failed", "severity": "warning", "message": f"QC could not run: {exc}", "location": ""}]

@@ -42,7 +42,8 @@ def _replay_dict(run) -> dict:
     from replay.engine import collapse_expanded
 
     authored = collapse_expanded(run.filled_trajectory or [])[0]
-    return {"trajectory": authored, "final_answer": run.final_answer or {}, "hash": run.replay_hash, "run": run}
+    return {"trajectory": authored, "final_answer": run.final_answer or {}, "hash": run.replay_hash, "run": run,
+            "variant_check": run.variant_check}
 
 
 def _load_json(path: Path) -> Any:

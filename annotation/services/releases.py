@@ -11,6 +11,8 @@
   the release folder with :func:`export_release` and a zip beside it.
 * ``import_release_dir`` reads a benchmark folder in the same layout (with or without the sidecar)
   into events, layers, tasks, revisions and gold replays; idempotent and all-or-nothing.
+* Robustness variants a release pins are written under ``variants/`` beside the benchmark's
+  files and read back linked to their base tasks (``annotation.services.release_variants``).
 
 Permissions: ``release.export`` for creating, editing and exporting releases, ``release.publish``
 (maintainers) for publishing one;
@@ -37,14 +39,14 @@ from django.utils.text import slugify
 from annotation.models import AuditEvent, Event, Layer, Release, ReleaseTask, Task, TaskRevision
 from annotation.selectors_releases import exports_dir, release_entries
 from annotation.services.export import (
-    IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError, LayoutWriter, _tempdir_digest,
+    IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError,
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
-from annotation.services import review
+from annotation.services import release_variants, review
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased
 from studio.permissions import require
@@ -174,7 +176,7 @@ def _publish(user, release: Release) -> Release:
     if not entries:
         raise ReleaseError(f"release {locked.version} has no task")
     try:
-        digest = _tempdir_digest(entries)
+        digest = release_variants.release_digest(entries)
     except ExportError as exc:
         raise ReleaseError(f"release {locked.version} cannot be published: {exc}") from exc
     items = list(ReleaseTask.objects.filter(release=locked).select_related("task", "revision"))
@@ -247,7 +249,8 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
         raise ExportError(f"release {release.version} has no task")
     staging = staging_dir_for(out)
     try:
-        result = LayoutWriter(staging, release_id=release.pk, progress=progress).write(entries)
+        result, variant_entries = release_variants.write_layout(staging, entries, release_id=release.pk,
+                                                                progress=progress)
         info = release_info(release)
         if release.manifest_sha256 and result.content_sha256 != release.manifest_sha256:
             raise ExportError(f"release {release.version}: the task files differ from what was published "
@@ -262,6 +265,8 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
             "images_missing": sorted(result.missing.values(), key=lambda m: m["path"]),
             "counts": result.counts, "schemas": schemas,
         }
+        if variant_entries:  # robustness variants beside the benchmark's files (release_variants)
+            manifest["variants"] = release_variants.variants_section(release, variant_entries)
         problems = schema_problems("manifest", manifest)
         if problems:
             raise ExportError(f"{MANIFEST_NAME}: {problems[0][0]}: {problems[0][1]}")
@@ -488,9 +493,14 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     refuse_symlinks(root)
     tasks_dir = root / "tasks" if (root / "tasks").is_dir() else root
     base = root if tasks_dir != root else root.parent
-    found = [(dim, tasks_dir / name) for dim, name in TASK_FILES.items() if (tasks_dir / name).is_file()]
+    found = [(dim, tasks_dir / name, root / "images") for dim, name in TASK_FILES.items() if (tasks_dir / name).is_file()]
     if not found:
         raise ReleaseImportError(tasks_dir, f"no task file ({', '.join(TASK_FILES.values())})")
+    # robustness variants beside the benchmark's files (release_variants), read the same way
+    variants_dir = root / release_variants.VARIANTS_DIR
+    if tasks_dir != root and (variants_dir / "tasks").is_dir():
+        found += [(dim, variants_dir / "tasks" / name, variants_dir / "images") for dim, name in TASK_FILES.items()
+                  if (variants_dir / "tasks" / name).is_file()]
     rel_of = lambda p: p.relative_to(base).as_posix()  # noqa: E731
 
     sidecar = None
@@ -516,8 +526,9 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
     images: dict[tuple[str, str], Path] = {}
     missing: dict[str, dict] = {}
     polygons: dict[str, Path] = {}
-    for dim, fpath in found:
+    for dim, fpath, images_dir in found:
         rel = rel_of(fpath)
+        file_tasks_dir = fpath.parent
         samples = _read_task_file(fpath, rel)
         for si, sample in enumerate(samples):
             if not sample["tasks"]:
@@ -541,8 +552,8 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
                     if not value.strip():
                         continue
                     vrel = safe_relative(value)
-                    cand = [tasks_dir / vrel.as_posix()] if vrel else []
-                    cand.append(tasks_dir / "gold_polygons" / Path(value.replace("\\", "/")).name)
+                    cand = [file_tasks_dir / vrel.as_posix()] if vrel else []
+                    cand.append(file_tasks_dir / "gold_polygons" / Path(value.replace("\\", "/")).name)
                     gp = next((c for c in cand if c.is_file()), None)
                     if gp is None:
                         missing.setdefault(value, {"path": value, "question_ids": [], "reason": "gold polygon not found"})["question_ids"].append(qid)
@@ -555,7 +566,7 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
             ev0 = planned[-1].event
             for p in data_paths(sample.get("input_data") or {}):
                 prel = safe_relative(p)
-                f = root / "images" / prel.as_posix() if prel else None
+                f = images_dir / prel.as_posix() if prel else None
                 if f is not None and f.is_file():
                     images[(ev0, p)] = f
                 else:
@@ -652,6 +663,10 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
       trajectory (call + args), plus an import replay (succeeded, gold accepted) holding the file's
       trajectory with obs, final answer, eval spec and answer format, and ``source.json``.
       Imported tasks are ``approved``.
+    * Variants: ``variants/tasks/`` is read like ``tasks/``; each question the sidecar's
+      ``variants`` describes gets its ``TaskVariant`` row, linked to its base task
+      (``release_variants.link_imported_variants``; a base found nowhere is an error at
+      ``variants.<question id>``).
     * Release: ``release_version``, or the sidecar's release version when ``make_release``, is
       created with the imported tasks and published (``publish``; the sidecar's status when it
       names one); an existing release of that version must hold exactly these revisions.
@@ -704,6 +719,9 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 layers = {l.file_name: l for l in events[slug].layers.all()}
                 if find_layer(layers, p) is not None:
                     report.layers[f"{slug}/{p}"] = "linked"
+                    continue
+                if release_variants.is_unreadable_file(f):  # made again with its variant (release_variants)
+                    report.layers[f"{slug}/{p}"] = "unreadable"
                     continue
                 sample = next(pl.sample for pl in parsed.planned if pl.event == slug and p in data_paths(pl.sample.get("input_data") or {}))
                 key, entry = entry_of(sample.get("input_data") or {}, p)
@@ -784,6 +802,12 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                     accepted_by=user, requested_by=user, artifact_dir=adir, started_at=now, finished_at=now)
                 pinned.append((task, rev.pk, run.pk))
 
+            variant_questions = {pl.question_id: pin for pl, pin in zip(parsed.planned, pinned)
+                                 if pl.file.startswith(f"{release_variants.VARIANTS_DIR}/")}
+            try:
+                release_variants.link_imported_variants(user, sidecar.get("variants") or {}, variant_questions)
+            except release_variants.VariantReleaseError as exc:
+                raise ReleaseImportError(MANIFEST_NAME, exc.problem, field=f"variants.{exc.question_id}") from exc
             if version:
                 _import_release(user, version, side_release, pinned, report, publish)
     except BaseException:

@@ -18,7 +18,7 @@ from annotation import variants as spec_maker
 from annotation.models import Layer, Task, TaskVariant
 from annotation.services.tasks import CONTENT_FIELDS, create_task
 
-__all__ = ["tool_catalogue", "create_variant", "VariantError"]
+__all__ = ["tool_catalogue", "create_variant", "unreadable_layers", "is_unreadable_file", "VariantError", "UNREADABLE_BYTES"]
 
 VariantError = spec_maker.VariantError
 
@@ -45,8 +45,18 @@ def _sample_suffix(kind: str, params: dict) -> str:
     return "uns" + "".join(w[0] for w in params["strategy"].split("_"))
 
 
-def _unreadable_layers(base: Task, replaced: dict[str, str]) -> None:
-    """One layer per replaced image: the same frame, phase and modality, an unreadable file."""
+def is_unreadable_file(path: Path) -> bool:
+    """True for a file holding exactly ``UNREADABLE_BYTES`` (a ``visual_inaccessible`` image)."""
+    try:
+        return path.stat().st_size == len(UNREADABLE_BYTES) and path.read_bytes() == UNREADABLE_BYTES
+    except OSError:
+        return False
+
+
+def unreadable_layers(base: Task, replaced: dict[str, str]) -> None:
+    """One layer per replaced image (``{original file name: unreadable file name}``) in the base
+    task's event: the same frame, phase and modality, an unreadable file stored under
+    ``STUDIO_DATA_ROOT/variants/<event>/``. Idempotent (an existing layer of that name stays)."""
     root = Path(settings.STUDIO_DATA_ROOT)
     folder = root / "variants" / base.event.slug
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,7 +92,7 @@ def create_variant(user, base: Task, kind: str, **params) -> tuple[TaskVariant, 
     if existing is not None:
         return existing, False
     if kind == "unsolvable" and info["params"].get("strategy") == "visual_inaccessible":
-        _unreadable_layers(base, info["params"]["replaced"])
+        unreadable_layers(base, info["params"]["replaced"])
     sample_id = f"{base.sample_id}_{_sample_suffix(kind, info['params'])}"
     k = 2
     while Task.objects.filter(question_id=f"{sample_id}_task{base.task_index}").exists():

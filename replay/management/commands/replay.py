@@ -14,11 +14,14 @@ had the same input fingerprint (revision, layer contents, tool versions). ``--re
 re-queues runs without progress for ``--timeout`` seconds (default 900). Exit status 1 when a
 replay failed.
 
-``--task ... --against TASK_FILE`` also diffs the replay against the observations recorded in a
-benchmark-layout task file (``replay.services.recorded_diff``; ``--json``: ``recorded_diff``):
-each step same / changed / source (a perception step whose observation differs because the studio
-replays with GT masks and the file's came from the benchmark's model) / added / removed; exit
-status 2 when a non-perception step differs.
+``--task`` on a task imported from a benchmark-layout file that recorded observations (the file's
+task is kept on the revision, ``TaskRevision.source``) also diffs the replay against them
+(``replay.services.task_recorded_diff``; none when the plan was edited since the import);
+``--against TASK_FILE`` diffs against another benchmark-layout file instead
+(``replay.services.recorded_diff``). ``--json``: ``recorded_diff``. Each step is same / changed /
+source (a perception step whose observation differs because the studio replays with GT masks and
+the file's came from the benchmark's model) / added / removed; exit status 2 when a
+non-perception step differs.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ from annotation.models import Layer, Task
 from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
 from replay.services import (GOLD_MODE, LAYER_FIELDS, TaskImportError, create_run, execute_replay, input_fingerprint,
-                             recorded_diff, recorded_trajectory, resume_stuck_replays)
+                             recorded_diff, recorded_trajectory, resume_stuck_replays,
+                             task_recorded_diff)
 
 
 def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
@@ -57,7 +61,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--against", metavar="TASK_FILE", default=None,
                             help="with --task: diff the replay against the observations recorded in "
-                                 "this benchmark-layout task file (perception steps marked by source)")
+                                 "this benchmark-layout task file (perception steps marked by source); "
+                                 "default: those of the file the task was imported from, if any")
 
     def handle(self, *args, **o):
         if o["resume_stuck"]:
@@ -87,7 +92,10 @@ class Command(BaseCommand):
         out = {"question_id": task.question_id, "run": run.pk, "status": run.status, "error": run.error or None,
                "replay_hash": run.replay_hash, "gold_accepted": run.gold_accepted, "tool_calls": run.tool_calls,
                "cache_hits": run.cache_hits, "final_answer": run.final_answer, "trajectory": run.filled_trajectory}
-        diff = recorded_diff(run, recorded) if recorded is not None else None
+        if recorded is not None:
+            diff = {**recorded_diff(run, recorded), "against": o["against"]}
+        else:
+            diff = task_recorded_diff(run) if run.status == ReplayRun.Status.SUCCEEDED else None
         if diff is not None:
             out["recorded_diff"] = diff
         if o["json"]:
@@ -103,7 +111,7 @@ class Command(BaseCommand):
             if not run.gold_accepted and run.status == ReplayRun.Status.SUCCEEDED:
                 self.stdout.write("the answer differs from the accepted gold: accept it on the task page")
             if diff is not None:
-                self.stdout.write(f"against {o['against']}:")
+                self.stdout.write(f"against the observations recorded in {diff['against']}:")
                 for row in diff["steps"]:
                     self.stdout.write(f"  [{row['index']}] {row['call']}: {row['state']}"
                                       + (f" ({row['note']})" if row.get("note") else ""))

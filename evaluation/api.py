@@ -16,6 +16,7 @@ from evaluation.judge.stepwise import StepwiseCaseError, planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
 from evaluation.selectors_judge_report import judge_report_rows
 from evaluation.services import ERROR_CODES, VerdictLocked, submit_human_verdict
+from evaluation.services_queue import note_verdicts_seen
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -122,6 +123,7 @@ class RecordDetailView(APIView):
     def get(self, request, pk: int):
         record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
         shown, hidden = selectors.visible_verdicts(request.user, record)
+        note_verdicts_seen(request.user, record, "record API", shown)  # blind until final: no blind claim after this
         record.verdicts_hidden = hidden
         data = RecordOut(record).data
         data["verdicts"] = VerdictOut(sorted(shown, key=lambda v: -v.pk), many=True).data
@@ -243,6 +245,8 @@ class JudgeJobDetailView(APIView):
 
 
 class QueueIn(serializers.Serializer):
+    item = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS,
+                                    help_text="claim this item (a direct claim) instead of the next of the queue")
     release = serializers.CharField(required=False, allow_blank=True, default="")
     agent = serializers.CharField(required=False, allow_blank=True, default="")
     dimension = serializers.CharField(required=False, allow_blank=True, default="")
@@ -278,12 +282,20 @@ def _queue_error(exc):
 
 
 class ScoringClaimView(APIView):
-    @extend_schema(request=QueueIn, responses={200: ScoringItemOut, 204: None})
+    @extend_schema(request=QueueIn, responses={200: ScoringItemOut, 204: None, 409: None})
     def post(self, request):
-        from evaluation.services_queue import QueueFilter, claim_next
+        """Claim the next item of the queue (204: none left), or the given ``item`` (409 with the
+        reason when refused: submitted, held by another, or you saw the record's other verdicts)."""
+        from evaluation.services_queue import QueueError, QueueFilter, claim_item, claim_next
 
         data = QueueIn(data=request.data)
         data.is_valid(raise_exception=True)
+        if data.validated_data.get("item") is not None:
+            item = get_object_or_404(ScoringItem, pk=data.validated_data["item"])
+            try:
+                return Response(ScoringItemOut(claim_item(request.user, item)).data)
+            except QueueError as exc:
+                return _queue_error(exc)
         item = claim_next(request.user, QueueFilter.from_params(data.validated_data))
         if item is None:
             return Response(status=204)

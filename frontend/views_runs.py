@@ -11,7 +11,7 @@ from django.urls import NoReverseMatch, reverse
 from annotation.models import Release
 from evaluation import leaderboard as lb
 from evaluation.services import RunImportError, import_run_zip
-from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record
+from evaluation.services_queue import import_queue_share, note_verdicts_seen, queue_share_of_run, verdicts_per_record
 from evaluation import selectors
 from evaluation.selectors_robustness import run_robustness
 from frontend.views_events import map_config
@@ -96,6 +96,7 @@ def record_detail_page(request, pk: int):
     record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
     replay = latest_successful_replay(record.task) if record.task_id else None
     shown, hidden = selectors.visible_verdicts(request.user, record)
+    note_verdicts_seen(request.user, record, "record page", shown)  # blind until final: no blind claim after this
     own = selectors.own_verdict(request.user, record)
     split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {

@@ -26,7 +26,7 @@ from evaluation.scoring.operators import extract_point
 from evaluation.services import GRADES
 from evaluation.services_adjudication import scored_by
 from evaluation.services_judge import try_judge_config
-from evaluation.services_queue import QueueFilter
+from evaluation.services_queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import can, require
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
@@ -194,6 +194,11 @@ def scoring_item(request, pk: int):
     if item.scorer_id != request.user.pk or item.verdict_id:
         messages.warning(request, "That item is not yours to score (submitted, or claimed by someone else).")
         return redirect("scoring-home")
+    try:
+        claim_item(request.user, item)  # renews the lease; refused once the holder saw the record's other verdicts
+    except QueueError as exc:
+        messages.warning(request, str(exc))
+        return redirect("scoring-home")
     record = item.record
     queue = QueueFilter.from_params(request.GET)
     progress = selectors.scorer_progress(request.user, queue)
@@ -289,6 +294,7 @@ def adjudication_record(request, pk: int):
 
     require(request.user, "verdict.adjudicate")
     record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+    note_verdicts_seen(request.user, record, "adjudication page")  # it shows every verdict: no blind claim after this
     error = None
     posted = None
     if request.method == "POST":

@@ -22,7 +22,6 @@ from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
-from evaluation.scoring.operators import extract_point
 from evaluation.services import GRADES
 from evaluation.services_adjudication import scored_by
 from evaluation.services_judge import try_judge_config
@@ -100,21 +99,10 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
 
 def evidence(record: RunRecord) -> dict:
     """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
-    to JSON, and ``points`` — gold and predicted geographic points of the answer for the map
-    (``[{field, gold: [lat, lon] | None, pred: [lat, lon] | None}]``)."""
+    to JSON (the map's ``geometries`` come from the selector as they are)."""
     ev = selectors.record_evidence(record)
     for r in ev["steps"]:
         r["pred"] = _readable_obs(r["pred"]) if r["pred"] is not None else None
-    points = []
-    for f in ev["fields"]:
-        if f["type"] != "point_haversine":
-            continue
-        def pt(v):
-            lat, lon = extract_point(v, "geo")
-            ok = lat is not None and lon is not None and -90 <= lat <= 90 and -180 <= lon <= 180
-            return [lat, lon] if ok else None
-        points.append({"field": f["field"], "gold": pt(f["gold"]), "pred": pt(f["pred"])})
-    ev["points"] = [p for p in points if p["gold"] or p["pred"]]
     return ev
 
 

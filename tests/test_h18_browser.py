@@ -179,11 +179,71 @@ def test_point_answers_show_both_geometries_on_the_map(live_server, browser, mak
     page, errors = _page(browser, live_server.url, "ana", "ana-pass-1")
     try:
         page.goto(f"{live_server.url}/records/{rec.pk}/")
-        page.wait_for_selector("#answer-map[data-ready='2']")  # two markers: gold and predicted
-        assert page.locator("#answer-map path.answer-gold").count() == 1
-        assert page.locator("#answer-map path.answer-pred").count() == 1
+        amap = ".answer-map[data-field='site__point_geo']"
+        page.wait_for_selector(f"{amap}[data-ready='2']")  # two markers: gold and predicted
+        assert page.locator(f"{amap} path.answer-gold").count() == 1
+        assert page.locator(f"{amap} path.answer-pred").count() == 1
         row = page.inner_text("#answer-fields tr[data-field='site__point_geo']")
         assert "111.195 m > 20 m" in row and "site_lat + site_lon" in row
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_polygon_answers_show_gold_and_predicted_on_every_answer_page(live_server, browser, make_user, run_a, tmp_path):
+    """A ``polygon_iou`` answer: the gold file (with its dora_grid, EPSG:32633) and the agent's
+    predicted file (pixel columns 12..32, 1 m east of the gold's 10..30) drawn as two polygons on
+    the record page, the scoring queue item and the adjudication page."""
+    import json
+
+    from evaluation.models import AgentRun, RunRecord
+    from evaluation.services_queue import enqueue_records
+
+    grid = {"transform": [0.5, 0, 500000, 0, -0.5, 4000000], "crs": "EPSG:32633"}
+    sq = lambda c0, c1: [[[c0, 10], [c1, 10], [c1, 30], [c0, 30], [c0, 10]]]  # noqa: E731
+    world = [[[0.5 * c + 500000, -0.5 * r + 4000000] for c, r in sq(10, 30)[0]]]
+    run_dir = tmp_path / "poly_run"
+    (run_dir / "gold_polygons").mkdir(parents=True)
+    (run_dir / "t1" / "out").mkdir(parents=True)
+    fc = lambda g, **kw: {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {}, "geometry": g}], **kw}  # noqa: E731
+    (run_dir / "gold_polygons" / "flood.geojson").write_text(json.dumps(fc(
+        {"type": "Polygon", "coordinates": world}, crs={"type": "name", "properties": {"name": "EPSG:32633"}}, dora_grid=grid)))
+    (run_dir / "t1" / "out" / "pred.geojson").write_text(json.dumps(fc({"type": "Polygon", "coordinates": sq(12, 32)})))
+    run = AgentRun.objects.create(agent=run_a.agent, name="poly_run", source_dir=str(run_dir))
+    rec = RunRecord.objects.create(
+        run=run, question_id="pg_s01_task0", sample_id="pg_s01", dimension="t1",
+        predicted_answer={"flood_extent": "/agent/outputs/poly_run/t1/out/pred.geojson"}, field_scores={"flood_extent": 1.0},
+        gold={"question": "Outline the flood.", "final_answer": {"flood_extent": "gold_polygons/flood.geojson"},
+              "eval_spec": {"flood_extent": "polygon_iou"}})
+    enqueue_records(make_user("max", "maintainer"), [rec], n=1)
+    make_user("ana", "scorer", password="ana-pass-1")
+    make_user("rita", "reviewer", password="rita-pass-1")
+    amap = ".answer-map[data-field='flood_extent']"
+
+    def both_drawn(page):
+        page.wait_for_selector(f"{amap}[data-ready='2']")
+        assert page.locator(f"{amap} path.answer-gold").count() == 1
+        assert page.locator(f"{amap} path.answer-pred").count() == 1
+        cap = page.inner_text("figure.answer-geometry[data-field='flood_extent'] figcaption")
+        assert "gold" in cap and "predicted" in cap and "(none)" not in cap
+
+    page, errors = _page(browser, live_server.url, "ana", "ana-pass-1")
+    try:
+        page.goto(f"{live_server.url}/scoring/next/")
+        page.click("#claim-next")
+        page.wait_for_url(re.compile(r".*/scoring/items/\d+/.*"))
+        both_drawn(page)  # the queue item
+        page.goto(f"{live_server.url}/records/{rec.pk}/")
+        both_drawn(page)  # the record page
+        assert "IoU 0.8182 vs gate 0.5" in page.inner_text("#answer-fields tr[data-field='flood_extent']")  # 90 / 110
+        assert not errors, errors
+    finally:
+        page.close()
+    page, errors = _page(browser, live_server.url, "rita", "rita-pass-1")
+    try:
+        page.goto(f"{live_server.url}/adjudication/records/{rec.pk}/")
+        both_drawn(page)  # the adjudication page
         assert not errors, errors
     finally:
         page.close()

@@ -68,6 +68,46 @@ class VerdictOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class FieldEvidenceOut(serializers.Serializer):
+    field = serializers.CharField(help_text="the answer field (a point pair: <base>__point_geo or __point_px)")
+    fields = serializers.ListField(child=serializers.CharField(), required=False,
+                                   help_text="a point pair: the two answer fields scored as one unit")
+    kind = serializers.CharField(help_text="field, point (a pair scored as one) or ignored (typed ignore: not scored)")
+    type = serializers.CharField(help_text="the eval_spec type")
+    tolerance = serializers.CharField(help_text="the pass rule in words, e.g. |pred − gold| ≤ 1 + 0.2·|gold|")
+    gold = serializers.JSONField(help_text="the gold value")
+    pred = serializers.JSONField(help_text="the predicted value as the evaluator parses the answer")
+    score = serializers.FloatField(allow_null=True, help_text="the stored score from import (null: not scored)")
+    passed = serializers.BooleanField(allow_null=True, help_text="score ≥ 1 − 1e-9 (null: not scored)")
+    why = serializers.CharField(help_text="the operator's comparison, e.g. |9 − 5| = 4 > 1 + 0.2·|5| = 2")
+    recomputed = serializers.FloatField(required=False, allow_null=True,
+                                        help_text="today's score where it differs from the stored one (files moved?)")
+
+
+class GeometryOut(serializers.Serializer):
+    field = serializers.CharField()
+    type = serializers.CharField()
+    frame = serializers.CharField(help_text="geographic (lon/lat, EPSG:4326) or pixel (x = column, y = row)")
+    gold = serializers.JSONField(allow_null=True, help_text="GeoJSON Feature of the gold geometry")
+    pred = serializers.JSONField(allow_null=True, help_text="GeoJSON Feature of the predicted geometry")
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class EvidenceOut(serializers.Serializer):
+    """What the record page shows, field by field (:func:`evaluation.selectors.record_evidence`)."""
+
+    question = serializers.CharField(allow_blank=True)
+    has_gold_answer = serializers.BooleanField(help_text="false: the gold answer is not known here")
+    parsed_ok = serializers.BooleanField(help_text="false: the evaluator finds no JSON object in the answer")
+    raw = serializers.CharField(allow_null=True, help_text="the answer's text as the agent gave it (null: not text)")
+    parsed = serializers.JSONField(help_text="the answer as the evaluator parses it")
+    gsd_m = serializers.FloatField(allow_null=True)
+    fields = FieldEvidenceOut(many=True)
+    steps = serializers.JSONField(help_text="the two trajectories aligned by tool (LCS): "
+                                            "[{kind: match|skipped|inserted, gold, pred, gold_raw_index, pred_raw_index, args}]")
+    geometries = GeometryOut(many=True, help_text="gold and predicted geometry of polygon and point fields")
+
+
 class RecordOut(RecordListOut):
     run = serializers.IntegerField(source="run_id")
     sample_id = serializers.CharField()
@@ -78,6 +118,7 @@ class RecordOut(RecordListOut):
     verdicts = VerdictOut(many=True, help_text="blind scoring: only the caller's own verdict until they mark it final "
                                                "(without one: all for reviewers and maintainers, none for scorers)")
     verdicts_hidden = serializers.IntegerField(help_text="how many verdicts the blind rule hides")
+    evidence = EvidenceOut(help_text="the answer field by field and the steps aligned, as the record page shows them")
 
 
 class VerdictIn(serializers.Serializer):
@@ -125,6 +166,7 @@ class RecordDetailView(APIView):
         shown, hidden = selectors.visible_verdicts(request.user, record)
         note_verdicts_seen(request.user, record, "record API", shown)  # blind until final: no blind claim after this
         record.verdicts_hidden = hidden
+        record.evidence = selectors.record_evidence(record)
         data = RecordOut(record).data
         data["verdicts"] = VerdictOut(sorted(shown, key=lambda v: -v.pk), many=True).data
         data["verdicts_hidden"] = hidden

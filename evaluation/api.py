@@ -13,10 +13,11 @@ from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import StepwiseCaseError, planner_view
-from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
+from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services import ERROR_CODES, VerdictLocked, submit_human_verdict
+from evaluation.services import ERROR_CODES, RunImportError, VerdictLocked, submit_human_verdict
 from evaluation.services_queue import note_verdicts_seen
+from evaluation.services_run_import import rerun_run_import
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -509,6 +510,41 @@ class StepwisePredictionsView(APIView):
         return Response({"run_id": new.pk, "name": new.name, "records": new.records.count()}, status=201)
 
 
+class RunImportJobOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    filename = serializers.CharField()
+    agent = serializers.CharField(source="agent_name")
+    status = serializers.CharField(help_text="queued, running, done or failed")
+    stage = serializers.CharField(help_text="what the job is doing now, in words")
+    error = serializers.CharField(help_text="the first error of a failed job (blank otherwise)")
+    run = serializers.IntegerField(source="run_id", allow_null=True, help_text="the imported run, once done")
+    queued = serializers.JSONField(help_text="{records, slots} queued for human scoring, once done")
+    attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunImportJobView(APIView):
+    """A run zip's background import (``run.import``): its progress, result or first error."""
+
+    @extend_schema(responses=RunImportJobOut)
+    def get(self, request, pk: int):
+        require(request.user, "run.import")
+        return Response(RunImportJobOut(get_object_or_404(RunImportJob, pk=pk)).data)
+
+
+class RunImportRerunView(APIView):
+    @extend_schema(request=None, responses={200: RunImportJobOut, 409: None})
+    def post(self, request, pk: int):
+        """Start a failed import again (409 with the reason when it is not failed or its zip is gone)."""
+        job = get_object_or_404(RunImportJob, pk=pk)
+        try:
+            return Response(RunImportJobOut(rerun_run_import(request.user, job)).data)
+        except RunImportError as exc:
+            return Response({"detail": str(exc)}, status=409)
+
+
 class JudgeReportView(APIView):
     """The judge's aggregate report (:func:`evaluation.judge.report.judge_report`) over the stored
     judge and rule-checker verdicts: per setting x split x regime x judge x tested agent."""
@@ -524,6 +560,8 @@ urlpatterns = [
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
     path("runs/<int:pk>/stepwise-cases/", StepwiseCasesView.as_view(), name="api-run-stepwise-cases"),
     path("runs/<int:pk>/stepwise-predictions/", StepwisePredictionsView.as_view(), name="api-run-stepwise-predictions"),
+    path("run-imports/<int:pk>/", RunImportJobView.as_view(), name="api-run-import"),
+    path("run-imports/<int:pk>/rerun/", RunImportRerunView.as_view(), name="api-run-import-rerun"),
     path("records/<int:pk>/", RecordDetailView.as_view(), name="api-record"),
     path("records/<int:pk>/verdicts/", RecordVerdictView.as_view(), name="api-record-verdicts"),
     path("records/<int:pk>/adjudication/", AdjudicateView.as_view(), name="api-record-adjudicate"),

@@ -10,7 +10,7 @@ from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.geometry import answer_geometries
 from evaluation.scoring.trajectory import align_by_tool
 
-from evaluation.models import AgentRun, RunRecord
+from evaluation.models import AgentRun, RunImportJob, RunRecord
 from replay.services import artifact_path, latest_successful_replay
 
 
@@ -85,6 +85,11 @@ def record_evidence(record: RunRecord) -> dict:
             "fields": ex["fields"], "parsed": ex["parsed"], "raw": ex["raw"], "parsed_ok": ex["parsed_ok"],
             "steps": steps, "geometries": answer_geometries(ex["fields"], roots), "gsd_m": gold.get("gsd_m"),
             "has_gold_answer": bool(gold.get("eval_spec"))}
+
+
+def run_import_jobs(limit: int = 10):
+    """The newest run-zip import jobs with their run (one query)."""
+    return RunImportJob.objects.select_related("run").order_by("-id")[:limit]
 
 
 def record_detail_qs():

@@ -21,7 +21,10 @@
     });
     const ctl = StudioMap.create(el, { frame: g.frame, layers: layers, panel: false });
     ctl.fit();
-    if (g.frame === "geographic" && ctl.map.getZoom() > 18) ctl.map.setZoom(18);  // one point: not street level ×64
+    const b = ctl.bounds();
+    const onePoint = b && b.getSouthWest().equals(b.getNorthEast());
+    if (onePoint) ctl.map.setZoom(g.frame === "geographic" ? 18 : 2);  // a lone point: a useful scale, not the deepest zoom
+    else if (b) ctl.map.fitBounds(b.pad(0.25), { animate: false });  // both shapes with room around them
     el.dataset.ready = String(layers.length);
   });
 })();

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -23,6 +24,9 @@ from evaluation.services_queue import queue_share_of_run
 from studio.permissions import require
 
 UPLOAD_DIR = "uploads"  # under STUDIO_DATA_ROOT
+#: A job queued or running this long is taken as lost (its worker or web process died) and may be
+#: re-run; an import of the largest allowed zip takes minutes, not an hour.
+STALE_AFTER = timedelta(hours=1)
 logger = logging.getLogger(__name__)
 
 
@@ -68,14 +72,28 @@ def start_run_import(user, upload, agent_name: str, *, filename: str = "run.zip"
     return job
 
 
+def is_stale(job: RunImportJob, now=None) -> bool:
+    """A job still queued or running :data:`STALE_AFTER` after it was started (or created): its
+    worker or web process died with it, so it will never end by itself."""
+    now = now or timezone.now()
+    return job.status in (RunImportJob.Status.QUEUED, RunImportJob.Status.RUNNING) and \
+        (job.started_at or job.created_at) < now - STALE_AFTER
+
+
+def can_rerun(job: RunImportJob) -> bool:
+    """Whether :func:`rerun_run_import` takes ``job``: failed, or lost (:func:`is_stale`)."""
+    return job.status == RunImportJob.Status.FAILED or is_stale(job)
+
+
 @transaction.atomic
 def rerun_run_import(user, job: RunImportJob) -> RunImportJob:
-    """Start a failed import job again (same stored zip and options). Raises ``RunImportError``
-    when the job is not failed or its zip is gone."""
+    """Start a failed or lost (:func:`is_stale`) import job again (same stored zip and options).
+    Raises ``RunImportError`` when the job is neither or its zip is gone."""
     require(user, "run.import")
     job = RunImportJob.objects.select_for_update().get(pk=job.pk)
-    if job.status != RunImportJob.Status.FAILED:
-        raise RunImportError(f"import job {job.pk} is {job.status}: only a failed job is re-run")
+    if not can_rerun(job):
+        raise RunImportError(f"import job {job.pk} is {job.status}: only a failed job (or one lost for "
+                             f"{int(STALE_AFTER.total_seconds() // 60)} minutes) is re-run")
     if not Path(job.archive).is_file():
         raise RunImportError(f"import job {job.pk}: its stored zip is gone; upload the run again")
     RunImportJob.objects.filter(pk=job.pk).update(status=RunImportJob.Status.QUEUED, stage="waiting for a worker", error="",
@@ -108,8 +126,8 @@ def execute_run_import(job_id: int) -> RunImportJob:
     ``done`` (``job.run``, ``job.queued``; the stored zip is removed) or ``failed`` (``job.error``:
     the import's message, or ``the job crashed: <type>: <message>`` for any other error)."""
     job = RunImportJob.objects.select_related("created_by").get(pk=job_id)
-    if job.status not in (RunImportJob.Status.QUEUED, RunImportJob.Status.FAILED):
-        return job  # already taken by another worker, or done
+    if job.status != RunImportJob.Status.QUEUED:
+        return job  # already taken by another worker, or ended
     _stage(job_id, "unpacking the zip and scoring the run", status=RunImportJob.Status.RUNNING,
            started_at=timezone.now(), attempts=job.attempts + 1)
     opts = job.options or {}

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
 from evaluation.services import RunImportError
-from evaluation.services_run_import import rerun_run_import, start_run_import
+from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_run_import
 from evaluation.services_queue import import_queue_share, note_verdicts_seen, verdicts_per_record
 from evaluation import selectors
 from evaluation.selectors_robustness import run_robustness
@@ -52,7 +52,8 @@ def run_list_page(request):
     can_import = can(request.user, "run.import")
     return render(request, "frontend/run_list.html", {
         "runs": selectors.run_list(), "form": form, "can_import": can_import,
-        "imports": list(selectors.run_import_jobs()) if can_import else [],
+        "imports": [{"job": j, "stale": is_stale(j), "rerun": can_rerun(j)} for j in selectors.run_import_jobs()]
+        if can_import else [],
     }, status=status)
 
 

@@ -85,7 +85,7 @@ def test_a_crashed_job_is_rerun_from_its_stored_zip(client, maintainer, inline, 
     assert not Path(job.archive).exists()
     # a done job is not re-run
     r = client.post(f"/api/run-imports/{job.pk}/rerun/")
-    assert r.status_code == 409 and "only a failed job is re-run" in r.json()["detail"]
+    assert r.status_code == 409 and "is done: only a failed job" in r.json()["detail"]
 
 
 @pytest.mark.django_db
@@ -96,3 +96,29 @@ def test_import_jobs_need_the_import_role(client, maintainer, make_user, inline,
     assert client.get(f"/api/run-imports/{job.pk}/").status_code == 403
     assert client.post(f"/runs/imports/{job.pk}/rerun/").status_code == 403
     assert 'id="run-imports"' not in client.get("/runs/").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_lost_job_is_offered_again_after_an_hour(client, maintainer, inline, monkeypatch,
+                                                   django_capture_on_commit_callbacks):
+    """A job left ``running`` by a dead worker never ends by itself: after STALE_AFTER (1 hour)
+    the page says so and re-runs it; before that a re-run is refused (it may still be working)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    real = services.import_run_dir
+    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=TASKS, **kw))
+    client.force_login(maintainer)
+    job, _ = _upload(client, django_capture_on_commit_callbacks)  # its start is never run: the worker "died"
+    RunImportJob.objects.filter(pk=job.pk).update(status="running", started_at=timezone.now() - timedelta(minutes=59))
+    r = client.post(f"/api/run-imports/{job.pk}/rerun/")
+    assert r.status_code == 409 and "lost for 60 minutes" in r.json()["detail"]
+    RunImportJob.objects.filter(pk=job.pk).update(started_at=timezone.now() - timedelta(minutes=61))
+    page = client.get("/runs/").content.decode()
+    assert 'data-stale="1"' in page and "its worker was lost" in page and 'class="import-rerun"' in page
+    with django_capture_on_commit_callbacks() as again:
+        assert client.post(f"/runs/imports/{job.pk}/rerun/").status_code == 302
+    again[0]()
+    job.refresh_from_db()
+    assert job.status == "done" and job.run.records.count() == 12

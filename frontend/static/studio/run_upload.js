@@ -30,7 +30,7 @@
     });
   }
   const pending = Array.from(document.querySelectorAll("tr.import-job"))
-    .filter((tr) => ["queued", "running"].includes(tr.dataset.status));
+    .filter((tr) => ["queued", "running"].includes(tr.dataset.status) && !tr.dataset.stale);
   pending.forEach((tr) => {
     async function poll() {
       let j;

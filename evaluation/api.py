@@ -13,9 +13,11 @@ from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import StepwiseCaseError, planner_view
-from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem
+from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services import ERROR_CODES, VerdictLocked, submit_human_verdict
+from evaluation.services import ERROR_CODES, RunImportError, VerdictLocked, submit_human_verdict
+from evaluation.services_queue import note_verdicts_seen
+from evaluation.services_run_import import rerun_run_import
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -67,6 +69,46 @@ class VerdictOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class FieldEvidenceOut(serializers.Serializer):
+    field = serializers.CharField(help_text="the answer field (a point pair: <base>__point_geo or __point_px)")
+    fields = serializers.ListField(child=serializers.CharField(), required=False,
+                                   help_text="a point pair: the two answer fields scored as one unit")
+    kind = serializers.CharField(help_text="field, point (a pair scored as one) or ignored (typed ignore: not scored)")
+    type = serializers.CharField(help_text="the eval_spec type")
+    tolerance = serializers.CharField(help_text="the pass rule in words, e.g. |pred − gold| ≤ 1 + 0.2·|gold|")
+    gold = serializers.JSONField(help_text="the gold value")
+    pred = serializers.JSONField(help_text="the predicted value as the evaluator parses the answer")
+    score = serializers.FloatField(allow_null=True, help_text="the stored score from import (null: not scored)")
+    passed = serializers.BooleanField(allow_null=True, help_text="score ≥ 1 − 1e-9 (null: not scored)")
+    why = serializers.CharField(help_text="the operator's comparison, e.g. |9 − 5| = 4 > 1 + 0.2·|5| = 2")
+    recomputed = serializers.FloatField(required=False, allow_null=True,
+                                        help_text="today's score where it differs from the stored one (files moved?)")
+
+
+class GeometryOut(serializers.Serializer):
+    field = serializers.CharField()
+    type = serializers.CharField()
+    frame = serializers.CharField(help_text="geographic (lon/lat, EPSG:4326) or pixel (x = column, y = row)")
+    gold = serializers.JSONField(allow_null=True, help_text="GeoJSON Feature of the gold geometry")
+    pred = serializers.JSONField(allow_null=True, help_text="GeoJSON Feature of the predicted geometry")
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class EvidenceOut(serializers.Serializer):
+    """What the record page shows, field by field (:func:`evaluation.selectors.record_evidence`)."""
+
+    question = serializers.CharField(allow_blank=True)
+    has_gold_answer = serializers.BooleanField(help_text="false: the gold answer is not known here")
+    parsed_ok = serializers.BooleanField(help_text="false: the evaluator finds no JSON object in the answer")
+    raw = serializers.CharField(allow_null=True, help_text="the answer's text as the agent gave it (null: not text)")
+    parsed = serializers.JSONField(help_text="the answer as the evaluator parses it")
+    gsd_m = serializers.FloatField(allow_null=True)
+    fields = FieldEvidenceOut(many=True)
+    steps = serializers.JSONField(help_text="the two trajectories aligned by tool (LCS): "
+                                            "[{kind: match|skipped|inserted, gold, pred, gold_raw_index, pred_raw_index, args}]")
+    geometries = GeometryOut(many=True, help_text="gold and predicted geometry of polygon and point fields")
+
+
 class RecordOut(RecordListOut):
     run = serializers.IntegerField(source="run_id")
     sample_id = serializers.CharField()
@@ -77,6 +119,7 @@ class RecordOut(RecordListOut):
     verdicts = VerdictOut(many=True, help_text="blind scoring: only the caller's own verdict until they mark it final "
                                                "(without one: all for reviewers and maintainers, none for scorers)")
     verdicts_hidden = serializers.IntegerField(help_text="how many verdicts the blind rule hides")
+    evidence = EvidenceOut(help_text="the answer field by field and the steps aligned, as the record page shows them")
 
 
 class VerdictIn(serializers.Serializer):
@@ -122,7 +165,9 @@ class RecordDetailView(APIView):
     def get(self, request, pk: int):
         record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
         shown, hidden = selectors.visible_verdicts(request.user, record)
+        note_verdicts_seen(request.user, record, "record API", shown)  # blind until final: no blind claim after this
         record.verdicts_hidden = hidden
+        record.evidence = selectors.record_evidence(record)
         data = RecordOut(record).data
         data["verdicts"] = VerdictOut(sorted(shown, key=lambda v: -v.pk), many=True).data
         data["verdicts_hidden"] = hidden
@@ -243,6 +288,8 @@ class JudgeJobDetailView(APIView):
 
 
 class QueueIn(serializers.Serializer):
+    item = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS,
+                                    help_text="claim this item (a direct claim) instead of the next of the queue")
     release = serializers.CharField(required=False, allow_blank=True, default="")
     agent = serializers.CharField(required=False, allow_blank=True, default="")
     dimension = serializers.CharField(required=False, allow_blank=True, default="")
@@ -278,12 +325,20 @@ def _queue_error(exc):
 
 
 class ScoringClaimView(APIView):
-    @extend_schema(request=QueueIn, responses={200: ScoringItemOut, 204: None})
+    @extend_schema(request=QueueIn, responses={200: ScoringItemOut, 204: None, 409: None})
     def post(self, request):
-        from evaluation.services_queue import QueueFilter, claim_next
+        """Claim the next item of the queue (204: none left), or the given ``item`` (409 with the
+        reason when refused: submitted, held by another, or you saw the record's other verdicts)."""
+        from evaluation.services_queue import QueueError, QueueFilter, claim_item, claim_next
 
         data = QueueIn(data=request.data)
         data.is_valid(raise_exception=True)
+        if data.validated_data.get("item") is not None:
+            item = get_object_or_404(ScoringItem, pk=data.validated_data["item"])
+            try:
+                return Response(ScoringItemOut(claim_item(request.user, item)).data)
+            except QueueError as exc:
+                return _queue_error(exc)
         item = claim_next(request.user, QueueFilter.from_params(data.validated_data))
         if item is None:
             return Response(status=204)
@@ -455,6 +510,41 @@ class StepwisePredictionsView(APIView):
         return Response({"run_id": new.pk, "name": new.name, "records": new.records.count()}, status=201)
 
 
+class RunImportJobOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    filename = serializers.CharField()
+    agent = serializers.CharField(source="agent_name")
+    status = serializers.CharField(help_text="queued, running, done or failed")
+    stage = serializers.CharField(help_text="what the job is doing now, in words")
+    error = serializers.CharField(help_text="the first error of a failed job (blank otherwise)")
+    run = serializers.IntegerField(source="run_id", allow_null=True, help_text="the imported run, once done")
+    queued = serializers.JSONField(help_text="{records, slots} queued for human scoring, once done")
+    attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunImportJobView(APIView):
+    """A run zip's background import (``run.import``): its progress, result or first error."""
+
+    @extend_schema(responses=RunImportJobOut)
+    def get(self, request, pk: int):
+        require(request.user, "run.import")
+        return Response(RunImportJobOut(get_object_or_404(RunImportJob, pk=pk)).data)
+
+
+class RunImportRerunView(APIView):
+    @extend_schema(request=None, responses={200: RunImportJobOut, 409: None})
+    def post(self, request, pk: int):
+        """Start a failed import again (409 with the reason when it is not failed or its zip is gone)."""
+        job = get_object_or_404(RunImportJob, pk=pk)
+        try:
+            return Response(RunImportJobOut(rerun_run_import(request.user, job)).data)
+        except RunImportError as exc:
+            return Response({"detail": str(exc)}, status=409)
+
+
 class JudgeReportView(APIView):
     """The judge's aggregate report (:func:`evaluation.judge.report.judge_report`) over the stored
     judge and rule-checker verdicts: per setting x split x regime x judge x tested agent."""
@@ -470,6 +560,8 @@ urlpatterns = [
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
     path("runs/<int:pk>/stepwise-cases/", StepwiseCasesView.as_view(), name="api-run-stepwise-cases"),
     path("runs/<int:pk>/stepwise-predictions/", StepwisePredictionsView.as_view(), name="api-run-stepwise-predictions"),
+    path("run-imports/<int:pk>/", RunImportJobView.as_view(), name="api-run-import"),
+    path("run-imports/<int:pk>/rerun/", RunImportRerunView.as_view(), name="api-run-import-rerun"),
     path("records/<int:pk>/", RecordDetailView.as_view(), name="api-record"),
     path("records/<int:pk>/verdicts/", RecordVerdictView.as_view(), name="api-record-verdicts"),
     path("records/<int:pk>/adjudication/", AdjudicateView.as_view(), name="api-record-adjudicate"),

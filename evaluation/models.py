@@ -277,3 +277,47 @@ class LeaderboardBootstrap(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["version", "n_boot", "seed"], name="one_bootstrap_per_state")]
+
+
+class VerdictsSeen(models.Model):
+    """A person was shown other people's verdicts of a record (the record page or API once they
+    became visible to them, the adjudication page): from then on they cannot score that record
+    blind in the queue (``evaluation.services_queue``)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="verdicts_seen")
+    via = models.CharField(max_length=40, help_text="where they were shown: record page, record API, adjudication page")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "record"], name="verdicts_seen_once_per_person")]
+
+
+class RunImportJob(models.Model):
+    """A run folder uploaded as a zip, imported and scored in the background (never in the
+    request): ``evaluation.services_run_import``."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    archive = models.CharField(max_length=500, help_text="the stored zip, under STUDIO_DATA_ROOT/uploads/")
+    filename = models.CharField(max_length=255, help_text="the uploaded file's name (the run folder's name when the zip has no top folder)")
+    agent_name = models.CharField(max_length=200)
+    options = models.JSONField(default=dict, blank=True,
+                               help_text="{release, protocol, scaffold, queue_share, queue_n} as given at upload")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=200, blank=True, help_text="what the job is doing now, in words")
+    error = models.TextField(blank=True, help_text="the first error of a failed job")
+    run = models.ForeignKey(AgentRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    queued = models.JSONField(default=dict, blank=True, help_text="{records, slots} queued for human scoring")
+    attempts = models.IntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]

@@ -7,9 +7,11 @@ from annotation.services.export import ExportError, dora_samples
 from evaluation.scoring import get_gsd
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.explain import explain_answer
+from evaluation.scoring.geometry import answer_geometries
 from evaluation.scoring.trajectory import align_by_tool
 
-from evaluation.models import AgentRun, RunRecord
+from evaluation.models import AgentRun, RunImportJob, RunRecord
+from replay.services import artifact_path, latest_successful_replay
 
 
 def run_list():
@@ -44,18 +46,33 @@ def record_gold(record: RunRecord) -> dict:
     return gold
 
 
+def polygon_roots(record: RunRecord) -> list[Path]:
+    """Where a record's polygon files are looked for (:func:`evaluation.scoring.polygons.resolve_polygon_path`):
+    the run folder (predicted files), then the artifacts of its task's gold replay (the gold
+    files of a studio task). A run scored against a separate tasks folder keeps no path to it,
+    so its gold polygon files are found only if they also lie under one of these."""
+    roots = [Path(record.run.source_dir)] if record.run.source_dir else []
+    replay = latest_successful_replay(record.task) if record.task_id else None
+    if replay is not None and replay.artifact_dir:
+        roots.append(artifact_path(replay, "."))
+    return roots
+
+
 def record_evidence(record: RunRecord) -> dict:
-    """Everything a scorer needs to decide a record without reading JSON:
-    ``{question, fields, parsed, raw, parsed_ok, steps, gsd_m, has_gold_answer}``.
+    """Everything a scorer needs to decide a record without reading JSON, the one source of the
+    record page, the queue item, the adjudication page and the record API:
+    ``{question, fields, parsed, raw, parsed_ok, steps, geometries, gsd_m, has_gold_answer}``.
 
     ``fields``: :func:`evaluation.scoring.explain.explain_answer` rows (gold, prediction as the
     evaluator parses it, type, tolerance, the operator's reason) whose ``score`` is the stored one
     from import (``recomputed`` holds today's value when it differs, e.g. a polygon file that
-    moved). ``steps``: :func:`evaluation.scoring.trajectory.align_by_tool` rows (LCS by tool)."""
+    moved). ``steps``: :func:`evaluation.scoring.trajectory.align_by_tool` rows (LCS by tool).
+    ``geometries``: :func:`evaluation.scoring.geometry.answer_geometries` of the polygon and
+    point fields (GeoJSON Features of gold and prediction, for the map)."""
     run = record.run
     gold = record_gold(record)
     cfg = ScoringConfig(run.tau_r, run.tau_a, run.scoring_mode if run.scoring_mode in ("dora", "paper") else "dora")
-    roots = [Path(run.source_dir)] if run.source_dir else []
+    roots = polygon_roots(record)
     ex = explain_answer(record.predicted_answer, gold.get("final_answer"), gold.get("eval_spec"), gold.get("gsd_m"),
                         roots, cfg)
     stored = record.field_scores or {}
@@ -66,7 +83,13 @@ def record_evidence(record: RunRecord) -> dict:
     steps = align_by_tool(record.trajectory or [], gold.get("trajectory") or [], cfg)
     return {"question": gold.get("question") or (record.task.head.question if record.task_id and record.task.head_id else ""),
             "fields": ex["fields"], "parsed": ex["parsed"], "raw": ex["raw"], "parsed_ok": ex["parsed_ok"],
-            "steps": steps, "gsd_m": gold.get("gsd_m"), "has_gold_answer": bool(gold.get("eval_spec"))}
+            "steps": steps, "geometries": answer_geometries(ex["fields"], roots), "gsd_m": gold.get("gsd_m"),
+            "has_gold_answer": bool(gold.get("eval_spec"))}
+
+
+def run_import_jobs(limit: int = 10):
+    """The newest run-zip import jobs with their run (one query)."""
+    return RunImportJob.objects.select_related("run").order_by("-id")[:limit]
 
 
 def record_detail_qs():

@@ -230,19 +230,56 @@ def _upload_limit_bytes() -> int:
     return int(float(getattr(settings, "STUDIO_RUN_UPLOAD_MAX_MB", 200)) * 1024 * 1024)
 
 
+def _zip_members(zf, filename: str) -> list:
+    """The members of a run zip after the checks (no absolute path, no ``..``, no link, at most
+    ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked); ``RunImportError`` naming the file and entry."""
+    import stat
+    from pathlib import PurePosixPath
+
+    members = [m for m in zf.infolist() if not m.filename.startswith("__MACOSX/")]
+    total = 0
+    for m in members:
+        p = PurePosixPath(m.filename)
+        if m.filename.startswith(("/", "\\")) or ".." in p.parts or ":" in m.filename or "\\" in m.filename:
+            raise RunImportError(f"{filename}: entry {m.filename!r}: paths must stay inside the run folder")
+        if stat.S_ISLNK(m.external_attr >> 16):
+            raise RunImportError(f"{filename}: entry {m.filename!r}: links are not accepted")
+        total += m.file_size
+        if total > _upload_limit_bytes():
+            raise RunImportError(f"{filename}: unpacks to more than {_upload_limit_bytes() // (1024 * 1024)} MB "
+                                 f"(STUDIO_RUN_UPLOAD_MAX_MB)")
+    return members
+
+
+def check_run_zip(upload, filename: str = "run.zip") -> None:
+    """The checks :func:`import_run_zip` makes before it writes anything, on their own (they read
+    the zip's directory only, so a page can refuse a bad upload at once): a zip archive, no
+    absolute path, no ``..``, no link, at most ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked. Raises
+    ``RunImportError`` naming the file and the problem; rewinds ``upload``."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(upload) as zf:
+            _zip_members(zf, filename)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise RunImportError(f"{filename}: not a zip archive ({exc})") from None
+    finally:
+        upload.seek(0)
+
+
 def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", **options) -> AgentRun:
     """Import a run folder uploaded as a zip (the folder itself zipped, or its contents).
 
-    ``upload``: a binary file object. The archive is checked before anything is written — no
-    absolute path, no ``..``, no link, at most ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked — then
-    unpacked under ``STUDIO_DATA_ROOT/runs/`` (it stays there: predicted polygon files are read
-    from the run folder) and passed to :func:`import_run_dir` with ``options`` (tasks_dir,
-    release, mode, protocol, scaffold…). The run folder's name is the zip's single top folder,
-    else the file name without ``.zip`` (so ``gpt-4o_AP.zip`` reads protocol AP).
-    Raises ``RunImportError`` naming the file and the problem; a failed import leaves no folder.
+    ``upload``: a binary file object. The archive is checked before anything is written
+    (:func:`check_run_zip`'s checks), then unpacked under ``STUDIO_DATA_ROOT/runs/`` (it stays
+    there: predicted polygon files are read from the run folder) and passed to
+    :func:`import_run_dir` with ``options`` (tasks_dir, release, mode, protocol, scaffold…). The
+    run folder's name is the zip's single top folder, else the file name without ``.zip`` (so
+    ``gpt-4o_AP.zip`` reads protocol AP). Raises ``RunImportError`` naming the file and the
+    problem; a failed import leaves no folder. Runs in the caller: the runs page starts it as a
+    background job (:func:`evaluation.services_run_import.start_run_import`).
     """
     import shutil
-    import stat
     import uuid
     import zipfile
     from pathlib import PurePosixPath
@@ -257,18 +294,7 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
     except (zipfile.BadZipFile, OSError) as exc:
         raise RunImportError(f"{filename}: not a zip archive ({exc})") from None
     with zf:
-        members = [m for m in zf.infolist() if not m.filename.startswith("__MACOSX/")]
-        total = 0
-        for m in members:
-            p = PurePosixPath(m.filename)
-            if m.filename.startswith(("/", "\\")) or ".." in p.parts or ":" in m.filename or "\\" in m.filename:
-                raise RunImportError(f"{filename}: entry {m.filename!r}: paths must stay inside the run folder")
-            if stat.S_ISLNK(m.external_attr >> 16):
-                raise RunImportError(f"{filename}: entry {m.filename!r}: links are not accepted")
-            total += m.file_size
-            if total > _upload_limit_bytes():
-                raise RunImportError(f"{filename}: unpacks to more than {_upload_limit_bytes() // (1024 * 1024)} MB "
-                                     f"(STUDIO_RUN_UPLOAD_MAX_MB)")
+        members = _zip_members(zf, filename)
         tops = {PurePosixPath(m.filename).parts[0] for m in members if PurePosixPath(m.filename).parts}
         files_at_top = any(len(PurePosixPath(m.filename).parts) == 1 and not m.is_dir() for m in members)
         single = next(iter(tops)) if len(tops) == 1 and not files_at_top else None

@@ -32,7 +32,6 @@ import logging
 import math
 import os
 import random
-import threading
 import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from evaluation.background import dispatch, job_runner
 from evaluation.judge import (
     JudgeConfigError,
     JudgeRequestError,
@@ -628,49 +628,27 @@ def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, pro
 
 
 def judge_runner() -> str:
-    """Setting ``STUDIO_JUDGE_RUNNER``: how a started judge job runs — ``"celery"`` (a worker; the
-    default when ``CELERY_BROKER_URL`` is set), ``"thread"`` (a background thread of this
-    process; the default on the embedded setup, so no request waits for the judge) or
-    ``"inline"`` (in the caller, to its end: tests and the command line)."""
-    default = "thread" if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) else "celery"
-    runner = getattr(settings, "STUDIO_JUDGE_RUNNER", None) or default
-    if runner not in ("celery", "thread", "inline"):
-        raise ValueError(f"STUDIO_JUDGE_RUNNER: {runner!r} is not one of celery, thread, inline")
-    return runner
+    """How a started judge job runs: :func:`evaluation.background.job_runner` (setting
+    ``STUDIO_JUDGE_RUNNER``: celery, thread — the embedded default, so no request waits for the
+    judge — or inline)."""
+    return job_runner()
 
 
-def _run_in_background(job_id: int) -> None:
-    """Body of the background thread: run the job, record an unexpected crash on it as its
-    first error (so its page shows it failed, not forever running), close the thread's
-    database connections."""
-    from django.db import connections
-
-    try:
-        run_judge_job(job_id)
-    except Exception as exc:  # noqa: BLE001 — a crash must end the job visibly, whatever it was
-        logger.exception("judge job %s crashed", job_id)
-        JudgeJob.objects.filter(pk=job_id).update(
-            status=JudgeJob.Status.FAILED, finished_at=timezone.now(),
-            errors=[{"record": None, "protocol": None, "error": f"the job crashed: {type(exc).__name__}: {exc}",
-                     "kind": "crash"}])
-    finally:
-        connections.close_all()
+def _record_crash(job_id: int, exc: Exception) -> None:
+    """A crashed job ends failed with the crash as its first error."""
+    JudgeJob.objects.filter(pk=job_id).update(
+        status=JudgeJob.Status.FAILED, finished_at=timezone.now(),
+        errors=[{"record": None, "protocol": None, "error": f"the job crashed: {type(exc).__name__}: {exc}",
+                 "kind": "crash"}])
 
 
 def dispatch_judge_job(job_id: int):
-    """Hand job ``job_id`` to its runner (:func:`judge_runner`) and return at once, except inline.
-    Returns the started thread (``"thread"``), the Celery result (``"celery"``) or the finished
-    job (``"inline"``)."""
-    runner = judge_runner()
-    if runner == "inline":
-        return run_judge_job(job_id)
-    if runner == "thread":
-        t = threading.Thread(target=_run_in_background, args=(job_id,), name=f"judge-job-{job_id}", daemon=True)
-        t.start()
-        return t
+    """Hand job ``job_id`` to its runner (:func:`evaluation.background.dispatch`) and return at
+    once, except inline. Returns the started thread (``"thread"``), the Celery result
+    (``"celery"``) or the finished job (``"inline"``)."""
     from evaluation.tasks import judge_batch
 
-    return judge_batch.delay(job_id)
+    return dispatch(job_id, run_judge_job, judge_batch, _record_crash, kind="judge-job")
 
 
 #: The tiny request of :func:`try_judge_config`.

@@ -11,7 +11,10 @@ Claiming is safe under concurrency on PostgreSQL and on SQLite alike: candidates
 claimed; ignored on SQLite), then each is taken with one conditional ``UPDATE … WHERE verdict IS
 NULL AND (scorer IS NULL OR lease expired)``; only the claimer whose UPDATE changed the row owns
 it, the other moves on to the next candidate. A scorer never gets two slots of one record, nor a
-record they already gave a verdict on.
+record they already gave a verdict on, nor — blind until final — a record whose other verdicts
+they were shown (:func:`note_verdicts_seen`: the record page or API once the verdicts became
+visible to them, the adjudication page); such a record is skipped by :func:`claim_next`, and
+claiming (:func:`claim_item`) or submitting its item is refused with :class:`QueueError`.
 
 Silent gold checks: items with ``is_gold_check`` and an ``expected`` verdict look like any other
 item; :func:`evaluation.selectors.scorer_accuracy` compares each scorer's answers with them.
@@ -30,7 +33,7 @@ from django.utils import timezone
 
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
-from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict
+from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services import GRADES, submit_human_verdict
 from studio.permissions import require
 
@@ -184,21 +187,85 @@ def _retry_locked(fn, attempts: int = 50):
     return None  # pragma: no cover
 
 
+@transaction.atomic
+def note_verdicts_seen(user, record: RunRecord, via: str, shown: Iterable[Verdict] | None = None) -> bool:
+    """Remember that ``user`` was shown other people's verdicts of ``record`` (``via``: where, in
+    words, e.g. ``"record page"``), so the queue no longer lets them score it blind. ``shown``:
+    the verdicts the page showed; only when one of them is not the user's own is it recorded
+    (None: the page shows all, e.g. adjudication). Idempotent: the first showing is kept.
+    Returns True when this call recorded it. Anonymous users: no-op."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    if shown is not None and all(v.annotator_id == user.pk and v.source == Verdict.Source.HUMAN and not v.is_final
+                                 for v in shown):
+        return False
+    _, created = VerdictsSeen.objects.get_or_create(user=user, record=record, defaults={"via": str(via)[:40]})
+    return created
+
+
+def seen_refusal(user, record: RunRecord) -> str | None:
+    """Why ``user`` cannot score ``record`` blind (they were shown its other verdicts), or None."""
+    seen = VerdictsSeen.objects.filter(user=user, record=record).first()
+    if seen is None:
+        return None
+    return (f"You saw the other verdicts of {record.question_id} (on the {seen.via}, {seen.at:%Y-%m-%d %H:%M} UTC), "
+            f"so you cannot score it blind; the item goes to another scorer.")
+
+
+def claim_item(user, item: ScoringItem, *, now=None) -> ScoringItem:
+    """Claim one given item (a direct claim, e.g. from a link) for ``user`` and return it; an item
+    the user already holds is returned with its lease renewed.
+
+    Refused with :class:`QueueError` (the message says why) when the item was submitted, another
+    scorer holds it with a live lease, the user holds, held or gave a verdict on another slot of
+    its record, or the user was shown the record's other verdicts (blind until final; an item they
+    hold then goes back to the queue)."""
+    require(user, "queue.claim")
+    now = now or timezone.now()
+    item = ScoringItem.objects.select_related("record").get(pk=item.pk)
+    if item.verdict_id:
+        raise QueueError("this item was already submitted")
+    refusal = seen_refusal(user, item.record)
+    if refusal:
+        ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(
+            scorer=None, claimed_at=None, lease_expires_at=None, draft=None)
+        raise QueueError(refusal)
+    if item.scorer_id == user.pk:
+        ScoringItem.objects.filter(pk=item.pk, scorer=user).update(claimed_at=now, lease_expires_at=now + lease_duration())
+    else:
+        if ScoringItem.objects.filter(record_id=item.record_id, scorer=user).exclude(pk=item.pk).exists() or \
+                Verdict.objects.filter(record_id=item.record_id, annotator=user, source=Verdict.Source.HUMAN).exists():
+            raise QueueError(f"you already score {item.record.question_id} in another slot")
+        taken = ScoringItem.objects.filter(pk=item.pk, verdict__isnull=True).filter(
+            Q(scorer__isnull=True) | Q(lease_expires_at__lte=now)).update(
+            scorer=user, claimed_at=now, lease_expires_at=now + lease_duration(), draft=None)
+        if taken != 1:
+            raise QueueError("another scorer holds this item")
+    item.refresh_from_db()
+    return item
+
+
 def claim_next(user, queue: QueueFilter | None = None, *, now=None) -> ScoringItem | None:
     """Claim the next open item of ``queue`` for ``user`` and return it (None: nothing left).
 
     An item the user already holds (and has not submitted) is returned first, its lease renewed.
     Otherwise open items — no verdict, and no scorer or an expired lease — are taken in the order
     slot, record, id (every record gets its first verdict before any gets a second), skipping
-    records on which the user holds or held a slot or gave a human verdict.
+    records on which the user holds or held a slot or gave a human verdict, and records whose
+    other verdicts the user was shown (:func:`note_verdicts_seen`); an item the user holds on such
+    a record goes back to the queue.
     """
     require(user, "queue.claim")
     queue = queue or QueueFilter()
     now = now or timezone.now()
     until = now + lease_duration()
 
+    seen_records = VerdictsSeen.objects.filter(user=user).values("record_id")
+
     def resume() -> ScoringItem | None:
         with transaction.atomic():
+            ScoringItem.objects.filter(scorer=user, verdict__isnull=True, record_id__in=seen_records).update(
+                scorer=None, claimed_at=None, lease_expires_at=None, draft=None)
             mine = list(queue.apply(ScoringItem.objects.filter(scorer=user, verdict__isnull=True))
                         .order_by("claimed_at", "id").values_list("id", flat=True)[:1])
             if mine and ScoringItem.objects.filter(pk=mine[0], scorer=user, verdict__isnull=True).update(
@@ -217,7 +284,7 @@ def claim_next(user, queue: QueueFilter | None = None, *, now=None) -> ScoringIt
     def attempt() -> tuple[bool, ScoringItem | None]:
         with transaction.atomic():
             base = queue.apply(ScoringItem.objects.filter(open_q)).exclude(record_id__in=mine_records).exclude(
-                record_id__in=my_verdicts).order_by("slot", "record_id", "id")
+                record_id__in=my_verdicts).exclude(record_id__in=seen_records).order_by("slot", "record_id", "id")
             skip = connection.features.has_select_for_update_skip_locked
             qs = base.select_for_update(skip_locked=True, of=("self",)) if skip else base
             candidates = list(qs.values_list("id", flat=True)[:25])
@@ -283,7 +350,8 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
     the checks; ``seal``: mark it final, else it stays revisable on the record page). A repeated
     submission with the same ``idempotency_key`` returns the first verdict
     and creates nothing. An item whose lease expired is still accepted while no one else took it.
-    Raises ``QueueError`` (not yours, already submitted) or ``ValueError`` (a bad field)."""
+    Raises ``QueueError`` (not yours, already submitted, or you were shown the record's other
+    verdicts meanwhile) or ``ValueError`` (a bad field)."""
     require(user, "queue.claim")
     with transaction.atomic():
         locked = ScoringItem.objects.select_for_update().get(pk=item.pk)
@@ -292,6 +360,9 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
             if first is not None:
                 return first
         held = _held(user, locked)
+        refusal = seen_refusal(user, held.record)
+        if refusal:
+            raise QueueError(refusal)
         verdict = submit_human_verdict(user, held.record, errors=errors, grade=grade, reasons=reasons,
                                        reasoning=reasoning, is_correct=is_correct, override_reason=override_reason,
                                        idempotency_key=idempotency_key, seal=seal)

@@ -23,3 +23,13 @@ def leaderboard_bootstrap(n_boot: int, seed: int) -> dict:
 
     row = compute_bootstrap(n_boot, seed)
     return {"version": row.version, "status": row.status} if row is not None else {"status": "superseded"}
+
+
+@shared_task(acks_late=True, name="evaluation.run_import")
+def run_import(job_id: int) -> dict:
+    """Run :class:`~evaluation.models.RunImportJob` ``job_id`` (see
+    :func:`evaluation.services_run_import.execute_run_import`); returns its final state."""
+    from evaluation.services_run_import import execute_run_import
+
+    job = execute_run_import(job_id)
+    return {"job": job.pk, "status": job.status, "run": job.run_id, "error": job.error}

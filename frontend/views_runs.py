@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
 
-from annotation.models import Release
 from evaluation import leaderboard as lb
-from evaluation.services import RunImportError, import_run_zip
-from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record
+from evaluation.models import RunImportJob
+from evaluation.services import RunImportError
+from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_run_import
+from evaluation.services_queue import import_queue_share, note_verdicts_seen, verdicts_per_record
 from evaluation import selectors
 from evaluation.selectors_robustness import run_robustness
 from frontend.views_events import map_config
@@ -35,45 +36,50 @@ class RunUploadForm(forms.Form):
 
 
 def run_list_page(request):
-    """Runs newest first; maintainers upload a run folder as a zip here (scored at once, and a
-    share of its records queued for human scoring)."""
+    """Runs newest first; maintainers upload a run folder as a zip here. The upload is checked
+    and stored, then imported and scored in the background (never in the request): the page
+    lists the import jobs with their progress, result or first error, and re-runs a failed one."""
     form = RunUploadForm(request.POST or None, request.FILES or None,
                          initial={"queue_share": import_queue_share(), "queue_n": verdicts_per_record()})
     status = 200
     if request.method == "POST":
         require(request.user, "run.import")
         if form.is_valid():
-            run = _import_upload(request, form)
-            if run is not None:
-                return redirect("run-detail", run.pk)
+            job = _start_upload(form, request.user)
+            if job is not None:
+                return redirect(f"{reverse('run-list')}#import-{job.pk}")
         status = 400
+    can_import = can(request.user, "run.import")
     return render(request, "frontend/run_list.html", {
-        "runs": selectors.run_list(), "form": form, "can_import": can(request.user, "run.import"),
+        "runs": selectors.run_list(), "form": form, "can_import": can_import,
+        "imports": [{"job": j, "stale": is_stale(j), "rerun": can_rerun(j)} for j in selectors.run_import_jobs()]
+        if can_import else [],
     }, status=status)
 
 
-def _import_upload(request, form):
+def _start_upload(form, user):
     d = form.cleaned_data
-    release = None
-    if d.get("release"):
-        release = Release.objects.filter(version=d["release"].strip()).first()
-        if release is None:
-            form.add_error("release", f"no release {d['release']!r}")
-            return None
     upload = d["archive"]
     try:
-        with transaction.atomic():
-            run = import_run_zip(request.user, upload, d["agent"], filename=upload.name, release=release,
-                                 protocol=d.get("protocol") or None, scaffold=d.get("scaffold") or "")
-            queued = queue_share_of_run(request.user, run, d.get("queue_share"), d.get("queue_n"))
-    except (RunImportError, ValueError) as exc:
-        form.add_error(None, str(exc))
+        return start_run_import(user, upload, d["agent"], filename=upload.name, release=d.get("release") or "",
+                                protocol=d.get("protocol") or None, scaffold=d.get("scaffold") or "",
+                                queue_share=d.get("queue_share"), queue_n=d.get("queue_n"))
+    except RunImportError as exc:
+        form.add_error("release" if str(exc).startswith("release:") else None, str(exc))
         return None
-    messages.success(request, f"Run {run.pk} of {run.agent.name} imported: {run.records.count()} records, DORA score "
-                              f"{run.dora_score}" + (f"; {queued['records']} records queued for human scoring "
-                                                     f"({queued['slots']} slots)" if queued["records"] else
-                                                     "; none queued for human scoring"))
-    return run
+
+
+@require_POST
+def run_import_rerun(request, pk: int):
+    """Start a failed import job again (its stored zip and options)."""
+    job = get_object_or_404(RunImportJob, pk=pk)
+    try:
+        rerun_run_import(request.user, job)
+    except RunImportError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Import {job.pk} ({job.filename}) started again.")
+    return redirect(f"{reverse('run-list')}#import-{job.pk}")
 
 
 def run_detail_page(request, pk: int):
@@ -96,6 +102,7 @@ def record_detail_page(request, pk: int):
     record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
     replay = latest_successful_replay(record.task) if record.task_id else None
     shown, hidden = selectors.visible_verdicts(request.user, record)
+    note_verdicts_seen(request.user, record, "record page", shown)  # blind until final: no blind claim after this
     own = selectors.own_verdict(request.user, record)
     split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {

@@ -22,11 +22,10 @@ from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
-from evaluation.scoring.operators import extract_point
 from evaluation.services import GRADES
 from evaluation.services_adjudication import scored_by
 from evaluation.services_judge import try_judge_config
-from evaluation.services_queue import QueueFilter
+from evaluation.services_queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import can, require
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
@@ -100,21 +99,10 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
 
 def evidence(record: RunRecord) -> dict:
     """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
-    to JSON, and ``points`` — gold and predicted geographic points of the answer for the map
-    (``[{field, gold: [lat, lon] | None, pred: [lat, lon] | None}]``)."""
+    to JSON (the map's ``geometries`` come from the selector as they are)."""
     ev = selectors.record_evidence(record)
     for r in ev["steps"]:
         r["pred"] = _readable_obs(r["pred"]) if r["pred"] is not None else None
-    points = []
-    for f in ev["fields"]:
-        if f["type"] != "point_haversine":
-            continue
-        def pt(v):
-            lat, lon = extract_point(v, "geo")
-            ok = lat is not None and lon is not None and -90 <= lat <= 90 and -180 <= lon <= 180
-            return [lat, lon] if ok else None
-        points.append({"field": f["field"], "gold": pt(f["gold"]), "pred": pt(f["pred"])})
-    ev["points"] = [p for p in points if p["gold"] or p["pred"]]
     return ev
 
 
@@ -193,6 +181,11 @@ def scoring_item(request, pk: int):
     item = get_object_or_404(selectors.scoring_item_qs(), pk=pk)
     if item.scorer_id != request.user.pk or item.verdict_id:
         messages.warning(request, "That item is not yours to score (submitted, or claimed by someone else).")
+        return redirect("scoring-home")
+    try:
+        claim_item(request.user, item)  # renews the lease; refused once the holder saw the record's other verdicts
+    except QueueError as exc:
+        messages.warning(request, str(exc))
         return redirect("scoring-home")
     record = item.record
     queue = QueueFilter.from_params(request.GET)
@@ -289,6 +282,7 @@ def adjudication_record(request, pk: int):
 
     require(request.user, "verdict.adjudicate")
     record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+    note_verdicts_seen(request.user, record, "adjudication page")  # it shows every verdict: no blind claim after this
     error = None
     posted = None
     if request.method == "POST":

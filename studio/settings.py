@@ -14,7 +14,7 @@
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
 | STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER | "" (a thread, or a Celery worker with a broker) | "inline" computes the leaderboard's bootstrap at once (tests) |
 | STUDIO_TILE_CACHE_BYTES | 67108864 (64 MiB) | rendered map tiles kept per server process; 0 turns the cache off |
-| STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how judge jobs run: celery, thread (background, this process) or inline |
+| STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how background jobs (judge jobs, run zip imports) run: celery, thread (background, this process) or inline |
 | STUDIO_QUEUE_ON_IMPORT_SHARE | 0 | share (0–1) of an imported run's records queued for human scoring |
 | STUDIO_RUN_UPLOAD_MAX_MB | 200 | the most an uploaded run zip may unpack to |
 | STUDIO_JUDGE_ALLOWED_HOSTS | api.openai.com and the host of STUDIO_JUDGE_BASE_URL | hosts a judge endpoint may name |
@@ -192,7 +192,7 @@ def _env_float(name: str, default: float) -> float:
         raise ValueError(f"environment variable {name}: {raw!r} is not a number") from None
 
 
-# Scoring and judging (see README): judge jobs' runner (blank: celery with a broker, else a thread),
+# Scoring and judging (see README): the runner of judge jobs and run zip imports (blank: celery with a broker, else a thread),
 # the share of an import queued for human scoring, the size limit of an uploaded run zip.
 STUDIO_JUDGE_RUNNER = os.environ.get("STUDIO_JUDGE_RUNNER", "").strip()
 STUDIO_QUEUE_ON_IMPORT_SHARE = _env_float("STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0)

@@ -91,6 +91,10 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     item = ScoringItem.objects.order_by("id").first()
     config = JudgeConfig.objects.create(name=f"judge {text}"[:100], base_url="http://127.0.0.1:9/v1", model="m")
     job = JudgeJob.objects.create(config=config, record_ids=[record.pk], total=1)
+    from evaluation.models import RunImportJob
+
+    run_import = RunImportJob.objects.create(archive="/nonexistent/run.zip", filename="run.zip", agent_name="a",
+                                             status=RunImportJob.Status.FAILED, error="test")
     if text != "note":  # names the escaping tests show
         Layer.objects.filter(pk=pre.pk).update(name=text)
         Event.objects.filter(pk=event.pk).update(name=text)
@@ -101,7 +105,7 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     start_replay(user, draft)
     return {"task": task, "draft_task": draft, "event": event, "layer": pre, "replay": replay, "run": run, "record": record,
             "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
-            "export": export["id"]}
+            "export": export["id"], "run_import": run_import}
 
 
 @pytest.fixture
@@ -170,6 +174,7 @@ def test_api_schema_has_no_server_errors(maintainer, wsgi_app, server_errors, se
         "/api/tasks/": ids["draft_task"].pk, "/api/layers/": ids["layer"].pk, "/api/replays/": ids["replay"].pk,
         "/api/runs/": ids["run"].pk, "/api/records/": ids["record"].pk, "/api/comments/": ids["comment"].pk,
         "/api/judge/jobs/": ids["job"].pk, "/api/scoring/items/": ids["item"].pk,
+        "/api/run-imports/": ids["run_import"].pk,
     }
     real = {"slug": ids["event"].slug, "version": ids["release"].version, "number": 1, "job": ids["export"]}
     real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"}}

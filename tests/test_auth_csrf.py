@@ -47,7 +47,8 @@ def sample_url(route: str, ids: dict) -> str:
         "version": ids["release"].version, "job": ids["export"], "number": 1,
     }
     # <pk> by the path's first segment (the object the page or endpoint is about)
-    pks = {"tasks": ids["task"].pk, "replays": ids["replay"].pk, "runs": ids["run"].pk, "records": ids["record"].pk,
+    pks = {"tasks": ids["task"].pk, "replays": ids["replay"].pk, "runs/imports": ids["run_import"].pk,
+           "run-imports": ids["run_import"].pk, "runs": ids["run"].pk, "records": ids["record"].pk,
            "comments": ids["comment"].pk, "scoring": ids["item"].pk, "judge/jobs": ids["job"].pk,
            "judge/configs": ids["config"].pk, "adjudication": ids["record"].pk, "layers": ids["layer"].pk}
     path = route.replace("^", "").replace("$", "")

@@ -62,8 +62,12 @@ def test_setting_queues_every_import(tmp_path, maintainer, settings):
 
 
 @pytest.mark.django_db
-def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_path, monkeypatch):
+def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_path, monkeypatch,
+                                             django_capture_on_commit_callbacks):
     from evaluation import services
+    from evaluation.models import RunImportJob
+
+    settings.STUDIO_JUDGE_RUNNER = "inline"  # the background job runs to its end after the commit
 
     # the uploaded run has no studio tasks: score it against the example task folder, as the
     # command's --tasks-dir does (the form's own choices are the studio's tasks or a release)
@@ -72,10 +76,20 @@ def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_p
     client.force_login(maintainer)
     page = client.get("/runs/").content.decode()
     assert 'id="run-upload-form"' in page and "No run imported yet. Upload a run folder above" in page
-    r = client.post("/runs/", {"archive": _zip("qwen_IF"), "agent": "qwen", "queue_share": "0.5", "queue_n": "1",
-                               "scaffold": "ReWOO"})
+    with django_capture_on_commit_callbacks() as after_commit:
+        r = client.post("/runs/", {"archive": _zip("qwen_IF"), "agent": "qwen", "queue_share": "0.5", "queue_n": "1",
+                                   "scaffold": "ReWOO"})
+    job = RunImportJob.objects.get()
+    assert job.status == "queued" and not AgentRun.objects.exists()  # the request scored nothing
+    (start,) = after_commit
+    start()  # the job, as the runner starts it after the request's commit
+    job.refresh_from_db()
     run = AgentRun.objects.get()
-    assert r.status_code == 302 and r["Location"] == f"/runs/{run.pk}/"
+    assert r.status_code == 302 and r["Location"] == f"/runs/#import-{job.pk}"
+    assert (job.status, job.run_id, job.queued) == ("done", run.pk, {"records": 6, "slots": 6})
+    page = client.get("/runs/").content.decode()
+    assert f'href="/runs/{run.pk}/">run {run.pk}</a>: done: 12 records scored' in page
+    assert "6 records queued for human scoring (6 slots)" in page
     assert (run.protocol, run.scaffold, run.records.count()) == ("IF", "ReWOO", 12)
     assert ScoringItem.objects.count() == 6  # 6 records x 1 verdict
     # the run folder stays (predicted polygon files are read from it)
@@ -96,8 +110,9 @@ def test_hostile_zips_are_refused_and_leave_nothing(client, maintainer, settings
     r = client.post("/runs/", {"archive": _zip("big"), "agent": "x"})
     assert r.status_code == 400 and "unpacks to more than" in r.content.decode()
     assert not AgentRun.objects.exists()
-    runs_root = settings.STUDIO_DATA_ROOT / "runs"
-    assert not runs_root.exists() or not any(runs_root.iterdir())
+    for folder in ("runs", "uploads"):  # refused before anything is stored
+        root = settings.STUDIO_DATA_ROOT / folder
+        assert not root.exists() or not any(root.iterdir())
     assert client.post("/runs/", {"agent": "x"}).status_code == 400  # no file: the form says so
 
 

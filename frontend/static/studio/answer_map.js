@@ -1,29 +1,30 @@
-// Answer fields that are geographic points: gold and predicted positions on one small map
-// (no base tiles needed: the two markers and the line between them; works with no network).
+// Answer fields of polygon and point type: the gold and the predicted geometry of each on a small
+// map (StudioMap, no base tiles: works with no network). One map per field, in the field's frame
+// (geographic lon/lat, or image column/row); data from evaluation.selectors.record_evidence.
 (function () {
   "use strict";
-  const el = document.getElementById("answer-map");
-  const data = document.getElementById("answer-points");
-  if (!el || !data || !window.L) return;
-  const points = JSON.parse(data.textContent);
-  // field names come from task files: a DOM node with textContent, never an HTML string
-  function textTip(text) { const n = document.createElement("span"); n.textContent = text; return n; }
-  const map = L.map(el, { attributionControl: false });
-  if (window.StudioMap) StudioMap.wheelWithModifier(map);  // the page scrolls; Ctrl/⌘ + wheel zooms
-  const bounds = [];
-  points.forEach((p) => {
-    if (p.gold) {
-      L.circleMarker(p.gold, { radius: 7, color: "#b8860b", fillOpacity: 0.8, className: "answer-gold" })
-        .bindTooltip(textTip(`${p.field}: gold`)).addTo(map);
-      bounds.push(p.gold);
-    }
-    if (p.pred) {
-      L.circleMarker(p.pred, { radius: 7, color: "#1f6feb", fillOpacity: 0.8, className: "answer-pred" })
-        .bindTooltip(textTip(`${p.field}: predicted`)).addTo(map);
-      bounds.push(p.pred);
-    }
-    if (p.gold && p.pred) L.polyline([p.gold, p.pred], { color: "#888", dashArray: "4 4" }).addTo(map);
+  const box = document.getElementById("answer-maps");
+  const data = document.getElementById("answer-geometries");
+  if (!box || !data || !window.L || !window.StudioMap) return;
+  const STYLE = {
+    gold: { name: "gold", color: "#b8860b", className: "answer-gold", radius: 7 },
+    pred: { name: "predicted", color: "#1f6feb", className: "answer-pred", dashArray: "6 4", radius: 7 },
+  };
+  JSON.parse(data.textContent).forEach((g, i) => {
+    const el = box.querySelector(`.answer-map[data-index="${i}"]`);
+    if (!el) return;
+    const layers = [];
+    ["gold", "pred"].forEach((side) => {
+      if (!g[side]) return;
+      layers.push(Object.assign({ id: `${side}-${i}`, kind: "vector", frame: g.frame,
+                                  data: { type: "FeatureCollection", features: [g[side]] } }, STYLE[side]));
+    });
+    const ctl = StudioMap.create(el, { frame: g.frame, layers: layers, panel: false });
+    ctl.fit();
+    const b = ctl.bounds();
+    const onePoint = b && b.getSouthWest().equals(b.getNorthEast());
+    if (onePoint) ctl.map.setZoom(g.frame === "geographic" ? 18 : 2);  // a lone point: a useful scale, not the deepest zoom
+    else if (b) ctl.map.fitBounds(b.pad(0.25), { animate: false });  // both shapes with room around them
+    el.dataset.ready = String(layers.length);
   });
-  if (bounds.length) map.fitBounds(L.latLngBounds(bounds).pad(0.5), { maxZoom: 18 });
-  el.dataset.ready = String(bounds.length);
 })();

@@ -13,6 +13,7 @@
  *     legend: [{value, label, colour (null = transparent), count, from?: ["3 major-damage", ...],
  *               to?: ["seg.building_damage 2 partially damaged", ...]}],
  *     legendNote: "…",                     // masks; a replay's mask output: its GT class remap
+ *     className, dashArray, radius         // vector styling: SVG class, dashes, point radius
  *     opacity: 0..1, visible: bool, error: "why it cannot be shown"
  *   }
  *
@@ -144,11 +145,16 @@
       var geoOpts = {
         style: function (feature) {
           var c = featureColour(spec, feature);
-          return { color: c, weight: 2, opacity: Math.min(1, opacity + 0.1), fillColor: c, fillOpacity: spec.fill === false ? 0 : 0.25 * opacity };
+          var st = { color: c, weight: 2, opacity: Math.min(1, opacity + 0.1), fillColor: c, fillOpacity: spec.fill === false ? 0 : 0.25 * opacity };
+          if (spec.className) st.className = spec.className;
+          if (spec.dashArray) st.dashArray = spec.dashArray;
+          return st;
         },
         pointToLayer: function (feature, latlng) {
           var c = featureColour(spec, feature);
-          return L.circleMarker(latlng, { radius: 5, color: '#fff', weight: 1, fillColor: c, fillOpacity: 0.9, pane: pane || 'markerPane' });
+          var mk = { radius: spec.radius || 5, color: '#fff', weight: 1, fillColor: c, fillOpacity: 0.9, pane: pane || 'markerPane' };
+          if (spec.className) mk.className = spec.className;
+          return L.circleMarker(latlng, mk);
         },
         onEachFeature: function (feature, lyr) { lyr.bindPopup(function () { return popupHtml(spec, feature); }, { maxWidth: 360 }); }
       };

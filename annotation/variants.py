@@ -35,6 +35,8 @@ import copy
 import random
 from typing import Any, Iterable
 
+from kernel.errors import InvalidInput
+
 __all__ = [
     "KINDS", "STRATEGIES", "EXTRANEOUS_LEVELS", "REFUSAL", "VariantError",
     "gold_tools", "make_distractors", "extraneous_variant", "broken_variant", "unsolvable_variant",
@@ -66,8 +68,9 @@ _SCOPE_NOTES = (
 )
 
 
-class VariantError(ValueError):
-    """A variant cannot be made from this task with these parameters (the message says why)."""
+class VariantError(InvalidInput):
+    """A variant cannot be made from this task with these parameters (the message says why; a
+    ``ValueError``, answered 400 by the API)."""
 
 
 def _steps(content: dict) -> list[dict]:

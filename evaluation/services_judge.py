@@ -43,6 +43,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.judge import (
     JudgeConfigError,
     JudgeRequestError,
@@ -73,11 +74,11 @@ RULES_VERSION = "rules_v1"
 RULES_NAME = "rule-checker"
 
 
-class JudgePaused(Exception):
-    """The judge configuration is paused (its ``paused_reason`` says why); nothing was called."""
+class JudgePaused(EvaluationConflict):
+    """The judge configuration is paused (its ``paused_reason`` says why); nothing was called (HTTP 409)."""
 
 
-class JudgeInputError(ValueError):
+class JudgeInputError(EvaluationInputError):
     """A record cannot be judged under the requested protocol (the message says why)."""
 
 
@@ -168,28 +169,28 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
     require(user, "judge.configure")
     name, model, base_url, api_key_env = name.strip(), model.strip(), base_url.strip(), api_key_env.strip()
     if not name:
-        raise ValueError("name: required")
+        raise EvaluationInputError("name: required")
     if not model:
-        raise ValueError("model: required")
+        raise EvaluationInputError("model: required")
     if base_url and not base_url.startswith(("http://", "https://")):
-        raise ValueError("base_url: must start with http:// or https://")
+        raise EvaluationInputError("base_url: must start with http:// or https://")
     if json_mode not in ("json_schema", "json_object", "none"):
-        raise ValueError("json_mode: one of json_schema, json_object, none")
+        raise EvaluationInputError("json_mode: one of json_schema, json_object, none")
     if api_key_env and not all(c.isalnum() or c == "_" for c in api_key_env):
-        raise ValueError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
+        raise EvaluationInputError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
     if api_key_env.lower().startswith(("sk-", "sk_", "pk-", "rk-")) or (len(api_key_env) > 40 and not api_key_env.isupper()):
-        raise ValueError("api_key_env: this looks like a key; give the name of the variable that holds it")
+        raise EvaluationInputError("api_key_env: this looks like a key; give the name of the variable that holds it")
     problem = egress_problem(base_url, api_key_env)
     if problem:
-        raise ValueError(problem)
+        raise EvaluationInputError(problem)
     if not (1 <= int(max_concurrency) <= 32):
-        raise ValueError("max_concurrency: between 1 and 32")
+        raise EvaluationInputError("max_concurrency: between 1 and 32")
     if not (0.0 <= float(temperature) <= 2.0):
-        raise ValueError("temperature: between 0 and 2")
+        raise EvaluationInputError("temperature: between 0 and 2")
     if float(cost_per_1k_in) < 0 or float(cost_per_1k_out) < 0:
-        raise ValueError("cost_per_1k_in / cost_per_1k_out: not negative")
+        raise EvaluationInputError("cost_per_1k_in / cost_per_1k_out: not negative")
     if JudgeConfig.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
-        raise ValueError(f"name: a judge configuration named {name!r} exists")
+        raise EvaluationInputError(f"name: a judge configuration named {name!r} exists")
     cfg = instance or JudgeConfig()
     cfg.name, cfg.base_url, cfg.model, cfg.json_mode, cfg.api_key_env = name, base_url, model, json_mode, api_key_env
     cfg.temperature, cfg.max_concurrency = float(temperature), int(max_concurrency)
@@ -584,7 +585,7 @@ def select_records(*, run_id: int | None = None, release: str | None = None, age
     if not ids:
         what = ", ".join(f"{k}={v}" for k, v in (("run", run_id), ("release", release), ("agent", agent),
                                                     ("dimension", dimension)) if v)
-        raise ValueError(f"no run record matches {what or 'the selection'}")
+        raise EvaluationInputError(f"no run record matches {what or 'the selection'}")
     if sample is not None and 0 < sample < len(ids):
         ids = sorted(random.Random(seed).sample(ids, sample))
     return ids
@@ -606,16 +607,16 @@ def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, pro
     if config.paused:
         raise JudgePaused(f"judge configuration {config.name!r} is paused: {config.paused_reason}")
     if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        raise EvaluationInputError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
     bad = [c for c in cuts if c not in CUTS]
     if protocol == "stepwise" and (bad or not cuts):
-        raise ValueError(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
+        raise EvaluationInputError(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
     badh = [h for h in horizons if h not in HORIZONS]
     if protocol == "stepwise" and (badh or not horizons):
-        raise ValueError(f"next: {badh or '(none)'} — use 1, 2, 3")
+        raise EvaluationInputError(f"next: {badh or '(none)'} — use 1, 2, 3")
     ids = list(dict.fromkeys(int(i) for i in record_ids))
     if not ids:
-        raise ValueError("records: none selected")
+        raise EvaluationInputError("records: none selected")
     per = 1 if protocol == "holistic" else len(cuts) * len(horizons)
     job = JudgeJob.objects.create(
         config=config, created_by=user if user is not None and user.is_authenticated else None, protocol=protocol,

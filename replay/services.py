@@ -60,6 +60,7 @@ from annotation.models import AuditEvent, Layer, Task
 from annotation.services.tasks import require_unreleased
 from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
+from replay.errors import ReplayConflict, ReplayInputError
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
@@ -85,8 +86,8 @@ ACCEPT_ACTION = "task.replay"
 GOLD_MODE = "gt"
 
 
-class ReplayStateError(Exception):
-    """A replay is not in a state that allows the operation; the message says why."""
+class ReplayStateError(ReplayConflict):
+    """A replay is not in a state that allows the operation; the message says why (HTTP 409)."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -877,7 +878,7 @@ def artifact_path(run: ReplayRun, name: str) -> Path:
 # ============================================================================================
 # Importing a task file in the benchmark's layout
 # ============================================================================================
-class TaskImportError(Exception):
+class TaskImportError(ReplayInputError):
     """A task file cannot be imported; the message names the file, sample, task and field."""
 
 

@@ -159,6 +159,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # domain errors (kernel.errors) -> 400/403/404/409/423 with one body: studio/errors.py
+    "EXCEPTION_HANDLER": "studio.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Disaster-response benchmark studio API",

@@ -34,6 +34,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Event, Layer, Release, ReleaseTask, Task, TaskRevision
 from annotation.selectors_releases import exports_dir, release_entries
 from annotation.services.export import (
@@ -52,17 +53,21 @@ SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-
 RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 
-class ReleaseError(ValueError):
+class ReleaseError(AnnotationInputError):
     """A release cannot be created, changed or published; the message names the field or task."""
 
 
-class ReleaseExistsError(ReleaseError):
+class ReleaseExistsError(ReleaseError, AnnotationConflict):
     """A release of that version exists already (HTTP 409), also when another request created it
     a moment ago."""
 
+    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
-class ReleaseImmutableError(ReleaseError):
-    """The release is published: it cannot be edited, re-published or deleted."""
+
+class ReleaseImmutableError(ReleaseError, AnnotationConflict):
+    """The release is published: it cannot be edited, re-published or deleted (HTTP 409)."""
+
+    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
 
 def _refuse_published(release: Release, what: str) -> None:

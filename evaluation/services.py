@@ -228,7 +228,7 @@ def _upload_limit_bytes() -> int:
     """Setting ``STUDIO_RUN_UPLOAD_MAX_MB`` (default 200): the most a run zip may unpack to."""
     from django.conf import settings
 
-    return int(float(getattr(settings, "STUDIO_RUN_UPLOAD_MAX_MB", 200)) * 1024 * 1024)
+    return int(float(settings.STUDIO_RUN_UPLOAD_MAX_MB) * 1024 * 1024)
 
 
 def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", **options) -> AgentRun:

@@ -47,12 +47,12 @@ class DisagreementRules:
 
     @classmethod
     def from_settings(cls) -> "DisagreementRules":
-        delta = getattr(settings, "STUDIO_DISAGREEMENT_GRADE_DELTA", 0.4)
+        delta = settings.STUDIO_DISAGREEMENT_GRADE_DELTA
         return cls(
-            on_correctness=bool(getattr(settings, "STUDIO_DISAGREEMENT_ON_CORRECTNESS", True)),
+            on_correctness=bool(settings.STUDIO_DISAGREEMENT_ON_CORRECTNESS),
             grade_delta=None if delta is None else float(delta),
-            on_flags=bool(getattr(settings, "STUDIO_DISAGREEMENT_ON_FLAGS", True)),
-            sources=tuple(getattr(settings, "STUDIO_DISAGREEMENT_SOURCES", ("human", "judge"))),
+            on_flags=bool(settings.STUDIO_DISAGREEMENT_ON_FLAGS),
+            sources=tuple(settings.STUDIO_DISAGREEMENT_SOURCES),
         )
 
 

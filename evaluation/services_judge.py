@@ -87,10 +87,6 @@ class JudgeInputError(EvaluationInputError):
 # --------------------------------------------------------------------------------------------
 
 
-def _setting(name: str, default: Any) -> Any:
-    return getattr(settings, name, default)
-
-
 def egress_problem(base_url: str, api_key_env: str) -> str | None:
     """Why a judge configuration may not call out, or None: the endpoint's host must be one of
     ``settings.STUDIO_JUDGE_ALLOWED_HOSTS`` (an empty URL is the SDK's default, api.openai.com)
@@ -98,12 +94,12 @@ def egress_problem(base_url: str, api_key_env: str) -> str | None:
     names the field (``base_url: …`` / ``api_key_env: …``)."""
     from urllib.parse import urlparse
 
-    hosts = [h.lower() for h in _setting("STUDIO_JUDGE_ALLOWED_HOSTS", [])]
+    hosts = [h.lower() for h in settings.STUDIO_JUDGE_ALLOWED_HOSTS]
     host = (urlparse(base_url).hostname or "").lower() if base_url else "api.openai.com"
     if host not in hosts:
         return (f"base_url: host {host or '(none)'!r} is not an allowed judge host "
                 f"(STUDIO_JUDGE_ALLOWED_HOSTS: {', '.join(hosts) or 'none'})")
-    variables = list(_setting("STUDIO_JUDGE_KEY_VARIABLES", []))
+    variables = list(settings.STUDIO_JUDGE_KEY_VARIABLES)
     if api_key_env and api_key_env not in variables:
         return (f"api_key_env: {api_key_env} is not a declared judge key variable "
                 f"(STUDIO_JUDGE_KEY_VARIABLES: {', '.join(variables) or 'none'})")
@@ -127,10 +123,10 @@ def backend_for(config: JudgeConfig) -> OpenAICompatibleBackend:
         key = os.environ.get(config.api_key_env, "").strip()
         if not key:
             raise JudgeConfigError(f"the environment variable {config.api_key_env} (the judge's API key) is not set")
-    backoff = float(_setting("STUDIO_JUDGE_BACKOFF_S", 1.0))
+    backoff = float(settings.STUDIO_JUDGE_BACKOFF_S)
     return OpenAICompatibleBackend(
         base_url=config.base_url or None, model=config.model, api_key=key, json_mode=config.json_mode,
-        timeout=float(_setting("STUDIO_JUDGE_TIMEOUT_S", 120.0)), max_retries=int(_setting("STUDIO_JUDGE_MAX_RETRIES", 3)),
+        timeout=float(settings.STUDIO_JUDGE_TIMEOUT_S), max_retries=int(settings.STUDIO_JUDGE_MAX_RETRIES),
         temperature=config.temperature, backoff_base=backoff, backoff_max=max(backoff, min(30.0, backoff * 30)),
     )
 
@@ -139,7 +135,7 @@ def _config_parameters(config: JudgeConfig) -> dict[str, Any]:
     """Provenance and cache parameters of a configuration (no secret)."""
     return {
         "model": config.model, "base_url": config.base_url, "json_mode": config.json_mode,
-        "temperature": config.temperature, "max_reasks": int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+        "temperature": config.temperature, "max_reasks": int(settings.STUDIO_JUDGE_MAX_REASKS),
     }
 
 
@@ -427,7 +423,7 @@ def setting_of(protocol: str) -> str:
 def _call_backend(backend, prompt: str, protocol: str = "holistic", distractors_used=None) -> JudgeOutcome:
     """The HTTP part of a judgement (runs in pool threads; touches no database)."""
     setting, regime = protocol_setting(protocol)
-    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+    return judge_run(backend, prompt, max_reasks=int(settings.STUDIO_JUDGE_MAX_REASKS),
                      setting=setting, regime=regime, distractors_used=distractors_used)
 
 
@@ -633,8 +629,8 @@ def judge_runner() -> str:
     default when ``CELERY_BROKER_URL`` is set), ``"thread"`` (a background thread of this
     process; the default on the embedded setup, so no request waits for the judge) or
     ``"inline"`` (in the caller, to its end: tests and the command line)."""
-    default = "thread" if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) else "celery"
-    runner = getattr(settings, "STUDIO_JUDGE_RUNNER", None) or default
+    default = "thread" if settings.CELERY_TASK_ALWAYS_EAGER else "celery"
+    runner = settings.STUDIO_JUDGE_RUNNER or default
     if runner not in ("celery", "thread", "inline"):
         raise ValueError(f"STUDIO_JUDGE_RUNNER: {runner!r} is not one of celery, thread, inline")
     return runner

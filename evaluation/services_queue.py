@@ -42,12 +42,12 @@ class QueueError(EvaluationConflict):
 
 def verdicts_per_record() -> int:
     """Setting ``STUDIO_HUMAN_VERDICTS_PER_RECORD`` (default 2): human verdicts asked per record."""
-    return max(1, int(getattr(settings, "STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)))
+    return max(1, int(settings.STUDIO_HUMAN_VERDICTS_PER_RECORD))
 
 
 def lease_duration() -> timedelta:
     """Setting ``STUDIO_SCORING_LEASE_MINUTES`` (default 30)."""
-    return timedelta(minutes=float(getattr(settings, "STUDIO_SCORING_LEASE_MINUTES", 30)))
+    return timedelta(minutes=float(settings.STUDIO_SCORING_LEASE_MINUTES))
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def enqueue_run(user, run: AgentRun, n: int | None = None) -> int:
 def import_queue_share() -> float:
     """Setting ``STUDIO_QUEUE_ON_IMPORT_SHARE`` (default 0: off): the share of an imported run's
     records queued for human scoring at import, 0 to 1."""
-    share = float(getattr(settings, "STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0) or 0.0)
+    share = float(settings.STUDIO_QUEUE_ON_IMPORT_SHARE or 0.0)
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"STUDIO_QUEUE_ON_IMPORT_SHARE: {share} is not a share between 0 and 1")
     return share

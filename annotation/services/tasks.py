@@ -192,7 +192,7 @@ def content_problem(content: dict, message: str = "") -> str | None:
     the JSON fields (:func:`json_problem`). Every writer of a revision calls it before writing."""
     from django.conf import settings
 
-    limit = int(getattr(settings, "STUDIO_MAX_QUESTION_CHARS", 20_000))
+    limit = int(settings.STUDIO_MAX_QUESTION_CHARS)
     question = content.get("question")
     if isinstance(question, str) and len(question) > limit:
         return f"question: {len(question)} characters, more than the limit of {limit} (STUDIO_MAX_QUESTION_CHARS)"

@@ -44,6 +44,8 @@ from django.conf import settings
 from rasterio.errors import NotGeoreferencedWarning
 from rio_tiler.errors import NoOverviewWarning
 
+from kernel.paths import OutsideRoot, confine
+
 # Expected, harmless warnings of the readers, silenced once here rather than with
 # ``warnings.catch_warnings`` per request (which is not thread-safe under a threaded server).
 warnings.filterwarnings("ignore", category=PendingDeprecationWarning, module=r"rasterio\.windows")
@@ -170,13 +172,13 @@ def colormap_for(layer) -> dict[int, tuple[int, int, int, int]]:
 
 def layer_file(layer, prefer_tiles: bool = True) -> Path:
     """The absolute file to read for a layer, confined to STUDIO_DATA_ROOT."""
-    root = Path(settings.STUDIO_DATA_ROOT).resolve()
     rel = (layer.tiles_path if prefer_tiles and layer.tiles_path else "") or layer.path
     if not rel:
         raise LayerFileError("layer has no stored file")
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root):
-        raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT")
+    try:
+        path = confine(settings.STUDIO_DATA_ROOT, rel)
+    except OutsideRoot:
+        raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT") from None
     if not path.is_file():
         raise LayerFileError("layer file is missing")
     return path

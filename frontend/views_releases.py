@@ -4,7 +4,6 @@ Thin: services (``annotation.services.releases``) act, selectors (``annotation.s
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -20,6 +19,7 @@ from annotation.selectors_releases import (
 )
 from annotation.services import releases as svc
 from annotation.services import review as review_services
+from kernel.paths import OutsideRoot, confine
 from studio.permissions import can
 
 
@@ -97,8 +97,11 @@ def release_export_zip(request, version: str, job: str):
     found = export_job(version, job)
     if found is None or found.get("status") != "succeeded" or not found.get("zip"):
         raise Http404("no finished export with this id")
-    path = (exports_dir(version) / job / found["zip"]).resolve()
-    if not path.is_relative_to(Path(settings.STUDIO_DATA_ROOT).resolve()) or not path.is_file():
+    try:
+        path = confine(settings.STUDIO_DATA_ROOT, exports_dir(version) / job / found["zip"])
+    except OutsideRoot:
+        raise Http404("the export's zip is gone") from None
+    if not path.is_file():
         raise Http404("the export's zip is gone")
     return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 

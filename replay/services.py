@@ -42,10 +42,8 @@ Crashes
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
-import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -65,6 +63,7 @@ from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
 from kernel.catalogue import result_types
+from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
@@ -90,30 +89,17 @@ class ReplayStateError(ReplayConflict):
     """A replay is not in a state that allows the operation; the message says why (HTTP 409)."""
 
 
-@functools.lru_cache(maxsize=8)
-def _resolved_root(setting: str) -> Path:
-    return Path(setting).resolve()
-
-
 def stored_path(relative: str) -> str:
     """The absolute path of a file stored under STUDIO_DATA_ROOT, normalised without touching the
     file system (symbolic links are not followed: ``data_path`` does that before a file is
-    handed to a tool); ``ValueError`` if it lies outside the root."""
-    root = str(_resolved_root(str(settings.STUDIO_DATA_ROOT)))
-    p = os.path.normpath(os.path.join(root, relative))
-    if p != root and not p.startswith(root + os.sep):
-        raise ValueError(f"path '{relative}' lies outside the data root")
-    return p
+    handed to a tool); ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it lies outside."""
+    return str(confine(settings.STUDIO_DATA_ROOT, relative, follow_links=False))
 
 
 def data_path(relative: str) -> Path:
     """Absolute path of a file stored under STUDIO_DATA_ROOT (symbolic links resolved);
-    ``ValueError`` if it escapes the root."""
-    root = _resolved_root(str(settings.STUDIO_DATA_ROOT))
-    p = (root / relative).resolve()
-    if not p.is_relative_to(root):
-        raise ValueError(f"path '{relative}' lies outside the data root")
-    return p
+    ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it escapes the root."""
+    return confine(settings.STUDIO_DATA_ROOT, relative)
 
 
 def artifact_root() -> Path:
@@ -867,12 +853,9 @@ def resume_stuck_replays(timeout_s: float = 900.0) -> list[int]:
 
 
 def artifact_path(run: ReplayRun, name: str) -> Path:
-    """Absolute path of an artifact of ``run``; ``ValueError`` if ``name`` escapes the run's folder."""
-    base = (Path(settings.STUDIO_ARTIFACT_ROOT) / run.artifact_dir).resolve()
-    p = (base / name).resolve()
-    if not p.is_relative_to(base):
-        raise ValueError(f"artifact '{name}' lies outside the run's folder")
-    return p
+    """Absolute path of an artifact of ``run``; ``kernel.paths.OutsideRoot`` (a ``ValueError``)
+    if ``name`` escapes the run's folder."""
+    return confine(Path(settings.STUDIO_ARTIFACT_ROOT) / run.artifact_dir, name, what="the run's folder")
 
 
 # ============================================================================================

@@ -7,6 +7,8 @@ import math
 import os
 from pathlib import Path
 
+from kernel.paths import OutsideRoot, confine
+
 # Damage classes of the studio's GT masks (xBD targets use the same numbering; 5 is Microsoft's
 # un-classified). Keys are strings, as JSON stores them.
 DAMAGE_CLASS_MAP: dict[str, str] = {
@@ -29,10 +31,12 @@ def confined_to(path: str | Path, folder: str | Path) -> Path:
     from .errors import DataImportError
 
     path, folder = Path(path), Path(folder)
-    real, base = path.resolve(), folder.resolve()
-    if not real.is_relative_to(base):
+    try:
+        confine(folder, path)
+    except OutsideRoot:
         what = "a symlink to" if path.is_symlink() else "resolves to"
-        raise DataImportError(path, "path", f"{what} {real}, outside the source folder {base}; refused")
+        raise DataImportError(path, "path", f"{what} {path.resolve()}, outside the source folder {folder.resolve()}; "
+                                            "refused") from None
     return path
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from kernel.paths import is_inside
+
 __all__ = [
     "ToolContext",
     "GTMask",
@@ -215,11 +217,7 @@ class ToolContext:
 
 
 def _is_within(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
+    return is_inside(path, root)
 
 
 def directory_resolver(*roots: str | os.PathLike) -> Callable[[str], Path]:

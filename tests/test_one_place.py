@@ -1,5 +1,7 @@
-"""One place each (issue 19, item 5): path confinement (``kernel.paths``), and every former copy
-now goes through it.
+"""One place each (issue 19, item 5): path confinement (``kernel.paths``) and file SHA-256 with a
+bounded cache (``kernel.hashing``), and every former copy now goes through them.
+
+Expected values: the digests are ``hashlib``'s of the bytes written here (``sha256(b"abc")`` is the FIPS 180-2 test vector ba7816bf…15ad).
 """
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from kernel import hashing
 from kernel.paths import OutsideRoot, confine, is_inside
 
 ROOT = Path(__file__).resolve().parents[1]
+ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 # --- path confinement ---------------------------------------------------------------------------
@@ -66,3 +70,47 @@ def test_the_services_refuse_paths_outside_the_data_root(settings):
     for fn in (data_path, stored_path):
         with pytest.raises(OutsideRoot, match="lies outside the data root"):
             fn("../../etc/passwd")
+
+
+# --- hashing ------------------------------------------------------------------------------------
+
+def test_file_sha256_is_hashlibs_and_reads_an_unchanged_file_once(tmp_path):
+    hashing.cache_clear()
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"abc")
+    assert hashing.file_sha256(f) == ABC
+    assert hashing.file_sha256(str(f)) == ABC
+    assert hashing.cache_info()["misses"] == 1 and hashing.cache_info()["hits"] == 1
+    f.write_bytes(b"abcd")  # a new size: read again
+    assert hashing.file_sha256(f) == "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
+
+
+def test_the_digest_cache_is_bounded(tmp_path, monkeypatch):
+    hashing.cache_clear()
+    monkeypatch.setattr(hashing, "CACHE_SIZE", 3)
+    files = []
+    for i in range(5):
+        files.append(tmp_path / f"{i}.bin")
+        files[-1].write_bytes(bytes([i]))
+        hashing.file_sha256(files[-1])
+    assert hashing.cache_info()["size"] == 3
+    hashing.file_sha256(files[0])  # the oldest was evicted: read again
+    assert hashing.cache_info()["misses"] == 6
+
+
+def test_every_former_hasher_is_the_kernels():
+    from annotation.importers import common
+    from annotation.services import export
+    from replay.tools import base
+
+    assert common.sha256_file is export.sha256_file is base.file_sha256 is hashing.file_sha256
+    assert common.sha256_files is hashing.sha256_files
+
+
+def test_sha256_files_digests_names_and_contents_in_path_order(tmp_path):
+    import hashlib
+
+    (tmp_path / "b.dbf").write_bytes(b"abc")
+    (tmp_path / "a.shp").write_bytes(b"abc")
+    by_hand = hashlib.sha256(b"a.shp" + ABC.encode() + b"b.dbf" + ABC.encode()).hexdigest()
+    assert hashing.sha256_files([tmp_path / "b.dbf", tmp_path / "a.shp"]) == by_hand

@@ -14,9 +14,10 @@ Two delivery schemes, one per layer frame:
   places it with ``L.imageOverlay`` in ``L.CRS.Simple`` over ``[[0, 0], [height, width]]``. For 1024²
   chips that is a single ~1–2 MB PNG, simpler and as fast as a pixel tile pyramid.
 
-Masks (single-band class indices) are coloured with ``class_colours(layer)``: a fixed palette by
-index (``CLASS_COLOURS``), overridden by well-known labels of the layer's ``class_map`` (so
-"destroyed" is red whatever its index); class 0 / background is transparent. Masks are never rescaled
+Masks (single-band class indices) are coloured with ``class_colours(layer)``: the one palette by
+index (``kernel.palette``, the benchmark's ``vis`` colours; ``CLASS_COLOURS``), overridden by
+well-known labels of the layer's ``class_map`` (so "destroyed" is purple whatever its index); class
+0 / background is transparent. Masks are never rescaled
 and tiles use nearest-neighbour resampling (rio-tiler's default), so class values survive.
 
 Nodata is deliberate: we never invent one. The nodata tag stored in the COG (the importer's
@@ -43,7 +44,7 @@ import numpy as np
 from django.conf import settings
 from rasterio.errors import NotGeoreferencedWarning
 from rio_tiler.errors import NoOverviewWarning
-
+from kernel.palette import display_hex, label_hex
 from kernel.paths import OutsideRoot, confine
 
 # Expected, harmless warnings of the readers, silenced once here rather than with
@@ -56,54 +57,17 @@ IMAGE_MAX_SIZE = 2048
 TILE_SIZE = 256
 MIN_ZOOM_SLACK = 3
 
-# Fixed palette by class index: 0 transparent, then the xBD damage scale, then distinct colours.
-CLASS_COLOURS: dict[int, str | None] = {
-    0: None,  # background: transparent
-    1: "#1a9850",  # no damage: green
-    2: "#fee08b",  # minor damage: yellow
-    3: "#f46d43",  # major damage: orange
-    4: "#d73027",  # destroyed: red
-    5: "#969696",  # un-classified: grey
-    6: "#4575b4",  # blue
-    7: "#984ea3",  # purple
-    8: "#00bcd4",  # cyan
-    9: "#a6761d",  # brown
-    10: "#e7298a",  # pink
-    11: "#66a61e",  # olive green
-}
-_EXTRA_COLOURS = ["#1f78b4", "#b15928", "#6a3d9a", "#ff7f00", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99"]
-
-# Label keywords → colour (matched on the lower-cased label with "_" and " " read as "-").
-_LABEL_COLOURS: list[tuple[tuple[str, ...], str | None]] = [
-    (("background", "no-data", "nodata", "unlabeled", "unlabelled"), None),
-    (("no-damage", "undamaged", "intact"), CLASS_COLOURS[1]),
-    (("minor",), CLASS_COLOURS[2]),
-    (("major",), CLASS_COLOURS[3]),
-    (("destroyed",), CLASS_COLOURS[4]),
-    (("un-classified", "unclassified", "unknown"), CLASS_COLOURS[5]),
-    (("flood", "water", "inundat"), "#2c7fb8"),
-    (("burn", "fire"), "#7f2704"),
-    (("road",), "#525252"),
-    (("building",), "#e6ab02"),
-]
+# The palette by class index (kernel/palette.py: the benchmark's vis palette, 0 transparent,
+# 1 gold/no-damage, 2 orange/minor, 3 crimson/major, 4 purple/destroyed, 5 blue/un-classified, ...).
+CLASS_COLOURS: dict[int, str | None] = {i: display_hex(i) for i in range(12)}
 
 
 class LayerFileError(Exception):
     """The layer's file is missing or lies outside STUDIO_DATA_ROOT."""
 
 
-def _index_colour(index: int) -> str | None:
-    if index in CLASS_COLOURS:
-        return CLASS_COLOURS[index]
-    return _EXTRA_COLOURS[index % len(_EXTRA_COLOURS)]
-
-
-def _label_colour(label: str) -> tuple[bool, str | None]:
-    norm = str(label).strip().lower().replace("_", "-").replace(" ", "-")
-    for keys, colour in _LABEL_COLOURS:
-        if any(k in norm for k in keys):
-            return True, colour
-    return False, None
+_index_colour = display_hex
+_label_colour = label_hex
 
 
 def class_colours(layer) -> dict[int, str | None]:

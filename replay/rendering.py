@@ -1,6 +1,7 @@
 """Render a raster artifact (mask or image) to PNG bytes for the browser.
 
-Masks (single band, integer, few values) are coloured with a fixed palette by class index;
+Masks (single band, integer, few values) are coloured with the one palette by class index
+(``kernel.palette.display_rgba``: the benchmark's ``vis`` colours, as on the map tiles);
 other rasters are shown as they are (first three bands, 8-bit stretch for other dtypes).
 """
 from __future__ import annotations
@@ -12,26 +13,9 @@ import numpy as np
 import rasterio
 from PIL import Image
 
-# Class index -> RGBA. 0 is transparent. 1–3 follow the damage convention of the tools
-# (intact green, partially damaged orange, destroyed red); 4 xBD destroyed; 255 binary "selected".
-PALETTE = {
-    0: (0, 0, 0, 0),
-    1: (46, 204, 113, 200),
-    2: (243, 156, 18, 210),
-    3: (231, 76, 60, 220),
-    4: (142, 68, 173, 220),
-    5: (149, 165, 166, 200),
-    255: (0, 229, 255, 200),
-}
+from kernel.palette import display_rgba
 
-
-def colour_for(index: int) -> tuple[int, int, int, int]:
-    """RGBA of a class index: the palette, or a deterministic colour derived from the index."""
-    if index in PALETTE:
-        return PALETTE[index]
-    rng = np.random.default_rng(index)
-    r, g, b = (int(v) for v in rng.integers(40, 255, 3))
-    return (r, g, b, 200)
+colour_for = display_rgba  # RGBA of a class index (kernel/palette.py); 0 transparent
 
 
 def raster_png(path: Path) -> bytes:

@@ -1,17 +1,24 @@
-"""One place each (issue 19, item 5): path confinement (``kernel.paths``) and file SHA-256 with a
-bounded cache (``kernel.hashing``), and every former copy now goes through them.
+"""One place each (issue 19, item 5): path confinement (``kernel.paths``), file SHA-256 with a
+bounded cache (``kernel.hashing``) and the mask palette (``kernel.palette``), and every former copy
+now goes through them.
 
-Expected values: the digests are ``hashlib``'s of the bytes written here (``sha256(b"abc")`` is the FIPS 180-2 test vector ba7816bf…15ad).
+Expected values: the palette is the benchmark's ``vis`` default (DORA ``dora/tools/vis.py``,
+``_class_color``: 1 (255, 215, 0), 2 (255, 140, 0), 3 (220, 20, 60), 4 (128, 0, 128),
+5 (30, 144, 255), 6 (0, 191, 255), any other value (255, 0, 0)); the digests are ``hashlib``'s of
+the bytes written here (``sha256(b"abc")`` is the FIPS 180-2 test vector ba7816bf…15ad).
 """
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from PIL import Image
 
-from kernel import hashing
+from kernel import hashing, palette
 from kernel.paths import OutsideRoot, confine, is_inside
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,3 +121,39 @@ def test_sha256_files_digests_names_and_contents_in_path_order(tmp_path):
     (tmp_path / "a.shp").write_bytes(b"abc")
     by_hand = hashlib.sha256(b"a.shp" + ABC.encode() + b"b.dbf" + ABC.encode()).hexdigest()
     assert hashing.sha256_files([tmp_path / "b.dbf", tmp_path / "a.shp"]) == by_hand
+
+
+# --- the palette --------------------------------------------------------------------------------
+
+def test_the_palette_is_the_benchmarks_and_tiles_overlays_and_vis_share_it(tmp_path):
+    from annotation import tiles
+    from replay import rendering
+    from replay.tools import vis
+
+    assert palette.BENCHMARK_RGB == {1: (255, 215, 0), 2: (255, 140, 0), 3: (220, 20, 60), 4: (128, 0, 128),
+                                     5: (30, 144, 255), 6: (0, 191, 255)}
+    assert palette.benchmark_rgb(255) == (255, 0, 0) == palette.benchmark_rgb(9)
+    # class 2 (xBD minor-damage) is orange on a tile, on a replay overlay and in vis.* output
+    assert tiles.CLASS_COLOURS[2] == "#ff8c00" == palette.hex_of(vis.PALETTE[2])
+    assert rendering.colour_for(2)[:3] == (255, 140, 0) and rendering.colour_for(0) == (0, 0, 0, 0)
+    assert vis.colour_of(2) == (255, 140, 0) and vis.colour_of(255) == (255, 0, 0)
+    # the map by label: "destroyed" is the benchmark's class-4 purple whatever its index
+    layer = SimpleNamespace(class_map={"0": "background", "1": "destroyed", "2": "minor-damage"}, class_counts={})
+    assert tiles.class_colours(layer) == {0: None, 1: "#800080", 2: "#ff8c00"}
+    # and a rendered overlay PNG has exactly those pixels
+    mask = np.zeros((4, 4), np.uint8)
+    mask[0, :] = 2
+    path = tmp_path / "m.tif"
+    import rasterio
+
+    with rasterio.open(path, "w", driver="GTiff", width=4, height=4, count=1, dtype="uint8") as dst:
+        dst.write(mask, 1)
+    import io
+
+    rgba = np.asarray(Image.open(io.BytesIO(rendering.raster_png(path))).convert("RGBA"))
+    assert tuple(rgba[0, 0]) == (255, 140, 0, palette.OVERLAY_ALPHA) and rgba[1, 0, 3] == 0
+
+
+def test_past_six_classes_the_map_keeps_them_apart_where_the_benchmark_paints_red():
+    colours = [palette.display_hex(i) for i in range(7, 15)]
+    assert len(set(colours)) == 8 and "#ff0000" not in colours

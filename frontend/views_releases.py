@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from annotation.models import Release
+from annotation.api_releases import ReleaseCreateIn
 from annotation.selectors_releases import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_runs,
     tasks_for_release_form,
@@ -24,11 +25,17 @@ from studio.permissions import can
 
 
 def release_list_page(request):
-    """GET: the releases; POST: create a draft release of every approved task."""
+    """GET: the releases; POST: create a draft release of every approved task (the form is read by
+    the API's input serializer, ``annotation.api_releases.ReleaseCreateIn``, and goes to the same
+    service as ``POST /api/releases/``)."""
     if request.method == "POST":
+        data = ReleaseCreateIn(data={"version": request.POST.get("version", ""),
+                                     "changelog": request.POST.get("changelog", "")})
+        if not data.is_valid():
+            messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items()))
+            return redirect("release_list")
         try:
-            release = svc.create_release(request.user, request.POST.get("version", ""),
-                                         request.POST.get("changelog", ""))
+            release = svc.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
         except (svc.ReleaseError, PermissionDenied) as exc:
             messages.error(request, str(exc))
             return redirect("release_list")

@@ -157,3 +157,42 @@ def test_the_palette_is_the_benchmarks_and_tiles_overlays_and_vis_share_it(tmp_p
 def test_past_six_classes_the_map_keeps_them_apart_where_the_benchmark_paints_red():
     colours = [palette.display_hex(i) for i in range(7, 15)]
     assert len(set(colours)) == 8 and "#ff0000" not in colours
+
+
+# --- gold diffs ---------------------------------------------------------------------------------
+
+STEPS_A = [{"call": "vec.buffer", "args": {"meter": 20}, "obs": {"buffer_path": "a.geojson", "count": 60}},
+           {"call": "calc.sum", "args": {"x": [1, 2]}, "obs": {"result": 3}}]
+STEPS_B = [{"call": "vec.buffer", "args": {"meter": 30}, "obs": {"buffer_path": "b.geojson", "count": 61}},
+           {"call": "calc.sum", "args": {"x": [1, 2]}, "obs": {"result": 3.0000001}},
+           {"call": "calc.round", "args": {"x": 3}, "obs": {"result": 3}}]
+
+
+def test_step_diff_rows_worked_out_by_hand():
+    from kernel.golddiff import step_diff
+
+    rows = step_diff(STEPS_A, STEPS_B)
+    assert [(r["index"], r["call"], r["state"]) for r in rows] == [
+        (0, "vec.buffer", "changed"), (1, "calc.sum", "changed"), (2, "calc.round", "added")]
+    assert rows[0]["changes"] == [
+        {"path": "(call/args)", "before": {"call": "vec.buffer", "args": {"meter": 20}},
+         "after": {"call": "vec.buffer", "args": {"meter": 30}}},
+        {"path": "buffer_path", "before": "a.geojson", "after": "b.geojson"},
+        {"path": "count", "before": 60, "after": 61}]
+    assert rows[1]["changes"] == [{"path": "result", "before": 3, "after": 3.0000001}]
+    # the recorded diff's options: observations only, a relative tolerance, file names skipped
+    close = step_diff(STEPS_A, STEPS_B, calls=False, skip=lambda p: p.endswith("_path"),
+                      equal=lambda x, y: x == y or (isinstance(x, (int, float)) and abs(x - y) <= 1e-6 * abs(x)))
+    assert [(r["state"], [c["path"] for c in r["changes"]]) for r in close] == [
+        ("changed", ["count"]), ("same", []), ("added", [])]
+
+
+def test_the_release_diff_gives_the_replays_gold_diff_rows():
+    """Release diffs said {index, change, parts, call_a, call_b, args}; they now give the rows of
+    kernel.golddiff (only the steps that differ), with values compared as canonical JSON, so
+    3 → 3.0 is a change there (a task file would be rewritten) although 3 == 3.0 in Python."""
+    from annotation.selectors_releases import _step_changes
+
+    rows = _step_changes(STEPS_A, [STEPS_A[0], {**STEPS_A[1], "obs": {"result": 3.0}}])
+    assert rows == [{"index": 1, "call": "calc.sum", "state": "changed",
+                     "changes": [{"path": "result", "before": 3, "after": 3.0}]}]

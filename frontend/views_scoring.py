@@ -18,7 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import selectors
-from evaluation.api import JudgeJobIn
+from evaluation.api import AdjudicationIn, JudgeJobIn
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
@@ -300,17 +300,17 @@ def adjudication_record(request, pk: int):
             "grade": p.get("grade"), "reasoning": p.get("reasoning", ""), "rationale": p.get("rationale", ""),
             "override": p.get("override") == "on", "override_reason": p.get("override_reason", ""),
         }
-        try:
-            grade = float(posted["grade"])
-        except (TypeError, ValueError):
-            error = "grade: pick one of 0, 0.2, 0.4, 0.6, 0.8, 1.0"
+        # the form, read by the API's input serializer (POST /api/records/<id>/adjudication/)
+        data = AdjudicationIn(data={
+            "errors": posted["errors"], "reasons": posted["reasons"], "grade": posted["grade"],
+            "reasoning": posted["reasoning"], "rationale": posted["rationale"],
+            "is_correct": (not plan_is_correct(posted["errors"])) if posted["override"] else None,
+            "override_reason": posted["override_reason"], "idempotency_key": p.get("token") or None})
+        if not data.is_valid():
+            error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items())
         if error is None:
-            derived = plan_is_correct(posted["errors"])
             try:
-                adjudicate(request.user, record, errors=posted["errors"], grade=grade, reasons=posted["reasons"],
-                           reasoning=posted["reasoning"], rationale=posted["rationale"],
-                           is_correct=(not derived) if posted["override"] else None,
-                           override_reason=posted["override_reason"], idempotency_key=p.get("token") or None)
+                adjudicate(request.user, record, **data.validated_data)
             except (ValueError, PermissionDenied) as exc:
                 error = str(exc)
             else:

@@ -2,16 +2,19 @@
 write the same thing, the page reads its form with the API's input serializer and calls the same
 service, so both accept and refuse the same input.
 
-Two operations are covered: starting a judge job over a run (the run page's button,
+Three operations are covered: starting a judge job over a run (the run page's button,
 ``frontend.views_scoring.run_judge``, and ``POST /api/judge/jobs/``; serializer
-``evaluation.api.JudgeJobIn``) and creating a release (the releases page and
-``POST /api/releases/``; ``annotation.api_releases.ReleaseCreateIn``). The refusals are the
-serializers' documented bounds: ``horizons`` 1–3, ``version`` at most 40 characters.
+``evaluation.api.JudgeJobIn``), creating a release (the releases page and ``POST /api/releases/``;
+``annotation.api_releases.ReleaseCreateIn``) and adjudicating a record (the adjudication page and
+``POST /api/records/<id>/adjudication/``; ``evaluation.api.AdjudicationIn``). The refusals are
+the serializers' documented bounds: ``horizons`` 1–3, ``version`` at most 40 characters, ``grade``
+a number in [0, 1].
 """
 from __future__ import annotations
 
 import pytest
 from django.contrib.messages import get_messages
+from test_adjudication import setup  # noqa: F401  (fixture)
 from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401
 
 from annotation.models import Release
@@ -69,3 +72,20 @@ def test_the_releases_page_and_the_api_refuse_the_same_bad_version(client, maint
     api = client.post("/api/releases/", {"version": long}, content_type="application/json")
     assert api.status_code == 400 and "version" in api.json()
     assert not Release.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("grade", ["abc", "1.5"])
+def test_the_adjudication_page_and_the_api_refuse_the_same_grade(grade, setup, make_user, client):
+    """The adjudication form goes through ``evaluation.api.AdjudicationIn`` (grade a number in
+    [0, 1]) like ``POST /api/records/<id>/adjudication/``; nothing is written on either side."""
+    from evaluation.models import Adjudication
+
+    rec = setup["recs"][0]
+    client.force_login(make_user("rita", "reviewer"))
+    page = client.post(f"/adjudication/records/{rec.pk}/", {"E6": "on", "grade": grade, "rationale": "r", "token": "t"})
+    assert page.status_code == 400 and "grade:" in page.content.decode()
+    api = client.post(f"/api/records/{rec.pk}/adjudication/", {"errors": {"E6": True}, "grade": grade, "rationale": "r"},
+                      content_type="application/json")
+    assert api.status_code == 400 and "grade" in api.json()
+    assert not Adjudication.objects.exists()

@@ -23,6 +23,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from kernel.errors import DomainError, Forbidden, NotFound
 
@@ -31,6 +32,8 @@ def exception_handler(exc, context):
     """DRF's ``EXCEPTION_HANDLER``: a domain error, ``PermissionDenied`` or ``DoesNotExist`` → the
     body of the module docstring; anything else → DRF's own handler (None for an exception DRF does
     not know, which Django answers as a 500 without its text)."""
+    if isinstance(exc, (DomainError, DjangoPermissionDenied, ObjectDoesNotExist)):
+        set_rollback()  # as DRF's own handler does: an atomic request must not commit half a write
     if isinstance(exc, DomainError):
         body = {}
         hook = getattr(context.get("view"), "error_context", None)

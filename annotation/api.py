@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from django.urls import path
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 
+from annotation.errors import AnnotationInputError, AnnotationNotFound
 from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
-from annotation.selectors_tasks import (task_audit, task_comments, task_detail, task_list, task_revision,
+from annotation.selectors_tasks import (task_audit, task_comment_threads, task_detail, task_list, task_revision,
                                         task_revisions, user_draft)
 from annotation.services import layers as layer_services
 from annotation.services import qc as qc_services
@@ -23,6 +24,7 @@ from annotation.services import review as review_services
 from annotation.services import tasks as task_services
 from studio.api_fields import ID_BOUNDS, INT_BOUNDS
 from studio.api_views import APIView
+from studio.pagination import CursorPagination
 from studio.permissions import can
 
 
@@ -49,9 +51,12 @@ class EventDetailOut(EventOut):
 
 
 class EventListView(APIView):
+    pagination_class = CursorPagination
+    cursor_key = "slug"
+
     @extend_schema(responses=EventOut(many=True))
     def get(self, request):
-        return Response(EventOut(Event.objects.order_by("slug"), many=True).data)
+        return self.paginated(Event.objects.all(), EventOut)
 
 
 class EventDetailView(APIView):
@@ -86,12 +91,15 @@ class LayerAuditOut(serializers.Serializer):
 
 class LayerGeoreferencingView(APIView):
     """A maintainer records a layer's GSD and/or CRS with a reason (an audit event; the replays of
-    the tasks that read the layer become stale). 400 names the field; 403 for other roles."""
+    the tasks that read the layer become stale). 400 names the field; 403 for other roles. GET:
+    the layer's audit events, newest first, a page at a time."""
+
+    pagination_class = CursorPagination
 
     @extend_schema(responses=LayerAuditOut(many=True))
     def get(self, request, pk: int):
         layer = get_object_or_404(Layer, pk=pk)
-        return Response(LayerAuditOut(layer.audit_events.select_related("actor").order_by("-id"), many=True).data)
+        return self.paginated(layer.audit_events.select_related("actor"), LayerAuditOut)
 
     @extend_schema(request=GeoreferencingIn, responses={200: LayerAuditOut})
     def post(self, request, pk: int):
@@ -99,10 +107,8 @@ class LayerGeoreferencingView(APIView):
         data = GeoreferencingIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        try:
-            event = layer_services.set_layer_georeferencing(request.user, layer, gsd_m=v.get("gsd_m"), crs=v.get("crs"), reason=v["reason"])
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        event = layer_services.set_layer_georeferencing(request.user, layer, gsd_m=v.get("gsd_m"), crs=v.get("crs"),
+                                                        reason=v["reason"])
         return Response(LayerAuditOut(event).data)
 
 
@@ -315,7 +321,7 @@ class QcView(APIView):
         task = _task_or_404(v["task"]) if v.get("task") else None
         if v.get("content") is None:
             if task is None:
-                return Response({"detail": "task: give a task (its head revision is checked) or content"}, status=400)
+                raise AnnotationInputError("task: give a task (its head revision is checked) or content")
             findings = review_services.submission_findings(task)
             return Response({"task": task.pk, "version": task.version, "findings": [f.as_dict() for f in findings]})
         if task is not None:
@@ -323,20 +329,13 @@ class QcView(APIView):
         elif v.get("event"):
             event = get_object_or_404(Event, slug=v["event"])
         else:
-            return Response({"detail": "event: new content needs its event"}, status=400)
+            raise AnnotationInputError("event: new content needs its event")
         body = QcContentIn(data=v["content"])
         if not body.is_valid():
             return Response({"content": body.errors}, status=400)
-        try:
-            content = _content(body.validated_data, event)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        content = _content(body.validated_data, event)
         findings = qc_services.qc_for_content(event, content, task=task)
         return Response({"task": task.pk if task else None, "version": None, "findings": [f.as_dict() for f in findings]})
-
-
-def _broken(exc: task_services.BrokenReferenceError) -> Response:
-    return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
 
 
 def _content(data: dict, event: Event) -> dict:
@@ -354,61 +353,67 @@ def _task_or_404(pk: int) -> Task:
     return get_object_or_404(Task.objects.select_related("event", "head", "created_by"), pk=pk)
 
 
-def _locked(exc) -> Response:
-    return Response({"detail": str(exc), "locked": True}, status=423)
+def _revision_or_404(task: Task, number: int) -> TaskRevision:
+    """Revision ``number`` of ``task``; ``AnnotationNotFound`` (404) naming the range otherwise."""
+    try:
+        return task_revision(task, number)
+    except TaskRevision.DoesNotExist:
+        raise AnnotationNotFound(f"revision: task {task.pk} has revisions r1..r{task.version}, not r{number}") from None
+
+
+class DiffQuery(serializers.Serializer):
+    """``?a=&b=``: revision numbers (default: the head and the one before)."""
+
+    a = serializers.IntegerField(required=False, **INT_BOUNDS)
+    b = serializers.IntegerField(required=False, **INT_BOUNDS)
+
+
+class CurrentTaskOnConflict:
+    """A 409 for a stale version carries the current task (head included) beside ``detail``, so
+    the editor can show both versions (``studio.errors.exception_handler`` calls this)."""
+
+    def error_context(self, exc) -> dict:
+        if isinstance(exc, task_services.StaleVersionError):
+            return _task_out(self.request, exc.task.pk)
+        return {}
 
 
 class TaskListView(APIView):
-    @extend_schema(responses=TaskListOut(many=True))
+    """GET: every task, newest first, a page at a time (``?event=<slug>&dimension=<t1..t8>``
+    filter); POST: a new task."""
+
+    pagination_class = CursorPagination
+
+    @extend_schema(parameters=[OpenApiParameter("event", str), OpenApiParameter("dimension", str)],
+                   responses=TaskListOut(many=True))
     def get(self, request):
-        qs = task_list(event_slug=request.query_params.get("event"), dimension=request.query_params.get("dimension"))
-        return Response(TaskListOut(qs, many=True).data)
+        qs = task_list(event_slug=request.query_params.get("event"), dimension=request.query_params.get("dimension"),
+                       limit=None)
+        return self.paginated(qs, TaskListOut)
 
     @extend_schema(request=TaskCreateIn, responses={201: TaskOut})
     def post(self, request):
         data = TaskCreateIn(data=request.data)
         data.is_valid(raise_exception=True)
         event = get_object_or_404(Event, slug=data.validated_data["event"])
-        try:
-            content = _content(data.validated_data, event)
-            task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"],
-                                             content=content)
-        except task_services.BrokenReferenceError as exc:
-            return _broken(exc)
-        except task_services.TaskExistsError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        content = _content(data.validated_data, event)
+        task = task_services.create_task(request.user, event, dimension=data.validated_data["dimension"], content=content)
         return Response(_task_out(request, task.pk), status=201)
 
 
-class TaskDetailView(APIView):
+class TaskDetailView(CurrentTaskOnConflict, APIView):
     @extend_schema(responses=TaskOut)
     def get(self, request, pk: int):
-        try:
-            return Response(_task_out(request, pk))
-        except Task.DoesNotExist:
-            return Response({"detail": "not found"}, status=404)
+        return Response(_task_out(request, pk))  # Task.DoesNotExist: a 404 (studio.errors)
 
     @extend_schema(request=TaskUpdateIn, responses={200: TaskOut, 409: TaskOut})
     def put(self, request, pk: int):
         task = get_object_or_404(Task.objects.select_related("event"), pk=pk)
         data = TaskUpdateIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            content = _content(data.validated_data, task.event)
-            task_services.save_revision(request.user, task, expected_version=data.validated_data["expected_version"],
-                                        content=content, message=data.validated_data["message"])
-        except task_services.StaleVersionError as exc:
-            body = _task_out(request, pk)
-            body["detail"] = str(exc)
-            return Response(body, status=status.HTTP_409_CONFLICT)
-        except task_services.TaskLockedError as exc:
-            return _locked(exc)
-        except task_services.BrokenReferenceError as exc:
-            return _broken(exc)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        content = _content(data.validated_data, task.event)
+        task_services.save_revision(request.user, task, expected_version=data.validated_data["expected_version"],
+                                    content=content, message=data.validated_data["message"])
         return Response(_task_out(request, pk))
 
 
@@ -420,15 +425,7 @@ class TaskSubmitView(APIView):
 
 def _apply_transition(request, pk: int, action: str, reason: str, acknowledge: bool = False) -> Response:
     task = _task_or_404(pk)
-    try:
-        review_services.transition(request.user, task, action, reason=reason, acknowledge_open_comments=acknowledge)
-    except review_services.OpenCommentsError as exc:
-        return Response({"detail": str(exc), "open_comments": exc.open_count,
-                         "open_comment_threads": review_services.open_comment_threads(task=task)}, status=409)
-    except task_services.TaskValidationError as exc:
-        return Response({"detail": str(exc), "qc": [f.as_dict() for f in exc.findings]}, status=400)
-    except ValueError as exc:
-        return Response({"detail": str(exc)}, status=400)
+    review_services.transition(request.user, task, action, reason=reason, acknowledge_open_comments=acknowledge)
     return Response(_task_out(request, pk))
 
 
@@ -444,27 +441,34 @@ class TaskTransitionView(APIView):
 
 
 class TaskAuditView(APIView):
+    """The task's audit trail, oldest first, a page at a time."""
+
+    pagination_class = CursorPagination
+    cursor_key = "id"
+
     @extend_schema(responses=AuditOut(many=True))
     def get(self, request, pk: int):
-        return Response(AuditOut(task_audit(_task_or_404(pk)), many=True).data)
+        return self.paginated(task_audit(_task_or_404(pk)), AuditOut)
 
 
 class RevisionListView(APIView):
+    """The task's revisions, newest first, a page at a time."""
+
+    pagination_class = CursorPagination
+    cursor_key = "-number"
+
     @extend_schema(responses=RevisionListOut(many=True))
     def get(self, request, pk: int):
-        return Response(RevisionListOut(task_revisions(_task_or_404(pk)), many=True).data)
+        return self.paginated(task_revisions(_task_or_404(pk)), RevisionListOut)
 
 
 class RevisionDetailView(APIView):
     @extend_schema(responses=RevisionOut)
     def get(self, request, pk: int, number: int):
-        try:
-            return Response(RevisionOut(task_revision(_task_or_404(pk), number)).data)
-        except TaskRevision.DoesNotExist:
-            return Response({"detail": f"revision: task {pk} has no revision r{number}"}, status=404)
+        return Response(RevisionOut(_revision_or_404(_task_or_404(pk), number)).data)
 
 
-class RevisionRestoreView(APIView):
+class RevisionRestoreView(CurrentTaskOnConflict, APIView):
     """Write an old revision again as the new head (the revisions in between stay)."""
 
     @extend_schema(request=RestoreIn, responses={200: TaskOut, 409: TaskOut})
@@ -472,24 +476,12 @@ class RevisionRestoreView(APIView):
         task = _task_or_404(pk)
         data = RestoreIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            task_services.restore_revision(request.user, task, number, expected_version=data.validated_data["expected_version"])
-        except TaskRevision.DoesNotExist:
-            return Response({"detail": f"revision: task {pk} has no revision r{number}"}, status=404)
-        except task_services.StaleVersionError as exc:
-            body = _task_out(request, pk)
-            body["detail"] = str(exc)
-            return Response(body, status=status.HTTP_409_CONFLICT)
-        except task_services.TaskLockedError as exc:
-            return _locked(exc)
-        except task_services.BrokenReferenceError as exc:
-            return _broken(exc)
-        except ValueError as exc:  # an old revision that no longer fits a limit (content_problem)
-            return Response({"detail": str(exc)}, status=400)
+        _revision_or_404(task, number)
+        task_services.restore_revision(request.user, task, number, expected_version=data.validated_data["expected_version"])
         return Response(_task_out(request, pk))
 
 
-class AcceptProposalView(APIView):
+class AcceptProposalView(CurrentTaskOnConflict, APIView):
     """Bind a blank answer field to its proposed source (the proposal is worked out again on the server)."""
 
     @extend_schema(request=AcceptProposalIn, responses={200: TaskOut, 400: dict, 409: TaskOut})
@@ -497,17 +489,8 @@ class AcceptProposalView(APIView):
         task = _task_or_404(pk)
         data = AcceptProposalIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            task_services.accept_answer_proposal(request.user, task, field=data.validated_data["field"],
-                                                 expected_version=data.validated_data["expected_version"])
-        except task_services.StaleVersionError as exc:
-            body = _task_out(request, pk)
-            body["detail"] = str(exc)
-            return Response(body, status=status.HTTP_409_CONFLICT)
-        except task_services.TaskLockedError as exc:
-            return _locked(exc)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        task_services.accept_answer_proposal(request.user, task, field=data.validated_data["field"],
+                                             expected_version=data.validated_data["expected_version"])
         return Response(_task_out(request, pk))
 
 
@@ -517,14 +500,11 @@ class RevisionDiffView(APIView):
     @extend_schema(responses=dict)
     def get(self, request, pk: int):
         task = _task_or_404(pk)
-        try:
-            a = int(request.query_params.get("a", max(task.version - 1, 1)))
-            b = int(request.query_params.get("b", task.version))
-            return Response(task_services.diff_revisions(task_revision(task, a), task_revision(task, b)))
-        except ValueError:
-            return Response({"detail": "a, b: revision numbers must be integers"}, status=400)
-        except TaskRevision.DoesNotExist:
-            return Response({"detail": f"a, b: task {pk} has revisions r1..r{task.version}"}, status=404)
+        q = DiffQuery(data=request.query_params)
+        q.is_valid(raise_exception=True)
+        a = q.validated_data.get("a", max(task.version - 1, 1))
+        b = q.validated_data.get("b", task.version)
+        return Response(task_services.diff_revisions(_revision_or_404(task, a), _revision_or_404(task, b)))
 
 
 class DraftView(APIView):
@@ -540,11 +520,8 @@ class DraftView(APIView):
         task = _task_or_404(pk)
         data = DraftIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            draft = task_services.save_draft(request.user, task, base_version=data.validated_data["base_version"],
-                                             content=data.validated_data["content"])
-        except task_services.TaskLockedError as exc:
-            return _locked(exc)
+        draft = task_services.save_draft(request.user, task, base_version=data.validated_data["base_version"],
+                                         content=data.validated_data["content"])
         return Response(DraftOut(draft).data)
 
     @extend_schema(responses={204: None})
@@ -554,9 +531,15 @@ class DraftView(APIView):
 
 
 class CommentListView(APIView):
+    """GET: the task's comment threads (first comment and its replies), oldest first, a page of
+    threads at a time; POST: a comment or a reply."""
+
+    pagination_class = CursorPagination
+    cursor_key = "id"
+
     @extend_schema(responses=ThreadOut(many=True))
     def get(self, request, pk: int):
-        return Response(ThreadOut(task_comments(_task_or_404(pk)), many=True).data)
+        return self.paginated(task_comment_threads(_task_or_404(pk)), ThreadOut)
 
     @extend_schema(request=CommentIn, responses={201: CommentOut})
     def post(self, request, pk: int):
@@ -568,13 +551,10 @@ class CommentListView(APIView):
         if v.get("parent"):
             parent = TaskComment.objects.filter(pk=v["parent"], task=task).first()
             if parent is None:
-                return Response({"detail": f"parent: comment {v['parent']} is not a comment of this task"}, status=400)
-        try:
-            comment = review_services.add_comment(request.user, task, v["body"], step_index=v.get("step_index"),
-                                                  answer_field=v.get("answer_field", ""), location=v.get("location"),
-                                                  parent=parent)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+                raise AnnotationInputError(f"parent: comment {v['parent']} is not a comment of this task")
+        comment = review_services.add_comment(request.user, task, v["body"], step_index=v.get("step_index"),
+                                              answer_field=v.get("answer_field", ""), location=v.get("location"),
+                                              parent=parent)
         return Response(CommentOut(comment).data, status=201)
 
 

@@ -20,6 +20,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from annotation.errors import AnnotationInputError, AnnotationNotFound
 from annotation.models import Release, Task
 from annotation.selectors_releases import (
     export_job, export_jobs, release_counts, release_diff, release_items, release_list,
@@ -27,6 +28,7 @@ from annotation.selectors_releases import (
 from annotation.services import releases as svc
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
+from studio.pagination import CursorPagination
 
 VERSION = r"(?P<version>[0-9][0-9A-Za-z.+-]*)"
 
@@ -113,26 +115,19 @@ def _tasks(ids):
     return tasks
 
 
-def _error(exc: Exception) -> Response:
-    conflict = isinstance(exc, (svc.ReleaseImmutableError, svc.ReleaseExistsError))
-    code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
-    return Response({"detail": str(exc)}, status=code)
-
-
 class ReleaseListView(APIView):
+    pagination_class = CursorPagination
+
     @extend_schema(responses=ReleaseOut(many=True))
     def get(self, request):
-        return Response(ReleaseOut(release_list(), many=True).data)
+        return self.paginated(release_list(), ReleaseOut)
 
     @extend_schema(request=ReleaseCreateIn, responses={201: ReleaseDetailOut})
     def post(self, request):
         data = ReleaseCreateIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        try:
-            release = svc.create_release(request.user, v["version"], v["changelog"], tasks=_tasks(v.get("task_ids")))
-        except svc.ReleaseError as exc:
-            return _error(exc)
+        release = svc.create_release(request.user, v["version"], v["changelog"], tasks=_tasks(v.get("task_ids")))
         return Response(_detail(release), status=status.HTTP_201_CREATED)
 
 
@@ -146,11 +141,8 @@ class ReleaseDetailView(APIView):
         release = get_object_or_404(Release, version=version)
         data = ReleaseUpdateIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            release = svc.update_release(request.user, release, changelog=data.validated_data.get("changelog"),
-                                         tasks=_tasks(data.validated_data.get("task_ids")))
-        except svc.ReleaseError as exc:
-            return _error(exc)
+        release = svc.update_release(request.user, release, changelog=data.validated_data.get("changelog"),
+                                     tasks=_tasks(data.validated_data.get("task_ids")))
         return Response(_detail(release))
 
 
@@ -169,14 +161,8 @@ class ReleasePublishView(APIView):
         release = get_object_or_404(Release, version=version)
         data = ReleasePublishIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            release = svc.publish_release(request.user, release,
-                                          acknowledge_open_comments=data.validated_data["acknowledge_open_comments"])
-        except svc.ReleaseOpenCommentsError as exc:
-            return Response({"detail": str(exc), "open_comments": len(exc.open_comments),
-                             "open_comment_threads": exc.open_comments}, status=status.HTTP_409_CONFLICT)
-        except svc.ReleaseError as exc:
-            return _error(exc)
+        release = svc.publish_release(request.user, release,
+                                      acknowledge_open_comments=data.validated_data["acknowledge_open_comments"])
         return Response(_detail(release))
 
 
@@ -193,7 +179,7 @@ class ReleaseExportJobView(APIView):
     def get(self, request, version: str, job: str, **kw):
         found = export_job(version, job)
         if found is None:
-            return Response({"detail": f"no export job {job} of release {version}"}, status=404)
+            raise AnnotationNotFound(f"job: no export job {job} of release {version}")
         return Response(ExportJobOut(found).data)
 
 
@@ -205,7 +191,7 @@ class ReleaseDiffView(APIView):
         rels = {r.version: r for r in Release.objects.filter(version__in=[a, b])}
         for name, v in (("a", a), ("b", b)):
             if v not in rels:
-                return Response({"detail": f"{name}: no release '{v}'"}, status=400)
+                raise AnnotationInputError(f"{name}: no release '{v}'")
         return Response(DiffOut(release_diff(rels[a], rels[b])).data)
 
 

@@ -21,10 +21,11 @@ from rest_framework.response import Response
 
 from annotation.models import Task
 from annotation.selectors_variants import variants_of
-from annotation.services.variants import VariantError, create_variant
+from annotation.services.variants import create_variant
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
 from studio.api_fields import INT_BOUNDS
 from studio.api_views import APIView
+from studio.pagination import CursorPagination
 
 #: steps are 0-based positions in a gold plan: a plan of more than this many steps is no task
 MAX_STEP = 10_000
@@ -72,21 +73,21 @@ def variant_params(validated: dict) -> dict:
 
 
 class TaskVariantsView(APIView):
+    pagination_class = CursorPagination
+    cursor_key = "id"
+
     @extend_schema(responses=VariantOut(many=True))
     def get(self, request, pk: int):
         task = get_object_or_404(Task, pk=pk)
-        return Response(VariantOut(variants_of(task), many=True).data)
+        return self.paginated(variants_of(task), VariantOut)
 
     @extend_schema(request=VariantIn, responses={201: VariantOut, 200: VariantOut})
     def post(self, request, pk: int):
         base = get_object_or_404(Task, pk=pk)
         data = VariantIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            variant, created = create_variant(request.user, base, data.validated_data["kind"],
-                                              **variant_params(data.validated_data))
-        except VariantError as exc:
-            return Response({"detail": f"{data.validated_data['kind']}: {exc}"}, status=400)
+        variant, created = create_variant(request.user, base, data.validated_data["kind"],
+                                          **variant_params(data.validated_data))
         body = VariantOut(variant).data
         body["created"] = created
         return Response(body, status=201 if created else 200)

@@ -89,6 +89,7 @@ from typing import Any, Iterable
 
 from replay.references import find_all_references, format_path, parse_reference
 from replay.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
+from kernel.paths import OutsideRoot, confine
 
 from . import qc_tools, qc_variants
 from .variants import unsolvable_block, withheld_files
@@ -1090,15 +1091,16 @@ class _Analysis:
                 else:
                     self.add("manifest.not_in_input_data", f"{loc}: '{fn}' is not declared in input_data, so the agent cannot know it; add it to the manifest.", loc)
         if data_root is not None:
-            root = Path(data_root).resolve()
             for loc, path, _entry in _input_entries(self.content.get("input_data") or {}):
                 layer = self.layers.get(_basename(path))
                 if not layer or not layer.get("path"):
                     continue
-                p = (root / str(layer["path"])).resolve()
-                if not p.is_relative_to(root):
+                try:
+                    p = confine(data_root, str(layer["path"]))
+                except OutsideRoot:
                     self.add("manifest.outside_root", f"{loc}: '{layer['path']}' resolves outside the data root; store the file under it.", loc)
-                elif not p.is_file():
+                    continue
+                if not p.is_file():
                     self.add("manifest.file_missing", f"{loc}: the file of '{_basename(path)}' ({layer['path']}) is missing from the data root; import it again.", loc)
         # an unsolvable variant's gold replay stops at the step that needs what it took away
         # (annotation.variants.unsolvable_block): the calls from there on never run, and their

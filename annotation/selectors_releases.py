@@ -10,6 +10,7 @@ from django.db.models import Count
 
 from annotation.models import Release, ReleaseTask, Task, TaskRevision
 from annotation.services.export import Entry, attach_positions, canonical, import_source, sample_and_task
+from kernel.golddiff import step_diff
 
 #: the fields the diff compares, in display order (sample-level ones first)
 DIFF_FIELDS = ("question", "input_data", "classes", "disaster_type", "task_category", "task_category_code",
@@ -106,23 +107,10 @@ def _dict_changes(a, b) -> dict:
 
 
 def _step_changes(a: list, b: list) -> list[dict]:
-    """Per step index: which of call/args/obs changed (``added``/``removed`` for unmatched steps)."""
-    a = a if isinstance(a, list) else []
-    b = b if isinstance(b, list) else []
-    out = []
-    for i in range(max(len(a), len(b))):
-        sa = a[i] if i < len(a) and isinstance(a[i], dict) else None
-        sb = b[i] if i < len(b) and isinstance(b[i], dict) else None
-        if sa is None or sb is None:
-            out.append({"index": i, "change": "added" if sa is None else "removed",
-                        "call": (sb or sa or {}).get("call")})
-            continue
-        parts = [k for k in ("call", "args", "obs") if canonical(sa.get(k)) != canonical(sb.get(k))]
-        if parts:
-            out.append({"index": i, "change": "changed", "parts": parts, "call_a": sa.get("call"),
-                        "call_b": sb.get("call"),
-                        "args": _dict_changes(sa.get("args"), sb.get("args")) if "args" in parts else {}})
-    return out
+    """The steps that differ, as ``kernel.golddiff.step_diff`` rows (``{index, call, state,
+    changes}``; the gold-diff format of the replays), values compared as canonical JSON."""
+    rows = step_diff(a, b, equal=lambda x, y: canonical(x) == canonical(y))
+    return [r for r in rows if r["state"] != "same"]
 
 
 def release_diff(a: Release, b: Release) -> dict:
@@ -131,7 +119,8 @@ def release_diff(a: Release, b: Release) -> dict:
     Returns ``{"a", "b", "added": [{question_id, dimension, question}], "removed": [...],
     "changed": [{question_id, dimension, revision_a, revision_b, fields: [..], gold: {...}}],
     "unchanged": n}``. ``gold`` holds per-field changes: ``question`` {a, b}; ``final_answer`` /
-    ``eval_spec`` / ``answer_format`` {answer field: {a, b}}; ``trajectory`` [{index, change, ...}];
+    ``eval_spec`` / ``answer_format`` {answer field: {a, b}}; ``trajectory`` the steps that differ as
+``kernel.golddiff`` rows [{index, call, state, changes: [{path, before, after}]}];
     other fields {a, b}. Items pinned to the same revision and replay are unchanged without loading.
     """
     def items(rel):
@@ -189,8 +178,8 @@ def format_diff(diff: dict) -> str:
         for f, ch in it["gold"].items():
             if f == "trajectory":
                 for s in ch:
-                    what = s["change"] if s["change"] != "changed" else "changed " + "/".join(s["parts"])
-                    lines.append(f"    trajectory[{s['index']}]: {what}")
+                    paths = ", ".join(c["path"] for c in s["changes"][:5]) + (" …" if len(s["changes"]) > 5 else "")
+                    lines.append(f"    trajectory[{s['index']}] {s['call']}: {s['state']}" + (f" ({paths})" if paths else ""))
             elif f in ("final_answer", "eval_spec", "answer_format"):
                 for name, v in ch.items():
                     lines.append(f"    {f}.{name}: {json.dumps(v['a'], ensure_ascii=False)} → "

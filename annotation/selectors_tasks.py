@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from annotation.models import AuditEvent, Task, TaskComment, TaskRevision
@@ -48,10 +48,12 @@ def _filtered(*, event_slug=None, dimension=None, author=None, statuses=None):
     return qs
 
 
-def task_list(*, event_slug: str | None = None, dimension: str | None = None, limit: int = 200):
-    """Tasks newest first with their event and head question; one query."""
-    return _filtered(event_slug=event_slug, dimension=dimension).order_by("-id").select_related(
-        "event", "head", "created_by").only(*_LIST_FIELDS)[:limit]
+def task_list(*, event_slug: str | None = None, dimension: str | None = None, limit: int | None = 200):
+    """Tasks newest first with their event and head question; one query. ``limit=None``: every
+    task, an unsliced queryset (the API pages it with ``studio.pagination``)."""
+    qs = _filtered(event_slug=event_slug, dimension=dimension).order_by("-id").select_related(
+        "event", "head", "created_by").only(*_LIST_FIELDS)
+    return qs if limit is None else qs[:limit]
 
 
 def task_page(*, event_slug=None, dimension=None, author=None, statuses=None, before: int | None = None,
@@ -120,6 +122,15 @@ def task_comments(task: Task) -> list[TaskComment]:
         else:
             roots.append(c)
     return roots
+
+
+def task_comment_threads(task: Task):
+    """The task's comment threads as a queryset of first comments (oldest first), each with
+    ``thread_replies`` (its replies, oldest first; threads are one level deep): what
+    :func:`task_comments` gives, for a paginated list (two queries a page)."""
+    replies = TaskComment.objects.select_related("author", "resolved_by").order_by("id")
+    return (TaskComment.objects.filter(task=task, parent__isnull=True).select_related("author", "resolved_by")
+            .prefetch_related(Prefetch("replies", queryset=replies, to_attr="thread_replies")))
 
 
 def task_audit(task: Task):

@@ -20,9 +20,10 @@ Two delivery schemes, one per layer frame:
   GCPs, so socal-fire's imagery and masks lie under its lon/lat vectors. The layer stays in the
   pixel frame for the tools (the benchmark reads the PNG's pixels); only the map places it.
 
-Masks (single-band class indices) are coloured with ``class_colours(layer)``: a fixed palette by
-index (``CLASS_COLOURS``), overridden by well-known labels of the layer's ``class_map`` (so
-"destroyed" is red whatever its index); class 0 / background is transparent. Masks are never rescaled
+Masks (single-band class indices) are coloured with ``class_colours(layer)``: the one palette by
+index (``kernel.palette``, the benchmark's ``vis`` colours; ``CLASS_COLOURS``), overridden by
+well-known labels of the layer's ``class_map`` (so "destroyed" is purple whatever its index); class
+0 / background is transparent. Masks are never rescaled
 and tiles use nearest-neighbour resampling (rio-tiler's default), so class values survive.
 
 Nodata is deliberate: we never invent one. The nodata tag stored in the COG (the importer's
@@ -50,6 +51,8 @@ import numpy as np
 from django.conf import settings
 from rasterio.errors import NotGeoreferencedWarning
 from rio_tiler.errors import NoOverviewWarning
+from kernel.palette import display_hex, label_hex
+from kernel.paths import OutsideRoot, confine
 
 # Expected, harmless warnings of the readers, silenced once here rather than with
 # ``warnings.catch_warnings`` per request (which is not thread-safe under a threaded server).
@@ -61,37 +64,9 @@ IMAGE_MAX_SIZE = 2048
 TILE_SIZE = 256
 MIN_ZOOM_SLACK = 3
 
-# Fixed palette by class index: 0 transparent, then the xBD damage scale, then distinct colours.
-CLASS_COLOURS: dict[int, str | None] = {
-    0: None,  # background: transparent
-    1: "#1a9850",  # no damage: green
-    2: "#fee08b",  # minor damage: yellow
-    3: "#f46d43",  # major damage: orange
-    4: "#d73027",  # destroyed: red
-    5: "#969696",  # un-classified: grey
-    6: "#4575b4",  # blue
-    7: "#984ea3",  # purple
-    8: "#00bcd4",  # cyan
-    9: "#a6761d",  # brown
-    10: "#e7298a",  # pink
-    11: "#66a61e",  # olive green
-    255: "#00e5ff",  # a binary mask's "selected" class (the tools' 0/255 outputs): cyan
-}
-_EXTRA_COLOURS = ["#1f78b4", "#b15928", "#6a3d9a", "#ff7f00", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99"]
-
-# Label keywords → colour (matched on the lower-cased label with "_" and " " read as "-").
-_LABEL_COLOURS: list[tuple[tuple[str, ...], str | None]] = [
-    (("background", "no-data", "nodata", "unlabeled", "unlabelled"), None),
-    (("no-damage", "undamaged", "intact"), CLASS_COLOURS[1]),
-    (("minor",), CLASS_COLOURS[2]),
-    (("major", "partial"), CLASS_COLOURS[3]),  # the tools' "partially damaged" (xBD 2 and 3)
-    (("destroyed",), CLASS_COLOURS[4]),
-    (("un-classified", "unclassified", "unknown"), CLASS_COLOURS[5]),
-    (("flood", "water", "inundat"), "#2c7fb8"),
-    (("burn", "fire"), "#7f2704"),
-    (("road",), "#525252"),
-    (("building",), "#e6ab02"),
-]
+# The palette by class index (kernel/palette.py: the benchmark's vis palette, 0 transparent,
+# 1 gold/no-damage, 2 orange/minor, 3 crimson/major, 4 purple/destroyed, 5 blue/un-classified, ...).
+CLASS_COLOURS: dict[int, str | None] = {i: display_hex(i) for i in (*range(12), 255)}
 
 
 # Vector features by their damage label (xBD ``subtype``), the masks' colours.
@@ -107,8 +82,9 @@ VECTOR_COLOUR_MAP = {
 VECTOR_CODE_COLOURS = {"dmg": {str(k): CLASS_COLOURS[k] for k in (1, 2, 3, 4)}}
 VECTOR_CODE_LABELS = {1: "no-damage", 2: "minor-damage", 3: "major-damage", 4: "destroyed"}
 #: building boxes (xBD's ``_bounding_boxes.csv``): outlines in a colour of their own, not in the
-#: damage class they carry (which was the major-damage orange of the mask under them)
-BUILDING_BOX_COLOUR = "#7c4dff"
+#: damage class they carry (which was the major-damage orange of the mask under them); lime, which no
+#: class of the palette (kernel/palette.py) uses
+BUILDING_BOX_COLOUR = "#76ff03"
 #: replay step outputs on the map, by step index (distinct from the layers' and the damage palette)
 OVERLAY_COLOURS = ("#ff3d7f", "#ffb300", "#00c853", "#aa00ff", "#00b8d4", "#ff6d00", "#2962ff", "#c51162")
 
@@ -117,22 +93,8 @@ class LayerFileError(Exception):
     """The layer's file is missing or lies outside STUDIO_DATA_ROOT."""
 
 
-def index_colour(index: int) -> str | None:
-    """The fixed colour of a class index (``CLASS_COLOURS``, then ``_EXTRA_COLOURS`` in turn);
-    None (transparent) for 0."""
-    if index in CLASS_COLOURS:
-        return CLASS_COLOURS[index]
-    return _EXTRA_COLOURS[index % len(_EXTRA_COLOURS)]
-
-
-def _label_colour(label: str) -> tuple[bool, str | None]:
-    norm = str(label).strip().lower().replace("_", "-").replace(" ", "-")
-    if norm.startswith(("non-", "not-")):
-        return False, None  # "non-building", "not-under-reconstruction": the negative class, by index
-    for keys, colour in _LABEL_COLOURS:
-        if any(k in norm for k in keys):
-            return True, colour
-    return False, None
+index_colour = display_hex
+_label_colour = label_hex
 
 
 def class_colours(layer) -> dict[int, str | None]:
@@ -156,7 +118,7 @@ def class_colours(layer) -> dict[int, str | None]:
 
 def label_colours(labels: dict[int, str]) -> dict[int, str | None]:
     """``{class index: "#rrggbb" or None (transparent)}`` for a ``{index: label}`` class map: the
-    label's colour when it names a known class (``_LABEL_COLOURS``: "destroyed" is red at any
+    label's colour when it names a known class (``kernel.palette.label_hex``: "destroyed" is purple at any
     index), else the index's (``index_colour``); an empty label goes by its index. Shared by the
     event's masks (``class_colours``) and the replay's mask artifacts (``replay.rendering``), so
     a tool's "totally destroyed" is drawn as xBD's "destroyed"."""
@@ -211,13 +173,13 @@ def colormap_for(layer) -> dict[int, tuple[int, int, int, int]]:
 
 def layer_file(layer, prefer_tiles: bool = True) -> Path:
     """The absolute file to read for a layer, confined to STUDIO_DATA_ROOT."""
-    root = Path(settings.STUDIO_DATA_ROOT).resolve()
     rel = (layer.tiles_path if prefer_tiles and layer.tiles_path else "") or layer.path
     if not rel:
         raise LayerFileError("layer has no stored file")
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root):
-        raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT")
+    try:
+        path = confine(settings.STUDIO_DATA_ROOT, rel)
+    except OutsideRoot:
+        raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT") from None
     if not path.is_file():
         raise LayerFileError("layer file is missing")
     return path

@@ -36,6 +36,7 @@ import random
 from typing import Any, Iterable
 
 from kernel.inputs import base_name, walk_data_paths
+from kernel.errors import InvalidInput
 
 __all__ = [
     "KINDS", "STRATEGIES", "EXTRANEOUS_LEVELS", "REFUSAL", "VariantError",
@@ -69,8 +70,9 @@ _SCOPE_NOTES = (
 )
 
 
-class VariantError(ValueError):
-    """A variant cannot be made from this task with these parameters (the message says why)."""
+class VariantError(InvalidInput):
+    """A variant cannot be made from this task with these parameters (the message says why; a
+    ``ValueError``, answered 400 by the API)."""
 
 
 def _steps(content: dict) -> list[dict]:

@@ -9,18 +9,20 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import selectors
+from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
-from evaluation.judge.stepwise import StepwiseCaseError, planner_view
+from evaluation.judge.stepwise import planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services import ERROR_CODES, RunImportError, VerdictLocked, submit_human_verdict
+from evaluation.services import ERROR_CODES, submit_human_verdict
 from evaluation.services_queue import note_verdicts_seen
 from evaluation.services_run_import import rerun_run_import
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
+from studio.pagination import CursorPagination
 from studio.permissions import require
 
 
@@ -146,9 +148,13 @@ class PersonVerdictIn(VerdictIn):
 
 
 class RunListView(APIView):
+    """Agent runs, newest first, a page at a time."""
+
+    pagination_class = CursorPagination
+
     @extend_schema(responses=RunOut(many=True))
     def get(self, request):
-        return Response(RunOut(selectors.run_list(), many=True).data)
+        return self.paginated(selectors.run_list(), RunOut)
 
 
 class RunDetailView(APIView):
@@ -174,11 +180,6 @@ class RecordDetailView(APIView):
         return Response(data)
 
 
-def _verdict_refused(exc):
-    """409 for a verdict that can no longer change, 400 for a bad field."""
-    return Response({"detail": str(exc)}, status=409 if isinstance(exc, VerdictLocked) else 400)
-
-
 class RecordVerdictView(APIView):
     @extend_schema(request=PersonVerdictIn, responses={201: VerdictOut, 200: VerdictOut, 409: None})
     def post(self, request, pk: int):
@@ -188,10 +189,7 @@ class RecordVerdictView(APIView):
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         seal = fields.pop("final")
-        try:
-            verdict = submit_human_verdict(request.user, record, seal=seal, **fields)
-        except (ValueError, VerdictLocked) as exc:
-            return _verdict_refused(exc)
+        verdict = submit_human_verdict(request.user, record, seal=seal, **fields)
         return Response(VerdictOut(verdict).data, status=201 if verdict.revision == 1 else 200)
 
 
@@ -246,32 +244,34 @@ class JudgeJobIn(serializers.Serializer):
 
 
 class JudgeConfigListView(APIView):
+    pagination_class = CursorPagination
+    cursor_key = "name"
+
     @extend_schema(responses=JudgeConfigOut(many=True))
     def get(self, request):
-        return Response(JudgeConfigOut(selectors.judge_configs(), many=True).data)
+        return self.paginated(selectors.judge_configs(), JudgeConfigOut)
 
 
 class JudgeJobListView(APIView):
+    pagination_class = CursorPagination
+
     @extend_schema(responses=JudgeJobOut(many=True))
     def get(self, request):
-        return Response(JudgeJobOut(selectors.judge_jobs(), many=True).data)
+        return self.paginated(selectors.judge_jobs(limit=None), JudgeJobOut)
 
     @extend_schema(request=JudgeJobIn, responses={201: JudgeJobOut})
     def post(self, request):
-        from evaluation.services_judge import JudgePaused, select_records, start_judge_job
+        from evaluation.services_judge import select_records, start_judge_job
 
         data = JudgeJobIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
         require(request.user, "judge.run")
         config = get_object_or_404(JudgeConfig, name=d["config"])
-        try:
-            ids = select_records(run_id=d["run"], release=d["release"] or None, agent=d["agent"] or None,
-                                 dimension=d["dimension"] or None, sample=d["sample"])
-            job = start_judge_job(request.user, config, ids, protocol=d["protocol"], cuts=d["cuts"],
-                                  horizons=d["horizons"], blind=d["blind"])
-        except (ValueError, JudgePaused) as exc:
-            return Response({"detail": str(exc)}, status=400)
+        ids = select_records(run_id=d["run"], release=d["release"] or None, agent=d["agent"] or None,
+                             dimension=d["dimension"] or None, sample=d["sample"])
+        job = start_judge_job(request.user, config, ids, protocol=d["protocol"], cuts=d["cuts"],
+                              horizons=d["horizons"], blind=d["blind"])
         job.refresh_from_db()
         return Response(JudgeJobOut(job).data, status=201)
 
@@ -320,25 +320,18 @@ class ScoringDraftIn(serializers.Serializer):
     draft = serializers.DictField(help_text="the form state as the page keeps it")
 
 
-def _queue_error(exc):
-    return Response({"detail": str(exc)}, status=409)
-
-
 class ScoringClaimView(APIView):
     @extend_schema(request=QueueIn, responses={200: ScoringItemOut, 204: None, 409: None})
     def post(self, request):
         """Claim the next item of the queue (204: none left), or the given ``item`` (409 with the
         reason when refused: submitted, held by another, or you saw the record's other verdicts)."""
-        from evaluation.services_queue import QueueError, QueueFilter, claim_item, claim_next
+        from evaluation.services_queue import QueueFilter, claim_item, claim_next
 
         data = QueueIn(data=request.data)
         data.is_valid(raise_exception=True)
         if data.validated_data.get("item") is not None:
             item = get_object_or_404(ScoringItem, pk=data.validated_data["item"])
-            try:
-                return Response(ScoringItemOut(claim_item(request.user, item)).data)
-            except QueueError as exc:
-                return _queue_error(exc)
+            return Response(ScoringItemOut(claim_item(request.user, item)).data)
         item = claim_next(request.user, QueueFilter.from_params(data.validated_data))
         if item is None:
             return Response(status=204)
@@ -348,35 +341,25 @@ class ScoringClaimView(APIView):
 class ScoringDraftView(APIView):
     @extend_schema(request=ScoringDraftIn, responses={200: ScoringItemOut})
     def put(self, request, pk: int):
-        from evaluation.services_queue import QueueError, save_draft
+        from evaluation.services_queue import save_draft
 
         data = ScoringDraftIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            item = save_draft(request.user, get_object_or_404(ScoringItem, pk=pk), data.validated_data["draft"])
-        except QueueError as exc:
-            return _queue_error(exc)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        item = save_draft(request.user, get_object_or_404(ScoringItem, pk=pk), data.validated_data["draft"])
         return Response(ScoringItemOut(item).data)
 
 
 class ScoringSubmitView(APIView):
     @extend_schema(request=ScoringSubmitIn, responses={201: ScoringSubmitOut})
     def post(self, request, pk: int):
-        from evaluation.services_queue import QueueError, submit_item
+        from evaluation.services_queue import submit_item
 
         item = get_object_or_404(ScoringItem, pk=pk)
         data = ScoringSubmitIn(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         seal = fields.pop("final")
-        try:
-            verdict = submit_item(request.user, item, seal=seal, **fields)
-        except QueueError as exc:
-            return _queue_error(exc)
-        except (ValueError, VerdictLocked) as exc:
-            return _verdict_refused(exc)
+        verdict = submit_item(request.user, item, seal=seal, **fields)
         nxt = reverse("scoring-next")
         params = request.query_params.urlencode()
         return Response({"verdict": VerdictOut(verdict).data, "next_url": f"{nxt}?{params}" if params else nxt},
@@ -386,12 +369,9 @@ class ScoringSubmitView(APIView):
 class ScoringReleaseView(APIView):
     @extend_schema(request=None, responses={204: None})
     def post(self, request, pk: int):
-        from evaluation.services_queue import QueueError, release_item
+        from evaluation.services_queue import release_item
 
-        try:
-            release_item(request.user, get_object_or_404(ScoringItem, pk=pk))
-        except QueueError as exc:
-            return _queue_error(exc)
+        release_item(request.user, get_object_or_404(ScoringItem, pk=pk))
         return Response(status=204)
 
 
@@ -443,10 +423,7 @@ class AdjudicateView(APIView):
         record = get_object_or_404(RunRecord, pk=pk)
         data = AdjudicationIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            adj = adjudicate(request.user, record, **data.validated_data)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        adj = adjudicate(request.user, record, **data.validated_data)
         return Response(AdjudicationOut(adj).data, status=201)
 
 
@@ -459,7 +436,7 @@ class AgreementView(APIView):
         require(request.user, "agreement.view")
         tie = request.query_params.get("tie_break", "exclude")
         if tie not in ("exclude", "incorrect"):
-            return Response({"detail": "tie_break: exclude or incorrect"}, status=400)
+            raise EvaluationInputError("tie_break: exclude or incorrect")
         return Response(agreement_report(selectors.agreement_rows(), tie_break=tie))
 
 
@@ -501,12 +478,9 @@ class StepwisePredictionsView(APIView):
         data.is_valid(raise_exception=True)
         d = data.validated_data
         require(request.user, "run.import")
-        try:
-            new = import_stepwise_predictions(request.user, run, d["planner"], d["predictions"],
-                                              positions=d["positions"], horizons=d["horizons"], name=d.get("name"),
-                                              source="predictions")
-        except StepwiseCaseError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        new = import_stepwise_predictions(request.user, run, d["planner"], d["predictions"],
+                                          positions=d["positions"], horizons=d["horizons"], name=d.get("name"),
+                                          source="predictions")
         return Response({"run_id": new.pk, "name": new.name, "records": new.records.count()}, status=201)
 
 
@@ -539,10 +513,7 @@ class RunImportRerunView(APIView):
     def post(self, request, pk: int):
         """Start a failed import again (409 with the reason when it is not failed or its zip is gone)."""
         job = get_object_or_404(RunImportJob, pk=pk)
-        try:
-            return Response(RunImportJobOut(rerun_run_import(request.user, job)).data)
-        except RunImportError as exc:
-            return Response({"detail": str(exc)}, status=409)
+        return Response(RunImportJobOut(rerun_run_import(request.user, job)).data)
 
 
 class JudgeReportView(APIView):

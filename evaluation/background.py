@@ -22,8 +22,8 @@ RUNNERS = ("celery", "thread", "inline")
 def job_runner() -> str:
     """``STUDIO_JUDGE_RUNNER`` checked (see the module docstring); ``ValueError`` naming the
     setting for an unknown value."""
-    default = "thread" if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) else "celery"
-    runner = getattr(settings, "STUDIO_JUDGE_RUNNER", None) or default
+    default = "thread" if settings.CELERY_TASK_ALWAYS_EAGER else "celery"
+    runner = settings.STUDIO_JUDGE_RUNNER or default
     if runner not in RUNNERS:
         raise ValueError(f"STUDIO_JUDGE_RUNNER: {runner!r} is not one of {', '.join(RUNNERS)}")
     return runner

@@ -157,9 +157,11 @@ def judge_configs():
     return JudgeConfig.objects.order_by("name")
 
 
-def judge_jobs(limit: int = 50):
-    """Newest judge jobs with their configuration (one query)."""
-    return JudgeJob.objects.select_related("config", "created_by").order_by("-id")[:limit]
+def judge_jobs(limit: int | None = 50):
+    """Newest judge jobs with their configuration (one query); ``limit=None``: all of them, an
+    unsliced queryset (the API pages it)."""
+    qs = JudgeJob.objects.select_related("config", "created_by").order_by("-id")
+    return qs if limit is None else qs[:limit]
 
 
 def queue_overview() -> list[dict]:

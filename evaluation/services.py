@@ -18,6 +18,7 @@ from annotation.models import Task, TaskVariant
 from annotation.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation import leaderboard as lb
+from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRecord, Verdict, VerdictRevision
 from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
@@ -31,8 +32,8 @@ ERROR_CODES = E_CODES
 GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
-class RunImportError(Exception):
-    """A run folder cannot be imported; the message names the file and the problem."""
+class RunImportError(EvaluationInputError):
+    """A run folder cannot be imported; the message names the file and the problem (HTTP 400)."""
 
 
 def _studio_gold(question_ids: set[str]) -> tuple[dict, dict]:
@@ -227,7 +228,7 @@ def _upload_limit_bytes() -> int:
     """Setting ``STUDIO_RUN_UPLOAD_MAX_MB`` (default 200): the most a run zip may unpack to."""
     from django.conf import settings
 
-    return int(float(getattr(settings, "STUDIO_RUN_UPLOAD_MAX_MB", 200)) * 1024 * 1024)
+    return int(float(settings.STUDIO_RUN_UPLOAD_MAX_MB) * 1024 * 1024)
 
 
 def _zip_members(zf, filename: str) -> list:
@@ -402,7 +403,7 @@ def derive_correctness(errors: dict) -> bool:
     return plan_is_correct(errors)
 
 
-class VerdictLocked(Exception):
+class VerdictLocked(EvaluationConflict):
     """A person's verdict that can no longer change: marked final (others' verdicts are visible to
     its author), or the record was adjudicated. The message says which and since when."""
 
@@ -410,13 +411,13 @@ class VerdictLocked(Exception):
 def _check_fields(errors: dict, grade: float, is_correct: bool | None, override_reason: str) -> tuple[dict, bool]:
     unknown = set(errors) - set(ERROR_CODES)
     if unknown:
-        raise ValueError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
+        raise EvaluationInputError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
     if not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
-        raise ValueError(f"grade: {grade} is not one of 0, 0.2, 0.4, 0.6, 0.8, 1.0")
+        raise EvaluationInputError(f"grade: {grade} is not one of 0, 0.2, 0.4, 0.6, 0.8, 1.0")
     flags = {code: bool(errors.get(code, False)) for code in ERROR_CODES}
     derived = derive_correctness(flags)
     if is_correct is not None and is_correct != derived and not override_reason.strip():
-        raise ValueError("is_correct: overriding the correctness the flags imply needs a reason")
+        raise EvaluationInputError("is_correct: overriding the correctness the flags imply needs a reason")
     return flags, derived
 
 
@@ -428,7 +429,7 @@ def _by_token(idempotency_key: str, record: RunRecord, user) -> Verdict | None:
         rev = VerdictRevision.objects.filter(idempotency_key=idempotency_key).select_related("verdict").first()
         existing = rev.verdict if rev is not None else None
     if existing is not None and (existing.record_id != record.pk or existing.annotator_id != user.pk):
-        raise ValueError("idempotency_key: this form token was already used for another verdict")
+        raise EvaluationInputError("idempotency_key: this form token was already used for another verdict")
     return existing
 
 

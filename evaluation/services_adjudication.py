@@ -28,6 +28,7 @@ from django.db import transaction
 from evaluation.judge.stepwise import parse_protocol_label
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
+from evaluation.errors import EvaluationInputError
 from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
 from evaluation.services import submit_human_verdict
 from studio.permissions import require
@@ -46,12 +47,12 @@ class DisagreementRules:
 
     @classmethod
     def from_settings(cls) -> "DisagreementRules":
-        delta = getattr(settings, "STUDIO_DISAGREEMENT_GRADE_DELTA", 0.4)
+        delta = settings.STUDIO_DISAGREEMENT_GRADE_DELTA
         return cls(
-            on_correctness=bool(getattr(settings, "STUDIO_DISAGREEMENT_ON_CORRECTNESS", True)),
+            on_correctness=bool(settings.STUDIO_DISAGREEMENT_ON_CORRECTNESS),
             grade_delta=None if delta is None else float(delta),
-            on_flags=bool(getattr(settings, "STUDIO_DISAGREEMENT_ON_FLAGS", True)),
-            sources=tuple(getattr(settings, "STUDIO_DISAGREEMENT_SOURCES", ("human", "judge"))),
+            on_flags=bool(settings.STUDIO_DISAGREEMENT_ON_FLAGS),
+            sources=tuple(settings.STUDIO_DISAGREEMENT_SOURCES),
         )
 
 
@@ -152,7 +153,7 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     probe = {"is_correct": derived if is_correct is None else is_correct, "grade": float(grade), "errors": flags}
     overrides_all = bool(pool) and all(disagreement_reasons(probe, v, rules) for v in pool)
     if overrides_all and not rationale.strip():
-        raise ValueError("rationale: required when the final verdict overrides every verdict considered")
+        raise EvaluationInputError("rationale: required when the final verdict overrides every verdict considered")
     Verdict.objects.filter(record=record, is_final=True).update(is_final=False)
     final = submit_human_verdict(user, record, errors=errors, grade=grade, reasons=reasons, reasoning=reasoning,
                                  is_correct=is_correct, override_reason=override_reason,

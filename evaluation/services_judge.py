@@ -43,6 +43,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluation.background import dispatch, job_runner
+from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.judge import (
     JudgeConfigError,
     JudgeRequestError,
@@ -73,21 +74,17 @@ RULES_VERSION = "rules_v1"
 RULES_NAME = "rule-checker"
 
 
-class JudgePaused(Exception):
-    """The judge configuration is paused (its ``paused_reason`` says why); nothing was called."""
+class JudgePaused(EvaluationConflict):
+    """The judge configuration is paused (its ``paused_reason`` says why); nothing was called (HTTP 409)."""
 
 
-class JudgeInputError(ValueError):
+class JudgeInputError(EvaluationInputError):
     """A record cannot be judged under the requested protocol (the message says why)."""
 
 
 # --------------------------------------------------------------------------------------------
 # Settings (read at call time so tests can override them)
 # --------------------------------------------------------------------------------------------
-
-
-def _setting(name: str, default: Any) -> Any:
-    return getattr(settings, name, default)
 
 
 def egress_problem(base_url: str, api_key_env: str) -> str | None:
@@ -97,12 +94,12 @@ def egress_problem(base_url: str, api_key_env: str) -> str | None:
     names the field (``base_url: …`` / ``api_key_env: …``)."""
     from urllib.parse import urlparse
 
-    hosts = [h.lower() for h in _setting("STUDIO_JUDGE_ALLOWED_HOSTS", [])]
+    hosts = [h.lower() for h in settings.STUDIO_JUDGE_ALLOWED_HOSTS]
     host = (urlparse(base_url).hostname or "").lower() if base_url else "api.openai.com"
     if host not in hosts:
         return (f"base_url: host {host or '(none)'!r} is not an allowed judge host "
                 f"(STUDIO_JUDGE_ALLOWED_HOSTS: {', '.join(hosts) or 'none'})")
-    variables = list(_setting("STUDIO_JUDGE_KEY_VARIABLES", []))
+    variables = list(settings.STUDIO_JUDGE_KEY_VARIABLES)
     if api_key_env and api_key_env not in variables:
         return (f"api_key_env: {api_key_env} is not a declared judge key variable "
                 f"(STUDIO_JUDGE_KEY_VARIABLES: {', '.join(variables) or 'none'})")
@@ -126,10 +123,10 @@ def backend_for(config: JudgeConfig) -> OpenAICompatibleBackend:
         key = os.environ.get(config.api_key_env, "").strip()
         if not key:
             raise JudgeConfigError(f"the environment variable {config.api_key_env} (the judge's API key) is not set")
-    backoff = float(_setting("STUDIO_JUDGE_BACKOFF_S", 1.0))
+    backoff = float(settings.STUDIO_JUDGE_BACKOFF_S)
     return OpenAICompatibleBackend(
         base_url=config.base_url or None, model=config.model, api_key=key, json_mode=config.json_mode,
-        timeout=float(_setting("STUDIO_JUDGE_TIMEOUT_S", 120.0)), max_retries=int(_setting("STUDIO_JUDGE_MAX_RETRIES", 3)),
+        timeout=float(settings.STUDIO_JUDGE_TIMEOUT_S), max_retries=int(settings.STUDIO_JUDGE_MAX_RETRIES),
         temperature=config.temperature, backoff_base=backoff, backoff_max=max(backoff, min(30.0, backoff * 30)),
     )
 
@@ -138,7 +135,7 @@ def _config_parameters(config: JudgeConfig) -> dict[str, Any]:
     """Provenance and cache parameters of a configuration (no secret)."""
     return {
         "model": config.model, "base_url": config.base_url, "json_mode": config.json_mode,
-        "temperature": config.temperature, "max_reasks": int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+        "temperature": config.temperature, "max_reasks": int(settings.STUDIO_JUDGE_MAX_REASKS),
     }
 
 
@@ -168,28 +165,28 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
     require(user, "judge.configure")
     name, model, base_url, api_key_env = name.strip(), model.strip(), base_url.strip(), api_key_env.strip()
     if not name:
-        raise ValueError("name: required")
+        raise EvaluationInputError("name: required")
     if not model:
-        raise ValueError("model: required")
+        raise EvaluationInputError("model: required")
     if base_url and not base_url.startswith(("http://", "https://")):
-        raise ValueError("base_url: must start with http:// or https://")
+        raise EvaluationInputError("base_url: must start with http:// or https://")
     if json_mode not in ("json_schema", "json_object", "none"):
-        raise ValueError("json_mode: one of json_schema, json_object, none")
+        raise EvaluationInputError("json_mode: one of json_schema, json_object, none")
     if api_key_env and not all(c.isalnum() or c == "_" for c in api_key_env):
-        raise ValueError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
+        raise EvaluationInputError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
     if api_key_env.lower().startswith(("sk-", "sk_", "pk-", "rk-")) or (len(api_key_env) > 40 and not api_key_env.isupper()):
-        raise ValueError("api_key_env: this looks like a key; give the name of the variable that holds it")
+        raise EvaluationInputError("api_key_env: this looks like a key; give the name of the variable that holds it")
     problem = egress_problem(base_url, api_key_env)
     if problem:
-        raise ValueError(problem)
+        raise EvaluationInputError(problem)
     if not (1 <= int(max_concurrency) <= 32):
-        raise ValueError("max_concurrency: between 1 and 32")
+        raise EvaluationInputError("max_concurrency: between 1 and 32")
     if not (0.0 <= float(temperature) <= 2.0):
-        raise ValueError("temperature: between 0 and 2")
+        raise EvaluationInputError("temperature: between 0 and 2")
     if float(cost_per_1k_in) < 0 or float(cost_per_1k_out) < 0:
-        raise ValueError("cost_per_1k_in / cost_per_1k_out: not negative")
+        raise EvaluationInputError("cost_per_1k_in / cost_per_1k_out: not negative")
     if JudgeConfig.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
-        raise ValueError(f"name: a judge configuration named {name!r} exists")
+        raise EvaluationInputError(f"name: a judge configuration named {name!r} exists")
     cfg = instance or JudgeConfig()
     cfg.name, cfg.base_url, cfg.model, cfg.json_mode, cfg.api_key_env = name, base_url, model, json_mode, api_key_env
     cfg.temperature, cfg.max_concurrency = float(temperature), int(max_concurrency)
@@ -426,7 +423,7 @@ def setting_of(protocol: str) -> str:
 def _call_backend(backend, prompt: str, protocol: str = "holistic", distractors_used=None) -> JudgeOutcome:
     """The HTTP part of a judgement (runs in pool threads; touches no database)."""
     setting, regime = protocol_setting(protocol)
-    return judge_run(backend, prompt, max_reasks=int(_setting("STUDIO_JUDGE_MAX_REASKS", 1)),
+    return judge_run(backend, prompt, max_reasks=int(settings.STUDIO_JUDGE_MAX_REASKS),
                      setting=setting, regime=regime, distractors_used=distractors_used)
 
 
@@ -584,7 +581,7 @@ def select_records(*, run_id: int | None = None, release: str | None = None, age
     if not ids:
         what = ", ".join(f"{k}={v}" for k, v in (("run", run_id), ("release", release), ("agent", agent),
                                                     ("dimension", dimension)) if v)
-        raise ValueError(f"no run record matches {what or 'the selection'}")
+        raise EvaluationInputError(f"no run record matches {what or 'the selection'}")
     if sample is not None and 0 < sample < len(ids):
         ids = sorted(random.Random(seed).sample(ids, sample))
     return ids
@@ -606,16 +603,16 @@ def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, pro
     if config.paused:
         raise JudgePaused(f"judge configuration {config.name!r} is paused: {config.paused_reason}")
     if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        raise EvaluationInputError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
     bad = [c for c in cuts if c not in CUTS]
     if protocol == "stepwise" and (bad or not cuts):
-        raise ValueError(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
+        raise EvaluationInputError(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
     badh = [h for h in horizons if h not in HORIZONS]
     if protocol == "stepwise" and (badh or not horizons):
-        raise ValueError(f"next: {badh or '(none)'} — use 1, 2, 3")
+        raise EvaluationInputError(f"next: {badh or '(none)'} — use 1, 2, 3")
     ids = list(dict.fromkeys(int(i) for i in record_ids))
     if not ids:
-        raise ValueError("records: none selected")
+        raise EvaluationInputError("records: none selected")
     per = 1 if protocol == "holistic" else len(cuts) * len(horizons)
     job = JudgeJob.objects.create(
         config=config, created_by=user if user is not None and user.is_authenticated else None, protocol=protocol,

@@ -71,7 +71,7 @@ def _dispatch(n_boot: int, seed: int) -> None:
     when Celery runs in-process (the embedded default), else on a Celery worker."""
     from django.conf import settings
 
-    if getattr(settings, "STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER", "") == "inline":
+    if settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER == "inline":
         _run_here(n_boot, seed)
     elif leaderboard_bootstrap.app.conf.task_always_eager:
         # not a daemon: a management command (an import) waits for it before its process exits

@@ -33,23 +33,24 @@ from django.utils import timezone
 
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
+from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services import GRADES, submit_human_verdict
 from studio.permissions import require
 
 
-class QueueError(Exception):
-    """A queue action that cannot be done (the message says why)."""
+class QueueError(EvaluationConflict):
+    """A queue action that cannot be done in the item's state (the message says why; HTTP 409)."""
 
 
 def verdicts_per_record() -> int:
     """Setting ``STUDIO_HUMAN_VERDICTS_PER_RECORD`` (default 2): human verdicts asked per record."""
-    return max(1, int(getattr(settings, "STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)))
+    return max(1, int(settings.STUDIO_HUMAN_VERDICTS_PER_RECORD))
 
 
 def lease_duration() -> timedelta:
     """Setting ``STUDIO_SCORING_LEASE_MINUTES`` (default 30)."""
-    return timedelta(minutes=float(getattr(settings, "STUDIO_SCORING_LEASE_MINUTES", 30)))
+    return timedelta(minutes=float(settings.STUDIO_SCORING_LEASE_MINUTES))
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def enqueue_records(user, records: Iterable[RunRecord | int], n: int | None = No
     require(user, "queue.manage")
     n = verdicts_per_record() if n is None else int(n)
     if not 1 <= n <= 20:
-        raise ValueError(f"n: {n} human verdicts per record; use 1 to 20")
+        raise EvaluationInputError(f"n: {n} human verdicts per record; use 1 to 20")
     ids = [r.pk if isinstance(r, RunRecord) else int(r) for r in records]
     have = set(ScoringItem.objects.filter(record_id__in=ids).values_list("record_id", "slot"))
     rows = [ScoringItem(record_id=rid, slot=s) for rid in ids for s in range(1, n + 1) if (rid, s) not in have]
@@ -115,7 +116,7 @@ def enqueue_run(user, run: AgentRun, n: int | None = None) -> int:
 def import_queue_share() -> float:
     """Setting ``STUDIO_QUEUE_ON_IMPORT_SHARE`` (default 0: off): the share of an imported run's
     records queued for human scoring at import, 0 to 1."""
-    share = float(getattr(settings, "STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0) or 0.0)
+    share = float(settings.STUDIO_QUEUE_ON_IMPORT_SHARE or 0.0)
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"STUDIO_QUEUE_ON_IMPORT_SHARE: {share} is not a share between 0 and 1")
     return share
@@ -131,7 +132,7 @@ def queue_share_of_run(user, run: AgentRun, share: float | None = None, n: int |
 
     share = import_queue_share() if share is None else float(share)
     if not 0.0 <= share <= 1.0:
-        raise ValueError(f"share: {share} is not a share between 0 and 1")
+        raise EvaluationInputError(f"share: {share} is not a share between 0 and 1")
     if share == 0.0:
         return {"records": 0, "slots": 0}
     ids = sorted(run.records.values_list("id", flat=True))
@@ -154,14 +155,14 @@ def add_gold_check(user, record: RunRecord, expected: dict[str, Any] | None = No
     if expected is None:
         final = record.verdicts.filter(is_final=True, status="ok").order_by("-id").first()
         if final is None:
-            raise ValueError(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
+            raise EvaluationInputError(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
         expected = _verdict_expectation(final)
     errors = expected.get("errors")
     if not isinstance(errors, dict) or set(errors) - set(E_CODES):
-        raise ValueError("expected.errors: a mapping of E1–E6 to true/false")
+        raise EvaluationInputError("expected.errors: a mapping of E1–E6 to true/false")
     grade = expected.get("grade")
     if grade is not None and not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
-        raise ValueError(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
+        raise EvaluationInputError(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
     flags = {c: bool(errors.get(c)) for c in E_CODES}
     clean = {"is_correct": plan_is_correct(flags) if expected.get("is_correct") is None else bool(expected["is_correct"]),
              "grade": None if grade is None else float(grade), "errors": flags}
@@ -325,7 +326,7 @@ def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
     import json
 
     if not isinstance(draft, dict) or len(json.dumps(draft)) > 20000:
-        raise ValueError("draft: a JSON object of at most 20,000 characters")
+        raise EvaluationInputError("draft: a JSON object of at most 20,000 characters")
     item = _held(user, item)
     now = timezone.now()
     ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(

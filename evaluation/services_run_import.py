@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from annotation.models import Release
 from evaluation.background import dispatch
+from evaluation.errors import EvaluationConflict
 from evaluation.models import RunImportJob
 from evaluation.services import RunImportError, check_run_zip, import_run_zip
 from evaluation.services_queue import queue_share_of_run
@@ -28,6 +29,10 @@ UPLOAD_DIR = "uploads"  # under STUDIO_DATA_ROOT
 #: re-run; an import of the largest allowed zip takes minutes, not an hour.
 STALE_AFTER = timedelta(hours=1)
 logger = logging.getLogger(__name__)
+
+
+class RunImportStateError(RunImportError, EvaluationConflict):
+    """The import job cannot be run again in its state (not failed, or its zip is gone): HTTP 409."""
 
 
 def _store(upload, filename: str) -> Path:
@@ -92,10 +97,10 @@ def rerun_run_import(user, job: RunImportJob) -> RunImportJob:
     require(user, "run.import")
     job = RunImportJob.objects.select_for_update().get(pk=job.pk)
     if not can_rerun(job):
-        raise RunImportError(f"import job {job.pk} is {job.status}: only a failed job (or one lost for "
+        raise RunImportStateError(f"import job {job.pk} is {job.status}: only a failed job (or one lost for "
                              f"{int(STALE_AFTER.total_seconds() // 60)} minutes) is re-run")
     if not Path(job.archive).is_file():
-        raise RunImportError(f"import job {job.pk}: its stored zip is gone; upload the run again")
+        raise RunImportStateError(f"import job {job.pk}: its stored zip is gone; upload the run again")
     RunImportJob.objects.filter(pk=job.pk).update(status=RunImportJob.Status.QUEUED, stage="waiting for a worker", error="",
                                                   started_at=None, finished_at=None)
     transaction.on_commit(lambda: dispatch_run_import(job.pk))

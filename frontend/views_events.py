@@ -8,7 +8,6 @@ Views are thin: they read through ``annotation.selectors`` and render with ``ann
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, HttpResponseNotModified, JsonResponse
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_safe
 
 from annotation import selectors, tiles
 from annotation.models import Event, Layer, LayerAuditEvent
+from kernel.paths import OutsideRoot, confine
 from studio.permissions import can
 
 log = logging.getLogger(__name__)
@@ -335,12 +335,14 @@ def layer_geojson(request, layer_id: int):
     layer = _layer_or_404(layer_id)
     if layer.kind != Layer.Kind.VECTOR:
         return HttpResponseBadRequest("not a vector layer", content_type="text/plain")
-    root = Path(settings.STUDIO_DATA_ROOT).resolve()
     rel = geojson_relpath(layer)
     if not rel:
         raise Http404("layer has no stored file")
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
+    try:
+        path = confine(settings.STUDIO_DATA_ROOT, rel)
+    except OutsideRoot:
+        raise Http404("layer file is missing") from None
+    if not path.is_file():
         raise Http404("layer file is missing")
     if path.suffix.lower() not in (".geojson", ".json"):
         raise Http404("layer has no GeoJSON file")

@@ -4,7 +4,6 @@ Thin: services (``annotation.services.releases``) act, selectors (``annotation.s
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -14,21 +13,29 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from annotation.models import Release
+from annotation.api_releases import ReleaseCreateIn
 from annotation.selectors_releases import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_runs,
     tasks_for_release_form,
 )
 from annotation.services import releases as svc
 from annotation.services import review as review_services
+from kernel.paths import OutsideRoot, confine
 from studio.permissions import can
 
 
 def release_list_page(request):
-    """GET: the releases; POST: create a draft release of every approved task."""
+    """GET: the releases; POST: create a draft release of every approved task (the form is read by
+    the API's input serializer, ``annotation.api_releases.ReleaseCreateIn``, and goes to the same
+    service as ``POST /api/releases/``)."""
     if request.method == "POST":
+        data = ReleaseCreateIn(data={"version": request.POST.get("version", ""),
+                                     "changelog": request.POST.get("changelog", "")})
+        if not data.is_valid():
+            messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items()))
+            return redirect("release_list")
         try:
-            release = svc.create_release(request.user, request.POST.get("version", ""),
-                                         request.POST.get("changelog", ""))
+            release = svc.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
         except (svc.ReleaseError, PermissionDenied) as exc:
             messages.error(request, str(exc))
             return redirect("release_list")
@@ -91,8 +98,11 @@ def release_export_zip(request, version: str, job: str):
     found = export_job(version, job)
     if found is None or found.get("status") != "succeeded" or not found.get("zip"):
         raise Http404("no finished export with this id")
-    path = (exports_dir(version) / job / found["zip"]).resolve()
-    if not path.is_relative_to(Path(settings.STUDIO_DATA_ROOT).resolve()) or not path.is_file():
+    try:
+        path = confine(settings.STUDIO_DATA_ROOT, exports_dir(version) / job / found["zip"])
+    except OutsideRoot:
+        raise Http404("the export's zip is gone") from None
+    if not path.is_file():
         raise Http404("the export's zip is gone")
     return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 

@@ -18,6 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import selectors
+from evaluation.api import AdjudicationIn, JudgeJobIn
 from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
@@ -293,17 +294,17 @@ def adjudication_record(request, pk: int):
             "grade": p.get("grade"), "reasoning": p.get("reasoning", ""), "rationale": p.get("rationale", ""),
             "override": p.get("override") == "on", "override_reason": p.get("override_reason", ""),
         }
-        try:
-            grade = float(posted["grade"])
-        except (TypeError, ValueError):
-            error = "grade: pick one of 0, 0.2, 0.4, 0.6, 0.8, 1.0"
+        # the form, read by the API's input serializer (POST /api/records/<id>/adjudication/)
+        data = AdjudicationIn(data={
+            "errors": posted["errors"], "reasons": posted["reasons"], "grade": posted["grade"],
+            "reasoning": posted["reasoning"], "rationale": posted["rationale"],
+            "is_correct": (not plan_is_correct(posted["errors"])) if posted["override"] else None,
+            "override_reason": posted["override_reason"], "idempotency_key": p.get("token") or None})
+        if not data.is_valid():
+            error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items())
         if error is None:
-            derived = plan_is_correct(posted["errors"])
             try:
-                adjudicate(request.user, record, errors=posted["errors"], grade=grade, reasons=posted["reasons"],
-                           reasoning=posted["reasoning"], rationale=posted["rationale"],
-                           is_correct=(not derived) if posted["override"] else None,
-                           override_reason=posted["override_reason"], idempotency_key=p.get("token") or None)
+                adjudicate(request.user, record, **data.validated_data)
             except (ValueError, PermissionDenied) as exc:
                 error = str(exc)
             else:
@@ -493,34 +494,30 @@ def judge_config_test(request, pk: int):
     return redirect("judge-configs")
 
 
-class JudgeRunForm(forms.Form):
-    config = forms.ModelChoiceField(queryset=JudgeConfig.objects.filter(paused=False), to_field_name="name")
-    protocol = forms.ChoiceField(choices=[("holistic", "holistic"), ("stepwise", "step-wise")])
-    cuts = forms.MultipleChoiceField(choices=[("early", "early 25 %"), ("middle", "middle 50 %"), ("late", "late 75 %")],
-                                     required=False, widget=forms.CheckboxSelectMultiple)
-    horizons = forms.TypedMultipleChoiceField(choices=[("1", "1"), ("2", "2"), ("3", "3")], coerce=int, required=False,
-                                              widget=forms.CheckboxSelectMultiple)
-    sample = forms.IntegerField(min_value=1, required=False)
-    blind = forms.BooleanField(required=False)
-
-
 @require_POST
 def run_judge(request, pk: int):
-    """Start a judge job over a run's records (maintainers; the button on the run page)."""
+    """Start a judge job over a run's records (maintainers; the button on the run page). The form
+    is read by the API's input serializer (``evaluation.api.JudgeJobIn``) and goes to the same
+    services as ``POST /api/judge/jobs/``: one parsing of the same operation."""
     from evaluation.services_judge import JudgePaused, select_records, start_judge_job
 
     require(request.user, "judge.run")
     run = get_object_or_404(AgentRun, pk=pk)
-    form = JudgeRunForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"judge: {form.errors.as_text()}")
+    post = request.POST.copy()
+    post["run"] = str(run.pk)  # the run of the page, whatever the form says
+    data = JudgeJobIn(data=post)
+    if not data.is_valid():
+        messages.error(request, "judge: " + "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items()))
         return redirect("run-detail", pk)
-    d = form.cleaned_data
+    d = data.validated_data
+    config = JudgeConfig.objects.filter(name=d["config"]).first()
+    if config is None:
+        messages.error(request, f"config: no judge configuration named {d['config']!r}")
+        return redirect("run-detail", pk)
     try:
-        ids = select_records(run_id=run.pk, sample=d.get("sample"))
-        job = start_judge_job(request.user, d["config"], ids, protocol=d["protocol"],
-                              cuts=d.get("cuts") or ["early", "middle", "late"], horizons=d.get("horizons") or [1],
-                              blind=d.get("blind", False))
+        ids = select_records(run_id=run.pk, sample=d["sample"])
+        job = start_judge_job(request.user, config, ids, protocol=d["protocol"], cuts=d["cuts"],
+                              horizons=d["horizons"], blind=d["blind"])
     except (ValueError, JudgePaused) as exc:
         messages.error(request, str(exc))
         return redirect("run-detail", pk)

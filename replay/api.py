@@ -8,9 +8,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from annotation.models import Task
-from annotation.services.tasks import TaskLockedError
+from replay.errors import ReplayNotFound
 from replay.models import ReplayRun
-from replay.services import ReplayStateError, accept_gold, replay_diff, start_replay, task_replay_diff
+from replay.services import accept_gold, replay_diff, start_replay, task_replay_diff
 from replay.tools.registry import all_tools
 from studio.api_views import APIView
 
@@ -89,10 +89,7 @@ class TaskReplayView(APIView):
         task = get_object_or_404(Task.objects.select_related("head"), pk=pk)
         data = ReplayStartIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            run = start_replay(request.user, task, mode=data.validated_data["mode"])
-        except TaskLockedError as exc:
-            return Response({"detail": str(exc), "locked": True}, status=423)
+        run = start_replay(request.user, task, mode=data.validated_data["mode"])
         return Response(ReplayOut(_replay(run.pk)).data, status=202)
 
 
@@ -154,7 +151,7 @@ class TaskReplayDiffView(APIView):
         task = get_object_or_404(Task, pk=pk)
         diff = task_replay_diff(task)
         if diff is None:
-            return Response({"detail": "the task has no succeeded replay"}, status=404)
+            raise ReplayNotFound("the task has no succeeded replay")
         return Response(ReplayDiffOut(diff).data)
 
 
@@ -163,12 +160,7 @@ class ReplayAcceptView(APIView):
     def post(self, request, pk: int):
         """Accept the replay's answer as the task's gold (a person's decision)."""
         run = get_object_or_404(ReplayRun, pk=pk)
-        try:
-            accept_gold(request.user, run)
-        except ReplayStateError as exc:
-            return Response({"detail": str(exc)}, status=409)
-        except TaskLockedError as exc:
-            return Response({"detail": str(exc), "locked": True}, status=423)
+        accept_gold(request.user, run)
         return Response(ReplayOut(_replay(pk)).data)
 
 

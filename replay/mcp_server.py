@@ -104,7 +104,7 @@ class TaskBinding:
 
 
 def _checkpoint_dir() -> Path | None:
-    value = getattr(settings, "STUDIO_CHECKPOINT_DIR", "") or ""
+    value = settings.STUDIO_CHECKPOINT_DIR or ""
     return Path(value) if value else None
 
 

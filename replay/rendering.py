@@ -1,7 +1,7 @@
 """Render a raster artifact (mask or image) to PNG bytes for the browser.
 
 Masks (single band, integer, few values) are coloured with the studio's one palette
-(``annotation.tiles``: by class label, else by index); other rasters are shown as they are
+(``annotation.tiles`` over ``kernel/palette.py``: by class label, else by index); other rasters are shown as they are
 (first three bands, 8-bit stretch for other dtypes).
 """
 from __future__ import annotations

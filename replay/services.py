@@ -43,10 +43,8 @@ Crashes
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import logging
-import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -61,12 +59,15 @@ from annotation.models import AuditEvent, Layer, Task, TaskVariant
 from annotation.services.tasks import require_unreleased
 from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
+from replay.errors import ReplayConflict, ReplayInputError
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
 from replay.tools.registry import get_tool
 from replay.variant_tools import published_tools_for
 from annotation.variants import unsolvable_block
 from kernel.catalogue import result_types
+from kernel.golddiff import leaf_changes, step_diff
+from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
@@ -88,34 +89,21 @@ ACCEPT_ACTION = "task.replay"
 GOLD_MODE = "gt"
 
 
-class ReplayStateError(Exception):
-    """A replay is not in a state that allows the operation; the message says why."""
-
-
-@functools.lru_cache(maxsize=8)
-def _resolved_root(setting: str) -> Path:
-    return Path(setting).resolve()
+class ReplayStateError(ReplayConflict):
+    """A replay is not in a state that allows the operation; the message says why (HTTP 409)."""
 
 
 def stored_path(relative: str) -> str:
     """The absolute path of a file stored under STUDIO_DATA_ROOT, normalised without touching the
     file system (symbolic links are not followed: ``data_path`` does that before a file is
-    handed to a tool); ``ValueError`` if it lies outside the root."""
-    root = str(_resolved_root(str(settings.STUDIO_DATA_ROOT)))
-    p = os.path.normpath(os.path.join(root, relative))
-    if p != root and not p.startswith(root + os.sep):
-        raise ValueError(f"path '{relative}' lies outside the data root")
-    return p
+    handed to a tool); ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it lies outside."""
+    return str(confine(settings.STUDIO_DATA_ROOT, relative, follow_links=False))
 
 
 def data_path(relative: str) -> Path:
     """Absolute path of a file stored under STUDIO_DATA_ROOT (symbolic links resolved);
-    ``ValueError`` if it escapes the root."""
-    root = _resolved_root(str(settings.STUDIO_DATA_ROOT))
-    p = (root / relative).resolve()
-    if not p.is_relative_to(root):
-        raise ValueError(f"path '{relative}' lies outside the data root")
-    return p
+    ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it escapes the root."""
+    return confine(settings.STUDIO_DATA_ROOT, relative)
 
 
 def artifact_root() -> Path:
@@ -606,7 +594,8 @@ def alternative_check(tool_set: dict, result, ctx: ToolContext) -> dict | None:
     def strip(o):
         return {k: v for k, v in o.items() if k != "tool"} if isinstance(o, dict) else o
 
-    out["changes"] = _recorded_changes(_jsonable(strip(step.obs)), _jsonable(strip(obs)), 1e-6)
+    out["changes"] = leaf_changes(_jsonable(strip(step.obs)), _jsonable(strip(obs)),
+                                  equal=lambda x, y: _close(x, y, 1e-6), skip=_names_a_file)
     out["same"] = not out["changes"]
     return out
 
@@ -708,31 +697,6 @@ def pending_replay(task: Task) -> ReplayRun | None:
     return qs.order_by("-id").first()
 
 
-def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out = {}
-        for k in sorted(value, key=str):
-            out.update(_leaves(value[k], f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(value, list) and value and len(value) <= 200:
-        out = {}
-        for i, v in enumerate(value):
-            out.update(_leaves(v, f"{prefix}[{i}]"))
-        return out
-    return {prefix: value}
-
-
-def _changes(before: Any, after: Any, limit: int = 50) -> list[dict]:
-    a, b = _leaves(before), _leaves(after)
-    out = []
-    for path in sorted(set(a) | set(b)):
-        if a.get(path, "<absent>") != b.get(path, "<absent>"):
-            out.append({"path": path or "(value)", "before": a.get(path), "after": b.get(path)})
-            if len(out) >= limit:
-                break
-    return out
-
-
 def replay_diff(run: ReplayRun, base: ReplayRun | None = None) -> dict:
     """What changed between ``base`` (default: the gold before ``run``) and ``run``.
 
@@ -750,22 +714,8 @@ def replay_diff(run: ReplayRun, base: ReplayRun | None = None) -> dict:
         b, a = before_answer.get(name), after_answer.get(name)
         answer_rows.append({"field": name, "before": b, "after": a, "changed": base is not None and a != b})
     if base is not None:
-        before_steps, _ = collapse_expanded(base.filled_trajectory or [])
-        after_steps, _ = collapse_expanded(run.filled_trajectory or [])
-        for i in range(max(len(before_steps), len(after_steps))):
-            b = before_steps[i] if i < len(before_steps) else None
-            a = after_steps[i] if i < len(after_steps) else None
-            call = str((a or b or {}).get("call", ""))
-            if b is None:
-                step_rows.append({"index": i, "call": call, "state": "added", "changes": []})
-            elif a is None:
-                step_rows.append({"index": i, "call": call, "state": "removed", "changes": []})
-            else:
-                ch = _changes(b.get("obs"), a.get("obs"))
-                if b.get("call") != a.get("call") or b.get("args") != a.get("args"):
-                    ch = [{"path": "(call/args)", "before": {"call": b.get("call"), "args": b.get("args")},
-                           "after": {"call": a.get("call"), "args": a.get("args")}}] + ch
-                step_rows.append({"index": i, "call": call, "state": "changed" if ch else "same", "changes": ch})
+        step_rows = step_diff(collapse_expanded(base.filled_trajectory or [])[0],
+                              collapse_expanded(run.filled_trajectory or [])[0])
     changed = base is not None and (base.replay_hash != run.replay_hash)
     return {"run": run.pk, "base": base.pk if base else None, "pending": run.status == ReplayRun.Status.SUCCEEDED
             and not run.gold_accepted, "changed": changed, "gold_accepted": run.gold_accepted,
@@ -793,20 +743,6 @@ def _close(a: Any, b: Any, rtol: float) -> bool:
     return a == b
 
 
-def _recorded_changes(recorded: Any, replayed: Any, rtol: float, limit: int = 50) -> list[dict]:
-    a, b = _leaves(recorded), _leaves(replayed)
-    out = []
-    for path in sorted(set(a) | set(b)):
-        if _names_a_file(path):
-            continue
-        before, after = a.get(path, "<absent>"), b.get(path, "<absent>")
-        if not _close(before, after, rtol):
-            out.append({"path": path or "(value)", "before": a.get(path), "after": b.get(path)})
-            if len(out) >= limit:
-                break
-    return out
-
-
 def _is_perception(call: str) -> bool:
     try:
         return get_tool(str(call).split("(", 1)[0].strip()).server == PERCEPTION_SERVER
@@ -831,27 +767,16 @@ def recorded_diff(run: ReplayRun, recorded: list[dict], *, rtol: float = 1e-6) -
     ``changed`` is true when a non-perception step differs (a gold the benchmark's tools would
     not give), false when at most perception sources differ.
     """
-    before_steps, _ = collapse_expanded(recorded or [])
-    after_steps, _ = collapse_expanded(run.filled_trajectory or [])
-    rows = []
-    for i in range(max(len(before_steps), len(after_steps))):
-        b = before_steps[i] if i < len(before_steps) else None
-        a = after_steps[i] if i < len(after_steps) else None
-        call = str((a or b or {}).get("call", "")).split("(", 1)[0].strip()
-        if b is None or a is None:
-            rows.append({"index": i, "call": call, "state": "added" if b is None else "removed",
-                         "changes": []})
-            continue
-        changes = _recorded_changes(b.get("obs"), a.get("obs"), rtol)
-        row = {"index": i, "call": call, "state": "changed" if changes else "same",
-               "changes": changes}
-        if changes and _is_perception(call):
+    rows = step_diff(collapse_expanded(recorded or [])[0], collapse_expanded(run.filled_trajectory or [])[0],
+                     calls=False, equal=lambda x, y: _close(x, y, rtol), skip=_names_a_file,
+                     call_name=lambda c: str(c).split("(", 1)[0].strip())
+    for row in rows:
+        if row["state"] == "changed" and _is_perception(row["call"]):
             row["state"] = "source"
             row["note"] = (f"perception source: the studio replayed this step with "
                            f"{(run.mode or 'gt').upper()} perception, the file's observation came "
                            f"from the benchmark's model; the difference is the source of the "
                            f"masks, not a tool disagreement")
-        rows.append(row)
     return {"run": run.pk, "mode": run.mode, "steps": rows,
             "changed": any(r["state"] in ("changed", "added", "removed") for r in rows)}
 
@@ -978,18 +903,15 @@ def resume_stuck_replays(timeout_s: float = 900.0) -> list[int]:
 
 
 def artifact_path(run: ReplayRun, name: str) -> Path:
-    """Absolute path of an artifact of ``run``; ``ValueError`` if ``name`` escapes the run's folder."""
-    base = (Path(settings.STUDIO_ARTIFACT_ROOT) / run.artifact_dir).resolve()
-    p = (base / name).resolve()
-    if not p.is_relative_to(base):
-        raise ValueError(f"artifact '{name}' lies outside the run's folder")
-    return p
+    """Absolute path of an artifact of ``run``; ``kernel.paths.OutsideRoot`` (a ``ValueError``)
+    if ``name`` escapes the run's folder."""
+    return confine(Path(settings.STUDIO_ARTIFACT_ROOT) / run.artifact_dir, name, what="the run's folder")
 
 
 # ============================================================================================
 # Importing a task file in the benchmark's layout
 # ============================================================================================
-class TaskImportError(Exception):
+class TaskImportError(ReplayInputError):
     """A task file cannot be imported; the message names the file, sample, task and field."""
 
 

@@ -97,6 +97,18 @@ class APIView(views.APIView):
     :class:`BoundedMultiPartParser` in place of DRF's default parsers."""
 
     parser_classes = [BoundedJSONParser, BoundedFormParser, BoundedMultiPartParser]
+    #: a list endpoint sets ``studio.pagination.CursorPagination`` (and ``cursor_key``)
+    pagination_class = None
+    #: the sort key of the list (``studio.pagination.paginate``'s ``key``)
+    cursor_key = "-id"
+
+    def paginated(self, queryset, serializer_class, **serializer_kwargs):
+        """The page of ``queryset`` the request asks for, serialized with ``serializer_class``
+        (``many=True``), in the one list body of ``studio.pagination.CursorPagination``.
+        Raises ``studio.pagination.InvalidCursor`` (400) for a bad cursor or page size."""
+        paginator = self.pagination_class()
+        rows = paginator.paginate_queryset(queryset, self.request, view=self)
+        return paginator.get_paginated_response(serializer_class(rows, many=True, **serializer_kwargs).data)
 
     def handle_exception(self, exc):
         """A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``STUDIO_MAX_UPLOAD_BYTES``): Django's

@@ -15,8 +15,10 @@ API
     plain dict) ask for; the first page without ``cursor``. ``key`` is a field name or a lookup
     across relations (``"created_at"``, ``"-dora_score"``, ``"agent__name"``); a leading ``-`` sorts
     descending. The id (``pk``) is always the tie-breaker, in the same direction. Nulls sort last
-    in both directions. Raises :class:`InvalidCursor` (a ``ValueError``; answer HTTP 400) for a
+    in both directions. Raises :class:`InvalidCursor` (a ``ValueError``; HTTP 400) for a
     cursor that was tampered with, made for another key, or is not a cursor at all.
+``CursorPagination``
+    The same for DRF views: every list endpoint of the API (``pagination_class``; see the class).
 ``KeysetPaginator(queryset, *, key="-id", page_size=50)`` with ``.page(cursor=None) -> Page``
     The same without a request.
 ``Page``
@@ -59,14 +61,19 @@ from urllib.parse import urlencode
 
 from django.core import signing
 from django.db.models import F, Q, QuerySet
+from rest_framework.pagination import BasePagination
+from rest_framework.response import Response
+
+from kernel.errors import InvalidInput
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 _SALT = "studio.pagination"
 
 
-class InvalidCursor(ValueError):
-    """The ``cursor`` parameter is not a cursor this list issued; the message says why."""
+class InvalidCursor(InvalidInput):
+    """The ``cursor`` parameter is not a cursor this list issued; the message says why (a
+    ``ValueError``; the API answers 400 through ``studio.errors``)."""
 
 
 @dataclass
@@ -264,6 +271,63 @@ def paginate(request_or_params, queryset: QuerySet, *, key: str = "-id", page_si
     return paginator.page(params.get("cursor") or None, params=params)
 
 
+class CursorPagination(BasePagination):
+    """DRF pagination over :func:`paginate`: every list endpoint of the API pages with it.
+
+    A view sets ``pagination_class = CursorPagination`` and ``cursor_key`` (the sort key, default
+    ``"-id"``) and answers ``self.paginated(queryset, Serializer)`` (``studio.api_views.APIView``).
+    The body (one shape for every list)::
+
+        {"results": [...], "next_cursor": str|None, "prev_cursor": str|None, "page_size": int,
+         "next": url|None, "previous": url|None}
+
+    ``next``/``previous`` are the request's URL with ``cursor`` replaced (other filters kept).
+    ``?page_size=`` 1 … :data:`MAX_PAGE_SIZE` (default :data:`DEFAULT_PAGE_SIZE`); a bad cursor or
+    page size is a 400 (:class:`InvalidCursor`). One query per page. The OpenAPI schema documents
+    the parameters and the body (drf-spectacular calls the two ``get_*schema*`` methods).
+    """
+
+    page_size = DEFAULT_PAGE_SIZE
+    max_page_size = MAX_PAGE_SIZE
+    key = "-id"
+
+    def paginate_queryset(self, queryset, request, view=None) -> list:
+        """The rows of the page ``request`` asks for (one query); remembers the page."""
+        self.request = request
+        key = getattr(view, "cursor_key", None) or self.key
+        self.page = paginate(request.query_params, queryset, key=key, page_size=self.page_size,
+                             max_page_size=self.max_page_size)
+        return self.page.items
+
+    def _url(self, query: str) -> str | None:
+        if not query:
+            return None
+        return self.request.build_absolute_uri(self.request.path) + "?" + query
+
+    def get_paginated_response(self, data) -> Response:
+        """The one list body (see the class docstring) around the serialized rows ``data``."""
+        page = self.page
+        return Response({"results": data, "next_cursor": page.next_cursor, "prev_cursor": page.prev_cursor,
+                         "page_size": page.page_size, "next": self._url(page.next_query),
+                         "previous": self._url(page.prev_query)})
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        cursor = {"type": "string", "nullable": True, "description": "opaque; pass it back as ?cursor="}
+        url = {"type": "string", "format": "uri", "nullable": True}
+        return {"type": "object", "required": ["results", "next_cursor", "prev_cursor", "page_size"],
+                "properties": {"results": schema, "next_cursor": cursor, "prev_cursor": cursor,
+                               "page_size": {"type": "integer"}, "next": url, "previous": url}}
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        return [
+            {"name": "cursor", "required": False, "in": "query", "schema": {"type": "string"},
+             "description": "the next_cursor or prev_cursor of the previous page (first page without)"},
+            {"name": "page_size", "required": False, "in": "query",
+             "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size, "default": self.page_size},
+             "description": "rows per page"},
+        ]
+
+
 def iterate(queryset: QuerySet, *, key: str = "id", batch_size: int = 2000) -> Iterable:
     """Every row of ``queryset`` in ``key`` order, read ``batch_size`` rows a query (exports and
     batch jobs: bounded memory, no long-running cursor, no OFFSET)."""
@@ -276,4 +340,4 @@ def iterate(queryset: QuerySet, *, key: str = "id", batch_size: int = 2000) -> I
         page = paginator.page(page.next_cursor)
 
 
-__all__ = ["InvalidCursor", "KeysetPaginator", "Page", "paginate", "iterate", "DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE"]
+__all__ = ["CursorPagination", "InvalidCursor", "KeysetPaginator", "Page", "paginate", "iterate", "DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE"]

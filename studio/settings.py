@@ -159,6 +159,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # domain errors (kernel.errors) -> 400/403/404/409/423 with one body: studio/errors.py
+    "EXCEPTION_HANDLER": "studio.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Disaster-response benchmark studio API",
@@ -192,11 +194,54 @@ def _env_float(name: str, default: float) -> float:
         raise ValueError(f"environment variable {name}: {raw!r} is not a number") from None
 
 
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        return int(raw) if raw.strip() else default
+    except ValueError:
+        raise ValueError(f"environment variable {name}: {raw!r} is not a whole number") from None
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"environment variable {name}: {raw!r} is not 0/1, true/false or yes/no")
+    return raw in ("1", "true", "yes")
+
+
+def _env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    return default if raw is None or not raw.strip() else [v.strip() for v in raw.split(",") if v.strip()]
+
+
 # Scoring and judging (see README): the runner of judge jobs and run zip imports (blank: celery with a broker, else a thread),
 # the share of an import queued for human scoring, the size limit of an uploaded run zip.
 STUDIO_JUDGE_RUNNER = os.environ.get("STUDIO_JUDGE_RUNNER", "").strip()
 STUDIO_QUEUE_ON_IMPORT_SHARE = _env_float("STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0)
 STUDIO_RUN_UPLOAD_MAX_MB = _env_float("STUDIO_RUN_UPLOAD_MAX_MB", 200.0)
+# The human scoring queue (evaluation/services_queue.py): verdicts wanted per record, and how long a
+# claimed item stays with its scorer before it returns to the queue.
+STUDIO_HUMAN_VERDICTS_PER_RECORD = _env_int("STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)
+STUDIO_SCORING_LEASE_MINUTES = _env_float("STUDIO_SCORING_LEASE_MINUTES", 30.0)
+# When verdicts disagree (evaluation/services_adjudication.py, DisagreementRules): correctness differs;
+# grades differ by at least the delta ("none": grades never disagree); an E1–E6 flag differs; and
+# whose verdicts are compared.
+STUDIO_DISAGREEMENT_ON_CORRECTNESS = _env_bool("STUDIO_DISAGREEMENT_ON_CORRECTNESS", True)
+STUDIO_DISAGREEMENT_GRADE_DELTA = (None if os.environ.get("STUDIO_DISAGREEMENT_GRADE_DELTA", "").strip().lower() == "none"
+                                   else _env_float("STUDIO_DISAGREEMENT_GRADE_DELTA", 0.4))
+STUDIO_DISAGREEMENT_ON_FLAGS = _env_bool("STUDIO_DISAGREEMENT_ON_FLAGS", True)
+STUDIO_DISAGREEMENT_SOURCES = tuple(_env_list("STUDIO_DISAGREEMENT_SOURCES", ["human", "judge"]))
+# Calls to a judge endpoint (evaluation/services_judge.py): the wait before a retry (doubling each
+# time), a request's timeout, retries of a failed request, re-asks of an answer that does not parse.
+STUDIO_JUDGE_BACKOFF_S = _env_float("STUDIO_JUDGE_BACKOFF_S", 1.0)
+STUDIO_JUDGE_TIMEOUT_S = _env_float("STUDIO_JUDGE_TIMEOUT_S", 120.0)
+STUDIO_JUDGE_MAX_RETRIES = _env_int("STUDIO_JUDGE_MAX_RETRIES", 3)
+STUDIO_JUDGE_MAX_REASKS = _env_int("STUDIO_JUDGE_MAX_REASKS", 1)
+# Read by the pure cores from the environment itself (they import no Django, so not from here; see
+# the README): STUDIO_PERCEPTION_DEVICE (replay/tools/perception_models.py), STUDIO_TOOL_CATALOGUE and
+# STUDIO_SHARED (kernel/catalogue.py), DORA_DATA (evaluation/scoring/cli.py, the evaluator's CLI).
 
 # Celery: with no broker configured, tasks run in-process (eager), so the embedded defaults need no server.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

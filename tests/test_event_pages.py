@@ -171,7 +171,7 @@ def test_event_page_legend_lists_the_class_map(client_in, event):
     assert legend, "no legend"
     rows = re.findall(r'<td class="mono">(\d+)</td>\s*<td>([^<]+)</td>', legend.group(0))
     assert rows == [(k, v) for k, v in DAMAGE.items()]
-    assert f"background: {tiles.CLASS_COLOURS[4]}" in legend.group(0)  # destroyed in red
+    assert f"background: {tiles.CLASS_COLOURS[4]}" in legend.group(0)  # destroyed in purple (kernel.palette)
     assert "8576" in legend.group(0)  # pixel counts
 
 
@@ -317,7 +317,7 @@ def test_event_map_in_the_browser(live_server, browser, event, user):
         mask_id = next(la.id for la in event.layers.all() if la.kind == "mask")
         page.evaluate(
             "(id) => { studioViewer.addOverlay({name: 'replay mask', kind: 'mask', image: '/layers/' + id + '/image.png',"
-            " width: 1024, height: 1024, legend: [{value: 4, label: 'destroyed', colour: '#d73027'}]});"
+            " width: 1024, height: 1024, legend: [{value: 4, label: 'destroyed', colour: '#800080'}]});"
             " studioViewer.addOverlay({name: 'replay boxes', data: {type: 'FeatureCollection', features: [{type: 'Feature',"
             " properties: {score: 0.9}, geometry: {type: 'Point', coordinates: [500, 500]}}]}}); }", mask_id)
         page.wait_for_function("() => Array.from(document.querySelectorAll('.studio-layer-name'))"

@@ -115,7 +115,7 @@ def test_maintainer_records_the_gsd_then_the_metric_task_submits(make_user, clie
     assert run.status == "succeeded", run.error
     review.submit(ada, Task.objects.get(pk=task.pk))
     assert Task.objects.get(pk=task.pk).status == "submitted"
-    assert client.get(url).json()[0]["reason"] == "r"
+    assert client.get(url).json()["results"][0]["reason"] == "r"
 
 
 @pytest.mark.browser

@@ -53,7 +53,7 @@ def test_api_create_publish_export_diff(maint, client):
     d = r.json()
     assert (len(d["added"]), len(d["removed"]), len(d["changed"]), d["unchanged"]) == (0, 9, 0, 3)
     assert client.get("/api/releases/diff/", {"a": "1.0.0", "b": "7.0.0"}).status_code == 400
-    assert [x["version"] for x in client.get("/api/releases/").json()] == ["1.1.0", "1.0.0"]
+    assert [x["version"] for x in client.get("/api/releases/").json()["results"]] == ["1.1.0", "1.0.0"]
 
 
 def test_api_refuses_a_scorer(db, make_user, client):

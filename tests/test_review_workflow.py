@@ -121,7 +121,7 @@ def test_full_review_cycle_on_joplin(client, joplin, people):
 
     # the author sees the open comment, fixes the step, resolves, replays and resubmits
     _as(client, people["ada"])
-    threads = client.get(f"/api/tasks/{tid}/comments/").json()
+    threads = client.get(f"/api/tasks/{tid}/comments/").json()["results"]
     assert [(t["step_index"], t["resolved"], t["author"]) for t in threads] == [(1, False, "rey")]
     reply = _post(client, f"/api/tasks/{tid}/comments/", {"body": "Done.", "parent": threads[0]["id"]})
     assert reply.status_code == 201 and reply.json()["parent"] == threads[0]["id"] and reply.json()["step_index"] == 1
@@ -145,7 +145,7 @@ def test_full_review_cycle_on_joplin(client, joplin, people):
     put = client.put(f"/api/tasks/{tid}/", {**t2_payload(joplin), "expected_version": 2}, content_type="application/json")
     assert put.status_code == 423 and "released" in put.json()["detail"]
 
-    audit = client.get(f"/api/tasks/{tid}/audit/").json()
+    audit = client.get(f"/api/tasks/{tid}/audit/").json()["results"]
     assert [(a["action"], a["actor"], a["revision_number"]) for a in audit] == [
         ("submit", "ada", 1), ("start_review", "rey", 1), ("return", "rey", 1), ("submit", "ada", 2),
         ("start_review", "rey", 2), ("approve", "rey", 2), ("release", "max", 2)]
@@ -211,7 +211,7 @@ def test_revisions_diff_and_restore(client, joplin, people):
                                                        trajectory=traj, answer_spec=answer),
                                           "expected_version": 1, "message": "30 m"}, content_type="application/json")
     assert r.status_code == 200, r.content
-    revs = client.get(f"/api/tasks/{tid}/revisions/").json()
+    revs = client.get(f"/api/tasks/{tid}/revisions/").json()["results"]
     assert [(x["number"], x["author"], x["message"]) for x in revs] == [(2, "ada", "30 m"), (1, "ada", "created")]
 
     d = client.get(f"/api/tasks/{tid}/diff/?a=1&b=2").json()
@@ -233,7 +233,7 @@ def test_revisions_diff_and_restore(client, joplin, people):
     assert res.status_code == 200 and res.json()["version"] == 3
     assert res.json()["head"]["question"] == T2_QUESTION and res.json()["head"]["trajectory"] == T2_TRAJECTORY
     assert client.get(f"/api/tasks/{tid}/diff/?a=1&b=3").json()["changed"] is False
-    assert client.get(f"/api/tasks/{tid}/revisions/").json()[0]["message"] == "restored r1"
+    assert client.get(f"/api/tasks/{tid}/revisions/").json()["results"][0]["message"] == "restored r1"
     assert client.get(f"/api/tasks/{tid}/diff/?a=1&b=9").status_code == 404
 
 
@@ -297,12 +297,12 @@ def test_comments_pins_threads_and_permissions(client, joplin, people):
     assert _post(client, f"/api/comments/{root}/resolve/").json()["resolved"] is True
     _as(client, people["rey"])
     r = _post(client, f"/api/tasks/{tid}/comments/", {"body": "still wrong", "parent": root})
-    threads = client.get(f"/api/tasks/{tid}/comments/").json()
+    threads = client.get(f"/api/tasks/{tid}/comments/").json()["results"]
     assert [(t["id"], t["resolved"], [x["body"] for x in t["replies"]]) for t in threads] == [
         (root, False, ["still wrong"]), (root + 1, False, [])]
     # a reply to a reply joins the first comment's thread
     _post(client, f"/api/tasks/{tid}/comments/", {"body": "deeper", "parent": r.json()["id"]})
-    assert [x["body"] for x in client.get(f"/api/tasks/{tid}/comments/").json()[0]["replies"]] == ["still wrong", "deeper"]
+    assert [x["body"] for x in client.get(f"/api/tasks/{tid}/comments/").json()["results"][0]["replies"]] == ["still wrong", "deeper"]
 
 
 def test_temporal_images_nest_in_input_data(joplin_with_raster, people):

@@ -159,10 +159,10 @@ def test_mask_tiles_use_the_class_colours(make_layer):
     lon, lat = w + (e - w) * 0.25, n - (n - s) * 0.25
     t = WMQ.tile(lon, lat, maxzoom)
     img = np.asarray(_png(tiles.render_tile(mask, t.z, t.x, t.y)))
-    red = tuple(int(tiles.CLASS_COLOURS[4][i:i + 2], 16) for i in (1, 3, 5))
+    destroyed = tuple(int(tiles.CLASS_COLOURS[4][i:i + 2], 16) for i in (1, 3, 5))
     opaque = img[img[..., 3] == 255][:, :3]
     assert len(opaque) > 0
-    assert (opaque == red).all(axis=1).mean() > 0.9
+    assert (opaque == destroyed).all(axis=1).mean() > 0.9
     # a tile with background only: transparent (class 0 is transparent)
     lon, lat = w + (e - w) * 0.75, n - (n - s) * 0.05  # rows < 310, cols > 510: background only
     t = WMQ.tile(lon, lat, maxzoom)

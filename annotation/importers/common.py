@@ -1,11 +1,14 @@
 """Small helpers shared by the importers (no Django)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 from pathlib import Path
+
+from kernel.hashing import file_sha256 as sha256_file  # noqa: F401  (re-exported)
+from kernel.hashing import sha256_files  # noqa: F401  (re-exported)
+from kernel.paths import OutsideRoot, confine
 
 # Damage classes of the studio's GT masks (xBD targets use the same numbering; 5 is Microsoft's
 # un-classified). Keys are strings, as JSON stores them.
@@ -29,28 +32,16 @@ def confined_to(path: str | Path, folder: str | Path) -> Path:
     from .errors import DataImportError
 
     path, folder = Path(path), Path(folder)
-    real, base = path.resolve(), folder.resolve()
-    if not real.is_relative_to(base):
+    try:
+        confine(folder, path)
+    except OutsideRoot:
         what = "a symlink to" if path.is_symlink() else "resolves to"
-        raise DataImportError(path, "path", f"{what} {real}, outside the source folder {base}; refused")
+        raise DataImportError(path, "path", f"{what} {path.resolve()}, outside the source folder {folder.resolve()}; "
+                                            "refused") from None
     return path
 
 
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def sha256_files(paths) -> str:
-    """One digest over several files (name + content), e.g. a shapefile's sidecars."""
-    h = hashlib.sha256()
-    for p in sorted(Path(p) for p in paths):
-        h.update(p.name.encode())
-        h.update(sha256_file(p).encode())
-    return h.hexdigest()
+# sha256_file / sha256_files (imported above, re-exported for the importers): kernel/hashing.py
 
 
 # The old-style GeoJSON ``crs`` member naming lon/lat WGS 84. The benchmark's tools read a GeoJSON

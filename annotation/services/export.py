@@ -45,6 +45,7 @@ from django.conf import settings
 
 from annotation.models import Layer, Task, TaskRevision, TaskVariant
 from kernel.content import CONTENT_FIELDS, file_task
+from kernel.hashing import file_sha256 as sha256_file
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
 from kernel.steps import step_call
 from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
@@ -73,14 +74,6 @@ class ExportError(Exception):
 def canonical(value: Any) -> str:
     """Canonical JSON (sorted keys, no whitespace): equal text ⇔ equal JSON values, 1 ≠ 1.0 ≠ true."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def copy_hashed(src: Path, dst: Path) -> dict:

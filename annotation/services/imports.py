@@ -121,7 +121,7 @@ def layer_summary(layer: Layer, status: str = "") -> dict:
 
 
 def _max_pixels() -> int:
-    return int(getattr(settings, "STUDIO_MAX_RASTER_PIXELS", 100_000_000))
+    return int(settings.STUDIO_MAX_RASTER_PIXELS)
 
 
 #: prefixes of the staging folders under ``<data root>/tmp`` (imports here, snapshots of

@@ -16,6 +16,7 @@ import math
 from django.db import transaction
 
 from annotation import qc
+from annotation.errors import AnnotationInputError
 from annotation.models import Layer, LayerAuditEvent, Task
 from studio.permissions import require
 
@@ -30,9 +31,9 @@ def _clean_gsd(value) -> float | None:
     try:
         gsd = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"gsd_m: '{value}' is not a number (metres per pixel)")
+        raise AnnotationInputError(f"gsd_m: '{value}' is not a number (metres per pixel)")
     if not math.isfinite(gsd) or gsd <= 0 or gsd > MAX_GSD_M:
-        raise ValueError(f"gsd_m: {value} m/px is out of range (0, {MAX_GSD_M:g}]")
+        raise AnnotationInputError(f"gsd_m: {value} m/px is out of range (0, {MAX_GSD_M:g}]")
     return gsd
 
 
@@ -46,7 +47,7 @@ def _clean_crs(value) -> str:
     try:
         crs = CRS.from_user_input(text)
     except CRSError as exc:
-        raise ValueError(f"crs: '{text[:80]}' is not a coordinate reference system pyproj knows ({exc})")
+        raise AnnotationInputError(f"crs: '{text[:80]}' is not a coordinate reference system pyproj knows ({exc})")
     auth = crs.to_authority()
     return f"{auth[0]}:{auth[1]}" if auth else crs.to_wkt()
 
@@ -77,7 +78,7 @@ def set_layer_georeferencing(user, layer: Layer, *, gsd_m=None, crs=None, reason
     require(user, "layer.edit_metadata", layer)
     reason = str(reason or "").strip()
     if not reason:
-        raise ValueError("reason: say where the value comes from (e.g. the product's metadata)")
+        raise AnnotationInputError("reason: say where the value comes from (e.g. the product's metadata)")
     locked = Layer.objects.select_for_update().get(pk=layer.pk)
     new = {}
     if gsd_m is not None:
@@ -86,7 +87,7 @@ def set_layer_georeferencing(user, layer: Layer, *, gsd_m=None, crs=None, reason
         new["crs"] = _clean_crs(crs)
     changes = {k: {"old": getattr(locked, k), "new": v} for k, v in new.items() if getattr(locked, k) != v}
     if not changes:
-        raise ValueError("gsd_m, crs: nothing changes (give a new GSD or CRS)")
+        raise AnnotationInputError("gsd_m, crs: nothing changes (give a new GSD or CRS)")
     for k, c in changes.items():
         setattr(locked, k, c["new"])
     locked.save(update_fields=list(changes))

@@ -20,6 +20,7 @@ from typing import Any
 
 from annotation import qc
 from kernel.taskfile import loads
+from kernel.paths import OutsideRoot, confine
 
 __all__ = ["layer_info", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
 
@@ -154,8 +155,11 @@ def _probe_sizes(layers: dict, root: Path | None) -> None:
     for layer in layers.values():
         if layer.get("kind") == "vector" or (layer.get("width") and layer.get("height")):
             continue
-        p = (root / str(layer.get("path", ""))).resolve()
-        if not p.is_relative_to(root.resolve()) or not p.is_file() or p.stat().st_size == 0:
+        try:
+            p = confine(root, str(layer.get("path", "")))
+        except OutsideRoot:
+            continue
+        if not p.is_file() or p.stat().st_size == 0:
             continue
         try:
             with rasterio.open(p) as ds:

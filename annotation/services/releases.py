@@ -36,6 +36,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Event, Layer, Release, ReleaseTask, Task, TaskRevision
 from annotation.selectors_releases import exports_dir, release_entries
 from annotation.services.export import (
@@ -55,14 +56,17 @@ SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-
 RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 
-class ReleaseError(ValueError):
+class ReleaseError(AnnotationInputError):
     """A release cannot be created, changed or published; the message names the field or task."""
 
 
-class ReleaseOpenCommentsError(ReleaseError):
+class ReleaseOpenCommentsError(ReleaseError, AnnotationConflict):
     """Publishing a release whose tasks have open review comments needs a confirmation
-    (``acknowledge_open_comments=True``), which each such task's audit trail then records.
-    ``open_comments``: the threads (``review.open_comment_threads``)."""
+    (``acknowledge_open_comments=True``), which each such task's audit trail then records (HTTP
+    409 with ``open_comments``, a count, and ``open_comment_threads``, the threads as
+    ``review.open_comment_threads`` gives them)."""
+
+    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
     def __init__(self, release: Release, open_comments: list[dict]):
         self.open_comments = open_comments
@@ -70,14 +74,21 @@ class ReleaseOpenCommentsError(ReleaseError):
         super().__init__(f"release {release.version} not published: {len(open_comments)} review comment(s) are open "
                          f"on {', '.join(tasks)}; resolve them or confirm publishing with them open")
 
+    def context(self) -> dict:
+        return {"open_comments": len(self.open_comments), "open_comment_threads": self.open_comments}
 
-class ReleaseExistsError(ReleaseError):
+
+class ReleaseExistsError(ReleaseError, AnnotationConflict):
     """A release of that version exists already (HTTP 409), also when another request created it
     a moment ago."""
 
+    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
-class ReleaseImmutableError(ReleaseError):
-    """The release is published: it cannot be edited, re-published or deleted."""
+
+class ReleaseImmutableError(ReleaseError, AnnotationConflict):
+    """The release is published: it cannot be edited, re-published or deleted (HTTP 409)."""
+
+    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
 
 def _refuse_published(release: Release, what: str) -> None:

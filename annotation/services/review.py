@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation import qc
+from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Task, TaskComment
 from annotation.services.tasks import json_problem
 from studio.permissions import can, require
@@ -33,18 +34,27 @@ from studio.permissions import can, require
 S = Task.Status
 
 
-class TransitionError(ValueError):
+class TransitionError(AnnotationInputError):
     """The transition is not allowed from the task's current status (or lacks its reason)."""
 
 
-class OpenCommentsError(TransitionError):
+class OpenCommentsError(TransitionError, AnnotationConflict):
     """Approving a task whose review comments are still open needs an explicit confirmation
-    (``acknowledge_open_comments=True``), which the audit event then records. ``open_count``."""
+    (``acknowledge_open_comments=True``), which the audit event then records. ``open_count``.
+    A ``TransitionError`` (callers catching that keep working) answered as a 409 with
+    ``open_comments`` in the body (the editor asks for the confirmation then)."""
+
+    status_code = AnnotationConflict.status_code
+    code = AnnotationConflict.code
 
     def __init__(self, task: Task, open_count: int):
+        self.task = task
         self.open_count = open_count
         super().__init__(f"comments: {task.question_id} has {open_count} open review comment(s); resolve them, "
                          "or confirm that it is approved with them open")
+
+    def context(self) -> dict:
+        return {"open_comments": self.open_count, "open_comment_threads": open_comment_threads(task=self.task)}
 
 
 def open_comment_count(task: Task) -> int:
@@ -209,22 +219,22 @@ def _clean_location(location) -> dict | None:
     if location in (None, "", {}):
         return None
     if not isinstance(location, dict):
-        raise ValueError("location: expected {frame, x, y} or a GeoJSON geometry")
+        raise AnnotationInputError("location: expected {frame, x, y} or a GeoJSON geometry")
     if "type" in location and "coordinates" in location:
         problem = json_problem(location["coordinates"], "location.coordinates")
         if problem:
-            raise ValueError(problem)
+            raise AnnotationInputError(problem)
         return {"type": str(location["type"]), "coordinates": location["coordinates"],
                 **({"frame": location["frame"]} if location.get("frame") in ("pixel", "geographic") else {})}
     frame = location.get("frame")
     if frame not in ("pixel", "geographic"):
-        raise ValueError("location.frame: must be 'pixel' or 'geographic'")
+        raise AnnotationInputError("location.frame: must be 'pixel' or 'geographic'")
     try:
         x, y = float(location["x"]), float(location["y"])
     except (KeyError, TypeError, ValueError, OverflowError):
-        raise ValueError("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
+        raise AnnotationInputError("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
     if not (math.isfinite(x) and math.isfinite(y)):  # NaN, 1e999: no JSON number, no place on a map
-        raise ValueError("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
+        raise AnnotationInputError("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
     out = {"frame": frame, "x": x, "y": y}
     if location.get("layer"):
         out["layer"] = str(location["layer"])[:200]
@@ -243,10 +253,10 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     require(user, "task.comment", task)
     body = (body or "").strip()
     if not body:
-        raise ValueError("body: a comment needs text")
+        raise AnnotationInputError("body: a comment needs text")
     if parent is not None:
         if parent.task_id != task.pk:
-            raise ValueError("parent: that comment belongs to another task")
+            raise AnnotationInputError("parent: that comment belongs to another task")
         root = parent if parent.parent_id is None else parent.parent
         comment = TaskComment.objects.create(
             task=task, parent=root, author=user, body=body, revision_number=task.version,
@@ -258,7 +268,7 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     steps = len((task.head.trajectory if task.head_id else None) or [])
     if step_index is not None:
         if not isinstance(step_index, int) or not 0 <= step_index < max(steps, 1) or steps == 0:
-            raise ValueError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
+            raise AnnotationInputError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
     return TaskComment.objects.create(
         task=task, author=user, body=body, revision_number=task.version, step_index=step_index,
         answer_field=(answer_field or "")[:200], location=_clean_location(location),

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from annotation import qc
+from annotation.errors import AnnotationConflict, AnnotationInputError, AnnotationLocked
 from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
 from studio.api_views import MAX_JSON_DEPTH
 from studio.permissions import require
@@ -32,17 +33,18 @@ from kernel.taskfile import from_storage, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
-class StaleVersionError(Exception):
+class StaleVersionError(AnnotationConflict):
     """A save named a version that is no longer the head. ``current`` is the head revision."""
 
     def __init__(self, task: Task, expected: int):
         self.task = task
         self.expected = expected
         self.current = task.head
-        super().__init__(f"task {task.question_id} is at version {task.version}, the save was based on {expected}")
+        super().__init__(f"task {task.question_id} is at version {task.version}, the save was based on {expected}",
+                         field="expected_version")
 
 
-class TaskLockedError(Exception):
+class TaskLockedError(AnnotationLocked):
     """The task's status does not allow content edits (it is with a reviewer, or released)."""
 
 
@@ -71,7 +73,7 @@ def require_unreleased(task: Task, what: str) -> None:
                               "(released tasks never change: copy it into a new task)")
 
 
-class BrokenReferenceError(ValueError):
+class BrokenReferenceError(AnnotationInputError):
     """The content wires the gold trajectory wrong: a reference to a later or the same step, to a
     key the step's tool does not return, or a reference-like text that names no step (the editor
     writes ``<key> from trajectory[deleted].obs`` for a reference to a deleted step). ``findings``
@@ -81,6 +83,10 @@ class BrokenReferenceError(ValueError):
     def __init__(self, findings: list[qc.Finding]):
         self.findings = findings
         super().__init__("references: " + " ".join(f.message for f in findings))
+
+    def context(self) -> dict:
+        """The API body's ``qc``: the findings, each as a dict."""
+        return {"qc": [f.as_dict() for f in self.findings]}
 
 
 def check_reference_integrity(content: dict) -> None:
@@ -95,12 +101,16 @@ def check_reference_integrity(content: dict) -> None:
         raise BrokenReferenceError(broken)
 
 
-class TaskValidationError(Exception):
+class TaskValidationError(AnnotationInputError):
     """The task cannot move on (submission) because QC found errors. ``findings`` lists them."""
 
     def __init__(self, findings: list[qc.Finding]):
         self.findings = findings
-        super().__init__("; ".join(f.message for f in findings if f.severity == "error"))
+        super().__init__("; ".join(f.message for f in findings if f.severity == "error"), field="")
+
+    def context(self) -> dict:
+        """The API body's ``qc``: the findings, each as a dict."""
+        return {"qc": [f.as_dict() for f in self.findings]}
 
 
 def layer_manifest_entry(layer: Layer) -> dict:
@@ -135,10 +145,10 @@ def build_input_data(event: Event, layer_keys: dict[str, int], base: dict | None
     for key, layer_id in layer_keys.items():
         layer = layers.get(int(layer_id))
         if layer is None:
-            raise ValueError(f"input_data.{key}: layer {layer_id} is not a layer of event {event.slug}")
+            raise AnnotationInputError(f"input_data.{key}: layer {layer_id} is not a layer of event {event.slug}")
         parts = [p.strip() for p in str(key).split(".")]
         if not all(parts):
-            raise ValueError(f"input_data.{key}: a key needs a name on each side of every dot")
+            raise AnnotationInputError(f"input_data.{key}: a key needs a name on each side of every dot")
         node = out
         for part in parts[:-1]:
             if not isinstance(node.get(part), dict):
@@ -182,7 +192,7 @@ def content_problem(content: dict, message: str = "") -> str | None:
     the JSON fields (:func:`json_problem`). Every writer of a revision calls it before writing."""
     from django.conf import settings
 
-    limit = int(getattr(settings, "STUDIO_MAX_QUESTION_CHARS", 20_000))
+    limit = int(settings.STUDIO_MAX_QUESTION_CHARS)
     question = content.get("question")
     if isinstance(question, str) and len(question) > limit:
         return f"question: {len(question)} characters, more than the limit of {limit} (STUDIO_MAX_QUESTION_CHARS)"
@@ -201,7 +211,7 @@ def content_problem(content: dict, message: str = "") -> str | None:
 def _require_storable(content: dict, message: str = "") -> None:
     problem = content_problem(content, message)
     if problem:
-        raise ValueError(problem)
+        raise AnnotationInputError(problem)
 
 
 def _next_sample_id(event: Event) -> str:
@@ -217,7 +227,7 @@ def _content(data: dict) -> dict:
     return {k: data[k] for k in CONTENT_FIELDS if k in data}
 
 
-class TaskExistsError(Exception):
+class TaskExistsError(AnnotationConflict):
     """A task with that question id exists already (an explicit ``sample_id`` that collides):
     HTTP 409 in the API."""
 
@@ -242,7 +252,7 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
     """
     require(user, "task.create")
     if dimension not in TASK_FILES:
-        raise ValueError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
+        raise AnnotationInputError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
     _require_storable(_content(content), message)
     check_reference_integrity(_content(content))
     for _ in range(CREATE_ATTEMPTS):
@@ -328,7 +338,7 @@ def save_draft(user, task: Task, *, base_version: int, content: dict) -> TaskDra
     require(user, "task.edit", task)
     _require_editable(task)
     if not isinstance(content, dict):
-        raise ValueError("content: a draft is a JSON object")
+        raise AnnotationInputError("content: a draft is a JSON object")
     draft, _ = TaskDraft.objects.update_or_create(task=task, user=user,
                                                   defaults={"base_version": base_version, "content": content})
     return draft
@@ -453,9 +463,9 @@ def accept_answer_proposal(user, task: Task, *, field: str, expected_version: in
     proposal = next((p for p in answer_proposals(head) if p["field"] == field), None)
     if proposal is None:
         names = [f.get("name") for f in (head.answer_spec if head else []) or [] if isinstance(f, dict)]
-        raise ValueError(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
+        raise AnnotationInputError(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
     if not proposal.get("source"):
-        raise ValueError(f"answer_spec.{field}: no step result fits its name and type; bind it by hand")
+        raise AnnotationInputError(f"answer_spec.{field}: no step result fits its name and type; bind it by hand")
     spec = [dict(f, source=proposal["source"]) if isinstance(f, dict) and f.get("name") == field else f
             for f in head.answer_spec]
     return save_revision(user, task, expected_version=expected_version, content={"answer_spec": spec},

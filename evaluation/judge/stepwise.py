@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
+from kernel.errors import InvalidInput
+
 POSITIONS: dict[str, float] = {"early": 0.25, "middle": 0.5, "late": 0.75}
 HORIZONS: tuple[int, ...] = (1, 2, 3)
 PROTOCOL = "stepwise-gold"
@@ -38,7 +40,7 @@ PLANNER_INSTRUCTION = (
 )
 
 
-class StepwiseCaseError(ValueError):
+class StepwiseCaseError(InvalidInput):
     """A case that cannot be built, or a prediction file that cannot be read; the message names
     the question or line and the field."""
 

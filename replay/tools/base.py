@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from kernel.hashing import file_sha256  # noqa: F401  (re-exported: replay.tools.base.file_sha256)
+from kernel.paths import is_inside
+
 __all__ = [
     "ToolContext",
     "GTMask",
@@ -215,11 +218,7 @@ class ToolContext:
 
 
 def _is_within(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
+    return is_inside(path, root)
 
 
 def directory_resolver(*roots: str | os.PathLike) -> Callable[[str], Path]:
@@ -253,26 +252,7 @@ def directory_resolver(*roots: str | os.PathLike) -> Callable[[str], Path]:
 # --------------------------------------------------------------------------------------------
 # Hashing and JSON helpers
 # --------------------------------------------------------------------------------------------
-_SHA_CACHE: dict[tuple, str] = {}
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 (hex) of a file's bytes. Cached in the process on the file's absolute path, device,
-    inode, size and modification time (ns), so an unchanged file is read once; ``OSError`` when
-    it cannot be read."""
-    p = os.fspath(path)
-    st = os.stat(p)
-    key = (os.path.abspath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    hit = _SHA_CACHE.get(key)
-    if hit is not None:
-        return hit
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    digest = h.hexdigest()
-    _SHA_CACHE[key] = digest
-    return digest
+# file_sha256 (imported above, re-exported): kernel/hashing.py, the one implementation (bounded cache)
 
 
 def _hash_inputs(value: Any) -> Any:

@@ -21,14 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from kernel.palette import BENCHMARK_RGB, OTHER_RGB
+
 from .base import ToolContext, ToolError, ToolInputError
 from .registry import register
 
 #: overlay palette of the benchmark (``_class_color``): 1 gold, 2 dark orange, 3 crimson,
-#: 4 purple, 5 dodger blue, 6 deep sky blue; every other value (255 included) red
-PALETTE = {1: (255, 215, 0), 2: (255, 140, 0), 3: (220, 20, 60), 4: (128, 0, 128),
-           5: (30, 144, 255), 6: (0, 191, 255)}
-OTHER = (255, 0, 0)
+#: 4 purple, 5 dodger blue, 6 deep sky blue; every other value (255 included) red — the one
+#: palette of the studio, kernel/palette.py (tiles and replay overlays use it too)
+PALETTE = BENCHMARK_RGB
+OTHER = OTHER_RGB
 BLACK, WHITE = (0, 0, 0), (255, 255, 255)
 #: route-map colours of the benchmark: the route (default), the start and the end markers
 ROUTE_RGB, START_RGB, END_RGB = (0, 191, 255), (46, 204, 113), (231, 76, 60)

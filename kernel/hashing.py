@@ -1,0 +1,87 @@
+"""File SHA-256: the one implementation, with a bounded cache (pure, no Django).
+
+``file_sha256(path) -> str``
+    The hex SHA-256 of a file's bytes, read in 1 MiB chunks. An unchanged file is read once per
+    process: the digest is cached on (absolute path, device, inode, size, modification time in
+    ns), so a file written again (new mtime or size) or replaced (new inode) is read again. The
+    cache keeps the :data:`CACHE_SIZE` most recently used digests (LRU; thread-safe). Raises
+    ``OSError`` when the file cannot be read.
+``sha256_files(paths) -> str``
+    One digest over several files, in name order: each file's name, then its digest (a
+    shapefile and its sidecars).
+``cache_info() -> dict``, ``cache_clear()``
+    ``{"size", "max_size", "hits", "misses"}`` and emptying it (tests, long-running workers).
+
+Used by the importers (layer fingerprints), the release export (``sha256`` of every file), the
+replay engine (a step's input files in its cache key) and the perception models (weights).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Iterable
+
+#: digests kept (an entry is ~200 bytes: the cache stays under a megabyte)
+CACHE_SIZE = 4096
+CHUNK = 1 << 20
+
+_cache: OrderedDict[tuple, str] = OrderedDict()
+_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
+
+
+def _digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of the file's bytes, cached (see the module docstring); ``OSError`` if unreadable."""
+    p = os.fspath(path)
+    st = os.stat(p)
+    key = (os.path.abspath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            _stats["hits"] += 1
+            return hit
+    digest = _digest(p)
+    with _lock:
+        _stats["misses"] += 1
+        _cache[key] = digest
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return digest
+
+
+def sha256_files(paths: Iterable[str | os.PathLike]) -> str:
+    """One digest over several files: for each, in order of path, its name and its digest."""
+    h = hashlib.sha256()
+    for p in sorted(Path(p) for p in paths):  # pathlib's order: the fingerprints stored so far used it
+        h.update(p.name.encode())
+        h.update(file_sha256(p).encode())
+    return h.hexdigest()
+
+
+def cache_info() -> dict:
+    """``{"size", "max_size", "hits", "misses"}`` of the digest cache."""
+    with _lock:
+        return {"size": len(_cache), "max_size": CACHE_SIZE, **_stats}
+
+
+def cache_clear() -> None:
+    """Forget every cached digest (and the counts)."""
+    with _lock:
+        _cache.clear()
+        _stats.update(hits=0, misses=0)
+
+
+__all__ = ["CACHE_SIZE", "file_sha256", "sha256_files", "cache_info", "cache_clear"]

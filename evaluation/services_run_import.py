@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 class RunImportStateError(RunImportError, EvaluationConflict):
     """The import job cannot be run again in its state (not failed, or its zip is gone): HTTP 409."""
 
+    status_code, code = EvaluationConflict.status_code, EvaluationConflict.code
+
 
 def _store(upload, filename: str) -> Path:
     """Copy the uploaded file to ``STUDIO_DATA_ROOT/uploads/<random>.zip`` (in chunks)."""

@@ -14,6 +14,7 @@ import rasterio
 from PIL import Image
 
 from annotation import tiles
+from kernel.palette import OVERLAY_ALPHA
 
 
 def class_labels(obs) -> dict[int, str] | None:
@@ -35,9 +36,10 @@ def class_labels(obs) -> dict[int, str] | None:
 def class_rgba(index: int, labels: dict[int, str] | None = None) -> tuple[int, int, int, int]:
     """RGBA of a mask artifact's class index, from the studio's one palette
     (``annotation.tiles.label_colours``: by the class's label when ``labels`` names it, else by
-    index); 0 / background transparent."""
+    index), at the overlay opacity ``kernel.palette.OVERLAY_ALPHA``; 0 / background transparent."""
     colours = tiles.label_colours(labels or {})
-    return tiles.rgba(colours[index] if index in colours else tiles.index_colour(index))
+    r, g, b, a = tiles.rgba(colours[index] if index in colours else tiles.index_colour(index))
+    return (r, g, b, OVERLAY_ALPHA if a else 0)  # drawn over imagery: kernel.palette's overlay opacity
 
 
 def raster_png(path: Path, labels: dict[int, str] | None = None) -> bytes:

@@ -87,8 +87,8 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
-from replay.references import find_all_references, format_path, parse_reference
-from replay.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
+from kernel.references import find_all_references, format_path, parse_reference
+from kernel.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
 
 from . import qc_tools, qc_variants
 
@@ -304,7 +304,7 @@ def _catalogue_name(text: str) -> str | None:
 
 
 def _known_tool_names() -> list[str]:
-    from replay.tools.registry import all_tools
+    from kernel.tools.registry import all_tools
 
     return sorted(set(all_tools()) | set(_catalogue()))
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pyproj import CRS
 
-from replay.references import parse_reference
+from kernel.references import parse_reference
 
 __all__ = ["CHECKS", "run"]
 

@@ -28,8 +28,8 @@ from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_
 from frontend.views_events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
-from replay.tools.perception import TOOLS as PERCEPTION_TOOLS
-from replay.tools.perception import GTLabelError, remap_gt
+from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
+from kernel.tools.perception import GTLabelError, remap_gt
 from studio.permissions import can, require, user_roles
 from kernel.catalogue import catalogue_path
 

@@ -39,8 +39,8 @@ from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from replay.sessions import SessionRecorder, new_session_id
-from replay.tools.base import GTMask, ToolContext, ToolError
-from replay.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
+from kernel.tools.base import GTMask, ToolContext, ToolError
+from kernel.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
 from replay.variant_tools import published_tools
 
 log = logging.getLogger(__name__)

@@ -58,11 +58,11 @@ from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task
 from annotation.services.tasks import require_unreleased
-from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
+from kernel.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
-from replay.tools.registry import get_tool
+from kernel.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
+from kernel.tools.registry import get_tool
 from kernel.catalogue import result_types
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
@@ -388,11 +388,11 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
     ``layers``: the event's ``Layer`` rows when the caller has them already (saves the query)."""
     import hashlib
 
-    from replay.engine import step_call
-    from replay.tools.base import canonical_json
-    from replay.tools.registry import get_tool
+    from kernel.engine import step_call
+    from kernel.tools.base import canonical_json
+    from kernel.tools.registry import get_tool
 
-    from replay.engine import ENGINE_CACHE_VERSION
+    from kernel.engine import ENGINE_CACHE_VERSION
 
     if layers is None:
         layers = list(Layer.objects.filter(event_id=task.event_id))
@@ -995,7 +995,7 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
 # ============================================================================================
 def _runner_call(name: str, args: Any) -> str:
     """The runner's call text: ``"<model alias>(<comma-separated arg names>)"``."""
-    from replay.tools.registry import get_tool, model_alias
+    from kernel.tools.registry import get_tool, model_alias
 
     try:
         alias = get_tool(name).alias

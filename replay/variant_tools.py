@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterable
 from pydantic import create_model
 
 from annotation import variants as variant_specs
-from replay.tools.base import ToolContext, ToolError, UnknownToolError
+from kernel.tools.base import ToolContext, ToolError, UnknownToolError
 from annotation.models import TaskVariant
-from replay.tools.registry import ToolSpec, call_tool, model_alias
+from kernel.tools.registry import ToolSpec, call_tool, model_alias
 
 __all__ = ["PublishedTool", "BrokenToolError", "published_tools", "published_tools_for", "variant_tool_set"]
 

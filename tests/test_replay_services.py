@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from django.urls import include, path
 
-import replay.engine as engine
+import kernel.engine as engine
 from annotation.models import Layer
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task, save_revision

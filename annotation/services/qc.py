@@ -39,7 +39,7 @@ def layer_info(layer) -> dict:
 
 def _replay_dict(run) -> dict:
     """The replay as QC reads it: one step per authored step (loop expansions folded back)."""
-    from replay.engine import collapse_expanded
+    from kernel.engine import collapse_expanded
 
     authored = collapse_expanded(run.filled_trajectory or [])[0]
     return {"trajectory": authored, "final_answer": run.final_answer or {}, "hash": run.replay_hash, "run": run}

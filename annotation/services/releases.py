@@ -635,7 +635,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     """
     from annotation.importers.errors import DataImportError
     from annotation.services import imports
-    from replay.engine import authored_steps, replay_hash
+    from kernel.engine import authored_steps, replay_hash
     from replay.models import ReplayRun
 
     if user is not None:

@@ -30,7 +30,7 @@ UNREADABLE_BYTES = b"STUDIO-UNREADABLE-IMAGE\x00" * 8
 
 def tool_catalogue() -> dict[str, dict]:
     """``{dotted name: {description, params: [{name, type, required}], server}}`` of the registry."""
-    from replay.tools.registry import all_tools
+    from kernel.tools.registry import all_tools
 
     return {name: {"description": spec.description, "server": spec.server,
                    "params": [{"name": p.name, "type": p.type, "required": p.required} for p in spec.params]}

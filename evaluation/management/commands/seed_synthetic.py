@@ -42,7 +42,7 @@ from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6
 from evaluation.services import write_run_aggregate
-from replay.engine import replay_hash
+from kernel.engine import replay_hash
 from replay.models import ReplayRun
 
 PREFIX = "synthetic-"

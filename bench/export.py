@@ -63,7 +63,7 @@ def main() -> None:
     has_release = (ROOT / "annotation" / "management" / "commands" / "export_release.py").exists()
     create_s = None
     if has_release:
-        from annotation.services.releases import create_release
+        from releases.services.releases import create_release
         from studio.accounts import upsert_user
 
         user = upsert_user("bench-maintainer", "bench-pw-123", ["maintainer"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from annotation.services.export import ExportError, dora_samples
+from releases.services.export import ExportError, dora_samples
 from evaluation.scoring import get_gsd
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.explain import explain_answer

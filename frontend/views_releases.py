@@ -14,11 +14,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from annotation.models import Release
-from annotation.selectors_releases import (
+from releases.selectors import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_runs,
     tasks_for_release_form,
 )
-from annotation.services import releases as svc
+from releases.services import releases as svc
 from annotation.services import review as review_services
 from studio.permissions import can
 

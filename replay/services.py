@@ -1010,7 +1010,7 @@ def baseline_record(task: Task, run: ReplayRun, elapsed_s: float) -> dict:
     The trajectory is what an agent executing the gold plan sends: per step the runner's call text,
     the resolved arguments and the obs; a loop is its wrapper followed by its nested calls.
     """
-    from annotation.services.export import CATEGORY_BY_DIM
+    from releases.services.export import CATEGORY_BY_DIM
 
     rev = run.revision
     category = rev.task_category or CATEGORY_BY_DIM[task.dimension][0]

@@ -214,7 +214,7 @@ def test_export_killed_part_way_never_shows_a_partial_folder(tmp_path, maintaine
     folder does); run again, the command writes a folder whose files are byte for byte the
     reference's (the manifest differs only in ``generated_at``)."""
     from annotation.models import Release
-    from annotation.services.releases import export_release
+    from releases.services.releases import export_release
     from test_api_schemathesis import populate
 
     populate(maintainer)

@@ -88,7 +88,7 @@ def test_403_page_names_the_missing_role(client, people):
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
 @pytest.mark.django_db(transaction=True)
 def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, client, people):
-    from annotation.services.releases import create_release
+    from releases.services.releases import create_release
 
     tid = _approvable(client, people, import_joplin(raster=False))
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from annotation.models import Event, Release, Task
-from annotation.services import releases as svc
+from releases.services import releases as svc
 from kernel.taskfile import dumps, from_storage
 from replay.models import ReplayRun
 
@@ -173,7 +173,7 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
     assert (out / "tasks" / T1).read_bytes() == data
     # the scorer sees the NaN gold as a float again: gold against itself (the evaluator's --sanity)
     # scores the field 1.0, NaN against NaN passing as in the official evaluator
-    from annotation.services.export import release_samples
+    from releases.services.export import release_samples
     from evaluation.scoring import evaluate_samples
 
     samples, _ = release_samples(Release.objects.get(version="3.0.0"))

@@ -36,7 +36,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.models import Event, Layer, Task, TaskRevision
-from annotation.services.export import CATEGORY_BY_DIM
+from releases.services.export import CATEGORY_BY_DIM
 from annotation.services.tasks import layer_manifest_entry
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples

@@ -4,8 +4,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Release
-from annotation.services.export import ExportError
-from annotation.services.releases import export_release, zip_folder
+from releases.services.export import ExportError
+from releases.services.releases import export_release, zip_folder
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Task
-from annotation.services.export import ExportError, write_task_files
+from releases.services.export import ExportError, write_task_files
 
 
 class Command(BaseCommand):

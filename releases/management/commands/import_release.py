@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.services.releases import ReleaseImportError, import_release_dir
+from releases.services.releases import ReleaseImportError, import_release_dir
 
 
 class Command(BaseCommand):

@@ -35,8 +35,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from annotation.models import AuditEvent, Event, Layer, Release, ReleaseTask, Task, TaskRevision
-from annotation.selectors_releases import exports_dir, release_entries
-from annotation.services.export import (
+from releases.selectors import exports_dir, release_entries
+from releases.services.export import (
     IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError, LayoutWriter, _tempdir_digest,
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
@@ -289,10 +289,10 @@ def start_export(user, release: Release) -> dict:
                      "done": 0, "total": 0, "error": "", "folder": "", "zip": "", "content_sha256": "",
                      "requested_by": getattr(user, "username", None), "created_at": timezone.now().isoformat(),
                      "started_at": None, "finished_at": None})
-    from annotation.tasks import export_release_job
+    from releases.jobs import export_release_job
 
     export_release_job.delay(release.version, job["id"])
-    from annotation.selectors_releases import export_job
+    from releases.selectors import export_job
 
     return export_job(release.version, job["id"]) or job
 
@@ -300,7 +300,7 @@ def start_export(user, release: Release) -> dict:
 def run_export_job(version: str, job_id: str) -> dict:
     """The body of the export job: write the folder and the zip, recording progress in job.json.
     A failure is recorded in the job (``status: failed``, ``error``), not raised."""
-    from annotation.selectors_releases import export_job
+    from releases.selectors import export_job
 
     job = export_job(version, job_id)
     if job is None:

@@ -6,6 +6,6 @@ from celery import shared_task
 def export_release_job(self, version: str, job_id: str) -> str:
     """Run export job ``job_id`` of release ``version`` (see ``annotation.services.releases``);
     returns the job's final status (``succeeded`` or ``failed``)."""
-    from annotation.services.releases import run_export_job
+    from releases.services.releases import run_export_job
 
     return run_export_job(version, job_id)["status"]

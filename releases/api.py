@@ -21,10 +21,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from annotation.models import Release, Task
-from annotation.selectors_releases import (
+from releases.selectors import (
     export_job, export_jobs, release_counts, release_diff, release_items, release_list,
 )
-from annotation.services import releases as svc
+from releases.services import releases as svc
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import Count
 
 from annotation.models import Release, ReleaseTask, Task, TaskRevision
-from annotation.services.export import Entry, attach_positions, canonical, import_source, sample_and_task
+from releases.services.export import Entry, attach_positions, canonical, import_source, sample_and_task
 
 #: the fields the diff compares, in display order (sample-level ones first)
 DIFF_FIELDS = ("question", "input_data", "classes", "disaster_type", "task_category", "task_category_code",

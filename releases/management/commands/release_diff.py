@@ -4,7 +4,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Release
-from annotation.selectors_releases import format_diff, release_diff
+from releases.selectors import format_diff, release_diff
 
 
 class Command(BaseCommand):

@@ -303,7 +303,7 @@ def paired_pass(tasks, cold_runs, scratch: Path) -> dict:
 def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None:
     """Wall time of no-cache replays of ``tasks`` on ``n_workers`` Celery worker processes."""
     from replay.services import create_run
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
     from studio.celery import app
 
     queue = f"bench-{os.getpid()}"

@@ -668,7 +668,7 @@ def dispatch_judge_job(job_id: int):
         t = threading.Thread(target=_run_in_background, args=(job_id,), name=f"judge-job-{job_id}", daemon=True)
         t.start()
         return t
-    from evaluation.tasks import judge_batch
+    from evaluation.jobs import judge_batch
 
     return judge_batch.delay(job_id)
 

@@ -373,7 +373,7 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     """
     require(user, "task.replay", task)
     run = create_run(task, mode=mode, user=user)
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
 
     run_replay.delay(run.pk)
     run.refresh_from_db()
@@ -851,7 +851,7 @@ def accept_gold(user, run: ReplayRun) -> ReplayRun:
 def resume_stuck_replays(timeout_s: float = 900.0) -> list[int]:
     """Re-queue runs left ``running`` (no progress for ``timeout_s``) or ``queued`` for longer
     than that; returns their ids. Each is executed again from the start (``execute_replay``)."""
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
 
     cutoff = timezone.now() - timedelta(seconds=timeout_s)
     stuck = []

@@ -26,4 +26,4 @@ urlpatterns = [
 ]
 
 # a styled 403 naming the missing role (frontend/views_errors.py); the API answers JSON itself
-handler403 = "frontend.views_errors.permission_denied"
+handler403 = "frontend.views.errors.permission_denied"

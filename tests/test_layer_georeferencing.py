@@ -163,7 +163,7 @@ def test_the_event_page_form_records_the_gsd(live_server, browser, make_user):
 def test_class_remap_of_the_florence_mask_for_seg_building_damage():
     """The replay reads the xBD mask through label names (replay/tools/perception.py DAMAGE_LABELS):
     no-damage → 1 intact, minor- and major-damage → 2 partially damaged, destroyed → 3."""
-    from frontend.views_tasks import class_remaps
+    from frontend.views.tasks import class_remaps
 
     imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
     event = Event.objects.get(slug="hurricane-florence")

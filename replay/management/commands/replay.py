@@ -118,7 +118,7 @@ class Command(BaseCommand):
             sys.exit(2)
 
     def _all(self, o):
-        from replay.tasks import run_replay
+        from replay.jobs import run_replay
 
         tasks = Task.objects.select_related("head", "event").order_by("id")
         if o["event"]:

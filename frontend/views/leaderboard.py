@@ -15,7 +15,7 @@ from evaluation.selectors_leaderboard import aggregated_runs, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
 from evaluation.services import refresh_run_aggregates
 from evaluation.services_leaderboard import N_BOOT, SEED, current_bootstrap
-from frontend.views_robustness import robustness_section
+from frontend.views.robustness import robustness_section
 
 #: how long a rendered plot may be served; its key changes whenever the numbers it shows change
 CACHE_SECONDS = 24 * 3600

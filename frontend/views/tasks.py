@@ -25,7 +25,7 @@ from annotation.services import review as review_services
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
 from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, revision_content, run_fast_qc
-from frontend.views_events import map_config
+from frontend.views.events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
 from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS

@@ -14,8 +14,8 @@ from evaluation.services import RunImportError, import_run_zip
 from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record
 from evaluation import selectors
 from evaluation.selectors_robustness import run_robustness
-from frontend.views_events import map_config
-from frontend.views_scoring import evidence, verdict_form_context
+from frontend.views.events import map_config
+from frontend.views.scoring import evidence, verdict_form_context
 from replay.services import latest_successful_replay
 from studio.permissions import can, require
 

@@ -55,7 +55,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from annotation.models import Release, Task
+    from annotation.models import Task
+    from releases.models import Release
 
     n_tasks = Task.objects.filter(status="approved").count()
     out = base / "export-out"

@@ -20,7 +20,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from annotation.models import Release, Task
+from annotation.models import Task
+
+from releases.models import Release
 from releases.selectors import (
     export_job, export_jobs, release_counts, release_diff, release_items, release_list,
 )

@@ -8,7 +8,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db.models import Count
 
-from annotation.models import Release, ReleaseTask, Task, TaskRevision
+from annotation.models import Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
 from releases.services.export import Entry, attach_positions, canonical, import_source, sample_and_task
 
 #: the fields the diff compares, in display order (sample-level ones first)

@@ -213,7 +213,7 @@ def test_export_killed_part_way_never_shows_a_partial_folder(tmp_path, maintaine
     rename: ``--out`` does not exist after either kill (only the hidden ``.out.tmp-…`` staging
     folder does); run again, the command writes a folder whose files are byte for byte the
     reference's (the manifest differs only in ``generated_at``)."""
-    from annotation.models import Release
+    from releases.models import Release
     from releases.services.releases import export_release
     from test_api_schemathesis import populate
 

@@ -11,7 +11,9 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
-from annotation.models import AuditEvent, Release, ReleaseTask, Task, TaskRevision
+from annotation.models import AuditEvent, Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
 from releases.services import releases as svc
 from annotation.services import review
 from annotation.services import tasks as task_services

@@ -15,7 +15,9 @@ from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
-from annotation.models import Event, Layer, Release, ReleaseTask, Task, TaskRevision
+from annotation.models import Event, Layer, Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
 from releases.services import releases as svc
 from releases.services.export import SampleArrayWriter, content_digest, data_paths, dumps, load_schema, schema_problems
 from conftest import REALDATA, SCORING_EXAMPLES

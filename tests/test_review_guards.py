@@ -140,7 +140,7 @@ def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, clie
         p.click("#publish-form button[type=submit]")
         assert len(dialogs) == n + 1  # a dialog blocks the click until it is answered
         assert "can never be changed" in dialogs[-1] and "still open" in dialogs[-1]
-        from annotation.models import Release
+        from releases.models import Release
         assert Release.objects.get(version="1.0.0").status == "draft"
         answer["accept"] = True
         with p.expect_navigation():
@@ -160,7 +160,7 @@ def _drop_published_releases():
 
     from django.db import connection
 
-    from annotation.models import Release, ReleaseTask
+    from releases.models import Release, ReleaseTask
 
     mig = importlib.import_module("annotation.migrations.0003_release_immutability")
     fwd, back = ((mig.SQLITE_FORWARD, mig.SQLITE_BACKWARD) if connection.vendor == "sqlite"

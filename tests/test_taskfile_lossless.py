@@ -24,7 +24,9 @@ import pytest
 from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from annotation.models import Event, Release, Task
+from annotation.models import Event, Task
+
+from releases.models import Release
 from releases.services import releases as svc
 from kernel.taskfile import dumps, from_storage
 from replay.models import ReplayRun

@@ -13,7 +13,7 @@ from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from annotation.models import Release
+from releases.models import Release
 from releases.selectors import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_runs,
     tasks_for_release_form,

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 
-from annotation.models import Release
+from releases.models import Release
 from evaluation import leaderboard as lb
 from evaluation.services import RunImportError, import_run_zip
 from evaluation.services_queue import import_queue_share, queue_share_of_run, verdicts_per_record

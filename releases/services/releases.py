@@ -34,7 +34,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from annotation.models import AuditEvent, Event, Layer, Release, ReleaseTask, Task, TaskRevision
+from annotation.models import AuditEvent, Event, Layer, Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
 from releases.selectors import exports_dir, release_entries
 from releases.services.export import (
     IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError, LayoutWriter, _tempdir_digest,

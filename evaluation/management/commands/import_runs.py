@@ -44,7 +44,7 @@ class Command(BaseCommand):
             raise CommandError(f"{run_dir}: not a directory")
         release = None
         if opts["release"]:
-            from annotation.models import Release
+            from releases.models import Release
 
             release = Release.objects.filter(version=opts["release"]).first()
             if release is None:

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Release
+from releases.models import Release
 from releases.services.export import ExportError
 from releases.services.releases import export_release, zip_folder
 

@@ -3,7 +3,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Release
+from releases.models import Release
 from releases.selectors import format_diff, release_diff
 
 

@@ -187,7 +187,7 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
 def test_both_importers_build_the_same_task(db, tmp_path, make_user):
     """The same file through import_tasks and import_release: equal revision content and equal
     kept source (sample, task, derived content), in the same order."""
-    from replay.services import import_task_file
+    from annotation.services.task_import import import_task_file
 
     user = make_user("root", "maintainer", "author")
     data = _held_back_release(tmp_path / "bench")
@@ -217,7 +217,7 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
     (here: an input_data path that names no layer of the event); the stored values are
     storage-tagged (no raw NaN reaches the JSON columns) and the kept source reads back equal."""
     from kernel.taskfile import same_value
-    from replay.services import TaskImportError, import_task_file
+    from annotation.services.task_import import TaskImportError, import_task_file
 
     files, _ = folder
     user = make_user("root", "maintainer", "author")
@@ -270,7 +270,7 @@ def test_nan_in_args_or_classes_is_kept_not_refused(db, tmp_path, make_user, cas
     traceback; the benchmark's loader accepts them (``json.load`` reads NaN), so by issue 22 they
     import losslessly instead of being refused: stored tagged, written back as the same token."""
     from kernel.taskfile import read_task_file
-    from replay.services import import_task_file
+    from annotation.services.task_import import import_task_file
 
     text = {"import_tasks_nan_in_args": '[{"sample_id": "s1", "input_data": {}, "tasks": [{"task_category": '
             '"perception_and_assessment", "task_category_code": "T1", "question": "How many?", "trajectory": '

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Event
 from annotation.services.tasks import TaskLockedError
-from replay.services import TaskImportError, import_task_file
+from annotation.services.task_import import TaskImportError, import_task_file
 
 
 class Command(BaseCommand):

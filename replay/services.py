@@ -57,6 +57,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task
+from annotation.services.review import TransitionError
 from annotation.services.task_import import TaskImportError
 from annotation.services.tasks import require_unreleased
 from kernel.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
@@ -624,6 +625,22 @@ def latest_successful_replay(task: Task) -> ReplayRun | None:
     (never replayed, or the newest replay's change is waiting for ``accept_gold``)."""
     return ReplayRun.objects.filter(task=task, revision_id=task.head_id, mode=GOLD_MODE,
                                     status=ReplayRun.Status.SUCCEEDED, gold_accepted=True).order_by("-id").first()
+
+
+def succeeded_runs_of_head(task: Task):
+    """The succeeded replays of ``task``'s head revision, newest first (a queryset): what QC reads
+    as the task's replays (registered as ``annotation.services.qc.ReplaySource``)."""
+    return ReplayRun.objects.filter(task=task, revision_id=task.head_id,
+                                    status=ReplayRun.Status.SUCCEEDED).order_by("-id")
+
+
+def require_succeeded_replay(task: Task) -> None:
+    """Review's submission check "a succeeded replay of the head revision exists" (registered by
+    ``replay.apps.ReplayConfig.ready``): reviewers judge the filled gold answer, so it must exist.
+    Raises ``annotation.services.review.TransitionError``."""
+    if latest_successful_replay(task) is None:
+        raise TransitionError(f"replay: revision r{task.version} of {task.question_id} has no succeeded replay; "
+                              "replay it so that the reviewer sees the filled answer")
 
 
 def pending_replay(task: Task) -> ReplayRun | None:

@@ -14,12 +14,15 @@ Permissions come from the table in ``studio.permissions`` (checked here, not onl
 ``task.release`` (maintainer), ``task.comment`` and ``comment.resolve``.
 
 Submitting runs the full QC (``annotation.services.qc.qc_for_task`` when present, else the fast
-``annotation.qc.check_task``): any error blocks it, and so does the lack of a succeeded replay of
-the head revision (reviewers judge the filled gold answer, so it must exist).
+``annotation.qc.check_task``): any error blocks it, and so do the registered submission checks
+(:func:`register_submission_check`). The replay app registers "a succeeded replay of the head
+revision exists" (reviewers judge the filled gold answer, so it must exist); review does not import
+replay, which sits above annotation (issue 19).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -84,16 +87,32 @@ def submission_findings(task: Task) -> list[qc.Finding]:
     return qc_for_task(task)
 
 
+#: The checks a submission must pass besides QC, in registration order. Each is
+#: ``check(task) -> None`` and raises :class:`TransitionError` (its message tells the author what
+#: to do). Apps above annotation register theirs from ``AppConfig.ready``.
+_SUBMISSION_CHECKS: list[Callable[[Task], None]] = []
+
+
+def register_submission_check(check: Callable[[Task], None]) -> None:
+    """Add ``check`` to the checks that :func:`transition` ``submit`` runs after QC (once: a
+    second registration of the same function is ignored, as ``ready()`` may run twice)."""
+    if check not in _SUBMISSION_CHECKS:
+        _SUBMISSION_CHECKS.append(check)
+
+
+def submission_checks() -> tuple[Callable[[Task], None], ...]:
+    """The registered submission checks, in the order they run."""
+    return tuple(_SUBMISSION_CHECKS)
+
+
 def _check_submission(task: Task) -> None:
     from annotation.services.tasks import TaskValidationError
-    from replay.services import latest_successful_replay
 
     findings = submission_findings(task)
     if qc.has_errors(findings):
         raise TaskValidationError(findings)
-    if latest_successful_replay(task) is None:
-        raise TransitionError(f"replay: revision r{task.version} of {task.question_id} has no succeeded replay; "
-                              "replay it so that the reviewer sees the filled answer")
+    for check in _SUBMISSION_CHECKS:
+        check(task)
 
 
 def open_comments_of_release(release) -> dict[str, int]:

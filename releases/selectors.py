@@ -55,13 +55,6 @@ def release_entries(release: Release) -> list[Entry]:
     return attach_positions([Entry(*r) for r in rows])
 
 
-def release_runs(release: Release):
-    """Agent runs scored on ``release`` (``AgentRun.release``), newest first."""
-    from evaluation.models import AgentRun
-
-    return AgentRun.objects.filter(release=release).select_related("agent").order_by("-id")
-
-
 # ------------------------------------------------------------------ export jobs
 
 

@@ -14,8 +14,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from releases.models import Release
+from evaluation.selectors import release_runs
 from releases.selectors import (
-    export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_runs,
+    export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list,
     tasks_for_release_form,
 )
 from releases.services import releases as svc

@@ -616,7 +616,7 @@ class LayoutWriter:
             "sample_id": e.sample_id, "task_index": e.task_index, "revision": rev.number,
             "authors": authors, "reviewers": reviewers, "qc": self._qc(task, rev, run),
             "replay_id": run.pk, "replay_hash": run.replay_hash or "", "gold_accepted": bool(run.gold_accepted),
-            "adjudication": self._adjudication(task),
+            **{name: field(task, self.release_id) for name, field in SIDECAR_FIELDS.items()},
             "imported_from": ({k: source.get(k) for k in ("file", "sample_index", "task_index", "release", "source_dir", "provenance")}
                               if source else None),
         }
@@ -638,13 +638,19 @@ class LayoutWriter:
         return {"errors": sum(f["severity"] == "error" for f in found),
                 "warnings": sum(f["severity"] == "warning" for f in found), "findings": found}
 
-    def _adjudication(self, task: Task) -> dict:
-        from evaluation.models import Adjudication, RunRecord
 
-        records = RunRecord.objects.filter(task=task, run__release_id=self.release_id) if self.release_id else RunRecord.objects.none()
-        adj = Adjudication.objects.filter(record__in=records)
-        return {"records": records.count(), "adjudicated": adj.values("record_id").distinct().count(),
-                "overrides_all": adj.filter(overrides_all=True).count()}
+
+#: Fields that apps above releases add to each question of the sidecar
+#: (``studio_manifest.json``), in registration order: ``name -> field(task, release_id)`` returning
+#: a JSON value (``release_id`` is None for an export of the tasks' heads). The evaluation app
+#: registers ``adjudication`` (``evaluation.selectors.release_adjudication``) in its ``ready()``;
+#: releases does not import evaluation, which sits above it (issue 19).
+SIDECAR_FIELDS: dict[str, Callable[[Task, int | None], Any]] = {}
+
+
+def register_sidecar_field(name: str, field: Callable[[Task, int | None], Any]) -> None:
+    """Add (or replace) sidecar field ``name`` computed by ``field(task, release_id)``."""
+    SIDECAR_FIELDS[name] = field
 
 
 def copy_schemas(out: Path, files: dict[str, dict]) -> dict[str, str]:

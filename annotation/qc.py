@@ -91,6 +91,7 @@ from kernel.references import find_all_references, format_path, parse_reference
 from kernel.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
 
 from . import qc_tools, qc_variants
+from kernel.tools.registry import all_tools
 
 __all__ = [
     "EVAL_TYPES", "CHECKS", "Finding", "check_task", "full_qc", "check_task_file",
@@ -304,8 +305,6 @@ def _catalogue_name(text: str) -> str | None:
 
 
 def _known_tool_names() -> list[str]:
-    from kernel.tools.registry import all_tools
-
     return sorted(set(all_tools()) | set(_catalogue()))
 
 

@@ -62,6 +62,8 @@ from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from studio.permissions import require
+from kernel.catalogue import catalogue_by_name
+from replay.services import latest_successful_replay
 
 logger = logging.getLogger(__name__)
 
@@ -214,11 +216,8 @@ def resume_config(user, config: JudgeConfig) -> JudgeConfig:
 
 
 def _catalogue() -> dict[str, dict]:
-    try:
-        from annotation.qc import _catalogue as load
-    except ImportError:  # pragma: no cover
-        return {}
-    return load()
+    """The benchmark's tool catalogue by dotted name ({} when no catalogue file is found)."""
+    return catalogue_by_name()
 
 
 def record_inputs(record: RunRecord) -> dict[str, Any]:
@@ -230,8 +229,6 @@ def record_inputs(record: RunRecord) -> dict[str, Any]:
     """
     gold = dict(record.gold or {})
     if not gold and record.task_id:
-        from replay.services import latest_successful_replay
-
         rev = record.task.head
         replay = latest_successful_replay(record.task)
         gold = {"question": rev.question, "tools": rev.tools,

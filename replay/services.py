@@ -68,6 +68,8 @@ from kernel.tools.registry import get_tool
 from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
                             newest_row, update_by, update_rows)
 from studio.permissions import require
+from kernel.engine import ENGINE_CACHE_VERSION, step_call
+from kernel.tools.base import canonical_json
 
 log = logging.getLogger(__name__)
 
@@ -382,12 +384,6 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
     tools it names and the perception mode (``replay --changed-only`` compares it).
     ``layers``: the event's ``Layer`` rows when the caller has them already (saves the query)."""
     import hashlib
-
-    from kernel.engine import step_call
-    from kernel.tools.base import canonical_json
-    from kernel.tools.registry import get_tool
-
-    from kernel.engine import ENGINE_CACHE_VERSION
 
     if layers is None:
         layers = list(Layer.objects.filter(event_id=task.event_id))

@@ -8,6 +8,9 @@ from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
 from replay.rendering import raster_png
 from replay.services import artifact_path
+from annotation.models import Task
+from replay.services import ReplayStateError, accept_gold, task_replay_diff
+from studio.permissions import can
 
 
 def _artifact(pk: int, name: str):
@@ -40,10 +43,6 @@ def replay_diff_block(request, pk: int):
     observations and answer against the gold, with an accept button when a change waits."""
     from django.shortcuts import render
 
-    from annotation.models import Task
-    from replay.services import task_replay_diff
-    from studio.permissions import can
-
     task = get_object_or_404(Task, pk=pk)
     diff = task_replay_diff(task)
     return render(request, "frontend/replay_diff.html", {
@@ -58,8 +57,6 @@ def replay_accept(request, pk: int):
     from django.core.exceptions import PermissionDenied
     from django.http import HttpResponseNotAllowed
     from django.shortcuts import redirect
-
-    from replay.services import ReplayStateError, accept_gold
 
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])

@@ -28,6 +28,10 @@ from evaluation.services_adjudication import scored_by
 from evaluation.services_judge import try_judge_config
 from evaluation.services_queue import QueueFilter
 from studio.permissions import can, require
+from evaluation.agreement import agreement_report
+from evaluation.services_adjudication import DisagreementRules, adjudicate, considered, record_disagreements
+from evaluation.services_judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
+from evaluation.services_queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
 
@@ -152,7 +156,6 @@ class GoldForm(forms.Form):
 
 def scoring_home(request):
     """Queues with their counts, the start buttons, and (for managers) scorer accuracy."""
-    from evaluation.services_queue import verdicts_per_record
 
     manage = can(request.user, "queue.manage")
     held = list(selectors.scoring_item_qs().filter(scorer=request.user, verdict__isnull=True).order_by("id")[:20])
@@ -169,7 +172,6 @@ def scoring_next(request):
     """POST: claim the next item of the queue given by the query (release, agent, dimension) and
     open it. GET only shows the button that posts: claiming changes state, so a link, a prefetch or
     a cross-site GET never claims (the CSRF token guards the POST)."""
-    from evaluation.services_queue import QueueFilter, claim_next
 
     queue = QueueFilter.from_params(request.GET)
     if request.method != "POST":
@@ -187,7 +189,6 @@ def scoring_next(request):
 
 def scoring_item(request, pk: int):
     """The keyboard-first scoring form of a held item (blind: no other verdict is shown)."""
-    from evaluation.services_queue import QueueFilter
 
     require(request.user, "queue.claim")
     item = get_object_or_404(selectors.scoring_item_qs(), pk=pk)
@@ -217,8 +218,6 @@ def scoring_done(request):
 
 @require_POST
 def scoring_enqueue(request):
-    from evaluation.services_queue import enqueue_run
-
     form = EnqueueForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"enqueue: {form.errors.as_text()}")
@@ -238,8 +237,6 @@ def scoring_enqueue(request):
 
 @require_POST
 def scoring_gold(request):
-    from evaluation.services_queue import add_gold_check
-
     form = GoldForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"gold check: {form.errors.as_text()}")
@@ -268,7 +265,6 @@ def adjudication_queue(request):
 
 def _verdict_columns(record) -> list[dict]:
     """Every verdict of the record for the comparison table, considered ones first."""
-    from evaluation.services_adjudication import DisagreementRules, considered
 
     rules = DisagreementRules.from_settings()
     pool = considered(record.verdicts.all(), rules)
@@ -285,7 +281,6 @@ def _verdict_columns(record) -> list[dict]:
 
 def adjudication_record(request, pk: int):
     """All verdicts with reasons, the trajectories aligned, and the final-verdict form."""
-    from evaluation.services_adjudication import adjudicate, record_disagreements
 
     require(request.user, "verdict.adjudicate")
     record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
@@ -334,8 +329,6 @@ def adjudication_record(request, pk: int):
 
 
 def _report(request):
-    from evaluation.agreement import agreement_report
-
     tie = request.GET.get("tie_break", "exclude")
     if tie not in ("exclude", "incorrect"):
         tie = "exclude"
@@ -451,7 +444,6 @@ class JudgeConfigForm(forms.Form):
 
 def judge_configs(request):
     """List judge configurations; maintainers create them here."""
-    from evaluation.services_judge import save_judge_config
 
     manage = can(request.user, "judge.configure")
     form = JudgeConfigForm(request.POST or None)
@@ -475,8 +467,6 @@ def judge_configs(request):
 
 @require_POST
 def judge_config_resume(request, pk: int):
-    from evaluation.services_judge import resume_config
-
     cfg = get_object_or_404(JudgeConfig, pk=pk)
     resume_config(request.user, cfg)
     messages.success(request, f"Judge configuration {cfg.name} resumed.")
@@ -513,7 +503,6 @@ class JudgeRunForm(forms.Form):
 @require_POST
 def run_judge(request, pk: int):
     """Start a judge job over a run's records (maintainers; the button on the run page)."""
-    from evaluation.services_judge import JudgePaused, select_records, start_judge_job
 
     require(request.user, "judge.run")
     run = get_object_or_404(AgentRun, pk=pk)
@@ -544,8 +533,6 @@ def judge_job(request, pk: int):
 
 @require_POST
 def judge_job_rerun(request, pk: int):
-    from evaluation.services_judge import JudgePaused, rerun_job
-
     job = get_object_or_404(JudgeJob.objects.select_related("config"), pk=pk)
     try:
         new = rerun_job(request.user, job)

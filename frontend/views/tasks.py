@@ -32,6 +32,7 @@ from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
 from kernel.tools.perception import GTLabelError, remap_gt
 from studio.permissions import can, require, user_roles
 from kernel.catalogue import catalogue_path
+from replay.services import artifact_path
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
 CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}
@@ -375,7 +376,6 @@ def replay_overlays(request, pk: int):
     (masks/rasters as images over their lon/lat or pixel bounds, vectors as GeoJSON in EPSG:4326 or
     pixels), and charts/report pages (vis.*, report.*, model.*) as ``kind: "image"`` for the step card.
     """
-    from replay.services import artifact_path
 
     run = get_object_or_404(ReplayRun, pk=pk)
     out = []
@@ -408,8 +408,6 @@ def replay_overlays(request, pk: int):
 def replay_artifact_wgs84(request, pk: int, name: str):
     """A georeferenced vector artifact reprojected to EPSG:4326 (what Leaflet draws)."""
     import geopandas as gpd
-
-    from replay.services import artifact_path
 
     run = get_object_or_404(ReplayRun, pk=pk)
     try:

@@ -47,6 +47,12 @@ from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths i
 from kernel.steps import step_call
 from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
+from annotation import qc
+from annotation.models import AuditEvent
+from annotation.services.qc import layer_info
+from annotation.services.tasks import revision_content
+from replay.models import ReplayRun
+from replay.services import artifact_path
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
 IMPORT_ARTIFACTS = "imports"
@@ -224,7 +230,6 @@ def layer_source_file(layer: Layer, path: str) -> Path | None:
 def gold_replay(task_id: int, revision_id: int):
     """The replay whose answer is the gold of a revision: the newest succeeded replay a person
     accepted as gold, else the newest succeeded one; None when there is none."""
-    from replay.models import ReplayRun
 
     qs = ReplayRun.objects.filter(task_id=task_id, revision_id=revision_id, status=ReplayRun.Status.SUCCEEDED)
     return qs.filter(gold_accepted=True).order_by("-id").first() or qs.order_by("-id").first()
@@ -235,7 +240,6 @@ def import_source(revision) -> dict | None:
     (NaN as floats): ``TaskRevision.source`` (both importers set it, later revisions carry it),
     else the ``source.json`` of the revision's import replay (releases imported before that field
     existed), else None."""
-    from replay.models import ReplayRun
 
     stored = revision.source if isinstance(revision, TaskRevision) else (
         TaskRevision.objects.filter(pk=revision).values_list("source", flat=True).first())
@@ -361,7 +365,6 @@ class Entry:
 
 def attach_positions(entries: list[Entry]) -> list[Entry]:
     """Set ``position`` of entries whose revision was imported (sample order of the source file)."""
-    from replay.models import ReplayRun
 
     by_rev = {e.revision_id: e for e in entries}
     for rev_id, text in TaskRevision.objects.filter(pk__in=list(by_rev)).exclude(source="").values_list("pk", "source"):
@@ -452,8 +455,6 @@ class LayoutWriter:
 
     # -- one sample
     def _sample(self, file_name: str, sample_id: str, group: list[Entry]) -> dict:
-        from replay.models import ReplayRun
-
         idxs = [e.task_index for e in group]
         if idxs != list(range(len(group))):
             raise ExportError(
@@ -488,8 +489,6 @@ class LayoutWriter:
         return sample
 
     def _count(self, e: Entry, sample: dict, tdict: dict) -> None:
-        from annotation import qc
-
         content = {"disaster_type": sample.get("disaster_type") or "", "input_data": sample.get("input_data") or {},
                    "task_category_code": tdict.get("task_category_code")}
         rep = qc.release_report([{"question_id": e.question_id, "content": content, "dimension": e.dimension}])
@@ -538,8 +537,6 @@ class LayoutWriter:
 
     # -- polygon golds
     def _gold_polygons(self, e: Entry, tdict: dict, run, sample: dict, event, from_source: bool) -> None:
-        from replay.services import artifact_path
-
         spec, answer = tdict.get("eval_spec"), tdict.get("final_answer")
         if not isinstance(spec, dict) or not isinstance(answer, dict):
             return
@@ -603,8 +600,6 @@ class LayoutWriter:
 
     # -- sidecar
     def _question_meta(self, e: Entry, task: Task, rev: TaskRevision, run, file_name: str, source: dict | None) -> dict:
-        from annotation.models import AuditEvent
-
         authors = list(dict.fromkeys(
             TaskRevision.objects.filter(task=task, number__lte=rev.number, author__isnull=False)
             .order_by("number").values_list("author__username", flat=True)))
@@ -622,10 +617,6 @@ class LayoutWriter:
         }
 
     def _qc(self, task: Task, rev: TaskRevision, run) -> dict:
-        from annotation import qc
-        from annotation.services.qc import layer_info
-        from annotation.services.tasks import revision_content
-
         if task.event_id not in self._layer_infos:
             self._layer_infos[task.event_id] = {l.file_name: layer_info(l) for l in self._event_layers(task.event).values()}
         try:

@@ -49,6 +49,10 @@ from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased
 from studio.permissions import require
+from annotation.importers.errors import DataImportError
+from annotation.services import imports
+from kernel.engine import authored_steps, replay_hash
+from replay.models import ReplayRun
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
@@ -635,10 +639,6 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     All or nothing: the database rows and the files under the data root are restored on any
     error. Raises :class:`ReleaseImportError` (file, sample, field) and ``PermissionDenied``.
     """
-    from annotation.importers.errors import DataImportError
-    from annotation.services import imports
-    from kernel.engine import authored_steps, replay_hash
-    from replay.models import ReplayRun
 
     if user is not None:
         require(user, "data.import")

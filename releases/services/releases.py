@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from annotation.models import AuditEvent, Event, Layer, Task, TaskRevision
+from annotation.models import Event, Layer, Task
 
 from releases.models import Release, ReleaseTask
 from releases.selectors import exports_dir, release_entries
@@ -47,7 +47,8 @@ from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import TaskFileError, read_task_file, sample_label, source_text, to_storage
 from annotation.services.imports import staging_name as imports_staging_name
-from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased
+from annotation.services.review import approve_imported, release_for_release
+from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased, write_imported_revision
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
 from annotation.services import imports
@@ -171,12 +172,9 @@ def _publish(user, release: Release) -> Release:
     except ExportError as exc:
         raise ReleaseError(f"release {locked.version} cannot be published: {exc}") from exc
     items = list(ReleaseTask.objects.filter(release=locked).select_related("task", "revision"))
-    for it in items:
-        if it.task.head_id == it.revision_id and it.task.status != Task.Status.RELEASED:
-            AuditEvent.objects.create(task=it.task, actor=user, action="released", from_status=it.task.status,
-                                      to_status=Task.Status.RELEASED, revision_number=it.revision.number,
-                                      reason=f"release {locked.version}")
-            Task.objects.filter(pk=it.task_id).update(status=Task.Status.RELEASED, updated_at=timezone.now())
+    for it in items:  # through the review transition and its permission (task.release)
+        if it.task.head_id == it.revision_id:
+            release_for_release(user, it.task, note=f"release {locked.version}")
     locked.status = Release.Status.PUBLISHED
     locked.published_at = timezone.now()
     locked.manifest_sha256 = digest
@@ -712,13 +710,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                         raise ReleaseImportError(pl.file, str(exc), sample=pl.sample["sample_id"],
                                                  field=f"tasks[{pl.task_index}]") from None
                 old_status = task.status if task else ""
-                if task is None:
-                    task = Task.objects.create(event=events[pl.event], sample_id=str(pl.sample["sample_id"]),
-                                               task_index=pl.task_index, question_id=pl.question_id,
-                                               dimension=pl.dim, created_by=user)
-                    report.created.append(pl.question_id)
-                else:
-                    report.updated.append(pl.question_id)
+                (report.created if task is None else report.updated).append(pl.question_id)
                 trajectory = pl.task.get("trajectory") if isinstance(pl.task.get("trajectory"), list) else []
                 content = task_content(pl.sample, pl.task, authored_steps(pl.task.get("trajectory")))
                 provenance = {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()
@@ -729,15 +721,13 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 problem = content_problem(to_storage(content))
                 if problem:
                     raise ReleaseImportError(pl.file, problem, sample=pl.sample["sample_id"])
-                rev = TaskRevision.objects.create(
-                    task=task, number=task.version + 1, author=user, message=f"imported from {pl.file}",
-                    source=source_text(record), **to_storage(content))
-                Task.objects.filter(pk=task.pk).update(version=rev.number, head=rev, status=Task.Status.APPROVED,
-                                                       updated_at=now)
-                AuditEvent.objects.create(task=task, actor=user, action="imported", from_status=old_status,
-                                          to_status=Task.Status.APPROVED, revision_number=rev.number,
-                                          reason=f"imported from {parsed.root}/{pl.file} (sample {pl.sample_index}, "
-                                                 f"task {pl.task_index})")
+                task, rev = write_imported_revision(
+                    user, task, event=events[pl.event], sample_id=str(pl.sample["sample_id"]),
+                    task_index=pl.task_index, question_id=pl.question_id, dimension=pl.dim,
+                    content=to_storage(content), message=f"imported from {pl.file}", source=source_text(record))
+                approve_imported(user, task, from_status=old_status,
+                                 reason=f"imported from {parsed.root}/{pl.file} (sample {pl.sample_index}, "
+                                        f"task {pl.task_index})")
                 source = {k: v for k, v in record.items() if k != "content"}
                 key = hashlib.sha256(canonical(source).encode("utf-8")).hexdigest()[:32]
                 adir = f"{IMPORT_ARTIFACTS}/{key}"

@@ -827,6 +827,24 @@ def task_replay_diff(task: Task) -> dict | None:
 
 
 @transaction.atomic
+def record_imported_gold(user, task: Task, revision, *, filled_trajectory: list, final_answer, eval_spec: dict,
+                         answer_format: dict, artifact_dir: str, at) -> ReplayRun:
+    """The gold of a task imported from a release: a succeeded replay run of ``revision`` in mode
+    ``import``, accepted, holding the file's trajectory with its observations (stored form), final
+    answer, eval spec and answer format, and ``artifact_dir`` (relative to the artifact root: the
+    file's own sample and task and its gold polygons). Nothing is executed; ``replay_hash`` is the
+    engine's hash of trajectory and answer, so a later replay of the same content compares equal.
+    ``at``: the import's time (started and finished)."""
+    steps = len(filled_trajectory)
+    return ReplayRun.objects.create(
+        task=task, revision=revision, mode="import", status=ReplayRun.Status.SUCCEEDED,
+        steps_total=steps, steps_done=steps, final_answer=final_answer, eval_spec=eval_spec,
+        answer_format=answer_format, filled_trajectory=filled_trajectory,
+        replay_hash=replay_hash(filled_trajectory, final_answer), gold_accepted=True,
+        accepted_by=user, requested_by=user, artifact_dir=artifact_dir, started_at=at, finished_at=at)
+
+
+@transaction.atomic
 def accept_gold(user, run: ReplayRun) -> ReplayRun:
     """A person accepts ``run``'s observations and answer as the task's gold.
 

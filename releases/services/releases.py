@@ -52,8 +52,8 @@ from annotation.services.tasks import TaskLockedError, content_problem, require_
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
 from annotation.services import imports
-from kernel.engine import authored_steps, replay_hash
-from replay.models import ReplayRun
+from kernel.engine import authored_steps
+from replay.services import record_imported_gold
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
@@ -741,13 +741,10 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                         shutil.copyfile(parsed.polygons[value], dst)
                 final = to_storage(pl.task.get("final_answer"))
                 stored_trajectory = to_storage(trajectory)
-                run = ReplayRun.objects.create(
-                    task=task, revision=rev, mode="import", status=ReplayRun.Status.SUCCEEDED,
-                    steps_total=len(trajectory), steps_done=len(trajectory), final_answer=final,
+                run = record_imported_gold(
+                    user, task, rev, filled_trajectory=stored_trajectory, final_answer=final,
                     eval_spec=to_storage(pl.task.get("eval_spec") or {}),
-                    answer_format=to_storage(pl.task.get("answer_format") or {}),
-                    filled_trajectory=stored_trajectory, replay_hash=replay_hash(stored_trajectory, final), gold_accepted=True,
-                    accepted_by=user, requested_by=user, artifact_dir=adir, started_at=now, finished_at=now)
+                    answer_format=to_storage(pl.task.get("answer_format") or {}), artifact_dir=adir, at=now)
                 pinned.append((task, rev.pk, run.pk))
 
             if version:

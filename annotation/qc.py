@@ -1481,7 +1481,7 @@ BROKEN_REFERENCE_CHECKS = ("references.order", "references.key", "references.loo
 
 def _check_malformed_references(a: _Analysis) -> None:
     """``references.malformed``: a step argument or answer source written like a reference
-    (``<key> from trajectory[…``) that the benchmark's pattern (``replay.references``) does not
+    (``<key> from trajectory[…``) that the benchmark's pattern (``kernel.references``) does not
     read, e.g. ``<count> from trajectory[deleted].obs`` (the editor writes this for a reference to
     a deleted step) or a missing ``.obs``; the runner would pass the text on as a literal."""
     where = [(f"trajectory[{i}].args", _step_args(s)) for i, s in enumerate(a.steps) if isinstance(s, dict)]

@@ -5,7 +5,7 @@
 Uses the seeded scratch SQLite database of ``bench/lists.py`` (built there if missing: real xBD
 scenes + ``seed_synthetic``; under /tmp/studio-bench, never var/). Then:
 
-* with ``manage.py export_release`` present (``annotation/services/releases.py``): a draft release
+* with ``manage.py export_release`` present (``releases/services/releases.py``): a draft release
   ``0.0.<n>`` of every approved task is created in this process (``create_release``, timed), and
   ``manage.py export_release 0.0.<n> --out DIR`` runs as a child process;
 * otherwise ``manage.py export_tasks --out DIR`` (the plain task files) runs as the child.

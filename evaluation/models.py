@@ -259,7 +259,7 @@ class RunAggregate(models.Model):
 
 class LeaderboardBootstrap(models.Model):
     """Bootstrap intervals of the leaderboard (``evaluation.leaderboard.bootstrap_ci``) for one state
-    of the runs and records (``version``), computed in the background (``evaluation.tasks``)."""
+    of the runs and records (``version``), computed in the background (``evaluation.jobs``)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"

@@ -7,7 +7,7 @@ feeds it a record's inputs and stores what comes back:
   steps), cached by :func:`cache_key`; a hit makes no call;
 * :func:`start_judge_job` / :func:`run_judge_job` — a batch as a :class:`~evaluation.models.JudgeJob`
   (:func:`dispatch_judge_job` hands it to its runner — the Celery task
-  :func:`evaluation.tasks.judge_batch`, or a background thread on the embedded setup — so starting
+  :func:`evaluation.jobs.judge_batch`, or a background thread on the embedded setup — so starting
   one never blocks a request), with bounded concurrency: a thread
   pool of ``config.max_concurrency`` makes the HTTP calls, the calling thread alone touches the
   database, and the job row carries the progress;

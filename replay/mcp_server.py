@@ -2,7 +2,7 @@
 
 ``build_server(task, recorder=None)`` returns an ``mcp.server.mcpserver.MCPServer`` (mcp 2.x) that
 
-* lists every tool of ``replay.tools.registry`` (a robustness variant: its own tool set, see
+* lists every tool of ``kernel.tools.registry`` (a robustness variant: its own tool set, see
   ``replay.variant_tools``) under its model-facing alias (``seg_flood``), in
   the benchmark's server order (Analysis, Calculate, Perception, Vis, Model, POI), with the tool's
   description and the JSON schema of its pydantic input model (so the schema is exactly what the

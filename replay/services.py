@@ -1,6 +1,6 @@
 """Replay services: start a replay of a task revision, execute it, diff it, accept its gold.
 
-The engine (``replay.engine``) is pure; this module binds it to the database: paths in a task's
+The engine (``kernel.engine``) is pure; this module binds it to the database: paths in a task's
 arguments resolve to the event's layers (confined to STUDIO_DATA_ROOT), perception tools in GT mode
 look up the mask layer that annotates their input image, and finished steps are stored every
 ``FLUSH_S`` seconds (``_Progress``) so that progress (steps done / total) is visible while a long
@@ -13,7 +13,7 @@ Storage (all under ``STUDIO_ARTIFACT_ROOT``)
     ``replays/<run id>/<name>``: the run's folder; each artifact a hard link into ``cas/`` (a copy
     across file systems). ``ReplayRun.artifact_manifest`` maps each name to its hash.
     The step cache is the table ``StepCacheEntry`` (``DbStepCache``), keyed by
-    ``replay.engine.step_key``: an unchanged step (same tool and version, same resolved
+    ``kernel.engine.step_key``: an unchanged step (same tool and version, same resolved
     arguments, same input-file contents, same GT mask / checkpoints) is never recomputed. On top,
     a replay whose ``input_fingerprint`` (trajectory, answer spec, layer file contents, tool
     versions, mode) equals a succeeded replay's copies that run's steps (``_reuse_identical_run``).
@@ -207,7 +207,7 @@ def _checkpoint_fingerprint(directory: str | None) -> list:
 
 
 class DbStepCache:
-    """The step cache on the ``StepCacheEntry`` table (``replay.engine.StepCache``).
+    """The step cache on the ``StepCacheEntry`` table (``kernel.engine.StepCache``).
 
     Lookups are one indexed SELECT each; new entries and hit counters are buffered and written by
     ``flush`` (``execute_replay`` flushes with its progress, at the latest every ``FLUSH_S``

@@ -27,7 +27,7 @@ listed tool answers:
 is refused as unknown, one of the broken tool fails with its error, and one of the alternative
 runs the original (so the loop cannot be used to step around the variant's tool set).
 
-The gold replay (``replay.engine``) does not read this module: a variant's gold plan is its base
+The gold replay (``kernel.engine``) does not read this module: a variant's gold plan is its base
 task's plan over the unchanged registry tools.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Release pages: list and create, detail (publish, export with progress, zip download), diff.
 
-Thin: services (``annotation.services.releases``) act, selectors (``annotation.selectors_releases``) read.
+Thin: services (``releases.services.releases``) act, selectors (``releases.selectors``) read.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ def robustness_section(data: dict, pct: Callable) -> dict:
     """``{outcomes, extraneous, broken, unsolvable}`` for ``leaderboard_robustness.html``: the
     tables of ``evaluation.selectors_robustness.leaderboard_robustness`` (``data``, built with the
     rest of the leaderboard and cached with it) with ``*_pct`` strings made by ``pct`` (the
-    leaderboard's percent formatter, ``frontend.views_leaderboard.pct``)."""
+    leaderboard's percent formatter, ``frontend.views.leaderboard.pct``)."""
     return {
         "outcomes": list(OUTCOMES),
         "extraneous": [{**r, "use_rate_pct": pct(r["use_rate"]), "mean_score_pct": pct(r["mean_score"])}

@@ -183,7 +183,7 @@ def _layer_rows(event: Event) -> list[dict]:
 def class_remaps(layers) -> dict[str, list[dict]]:
     """``{tool: [{mask, rows: [[GT value, GT label, tool class, tool label]]}]}``: how each
     perception tool's GT replay reads each ground-truth mask of the event, worked out by the
-    replay's own remapping (``replay.tools.perception.remap_gt``, label names → the tool's classes)
+    replay's own remapping (``kernel.tools.perception.remap_gt``, label names → the tool's classes)
     on the mask's class map. A mask whose labels a tool cannot read is left out for that tool.
     """
     masks = [la for la in layers if la.kind == "mask" and la.class_map]

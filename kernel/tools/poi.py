@@ -2,7 +2,7 @@
 
 Every tool returns the observation of the benchmark's POI server (Junjue-Wang/DORA
 ``dora/tools/poi.py`` at 7b96988), including its surprising behaviours, which are listed in
-``replay/tools/quirks.py`` (section poi.*, vis.*) with the QC check that flags a step relying on
+``kernel/tools/quirks.py`` (section poi.*, vis.*) with the QC check that flags a step relying on
 one. In short: layers are read as geopandas reads them (no reprojection; the coordinates of a
 point are taken as lon/lat whatever the layer's CRS), only ``.geojson``/``.shp`` files are
 accepted, an empty layer is a failure (the benchmark answers a stub), ``poi.world_to_pixel``

@@ -6,7 +6,7 @@ from the arguments or from a ``pixel_size_m`` property of its features. Mixing a
 layer with a georeferenced one is not refused: as in the benchmark, the coordinates are used as
 they are (a meaningless value; ``annotation.qc_tools`` flags the step). Every tool returns the
 observation of the benchmark's own implementation (Junjue-Wang/DORA ``dora/tools/analysis.py``);
-deliberate reproductions of its quirks are listed in ``replay/tools/quirks.py``.
+deliberate reproductions of its quirks are listed in ``kernel/tools/quirks.py``.
 """
 from __future__ import annotations
 

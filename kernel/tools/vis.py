@@ -4,7 +4,7 @@ Every tool returns the observation of the benchmark's Vis server (Junjue-Wang/DO
 ``dora/tools/vis.py`` at 7b96988): the same keys, echoed arguments and flags, the same classes
 present, the same canvas sizes; its quirks (an echoed ``class_labels`` that names nothing, a
 ``scale_bar`` flag that is true without a bar, a report page that counts a missing file as a
-component, charts that accept empty or negative data) are listed in ``replay/tools/quirks.py``.
+component, charts that accept empty or negative data) are listed in ``kernel/tools/quirks.py``.
 
 Images are read as the benchmark reads them: PIL, converted to RGB (a file PIL cannot read is an
 error); masks with PIL, the first channel of a multi-channel file. The overlay's pixels are the

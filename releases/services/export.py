@@ -5,7 +5,7 @@ Layout of a release folder::
     tasks/t1_perception_and_assessment.json … t5_multi_modal_report_synthesis.json
     tasks/gold_polygons/<name>.geojson      gold of polygon_iou answers, with dora_grid {transform, crs}
     images/<path>                           every raster and vector that input_data names
-    schemas/*.schema.json                   the JSON Schemas of the files (copied from annotation/schemas)
+    schemas/*.schema.json                   the JSON Schemas of the files (copied from releases/schemas)
     studio_manifest.json                    the sidecar (provenance, sha256 of every file, counts)
 
 Task files are JSON arrays of samples ``{sample_id, disaster_type, input_data, classes, tasks}``;
@@ -108,7 +108,7 @@ def write_text_hashed(path: Path, text: str) -> dict:
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
-    """The JSON Schema ``name`` (a key of :data:`SCHEMA_FILES`) from ``annotation/schemas/``."""
+    """The JSON Schema ``name`` (a key of :data:`SCHEMA_FILES`) from ``releases/schemas/``."""
     return json.loads((SCHEMA_DIR / SCHEMA_FILES[name]).read_text(encoding="utf-8"))
 
 

@@ -7,7 +7,7 @@
   changed: the services raise :class:`ReleaseImmutableError`, and database triggers (migration
   0003) refuse UPDATE/DELETE of the rows themselves.
 * ``start_export`` records a job (``STUDIO_DATA_ROOT/exports/<version>/<job id>/job.json``) and
-  dispatches ``annotation.tasks.export_release_job`` (in-process without a broker); the job writes
+  dispatches ``releases.jobs.export_release_job`` (in-process without a broker); the job writes
   the release folder with :func:`export_release` and a zip beside it.
 * ``import_release_dir`` reads a benchmark folder in the same layout (with or without the sidecar)
   into events, layers, tasks, revisions and gold replays; idempotent and all-or-nothing.

@@ -1,7 +1,7 @@
 """Parity of the poi.* tools with the benchmark's dora/tools/poi.py (@7b96988).
 
 Each expected value is worked out by hand from the benchmark's documented behaviour (its code's
-branches, read with read_file, summarised in replay/tools/quirks.py) on small layers written
+branches, read with read_file, summarised in kernel/tools/quirks.py) on small layers written
 here, or counted once by hand on the shared Houston fire-station layer. A benchmark stub (its
 _tool_guard turning an exception into status "stub") is a ToolError in the studio.
 """

@@ -1,7 +1,7 @@
 """manage.py import_tasks FILE --event SLUG [--as-user NAME] [--json]
 
 Reads a task file in the benchmark's layout (a JSON list of samples with ``tasks``) and creates
-the studio's tasks in event SLUG (``replay.services.import_task_file``): every ``input_data`` path
+the studio's tasks in event SLUG (``annotation.services.task_import.import_task_file``): every ``input_data`` path
 must name a layer of the event by file name; trajectories are stored symbolically; answer fields
 get their eval_spec type and, as source, the reference to the step whose obs holds the value when
 exactly one does (else the literal). Nothing is written when any sample has a problem; the error

@@ -181,7 +181,7 @@ def pause():
     time.sleep(600)
 
 if point == "task-file":
-    from annotation.services import export
+    from releases.services import export
     real_write = export.SampleArrayWriter.write
     def write(self, sample):
         real_write(self, sample)
@@ -189,7 +189,7 @@ if point == "task-file":
         pause()
     export.SampleArrayWriter.write = write
 elif point == "rename":
-    from annotation.services import releases
+    from releases.services import releases
     real_rename = releases.os.rename
     def rename(src, dst):
         if ".tmp-" in str(src):

@@ -116,3 +116,15 @@ def test_replay_plugs_into_review_and_qc_by_registration(db):
     assert require_succeeded_replay in review.submission_checks()
     assert qc._REPLAY_SOURCE == [qc.ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path)]
     assert SIDECAR_FIELDS["adjudication"] is release_adjudication
+
+
+def test_the_old_tool_path_is_the_same_modules():
+    """``replay.tools.<name>`` (imported by ``../shared/tools/check_tool_examples.py``) is the very
+    module ``kernel.tools.<name>``: one registry and one ``ToolError`` class, not a second copy."""
+    import kernel.tools.base
+    import kernel.tools.registry
+    import replay.tools.base
+    import replay.tools.registry
+
+    assert replay.tools.registry is kernel.tools.registry and replay.tools.base is kernel.tools.base
+    assert replay.tools.registry.REGISTRY is kernel.tools.registry.REGISTRY

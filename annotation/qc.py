@@ -87,12 +87,13 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
-from replay.references import find_all_references, format_path, parse_reference
-from replay.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
+from kernel.references import find_all_references, format_path, parse_reference
+from kernel.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
 from kernel.paths import OutsideRoot, confine
 
 from . import qc_tools, qc_variants
 from .variants import unsolvable_block, withheld_files
+from kernel.tools.registry import all_tools
 
 __all__ = [
     "EVAL_TYPES", "CHECKS", "Finding", "check_task", "full_qc", "check_task_file",
@@ -306,8 +307,6 @@ def _catalogue_name(text: str) -> str | None:
 
 
 def _known_tool_names() -> list[str]:
-    from replay.tools.registry import all_tools
-
     return sorted(set(all_tools()) | set(_catalogue()))
 
 
@@ -1494,7 +1493,7 @@ BROKEN_REFERENCE_CHECKS = ("references.order", "references.key", "references.loo
 
 def _check_malformed_references(a: _Analysis) -> None:
     """``references.malformed``: a step argument or answer source written like a reference
-    (``<key> from trajectory[…``) that the benchmark's pattern (``replay.references``) does not
+    (``<key> from trajectory[…``) that the benchmark's pattern (``kernel.references``) does not
     read, e.g. ``<count> from trajectory[deleted].obs`` (the editor writes this for a reference to
     a deleted step) or a missing ``.obs``; the runner would pass the text on as a literal."""
     where = [(f"trajectory[{i}].args", _step_args(s)) for i, s in enumerate(a.steps) if isinstance(s, dict)]

@@ -1,6 +1,6 @@
 """QC checks for steps that rely on a benchmark tool behaviour the studio no longer refuses.
 
-The studio's tools return what the benchmark's tools return (``replay/tools/quirks.py``), so
+The studio's tools return what the benchmark's tools return (``kernel/tools/quirks.py``), so
 inputs the tools used to refuse by raising (an absent class index, layers in mixed pixel and
 geographic frames, georeferencing without a CRS, a multi-band mask, an unknown field, a negative
 volume, ...) now give the benchmark's observation. These checks tell the author instead, without
@@ -19,7 +19,7 @@ from typing import Any
 
 from pyproj import CRS
 
-from replay.references import parse_reference
+from kernel.references import parse_reference
 
 __all__ = ["CHECKS", "run"]
 
@@ -110,7 +110,7 @@ def check_raster_and_logic(a: Any) -> None:
     """Findings for ras.*, mask.*, calc.*, logi.*, tool.* and report.* steps.
 
     Each finding names the step argument (``<location>.args.<argument>``) and the fix. The
-    benchmark behaviours behind them are listed in ``replay/tools/quirks.py``
+    benchmark behaviours behind them are listed in ``kernel/tools/quirks.py``
     (``_RASTER_AND_LOGIC``); absent class indices are ``classes.stale_index`` and multi-class
     masks given to mask.compose_multiclass ``classes.binary_expected`` (annotation.qc).
     """
@@ -340,7 +340,7 @@ def _names(layers: list[dict]) -> str:
 
 def check_vector(a: Any) -> None:
     """Findings for vec.* steps that rely on a benchmark behaviour the tools no longer refuse
-    (``replay/tools/quirks.py``, vec.* section): mixed frames, distances in non-lon/lat layers,
+    (``kernel/tools/quirks.py``, vec.* section): mixed frames, distances in non-lon/lat layers,
     pixel sizes the benchmark does not read, georeferenced road graphs, ignored fields, zero
     hull areas and half-given repair endpoints."""
     for loc, info, args, scope in a.tool_calls:
@@ -598,7 +598,7 @@ def _check_vis(a: Any, loc: str, name: str, args: dict, label: str) -> None:
 
 def check_poi_and_vis(a: Any) -> None:
     """Findings for poi.* and vis.* steps: the inputs the studio's poi/vis tools refused before
-    they followed the benchmark (``replay/tools/quirks.py``, section poi.*, vis.*), read from
+    they followed the benchmark (``kernel/tools/quirks.py``, section poi.*, vis.*), read from
     the literal arguments and the task's layers."""
     w2p_steps: list[int] = []
     for loc, info, args, scope in a.tool_calls:

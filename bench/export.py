@@ -5,7 +5,7 @@
 Uses the seeded scratch SQLite database of ``bench/lists.py`` (built there if missing: real xBD
 scenes + ``seed_synthetic``; under /tmp/studio-bench, never var/). Then:
 
-* with ``manage.py export_release`` present (``annotation/services/releases.py``): a draft release
+* with ``manage.py export_release`` present (``releases/services/releases.py``): a draft release
   ``0.0.<n>`` of every approved task is created in this process (``create_release``, timed), and
   ``manage.py export_release 0.0.<n> --out DIR`` runs as a child process;
 * otherwise ``manage.py export_tasks --out DIR`` (the plain task files) runs as the child.
@@ -55,7 +55,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from annotation.models import Release, Task
+    from annotation.models import Task
+    from releases.models import Release
 
     n_tasks = Task.objects.filter(status="approved").count()
     out = base / "export-out"
@@ -63,7 +64,7 @@ def main() -> None:
     has_release = (ROOT / "annotation" / "management" / "commands" / "export_release.py").exists()
     create_s = None
     if has_release:
-        from annotation.services.releases import create_release
+        from releases.services.releases import create_release
         from studio.accounts import upsert_user
 
         user = upsert_user("bench-maintainer", "bench-pw-123", ["maintainer"])

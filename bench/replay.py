@@ -158,8 +158,8 @@ def build(n_tasks: int, n_events: int = 45, scratch: Path | None = None):
     from annotation.services.imports import import_xbd_folder
     from annotation.services.tasks import create_task
     from replay.services import LayerResolver
-    from replay.tools.base import ToolContext
-    from replay.tools.registry import call_tool
+    from kernel.tools.base import ToolContext
+    from kernel.tools.registry import call_tool
     from studio.accounts import upsert_user
 
     user = upsert_user("bench", "bench-pw-123", ["maintainer", "author"], is_superuser=True)
@@ -263,8 +263,8 @@ def paired_pass(tasks, cold_runs, scratch: Path) -> dict:
     fresh folder; then the engine with the cache bypassed (every tool runs)."""
     from replay.models import ReplayStep
     from replay.services import LayerResolver, create_run, execute_replay
-    from replay.tools.base import ToolContext
-    from replay.tools.registry import call_tool
+    from kernel.tools.base import ToolContext
+    from kernel.tools.registry import call_tool
 
     resolvers = {}
     direct_s = engine_s = 0.0
@@ -303,7 +303,7 @@ def paired_pass(tasks, cold_runs, scratch: Path) -> dict:
 def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None:
     """Wall time of no-cache replays of ``tasks`` on ``n_workers`` Celery worker processes."""
     from replay.services import create_run
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
     from studio.celery import app
 
     queue = f"bench-{os.getpid()}"
@@ -355,7 +355,7 @@ def main():
     broker = os.environ.get("CELERY_BROKER_URL", "")
     pg_name = f"replay_bench_{os.getpid()}" if args.postgres else None
     env = setup_env(scratch, scratch_postgres(pg_name) if pg_name else None)
-    import replay.engine as engine
+    import kernel.engine as engine
     from annotation.models import Layer
 
     print(f"scratch: {scratch}  (SYNTHETIC task set, events synthetic-*)")

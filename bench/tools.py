@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 REAL = ROOT.parent / "shared" / "realdata"
 
-from replay.tools import ToolError, all_tools, call_tool  # noqa: E402
-from replay.tools.testing import make_ctx  # noqa: E402
+from kernel.tools import ToolError, all_tools, call_tool  # noqa: E402
+from kernel.tools.testing import make_ctx  # noqa: E402
 
 
 def prepare(data: Path) -> dict:

@@ -27,7 +27,7 @@ class AgentRun(models.Model):
     tau_a = models.FloatField(default=1.0)
     dora_score = models.FloatField(null=True, blank=True)
     dimensions = models.JSONField(default=dict, blank=True, help_text="per dimension: dim_score and metrics")
-    release = models.ForeignKey("annotation.Release", null=True, blank=True, on_delete=models.PROTECT, related_name="runs",
+    release = models.ForeignKey("releases.Release", null=True, blank=True, on_delete=models.PROTECT, related_name="runs",
                                 help_text="the release version the run was scored on (null: the studio's current tasks)")
     protocol = models.CharField(max_length=4, blank=True,
                                 help_text="AP (auto-planning) or IF (instruction-following); blank: not known")
@@ -259,7 +259,7 @@ class RunAggregate(models.Model):
 
 class LeaderboardBootstrap(models.Model):
     """Bootstrap intervals of the leaderboard (``evaluation.leaderboard.bootstrap_ci``) for one state
-    of the runs and records (``version``), computed in the background (``evaluation.tasks``)."""
+    of the runs and records (``version``), computed in the background (``evaluation.jobs``)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from annotation.services.export import ExportError, dora_samples
+from releases.services.export import ExportError, dora_samples
 from evaluation.scoring import get_gsd
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.explain import explain_answer
@@ -313,3 +313,19 @@ def agreement_rows() -> list[dict]:
             row["prompt_version"] = pv or None
         rows[(row["source"], row["annotator"], row.get("prompt_version"), unit)] = row
     return list(rows.values())
+
+
+def release_runs(release):
+    """Agent runs scored on ``release`` (``AgentRun.release``), newest first (moved from
+    ``releases.selectors``: runs are evaluation's, above releases)."""
+    return AgentRun.objects.filter(release=release).select_related("agent").order_by("-id")
+
+
+def release_adjudication(task, release_id: int | None) -> dict:
+    """The sidecar's ``adjudication`` of ``task`` in release ``release_id``: ``{records, adjudicated,
+    overrides_all}`` over the records of the runs scored on that release (all 0 for an export of the
+    tasks' heads, ``release_id`` None). Registered as a ``releases.services.export`` sidecar field."""
+    records = RunRecord.objects.filter(task=task, run__release_id=release_id) if release_id else RunRecord.objects.none()
+    adj = Adjudication.objects.filter(record__in=records)
+    return {"records": records.count(), "adjudicated": adj.values("record_id").distinct().count(),
+            "overrides_all": adj.filter(overrides_all=True).count()}

@@ -15,7 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotation.models import Task, TaskVariant
-from annotation.services.export import ExportError, dora_samples
+from releases.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation import leaderboard as lb
 from evaluation.errors import EvaluationConflict, EvaluationInputError
@@ -27,6 +27,7 @@ from evaluation.services_leaderboard import schedule_bootstrap
 from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
 from kernel.taxonomy import E_CODES, plan_is_correct
+from releases.services.export import release_samples
 
 ERROR_CODES = E_CODES
 GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -165,8 +166,6 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
     polygons, missing = None, None  # missing: how to name question ids the gold does not hold
     if tasks_dir is None and release is not None:
-        from annotation.services.export import release_samples
-
         samples_by_dim, task_by_qid = release_samples(release)
         missing = f"question ids not in release {release.version}"
     elif tasks_dir is not None:

@@ -7,7 +7,7 @@ feeds it a record's inputs and stores what comes back:
   steps), cached by :func:`cache_key`; a hit makes no call;
 * :func:`start_judge_job` / :func:`run_judge_job` — a batch as a :class:`~evaluation.models.JudgeJob`
   (:func:`dispatch_judge_job` hands it to its runner — the Celery task
-  :func:`evaluation.tasks.judge_batch`, or a background thread on the embedded setup — so starting
+  :func:`evaluation.jobs.judge_batch`, or a background thread on the embedded setup — so starting
   one never blocks a request), with bounded concurrency: a thread
   pool of ``config.max_concurrency`` makes the HTTP calls, the calling thread alone touches the
   database, and the job row carries the progress;
@@ -63,6 +63,8 @@ from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from studio.permissions import require
+from kernel.catalogue import catalogue_by_name
+from replay.services import latest_successful_replay
 
 logger = logging.getLogger(__name__)
 
@@ -211,11 +213,8 @@ def resume_config(user, config: JudgeConfig) -> JudgeConfig:
 
 
 def _catalogue() -> dict[str, dict]:
-    try:
-        from annotation.qc import _catalogue as load
-    except ImportError:  # pragma: no cover
-        return {}
-    return load()
+    """The benchmark's tool catalogue by dotted name ({} when no catalogue file is found)."""
+    return catalogue_by_name()
 
 
 def record_inputs(record: RunRecord) -> dict[str, Any]:
@@ -227,8 +226,6 @@ def record_inputs(record: RunRecord) -> dict[str, Any]:
     """
     gold = dict(record.gold or {})
     if not gold and record.task_id:
-        from replay.services import latest_successful_replay
-
         rev = record.task.head
         replay = latest_successful_replay(record.task)
         gold = {"question": rev.question, "tools": rev.tools,
@@ -643,7 +640,7 @@ def dispatch_judge_job(job_id: int):
     """Hand job ``job_id`` to its runner (:func:`evaluation.background.dispatch`) and return at
     once, except inline. Returns the started thread (``"thread"``), the Celery result
     (``"celery"``) or the finished job (``"inline"``)."""
-    from evaluation.tasks import judge_batch
+    from evaluation.jobs import judge_batch
 
     return dispatch(job_id, run_judge_job, judge_batch, _record_crash, kind="judge-job")
 

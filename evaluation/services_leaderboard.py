@@ -18,7 +18,7 @@ from django.utils import timezone
 from evaluation import leaderboard as lb
 from evaluation.models import LeaderboardBootstrap
 from evaluation.selectors_leaderboard import bootstrap_inputs, bootstrap_row, bootstrap_version, leaderboard_runs, records_state
-from evaluation.tasks import leaderboard_bootstrap
+from evaluation.jobs import leaderboard_bootstrap
 
 #: the page's bootstrap: resamples and seed (docs/leaderboard: B = 1000, seed 0)
 N_BOOT = 1000

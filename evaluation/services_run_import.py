@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.models import Release
+from releases.models import Release
 from evaluation.background import dispatch
 from evaluation.errors import EvaluationConflict
 from evaluation.models import RunImportJob
@@ -119,7 +119,7 @@ def _record_crash(job_id: int, exc: Exception) -> None:
 
 def dispatch_run_import(job_id: int):
     """Hand import job ``job_id`` to the background runner (:func:`evaluation.background.dispatch`)."""
-    from evaluation.tasks import run_import
+    from evaluation.jobs import run_import
 
     return dispatch(job_id, execute_run_import, run_import, _record_crash, kind="run-import")
 

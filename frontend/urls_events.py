@@ -1,7 +1,7 @@
 """Event pages and the layer endpoints of the map viewer."""
 from django.urls import path
 
-from frontend import views_events as views
+from frontend.views import events as views
 
 urlpatterns = [
     path("", views.event_list, name="event_list"),

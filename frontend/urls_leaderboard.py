@@ -1,7 +1,7 @@
 """Leaderboard URLs (included from ``frontend.urls``)."""
 from django.urls import path
 
-from frontend import views_leaderboard
+from frontend.views import leaderboard as views_leaderboard
 
 urlpatterns = [
     path("leaderboard/", views_leaderboard.leaderboard_page, name="leaderboard"),

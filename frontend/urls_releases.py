@@ -1,7 +1,7 @@
 """Release pages (included from ``frontend.urls``)."""
 from django.urls import path, re_path
 
-from frontend import views_releases as views
+from frontend.views import releases as views
 
 VERSION = r"(?P<version>[0-9][0-9A-Za-z.+-]*)"
 

@@ -4,8 +4,8 @@ Include from ``frontend/urls.py``: ``path("", include("frontend.urls_scoring"))`
 """
 from django.urls import path
 
-from frontend import views_judge_report
-from frontend import views_scoring as v
+from frontend.views import judge_report as views_judge_report
+from frontend.views import scoring as v
 
 urlpatterns = [
     path("scoring/", v.scoring_home, name="scoring-home"),

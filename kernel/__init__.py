@@ -11,7 +11,13 @@ Everything else imports these instead of keeping its own copy (one obvious place
 * :mod:`kernel.inputs` — input_data rules: which strings are data paths, the phase of a key, the
   modality configuration;
 * :mod:`kernel.catalogue` — the benchmark's tool catalogue (``dora-tools.json``) and where it is found;
-* :mod:`kernel.taxonomy` — the E1–E6 plan-error taxonomy and "correct iff no flag".
+* :mod:`kernel.taxonomy` — the E1–E6 plan-error taxonomy and "correct iff no flag";
+* :mod:`kernel.references` — the reference syntax (``<key> from trajectory[N].obs``);
+* :mod:`kernel.tools` — the studio's implementation of the benchmark's tools and their registry;
+* :mod:`kernel.engine` — the replay engine (a trajectory run step by step through the registry).
+
+The last three moved here from ``replay`` (issue 19): QC in ``annotation`` needs them, and
+annotation sits below replay; the ``replay`` app keeps what binds them to the database.
 
 A test (tests/test_kernel.py) imports the package in a fresh interpreter and asserts that no
 Django module was loaded.

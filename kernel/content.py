@@ -9,7 +9,7 @@ Import (:func:`task_content`): the studio's content fields (``question``, ``task
 * text fields are taken when they are strings (else ``""``: the file's value stays in the source
   and QC flags it), cut to :data:`TEXT_LIMITS`; ``input_data``, ``classes`` and ``tools`` as written;
 * the trajectory is the *authored* one (the caller drops loop expansions, see
-  ``replay.engine.collapse_expanded``), each step ``{"call": <tool name>, "args": <as written>}``:
+  ``kernel.engine.collapse_expanded``), each step ``{"call": <tool name>, "args": <as written>}``:
   a list or string ``args`` is kept, never turned into ``{}``;
 * answer fields follow ``eval_spec`` (the fields the evaluator scores), in its order: ``name``,
   ``eval_type``, ``source`` and, when the file has a note for the field, ``answer_format``. The

@@ -2,7 +2,7 @@
 
 Three places compared two trajectories, each in its own format: a replay against the accepted
 gold (``replay.services.replay_diff``), a replay against the observations recorded in a task
-file (``replay.services.recorded_diff``) and two releases (``annotation.selectors_releases.
+file (``replay.services.recorded_diff``) and two releases (``releases.selectors.
 release_diff``). All three now give the same rows::
 
     {"index": i, "call": "<tool name>", "state": "same" | "changed" | "added" | "removed",

@@ -11,7 +11,7 @@ from annotation.models import Task
 from replay.errors import ReplayNotFound
 from replay.models import ReplayRun
 from replay.services import accept_gold, replay_diff, start_replay, task_replay_diff
-from replay.tools.registry import all_tools
+from kernel.tools.registry import all_tools
 from studio.api_views import APIView
 
 

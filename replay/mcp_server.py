@@ -2,7 +2,7 @@
 
 ``build_server(task, recorder=None)`` returns an ``mcp.server.mcpserver.MCPServer`` (mcp 2.x) that
 
-* lists every tool of ``replay.tools.registry`` (a robustness variant: its own tool set, see
+* lists every tool of ``kernel.tools.registry`` (a robustness variant: its own tool set, see
   ``replay.variant_tools``) under its model-facing alias (``seg_flood``), in
   the benchmark's server order (Analysis, Calculate, Perception, Vis, Model, POI), with the tool's
   description and the JSON schema of its pydantic input model (so the schema is exactly what the
@@ -39,8 +39,8 @@ from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from replay.sessions import SessionRecorder, new_session_id
-from replay.tools.base import GTMask, ToolContext, ToolError
-from replay.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
+from kernel.tools.base import GTMask, ToolContext, ToolError
+from kernel.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
 from replay.variant_tools import published_tools
 
 log = logging.getLogger(__name__)

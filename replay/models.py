@@ -79,7 +79,7 @@ class StepCacheEntry(models.Model):
 
     ``key`` = SHA-256 over (engine cache version, tool, tool version, resolved arguments, SHA-256
     of every input file the arguments name, perception mode and GT-mask/checkpoint fingerprint);
-    see ``replay.engine.step_key``. ``artifacts`` lists the files the obs names with their content
+    see ``kernel.engine.step_key``. ``artifacts`` lists the files the obs names with their content
     hashes ([{name, sha256}]); the files live in the content store
     ``STUDIO_ARTIFACT_ROOT/cas/<sha[:2]>/<sha>``. Rows are never updated but for ``hits`` /
     ``last_used_at``; deleting rows is always safe (the step is recomputed).

@@ -1,6 +1,6 @@
 """Replay services: start a replay of a task revision, execute it, diff it, accept its gold.
 
-The engine (``replay.engine``) is pure; this module binds it to the database: paths in a task's
+The engine (``kernel.engine``) is pure; this module binds it to the database: paths in a task's
 arguments resolve to the event's layers (confined to STUDIO_DATA_ROOT), perception tools in GT mode
 look up the mask layer that annotates their input image, and finished steps are stored every
 ``FLUSH_S`` seconds (``_Progress``) so that progress (steps done / total) is visible while a long
@@ -13,7 +13,7 @@ Storage (all under ``STUDIO_ARTIFACT_ROOT``)
     ``replays/<run id>/<name>``: the run's folder; each artifact a hard link into ``cas/`` (a copy
     across file systems). ``ReplayRun.artifact_manifest`` maps each name to its hash.
     The step cache is the table ``StepCacheEntry`` (``DbStepCache``), keyed by
-    ``replay.engine.step_key``: an unchanged step (same tool and version, same resolved
+    ``kernel.engine.step_key``: an unchanged step (same tool and version, same resolved
     arguments, same input-file contents, same GT mask / checkpoints) is never recomputed. On top,
     a replay whose ``input_fingerprint`` (trajectory, answer spec, layer file contents, tool
     versions, mode) equals a succeeded replay's copies that run's steps (``_reuse_identical_run``).
@@ -56,27 +56,26 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task, TaskVariant
+from annotation.services.review import TransitionError
+from annotation.services.task_import import TaskImportError
 from annotation.services.tasks import require_unreleased
-from replay.engine import (ArtifactStore, CachedStep, authored_steps, collapse_expanded, fill_answer, replay_hash,
+from kernel.engine import (ArtifactStore, CachedStep, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
-from replay.errors import ReplayConflict, ReplayInputError
+from replay.errors import ReplayConflict
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
-from replay.tools.registry import get_tool
+from kernel.tools.base import GTMask, ToolContext, ToolError, ToolInputError, file_sha256
+from kernel.tools.registry import get_tool
 from replay.variant_tools import published_tools_for
 from annotation.variants import unsolvable_block
-from kernel.catalogue import result_types
 from kernel.golddiff import leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
-from kernel.content import answer_proposals as _answer_proposals
-from kernel.content import MAX_SAMPLE_ID, source_record, task_content
-from kernel.inputs import base_name, walk_data_paths
-from kernel.taskfile import TaskFileError, read_task_file, same_value, source_from_text, source_text, to_storage
-from kernel.vocabulary import dimension_of_code, dimension_of_file
+from kernel.taskfile import same_value, source_from_text, to_storage
 from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
                             newest_row, update_by, update_rows)
 from studio.permissions import require
+from kernel.engine import ENGINE_CACHE_VERSION, step_call
+from kernel.tools.base import canonical_json
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +200,7 @@ def _checkpoint_fingerprint(directory: str | None) -> list:
 
 
 class DbStepCache:
-    """The step cache on the ``StepCacheEntry`` table (``replay.engine.StepCache``).
+    """The step cache on the ``StepCacheEntry`` table (``kernel.engine.StepCache``).
 
     Lookups are one indexed SELECT each; new entries and hit counters are buffered and written by
     ``flush`` (``execute_replay`` flushes with its progress, at the latest every ``FLUSH_S``
@@ -364,7 +363,7 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     """
     require(user, "task.replay", task)
     run = create_run(task, mode=mode, user=user)
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
 
     run_replay.delay(run.pk)
     run.refresh_from_db()
@@ -378,12 +377,6 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
     tools it names and the perception mode (``replay --changed-only`` compares it).
     ``layers``: the event's ``Layer`` rows when the caller has them already (saves the query)."""
     import hashlib
-
-    from replay.engine import step_call
-    from replay.tools.base import canonical_json
-    from replay.tools.registry import get_tool
-
-    from replay.engine import ENGINE_CACHE_VERSION
 
     if layers is None:
         layers = list(Layer.objects.filter(event_id=task.event_id))
@@ -688,6 +681,22 @@ def latest_successful_replay(task: Task) -> ReplayRun | None:
                                     status=ReplayRun.Status.SUCCEEDED, gold_accepted=True).order_by("-id").first()
 
 
+def succeeded_runs_of_head(task: Task):
+    """The succeeded replays of ``task``'s head revision, newest first (a queryset): what QC reads
+    as the task's replays (registered as ``annotation.services.qc.ReplaySource``)."""
+    return ReplayRun.objects.filter(task=task, revision_id=task.head_id,
+                                    status=ReplayRun.Status.SUCCEEDED).order_by("-id")
+
+
+def require_succeeded_replay(task: Task) -> None:
+    """Review's submission check "a succeeded replay of the head revision exists" (registered by
+    ``replay.apps.ReplayConfig.ready``): reviewers judge the filled gold answer, so it must exist.
+    Raises ``annotation.services.review.TransitionError``."""
+    if latest_successful_replay(task) is None:
+        raise TransitionError(f"replay: revision r{task.version} of {task.question_id} has no succeeded replay; "
+                              "replay it so that the reviewer sees the filled answer")
+
+
 def pending_replay(task: Task) -> ReplayRun | None:
     """The newest succeeded replay newer than the gold that is waiting for acceptance, or None."""
     gold = current_gold(task)
@@ -857,6 +866,24 @@ def task_replay_diff(task: Task) -> dict | None:
 
 
 @transaction.atomic
+def record_imported_gold(user, task: Task, revision, *, filled_trajectory: list, final_answer, eval_spec: dict,
+                         answer_format: dict, artifact_dir: str, at) -> ReplayRun:
+    """The gold of a task imported from a release: a succeeded replay run of ``revision`` in mode
+    ``import``, accepted, holding the file's trajectory with its observations (stored form), final
+    answer, eval spec and answer format, and ``artifact_dir`` (relative to the artifact root: the
+    file's own sample and task and its gold polygons). Nothing is executed; ``replay_hash`` is the
+    engine's hash of trajectory and answer, so a later replay of the same content compares equal.
+    ``at``: the import's time (started and finished)."""
+    steps = len(filled_trajectory)
+    return ReplayRun.objects.create(
+        task=task, revision=revision, mode="import", status=ReplayRun.Status.SUCCEEDED,
+        steps_total=steps, steps_done=steps, final_answer=final_answer, eval_spec=eval_spec,
+        answer_format=answer_format, filled_trajectory=filled_trajectory,
+        replay_hash=replay_hash(filled_trajectory, final_answer), gold_accepted=True,
+        accepted_by=user, requested_by=user, artifact_dir=artifact_dir, started_at=at, finished_at=at)
+
+
+@transaction.atomic
 def accept_gold(user, run: ReplayRun) -> ReplayRun:
     """A person accepts ``run``'s observations and answer as the task's gold.
 
@@ -888,7 +915,7 @@ def accept_gold(user, run: ReplayRun) -> ReplayRun:
 def resume_stuck_replays(timeout_s: float = 900.0) -> list[int]:
     """Re-queue runs left ``running`` (no progress for ``timeout_s``) or ``queued`` for longer
     than that; returns their ids. Each is executed again from the start (``execute_replay``)."""
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
 
     cutoff = timezone.now() - timedelta(seconds=timeout_s)
     stuck = []
@@ -908,216 +935,3 @@ def artifact_path(run: ReplayRun, name: str) -> Path:
     return confine(Path(settings.STUDIO_ARTIFACT_ROOT) / run.artifact_dir, name, what="the run's folder")
 
 
-# ============================================================================================
-# Importing a task file in the benchmark's layout
-# ============================================================================================
-class TaskImportError(ReplayInputError):
-    """A task file cannot be imported; the message names the file, sample, task and field."""
-
-
-def _dimension_of(path: Path, task: dict) -> str | None:
-    return dimension_of_file(path.name) or dimension_of_code(task.get("task_category_code"))
-
-
-def file_task_content(sample: dict, task: dict) -> tuple[dict, list]:
-    """``(content, authored steps with obs)`` of a file's task: the one rule both importers use
-    (``kernel.content.task_content``; answer fields bound to the step observation that holds their
-    value when exactly one does)."""
-    authored = authored_steps(task.get("trajectory"))
-    return task_content(sample, task, authored), authored
-
-
-def answer_proposals(content: dict, authored: list) -> list[dict]:
-    """Proposed sources for the blank answer fields of ``content`` over the authored steps (their
-    obs when the file has them, else the catalogue's result keys): ``kernel.content.answer_proposals``."""
-    return _answer_proposals(content, authored, result_types())
-
-
-def import_task_file(user, path: str | Path, event) -> list[dict]:
-    """Create (or revise) the studio tasks of a task file in the benchmark's layout.
-
-    The file is read by ``kernel.taskfile.read_task_file`` (the benchmark loader's own checks:
-    a list of samples with ``sample_id`` and ``tasks``, tasks with ``question``,
-    ``task_category``, ``task_category_code``); every value it accepts is kept. Every input-file
-    string of a sample's ``input_data`` (the benchmark's suffix rule) must name a layer of
-    ``event`` by file name; paths are kept as written (the replay matches layers by file name).
-    The content is :func:`file_task_content`, the same rule ``import_release`` uses; the file's own
-    sample and task are kept as the revision's ``source`` so that an export writes them back
-    unchanged. Values are stored tagged (``kernel.taskfile.to_storage``: NaN never reaches a JSON
-    column).
-
-    Returns ``[{question_id, status: created|updated|unchanged, proposals}]``; ``proposals`` lists
-    a proposed source for each answer field whose gold is blank (:func:`answer_proposals`; never
-    bound here: the author accepts it in the editor). Raises ``TaskImportError`` listing every
-    problem (file, sample, task, field) before anything is written.
-    """
-    from annotation.services.tasks import content_problem, create_task, revision_content, save_revision
-
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TaskImportError(f"{path}: cannot read: {exc}")
-    try:
-        parsed = read_task_file(data, path.name)
-    except TaskFileError as exc:
-        raise TaskImportError(str(exc))
-    except RecursionError:
-        raise TaskImportError(f"{path}: not valid JSON: nested too deeply to read") from None
-    layer_names = set(Layer.objects.filter(event=event).values_list("file_name", flat=True))
-    errors: list[str] = []
-    plans: list[tuple[str, str, int, dict, dict, list]] = []
-    seen: dict[str, int] = {}
-    for si, sample in enumerate(parsed.samples):
-        sid = str(sample["sample_id"])
-        where = f"{path.name}: sample '{sid}'"
-        if len(sid) > MAX_SAMPLE_ID:
-            errors.append(f"{path.name}: sample #{si}: sample_id: longer than {MAX_SAMPLE_ID} characters "
-                          "(the studio's limit for question ids)")
-            continue
-        if sid in seen:
-            errors.append(f"{where}: sample_id: also used by sample {seen[sid]}: question ids would collide")
-            continue
-        seen[sid] = si
-        for loc, value in walk_data_paths(sample.get("input_data"), "input_data"):
-            name = base_name(value)
-            if name not in layer_names:
-                known = ", ".join(sorted(layer_names)[:8]) + (" …" if len(layer_names) > 8 else "")
-                errors.append(f"{where}: {loc}: '{value}' names no layer of event '{event.slug}' "
-                              f"(match by file name '{name}'; its layers: {known or 'none'})")
-        for ti, task in enumerate(sample["tasks"]):
-            dim = _dimension_of(path, task)
-            if dim is None:
-                errors.append(f"{where}, task {ti}: cannot tell the dimension (file name is not t1_…t5_… and "
-                              f"task_category_code is {task.get('task_category_code')!r})")
-                continue
-            content, authored = file_task_content(sample, task)
-            problem = content_problem(to_storage(content))
-            if problem:
-                errors.append(f"{where}, task {ti}: {problem}")
-                continue
-            source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
-            plans.append((sid, dim, ti, to_storage(content), source_text(source), answer_proposals(content, authored)))
-    qids = [f"{sid}_task{ti}" for sid, _, ti, *_ in plans]
-    for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
-        errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")
-    if errors:
-        raise TaskImportError("\n".join(errors))
-    out = []
-    with transaction.atomic():
-        existing = {t.question_id: t for t in Task.objects.filter(question_id__in=qids).select_related("head")}
-        for sid, dim, ti, content, source, proposals in plans:
-            qid = f"{sid}_task{ti}"
-            task = existing.get(qid)
-            if task is None:
-                create_task(user, event, dimension=dim, content=content, sample_id=sid, task_index=ti,
-                            message=f"imported from {path.name}", source=source)
-                status = "created"
-            elif (task.head and _jsonable(revision_content(task.head)) == _jsonable(content)
-                  and task.head.source == source):
-                status = "unchanged"
-            else:
-                save_revision(user, task, expected_version=task.version, content=content,
-                              message=f"re-imported from {path.name}", source=source)
-                status = "updated"
-            out.append({"question_id": qid, "status": status, "proposals": proposals})
-    return out
-
-
-# ============================================================================================
-# The paper's "Gold Trajectory" baseline
-# ============================================================================================
-def _runner_call(name: str, args: Any) -> str:
-    """The runner's call text: ``"<model alias>(<comma-separated arg names>)"``."""
-    from replay.tools.registry import get_tool, model_alias
-
-    try:
-        alias = get_tool(name).alias
-    except Exception:
-        alias = model_alias(str(name))
-    return f"{alias}({', '.join(args) if isinstance(args, dict) else ''})"
-
-
-def baseline_record(task: Task, run: ReplayRun, elapsed_s: float) -> dict:
-    """One ``benchmark.jsonl`` record (dora-format.md §c) of a replay run used as an agent run.
-
-    The trajectory is what an agent executing the gold plan sends: per step the runner's call text,
-    the resolved arguments and the obs; a loop is its wrapper followed by its nested calls.
-    """
-    from annotation.services.export import CATEGORY_BY_DIM
-
-    rev = run.revision
-    category = rev.task_category or CATEGORY_BY_DIM[task.dimension][0]
-    code = rev.task_category_code or CATEGORY_BY_DIM[task.dimension][1]
-    traj = []
-    for st in run.steps.all().order_by("index"):
-        if st.status == ReplayStep.Status.SKIPPED:
-            break
-        args = st.resolved_args or st.args or {}
-        traj.append({"call": _runner_call(st.call, args), "args": args, "obs": st.obs})
-        for e in st.expanded or []:
-            traj.append({"call": _runner_call(e.get("call"), e.get("args")), "args": e.get("args") or {},
-                         "obs": e.get("obs")})
-    ok = run.status == ReplayRun.Status.SUCCEEDED
-    return {
-        "question_id": task.question_id, "task_scoped_question_id": f"{category}::{task.question_id}",
-        "task_category": category, "task_category_code": code, "sample_id": task.sample_id, "worker_id": 0,
-        "question": rev.question, "predicted_answer": run.final_answer if ok else f"Error: {run.error}",
-        "error": None if ok else run.error, "trajectory": traj, "elapsed_time": round(elapsed_s, 3),
-        "timestamp": (run.finished_at or timezone.now()).isoformat(),
-    }
-
-
-def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event_slug: str | None = None,
-                  mode: str = "model", score: bool = True):
-    """Replay every task's gold trajectory with ``mode`` perception (default: the checkpoints in
-    ``STUDIO_CHECKPOINT_DIR``), write the records in the benchmark's run layout under
-    ``out_dir/<agent>_GT/`` and, with ``score``, import and score them like any agent run
-    (``evaluation.services.import_run_dir``). Returns ``(run_dir, AgentRun | None, summary)``.
-    Tasks without an accepted gold are skipped (listed in the summary)."""
-    import time as _time
-    from datetime import datetime, timezone as _tz
-
-    from annotation.services.tasks import TASK_FILES
-
-    require(user, "run.import")
-    tasks = Task.objects.select_related("head", "event").order_by("sample_id", "task_index")
-    if event_slug:
-        tasks = tasks.filter(event__slug=event_slug)
-    run_dir = Path(out_dir) / f"{agent}_GT"
-    by_dim: dict[str, list[dict]] = {}
-    skipped, failed = [], []
-    for task in tasks:
-        if task.head_id is None or latest_successful_replay(task) is None:
-            skipped.append(task.question_id)
-            continue
-        t0 = _time.perf_counter()
-        run = execute_replay(create_run(task, mode=mode, user=user).pk)
-        rec = baseline_record(task, run, _time.perf_counter() - t0)
-        if rec["error"]:
-            failed.append(task.question_id)
-        by_dim.setdefault(task.dimension, []).append(rec)
-    for dim, records in by_dim.items():
-        d = run_dir / TASK_FILES[dim][:-5]
-        (d / "trajectories").mkdir(parents=True, exist_ok=True)
-        with open(d / "benchmark.jsonl", "w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                traj = {k: v for k, v in rec.items() if k != "predicted_answer"}
-                traj["final_answer"] = rec["predicted_answer"]
-                name = f"{rec['task_scoped_question_id'].replace('::', '__')}_trajectory.json".replace("/", "_")
-                (d / "trajectories" / name).write_text(json.dumps(traj, ensure_ascii=False, indent=1), encoding="utf-8")
-        n_ok = sum(1 for r in records if not r["error"])
-        (d / "run_stats.json").write_text(json.dumps({
-            "total": len(records), "success": n_ok, "failed": len(records) - n_ok,
-            "avg_time": round(sum(r["elapsed_time"] for r in records) / len(records), 3),
-            "timestamp": datetime.now(_tz.utc).isoformat()}, indent=2), encoding="utf-8")
-    summary = {"run_dir": str(run_dir), "records": sum(len(v) for v in by_dim.values()),
-               "failed": failed, "skipped_no_gold": skipped}
-    agent_run = None
-    if score and summary["records"]:
-        from evaluation.services import import_run_dir
-
-        agent_run = import_run_dir(user, run_dir, agent)
-        summary["dora_score"] = agent_run.dora_score
-    return run_dir, agent_run, summary

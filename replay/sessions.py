@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from replay.tools.base import jsonable
+from kernel.tools.base import jsonable
 
 __all__ = ["SessionRecorder", "RunDirectory", "call_text", "new_session_id", "task_file_stem",
            "NO_ANSWER_ERROR"]

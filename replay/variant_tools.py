@@ -27,7 +27,7 @@ listed tool answers:
 is refused as unknown, one of the broken tool fails with its error, and one of the alternative
 runs the original (so the loop cannot be used to step around the variant's tool set).
 
-The gold replay (``replay.engine``) runs a variant's plan over the registry's tools, never this
+The gold replay (``kernel.engine``) runs a variant's plan over the registry's tools, never this
 listing, with two variant rules in ``replay.services.execute_replay``: an unsolvable variant's plan
 stops at the step that needs what the variant took away (``annotation.variants.unsolvable_block``),
 and a broken variant's broken step is run again with the alternative listed here
@@ -43,9 +43,9 @@ from typing import Any, Callable, Iterable
 from pydantic import create_model
 
 from annotation import variants as variant_specs
-from replay.tools.base import ToolContext, ToolError, UnknownToolError
+from kernel.tools.base import ToolContext, ToolError, UnknownToolError
 from annotation.models import TaskVariant
-from replay.tools.registry import ToolSpec, call_tool, model_alias
+from kernel.tools.registry import ToolSpec, call_tool, model_alias
 
 __all__ = ["PublishedTool", "BrokenToolError", "published_tools", "published_tools_for", "variant_tool_set"]
 

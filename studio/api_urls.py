@@ -3,7 +3,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("annotation.api")),
-    path("", include("annotation.api_releases")),
+    path("", include("releases.api")),
     path("", include("annotation.api_variants")),
     path("", include("replay.api")),
     path("", include("evaluation.api")),

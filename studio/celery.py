@@ -9,4 +9,4 @@ app = Celery("studio")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 if not app.conf.broker_url:
     app.conf.broker_url = "memory://localhost/"
-app.autodiscover_tasks()
+app.autodiscover_tasks(related_name="jobs")

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "axes",
     "annotation",
     "replay",
+    "releases",
     "evaluation",
     "frontend",
 ]

@@ -25,5 +25,5 @@ urlpatterns = [
     path("", include("frontend.urls")),
 ]
 
-# a styled 403 naming the missing role (frontend/views_errors.py); the API answers JSON itself
-handler403 = "frontend.views_errors.permission_denied"
+# a styled 403 naming the missing role (frontend/views/errors.py); the API answers JSON itself
+handler403 = "frontend.views.errors.permission_denied"

@@ -223,7 +223,7 @@ def _database_url(sd: dict) -> str:
 @pytest.fixture
 def celery_worker(request, settings, _isolated_data_root):
     """The test's background jobs on a real worker (broker set) or eagerly (no broker); see the module docstring."""
-    from replay.tasks import run_replay
+    from replay.jobs import run_replay
     from studio.celery import app
 
     real = bool(broker_url())

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.models import (AuditEvent, Event, Layer, LayerAuditEvent, Release, Task, TaskComment, TaskRevision,
+from annotation.models import (AuditEvent, Event, Layer, LayerAuditEvent, Task, TaskComment, TaskRevision,
                                TaskVariant)
+from releases.models import Release
 from evaluation.models import Agent, AgentRun, JudgeConfig, JudgeJob
 
 N = 17

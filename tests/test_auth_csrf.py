@@ -156,7 +156,8 @@ def csrf_client(ids, maintainer):
 def test_session_writes_without_csrf_token_are_refused(ids, csrf_client):
     """A logged-in session's state-changing request without the token: 403 everywhere (Django's
     middleware for pages, DRF's SessionAuthentication for the API); nothing changed."""
-    from annotation.models import Release, Task, TaskComment
+    from annotation.models import Task, TaskComment
+    from releases.models import Release
     from evaluation.models import Verdict
 
     before = (Task.objects.count(), TaskComment.objects.count(), Verdict.objects.count(),

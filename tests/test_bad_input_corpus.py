@@ -29,7 +29,7 @@ def _counts() -> dict:
 @pytest.fixture
 def corpus_setup(db, make_user, tmp_path):
     from annotation.services.tasks import create_task
-    from replay.services import import_task_file
+    from annotation.services.task_import import import_task_file
 
     mia = make_user("mia", "maintainer", "author", "reviewer", "scorer")
     make_user("sam", "scorer")

@@ -86,7 +86,7 @@ def test_a_replay_killed_mid_run_reruns_to_the_same_result(celery_worker, make_u
     task = _florence_task(user, _maps(n_steps - 2))
 
     if celery_worker.real:
-        from replay.tasks import run_replay
+        from replay.jobs import run_replay
 
         queue = f"kill-test-{uuid.uuid4().hex[:8]}"
         worker = celery_worker.start_own_worker(queue, concurrency=1)
@@ -120,7 +120,7 @@ def test_a_replay_killed_mid_run_reruns_to_the_same_result(celery_worker, make_u
         assert run.status == "running" and run.steps_done == 4
         assert ReplayStep.objects.filter(run=run, status="pending").count() == n_steps - 4
         monkeypatch.setattr(services, "run_trajectory", real_run)
-        from replay.tasks import run_replay
+        from replay.jobs import run_replay
 
         run_replay.delay(run.pk)
         run = celery_worker.wait_replay(run)

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.test import Client
 
 from annotation.models import Event
-from annotation.services import releases as svc
+from releases.services import releases as svc
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 
 pytestmark = pytest.mark.django_db(transaction=True)

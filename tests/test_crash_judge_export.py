@@ -181,7 +181,7 @@ def pause():
     time.sleep(600)
 
 if point == "task-file":
-    from annotation.services import export
+    from releases.services import export
     real_write = export.SampleArrayWriter.write
     def write(self, sample):
         real_write(self, sample)
@@ -189,7 +189,7 @@ if point == "task-file":
         pause()
     export.SampleArrayWriter.write = write
 elif point == "rename":
-    from annotation.services import releases
+    from releases.services import releases
     real_rename = releases.os.rename
     def rename(src, dst):
         if ".tmp-" in str(src):
@@ -213,8 +213,8 @@ def test_export_killed_part_way_never_shows_a_partial_folder(tmp_path, maintaine
     rename: ``--out`` does not exist after either kill (only the hidden ``.out.tmp-…`` staging
     folder does); run again, the command writes a folder whose files are byte for byte the
     reference's (the manifest differs only in ``generated_at``)."""
-    from annotation.models import Release
-    from annotation.services.releases import export_release
+    from releases.models import Release
+    from releases.services.releases import export_release
     from test_api_schemathesis import populate
 
     populate(maintainer)

@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from replay.engine import fill_answer, replay_hash, run_trajectory
-from replay.tools import GTMask, ToolError
-from replay.tools.testing import XBD_CLASSES, make_ctx, write_png
+from kernel.engine import fill_answer, replay_hash, run_trajectory
+from kernel.tools import GTMask, ToolError
+from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png
 
 GT = np.array([[0, 1, 4, 4],
                [3, 3, 0, 0]], dtype=np.uint8)  # remapped: intact 1 px, partial 2 px, destroyed 2 px

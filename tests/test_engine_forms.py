@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-import replay.engine as engine
-from replay.engine import (ArtifactStore, MemoryStepCache, collapse_expanded, fill_answer, replay_hash,
+import kernel.engine as engine
+from kernel.engine import (ArtifactStore, MemoryStepCache, collapse_expanded, fill_answer, replay_hash,
                            run_trajectory)
-from replay.tools import GTMask
-from replay.tools.registry import call_tool, get_tool
-from replay.tools.testing import XBD_CLASSES, make_ctx, write_geojson, write_png
+from kernel.tools import GTMask
+from kernel.tools.registry import call_tool, get_tool
+from kernel.tools.testing import XBD_CLASSES, make_ctx, write_geojson, write_png
 from test_replay_services import count_calls
 
 GT = np.array([[0, 1, 4, 4],
@@ -274,7 +274,7 @@ def test_cache_recomputes_only_what_changed(tmp_path, monkeypatch):
     write_png(tmp_path / "data" / "gt.png", np.array([[0, 1, 4, 4], [4, 4, 4, 4]], np.uint8))
 
     def fp(tool, args):  # what a perception step reads besides its args (the GT mask)
-        from replay.tools.base import file_sha256
+        from kernel.tools.base import file_sha256
         return file_sha256(tmp_path / "data" / "gt.png")
 
     second = run_trajectory(steps, ctx_for(tmp_path, "b"), cache=cache, store=store, fingerprint=fp)

@@ -19,7 +19,7 @@ from rasterio.transform import from_origin
 
 from annotation.models import Event, Layer, Task
 from annotation.services import imports
-from annotation.services import releases as svc
+from releases.services import releases as svc
 from annotation.services.imports import DataImportError
 from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
 

@@ -11,8 +11,10 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
-from annotation.models import AuditEvent, Release, ReleaseTask, Task, TaskRevision
-from annotation.services import releases as svc
+from annotation.models import AuditEvent, Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
+from releases.services import releases as svc
 from annotation.services import review
 from annotation.services import tasks as task_services
 from conftest import SCORING_EXAMPLES

@@ -62,8 +62,8 @@ def judged(db, maintainer, server, monkeypatch, settings, caplog, tmp_path):
 
 
 def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, caplog, tmp_path):
-    from annotation.models import Release
-    from annotation.services.releases import export_release
+    from releases.models import Release
+    from releases.services.releases import export_release
     from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, Verdict
 
     ids, output = judged

@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_kernel_imports_no_django():
     """In a fresh interpreter, importing every kernel module loads no django module."""
     code = ("import sys; import kernel.vocabulary, kernel.taskfile, kernel.steps, kernel.inputs, "
-            "kernel.catalogue, kernel.taxonomy, kernel.content; "
+            "kernel.catalogue, kernel.taxonomy, kernel.content, kernel.references, kernel.engine, kernel.tools; "
+            "kernel.tools.all_tools(); "
             "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

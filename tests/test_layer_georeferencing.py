@@ -34,7 +34,7 @@ def _florence_task(user, *, pixel_size_m=0.5):
     if pixel_size_m is not None:
         area_args["pixel_size_m"] = pixel_size_m
         # the benchmark's vec.max_polygon ranks by the area_m2 ras.vectorize wrote: that step needs
-        # the pixel size too (QC vec.pixel_size_ignored, replay/tools/quirks.py)
+        # the pixel size too (QC vec.pixel_size_ignored, kernel/tools/quirks.py)
         vectorize_args["pixel_size_m"] = pixel_size_m
     content = {
         "question": QUESTION, "task_category": "perception_and_assessment", "task_category_code": "T1",
@@ -161,9 +161,9 @@ def test_the_event_page_form_records_the_gsd(live_server, browser, make_user):
 
 @pytest.mark.django_db
 def test_class_remap_of_the_florence_mask_for_seg_building_damage():
-    """The replay reads the xBD mask through label names (replay/tools/perception.py DAMAGE_LABELS):
+    """The replay reads the xBD mask through label names (kernel/tools/perception.py DAMAGE_LABELS):
     no-damage → 1 intact, minor- and major-damage → 2 partially damaged, destroyed → 3."""
-    from frontend.views_tasks import class_remaps
+    from frontend.views.tasks import class_remaps
 
     imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
     event = Event.objects.get(slug="hurricane-florence")

@@ -105,7 +105,7 @@ def seeded(db):
 
 
 def _tables_now():
-    from frontend.views_leaderboard import _tables
+    from frontend.views.leaderboard import _tables
 
     return _tables()[1]
 
@@ -221,7 +221,7 @@ def test_page_reads_no_record_and_shows_computing_then_the_intervals(seeded, log
     from evaluation.models import LeaderboardBootstrap
     from evaluation.selectors_leaderboard import leaderboard_data
     from evaluation.services_leaderboard import N_BOOT, SEED, compute_bootstrap
-    from frontend.views_leaderboard import _display
+    from frontend.views.leaderboard import _display
 
     with CaptureQueriesContext(connection) as queries:
         page = logged_in.get("/leaderboard/")
@@ -264,7 +264,7 @@ def test_a_failed_bootstrap_says_so(seeded, logged_in, monkeypatch):
 
 def test_with_a_broker_the_bootstrap_goes_to_the_worker(monkeypatch, settings):
     from evaluation import services_leaderboard
-    from evaluation.tasks import leaderboard_bootstrap
+    from evaluation.jobs import leaderboard_bootstrap
 
     settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
     sent = []

@@ -23,7 +23,7 @@ from shapely.geometry import shape
 from annotation import tiles
 from annotation.services.imports import import_xbd_folder
 from conftest import REALDATA
-from frontend.views_events import map_config
+from frontend.views.events import map_config
 
 WMQ = morecantile.tms.get("WebMercatorQuad")
 SOCAL = REALDATA / "xbd-socal-fire"

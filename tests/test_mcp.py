@@ -59,7 +59,7 @@ from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import build_input_data, create_task
 from replay.mcp_server import SUBMIT_TOOL, build_server
 from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
-from replay.tools.registry import all_tools
+from kernel.tools.registry import all_tools
 from studio.accounts import upsert_user
 
 FLORENCE = REALDATA / "xbd-hurricane-florence"

@@ -22,7 +22,7 @@ import pytest
 from conftest import REPO
 from replay.mcp_server import SUBMIT_TOOL
 from replay.sessions import RunDirectory, SessionRecorder
-from replay.tools.registry import all_tools
+from kernel.tools.registry import all_tools
 from test_mcp import FLORENCE, GT_COUNTS, make_task, subprocess_env
 
 CLIENT_PY = REPO / ".venv-mcp-client" / "bin" / "python"

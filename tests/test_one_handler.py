@@ -3,9 +3,9 @@ write the same thing, the page reads its form with the API's input serializer an
 service, so both accept and refuse the same input.
 
 Three operations are covered: starting a judge job over a run (the run page's button,
-``frontend.views_scoring.run_judge``, and ``POST /api/judge/jobs/``; serializer
+``frontend.views.scoring.run_judge``, and ``POST /api/judge/jobs/``; serializer
 ``evaluation.api.JudgeJobIn``), creating a release (the releases page and ``POST /api/releases/``;
-``annotation.api_releases.ReleaseCreateIn``) and adjudicating a record (the adjudication page and
+``releases.api.ReleaseCreateIn``) and adjudicating a record (the adjudication page and
 ``POST /api/records/<id>/adjudication/``; ``evaluation.api.AdjudicationIn``). The refusals are
 the serializers' documented bounds: ``horizons`` 1–3, ``version`` at most 40 characters, ``grade``
 a number in [0, 1].
@@ -17,7 +17,7 @@ from django.contrib.messages import get_messages
 from test_adjudication import setup  # noqa: F401  (fixture)
 from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401
 
-from annotation.models import Release
+from releases.models import Release
 from evaluation.models import JudgeJob
 
 pytestmark = pytest.mark.urls("test_judging_support")

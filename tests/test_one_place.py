@@ -108,7 +108,7 @@ def test_the_digest_cache_is_bounded(tmp_path, monkeypatch):
 def test_every_former_hasher_is_the_kernels():
     from annotation.importers import common
     from annotation.services import export
-    from replay.tools import base
+    from kernel.tools import base
 
     assert common.sha256_file is export.sha256_file is base.file_sha256 is hashing.file_sha256
     assert common.sha256_files is hashing.sha256_files
@@ -128,7 +128,7 @@ def test_sha256_files_digests_names_and_contents_in_path_order(tmp_path):
 def test_the_palette_is_the_benchmarks_and_tiles_overlays_and_vis_share_it(tmp_path):
     from annotation import tiles
     from replay import rendering
-    from replay.tools import vis
+    from kernel.tools import vis
 
     assert palette.BENCHMARK_RGB == {1: (255, 215, 0), 2: (255, 140, 0), 3: (220, 20, 60), 4: (128, 0, 128),
                                      5: (30, 144, 255), 6: (0, 191, 255)}
@@ -191,7 +191,7 @@ def test_the_release_diff_gives_the_replays_gold_diff_rows():
     """Release diffs said {index, change, parts, call_a, call_b, args}; they now give the rows of
     kernel.golddiff (only the steps that differ), with values compared as canonical JSON, so
     3 → 3.0 is a change there (a task file would be rewritten) although 3 == 3.0 in Python."""
-    from annotation.selectors_releases import _step_changes
+    from releases.selectors import _step_changes
 
     rows = _step_changes(STEPS_A, [STEPS_A[0], {**STEPS_A[1], "obs": {"result": 3.0}}])
     assert rows == [{"index": 1, "call": "calc.sum", "state": "changed",

@@ -49,7 +49,7 @@ def test_plot_text_escapes_each_dollar():
 
 @pytest.mark.django_db
 def test_agreement_plot_renders_with_a_hostile_rater_name(client, make_user, monkeypatch):
-    from frontend import views_scoring
+    from frontend.views import scoring as views_scoring
 
     rows = [{"rater": MATH, "n": 3, "correctness": {"agreement": 1.0, "kappa": 0.5},
              "flags": {c: {"f1": 0.5} for c in views_scoring.E_CODES},

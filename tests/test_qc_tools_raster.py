@@ -1,6 +1,6 @@
 """QC checks of the raster/logic tool family (annotation/qc_tools.py, issue 17): the branches the
 one-file-per-check corpus (tests/qc_corpus/tool_*.json) does not reach, and the cases that must
-stay silent. Each expectation follows the benchmark behaviour named in replay/tools/quirks.py.
+stay silent. Each expectation follows the benchmark behaviour named in kernel/tools/quirks.py.
 """
 from __future__ import annotations
 

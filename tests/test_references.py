@@ -1,7 +1,7 @@
 """Every reference form of dora-format.md §b."""
 import pytest
 
-from replay.references import (FoundReference, apply_bind, find_all_references, find_references,
+from kernel.references import (FoundReference, apply_bind, find_all_references, find_references,
                                format_path, get_obs_value, parse_reference, resolve_args,
                                resolve_value, unresolved_references)
 

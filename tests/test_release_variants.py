@@ -48,9 +48,10 @@ def with_variants(approved_florence, people):
 @pytest.mark.django_db
 def test_release_with_variants_round_trips_and_leaves_the_benchmark_files_unchanged(
         with_variants, people, make_user, tmp_path, settings):
-    from annotation.models import Event, Release, ReleaseTask, Task, TaskVariant
-    from annotation.services import releases as svc
-    from annotation.services.release_variants import authored_number
+    from annotation.models import Event, Task, TaskVariant
+    from releases.models import Release, ReleaseTask
+    from releases.services import releases as svc
+    from releases.services.release_variants import authored_number
     from replay.models import ReplayRun
 
     base, made = with_variants
@@ -134,8 +135,9 @@ def test_release_with_variants_round_trips_and_leaves_the_benchmark_files_unchan
 @pytest.mark.django_db
 def test_published_digest_covers_the_variants_and_a_variant_without_its_base_is_refused(
         with_variants, make_user, tmp_path, settings):
-    from annotation.models import Release, Task, TaskVariant
-    from annotation.services import releases as svc
+    from annotation.models import Task, TaskVariant
+    from releases.models import Release
+    from releases.services import releases as svc
 
     base, made = with_variants
     mia = make_user("mia", "maintainer", "author", "reviewer")

@@ -15,9 +15,11 @@ from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
-from annotation.models import Event, Layer, Release, ReleaseTask, Task, TaskRevision
-from annotation.services import releases as svc
-from annotation.services.export import SampleArrayWriter, content_digest, data_paths, dumps, load_schema, schema_problems
+from annotation.models import Event, Layer, Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
+from releases.services import releases as svc
+from releases.services.export import SampleArrayWriter, content_digest, data_paths, dumps, load_schema, schema_problems
 from conftest import REALDATA, SCORING_EXAMPLES
 from replay.models import ReplayRun
 
@@ -389,7 +391,7 @@ def test_release_diff_on_a_hand_made_change(examples, tmp_path):
     dropped = t5[0]["sample_id"]
     keep = Task.objects.exclude(sample_id=dropped)
     svc.create_release(user, "1.1.0", tasks=keep)
-    from annotation.selectors_releases import release_diff
+    from releases.selectors import release_diff
 
     diff = release_diff(Release.objects.get(version="1.0.0"), Release.objects.get(version="1.1.0"))
     assert [a["question_id"] for a in diff["added"]] == ["t3_new_task0"]
@@ -429,7 +431,7 @@ def test_export_refuses_a_non_empty_folder(examples, tmp_path):
     release = svc.create_release(user, "1.0.0")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
-    from annotation.services.export import ExportError
+    from releases.services.export import ExportError
 
     with pytest.raises(ExportError, match="exists and is not empty"):
         svc.export_release(release, tmp_path / "out")

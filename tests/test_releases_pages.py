@@ -7,12 +7,12 @@ import zipfile
 import pytest
 from django.urls import include, path
 
-from annotation.services import releases as svc
+from releases.services import releases as svc
 from conftest import SCORING_EXAMPLES
 
 # The lead includes these in studio/api_urls.py and frontend/urls.py; until then the tests mount them here.
 urlpatterns = [
-    path("api/", include("annotation.api_releases")),
+    path("api/", include("releases.api")),
     path("", include("frontend.urls_releases")),
     path("", include("studio.urls")),
 ]
@@ -73,7 +73,7 @@ def test_pages_list_detail_publish_export_download_diff(maint, client):
     page = client.get("/releases/1.0.0/").content.decode()
     assert 'id="publish-form"' not in page and "can no longer be changed" in page
     client.post("/releases/1.0.0/export/")
-    from annotation.selectors_releases import export_jobs
+    from releases.selectors import export_jobs
 
     job = export_jobs("1.0.0")[0]
     page = client.get("/releases/1.0.0/").content.decode()

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-import replay.engine as engine
+import kernel.engine as engine
 import replay.services as services
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.services import create_run, execute_replay

@@ -119,7 +119,7 @@ def test_import_then_replay(florence, tmp_path):
 
 
 def test_answer_source_is_literal_when_ambiguous():
-    from replay.services import answer_source
+    from kernel.content import answer_source
 
     traj = [{"obs": {"sum": 30.0, "a": 30.0}}, {"obs": {"best_value": 30}}]
     assert answer_source(30, traj) == 30  # three keys hold it: ambiguous -> literal

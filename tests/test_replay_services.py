@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from django.urls import include, path
 
-import replay.engine as engine
+import kernel.engine as engine
 from annotation.models import Layer
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task, save_revision
@@ -32,7 +32,7 @@ STEPS = [
 ANSWER = [{"name": "damaged_area_m2", "eval_type": "scalar_continuous", "source": "<area_m2> from trajectory[1].obs"}]
 
 # the task page's block needs two page routes (frontend/urls_pages.py); the tests add them here
-from frontend import views_replays  # noqa: E402
+from frontend.views import replays as views_replays  # noqa: E402
 
 urlpatterns = [
     path("tasks/<int:pk>/replay-diff/", views_replays.replay_diff_block, name="replay-diff"),

@@ -60,8 +60,8 @@ def test_publish_through_the_api_with_an_open_comment_needs_a_recorded_confirmat
     """The API asks as the page does (issue 23, item 7): without ``acknowledge_open_comments`` a 409
     that lists the open thread (rey's one comment on step 1, from ``_approvable``); with it, the
     release is published and the task's audit trail records the confirmation."""
-    from annotation.models import Release
-    from annotation.services import releases
+    from releases.models import Release
+    from releases.services import releases
 
     tid = _approvable(client, people, import_joplin(raster=False))
     task = review.approve(people["rey"], Task.objects.get(pk=tid), acknowledge_open_comments=True)
@@ -123,7 +123,7 @@ def test_403_page_names_the_missing_role(client, people):
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
 @pytest.mark.django_db(transaction=True)
 def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, client, people):
-    from annotation.services.releases import create_release
+    from releases.services.releases import create_release
 
     tid = _approvable(client, people, import_joplin(raster=False))
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -175,7 +175,7 @@ def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, clie
         p.click("#publish-form button[type=submit]")
         assert len(dialogs) == n + 1  # a dialog blocks the click until it is answered
         assert "can never be changed" in dialogs[-1] and "still open" in dialogs[-1]
-        from annotation.models import Release
+        from releases.models import Release
         assert Release.objects.get(version="1.0.0").status == "draft"
         answer["accept"] = True
         with p.expect_navigation():
@@ -195,7 +195,7 @@ def _drop_published_releases():
 
     from django.db import connection
 
-    from annotation.models import Release, ReleaseTask
+    from releases.models import Release, ReleaseTask
 
     mig = importlib.import_module("annotation.migrations.0003_release_immutability")
     fwd, back = ((mig.SQLITE_FORWARD, mig.SQLITE_BACKWARD) if connection.vendor == "sqlite"

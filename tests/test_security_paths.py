@@ -35,7 +35,7 @@ def test_data_path_accepts_inside(settings):
 @pytest.mark.django_db
 def test_layer_resolver_refuses_escaping_names_and_rows(secret):
     from annotation.models import Event, Layer
-    from replay.tools.base import ToolInputError
+    from kernel.tools.base import ToolInputError
     from replay.services import LayerResolver
 
     event = Event.objects.create(slug="e", name="e")

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Event, Layer, Task
-from annotation.services.export import dora_samples
+from releases.services.export import dora_samples
 from annotation.services.imports import import_xbd_folder
 from conftest import REALDATA
 from evaluation.management.commands.seed_synthetic import seed_synthetic

@@ -24,8 +24,10 @@ import pytest
 from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from annotation.models import Event, Release, Task
-from annotation.services import releases as svc
+from annotation.models import Event, Task
+
+from releases.models import Release
+from releases.services import releases as svc
 from kernel.taskfile import dumps, from_storage
 from replay.models import ReplayRun
 
@@ -173,7 +175,7 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
     assert (out / "tasks" / T1).read_bytes() == data
     # the scorer sees the NaN gold as a float again: gold against itself (the evaluator's --sanity)
     # scores the field 1.0, NaN against NaN passing as in the official evaluator
-    from annotation.services.export import release_samples
+    from releases.services.export import release_samples
     from evaluation.scoring import evaluate_samples
 
     samples, _ = release_samples(Release.objects.get(version="3.0.0"))
@@ -185,7 +187,7 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
 def test_both_importers_build_the_same_task(db, tmp_path, make_user):
     """The same file through import_tasks and import_release: equal revision content and equal
     kept source (sample, task, derived content), in the same order."""
-    from replay.services import import_task_file
+    from annotation.services.task_import import import_task_file
 
     user = make_user("root", "maintainer", "author")
     data = _held_back_release(tmp_path / "bench")
@@ -215,7 +217,7 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
     (here: an input_data path that names no layer of the event); the stored values are
     storage-tagged (no raw NaN reaches the JSON columns) and the kept source reads back equal."""
     from kernel.taskfile import same_value
-    from replay.services import TaskImportError, import_task_file
+    from annotation.services.task_import import TaskImportError, import_task_file
 
     files, _ = folder
     user = make_user("root", "maintainer", "author")
@@ -268,7 +270,7 @@ def test_nan_in_args_or_classes_is_kept_not_refused(db, tmp_path, make_user, cas
     traceback; the benchmark's loader accepts them (``json.load`` reads NaN), so by issue 22 they
     import losslessly instead of being refused: stored tagged, written back as the same token."""
     from kernel.taskfile import read_task_file
-    from replay.services import import_task_file
+    from annotation.services.task_import import import_task_file
 
     text = {"import_tasks_nan_in_args": '[{"sample_id": "s1", "input_data": {}, "tasks": [{"task_category": '
             '"perception_and_assessment", "task_category_code": "T1", "question": "How many?", "trajectory": '

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from replay.tools.registry import SERVERS, all_tools
+from kernel.tools.registry import SERVERS, all_tools
 
 
 def run(*args) -> str:

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from replay.tools import ToolError, ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_png
+from kernel.tools import ToolError, ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson, write_png
 
 # 4x4 mask; quadrants by hand: TL [[0,0],[0,2]], TR [[1,1],[2,1]], BL [[3,3],[3,0]],
 # BR [[0,0],[0,255]] -> class-3 counts per window (row-major) 0, 0, 3, 0
@@ -130,7 +130,7 @@ def test_loop_bind_and_features(ctx, tmp_path):
 
     from shapely.geometry import Point
 
-    from replay.tools.logical import _loop_items
+    from kernel.tools.logical import _loop_items
 
     write_geojson(tmp_path / "data" / "pts.geojson",
                   [{"geometry": Point(0, 0), "properties": {"pixel_row": 2, "pixel_col": 0}},

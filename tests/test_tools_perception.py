@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import rasterio
 
-from replay.tools import (GTMask, GTMissingError, ModelUnavailableError,
+from kernel.tools import (GTMask, GTMissingError, ModelUnavailableError,
                           ToolError, ToolInputError, call_tool)
-from replay.tools._io import read_mask_tags
-from replay.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
+from kernel.tools._io import read_mask_tags
+from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 FLORENCE = REALDATA / "xbd-hurricane-florence"

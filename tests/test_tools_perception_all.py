@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import rasterio
 
-from replay.tools import (GTMask, GTMissingError, ModelUnavailableError, ToolError,
+from kernel.tools import (GTMask, GTMissingError, ModelUnavailableError, ToolError,
                           ToolInputError, all_tools, call_tool)
-from replay.tools import classical
-from replay.tools._io import read_mask_tags
-from replay.tools.perception import TOOLS, GTLabelError
-from replay.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
+from kernel.tools import classical
+from kernel.tools._io import read_mask_tags
+from kernel.tools.perception import TOOLS, GTLabelError
+from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
 
 # the tiny test rasters are PNGs / GeoTIFFs without a transform on purpose
 pytestmark = [pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning"),
@@ -253,7 +253,7 @@ def test_unknown_mode(tmp_path):
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from replay.tools import perception_models as pm
+    from kernel.tools import perception_models as pm
 
     d = tmp_path_factory.mktemp("ckpt")
     for name in ("building_damage", "lava", "isaid", "water", "landslide_ms"):
@@ -287,7 +287,7 @@ def test_model_mode_without_checkpoints(tmp_path):
 def test_model_mode_matches_direct_forward(tmp_path, checkpoints, monkeypatch):
     import torch
 
-    from replay.tools import perception_models as pm
+    from kernel.tools import perception_models as pm
 
     pre, post = _rgb_inputs(tmp_path)
     monkeypatch.setattr(pm, "STRIP_ROWS", 6)  # 20 rows → 4 strips with halos
@@ -330,7 +330,7 @@ def test_model_mode_14_band(tmp_path, checkpoints):
 
 
 def test_model_flood_is_water_after_not_before(tmp_path, checkpoints, monkeypatch):
-    from replay.tools import perception_models as pm
+    from kernel.tools import perception_models as pm
 
     _rgb_inputs(tmp_path, 1, 4)
     water = {0: np.array([[1, 1, 0, 0]], np.uint8), 1: np.array([[1, 0, 1, 0]], np.uint8)}
@@ -350,7 +350,7 @@ def test_model_flood_is_water_after_not_before(tmp_path, checkpoints, monkeypatc
 def test_bad_checkpoints(tmp_path, checkpoints):
     import shutil
 
-    from replay.tools import perception_models as pm
+    from kernel.tools import perception_models as pm
 
     _rgb_inputs(tmp_path)
     d = tmp_path / "bad"
@@ -375,7 +375,7 @@ def test_bad_checkpoints(tmp_path, checkpoints):
 
 
 def test_safetensors_builtin_reader_and_writer(tmp_path, checkpoints):
-    from replay.tools import perception_models as pm
+    from kernel.tools import perception_models as pm
 
     ref, meta = pm.read_safetensors(checkpoints / "seg_lava.safetensors")
     mine, meta2 = pm.read_safetensors(checkpoints / "seg_lava.safetensors", use_package=False)

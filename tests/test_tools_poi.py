@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from shapely.geometry import Point, box
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_png, write_tif
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson, write_png, write_tif
 
 FIRESTATIONS = (Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
                 / "houston-harvey-flooded-roads" / "firestations.geojson")
@@ -137,7 +137,7 @@ def test_real_firestations(tmp_path):
 def test_world_to_pixel_utm_layer(ctx, tmp_path):
     # a layer in UTM metres is read as lon/lat (500015 degrees): pyproj gives inf, the benchmark's
     # int(inf) fails the call, so the studio's does too
-    from replay.tools import ToolError
+    from kernel.tools import ToolError
 
     write_geojson(ctx.work_dir.parent / "data" / "utm.geojson",
                   [{"geometry": Point(500015, 3300025), "properties": {"name": "X"}}],

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import rasterio
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools._io import read_mask_tags
-from replay.tools.testing import make_ctx, write_png, write_tif
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools._io import read_mask_tags
+from kernel.tools.testing import make_ctx, write_png, write_tif
 
 # 4x4 mask; value counts by hand: 0 -> 7, 1 -> 3, 2 -> 2, 3 -> 3, 255 -> 1 (sum 16)
 M = np.array([[0, 0, 1, 1],

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import rasterio
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_png, write_tif
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_png, write_tif
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 SRTM_ZIP = REALDATA / "rasterio-testdata" / "N10W110.hgt.zip"

@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.tools import (REGISTRY, ToolContext, ToolError, ToolInputError, UnknownToolError,
+from kernel.tools import (REGISTRY, ToolContext, ToolError, ToolInputError, UnknownToolError,
                           all_tools, call_tool, get_tool)
-from replay.tools.registry import catalogue_params
-from replay.tools.testing import make_ctx, write_png
+from kernel.tools.registry import catalogue_params
+from kernel.tools.testing import make_ctx, write_png
 
 CATALOGUE = Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "dora-tools.json"
 

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_png
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_png
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_extract_evidence_timeline_loop_and_errors(ctx):
 
 
 def test_trend_labels():
-    from replay.tools.summarize import _trend
+    from kernel.tools.summarize import _trend
 
     # model.py's rule: monotone first; otherwise a peak strictly inside -> expand_then_recede
     assert _trend([1], 0) == "single_timestamp"

@@ -5,8 +5,8 @@ import math
 import pytest
 from shapely.geometry import Point, box, shape
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_tif
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson, write_tif
 
 
 @pytest.fixture

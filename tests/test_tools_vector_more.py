@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from shapely.geometry import LineString, Point, box, shape
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 JOPLIN = REALDATA / "xview2-deploy-joplin" / "bldg_polys.gpkg"

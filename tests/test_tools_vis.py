@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from replay.tools import ToolError, ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_png, write_tif
+from kernel.tools import ToolError, ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson, write_png, write_tif
 from shapely.geometry import Point, box
 
 

@@ -23,7 +23,7 @@ from annotation.variants import broken_observation, inert_observation
 from conftest import REPO
 from replay.mcp_server import SUBMIT_TOOL, build_server
 from replay.sessions import SessionRecorder
-from replay.tools.registry import all_tools
+from kernel.tools.registry import all_tools
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 

@@ -120,7 +120,7 @@ def test_an_alternative_that_computes_something_else_is_a_qc_error_with_its_loca
     from annotation.services.variants import create_variant
     from replay import variant_tools
     from replay.services import create_run, execute_replay, start_replay
-    from replay.tools.base import ToolError
+    from kernel.tools.base import ToolError
 
     variant, _ = create_variant(people["ada"], approved_florence, "broken", step=1)
     task = variant.task

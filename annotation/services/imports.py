@@ -125,7 +125,7 @@ def _max_pixels() -> int:
 
 
 #: prefixes of the staging folders under ``<data root>/tmp`` (imports here, snapshots of
-#: ``annotation.services.releases``); their names carry the owning process id
+#: ``releases.services.releases``); their names carry the owning process id
 STAGING_PREFIXES = ("import-", "snapshot-")
 
 

@@ -15,10 +15,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from annotation import qc
+from kernel.engine import collapse_expanded
 from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
 
@@ -38,10 +41,31 @@ def layer_info(layer) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ReplaySource:
+    """How QC reads a task's gold replays, which live in the replay app above annotation.
+
+    ``succeeded_runs(task)``: the succeeded replay runs of ``task``'s head revision, newest first
+    (objects with ``pk``, ``replay_hash``, ``filled_trajectory``, ``final_answer``);
+    ``artifact_path(run, name)``: the file of artifact ``name`` of ``run`` (``ValueError`` when the
+    name is not one of its artifacts). The replay app registers it in ``ReplayConfig.ready``; without
+    one, QC runs without replays (as on unsaved content).
+    """
+
+    succeeded_runs: Callable[[Any], Iterable[Any]]
+    artifact_path: Callable[[Any, str], Path]
+
+
+_REPLAY_SOURCE: list[ReplaySource] = []
+
+
+def register_replay_source(source: ReplaySource) -> None:
+    """Make ``source`` the one QC reads replays from (a later registration replaces it)."""
+    _REPLAY_SOURCE[:] = [source]
+
+
 def _replay_dict(run) -> dict:
     """The replay as QC reads it: one step per authored step (loop expansions folded back)."""
-    from replay.engine import collapse_expanded
-
     authored = collapse_expanded(run.filled_trajectory or [])[0]
     return {"trajectory": authored, "final_answer": run.final_answer or {}, "hash": run.replay_hash, "run": run,
             "variant_check": run.variant_check}
@@ -56,8 +80,6 @@ def _load_json(path: Path) -> Any:
 
 def _polygon_golds(content: dict, replay: dict) -> dict:
     """Answer field → gold GeoJSON (None when its file cannot be read) for polygon_iou fields."""
-    from replay.services import artifact_path
-
     out = {}
     answer = replay.get("final_answer") or {}
     run = replay.get("run")
@@ -67,9 +89,9 @@ def _polygon_golds(content: dict, replay: dict) -> dict:
         value = answer[f["name"]]
         if isinstance(value, dict):
             out[f["name"]] = value
-        elif isinstance(value, str) and run is not None:
+        elif isinstance(value, str) and run is not None and _REPLAY_SOURCE:
             try:
-                out[f["name"]] = _load_json(artifact_path(run, value))
+                out[f["name"]] = _load_json(_REPLAY_SOURCE[0].artifact_path(run, value))
             except ValueError:
                 out[f["name"]] = None
         else:
@@ -82,7 +104,6 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     from django.conf import settings
 
     from annotation.services.tasks import revision_content
-    from replay.models import ReplayRun
 
     from annotation.models import TaskVariant
 
@@ -92,12 +113,11 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     if variant is not None:  # a robustness variant: annotation.qc_variants checks it
         content["variant"] = variant
     layers = {l.file_name: layer_info(l) for l in task.event.layers.all()}
-    runs = list(ReplayRun.objects.filter(task=task, revision_id=task.head_id,
-                                         status=ReplayRun.Status.SUCCEEDED).order_by("-id")[:2])
+    runs = list(_REPLAY_SOURCE[0].succeeded_runs(task))[:2] if _REPLAY_SOURCE else []
     if replay is None and runs:
         replay = runs[0]
     hashes: list[str] = []
-    if isinstance(replay, ReplayRun):
+    if replay is not None and not isinstance(replay, dict):  # a replay run
         hashes = [replay.replay_hash] + [r.replay_hash for r in runs if r.pk != replay.pk][:1]
         replay = _replay_dict(replay)
     elif isinstance(replay, dict):

@@ -14,12 +14,15 @@ Permissions come from the table in ``studio.permissions`` (checked here, not onl
 ``task.release`` (maintainer), ``task.comment`` and ``comment.resolve``.
 
 Submitting runs the full QC (``annotation.services.qc.qc_for_task`` when present, else the fast
-``annotation.qc.check_task``): any error blocks it, and so does the lack of a succeeded replay of
-the head revision (reviewers judge the filled gold answer, so it must exist).
+``annotation.qc.check_task``): any error blocks it, and so do the registered submission checks
+(:func:`register_submission_check`). The replay app registers "a succeeded replay of the head
+revision exists" (reviewers judge the filled gold answer, so it must exist); review does not import
+replay, which sits above annotation (issue 19).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -28,7 +31,7 @@ from django.utils import timezone
 from annotation import qc
 from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Task, TaskComment
-from annotation.services.tasks import json_problem
+from annotation.services.tasks import json_problem, require_unreleased
 from studio.permissions import can, require
 
 S = Task.Status
@@ -94,16 +97,32 @@ def submission_findings(task: Task) -> list[qc.Finding]:
     return qc_for_task(task)
 
 
+#: The checks a submission must pass besides QC, in registration order. Each is
+#: ``check(task) -> None`` and raises :class:`TransitionError` (its message tells the author what
+#: to do). Apps above annotation register theirs from ``AppConfig.ready``.
+_SUBMISSION_CHECKS: list[Callable[[Task], None]] = []
+
+
+def register_submission_check(check: Callable[[Task], None]) -> None:
+    """Add ``check`` to the checks that :func:`transition` ``submit`` runs after QC (once: a
+    second registration of the same function is ignored, as ``ready()`` may run twice)."""
+    if check not in _SUBMISSION_CHECKS:
+        _SUBMISSION_CHECKS.append(check)
+
+
+def submission_checks() -> tuple[Callable[[Task], None], ...]:
+    """The registered submission checks, in the order they run."""
+    return tuple(_SUBMISSION_CHECKS)
+
+
 def _check_submission(task: Task) -> None:
     from annotation.services.tasks import TaskValidationError
-    from replay.services import latest_successful_replay
 
     findings = submission_findings(task)
     if qc.has_errors(findings):
         raise TaskValidationError(findings)
-    if latest_successful_replay(task) is None:
-        raise TransitionError(f"replay: revision r{task.version} of {task.question_id} has no succeeded replay; "
-                              "replay it so that the reviewer sees the filled answer")
+    for check in _SUBMISSION_CHECKS:
+        check(task)
 
 
 def open_comments_of_release(release) -> dict[str, int]:
@@ -174,13 +193,7 @@ def transition(user, task: Task, name: str, *, reason: str = "", acknowledge_ope
         if n_open:
             note = f"approved with {n_open} open comment(s), confirmed by {user.get_username()}"
             reason = f"{note}: {reason}" if reason else note
-    previous = locked.status
-    locked.status = spec.target
-    locked.updated_at = timezone.now()
-    locked.save(update_fields=["status", "updated_at"])
-    AuditEvent.objects.create(task=locked, actor=user, action=name, from_status=previous, to_status=spec.target,
-                              revision_number=locked.version, reason=reason)
-    return locked
+    return _record(locked, user, name, spec.target, reason)
 
 
 def submit(user, task: Task) -> Task:
@@ -211,6 +224,51 @@ def approve(user, task: Task, *, acknowledge_open_comments: bool = False) -> Tas
 def release(user, task: Task, *, note: str = "") -> Task:
     """approved → released (a release froze it; ``note`` names the release)."""
     return transition(user, task, "release", reason=note)
+
+
+@transaction.atomic
+def release_for_release(user, task: Task, *, note: str) -> Task | None:
+    """Publishing a release: approved → released through the ``release`` transition and its
+    permission ``task.release`` (maintainers only: a reviewer cannot release tasks through a
+    release). A task that is not approved any more (returned since it was pinned) is left as it is
+    and None returned. ``user`` None is a system import (``manage.py import_release`` with no user,
+    which ``releases.services.releases.import_release_dir`` allows): the transition is recorded
+    without an actor. Raises ``PermissionDenied``."""
+    if user is not None:
+        return transition(user, task, "release", reason=note) if _status(task) == S.APPROVED else None
+    locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
+    if locked.status != S.APPROVED:
+        return None
+    return _record(locked, None, "release", S.RELEASED, note)
+
+
+@transaction.atomic
+def approve_imported(user, task: Task, *, from_status: str, reason: str) -> Task:
+    """Content imported from a release arrives approved: the release's own review stands in for
+    the studio's (``AuditEvent`` action ``imported``, from ``from_status``: ``""`` for a task the
+    import created). Needs ``data.import`` (``user`` None: a system import, as above); a released
+    task is locked (``annotation.services.tasks.require_unreleased``). Raises ``PermissionDenied``,
+    ``TaskLockedError``."""
+    if user is not None:
+        require(user, "data.import")
+    locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
+    require_unreleased(locked, "an import with other content")
+    return _record(locked, user, "imported", S.APPROVED, reason, from_status=from_status)
+
+
+def _status(task: Task) -> str:
+    return Task.objects.filter(pk=task.pk).values_list("status", flat=True).get()
+
+
+def _record(locked: Task, user, action: str, target: str, reason: str, *, from_status: str | None = None) -> Task:
+    """Set ``locked``'s status to ``target`` and write its ``AuditEvent`` (the one status writer)."""
+    previous = locked.status if from_status is None else from_status
+    locked.status = target
+    locked.updated_at = timezone.now()
+    locked.save(update_fields=["status", "updated_at"])
+    AuditEvent.objects.create(task=locked, actor=user, action=action, from_status=previous, to_status=target,
+                              revision_number=locked.version, reason=reason)
+    return locked
 
 
 # ---- comments ------------------------------------------------------------------------------------

@@ -287,6 +287,31 @@ def _write_revision(user, task: Task, content: dict, message: str, source: dict 
 
 
 @transaction.atomic
+def write_imported_revision(user, task: Task | None, *, event: Event, sample_id: str, task_index: int,
+                            question_id: str, dimension: str, content: dict, message: str,
+                            source: dict | str) -> tuple[Task, TaskRevision]:
+    """The release import's writer of tasks and revisions: ``task`` (or, when None, a new task of
+    ``event`` with these ids) gets ``content`` (stored form, :func:`content_problem` already
+    checked by the caller) as its next revision, with the file's own sample and task as ``source``.
+
+    Unlike :func:`save_revision` it takes any status but released (the import replaces what a
+    release's review approved; ``annotation.services.review.approve_imported`` then records the
+    status) and does not check references: a file the benchmark's loader accepts imports as it is
+    (``docs/task-files.md``). Needs ``data.import`` (``user`` None: a system import). Raises
+    ``PermissionDenied``, ``TaskLockedError`` (released). Returns ``(task, revision)``.
+    """
+    if user is not None:
+        require(user, "data.import")
+    if task is None:
+        task = Task.objects.create(event=event, sample_id=sample_id, task_index=task_index, question_id=question_id,
+                                   dimension=dimension, created_by=user)
+    else:
+        task = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
+        require_unreleased(task, "an import with other content")
+    return task, _write_revision(user, task, content, message, source=source)
+
+
+@transaction.atomic
 def save_revision(user, task: Task, *, expected_version: int, content: dict, message: str = "",
                   source: dict | str | None = None) -> TaskRevision:
     """Save new content as the next revision, if ``expected_version`` is still the head.

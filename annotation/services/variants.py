@@ -17,6 +17,7 @@ from django.db import transaction
 from annotation import variants as spec_maker
 from annotation.models import Layer, Task, TaskVariant
 from annotation.services.tasks import CONTENT_FIELDS, create_task
+from kernel.tools.registry import all_tools
 
 __all__ = ["tool_catalogue", "create_variant", "unreadable_layers", "is_unreadable_file", "VariantError", "UNREADABLE_BYTES"]
 
@@ -30,7 +31,6 @@ UNREADABLE_BYTES = b"STUDIO-UNREADABLE-IMAGE\x00" * 8
 
 def tool_catalogue() -> dict[str, dict]:
     """``{dotted name: {description, params: [{name, type, required}], server}}`` of the registry."""
-    from replay.tools.registry import all_tools
 
     return {name: {"description": spec.description, "server": spec.server,
                    "params": [{"name": p.name, "type": p.type, "required": p.required} for p in spec.params]}

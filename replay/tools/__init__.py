@@ -1,31 +1,19 @@
-"""The studio's implementation of the DORA tool library (pure Python, no Django).
+"""Old import path of the tool library, kept for scripts outside the project.
 
-Public API::
-
-    from replay.tools import ToolContext, GTMask, call_tool, get_tool, REGISTRY
-    ctx = ToolContext(work_dir=..., resolve_path=directory_resolver(sample_dir), gt_lookup=...)
-    obs = call_tool("seg_building_damage", {"pre_image_path": "pre.png",
-                                            "post_image_path": "post.png"}, ctx)
-
-Modules: ``raster`` (ras.*, mask.*), ``vector`` (vec.*), ``poi`` (poi.*), ``logical`` (tool.*,
-calc.*, logi.*), ``perception`` (seg.*), ``vis`` (vis.*), ``summarize`` (report.*, model.*).
-Every tool registers itself in ``registry.REGISTRY``; ``all_tools()`` imports the first five
-lazily, and this package imports ``vis`` and ``summarize`` (their heavy dependencies, such as
-matplotlib, load only when a tool runs).
+The tools moved to :mod:`kernel.tools` (issue 19: the pure cores sit below annotation). Scripts
+that are not part of this tree still import ``replay.tools.registry`` and ``replay.tools.base``
+(``../shared/tools/check_tool_examples.py``), so this package makes every ``replay.tools.<name>``
+the very module object ``kernel.tools.<name>`` — one registry, one ``ToolError`` class — rather
+than a second copy. Project code imports ``kernel.tools``; nothing here is to be extended.
 """
-from .base import (ClassIndexError, GTMask, GTMissingError, ModalityError, ModelUnavailableError,
-                   ToolContext, ToolError, ToolInputError, UnknownToolError, canonical_json,
-                   directory_resolver, file_sha256, jsonable)
-from .registry import (PAPER_ALIASES, REGISTRY, ParamSpec, ToolSpec, all_tools, call_tool,
-                       get_tool, model_alias, normalize_tool_name, validate_args)
+import importlib
+import sys
 
-__all__ = [
-    "ToolContext", "GTMask", "ToolError", "ToolInputError", "ClassIndexError", "ModalityError",
-    "GTMissingError", "ModelUnavailableError", "UnknownToolError", "directory_resolver",
-    "file_sha256", "canonical_json", "jsonable", "REGISTRY", "ParamSpec", "ToolSpec",
-    "PAPER_ALIASES", "all_tools", "call_tool", "get_tool", "model_alias", "normalize_tool_name",
-    "validate_args",
-]
+import kernel.tools as _tools
 
-# modules that the registry's lazy loader does not list: importing them registers their tools
-from . import summarize, vis  # noqa: E402,F401
+_MODULES = ("_io", "base", "classical", "logical", "perception", "perception_models", "poi",
+            "quirks", "raster", "registry", "summarize", "testing", "vector", "vis")
+
+for _name in _MODULES:
+    sys.modules[f"{__name__}.{_name}"] = importlib.import_module(f"kernel.tools.{_name}")
+sys.modules[__name__] = _tools

@@ -1,7 +1,7 @@
 """Parity of the poi.* tools with the benchmark's dora/tools/poi.py (@7b96988).
 
 Each expected value is worked out by hand from the benchmark's documented behaviour (its code's
-branches, read with read_file, summarised in replay/tools/quirks.py) on small layers written
+branches, read with read_file, summarised in kernel/tools/quirks.py) on small layers written
 here, or counted once by hand on the shared Houston fire-station layer. A benchmark stub (its
 _tool_guard turning an exception into status "stub") is a ToolError in the studio.
 """
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from shapely.geometry import Point, box
 
-from replay.tools import ToolContext, ToolError, call_tool
-from replay.tools.base import directory_resolver
-from replay.tools.testing import write_geojson, write_tif
+from kernel.tools import ToolContext, ToolError, call_tool
+from kernel.tools.base import directory_resolver
+from kernel.tools.testing import write_geojson, write_tif
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
 HOUSTON = REAL / "houston-harvey-flooded-roads"
@@ -175,7 +175,7 @@ def _loop(*samples, item=None):
     ({}, None, None),
 ])
 def test_damage_and_intact_class_readings(pv, damage_class, intact_class):
-    from replay.tools.poi import damage_class_of, intact_class_of
+    from kernel.tools.poi import damage_class_of, intact_class_of
 
     assert damage_class_of(pv) == damage_class and intact_class_of(pv) == intact_class
 

@@ -10,8 +10,8 @@ import pytest
 
 from annotation import qc
 from annotation.qc_tools import POI_AND_VIS_CHECKS
-from replay.tools.quirks import _POI_AND_VIS, QUIRKS
-from replay.tools.registry import all_tools
+from kernel.tools.quirks import _POI_AND_VIS, QUIRKS
+from kernel.tools.registry import all_tools
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tool-parity.md"
 REFERENCE = re.compile(r"^dora/tools/(poi|vis)\.py:[A-Za-z_][A-Za-z0-9_]*@[0-9a-f]{40}$")
@@ -42,7 +42,7 @@ def test_poi_vis_checks_are_registered_with_a_severity():
 
 
 def test_report_wrap_follows_the_benchmark_rule():
-    from replay.tools.vis import _wrap
+    from kernel.tools.vis import _wrap
 
     # greedy at 7 characters: "one two" (7) fits, "three" starts a line; a first word longer
     # than the width closes the (empty) current line first

@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 from shapely.geometry import LineString, MultiPoint, Point
 
-from replay.tools import ToolContext, ToolError, call_tool
-from replay.tools.base import directory_resolver
-from replay.tools.testing import write_geojson, write_png
+from kernel.tools import ToolContext, ToolError, call_tool
+from kernel.tools.base import directory_resolver
+from kernel.tools.testing import write_geojson, write_png
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
 FLORENCE = REAL / "xbd-hurricane-florence"

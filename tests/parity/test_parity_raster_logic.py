@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.tools import ToolContext, ToolError, call_tool, directory_resolver
-from replay.tools.testing import write_png
+from kernel.tools import ToolContext, ToolError, call_tool, directory_resolver
+from kernel.tools.testing import write_png
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 EXAMPLES = SHARED / "tool-examples" / "inputs"
@@ -388,8 +388,8 @@ def test_evidence_real_florence_timeline(ctx):
 # ---------------------------------------------------------------- the quirks list
 def test_quirks_of_the_family_are_documented_and_guarded():
     from annotation import qc
-    from replay.tools.quirks import _RASTER_AND_LOGIC
-    from replay.tools.registry import all_tools
+    from kernel.tools.quirks import _RASTER_AND_LOGIC
+    from kernel.tools.registry import all_tools
 
     doc = (REPO / "docs" / "tool-parity.md").read_text(encoding="utf-8")
     tools = all_tools()

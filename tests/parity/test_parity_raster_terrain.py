@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import rasterio
 
-from replay.tools import ToolContext, ToolError, call_tool, directory_resolver
-from replay.tools.testing import write_png, write_tif
+from kernel.tools import ToolContext, ToolError, call_tool, directory_resolver
+from kernel.tools.testing import write_png, write_tif
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 EXAMPLES = SHARED / "tool-examples" / "inputs"

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from shapely.geometry import LineString, Point, Polygon, box, shape
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_png, write_tif
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson, write_png, write_tif
 
 REALDATA = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
 STATIONS = REALDATA / "houston-harvey-flooded-roads" / "firestations.geojson"

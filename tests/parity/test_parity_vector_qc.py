@@ -7,8 +7,8 @@ import pytest
 
 from annotation import qc
 from annotation.qc_tools import VECTOR_CHECKS
-from replay.tools.quirks import _VECTOR
-from replay.tools.registry import REGISTRY, get_tool
+from kernel.tools.quirks import _VECTOR
+from kernel.tools.registry import REGISTRY, get_tool
 
 
 def vec_checks(traj, input_data, question="How many features?"):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from shapely.geometry import LineString, MultiLineString, Point
 
-from replay.tools import ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson, write_png
+from kernel.tools import ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson, write_png
 
 D = 1.41421356237  # the benchmark's diagonal step (analysis.py:_step_len)
 

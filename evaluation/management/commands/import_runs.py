@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import RunImportError, import_run_dir
 from evaluation.services_queue import queue_share_of_run
+from releases.models import Release
 
 
 class Command(BaseCommand):
@@ -44,8 +45,6 @@ class Command(BaseCommand):
             raise CommandError(f"{run_dir}: not a directory")
         release = None
         if opts["release"]:
-            from annotation.models import Release
-
             release = Release.objects.filter(version=opts["release"]).first()
             if release is None:
                 raise CommandError(f"--release: no release {opts['release']}")

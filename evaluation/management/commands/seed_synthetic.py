@@ -36,13 +36,13 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.models import Event, Layer, Task, TaskRevision
-from annotation.services.export import CATEGORY_BY_DIM
+from releases.services.export import CATEGORY_BY_DIM
 from annotation.services.tasks import layer_manifest_entry
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6
 from evaluation.services import write_run_aggregate
-from replay.engine import replay_hash
+from kernel.engine import replay_hash
 from replay.models import ReplayRun
 
 PREFIX = "synthetic-"

@@ -1,7 +1,7 @@
 /*
  * StudioMap: the studio's reusable Leaflet map code (Leaflet 1.9, no network, no modules).
  *
- * A layer spec (what frontend.views_events.layer_map_spec() emits; overlays use the same shape):
+ * A layer spec (what frontend.views.events.layer_map_spec() emits; overlays use the same shape):
  *   {
  *     id, name, kind: "raster"|"mask"|"vector", frame: "geographic"|"pixel", phase: "pre"|"post"|...,
  *     bounds: [west, south, east, north] lon/lat (geographic) or [0, 0, width, height] (pixel),

@@ -36,6 +36,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from replay.variant_tools import published_tools
+from annotation.models import Task
 
 HTTP_HOST = "127.0.0.1"
 
@@ -55,7 +56,6 @@ class Command(BaseCommand):
                             help="list tools under the benchmark's dotted names (seg.flood)")
 
     def handle(self, *args, **opts):
-        from annotation.models import Task
         from replay.mcp_server import build_server, registry_tools
         from replay.sessions import RunDirectory, SessionRecorder
 

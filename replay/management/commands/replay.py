@@ -34,7 +34,8 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Layer, Task
 from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
-from replay.services import (GOLD_MODE, LAYER_FIELDS, TaskImportError, create_run, execute_replay, input_fingerprint,
+from annotation.services.task_import import TaskImportError
+from replay.services import (GOLD_MODE, LAYER_FIELDS, create_run, execute_replay, input_fingerprint,
                              recorded_diff, recorded_trajectory, resume_stuck_replays,
                              task_recorded_diff)
 
@@ -126,7 +127,7 @@ class Command(BaseCommand):
             sys.exit(2)
 
     def _all(self, o):
-        from replay.tasks import run_replay
+        from replay.jobs import run_replay
 
         tasks = Task.objects.select_related("head", "event").order_by("id")
         if o["event"]:

@@ -14,7 +14,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from replay.tools.base import jsonable
+from kernel.tools.base import jsonable
 
 
 def tool_entries(module: str | None = None, server: str | None = None) -> list[dict]:

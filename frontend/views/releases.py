@@ -1,0 +1,124 @@
+"""Release pages: list and create, detail (publish, export with progress, zip download), diff.
+
+Thin: services (``releases.services.releases``) act, selectors (``releases.selectors``) read.
+"""
+from __future__ import annotations
+
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST, require_safe
+
+from releases.models import Release
+from releases.api import ReleaseCreateIn
+from evaluation.selectors import release_runs
+from releases.selectors import (
+    export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list,
+    tasks_for_release_form,
+)
+from releases.services import releases as svc
+from annotation.services import review as review_services
+from kernel.paths import OutsideRoot, confine
+from studio.permissions import can
+
+
+def release_list_page(request):
+    """GET: the releases; POST: create a draft release of every approved task (the form is read by
+    the API's input serializer, ``releases.api.ReleaseCreateIn``, and goes to the same
+    service as ``POST /api/releases/``)."""
+    if request.method == "POST":
+        data = ReleaseCreateIn(data={"version": request.POST.get("version", ""),
+                                     "changelog": request.POST.get("changelog", "")})
+        if not data.is_valid():
+            messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items()))
+            return redirect("release_list")
+        try:
+            release = svc.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
+        except (svc.ReleaseError, PermissionDenied) as exc:
+            messages.error(request, str(exc))
+            return redirect("release_list")
+        messages.success(request, f"Draft release {release.version} created with its tasks pinned.")
+        return redirect("release_detail", version=release.version)
+    releases = list(release_list())
+    return render(request, "frontend/release_list.html", {
+        "releases": releases, "can_release": can(request.user, "release.export"),
+        "n_releasable": tasks_for_release_form().count(), "versions": [r.version for r in releases],
+    })
+
+
+@require_safe
+def release_detail_page(request, version: str):
+    release = get_object_or_404(Release.objects.select_related("created_by"), version=version)
+    return render(request, "frontend/release_detail.html", {
+        "release": release, "items": release_items(release), "counts": release_counts(release),
+        "jobs": export_jobs(release.version), "runs": release_runs(release),
+        "can_release": can(request.user, "release.export", release),
+        "can_publish": can(request.user, "release.publish", release),
+        "open_comments": review_services.open_comments_of_release(release) if release.status == "draft" else {},
+        "others": [v for v in Release.objects.exclude(pk=release.pk).values_list("version", flat=True)],
+    })
+
+
+@require_POST
+def release_publish(request, version: str):
+    release = get_object_or_404(Release, version=version)
+    # Publish freezes for good: it is confirmed (the form's dialog sends confirm=1), and open review
+    # comments on its tasks are confirmed too, which each such task's audit trail records.
+    if request.POST.get("confirm") != "1":
+        messages.error(request, f"Release {version} not published: confirm it (Publish asks first).")
+        return redirect("release_detail", version=version)
+    try:
+        svc.publish_release(request.user, release,
+                            acknowledge_open_comments=request.POST.get("acknowledge_open_comments") == "1")
+        messages.success(request, f"Release {version} published; it can no longer be changed.")
+    except (svc.ReleaseError, PermissionDenied) as exc:
+        messages.error(request, str(exc))
+    return redirect("release_detail", version=version)
+
+
+@require_POST
+def release_export(request, version: str):
+    release = get_object_or_404(Release, version=version)
+    try:
+        job = svc.start_export(request.user, release)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+        return redirect("release_detail", version=version)
+    if job["status"] == "failed":
+        messages.error(request, f"Export failed: {job['error']}")
+    else:
+        messages.success(request, f"Export {job['id'][:8]} {job['status']}.")
+    return redirect("release_detail", version=version)
+
+
+@require_safe
+def release_export_zip(request, version: str, job: str):
+    found = export_job(version, job)
+    if found is None or found.get("status") != "succeeded" or not found.get("zip"):
+        raise Http404("no finished export with this id")
+    try:
+        path = confine(settings.STUDIO_DATA_ROOT, exports_dir(version) / job / found["zip"])
+    except OutsideRoot:
+        raise Http404("the export's zip is gone") from None
+    if not path.is_file():
+        raise Http404("the export's zip is gone")
+    return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+
+
+@require_safe
+def release_diff_page(request):
+    a, b = request.GET.get("a", ""), request.GET.get("b", "")
+    rels = {r.version: r for r in Release.objects.filter(version__in=[a, b])}
+    diff, error = None, ""
+    if a or b:
+        if a not in rels or b not in rels:
+            error = f"Pick two existing releases (got '{a}' and '{b}')."
+        else:
+            diff = release_diff(rels[a], rels[b])
+    return render(request, "frontend/release_diff.html", {
+        "diff": diff, "error": error, "a": a, "b": b,
+        "versions": list(Release.objects.order_by("-id").values_list("version", flat=True)),
+    })

@@ -1,0 +1,124 @@
+"""Agent run pages: list, run (scores per dimension and per task), record (field scores, step
+match table, trajectories side by side, verdicts and the human verdict form)."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
+
+from evaluation import leaderboard as lb
+from evaluation.models import RunImportJob
+from evaluation.services import RunImportError
+from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_run_import
+from evaluation.services_queue import import_queue_share, note_verdicts_seen, verdicts_per_record
+from evaluation import selectors
+from evaluation.selectors_robustness import run_robustness
+from frontend.views.events import map_config
+from frontend.views.scoring import evidence, verdict_form_context
+from replay.services import latest_successful_replay
+from studio.permissions import can, require
+
+METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
+
+
+class RunUploadForm(forms.Form):
+    archive = forms.FileField(label="Run folder (zip)", help_text="the benchmark's run layout: <dimension task name>/benchmark.jsonl")
+    agent = forms.CharField(max_length=200, help_text="the agent (model) the run belongs to")
+    release = forms.CharField(max_length=40, required=False, help_text="score against this release's gold (blank: the studio's tasks)")
+    protocol = forms.ChoiceField(choices=[("", "from the folder name (<model>_AP / <model>_IF)"), ("AP", "AP: auto-planning"),
+                                          ("IF", "IF: instruction-following")], required=False)
+    scaffold = forms.CharField(max_length=60, required=False, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, …")
+    queue_share = forms.FloatField(min_value=0, max_value=1, required=False, label="share queued for human scoring",
+                                   help_text="0 to 1 (blank: the studio's setting)")
+    queue_n = forms.IntegerField(min_value=1, max_value=20, required=False, label="verdicts per queued record")
+
+
+def run_list_page(request):
+    """Runs newest first; maintainers upload a run folder as a zip here. The upload is checked
+    and stored, then imported and scored in the background (never in the request): the page
+    lists the import jobs with their progress, result or first error, and re-runs a failed one."""
+    form = RunUploadForm(request.POST or None, request.FILES or None,
+                         initial={"queue_share": import_queue_share(), "queue_n": verdicts_per_record()})
+    status = 200
+    if request.method == "POST":
+        require(request.user, "run.import")
+        if form.is_valid():
+            job = _start_upload(form, request.user)
+            if job is not None:
+                return redirect(f"{reverse('run-list')}#import-{job.pk}")
+        status = 400
+    can_import = can(request.user, "run.import")
+    return render(request, "frontend/run_list.html", {
+        "runs": selectors.run_list(), "form": form, "can_import": can_import,
+        "imports": [{"job": j, "stale": is_stale(j), "rerun": can_rerun(j)} for j in selectors.run_import_jobs()]
+        if can_import else [],
+    }, status=status)
+
+
+def _start_upload(form, user):
+    d = form.cleaned_data
+    upload = d["archive"]
+    try:
+        return start_run_import(user, upload, d["agent"], filename=upload.name, release=d.get("release") or "",
+                                protocol=d.get("protocol") or None, scaffold=d.get("scaffold") or "",
+                                queue_share=d.get("queue_share"), queue_n=d.get("queue_n"))
+    except RunImportError as exc:
+        form.add_error("release" if str(exc).startswith("release:") else None, str(exc))
+        return None
+
+
+@require_POST
+def run_import_rerun(request, pk: int):
+    """Start a failed import job again (its stored zip and options)."""
+    job = get_object_or_404(RunImportJob, pk=pk)
+    try:
+        rerun_run_import(request.user, job)
+    except RunImportError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Import {job.pk} ({job.filename}) started again.")
+    return redirect(f"{reverse('run-list')}#import-{job.pk}")
+
+
+def run_detail_page(request, pk: int):
+    run = get_object_or_404(selectors.run_list(), pk=pk)
+    dims = [{"dim": d, **v} for d, v in sorted((run.dimensions or {}).items())]
+    can_judge = can(request.user, "judge.run") and _url("run-judge", run.pk) is not None
+    return render(request, "frontend/run_detail.html", {
+        "run": run, "dims": dims, "records": selectors.run_records(run), "metrics": METRICS,
+        "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
+        "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
+        "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
+        "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
+        "robustness": list(run_robustness(run)),
+    })
+
+
+def record_detail_page(request, pk: int):
+    """A record with its answer field by field, the trajectories aligned by tool, the person's
+    own verdict form and — blind scoring — the other verdicts once that verdict is final."""
+    record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
+    replay = latest_successful_replay(record.task) if record.task_id else None
+    shown, hidden = selectors.visible_verdicts(request.user, record)
+    note_verdicts_seen(request.user, record, "record page", shown)  # blind until final: no blind claim after this
+    own = selectors.own_verdict(request.user, record)
+    split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
+    return render(request, "frontend/record_detail.html", {
+        "record": record, "run": record.run, "ev": evidence(record), "verdicts": split["people"] + split["judges"],
+        "code_verdicts": split["code"], "hidden": hidden,
+        "vf": verdict_form_context(request.user, record, "record"),
+        "adjudicate_url": _url("adjudication-record", record.pk) if can(request.user, "verdict.adjudicate") else None,
+        "metrics": [{"label": lb.METRIC_LABELS[m], "help": lb.METRIC_HELP[m], "value": getattr(record, m)} for m in METRICS],
+        "gold_replay_id": replay.pk if replay else None,
+        "map_config": map_config(record.task.event.layers.all()) if replay else None,
+    })
+
+
+def _url(name: str, *args) -> str | None:
+    """The URL of a page of the scoring area, or None while it is not routed."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None

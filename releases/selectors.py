@@ -1,0 +1,191 @@
+"""Read queries for releases: lists, details, the ids an export streams, export jobs, and the diff
+between two releases (tasks added, removed, changed; per-field gold changes)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import Count
+
+from annotation.models import Task, TaskRevision
+
+from releases.models import Release, ReleaseTask
+from releases.services.export import Entry, attach_positions, canonical, import_source, sample_and_task
+from kernel.golddiff import step_diff
+
+#: the fields the diff compares, in display order (sample-level ones first)
+DIFF_FIELDS = ("question", "input_data", "classes", "disaster_type", "task_category", "task_category_code",
+               "tools", "trajectory", "final_answer", "eval_spec", "answer_format")
+SAMPLE_FIELDS = {"input_data", "classes", "disaster_type"}
+
+
+def release_list():
+    """Releases, newest first, with ``n_tasks`` and the creator's username (one query)."""
+    return (Release.objects.select_related("created_by").annotate(n_tasks=Count("items"))
+            .order_by("-id"))
+
+
+def get_release(version: str) -> Release:
+    """The release ``version``; ``Release.DoesNotExist`` if none."""
+    return Release.objects.select_related("created_by").get(version=version)
+
+
+def release_items(release: Release) -> list[dict]:
+    """Pinned tasks of a release: ``{question_id, task_id, dimension, status, revision, replay_id,
+    replay_hash, question}``, ordered by dimension then question id (one query)."""
+    rows = (ReleaseTask.objects.filter(release=release)
+            .values("question_id", "task_id", "task__dimension", "task__status", "revision__number",
+                    "revision__question", "replay_id", "replay__replay_hash")
+            .order_by("task__dimension", "question_id"))
+    return [{"question_id": r["question_id"], "task_id": r["task_id"], "dimension": r["task__dimension"],
+             "status": r["task__status"], "revision": r["revision__number"], "question": r["revision__question"],
+             "replay_id": r["replay_id"], "replay_hash": r["replay__replay_hash"] or ""} for r in rows]
+
+
+def release_counts(release: Release) -> dict[str, int]:
+    """``{dimension: number of tasks}`` of a release."""
+    rows = ReleaseTask.objects.filter(release=release).values("task__dimension").annotate(n=Count("id"))
+    return {r["task__dimension"]: r["n"] for r in sorted(rows, key=lambda r: r["task__dimension"])}
+
+
+def release_entries(release: Release) -> list[Entry]:
+    """The light entries (ids only) an export of ``release`` streams, with imported sample order."""
+    rows = ReleaseTask.objects.filter(release=release).values_list(
+        "task_id", "revision_id", "replay_id", "question_id", "task__dimension", "task__sample_id", "task__task_index")
+    return attach_positions([Entry(*r) for r in rows])
+
+
+# ------------------------------------------------------------------ export jobs
+
+
+def exports_dir(version: str) -> Path:
+    return Path(settings.STUDIO_DATA_ROOT) / "exports" / version
+
+
+def export_job(version: str, job_id: str) -> dict | None:
+    """The status dict of export job ``job_id`` of release ``version`` (see
+    ``releases.services.releases.start_export``), or None."""
+    if not job_id.isalnum():
+        return None
+    p = exports_dir(version) / job_id / "job.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def export_jobs(version: str) -> list[dict]:
+    """Export jobs of a release, newest first."""
+    d = exports_dir(version)
+    jobs = [export_job(version, p.name) for p in d.iterdir() if p.is_dir()] if d.is_dir() else []
+    return sorted((j for j in jobs if j), key=lambda j: j.get("created_at", ""), reverse=True)
+
+
+# ------------------------------------------------------------------ diff
+
+
+def _view(item: ReleaseTask) -> dict:
+    """The exported fields of a pinned task (sample-level ones included), by field name."""
+    head, tdict = sample_and_task(item.task, item.revision, item.replay, import_source(item.revision))
+    out = {k: v for k, v in head.items() if k in SAMPLE_FIELDS}
+    out.update(tdict)
+    return out
+
+
+def _dict_changes(a, b) -> dict:
+    """Per key of two dicts: ``{key: {"a": old, "b": new}}`` for keys whose values differ (absent = None)."""
+    a = a if isinstance(a, dict) else {}
+    b = b if isinstance(b, dict) else {}
+    keys = list(dict.fromkeys([*a, *b]))
+    return {k: {"a": a.get(k), "b": b.get(k)} for k in keys if canonical(a.get(k)) != canonical(b.get(k))}
+
+
+def _step_changes(a: list, b: list) -> list[dict]:
+    """The steps that differ, as ``kernel.golddiff.step_diff`` rows (``{index, call, state,
+    changes}``; the gold-diff format of the replays), values compared as canonical JSON."""
+    rows = step_diff(a, b, equal=lambda x, y: canonical(x) == canonical(y))
+    return [r for r in rows if r["state"] != "same"]
+
+
+def release_diff(a: Release, b: Release) -> dict:
+    """Tasks added (in ``b`` only), removed (in ``a`` only) and changed between two releases.
+
+    Returns ``{"a", "b", "added": [{question_id, dimension, question}], "removed": [...],
+    "changed": [{question_id, dimension, revision_a, revision_b, fields: [..], gold: {...}}],
+    "unchanged": n}``. ``gold`` holds per-field changes: ``question`` {a, b}; ``final_answer`` /
+    ``eval_spec`` / ``answer_format`` {answer field: {a, b}}; ``trajectory`` the steps that differ as
+``kernel.golddiff`` rows [{index, call, state, changes: [{path, before, after}]}];
+    other fields {a, b}. Items pinned to the same revision and replay are unchanged without loading.
+    """
+    def items(rel):
+        return {i.question_id: i for i in ReleaseTask.objects.filter(release=rel).select_related(
+            "task", "task__event").only("question_id", "revision_id", "replay_id", "task__dimension",
+                                         "task__sample_id", "task__event__disaster_type", "task_id")}
+
+    ia, ib = items(a), items(b)
+
+    def brief(item) -> dict:
+        q = TaskRevision.objects.filter(pk=item.revision_id).values_list("question", flat=True).first()
+        return {"question_id": item.question_id, "dimension": item.task.dimension, "question": q or ""}
+
+    added = [brief(ib[q]) for q in sorted(set(ib) - set(ia))]
+    removed = [brief(ia[q]) for q in sorted(set(ia) - set(ib))]
+    changed, unchanged = [], 0
+    for qid in sorted(set(ia) & set(ib)):
+        x, y = ia[qid], ib[qid]
+        if x.revision_id == y.revision_id and x.replay_id == y.replay_id:
+            unchanged += 1
+            continue
+        full = {i.pk: i for i in ReleaseTask.objects.filter(pk__in=[x.pk, y.pk]).select_related(
+            "task", "task__event", "revision", "replay")}
+        va, vb = _view(full[x.pk]), _view(full[y.pk])
+        fields = [f for f in dict.fromkeys([*DIFF_FIELDS, *va, *vb]) if canonical(va.get(f)) != canonical(vb.get(f))]
+        if not fields:
+            unchanged += 1
+            continue
+        gold: dict = {}
+        for f in fields:
+            if f in ("final_answer", "eval_spec", "answer_format"):
+                gold[f] = _dict_changes(va.get(f), vb.get(f))
+            elif f == "trajectory":
+                gold[f] = _step_changes(va.get(f), vb.get(f))
+            else:
+                gold[f] = {"a": va.get(f), "b": vb.get(f)}
+        changed.append({"question_id": qid, "dimension": x.task.dimension,
+                        "revision_a": full[x.pk].revision.number, "revision_b": full[y.pk].revision.number,
+                        "fields": fields, "gold": gold})
+    return {"a": a.version, "b": b.version, "added": added, "removed": removed, "changed": changed,
+            "unchanged": unchanged}
+
+
+def format_diff(diff: dict) -> str:
+    """The diff as text (what ``manage.py release_diff`` prints)."""
+    lines = [f"release {diff['a']} → {diff['b']}: {len(diff['added'])} added, {len(diff['removed'])} removed, "
+             f"{len(diff['changed'])} changed, {diff['unchanged']} unchanged"]
+    for it in diff["added"]:
+        lines.append(f"+ {it['question_id']} [{it['dimension']}] {it['question']}")
+    for it in diff["removed"]:
+        lines.append(f"- {it['question_id']} [{it['dimension']}] {it['question']}")
+    for it in diff["changed"]:
+        lines.append(f"~ {it['question_id']} [{it['dimension']}] r{it['revision_a']} → r{it['revision_b']}: "
+                     f"{', '.join(it['fields'])}")
+        for f, ch in it["gold"].items():
+            if f == "trajectory":
+                for s in ch:
+                    paths = ", ".join(c["path"] for c in s["changes"][:5]) + (" …" if len(s["changes"]) > 5 else "")
+                    lines.append(f"    trajectory[{s['index']}] {s['call']}: {s['state']}" + (f" ({paths})" if paths else ""))
+            elif f in ("final_answer", "eval_spec", "answer_format"):
+                for name, v in ch.items():
+                    lines.append(f"    {f}.{name}: {json.dumps(v['a'], ensure_ascii=False)} → "
+                                 f"{json.dumps(v['b'], ensure_ascii=False)}")
+            else:
+                a, b = (json.dumps(ch[k], ensure_ascii=False) for k in ("a", "b"))
+                lines.append(f"    {f}: {a[:200]} → {b[:200]}")
+    return "\n".join(lines)
+
+
+def tasks_for_release_form(limit: int = 500):
+    """Approved and released tasks that a new release would hold by default (for the create form)."""
+    return (Task.objects.filter(status__in=[Task.Status.APPROVED, Task.Status.RELEASED])
+            .values("id", "question_id", "dimension", "status").order_by("dimension", "question_id")[:limit])

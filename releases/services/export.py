@@ -1,0 +1,710 @@
+"""The benchmark's own layout, out and in (dora-format.md §(a)); the writer behind every export.
+
+Layout of a release folder::
+
+    tasks/t1_perception_and_assessment.json … t5_multi_modal_report_synthesis.json
+    tasks/gold_polygons/<name>.geojson      gold of polygon_iou answers, with dora_grid {transform, crs}
+    images/<path>                           every raster and vector that input_data names
+    schemas/*.schema.json                   the JSON Schemas of the files (copied from releases/schemas)
+    studio_manifest.json                    the sidecar (provenance, sha256 of every file, counts)
+    variants/tasks/…, variants/images/…     robustness variants, when the release has some
+                                            (``release_variants``; ``variants`` in the sidecar)
+
+Task files are JSON arrays of samples ``{sample_id, disaster_type, input_data, classes, tasks}``;
+each task ``{task_category, task_category_code, question, tools, trajectory: [{call, args, obs}],
+final_answer, eval_spec, answer_format}``. They are written with ``indent=1``, ``ensure_ascii=False``
+and no trailing newline: the formatting of the benchmark's files (checked on
+../shared/scoring-examples/tasks), so that a file read in and written out again is the same bytes.
+
+Gold of a task = its revision plus a succeeded replay of that revision (a replay a person accepted as
+gold first, else the newest). A task imported from a task file has an *import replay*: a ReplayRun
+whose ``artifact_dir`` is ``imports/<key>`` under STUDIO_ARTIFACT_ROOT and holds ``source.json`` —
+the sample and the task exactly as the file had them (key order, extra keys). Such a task is written
+back from that source, with ``trajectory``/``final_answer`` taken from the pinned replay where they
+differ, so that a file imported and exported again is byte for byte the same.
+
+Memory: samples are built, validated and written one at a time; only small per-question metadata
+(for the sidecar) is kept while a release is written.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import groupby
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterable
+
+from django.conf import settings
+
+from annotation.models import Layer, Task, TaskRevision, TaskVariant
+from kernel.content import CONTENT_FIELDS, file_task
+from kernel.hashing import file_sha256 as sha256_file
+from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
+from kernel.steps import step_call
+from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
+from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
+from annotation import qc
+from annotation.models import AuditEvent
+from annotation.services.qc import layer_info
+from annotation.services.tasks import revision_content
+from replay.models import ReplayRun
+from replay.services import artifact_path
+
+DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
+IMPORT_ARTIFACTS = "imports"
+SOURCE_FILE = "source.json"
+MANIFEST_NAME = "studio_manifest.json"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMA_FILES = {
+    "task_file": "dora_task_file.schema.json",
+    "gold_polygon": "dora_gold_polygon.schema.json",
+    "manifest": "studio_manifest.schema.json",
+}
+IDENTITY_GRID = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+
+
+class ExportError(Exception):
+    """A task or file cannot be exported; the message names the question id or file and the reason."""
+
+
+# ------------------------------------------------------------------ JSON text, hashes, schemas
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON (sorted keys, no whitespace): equal text ⇔ equal JSON values, 1 ≠ 1.0 ≠ true."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def copy_hashed(src: Path, dst: Path) -> dict:
+    """Copy ``src`` to ``dst`` in 1 MiB chunks; returns ``{bytes, sha256}`` of the copy."""
+    h, n = hashlib.sha256(), 0
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        for chunk in iter(lambda: fin.read(1 << 20), b""):
+            h.update(chunk)
+            n += len(chunk)
+            fout.write(chunk)
+    return {"bytes": n, "sha256": h.hexdigest()}
+
+
+def write_text_hashed(path: Path, text: str) -> dict:
+    data = text.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict:
+    """The JSON Schema ``name`` (a key of :data:`SCHEMA_FILES`) from ``releases/schemas/``."""
+    return json.loads((SCHEMA_DIR / SCHEMA_FILES[name]).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str, ref: str | None):
+    from jsonschema import Draft202012Validator
+
+    schema = load_schema(name)
+    if ref:
+        schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{ref}"}
+    return Draft202012Validator(schema)
+
+
+def json_path(parts: Iterable, root: str = "") -> str:
+    """``["tasks", 0, "eval_spec"]`` → ``tasks[0].eval_spec``."""
+    out = root
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(root)"
+
+
+def schema_problems(name: str, instance: Any, *, ref: str | None = None, root: str = "") -> list[tuple[str, str]]:
+    """Violations of schema ``name`` (or of its ``$defs/ref``): ``[(field path, message)]``, by path.
+
+    A missing required property is reported at the property's own path.
+    """
+    out = []
+    for err in _validator(name, ref).iter_errors(instance):
+        parts = list(err.absolute_path)
+        if err.validator == "required" and "'" in err.message:
+            parts.append(err.message.split("'")[1])
+        out.append((json_path(parts, root), err.message))
+    return sorted(out)
+
+
+class SampleArrayWriter:
+    """Writes a JSON array one element at a time, byte-identical to ``dumps(list_of_elements)``.
+
+    Tracks the byte count and sha256 of what it wrote (``info`` after ``close``).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = open(path, "wb")
+        self._h = hashlib.sha256()
+        self._bytes = 0
+        self.count = 0
+        self.info: dict | None = None
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self._h.update(data)
+        self._bytes += len(data)
+        self._fh.write(data)
+
+    def write(self, element: Any) -> None:
+        body = "\n".join(" " * JSON_INDENT + line for line in dumps(element).split("\n"))
+        self._write(("[\n" if self.count == 0 else ",\n") + body)
+        self.count += 1
+
+    def close(self) -> dict:
+        if self.info is None:
+            self._write("\n]" if self.count else "[]")
+            self._fh.close()
+            self.info = {"bytes": self._bytes, "sha256": self._h.hexdigest()}
+        return self.info
+
+    def abort(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+# ------------------------------------------------------------------ paths
+
+
+def safe_relative(path: str) -> PurePosixPath | None:
+    """``path`` as a relative POSIX path inside images/, or None if absolute or escaping (``..``)."""
+    p = str(path).replace("\\", "/")
+    if not p or p.startswith("/") or (len(p) > 1 and p[1] == ":"):
+        return None
+    rel = PurePosixPath(p)
+    if any(part in ("..", "") for part in rel.parts) or not rel.parts:
+        return None
+    return rel
+
+
+def layer_file_name(path: str) -> str:
+    """The layer file name an images/ path is stored under: the path, with ``/`` as ``__``."""
+    return str(path).replace("\\", "/").replace("/", "__")
+
+
+def find_layer(layers: dict[str, Layer], path: str) -> Layer | None:
+    """The layer of an event (``{file_name: layer}``) that an input_data path names."""
+    for name in (str(path), layer_file_name(path), PurePosixPath(str(path).replace("\\", "/")).name):
+        if name in layers:
+            return layers[name]
+    return None
+
+
+def layer_source_file(layer: Layer, path: str) -> Path | None:
+    """The file to ship as ``images/<path>``: the layer's stored original with the same base name,
+    else its only original of the same suffix, else the stored file (``Layer.path``)."""
+    root = Path(settings.STUDIO_DATA_ROOT)
+    base = PurePosixPath(str(path).replace("\\", "/")).name
+    originals = [root / p for p in ((layer.metadata or {}).get("original_paths") or [])]
+    for o in originals:
+        if o.name == base and o.is_file():
+            return o
+    same_suffix = [o for o in originals if o.suffix.lower() == Path(base).suffix.lower() and o.is_file()]
+    if len(same_suffix) == 1:
+        return same_suffix[0]
+    stored = root / layer.path if layer.path else None
+    return stored if stored is not None and stored.is_file() else None
+
+
+# ------------------------------------------------------------------ gold of a task
+
+
+def gold_replay(task_id: int, revision_id: int):
+    """The replay whose answer is the gold of a revision: the newest succeeded replay a person
+    accepted as gold, else the newest succeeded one; None when there is none."""
+
+    qs = ReplayRun.objects.filter(task_id=task_id, revision_id=revision_id, status=ReplayRun.Status.SUCCEEDED)
+    return qs.filter(gold_accepted=True).order_by("-id").first() or qs.order_by("-id").first()
+
+
+def import_source(revision) -> dict | None:
+    """The file's own sample and task behind a revision (a ``TaskRevision`` or its id), plain data
+    (NaN as floats): ``TaskRevision.source`` (both importers set it, later revisions carry it),
+    else the ``source.json`` of the revision's import replay (releases imported before that field
+    existed), else None."""
+
+    stored = revision.source if isinstance(revision, TaskRevision) else (
+        TaskRevision.objects.filter(pk=revision).values_list("source", flat=True).first())
+    if stored:
+        return source_from_text(stored)
+    revision_id = revision.pk if isinstance(revision, TaskRevision) else revision
+    run = (ReplayRun.objects.filter(revision_id=revision_id, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/")
+           .order_by("id").only("artifact_dir").first())
+    return read_source(run.artifact_dir) if run else None
+
+
+def read_source(artifact_dir: str) -> dict | None:
+    p = Path(settings.STUDIO_ARTIFACT_ROOT) / artifact_dir / SOURCE_FILE
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def dora_task(task: Task, rev: TaskRevision, filled_trajectory: list, final_answer: dict) -> dict:
+    """One task entry of a sample, in the benchmark's field order, from the studio's own fields
+    (storage tags undone: NaN answers are written as the benchmark's NaN token)."""
+    default_cat, default_code = CATEGORY_BY_DIM[task.dimension]
+    spec = [f for f in from_storage(rev.answer_spec or []) if isinstance(f, dict)]
+    steps = from_storage(rev.trajectory or [])
+    names = from_storage(rev.tools) or sorted({step_call(s) for s in steps if isinstance(s, dict)})
+    return {
+        "task_category": rev.task_category or default_cat,
+        "task_category_code": rev.task_category_code or default_code,
+        "question": rev.question,
+        "tools": names,
+        "trajectory": from_storage(filled_trajectory),
+        "final_answer": from_storage(final_answer),
+        "eval_spec": {f.get("name"): f.get("eval_type") for f in spec},
+        "answer_format": {f.get("name"): f.get("answer_format") or f.get("eval_type") for f in spec},
+    }
+
+
+def dora_sample_head(task: Task, rev: TaskRevision) -> dict:
+    """The sample-level fields of a task (``tasks`` left empty)."""
+    return {"sample_id": task.sample_id, "disaster_type": rev.disaster_type or task.event.disaster_type,
+            "input_data": from_storage(rev.input_data), "classes": from_storage(rev.classes) or {}, "tasks": []}
+
+
+def sample_and_task(task: Task, rev: TaskRevision, run, source: dict | None = None) -> tuple[dict, dict]:
+    """``(sample head with tasks=[], task dict)`` as written to the task file, plain data.
+
+    From ``source`` (an imported revision, :func:`import_source`) when given: the file's own dicts,
+    each field the studio changed since the import replaced in place (``kernel.content.file_task``),
+    ``trajectory`` and ``final_answer`` replaced by the replay's where they differ as JSON values.
+    """
+    trajectory, final = from_storage(run.filled_trajectory), from_storage(run.final_answer)
+    if source and isinstance(source.get("sample"), dict) and isinstance(source.get("task"), dict):
+        if isinstance(source.get("content"), dict):
+            content = {k: from_storage(getattr(rev, k)) for k in CONTENT_FIELDS}
+            return file_task(source, content, trajectory, final, dora_task(task, rev, trajectory, final))
+        head = dict(source["sample"])
+        head["tasks"] = []
+        tdict = dict(source["task"])
+        for key, cur in (("trajectory", trajectory), ("final_answer", final)):
+            if key in tdict:
+                if not same_value(tdict[key], cur):
+                    tdict[key] = cur
+            elif cur:
+                tdict[key] = cur
+        return head, tdict
+    return dora_sample_head(task, rev), dora_task(task, rev, trajectory, final)
+
+
+def dora_samples(tasks) -> dict[str, list[dict]]:
+    """Group tasks (their head revisions) into samples per dimension: ``{"t1": [sample, ...], ...}``.
+
+    In memory (for scoring a few questions); the release writer streams instead. Raises
+    ``ExportError`` for a task whose head revision has no succeeded replay.
+    """
+    by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
+    for task in sorted(tasks, key=lambda t: (t.sample_id, t.task_index)):
+        rev = task.head
+        run = gold_replay(task.pk, task.head_id)
+        if run is None:
+            raise ExportError(f"{task.question_id}: no succeeded replay of revision {rev.number}; replay it first")
+        head, tdict = sample_and_task(task, rev, run, import_source(rev))
+        sample = by_dim[task.dimension].setdefault(task.sample_id, head)
+        sample["tasks"].append(tdict)
+    return {d: list(s.values()) for d, s in by_dim.items()}
+
+
+def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
+    """The gold of a release as samples per dimension (its pinned revisions and replays), and the
+    release's tasks by question id. In memory, for scoring runs pinned to the release."""
+    by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
+    tasks = {}
+    items = release.items.select_related("task__event", "revision", "replay").order_by("task__sample_id", "task__task_index")
+    for item in items:
+        task, rev, run = item.task, item.revision, item.replay
+        if run is None:
+            raise ExportError(f"{item.question_id}: release {release.version} pins no gold replay")
+        head, tdict = sample_and_task(task, rev, run, import_source(rev))
+        by_dim[task.dimension].setdefault(task.sample_id, head)["tasks"].append(tdict)
+        tasks[item.question_id] = task
+    return {d: list(s.values()) for d, s in by_dim.items()}, tasks
+
+
+# ------------------------------------------------------------------ the streaming writer
+
+
+@dataclass
+class Entry:
+    """One question to write: ids only (the heavy rows are loaded sample by sample)."""
+
+    task_id: int
+    revision_id: int
+    replay_id: int | None
+    question_id: str
+    dimension: str
+    sample_id: str
+    task_index: int
+    position: tuple = ()  # (sample index in its source file,) for imported tasks: keeps the file's order
+
+    def order(self) -> tuple:
+        return ((0, *self.position) if self.position else (1,)) + (self.sample_id, self.task_index)
+
+
+def attach_positions(entries: list[Entry]) -> list[Entry]:
+    """Set ``position`` of entries whose revision was imported (sample order of the source file)."""
+
+    by_rev = {e.revision_id: e for e in entries}
+    for rev_id, text in TaskRevision.objects.filter(pk__in=list(by_rev)).exclude(source="").values_list("pk", "source"):
+        src = source_from_text(text)
+        if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
+            by_rev[rev_id].position = (src["sample_index"],)
+    rows = ReplayRun.objects.filter(revision_id__in=list(by_rev), artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/") \
+        .order_by("id").values_list("revision_id", "artifact_dir")
+    seen = set()
+    for rev_id, adir in rows:
+        if rev_id in seen:
+            continue
+        seen.add(rev_id)
+        if by_rev[rev_id].position:
+            continue
+        src = read_source(adir)
+        if src and isinstance(src.get("sample_index"), int):
+            by_rev[rev_id].position = (src["sample_index"],)
+    return entries
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class LayoutResult:
+    files: dict[str, dict] = field(default_factory=dict)  # relative path → {bytes, sha256}
+    questions: dict[str, dict] = field(default_factory=dict)
+    missing: dict[str, dict] = field(default_factory=dict)  # path → {path, question_ids, reason}
+    counts: dict = field(default_factory=dict)
+    events: dict[str, dict] = field(default_factory=dict)
+    samples: int = 0
+    content_sha256: str = ""
+
+
+def content_digest(files: dict[str, dict]) -> str:
+    """sha256 of the canonical JSON ``{path: sha256}`` of the task files and gold polygons
+    (``tasks/``, and the robustness variants' ``variants/tasks/``: ``release_variants``)."""
+    return hashlib.sha256(canonical({p: i["sha256"] for p, i in files.items()
+                                     if p.startswith(("tasks/", "variants/tasks/"))})
+                          .encode("utf-8")).hexdigest()
+
+
+class LayoutWriter:
+    """Writes entries into ``out`` (an empty folder). ``images``: copy input files to images/;
+    ``sidecar``: collect per-question provenance (authors, reviewers, QC, …) for the manifest;
+    ``release_id``: the release whose agent runs the adjudication summary counts."""
+
+    def __init__(self, out: Path, *, images: bool = True, sidecar: bool = True, release_id: int | None = None,
+                 progress: ProgressFn | None = None):
+        self.out = Path(out)
+        self.images = images
+        self.sidecar = sidecar
+        self.release_id = release_id
+        self.progress = progress or (lambda stage, done, total: None)
+        self.result = LayoutResult()
+        self._layers: dict[int, dict[str, Layer]] = {}
+        self._layer_infos: dict[int, dict] = {}
+        self._image_src: dict[str, Path] = {}
+        self._counts = {"by_dimension": Counter(), "by_disaster_type": Counter(), "by_modality": Counter()}
+
+    # -- public
+    def write(self, entries: list[Entry]) -> LayoutResult:
+        tasks_dir = self.out / "tasks"
+        tasks_dir.mkdir(parents=True, exist_ok=True)
+        total, done = len(entries), 0
+        by_dim: dict[str, list[Entry]] = {}
+        for e in entries:
+            by_dim.setdefault(e.dimension, []).append(e)
+        for dim, file_name in TASK_FILES.items():
+            dim_entries = sorted(by_dim.get(dim, []), key=Entry.order)
+            if not dim_entries:
+                continue
+            writer = SampleArrayWriter(tasks_dir / file_name)
+            try:
+                for sample_id, group in groupby(dim_entries, key=lambda e: e.sample_id):
+                    group = list(group)
+                    writer.write(self._sample(file_name, sample_id, group))
+                    self.result.samples += 1
+                    done += len(group)
+                    self.progress("tasks", done, total)
+            except BaseException:
+                writer.abort()
+                raise
+            self.result.files[f"tasks/{file_name}"] = writer.close()
+        self.result.counts = {"tasks": total, "samples": self.result.samples,
+                              **{k: dict(sorted(v.items())) for k, v in self._counts.items()}}
+        self.result.content_sha256 = content_digest(self.result.files)
+        return self.result
+
+    # -- one sample
+    def _sample(self, file_name: str, sample_id: str, group: list[Entry]) -> dict:
+        idxs = [e.task_index for e in group]
+        if idxs != list(range(len(group))):
+            raise ExportError(
+                f"tasks/{file_name}: sample {sample_id}: the release holds tasks {idxs} of this sample, but question "
+                f"ids are positional (<sample_id>_task<i> = i-th task): include tasks 0..{max(idxs)} or none")
+        tasks = Task.objects.select_related("event").in_bulk([e.task_id for e in group])
+        revs = TaskRevision.objects.in_bulk([e.revision_id for e in group])
+        runs = ReplayRun.objects.in_bulk([e.replay_id for e in group if e.replay_id])
+        sample = None
+        for e in group:
+            task, rev, run = tasks[e.task_id], revs[e.revision_id], runs.get(e.replay_id)
+            if run is None or run.status != ReplayRun.Status.SUCCEEDED:
+                raise ExportError(f"{e.question_id}: no succeeded replay of revision {rev.number}; replay it first")
+            source = import_source(rev)
+            head, tdict = sample_and_task(task, rev, run, source)
+            if sample is None:
+                sample = head
+                event = task.event
+            self._gold_polygons(e, tdict, run, sample, event, bool(source))
+            sample["tasks"].append(tdict)
+            self._count(e, sample, tdict)
+            if self.sidecar:
+                self.result.questions[e.question_id] = self._question_meta(e, task, rev, run, file_name, source)
+            self.result.events.setdefault(event.slug, {"name": event.name, "disaster_type": event.disaster_type,
+                                                       "source": event.source})
+        problems = schema_problems("task_file", sample, ref="sample")
+        if problems:
+            where, msg = problems[0]
+            raise ExportError(f"tasks/{file_name}: sample {sample_id}: {where}: {msg}")
+        if self.images:
+            self._copy_images(sample, event, [e.question_id for e in group])
+        return sample
+
+    def _count(self, e: Entry, sample: dict, tdict: dict) -> None:
+        content = {"disaster_type": sample.get("disaster_type") or "", "input_data": sample.get("input_data") or {},
+                   "task_category_code": tdict.get("task_category_code")}
+        rep = qc.release_report([{"question_id": e.question_id, "content": content, "dimension": e.dimension}])
+        for key in self._counts:
+            self._counts[key].update(rep[key])
+
+    # -- images
+    def _event_layers(self, event) -> dict[str, Layer]:
+        if event.pk not in self._layers:
+            self._layers[event.pk] = {l.file_name: l for l in Layer.objects.filter(event=event)}
+        return self._layers[event.pk]
+
+    def _missing(self, path: str, qids: list[str], reason: str) -> None:
+        m = self.result.missing.setdefault(path, {"path": path, "question_ids": [], "reason": reason})
+        m["question_ids"].extend(q for q in qids if q not in m["question_ids"])
+
+    def _copy_images(self, sample: dict, event, qids: list[str]) -> None:
+        layers = self._event_layers(event)
+        refs = data_paths(sample.get("input_data") or {})
+        for t in sample.get("tasks") or []:  # bare layer names in trajectory arguments
+            for step in t.get("trajectory") or []:
+                for p in data_paths(step.get("args") if isinstance(step, dict) else None):
+                    if p not in refs and safe_relative(p) is not None and find_layer(layers, p) is not None:
+                        refs.append(p)
+        for p in refs:
+            rel = safe_relative(p)
+            if rel is None:
+                self._missing(p, qids, "absolute path or outside images/: not shipped")
+                continue
+            layer = find_layer(layers, p)
+            if layer is None:
+                self._missing(p, qids, f"no layer of event {event.slug} has this file")
+                continue
+            src = layer_source_file(layer, p)
+            if src is None:
+                self._missing(p, qids, f"the stored file of layer {layer.file_name} is missing")
+                continue
+            key = f"images/{rel.as_posix()}"
+            if key in self.result.files:
+                if self._image_src[key] != src and sha256_file(src) != self.result.files[key]["sha256"]:
+                    raise ExportError(f"{key}: two different files would share this path ({self._image_src[key]} "
+                                      f"and {src}, questions {', '.join(qids)})")
+                continue
+            self.result.files[key] = copy_hashed(src, self.out / key)
+            self._image_src[key] = src
+
+    # -- polygon golds
+    def _gold_polygons(self, e: Entry, tdict: dict, run, sample: dict, event, from_source: bool) -> None:
+        spec, answer = tdict.get("eval_spec"), tdict.get("final_answer")
+        if not isinstance(spec, dict) or not isinstance(answer, dict):
+            return
+        for name, typ in spec.items():
+            value = answer.get(name)
+            if typ != "polygon_iou" or not isinstance(value, str) or not value.strip():
+                continue
+            base = PurePosixPath(value.replace("\\", "/")).name
+            src = None
+            for cand in (value, base, f"gold_polygons/{base}"):
+                try:
+                    p = artifact_path(run, cand) if run.artifact_dir else None
+                except ValueError:
+                    p = None
+                if p is not None and p.is_file():
+                    src = p
+                    break
+            if src is None:
+                self._missing(value, [e.question_id], "gold polygon file not found among the replay's artifacts")
+                continue
+            rel = safe_relative(value)
+            if rel is not None and (from_source or (rel.parts[0] == "gold_polygons" and len(rel.parts) == 2)):
+                target = value  # an imported answer keeps its path; the file goes to tasks/<path>
+            else:
+                target = f"gold_polygons/{base}"
+            if target != value:
+                answer = dict(answer)
+                answer[name] = target
+                tdict["final_answer"] = answer
+            key = f"tasks/{target}"
+            try:
+                doc = json.loads(src.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ExportError(f"{e.question_id}: final_answer.{name}: gold polygon {src.name} is not JSON ({exc})")
+            rewrite = False
+            if not from_source and isinstance(doc, dict) and "dora_grid" not in doc:
+                doc["dora_grid"] = self._grid(sample, event)
+                rewrite = True
+            problems = schema_problems("gold_polygon", doc)
+            if problems:
+                raise ExportError(f"{key}: {problems[0][0]}: {problems[0][1]} (question {e.question_id})")
+            info = (write_text_hashed(self.out / key, dumps(doc)) if rewrite else None)
+            if key in self.result.files:
+                new_sha = info["sha256"] if info else sha256_file(src)
+                if new_sha != self.result.files[key]["sha256"]:
+                    raise ExportError(f"{key}: two different gold polygons would share this name (question {e.question_id})")
+                continue
+            self.result.files[key] = info or copy_hashed(src, self.out / key)
+
+    def _grid(self, sample: dict, event) -> dict:
+        """dora_grid of the sample's first georeferenced raster (post image first); identity pixel grid otherwise."""
+        layers = self._event_layers(event)
+        inputs = sample.get("input_data") or {}
+        ordered = [inputs.get("post_image"), inputs.get("pre_image"), inputs]
+        for part in ordered:
+            for p in data_paths(part):
+                layer = find_layer(layers, p)
+                if layer is not None and layer.kind != Layer.Kind.VECTOR and (layer.metadata or {}).get("transform"):
+                    return {"transform": [float(x) for x in layer.metadata["transform"][:6]], "crs": layer.crs or None}
+        return {"transform": IDENTITY_GRID, "crs": None}
+
+    # -- sidecar
+    def _question_meta(self, e: Entry, task: Task, rev: TaskRevision, run, file_name: str, source: dict | None) -> dict:
+        authors = list(dict.fromkeys(
+            TaskRevision.objects.filter(task=task, number__lte=rev.number, author__isnull=False)
+            .order_by("number").values_list("author__username", flat=True)))
+        reviewers = list(dict.fromkeys(
+            AuditEvent.objects.filter(task=task, to_status=Task.Status.APPROVED, actor__isnull=False)
+            .order_by("id").values_list("actor__username", flat=True)))
+        return {
+            "task_id": task.pk, "event": task.event.slug, "dimension": e.dimension, "file": f"tasks/{file_name}",
+            "sample_id": e.sample_id, "task_index": e.task_index, "revision": rev.number,
+            "authors": authors, "reviewers": reviewers, "qc": self._qc(task, rev, run),
+            "replay_id": run.pk, "replay_hash": run.replay_hash or "", "gold_accepted": bool(run.gold_accepted),
+            **{name: field(task, self.release_id) for name, field in SIDECAR_FIELDS.items()},
+            "imported_from": ({k: source.get(k) for k in ("file", "sample_index", "task_index", "release", "source_dir", "provenance")}
+                              if source else None),
+        }
+
+    def _qc(self, task: Task, rev: TaskRevision, run) -> dict:
+        if task.event_id not in self._layer_infos:
+            self._layer_infos[task.event_id] = {l.file_name: layer_info(l) for l in self._event_layers(task.event).values()}
+        content = revision_content(rev)
+        variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
+        if variant is not None:  # a robustness variant: its own checks, as on the task page
+            content["variant"] = variant
+        try:
+            findings = qc.full_qc(content, layers=self._layer_infos[task.event_id],
+                                  replay={"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
+                                          "hash": run.replay_hash, "variant_check": run.variant_check},
+                                  data_root=settings.STUDIO_DATA_ROOT)
+            found = [f.as_dict() for f in findings]
+        except Exception as exc:  # QC must not stop an export: record that it could not run
+            found = [{"check": "qc.failed", "severity": "warning", "message": f"QC could not run: {exc}", "location": ""}]
+        return {"errors": sum(f["severity"] == "error" for f in found),
+                "warnings": sum(f["severity"] == "warning" for f in found), "findings": found}
+
+
+
+#: Fields that apps above releases add to each question of the sidecar
+#: (``studio_manifest.json``), in registration order: ``name -> field(task, release_id)`` returning
+#: a JSON value (``release_id`` is None for an export of the tasks' heads). The evaluation app
+#: registers ``adjudication`` (``evaluation.selectors.release_adjudication``) in its ``ready()``;
+#: releases does not import evaluation, which sits above it (issue 19).
+SIDECAR_FIELDS: dict[str, Callable[[Task, int | None], Any]] = {}
+
+
+def register_sidecar_field(name: str, field: Callable[[Task, int | None], Any]) -> None:
+    """Add (or replace) sidecar field ``name`` computed by ``field(task, release_id)``."""
+    SIDECAR_FIELDS[name] = field
+
+
+def copy_schemas(out: Path, files: dict[str, dict]) -> dict[str, str]:
+    """Copy the JSON Schemas into ``out/schemas/``; returns ``{kind: relative path}``."""
+    rels = {}
+    for kind, name in SCHEMA_FILES.items():
+        rel = f"schemas/{name}"
+        files[rel] = copy_hashed(SCHEMA_DIR / name, out / rel)
+        rels[kind] = rel
+    return rels
+
+
+def staging_dir_for(target: Path) -> Path:
+    """A fresh temporary folder beside ``target`` (same file system, so the final rename is atomic)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:10]}"
+    tmp.mkdir()
+    return tmp
+
+
+# ------------------------------------------------------------------ export_tasks (heads of tasks)
+
+
+def head_entries(tasks) -> list[Entry]:
+    """Entries for tasks at their head revision and its gold replay; ``ExportError`` names a task without one."""
+    entries = []
+    for task in tasks:
+        run = gold_replay(task.pk, task.head_id) if task.head_id else None
+        if run is None:
+            number = task.head.number if task.head_id else 0
+            raise ExportError(f"{task.question_id}: no succeeded replay of revision {number}; replay it first")
+        entries.append(Entry(task.pk, task.head_id, run.pk, task.question_id, task.dimension, task.sample_id,
+                             task.task_index))
+    return attach_positions(entries)
+
+
+def write_task_files(tasks, out_dir: Path) -> list[Path]:
+    """Write ``out_dir/tasks/t*.json`` (and ``tasks/gold_polygons/``) for the dimensions that have
+    tasks, from each task's head revision and gold replay; returns the task file paths.
+
+    Everything is written into a temporary folder first and moved into place at the end, so a
+    partial file is never visible under its final name.
+    """
+    out_dir = Path(out_dir)
+    entries = head_entries(list(tasks))
+    staging = staging_dir_for(out_dir / "tasks")
+    try:
+        result = LayoutWriter(staging, images=False, sidecar=False).write(entries)
+        written = []
+        for rel in sorted(result.files):
+            dst = out_dir / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, dst)
+            if rel.count("/") == 1:
+                written.append(dst)
+        return written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _tempdir_digest(entries: list[Entry]) -> str:
+    """The content digest of the task files ``entries`` would produce (written to a temp folder)."""
+    with tempfile.TemporaryDirectory(dir=Path(settings.STUDIO_DATA_ROOT)) as tmp:
+        return LayoutWriter(Path(tmp), images=False, sidecar=False).write(entries).content_sha256

@@ -44,14 +44,20 @@ def task_file(tmp_path, *, pre=f"florence/{PRE}", extra_task=None):
              # stored form: the wrapper, its 3 expanded calls, then a reduce that points at the
              # wrapper's stored index (1)
              "trajectory": [
-                 {"call": "calc.add", "args": {"a": 0, "b": 10}, "obs": {"tool": "calc.add", "sum": 10.0}},
+                 # complete observations as the benchmark's tools return them (calc.add echoes a and
+                 # b as floats; a loop item's last_obs is the nested call's whole observation; reduce
+                 # gives best_item and mode): `replay --task` compares them (issue 17 item 4)
+                 {"call": "calc.add", "args": {"a": 0, "b": 10}, "obs": {"tool": "calc.add", "sum": 10.0, "a": 0.0, "b": 10.0}},
                  {"call": "tool.loop", "args": {"loop_over": [1, 2, 3], "calls": [
                      {"call": "calc.mul", "args": {"a": "<item.value>", "b": "<sum> from trajectory[0].obs"}}]},
-                  "obs": [{"item": {"value": v}, "last_obs": {"product": 10.0 * v}} for v in (1, 2, 3)]},
+                  "obs": [{"item": {"value": v}, "last_obs": {"tool": "calc.mul", "product": 10.0 * v, "a": float(v), "b": 10.0}}
+                          for v in (1, 2, 3)]},
                  *[{"call": "calc.mul", "args": {"a": v, "b": 10.0}, "obs": {"product": 10.0 * v}} for v in (1, 2, 3)],
                  {"call": "tool.reduce", "args": {"values": "<results> from trajectory[1].obs",
                                                   "field": "last_obs.product"},
-                  "obs": {"tool": "tool.reduce", "best_value": 30.0, "best_index": 2}},
+                  "obs": {"tool": "tool.reduce", "best_value": 30.0, "best_index": 2, "mode": "max",
+                          "best_item": {"item": {"value": 3},
+                                        "last_obs": {"tool": "calc.mul", "product": 30.0, "a": 3.0, "b": 10.0}}}},
                  {"call": "calc.add", "args": {"a": "<best_value> from trajectory[5].obs", "b": 0},
                   "obs": {"tool": "calc.add", "sum": 30.0, "a": 30.0, "b": 0.0}}],
              "final_answer": {"best": 30.0},

@@ -107,7 +107,7 @@ def test_the_digest_cache_is_bounded(tmp_path, monkeypatch):
 
 def test_every_former_hasher_is_the_kernels():
     from annotation.importers import common
-    from annotation.services import export
+    from releases.services import export
     from kernel.tools import base
 
     assert common.sha256_file is export.sha256_file is base.file_sha256 is hashing.file_sha256

@@ -29,6 +29,12 @@ from .base import ClassIndexError, ModalityError, ToolContext, ToolInputError, j
 CLASS_TAG = "DORA_CLASSES"
 PIXEL_TAG = "DORA_PIXEL_SIZE_M"
 
+#: GDAL drivers that cannot store a float32 band (their write refuses it: "PNG driver doesn't
+#: support data type Float32"). The benchmark writes ras.slope / ras.focal_stats outputs with the
+#: input's own profile, driver included, so a DEM or raster in one of these formats fails there
+#: (checked with rasterio 1.4.4 / GDAL 3.10: PNG, JPEG, GIF and BMP refuse Float32, GTiff takes it).
+FLOAT32_UNWRITABLE_DRIVERS = frozenset({"PNG", "JPEG", "GIF", "BMP"})
+
 
 # ============================================================================================
 # Rasters

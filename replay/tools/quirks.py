@@ -143,6 +143,19 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           instead="skip nodata and the outside of the image",
           reference="dora/tools/analysis.py:ras_focal_stats@2b24be70",
           qc_check=None),
+    Quirk("ras.slope",
+          "writes the float32 slope with the DEM's own driver; for a PNG, JPEG, GIF or BMP DEM "
+          "that write fails and the fallback saves <slope_path>.npy, while slope_path (reported"
+          " with the stats) names no file",
+          instead="write a GeoTIFF whatever the input format",
+          reference="dora/tools/analysis.py:ras_slope@2b24be70",
+          qc_check="tool.float32_format"),
+    Quirk("ras.focal_stats",
+          "writes the float32 result with the input's own driver, so any PNG, JPEG, GIF or BMP "
+          "input fails the call (\"PNG driver doesn't support data type Float32\")",
+          instead="write a GeoTIFF whatever the input format",
+          reference="dora/tools/analysis.py:ras_focal_stats@2b24be70",
+          qc_check="tool.float32_format"),
     Quirk("ras.reproject",
           "writes no nodata when the source has none (pixels outside the source are 0 and count"
           " as data); an unknown resampling means bilinear; dst_crs is echoed as given",

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
+from ._io import FLOAT32_UNWRITABLE_DRIVERS, raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
     write_raster
-from .base import ToolContext, ToolInputError
+from .base import ToolContext, ToolError, ToolInputError
 from .registry import register
 
 #: RescueNet / aerial labels (benchmark's table), used to name composed classes
@@ -659,6 +659,8 @@ def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
     ``_gradients``) with the pixel size |a|, |e| in CRS units — on a geographic DEM degrees are
     used as if they were metres (quirk); slope = atan(hypot(dz/dx, dz/dy)); every pixel,
     nodata included, gets a slope. ``stats`` {min, max, mean} over all pixels, in float32.
+    A DEM in a format that cannot hold float32 (PNG, JPEG, GIF, BMP) gets its slope saved as
+    ``<slope_path>.npy`` while ``slope_path`` names no file, as the benchmark's fallback does.
     The output keeps the DEM's profile (CRS, transform, nodata tag).
     """
     tool = "ras.slope"
@@ -669,8 +671,14 @@ def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
     slope = slope.astype(np.float32)
     dst = named_output(ctx, tool, {"dem": path, "units": units}, ".tif", out_path,
                        (".tif", ".tiff"))
-    write_raster(dst, slope, like=meta, nodata=meta.nodata,
-                 transform=meta.transform if not meta.georeferenced else None)
+    if meta.driver in FLOAT32_UNWRITABLE_DRIVERS:
+        # the benchmark writes with the DEM's own driver, which refuses float32; its fallback
+        # saves the array as <slope_path>.npy and still reports slope_path, which names no
+        # file (quirk ras.slope / non-GeoTIFF DEM): a later step reading it finds nothing
+        np.save(str(dst) + ".npy", slope)
+    else:
+        write_raster(dst, slope, like=meta, nodata=meta.nodata,
+                     transform=meta.transform if not meta.georeferenced else None)
     return {"tool": tool, "slope_path": ctx.artifact_name(dst), "units": units,
             "stats": {"min": float(slope.min()), "max": float(slope.max()),
                       "mean": float(slope.mean())}}
@@ -855,7 +863,9 @@ def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
     ``std``: population standard deviation over all w² cells, invalid ones as 0. NaN is not
     treated as nodata. Invalid pixels get the nodata value in the output. ``statistic`` is
     lower-cased; an even ``window_size`` is bumped to the next odd one.
-    Errors: unknown statistic, window_size < 1 → ToolInputError.
+    Errors: unknown statistic, window_size < 1 → ToolInputError; an input in a format that
+    cannot hold float32 (PNG, JPEG, GIF, BMP: the benchmark writes in the input's format) →
+    ToolError.
     """
     from scipy import ndimage
 
@@ -872,6 +882,11 @@ def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
         w += 1
     path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
     band, meta = read_band(path, 1, tool=tool, argument="raster_path")
+    if meta.driver in FLOAT32_UNWRITABLE_DRIVERS:
+        # the benchmark writes the float32 result with the input's own driver, which fails
+        raise ToolError(f"{meta.driver} driver doesn't support data type Float32: the benchmark "
+                        f"writes the focal statistic in the input's format",
+                        tool=tool, argument="raster_path")
     arr = band.astype(np.float32)
     nd = nodata if nodata is not None else meta.nodata
     valid = arr != nd if nd is not None else np.ones(arr.shape, dtype=bool)

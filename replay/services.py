@@ -68,7 +68,7 @@ from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.inputs import base_name, walk_data_paths
-from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
+from kernel.taskfile import TaskFileError, from_storage, read_task_file, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
 from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
                             newest_row, update_by, update_rows)
@@ -227,10 +227,11 @@ class DbStepCache:
         if row is None:
             return None
         self.hit_keys.append(key)
-        return CachedStep(obs=row[0], artifacts=row[1] or [])
+        return CachedStep(obs=from_storage(row[0]), artifacts=row[1] or [])
 
     def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
-        # ``entry.obs`` comes from ``call_tool``, which returns plain JSON (``jsonable``)
+        # ``entry.obs`` comes from ``call_tool``: plain JSON but for NaN/inf floats (the
+        # benchmark's observations hold them), tagged by ``to_storage`` when flushed
         self.pending[key] = (tool, version, entry)
 
     @property
@@ -242,7 +243,7 @@ class DbStepCache:
         if self.pending:
             now = timezone.now()
             insert_rows(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"],
-                        ([key, tool, version, e.obs, e.artifacts, 0, now]
+                        ([key, tool, version, to_storage(e.obs), e.artifacts, 0, now]
                          for key, (tool, version, e) in self.pending.items()),
                         ignore_conflicts=True)
             self.pending.clear()
@@ -308,9 +309,10 @@ class _Progress:
             return
         row = self.rows[result.index]
         row.status, row.duration_ms = result.status, result.duration_ms
-        # the engine's values are plain JSON already (call_tool returns jsonable observations)
+        # the engine's values are plain JSON already, but an observation may hold NaN/inf
+        # (as the benchmark's do): tagged for the JSON column (kernel.taskfile.to_storage)
         row.resolved_args = result.resolved_args or {}
-        row.obs, row.error = result.obs, result.error or ""
+        row.obs, row.error = to_storage(result.obs), result.error or ""
         row.artifacts = result.artifacts or []
         row.cached, row.expanded = result.cached, result.expanded or []
         self.buffer.append(row)
@@ -528,7 +530,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         progress.flush()
         raise
     finished = timezone.now()
-    common = dict(filled_trajectory=result.filled_trajectory, finished_at=finished, heartbeat_at=finished,
+    common = dict(filled_trajectory=to_storage(result.filled_trajectory), finished_at=finished, heartbeat_at=finished,
                   tool_calls=result.tool_calls, cache_hits=result.cache_hits, artifact_manifest=result.manifest,
                   steps_done=progress.done)
     if not result.ok:
@@ -540,7 +542,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     except Exception as exc:
         progress.finish(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
         return run
-    answer = _jsonable(answer)
+    answer = to_storage(_jsonable(answer))
     progress.finish(status=ReplayRun.Status.SUCCEEDED, final_answer=answer,
                     replay_hash=replay_hash(common["filled_trajectory"], answer), **common)
     return run
@@ -765,7 +767,8 @@ def recorded_diff(run: ReplayRun, recorded: list[dict], *, rtol: float = 1e-6) -
     not give), false when at most perception sources differ.
     """
     before_steps, _ = collapse_expanded(recorded or [])
-    after_steps, _ = collapse_expanded(run.filled_trajectory or [])
+    # stored tagged (NaN/inf as {"$float": ...}); the recorded file holds plain NaN floats
+    after_steps, _ = collapse_expanded(from_storage(run.filled_trajectory or []))
     rows = []
     for i in range(max(len(before_steps), len(after_steps))):
         b = before_steps[i] if i < len(before_steps) else None

@@ -281,7 +281,8 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext) -> dict | list:
 
     The observation is a JSON-ready dict with ``"tool"`` set to the dotted name; the one
     exception is ``tool.loop`` with ``return_all=true``, which returns a bare list, as the
-    benchmark does. Failures raise ``ToolError`` subclasses; nothing is returned as a stub.
+    benchmark does. Non-finite numbers stay NaN/inf floats, as in the benchmark's observations.
+    Failures raise ``ToolError`` subclasses; nothing is returned as a stub.
     """
     spec = get_tool(name)
     values = validate_args(spec, args or {})
@@ -303,7 +304,9 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext) -> dict | list:
         result = {"tool": result.pop("tool"), **result}
     elif not isinstance(result, list):
         raise ToolError(f"tool returned {type(result).__name__}, not an object", tool=spec.name)
-    return jsonable(result)
+    # NaN / Infinity stay floats, as in the benchmark's observations (its servers json.dumps
+    # them as NaN tokens and its harness json.loads them back)
+    return jsonable(result, keep_non_finite=True)
 
 
 def catalogue_params(name: str, catalogue_path) -> list[dict]:

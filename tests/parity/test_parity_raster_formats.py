@@ -1,0 +1,115 @@
+"""Parity (issue 17): input formats that cannot hold a float32 result, and non-finite numbers in
+observations.
+
+Expected values are worked out by hand from the benchmark's documented behaviour
+(Junjue-Wang/DORA ``dora/tools/analysis.py`` @2b24be70 ``ras_slope`` / ``ras_focal_stats`` /
+``ras_stats`` / ``tool_reduce``, ``calculate.py`` @7b969887 ``calc_*``): both write their float32
+output with the input's own rasterio profile, driver included, and PNG/JPEG/GIF/BMP drivers refuse
+float32 (GDAL: "PNG driver doesn't support data type Float32"); the tool servers answer with
+``json.dumps``, which writes NaN / Infinity as tokens that the harness's ``json.loads`` reads back
+as floats.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import rasterio
+
+from kernel.taskfile import from_storage, to_storage
+from replay.mcp_server import _text
+from replay.tools import ToolContext, ToolError, call_tool, directory_resolver
+from replay.tools.testing import write_png, write_tif
+
+#: z = col: 1 unit per pixel eastwards, constant along the rows
+RAMP = np.array([[0, 1, 2], [0, 1, 2]], dtype=np.uint8)
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    write_png(data / "ramp.png", RAMP)
+    write_tif(data / "ramp.tif", RAMP.astype(np.float32))
+    f = np.array([[1.0, np.nan], [3.0, 5.0]], dtype=np.float32)
+    write_tif(data / "nan_nodata.tif", f, nodata=float("nan"))
+    return ToolContext(work_dir=tmp_path / "work", resolve_path=directory_resolver(data))
+
+
+def run(ctx, tool, **args):
+    return call_tool(tool, args, ctx)
+
+
+def test_slope_of_a_png_dem_reports_a_path_that_names_no_file(ctx):
+    obs = run(ctx, "ras.slope", dem_path="ramp.png")
+    # np.gradient of the ramp: dz/dcol = 1 everywhere (central (2-0)/2, one-sided 1-0 and 2-1),
+    # dz/drow = 0; no CRS, so the pixel size is 1: atan(1) = 45 degrees at every pixel
+    assert obs["stats"] == {"min": pytest.approx(45.0), "max": pytest.approx(45.0),
+                            "mean": pytest.approx(45.0)}
+    # the benchmark's float32 write in the PNG's driver fails; its fallback np.save()s the array
+    # as <slope_path>.npy, and slope_path itself names no file
+    assert not (ctx.work_dir / obs["slope_path"]).exists()
+    saved = np.load(ctx.work_dir / (obs["slope_path"] + ".npy"))
+    assert saved.dtype == np.float32 and saved.shape == (2, 3)
+    assert np.allclose(saved, 45.0)
+
+
+def test_slope_of_the_same_ramp_as_geotiff_writes_it(ctx):
+    obs = run(ctx, "ras.slope", dem_path="ramp.tif")
+    assert obs["stats"]["mean"] == pytest.approx(45.0)  # the same ramp, 1 m pixels
+    assert (ctx.work_dir / obs["slope_path"]).is_file()
+
+
+def test_focal_stats_of_a_png_fails(ctx):
+    # the benchmark returns its stub (an error): the PNG driver cannot store the float32 result
+    with pytest.raises(ToolError, match="Float32"):
+        run(ctx, "ras.focal_stats", raster_path="ramp.png", statistic="mean", window_size=3)
+    # the same values in a GeoTIFF work. 3x3 mean with scipy's nearest border (edge repeated):
+    # a centre-column window holds columns 0, 1, 2 -> (0+1+2)/3 = 1; at column 0 the window
+    # holds columns 0, 0, 1 -> 1/3; at column 2 it holds 1, 2, 2 -> 5/3 (all rows alike)
+    obs = run(ctx, "ras.focal_stats", raster_path="ramp.tif", statistic="mean", window_size=3)
+    assert obs["shape"] == [2, 3]
+    with rasterio.open(ctx.work_dir / obs["output_path"]) as src:
+        out = src.read(1)
+    assert np.allclose(out, [[1 / 3, 1, 5 / 3], [1 / 3, 1, 5 / 3]], rtol=1e-6)
+
+
+def test_stats_echoes_a_nan_nodata_as_nan(ctx):
+    obs = run(ctx, "ras.stats", image_path="nan_nodata.tif")
+    # float(src.nodata) is NaN; valid pixels 1, 3, 5 (NaN is never valid): mean 3, std sqrt(8/3)
+    assert math.isnan(obs["nodata"])
+    assert (obs["min"], obs["max"], obs["valid_pixels"]) == (1.0, 5.0, 3)
+    assert obs["mean"] == pytest.approx(3.0) and obs["std"] == pytest.approx(math.sqrt(8 / 3))
+    # the MCP text is what the benchmark's server writes: a bare NaN token
+    assert '"nodata": NaN' in _text(obs)
+
+
+@pytest.mark.parametrize("tool,args,key,expected", [
+    ("calc.add", {"a": "nan", "b": 1}, "sum", "nan"),            # float("nan") + 1
+    ("calc.mul", {"a": 1e308, "b": 10}, "product", "inf"),       # overflows to inf
+    ("calc.sub", {"a": "-inf", "b": 1}, "difference", "-inf"),
+    ("calc.volume", {"area_m2": 1e308, "depth_m": 1e308}, "volume_m3", "inf"),
+])
+def test_calc_keeps_non_finite_results(tool, args, key, expected, tmp_path):
+    obs = call_tool(tool, args, ToolContext(work_dir=tmp_path))
+    value = obs[key]
+    assert isinstance(value, float)
+    assert (math.isnan(value) if expected == "nan" else value == float(expected))
+
+
+def test_reduce_keeps_a_nan_best_value(tmp_path):
+    # Python's max() keeps the first item when the later one does not compare greater:
+    # 3.0 > NaN is False, so the NaN item (index 0) wins, as in the benchmark's tool_reduce
+    obs = call_tool("tool.reduce", {"values": [{"a": float("nan")}, {"a": 3}], "field": "a"},
+                    ToolContext(work_dir=tmp_path))
+    assert math.isnan(obs["best_value"]) and obs["best_index"] == 0
+
+
+def test_non_finite_observations_are_tagged_for_storage(ctx):
+    obs = run(ctx, "ras.stats", image_path="nan_nodata.tif")
+    stored = to_storage(obs)
+    json.dumps(stored, allow_nan=False)  # what a JSON column accepts
+    assert stored["nodata"] == {"$float": "NaN"}
+    assert math.isnan(from_storage(stored)["nodata"])

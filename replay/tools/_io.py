@@ -36,6 +36,26 @@ PIXEL_TAG = "DORA_PIXEL_SIZE_M"
 FLOAT32_UNWRITABLE_DRIVERS = frozenset({"PNG", "JPEG", "GIF", "BMP"})
 
 
+def source_profile_unwritable(meta: "RasterMeta", *, float32: bool = False) -> str | None:
+    """Why the benchmark's write of a one-band (or recompressed) result with ``meta``'s source
+    profile fails, or None when it works.
+
+    The benchmark's raster tools copy the input's rasterio profile for their output
+    (``_safe_raster_profile`` and ``src.profile.copy()`` in ``dora/tools/analysis.py``@2b24be70),
+    which keeps ``photometric``: a JPEG/YCbCr-compressed GeoTIFF then makes GDAL refuse the output
+    ("PHOTOMETRIC=YCBCR requires COMPRESS=JPEG", "... not supported on a 1-band raster"), as it
+    does for ras.threshold, ras.clip, ras.diff, mask.compose_multiclass, ras.slope, ras.hillshade
+    and ras.focal_stats (checked with rasterio 1.4.4 / GDAL 3.10). ``float32``: the result is
+    float32 and is written with the input's own driver (ras.slope, ras.focal_stats), which
+    :data:`FLOAT32_UNWRITABLE_DRIVERS` refuse.
+    """
+    if float32 and meta.driver in FLOAT32_UNWRITABLE_DRIVERS:
+        return f"{meta.driver} driver doesn't support data type Float32"
+    if meta.photometric == "ycbcr":
+        return "PHOTOMETRIC=YCBCR (JPEG-compressed source) cannot be written with this output"
+    return None
+
+
 # ============================================================================================
 # Rasters
 # ============================================================================================
@@ -50,6 +70,8 @@ class RasterMeta:
     transform: Any  # affine.Affine
     nodata: float | None
     driver: str
+    #: the TIFF photometric interpretation ("ycbcr", "rgb", "minisblack", ...) or None
+    photometric: str | None = None
 
     @property
     def georeferenced(self) -> bool:
@@ -75,8 +97,10 @@ def raster_meta(path: Path, *, tool: str | None = None, argument: str | None = N
     ctx = _quiet()
     try:
         with rasterio.open(path) as src:
+            photometric = getattr(src.photometric, "name", None)
             return RasterMeta(Path(path), src.width, src.height, src.count, src.dtypes[0],
-                              src.crs, src.transform, src.nodata, src.driver)
+                              src.crs, src.transform, src.nodata, src.driver,
+                              photometric.lower() if photometric else None)
     except rasterio.errors.RasterioIOError as exc:
         raise ToolInputError(f"cannot read {Path(path).name} as a raster: {exc}", tool=tool,
                              argument=argument, expected="a raster image (GeoTIFF, PNG, ...)")

@@ -156,6 +156,14 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           instead="write a GeoTIFF whatever the input format",
           reference="dora/tools/analysis.py:ras_focal_stats@2b24be70",
           qc_check="tool.float32_format"),
+    Quirk("ras.threshold",
+          "writes its output with the input's rasterio profile, photometric included: a JPEG/"
+          "YCbCr-compressed GeoTIFF input fails the call (so do ras.clip, ras.diff, "
+          "mask.compose_multiclass and ras.focal_stats), ras.slope saves only <slope_path>.npy "
+          "and ras.hillshade writes a plain TIFF without georeferencing",
+          instead="write a fresh GeoTIFF profile whatever the input's compression",
+          reference="dora/tools/analysis.py:_safe_raster_profile@2b24be70",
+          qc_check=None),
     Quirk("ras.reproject",
           "writes no nodata when the source has none (pixels outside the source are 0 and count"
           " as data); an unknown resampling means bilinear; dst_crs is echoed as given",

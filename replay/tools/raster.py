@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import FLOAT32_UNWRITABLE_DRIVERS, raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
-    write_raster
+from ._io import raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
+    source_profile_unwritable, write_raster
 from .base import ToolContext, ToolError, ToolInputError
 from .registry import register
 
@@ -29,6 +29,16 @@ RESCUENET_CLASSES = {
     8: "tree_not_fallen", 9: "vehicle_not_trapped", 10: "vehicle_trapped", 11: "water",
     255: "ignore",
 }
+
+def _refuse_source_profile(meta, tool: str, argument: str, *, float32: bool = False) -> None:
+    """Raise ``ToolError`` where the benchmark's write of this tool's output with the input's
+    profile fails (a JPEG/YCbCr GeoTIFF; with ``float32`` also a PNG/JPEG/GIF/BMP input; see
+    ``_io.source_profile_unwritable``), so its call returns a stub."""
+    why = source_profile_unwritable(meta, float32=float32)
+    if why:
+        raise ToolError(f"{why}: the benchmark writes the output with the input's profile",
+                        tool=tool, argument=argument)
+
 
 _OPS = {
     ">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less, "==": np.equal,
@@ -157,6 +167,7 @@ def ras_threshold(ctx: ToolContext, image_path: str, threshold: float, op: str =
                              tool=tool, argument="false_value", expected="0..255")
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_band(path, int(band), tool=tool, argument="image_path")
+    _refuse_source_profile(meta, tool, "image_path")
     valid = np.isfinite(arr)
     if meta.nodata is not None:
         valid &= arr != meta.nodata
@@ -203,6 +214,7 @@ def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
                              expected="one class value per mask")
     resolved = [ctx.resolve(p, tool=tool, argument="mask_paths") for p in mask_paths]
     first_meta = raster_meta(resolved[0], tool=tool, argument="mask_paths")
+    _refuse_source_profile(first_meta, tool, "mask_paths")
     composed = np.zeros((first_meta.height, first_meta.width), dtype=np.uint8)
     for p, name, value in zip(resolved, mask_paths, class_values):
         arr, _meta = read_band(p, 1, tool=tool, argument="mask_paths")
@@ -408,6 +420,7 @@ def ras_clip(ctx: ToolContext, image_path: str, x1: int, x2: int, y1: int, y2: i
                              expected="a window of at least one pixel")
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_raster(path, tool=tool, argument="image_path")
+    _refuse_source_profile(meta, tool, "image_path")
     cx1, cx2 = max(0, x1), min(meta.height, x2)
     cy1, cy2 = max(0, y1), min(meta.width, y2)
     if cx1 >= cx2 or cy1 >= cy2:
@@ -501,6 +514,7 @@ def ras_diff(ctx: ToolContext, image_a_path: str, image_b_path: str, band_a: int
     pb = ctx.resolve(image_b_path, tool=tool, argument="image_b_path")
     a, ma = read_band(pa, int(band_a), tool=tool, argument="image_a_path")
     b, mb = read_band(pb, int(band_b), tool=tool, argument="image_b_path")
+    _refuse_source_profile(ma, tool, "image_a_path")
     if a.shape != b.shape:
         raise ToolInputError(f"rasters differ in size: {a.shape} vs {b.shape}", tool=tool,
                              argument="image_b_path", expected="rasters of one grid")
@@ -671,10 +685,10 @@ def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
     slope = slope.astype(np.float32)
     dst = named_output(ctx, tool, {"dem": path, "units": units}, ".tif", out_path,
                        (".tif", ".tiff"))
-    if meta.driver in FLOAT32_UNWRITABLE_DRIVERS:
-        # the benchmark writes with the DEM's own driver, which refuses float32; its fallback
-        # saves the array as <slope_path>.npy and still reports slope_path, which names no
-        # file (quirk ras.slope / non-GeoTIFF DEM): a later step reading it finds nothing
+    if source_profile_unwritable(meta, float32=True):
+        # the benchmark writes with the DEM's own profile, which refuses float32 (a PNG/JPEG
+        # driver, a YCbCr photometric); its fallback saves the array as <slope_path>.npy and
+        # still reports slope_path, which names no file (quirk): a later step finds nothing
         np.save(str(dst) + ".npy", slope)
     else:
         write_raster(dst, slope, like=meta, nodata=meta.nodata,
@@ -718,9 +732,10 @@ def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
                                    "altitude": float(altitude), "z": float(z_factor)}, ".tif",
                        out_path, (".tif", ".tiff"))
     nodata = meta.nodata
-    if nodata is not None and (math.isnan(nodata) or not 0 <= nodata <= 255):
-        # the benchmark's rasterio write refuses a nodata outside uint8 and falls back to
-        # Pillow: a plain TIFF without georeferencing
+    if (nodata is not None and (math.isnan(nodata) or not 0 <= nodata <= 255)) or \
+            source_profile_unwritable(meta):
+        # the benchmark's rasterio write refuses a nodata outside uint8 (or a YCbCr source
+        # profile) and falls back to Pillow: a plain TIFF without georeferencing
         write_raster(dst, out)
     else:
         write_raster(dst, out, like=meta, nodata=nodata,
@@ -882,11 +897,9 @@ def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
         w += 1
     path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
     band, meta = read_band(path, 1, tool=tool, argument="raster_path")
-    if meta.driver in FLOAT32_UNWRITABLE_DRIVERS:
-        # the benchmark writes the float32 result with the input's own driver, which fails
-        raise ToolError(f"{meta.driver} driver doesn't support data type Float32: the benchmark "
-                        f"writes the focal statistic in the input's format",
-                        tool=tool, argument="raster_path")
+    # the benchmark writes the float32 result with the input's own profile: a PNG/JPEG driver
+    # or a YCbCr photometric refuses it
+    _refuse_source_profile(meta, tool, "raster_path", float32=True)
     arr = band.astype(np.float32)
     nd = nodata if nodata is not None else meta.nodata
     valid = arr != nd if nd is not None else np.ones(arr.shape, dtype=bool)

@@ -113,3 +113,46 @@ def test_non_finite_observations_are_tagged_for_storage(ctx):
     json.dumps(stored, allow_nan=False)  # what a JSON column accepts
     assert stored["nodata"] == {"$float": "NaN"}
     assert math.isnan(from_storage(stored)["nodata"])
+
+
+@pytest.fixture
+def ycbcr(tmp_path):
+    """A 3-band uint8 GeoTIFF stored JPEG-compressed with the YCbCr photometric (as
+    rasterio-testdata/goes.tif is)."""
+    path = tmp_path / "data" / "rgb_jpeg.tif"
+    path.parent.mkdir(exist_ok=True)
+    rgb = np.zeros((3, 32, 32), np.uint8)
+    rgb[:, 8:24, 8:24] = 200
+    from rasterio.transform import from_origin
+
+    with rasterio.open(path, "w", driver="GTiff", width=32, height=32, count=3, dtype="uint8",
+                       crs="EPSG:32615", transform=from_origin(500000, 3300000, 1, 1),
+                       compress="jpeg", photometric="ycbcr", tiled=True, blockxsize=16,
+                       blockysize=16) as dst:
+        dst.write(rgb)
+    return path
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("ras.threshold", {"image_path": "rgb_jpeg.tif", "threshold": 100}),
+    ("ras.clip", {"image_path": "rgb_jpeg.tif", "x1": 0, "x2": 8, "y1": 0, "y2": 8}),
+    ("ras.diff", {"image_a_path": "rgb_jpeg.tif", "image_b_path": "rgb_jpeg.tif"}),
+    ("mask.compose_multiclass", {"mask_paths": ["rgb_jpeg.tif"], "class_values": [1]}),
+    ("ras.focal_stats", {"raster_path": "rgb_jpeg.tif"}),
+])
+def test_a_ycbcr_source_profile_fails_where_the_benchmark_copies_it(ctx, ycbcr, tool, args):
+    # the benchmark writes these outputs with the input's profile, photometric=YCbCr included,
+    # which GDAL refuses without JPEG compression or for one band: its call returns a stub
+    with pytest.raises(ToolError, match="YCBCR"):
+        run(ctx, tool, **args)
+
+
+def test_ycbcr_terrain_outputs_take_the_benchmark_fallbacks(ctx, ycbcr):
+    slope = run(ctx, "ras.slope", dem_path="rgb_jpeg.tif")
+    assert not (ctx.work_dir / slope["slope_path"]).exists()  # saved as .npy only
+    assert (ctx.work_dir / (slope["slope_path"] + ".npy")).is_file()
+    shade = run(ctx, "ras.hillshade", dem_path="rgb_jpeg.tif")
+    with rasterio.open(ctx.work_dir / shade["hillshade_path"]) as src:  # Pillow's plain TIFF
+        assert src.crs is None and src.count == 1 and src.dtypes[0] == "uint8"
+    # ras.stats and ras.sample_point write nothing and answer as for any GeoTIFF
+    assert run(ctx, "ras.stats", image_path="rgb_jpeg.tif")["valid_pixels"] == 32 * 32

@@ -73,13 +73,18 @@ def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
 MISSING_INPUT_NOTE = "No input data available; returning empty result."
 
 
-def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str) -> Path | None:
+def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str,
+                       empty_is_missing: bool = False) -> Path | None:
     """The file ``value`` names, or None when no such file exists (the benchmark answers a
     missing mask with an empty, non-error result in ``ras.count_pixels`` and
-    ``ras.vectorize``). A path outside the data roots or a non-string still raises
-    ToolInputError."""
+    ``ras.vectorize``). A blank name ("   ") is missing too; the empty string only with
+    ``empty_is_missing`` (``ras.vectorize`` tests ``os.path.exists("")``, False, while
+    ``ras.count_pixels``' imread("") reads the working directory and fails). A path outside
+    the data roots or a non-string still raises ToolInputError."""
     from .base import ToolError
 
+    if isinstance(value, str) and not value.strip() and (value or empty_is_missing):
+        return None
     try:
         return ctx.resolve(value, tool=tool, argument=argument)
     except ToolError as exc:
@@ -267,7 +272,8 @@ def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
     from ._io import write_vector
 
     tool = "ras.vectorize"
-    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path")
+    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path",
+                              empty_is_missing=True)
     if path is None:
         return {"tool": tool, "vector_path": None, "count": 0, "total_pixels": 0,
                 "total_area_m2": None, "note": "No raster data available; zero features extracted."}

@@ -500,3 +500,18 @@ def test_missing_mask_gives_the_benchmarks_empty_results(ctx):
 def test_missing_raster_fails_elsewhere(ctx, tool, args):
     with pytest.raises(ToolError):
         run(ctx, tool, **args)
+
+
+def test_blank_and_empty_mask_names(ctx):
+    # a blank name is a file that does not exist: imread raises FileNotFoundError, so
+    # ras.count_pixels' _tool_guard answers the empty result; ras_vectorize's os.path.exists
+    # is False for "" as well as for "  "
+    obs = run(ctx, "ras.count_pixels", mask_path="   ", classes=[1])
+    assert (obs["count"], obs["mask_path"], obs["classes"]) == (0, "   ", [1])
+    for name in ("", "  "):
+        obs = run(ctx, "ras.vectorize", mask_path=name, classes=[1])
+        assert (obs["vector_path"], obs["count"], obs["total_area_m2"]) == (None, 0, None)
+    # imread("") reads the working directory ("ImageIO does not support reading folders"):
+    # not a FileNotFoundError, so the guard returns its stub, an error
+    with pytest.raises(ToolError):
+        run(ctx, "ras.count_pixels", mask_path="", classes=[1])

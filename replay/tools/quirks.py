@@ -207,6 +207,14 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           reference="dora/tools/analysis.py:tool_loop@2b24be70",
           qc_check="tool.loop_stub_obs"),
     Quirk("tool.loop",
+          "passes nested arguments unconverted (no schema): a string where the function "
+          "computes without float() (ras.area pixel_size_m, calc.volume depth_m, "
+          "logi.truck_trips capacity_m3, ...) fails that call (stub obs), a string or float "
+          "pixel index to ras.sample_point(s) ends the loop",
+          instead="coerce nested arguments as the tool schema does",
+          reference="dora/tools/analysis.py:tool_loop@2b24be70",
+          qc_check="tool.loop_stub_obs"),
+    Quirk("tool.loop",
           "a string loop_over (trajectory reference or .geojson path) is expanded only by a "
           "direct call (gold replay); over MCP the list-typed schema refuses it",
           instead="one behaviour for both",

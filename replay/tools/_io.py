@@ -36,6 +36,31 @@ PIXEL_TAG = "DORA_PIXEL_SIZE_M"
 FLOAT32_UNWRITABLE_DRIVERS = frozenset({"PNG", "JPEG", "GIF", "BMP"})
 
 
+#: lossy GeoTIFF codecs: re-encoding changes pixel values
+LOSSY_COMPRESSIONS = frozenset({"jpeg", "webp"})
+
+
+def lossy_creation_options(path: Path) -> dict | None:
+    """The creation options (compress, photometric, tiling, interleave) of a GeoTIFF stored
+    with a lossy codec (:data:`LOSSY_COMPRESSIONS`), else None.
+
+    ``ras.resample`` in the benchmark writes with the source's ``src.profile.copy()``, so a
+    JPEG-compressed source is re-encoded as JPEG and its pixel values change by the codec's
+    loss; writing with the same options reproduces those values (same GDAL encoder)."""
+    import rasterio
+
+    ctx = _quiet()
+    try:
+        with rasterio.open(path) as src:
+            prof = src.profile
+    finally:
+        ctx.__exit__(None, None, None)
+    if str(prof.get("compress") or "").lower() not in LOSSY_COMPRESSIONS:
+        return None
+    return {k: prof[k] for k in ("compress", "photometric", "tiled", "blockxsize", "blockysize",
+                                 "interleave") if prof.get(k) is not None}
+
+
 def source_profile_unwritable(meta: "RasterMeta", *, float32: bool = False) -> str | None:
     """Why the benchmark's write of a one-band (or recompressed) result with ``meta``'s source
     profile fails, or None when it works.
@@ -270,8 +295,11 @@ def write_mask(path: Path, arr: np.ndarray, *, like: RasterMeta | None = None,
 
 
 def write_raster(path: Path, arr: np.ndarray, *, like: RasterMeta | None = None,
-                 nodata: float | None = None, transform=None, crs=None) -> Path:
-    """Write a (bands, H, W) or (H, W) array as GeoTIFF, keeping ``like``'s georeferencing."""
+                 nodata: float | None = None, transform=None, crs=None,
+                 creation: dict | None = None) -> Path:
+    """Write a (bands, H, W) or (H, W) array as GeoTIFF, keeping ``like``'s georeferencing.
+    ``creation``: GTiff creation options that replace the default deflate compression (see
+    :func:`lossy_creation_options`)."""
     import rasterio
 
     if arr.ndim == 2:
@@ -287,6 +315,8 @@ def write_raster(path: Path, arr: np.ndarray, *, like: RasterMeta | None = None,
         profile["transform"] = transform
     if nodata is not None:
         profile["nodata"] = nodata
+    if creation:
+        profile.update(creation)
     ctx = _quiet()
     try:
         with rasterio.open(path, "w", **profile) as dst:

@@ -164,6 +164,12 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           instead="write a fresh GeoTIFF profile whatever the input's compression",
           reference="dora/tools/analysis.py:_safe_raster_profile@2b24be70",
           qc_check=None),
+    Quirk("ras.resample",
+          "writes with the source's profile: a JPEG-compressed source is re-encoded as JPEG, so"
+          " the resampled pixels carry a second round of compression loss",
+          instead="write the resampled values losslessly",
+          reference="dora/tools/analysis.py:ras_resample@2b24be70",
+          qc_check=None),
     Quirk("ras.reproject",
           "writes no nodata when the source has none (pixels outside the source are 0 and count"
           " as data); an unknown resampling means bilinear; dst_crs is echoed as given",

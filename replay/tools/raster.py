@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
+from ._io import lossy_creation_options, raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
     source_profile_unwritable, write_raster
 from .base import ToolContext, ToolError, ToolInputError
 from .registry import register
@@ -853,8 +853,10 @@ def ras_resample(ctx: ToolContext, raster_path: str, target_pixel_size_m: float,
     new_t = t * Affine.scale(meta.width / w, meta.height / h)
     dst = named_output(ctx, tool, {"raster": path, "target": float(target_pixel_size_m),
                                    "resampling": resampling}, ".tif", out_path, (".tif", ".tiff"))
+    # a lossy (JPEG) source is re-encoded with its own options, as the benchmark's copied profile
     write_raster(dst, data, nodata=meta.nodata, transform=new_t,
-                 crs=meta.crs if meta.georeferenced else None)
+                 crs=meta.crs if meta.georeferenced else None,
+                 creation=lossy_creation_options(path))
     class_map, _px = read_mask_tags(path)
     if class_map:
         _retag(dst, class_map, float(target_pixel_size_m) if not meta.georeferenced else None)

@@ -156,3 +156,19 @@ def test_ycbcr_terrain_outputs_take_the_benchmark_fallbacks(ctx, ycbcr):
         assert src.crs is None and src.count == 1 and src.dtypes[0] == "uint8"
     # ras.stats and ras.sample_point write nothing and answer as for any GeoTIFF
     assert run(ctx, "ras.stats", image_path="rgb_jpeg.tif")["valid_pixels"] == 32 * 32
+
+
+def test_resample_re_encodes_a_jpeg_source_as_jpeg(ctx, ycbcr):
+    # the benchmark's ras.resample writes with src.profile.copy(): the JPEG/YCbCr options stay,
+    # so its output is lossy-re-encoded the same way (same GDAL encoder, same values)
+    obs = run(ctx, "ras.resample", raster_path="rgb_jpeg.tif", target_pixel_size_m=2.0)
+    assert obs["shape"] == [16, 16]  # floor(32 * 1/2)
+    with rasterio.open(ctx.work_dir / obs["output_path"]) as src:
+        assert src.compression.name == "jpeg" and src.photometric.name == "ycbcr"
+        assert src.count == 3 and src.crs.to_epsg() == 32615
+
+
+def test_resample_of_a_lossless_source_keeps_the_studio_profile(ctx):
+    obs = run(ctx, "ras.resample", raster_path="ramp.tif", target_pixel_size_m=0.5)
+    with rasterio.open(ctx.work_dir / obs["output_path"]) as src:
+        assert src.compression is None or src.compression.name != "jpeg"

@@ -51,6 +51,12 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           reference="dora/tools/analysis.py:ras_count_pixels@2b24be70",
           qc_check="classes.stale_index"),
     Quirk("ras.count_pixels",
+          "reads a JPEG-compressed TIFF with imread's tifffile + imagecodecs (libjpeg), whose "
+          "samples differ from GDAL's decode of the same file; ras.area too",
+          instead="decode every raster one way (GDAL, as the other raster tools do)",
+          reference="dora/tools/analysis.py:ras_count_pixels@2b24be70",
+          qc_check=None),
+    Quirk("ras.count_pixels",
           "a mask file that does not exist gives {tool, note, count: 0, mask_path, classes} "
           "(the guard on FileNotFoundError), not an error; ras.vectorize answers a missing mask"
           " with 0 features and vector_path null",

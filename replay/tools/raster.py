@@ -52,8 +52,21 @@ def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
     ``ras.area`` read masks with ``skimage.io.imread`` and compare the whole array, so a
     multi-band image is counted over all its bands (an RGB pixel whose three samples equal the
     class counts three times). A palette PNG is expanded to its RGB(A) colours, as imageio
-    does. Unreadable file → ToolInputError.
+    does. A JPEG-compressed TIFF is decoded by libjpeg as imread's tifffile + imagecodecs
+    decode it (Pillow gives the same samples; GDAL's decoder differs by a few levels). Unreadable
+    file → ToolInputError.
     """
+    if Path(path).suffix.lower() in (".tif", ".tiff"):
+        opts = lossy_creation_options(path)
+        if opts and str(opts.get("compress")).lower() == "jpeg":
+            try:
+                from PIL import Image
+
+                with Image.open(path) as im:
+                    arr = np.asarray(im)
+                return arr[None] if arr.ndim == 2 else np.moveaxis(arr, -1, 0)
+            except OSError:
+                pass
     if Path(path).suffix.lower() == ".png":
         try:
             from PIL import Image

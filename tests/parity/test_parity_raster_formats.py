@@ -172,3 +172,28 @@ def test_resample_of_a_lossless_source_keeps_the_studio_profile(ctx):
     obs = run(ctx, "ras.resample", raster_path="ramp.tif", target_pixel_size_m=0.5)
     with rasterio.open(ctx.work_dir / obs["output_path"]) as src:
         assert src.compression is None or src.compression.name != "jpeg"
+
+
+def test_count_pixels_decodes_a_jpeg_tiff_as_imread_does(ctx, tmp_path):
+    # the benchmark's skimage.io.imread reads a JPEG TIFF through tifffile + imagecodecs
+    # (libjpeg); Pillow's libjpeg decode gives the same samples (checked against imagecodecs
+    # 2026.3.6, the benchmark's pin), GDAL's decode differs for most samples of a noisy image.
+    # Expected: the counts over all three bands of Pillow's decode, which GDAL's do not match.
+    from PIL import Image
+    from rasterio.transform import from_origin
+
+    path = tmp_path / "data" / "noisy_jpeg.tif"
+    rgb = np.random.default_rng(3).integers(0, 256, (3, 64, 64)).astype(np.uint8)
+    with rasterio.open(path, "w", driver="GTiff", width=64, height=64, count=3, dtype="uint8",
+                       crs="EPSG:32615", transform=from_origin(0, 0, 1, 1), compress="jpeg",
+                       photometric="ycbcr", tiled=True, blockxsize=16, blockysize=16) as dst:
+        dst.write(rgb)
+    with Image.open(path) as im:
+        libjpeg = np.asarray(im)
+    with rasterio.open(path) as src:
+        gdal = src.read()
+    classes = [0, 100, 128, 255]
+    want = {str(v): int((libjpeg == v).sum()) for v in classes}
+    assert want != {str(v): int((gdal == v).sum()) for v in classes}  # the decoders differ here
+    obs = run(ctx, "ras.count_pixels", mask_path="noisy_jpeg.tif", classes=classes)
+    assert obs["counts"] == want and obs["total"] == sum(want.values())

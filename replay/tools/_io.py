@@ -442,7 +442,11 @@ def _prop_value(v: Any) -> Any:
 
 
 def write_vector(path: Path, gdf) -> Path:
-    """Write ``gdf`` as GeoJSON (a ``crs`` member only when it has a CRS)."""
+    """Write ``gdf`` as GeoJSON (a ``crs`` member only when it has a CRS that an authority
+    names). As GDAL's GeoJSON driver does for the benchmark's ``_save_gdf``
+    (``dora/tools/analysis.py``@2b24be70, pyogrio), a CRS without an authority code
+    (pyproj ``to_authority()`` None: a Mars or geostationary CRS) is left out, so the layer
+    reads back as pixel space; an equivalent of an EPSG code is written as that code."""
     from shapely.geometry import mapping
 
     geom_col = gdf.geometry.name
@@ -456,7 +460,7 @@ def write_vector(path: Path, gdf) -> Path:
                          "geometry": jsonable(mapping(geom)) if geom is not None and not geom.is_empty
                          else None})
     doc: dict[str, Any] = {"type": "FeatureCollection"}
-    if gdf.crs is not None:
+    if gdf.crs is not None and gdf.crs.to_authority() is not None:
         doc["crs"] = {"type": "name", "properties": {"name": _crs_name(gdf.crs)}}
     doc["features"] = features
     Path(path).write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")),

@@ -82,6 +82,13 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           instead="null areas without a pixel size, metres on a geographic mask",
           reference="dora/tools/analysis.py:_vectorize_mask_to_gdf@2b24be70",
           qc_check="tool.vectorize_area"),
+    Quirk("ras.vectorize",
+          "writes its GeoJSON through GDAL's driver, which leaves out the crs member of a CRS "
+          "without an authority code (a Mars or geostationary CRS): the polygons read back as "
+          "pixel space (every vector output of the benchmark's _save_gdf alike)",
+          instead="keep the CRS (as WKT) in the output",
+          reference="dora/tools/analysis.py:_save_gdf@2b24be70",
+          qc_check=None),
     Quirk("mask.compose_multiclass",
           "reads band 1 of each mask and gives every value > 0 the class, whatever else the "
           "mask holds (multi-class or multi-band masks are not refused)",

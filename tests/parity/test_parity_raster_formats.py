@@ -197,3 +197,26 @@ def test_count_pixels_decodes_a_jpeg_tiff_as_imread_does(ctx, tmp_path):
     assert want != {str(v): int((gdal == v).sum()) for v in classes}  # the decoders differ here
     obs = run(ctx, "ras.count_pixels", mask_path="noisy_jpeg.tif", classes=classes)
     assert obs["counts"] == want and obs["total"] == sum(want.values())
+
+
+@pytest.mark.parametrize("crs,member", [
+    ("EPSG:32615", "urn:ogc:def:crs:EPSG::32615"),
+    # a geostationary CRS has no authority code: GDAL's GeoJSON driver (the benchmark's
+    # _save_gdf through pyogrio) writes no crs member, so the polygons read back as pixel space
+    ("+proj=geos +lon_0=-75 +h=35786023 +x_0=0 +y_0=0 +ellps=GRS80 +units=m +no_defs +sweep=x",
+     None),
+])
+def test_vectorize_writes_a_crs_member_only_for_a_named_crs(ctx, tmp_path, crs, member):
+    from rasterio.transform import from_origin
+
+    m = np.zeros((6, 6), np.uint8)
+    m[1:3, 1:4] = 1
+    path = tmp_path / "data" / "crs_mask.tif"
+    with rasterio.open(path, "w", driver="GTiff", width=6, height=6, count=1, dtype="uint8",
+                       crs=crs, transform=from_origin(1000, 2000, 2, 2)) as dst:
+        dst.write(m, 1)
+    obs = run(ctx, "ras.vectorize", mask_path="crs_mask.tif", classes=[1])
+    # one 3x2-pixel polygon of 2 m pixels: 24 m2 in CRS units, 6 pixels
+    assert (obs["count"], obs["total_pixels"], obs["total_area_m2"]) == (1, 6, 24.0)
+    doc = json.loads((ctx.work_dir / obs["vector_path"]).read_text(encoding="utf-8"))
+    assert (doc.get("crs") or {}).get("properties", {}).get("name") == member

@@ -271,6 +271,9 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
                 raise ToolInputError(f"iteration {idx}, call {j}: {spec.name} cannot be called "
                                      f"with these arguments (unknown or missing: "
                                      f"{', '.join(unbound)})", tool=tool, argument="calls")
+            # a direct call takes an explicit None as the default, which the schema refuses
+            a = {k: v for k, v in a.items() if not (v is None and k in spec.non_null)} \
+                if spec.non_null else a
             raw_failure = raw_call_failure(spec.name, a)
             if raw_failure is not None:
                 if spec.name in UNGUARDED_NESTED:

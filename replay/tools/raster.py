@@ -258,6 +258,7 @@ def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
 # --------------------------------------------------------------------------------------------
 @register("ras.vectorize", server="Analysis", module="raster",
           result_keys=["tool", "vector_path", "count", "total_pixels", "total_area_m2"],
+          non_null=("pixel_size_m",),  # analysis.py: pixel_size_m: float = None
           notes={"classes": "class values to polygonise (e.g. [3] for destroyed, [255] for a "
                             "binary mask)",
                  "pixel_size_m": "used only for non-georeferenced masks"})

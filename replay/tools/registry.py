@@ -65,6 +65,8 @@ class ToolSpec:
     input_model: type[BaseModel]
     func: Callable[..., Any]
     json_params: frozenset = field(default_factory=frozenset)
+    #: optional parameters that refuse an explicit null (see ``register``)
+    non_null: frozenset = field(default_factory=frozenset)
 
     def param(self, name: str) -> ParamSpec | None:
         return next((p for p in self.params if p.name == name), None)
@@ -122,12 +124,16 @@ def _is_container(tp: Any) -> bool:
 # Registration
 # --------------------------------------------------------------------------------------------
 def register(name: str, *, server: str, module: str, result_keys: list[str], version: int = 1,
-             notes: dict[str, str] | None = None, types_: dict[str, str] | None = None):
+             notes: dict[str, str] | None = None, types_: dict[str, str] | None = None,
+             non_null: tuple[str, ...] = ()):
     """Decorator: register ``func(ctx, **params) -> dict | list`` as tool ``name``.
 
     The first parameter of ``func`` must be the ``ToolContext``; the others are the tool's
     parameters (type hints and defaults become the pydantic input model). ``types_`` overrides
     the published type string of a parameter where the Python hint is wider than the catalogue.
+    ``non_null``: optional parameters whose benchmark annotation is not Optional (``pixel_size_m:
+    float = None``): the MCP schema validation there refuses an explicit null while leaving the
+    parameter out means its default; ``validate_args`` does the same.
     """
     if server not in SERVERS:
         raise ValueError(f"unknown server {server!r}")
@@ -159,7 +165,7 @@ def register(name: str, *, server: str, module: str, result_keys: list[str], ver
         spec = ToolSpec(name=name, alias=model_alias(name), server=server, module=module,
                         version=version, description=doc.split("\n\n")[0].strip(), params=specs,
                         result_keys=list(result_keys), input_model=model, func=func,
-                        json_params=frozenset(json_params))
+                        json_params=frozenset(json_params), non_null=frozenset(non_null))
         if name in REGISTRY:
             raise ValueError(f"tool {name!r} registered twice")
         if spec.alias in _ALIASES:
@@ -248,8 +254,15 @@ def _prepare_args(spec: ToolSpec, args: dict) -> dict:
 
 
 def validate_args(spec: ToolSpec, args: dict) -> dict:
-    """Validated arguments with defaults applied; raises ``ToolInputError``."""
+    """Validated arguments with defaults applied; raises ``ToolInputError`` (also for an
+    explicit null given to a ``non_null`` parameter)."""
     prepared = _prepare_args(spec, args)
+    for name in sorted(spec.non_null):
+        if name in prepared and prepared[name] is None:
+            ps = spec.param(name)
+            raise ToolInputError(f"null is not a valid {ps.type if ps else 'value'} (leave the "
+                                 f"argument out for its default)", tool=spec.name,
+                                 argument=name, expected=ps.type if ps else None)
     try:
         model = spec.input_model.model_validate(prepared)
     except ValidationError as exc:

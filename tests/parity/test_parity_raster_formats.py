@@ -220,3 +220,16 @@ def test_vectorize_writes_a_crs_member_only_for_a_named_crs(ctx, tmp_path, crs, 
     assert (obs["count"], obs["total_pixels"], obs["total_area_m2"]) == (1, 6, 24.0)
     doc = json.loads((ctx.work_dir / obs["vector_path"]).read_text(encoding="utf-8"))
     assert (doc.get("crs") or {}).get("properties", {}).get("name") == member
+
+
+def test_vectorize_refuses_an_explicit_null_pixel_size_but_not_in_a_loop(ctx):
+    # analysis.py declares pixel_size_m: float = None: the MCP schema validation refuses null
+    # (the benchmark's answer is a validation error), leaving it out means None
+    with pytest.raises(ToolError, match="null"):
+        run(ctx, "ras.vectorize", mask_path="ramp.png", classes=[1], pixel_size_m=None)
+    # ramp.png holds class 1 in its middle column: one 1x2-pixel polygon
+    assert run(ctx, "ras.vectorize", mask_path="ramp.png", classes=[1])["count"] == 1
+    # tool.loop calls ras_vectorize directly: None is the default there
+    res = run(ctx, "tool.loop", calls=[{"call": "ras.vectorize", "args": {
+        "mask_path": "ramp.png", "classes": [1], "pixel_size_m": None}}], loop_over=[{}])
+    assert res[0]["last_obs"]["count"] == 1 and res[0]["last_obs"]["total_pixels"] == 2

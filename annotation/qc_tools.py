@@ -55,6 +55,10 @@ RASTER_AND_LOGIC_CHECKS: dict[str, tuple[str, str]] = {
                                        "other than percent mean degrees, an unknown resampling "
                                        "means bilinear, an altitude outside 0..90 is used as "
                                        "is)"),
+    "tool.float32_format": ("error", "ras.slope / ras.focal_stats get a PNG, JPEG, GIF or BMP "
+                                     "raster: the benchmark writes the float32 result in that "
+                                     "format, which cannot hold it (focal_stats fails, slope_path "
+                                     "names no file)"),
     "tool.threshold_values": ("warning", "ras.threshold's true_value is outside 0..255 (cast to "
                                          "uint8) or equals false_value (nothing tells the "
                                          "selection apart)"),
@@ -68,6 +72,11 @@ _METRE_PIXEL_TOOLS = {"ras.slope": "dem_path", "ras.hillshade": "dem_path",
                       "ras.resample": "raster_path"}
 #: tools whose literal pixel_size_m the benchmark uses without checking its sign
 _PIXEL_SIZE_TOOLS = ("ras.area", "ras.vectorize", "calc.point_distance", "report.extract_evidence")
+#: tools that write a float32 result with the input raster's own driver (tool → argument), and
+#: the file suffixes of the formats whose drivers refuse float32 (replay.tools._io
+#: FLOAT32_UNWRITABLE_DRIVERS: PNG, JPEG, GIF, BMP)
+_FLOAT32_WRITERS = {"ras.slope": "dem_path", "ras.focal_stats": "raster_path"}
+_FLOAT32_UNWRITABLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
 #: (tool, argument) → values the benchmark's code distinguishes; anything else is replaced
 _OPTIONS = {("ras.slope", "units"): ("degrees", "percent"),
             ("ras.reproject", "resampling"): ("nearest", "bilinear", "cubic"),
@@ -207,6 +216,18 @@ def check_raster_and_logic(a: Any) -> None:
                       + "; the mask cannot show the selection. Use a value in 1..255 other than "
                         "false_value (255 by default).",
                       f"{loc}.args.true_value")
+        f32_arg = _FLOAT32_WRITERS.get(name)
+        if f32_arg and isinstance(args.get(f32_arg), str) and \
+                args[f32_arg].strip().lower().endswith(_FLOAT32_UNWRITABLE_SUFFIXES):
+            value = args[f32_arg]
+            what = ("fails" if name == "ras.focal_stats" else
+                    "saves the slope as .npy and reports a slope_path that names no file, so a "
+                    "later step reading it finds nothing")
+            a.add("tool.float32_format",
+                  f"{label}: '{value}' is not a GeoTIFF; the benchmark writes the float32 result "
+                  f"with the input's own format, which cannot hold float32, so the step {what}. "
+                  f"Pass a GeoTIFF (ras.clip or ras.resample write one).",
+                  f"{loc}.args.{f32_arg}")
         if name == "ras.hillshade":
             a.add("tool.hillshade_direction",
                   f"{label}: the benchmark's hillshade (np.gradient rows growing southwards, "

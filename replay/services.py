@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import logging
 import shutil
 from datetime import timedelta
@@ -70,7 +71,7 @@ from annotation.variants import unsolvable_block
 from kernel.golddiff import leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
-from kernel.taskfile import same_value, source_from_text, to_storage
+from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
 from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
                             newest_row, update_by, update_rows)
 from studio.permissions import require
@@ -217,10 +218,11 @@ class DbStepCache:
         if row is None:
             return None
         self.hit_keys.append(key)
-        return CachedStep(obs=row[0], artifacts=row[1] or [])
+        return CachedStep(obs=from_storage(row[0]), artifacts=row[1] or [])
 
     def put(self, key: str, tool: str, version: int, entry: CachedStep) -> None:
-        # ``entry.obs`` comes from ``call_tool``, which returns plain JSON (``jsonable``)
+        # ``entry.obs`` comes from ``call_tool``: plain JSON but for NaN/inf floats (the
+        # benchmark's observations hold them), tagged by ``to_storage`` when flushed
         self.pending[key] = (tool, version, entry)
 
     @property
@@ -232,7 +234,7 @@ class DbStepCache:
         if self.pending:
             now = timezone.now()
             insert_rows(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"],
-                        ([key, tool, version, e.obs, e.artifacts, 0, now]
+                        ([key, tool, version, to_storage(e.obs), e.artifacts, 0, now]
                          for key, (tool, version, e) in self.pending.items()),
                         ignore_conflicts=True)
             self.pending.clear()
@@ -298,9 +300,10 @@ class _Progress:
             return
         row = self.rows[result.index]
         row.status, row.duration_ms = result.status, result.duration_ms
-        # the engine's values are plain JSON already (call_tool returns jsonable observations)
+        # the engine's values are plain JSON already, but an observation may hold NaN/inf
+        # (as the benchmark's do): tagged for the JSON column (kernel.taskfile.to_storage)
         row.resolved_args = result.resolved_args or {}
-        row.obs, row.error = result.obs, result.error or ""
+        row.obs, row.error = to_storage(result.obs), result.error or ""
         row.artifacts = result.artifacts or []
         row.cached, row.expanded = result.cached, result.expanded or []
         self.buffer.append(row)
@@ -525,7 +528,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         progress.flush()
         raise
     finished = timezone.now()
-    common = dict(filled_trajectory=result.filled_trajectory, finished_at=finished, heartbeat_at=finished,
+    common = dict(filled_trajectory=to_storage(result.filled_trajectory), finished_at=finished, heartbeat_at=finished,
                   tool_calls=result.tool_calls, cache_hits=result.cache_hits, artifact_manifest=result.manifest,
                   steps_done=progress.done)
     if not result.ok:
@@ -537,9 +540,9 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     except Exception as exc:
         progress.finish(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
         return run
-    answer = _jsonable(answer)
+    answer = to_storage(_jsonable(answer))
     if variant is not None and variant["kind"] == TaskVariant.Kind.BROKEN:
-        common["variant_check"] = _jsonable(alternative_check(variant["tools"], result, ctx))
+        common["variant_check"] = to_storage(_jsonable(alternative_check(variant["tools"], result, ctx)))
     progress.finish(status=ReplayRun.Status.SUCCEEDED, final_answer=answer,
                     replay_hash=replay_hash(common["filled_trajectory"], answer), **common)
     return run
@@ -748,7 +751,10 @@ def _close(a: Any, b: Any, rtol: float) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(float(a) - float(b)) <= 1e-9 + rtol * max(abs(float(a)), abs(float(b)))
+        fa, fb = float(a), float(b)
+        if fa == fb or (math.isnan(fa) and math.isnan(fb)):  # equal infinities; NaN recorded and replayed
+            return True
+        return abs(fa - fb) <= 1e-9 + rtol * max(abs(fa), abs(fb))
     return a == b
 
 
@@ -776,7 +782,7 @@ def recorded_diff(run: ReplayRun, recorded: list[dict], *, rtol: float = 1e-6) -
     ``changed`` is true when a non-perception step differs (a gold the benchmark's tools would
     not give), false when at most perception sources differ.
     """
-    rows = step_diff(collapse_expanded(recorded or [])[0], collapse_expanded(run.filled_trajectory or [])[0],
+    rows = step_diff(collapse_expanded(recorded or [])[0], collapse_expanded(from_storage(run.filled_trajectory or []))[0],
                      calls=False, equal=lambda x, y: _close(x, y, rtol), skip=_names_a_file,
                      call_name=lambda c: str(c).split("(", 1)[0].strip())
     for row in rows:

@@ -29,6 +29,57 @@ from .base import ClassIndexError, ModalityError, ToolContext, ToolInputError, j
 CLASS_TAG = "DORA_CLASSES"
 PIXEL_TAG = "DORA_PIXEL_SIZE_M"
 
+#: GDAL drivers that cannot store a float32 band (their write refuses it: "PNG driver doesn't
+#: support data type Float32"). The benchmark writes ras.slope / ras.focal_stats outputs with the
+#: input's own profile, driver included, so a DEM or raster in one of these formats fails there
+#: (checked with rasterio 1.4.4 / GDAL 3.10: PNG, JPEG, GIF and BMP refuse Float32, GTiff takes it).
+FLOAT32_UNWRITABLE_DRIVERS = frozenset({"PNG", "JPEG", "GIF", "BMP"})
+
+
+#: lossy GeoTIFF codecs: re-encoding changes pixel values
+LOSSY_COMPRESSIONS = frozenset({"jpeg", "webp"})
+
+
+def lossy_creation_options(path: Path) -> dict | None:
+    """The creation options (compress, photometric, tiling, interleave) of a GeoTIFF stored
+    with a lossy codec (:data:`LOSSY_COMPRESSIONS`), else None.
+
+    ``ras.resample`` in the benchmark writes with the source's ``src.profile.copy()``, so a
+    JPEG-compressed source is re-encoded as JPEG and its pixel values change by the codec's
+    loss; writing with the same options reproduces those values (same GDAL encoder)."""
+    import rasterio
+
+    ctx = _quiet()
+    try:
+        with rasterio.open(path) as src:
+            prof = src.profile
+    finally:
+        ctx.__exit__(None, None, None)
+    if str(prof.get("compress") or "").lower() not in LOSSY_COMPRESSIONS:
+        return None
+    return {k: prof[k] for k in ("compress", "photometric", "tiled", "blockxsize", "blockysize",
+                                 "interleave") if prof.get(k) is not None}
+
+
+def source_profile_unwritable(meta: "RasterMeta", *, float32: bool = False) -> str | None:
+    """Why the benchmark's write of a one-band (or recompressed) result with ``meta``'s source
+    profile fails, or None when it works.
+
+    The benchmark's raster tools copy the input's rasterio profile for their output
+    (``_safe_raster_profile`` and ``src.profile.copy()`` in ``dora/tools/analysis.py``@2b24be70),
+    which keeps ``photometric``: a JPEG/YCbCr-compressed GeoTIFF then makes GDAL refuse the output
+    ("PHOTOMETRIC=YCBCR requires COMPRESS=JPEG", "... not supported on a 1-band raster"), as it
+    does for ras.threshold, ras.clip, ras.diff, mask.compose_multiclass, ras.slope, ras.hillshade
+    and ras.focal_stats (checked with rasterio 1.4.4 / GDAL 3.10). ``float32``: the result is
+    float32 and is written with the input's own driver (ras.slope, ras.focal_stats), which
+    :data:`FLOAT32_UNWRITABLE_DRIVERS` refuse.
+    """
+    if float32 and meta.driver in FLOAT32_UNWRITABLE_DRIVERS:
+        return f"{meta.driver} driver doesn't support data type Float32"
+    if meta.photometric == "ycbcr":
+        return "PHOTOMETRIC=YCBCR (JPEG-compressed source) cannot be written with this output"
+    return None
+
 
 # ============================================================================================
 # Rasters
@@ -44,6 +95,8 @@ class RasterMeta:
     transform: Any  # affine.Affine
     nodata: float | None
     driver: str
+    #: the TIFF photometric interpretation ("ycbcr", "rgb", "minisblack", ...) or None
+    photometric: str | None = None
 
     @property
     def georeferenced(self) -> bool:
@@ -69,8 +122,10 @@ def raster_meta(path: Path, *, tool: str | None = None, argument: str | None = N
     ctx = _quiet()
     try:
         with rasterio.open(path) as src:
+            photometric = getattr(src.photometric, "name", None)
             return RasterMeta(Path(path), src.width, src.height, src.count, src.dtypes[0],
-                              src.crs, src.transform, src.nodata, src.driver)
+                              src.crs, src.transform, src.nodata, src.driver,
+                              photometric.lower() if photometric else None)
     except rasterio.errors.RasterioIOError as exc:
         raise ToolInputError(f"cannot read {Path(path).name} as a raster: {exc}", tool=tool,
                              argument=argument, expected="a raster image (GeoTIFF, PNG, ...)")
@@ -240,8 +295,11 @@ def write_mask(path: Path, arr: np.ndarray, *, like: RasterMeta | None = None,
 
 
 def write_raster(path: Path, arr: np.ndarray, *, like: RasterMeta | None = None,
-                 nodata: float | None = None, transform=None, crs=None) -> Path:
-    """Write a (bands, H, W) or (H, W) array as GeoTIFF, keeping ``like``'s georeferencing."""
+                 nodata: float | None = None, transform=None, crs=None,
+                 creation: dict | None = None) -> Path:
+    """Write a (bands, H, W) or (H, W) array as GeoTIFF, keeping ``like``'s georeferencing.
+    ``creation``: GTiff creation options that replace the default deflate compression (see
+    :func:`lossy_creation_options`)."""
     import rasterio
 
     if arr.ndim == 2:
@@ -257,6 +315,8 @@ def write_raster(path: Path, arr: np.ndarray, *, like: RasterMeta | None = None,
         profile["transform"] = transform
     if nodata is not None:
         profile["nodata"] = nodata
+    if creation:
+        profile.update(creation)
     ctx = _quiet()
     try:
         with rasterio.open(path, "w", **profile) as dst:
@@ -382,7 +442,11 @@ def _prop_value(v: Any) -> Any:
 
 
 def write_vector(path: Path, gdf) -> Path:
-    """Write ``gdf`` as GeoJSON (a ``crs`` member only when it has a CRS)."""
+    """Write ``gdf`` as GeoJSON (a ``crs`` member only when it has a CRS that an authority
+    names). As GDAL's GeoJSON driver does for the benchmark's ``_save_gdf``
+    (``dora/tools/analysis.py``@2b24be70, pyogrio), a CRS without an authority code
+    (pyproj ``to_authority()`` None: a Mars or geostationary CRS) is left out, so the layer
+    reads back as pixel space; an equivalent of an EPSG code is written as that code."""
     from shapely.geometry import mapping
 
     geom_col = gdf.geometry.name
@@ -396,7 +460,7 @@ def write_vector(path: Path, gdf) -> Path:
                          "geometry": jsonable(mapping(geom)) if geom is not None and not geom.is_empty
                          else None})
     doc: dict[str, Any] = {"type": "FeatureCollection"}
-    if gdf.crs is not None:
+    if gdf.crs is not None and gdf.crs.to_authority() is not None:
         doc["crs"] = {"type": "name", "properties": {"name": _crs_name(gdf.crs)}}
     doc["features"] = features
     Path(path).write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")),

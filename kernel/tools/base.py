@@ -265,19 +265,27 @@ def _hash_inputs(value: Any) -> Any:
     return jsonable(value)
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any, *, keep_non_finite: bool = False) -> Any:
     """Plain-JSON copy of ``value``: numpy scalars/arrays to Python, tuples to lists,
-    NaN/inf to None, ``Path`` to its name, dict keys to strings."""
+    ``Path`` to its name, dict keys to strings; NaN/inf to None unless ``keep_non_finite``.
+
+    ``keep_non_finite=True`` keeps NaN, inf and -inf as Python floats: what a tool observation
+    holds in the benchmark, whose tool servers answer with ``json.dumps`` (``allow_nan``: the
+    tokens ``NaN``/``Infinity``) and whose harness parses them back with ``json.loads``. Such a
+    value must be tagged (``kernel.taskfile.to_storage``) before it reaches a JSON column.
+    Raises ``TypeError`` for a value that has no JSON form.
+    """
     try:
         import numpy as np
     except Exception:  # pragma: no cover
         np = None
+    keep = keep_non_finite
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value if keep or math.isfinite(value) else None
     if np is not None:
         if isinstance(value, np.bool_):
             return bool(value)
@@ -285,16 +293,16 @@ def jsonable(value: Any) -> Any:
             return int(value)
         if isinstance(value, np.floating):
             f = float(value)
-            return f if math.isfinite(f) else None
+            return f if keep or math.isfinite(f) else None
         if isinstance(value, np.ndarray):
-            return [jsonable(v) for v in value.tolist()]
+            return [jsonable(v, keep_non_finite=keep) for v in value.tolist()]
     if isinstance(value, Path):
         return value.name
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v, keep_non_finite=keep) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         seq = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        return [jsonable(v) for v in seq]
+        return [jsonable(v, keep_non_finite=keep) for v in seq]
     raise TypeError(f"value of type {type(value).__name__} is not JSON serialisable")
 
 

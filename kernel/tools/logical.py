@@ -41,6 +41,47 @@ GUARDED_NESTED = frozenset({
     "vec.length", "vec.perimeter", "vec.raster_stats", "vec.filter_by_area",
     "vec.filter_by_attribute", "vec.nearest", "vec.clip"})
 STUB_NOTE = "Replace this stub with a real model backend."
+#: (nested tool, argument) whose value the benchmark's function uses in arithmetic or a
+#: comparison without converting it first (``dora/tools/calculate.py``@7b969887 ``ras_area``
+#: ``pixel_size_m ** 2``, ``calc_volume`` ``float(area_m2) * depth_m``, ``logi_truck_trips``
+#: ``capacity_m3 <= 0``, ``logi_resource_allocation`` ``total_supply - allocated_total``;
+#: ``analysis.py``@2b24be70 ``ras_focal_stats`` ``window_size < 1``, ``ras_hillshade``
+#: ``dem * z_factor``, ``360 - azimuth``, ``np.deg2rad(altitude)``). The loop calls the function
+#: directly, without the MCP schema's coercion, so a string there (an item field "0.5", say)
+#: raises TypeError inside the tool's own try block: the call's obs is a stub.
+RAW_STRING_FAILS = frozenset({
+    ("ras.area", "pixel_size_m"), ("calc.volume", "depth_m"), ("logi.truck_trips", "capacity_m3"),
+    ("logi.resource_allocation", "total_supply"), ("ras.focal_stats", "window_size"),
+    ("ras.hillshade", "z_factor"), ("ras.hillshade", "azimuth"), ("ras.hillshade", "altitude")})
+
+
+def raw_call_failure(tool: str, args: dict) -> str | None:
+    """Why the benchmark's direct (unvalidated) call of a nested ``tool`` with ``args`` raises,
+    or None. Covers :data:`RAW_STRING_FAILS` and ``ras.sample_point(s)``, whose helpers compare
+    ``row``/``col`` with 0 (a string raises TypeError) and index the band array with them (a
+    float raises IndexError); ``ras.clip`` compares x1 with x2 and y1 with y2 (a string beside
+    a number raises TypeError)."""
+    for (t, name) in RAW_STRING_FAILS:
+        if t == tool and isinstance(args.get(name), str):
+            return (f"TypeError: {name} is the string {args[name]!r}; the benchmark's {tool} "
+                    f"computes with it unconverted")
+    if tool in ("ras.sample_point", "ras.sample_points"):
+        points = [args] if tool == "ras.sample_point" else (
+            args.get("points") if isinstance(args.get("points"), list) else [])
+        for pt in points:
+            if not isinstance(pt, dict):
+                continue
+            for name in ("row", "col"):
+                v = pt.get(name)
+                if isinstance(v, str) or (isinstance(v, float) and not isinstance(v, bool)):
+                    return (f"{'TypeError' if isinstance(v, str) else 'IndexError'}: {name} "
+                            f"{v!r} is not an integer pixel index")
+    if tool == "ras.clip":
+        for a, b in (("x1", "x2"), ("y1", "y2")):
+            va, vb = args.get(a), args.get(b)
+            if isinstance(va, str) != isinstance(vb, str):
+                return f"TypeError: min({va!r}, {vb!r}) compares a string with a number"
+    return None
 
 
 def stub_observation(tool: str, args: dict, error: str) -> dict:
@@ -211,7 +252,9 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
     (``stub_observation``), except for ``UNGUARDED_NESTED`` tools, where it raises a
     ``ToolError`` naming the iteration and the call. So does a call with unknown or missing
     arguments to an Analysis/Calculate tool outside ``GUARDED_NESTED`` (the benchmark's Python
-    call raises TypeError before that tool's own error handling)."""
+    call raises TypeError before that tool's own error handling). The benchmark passes nested
+    arguments unconverted: a value its function cannot compute with (``raw_call_failure``: a
+    string pixel size, a float pixel index) fails that call the same way."""
     tool = LOOP_TOOL
     out = []
     for idx, raw in enumerate(items):
@@ -228,6 +271,17 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
                 raise ToolInputError(f"iteration {idx}, call {j}: {spec.name} cannot be called "
                                      f"with these arguments (unknown or missing: "
                                      f"{', '.join(unbound)})", tool=tool, argument="calls")
+            # a direct call takes an explicit None as the default, which the schema refuses
+            a = {k: v for k, v in a.items() if not (v is None and k in spec.non_null)} \
+                if spec.non_null else a
+            raw_failure = raw_call_failure(spec.name, a)
+            if raw_failure is not None:
+                if spec.name in UNGUARDED_NESTED:
+                    raise ToolError(f"iteration {idx}, call {j}: {spec.name}: {raw_failure}",
+                                    tool=tool, argument="calls")
+                steps.append({"tool": spec.name, "args": a,
+                              "obs": stub_observation(spec.name, a, raw_failure)})
+                continue
             try:
                 obs = call(spec, a)
             except ToolError as exc:

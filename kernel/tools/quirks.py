@@ -51,6 +51,12 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           reference="dora/tools/analysis.py:ras_count_pixels@2b24be70",
           qc_check="classes.stale_index"),
     Quirk("ras.count_pixels",
+          "reads a JPEG-compressed TIFF with imread's tifffile + imagecodecs (libjpeg), whose "
+          "samples differ from GDAL's decode of the same file; ras.area too",
+          instead="decode every raster one way (GDAL, as the other raster tools do)",
+          reference="dora/tools/analysis.py:ras_count_pixels@2b24be70",
+          qc_check=None),
+    Quirk("ras.count_pixels",
           "a mask file that does not exist gives {tool, note, count: 0, mask_path, classes} "
           "(the guard on FileNotFoundError), not an error; ras.vectorize answers a missing mask"
           " with 0 features and vector_path null",
@@ -76,6 +82,13 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           instead="null areas without a pixel size, metres on a geographic mask",
           reference="dora/tools/analysis.py:_vectorize_mask_to_gdf@2b24be70",
           qc_check="tool.vectorize_area"),
+    Quirk("ras.vectorize",
+          "writes its GeoJSON through GDAL's driver, which leaves out the crs member of a CRS "
+          "without an authority code (a Mars or geostationary CRS): the polygons read back as "
+          "pixel space (every vector output of the benchmark's _save_gdf alike)",
+          instead="keep the CRS (as WKT) in the output",
+          reference="dora/tools/analysis.py:_save_gdf@2b24be70",
+          qc_check=None),
     Quirk("mask.compose_multiclass",
           "reads band 1 of each mask and gives every value > 0 the class, whatever else the "
           "mask holds (multi-class or multi-band masks are not refused)",
@@ -143,6 +156,33 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           instead="skip nodata and the outside of the image",
           reference="dora/tools/analysis.py:ras_focal_stats@2b24be70",
           qc_check=None),
+    Quirk("ras.slope",
+          "writes the float32 slope with the DEM's own driver; for a PNG, JPEG, GIF or BMP DEM "
+          "that write fails and the fallback saves <slope_path>.npy, while slope_path (reported"
+          " with the stats) names no file",
+          instead="write a GeoTIFF whatever the input format",
+          reference="dora/tools/analysis.py:ras_slope@2b24be70",
+          qc_check="tool.float32_format"),
+    Quirk("ras.focal_stats",
+          "writes the float32 result with the input's own driver, so any PNG, JPEG, GIF or BMP "
+          "input fails the call (\"PNG driver doesn't support data type Float32\")",
+          instead="write a GeoTIFF whatever the input format",
+          reference="dora/tools/analysis.py:ras_focal_stats@2b24be70",
+          qc_check="tool.float32_format"),
+    Quirk("ras.threshold",
+          "writes its output with the input's rasterio profile, photometric included: a JPEG/"
+          "YCbCr-compressed GeoTIFF input fails the call (so do ras.clip, ras.diff, "
+          "mask.compose_multiclass and ras.focal_stats), ras.slope saves only <slope_path>.npy "
+          "and ras.hillshade writes a plain TIFF without georeferencing",
+          instead="write a fresh GeoTIFF profile whatever the input's compression",
+          reference="dora/tools/analysis.py:_safe_raster_profile@2b24be70",
+          qc_check=None),
+    Quirk("ras.resample",
+          "writes with the source's profile: a JPEG-compressed source is re-encoded as JPEG, so"
+          " the resampled pixels carry a second round of compression loss",
+          instead="write the resampled values losslessly",
+          reference="dora/tools/analysis.py:ras_resample@2b24be70",
+          qc_check=None),
     Quirk("ras.reproject",
           "writes no nodata when the source has none (pixels outside the source are 0 and count"
           " as data); an unknown resampling means bilinear; dst_crs is echoed as given",
@@ -183,6 +223,14 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           "and unknown or missing arguments to a tool without _tool_guard, a TypeError that "
           "ends it too); an unresolved reference is passed on as the literal string",
           instead="stop at the first failing call",
+          reference="dora/tools/analysis.py:tool_loop@2b24be70",
+          qc_check="tool.loop_stub_obs"),
+    Quirk("tool.loop",
+          "passes nested arguments unconverted (no schema): a string where the function "
+          "computes without float() (ras.area pixel_size_m, calc.volume depth_m, "
+          "logi.truck_trips capacity_m3, ...) fails that call (stub obs), a string or float "
+          "pixel index to ras.sample_point(s) ends the loop",
+          instead="coerce nested arguments as the tool schema does",
           reference="dora/tools/analysis.py:tool_loop@2b24be70",
           qc_check="tool.loop_stub_obs"),
     Quirk("tool.loop",

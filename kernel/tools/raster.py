@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
-    write_raster
-from .base import ToolContext, ToolInputError
+from ._io import lossy_creation_options, raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
+    source_profile_unwritable, write_raster
+from .base import ToolContext, ToolError, ToolInputError
 from .registry import register
 
 #: RescueNet / aerial labels (benchmark's table), used to name composed classes
@@ -29,6 +29,16 @@ RESCUENET_CLASSES = {
     8: "tree_not_fallen", 9: "vehicle_not_trapped", 10: "vehicle_trapped", 11: "water",
     255: "ignore",
 }
+
+def _refuse_source_profile(meta, tool: str, argument: str, *, float32: bool = False) -> None:
+    """Raise ``ToolError`` where the benchmark's write of this tool's output with the input's
+    profile fails (a JPEG/YCbCr GeoTIFF; with ``float32`` also a PNG/JPEG/GIF/BMP input; see
+    ``_io.source_profile_unwritable``), so its call returns a stub."""
+    why = source_profile_unwritable(meta, float32=float32)
+    if why:
+        raise ToolError(f"{why}: the benchmark writes the output with the input's profile",
+                        tool=tool, argument=argument)
+
 
 _OPS = {
     ">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less, "==": np.equal,
@@ -42,8 +52,21 @@ def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
     ``ras.area`` read masks with ``skimage.io.imread`` and compare the whole array, so a
     multi-band image is counted over all its bands (an RGB pixel whose three samples equal the
     class counts three times). A palette PNG is expanded to its RGB(A) colours, as imageio
-    does. Unreadable file → ToolInputError.
+    does. A JPEG-compressed TIFF is decoded by libjpeg as imread's tifffile + imagecodecs
+    decode it (Pillow gives the same samples; GDAL's decoder differs by a few levels). Unreadable
+    file → ToolInputError.
     """
+    if Path(path).suffix.lower() in (".tif", ".tiff"):
+        opts = lossy_creation_options(path)
+        if opts and str(opts.get("compress")).lower() == "jpeg":
+            try:
+                from PIL import Image
+
+                with Image.open(path) as im:
+                    arr = np.asarray(im)
+                return arr[None] if arr.ndim == 2 else np.moveaxis(arr, -1, 0)
+            except OSError:
+                pass
     if Path(path).suffix.lower() == ".png":
         try:
             from PIL import Image
@@ -63,13 +86,18 @@ def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
 MISSING_INPUT_NOTE = "No input data available; returning empty result."
 
 
-def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str) -> Path | None:
+def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str,
+                       empty_is_missing: bool = False) -> Path | None:
     """The file ``value`` names, or None when no such file exists (the benchmark answers a
     missing mask with an empty, non-error result in ``ras.count_pixels`` and
-    ``ras.vectorize``). A path outside the data roots or a non-string still raises
-    ToolInputError."""
+    ``ras.vectorize``). A blank name ("   ") is missing too; the empty string only with
+    ``empty_is_missing`` (``ras.vectorize`` tests ``os.path.exists("")``, False, while
+    ``ras.count_pixels``' imread("") reads the working directory and fails). A path outside
+    the data roots or a non-string still raises ToolInputError."""
     from .base import ToolError
 
+    if isinstance(value, str) and not value.strip() and (value or empty_is_missing):
+        return None
     try:
         return ctx.resolve(value, tool=tool, argument=argument)
     except ToolError as exc:
@@ -157,6 +185,7 @@ def ras_threshold(ctx: ToolContext, image_path: str, threshold: float, op: str =
                              tool=tool, argument="false_value", expected="0..255")
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_band(path, int(band), tool=tool, argument="image_path")
+    _refuse_source_profile(meta, tool, "image_path")
     valid = np.isfinite(arr)
     if meta.nodata is not None:
         valid &= arr != meta.nodata
@@ -203,6 +232,7 @@ def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
                              expected="one class value per mask")
     resolved = [ctx.resolve(p, tool=tool, argument="mask_paths") for p in mask_paths]
     first_meta = raster_meta(resolved[0], tool=tool, argument="mask_paths")
+    _refuse_source_profile(first_meta, tool, "mask_paths")
     composed = np.zeros((first_meta.height, first_meta.width), dtype=np.uint8)
     for p, name, value in zip(resolved, mask_paths, class_values):
         arr, _meta = read_band(p, 1, tool=tool, argument="mask_paths")
@@ -228,6 +258,7 @@ def mask_compose_multiclass(ctx: ToolContext, mask_paths: list[str],
 # --------------------------------------------------------------------------------------------
 @register("ras.vectorize", server="Analysis", module="raster",
           result_keys=["tool", "vector_path", "count", "total_pixels", "total_area_m2"],
+          non_null=("pixel_size_m",),  # analysis.py: pixel_size_m: float = None
           notes={"classes": "class values to polygonise (e.g. [3] for destroyed, [255] for a "
                             "binary mask)",
                  "pixel_size_m": "used only for non-georeferenced masks"})
@@ -255,7 +286,8 @@ def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
     from ._io import write_vector
 
     tool = "ras.vectorize"
-    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path")
+    path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path",
+                              empty_is_missing=True)
     if path is None:
         return {"tool": tool, "vector_path": None, "count": 0, "total_pixels": 0,
                 "total_area_m2": None, "note": "No raster data available; zero features extracted."}
@@ -408,6 +440,7 @@ def ras_clip(ctx: ToolContext, image_path: str, x1: int, x2: int, y1: int, y2: i
                              expected="a window of at least one pixel")
     path = ctx.resolve(image_path, tool=tool, argument="image_path")
     arr, meta = read_raster(path, tool=tool, argument="image_path")
+    _refuse_source_profile(meta, tool, "image_path")
     cx1, cx2 = max(0, x1), min(meta.height, x2)
     cy1, cy2 = max(0, y1), min(meta.width, y2)
     if cx1 >= cx2 or cy1 >= cy2:
@@ -501,6 +534,7 @@ def ras_diff(ctx: ToolContext, image_a_path: str, image_b_path: str, band_a: int
     pb = ctx.resolve(image_b_path, tool=tool, argument="image_b_path")
     a, ma = read_band(pa, int(band_a), tool=tool, argument="image_a_path")
     b, mb = read_band(pb, int(band_b), tool=tool, argument="image_b_path")
+    _refuse_source_profile(ma, tool, "image_a_path")
     if a.shape != b.shape:
         raise ToolInputError(f"rasters differ in size: {a.shape} vs {b.shape}", tool=tool,
                              argument="image_b_path", expected="rasters of one grid")
@@ -659,6 +693,8 @@ def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
     ``_gradients``) with the pixel size |a|, |e| in CRS units — on a geographic DEM degrees are
     used as if they were metres (quirk); slope = atan(hypot(dz/dx, dz/dy)); every pixel,
     nodata included, gets a slope. ``stats`` {min, max, mean} over all pixels, in float32.
+    A DEM in a format that cannot hold float32 (PNG, JPEG, GIF, BMP) gets its slope saved as
+    ``<slope_path>.npy`` while ``slope_path`` names no file, as the benchmark's fallback does.
     The output keeps the DEM's profile (CRS, transform, nodata tag).
     """
     tool = "ras.slope"
@@ -669,8 +705,14 @@ def ras_slope(ctx: ToolContext, dem_path: str, units: str = "degrees",
     slope = slope.astype(np.float32)
     dst = named_output(ctx, tool, {"dem": path, "units": units}, ".tif", out_path,
                        (".tif", ".tiff"))
-    write_raster(dst, slope, like=meta, nodata=meta.nodata,
-                 transform=meta.transform if not meta.georeferenced else None)
+    if source_profile_unwritable(meta, float32=True):
+        # the benchmark writes with the DEM's own profile, which refuses float32 (a PNG/JPEG
+        # driver, a YCbCr photometric); its fallback saves the array as <slope_path>.npy and
+        # still reports slope_path, which names no file (quirk): a later step finds nothing
+        np.save(str(dst) + ".npy", slope)
+    else:
+        write_raster(dst, slope, like=meta, nodata=meta.nodata,
+                     transform=meta.transform if not meta.georeferenced else None)
     return {"tool": tool, "slope_path": ctx.artifact_name(dst), "units": units,
             "stats": {"min": float(slope.min()), "max": float(slope.max()),
                       "mean": float(slope.mean())}}
@@ -710,9 +752,10 @@ def ras_hillshade(ctx: ToolContext, dem_path: str, azimuth: float = 315.0,
                                    "altitude": float(altitude), "z": float(z_factor)}, ".tif",
                        out_path, (".tif", ".tiff"))
     nodata = meta.nodata
-    if nodata is not None and (math.isnan(nodata) or not 0 <= nodata <= 255):
-        # the benchmark's rasterio write refuses a nodata outside uint8 and falls back to
-        # Pillow: a plain TIFF without georeferencing
+    if (nodata is not None and (math.isnan(nodata) or not 0 <= nodata <= 255)) or \
+            source_profile_unwritable(meta):
+        # the benchmark's rasterio write refuses a nodata outside uint8 (or a YCbCr source
+        # profile) and falls back to Pillow: a plain TIFF without georeferencing
         write_raster(dst, out)
     else:
         write_raster(dst, out, like=meta, nodata=nodata,
@@ -824,8 +867,10 @@ def ras_resample(ctx: ToolContext, raster_path: str, target_pixel_size_m: float,
     new_t = t * Affine.scale(meta.width / w, meta.height / h)
     dst = named_output(ctx, tool, {"raster": path, "target": float(target_pixel_size_m),
                                    "resampling": resampling}, ".tif", out_path, (".tif", ".tiff"))
+    # a lossy (JPEG) source is re-encoded with its own options, as the benchmark's copied profile
     write_raster(dst, data, nodata=meta.nodata, transform=new_t,
-                 crs=meta.crs if meta.georeferenced else None)
+                 crs=meta.crs if meta.georeferenced else None,
+                 creation=lossy_creation_options(path))
     class_map, _px = read_mask_tags(path)
     if class_map:
         _retag(dst, class_map, float(target_pixel_size_m) if not meta.georeferenced else None)
@@ -855,7 +900,9 @@ def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
     ``std``: population standard deviation over all w² cells, invalid ones as 0. NaN is not
     treated as nodata. Invalid pixels get the nodata value in the output. ``statistic`` is
     lower-cased; an even ``window_size`` is bumped to the next odd one.
-    Errors: unknown statistic, window_size < 1 → ToolInputError.
+    Errors: unknown statistic, window_size < 1 → ToolInputError; an input in a format that
+    cannot hold float32 (PNG, JPEG, GIF, BMP: the benchmark writes in the input's format) →
+    ToolError.
     """
     from scipy import ndimage
 
@@ -872,6 +919,9 @@ def ras_focal_stats(ctx: ToolContext, raster_path: str, statistic: str = "mean",
         w += 1
     path = ctx.resolve(raster_path, tool=tool, argument="raster_path")
     band, meta = read_band(path, 1, tool=tool, argument="raster_path")
+    # the benchmark writes the float32 result with the input's own profile: a PNG/JPEG driver
+    # or a YCbCr photometric refuses it
+    _refuse_source_profile(meta, tool, "raster_path", float32=True)
     arr = band.astype(np.float32)
     nd = nodata if nodata is not None else meta.nodata
     valid = arr != nd if nd is not None else np.ones(arr.shape, dtype=bool)

@@ -65,6 +65,8 @@ class ToolSpec:
     input_model: type[BaseModel]
     func: Callable[..., Any]
     json_params: frozenset = field(default_factory=frozenset)
+    #: optional parameters that refuse an explicit null (see ``register``)
+    non_null: frozenset = field(default_factory=frozenset)
 
     def param(self, name: str) -> ParamSpec | None:
         return next((p for p in self.params if p.name == name), None)
@@ -122,12 +124,16 @@ def _is_container(tp: Any) -> bool:
 # Registration
 # --------------------------------------------------------------------------------------------
 def register(name: str, *, server: str, module: str, result_keys: list[str], version: int = 1,
-             notes: dict[str, str] | None = None, types_: dict[str, str] | None = None):
+             notes: dict[str, str] | None = None, types_: dict[str, str] | None = None,
+             non_null: tuple[str, ...] = ()):
     """Decorator: register ``func(ctx, **params) -> dict | list`` as tool ``name``.
 
     The first parameter of ``func`` must be the ``ToolContext``; the others are the tool's
     parameters (type hints and defaults become the pydantic input model). ``types_`` overrides
     the published type string of a parameter where the Python hint is wider than the catalogue.
+    ``non_null``: optional parameters whose benchmark annotation is not Optional (``pixel_size_m:
+    float = None``): the MCP schema validation there refuses an explicit null while leaving the
+    parameter out means its default; ``validate_args`` does the same.
     """
     if server not in SERVERS:
         raise ValueError(f"unknown server {server!r}")
@@ -159,7 +165,7 @@ def register(name: str, *, server: str, module: str, result_keys: list[str], ver
         spec = ToolSpec(name=name, alias=model_alias(name), server=server, module=module,
                         version=version, description=doc.split("\n\n")[0].strip(), params=specs,
                         result_keys=list(result_keys), input_model=model, func=func,
-                        json_params=frozenset(json_params))
+                        json_params=frozenset(json_params), non_null=frozenset(non_null))
         if name in REGISTRY:
             raise ValueError(f"tool {name!r} registered twice")
         if spec.alias in _ALIASES:
@@ -248,8 +254,15 @@ def _prepare_args(spec: ToolSpec, args: dict) -> dict:
 
 
 def validate_args(spec: ToolSpec, args: dict) -> dict:
-    """Validated arguments with defaults applied; raises ``ToolInputError``."""
+    """Validated arguments with defaults applied; raises ``ToolInputError`` (also for an
+    explicit null given to a ``non_null`` parameter)."""
     prepared = _prepare_args(spec, args)
+    for name in sorted(spec.non_null):
+        if name in prepared and prepared[name] is None:
+            ps = spec.param(name)
+            raise ToolInputError(f"null is not a valid {ps.type if ps else 'value'} (leave the "
+                                 f"argument out for its default)", tool=spec.name,
+                                 argument=name, expected=ps.type if ps else None)
     try:
         model = spec.input_model.model_validate(prepared)
     except ValidationError as exc:
@@ -281,7 +294,8 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext) -> dict | list:
 
     The observation is a JSON-ready dict with ``"tool"`` set to the dotted name; the one
     exception is ``tool.loop`` with ``return_all=true``, which returns a bare list, as the
-    benchmark does. Failures raise ``ToolError`` subclasses; nothing is returned as a stub.
+    benchmark does. Non-finite numbers stay NaN/inf floats, as in the benchmark's observations.
+    Failures raise ``ToolError`` subclasses; nothing is returned as a stub.
     """
     spec = get_tool(name)
     values = validate_args(spec, args or {})
@@ -303,7 +317,9 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext) -> dict | list:
         result = {"tool": result.pop("tool"), **result}
     elif not isinstance(result, list):
         raise ToolError(f"tool returned {type(result).__name__}, not an object", tool=spec.name)
-    return jsonable(result)
+    # NaN / Infinity stay floats, as in the benchmark's observations (its servers json.dumps
+    # them as NaN tokens and its harness json.loads them back)
+    return jsonable(result, keep_non_finite=True)
 
 
 def catalogue_params(name: str, catalogue_path) -> list[dict]:

@@ -224,6 +224,40 @@ def test_loop_nested_missing_mask_is_the_empty_result(ctx):
     assert res[1]["last_obs"]["count"] == 0 and "status" not in res[1]["last_obs"]
 
 
+@pytest.mark.parametrize("call,item_value", [
+    # calculate.py: ras_area computes pixel_size_m ** 2 -> TypeError for "0.5", inside its try
+    ({"call": "ras.area", "args": {"mask_path": "m.png", "pixel_size_m": "<item.v>"}}, "0.5"),
+    # calc_volume: float(area_m2) * depth_m
+    ({"call": "calc.volume", "args": {"area_m2": 10, "depth_m": "<item.v>"}}, "2"),
+    # logi_truck_trips: capacity_m3 <= 0
+    ({"call": "logi.truck_trips", "args": {"volume_m3": 30, "capacity_m3": "<item.v>"}}, "10"),
+])
+def test_loop_nested_string_number_is_a_stub_where_the_benchmark_computes_with_it(
+        ctx, call, item_value):
+    # the benchmark's loop calls the function directly: no schema coerces the item's string,
+    # so this iteration's obs is the stub; the numeric item works as a direct call
+    res = run(ctx, "tool.loop", calls=[call], loop_over=[{"v": 1}, {"v": item_value}])
+    assert "status" not in res[0]["last_obs"]
+    assert res[1]["last_obs"]["status"] == "stub"
+
+
+def test_loop_nested_string_converted_by_the_benchmark_works(ctx):
+    # calc_add converts with float(): "1" + "2" = 3.0 also in a direct call
+    res = run(ctx, "tool.loop", calls=[{"call": "calc.add", "args": {"a": "<item.a>", "b": "2"}}],
+              loop_over=[{"a": "1"}])
+    assert res[0]["last_obs"]["sum"] == 3.0
+
+
+@pytest.mark.parametrize("row", ["1", 1.0])
+def test_loop_sample_point_with_a_non_integer_index_ends_the_loop(ctx, row):
+    # the unguarded ras_sample_point helper: "1" < 0 raises TypeError, values[b, 1.0, 2] raises
+    # IndexError; tool_loop's outer except turns the whole loop into its stub
+    with pytest.raises(ToolError):
+        run(ctx, "tool.loop", calls=[{"call": "ras.sample_point",
+                                      "args": {"image_path": "m.png", "row": "<item.r>", "col": 2}}],
+            loop_over=[{"r": row}])
+
+
 def test_loop_unguarded_helper_failure_ends_the_loop(ctx):
     with pytest.raises(ToolError):
         run(ctx, "tool.loop", calls=[{"call": "mask.compose_multiclass",

@@ -235,7 +235,9 @@ def test_compose_errors(ctx, paths, values):
     ([2], 2.0, 1, 1, 4.0),       # one pixel * 4 m2
 ])
 def test_vectorize_pixel_space(ctx, classes, px, count, pixels, area):
-    obs = run(ctx, "ras.vectorize", mask_path="v.png", classes=classes, pixel_size_m=px)
+    # px None: the argument is left out (an explicit null is refused, as by the benchmark's schema)
+    extra = {} if px is None else {"pixel_size_m": px}
+    obs = run(ctx, "ras.vectorize", mask_path="v.png", classes=classes, **extra)
     assert (obs["count"], obs["total_pixels"], obs["total_area_m2"]) == (count, pixels, area)
     doc = json.loads((ctx.work_dir / obs["vector_path"]).read_text())
     assert "crs" not in doc and len(doc["features"]) == count
@@ -500,3 +502,18 @@ def test_missing_mask_gives_the_benchmarks_empty_results(ctx):
 def test_missing_raster_fails_elsewhere(ctx, tool, args):
     with pytest.raises(ToolError):
         run(ctx, tool, **args)
+
+
+def test_blank_and_empty_mask_names(ctx):
+    # a blank name is a file that does not exist: imread raises FileNotFoundError, so
+    # ras.count_pixels' _tool_guard answers the empty result; ras_vectorize's os.path.exists
+    # is False for "" as well as for "  "
+    obs = run(ctx, "ras.count_pixels", mask_path="   ", classes=[1])
+    assert (obs["count"], obs["mask_path"], obs["classes"]) == (0, "   ", [1])
+    for name in ("", "  "):
+        obs = run(ctx, "ras.vectorize", mask_path=name, classes=[1])
+        assert (obs["vector_path"], obs["count"], obs["total_area_m2"]) == (None, 0, None)
+    # imread("") reads the working directory ("ImageIO does not support reading folders"):
+    # not a FileNotFoundError, so the guard returns its stub, an error
+    with pytest.raises(ToolError):
+        run(ctx, "ras.count_pixels", mask_path="", classes=[1])

@@ -276,6 +276,9 @@ VECTOR_CHECKS: dict[str, tuple[str, str]] = {
                                      "an attribute of the layer; the benchmark silently ignores it"),
     "vec.hull_area_zero": ("warning", "vec.convex_hull's area_m2 is 0.0 for a layer that is not in a "
                                       "projected CRS (the benchmark's rule)"),
+    "vec.attribute_text": ("error", "vec.filter_by_attribute filters the geometry column: the "
+                                    "benchmark compares the geometries' WKT text with the "
+                                    "allowed tokens"),
     "vec.repair_auto_select": ("warning", "vec.repair_min_edges gets only one of source/target; "
                                           "the benchmark then auto-selects both"),
 }
@@ -409,6 +412,13 @@ def check_vector(a: Any) -> None:
                       f"written by {out.info.name} does not have ({', '.join(sorted(fields))}); the "
                       f"benchmark ignores it ({'dissolves everything into one feature' if name == 'vec.dissolve' else 'uses row indices as ids'}). "
                       f"Name one of its attributes.", f"{loc}.args.{field_arg[0]}")
+        if name == "vec.filter_by_attribute" and isinstance(args.get("attribute_name"), str) \
+                and args["attribute_name"].split(".")[-1] == "geometry":
+            a.add("vec.attribute_text",
+                  f"{label}: attribute_name '{args['attribute_name']}' is the geometry column; the "
+                  f"benchmark matches the allowed tokens against each geometry's WKT text "
+                  f"('POINT (1 2)'), so the result is meaningless. Name a property of the "
+                  f"features (e.g. types).", f"{loc}.args.attribute_name")
         if name == "vec.convex_hull" and args.get("vector_path") not in (None, ""):
             geo, layers = _frame_of(a, args["vector_path"], scope)
             lonlat = {_layer_geographic(la) for la in layers} if geo else set()

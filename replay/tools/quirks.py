@@ -265,6 +265,20 @@ _VECTOR: tuple[Quirk, ...] = (
           "a polygon_id_field the polygons do not have is ignored: row indices are the ids",
           "refuse an unknown field",
           _A.format("vec_point_in_polygon"), "vec.unknown_field"),
+    Quirk("vec.filter_by_attribute",
+          "filters the values gpd.read_file gives: a list-valued GeoJSON property is read by GDAL "
+          "as an array (a whole column of arrays once one feature has a list) whose text "
+          "\"['a' 'b']\" matches no token, and kept arrays make the writer of a layer without CRS "
+          "fail; a missing value is the token \"nan\"; the geometry column is its WKT text",
+          "match list elements, skip missing values, refuse the geometry column",
+          _A.format("vec_filter_by_attribute"), "vec.attribute_text"),
+    Quirk("vec.buffer",
+          "(also vec.kbuffer, intersect, max_polygon, centroid, length, perimeter, filter_by_area, "
+          "filter_by_attribute, filter_by_distance, nearest, clip, raster_stats, "
+          "connected_components) a vector path that names no file is an empty layer, so the tool "
+          "gives its empty-input result (0 features, null paths), not an error",
+          "fail on a missing input file",
+          _A.format("_read_vector_no_default_crs"), "manifest.not_in_input_data"),
     Quirk("vec.filter_by_distance",
           "the layer's x/y are read as longitude/latitude whatever its CRS (projected metres and "
           "pixel coordinates included) and fed to the haversine formula",

@@ -19,7 +19,7 @@ from typing import Any
 
 from pyproj import CRS
 
-from replay.references import parse_reference
+from replay.references import get_obs_value, parse_reference
 
 __all__ = ["CHECKS", "run"]
 
@@ -38,6 +38,9 @@ RASTER_AND_LOGIC_CHECKS: dict[str, tuple[str, str]] = {
                                              "benchmark squares or multiplies it anyway"),
     "tool.loop_stub_obs": ("error", "an iteration of tool.loop kept a stub observation: a "
                                     "nested call failed and the benchmark went on"),
+    "tool.loop_over_unresolved": ("error", "tool.loop's loop_over refers to an earlier step's "
+                                           "value that is neither a list nor a layer path: the "
+                                           "benchmark loops over nothing"),
     "tool.negative_volume": ("error", "logi.truck_trips gets a negative volume: the benchmark "
                                       "returns a meaningless trip count (0 or negative)"),
     "tool.hillshade_direction": ("warning", "ras.hillshade lights the terrain from another "
@@ -235,9 +238,29 @@ def check_raster_and_logic(a: Any) -> None:
         if name == "tool.loop" and loc.startswith("trajectory[") and loc.endswith("]") \
                 and loc.count("[") == 1:
             try:
-                step = a.steps[int(loc[len("trajectory["):-1])]
+                at = int(loc[len("trajectory["):-1])
+                step = a.steps[at]
             except (ValueError, IndexError, TypeError):
-                step = None
+                at, step = None, None
+            lo = args.get("loop_over")
+            ref = parse_reference(lo) if isinstance(lo, str) else None
+            if at is not None and ref is not None and ref.kind == "trajectory" and \
+                    0 <= ref.index < at and ref.index < len(a.steps):
+                src = a.steps[ref.index]
+                src_obs = src.get("obs") if isinstance(src, dict) else None
+                # a key the tool never returns is references.key; here the replayed obs holds
+                # the key with a value the benchmark's loop cannot iterate
+                if isinstance(src_obs, dict) and ref.key in src_obs:
+                    value = get_obs_value(src_obs, ref.key)
+                    if not isinstance(value, list) and not (
+                            isinstance(value, str) and value.endswith((".geojson", ".json"))):
+                        got = "is null" if value is None else f"holds a {type(value).__name__}"
+                        a.add("tool.loop_over_unresolved",
+                              f"{label}: loop_over is {lo!r}, but '{ref.key}' of step "
+                              f"{ref.index} {got}; the benchmark's loop then runs over no items "
+                              f"and the gold is an empty list. Refer to a list (e.g. "
+                              f"ras.grid_windows' windows) or a layer path.",
+                              f"{loc}.args.loop_over")
             obs = step.get("obs") if isinstance(step, dict) else None
             if isinstance(obs, list):
                 for k, res in enumerate(obs):

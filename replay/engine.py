@@ -577,8 +577,13 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
             res.call = spec.name
             if spec.name == LOOP_TOOL:
                 resolved = dict(args)
+                # the benchmark's loop passes a reference to an earlier step that does not
+                # resolve (a missing or null key) on as its literal string (loop_over: no
+                # items; QC tool.loop_over_unresolved); one to a step that has not run is an
+                # authoring error here
                 problems = [(p, r) for p, r in unresolved_references(resolved, ("trajectory",))
-                            if resolve_value(r.text, trajectory=authored) == r.text]
+                            if resolve_value(r.text, trajectory=authored) == r.text
+                            and not 0 <= r.index < index]
                 if problems:
                     path, ref = problems[0]
                     raise ToolError(_reference_problem(ref, authored, index),

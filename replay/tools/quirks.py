@@ -187,10 +187,28 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           qc_check="tool.loop_stub_obs"),
     Quirk("tool.loop",
           "a string loop_over (trajectory reference or .geojson path) is expanded only by a "
-          "direct call (gold replay); over MCP the list-typed schema refuses it",
+          "direct call (gold replay); over MCP the list-typed schema refuses it; a string that "
+          "is neither (also a reference to a step that has not run, which the studio's replay "
+          "refuses as an authoring error) is iterated character by character",
           instead="one behaviour for both",
           reference="dora/tools/analysis.py:tool_loop@2b24be70",
           qc_check="tool.loop_over_string"),
+    Quirk("tool.loop",
+          "in gold replay a loop_over reference to an earlier step whose key is missing or "
+          "holds neither a list nor a .geojson/.json path, or a path to no file, gives no "
+          "items: the loop returns [] instead of failing",
+          instead="fail on a reference that does not resolve",
+          reference="dora/tools/analysis.py:tool_loop@2b24be70",
+          qc_check="tool.loop_over_unresolved"),
+    Quirk("tool.loop",
+          "calls are read as {call (else tool), args}: 'name' and 'inputs' are not read and "
+          "args given as a JSON string fail; an unknown tool or one outside the Analysis, "
+          "Calculate and Perception servers fails only when an item reaches it (no items: []); "
+          "an empty calls list gives every item last_obs null; grid_n 0 means none and a "
+          "negative grid_n floor-divides (row_idx -1)",
+          instead="check the calls before looping",
+          reference="dora/tools/analysis.py:tool_loop@2b24be70",
+          qc_check=None),
     Quirk("logi.truck_trips",
           "accepts a negative volume: ceil(volume / capacity) gives 0 or a negative trip count;"
           " a capacity <= 0 gives 0 trips",

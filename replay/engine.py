@@ -476,13 +476,16 @@ class _Runner:
         self.tool_calls = 0
         self.cache_hits = 0
 
-    def execute(self, spec, args: dict) -> tuple[Any, bool]:
-        """(obs, cached) of one non-loop call with resolved ``args``."""
+    def execute(self, spec, args: dict, *, direct: bool = False) -> tuple[Any, bool]:
+        """(obs, cached) of one non-loop call with resolved ``args`` (``direct``: a call nested
+        in tool.loop, see ``call_tool``)."""
         key = None
         if self.cache is not None:
             extra = None
             if spec.name.startswith("seg.") and self.fingerprint is not None:
                 extra = self.fingerprint(spec.name, args)
+            if direct:  # a nested call's obs keeps int echoes: not the same entry as a step's
+                extra = {"direct": True, "fingerprint": extra}
             key = step_key(spec.name, spec.version, args, self.ctx, self.known, extra)
             hit = self.cache.get(key)
             if hit is not None and all(self.store.has(a["sha256"]) for a in hit.artifacts):
@@ -492,7 +495,7 @@ class _Runner:
                 self.cache_hits += 1
                 return hit.obs, True
         self.tool_calls += 1
-        obs = call_tool(spec.name, args, self.ctx)
+        obs = call_tool(spec.name, args, self.ctx, direct=direct)
         if self.cache is not None:
             arts = []
             for name in _named_files(obs, self.ctx):
@@ -521,7 +524,7 @@ class _Runner:
         cached_flags: list[bool] = []
 
         def call(spec, a):
-            obs, cached = self.execute(spec, a)
+            obs, cached = self.execute(spec, a, direct=True)
             cached_flags.append(cached)
             return obs
 

@@ -172,7 +172,7 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
                                  expected="objects or [x1, x2, y1, y2] windows")
     items = list(loop_over)
     ran = run_loop_items(plan, items, bind=bind, grid_n=grid_n, trajectory=traj,
-                         call=lambda spec, args: call_tool(spec.name, args, ctx))
+                         call=lambda spec, args: call_tool(spec.name, args, ctx, direct=True))
     return loop_output(ran, return_all)
 
 

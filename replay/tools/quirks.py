@@ -205,7 +205,8 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           "args given as a JSON string fail; an unknown tool or one outside the Analysis, "
           "Calculate and Perception servers fails only when an item reaches it (no items: []); "
           "an empty calls list gives every item last_obs null; grid_n 0 means none and a "
-          "negative grid_n floor-divides (row_idx -1)",
+          "negative grid_n floor-divides (row_idx -1); a nested call is a direct Python call, so an "
+          "int given for a float parameter stays an int (vec.buffer echoes 10, not 10.0)",
           instead="check the calls before looping",
           reference="dora/tools/analysis.py:tool_loop@2b24be70",
           qc_check=None),

@@ -141,3 +141,20 @@ def test_qc_loop_over_that_gives_no_items(loop_over, expected):
     found = {(f.check, f.location) for f in qc.check_task(content) if f.check.startswith("tool.loop")}
     assert {c for c, _ in found} == expected
     assert all(loc == "trajectory[1].args.loop_over" for _, loc in found)
+
+
+def test_nested_calls_keep_int_arguments(ctx, tmp_path):
+    """A call nested in the benchmark's loop is a direct Python call: no schema turns an int given
+    for a float parameter into a float, so vec.buffer echoes distance_input_m 10 (an int), where
+    the same call through the tool schema echoes 10.0."""
+    write_geojson(tmp_path / "data" / "p.geojson", [{"geometry": Point(0, 0), "properties": {}}])
+    call = {"call": "vec.buffer", "args": {"vector_path": "p.geojson", "meter": "<item.m>"}}
+    res = loop(ctx, calls=[call], loop_over=[{"m": 10}, {"m": 2.5}])
+    got = [r["last_obs"]["distance_input_m"] for r in res]
+    assert got == [10, 2.5] and type(got[0]) is int
+    top = call_tool("vec.buffer", {"vector_path": "p.geojson", "meter": 10}, ctx)
+    assert type(top["distance_input_m"]) is float
+    # gold replay does the same through the engine
+    obs = run_trajectory([{"call": "tool.loop", "args": {"calls": [call], "loop_over": [{"m": 10}]}}],
+                         ctx).steps[0].obs
+    assert type(obs[0]["last_obs"]["distance_input_m"]) is int

@@ -19,7 +19,7 @@ from typing import Any
 
 from pyproj import CRS
 
-from kernel.references import parse_reference
+from kernel.references import get_obs_value, parse_reference
 
 __all__ = ["CHECKS", "run"]
 
@@ -38,6 +38,9 @@ RASTER_AND_LOGIC_CHECKS: dict[str, tuple[str, str]] = {
                                              "benchmark squares or multiplies it anyway"),
     "tool.loop_stub_obs": ("error", "an iteration of tool.loop kept a stub observation: a "
                                     "nested call failed and the benchmark went on"),
+    "tool.loop_over_unresolved": ("error", "tool.loop's loop_over refers to an earlier step's "
+                                           "value that is neither a list nor a layer path: the "
+                                           "benchmark loops over nothing"),
     "tool.negative_volume": ("error", "logi.truck_trips gets a negative volume: the benchmark "
                                       "returns a meaningless trip count (0 or negative)"),
     "tool.hillshade_direction": ("warning", "ras.hillshade lights the terrain from another "
@@ -256,9 +259,29 @@ def check_raster_and_logic(a: Any) -> None:
         if name == "tool.loop" and loc.startswith("trajectory[") and loc.endswith("]") \
                 and loc.count("[") == 1:
             try:
-                step = a.steps[int(loc[len("trajectory["):-1])]
+                at = int(loc[len("trajectory["):-1])
+                step = a.steps[at]
             except (ValueError, IndexError, TypeError):
-                step = None
+                at, step = None, None
+            lo = args.get("loop_over")
+            ref = parse_reference(lo) if isinstance(lo, str) else None
+            if at is not None and ref is not None and ref.kind == "trajectory" and \
+                    0 <= ref.index < at and ref.index < len(a.steps):
+                src = a.steps[ref.index]
+                src_obs = src.get("obs") if isinstance(src, dict) else None
+                # a key the tool never returns is references.key; here the replayed obs holds
+                # the key with a value the benchmark's loop cannot iterate
+                if isinstance(src_obs, dict) and ref.key in src_obs:
+                    value = get_obs_value(src_obs, ref.key)
+                    if not isinstance(value, list) and not (
+                            isinstance(value, str) and value.endswith((".geojson", ".json"))):
+                        got = "is null" if value is None else f"holds a {type(value).__name__}"
+                        a.add("tool.loop_over_unresolved",
+                              f"{label}: loop_over is {lo!r}, but '{ref.key}' of step "
+                              f"{ref.index} {got}; the benchmark's loop then runs over no items "
+                              f"and the gold is an empty list. Refer to a list (e.g. "
+                              f"ras.grid_windows' windows) or a layer path.",
+                              f"{loc}.args.loop_over")
             obs = step.get("obs") if isinstance(step, dict) else None
             if isinstance(obs, list):
                 for k, res in enumerate(obs):
@@ -297,6 +320,9 @@ VECTOR_CHECKS: dict[str, tuple[str, str]] = {
                                      "an attribute of the layer; the benchmark silently ignores it"),
     "vec.hull_area_zero": ("warning", "vec.convex_hull's area_m2 is 0.0 for a layer that is not in a "
                                       "projected CRS (the benchmark's rule)"),
+    "vec.attribute_text": ("error", "vec.filter_by_attribute filters the geometry column: the "
+                                    "benchmark compares the geometries' WKT text with the "
+                                    "allowed tokens"),
     "vec.repair_auto_select": ("warning", "vec.repair_min_edges gets only one of source/target; "
                                           "the benchmark then auto-selects both"),
 }
@@ -430,6 +456,13 @@ def check_vector(a: Any) -> None:
                       f"written by {out.info.name} does not have ({', '.join(sorted(fields))}); the "
                       f"benchmark ignores it ({'dissolves everything into one feature' if name == 'vec.dissolve' else 'uses row indices as ids'}). "
                       f"Name one of its attributes.", f"{loc}.args.{field_arg[0]}")
+        if name == "vec.filter_by_attribute" and isinstance(args.get("attribute_name"), str) \
+                and args["attribute_name"].split(".")[-1] == "geometry":
+            a.add("vec.attribute_text",
+                  f"{label}: attribute_name '{args['attribute_name']}' is the geometry column; the "
+                  f"benchmark matches the allowed tokens against each geometry's WKT text "
+                  f"('POINT (1 2)'), so the result is meaningless. Name a property of the "
+                  f"features (e.g. types).", f"{loc}.args.attribute_name")
         if name == "vec.convex_hull" and args.get("vector_path") not in (None, ""):
             geo, layers = _frame_of(a, args["vector_path"], scope)
             lonlat = {_layer_geographic(la) for la in layers} if geo else set()

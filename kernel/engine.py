@@ -476,13 +476,16 @@ class _Runner:
         self.tool_calls = 0
         self.cache_hits = 0
 
-    def execute(self, spec, args: dict) -> tuple[Any, bool]:
-        """(obs, cached) of one non-loop call with resolved ``args``."""
+    def execute(self, spec, args: dict, *, direct: bool = False) -> tuple[Any, bool]:
+        """(obs, cached) of one non-loop call with resolved ``args`` (``direct``: a call nested
+        in tool.loop, see ``call_tool``)."""
         key = None
         if self.cache is not None:
             extra = None
             if spec.name.startswith("seg.") and self.fingerprint is not None:
                 extra = self.fingerprint(spec.name, args)
+            if direct:  # a nested call's obs keeps int echoes: not the same entry as a step's
+                extra = {"direct": True, "fingerprint": extra}
             key = step_key(spec.name, spec.version, args, self.ctx, self.known, extra)
             hit = self.cache.get(key)
             if hit is not None and all(self.store.has(a["sha256"]) for a in hit.artifacts):
@@ -492,7 +495,7 @@ class _Runner:
                 self.cache_hits += 1
                 return hit.obs, True
         self.tool_calls += 1
-        obs = call_tool(spec.name, args, self.ctx)
+        obs = call_tool(spec.name, args, self.ctx, direct=direct)
         if self.cache is not None:
             arts = []
             for name in _named_files(obs, self.ctx):
@@ -521,7 +524,7 @@ class _Runner:
         cached_flags: list[bool] = []
 
         def call(spec, a):
-            obs, cached = self.execute(spec, a)
+            obs, cached = self.execute(spec, a, direct=True)
             cached_flags.append(cached)
             return obs
 
@@ -577,8 +580,13 @@ def run_trajectory(steps: list[dict], ctx: ToolContext,
             res.call = spec.name
             if spec.name == LOOP_TOOL:
                 resolved = dict(args)
+                # the benchmark's loop passes a reference to an earlier step that does not
+                # resolve (a missing or null key) on as its literal string (loop_over: no
+                # items; QC tool.loop_over_unresolved); one to a step that has not run is an
+                # authoring error here
                 problems = [(p, r) for p, r in unresolved_references(resolved, ("trajectory",))
-                            if resolve_value(r.text, trajectory=authored) == r.text]
+                            if resolve_value(r.text, trajectory=authored) == r.text
+                            and not 0 <= r.index < index]
                 if problems:
                     path, ref = problems[0]
                     raise ToolError(_reference_problem(ref, authored, index),

@@ -292,10 +292,10 @@ def test_cache_recomputes_only_what_changed(tmp_path, monkeypatch):
 def test_a_killed_worker_propagates(tmp_path, monkeypatch):
     real = engine.call_tool
 
-    def dies(name, args, ctx):
+    def dies(name, args, ctx, **kw):
         if name == "ras.area":
             raise SystemExit("worker killed")
-        return real(name, args, ctx)
+        return real(name, args, ctx, **kw)
 
     monkeypatch.setattr(engine, "call_tool", dies)
     with pytest.raises(SystemExit):

@@ -31,12 +31,12 @@ def _state_when_area_runs(monkeypatch):
     seen = {}
     real = engine.call_tool
 
-    def spy(name, args, ctx):
+    def spy(name, args, ctx, **kw):
         if name == "ras.area":
             run = ReplayRun.objects.order_by("-id").first()
             seen.update(status=run.status, steps_done=run.steps_done,
                         rows=list(ReplayStep.objects.filter(run=run).order_by("index").values_list("index", "status")))
-        return real(name, args, ctx)
+        return real(name, args, ctx, **kw)
 
     monkeypatch.setattr(engine, "call_tool", spy)
     return seen

@@ -57,9 +57,9 @@ def count_calls(monkeypatch):
     calls = []
     real = engine.call_tool
 
-    def counting(name, args, ctx):
+    def counting(name, args, ctx, **kw):
         calls.append(name)
-        return real(name, args, ctx)
+        return real(name, args, ctx, **kw)
 
     monkeypatch.setattr(engine, "call_tool", counting)
     return calls
@@ -115,10 +115,10 @@ def test_failure_stops_the_run_readably(florence, maintainer):
 def test_killed_worker_rerun_gives_the_same_result(task, maintainer, monkeypatch):
     real = engine.call_tool
 
-    def dies_on_area(name, args, ctx):
+    def dies_on_area(name, args, ctx, **kw):
         if name == "ras.area":
             raise SystemExit("worker killed")  # what a killed worker looks like from inside
-        return real(name, args, ctx)
+        return real(name, args, ctx, **kw)
 
     monkeypatch.setattr(engine, "call_tool", dies_on_area)
     run = create_run(task)

@@ -9,17 +9,21 @@ call's obs instead of failing the loop — except for the tools the benchmark's 
 unguarded helpers (``UNGUARDED_NESTED``), whose failure ends the whole loop. Called as a tool
 (``call_tool``, the benchmark's MCP schema), ``loop_over`` must be a list of objects or
 4-element windows; the replay engine alone expands a trajectory reference or a .geojson path
-(the benchmark's direct call in gold replay; QC ``tool.loop_over_string``).
+(the benchmark's direct call in gold replay; QC ``tool.loop_over_string``), where one that does
+not resolve gives no items (QC ``tool.loop_over_unresolved``). The calls are read as the
+benchmark's loop reads them (``loop_plan``): a call it cannot make fails only when an item
+reaches it.
 """
 from __future__ import annotations
 
 import json
 import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..references import apply_bind, get_obs_value, parse_reference, resolve_value
 from .base import ToolContext, ToolError, ToolInputError
+from .raster import resolve_or_missing
 from .registry import call_tool, get_tool, register
 
 NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
@@ -116,48 +120,57 @@ def coerce_item(it: Any, idx: int, grid_n: int | None) -> dict:
 
 
 def _features_of_file(ctx: ToolContext, value: str, tool: str) -> list:
-    path = ctx.resolve(value, tool=tool, argument="loop_over")
+    """The items a ``.geojson``/``.json`` file gives ``tool.loop``'s direct call
+    (``analysis.py:tool_loop``): a missing file gives no items; an object its ``features``
+    (none when absent); a list itself. Errors: a file that is not JSON → ToolInputError."""
+    path = resolve_or_missing(ctx, value, tool=tool, argument="loop_over")
+    if path is None:
+        return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise ToolInputError(f"{path.name} is not valid JSON: {exc}", tool=tool,
                              argument="loop_over")
     if isinstance(data, dict):
-        feats = data.get("features")
-        if not isinstance(feats, list):
-            raise ToolInputError(f"{path.name} has no 'features' list", tool=tool,
-                                 argument="loop_over", expected="a GeoJSON FeatureCollection")
-        return feats
-    if isinstance(data, list):
-        return data
-    raise ToolInputError(f"{path.name} holds neither features nor a list", tool=tool,
-                         argument="loop_over")
+        data = data.get("features", [])
+    elif not isinstance(data, list):
+        return list(value)  # the benchmark keeps the path string and iterates its characters
+    return _as_items(data, tool)
+
+
+def _as_items(value: Any, tool: str) -> list:
+    """``list(value or [])`` as the benchmark's loop takes its items: a dict gives its keys, a
+    string its characters; anything else that is not iterable → ToolInputError."""
+    if not value:
+        return []
+    if isinstance(value, (list, tuple, str, dict)):
+        return list(value)
+    raise ToolInputError(f"cannot loop over a {type(value).__name__}", tool=tool,
+                         argument="loop_over", expected="a list of items")
 
 
 def _loop_items(ctx: ToolContext, loop_over: Any, trajectory: list, tool: str) -> list:
-    if isinstance(loop_over, list):
-        return loop_over
+    """The items of ``tool.loop``'s direct call (gold replay), as ``analysis.py:tool_loop``
+    resolves a string ``loop_over``: a ``<k> from trajectory[N].obs`` reference to an earlier
+    step gives that value when it is a list, the features of the ``.geojson``/``.json`` file it
+    names (none when the file is missing), else no items (a missing key included); a
+    ``.geojson``/``.json`` path gives its features likewise. A reference to a step that does
+    not exist, or any other string, is iterated character by character, as the benchmark's
+    ``list(loop_over)`` does (QC ``tool.loop_over_string``)."""
     if isinstance(loop_over, str):
         ref = parse_reference(loop_over)
         if ref is not None and ref.kind == "trajectory":
-            obs = trajectory[ref.index].get("obs") if 0 <= ref.index < len(trajectory) and \
-                isinstance(trajectory[ref.index], dict) else None
+            if not 0 <= ref.index < len(trajectory):
+                return list(loop_over)
+            step = trajectory[ref.index]
+            obs = step.get("obs") if isinstance(step, dict) else None
             value = get_obs_value(obs, ref.key)
-            if value is None:
-                raise ToolInputError(f"reference {loop_over!r} does not resolve (step "
-                                     f"{ref.index} has no '{ref.key}')", tool=tool,
-                                     argument="loop_over", expected="a list or a layer path")
-            if isinstance(value, list):
-                return value
-            if isinstance(value, str) and value.lower().endswith((".geojson", ".json")):
+            if isinstance(value, str) and value.endswith((".geojson", ".json")):
                 return _features_of_file(ctx, value, tool)
-            raise ToolInputError(f"reference {loop_over!r} gives {type(value).__name__}, not a "
-                                 f"list or a .geojson/.json path", tool=tool,
-                                 argument="loop_over")
-        if loop_over.lower().endswith((".geojson", ".json")):
+            return list(value) if isinstance(value, list) else []
+        if loop_over.endswith((".geojson", ".json")):
             return _features_of_file(ctx, loop_over, tool)
-    raise ToolInputError(f"cannot loop over {loop_over!r}", tool=tool, argument="loop_over",
-                         expected="a list of items, a trajectory reference, or a .geojson path")
+    return _as_items(loop_over, tool)
 
 
 @register("tool.loop", server="Analysis", module="logical",
@@ -181,7 +194,8 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
 
     Returns (``return_all``) a bare list of {item, last_obs}, else {tool, iteration_count,
     results: []} as the benchmark does. Nested tools must be of the Analysis, Calculate or
-    Perception servers. ``loop_over`` must be a list (a JSON list text is parsed) whose items
+    Perception servers (checked when an item reaches the call, ``loop_plan``). ``loop_over``
+    must be a list (a JSON list text is parsed) whose items
     are objects or 4-element windows, as the benchmark's MCP schema demands; anything else →
     ToolInputError. A nested failure gives a stub observation (see the module docstring).
     """
@@ -199,47 +213,55 @@ def tool_loop(ctx: ToolContext, calls: list[dict], loop_over: list[Any] | str,
                                  expected="objects or [x1, x2, y1, y2] windows")
     items = list(loop_over)
     ran = run_loop_items(plan, items, bind=bind, grid_n=grid_n, trajectory=traj,
-                         call=lambda spec, args: call_tool(spec.name, args, ctx))
+                         call=lambda spec, args: call_tool(spec.name, args, ctx, direct=True))
     return loop_output(ran, return_all)
 
 
-def loop_plan(calls: list[dict], grid_n: int | None) -> list[tuple[Any, dict]]:
-    """Check ``tool.loop``'s ``calls`` and ``grid_n``; returns ``[(ToolSpec, args), ...]`` in call
-    order (``args`` given as a JSON string are parsed). ``ToolInputError`` (argument ``calls`` or
-    ``grid_n``) for an empty list, a call without a tool name, an unknown tool, a tool outside
-    the nestable servers (Analysis, Calculate, Perception) or args that are not an object."""
-    tool = LOOP_TOOL
-    if not calls:
-        raise ToolInputError("is empty", tool=tool, argument="calls",
-                             expected="at least one {call, args} step")
-    if grid_n is not None and int(grid_n) < 1:
-        raise ToolInputError(f"must be >= 1, got {grid_n}", tool=tool, argument="grid_n")
+class LoopCall(NamedTuple):
+    """One planned nested call of ``tool.loop``: the tool (None when it cannot be called), the
+    call's args, and why it cannot be called (raised when an iteration reaches it)."""
+    spec: Any
+    args: dict
+    problem: str | None = None
+
+
+def loop_plan(calls: list[dict], grid_n: int | None) -> list[LoopCall]:
+    """``tool.loop``'s ``calls`` as ``[LoopCall, ...]`` in call order, read as the benchmark's loop
+    reads them (``analysis.py:tool_loop``): the tool name is ``call`` (else ``tool``; a
+    ``functions.`` prefix and underscore aliases are accepted), its arguments ``args`` (an
+    object; absent = none). A call the benchmark cannot make — no tool name, an unknown tool, a
+    tool outside the Analysis, Calculate and Perception servers, args that are not an object
+    — fails only when an iteration reaches it (``run_loop_items``): with no items the loop
+    returns no results, as there. An empty ``calls`` list gives each item a null last_obs.
+    ``grid_n`` is not checked: 0 means none, a negative one gives Python's floor division."""
     plan = []
-    for j, call in enumerate(calls):
-        name = call.get("call") or call.get("tool") or call.get("name") if isinstance(call, dict) else None
-        if not isinstance(name, str):
-            raise ToolInputError(f"call {j} names no tool", tool=tool, argument="calls",
-                                 expected="{call: <tool name>, args: {...}}")
+    for j, call in enumerate(calls or []):
+        if not isinstance(call, dict):
+            plan.append(LoopCall(None, {}, f"call {j} is not an object"))
+            continue
+        name = call["call"] if "call" in call else call.get("tool")
+        args = call.get("args") or {}
+        if not isinstance(name, str) or not name:
+            plan.append(LoopCall(None, {}, f"call {j} names no tool ('call' or 'tool')"))
+            continue
         try:
             spec = get_tool(name)
         except ToolError:
-            raise ToolInputError(f"tool not found: {name}", tool=tool, argument="calls")
+            plan.append(LoopCall(None, {}, f"tool not found: {name}"))
+            continue
         if spec.server not in NESTABLE_SERVERS:
-            raise ToolInputError(f"{spec.name} ({spec.server} server) cannot be nested in a loop",
-                                 tool=tool, argument="calls",
-                                 expected="tools of the Analysis, Calculate or Perception servers")
-        args = call.get("args", call.get("inputs")) or {}
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except ValueError:
-                raise ToolInputError(f"call {j} args are not a JSON object", tool=tool,
-                                     argument="calls")
-        plan.append((spec, dict(args)))
+            plan.append(LoopCall(None, {}, f"{spec.name} ({spec.server} server) cannot be nested "
+                                           f"in a loop: tool not found by the benchmark's loop"))
+            continue
+        if not isinstance(args, dict):
+            plan.append(LoopCall(None, {}, f"call {j} args are a {type(args).__name__}, not an "
+                                           f"object"))
+            continue
+        plan.append(LoopCall(spec, dict(args)))
     return plan
 
 
-def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | None,
+def run_loop_items(plan: list[LoopCall], items: list, *, bind: dict | None,
                    grid_n: int | None, trajectory: list[dict],
                    call) -> list[tuple[dict, list[dict]]]:
     """Run ``plan`` once per item, in order (dora-format.md §b): prepare the item
@@ -260,7 +282,10 @@ def run_loop_items(plan: list[tuple[Any, dict]], items: list, *, bind: dict | No
     for idx, raw in enumerate(items):
         item = coerce_item(raw, idx, int(grid_n) if grid_n else None)
         steps: list[dict] = []
-        for j, (spec, args) in enumerate(plan):
+        for j, (spec, args, problem) in enumerate(plan):
+            if problem:
+                raise ToolInputError(f"iteration {idx}, call {j}: {problem}", tool=tool,
+                                     argument="calls")
             a = apply_bind(args, bind, item, trajectory)
             a = resolve_value(a, trajectory=trajectory, steps=steps, item=item)
             names = {p.name for p in spec.params}

@@ -235,10 +235,29 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           qc_check="tool.loop_stub_obs"),
     Quirk("tool.loop",
           "a string loop_over (trajectory reference or .geojson path) is expanded only by a "
-          "direct call (gold replay); over MCP the list-typed schema refuses it",
+          "direct call (gold replay); over MCP the list-typed schema refuses it; a string that "
+          "is neither (also a reference to a step that has not run, which the studio's replay "
+          "refuses as an authoring error) is iterated character by character",
           instead="one behaviour for both",
           reference="dora/tools/analysis.py:tool_loop@2b24be70",
           qc_check="tool.loop_over_string"),
+    Quirk("tool.loop",
+          "in gold replay a loop_over reference to an earlier step whose key is missing or "
+          "holds neither a list nor a .geojson/.json path, or a path to no file, gives no "
+          "items: the loop returns [] instead of failing",
+          instead="fail on a reference that does not resolve",
+          reference="dora/tools/analysis.py:tool_loop@2b24be70",
+          qc_check="tool.loop_over_unresolved"),
+    Quirk("tool.loop",
+          "calls are read as {call (else tool), args}: 'name' and 'inputs' are not read and "
+          "args given as a JSON string fail; an unknown tool or one outside the Analysis, "
+          "Calculate and Perception servers fails only when an item reaches it (no items: []); "
+          "an empty calls list gives every item last_obs null; grid_n 0 means none and a "
+          "negative grid_n floor-divides (row_idx -1); a nested call is a direct Python call, so an "
+          "int given for a float parameter stays an int (vec.buffer echoes 10, not 10.0)",
+          instead="check the calls before looping",
+          reference="dora/tools/analysis.py:tool_loop@2b24be70",
+          qc_check=None),
     Quirk("logi.truck_trips",
           "accepts a negative volume: ceil(volume / capacity) gives 0 or a negative trip count;"
           " a capacity <= 0 gives 0 trips",
@@ -313,6 +332,20 @@ _VECTOR: tuple[Quirk, ...] = (
           "a polygon_id_field the polygons do not have is ignored: row indices are the ids",
           "refuse an unknown field",
           _A.format("vec_point_in_polygon"), "vec.unknown_field"),
+    Quirk("vec.filter_by_attribute",
+          "filters the values gpd.read_file gives: a list-valued GeoJSON property is read by GDAL "
+          "as an array (a whole column of arrays once one feature has a list) whose text "
+          "\"['a' 'b']\" matches no token, and kept arrays make the writer of a layer without CRS "
+          "fail; a missing value is the token \"nan\"; the geometry column is its WKT text",
+          "match list elements, skip missing values, refuse the geometry column",
+          _A.format("vec_filter_by_attribute"), "vec.attribute_text"),
+    Quirk("vec.buffer",
+          "(also vec.kbuffer, intersect, max_polygon, centroid, length, perimeter, filter_by_area, "
+          "filter_by_attribute, filter_by_distance, nearest, clip, raster_stats, "
+          "connected_components) a vector path that names no file is an empty layer, so the tool "
+          "gives its empty-input result (0 features, null paths), not an error",
+          "fail on a missing input file",
+          _A.format("_read_vector_no_default_crs"), "manifest.not_in_input_data"),
     Quirk("vec.filter_by_distance",
           "the layer's x/y are read as longitude/latitude whatever its CRS (projected metres and "
           "pixel coordinates included) and fed to the haversine formula",

@@ -289,16 +289,36 @@ def validate_args(spec: ToolSpec, args: dict) -> dict:
     return {name: getattr(model, name) for name in spec.input_model.model_fields}
 
 
-def call_tool(name: str, args: dict | None, ctx: ToolContext) -> dict | list:
+def _keep_ints(raw: Any, value: Any) -> Any:
+    """``value`` with each int of ``raw`` that validation turned into an equal float put back
+    (in lists and objects too)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and isinstance(value, float) \
+            and value == raw:
+        return raw
+    if isinstance(raw, list) and isinstance(value, list) and len(raw) == len(value):
+        return [_keep_ints(r, v) for r, v in zip(raw, value)]
+    if isinstance(raw, dict) and isinstance(value, dict):
+        return {k: _keep_ints(raw[k], v) if k in raw else v for k, v in value.items()}
+    return value
+
+
+def call_tool(name: str, args: dict | None, ctx: ToolContext, *,
+              direct: bool = False) -> dict | list:
     """Validate ``args``, run the tool, return its observation.
 
     The observation is a JSON-ready dict with ``"tool"`` set to the dotted name; the one
     exception is ``tool.loop`` with ``return_all=true``, which returns a bare list, as the
     benchmark does. Non-finite numbers stay NaN/inf floats, as in the benchmark's observations.
     Failures raise ``ToolError`` subclasses; nothing is returned as a stub.
+    ``direct``: the call is the benchmark's direct Python call (a call nested in tool.loop,
+    ``analysis.py:tool_loop``), where no schema converts an int given for a float parameter:
+    it reaches the tool (and its echo in the observation) as an int.
     """
     spec = get_tool(name)
     values = validate_args(spec, args or {})
+    if direct:
+        raw = _prepare_args(spec, args or {})
+        values = {k: _keep_ints(raw[k], v) if k in raw else v for k, v in values.items()}
     try:
         result = spec.func(ctx, **values)
     except ToolError as exc:

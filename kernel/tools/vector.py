@@ -21,6 +21,7 @@ import numpy as np
 from ._io import (metric_frame, raster_meta, read_vector, read_vector_path,
                   write_vector)
 from .base import ToolContext, ToolInputError
+from .raster import resolve_or_missing
 from .registry import register
 
 
@@ -29,7 +30,7 @@ def _stem(value: str) -> str:
 
 
 def read_vector_as_benchmark(ctx: ToolContext, value, *, tool: str, argument: str,
-                             geojson_pixel: bool = True):
+                             geojson_pixel: bool = True, missing_empty: bool | None = None):
     """(GeoDataFrame, path) with the CRS the benchmark's tool sees.
 
     The benchmark reads layers with ``gpd.read_file``, which gives a GeoJSON file without a
@@ -38,7 +39,18 @@ def read_vector_as_benchmark(ctx: ToolContext, value, *, tool: str, argument: st
     helper (``.geojson`` without crs = pixel space, ``.json`` without crs = EPSG:4326), False
     follows plain ``gpd.read_file`` (both EPSG:4326), as in vec.convex_hull, vec.voronoi,
     vec.dissolve, vec.simplify and vec.point_in_polygon.
+
+    A file that does not exist is an empty layer and ``path`` is None when ``missing_empty``
+    (default: ``geojson_pixel``): the helper answers ``not os.path.exists`` with an empty
+    GeoDataFrame, so those tools give their empty-input result (QC ``manifest.file_missing``);
+    plain ``gpd.read_file`` fails instead (ToolInputError).
     """
+    import geopandas as gpd
+
+    if missing_empty is None:
+        missing_empty = geojson_pixel
+    if missing_empty and resolve_or_missing(ctx, value, tool=tool, argument=argument) is None:
+        return gpd.GeoDataFrame(geometry=gpd.GeoSeries([])), None
     gdf, path = read_vector(ctx, value, tool=tool, argument=argument)
     suffix = path.suffix.lower()
     if gdf.crs is None and (suffix == ".json" or (suffix == ".geojson" and not geojson_pixel)):
@@ -271,49 +283,106 @@ def vec_intersect(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
 
 
 # --------------------------------------------------------------------------------------------
-@register("vec.filter_by_attribute", server="Analysis", module="vector", version=2,
+@register("vec.filter_by_attribute", server="Analysis", module="vector", version=3,
           result_keys=["tool", "vector_path", "attribute_name", "allowed_values", "total_input",
                        "total_filtered"],
           notes={"attribute_name": "e.g. 'types'; a dotted name falls back to its last segment"})
 def vec_filter_by_attribute(ctx: ToolContext, vector_path: str, attribute_name: str,
                             allowed_values: list[str]) -> dict:
-    """Keep features whose attribute (a list, or a comma-separated string) contains at least
-    one allowed token, compared trimmed and case-insensitively. Unknown attribute →
-    ToolInputError listing the available ones. Empty layer → zero counts plus a note."""
-    import geopandas as gpd
+    """Keep features whose attribute value holds at least one allowed token
+    (analysis.py:vec_filter_by_attribute).
 
+    The values are those ``gpd.read_file`` (pyogrio/GDAL) gives, as the benchmark reads them:
+    a Python list is a list of tokens; anything else is ``str(value)`` split at commas — so a
+    missing value reads "nan", a geometry (attribute "geometry") its WKT, and a list-valued
+    GeoJSON property, which GDAL reads as an array (a whole column of arrays as soon as one
+    feature has a list), the array's text "['a' 'b']": it matches no plain token (quirk, QC
+    ``vec.list_attribute``). Tokens are trimmed and compared case-insensitively; only None
+    never matches. Unknown attribute → ToolInputError listing the available ones. Empty or
+    missing layer → zero counts plus a note. Output: a GeoJSON of the kept features; as in the
+    benchmark's writer (``_save_gdf``), a layer without CRS is serialised with
+    ``GeoDataFrame.to_json``, which fails on array values (→ ToolInputError), a layer with a
+    CRS through pyogrio (arrays written as their text).
+    """
     tool = "vec.filter_by_attribute"
-    gdf, path = read_vector_as_benchmark(ctx, vector_path, tool=tool, argument="vector_path")
-    if len(gdf) == 0:
+    path = resolve_or_missing(ctx, vector_path, tool=tool, argument="vector_path")
+    gdf = _read_file_as_benchmark(path, tool=tool, argument="vector_path") if path else None
+    if gdf is None or len(gdf) == 0:
         return {"tool": tool, "vector_path": vector_path, "total_input": 0, "total_filtered": 0,
                 "note": "Empty input; no features to filter."}
     attr = attribute_name
     if attr not in gdf.columns and "." in attr and attr.split(".")[-1] in gdf.columns:
         attr = attr.split(".")[-1]
-    if attr not in gdf.columns or attr == gdf.geometry.name:
-        avail = [str(c) for c in gdf.columns if c != gdf.geometry.name]
+    if attr not in gdf.columns:
+        avail = [str(c) for c in gdf.columns if c != "geometry"]
         raise ToolInputError(f"attribute {attribute_name!r} not found; available attributes: "
                              f"{avail}", tool=tool, argument="attribute_name",
                              expected=f"one of {avail}")
     allowed = {str(v).strip().lower() for v in allowed_values if str(v).strip()}
 
     def match(value) -> bool:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if value is None:
             return False
-        if isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, list):
             tokens = [str(v).strip().lower() for v in value]
         else:
             tokens = [t.strip().lower() for t in str(value).split(",")]
         return any(t in allowed for t in tokens if t)
 
     keep = [match(v) for v in gdf[attr]]
-    out = gdf[keep].copy() if any(keep) else gpd.GeoDataFrame(gdf.iloc[0:0].copy())
+    out = gdf[keep].copy()
     out_path = ctx.output_path(tool, {"vector": path, "attribute": attribute_name,
                                       "allowed": list(allowed_values)}, ".geojson")
-    write_vector(out_path, out)
+    _save_as_benchmark(out, out_path, tool=tool)
     return {"tool": tool, "vector_path": ctx.artifact_name(out_path),
             "attribute_name": attribute_name, "allowed_values": list(allowed_values),
             "total_input": int(len(gdf)), "total_filtered": int(len(out))}
+
+
+def _read_file_as_benchmark(path: Path, *, tool: str, argument: str):
+    """The layer as the benchmark's ``_read_vector_no_default_crs`` holds it: ``gpd.read_file``
+    (pyogrio/GDAL value types: arrays for list properties, NaN for missing strings), with the
+    CRS dropped for a ``.geojson`` file that has no ``crs`` member."""
+    import json
+
+    import geopandas as gpd
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gdf = gpd.read_file(path)
+    except Exception as exc:
+        raise ToolInputError(f"cannot read {path.name} as a vector layer: {exc}", tool=tool,
+                             argument=argument, expected="GeoJSON, Shapefile or GeoPackage")
+    if path.name.lower().endswith(".geojson"):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            doc = None
+        if isinstance(doc, dict) and "crs" not in doc:
+            gdf = gdf.set_crs(None, allow_override=True)
+    return gdf
+
+
+def _save_as_benchmark(gdf, out_path: Path, *, tool: str) -> None:
+    """Write ``gdf`` as the benchmark's ``_save_gdf`` does: without CRS through
+    ``GeoDataFrame.to_json`` (no ``crs`` member; array values are not JSON-serialisable and
+    fail, as there), with a CRS through pyogrio's GeoJSON driver."""
+    import json
+
+    if gdf.crs is None:
+        try:
+            doc = json.loads(gdf.to_json())
+        except (TypeError, ValueError) as exc:
+            raise ToolInputError(f"the kept features cannot be written as GeoJSON: {exc} (a "
+                                 f"list-valued property, read by GDAL as an array)", tool=tool,
+                                 argument="vector_path")
+        doc.pop("crs", None)
+        out_path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gdf.to_file(out_path, driver="GeoJSON", engine="pyogrio")
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,11 +391,16 @@ def vec_filter_by_attribute(ctx: ToolContext, vector_path: str, attribute_name: 
 def vec_connected_components(ctx: ToolContext, vector_path: str) -> dict:
     """Number of features of a vector layer; a raster given instead is read as a mask and its
     4-connected non-zero components are counted (``mode`` says which, raster mode echoes
-    ``mask_path`` and, as the benchmark, the ``vector_error`` that sent it there)."""
+    ``mask_path`` and, as the benchmark, the ``vector_error`` that sent it there). A file that
+    does not exist counts 0 features (mode "vector", a note), as there; QC
+    ``manifest.file_missing``."""
     from scipy import ndimage
 
     tool = "vec.connected_components"
-    path = ctx.resolve(vector_path, tool=tool, argument="vector_path")
+    path = resolve_or_missing(ctx, vector_path, tool=tool, argument="vector_path")
+    if path is None:  # analysis.py:vec_connected_components: no such file → zero components
+        return {"tool": tool, "count": 0, "vector_path": vector_path, "mode": "vector",
+                "note": "No input vector available; zero components."}
     if path.suffix.lower() in (".geojson", ".json", ".shp", ".gpkg"):
         gdf = read_vector_path(path, ctx=ctx, tool=tool, argument="vector_path")
         return {"tool": tool, "count": int(len(gdf)), "vector_path": vector_path, "mode": "vector"}
@@ -426,8 +500,10 @@ def vec_centroid(ctx: ToolContext, vector_path: str, feature_idx: int = 0,
                              expected=f"0..{len(gdf) - 1} or -1 (largest)")
     geom = gdf.geometry.iloc[idx]
     if geom is None or geom.is_empty:
-        raise ToolInputError(f"feature {idx} has an empty geometry", tool=tool,
+        err = ToolInputError(f"feature {idx} has an empty geometry", tool=tool,
                              argument="feature_idx")
+        err.benchmark_stub = True  # the benchmark's "Empty geometry" stub object: kept in tool.loop
+        raise err
     c = geom.centroid
     out = {"tool": tool, "feature_idx": idx, "geometry_type": geom.geom_type}
     if gdf.crs is None:

@@ -170,19 +170,58 @@ def test_intersect_mixed_frames_is_not_refused(ctx):
 
 # ============================================================ vec.filter_by_attribute
 def test_filter_by_attribute_tokens(ctx):
+    # by hand: row 0 has the tokens "hospital", "clinic"; row 1 "school"; None never matches
     put(ctx, "poi.geojson", [{"geometry": Point(0, 0), "properties": {"types": "hospital, clinic"}},
-                             {"geometry": Point(1, 1), "properties": {"types": ["School"]}},
+                             {"geometry": Point(1, 1), "properties": {"types": "School"}},
                              {"geometry": Point(2, 2), "properties": {"types": None}}])
     obs = call_tool("vec.filter_by_attribute", {"vector_path": "poi.geojson", "attribute_name": "types",
                                                 "allowed_values": [" CLINIC", "school"]}, ctx)
     assert (obs["total_input"], obs["total_filtered"]) == (3, 2)
+    assert len(layer(ctx, obs["vector_path"])["features"]) == 2
     obs = call_tool("vec.filter_by_attribute", {"vector_path": "poi.geojson",
                                                 "attribute_name": "a.b.types",
                                                 "allowed_values": ["hospital"]}, ctx)
     assert obs["total_filtered"] == 1  # the dotted name falls back to its last part
 
 
-def test_filter_by_attribute_unknown_and_empty(ctx):
+def test_filter_by_attribute_reads_values_as_gdal_does(ctx):
+    """The benchmark filters the values gpd.read_file gives (analysis.py:vec_filter_by_attribute
+    at 2b24be70): a missing string is NaN, whose text "nan" is a token; the geometry column is a
+    column like any other (its WKT text); numbers are their text ("2.5")."""
+    put(ctx, "k.geojson", [{"geometry": Point(0, 0), "properties": {"kind": "x", "n": 1}},
+                           {"geometry": Point(1, 1), "properties": {"kind": None, "n": 2.5}},
+                           {"geometry": Point(2, 2), "properties": {"kind": "y", "n": None}}])
+    f = lambda attr, vals: call_tool("vec.filter_by_attribute", {  # noqa: E731
+        "vector_path": "k.geojson", "attribute_name": attr, "allowed_values": vals}, ctx)
+    assert f("kind", ["nan"])["total_filtered"] == 1
+    assert f("kind", ["none"])["total_filtered"] == 0
+    assert f("n", ["2.5", "1.0"])["total_filtered"] == 2  # an integer column with a null is float
+    assert f("geometry", ["point (1 1)"])["total_filtered"] == 1
+    assert f("geometry", ["hospital"])["total_filtered"] == 0
+
+
+def test_filter_by_attribute_list_property_matches_nothing(ctx):
+    """GDAL reads a GeoJSON property holding a list in any feature as a string-list column, so
+    every value is an array: its text "['hospital']" (or "['hospital, clinic']", split at the
+    comma into "['hospital" and "clinic']") is never a plain token. A kept array cannot be written
+    by GeoDataFrame.to_json (the benchmark's writer for a layer without CRS): the call fails;
+    with a CRS, pyogrio writes it."""
+    feats = [{"geometry": Point(0, 0), "properties": {"types": ["hospital"]}},
+             {"geometry": Point(1, 1), "properties": {"types": "hospital, clinic"}}]
+    put(ctx, "lst.geojson", feats)
+    args = {"vector_path": "lst.geojson", "attribute_name": "types"}
+    obs = call_tool("vec.filter_by_attribute", {**args, "allowed_values": ["hospital", "clinic"]}, ctx)
+    assert (obs["total_input"], obs["total_filtered"]) == (2, 0)
+    with pytest.raises(ToolInputError):
+        call_tool("vec.filter_by_attribute", {**args, "allowed_values": ["clinic']"]}, ctx)
+    put(ctx, "lst_utm.geojson", [{"geometry": Point(500000, 3300000), "properties": p["properties"]}
+                                 for p in feats], crs=UTM)
+    obs = call_tool("vec.filter_by_attribute", {"vector_path": "lst_utm.geojson", "attribute_name": "types",
+                                                "allowed_values": ["clinic']"]}, ctx)
+    assert obs["total_filtered"] == 1 and len(layer(ctx, obs["vector_path"])["features"]) == 1
+
+
+def test_filter_by_attribute_unknown_empty_and_missing(ctx):
     put(ctx, "poi.geojson", [{"geometry": Point(0, 0), "properties": {"types": "x"}}])
     with pytest.raises(ToolInputError):  # the benchmark's stub (error) result
         call_tool("vec.filter_by_attribute", {"vector_path": "poi.geojson", "attribute_name": "kind",
@@ -191,6 +230,10 @@ def test_filter_by_attribute_unknown_and_empty(ctx):
     obs = call_tool("vec.filter_by_attribute", {"vector_path": "e.geojson", "attribute_name": "kind",
                                                 "allowed_values": ["x"]}, ctx)
     assert obs["total_input"] == 0 and "attribute_name" not in obs
+    # a file that does not exist is an empty layer (_read_vector_no_default_crs), not an error
+    obs = call_tool("vec.filter_by_attribute", {"vector_path": "nope.geojson", "attribute_name": "kind",
+                                                "allowed_values": ["x"]}, ctx)
+    assert (obs["total_input"], obs["total_filtered"]) == (0, 0) and obs["vector_path"] == "nope.geojson"
 
 
 # ============================================================ vec.connected_components
@@ -615,3 +658,50 @@ def test_point_in_polygon_reprojects_points(ctx):
     put(ctx, "polys.geojson", [box(500000, 3300000, 500010, 3300010)], crs=UTM)
     obs = call_tool("vec.point_in_polygon", {"points_path": "pts.geojson", "polygons_path": "polys.geojson"}, ctx)
     assert obs["inside_count"] == 1 and set(obs) == {"tool", "matches", "inside_count"}
+
+
+# ============================================================ a file that does not exist
+@pytest.mark.parametrize("tool,args,expected", [
+    ("vec.buffer", {"vector_path": "nope.geojson", "meter": 5}, {"buffer_path": None}),
+    ("vec.kbuffer", {"vector_path": "nope.geojson", "meters": [5]}, {"buffer_path": None, "meters": [5]}),
+    ("vec.intersect", {"vector_a_path": "nope.geojson", "vector_b_path": "sq.geojson"},
+     {"intersection_count": 0, "intersection_area_m2": None}),
+    ("vec.max_polygon", {"vector_path": "nope.geojson"},
+     {"max_area_m2": 0.0, "max_pixel_count": 0, "total_polygons": 0}),
+    ("vec.centroid", {"vector_path": "nope.geojson"}, {"centroid_x": None, "centroid_y": None}),
+    ("vec.length", {"vector_path": "nope.geojson"}, {"total_length_m": 0.0}),
+    ("vec.perimeter", {"vector_path": "nope.geojson"}, {"total_perimeter_m": 0.0}),
+    ("vec.filter_by_area", {"vector_path": "nope.geojson", "min_area_m2": 1, "pixel_size_m": 1},
+     {"original_count": 0, "filtered_count": 0}),
+    ("vec.filter_by_distance", {"vector_path": "nope.geojson", "center_lat": 0, "center_lon": 0,
+                                "max_distance_m": 1}, {"total_input": 0, "total_filtered": 0}),
+    ("vec.nearest", {"vector_a_path": "sq.geojson", "vector_b_path": "nope.geojson"},
+     {"pair_count": 0, "table_path": None}),
+    ("vec.clip", {"vector_path": "nope.geojson", "roi_vector_path": "sq.geojson"},
+     {"clip_path": None, "input_count": 0, "output_count": 0}),
+    ("vec.clip", {"vector_path": "sq.geojson", "roi_vector_path": "nope.geojson"},
+     {"clip_path": None, "input_count": 1, "output_count": 0}),
+    ("vec.raster_stats", {"vector_path": "nope.geojson", "raster_path": "nope.tif"},
+     {"feature_stats": [], "count": 0}),
+    ("vec.connected_components", {"vector_path": "nope.geojson"}, {"count": 0, "mode": "vector"}),
+])
+def test_missing_layer_is_empty(ctx, tool, args, expected):
+    """The benchmark's _read_vector_no_default_crs (analysis.py at 2b24be70) answers a path that
+    does not exist with an empty GeoDataFrame, so each tool gives its own empty-input result
+    (values read from each function's empty branch); QC manifest.file_missing flags the step."""
+    put(ctx, "sq.geojson", [box(0, 0, 2, 2)])
+    obs = call_tool(tool, args, ctx)
+    assert {k: obs.get(k, "absent") for k in expected} == expected
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("vec.build_graph", {"centerline_path": "nope.geojson"}),
+    ("vec.convex_hull", {"vector_path": "nope.geojson"}),
+    ("vec.dissolve", {"vector_path": "nope.geojson"}),
+    ("vec.simplify", {"vector_path": "nope.geojson", "tolerance": 1}),
+    ("vec.voronoi", {"points_path": "nope.geojson"}),
+])
+def test_missing_layer_fails_where_the_benchmark_reads_it_directly(ctx, tool, args):
+    """vec.build_graph stubs an empty centerline; the others call gpd.read_file, which raises."""
+    with pytest.raises(ToolInputError):
+        call_tool(tool, args, ctx)

@@ -120,3 +120,14 @@ def test_pixel_size_ignored_by_max_polygon(vectorize_args, expected):
             {"call": "vec.max_polygon", "args": {"vector_path": "<vector_path> from trajectory[0].obs",
                                                  "pixel_size_m": 0.5}}]
     assert vec_checks(traj, inp) == expected
+
+
+@pytest.mark.parametrize("attr,expected", [("geometry", ["vec.attribute_text"]),
+                                           ("properties.geometry", ["vec.attribute_text"]),
+                                           ("types", [])])
+def test_filter_by_attribute_on_the_geometry(attr, expected):
+    # the benchmark compares the tokens with each geometry's WKT text ('POINT (1 2)')
+    inp = {"a": layer("a.geojson", PIX)}
+    traj = [{"call": "vec.filter_by_attribute",
+             "args": {"vector_path": "a.geojson", "attribute_name": attr, "allowed_values": ["x"]}}]
+    assert vec_checks(traj, inp) == expected

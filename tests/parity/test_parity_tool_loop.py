@@ -15,9 +15,9 @@ import json
 import pytest
 from shapely.geometry import Point, box
 
-from replay.engine import run_trajectory
-from replay.tools import ToolError, ToolInputError, call_tool
-from replay.tools.testing import make_ctx, write_geojson
+from kernel.engine import run_trajectory
+from kernel.tools import ToolError, ToolInputError, call_tool
+from kernel.tools.testing import make_ctx, write_geojson
 
 MUL = {"call": "calc.mul", "args": {"a": 2, "b": 3}}
 

@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from releases.models import Release
-from releases.api import ReleaseCreateIn
+from releases.api import ReleaseCreateIn, ReleasePublishIn
 from evaluation.selectors import release_runs
 from releases.selectors import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list,
@@ -70,9 +70,11 @@ def release_publish(request, version: str):
     if request.POST.get("confirm") != "1":
         messages.error(request, f"Release {version} not published: confirm it (Publish asks first).")
         return redirect("release_detail", version=version)
+    data = ReleasePublishIn(data=request.POST)  # the API's input serializer: one parsing of the operation
+    data.is_valid(raise_exception=False)
+    acknowledge = bool(data.validated_data.get("acknowledge_open_comments")) if not data.errors else False
     try:
-        svc.publish_release(request.user, release,
-                            acknowledge_open_comments=request.POST.get("acknowledge_open_comments") == "1")
+        svc.publish_release(request.user, release, acknowledge_open_comments=acknowledge)
         messages.success(request, f"Release {version} published; it can no longer be changed.")
     except (svc.ReleaseError, PermissionDenied) as exc:
         messages.error(request, str(exc))

@@ -21,8 +21,10 @@ the sample and the task exactly as the file had them (key order, extra keys). Su
 back from that source, with ``trajectory``/``final_answer`` taken from the pinned replay where they
 differ, so that a file imported and exported again is byte for byte the same.
 
-Memory: samples are built, validated and written one at a time; only small per-question metadata
-(for the sidecar) is kept while a release is written.
+Memory: samples are built, validated and written one at a time; a release's per-question metadata
+(for the sidecar) is validated and spooled to a file as each question is written
+(``LayoutWriter(question_sink=...)``) and the manifest streamed from it, so an export's peak memory
+does not grow with the number of tasks (bench/export.py measures it at two sizes).
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ from typing import Any, Callable, Iterable
 
 from django.conf import settings
 
-from annotation.models import Layer, Task, TaskRevision
+from annotation.models import AuditEvent, Layer, Task, TaskRevision
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
 from kernel.steps import step_call
@@ -111,6 +113,11 @@ def _validator(name: str, ref: str | None):
     from jsonschema import Draft202012Validator
 
     schema = load_schema(name)
+    if ref and ref.startswith("#/"):  # a JSON pointer to a subschema, resolved against the whole schema
+        sub = schema
+        for part in ref[2:].split("/"):
+            sub = sub[part]
+        return Draft202012Validator(schema).evolve(schema=sub)
     if ref:
         schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{ref}"}
     return Draft202012Validator(schema)
@@ -125,7 +132,8 @@ def json_path(parts: Iterable, root: str = "") -> str:
 
 
 def schema_problems(name: str, instance: Any, *, ref: str | None = None, root: str = "") -> list[tuple[str, str]]:
-    """Violations of schema ``name`` (or of its ``$defs/ref``): ``[(field path, message)]``, by path.
+    """Violations of schema ``name`` (or of its ``$defs/ref``, or of the subschema at the JSON pointer
+    ``ref="#/properties/..."``): ``[(field path, message)]``, by path, under ``root``.
 
     A missing required property is reported at the property's own path.
     """
@@ -342,9 +350,10 @@ def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
 # ------------------------------------------------------------------ the streaming writer
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
-    """One question to write: ids only (the heavy rows are loaded sample by sample)."""
+    """One question to write: ids only (the heavy rows are loaded sample by sample). Slotted: a
+    release of 100,000 tasks holds 100,000 of them while it is written."""
 
     task_id: int
     revision_id: int
@@ -406,19 +415,25 @@ def content_digest(files: dict[str, dict]) -> str:
 class LayoutWriter:
     """Writes entries into ``out`` (an empty folder). ``images``: copy input files to images/;
     ``sidecar``: collect per-question provenance (authors, reviewers, QC, …) for the manifest;
-    ``release_id``: the release whose agent runs the adjudication summary counts."""
+    ``release_id``: the release whose agent runs the adjudication summary counts;
+    ``question_sink``: with ``sidecar``, called ``(question_id, metadata)`` for each question as it
+    is written instead of keeping it in ``result.questions`` (a streamed manifest: memory does not
+    grow with the number of questions)."""
 
     def __init__(self, out: Path, *, images: bool = True, sidecar: bool = True, release_id: int | None = None,
-                 progress: ProgressFn | None = None):
+                 progress: ProgressFn | None = None, question_sink: Callable[[str, dict], None] | None = None):
         self.out = Path(out)
         self.images = images
         self.sidecar = sidecar
         self.release_id = release_id
         self.progress = progress or (lambda stage, done, total: None)
+        self.question_sink = question_sink or self._keep_question
         self.result = LayoutResult()
         self._layers: dict[int, dict[str, Layer]] = {}
         self._layer_infos: dict[int, dict] = {}
         self._image_src: dict[str, Path] = {}
+        self._release_has_runs: bool | None = None
+        self._people: dict[int, tuple[list, list]] = {}  # task id → (revision (number, author) rows, approvers)
         self._counts = {"by_dimension": Counter(), "by_disaster_type": Counter(), "by_modality": Counter()}
 
     # -- public
@@ -462,6 +477,8 @@ class LayoutWriter:
         tasks = Task.objects.select_related("event").in_bulk([e.task_id for e in group])
         revs = TaskRevision.objects.in_bulk([e.revision_id for e in group])
         runs = ReplayRun.objects.in_bulk([e.replay_id for e in group if e.replay_id])
+        if self.sidecar:
+            self._load_people([e.task_id for e in group])
         sample = None
         for e in group:
             task, rev, run = tasks[e.task_id], revs[e.revision_id], runs.get(e.replay_id)
@@ -476,7 +493,7 @@ class LayoutWriter:
             sample["tasks"].append(tdict)
             self._count(e, sample, tdict)
             if self.sidecar:
-                self.result.questions[e.question_id] = self._question_meta(e, task, rev, run, file_name, source)
+                self.question_sink(e.question_id, self._question_meta(e, task, rev, run, file_name, source))
             self.result.events.setdefault(event.slug, {"name": event.name, "disaster_type": event.disaster_type,
                                                        "source": event.source})
         problems = schema_problems("task_file", sample, ref="sample")
@@ -602,15 +619,15 @@ class LayoutWriter:
         return {"transform": IDENTITY_GRID, "crs": None}
 
     # -- sidecar
-    def _question_meta(self, e: Entry, task: Task, rev: TaskRevision, run, file_name: str, source: dict | None) -> dict:
-        from annotation.models import AuditEvent
+    def _keep_question(self, question_id: str, meta: dict) -> None:
+        self.result.questions[question_id] = meta
 
-        authors = list(dict.fromkeys(
-            TaskRevision.objects.filter(task=task, number__lte=rev.number, author__isnull=False)
-            .order_by("number").values_list("author__username", flat=True)))
-        reviewers = list(dict.fromkeys(
-            AuditEvent.objects.filter(task=task, to_status=Task.Status.APPROVED, actor__isnull=False)
-            .order_by("id").values_list("actor__username", flat=True)))
+    def _question_meta(self, e: Entry, task: Task, rev: TaskRevision, run, file_name: str, source: dict | None) -> dict:
+        if task.pk not in self._people:  # a sample's tasks in two queries (_sample fills the group's first)
+            self._load_people([task.pk])
+        revisions, approvers = self._people.pop(task.pk)
+        authors = list(dict.fromkeys(name for number, name in revisions if number <= rev.number))
+        reviewers = list(dict.fromkeys(approvers))
         return {
             "task_id": task.pk, "event": task.event.slug, "dimension": e.dimension, "file": f"tasks/{file_name}",
             "sample_id": e.sample_id, "task_index": e.task_index, "revision": rev.number,
@@ -620,6 +637,18 @@ class LayoutWriter:
             "imported_from": ({k: source.get(k) for k in ("file", "sample_index", "task_index", "release", "source_dir", "provenance")}
                               if source else None),
         }
+
+    def _load_people(self, task_ids: list[int]) -> None:
+        """Authors of each task's revisions (by number) and approvers (by audit order), for ``_question_meta``."""
+        people = {pk: ([], []) for pk in task_ids}
+        for task_id, number, name in (TaskRevision.objects.filter(task_id__in=task_ids, author__isnull=False)
+                                      .order_by("task_id", "number").values_list("task_id", "number", "author__username")):
+            people[task_id][0].append((number, name))
+        for task_id, name in (AuditEvent.objects.filter(task_id__in=task_ids, to_status=Task.Status.APPROVED,
+                                                        actor__isnull=False)
+                              .order_by("id").values_list("task_id", "actor__username")):
+            people[task_id][1].append(name)
+        self._people.update(people)
 
     def _qc(self, task: Task, rev: TaskRevision, run) -> dict:
         from annotation import qc
@@ -641,7 +670,13 @@ class LayoutWriter:
     def _adjudication(self, task: Task) -> dict:
         from evaluation.models import Adjudication, RunRecord
 
-        records = RunRecord.objects.filter(task=task, run__release_id=self.release_id) if self.release_id else RunRecord.objects.none()
+        if not self.release_id:
+            return {"records": 0, "adjudicated": 0, "overrides_all": 0}
+        if self._release_has_runs is None:  # once per export: a fresh release has no agent run scored on it
+            self._release_has_runs = RunRecord.objects.filter(run__release_id=self.release_id).exists()
+        if not self._release_has_runs:
+            return {"records": 0, "adjudicated": 0, "overrides_all": 0}
+        records = RunRecord.objects.filter(task=task, run__release_id=self.release_id)
         adj = Adjudication.objects.filter(record__in=records)
         return {"records": records.count(), "adjudicated": adj.values("record_id").distinct().count(),
                 "overrides_all": adj.filter(overrides_all=True).count()}

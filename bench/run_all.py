@@ -33,15 +33,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: seconds per benchmark (export at 100,000 tasks is the long one; see docs/benchmarks.md)
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 1200, "replay_pg": 1200, "tiles": 900, "lists": 2400,
-            "export": 5400}
-ORDER = ("scoring", "tiles", "replay", "replay_pg", "lists", "export", "tools")
+            "export": 5400, "serve": 600}
+ORDER = ("scoring", "tiles", "replay", "replay_pg", "lists", "export", "serve", "tools")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
 EXTRA = {"replay_pg": ("replay", ["--postgres"])}
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
 QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
               "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4"],
               "lists": ["--tasks", "2000", "--repeat", "3", "--import-records", "200"],
-              "export": ["--tasks", "1000,4000"]}
+              "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"]}
 #: left out of ``--quick`` (no target of issue 16)
 QUICK_SKIP = {"tools"}
 

@@ -373,14 +373,18 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
     from replay.models import ReplayRun
 
     by_rev = {e.revision_id: e for e in entries}
-    for rev_id, text in TaskRevision.objects.filter(pk__in=list(by_rev)).exclude(source="").values_list("pk", "source"):
-        src = source_from_text(text)
-        if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
-            by_rev[rev_id].position = (src["sample_index"],)
-    rows = ReplayRun.objects.filter(revision_id__in=list(by_rev), artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/") \
-        .order_by("id").values_list("revision_id", "artifact_dir")
+    ids = list(by_rev)
+    # in batches: one statement with 100,000 parameters held the whole id list three times over
+    chunks = [ids[i:i + 2000] for i in range(0, len(ids), 2000)]
+    for chunk in chunks:
+        for rev_id, text in TaskRevision.objects.filter(pk__in=chunk).exclude(source="").values_list("pk", "source"):
+            src = source_from_text(text)
+            if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
+                by_rev[rev_id].position = (src["sample_index"],)
+    rows = sorted((row for chunk in chunks for row in ReplayRun.objects.filter(
+        revision_id__in=chunk, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/").values_list("id", "revision_id", "artifact_dir")))
     seen = set()
-    for rev_id, adir in rows:
+    for _, rev_id, adir in rows:
         if rev_id in seen:
             continue
         seen.add(rev_id)

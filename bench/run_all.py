@@ -10,8 +10,9 @@ lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, 
 script that prints none, its last printed lines stand in as the figure. ``--quick`` runs every
 benchmark that has a target at small sizes (``QUICK_ARGS``: a few thousand tasks or records, 40
 replays, 30 tiles; ``tools``, which has none, is left out) so that a reviewer can run the whole
-table in about three minutes; its figures are a smoke test of the same code, not the issue's
-sizes, and the table says so.
+table quickly: its sizes are chosen for about three minutes on a quiet 2-CPU machine (not verified
+there: on 2026-12-01, with the machine loaded to 6–17 runnable processes, it took 26 minutes). Its
+figures are a smoke test of the same code, not the issue's sizes, and the table says so.
 ``--markdown FILE`` also writes the machine description and the table as Markdown (for
 docs/benchmarks.md).
 
@@ -132,7 +133,7 @@ def table(results: list[dict], markdown: bool = False) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated benchmark names (default: all)")
-    ap.add_argument("--quick", action="store_true", help="every target at small sizes (about 3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="every target at small sizes (a smoke run)")
     ap.add_argument("--markdown", default=None, help="also write the machine and the table as Markdown here")
     ap.add_argument("--timeout-scale", type=float, default=1.0)
     ap.add_argument("--verbose", action="store_true", help="print each benchmark's whole output")

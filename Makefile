@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 HOST    ?= 127.0.0.1:8000
 
-.PHONY: demo test lint venv chromium bench clean mcp-client
+.PHONY: demo test lint venv chromium bench bench-quick clean mcp-client
 
 # The benchmark's MCP client (langchain-mcp-adapters, needs mcp<2) in its own venv, for
 # tests/test_mcp_dropin.py; made once per requirements-mcp-client.txt, never mixed into .venv.
@@ -47,6 +47,10 @@ lint: venv
 
 bench: venv
 	$(BIN)/python bench/run_all.py
+
+# every target of issue 16 at small sizes (about 3 minutes): a reviewer's smoke run
+bench-quick: venv
+	$(BIN)/python bench/run_all.py --quick
 
 clean:
 	rm -rf var staticfiles

@@ -257,7 +257,7 @@ def replay_pass(tasks, *, use_cache: bool, label: str) -> dict:
             "tool_calls": sum(r.tool_calls for r in runs), "cache_hits": sum(r.cache_hits for r in runs)}
 
 
-def paired_pass(tasks, cold_runs, scratch: Path) -> dict:
+def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
     """Per task, back to back (so that load from other processes hits both alike): the tool
     functions called directly (``call_tool``) with the arguments the cold replay resolved, in a
     fresh folder; then the engine with the cache bypassed (every tool runs)."""
@@ -282,7 +282,7 @@ def paired_pass(tasks, cold_runs, scratch: Path) -> dict:
             resolvers[t.event_id] = LayerResolver(t.event_id)
         res = resolvers[t.event_id]
         t0 = time.perf_counter()
-        ctx = ToolContext(work_dir=scratch / "direct" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)
+        ctx = ToolContext(work_dir=scratch / f"direct{tag}" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)
         for name, args in seq:
             call_tool(name, args, ctx)
             n += 1
@@ -343,6 +343,8 @@ def main():
     ap.add_argument("--events", type=int, default=45,
                     help="events the tasks are spread over (DORA: 45); beyond the 3 real scenes, derived ones")
     ap.add_argument("--worker-tasks", type=int, default=90)
+    ap.add_argument("--overhead-rounds", type=int, default=3,
+                    help="paired passes; the engine overhead figure is the median of their ratios")
     ap.add_argument("--scratch", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--postgres", action="store_true",
@@ -379,7 +381,10 @@ def main():
     cold_tool = tool_time[0]
     warm = replay_pass(tasks, use_cache=True, label="warm")
     engine.call_tool = real_call
-    paired = paired_pass(tasks, cold["runs"], scratch)
+    rounds = [paired_pass(tasks, cold["runs"], scratch, tag=str(k)) for k in range(max(1, args.overhead_rounds))]
+    ratios = [p["nocache_s"] / p["direct_s"] for p in rounds]
+    paired = rounds[sorted(range(len(rounds)), key=ratios.__getitem__)[len(rounds) // 2]]  # the median round
+    paired["runs"] = rounds[0]["runs"]
     same = sum(a.replay_hash == b.replay_hash == c.replay_hash
                for a, b, c in zip(cold["runs"], warm["runs"], paired["runs"]))
     expanded = sum(len(r.filled_trajectory) for r in cold["runs"])
@@ -393,6 +398,7 @@ def main():
         "warm_s": round(warm["seconds"], 1), "warm_tool_calls": warm["tool_calls"],
         "direct_s": round(paired["direct_s"], 1), "nocache_s": round(paired["nocache_s"], 1),
         "engine_overhead_nocache_over_direct": round(paired["nocache_s"] / paired["direct_s"], 3),
+        "engine_overhead_rounds": [round(r, 3) for r in ratios],
         "cold_over_direct": round(cold["seconds"] / paired["direct_s"], 3),
         "warm_over_cold": round(warm["seconds"] / cold["seconds"], 3),
         "identical_hash_cold_warm_nocache": f"{same}/{len(tasks)}",
@@ -423,7 +429,7 @@ def main():
     print(f"BENCH\treplay cold ({n}, {db})\t{out['cold_s']} s\t≤ 600 s\t{verdict(out['cold_s'] <= 600)}")
     print(f"BENCH\treplay warm / cold ({db})\t{out['warm_over_cold']:.3f} ({out['warm_s']} s / {out['cold_s']} s)"
           f"\t≤ 0.10\t{verdict(out['warm_over_cold'] <= 0.10)}")
-    print(f"BENCH\treplay engine overhead, no cache / direct tool calls ({db})"
+    print(f"BENCH\treplay engine overhead, no cache / direct tool calls ({db}, median of {len(ratios)})"
           f"\t{out['engine_overhead_nocache_over_direct']:.3f}× ({out['nocache_s']} s / {out['direct_s']} s)"
           f"\t≤ {OVERHEAD_TARGET}×\t{verdict(out['engine_overhead_nocache_over_direct'] <= OVERHEAD_TARGET)}")
     if out.get("speedup_2_over_1"):

@@ -2,12 +2,17 @@
 
     .venv/bin/python bench/run_all.py [--only tiles,lists] [--quick] [--markdown FILE] [--timeout-scale 1.0]
 
-Each ``bench/<name>.py`` (every ``*.py`` here but this file, ``_*.py`` helpers and ``lists``'s
-import by ``export``) runs as a subprocess with its own time limit (``TIMEOUTS``, seconds, times
-``--timeout-scale``); its output is kept. A benchmark reports its figures for the table by printing
+Each ``bench/<name>.py`` (every ``*.py`` here but this file and ``_*.py`` helpers), and each extra
+job of ``EXTRA`` (``replay_pg``: ``replay.py --postgres``, for PostgreSQL's warm/cold), runs as a
+subprocess with its own time limit (``TIMEOUTS``, seconds, times ``--timeout-scale``); its output is
+kept. A benchmark reports its figures for the table by printing
 lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, FAIL or info); for a
-script that prints none, its last printed lines stand in as the figure. ``--quick`` runs the
-scale benchmarks at 10,000 tasks instead of 100,000 (a smoke run, not the documented figures).
+script that prints none, its last printed lines stand in as the figure. ``--quick`` runs every
+benchmark that has a target at small sizes (``QUICK_ARGS``: a few thousand tasks or records, 40
+replays, 30 tiles; ``tools``, which has none, is left out) so that a reviewer can run the whole
+table quickly: its sizes are chosen for about three minutes on a quiet 2-CPU machine (not verified
+there: on 2026-12-01, with the machine loaded to 6–17 runnable processes, it took 26 minutes). Its
+figures are a smoke test of the same code, not the issue's sizes, and the table says so.
 ``--markdown FILE`` also writes the machine description and the table as Markdown (for
 docs/benchmarks.md).
 
@@ -28,9 +33,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: seconds per benchmark (export at 100,000 tasks is the long one; see docs/benchmarks.md)
-TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 900, "tiles": 900, "lists": 2400, "export": 5400}
-ORDER = ("scoring", "tools", "replay", "tiles", "lists", "export")
-QUICK_ARGS = {"lists": ["--tasks", "10000"], "export": ["--tasks", "10000"], "scoring": ["--records", "10000", "--rounds", "1"]}
+TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 1200, "replay_pg": 1200, "tiles": 900, "lists": 2400,
+            "export": 5400, "serve": 600}
+ORDER = ("scoring", "tiles", "replay", "replay_pg", "lists", "export", "serve", "tools")
+#: jobs that run a script of bench/ with other arguments: name → (script, arguments)
+EXTRA = {"replay_pg": ("replay", ["--postgres"])}
+#: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
+QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
+              "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4"],
+              "lists": ["--tasks", "2000", "--repeat", "3", "--import-records", "200"],
+              "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"]}
+#: left out of ``--quick`` (no target of issue 16)
+QUICK_SKIP = {"tools"}
 
 
 def machine() -> dict:
@@ -63,14 +77,15 @@ def machine() -> dict:
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg())}
 
 
-def discover(only: set[str] | None) -> list[str]:
-    names = [p.stem for p in HERE.glob("*.py") if p.stem != "run_all" and not p.stem.startswith("_")]
+def discover(only: set[str] | None, quick: bool = False) -> list[str]:
+    names = [p.stem for p in HERE.glob("*.py") if p.stem != "run_all" and not p.stem.startswith("_")] + list(EXTRA)
     names = sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-    return [n for n in names if not only or n in only]
+    return [n for n in names if (n in only if only else not (quick and n in QUICK_SKIP))]
 
 
 def run_one(name: str, quick: bool, scale: float) -> dict:
-    cmd = [sys.executable, str(HERE / f"{name}.py"), *(QUICK_ARGS.get(name, []) if quick else [])]
+    script, extra = EXTRA.get(name, (name, []))
+    cmd = [sys.executable, str(HERE / f"{script}.py"), *extra, *(QUICK_ARGS.get(name, []) if quick else [])]
     limit = TIMEOUTS.get(name, 900) * scale
     t0 = time.perf_counter()
     try:
@@ -118,7 +133,7 @@ def table(results: list[dict], markdown: bool = False) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated benchmark names (default: all)")
-    ap.add_argument("--quick", action="store_true", help="scale benchmarks at 10,000 tasks")
+    ap.add_argument("--quick", action="store_true", help="every target at small sizes (a smoke run)")
     ap.add_argument("--markdown", default=None, help="also write the machine and the table as Markdown here")
     ap.add_argument("--timeout-scale", type=float, default=1.0)
     ap.add_argument("--verbose", action="store_true", help="print each benchmark's whole output")
@@ -126,9 +141,12 @@ def main() -> None:
     m = machine()
     desc = (f"{m['nproc']} CPUs ({m['cpu']}), {m['memory']} memory, Python {m['python']}, SQLite {m['sqlite']}, "
             f"PostgreSQL {m['postgresql']}; {m['os']}; load average at start {m['load']}")
+    if args.quick:
+        desc += "; --quick: small sizes, a smoke run, not the issue's figures"
     print(f"machine: {desc}")
+    t_start = time.perf_counter()
     results = []
-    for name in discover(set(filter(None, args.only.split(","))) or None):
+    for name in discover(set(filter(None, args.only.split(","))) or None, args.quick):
         print(f"== {name} …", flush=True)
         res = run_one(name, args.quick, args.timeout_scale)
         results.append(res)
@@ -141,6 +159,7 @@ def main() -> None:
         print(f"   ({res['seconds']:.0f} s)", flush=True)
     print()
     print(table(results))
+    print(f"\n{sum(r['seconds'] for r in results):.0f} s in all (wall {time.perf_counter() - t_start:.0f} s)")
     if args.markdown:
         Path(args.markdown).write_text(f"Machine: {desc}\n\n{table(results, markdown=True)}\n", encoding="utf-8")
         print(f"\nwritten: {args.markdown}")

@@ -19,6 +19,16 @@ fastest round counts, summed over the tiles. Figures: the first render through t
 tile cache emptied just before) / baseline, target ≤ 1.3×; the same tile served a second time (from
 the server's tile cache) / its first render, target ≤ 0.2×; a revalidation with the tile's ETag
 (304, no body) / its first render.
+
+Over HTTP, against TiTiler (issue 16: a cold tile ≤ 1.0× TiTiler on the same COG): when a Python with
+``titiler.application`` and ``uvicorn`` is found (``STUDIO_BENCH_TITILER_PYTHON``, default
+/tmp/p16-titiler/bin/python: a scratch venv, ``pip install titiler.application uvicorn``, never
+the studio's), the studio runs under gunicorn as documented (docs/deployment.md: gthread,
+keep-alive; 1 process of 2 threads here) with the tile cache off (``STUDIO_TILE_CACHE_BYTES=0``, so
+every request renders) and TiTiler under uvicorn (1 worker,
+``/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?url=<the same COG>``), each on a kept-alive HTTP/1.1
+connection; each tile is fetched from both in turn, ``--rounds`` times, and per tile the fastest
+round counts. Without that Python the row says so (info).
 Prints ``BENCH`` lines for ``bench/run_all.py``.
 """
 from __future__ import annotations
@@ -35,6 +45,9 @@ SCRATCH = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench")) / "tiles
 REALDATA = Path(os.environ.get("STUDIO_DEMO_DATA", ROOT.parent / "shared" / "realdata"))
 CHIP = REALDATA / "xview2-deploy-joplin" / "output_chips_post_0_post.tif"
 TARGET = 1.3
+#: issue 16: a cold tile over HTTP costs at most this multiple of TiTiler's on the same COG
+TITILER_TARGET = 1.0
+TITILER_PY = Path(os.environ.get("STUDIO_BENCH_TITILER_PYTHON", "/tmp/p16-titiler/bin/python"))
 #: issue 16: a tile served a second time costs at most this share of its first render
 SECOND_TARGET = 0.2
 
@@ -144,7 +157,109 @@ def main() -> None:
           f"≤ {SECOND_TARGET}×\t{'ok' if second <= SECOND_TARGET else 'OVER'}")
     print(f"BENCH\ttiles: 304 revalidation vs first render\t{best['304'] / best['cold']:.3f}×\t≤ {SECOND_TARGET}×\t"
           f"{'ok' if best['304'] / best['cold'] <= SECOND_TARGET else 'OVER'}")
+    http_vs_titiler(layer, cog, tiles, args.rounds)
     shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
+def _wait_http(port: int, path: str, headers: dict, proc) -> None:
+    import http.client
+
+    for _ in range(240):
+        if proc.poll() is not None:
+            raise SystemExit(f"server on port {port} exited with status {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", path, headers=headers)
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"server on port {port} did not answer {path}")
+
+
+def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
+    """Cold tiles over HTTP: the studio under gunicorn vs TiTiler under uvicorn (module docstring)."""
+    import http.client
+    import subprocess
+    from urllib.parse import quote
+
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from studio.accounts import upsert_user
+
+    if not TITILER_PY.exists():
+        print(f"BENCH\ttiles: cold tile over HTTP vs TiTiler\tnot measured (no TiTiler Python at {TITILER_PY})\t"
+              f"≤ {TITILER_TARGET}×\tinfo")
+        return
+    user = upsert_user("bench", "bench-pw-123", ["author"])
+    sess = SessionStore()
+    sess[SESSION_KEY], sess[BACKEND_SESSION_KEY] = str(user.pk), "django.contrib.auth.backends.ModelBackend"
+    sess[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    sess.save()
+    port_s, port_t = 18600 + os.getpid() % 100, 18700 + os.getpid() % 100
+    env = {**os.environ, "STUDIO_TILE_CACHE_BYTES": "0", "STUDIO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+    gunicorn = str(Path(sys.executable).with_name("gunicorn"))
+    procs = [
+        subprocess.Popen([gunicorn, "studio.wsgi:application", "--bind", f"127.0.0.1:{port_s}", "--workers", "1",
+                          "--worker-class", "gthread", "--threads", "2", "--keep-alive", "5",
+                          "--no-control-socket", "--timeout", "120"], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen([str(TITILER_PY), "-m", "uvicorn", "titiler.application.main:app", "--host", "127.0.0.1",
+                          "--port", str(port_t), "--workers", "1", "--log-level", "warning"],
+                         cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+    cookie = {"Cookie": f"sessionid={sess.session_key}"}
+    studio_path = lambda z, x, y: f"/tiles/{layer.pk}/{z}/{x}/{y}.png"  # noqa: E731
+    titiler_path = lambda z, x, y: f"/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?url={quote(cog)}"  # noqa: E731
+    try:
+        _wait_http(port_s, studio_path(*tiles[0]), cookie, procs[0])
+        _wait_http(port_t, titiler_path(*tiles[0]), {}, procs[1])
+        conns = {"studio": http.client.HTTPConnection("127.0.0.1", port_s, timeout=60),
+                 "titiler": http.client.HTTPConnection("127.0.0.1", port_t, timeout=60)}
+        paths = {"studio": studio_path, "titiler": titiler_path}
+        heads = {"studio": cookie, "titiler": {}}
+        sizes = {"studio": 0, "titiler": 0}
+        statuses = {"studio": set(), "titiler": set()}
+
+        def get(side, t) -> float:
+            t0 = time.perf_counter()
+            conns[side].request("GET", paths[side](*t), headers=heads[side])
+            resp = conns[side].getresponse()
+            body = resp.read()
+            dt = time.perf_counter() - t0
+            statuses[side].add(resp.status)
+            sizes[side] = len(body)
+            return dt
+
+        for t in tiles:  # warm-up: each server's readers and the file's metadata
+            get("studio", t), get("titiler", t)
+        fastest = {side: [float("inf")] * len(tiles) for side in conns}
+        total = {side: 0 for side in conns}
+        for _ in range(rounds):
+            for i, t in enumerate(tiles):
+                for side in conns:
+                    fastest[side][i] = min(fastest[side][i], get(side, t))
+                    total[side] += sizes[side]
+        for c in conns.values():
+            c.close()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+    best = {side: sum(v) for side, v in fastest.items()}
+    ratio = best["studio"] / best["titiler"]
+    print(f"  over HTTP, cold (studio: gunicorn, tile cache off; TiTiler: uvicorn), sum of per-tile bests of {rounds}: "
+          f"studio {1000 * best['studio'] / len(tiles):.2f} ms/tile, TiTiler {1000 * best['titiler'] / len(tiles):.2f} "
+          f"ms/tile; HTTP statuses {sorted(statuses['studio'])} / {sorted(statuses['titiler'])}; "
+          f"{total['studio'] / 1024 / rounds:,.0f} / {total['titiler'] / 1024 / rounds:,.0f} KiB of PNG a round")
+    bad = statuses["studio"] != {200} or statuses["titiler"] != {200}
+    print(f"BENCH\ttiles: cold tile over HTTP, studio (gunicorn) vs TiTiler (uvicorn) ({len(tiles)} tiles)\t{ratio:.2f}× "
+          f"({1000 * best['studio'] / len(tiles):.1f} vs {1000 * best['titiler'] / len(tiles):.1f} ms/tile)\t"
+          f"≤ {TITILER_TARGET}×\t{'FAIL' if bad else ('ok' if ratio <= TITILER_TARGET else 'OVER')}")
 
 
 if __name__ == "__main__":

@@ -325,7 +325,11 @@ def release_adjudication(task, release_id: int | None) -> dict:
     """The sidecar's ``adjudication`` of ``task`` in release ``release_id``: ``{records, adjudicated,
     overrides_all}`` over the records of the runs scored on that release (all 0 for an export of the
     tasks' heads, ``release_id`` None). Registered as a ``releases.services.export`` sidecar field."""
-    records = RunRecord.objects.filter(task=task, run__release_id=release_id) if release_id else RunRecord.objects.none()
-    adj = Adjudication.objects.filter(record__in=records)
-    return {"records": records.count(), "adjudicated": adj.values("record_id").distinct().count(),
+    if not release_id:
+        return {"records": 0, "adjudicated": 0, "overrides_all": 0}
+    ids = list(RunRecord.objects.filter(task=task, run__release_id=release_id).values_list("pk", flat=True))
+    if not ids:  # one query per task when no run was scored on the release (issue 16: 100,000-task exports)
+        return {"records": 0, "adjudicated": 0, "overrides_all": 0}
+    adj = Adjudication.objects.filter(record_id__in=ids)
+    return {"records": len(ids), "adjudicated": adj.values("record_id").distinct().count(),
             "overrides_all": adj.filter(overrides_all=True).count()}

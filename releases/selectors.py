@@ -53,7 +53,8 @@ def release_entries(release: Release) -> list[Entry]:
     """The light entries (ids only) an export of ``release`` streams, with imported sample order."""
     rows = ReleaseTask.objects.filter(release=release).values_list(
         "task_id", "revision_id", "replay_id", "question_id", "task__dimension", "task__sample_id", "task__task_index")
-    return attach_positions([Entry(*r) for r in rows])
+    # streamed from the cursor: a release of 100,000 tasks never holds its rows and entries together
+    return attach_positions([Entry(*r) for r in rows.iterator(chunk_size=5000)])
 
 
 # ------------------------------------------------------------------ export jobs

@@ -82,8 +82,13 @@ def test_demo_release_export_layout(demo_release):
     whose checksums and counts match (demo: one T1 hurricane task, one T2 tornado task)."""
     out = demo_release.out
     assert demo_release.statuses == ["released", "released"]  # approved → released on publish
-    manifest = json.loads((out / "studio_manifest.json").read_text())
+    text = (out / "studio_manifest.json").read_text()
+    manifest = json.loads(text)
     assert schema_problems("manifest", manifest) == []
+    # the manifest is streamed (questions spooled, issue 16): still the exact text that dumping the
+    # whole document at once gives (indent 1, the same key order), two questions in it
+    assert text == dumps(manifest) and len(manifest["questions"]) == 2
+    assert list(manifest)[:6] == ["format", "format_version", "release", "generated_at", "events", "questions"]
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"studio_manifest.json"}
     assert set(manifest["files"]) == files
     for rel, info in manifest["files"].items():

@@ -63,8 +63,11 @@ def build_parser(prog: str = "python -m evaluation.scoring") -> argparse.Argumen
 
 def run(run_dir: Optional[Path], sanity: bool, tasks_dir: Optional[Path], output: Optional[Path],
         tau_r: float = 0.2, tau_a: float = 1.0, mode: str = "dora", *,
-        stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> Path:
+        stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr, exiting: bool = False) -> Path:
     """Score, write eval.json and its .txt table, print the log, warnings and table; return the JSON path.
+
+    ``exiting``: the process ends after this call (``main``): the objects left are frozen for the
+    garbage collector instead of collected (``paused_gc(freeze=True)``).
 
     Raises ``CommandLineError`` for a missing run or tasks folder and for a task file the scorer
     cannot read (``ValueError`` of the loaders, which names the file).
@@ -76,7 +79,7 @@ def run(run_dir: Optional[Path], sanity: bool, tasks_dir: Optional[Path], output
         raise CommandLineError(f"tasks directory not found: {tasks_dir}")
     cfg = ScoringConfig(tau_r, tau_a, mode)
     log: list = []
-    with paused_gc(), warnings.catch_warnings(record=True) as caught:
+    with paused_gc(freeze=exiting), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             gold = load_task_files(tasks_dir)
@@ -110,7 +113,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m evaluation
     """Parse ``argv`` (default ``sys.argv[1:]``) and ``run``; the exit status."""
     args = build_parser(prog).parse_args(argv)
     try:
-        run(args.run, args.sanity, args.tasks_dir, args.output, args.tau_r, args.tau_a, args.mode)
+        run(args.run, args.sanity, args.tasks_dir, args.output, args.tau_r, args.tau_a, args.mode, exiting=True)
     except CommandLineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

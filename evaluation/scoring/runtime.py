@@ -24,9 +24,14 @@ __all__ = ["paused_gc", "dumps_indented"]
 
 
 @contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(*, freeze: bool = False) -> Iterator[None]:
     """The cyclic garbage collector off inside the block (if it was on), one collection after it.
 
+    ``freeze``: instead of that collection, move every object alive at the end to the collector's
+    permanent generation (``gc.freeze``), so that neither a later collection nor the interpreter's
+    own at exit walks them again: for a process that exits after the block (the command line). A
+    full collection after scoring 100,000 records walks every loaded record and task (about a
+    tenth of the run's time, profiled on 30,000 records: 6.5 of 54.6 s).
     Re-entrant: an inner block leaves the collector as the outer one set it.
     """
     was_enabled = gc.isenabled()
@@ -35,8 +40,11 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if freeze:
+                gc.freeze()
             gc.enable()
-            gc.collect()
+            if not freeze:
+                gc.collect()
 
 
 _encode_str = json.encoder.encode_basestring  # the C version where available (ensure_ascii=False)

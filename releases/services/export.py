@@ -23,8 +23,10 @@ the sample and the task exactly as the file had them (key order, extra keys). Su
 back from that source, with ``trajectory``/``final_answer`` taken from the pinned replay where they
 differ, so that a file imported and exported again is byte for byte the same.
 
-Memory: samples are built, validated and written one at a time; only small per-question metadata
-(for the sidecar) is kept while a release is written.
+Memory: samples are built, validated and written one at a time; a release's per-question metadata
+(for the sidecar) is validated and spooled to a file as each question is written
+(``LayoutWriter(question_sink=...)``) and the manifest streamed from it, so an export's peak memory
+does not grow with the number of tasks (bench/export.py measures it at two sizes).
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ from typing import Any, Callable, Iterable
 
 from django.conf import settings
 
-from annotation.models import Layer, Task, TaskRevision, TaskVariant
+from annotation.models import AuditEvent, Layer, Task, TaskRevision, TaskVariant
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.hashing import file_sha256 as sha256_file
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
@@ -51,7 +53,6 @@ from kernel.steps import step_call
 from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from annotation import qc
-from annotation.models import AuditEvent
 from annotation.services.qc import layer_info
 from annotation.services.tasks import revision_content
 from replay.models import ReplayRun
@@ -112,6 +113,11 @@ def _validator(name: str, ref: str | None):
     from jsonschema import Draft202012Validator
 
     schema = load_schema(name)
+    if ref and ref.startswith("#/"):  # a JSON pointer to a subschema, resolved against the whole schema
+        sub = schema
+        for part in ref[2:].split("/"):
+            sub = sub[part]
+        return Draft202012Validator(schema).evolve(schema=sub)
     if ref:
         schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{ref}"}
     return Draft202012Validator(schema)
@@ -126,7 +132,8 @@ def json_path(parts: Iterable, root: str = "") -> str:
 
 
 def schema_problems(name: str, instance: Any, *, ref: str | None = None, root: str = "") -> list[tuple[str, str]]:
-    """Violations of schema ``name`` (or of its ``$defs/ref``): ``[(field path, message)]``, by path.
+    """Violations of schema ``name`` (or of its ``$defs/ref``, or of the subschema at the JSON pointer
+    ``ref="#/properties/..."``): ``[(field path, message)]``, by path, under ``root``.
 
     A missing required property is reported at the property's own path.
     """
@@ -341,9 +348,10 @@ def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
 # ------------------------------------------------------------------ the streaming writer
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
-    """One question to write: ids only (the heavy rows are loaded sample by sample)."""
+    """One question to write: ids only (the heavy rows are loaded sample by sample). Slotted: a
+    release of 100,000 tasks holds 100,000 of them while it is written."""
 
     task_id: int
     revision_id: int
@@ -362,14 +370,18 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
     """Set ``position`` of entries whose revision was imported (sample order of the source file)."""
 
     by_rev = {e.revision_id: e for e in entries}
-    for rev_id, text in TaskRevision.objects.filter(pk__in=list(by_rev)).exclude(source="").values_list("pk", "source"):
-        src = source_from_text(text)
-        if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
-            by_rev[rev_id].position = (src["sample_index"],)
-    rows = ReplayRun.objects.filter(revision_id__in=list(by_rev), artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/") \
-        .order_by("id").values_list("revision_id", "artifact_dir")
+    ids = list(by_rev)
+    # in batches: one statement with 100,000 parameters held the whole id list three times over
+    chunks = [ids[i:i + 2000] for i in range(0, len(ids), 2000)]
+    for chunk in chunks:
+        for rev_id, text in TaskRevision.objects.filter(pk__in=chunk).exclude(source="").values_list("pk", "source"):
+            src = source_from_text(text)
+            if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
+                by_rev[rev_id].position = (src["sample_index"],)
+    rows = sorted((row for chunk in chunks for row in ReplayRun.objects.filter(
+        revision_id__in=chunk, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/").values_list("id", "revision_id", "artifact_dir")))
     seen = set()
-    for rev_id, adir in rows:
+    for _, rev_id, adir in rows:
         if rev_id in seen:
             continue
         seen.add(rev_id)
@@ -406,19 +418,24 @@ def content_digest(files: dict[str, dict]) -> str:
 class LayoutWriter:
     """Writes entries into ``out`` (an empty folder). ``images``: copy input files to images/;
     ``sidecar``: collect per-question provenance (authors, reviewers, QC, …) for the manifest;
-    ``release_id``: the release whose agent runs the adjudication summary counts."""
+    ``release_id``: the release whose agent runs the adjudication summary counts;
+    ``question_sink``: with ``sidecar``, called ``(question_id, metadata)`` for each question as it
+    is written instead of keeping it in ``result.questions`` (a streamed manifest: memory does not
+    grow with the number of questions)."""
 
     def __init__(self, out: Path, *, images: bool = True, sidecar: bool = True, release_id: int | None = None,
-                 progress: ProgressFn | None = None):
+                 progress: ProgressFn | None = None, question_sink: Callable[[str, dict], None] | None = None):
         self.out = Path(out)
         self.images = images
         self.sidecar = sidecar
         self.release_id = release_id
         self.progress = progress or (lambda stage, done, total: None)
+        self.question_sink = question_sink or self._keep_question
         self.result = LayoutResult()
         self._layers: dict[int, dict[str, Layer]] = {}
         self._layer_infos: dict[int, dict] = {}
         self._image_src: dict[str, Path] = {}
+        self._people: dict[int, tuple[list, list]] = {}  # task id → (revision (number, author) rows, approvers)
         self._counts = {"by_dimension": Counter(), "by_disaster_type": Counter(), "by_modality": Counter()}
 
     # -- public
@@ -460,6 +477,8 @@ class LayoutWriter:
         tasks = Task.objects.select_related("event").in_bulk([e.task_id for e in group])
         revs = TaskRevision.objects.in_bulk([e.revision_id for e in group])
         runs = ReplayRun.objects.in_bulk([e.replay_id for e in group if e.replay_id])
+        if self.sidecar:
+            self._load_people([e.task_id for e in group])
         sample = None
         for e in group:
             task, rev, run = tasks[e.task_id], revs[e.revision_id], runs.get(e.replay_id)
@@ -474,7 +493,7 @@ class LayoutWriter:
             sample["tasks"].append(tdict)
             self._count(e, sample, tdict)
             if self.sidecar:
-                self.result.questions[e.question_id] = self._question_meta(e, task, rev, run, file_name, source)
+                self.question_sink(e.question_id, self._question_meta(e, task, rev, run, file_name, source))
             self.result.events.setdefault(event.slug, {"name": event.name, "disaster_type": event.disaster_type,
                                                        "source": event.source})
         problems = schema_problems("task_file", sample, ref="sample")
@@ -596,13 +615,15 @@ class LayoutWriter:
         return {"transform": IDENTITY_GRID, "crs": None}
 
     # -- sidecar
+    def _keep_question(self, question_id: str, meta: dict) -> None:
+        self.result.questions[question_id] = meta
+
     def _question_meta(self, e: Entry, task: Task, rev: TaskRevision, run, file_name: str, source: dict | None) -> dict:
-        authors = list(dict.fromkeys(
-            TaskRevision.objects.filter(task=task, number__lte=rev.number, author__isnull=False)
-            .order_by("number").values_list("author__username", flat=True)))
-        reviewers = list(dict.fromkeys(
-            AuditEvent.objects.filter(task=task, to_status=Task.Status.APPROVED, actor__isnull=False)
-            .order_by("id").values_list("actor__username", flat=True)))
+        if task.pk not in self._people:  # a sample's tasks in two queries (_sample fills the group's first)
+            self._load_people([task.pk])
+        revisions, approvers = self._people.pop(task.pk)
+        authors = list(dict.fromkeys(name for number, name in revisions if number <= rev.number))
+        reviewers = list(dict.fromkeys(approvers))
         return {
             "task_id": task.pk, "event": task.event.slug, "dimension": e.dimension, "file": f"tasks/{file_name}",
             "sample_id": e.sample_id, "task_index": e.task_index, "revision": rev.number,
@@ -612,6 +633,18 @@ class LayoutWriter:
             "imported_from": ({k: source.get(k) for k in ("file", "sample_index", "task_index", "release", "source_dir", "provenance")}
                               if source else None),
         }
+
+    def _load_people(self, task_ids: list[int]) -> None:
+        """Authors of each task's revisions (by number) and approvers (by audit order), for ``_question_meta``."""
+        people = {pk: ([], []) for pk in task_ids}
+        for task_id, number, name in (TaskRevision.objects.filter(task_id__in=task_ids, author__isnull=False)
+                                      .order_by("task_id", "number").values_list("task_id", "number", "author__username")):
+            people[task_id][0].append((number, name))
+        for task_id, name in (AuditEvent.objects.filter(task_id__in=task_ids, to_status=Task.Status.APPROVED,
+                                                        actor__isnull=False)
+                              .order_by("id").values_list("task_id", "actor__username")):
+            people[task_id][1].append(name)
+        self._people.update(people)
 
     def _qc(self, task: Task, rev: TaskRevision, run) -> dict:
         if task.event_id not in self._layer_infos:

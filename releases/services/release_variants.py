@@ -66,16 +66,22 @@ def split_entries(entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
 
 
 def write_layout(out: Path, entries: list[Entry], *, release_id: int | None = None, progress=None,
-                 images: bool = True, sidecar: bool = True):
+                 images: bool = True, sidecar: bool = True, question_sink=None):
     """Write ``entries`` into ``out``: the plain ones as ``LayoutWriter`` always did, the variant
     ones under ``out/variants/`` in the same layout. Returns ``(result, variant_entries)``: the
     plain writer's ``LayoutResult`` with the variants' files (``variants/…``), question metadata
     (``file`` under ``variants/``), events and missing images merged in and ``content_sha256``
-    over both (``export.content_digest``). ``ExportError`` as ``LayoutWriter``."""
+    over both (``export.content_digest``). ``question_sink(question_id, meta)``: as
+    ``LayoutWriter``'s (each question's metadata handed over as it is written instead of kept: the
+    streamed manifest), a variant's ``file`` under ``variants/``. ``ExportError`` as ``LayoutWriter``."""
     plain, variants = split_entries(entries)
-    result = LayoutWriter(out, images=images, sidecar=sidecar, release_id=release_id, progress=progress).write(plain)
+    result = LayoutWriter(out, images=images, sidecar=sidecar, release_id=release_id, progress=progress,
+                          question_sink=question_sink).write(plain)
     if variants:
-        extra = LayoutWriter(out / VARIANTS_DIR, images=images, sidecar=sidecar, release_id=release_id).write(variants)
+        sink = None if question_sink is None else (
+            lambda q, m: question_sink(q, {**m, "file": f"{VARIANTS_DIR}/{m['file']}"}))
+        extra = LayoutWriter(out / VARIANTS_DIR, images=images, sidecar=sidecar, release_id=release_id,
+                             question_sink=sink).write(variants)
         result.files.update({f"{VARIANTS_DIR}/{k}": v for k, v in extra.files.items()})
         result.questions.update({q: {**m, "file": f"{VARIANTS_DIR}/{m['file']}"} for q, m in extra.questions.items()})
         for slug, info in extra.events.items():

@@ -10,9 +10,9 @@ truncates pixel positions toward zero and writes the constant ``pixel_size_m`` 0
 without match returns ``output_path`` "None", list-valued group keys fail.
 
 A benchmark stub (its ``_tool_guard`` turning an exception into ``status: "stub"``) is a
-``ToolError`` here, as everywhere in the studio's registry. The one observation the studio cannot
-reproduce byte for byte is a missing property value: the benchmark's JSON text carries ``NaN``,
-the studio's observations are strict JSON and carry ``null``.
+``ToolError`` here, as everywhere in the studio's registry. A missing number property is NaN in
+the observation, as in the benchmark's (its JSON text carries the token ``NaN``; see
+docs/tool-parity.md, non-finite numbers).
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _rows(gdf) -> list[tuple[Any, dict]]:
 
 
 def _checked_props(props: dict, i: int, tool: str) -> dict:
-    """``props`` when Python's ``json`` can write every value (NaN becomes null in the
+    """``props`` when Python's ``json`` can write every value (NaN stays NaN in the
     observation; an object property stays an object). A value it cannot write (a list property,
     which geopandas reads as a numpy array; a date, read as a Timestamp) fails the call: the
     benchmark's server serialises its result with ``json.dumps`` and answers a stub."""

@@ -479,7 +479,8 @@ _POI_AND_VIS: tuple[Quirk, ...] = (
           'dora/tools/poi.py:poi_to_vector@7b9698872e65742461b037c9ed4b95b7bc249915',
           None),
     Quirk('poi.group_by',
-          'a list- or dict-valued group field fails the call (unhashable); with no data the observation lacks return_item_details/return_sum',
+          ('a list- or dict-valued group field fails the call (unhashable); with no data the observation lacks return_item_details/return_sum; '
+           'groups whose values print alike (1 and "1") share one name and the later one\'s count replaces the other\'s'),
           "group by the list's first element; one observation shape",
           'dora/tools/poi.py:poi_group_by@7b9698872e65742461b037c9ed4b95b7bc249915',
           None),
@@ -534,7 +535,8 @@ _POI_AND_VIS: tuple[Quirk, ...] = (
           'dora/tools/vis.py:vis_pie_chart@7b9698872e65742461b037c9ed4b95b7bc249915',
           'vis.chart_data'),
     Quirk('vis.bar_chart',
-          'statistics is the data argument echoed; empty data draws empty axes',
+          "statistics is the data argument echoed; empty data draws empty axes; a negative value "
+          "fails the call (Pillow refuses the bar's inverted rectangle)",
           'statistics of the data; refuse empty data',
           'dora/tools/vis.py:vis_bar_chart@7b9698872e65742461b037c9ed4b95b7bc249915',
           'vis.chart_data'),

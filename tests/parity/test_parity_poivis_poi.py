@@ -324,3 +324,34 @@ def test_exposure_join_on_another_field_and_empty(ctx):
     empty = run(ctx, "poi.damage_population_exposure", damage_feature_stats=[],
                 population_feature_stats=[])
     assert (empty["total_exposed"], empty["top_exposed_poi"], empty["exposed_pois"]) == (0, None, [])
+
+
+def test_group_by_number_and_text_keys_share_one_name(ctx):
+    # the benchmark groups on the raw value (1 and "1" are two groups) and then names each group
+    # str(value) in a new dict, so the later group "1" (count 1) overwrites the group 1
+    # (count 2): one group left, though total_items counts all three (worked out by hand)
+    g = run(ctx, "poi.group_by", data=[{"k": 1}, {"k": 1}, {"k": "1"}], group_field="k")
+    assert g["groups"] == {"1": {"count": 1}} and (g["total_items"], g["total_groups"]) == (3, 1)
+
+
+def test_count_map_skips_a_text_count(ctx):
+    # {"2": "5", "3": 1} has two entries, so it is read as a class -> count map; "5" > -1 is a
+    # TypeError, which the benchmark's loop skips, leaving class 3 (by hand from its branches)
+    from kernel.tools.poi import damage_class_of, intact_class_of
+
+    assert damage_class_of({"2": "5", "3": 1}) == 3 and intact_class_of({"2": "5", "3": 1}) == 3
+    d = run(ctx, "poi.filter_by_damage", data=_loop({"2": "5", "3": 1}), min_damage_class=3)
+    assert d["total_filtered"] == 1
+
+
+def test_search_keeps_a_missing_number_as_nan(ctx):
+    # geopandas reads a null in a number column as NaN; the benchmark's props carry it and its
+    # json.dumps writes the token NaN, which the harness reads back as a float NaN
+    import math
+
+    d = ctx.resolve_path("pois.geojson").parent
+    write_geojson(d / "nums.geojson", [
+        {"geometry": Point(1, 1), "properties": {"name": "A", "n": 1.5}},
+        {"geometry": Point(2, 2), "properties": {"name": "B", "n": None}}])
+    r = run(ctx, "poi.search_by_name", geojson_path="nums.geojson", name="b")["results"]
+    assert len(r) == 1 and r[0]["name"] == "B" and math.isnan(r[0]["properties"]["n"])

@@ -306,3 +306,28 @@ def test_report_page_unreadable_image_fails(ctx):
     (d / "broken.png").write_bytes(b"not a png")
     with pytest.raises(ToolError):  # the file exists, so the benchmark opens it and fails
         run(ctx, "vis.report_page", map_image_path="broken.png", chart_image_path=None)
+
+
+def test_route_map_two_number_route_colour_fails(ctx):
+    # the legend always draws the "intact route" box in route_color; Pillow (12.2 in the
+    # benchmark's requirements) refuses a 2-tuple colour, so the call fails even with no route
+    with pytest.raises(ToolError):
+        run(ctx, "vis.route_map", base_image_path="img.png", path_pixels=[], route_color=[1, 2])
+
+
+@pytest.mark.parametrize("alpha", [None, 0.5])
+def test_map_elements_named_legend_colour_fails(ctx, alpha):
+    # tuple("red") is ('r', 'e', 'd'): int('r') (no alpha) or a float array of it (alpha) fails
+    with pytest.raises(ToolError):
+        run(ctx, "vis.add_map_elements", image_path="img.png", legend_alpha=alpha,
+            legend_items=[{"label": "a", "color": "red"}])
+
+
+def test_heatmap_collinear_points_fail(ctx):
+    # three points on one line: their covariance is singular, scipy's gaussian_kde raises
+    # (documented: "data appears to lie in a lower-dimensional subspace"), the benchmark stubs
+    d = ctx.resolve_path("img.png").parent
+    write_geojson(d / "line3.geojson", [{"geometry": Point(i, i), "properties": {}}
+                                        for i in range(3)])
+    with pytest.raises(ToolError):
+        run(ctx, "vis.heatmap", points_path="line3.geojson")

@@ -76,7 +76,7 @@ _METRE_PIXEL_TOOLS = {"ras.slope": "dem_path", "ras.hillshade": "dem_path",
 #: tools whose literal pixel_size_m the benchmark uses without checking its sign
 _PIXEL_SIZE_TOOLS = ("ras.area", "ras.vectorize", "calc.point_distance", "report.extract_evidence")
 #: tools that write a float32 result with the input raster's own driver (tool → argument), and
-#: the file suffixes of the formats whose drivers refuse float32 (replay.tools._io
+#: the file suffixes of the formats whose drivers refuse float32 (kernel.tools._io
 #: FLOAT32_UNWRITABLE_DRIVERS: PNG, JPEG, GIF, BMP)
 _FLOAT32_WRITERS = {"ras.slope": "dem_path", "ras.focal_stats": "raster_path"}
 _FLOAT32_UNWRITABLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp")

@@ -57,7 +57,7 @@ from .tools.base import (ToolContext, ToolError, UnknownToolError, canonical_jso
                          file_sha256, jsonable)
 from .tools.registry import call_tool, get_tool, validate_args
 from kernel.steps import step_args as _kernel_step_args
-from kernel.steps import step_call  # noqa: F401  (re-exported: replay.engine.step_call)
+from kernel.steps import step_call  # noqa: F401  (re-exported: kernel.engine.step_call)
 
 __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
            "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call", "authored_steps",

@@ -241,7 +241,7 @@ STUDIO_JUDGE_TIMEOUT_S = _env_float("STUDIO_JUDGE_TIMEOUT_S", 120.0)
 STUDIO_JUDGE_MAX_RETRIES = _env_int("STUDIO_JUDGE_MAX_RETRIES", 3)
 STUDIO_JUDGE_MAX_REASKS = _env_int("STUDIO_JUDGE_MAX_REASKS", 1)
 # Read by the pure cores from the environment itself (they import no Django, so not from here; see
-# the README): STUDIO_PERCEPTION_DEVICE (replay/tools/perception_models.py), STUDIO_TOOL_CATALOGUE and
+# the README): STUDIO_PERCEPTION_DEVICE (kernel/tools/perception_models.py), STUDIO_TOOL_CATALOGUE and
 # STUDIO_SHARED (kernel/catalogue.py), DORA_DATA (evaluation/scoring/cli.py, the evaluator's CLI).
 
 # Celery: with no broker configured, tasks run in-process (eager), so the embedded defaults need no server.

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kernel.hashing import file_sha256  # noqa: F401  (re-exported: replay.tools.base.file_sha256)
+from kernel.hashing import file_sha256  # noqa: F401  (re-exported: kernel.tools.base.file_sha256)
 from kernel.paths import is_inside
 
 __all__ = [

@@ -20,6 +20,7 @@ from typing import Any
 from pyproj import CRS
 
 from kernel.references import get_obs_value, parse_reference
+from kernel.tools.logical import loop_over_reference
 
 __all__ = ["CHECKS", "run"]
 
@@ -249,7 +250,7 @@ def check_raster_and_logic(a: Any) -> None:
             # a '<k> from trajectory[N].obs' reference is the gold's notation for the list an
             # agent passes; a literal path string is what the schema refuses
             if isinstance(lo, str) and not lo.strip().startswith("[") and \
-                    parse_reference(lo) is None:
+                    parse_reference(lo) is None and loop_over_reference(lo) is None:
                 a.add("tool.loop_over_string",
                       f"{label}: loop_over is the path {lo!r}; gold replay expands it, but the "
                       f"benchmark's tool schema (list) refuses it when an agent calls the tool, "
@@ -264,21 +265,21 @@ def check_raster_and_logic(a: Any) -> None:
             except (ValueError, IndexError, TypeError):
                 at, step = None, None
             lo = args.get("loop_over")
-            ref = parse_reference(lo) if isinstance(lo, str) else None
-            if at is not None and ref is not None and ref.kind == "trajectory" and \
-                    0 <= ref.index < at and ref.index < len(a.steps):
-                src = a.steps[ref.index]
+            ref = loop_over_reference(lo)  # as the benchmark's loop reads it ("from" spaces optional)
+            if at is not None and ref is not None and 0 <= ref[1] < at and ref[1] < len(a.steps):
+                ref_key, ref_index = ref
+                src = a.steps[ref_index]
                 src_obs = src.get("obs") if isinstance(src, dict) else None
                 # a key the tool never returns is references.key; here the replayed obs holds
                 # the key with a value the benchmark's loop cannot iterate
-                if isinstance(src_obs, dict) and ref.key in src_obs:
-                    value = get_obs_value(src_obs, ref.key)
+                if isinstance(src_obs, dict) and ref_key in src_obs:
+                    value = get_obs_value(src_obs, ref_key)
                     if not isinstance(value, list) and not (
                             isinstance(value, str) and value.endswith((".geojson", ".json"))):
                         got = "is null" if value is None else f"holds a {type(value).__name__}"
                         a.add("tool.loop_over_unresolved",
-                              f"{label}: loop_over is {lo!r}, but '{ref.key}' of step "
-                              f"{ref.index} {got}; the benchmark's loop then runs over no items "
+                              f"{label}: loop_over is {lo!r}, but '{ref_key}' of step "
+                              f"{ref_index} {got}; the benchmark's loop then runs over no items "
                               f"and the gold is an empty list. Refer to a list (e.g. "
                               f"ras.grid_windows' windows) or a layer path.",
                               f"{loc}.args.loop_over")

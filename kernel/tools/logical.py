@@ -21,7 +21,7 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from ..references import apply_bind, get_obs_value, parse_reference, resolve_value
+from ..references import apply_bind, get_obs_value, resolve_value
 from .base import ToolContext, ToolError, ToolInputError
 from .raster import resolve_or_missing
 from .registry import call_tool, get_tool, register
@@ -149,22 +149,37 @@ def _as_items(value: Any, tool: str) -> list:
                          argument="loop_over", expected="a list of items")
 
 
+#: how ``analysis.py:tool_loop`` reads a string ``loop_over`` as a reference: whitespace around
+#: ``from`` optional (``\s*``), unlike the task files' reference syntax (``kernel.references``,
+#: ``\s+``, as the evaluator's ParAcc reads it); so ``"<k>from trajectory[0].obs"`` is a reference here
+LOOP_OVER_REF = re.compile(r"<(\w+)>\s*from\s*trajectory\[(\d+)\]\.obs", re.IGNORECASE)
+
+
+def loop_over_reference(value: Any) -> tuple[str, int] | None:
+    """``(key, step index)`` when a string ``loop_over`` is a trajectory reference as the
+    benchmark's tool_loop reads one (:data:`LOOP_OVER_REF`), else None."""
+    match = LOOP_OVER_REF.fullmatch(value.strip()) if isinstance(value, str) else None
+    return (match.group(1), int(match.group(2))) if match else None
+
+
 def _loop_items(ctx: ToolContext, loop_over: Any, trajectory: list, tool: str) -> list:
     """The items of ``tool.loop``'s direct call (gold replay), as ``analysis.py:tool_loop``
-    resolves a string ``loop_over``: a ``<k> from trajectory[N].obs`` reference to an earlier
+    resolves a string ``loop_over``: a ``<k> from trajectory[N].obs`` reference (:data:`LOOP_OVER_REF`:
+    the spaces around ``from`` optional) to an earlier
     step gives that value when it is a list, the features of the ``.geojson``/``.json`` file it
     names (none when the file is missing), else no items (a missing key included); a
     ``.geojson``/``.json`` path gives its features likewise. A reference to a step that does
     not exist, or any other string, is iterated character by character, as the benchmark's
     ``list(loop_over)`` does (QC ``tool.loop_over_string``)."""
     if isinstance(loop_over, str):
-        ref = parse_reference(loop_over)
-        if ref is not None and ref.kind == "trajectory":
-            if not 0 <= ref.index < len(trajectory):
+        ref = loop_over_reference(loop_over)
+        if ref is not None:
+            key, index = ref
+            if not 0 <= index < len(trajectory):
                 return list(loop_over)
-            step = trajectory[ref.index]
+            step = trajectory[index]
             obs = step.get("obs") if isinstance(step, dict) else None
-            value = get_obs_value(obs, ref.key)
+            value = get_obs_value(obs, key)
             if isinstance(value, str) and value.endswith((".geojson", ".json")):
                 return _features_of_file(ctx, value, tool)
             return list(value) if isinstance(value, list) else []

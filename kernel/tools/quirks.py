@@ -235,7 +235,9 @@ _RASTER_AND_LOGIC: tuple[Quirk, ...] = (
           qc_check="tool.loop_stub_obs"),
     Quirk("tool.loop",
           "a string loop_over (trajectory reference or .geojson path) is expanded only by a "
-          "direct call (gold replay); over MCP the list-typed schema refuses it; a string that "
+          "direct call (gold replay); over MCP the list-typed schema refuses it; the reference "
+          "is read with the spaces around 'from' optional ('<k>from trajectory[0].obs' too, which "
+          "the task files' reference syntax and the evaluator do not read); a string that "
           "is neither (also a reference to a step that has not run, which the studio's replay "
           "refuses as an authoring error) is iterated character by character",
           instead="one behaviour for both",

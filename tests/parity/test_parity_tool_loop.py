@@ -115,6 +115,13 @@ def test_gold_replay_string_loop_over(ctx, tmp_path):
         "tool": "tool.loop", "iteration_count": 0, "results": []}
     # any other string: list("ab") = ["a", "b"]
     assert [r["item"] for r in replay_loop(ctx, "ab")] == [{"value": "a"}, {"value": "b"}]
+    # the benchmark's tool_loop reads the reference with optional spaces around "from"
+    # (analysis.py:tool_loop, its own ``\s*`` pattern): "<k>from trajectory[0].obs" is the same
+    # reference, so the same two features, not the characters of the string
+    obs = replay_loop(ctx, "<vector_path>from trajectory[0].obs", pre)
+    assert [r["item"]["properties"]["g"] for r in obs] == ["a", "b"]
+    obs = replay_loop(ctx, "<allowed_values>fromtrajectory[0].obs", pre)
+    assert [r["item"] for r in obs] == [{"value": "a"}, {"value": "b"}]
 
 
 @pytest.mark.parametrize("loop_over,expected", [
@@ -122,6 +129,8 @@ def test_gold_replay_string_loop_over(ctx, tmp_path):
     ("<note> from trajectory[0].obs", {"tool.loop_over_unresolved"}),     # null
     ("<vector_path> from trajectory[0].obs", set()),                      # a layer path
     ("<allowed_values> from trajectory[0].obs", set()),                   # a list
+    ("<total_input>from trajectory[0].obs", {"tool.loop_over_unresolved"}),  # no space: the same reference
+    ("<allowed_values>from trajectory[0].obs", set()),                    # ... to a list: no finding
 ])
 def test_qc_loop_over_that_gives_no_items(loop_over, expected):
     """QC tool.loop_over_unresolved: gold replay now loops over nothing where the benchmark does,

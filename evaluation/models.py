@@ -22,6 +22,9 @@ class AgentRun(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
     source_dir = models.CharField(max_length=500, blank=True)
+    gold_dir = models.CharField(max_length=500, blank=True,
+                                help_text="the tasks folder (benchmark layout, with gold_polygons/) the run was scored "
+                                          "against (import_runs --tasks-dir); blank: a release or the studio's tasks")
     scoring_mode = models.CharField(max_length=10, default="dora")
     tau_r = models.FloatField(default=0.2)
     tau_a = models.FloatField(default=1.0)

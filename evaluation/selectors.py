@@ -48,10 +48,12 @@ def record_gold(record: RunRecord) -> dict:
 
 def polygon_roots(record: RunRecord) -> list[Path]:
     """Where a record's polygon files are looked for (:func:`evaluation.scoring.polygons.resolve_polygon_path`):
-    the run folder (predicted files), then the artifacts of its task's gold replay (the gold
-    files of a studio task). A run scored against a separate tasks folder keeps no path to it,
-    so its gold polygon files are found only if they also lie under one of these."""
+    the run folder (predicted files), then the tasks folder the run was scored against
+    (``AgentRun.gold_dir``: its ``gold_polygons/``), then the artifacts of its task's gold replay
+    (the gold files of a studio task)."""
     roots = [Path(record.run.source_dir)] if record.run.source_dir else []
+    if record.run.gold_dir:
+        roots.append(Path(record.run.gold_dir))
     replay = latest_successful_replay(record.task) if record.task_id else None
     if replay is not None and replay.artifact_dir:
         roots.append(artifact_path(replay, "."))

@@ -186,6 +186,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     agent, _ = Agent.objects.get_or_create(name=agent_name)
     run = AgentRun.objects.create(
         agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
+        gold_dir=str(Path(tasks_dir).resolve()) if tasks_dir is not None else "",
         dora_score=result.get("dora_score"), dimensions=result.get("dimensions", {}), imported_by=user,
         release=release, protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )

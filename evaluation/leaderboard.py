@@ -679,7 +679,8 @@ def _figure(width: float = 8.0, height: float = 4.2):
     return fig
 
 
-def _png(fig) -> bytes:
+def figure_png(fig) -> bytes:
+    """PNG bytes of a matplotlib ``Figure`` (laid out tight first): every plot of the studio's pages."""
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
@@ -707,7 +708,7 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
     ax = fig.add_subplot()
     if not table:
         _empty(ax)
-        return _png(fig)
+        return figure_png(fig)
     cats = list(DIMENSIONS) + ["avg"]
     width = 0.8 / len(table)
     for k, row in enumerate(table):
@@ -720,7 +721,7 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
     ax.set_ylim(0, 100)
     ax.set_title("Official answer accuracy per dimension")
     ax.legend(fontsize=7, ncol=2)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def plot_length(breakdown: dict) -> bytes:
@@ -730,7 +731,7 @@ def plot_length(breakdown: dict) -> bytes:
     groups = breakdown.get("groups", [])
     if not groups or not breakdown.get("rows"):
         _empty(ax)
-        return _png(fig)
+        return figure_png(fig)
     for row in breakdown["rows"]:
         ys = [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]]
         ax.plot(range(len(groups)), ys, marker="o", label=plot_text(row["label"]),
@@ -744,7 +745,7 @@ def plot_length(breakdown: dict) -> bytes:
     ax.set_ylim(0, 105)
     ax.set_title("Accuracy by gold-trajectory length")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def plot_modality(breakdown: dict) -> bytes:
@@ -754,7 +755,7 @@ def plot_modality(breakdown: dict) -> bytes:
     groups, rows = breakdown.get("groups", []), breakdown.get("rows", [])
     if not groups or not rows:
         _empty(ax)
-        return _png(fig)
+        return figure_png(fig)
     width = 0.8 / len(rows)
     for k, row in enumerate(rows):
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
@@ -766,7 +767,7 @@ def plot_modality(breakdown: dict) -> bytes:
     ax.set_ylim(0, 100)
     ax.set_title("Accuracy by input modality configuration")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def plot_protocols(deltas: Sequence[dict]) -> bytes:
@@ -775,7 +776,7 @@ def plot_protocols(deltas: Sequence[dict]) -> bytes:
     ax = fig.add_subplot()
     if not deltas:
         _empty(ax, "no agent with both an AP and an IF run")
-        return _png(fig)
+        return figure_png(fig)
     cats = ["avg", *METRICS]
     width = 0.8 / len(deltas)
     for k, d in enumerate(deltas):
@@ -790,7 +791,7 @@ def plot_protocols(deltas: Sequence[dict]) -> bytes:
     ax.set_ylabel("IF − AP (percentage points)")
     ax.set_title("Instruction-following minus auto-planning (Table 5)")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def plot_scaffolds(table: Sequence[dict]) -> bytes:
@@ -798,7 +799,7 @@ def plot_scaffolds(table: Sequence[dict]) -> bytes:
     fig = _figure(10.0)
     if not table:
         _empty(fig.add_subplot(), "no run names a scaffold")
-        return _png(fig)
+        return figure_png(fig)
     ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     labels = [plot_text(f"{t['scaffold']} [{t['mode']}]") for t in table]
     keys = (("avg", "accuracy"), ("t_em", "T-EM"), ("par_acc", "ParAcc"))
@@ -820,7 +821,7 @@ def plot_scaffolds(table: Sequence[dict]) -> bytes:
             ax2.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
     ax2.set_xticks(range(len(table)), labels, rotation=20, ha="right", fontsize=7)
     ax2.set_ylabel("latency (s per task)")
-    return _png(fig)
+    return figure_png(fig)
 
 
 PLOTS = ("dimensions", "length", "modality", "protocols", "scaffolds")

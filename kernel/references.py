@@ -105,18 +105,11 @@ def _nested(obj: Any, keys: list[str]) -> Any:
 
 def _resolve_ref(ref: Reference, trajectory, steps, item) -> Any:
     """Value of one reference, or ``_MISSING``."""
-    if ref.kind == "trajectory":
-        if trajectory is None or not 0 <= ref.index < len(trajectory):
+    if ref.kind in ("trajectory", "step"):
+        seq = trajectory if ref.kind == "trajectory" else steps
+        if seq is None or not 0 <= ref.index < len(seq):
             return _MISSING
-        obs = _obs_of(trajectory[ref.index])
-        if obs is _MISSING:
-            return _MISSING
-        v = get_obs_value(obs, ref.key)
-        return _MISSING if v is None else v
-    if ref.kind == "step":
-        if steps is None or not 0 <= ref.index < len(steps):
-            return _MISSING
-        obs = _obs_of(steps[ref.index])
+        obs = _obs_of(seq[ref.index])
         if obs is _MISSING:
             return _MISSING
         v = get_obs_value(obs, ref.key)

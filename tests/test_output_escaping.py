@@ -28,7 +28,7 @@ def test_raw_mathtext_label_does_break_a_figure():
     ax.bar([0], [1], label=MATH)
     ax.legend()
     with pytest.raises(ValueError):
-        lb._png(fig)
+        lb.figure_png(fig)
 
 
 @pytest.mark.parametrize("name", [MATH, "$$", "cost $5 and $6", "\\$", "plain"])

@@ -4,7 +4,6 @@ robustness figures (tool-broken outcome shares, unsolvable refusal per type, dis
 with PNG plots."""
 from __future__ import annotations
 
-import io
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
@@ -12,6 +11,7 @@ from django.shortcuts import render
 from evaluation.judge.report import LABELS, judge_report
 from evaluation.judge.verdict import E_CODES, TOOL_BROKEN_OUTCOMES, UNSOLVABLE_TYPES
 from evaluation.selectors_judge_report import judge_report_rows
+from evaluation.leaderboard import figure_png
 from studio.permissions import require
 
 PLOTS = ("correctness", "errors", "tool-broken", "unsolvable")
@@ -100,9 +100,6 @@ def judge_report_plot(request, name: str):
         ax.set_xticks(xs, labels, rotation=15, ha="right", fontsize=7)
         ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    resp = HttpResponse(buf.getvalue(), content_type="image/png")
+    resp = HttpResponse(figure_png(fig), content_type="image/png")
     resp["Cache-Control"] = "no-store"
     return resp

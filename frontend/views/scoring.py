@@ -3,7 +3,6 @@ the judge (configurations, jobs, starting a job from a run). Thin: forms check i
 change state, selectors read."""
 from __future__ import annotations
 
-import io
 import json
 import secrets
 from urllib.parse import urlencode
@@ -32,6 +31,7 @@ from evaluation.agreement import agreement_report
 from evaluation.services_adjudication import DisagreementRules, adjudicate, considered, record_disagreements
 from evaluation.services_judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
 from evaluation.services_queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
+from evaluation.leaderboard import figure_png
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
 
@@ -411,10 +411,7 @@ def agreement_plot(request, name: str):
             ax.set_xticks(xs, labels, rotation=15, ha="right", fontsize=8)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    resp = HttpResponse(buf.getvalue(), content_type="image/png")
+    resp = HttpResponse(figure_png(fig), content_type="image/png")
     resp["Cache-Control"] = "no-store"
     return resp
 

@@ -17,7 +17,9 @@ figures are a smoke test of the same code, not the issue's sizes, and the table 
 docs/benchmarks.md).
 
 Benchmarks use scratch databases and data roots under /tmp (``STUDIO_BENCH_DIR``, default
-/tmp/studio-bench), never var/.
+/tmp/studio-bench), never var/. Their settings travel in the environment: ``STUDIO_BENCH_DORA``
+(a checkout of the official DORA evaluator, outside the project) makes ``scoring.py`` measure
+against it (docs/benchmarks.md, "Scoring against the official evaluator").
 """
 from __future__ import annotations
 

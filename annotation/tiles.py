@@ -236,6 +236,40 @@ def has_tiles(layer) -> bool:
     return layer.frame == "geographic" or display_georeference(layer) is not None
 
 
+#: open tile files kept per server thread (``_kept_dataset``); a map pans over a few layers at a time
+DATASETS_PER_THREAD = 8
+_DATASETS = threading.local()
+
+
+def _kept_dataset(path: Path):
+    """The rasterio dataset of ``path``, opened once per thread and kept open for the next tiles.
+
+    Opening a COG (the header, its IFDs and overviews) was 1–2 ms of a 12–15 ms tile when every
+    request opened it (bench/tiles.py, issue 16); a kept dataset also keeps its decoded blocks in
+    GDAL's block cache for neighbouring tiles. The pixels read are the same (same file, same
+    reader): the tile's PNG bytes do not change. rasterio datasets are not thread-safe, so each
+    thread keeps its own, at most ``DATASETS_PER_THREAD`` (least recently used closed first),
+    keyed by path, inode, size and modification time, so a replaced file is opened afresh.
+    Raises ``rasterio.errors.RasterioIOError`` when the file cannot be opened.
+    """
+    import rasterio
+
+    st = path.stat()
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    kept = getattr(_DATASETS, "open", None)
+    if kept is None:
+        kept = _DATASETS.open = OrderedDict()
+    ds = kept.get(key)
+    if ds is not None and not ds.closed:
+        kept.move_to_end(key)
+        return ds
+    ds = kept[key] = rasterio.open(path)
+    while len(kept) > DATASETS_PER_THREAD:
+        _, old = kept.popitem(last=False)
+        old.close()
+    return ds
+
+
 @contextlib.contextmanager
 def _tile_reader(path: Path, georef: tuple[str, tuple[float, ...]] | None):
     """rio-tiler's ``Reader`` on the file, or on a ``WarpedVRT`` that gives it ``georef``'s transform
@@ -247,7 +281,7 @@ def _tile_reader(path: Path, georef: tuple[str, tuple[float, ...]] | None):
     from rio_tiler.io import Reader
 
     if georef is None:
-        with Reader(str(path)) as src:
+        with Reader(None, dataset=_kept_dataset(path)) as src:
             yield src
         return
     crs, t = georef

@@ -22,13 +22,20 @@ the server's tile cache) / its first render, target ≤ 0.2×; a revalidation wi
 
 Over HTTP, against TiTiler (issue 16: a cold tile ≤ 1.0× TiTiler on the same COG): when a Python with
 ``titiler.application`` and ``uvicorn`` is found (``STUDIO_BENCH_TITILER_PYTHON``, default
-/tmp/p16-titiler/bin/python: a scratch venv, ``pip install titiler.application uvicorn``, never
-the studio's), the studio runs under gunicorn as documented (docs/deployment.md: gthread,
-keep-alive; 1 process of 2 threads here) with the tile cache off (``STUDIO_TILE_CACHE_BYTES=0``, so
-every request renders) and TiTiler under uvicorn (1 worker,
-``/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?url=<the same COG>``), each on a kept-alive HTTP/1.1
-connection; each tile is fetched from both in turn, ``--rounds`` times, and per tile the fastest
-round counts. Without that Python the row says so (info).
+/tmp/p16-titiler/bin/python: a scratch venv, never the studio's; measured with ``pip install
+titiler.application uvicorn`` giving titiler.application/titiler.core 2.4.0, uvicorn 0.54.0, fastapi
+0.165.0, starlette 1.10.0 and the studio's own rio-tiler 9.4.12 / rasterio 1.4.4 / numpy 2.4.6, so both
+encode the same PNG bytes), the studio runs under gunicorn as documented (docs/deployment.md: gthread,
+``--threads 4``, keep-alive, ``STUDIO_DB_CONN_MAX_AGE=600``) with the tile cache off
+(``STUDIO_TILE_CACHE_BYTES=0``, so every request renders) and TiTiler under uvicorn
+(``/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?url=<the same COG>``): **one process each** (gunicorn
+``--workers 1``, uvicorn ``--workers 1``; TiTiler runs its sync endpoints on anyio's thread pool),
+each on a kept-alive HTTP/1.1 connection. Each tile is fetched from both in turn, ``--rounds``
+times after one warm-up pass, and per tile the fastest round counts (wall time at the client). The
+server CPU figure is the CPU time the serving process spent (all its threads,
+``/proc/<pid>/task/*/schedstat``) over the timed rounds, per tile: it does not count time lost to
+other programs on a loaded machine. The warm-up pass (each tile's first request to each server) is
+printed too. Without that Python the row says so (info).
 Prints ``BENCH`` lines for ``bench/run_all.py``.
 """
 from __future__ import annotations
@@ -200,11 +207,13 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
     sess[HASH_SESSION_KEY] = user.get_session_auth_hash()
     sess.save()
     port_s, port_t = 18600 + os.getpid() % 100, 18700 + os.getpid() % 100
-    env = {**os.environ, "STUDIO_TILE_CACHE_BYTES": "0", "STUDIO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+    # the documented deployment (docs/deployment.md), in one process; only the tile cache is off
+    env = {**os.environ, "STUDIO_TILE_CACHE_BYTES": "0", "STUDIO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "STUDIO_DB_CONN_MAX_AGE": "600"}
     gunicorn = str(Path(sys.executable).with_name("gunicorn"))
     procs = [
         subprocess.Popen([gunicorn, "studio.wsgi:application", "--bind", f"127.0.0.1:{port_s}", "--workers", "1",
-                          "--worker-class", "gthread", "--threads", "2", "--keep-alive", "5",
+                          "--worker-class", "gthread", "--threads", "4", "--keep-alive", "5",
                           "--no-control-socket", "--timeout", "120"], cwd=ROOT, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         subprocess.Popen([str(TITILER_PY), "-m", "uvicorn", "titiler.application.main:app", "--host", "127.0.0.1",
@@ -234,8 +243,12 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
             sizes[side] = len(body)
             return dt
 
-        for t in tiles:  # warm-up: each server's readers and the file's metadata
-            get("studio", t), get("titiler", t)
+        first = {side: 0.0 for side in conns}
+        for t in tiles:  # warm-up: each server's readers and the file's metadata; each tile's first fetch
+            for side in conns:
+                first[side] += get(side, t)
+        pids = {side: _serving_pid(p) for side, p in zip(conns, procs)}
+        cpu = {side: -_cpu_seconds(pids[side]) for side in conns}
         fastest = {side: [float("inf")] * len(tiles) for side in conns}
         total = {side: 0 for side in conns}
         for _ in range(rounds):
@@ -243,6 +256,8 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
                 for side in conns:
                     fastest[side][i] = min(fastest[side][i], get(side, t))
                     total[side] += sizes[side]
+        for side in conns:
+            cpu[side] += _cpu_seconds(pids[side])
         for c in conns.values():
             c.close()
     finally:
@@ -257,9 +272,41 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
           f"ms/tile; HTTP statuses {sorted(statuses['studio'])} / {sorted(statuses['titiler'])}; "
           f"{total['studio'] / 1024 / rounds:,.0f} / {total['titiler'] / 1024 / rounds:,.0f} KiB of PNG a round")
     bad = statuses["studio"] != {200} or statuses["titiler"] != {200}
-    print(f"BENCH\ttiles: cold tile over HTTP, studio (gunicorn) vs TiTiler (uvicorn) ({len(tiles)} tiles)\t{ratio:.2f}× "
-          f"({1000 * best['studio'] / len(tiles):.1f} vs {1000 * best['titiler'] / len(tiles):.1f} ms/tile)\t"
+    n = len(tiles)
+    print(f"  first fetch of each tile (the warm-up pass, one sample): studio {1000 * first['studio'] / n:.2f} ms/tile, "
+          f"TiTiler {1000 * first['titiler'] / n:.2f} ms/tile ({first['studio'] / first['titiler']:.2f}×)")
+    print(f"BENCH\ttiles: cold tile over HTTP, studio (gunicorn) vs TiTiler (uvicorn) ({n} tiles)\t{ratio:.2f}× "
+          f"({1000 * best['studio'] / n:.1f} vs {1000 * best['titiler'] / n:.1f} ms/tile)\t"
           f"≤ {TITILER_TARGET}×\t{'FAIL' if bad else ('ok' if ratio <= TITILER_TARGET else 'OVER')}")
+    cpu_ratio = cpu["studio"] / cpu["titiler"]
+    per = rounds * n
+    print(f"BENCH\ttiles: server CPU per cold tile, studio vs TiTiler ({n} tiles × {rounds})\t{cpu_ratio:.2f}× "
+          f"({1000 * cpu['studio'] / per:.1f} vs {1000 * cpu['titiler'] / per:.1f} ms/tile)\t"
+          f"≤ {TITILER_TARGET}×\t{'FAIL' if bad else ('ok' if cpu_ratio <= TITILER_TARGET else 'OVER')}")
+
+
+def _serving_pid(proc) -> int:
+    """The process that serves requests: gunicorn's one worker (the arbiter's child), else ``proc``."""
+    for _ in range(100):
+        try:
+            children = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        except OSError:
+            return proc.pid
+        if children or "gunicorn" not in " ".join(proc.args):
+            return int(children[0]) if children else proc.pid
+        time.sleep(0.1)
+    return proc.pid
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (s) spent so far by all threads of ``pid`` (``/proc/<pid>/task/*/schedstat``, ns)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended between the listing and the read
+    return total / 1e9
 
 
 if __name__ == "__main__":

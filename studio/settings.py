@@ -10,6 +10,7 @@
 | STUDIO_SECRET_KEY | a development key | set it in production |
 | STUDIO_DEBUG | 0 | 1 turns Django's debug pages on (development only: they show settings) |
 | CELERY_TASK_DEFAULT_QUEUE | celery | queue name (several studios or CI runs on one broker) |
+| STUDIO_DB_CONN_MAX_AGE | 0 (a connection per request) | seconds a server thread keeps its database connection (docs/deployment.md: 600) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (rendered leaderboard plots) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
 | STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER | "" (a thread, or a Celery worker with a broker) | "inline" computes the leaderboard's bootstrap at once (tests) |
@@ -93,9 +94,15 @@ WSGI_APPLICATION = "studio.wsgi.application"
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'studio.sqlite3'}"), conn_max_age=0
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'studio.sqlite3'}"),
+        conn_max_age=int(os.environ.get("STUDIO_DB_CONN_MAX_AGE", "0")),
+        conn_health_checks=int(os.environ.get("STUDIO_DB_CONN_MAX_AGE", "0")) > 0,
     )
 }
+# STUDIO_DB_CONN_MAX_AGE > 0 keeps each server thread's database connection open across requests
+# (Django's CONN_MAX_AGE, with CONN_HEALTH_CHECKS so a dropped connection is replaced, not reused):
+# opening one costs a map tile more than the tile's three queries (2.5 ms of 4.5 on SQLite with its
+# PRAGMAs, bench/tiles.py, issue 16). 0 (the default): a connection per request.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Concurrent writers on the embedded default wait instead of failing with "database is locked":
     # WAL lets readers run beside the one writer, and BEGIN IMMEDIATE takes the write lock when a

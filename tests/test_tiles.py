@@ -363,3 +363,67 @@ def test_tile_cache_can_be_turned_off(make_layer, settings):
     t = _centre_tile(layer, tiles.tile_zoom_range(layer)[1])
     assert tiles.cached_tile(layer, t.z, t.x, t.y) == tiles.render_tile(layer, t.z, t.x, t.y)
     assert len(tiles.tile_cache()) == 0
+
+
+def _constant_tif(path: Path, value: int) -> Path:
+    from rasterio.transform import from_origin
+
+    profile = {"driver": "GTiff", "height": 8, "width": 8, "count": 1, "dtype": "uint8", "crs": "EPSG:3857",
+               "transform": from_origin(0, 80, 10, 10)}
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(np.full((8, 8), value, dtype="uint8"), 1)
+    return path
+
+
+def test_kept_datasets_are_per_thread_and_reopened_when_the_file_is_replaced(tmp_path):
+    """A tile file is opened once per thread; a file replaced at the same path (new inode) is read
+    afresh: the values are the constants written (10, then 200)."""
+    import os
+    import threading
+
+    path = _constant_tif(tmp_path / "a.tif", 10)
+    first = tiles._kept_dataset(path)
+    assert tiles._kept_dataset(path) is first and int(first.read(1)[0, 0]) == 10
+    other = []
+    worker = threading.Thread(target=lambda: other.append(tiles._kept_dataset(path)))
+    worker.start()
+    worker.join()
+    assert other[0] is not first  # rasterio datasets are not thread-safe: one per thread
+    os.replace(_constant_tif(tmp_path / "b.tif", 200), path)
+    again = tiles._kept_dataset(path)
+    assert again is not first and int(again.read(1)[0, 0]) == 200
+
+
+def test_kept_datasets_are_bounded_per_thread(tmp_path):
+    """Opening one file more than ``DATASETS_PER_THREAD`` closes the least recently used one."""
+    import threading
+
+    paths = [_constant_tif(tmp_path / f"{i}.tif", i) for i in range(tiles.DATASETS_PER_THREAD + 1)]
+    seen = []
+
+    def run():  # a fresh thread: nothing kept yet
+        seen.extend(tiles._kept_dataset(p) for p in paths)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert seen[0].closed and not any(ds.closed for ds in seen[1:])
+
+
+@needs_data
+@pytest.mark.django_db
+def test_tile_bytes_are_rio_tilers_with_the_file_opened_per_tile(make_layer):
+    """The kept-open dataset changes no byte: every tile of zooms maxzoom-1 and maxzoom that touches
+    the raster's centre row is rio-tiler's own ``Reader(file).tile(x, y, z).render(img_format="PNG")``
+    (a fresh open per tile, as before)."""
+    from rio_tiler.io import Reader
+
+    layer = make_layer("joplin_3857.tif")
+    path = tiles.layer_file(layer)
+    maxzoom = tiles.tile_zoom_range(layer)[1]
+    w, s, e, n = layer.bounds
+    for z in (maxzoom - 1, maxzoom):
+        for t in WMQ.tiles(w, (s + n) / 2, e, (s + n) / 2, zooms=[z]):
+            with Reader(str(path)) as src:
+                expected = src.tile(t.x, t.y, t.z).render(img_format="PNG")
+            assert tiles.render_tile(layer, t.z, t.x, t.y) == expected, t

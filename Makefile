@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 HOST    ?= 127.0.0.1:8000
 
-.PHONY: demo test lint venv chromium bench bench-quick clean mcp-client
+.PHONY: demo test lint venv chromium bench bench-quick bench-titiler clean mcp-client
 
 # The benchmark's MCP client (langchain-mcp-adapters, needs mcp<2) in its own venv, for
 # tests/test_mcp_dropin.py; made once per requirements-mcp-client.txt, never mixed into .venv.
@@ -45,8 +45,17 @@ test: venv chromium mcp-client
 lint: venv
 	$(BIN)/ruff check .
 
-bench: venv
+bench: venv bench-titiler
 	$(BIN)/python bench/run_all.py
+
+# TiTiler in the bench's own scratch venv (bench/tiles.py's cold-tile comparison; needs PyPI once).
+# Without it the tiles benchmark reports that row as not measured.
+TITILER_VENV := $(or $(STUDIO_BENCH_DIR),/tmp/studio-bench)-titiler
+TITILER_STAMP := $(TITILER_VENV)/.installed-$(shell sha256sum bench/requirements-titiler.txt | cut -c1-12)
+bench-titiler: $(TITILER_STAMP)
+$(TITILER_STAMP): bench/requirements-titiler.txt
+	-( $(PY) -m venv $(TITILER_VENV) && $(TITILER_VENV)/bin/pip install -q -r bench/requirements-titiler.txt \
+	   && touch $@ ) || echo "TiTiler not installed: the cold-tile comparison will be skipped"
 
 # every target of issue 16 at small sizes (about 3 minutes): a reviewer's smoke run
 bench-quick: venv

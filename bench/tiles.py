@@ -22,9 +22,9 @@ the server's tile cache) / its first render, target ≤ 0.2×; a revalidation wi
 
 Over HTTP, against TiTiler (issue 16: a cold tile ≤ 1.0× TiTiler on the same COG): when a Python with
 ``titiler.application`` and ``uvicorn`` is found (``STUDIO_BENCH_TITILER_PYTHON``, default
-/tmp/p16-titiler/bin/python: a scratch venv, never the studio's; measured with ``pip install
-titiler.application uvicorn`` giving titiler.application/titiler.core 2.4.0, uvicorn 0.54.0, fastapi
-0.165.0, starlette 1.10.0 and the studio's own rio-tiler 9.4.12 / rasterio 1.4.4 / numpy 2.4.6, so both
+``$STUDIO_BENCH_DIR-titiler/bin/python``, i.e. /tmp/studio-bench-titiler: a scratch venv that ``make
+bench-titiler`` makes from bench/requirements-titiler.txt, never the studio's; pinned there:
+titiler.application/titiler.core 2.4.0, uvicorn 0.54.0, fastapi 0.165.0, starlette 1.10.0 and the studio's own rio-tiler 9.4.12 / rasterio 1.4.4 / numpy 2.4.6, so both
 encode the same PNG bytes), the studio runs under gunicorn as documented (docs/deployment.md: gthread,
 ``--threads 4``, keep-alive, ``STUDIO_DB_CONN_MAX_AGE=600``) with the tile cache off
 (``STUDIO_TILE_CACHE_BYTES=0``, so every request renders) and TiTiler under uvicorn
@@ -54,7 +54,9 @@ CHIP = REALDATA / "xview2-deploy-joplin" / "output_chips_post_0_post.tif"
 TARGET = 1.3
 #: issue 16: a cold tile over HTTP costs at most this multiple of TiTiler's on the same COG
 TITILER_TARGET = 1.0
-TITILER_PY = Path(os.environ.get("STUDIO_BENCH_TITILER_PYTHON", "/tmp/p16-titiler/bin/python"))
+#: made by ``make bench-titiler`` (bench/requirements-titiler.txt) beside the scratch folder, which is emptied per run
+TITILER_PY = Path(os.environ.get("STUDIO_BENCH_TITILER_PYTHON",
+                                 os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench") + "-titiler/bin/python"))
 #: issue 16: a tile served a second time costs at most this share of its first render
 SECOND_TARGET = 0.2
 

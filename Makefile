@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 HOST    ?= 127.0.0.1:8000
 
-.PHONY: demo test lint venv chromium bench bench-quick bench-titiler clean mcp-client
+.PHONY: demo test lint venv chromium bench bench-quick bench-titiler bench-dora clean mcp-client
 
 # The benchmark's MCP client (langchain-mcp-adapters, needs mcp<2) in its own venv, for
 # tests/test_mcp_dropin.py; made once per requirements-mcp-client.txt, never mixed into .venv.
@@ -45,7 +45,7 @@ test: venv chromium mcp-client
 lint: venv
 	$(BIN)/ruff check .
 
-bench: venv bench-titiler
+bench: venv bench-titiler bench-dora
 	$(BIN)/python bench/run_all.py
 
 # TiTiler in the bench's own scratch venv (bench/tiles.py's cold-tile comparison; needs PyPI once).
@@ -56,6 +56,15 @@ bench-titiler: $(TITILER_STAMP)
 $(TITILER_STAMP): bench/requirements-titiler.txt
 	-( $(PY) -m venv $(TITILER_VENV) && $(TITILER_VENV)/bin/pip install -q -r bench/requirements-titiler.txt \
 	   && touch $@ ) || echo "TiTiler not installed: the cold-tile comparison will be skipped"
+
+# The official DORA evaluator for bench/scoring.py's side-by-side figure: a clone at the commit that
+# shared/scoring-examples/expected was made with, outside the project (never copied into it; needs GitHub once).
+DORA_CHECKOUT := $(or $(STUDIO_BENCH_DIR),/tmp/studio-bench)-dora
+DORA_COMMIT   := 2b24be7033a8f66dea6f557bf9861e927ee5d113
+bench-dora:
+	-@test -f $(DORA_CHECKOUT)/dora/evaluation.py || \
+	  ( git clone -q https://github.com/Junjue-Wang/DORA $(DORA_CHECKOUT) && git -C $(DORA_CHECKOUT) checkout -q $(DORA_COMMIT) ) || \
+	  echo "DORA not cloned: bench/scoring.py will compare with the plain path only"
 
 # every target of issue 16 at small sizes (about 3 minutes): a reviewer's smoke run
 bench-quick: venv

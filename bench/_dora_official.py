@@ -23,15 +23,18 @@ COMMIT = "2b24be7033a8f66dea6f557bf9861e927ee5d113"
 #: keys the studio's eval.json adds to the official document (evaluation/scoring/aggregate.official_document)
 STUDIO_EXTRA_KEYS = ("mode",)
 ENV = "STUDIO_BENCH_DORA"
+#: where ``make bench-dora`` clones the checkout (beside the bench's scratch folder, which is emptied per run)
+DEFAULT = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench") + "-dora")
 
 
 def checkout(arg: Optional[str]) -> Optional[Path]:
-    """The DORA checkout to measure: ``arg`` (``--official``), else ``$STUDIO_BENCH_DORA``, else None.
+    """The DORA checkout to measure: ``arg`` (``--official``), else ``$STUDIO_BENCH_DORA``, else
+    ``DEFAULT`` (where ``make bench-dora`` clones it) when that holds a checkout, else None.
 
     Raises ``SystemExit`` with a message when a folder is named but lacks one of ``REQUIRED``."""
     name = arg if arg is not None else os.environ.get(ENV, "")
     if not name:
-        return None
+        return DEFAULT if all((DEFAULT / f).is_file() for f in REQUIRED) else None
     where = Path(name).expanduser().resolve()
     missing = [f for f in REQUIRED if not (where / f).is_file()]
     if missing:

@@ -85,7 +85,14 @@ def test_compare_files_reports_byte_identity_without_mode(tmp_path):
 
 def test_a_folder_without_the_evaluator_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv(official_side.ENV, raising=False)
+    monkeypatch.setattr(official_side, "DEFAULT", tmp_path / "no-clone-here")
     assert official_side.checkout(None) is None
+    # the default clone of ``make bench-dora`` is taken when it holds the evaluator's files
+    for f in official_side.REQUIRED:
+        (tmp_path / "clone" / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "clone" / f).write_text("", encoding="utf-8")
+    monkeypatch.setattr(official_side, "DEFAULT", tmp_path / "clone")
+    assert official_side.checkout(None) == tmp_path / "clone"
     (tmp_path / "dora").mkdir()
     try:
         official_side.checkout(str(tmp_path))

@@ -69,10 +69,19 @@ class RunRecord(models.Model):
     robustness = models.JSONField(default=dict, blank=True,
                                   help_text="a variant task's rule outcome at import (evaluation.robustness."
                                             "record_robustness): {kind, params, outcome, decided_by, ...}; {} otherwise")
+    # computed by the database from ``robustness`` (never written): whether the record has a stored
+    # outcome, so that the leaderboard's robustness section reads those records through the partial
+    # index below instead of testing the JSON of every record (a parameter-free WHERE term: SQLite
+    # uses a partial index only when the query's term matches its condition literally)
+    has_robustness = models.GeneratedField(
+        expression=models.ExpressionWrapper(models.Q(robustness__has_key="kind"), output_field=models.BooleanField()),
+        output_field=models.BooleanField(), db_persist=True)
 
     class Meta:
         ordering = ["run_id", "dimension", "question_id"]
         constraints = [models.UniqueConstraint(fields=["run", "question_id"], name="unique_record_per_run")]
+        indexes = [models.Index(fields=["run", "question_id"], condition=models.Q(has_robustness=True),
+                                name="runrecord_robustness_idx")]
 
 
 class Verdict(models.Model):

@@ -265,6 +265,8 @@ class RunAggregate(models.Model):
     gold_revision = models.BigIntegerField(default=0)
     n_records = models.IntegerField(default=0)
     n_no_task = models.IntegerField(default=0, help_text="records without a studio task when the sums were taken")
+    newest_record = models.BigIntegerField(default=0, help_text="the run's newest record id when the sums were "
+                                                                "taken (0: none, or sums older than this field)")
     sums = models.JSONField(default=dict)
     computed_at = models.DateTimeField(auto_now=True)
 

@@ -6,8 +6,10 @@
 Builds (once; reused while ``--tasks``/``--runs`` and the migrations are unchanged) a scratch
 SQLite database under /tmp/studio-bench/ with the real xBD scenes of ../shared/realdata imported and
 ``manage.py seed_synthetic --tasks N --runs M`` on top; with PostgreSQL reachable on
-127.0.0.1:5432 (or ``STUDIO_BENCH_PG_URL``) the same in a scratch database ``studio_bench_<pid>``,
-dropped at the end. Never touches var/ or the studio's own database.
+127.0.0.1:5432 (or ``STUDIO_BENCH_PG_URL``) the same in a scratch database ``studio_bench_<pid>``
+(the prefix from ``STUDIO_BENCH_PG_PREFIX``), dropped at the end; with ``STUDIO_BENCH_PG_DB=name`` that
+database is kept and reused like the SQLite file (its marker under the scratch folder). Never touches
+var/ or the studio's own database.
 
 Measured per page, by a logged-in maintainer through Django's test ``Client`` in this process (no
 network, no browser): the median of ``--repeat`` server times (request in, response body out) after
@@ -258,16 +260,26 @@ def main() -> None:
     if pg:
         import psycopg
 
-        db = f"studio_bench_{os.getpid()}"
-        base = SCRATCH / f"pg-{os.getpid()}"
+        keep = os.environ.get("STUDIO_BENCH_PG_DB")
+        db = keep or f"{os.environ.get('STUDIO_BENCH_PG_PREFIX', 'studio_bench_')}{os.getpid()}"
+        base = SCRATCH / (f"pg-{db}" if keep else f"pg-{os.getpid()}")
         with psycopg.connect(pg + "/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{db}"')
+            exists = conn.execute("select 1 from pg_database where datname = %s", [db]).fetchone()
+            if args.fresh and exists and keep:
+                conn.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+                exists = None
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{db}"')
+                shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True, exist_ok=True)
         try:
-            results.append(run_backend(f"PostgreSQL {_pg_version(pg)}", f"{pg}/{db}", base / "data", args, None))
+            results.append(run_backend(f"PostgreSQL {_pg_version(pg)}", f"{pg}/{db}", base / "data", args,
+                                       base / "seeded.json" if keep else None))
         finally:
-            with psycopg.connect(pg + "/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-            shutil.rmtree(base, ignore_errors=True)
+            if not keep:
+                with psycopg.connect(pg + "/postgres", autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+                shutil.rmtree(base, ignore_errors=True)
 
     for res in results:
         seed = res["seed"]

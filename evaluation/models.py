@@ -69,10 +69,19 @@ class RunRecord(models.Model):
     robustness = models.JSONField(default=dict, blank=True,
                                   help_text="a variant task's rule outcome at import (evaluation.robustness."
                                             "record_robustness): {kind, params, outcome, decided_by, ...}; {} otherwise")
+    # computed by the database from ``robustness`` (never written): whether the record has a stored
+    # outcome, so that the leaderboard's robustness section reads those records through the partial
+    # index below instead of testing the JSON of every record (a parameter-free WHERE term: SQLite
+    # uses a partial index only when the query's term matches its condition literally)
+    has_robustness = models.GeneratedField(
+        expression=models.ExpressionWrapper(models.Q(robustness__has_key="kind"), output_field=models.BooleanField()),
+        output_field=models.BooleanField(), db_persist=True)
 
     class Meta:
         ordering = ["run_id", "dimension", "question_id"]
         constraints = [models.UniqueConstraint(fields=["run", "question_id"], name="unique_record_per_run")]
+        indexes = [models.Index(fields=["run", "question_id"], condition=models.Q(has_robustness=True),
+                                name="runrecord_robustness_idx")]
 
 
 class Verdict(models.Model):
@@ -256,6 +265,8 @@ class RunAggregate(models.Model):
     gold_revision = models.BigIntegerField(default=0)
     n_records = models.IntegerField(default=0)
     n_no_task = models.IntegerField(default=0, help_text="records without a studio task when the sums were taken")
+    newest_record = models.BigIntegerField(default=0, help_text="the run's newest record id when the sums were "
+                                                                "taken (0: none, or sums older than this field)")
     sums = models.JSONField(default=dict)
     computed_at = models.DateTimeField(auto_now=True)
 

@@ -4,15 +4,16 @@ From the records (exports, and the sums of one run): two queries in all, whateve
 runs and records: one for the runs, one for the records joined to their agent, run and studio task
 head revision. For the page: the runs with their stored sums (:class:`~evaluation.models.RunAggregate`)
 in one query, a few aggregate queries that tell whether those sums are still current, and the
-stored bootstrap intervals (:class:`~evaluation.models.LeaderboardBootstrap`).
+stored bootstrap intervals (:class:`~evaluation.models.LeaderboardBootstrap`) under the state of the
+runs and their stored record counts: no query of the page reads or counts every record.
 """
 from __future__ import annotations
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
-from evaluation.models import AgentRun, LeaderboardBootstrap, RunRecord
+from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
 _RECORD_FIELDS = (
     "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a",
@@ -86,10 +87,12 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
     """``(runs, sums, state)`` in one query: the runs as :func:`leaderboard_runs` gives them (planner
     runs of the step-wise protocol left out),
     ``{run_id: run_aggregate dict}`` of the runs that have stored sums, and ``{run_id:
-    (gold_revision, n_no_task)}`` of the same runs (what :func:`stale_aggregates` checks)."""
+    (gold_revision, n_no_task, n_records, newest_record)}`` of the same runs (what
+    :func:`stale_aggregates` checks)."""
     qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold",
-        "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task")
+        "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
+        "aggregate__n_records", "aggregate__newest_record")
     runs, sums, state = [], {}, {}
     for r in qs:
         runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
@@ -97,16 +100,18 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
                      "scaffold": r["scaffold"]})
         if r["aggregate__id"] is not None:
             sums[r["id"]] = r["aggregate__sums"] or {}
-            state[r["id"]] = (r["aggregate__gold_revision"], r["aggregate__n_no_task"])
+            state[r["id"]] = (r["aggregate__gold_revision"], r["aggregate__n_no_task"], r["aggregate__n_records"],
+                              r["aggregate__newest_record"])
     return runs, sums, state
 
 
 def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
     """Which stored run sums no longer describe the records: ``(stale, behind, newest)``.
 
-    ``stale``: runs of ``run_ids`` without sums, runs whose number of records without a studio task
-    changed (a task was deleted), and runs with a record on a task whose head revision is newer
-    than the run's ``gold_revision``. ``behind``: the other runs whose ``gold_revision`` is older
+    ``stale``: runs of ``run_ids`` without sums, sums stored before their ``newest_record`` was (records
+    but no newest record id), runs whose number of records without a studio task changed (a task
+    was deleted), and runs with a record on a task whose head revision is newer than the run's
+    ``gold_revision``. ``behind``: the other runs whose ``gold_revision`` is older
     than ``newest`` (:func:`newest_revision_id`) — still right, their stamp may move up. Two
     queries, three when some sums are behind; none per run or per record.
     """
@@ -115,10 +120,10 @@ def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
     stale = run_ids - set(state)
     no_task = dict(RunRecord.objects.filter(task__isnull=True).values("run_id").annotate(n=Count("id"))
                    .values_list("run_id", "n"))
-    for rid, (_rev, n_no_task) in state.items():
-        if rid in run_ids and no_task.get(rid, 0) != n_no_task:
+    for rid, (_rev, n_no_task, n_records, newest_record) in state.items():
+        if rid in run_ids and (no_task.get(rid, 0) != n_no_task or (n_records and not newest_record)):
             stale.add(rid)
-    behind = {rid for rid, (rev, _n) in state.items() if rid in run_ids and rid not in stale and rev < newest}
+    behind = {rid for rid, (rev, *_n) in state.items() if rid in run_ids and rid not in stale and rev < newest}
     if behind:
         oldest = min(state[rid][0] for rid in behind)
         newest_head = dict(RunRecord.objects.filter(run_id__in=behind, task__head_id__gt=oldest)
@@ -130,11 +135,17 @@ def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
 
 
 def records_state() -> str:
-    """``c<count>-<newest id>`` of the run records (one aggregate query): with the runs, the state
-    the bootstrap intervals are computed for (records are only ever added or deleted, never
-    re-scored in place)."""
-    recs = RunRecord.objects.aggregate(n=Count("id"), m=Max("id"))
-    return f"c{recs['n']}-{recs['m']}"
+    """``c<count>-<newest id>`` of the records of the leaderboard's runs (planner runs of the
+    step-wise protocol left out): with the runs, the state the bootstrap intervals are computed for.
+
+    Read from the runs' stored sums (``RunAggregate.n_records`` and ``newest_record``: one aggregate
+    query over one row per run, none over the records), which describe the records exactly: records
+    are written only with their run (an import, in the transaction that stores its sums), deleted
+    only with it, and never re-scored in place. A run without sums counts no record here until the
+    page stores them (:func:`stale_aggregates`); :func:`bootstrap_inputs` gives the same string from
+    the records it reads."""
+    agg = RunAggregate.objects.exclude(run__scoring_mode="stepwise").aggregate(n=Sum("n_records"), m=Max("newest_record"))
+    return f"c{agg['n'] or 0}-{agg['m'] or None}"
 
 
 def bootstrap_version(runs: list[dict], records: str) -> str:
@@ -146,11 +157,12 @@ def bootstrap_version(runs: list[dict], records: str) -> str:
 
 def bootstrap_inputs() -> tuple[list[dict], list[dict], str]:
     """``(runs, rows, version)`` for :func:`evaluation.leaderboard.bootstrap_ci`: rows are
-    ``{run_id, dimension, task_score}`` in the order of :func:`leaderboard_rows` (the resampling
-    draws depend on it); ``version`` describes exactly what was read (two queries)."""
+    ``{run_id, dimension, task_score}`` of the runs' records (step-wise planner runs left out, as
+    ``bootstrap_ci`` ignores them) in the order of :func:`leaderboard_rows` (the resampling draws
+    depend on it); ``version`` describes exactly what was read (two queries)."""
     runs = leaderboard_runs()
-    qs = RunRecord.objects.order_by("run_id", "dimension", "question_id").values_list("id", "run_id", "dimension",
-                                                                                    "task_score")
+    qs = (RunRecord.objects.exclude(run__scoring_mode="stepwise").order_by("run_id", "dimension", "question_id")
+          .values_list("id", "run_id", "dimension", "task_score"))
     rows, newest = [], None
     for rid, run_id, dim, score in qs.iterator(chunk_size=5000):
         rows.append({"run_id": run_id, "dimension": dim, "task_score": score})

@@ -17,8 +17,10 @@ __all__ = ["robustness_rows", "leaderboard_robustness", "run_robustness"]
 def robustness_rows(runs: list[dict] | None = None) -> list[dict]:
     """One plain row per record with a stored outcome: ``{record_id, run_id, label, question_id,
     task_score, robustness}``; ``label`` as the leaderboard labels ``runs`` (its
-    ``leaderboard_runs()``, read here when not given). One query when ``runs`` is given."""
-    qs = (RunRecord.objects.filter(robustness__has_key="kind").exclude(run__scoring_mode="stepwise")
+    ``leaderboard_runs()``, read here when not given). One query when ``runs`` is given, through the
+    partial index of those records (``RunRecord.has_robustness``): its cost grows with them, not with
+    all the records."""
+    qs = (RunRecord.objects.filter(has_robustness=True).exclude(run__scoring_mode="stepwise")
           .order_by("run_id", "question_id")
           .values("id", "run_id", "question_id", "task_score", "robustness"))
     rows = list(qs)
@@ -35,5 +37,5 @@ def leaderboard_robustness(runs: list[dict] | None = None) -> dict:
 
 def run_robustness(run: AgentRun):
     """The run's records on variant tasks, with their stored outcome (one query)."""
-    return (run.records.filter(robustness__has_key="kind").only("id", "run_id", "question_id", "task_score", "robustness")
+    return (run.records.filter(has_robustness=True).only("id", "run_id", "question_id", "task_score", "robustness")
             .order_by("question_id"))

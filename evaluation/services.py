@@ -335,18 +335,21 @@ def write_run_aggregate(run_id: int) -> RunAggregate | None:
     extras included), stamped with the newest task revision id read *before* the rows (a head
     that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
     Inside the caller's transaction when there is one (an import: the sums commit with the run).
-    Cost: reading and scoring the extras of the run's records once (about the time the page took
-    per run before the sums existed)."""
+    Also stored: the number of records and the newest record id (the leaderboard's bootstrap state,
+    :func:`~evaluation.selectors_leaderboard.records_state`). Cost: reading and scoring the extras
+    of the run's records once (about the time the page took per run before the sums existed)."""
     newest = newest_revision_id()
-    sums = lb.run_aggregate(leaderboard_rows(run_ids=[run_id]))
-    return _store_aggregate(run_id, newest, sums)
+    rows = leaderboard_rows(run_ids=[run_id])
+    sums = lb.run_aggregate(rows)
+    return _store_aggregate(run_id, newest, sums, max((r["record_id"] for r in rows), default=0))
 
 
-def _store_aggregate(run_id: int, newest: int, sums: dict) -> RunAggregate:
+def _store_aggregate(run_id: int, newest: int, sums: dict, newest_record: int) -> RunAggregate:
     # single-statement writes (an UPDATE, else an INSERT): outside an import they run in autocommit,
     # so a page that rebuilds sums beside an import never holds a read lock it must upgrade (SQLite
     # refuses such an upgrade at once, busy timeout or not)
-    fields = {"gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"], "sums": sums}
+    fields = {"gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"],
+              "newest_record": newest_record, "sums": sums}
     if not RunAggregate.objects.filter(run_id=run_id).update(**fields):
         try:
             with transaction.atomic():

@@ -228,12 +228,13 @@ def test_page_reads_no_record_and_shows_computing_then_the_intervals(seeded, log
     assert page.status_code == 200
     html = page.content.decode()
     assert "computing…" in html and 'class="bootstrap-computing"' in html
-    # no query reads the records table's rows (only its aggregates: COUNT/MAX, grouped counts),
-    # apart from the robustness section's, which reads only records of variant tasks (those with a
-    # stored outcome, issue 21: none here)
+    # no query reads or counts every record: the records table is read only for the records without
+    # a task (an indexed IS NULL, grouped by run) and for the robustness section's records of variant
+    # tasks (the partial index of has_robustness; issue 21: none here); the bootstrap state comes
+    # from the runs' stored record counts
     record_reads = [q["sql"] for q in queries.captured_queries
-                    if 'FROM "evaluation_runrecord"' in q["sql"] and "COUNT(" not in q["sql"] and "MAX(" not in q["sql"]
-                    and '"robustness"' not in q["sql"]]
+                    if '"evaluation_runrecord"' in q["sql"] and '"evaluation_runrecord"."task_id" IS NULL' not in q["sql"]
+                    and 'WHERE ("evaluation_runrecord"."has_robustness"' not in q["sql"]]
     assert record_reads == []
     # on_commit never runs inside this test's transaction: the row waits, queued
     assert LeaderboardBootstrap.objects.get().status == "queued"
@@ -247,6 +248,58 @@ def test_page_reads_no_record_and_shows_computing_then_the_intervals(seeded, log
     for b in expected:  # the very bootstrap_ci strings, mean [low, high]
         for text in b["dims_ci"] + [b["macro_ci"]]:
             assert text in html
+
+
+def test_the_bootstrap_state_comes_from_the_stored_sums_and_matches_what_the_bootstrap_reads(seeded, maintainer,
+                                                                                             tmp_path):
+    from evaluation.models import Agent, AgentRun, RunAggregate, RunRecord
+    from evaluation.selectors_leaderboard import aggregated_runs, bootstrap_inputs, records_state, stale_aggregates
+    from evaluation.services import import_run_dir
+
+    def by_hand():  # c<count>-<newest id> of the records of the runs that are not step-wise planner runs
+        ids = list(RunRecord.objects.exclude(run__scoring_mode="stepwise").values_list("id", flat=True))
+        return f"c{len(ids)}-{max(ids)}"
+
+    with CaptureQueriesContext(connection) as queries:
+        state = records_state()
+    assert [q for q in queries.captured_queries if '"evaluation_runrecord"' in q["sql"]] == []
+    assert state == by_hand() and state.startswith("c120-")  # 40 tasks × 3 runs
+    assert bootstrap_inputs()[2].endswith("." + state)
+    # a step-wise planner run's records count in neither (bootstrap_ci leaves them out: the same intervals)
+    planner = AgentRun.objects.create(agent=Agent.objects.create(name="planner"), name="planner-run",
+                                      scoring_mode="stepwise", dimensions={})
+    RunRecord.objects.create(run=planner, question_id="q-planner", sample_id="s", dimension="t1", task_score=1.0)
+    assert records_state() == state and bootstrap_inputs()[2].endswith("." + state)
+    # an import stores its run's count and newest record id with its sums: the state moves with it
+    run = import_run_dir(maintainer, _write_run_folder(tmp_path, AgentRun.objects.order_by("id").first()), "again")
+    agg = RunAggregate.objects.get(run=run)
+    assert (agg.n_records, agg.newest_record) == (40, RunRecord.objects.filter(run=run).order_by("-id")[0].pk)
+    assert records_state() == by_hand() != state and bootstrap_inputs()[2].endswith("." + records_state())
+    # sums stored before their newest record id was (a database migrated from 0014) are stale
+    RunAggregate.objects.filter(run=run).update(newest_record=0)
+    runs, _sums, st = aggregated_runs()
+    assert run.pk in stale_aggregates([r["run_id"] for r in runs], st)[0]
+    _tables_now()  # the page rebuilds them
+    assert RunAggregate.objects.get(run=run).newest_record == agg.newest_record
+    assert records_state() == by_hand()
+
+
+def test_has_robustness_is_the_json_key_test_and_follows_a_judge_decision(seeded):
+    from evaluation.models import AgentRun, RunRecord
+    from evaluation.selectors_robustness import robustness_rows
+
+    recs = list(RunRecord.objects.filter(run=AgentRun.objects.order_by("id").first()).order_by("id")[:3])
+    RunRecord.objects.filter(pk=recs[0].pk).update(robustness={"kind": "broken", "decided_by": "judge needed"})
+    RunRecord.objects.filter(pk=recs[1].pk).update(robustness={"kind": None})  # has the key: counts, as has_key does
+    RunRecord.objects.filter(pk=recs[2].pk).update(robustness={"params": {}})  # no "kind": not a variant's outcome
+    flagged = set(RunRecord.objects.filter(has_robustness=True).values_list("id", flat=True))
+    assert flagged == set(RunRecord.objects.filter(robustness__has_key="kind").values_list("id", flat=True))
+    assert flagged == {recs[0].pk, recs[1].pk}
+    assert [r["record_id"] for r in robustness_rows()] == sorted(flagged, key=lambda pk: RunRecord.objects.get(pk=pk).question_id)
+    rec = RunRecord.objects.get(pk=recs[2].pk)
+    rec.robustness = {"kind": "unsolvable"}
+    rec.save(update_fields=["robustness"])  # as a judge's decision is written
+    assert RunRecord.objects.get(pk=rec.pk).has_robustness is True
 
 
 def test_a_failed_bootstrap_says_so(seeded, logged_in, monkeypatch):

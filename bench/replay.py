@@ -261,12 +261,13 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
     """Per task, back to back (so that load from other processes hits both alike): the tool
     functions called directly (``call_tool``) with the arguments the cold replay resolved, in a
     fresh folder; then the engine with the cache bypassed (every tool runs)."""
+    from annotation.models import Layer
     from replay.models import ReplayStep
     from replay.services import LayerResolver, create_run, execute_replay
     from kernel.tools.base import ToolContext
     from kernel.tools.registry import call_tool
 
-    resolvers = {}
+    layers = {}
     direct_s = engine_s = 0.0
     n = 0
     failed = []
@@ -274,17 +275,18 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
     for i, (t, run) in enumerate(zip(tasks, cold_runs)):
         seq = []
         for st in ReplayStep.objects.filter(run=run).order_by("index"):
-            if st.expanded:
-                seq += [(e["call"], e["args"]) for e in st.expanded]
+            if st.expanded:  # tool.loop: its nested calls, called as the engine calls them (direct)
+                seq += [(e["call"], e["args"], True) for e in st.expanded]
             else:
-                seq.append((st.call, st.resolved_args))
-        if t.event_id not in resolvers:
-            resolvers[t.event_id] = LayerResolver(t.event_id)
-        res = resolvers[t.event_id]
+                seq.append((st.call, st.resolved_args, False))
+        if t.event_id not in layers:
+            layers[t.event_id] = list(Layer.objects.filter(event_id=t.event_id))
+        # a resolver per task, as each replay has its own (it remembers the files it resolved)
+        res = LayerResolver(t.event_id, layers[t.event_id])
         t0 = time.perf_counter()
         ctx = ToolContext(work_dir=scratch / f"direct{tag}" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)
-        for name, args in seq:
-            call_tool(name, args, ctx)
+        for name, args, direct in seq:
+            call_tool(name, args, ctx, direct=direct)
             n += 1
         t1 = time.perf_counter()
         r = execute_replay(create_run(t).pk, use_cache=False)
@@ -369,10 +371,10 @@ def main():
     tool_time = [0.0]
     real_call = engine.call_tool
 
-    def timed(name, a, ctx):
+    def timed(name, a, ctx, **kw):  # ``direct=`` for calls nested in tool.loop
         s = time.perf_counter()
         try:
-            return real_call(name, a, ctx)
+            return real_call(name, a, ctx, **kw)
         finally:
             tool_time[0] += time.perf_counter() - s
 

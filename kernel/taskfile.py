@@ -145,8 +145,24 @@ def _token(x: float) -> str:
     return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
 
 
+#: leaf types that ``to_storage`` returns as they are (exact types; a finite ``float`` too)
+_PLAIN_LEAVES = frozenset((str, int, bool, type(None)))
+
+
 def to_storage(value: Any) -> Any:
-    """``value`` with every non-finite float tagged (module docstring); finite values unchanged."""
+    """``value`` with every non-finite float tagged (module docstring); finite values unchanged.
+    Dicts, lists and tuples are copied (as a dict and lists), other values returned as they are."""
+    t = type(value)
+    # exact dicts and lists (what JSON gives) first, their plain leaves without a call each
+    if t is dict:
+        out = {k: v if type(v) in _PLAIN_LEAVES or (type(v) is float and math.isfinite(v)) else to_storage(v)
+               for k, v in value.items()}
+        if len(value) == 1 and next(iter(value)) in (FLOAT_TAG, ESCAPE_TAG):
+            return {ESCAPE_TAG: out}
+        return out
+    if t is list or t is tuple:
+        return [v if type(v) in _PLAIN_LEAVES or (type(v) is float and math.isfinite(v)) else to_storage(v)
+                for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return {FLOAT_TAG: _token(value)}
     if isinstance(value, dict):
@@ -161,6 +177,12 @@ def to_storage(value: Any) -> Any:
 
 def from_storage(value: Any) -> Any:
     """The inverse of :func:`to_storage`: ``from_storage(to_storage(v))`` equals ``v``."""
+    t = type(value)
+    # exact lists and dicts that cannot be a tag (not one key) first, their leaves without a call each
+    if t is list:
+        return [v if type(v) in _PLAIN_LEAVES or type(v) is float else from_storage(v) for v in value]
+    if t is dict and len(value) != 1:
+        return {k: v if type(v) in _PLAIN_LEAVES or type(v) is float else from_storage(v) for k, v in value.items()}
     if isinstance(value, dict):
         if len(value) == 1:
             (k, v), = value.items()

@@ -43,7 +43,9 @@ Crashes
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import os
 import math
 import logging
 import shutil
@@ -72,8 +74,8 @@ from kernel.golddiff import leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
-from studio.fastsql import (commit_without_flush_wait, copy_rows, insert_instance, insert_rows, load_instances,
-                            newest_row, update_by, update_rows)
+from studio.fastsql import (commit_without_flush_wait, copy_rows, existing_values, insert_instance, insert_rows,
+                            load_instances, newest_row, update_by, update_rows)
 from studio.permissions import require
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import canonical_json
@@ -96,8 +98,18 @@ class ReplayStateError(ReplayConflict):
 def stored_path(relative: str) -> str:
     """The absolute path of a file stored under STUDIO_DATA_ROOT, normalised without touching the
     file system (symbolic links are not followed: ``data_path`` does that before a file is
-    handed to a tool); ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it lies outside."""
-    return str(confine(settings.STUDIO_DATA_ROOT, relative, follow_links=False))
+    handed to a tool); ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it lies outside.
+    A pure function of the root and ``relative`` (for an absolute root): remembered for the
+    last 4,096 of them (every replay asks for each layer of its event twice)."""
+    root = os.fspath(settings.STUDIO_DATA_ROOT)
+    if os.path.isabs(root) and isinstance(relative, str):
+        return _stored_path(root, relative)
+    return str(confine(root, relative, follow_links=False))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored_path(root: str, relative: str) -> str:
+    return str(confine(root, relative, follow_links=False))
 
 
 def data_path(relative: str) -> Path:
@@ -137,6 +149,7 @@ class LayerResolver:
         # (lexically normalised here; ``__call__`` adds the resolved path of every file it hands out)
         self.by_stored_path: dict[str, Layer] = {stored_path(l.path): l for l in layers}
         self.masks: dict[int, Layer] = {}
+        self._files: dict[int, Path] = {}  # layer id -> its resolved file (``_file``)
         for l in sorted(layers, key=lambda l: l.pk):
             if l.kind == Layer.Kind.MASK and l.annotates_id and l.annotates_id not in self.masks:
                 self.masks[l.annotates_id] = l
@@ -152,8 +165,16 @@ class LayerResolver:
                 tool=None, argument="path", expected="a layer file name of this event",
                 message=f"'{value}' is neither an output of an earlier step nor a layer of this event",
             )
-        path = data_path(layer.path)
+        path = self._file(layer)
         self.by_stored_path.setdefault(str(path), layer)
+        return path
+
+    def _file(self, layer: Layer) -> Path:
+        """``data_path`` of the layer's file, resolved once per resolver (a resolver serves one
+        replay: the engine asks for the same layers at every step's cache key)."""
+        path = self._files.get(layer.pk)
+        if path is None:
+            path = self._files[layer.pk] = data_path(layer.path)
         return path
 
     def _mask_for(self, args: dict) -> tuple[Layer, Layer] | None:
@@ -176,7 +197,7 @@ class LayerResolver:
             return None
         mask, image = found
         return GTMask(
-            path=data_path(mask.path),
+            path=self._file(mask),
             class_map={int(k): v for k, v in (mask.class_map or {}).items()},
             pixel_size_m=mask.gsd_m or image.gsd_m,
         )
@@ -188,7 +209,7 @@ class LayerResolver:
         if found is None:
             return None
         mask, _image = found
-        return {"gt_sha256": file_sha256(data_path(mask.path)),
+        return {"gt_sha256": file_sha256(self._file(mask)),
                 "gt_classes": {str(k): v for k, v in sorted((mask.class_map or {}).items())},
                 "gsd_m": mask.gsd_m}
 
@@ -493,7 +514,10 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         if done is not None:
             return done
     # a robustness variant's rules (the docstring); one indexed SELECT, on the cold path only
-    variant = TaskVariant.objects.filter(task_id=run.task_id).values("kind", "params", "tools").first()
+    # (``newest_row``: at most one row, ``TaskVariant.task`` is one-to-one; the ORM's compilation
+    # of ``filter().values().first()`` cost several times the statement)
+    found = newest_row(TaskVariant, ("kind", "params", "tools"), where={"task": run.task_id})
+    variant = dict(zip(("kind", "params", "tools"), found)) if found is not None else None
     blocked = unsolvable_block({"trajectory": steps, "input_data": rev.input_data}, variant) if variant else None
     if blocked is not None:  # the plan runs up to the step that cannot proceed (unsolvable_block's rule)
         steps = steps[:blocked["step"]]
@@ -654,10 +678,22 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
 
 
 class _WriteOnlyCache(DbStepCache):
-    """``use_cache=False``: every tool runs; the results are still stored."""
+    """``use_cache=False``: every tool runs; the results are still stored.
+
+    A replay without the cache mostly recomputes steps whose entries exist already (the point is
+    to re-run them), and an entry is never replaced (``insert_rows(ignore_conflicts=True)``): so
+    ``flush`` first asks which keys are stored (one indexed SELECT) and sends only the others,
+    which spares encoding (and on PostgreSQL parsing as ``jsonb``) observations that would be
+    dropped as conflicts."""
 
     def get(self, key):
         return None
+
+    def flush(self) -> None:
+        if self.pending:
+            for key in existing_values(StepCacheEntry, "key", self.pending):
+                self.pending.pop(key, None)
+        super().flush()
 
 
 def _jsonable(value):

@@ -15,7 +15,7 @@ from django.db import connections, models, router
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
-__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "newest_row", "insert_instance",
+__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "existing_values", "newest_row", "insert_instance",
            "load_instances", "commit_without_flush_wait"]
 
 
@@ -36,6 +36,15 @@ def _preparer(field, conn):
     i.e. not on PostgreSQL). Built once per field and connection."""
     key = (conn.alias, field)
     prep = _PREPARERS.get(key)
+    if prep is None and type(field) is models.JSONField and field.encoder is None:
+        # ``JSONField.get_db_prep_save`` of a plain dict or list is ``get_prep_value`` (the value
+        # itself) handed to the backend's ``adapt_json_value``: called directly here
+        slow, adapt = field.get_db_prep_save, conn.ops.adapt_json_value
+
+        def prep(value, slow=slow, conn=conn, adapt=adapt):
+            t = type(value)
+            return adapt(value, None) if t is dict or t is list else slow(value, conn)
+        _PREPARERS[key] = prep
     if prep is None:
         kind = _UNCHANGED.get(type(field))
         if kind is None and type(field) is models.IntegerField and conn.vendor != "postgresql":
@@ -150,6 +159,28 @@ def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], 
     params = [f.get_db_prep_save(v, conn) for f, v in zip(set_fields, values.values())] + cparams
     with conn.cursor() as cur:
         cur.execute(sql, params)
+
+
+def existing_values(model: type[Model], column: str, values: Iterable[Any]) -> set:
+    """The subset of ``values`` that ``column`` (a field name) of ``model``'s rows holds, as the
+    driver returns them: one ``SELECT … WHERE column IN (…)`` per batch of the backend's
+    parameter limit (an index on the column keeps it a lookup per value)."""
+    values = list(values)
+    if not values:
+        return set()
+    conn = _connection(model)
+    meta = model._meta
+    q = conn.ops.quote_name
+    f = meta.get_field(column)
+    col = q(f.column)
+    batch = max(1, conn.ops.bulk_batch_size([f], values))
+    found = set()
+    with conn.cursor() as cur:
+        for start in range(0, len(values), batch):
+            chunk = [f.get_db_prep_value(v, conn) for v in values[start:start + batch]]
+            cur.execute(f"SELECT {col} FROM {q(meta.db_table)} WHERE {col} IN ({', '.join(['%s'] * len(chunk))})", chunk)
+            found.update(r[0] for r in cur.fetchall())
+    return found
 
 
 def newest_row(model: type[Model], columns: tuple[str, ...], *, where: dict[str, Any],

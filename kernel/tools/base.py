@@ -306,7 +306,45 @@ def jsonable(value: Any, *, keep_non_finite: bool = False) -> Any:
     raise TypeError(f"value of type {type(value).__name__} is not JSON serialisable")
 
 
+def _str_keys_only(value: Any) -> bool:
+    """True when every dict in ``value`` (any depth, through lists and tuples) has only ``str``
+    keys. Scalars are not looked at: only dicts and sequences are descended into."""
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is dict:
+            for k, item in v.items():
+                if type(k) is not str:
+                    return False
+                ti = type(item)
+                if ti is dict or ti is list or ti is tuple:
+                    push(item)
+        elif t is list or t is tuple:
+            for item in v:
+                ti = type(item)
+                if ti is dict or ti is list or ti is tuple:
+                    push(item)
+        elif isinstance(v, (dict, list, tuple)):  # a subclass: let the general path decide
+            return False
+    return True
+
+
 def canonical_json(value: Any) -> str:
-    """Canonical JSON text: sorted keys, no whitespace, UTF-8 kept."""
+    """Canonical JSON text of ``jsonable(value)``: sorted keys, no whitespace, UTF-8 kept.
+
+    A value that is plain JSON already (dicts with ``str`` keys, lists, tuples, strings, numbers,
+    booleans, None) is encoded as it is, without ``jsonable``'s copy: ``json.dumps`` gives it the
+    same text (tuples as lists, ``int``/``float`` subclasses by their number). Anything else
+    (NaN or infinities, which ``jsonable`` turns into null; numpy values; paths; sets; non-string
+    keys, which ``jsonable`` turns into strings before sorting) falls back to the ``jsonable``
+    copy. Raises ``TypeError`` as ``jsonable`` does."""
+    if _str_keys_only(value):
+        try:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+        except (TypeError, ValueError):  # a non-JSON leaf or a non-finite float
+            pass
     return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)

@@ -11,10 +11,11 @@ import json
 import math
 import posixpath
 import re
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
 from .config import ScoringConfig
-from .normalize import normalize_string, normalize_tool_name
+from .normalize import _tool_name, normalize_string, normalize_tool_name
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 LOOP_WRAPPERS = ("tool.loop", "tool.reduce")
@@ -28,8 +29,12 @@ _HASH_SEGMENT = re.compile(r"_[0-9a-f]{6,10}(?=_|$)")
 _PATH_PREFIXES = ("/", "D:", "C:", "./", "../", "~")
 
 
-def _steps(traj: Any) -> List[Tuple[int, dict]]:
-    """(raw index, step) of the steps kept by flattening."""
+def _steps(traj: Any) -> List[Tuple[int, dict, str]]:
+    """(raw index, step, normalised tool name) of the steps kept by flattening.
+
+    The name is :func:`normalize_tool_name` of the step's ``call``, worked out here once per step
+    so that the tool sequences, par_acc and path matching do not normalise it again.
+    """
     if not isinstance(traj, list):
         return []  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
     kept = []
@@ -37,10 +42,12 @@ def _steps(traj: Any) -> List[Tuple[int, dict]]:
         if not isinstance(step, dict):
             continue
         call = step.get("call", "")
-        if normalize_tool_name(call) in LOOP_WRAPPERS:
+        if not call:  # a falsy call is dropped (its name, "", is no loop wrapper either)
             continue
-        if call:
-            kept.append((raw_index, step))
+        name = _tool_name(call if type(call) is str else str(call))
+        if name in LOOP_WRAPPERS:
+            continue
+        kept.append((raw_index, step, name))
     return kept
 
 
@@ -50,7 +57,7 @@ def flatten_trajectory(traj: Any) -> List[dict]:
     A step whose call normalises to an empty name (e.g. ``"(x)"``) is kept here, so it counts in
     par_acc's denominator, but it is absent from the tool-name sequence: an evaluator quirk.
     """
-    return [step for _, step in _steps(traj)]
+    return [step for _, step, _ in _steps(traj)]
 
 
 def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
@@ -58,6 +65,11 @@ def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
     steps = traj_or_flat if flat else flatten_trajectory(traj_or_flat)
     names = (normalize_tool_name(s.get("call", "")) for s in steps)
     return [n for n in names if n]
+
+
+def _names(steps: List[Tuple[int, dict, str]]) -> List[str]:
+    """The tool-name sequence of :func:`_steps`' output: ``tool_sequence`` of the flattened steps."""
+    return [name for _, _, name in steps if name]
 
 
 def tool_any_order(pred: List[str], gold: List[str]) -> float:
@@ -68,15 +80,33 @@ def tool_any_order(pred: List[str], gold: List[str]) -> float:
 
 
 def lcs_length(a: List[str], b: List[str]) -> int:
+    """Length of a longest common subsequence of two name lists.
+
+    A common prefix and a common suffix belong to some longest common subsequence (if
+    ``a[0] == b[0]``, LCS(a, b) = 1 + LCS(a[1:], b[1:])), so they are counted directly and the
+    quadratic table is filled only for the differing middle parts: the same length, and usually
+    no table at all (a prediction that follows the gold trajectory)."""
     if not a or not b:
         return 0
+    if a == b:
+        return len(a)
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    a, b = a[head:len(a) - tail], b[head:len(b) - tail]
+    if not a or not b:
+        return head + tail
     prev = [0] * (len(b) + 1)
     for x in a:
         cur = [0]
         for j, y in enumerate(b, 1):
             cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
         prev = cur
-    return prev[-1]
+    return head + tail + prev[-1]
 
 
 def tool_in_order(pred: List[str], gold: List[str]) -> float:
@@ -109,30 +139,73 @@ def is_file_path(value: Any) -> bool:
     start (``/``, ``D:``, ``C:``, ``./``, ``../``, ``~``)."""
     if not isinstance(value, str) or len(value) < 4:
         return False
+    if type(value) is str:
+        return _is_path_text(value)
+    return _path_like(value)
+
+
+def _path_like(value: str) -> bool:
     has_sep = "/" in value or "\\" in value
     return (has_sep and bool(_EXT.search(value))) or value.startswith(_PATH_PREFIXES)
 
 
-def _obs_dicts(obs: Any):
+#: :func:`is_file_path` of a text, cached per text: a run repeats the same paths and argument
+#: texts in thousands of steps. The answer depends on the text alone, so caching is safe.
+_is_path_text = lru_cache(maxsize=1 << 16)(_path_like)
+
+
+def _loads_or_none(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return None
+
+
+def _dict_paths(d: dict) -> Tuple[Tuple[str, Any], ...]:
+    """``(str(value), key)`` of an obs dict's top-level values that are file paths, in order."""
+    out = []
+    for k, v in d.items():
+        text = v if type(v) is str else str(v)
+        if is_file_path(text):
+            out.append((text, k))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def _text_paths(text: str) -> Tuple[Tuple[str, Any], ...]:
+    """:func:`_dict_paths` of a JSON observation text (``()`` when it is not a JSON object).
+
+    Cached per text: the same tool output (``{"mask_path": "..."}``) comes back in many records,
+    and decoding it is most of the cost of an output map. The result depends on the text alone
+    and is an immutable tuple, so sharing it between records is safe."""
+    parsed = _loads_or_none(text)
+    return _dict_paths(parsed) if isinstance(parsed, dict) else ()
+
+
+def _obs_paths(obs: Any):
+    """``(path, key)`` pairs of a step's obs, in order: each item that is a dict (an MCP content
+    block ``{"type": "text", "text": "<json>"}`` is read as its decoded text) or a JSON text
+    holding an object contributes its top-level path values."""
     items = obs if isinstance(obs, list) else [obs]
     for item in items:
-        parsed = None
         if isinstance(item, dict):
             text = item.get("text", "")
             if text:  # MCP content block {"type": "text", "text": "<json>"}
-                try:
-                    parsed = json.loads(text)
-                except (ValueError, TypeError):
-                    parsed = None
+                if type(text) is str:
+                    yield from _text_paths(text)
+                else:
+                    parsed = _loads_or_none(text)
+                    if isinstance(parsed, dict):
+                        yield from _dict_paths(parsed)
             else:
-                parsed = item
+                yield from _dict_paths(item)
         elif isinstance(item, str):
-            try:
-                parsed = json.loads(item)
-            except (ValueError, TypeError):
-                parsed = None
-        if isinstance(parsed, dict):
-            yield parsed
+            if type(item) is str:
+                yield from _text_paths(item)
+            else:
+                parsed = _loads_or_none(item)
+                if isinstance(parsed, dict):
+                    yield from _dict_paths(parsed)
 
 
 def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
@@ -140,11 +213,8 @@ def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
     whose name starts with ``output``. A later step producing the same path wins."""
     produced: Dict[str, Tuple[int, str]] = {}
     for idx, step in enumerate(flat):
-        for d in _obs_dicts(step.get("obs", [])):
-            for k, v in d.items():
-                text = str(v)
-                if is_file_path(text):
-                    produced[text] = (idx, k)
+        for text, k in _obs_paths(step.get("obs", [])):
+            produced[text] = (idx, k)
         args = step.get("args", {})
         if isinstance(args, dict):
             for k, v in args.items():
@@ -163,12 +233,17 @@ def _canonical_stem(basename: str) -> str:
 
 
 class _Context:
-    """Both flattened trajectories; their output maps are built on first use."""
+    """Both flattened trajectories and their tool names (normalised, one per step, empty names
+    kept; worked out from the steps when not given); their output maps are built on first use."""
 
-    __slots__ = ("gold_flat", "pred_flat", "cfg", "_gold_out", "_pred_out")
+    __slots__ = ("gold_flat", "pred_flat", "cfg", "gold_names", "pred_names", "_gold_out", "_pred_out")
 
-    def __init__(self, gold_flat, pred_flat, cfg):
+    def __init__(self, gold_flat, pred_flat, cfg, gold_names=None, pred_names=None):
         self.gold_flat, self.pred_flat, self.cfg = gold_flat, pred_flat, cfg
+        self.gold_names = gold_names if gold_names is not None else [
+            normalize_tool_name(s.get("call", "")) for s in gold_flat]
+        self.pred_names = pred_names if pred_names is not None else [
+            normalize_tool_name(s.get("call", "")) for s in pred_flat]
         self._gold_out = self._pred_out = None
 
     @property
@@ -199,14 +274,14 @@ def match_path(gv: str, pv: str, ctx: _Context) -> Tuple[bool, str]:
     if g_src is not None and p_src is None:
         step = g_src[0]
         if step < len(ctx.pred_flat):
-            name = normalize_tool_name(ctx.gold_flat[step].get("call", ""))
-            if name == normalize_tool_name(ctx.pred_flat[step].get("call", "")):
+            name = ctx.gold_names[step]
+            if name == ctx.pred_names[step]:
                 return True, f"gold path produced by step {step}, where both trajectories call {name}"
     if p_src is not None and g_src is None:
         step = p_src[0]
         if step < len(ctx.gold_flat):
-            name = normalize_tool_name(ctx.pred_flat[step].get("call", ""))
-            if name == normalize_tool_name(ctx.gold_flat[step].get("call", "")):
+            name = ctx.pred_names[step]
+            if name == ctx.gold_names[step]:
                 return True, f"predicted path produced by step {step}, where both trajectories call {name}"
     g_base = posixpath.basename(gv.replace("\\", "/"))
     p_base = posixpath.basename(pv.replace("\\", "/"))
@@ -291,15 +366,18 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
     (raw = position in the original trajectory).
     """
     gold_steps, pred_steps = _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj))
-    gold_flat = [s for _, s in gold_steps]
-    pred_flat = [s for _, s in pred_steps]
     table: Optional[List[dict]] = [] if explain else None
-    if not gold_flat:
-        return (1.0 if not pred_flat else 0.0), table
-    ctx = _Context(gold_flat, pred_flat, cfg)
+    if not gold_steps:
+        return (1.0 if not pred_steps else 0.0), table
+    gold_flat = [s for _, s, _ in gold_steps]
+    pred_flat = [s for _, s, _ in pred_steps]
+    g_names = [n for _, _, n in gold_steps]
+    p_names = [n for _, _, n in pred_steps]
+    ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
+    n_pred = len(pred_flat)
     matched = 0.0
     for i, g_step in enumerate(gold_flat):
-        g_name = normalize_tool_name(g_step.get("call", ""))
+        g_name = g_names[i]
         g_args = g_step.get("args", {})
         if not isinstance(g_args, dict):
             g_args = {}
@@ -309,13 +387,13 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
                    "pred_index": None, "pred_raw_index": None, "pred_call": None,
                    "name_ok": False, "score": 0.0, "args": []}
             table.append(row)
-        if i >= len(pred_flat):
+        if i >= n_pred:
             if row is not None:
                 row["args"] = [{"name": k, "gold": v, "pred": None, "ok": False,
                                 "why": "no predicted step at this position"} for k, v in g_args.items()]
             continue
         p_step = pred_flat[i]
-        p_name = normalize_tool_name(p_step.get("call", ""))
+        p_name = p_names[i]
         p_args = p_step.get("args", {})
         if not isinstance(p_args, dict):
             p_args = {}
@@ -353,8 +431,7 @@ def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
                        explain: bool = False) -> Tuple[Dict[str, float], Optional[List[dict]]]:
     """``({t_any, t_ord, t_em, par_acc, eff}, step table or None)``, unrounded."""
     gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
-    pred_seq = tool_sequence([s for _, s in pred_steps], flat=True)
-    gold_seq = tool_sequence([s for _, s in gold_steps], flat=True)
+    pred_seq, gold_seq = _names(pred_steps), _names(gold_steps)
     par_acc, table = parameter_accuracy(pred_traj, gold_traj, cfg, explain, (gold_steps, pred_steps))
     return {
         "t_any": tool_any_order(pred_seq, gold_seq),
@@ -403,11 +480,11 @@ def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
     lists; raw indices into the stored trajectories.
     """
     gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
-    gold_flat = [s for _, s in gold_steps]
-    pred_flat = [s for _, s in pred_steps]
-    g_names = [normalize_tool_name(s.get("call", "")) for s in gold_flat]
-    p_names = [normalize_tool_name(s.get("call", "")) for s in pred_flat]
-    ctx = _Context(gold_flat, pred_flat, cfg)
+    gold_flat = [s for _, s, _ in gold_steps]
+    pred_flat = [s for _, s, _ in pred_steps]
+    g_names = [n for _, _, n in gold_steps]
+    p_names = [n for _, _, n in pred_steps]
+    ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
     rows: List[dict] = []
 
     def gold_row(i: int) -> dict:

@@ -29,15 +29,16 @@ _HASH_SEGMENT = re.compile(r"_[0-9a-f]{6,10}(?=_|$)")
 _PATH_PREFIXES = ("/", "D:", "C:", "./", "../", "~")
 
 
-def _steps(traj: Any) -> List[Tuple[int, dict, str]]:
-    """(raw index, step, normalised tool name) of the steps kept by flattening.
-
-    The name is :func:`normalize_tool_name` of the step's ``call``, worked out here once per step
-    so that the tool sequences, par_acc and path matching do not normalise it again.
-    """
+def _steps(traj: Any) -> Tuple[List[int], List[dict], List[str]]:
+    """The steps kept by flattening as three parallel lists: raw indices (positions in ``traj``),
+    the steps, and their normalised tool names (:func:`normalize_tool_name` of ``call``; empty
+    names kept). The names are worked out here once per step so that the tool sequences, par_acc
+    and path matching do not normalise them again."""
+    raw: List[int] = []
+    kept: List[dict] = []
+    names: List[str] = []
     if not isinstance(traj, list):
-        return []  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
-    kept = []
+        return raw, kept, names  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
     for raw_index, step in enumerate(traj):
         if not isinstance(step, dict):
             continue
@@ -47,8 +48,10 @@ def _steps(traj: Any) -> List[Tuple[int, dict, str]]:
         name = _tool_name(call if type(call) is str else str(call))
         if name in LOOP_WRAPPERS:
             continue
-        kept.append((raw_index, step, name))
-    return kept
+        raw.append(raw_index)
+        kept.append(step)
+        names.append(name)
+    return raw, kept, names
 
 
 def flatten_trajectory(traj: Any) -> List[dict]:
@@ -57,7 +60,7 @@ def flatten_trajectory(traj: Any) -> List[dict]:
     A step whose call normalises to an empty name (e.g. ``"(x)"``) is kept here, so it counts in
     par_acc's denominator, but it is absent from the tool-name sequence: an evaluator quirk.
     """
-    return [step for _, step, _ in _steps(traj)]
+    return _steps(traj)[1]
 
 
 def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
@@ -65,11 +68,6 @@ def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
     steps = traj_or_flat if flat else flatten_trajectory(traj_or_flat)
     names = (normalize_tool_name(s.get("call", "")) for s in steps)
     return [n for n in names if n]
-
-
-def _names(steps: List[Tuple[int, dict, str]]) -> List[str]:
-    """The tool-name sequence of :func:`_steps`' output: ``tool_sequence`` of the flattened steps."""
-    return [name for _, _, name in steps if name]
 
 
 def tool_any_order(pred: List[str], gold: List[str]) -> float:
@@ -182,30 +180,10 @@ def _text_paths(text: str) -> Tuple[Tuple[str, Any], ...]:
     return _dict_paths(parsed) if isinstance(parsed, dict) else ()
 
 
-def _obs_paths(obs: Any):
-    """``(path, key)`` pairs of a step's obs, in order: each item that is a dict (an MCP content
-    block ``{"type": "text", "text": "<json>"}`` is read as its decoded text) or a JSON text
-    holding an object contributes its top-level path values."""
-    items = obs if isinstance(obs, list) else [obs]
-    for item in items:
-        if isinstance(item, dict):
-            text = item.get("text", "")
-            if text:  # MCP content block {"type": "text", "text": "<json>"}
-                if type(text) is str:
-                    yield from _text_paths(text)
-                else:
-                    parsed = _loads_or_none(text)
-                    if isinstance(parsed, dict):
-                        yield from _dict_paths(parsed)
-            else:
-                yield from _dict_paths(item)
-        elif isinstance(item, str):
-            if type(item) is str:
-                yield from _text_paths(item)
-            else:
-                parsed = _loads_or_none(item)
-                if isinstance(parsed, dict):
-                    yield from _dict_paths(parsed)
+def _parsed_paths(text: Any) -> Tuple[Tuple[str, Any], ...]:
+    """:func:`_text_paths` without the cache (a ``str`` subclass, or a value ``json.loads`` refuses)."""
+    parsed = _loads_or_none(text)
+    return _dict_paths(parsed) if isinstance(parsed, dict) else ()
 
 
 def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
@@ -213,8 +191,22 @@ def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
     whose name starts with ``output``. A later step producing the same path wins."""
     produced: Dict[str, Tuple[int, str]] = {}
     for idx, step in enumerate(flat):
-        for text, k in _obs_paths(step.get("obs", [])):
-            produced[text] = (idx, k)
+        obs = step.get("obs", [])
+        for item in (obs if isinstance(obs, list) else (obs,)):
+            if isinstance(item, dict):
+                text = item.get("text", "")
+                if not text:
+                    pairs = _dict_paths(item)
+                elif type(text) is str:  # MCP content block {"type": "text", "text": "<json>"}
+                    pairs = _text_paths(text)
+                else:
+                    pairs = _parsed_paths(text)
+            elif isinstance(item, str):
+                pairs = _text_paths(item) if type(item) is str else _parsed_paths(item)
+            else:
+                continue
+            for path, k in pairs:
+                produced[path] = (idx, k)
         args = step.get("args", {})
         if isinstance(args, dict):
             for k, v in args.items():
@@ -259,10 +251,11 @@ class _Context:
         return self._pred_out
 
 
-def match_path(gv: str, pv: str, ctx: _Context) -> Tuple[bool, str]:
+def match_path(gv: str, pv: str, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
     """File-path arguments match by role: same text, both raw inputs, produced by the same step
     index, produced at an index where both trajectories call the same tool, same basename, or same
-    basename once ``_<6–10 hex>`` hash segments are removed."""
+    basename once ``_<6–10 hex>`` hash segments are removed. ``reasons=False``: the reason is
+    ``""`` where it would have to be formatted (par_acc without a step table needs only ``ok``)."""
     if normalize_string(pv) == normalize_string(gv):
         return True, "same path"
     g_src = ctx.gold_out.get(gv)
@@ -270,26 +263,28 @@ def match_path(gv: str, pv: str, ctx: _Context) -> Tuple[bool, str]:
     if g_src is None and p_src is None:
         return True, "both are raw inputs (no step produced them)"
     if g_src is not None and p_src is not None and g_src[0] == p_src[0]:
-        return True, f"both produced by step {g_src[0]}"
+        return True, f"both produced by step {g_src[0]}" if reasons else ""
     if g_src is not None and p_src is None:
         step = g_src[0]
         if step < len(ctx.pred_flat):
             name = ctx.gold_names[step]
             if name == ctx.pred_names[step]:
-                return True, f"gold path produced by step {step}, where both trajectories call {name}"
+                return True, f"gold path produced by step {step}, where both trajectories call {name}" if reasons else ""
     if p_src is not None and g_src is None:
         step = p_src[0]
         if step < len(ctx.gold_flat):
             name = ctx.pred_names[step]
             if name == ctx.gold_names[step]:
-                return True, f"predicted path produced by step {step}, where both trajectories call {name}"
+                return True, f"predicted path produced by step {step}, where both trajectories call {name}" if reasons else ""
     g_base = posixpath.basename(gv.replace("\\", "/"))
     p_base = posixpath.basename(pv.replace("\\", "/"))
     if g_base and g_base == p_base:
-        return True, f"same file name {g_base}"
+        return True, f"same file name {g_base}" if reasons else ""
     g_canon = _canonical_stem(g_base)
     if g_canon and g_canon == _canonical_stem(p_base):
-        return True, f"same file name without hash suffixes ({g_canon})"
+        return True, f"same file name without hash suffixes ({g_canon})" if reasons else ""
+    if not reasons:
+        return False, ""
     if g_src is not None and p_src is not None:
         why = f"path produced by step {g_src[0]} in gold, by step {p_src[0]} in the prediction"
     elif g_src is not None:
@@ -303,13 +298,27 @@ def is_symbolic_reference(value: Any) -> bool:
     return isinstance(value, str) and bool(_TRAJ_REF.match(value))
 
 
-def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
-    """One gold argument value against the predicted one; returns (ok, reason)."""
-    if is_symbolic_reference(gv):
-        if pv is not None:
-            return True, "symbolic reference: any non-null value matches"
-        return False, "symbolic reference but the prediction is null"
-    if isinstance(gv, (int, float)) and not isinstance(gv, bool):
+def match_value(gv: Any, pv: Any, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
+    """One gold argument value against the predicted one; returns (ok, reason).
+
+    ``reasons=False`` (par_acc without a step table): ``ok`` is the same, and a reason that would
+    have to be formatted (numbers, indices, step numbers) is ``""``: formatting it for every
+    compared argument of a large run costs more than the comparison."""
+    if isinstance(gv, str):
+        if _TRAJ_REF.match(gv):  # is_symbolic_reference
+            if pv is not None:
+                return True, "symbolic reference: any non-null value matches"
+            return False, "symbolic reference but the prediction is null"
+        pv_text = pv if type(pv) is str else str(pv)
+        if is_file_path(gv) or is_file_path(pv_text):
+            return match_path(gv, pv_text, ctx, reasons)
+        if normalize_string(pv) == normalize_string(gv):
+            return True, "same text after normalisation"
+        return False, "text differs after normalisation"
+    # (a str is never a number nor a bool, so testing it first leaves the evaluator's order intact)
+    if isinstance(gv, bool):
+        return (True, "equal") if pv == gv else (False, "differs")
+    if isinstance(gv, (int, float)):
         try:
             p, g = float(pv), float(gv)
         except (TypeError, ValueError, OverflowError):
@@ -318,25 +327,17 @@ def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
             return True, "both NaN"
         tol = ctx.cfg.tau_a + ctx.cfg.tau_r * abs(g)
         if abs(p - g) <= tol:
-            return True, f"number within {tol:g}"
-        return False, f"number off by {abs(p - g):g} (tolerance {tol:g})"
-    if isinstance(gv, str):
-        if is_file_path(gv) or is_file_path(str(pv)):
-            return match_path(gv, str(pv), ctx)
-        if normalize_string(pv) == normalize_string(gv):
-            return True, "same text after normalisation"
-        return False, "text differs after normalisation"
-    if isinstance(gv, bool):
-        return (True, "equal") if pv == gv else (False, "differs")
+            return True, f"number within {tol:g}" if reasons else ""
+        return False, f"number off by {abs(p - g):g} (tolerance {tol:g})" if reasons else ""
     if isinstance(gv, list):
         if not isinstance(pv, list):
             return False, "prediction is not a list"
         if len(pv) != len(gv):
-            return False, f"list lengths differ ({len(pv)} vs {len(gv)})"
+            return False, f"list lengths differ ({len(pv)} vs {len(gv)})" if reasons else ""
         for i, (g_el, p_el) in enumerate(zip(gv, pv)):
-            ok, why = match_value(g_el, p_el, ctx)
+            ok, why = match_value(g_el, p_el, ctx, reasons)
             if not ok:
-                return False, f"item {i}: {why}"
+                return False, f"item {i}: {why}" if reasons else ""
         return True, "all items match" if gv else "both empty lists"
     if isinstance(gv, dict):
         if not isinstance(pv, dict):
@@ -344,9 +345,9 @@ def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
         if set(gv) != set(pv):
             return False, "object keys differ"
         for k in gv:
-            ok, why = match_value(gv[k], pv[k], ctx)
+            ok, why = match_value(gv[k], pv[k], ctx, reasons)
             if not ok:
-                return False, f"key {k}: {why}"
+                return False, f"key {k}: {why}" if reasons else ""
         return True, "all keys match" if gv else "both empty objects"
     if str(pv) == str(gv):
         return True, "equal as text"
@@ -365,14 +366,11 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
     name_ok, score, args: [{name, gold, pred, ok, why}]}``; indices are into the flattened lists
     (raw = position in the original trajectory).
     """
-    gold_steps, pred_steps = _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj))
+    (g_raw, gold_flat, g_names), (p_raw, pred_flat, p_names) = (
+        _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj)))
     table: Optional[List[dict]] = [] if explain else None
-    if not gold_steps:
-        return (1.0 if not pred_steps else 0.0), table
-    gold_flat = [s for _, s, _ in gold_steps]
-    pred_flat = [s for _, s, _ in pred_steps]
-    g_names = [n for _, _, n in gold_steps]
-    p_names = [n for _, _, n in pred_steps]
+    if not gold_flat:
+        return (1.0 if not pred_flat else 0.0), table
     ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
     n_pred = len(pred_flat)
     matched = 0.0
@@ -383,7 +381,7 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
             g_args = {}
         row = None
         if explain:
-            row = {"gold_index": i, "gold_raw_index": gold_steps[i][0], "gold_call": g_name,
+            row = {"gold_index": i, "gold_raw_index": g_raw[i], "gold_call": g_name,
                    "pred_index": None, "pred_raw_index": None, "pred_call": None,
                    "name_ok": False, "score": 0.0, "args": []}
             table.append(row)
@@ -399,7 +397,7 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
             p_args = {}
         name_ok = g_name == p_name
         if row is not None:
-            row.update(pred_index=i, pred_raw_index=pred_steps[i][0], pred_call=p_name, name_ok=name_ok)
+            row.update(pred_index=i, pred_raw_index=p_raw[i], pred_call=p_name, name_ok=name_ok)
         if not name_ok:
             if row is not None:
                 row["args"] = [{"name": k, "gold": v, "pred": p_args.get(k), "ok": False,
@@ -417,7 +415,7 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
                 ok, why, pv = False, "argument missing in the prediction", None
             else:
                 pv = p_args[k]
-                ok, why = match_value(gv, pv, ctx)
+                ok, why = match_value(gv, pv, ctx, explain)
             hits += ok
             if row is not None:
                 row["args"].append({"name": k, "gold": gv, "pred": pv, "ok": ok, "why": why})
@@ -431,7 +429,8 @@ def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
                        explain: bool = False) -> Tuple[Dict[str, float], Optional[List[dict]]]:
     """``({t_any, t_ord, t_em, par_acc, eff}, step table or None)``, unrounded."""
     gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
-    pred_seq, gold_seq = _names(pred_steps), _names(gold_steps)
+    pred_seq = [n for n in pred_steps[2] if n]  # tool_sequence of the flattened steps
+    gold_seq = [n for n in gold_steps[2] if n]
     par_acc, table = parameter_accuracy(pred_traj, gold_traj, cfg, explain, (gold_steps, pred_steps))
     return {
         "t_any": tool_any_order(pred_seq, gold_seq),
@@ -479,21 +478,17 @@ def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
     lacks) or ``"inserted"`` (a predicted step the gold lacks). Indices are into the flattened
     lists; raw indices into the stored trajectories.
     """
-    gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
-    gold_flat = [s for _, s, _ in gold_steps]
-    pred_flat = [s for _, s, _ in pred_steps]
-    g_names = [n for _, _, n in gold_steps]
-    p_names = [n for _, _, n in pred_steps]
+    (g_raw, gold_flat, g_names), (p_raw, pred_flat, p_names) = _steps(gold_traj), _steps(pred_traj)
     ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
     rows: List[dict] = []
 
     def gold_row(i: int) -> dict:
-        return {"kind": "skipped", "gold_index": i, "gold_raw_index": gold_steps[i][0], "gold": gold_flat[i],
+        return {"kind": "skipped", "gold_index": i, "gold_raw_index": g_raw[i], "gold": gold_flat[i],
                 "pred_index": None, "pred_raw_index": None, "pred": None, "call": g_names[i], "args": []}
 
     def pred_row(j: int) -> dict:
         return {"kind": "inserted", "gold_index": None, "gold_raw_index": None, "gold": None, "pred_index": j,
-                "pred_raw_index": pred_steps[j][0], "pred": pred_flat[j], "call": p_names[j], "args": []}
+                "pred_raw_index": p_raw[j], "pred": pred_flat[j], "call": p_names[j], "args": []}
 
     gi = pj = 0
     for i, j in lcs_pairs(g_names, p_names) + [(len(gold_flat), len(pred_flat))]:
@@ -519,8 +514,8 @@ def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
         for k, pv in p_args.items():
             if k not in g_args:
                 args.append({"name": k, "gold": None, "pred": pv, "ok": None, "why": "extra argument (not in gold)"})
-        rows.append({"kind": "match", "gold_index": i, "gold_raw_index": gold_steps[i][0], "gold": gold_flat[i],
-                     "pred_index": j, "pred_raw_index": pred_steps[j][0], "pred": pred_flat[j], "call": g_names[i],
+        rows.append({"kind": "match", "gold_index": i, "gold_raw_index": g_raw[i], "gold": gold_flat[i],
+                     "pred_index": j, "pred_raw_index": p_raw[j], "pred": pred_flat[j], "call": g_names[i],
                      "args": args})
         gi, pj = i + 1, j + 1
     return rows

@@ -85,3 +85,23 @@ def test_evaluate_runs_names_a_missing_folder(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "evaluate_runs", "--run", str(tmp_path / "nope")],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and f"run directory not found: {tmp_path / 'nope'}" in done.stderr
+
+
+# Lists of objects with the same keys in the same order (eval.json's full.<dim>.tasks) take the
+# table path of dumps_indented (at least 8 rows; values scalars or flat objects, empty ones too).
+_flat = st.dictionaries(_keys, _scalars, max_size=3)
+_rows = st.lists(st.text(max_size=5) | st.integers(-3, 3), min_size=1, max_size=5, unique=True).flatmap(
+    lambda keys: st.lists(st.fixed_dictionaries({k: _flat if i % 2 else _scalars for i, k in enumerate(keys)}),
+                          min_size=8, max_size=12))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_rows, st.integers(0, 3))
+def test_dumps_indented_tables_are_json_dumps_character_for_character(rows, depth):
+    value = rows
+    for _ in range(depth):  # the table nested at some depth, as in {"full": {"t1": {"tasks": [...]}}}
+        value = {"x": value, "y": [1, {"z": None}]}
+    assert dumps_indented(value) == json.dumps(value, ensure_ascii=False, indent=2)
+    # a row that breaks the table (other keys, a nested list) falls back to the general writer
+    odd = rows + [{"other": [1, [2]]}]
+    assert dumps_indented(odd) == json.dumps(odd, ensure_ascii=False, indent=2)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from evaluation.scoring.runtime import dumps_indented, paused_gc
+from evaluation.scoring.runtime import dumps_indented, leave_to_exit, paused_gc
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO.parent / "shared" / "scoring-examples"
@@ -58,6 +58,25 @@ def test_paused_gc_restores_the_collector_and_nests():
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+def test_leave_to_exit_keeps_objects_until_a_collection():
+    # What the command line relies on: the objects stay alive after the last name for them goes
+    # (no freeing one by one); inside paused_gc(freeze=True) the frozen cycle is never collected;
+    # outside it, the next full collection frees them like any garbage.
+    import weakref
+
+    class Box:
+        pass
+
+    box = Box()
+    ref = weakref.ref(box)
+    with paused_gc():
+        leave_to_exit(box, [1, 2])
+        del box
+        assert ref() is not None
+    gc.collect()
+    assert ref() is None
 
 
 @pytest.mark.parametrize("agent", ["agent_a", "agent_b"])

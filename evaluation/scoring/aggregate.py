@@ -52,12 +52,12 @@ def task_entry(sample_id: Any, task_idx: int, task_score: float, field_scores: D
     entry = {
         "sample_id": sample_id,
         "task_idx": task_idx,
-        "task_score": None if math.isnan(task_score) else round6(task_score),
-        "field_scores": {k: round6(v) for k, v in field_scores.items()},
+        "task_score": None if math.isnan(task_score) else round(task_score, 6),
+        "field_scores": {k: round(v, 6) for k, v in field_scores.items()},
         "n_scored_fields": len(field_scores),
     }
-    for m in METRICS:
-        entry[m] = round6(metrics[m])
+    for m in METRICS:  # round6, written out: this runs once per task
+        entry[m] = round(metrics[m], 6)
     return entry
 
 

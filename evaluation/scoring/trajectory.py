@@ -251,40 +251,65 @@ class _Context:
         return self._pred_out
 
 
-def match_path(gv: str, pv: str, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
-    """File-path arguments match by role: same text, both raw inputs, produced by the same step
-    index, produced at an index where both trajectories call the same tool, same basename, or same
-    basename once ``_<6–10 hex>`` hash segments are removed. ``reasons=False``: the reason is
-    ``""`` where it would have to be formatted (par_acc without a step table needs only ``ok``)."""
-    if normalize_string(pv) == normalize_string(gv):
-        return True, "same path"
+@lru_cache(maxsize=1 << 16)
+def _file_names(path: str) -> Tuple[str, str]:
+    """(basename, basename without ``_<6–10 hex>`` hash segments) of a path text, ``\\`` read as
+    ``/``; cached per text (the same paths come back in many steps), as it depends on it alone."""
+    base = posixpath.basename(path.replace("\\", "/"))
+    return base, _canonical_stem(base)
+
+
+def _same_source(gv: str, pv: str, ctx: _Context, reasons: bool) -> Optional[str]:
+    """The reason two path texts match by where they come from (both raw inputs, the same
+    producing step, or producing steps at one index that call the same tool), else None."""
     g_src = ctx.gold_out.get(gv)
     p_src = ctx.pred_out.get(pv)
     if g_src is None and p_src is None:
-        return True, "both are raw inputs (no step produced them)"
+        return "both are raw inputs (no step produced them)"
     if g_src is not None and p_src is not None and g_src[0] == p_src[0]:
-        return True, f"both produced by step {g_src[0]}" if reasons else ""
+        return f"both produced by step {g_src[0]}" if reasons else ""
     if g_src is not None and p_src is None:
         step = g_src[0]
         if step < len(ctx.pred_flat):
             name = ctx.gold_names[step]
             if name == ctx.pred_names[step]:
-                return True, f"gold path produced by step {step}, where both trajectories call {name}" if reasons else ""
+                return f"gold path produced by step {step}, where both trajectories call {name}" if reasons else ""
     if p_src is not None and g_src is None:
         step = p_src[0]
         if step < len(ctx.gold_flat):
             name = ctx.pred_names[step]
             if name == ctx.gold_names[step]:
-                return True, f"predicted path produced by step {step}, where both trajectories call {name}" if reasons else ""
-    g_base = posixpath.basename(gv.replace("\\", "/"))
-    p_base = posixpath.basename(pv.replace("\\", "/"))
-    if g_base and g_base == p_base:
-        return True, f"same file name {g_base}" if reasons else ""
-    g_canon = _canonical_stem(g_base)
-    if g_canon and g_canon == _canonical_stem(p_base):
-        return True, f"same file name without hash suffixes ({g_canon})" if reasons else ""
+                return f"predicted path produced by step {step}, where both trajectories call {name}" if reasons else ""
+    return None
+
+
+def match_path(gv: str, pv: str, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
+    """File-path arguments match by role: same text, both raw inputs, produced by the same step
+    index, produced at an index where both trajectories call the same tool, same basename, or same
+    basename once ``_<6–10 hex>`` hash segments are removed; the reason names the first of these
+    that holds.
+
+    ``reasons=False`` (par_acc without a step table): the same ``ok`` with the reason ``""``. As
+    every test that holds means a match, the file-name tests, which need no output map, are made
+    before the tests of where the paths come from, whose output maps are then built only when
+    the names differ."""
+    if normalize_string(pv) == normalize_string(gv):
+        return True, "same path"
+    g_base, g_canon = _file_names(gv)
+    p_base, p_canon = _file_names(pv)
     if not reasons:
-        return False, ""
+        if (g_base and g_base == p_base) or (g_canon and g_canon == p_canon):
+            return True, ""
+        return _same_source(gv, pv, ctx, False) is not None, ""
+    why = _same_source(gv, pv, ctx, True)
+    if why is not None:
+        return True, why
+    if g_base and g_base == p_base:
+        return True, f"same file name {g_base}"
+    if g_canon and g_canon == p_canon:
+        return True, f"same file name without hash suffixes ({g_canon})"
+    g_src = ctx.gold_out.get(gv)
+    p_src = ctx.pred_out.get(pv)
     if g_src is not None and p_src is not None:
         why = f"path produced by step {g_src[0]} in gold, by step {p_src[0]} in the prediction"
     elif g_src is not None:

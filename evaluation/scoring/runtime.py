@@ -9,7 +9,8 @@ loading the files took about 4× longer with it on (measured on this machine kin
 of one evaluation and runs one collection at its end.
 
 ``dumps_indented(obj)`` writes JSON exactly as ``json.dumps(obj, ensure_ascii=False, indent=2)``
-does (the official evaluator's eval.json), about five times faster: the standard library's
+does (the official evaluator's eval.json), in about 40 % of its CPU time (0.45 s against 1.13 s
+for the eval.json of 100,000 SYNTHETIC records, measured 2026-12-01): the standard library's
 indented encoder is its pure-Python generator chain. Flat objects (all values scalars) and tables
 (lists of objects with the same keys, like ``full.<dim>.tasks``) are handed to the standard
 library's C encoder, which has no indentation but writes every scalar the same way; the line

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from evaluation.scoring.runtime import dumps_indented, paused_gc
+from evaluation.scoring.runtime import dumps_indented, leave_to_exit, paused_gc
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO.parent / "shared" / "scoring-examples"
@@ -60,6 +60,25 @@ def test_paused_gc_restores_the_collector_and_nests():
         gc.enable()
 
 
+def test_leave_to_exit_keeps_objects_until_a_collection():
+    # What the command line relies on: the objects stay alive after the last name for them goes
+    # (no freeing one by one); inside paused_gc(freeze=True) the frozen cycle is never collected;
+    # outside it, the next full collection frees them like any garbage.
+    import weakref
+
+    class Box:
+        pass
+
+    box = Box()
+    ref = weakref.ref(box)
+    with paused_gc():
+        leave_to_exit(box, [1, 2])
+        del box
+        assert ref() is not None
+    gc.collect()
+    assert ref() is None
+
+
 @pytest.mark.parametrize("agent", ["agent_a", "agent_b"])
 def test_manage_py_evaluate_runs_runs_without_django_and_writes_the_official_bytes(agent, tmp_path):
     # From a shell, manage.py hands evaluate_runs to evaluation.scoring.cli before Django starts; the
@@ -85,3 +104,23 @@ def test_evaluate_runs_names_a_missing_folder(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "evaluate_runs", "--run", str(tmp_path / "nope")],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and f"run directory not found: {tmp_path / 'nope'}" in done.stderr
+
+
+# Lists of objects with the same keys in the same order (eval.json's full.<dim>.tasks) take the
+# table path of dumps_indented (at least 8 rows; values scalars or flat objects, empty ones too).
+_flat = st.dictionaries(_keys, _scalars, max_size=3)
+_rows = st.lists(st.text(max_size=5) | st.integers(-3, 3), min_size=1, max_size=5, unique=True).flatmap(
+    lambda keys: st.lists(st.fixed_dictionaries({k: _flat if i % 2 else _scalars for i, k in enumerate(keys)}),
+                          min_size=8, max_size=12))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_rows, st.integers(0, 3))
+def test_dumps_indented_tables_are_json_dumps_character_for_character(rows, depth):
+    value = rows
+    for _ in range(depth):  # the table nested at some depth, as in {"full": {"t1": {"tasks": [...]}}}
+        value = {"x": value, "y": [1, {"z": None}]}
+    assert dumps_indented(value) == json.dumps(value, ensure_ascii=False, indent=2)
+    # a row that breaks the table (other keys, a nested list) falls back to the general writer
+    odd = rows + [{"other": [1, [2]]}]
+    assert dumps_indented(odd) == json.dumps(odd, ensure_ascii=False, indent=2)

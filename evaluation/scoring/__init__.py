@@ -41,7 +41,11 @@ Public API
 Command line: ``python -m evaluation.scoring`` (``cli``; ``manage.py evaluate_runs`` runs it before
 Django starts). Speed: every evaluation runs with the cyclic garbage collector paused and eval.json
 is written by ``runtime.dumps_indented`` (the same text as ``json.dumps(indent=2)``); see
-``runtime`` and ``bench/scoring.py``.
+``runtime`` and ``bench/scoring.py``. Work that depends on a text alone is cached per text
+(``normalize``: strings, tool names, exact-match forms; ``trajectory``: file-path tests, file
+names, the paths of an observation text), each step's tool name is normalised once, and par_acc
+without a step table formats no reasons; ``tests/test_scoring_fast_paths.py`` checks these
+against the plain rules.
 """
 from __future__ import annotations
 

@@ -52,12 +52,12 @@ def task_entry(sample_id: Any, task_idx: int, task_score: float, field_scores: D
     entry = {
         "sample_id": sample_id,
         "task_idx": task_idx,
-        "task_score": None if math.isnan(task_score) else round6(task_score),
-        "field_scores": {k: round6(v) for k, v in field_scores.items()},
+        "task_score": None if math.isnan(task_score) else round(task_score, 6),
+        "field_scores": {k: round(v, 6) for k, v in field_scores.items()},
         "n_scored_fields": len(field_scores),
     }
-    for m in METRICS:
-        entry[m] = round6(metrics[m])
+    for m in METRICS:  # round6, written out: this runs once per task
+        entry[m] = round(metrics[m], 6)
     return entry
 
 
@@ -112,7 +112,7 @@ def evaluate_dimension(gold_samples: List[dict], pred_samples: Optional[List[dic
     dim_score = sum(scored) / len(scored) if scored else 0.0
     out = {"dim_score": round6(dim_score), "n_tasks": n, "n_scored_tasks": len(scored)}
     for m in METRICS:
-        out[m] = round6(sum(r[m] for r in results) / n)
+        out[m] = round6(sum([r[m] for r in results]) / n)  # the same additions, in the same order
     out["tasks"] = results
     return out
 
@@ -185,7 +185,9 @@ def official_document(results: dict, mode: str = "dora", keep_step_matches: bool
         full = {}
         for dim, block in results["full"].items():
             block = dict(block)
-            block["tasks"] = [{k: v for k, v in t.items() if k != "step_matches"} for t in block.get("tasks", [])]
+            # an entry without step_matches is taken as it is (a copy would be equal)
+            block["tasks"] = [{k: v for k, v in t.items() if k != "step_matches"} if "step_matches" in t else t
+                              for t in block.get("tasks", [])]
             full[dim] = block
     return {
         "summary_table": format_results_table(results, mode),

@@ -25,7 +25,7 @@ from typing import Optional, Sequence, TextIO
 from .aggregate import official_document, run_evaluation
 from .config import MODES, ScoringConfig
 from .loaders import TASKS, load_run_records, load_task_files, merge_predictions
-from .runtime import dumps_indented, paused_gc
+from .runtime import dumps_indented, leave_to_exit, paused_gc
 
 __all__ = ["add_arguments", "build_parser", "run", "main", "CommandLineError"]
 
@@ -67,7 +67,8 @@ def run(run_dir: Optional[Path], sanity: bool, tasks_dir: Optional[Path], output
     """Score, write eval.json and its .txt table, print the log, warnings and table; return the JSON path.
 
     ``exiting``: the process ends after this call (``main``): the objects left are frozen for the
-    garbage collector instead of collected (``paused_gc(freeze=True)``).
+    garbage collector instead of collected (``paused_gc(freeze=True)``), and the scored data is
+    not freed at all (``leave_to_exit``).
 
     Raises ``CommandLineError`` for a missing run or tasks folder and for a task file the scorer
     cannot read (``ValueError`` of the loaders, which names the file).
@@ -92,6 +93,8 @@ def run(run_dir: Optional[Path], sanity: bool, tasks_dir: Optional[Path], output
             raise CommandLineError(str(exc)) from exc
         document = official_document(results, cfg.mode)
         text = dumps_indented(document)
+        if exiting:  # the process ends after this call: its data is left to the operating system
+            leave_to_exit(gold, None if sanity else preds, results, document, text)
     for line in log:
         print(line, file=stdout)
     for w in caught:

@@ -50,6 +50,22 @@ def load_task_files(tasks_dir: Path) -> Dict[str, List[dict]]:
     return out
 
 
+_scan_once = json.JSONDecoder().scan_once  # json.loads' own decoder settings
+
+
+def _loads_line(line: str) -> Any:
+    """``json.loads(line)``, with the decoder's scanner called directly when the line is one JSON
+    value from its first character to its last (a run's lines are): the same object, without
+    ``json.loads``' Python-level wrapping per line. Anything else (leading or trailing blanks,
+    extra text, invalid JSON) goes to ``json.loads`` itself, so its result and its error message
+    are the standard library's."""
+    try:
+        value, end = _scan_once(line, 0)
+    except (StopIteration, ValueError):
+        return json.loads(line)
+    return value if end == len(line) else json.loads(line)
+
+
 def read_jsonl(path: Path) -> List[dict]:
     """Records of a ``benchmark.jsonl``; blank lines skipped. A line that is not a JSON object is
     skipped with a warning (the official evaluator would stop with an exception)."""
@@ -58,7 +74,7 @@ def read_jsonl(path: Path) -> List[dict]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = _loads_line(line)
         except ValueError as exc:
             warnings.warn(f"{path}:{n}: not JSON ({exc}); line skipped")
             continue

@@ -60,7 +60,14 @@ def canonical_exact(value: Any) -> str:
         return str(int(value))
     if isinstance(value, int):
         return str(value)
-    text = normalize_string(value)
+    return _canonical_text(value if isinstance(value, str) else str(value))
+
+
+@lru_cache(maxsize=1 << 16)
+def _canonical_text(raw: str) -> str:
+    # canonical_exact of a text (a non-string goes through str() first, as normalize_string does);
+    # cached per text like _normalize_text: the answer depends on the text alone.
+    text = _normalize_text(raw)
     if not text:
         return text
     if text in ("true", "yes"):

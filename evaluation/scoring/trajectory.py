@@ -11,10 +11,11 @@ import json
 import math
 import posixpath
 import re
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
 from .config import ScoringConfig
-from .normalize import normalize_string, normalize_tool_name
+from .normalize import _tool_name, normalize_string, normalize_tool_name
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 LOOP_WRAPPERS = ("tool.loop", "tool.reduce")
@@ -28,20 +29,29 @@ _HASH_SEGMENT = re.compile(r"_[0-9a-f]{6,10}(?=_|$)")
 _PATH_PREFIXES = ("/", "D:", "C:", "./", "../", "~")
 
 
-def _steps(traj: Any) -> List[Tuple[int, dict]]:
-    """(raw index, step) of the steps kept by flattening."""
+def _steps(traj: Any) -> Tuple[List[int], List[dict], List[str]]:
+    """The steps kept by flattening as three parallel lists: raw indices (positions in ``traj``),
+    the steps, and their normalised tool names (:func:`normalize_tool_name` of ``call``; empty
+    names kept). The names are worked out here once per step so that the tool sequences, par_acc
+    and path matching do not normalise them again."""
+    raw: List[int] = []
+    kept: List[dict] = []
+    names: List[str] = []
     if not isinstance(traj, list):
-        return []  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
-    kept = []
+        return raw, kept, names  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
     for raw_index, step in enumerate(traj):
         if not isinstance(step, dict):
             continue
         call = step.get("call", "")
-        if normalize_tool_name(call) in LOOP_WRAPPERS:
+        if not call:  # a falsy call is dropped (its name, "", is no loop wrapper either)
             continue
-        if call:
-            kept.append((raw_index, step))
-    return kept
+        name = _tool_name(call if type(call) is str else str(call))
+        if name in LOOP_WRAPPERS:
+            continue
+        raw.append(raw_index)
+        kept.append(step)
+        names.append(name)
+    return raw, kept, names
 
 
 def flatten_trajectory(traj: Any) -> List[dict]:
@@ -50,7 +60,7 @@ def flatten_trajectory(traj: Any) -> List[dict]:
     A step whose call normalises to an empty name (e.g. ``"(x)"``) is kept here, so it counts in
     par_acc's denominator, but it is absent from the tool-name sequence: an evaluator quirk.
     """
-    return [step for _, step in _steps(traj)]
+    return _steps(traj)[1]
 
 
 def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
@@ -68,15 +78,33 @@ def tool_any_order(pred: List[str], gold: List[str]) -> float:
 
 
 def lcs_length(a: List[str], b: List[str]) -> int:
+    """Length of a longest common subsequence of two name lists.
+
+    A common prefix and a common suffix belong to some longest common subsequence (if
+    ``a[0] == b[0]``, LCS(a, b) = 1 + LCS(a[1:], b[1:])), so they are counted directly and the
+    quadratic table is filled only for the differing middle parts: the same length, and usually
+    no table at all (a prediction that follows the gold trajectory)."""
     if not a or not b:
         return 0
+    if a == b:
+        return len(a)
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    a, b = a[head:len(a) - tail], b[head:len(b) - tail]
+    if not a or not b:
+        return head + tail
     prev = [0] * (len(b) + 1)
     for x in a:
         cur = [0]
         for j, y in enumerate(b, 1):
             cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
         prev = cur
-    return prev[-1]
+    return head + tail + prev[-1]
 
 
 def tool_in_order(pred: List[str], gold: List[str]) -> float:
@@ -109,30 +137,53 @@ def is_file_path(value: Any) -> bool:
     start (``/``, ``D:``, ``C:``, ``./``, ``../``, ``~``)."""
     if not isinstance(value, str) or len(value) < 4:
         return False
+    if type(value) is str:
+        return _is_path_text(value)
+    return _path_like(value)
+
+
+def _path_like(value: str) -> bool:
     has_sep = "/" in value or "\\" in value
     return (has_sep and bool(_EXT.search(value))) or value.startswith(_PATH_PREFIXES)
 
 
-def _obs_dicts(obs: Any):
-    items = obs if isinstance(obs, list) else [obs]
-    for item in items:
-        parsed = None
-        if isinstance(item, dict):
-            text = item.get("text", "")
-            if text:  # MCP content block {"type": "text", "text": "<json>"}
-                try:
-                    parsed = json.loads(text)
-                except (ValueError, TypeError):
-                    parsed = None
-            else:
-                parsed = item
-        elif isinstance(item, str):
-            try:
-                parsed = json.loads(item)
-            except (ValueError, TypeError):
-                parsed = None
-        if isinstance(parsed, dict):
-            yield parsed
+#: :func:`is_file_path` of a text, cached per text: a run repeats the same paths and argument
+#: texts in thousands of steps. The answer depends on the text alone, so caching is safe.
+_is_path_text = lru_cache(maxsize=1 << 16)(_path_like)
+
+
+def _loads_or_none(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return None
+
+
+def _dict_paths(d: dict) -> Tuple[Tuple[str, Any], ...]:
+    """``(str(value), key)`` of an obs dict's top-level values that are file paths, in order."""
+    out = []
+    for k, v in d.items():
+        text = v if type(v) is str else str(v)
+        if is_file_path(text):
+            out.append((text, k))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def _text_paths(text: str) -> Tuple[Tuple[str, Any], ...]:
+    """:func:`_dict_paths` of a JSON observation text (``()`` when it is not a JSON object).
+
+    Cached per text: the same tool output (``{"mask_path": "..."}``) comes back in many records,
+    and decoding it is most of the cost of an output map. The result depends on the text alone
+    and is an immutable tuple, so sharing it between records is safe."""
+    parsed = _loads_or_none(text)
+    return _dict_paths(parsed) if isinstance(parsed, dict) else ()
+
+
+def _parsed_paths(text: Any) -> Tuple[Tuple[str, Any], ...]:
+    """:func:`_text_paths` without the cache (a ``str`` subclass, or a value ``json.loads`` refuses)."""
+    parsed = _loads_or_none(text)
+    return _dict_paths(parsed) if isinstance(parsed, dict) else ()
 
 
 def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
@@ -140,11 +191,22 @@ def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
     whose name starts with ``output``. A later step producing the same path wins."""
     produced: Dict[str, Tuple[int, str]] = {}
     for idx, step in enumerate(flat):
-        for d in _obs_dicts(step.get("obs", [])):
-            for k, v in d.items():
-                text = str(v)
-                if is_file_path(text):
-                    produced[text] = (idx, k)
+        obs = step.get("obs", [])
+        for item in (obs if isinstance(obs, list) else (obs,)):
+            if isinstance(item, dict):
+                text = item.get("text", "")
+                if not text:
+                    pairs = _dict_paths(item)
+                elif type(text) is str:  # MCP content block {"type": "text", "text": "<json>"}
+                    pairs = _text_paths(text)
+                else:
+                    pairs = _parsed_paths(text)
+            elif isinstance(item, str):
+                pairs = _text_paths(item) if type(item) is str else _parsed_paths(item)
+            else:
+                continue
+            for path, k in pairs:
+                produced[path] = (idx, k)
         args = step.get("args", {})
         if isinstance(args, dict):
             for k, v in args.items():
@@ -163,12 +225,17 @@ def _canonical_stem(basename: str) -> str:
 
 
 class _Context:
-    """Both flattened trajectories; their output maps are built on first use."""
+    """Both flattened trajectories and their tool names (normalised, one per step, empty names
+    kept; worked out from the steps when not given); their output maps are built on first use."""
 
-    __slots__ = ("gold_flat", "pred_flat", "cfg", "_gold_out", "_pred_out")
+    __slots__ = ("gold_flat", "pred_flat", "cfg", "gold_names", "pred_names", "_gold_out", "_pred_out")
 
-    def __init__(self, gold_flat, pred_flat, cfg):
+    def __init__(self, gold_flat, pred_flat, cfg, gold_names=None, pred_names=None):
         self.gold_flat, self.pred_flat, self.cfg = gold_flat, pred_flat, cfg
+        self.gold_names = gold_names if gold_names is not None else [
+            normalize_tool_name(s.get("call", "")) for s in gold_flat]
+        self.pred_names = pred_names if pred_names is not None else [
+            normalize_tool_name(s.get("call", "")) for s in pred_flat]
         self._gold_out = self._pred_out = None
 
     @property
@@ -184,37 +251,65 @@ class _Context:
         return self._pred_out
 
 
-def match_path(gv: str, pv: str, ctx: _Context) -> Tuple[bool, str]:
-    """File-path arguments match by role: same text, both raw inputs, produced by the same step
-    index, produced at an index where both trajectories call the same tool, same basename, or same
-    basename once ``_<6–10 hex>`` hash segments are removed."""
-    if normalize_string(pv) == normalize_string(gv):
-        return True, "same path"
+@lru_cache(maxsize=1 << 16)
+def _file_names(path: str) -> Tuple[str, str]:
+    """(basename, basename without ``_<6–10 hex>`` hash segments) of a path text, ``\\`` read as
+    ``/``; cached per text (the same paths come back in many steps), as it depends on it alone."""
+    base = posixpath.basename(path.replace("\\", "/"))
+    return base, _canonical_stem(base)
+
+
+def _same_source(gv: str, pv: str, ctx: _Context, reasons: bool) -> Optional[str]:
+    """The reason two path texts match by where they come from (both raw inputs, the same
+    producing step, or producing steps at one index that call the same tool), else None."""
     g_src = ctx.gold_out.get(gv)
     p_src = ctx.pred_out.get(pv)
     if g_src is None and p_src is None:
-        return True, "both are raw inputs (no step produced them)"
+        return "both are raw inputs (no step produced them)"
     if g_src is not None and p_src is not None and g_src[0] == p_src[0]:
-        return True, f"both produced by step {g_src[0]}"
+        return f"both produced by step {g_src[0]}" if reasons else ""
     if g_src is not None and p_src is None:
         step = g_src[0]
         if step < len(ctx.pred_flat):
-            name = normalize_tool_name(ctx.gold_flat[step].get("call", ""))
-            if name == normalize_tool_name(ctx.pred_flat[step].get("call", "")):
-                return True, f"gold path produced by step {step}, where both trajectories call {name}"
+            name = ctx.gold_names[step]
+            if name == ctx.pred_names[step]:
+                return f"gold path produced by step {step}, where both trajectories call {name}" if reasons else ""
     if p_src is not None and g_src is None:
         step = p_src[0]
         if step < len(ctx.gold_flat):
-            name = normalize_tool_name(ctx.pred_flat[step].get("call", ""))
-            if name == normalize_tool_name(ctx.gold_flat[step].get("call", "")):
-                return True, f"predicted path produced by step {step}, where both trajectories call {name}"
-    g_base = posixpath.basename(gv.replace("\\", "/"))
-    p_base = posixpath.basename(pv.replace("\\", "/"))
+            name = ctx.pred_names[step]
+            if name == ctx.gold_names[step]:
+                return f"predicted path produced by step {step}, where both trajectories call {name}" if reasons else ""
+    return None
+
+
+def match_path(gv: str, pv: str, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
+    """File-path arguments match by role: same text, both raw inputs, produced by the same step
+    index, produced at an index where both trajectories call the same tool, same basename, or same
+    basename once ``_<6–10 hex>`` hash segments are removed; the reason names the first of these
+    that holds.
+
+    ``reasons=False`` (par_acc without a step table): the same ``ok`` with the reason ``""``. As
+    every test that holds means a match, the file-name tests, which need no output map, are made
+    before the tests of where the paths come from, whose output maps are then built only when
+    the names differ."""
+    if normalize_string(pv) == normalize_string(gv):
+        return True, "same path"
+    g_base, g_canon = _file_names(gv)
+    p_base, p_canon = _file_names(pv)
+    if not reasons:
+        if (g_base and g_base == p_base) or (g_canon and g_canon == p_canon):
+            return True, ""
+        return _same_source(gv, pv, ctx, False) is not None, ""
+    why = _same_source(gv, pv, ctx, True)
+    if why is not None:
+        return True, why
     if g_base and g_base == p_base:
         return True, f"same file name {g_base}"
-    g_canon = _canonical_stem(g_base)
-    if g_canon and g_canon == _canonical_stem(p_base):
+    if g_canon and g_canon == p_canon:
         return True, f"same file name without hash suffixes ({g_canon})"
+    g_src = ctx.gold_out.get(gv)
+    p_src = ctx.pred_out.get(pv)
     if g_src is not None and p_src is not None:
         why = f"path produced by step {g_src[0]} in gold, by step {p_src[0]} in the prediction"
     elif g_src is not None:
@@ -228,13 +323,27 @@ def is_symbolic_reference(value: Any) -> bool:
     return isinstance(value, str) and bool(_TRAJ_REF.match(value))
 
 
-def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
-    """One gold argument value against the predicted one; returns (ok, reason)."""
-    if is_symbolic_reference(gv):
-        if pv is not None:
-            return True, "symbolic reference: any non-null value matches"
-        return False, "symbolic reference but the prediction is null"
-    if isinstance(gv, (int, float)) and not isinstance(gv, bool):
+def match_value(gv: Any, pv: Any, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
+    """One gold argument value against the predicted one; returns (ok, reason).
+
+    ``reasons=False`` (par_acc without a step table): ``ok`` is the same, and a reason that would
+    have to be formatted (numbers, indices, step numbers) is ``""``: formatting it for every
+    compared argument of a large run costs more than the comparison."""
+    if isinstance(gv, str):
+        if _TRAJ_REF.match(gv):  # is_symbolic_reference
+            if pv is not None:
+                return True, "symbolic reference: any non-null value matches"
+            return False, "symbolic reference but the prediction is null"
+        pv_text = pv if type(pv) is str else str(pv)
+        if is_file_path(gv) or is_file_path(pv_text):
+            return match_path(gv, pv_text, ctx, reasons)
+        if normalize_string(pv) == normalize_string(gv):
+            return True, "same text after normalisation"
+        return False, "text differs after normalisation"
+    # (a str is never a number nor a bool, so testing it first leaves the evaluator's order intact)
+    if isinstance(gv, bool):
+        return (True, "equal") if pv == gv else (False, "differs")
+    if isinstance(gv, (int, float)):
         try:
             p, g = float(pv), float(gv)
         except (TypeError, ValueError, OverflowError):
@@ -243,25 +352,17 @@ def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
             return True, "both NaN"
         tol = ctx.cfg.tau_a + ctx.cfg.tau_r * abs(g)
         if abs(p - g) <= tol:
-            return True, f"number within {tol:g}"
-        return False, f"number off by {abs(p - g):g} (tolerance {tol:g})"
-    if isinstance(gv, str):
-        if is_file_path(gv) or is_file_path(str(pv)):
-            return match_path(gv, str(pv), ctx)
-        if normalize_string(pv) == normalize_string(gv):
-            return True, "same text after normalisation"
-        return False, "text differs after normalisation"
-    if isinstance(gv, bool):
-        return (True, "equal") if pv == gv else (False, "differs")
+            return True, f"number within {tol:g}" if reasons else ""
+        return False, f"number off by {abs(p - g):g} (tolerance {tol:g})" if reasons else ""
     if isinstance(gv, list):
         if not isinstance(pv, list):
             return False, "prediction is not a list"
         if len(pv) != len(gv):
-            return False, f"list lengths differ ({len(pv)} vs {len(gv)})"
+            return False, f"list lengths differ ({len(pv)} vs {len(gv)})" if reasons else ""
         for i, (g_el, p_el) in enumerate(zip(gv, pv)):
-            ok, why = match_value(g_el, p_el, ctx)
+            ok, why = match_value(g_el, p_el, ctx, reasons)
             if not ok:
-                return False, f"item {i}: {why}"
+                return False, f"item {i}: {why}" if reasons else ""
         return True, "all items match" if gv else "both empty lists"
     if isinstance(gv, dict):
         if not isinstance(pv, dict):
@@ -269,9 +370,9 @@ def match_value(gv: Any, pv: Any, ctx: _Context) -> Tuple[bool, str]:
         if set(gv) != set(pv):
             return False, "object keys differ"
         for k in gv:
-            ok, why = match_value(gv[k], pv[k], ctx)
+            ok, why = match_value(gv[k], pv[k], ctx, reasons)
             if not ok:
-                return False, f"key {k}: {why}"
+                return False, f"key {k}: {why}" if reasons else ""
         return True, "all keys match" if gv else "both empty objects"
     if str(pv) == str(gv):
         return True, "equal as text"
@@ -290,38 +391,38 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
     name_ok, score, args: [{name, gold, pred, ok, why}]}``; indices are into the flattened lists
     (raw = position in the original trajectory).
     """
-    gold_steps, pred_steps = _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj))
-    gold_flat = [s for _, s in gold_steps]
-    pred_flat = [s for _, s in pred_steps]
+    (g_raw, gold_flat, g_names), (p_raw, pred_flat, p_names) = (
+        _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj)))
     table: Optional[List[dict]] = [] if explain else None
     if not gold_flat:
         return (1.0 if not pred_flat else 0.0), table
-    ctx = _Context(gold_flat, pred_flat, cfg)
+    ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
+    n_pred = len(pred_flat)
     matched = 0.0
     for i, g_step in enumerate(gold_flat):
-        g_name = normalize_tool_name(g_step.get("call", ""))
+        g_name = g_names[i]
         g_args = g_step.get("args", {})
         if not isinstance(g_args, dict):
             g_args = {}
         row = None
         if explain:
-            row = {"gold_index": i, "gold_raw_index": gold_steps[i][0], "gold_call": g_name,
+            row = {"gold_index": i, "gold_raw_index": g_raw[i], "gold_call": g_name,
                    "pred_index": None, "pred_raw_index": None, "pred_call": None,
                    "name_ok": False, "score": 0.0, "args": []}
             table.append(row)
-        if i >= len(pred_flat):
+        if i >= n_pred:
             if row is not None:
                 row["args"] = [{"name": k, "gold": v, "pred": None, "ok": False,
                                 "why": "no predicted step at this position"} for k, v in g_args.items()]
             continue
         p_step = pred_flat[i]
-        p_name = normalize_tool_name(p_step.get("call", ""))
+        p_name = p_names[i]
         p_args = p_step.get("args", {})
         if not isinstance(p_args, dict):
             p_args = {}
         name_ok = g_name == p_name
         if row is not None:
-            row.update(pred_index=i, pred_raw_index=pred_steps[i][0], pred_call=p_name, name_ok=name_ok)
+            row.update(pred_index=i, pred_raw_index=p_raw[i], pred_call=p_name, name_ok=name_ok)
         if not name_ok:
             if row is not None:
                 row["args"] = [{"name": k, "gold": v, "pred": p_args.get(k), "ok": False,
@@ -339,7 +440,7 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
                 ok, why, pv = False, "argument missing in the prediction", None
             else:
                 pv = p_args[k]
-                ok, why = match_value(gv, pv, ctx)
+                ok, why = match_value(gv, pv, ctx, explain)
             hits += ok
             if row is not None:
                 row["args"].append({"name": k, "gold": gv, "pred": pv, "ok": ok, "why": why})
@@ -353,8 +454,8 @@ def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
                        explain: bool = False) -> Tuple[Dict[str, float], Optional[List[dict]]]:
     """``({t_any, t_ord, t_em, par_acc, eff}, step table or None)``, unrounded."""
     gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
-    pred_seq = tool_sequence([s for _, s in pred_steps], flat=True)
-    gold_seq = tool_sequence([s for _, s in gold_steps], flat=True)
+    pred_seq = [n for n in pred_steps[2] if n]  # tool_sequence of the flattened steps
+    gold_seq = [n for n in gold_steps[2] if n]
     par_acc, table = parameter_accuracy(pred_traj, gold_traj, cfg, explain, (gold_steps, pred_steps))
     return {
         "t_any": tool_any_order(pred_seq, gold_seq),
@@ -402,21 +503,17 @@ def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
     lacks) or ``"inserted"`` (a predicted step the gold lacks). Indices are into the flattened
     lists; raw indices into the stored trajectories.
     """
-    gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
-    gold_flat = [s for _, s in gold_steps]
-    pred_flat = [s for _, s in pred_steps]
-    g_names = [normalize_tool_name(s.get("call", "")) for s in gold_flat]
-    p_names = [normalize_tool_name(s.get("call", "")) for s in pred_flat]
-    ctx = _Context(gold_flat, pred_flat, cfg)
+    (g_raw, gold_flat, g_names), (p_raw, pred_flat, p_names) = _steps(gold_traj), _steps(pred_traj)
+    ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
     rows: List[dict] = []
 
     def gold_row(i: int) -> dict:
-        return {"kind": "skipped", "gold_index": i, "gold_raw_index": gold_steps[i][0], "gold": gold_flat[i],
+        return {"kind": "skipped", "gold_index": i, "gold_raw_index": g_raw[i], "gold": gold_flat[i],
                 "pred_index": None, "pred_raw_index": None, "pred": None, "call": g_names[i], "args": []}
 
     def pred_row(j: int) -> dict:
         return {"kind": "inserted", "gold_index": None, "gold_raw_index": None, "gold": None, "pred_index": j,
-                "pred_raw_index": pred_steps[j][0], "pred": pred_flat[j], "call": p_names[j], "args": []}
+                "pred_raw_index": p_raw[j], "pred": pred_flat[j], "call": p_names[j], "args": []}
 
     gi = pj = 0
     for i, j in lcs_pairs(g_names, p_names) + [(len(gold_flat), len(pred_flat))]:
@@ -442,8 +539,8 @@ def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
         for k, pv in p_args.items():
             if k not in g_args:
                 args.append({"name": k, "gold": None, "pred": pv, "ok": None, "why": "extra argument (not in gold)"})
-        rows.append({"kind": "match", "gold_index": i, "gold_raw_index": gold_steps[i][0], "gold": gold_flat[i],
-                     "pred_index": j, "pred_raw_index": pred_steps[j][0], "pred": pred_flat[j], "call": g_names[i],
+        rows.append({"kind": "match", "gold_index": i, "gold_raw_index": g_raw[i], "gold": gold_flat[i],
+                     "pred_index": j, "pred_raw_index": p_raw[j], "pred": pred_flat[j], "call": g_names[i],
                      "args": args})
         gi, pj = i + 1, j + 1
     return rows

@@ -1,0 +1,90 @@
+"""The scoring core's fast paths give the answers of the plain rules (issue 16: speed, same bytes).
+
+* ``lcs_length`` counts a common prefix and suffix without its table: checked against the plain
+  dynamic programme (the textbook recurrence, written out here) and on hand-worked pairs;
+* ``match_value(..., reasons=False)`` (par_acc without a step table) gives the same ``ok`` as with
+  reasons, and ``parameter_accuracy`` the same value with and without its table;
+* the per-text caches (``is_file_path``, observation path lists) answer like a fresh computation
+  when the same text comes back.
+"""
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evaluation.scoring.config import ScoringConfig
+from evaluation.scoring.trajectory import (_Context, flatten_trajectory, is_file_path, lcs_length, match_value,
+                                           output_map, parameter_accuracy, tool_sequence, trajectory_metrics)
+
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True)
+names = st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=7)
+PATHS = ["/data/t1/pre.png", "/DATA/T1/PRE.PNG", "/runs/gold/t1/mask_aaaaaa01.png", "/runs/x/mask_bbbbbb02.png",
+         "mask_aaaaaa01.png", "C:\\x\\y.tif", "./rel.tif", "<k> from trajectory[0].obs", "unknown", "north"]
+values = st.recursive(st.sampled_from(PATHS) | st.integers(-5, 200) | st.floats(allow_nan=True, allow_infinity=False)
+                      | st.booleans() | st.none(),
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("xyz"), inner, max_size=3),
+                      max_leaves=6)
+obs = st.none() | st.builds(lambda p: [{"type": "text", "text": json.dumps({"path": p})}], st.sampled_from(PATHS)) \
+    | st.builds(lambda p: {"out": p}, st.sampled_from(PATHS)) | st.just([{"type": "text", "text": "not json"}])
+steps = st.fixed_dictionaries({"call": st.sampled_from(["seg.flood", "seg_flood(a)", "ras.area", "tool.loop", "(x)", ""]),
+                               "args": st.dictionaries(st.sampled_from(["image_path", "output_path", "n", "zone"]),
+                                                       values, max_size=3),
+                               "obs": obs})
+trajectories = st.lists(steps, max_size=5)
+
+
+def _plain_lcs(a, b):
+    # LCS length by the textbook recurrence, no shortcut
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            table[i + 1][j + 1] = table[i][j] + 1 if x == y else max(table[i][j + 1], table[i + 1][j])
+    return table[-1][-1]
+
+
+def test_lcs_hand_worked():
+    assert lcs_length(["a", "b", "c", "d"], ["a", "b", "c", "d"]) == 4  # the same sequence
+    assert lcs_length(["a", "b", "c", "d"], ["a", "c", "b", "d"]) == 3  # a, (b or c), d
+    assert lcs_length(["a", "b"], ["a", "b", "b", "b"]) == 2  # prefix covers one side
+    assert lcs_length(["x", "a"], ["a", "x"]) == 1
+    assert lcs_length([], ["a"]) == 0
+
+
+@SETTINGS
+@given(names, names)
+def test_lcs_shortcut_is_the_plain_recurrence(a, b):
+    assert lcs_length(a, b) == _plain_lcs(a, b)
+
+
+@SETTINGS
+@given(trajectories, trajectories)
+def test_par_acc_and_ok_are_the_same_with_and_without_reasons(gold, pred):
+    cfg = ScoringConfig()
+    fast, no_table = parameter_accuracy(pred, gold, cfg)
+    full, table = parameter_accuracy(pred, gold, cfg, explain=True)
+    assert no_table is None and fast == full
+    assert trajectory_metrics(pred, gold, cfg)[0] == trajectory_metrics(pred, gold, cfg, explain=True)[0]
+    ctx = _Context(flatten_trajectory(gold), flatten_trajectory(pred), cfg)
+    for row in table:
+        for arg in row["args"]:
+            if row["name_ok"] and arg["why"] != "argument missing in the prediction":
+                assert match_value(arg["gold"], arg["pred"], ctx, reasons=False)[0] == arg["ok"]
+                assert match_value(arg["gold"], arg["pred"], ctx)[0] == arg["ok"]
+
+
+def test_empty_tool_name_quirk_kept():
+    # "(x)" normalises to "": the step counts in par_acc's |G| but not in the tool sequence
+    gold = [{"call": "(x)", "args": {}}, {"call": "seg.flood", "args": {}}]
+    assert len(flatten_trajectory(gold)) == 2 and tool_sequence(gold) == ["seg.flood"]
+    assert parameter_accuracy([{"call": "seg.flood", "args": {}}], gold)[0] == 0.0  # positions differ: 0/2
+
+
+def test_per_text_caches_answer_like_a_fresh_computation():
+    for _ in range(2):  # the second round is answered from the caches
+        assert is_file_path("/runs/a/b.tif") and not is_file_path("abc") and is_file_path("~/xy") and not is_file_path("~/x")  # at least 4 characters
+        text = json.dumps({"mask": "/runs/a/m.png", "n": 3})
+        flat = [{"call": "a.b", "obs": [{"type": "text", "text": text}], "args": {"output_path": "/o/x.png"}},
+                {"call": "a.c", "obs": {"mask": "/runs/a/m.png"}}]
+        assert output_map(flat) == {"/runs/a/m.png": (1, "mask"), "/o/x.png": (0, "output_path")}

@@ -45,8 +45,9 @@ test: venv chromium mcp-client
 lint: venv
 	$(BIN)/ruff check .
 
+# BENCH_ARGS: e.g. --markdown FILE (the table as Markdown for docs/benchmarks.md), --only tiles,lists
 bench: venv bench-titiler bench-dora
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 # TiTiler in the bench's own scratch venv (bench/tiles.py's cold-tile comparison; needs PyPI once).
 # Without it the tiles benchmark reports that row as not measured.
@@ -68,7 +69,7 @@ bench-dora:
 
 # every target of issue 16 at small sizes (about 3 minutes): a reviewer's smoke run
 bench-quick: venv
-	$(BIN)/python bench/run_all.py --quick
+	$(BIN)/python bench/run_all.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf var staticfiles

@@ -15,8 +15,8 @@ from django.db import connections, models, router
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
-__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "existing_values", "newest_row", "insert_instance",
-           "load_instances", "commit_without_flush_wait"]
+__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "copy_rows_sql", "existing_values", "newest_row",
+           "newest_row_sql", "insert_instance", "load_instances", "commit_without_flush_wait", "one_statement_writes"]
 
 
 def _connection(model: type[Model]):
@@ -100,19 +100,45 @@ def _where(conn, meta, where: dict[str, Any]) -> tuple[list[str], list]:
 
 
 def update_by(model: type[Model], key: dict[str, Any], values: dict[str, Any], *,
-              copy_fields: tuple[str, ...] = (), copy_from: dict[str, Any] | None = None) -> None:
+              copy_fields: tuple[str, ...] = (), copy_from: dict[str, Any] | None = None,
+              expressions: dict[str, tuple[str, list]] | None = None, returning: tuple[str, ...] = (),
+              relax_commit: bool = False, with_statements: Iterable[tuple[str, list]] = ()) -> tuple | None:
     """``UPDATE`` ``model``'s rows whose fields equal ``key`` (field names or attnames) with
     ``values`` (Python values), and each of ``copy_fields`` with that field of the row matching
-    ``copy_from``, copied inside the database (a subquery; the value is never read here)."""
+    ``copy_from``, copied inside the database (a subquery; the value is never read here).
+
+    ``expressions``: field name -> ``(sql, params)``, a SQL expression (a scalar subquery, say) the
+    field is set to, evaluated by the database in the same statement. ``returning``: field names
+    whose new values (as the driver gives them: a boolean is 0/1 on SQLite) come back, from the
+    first updated row, as a tuple (None when no row matched): ``UPDATE … RETURNING`` where the
+    backend has it, else a ``SELECT`` by ``key`` right after (the same values inside the caller's
+    transaction). ``relax_commit``: on PostgreSQL, the statement also lets its transaction commit
+    without waiting for the WAL flush, as :func:`commit_without_flush_wait` does, and under the
+    same rule (only a transaction this statement is the whole of, or the outermost ``atomic``
+    block; no extra round trip: ``set_config`` in the ``RETURNING`` list, evaluated once per
+    updated row). ``with_statements``: data-modifying statements (``(sql, params)``, e.g.
+    :func:`copy_rows_sql`) run in the same statement as common table expressions, so that the
+    whole write is one round trip and, in autocommit, one transaction: PostgreSQL only
+    (:func:`one_statement_writes`; ``NotImplementedError`` elsewhere); they see the table as it
+    was before the statement."""
     conn = _connection(model)
     meta = model._meta
     q = conn.ops.quote_name
     table = q(meta.db_table)
     sets, params = [], []
+    head, head_params = "", []
+    for i, (sql, sparams) in enumerate(with_statements):
+        if not one_statement_writes(model):
+            raise NotImplementedError(f"{conn.vendor} has no data-modifying WITH")
+        head += ("WITH " if not head else ", ") + f"w{i} AS ({sql})"
+        head_params.extend(sparams)
     for name, value in values.items():
         f = meta.get_field(name)
         sets.append(f"{q(f.column)} = %s")
         params.append(_preparer(f, conn)(value))
+    for name, (sql, sparams) in (expressions or {}).items():
+        sets.append(f"{q(meta.get_field(name).column)} = {sql}")
+        params.extend(sparams)
     if copy_fields:
         src_where, src_params = _where(conn, meta, copy_from or {})
         for name in copy_fields:
@@ -120,8 +146,20 @@ def update_by(model: type[Model], key: dict[str, Any], values: dict[str, Any], *
             sets.append(f"{col} = (SELECT {col} FROM {table} WHERE {' AND '.join(src_where)})")
             params.extend(src_params)
     where, wparams = _where(conn, meta, key)
+    sql = f"{head + ' ' if head else ''}UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(where)}"
+    back = [q(meta.get_field(n).column) for n in returning]
+    relax = _RELAX_SQL if relax_commit and _may_relax(conn) else ""
+    inline = bool(back or relax) and conn.features.can_return_columns_from_insert
+    if inline:
+        sql += " RETURNING " + ", ".join(back + ([relax] if relax else []))
     with conn.cursor() as cur:
-        cur.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(where)}", params + wparams)
+        cur.execute(sql, head_params + params + wparams)
+        if not returning:
+            return None
+        if not inline:  # no RETURNING on this backend (SQLite < 3.35): read the row back
+            cur.execute(f"SELECT {', '.join(back)} FROM {table} WHERE {' AND '.join(where)}", wparams)
+        row = cur.fetchone()
+    return None if row is None else tuple(row[:len(back)])
 
 
 def update_rows(model: type[Model], key_fields: list[str], value_fields: list[str],
@@ -144,9 +182,10 @@ def update_rows(model: type[Model], key_fields: list[str], value_fields: list[st
             cur.executemany(sql, params)
 
 
-def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], values: dict[str, Any]) -> None:
-    """``INSERT … SELECT``: copy ``model``'s rows matching ``where`` inside the database, their
-    ``columns`` as they are and the fields of ``values`` set to those Python values."""
+def copy_rows_sql(model: type[Model], columns: list[str], *, where: dict[str, Any],
+                  values: dict[str, Any]) -> tuple[str, list]:
+    """The statement of :func:`copy_rows` and its parameters, not run (for
+    ``update_by(with_statements=...)``)."""
     conn = _connection(model)
     meta = model._meta
     q = conn.ops.quote_name
@@ -156,8 +195,14 @@ def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], 
     sql = (f"INSERT INTO {q(meta.db_table)} ({', '.join([q(f.column) for f in set_fields] + copied)}) "
            f"SELECT {', '.join(['%s'] * len(set_fields) + copied)} FROM {q(meta.db_table)} "
            f"WHERE {' AND '.join(cond)}")
-    params = [f.get_db_prep_save(v, conn) for f, v in zip(set_fields, values.values())] + cparams
-    with conn.cursor() as cur:
+    return sql, [f.get_db_prep_save(v, conn) for f, v in zip(set_fields, values.values())] + cparams
+
+
+def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], values: dict[str, Any]) -> None:
+    """``INSERT … SELECT``: copy ``model``'s rows matching ``where`` inside the database, their
+    ``columns`` as they are and the fields of ``values`` set to those Python values."""
+    sql, params = copy_rows_sql(model, columns, where=where, values=values)
+    with _connection(model).cursor() as cur:
         cur.execute(sql, params)
 
 
@@ -183,22 +228,33 @@ def existing_values(model: type[Model], column: str, values: Iterable[Any]) -> s
     return found
 
 
+def newest_row_sql(model: type[Model], select: str, *, where: dict[str, Any], exclude_pk: Any = None,
+                   select_params: list | None = None) -> tuple[str, list]:
+    """``SELECT <select> FROM`` ``model``'s table ``WHERE`` the fields equal ``where`` (and the
+    primary key is not ``exclude_pk``) ``ORDER BY`` the primary key descending ``LIMIT 1``, and its
+    parameters (``select_params`` first): the row :func:`newest_row` reads, as text a caller can
+    use as a scalar subquery. ``select``: SQL over the table's quoted columns."""
+    conn = _connection(model)
+    meta = model._meta
+    q = conn.ops.quote_name
+    cond, params = _where(conn, meta, where)
+    pk = q(meta.pk.column)
+    if exclude_pk is not None:
+        cond.append(f"{pk} <> %s")
+        params.append(exclude_pk)
+    sql = f"SELECT {select} FROM {q(meta.db_table)} WHERE {' AND '.join(cond)} ORDER BY {pk} DESC LIMIT 1"
+    return sql, list(select_params or []) + params
+
+
 def newest_row(model: type[Model], columns: tuple[str, ...], *, where: dict[str, Any],
                exclude_pk: Any = None) -> tuple | None:
     """The values of ``columns`` (field names; JSON fields decoded, others as the driver gives them)
     of the row matching ``where``
     with the largest primary key (other than ``exclude_pk``), or None."""
     conn = _connection(model)
-    meta = model._meta
     q = conn.ops.quote_name
-    fields = [meta.get_field(c) for c in columns]
-    cond, params = _where(conn, meta, where)
-    pk = q(meta.pk.column)
-    if exclude_pk is not None:
-        cond.append(f"{pk} <> %s")
-        params.append(exclude_pk)
-    sql = (f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(meta.db_table)} "
-           f"WHERE {' AND '.join(cond)} ORDER BY {pk} DESC LIMIT 1")
+    fields = [model._meta.get_field(c) for c in columns]
+    sql, params = newest_row_sql(model, ", ".join(q(f.column) for f in fields), where=where, exclude_pk=exclude_pk)
     with conn.cursor() as cur:
         cur.execute(sql, params)
         row = cur.fetchone()
@@ -207,13 +263,15 @@ def newest_row(model: type[Model], columns: tuple[str, ...], *, where: dict[str,
     return tuple(f.from_db_value(v, None, conn) if hasattr(f, "from_db_value") else v for f, v in zip(fields, row))
 
 
-def insert_instance(obj: Model) -> Model:
+def insert_instance(obj: Model, *, relax_commit: bool = False) -> Model:
     """``INSERT`` one new model instance, as ``obj.save()`` on a new object does without signals:
     every local concrete field (but an unset auto primary key), ``pre_save`` applied (so
     ``auto_now_add`` fields get their time) and prepared by the field. Sets ``obj``'s primary key
     (``RETURNING`` where the backend has it, else the backend's last insert id) and its state
     (saved, database alias). Returns ``obj``. For models without ``pre_save``/``post_save``
-    receivers only: none are sent."""
+    receivers only: none are sent. ``relax_commit``: as in :func:`update_by` (PostgreSQL; the
+    ``RETURNING`` list also holds ``set_config``; only with an auto primary key, which ``RETURNING``
+    brings back)."""
     model = type(obj)
     conn = _connection(model)
     meta = model._meta
@@ -232,6 +290,8 @@ def insert_instance(obj: Model) -> Model:
             returning = True
         plan = _INSERT_PLANS[(conn.alias, model, pk_set)] = (fields, sql, returning)
     fields, sql, returning = plan
+    if relax_commit and returning and _may_relax(conn):
+        sql += ", " + _RELAX_SQL
     params = [_preparer(f, conn)(f.pre_save(obj, True)) for f in fields]
     with conn.cursor() as cur:
         cur.execute(sql, params)
@@ -343,3 +403,26 @@ def commit_without_flush_wait(model: type[Model]) -> None:
     if conn.vendor == "postgresql" and len(conn.atomic_blocks) == 1:
         with conn.cursor() as cur:
             cur.execute("SET LOCAL synchronous_commit = off")
+
+
+#: PostgreSQL's ``SET LOCAL synchronous_commit = off`` as an expression (``is_local``: this
+#: transaction only), for a ``RETURNING`` list
+_RELAX_SQL = "set_config('synchronous_commit', 'off', true)"
+
+
+def _may_relax(conn) -> bool:
+    """A PostgreSQL connection whose next statement may relax its transaction's commit: the
+    statement is a transaction of its own (autocommit, outside ``atomic``), or it runs in the
+    outermost ``atomic`` block (the rule of :func:`commit_without_flush_wait`)."""
+    if conn.vendor != "postgresql":
+        return False
+    if conn.in_atomic_block:
+        return len(conn.atomic_blocks) == 1
+    return conn.get_autocommit()
+
+
+def one_statement_writes(model: type[Model]) -> bool:
+    """Whether ``model``'s database runs data-modifying statements inside another statement
+    (``WITH w AS (INSERT …) UPDATE …``; ``update_by(with_statements=...)``): PostgreSQL yes,
+    SQLite no."""
+    return _connection(model).vendor == "postgresql"

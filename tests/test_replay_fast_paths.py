@@ -92,13 +92,70 @@ def test_statements_per_replay_are_pinned(task):
     # the run with its revision and task; the event's layers; an identical earlier run (none);
     # the task's variant row (none: a robustness variant's replay rules, replay.services);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
-    # rows, the gold lookup, the run's update
-    assert _statements(ctx) == ["SELECT"] * 6 + ["INSERT", "INSERT", "SELECT", "UPDATE"]
+    # rows, the run's update (the gold lookup is two subqueries of it since issue 16: was a SELECT)
+    assert _statements(ctx) == ["SELECT"] * 6 + ["INSERT", "INSERT", "UPDATE"]
     warm = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(warm.pk)
-    # the run; the layers; the identical earlier run; then copy its steps, find the gold, update
-    assert _statements(ctx) == ["SELECT", "SELECT", "SELECT", "INSERT", "SELECT", "UPDATE"]
+    # the run; the layers; the identical earlier run; then copy its steps, update (gold inside);
+    # inside the test's transaction, so the PostgreSQL one-statement form is not taken (next test)
+    assert _statements(ctx) == ["SELECT", "SELECT", "SELECT", "INSERT", "UPDATE"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_warm_replay_ends_in_one_statement(task, monkeypatch):
+    """In autocommit (a worker, the bench): ``create_run`` is one INSERT, no transaction around
+    it; on PostgreSQL a warm replay's end (step copy, gold decision, run update) is one statement
+    too. Counted: the statements sent and the COMMITs of transactions Django opened."""
+    commits = []
+    real_commit = connection._commit
+    monkeypatch.setattr(connection, "_commit", lambda: (commits.append(1), real_commit())[1])
+    first = execute_replay(create_run(task).pk)
+    commits.clear()
+    with CaptureQueriesContext(connection) as ctx:
+        run = create_run(task)
+    assert _statements(ctx) == ["INSERT"] and commits == []
+    pg = connection.vendor == "postgresql"
+    # the relaxed commit rides in the INSERT's RETURNING list on PostgreSQL (was SET LOCAL)
+    assert ("set_config('synchronous_commit', 'off', true)" in ctx.captured_queries[0]["sql"]) is pg
+    with CaptureQueriesContext(connection) as ctx:
+        warm = execute_replay(run.pk)
+    # the run, the layers, the identical earlier run; then PostgreSQL: one WITH … INSERT … UPDATE,
+    # no transaction; SQLite (no data-modifying WITH): INSERT … SELECT and UPDATE, one transaction
+    assert _statements(ctx) == ["SELECT"] * 3 + (["WITH"] if pg else ["INSERT", "UPDATE"])
+    assert commits == ([] if pg else [1])
+    assert warm.tool_calls == 0 and warm.gold_accepted is True and warm.accepted_by_id is None
+    stored = ReplayRun.objects.get(pk=warm.pk)
+    assert (stored.status, stored.replay_hash, stored.filled_trajectory, stored.gold_accepted) == \
+        ("succeeded", first.replay_hash, first.filled_trajectory, True)
+    cols = ("index", "call", "status", "args", "resolved_args", "obs", "artifacts", "error", "expanded")
+    assert list(ReplayStep.objects.filter(run=warm).order_by("index").values_list(*cols)) == \
+        list(ReplayStep.objects.filter(run=first).order_by("index").values_list(*cols))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_relax_commit_in_an_update_applies_to_the_outermost_transaction_only(task):
+    from django.db import transaction
+
+    pg = connection.vendor == "postgresql"
+
+    def setting():  # PostgreSQL's per-transaction value (SQLite has no such setting)
+        if not pg:
+            return None
+        with connection.cursor() as cur:
+            cur.execute("SELECT current_setting('synchronous_commit')")
+            return cur.fetchone()[0]
+
+    run = create_run(task)
+    with transaction.atomic():
+        update_by(ReplayRun, {"id": run.pk}, {"steps_done": 1}, relax_commit=True)
+        outer = setting()
+    with transaction.atomic():
+        with transaction.atomic():  # nested: the outer transaction's commit decides, nothing changes
+            update_by(ReplayRun, {"id": run.pk}, {"steps_done": 2}, relax_commit=True)
+            nested = setting()
+    assert (outer, nested) == (("off", "on") if pg else (None, None))
+    assert ReplayRun.objects.get(pk=run.pk).steps_done == 2
 
 
 def test_insert_rows_skips_conflicts_and_update_by_copies_in_sql(db):

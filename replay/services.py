@@ -56,7 +56,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import router, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task, TaskVariant
@@ -75,8 +74,9 @@ from kernel.golddiff import leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
-from studio.fastsql import (copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows, load_instances,
-                            newest_row, newest_row_sql, one_statement_writes, update_by, update_rows)
+from studio.fastsql import (copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows_sql,
+                            load_instances, newest_row, newest_row_sql, one_statement_writes, update_by, update_in_sql,
+                            update_rows)
 from studio.permissions import require
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import canonical_json
@@ -252,18 +252,32 @@ class DbStepCache:
         """Something waits for ``flush``."""
         return bool(self.pending or self.hit_keys)
 
-    def flush(self) -> None:
+    def statements(self) -> list[tuple[str, list]]:
+        """What ``flush`` writes, as statements not run (``(sql, params)``; ``_Progress`` may send
+        them inside the run's UPDATE): the new entries (``INSERT … ON CONFLICT DO NOTHING``) and
+        the hit counters of the entries read. The buffers are emptied."""
+        out = []
         if self.pending:
             now = timezone.now()
-            insert_rows(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"],
-                        ([key, tool, version, to_storage(e.obs), e.artifacts, 0, now]
-                         for key, (tool, version, e) in self.pending.items()),
-                        ignore_conflicts=True)
+            out += insert_rows_sql(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits",
+                                                    "created_at"],
+                                   ([key, tool, version, to_storage(e.obs), e.artifacts, 0, now]
+                                    for key, (tool, version, e) in self.pending.items()),
+                                   ignore_conflicts=True)
             self.pending.clear()
-        if self.hit_keys:
-            StepCacheEntry.objects.filter(key__in=set(self.hit_keys)).update(hits=F("hits") + 1,
-                                                                           last_used_at=timezone.now())
+        if self.hit_keys:  # what ``filter(key__in=...).update(hits=F("hits") + 1, last_used_at=now)`` sends
+            out.append(update_in_sql(StepCacheEntry, "key", sorted(set(self.hit_keys)),
+                                     {"last_used_at": timezone.now()}, increments=("hits",)))
             self.hit_keys.clear()
+        return out
+
+    def flush(self) -> None:
+        """Write the buffered entries and hit counters (``statements``)."""
+        found = self.statements()
+        if found:
+            with transaction.get_connection(router.db_for_write(StepCacheEntry)).cursor() as cur:
+                for sql, params in found:
+                    cur.execute(sql, params)
 
 
 #: longest time (s) between two progress writes of a running replay; a replay that ends sooner
@@ -348,16 +362,34 @@ class _Progress:
     def finish(self, **fields) -> None:
         """Write what is buffered and set the run's final ``fields``, in one transaction; a
         ``status`` of ``succeeded`` goes through ``_finish_succeeded`` (``final_answer`` and
-        ``replay_hash`` given), which decides on the gold."""
+        ``replay_hash`` given), which decides on the gold. On PostgreSQL in autocommit, a first
+        run of a replay that wrote nothing yet is one statement: the cache's writes and the step
+        rows ride in the run's UPDATE (``WITH … INSERT``; one round trip where a transaction was
+        five)."""
+        if not self.inserted and not self.restarted and one_statement_writes(ReplayRun) and \
+                not transaction.get_connection(router.db_for_write(ReplayRun)).in_atomic_block:
+            fields = {**self.start, **fields, "with_statements": self.cache.statements() + self._rows_sql()}
+            self.inserted, self.buffer = True, []
+            self._end(fields)
+            return
         with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
             if not self.inserted:  # one UPDATE of the run: its start fields, then the final ones
                 fields = {**self.start, **fields}
             self._write(start=False)
-            if fields.get("status") == ReplayRun.Status.SUCCEEDED:
-                fields.pop("status")
-                _finish_succeeded(self.run, fields.pop("final_answer"), fields.pop("replay_hash"), **fields)
-            else:
-                _save_fields(self.run, relax_commit=True, **fields)
+            self._end(fields)
+
+    def _end(self, fields: dict) -> None:
+        if fields.get("status") == ReplayRun.Status.SUCCEEDED:
+            fields.pop("status")
+            _finish_succeeded(self.run, fields.pop("final_answer"), fields.pop("replay_hash"), **fields)
+        else:
+            _save_fields(self.run, relax_commit=True, **fields)
+
+    def _rows_sql(self) -> list[tuple[str, list]]:
+        """The INSERT of every step row (finished ones with their result, the rest pending)."""
+        return insert_rows_sql(ReplayStep, ["run", "index", "call", *self.FIELDS, "args"],
+                               ([self.run.pk, r.index, r.call, *(getattr(r, f) for f in self.FIELDS), r.args]
+                                for r in self.rows))
 
     def _write(self, start: bool = True) -> None:
         """Write the cache's new entries and the buffered steps; on the first write also the step
@@ -368,9 +400,9 @@ class _Progress:
                 ReplayStep.objects.filter(run=self.run).delete()
             if start:
                 _save_fields(self.run, **self.start)
-            insert_rows(ReplayStep, ["run", "index", "call", *self.FIELDS, "args"],
-                        ([self.run.pk, r.index, r.call, *(getattr(r, f) for f in self.FIELDS), r.args]
-                         for r in self.rows))
+            with transaction.get_connection(router.db_for_write(ReplayStep)).cursor() as cur:
+                for sql, params in self._rows_sql():
+                    cur.execute(sql, params)
             self.inserted = True
             self.buffer = []
             return
@@ -709,19 +741,19 @@ class _WriteOnlyCache(DbStepCache):
     """``use_cache=False``: every tool runs; the results are still stored.
 
     A replay without the cache mostly recomputes steps whose entries exist already (the point is
-    to re-run them), and an entry is never replaced (``insert_rows(ignore_conflicts=True)``): so
-    ``flush`` first asks which keys are stored (one indexed SELECT) and sends only the others,
+    to re-run them), and an entry is never replaced (``ON CONFLICT DO NOTHING``): so
+    ``statements`` (and so ``flush``) first asks which keys are stored (one indexed SELECT) and sends only the others,
     which spares encoding (and on PostgreSQL parsing as ``jsonb``) observations that would be
     dropped as conflicts."""
 
     def get(self, key):
         return None
 
-    def flush(self) -> None:
+    def statements(self) -> list[tuple[str, list]]:
         if self.pending:
             for key in existing_values(StepCacheEntry, "key", self.pending):
                 self.pending.pop(key, None)
-        super().flush()
+        return super().statements()
 
 
 def _jsonable(value):

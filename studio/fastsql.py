@@ -15,7 +15,7 @@ from django.db import connections, models, router
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
-__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "copy_rows_sql", "existing_values", "newest_row",
+__all__ = ["insert_rows", "insert_rows_sql", "update_in_sql", "update_by", "update_rows", "copy_rows", "copy_rows_sql", "existing_values", "newest_row",
            "newest_row_sql", "insert_instance", "load_instances", "commit_without_flush_wait", "one_statement_writes"]
 
 
@@ -60,16 +60,13 @@ def _preparer(field, conn):
     return prep
 
 
-def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
-                ignore_conflicts: bool = False) -> int:
-    """``INSERT`` ``rows`` (each a sequence of Python values in the order of ``columns``, field
-    names or attnames) into ``model``'s table, in as few statements as the backend's parameter
-    limit allows; ``ignore_conflicts``: rows that break a unique constraint are skipped (as
-    ``bulk_create(ignore_conflicts=True)``). Returns the number of rows sent. Fields' defaults
-    are not applied: name every column without a database default."""
+def insert_rows_sql(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
+                    ignore_conflicts: bool = False) -> list[tuple[str, list]]:
+    """The statements of :func:`insert_rows` with their parameters, not run: one per batch of
+    the backend's parameter limit (a single one on PostgreSQL), none for no rows."""
     rows = [list(r) for r in rows]
     if not rows:
-        return 0
+        return []
     conn = _connection(model)
     meta = model._meta
     q = conn.ops.quote_name
@@ -79,14 +76,52 @@ def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     batch = max(1, conn.ops.bulk_batch_size(fields, rows))
     preps = [_preparer(f, conn) for f in fields]
-    with conn.cursor() as cur:
-        for start in range(0, len(rows), batch):
-            chunk = rows[start:start + batch]
-            params = [p(v) for row in chunk for p, v in zip(preps, row)]
-            sql = (f"{head} {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) VALUES "
-                   + ", ".join([one] * len(chunk)) + (f" {suffix}" if suffix else ""))
-            cur.execute(sql, params)
+    out = []
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        params = [p(v) for row in chunk for p, v in zip(preps, row)]
+        sql = (f"{head} {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) VALUES "
+               + ", ".join([one] * len(chunk)) + (f" {suffix}" if suffix else ""))
+        out.append((sql, params))
+    return out
+
+
+def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
+                ignore_conflicts: bool = False) -> int:
+    """``INSERT`` ``rows`` (each a sequence of Python values in the order of ``columns``, field
+    names or attnames) into ``model``'s table, in as few statements as the backend's parameter
+    limit allows; ``ignore_conflicts``: rows that break a unique constraint are skipped (as
+    ``bulk_create(ignore_conflicts=True)``). Returns the number of rows sent. Fields' defaults
+    are not applied: name every column without a database default."""
+    rows = [list(r) for r in rows]
+    statements = insert_rows_sql(model, columns, rows, ignore_conflicts=ignore_conflicts)
+    if statements:
+        with _connection(model).cursor() as cur:
+            for sql, params in statements:
+                cur.execute(sql, params)
     return len(rows)
+
+
+def update_in_sql(model: type[Model], field: str, keys: Iterable[Any], values: dict[str, Any], *,
+                  increments: tuple[str, ...] = ()) -> tuple[str, list]:
+    """``UPDATE`` of ``model``'s rows whose ``field`` is one of ``keys``: the fields of ``values``
+    set to those Python values, each of ``increments`` (integer fields) raised by one in the
+    database (``QuerySet.update(n=F("n") + 1)``). Returns ``(sql, params)``, not run."""
+    conn = _connection(model)
+    meta = model._meta
+    q = conn.ops.quote_name
+    sets, params = [], []
+    for name in increments:
+        col = q(meta.get_field(name).column)
+        sets.append(f"{col} = {col} + 1")
+    for name, value in values.items():
+        f = meta.get_field(name)
+        sets.append(f"{q(f.column)} = %s")
+        params.append(f.get_db_prep_save(value, conn))
+    f = meta.get_field(field)
+    keys = [f.get_db_prep_value(k, conn) for k in keys]
+    sql = (f"UPDATE {q(meta.db_table)} SET {', '.join(sets)} WHERE {q(f.column)} IN ({', '.join(['%s'] * len(keys))})")
+    return sql, params + keys
 
 
 def _where(conn, meta, where: dict[str, Any]) -> tuple[list[str], list]:

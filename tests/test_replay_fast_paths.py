@@ -103,19 +103,27 @@ def test_statements_per_replay_are_pinned(task):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_outside_a_transaction_a_warm_replay_ends_in_one_statement(task, monkeypatch):
+def test_outside_a_transaction_a_replay_ends_in_one_statement(task, monkeypatch):
     """In autocommit (a worker, the bench): ``create_run`` is one INSERT, no transaction around
-    it; on PostgreSQL a warm replay's end (step copy, gold decision, run update) is one statement
-    too. Counted: the statements sent and the COMMITs of transactions Django opened."""
+    it; on PostgreSQL a short replay's end (cold: the cache's entries, the step rows, the gold
+    decision, the run's update; warm: the step copy, the gold decision, the run's update) is one
+    statement too. Counted: the statements sent and the COMMITs of transactions Django opened."""
     commits = []
     real_commit = connection._commit
     monkeypatch.setattr(connection, "_commit", lambda: (commits.append(1), real_commit())[1])
-    first = execute_replay(create_run(task).pk)
+    pg = connection.vendor == "postgresql"
+    cold = create_run(task)
+    with CaptureQueriesContext(connection) as ctx:
+        first = execute_replay(cold.pk)
+    # the run, the layers, an identical run (none), the variant row (none), two cache lookups
+    assert _statements(ctx) == ["SELECT"] * 6 + (["WITH"] if pg else ["INSERT", "INSERT", "UPDATE"])
+    assert commits == ([] if pg else [1])
+    assert first.status == "succeeded" and first.gold_accepted is True and first.tool_calls == 2
+    assert StepCacheEntry.objects.count() == 2 and first.final_answer == {"damaged_area_m2": 6691.5}
     commits.clear()
     with CaptureQueriesContext(connection) as ctx:
         run = create_run(task)
     assert _statements(ctx) == ["INSERT"] and commits == []
-    pg = connection.vendor == "postgresql"
     # the relaxed commit rides in the INSERT's RETURNING list on PostgreSQL (was SET LOCAL)
     assert ("set_config('synchronous_commit', 'off', true)" in ctx.captured_queries[0]["sql"]) is pg
     with CaptureQueriesContext(connection) as ctx:

@@ -74,8 +74,8 @@ from kernel.golddiff import leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
-from studio.fastsql import (copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows_sql,
-                            load_instances, newest_row, newest_row_sql, one_statement_writes, update_by, update_in_sql,
+from studio.fastsql import (column_sql, copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows_sql,
+                            load_many, newest_row, newest_row_sql, one_statement_writes, update_by, update_in_sql,
                             update_rows)
 from studio.permissions import require
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
@@ -528,9 +528,15 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
-    # the run with its revision and task, and below the event's layers: one SELECT each, built once
-    # per process (``load_instances``; the ORM's compilation cost several times the statements)
-    found = load_instances(ReplayRun, where={"id": run_id}, related=("revision", "task"))
+    # the run with its revision and task, and the event's layers: one SELECT each, built once per
+    # process (``load_instances``; the ORM's compilation cost several times the statements). The
+    # layers' event comes from a subquery over the run and its task, so that on PostgreSQL both SELECTs
+    # go in one round trip (``load_many``); a missing run finds no layers either
+    found, layers = load_many(
+        dict(model=ReplayRun, where={"id": run_id}, related=("revision", "task")),
+        # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
+        dict(model=Layer, where={"event": column_sql(Task, "event", {"id": column_sql(ReplayRun, "task", {"id": run_id})})},
+             fields=LAYER_FIELDS, order_by=("id",)))
     if not found:
         raise ReplayRun.DoesNotExist("ReplayRun matching query does not exist.")
     run = found[0]
@@ -542,8 +548,6 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
-    # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
-    layers = load_instances(Layer, where={"event": run.task.event_id}, fields=LAYER_FIELDS, order_by=("id",))
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED

@@ -16,7 +16,8 @@ from django.db.models import Model
 from django.db.models.constants import OnConflict
 
 __all__ = ["insert_rows", "insert_rows_sql", "update_in_sql", "update_by", "update_rows", "copy_rows", "copy_rows_sql", "existing_values", "newest_row",
-           "newest_row_sql", "insert_instance", "load_instances", "commit_without_flush_wait", "one_statement_writes"]
+           "newest_row_sql", "insert_instance", "load_instances", "load_many", "Sub", "column_sql", "commit_without_flush_wait",
+           "one_statement_writes"]
 
 
 def _connection(model: type[Model]):
@@ -124,13 +125,38 @@ def update_in_sql(model: type[Model], field: str, keys: Iterable[Any], values: d
     return sql, params + keys
 
 
-def _where(conn, meta, where: dict[str, Any]) -> tuple[list[str], list]:
+class Sub:
+    """A scalar subquery standing for a value in a ``where`` (``column = (sql)``): the database
+    finds the value, so the statement needs no round trip before it to read it
+    (:func:`column_sql` builds one)."""
+
+    __slots__ = ("sql", "params")
+
+    def __init__(self, sql: str, params: list):
+        self.sql, self.params = sql, params
+
+
+def column_sql(model: type[Model], field: str, where: dict[str, Any]) -> Sub:
+    """``SELECT <field's column> FROM`` ``model``'s table ``WHERE`` the fields equal ``where`` (whose
+    values may be :class:`Sub` in turn), as a :class:`Sub` (meant to match at most one row)."""
+    conn = _connection(model)
+    meta = model._meta
+    cond, params = _where(conn, meta, where)
+    return Sub(f"SELECT {conn.ops.quote_name(meta.get_field(field).column)} FROM {conn.ops.quote_name(meta.db_table)} "
+               f"WHERE {' AND '.join(cond)}", params)
+
+
+def _where(conn, meta, where: dict[str, Any], prefix: str = "") -> tuple[list[str], list]:
     q = conn.ops.quote_name
     sql, params = [], []
     for name, value in where.items():
         f = meta.get_field(name)
-        sql.append(f"{q(f.column)} = %s")
-        params.append(f.get_db_prep_value(value, conn))
+        if type(value) is Sub:
+            sql.append(f"{prefix}{q(f.column)} = ({value.sql})")
+            params.extend(value.params)
+        else:
+            sql.append(f"{prefix}{q(f.column)} = %s")
+            params.append(f.get_db_prep_value(value, conn))
     return sql, params
 
 
@@ -343,6 +369,7 @@ _SELECT_PLANS: dict = {}
 
 
 def _select_plan(conn, model, fields, related, where_names, order_by):
+    """``where_names``: ``(field name, Sub's SQL or None)`` pairs."""
     key = (conn.alias, model, fields, related, where_names, order_by)
     plan = _SELECT_PLANS.get(key)
     if plan is not None:
@@ -373,7 +400,7 @@ def _select_plan(conn, model, fields, related, where_names, order_by):
                 convs.append((len(cols) - 1, found, col))
         slices.append((fk, m, [f.attname for f in flds], start, start + len(flds), flds.index(m._meta.pk)))
         start += len(flds)
-    where = [f"t0.{q(meta.get_field(n).column)} = %s" for n in where_names]
+    where = [f"t0.{q(meta.get_field(n).column)} = " + (f"({sub})" if sub is not None else "%s") for n, sub in where_names]
     order = []
     for name in order_by:
         desc = name.startswith("-")
@@ -381,7 +408,7 @@ def _select_plan(conn, model, fields, related, where_names, order_by):
     sql = (f"SELECT {', '.join(cols)} FROM {q(meta.db_table)} t0 {' '.join(joins)}"
            + (f" WHERE {' AND '.join(where)}" if where else "")
            + (f" ORDER BY {', '.join(order)}" if order else ""))
-    plan = _SELECT_PLANS[key] = (sql, convs, slices, [meta.get_field(n) for n in where_names])
+    plan = _SELECT_PLANS[key] = (sql, convs, slices, [meta.get_field(n) for n, _sub in where_names])
     return plan
 
 
@@ -394,14 +421,62 @@ def load_instances(model: type[Model], *, where: dict[str, Any], fields: tuple[s
     converted by the same backend and field converters as the ORM's. ``related``: forward
     foreign keys of ``model`` whose rows come along (every concrete field; cached on the instance
     as ``select_related`` caches them; a null key gives None). ``order_by``: field names, ``-``
-    for descending."""
+    for descending. A ``where`` value may be a :class:`Sub` (the database finds it)."""
     conn = _connection(model)
-    sql, convs, slices, where_fields = _select_plan(conn, model, tuple(fields), tuple(related),
-                                                    tuple(where), tuple(order_by))
-    params = [f.get_db_prep_value(v, conn) for f, v in zip(where_fields, where.values())]
+    sql, params, convs, slices = _load_query(conn, model, where, fields, related, order_by)
     with conn.cursor() as cur:
         cur.execute(sql, params)
-        rows = cur.fetchall()
+        return _instances(conn, cur.fetchall(), convs, slices)
+
+
+def load_many(*queries: dict) -> list[list[Model]]:
+    """:func:`load_instances` of each of ``queries`` (its keyword arguments, with ``model``), in
+    one round trip on PostgreSQL (the statements joined by ``;``: the client-side binding cursor
+    sends them as one simple query and reads their results in turn), one after the other
+    elsewhere (SQLite's cursor runs one statement a call). A ``where`` value may be a
+    :class:`Sub`, so that a later query can use what an earlier one would have read. All on one
+    database."""
+    built = []
+    for qd in queries:
+        qd = dict(qd)
+        model = qd.pop("model")
+        conn = _connection(model)
+        built.append((conn, _load_query(conn, model, qd.pop("where"), tuple(qd.pop("fields", ())),
+                                        tuple(qd.pop("related", ())), tuple(qd.pop("order_by", ())))))
+        if qd or conn is not built[0][0]:
+            raise ValueError("load_many: unknown arguments or several databases")
+    if not built:
+        return []
+    conn = built[0][0]
+    out = []
+    with conn.cursor() as cur:
+        if conn.vendor == "postgresql" and len(built) > 1:
+            cur.execute("; ".join(b[1][0] for b in built), [p for b in built for p in b[1][1]])
+            for i, (_c, (_sql, _params, convs, slices)) in enumerate(built):
+                if i:
+                    cur.nextset()
+                out.append(_instances(conn, cur.fetchall(), convs, slices))
+            return out
+        for _c, (sql, params, convs, slices) in built:
+            cur.execute(sql, params)
+            out.append(_instances(conn, cur.fetchall(), convs, slices))
+    return out
+
+
+def _load_query(conn, model, where, fields, related, order_by):
+    sql, convs, slices, where_fields = _select_plan(
+        conn, model, tuple(fields), tuple(related),
+        tuple((n, v.sql if type(v) is Sub else None) for n, v in where.items()), tuple(order_by))
+    params = []
+    for f, v in zip(where_fields, where.values()):
+        if type(v) is Sub:
+            params.extend(v.params)
+        else:
+            params.append(f.get_db_prep_value(v, conn))
+    return sql, params, convs, slices
+
+
+def _instances(conn, rows, convs, slices) -> list[Model]:
     out = []
     for row in rows:
         row = list(row)

@@ -6,7 +6,11 @@ look up the mask layer that annotates their input image, and finished steps are 
 ``FLUSH_S`` seconds (``_Progress``) so that progress (steps done / total) is visible while a long
 replay runs; a replay shorter than that is written once, in one transaction, when it ends (it shows
 ``queued`` until then). The statements per replay are few and pinned by a test
-(``tests/test_replay_fast_paths.py``); the hot ones go through ``studio.fastsql``.
+(``tests/test_replay_fast_paths.py``); the hot ones go through ``studio.fastsql``. On PostgreSQL
+in autocommit (a worker) that last write is one statement (``WITH … INSERT … UPDATE``: the cache's
+entries, the step rows or the copied ones, the gold decision and the run's fields) and so its own
+transaction; the run and its layers are read in one round trip (issue 16: a warm replay there
+went from 13 round trips to 4, a cold one from 17 to 7).
 
 Storage (all under ``STUDIO_ARTIFACT_ROOT``)
     ``cas/<sha256[:2]>/<sha256>``: every artifact, content-addressed (``ArtifactStore``).
@@ -33,8 +37,9 @@ Crashes
     its hash) is the same. ``resume_stuck_replays`` re-queues runs whose heartbeat is older than a
     timeout (``manage.py replay --resume-stuck``).
     On PostgreSQL a replay's own transactions (the new run row, progress, results, the whole-run
-    copy) commit without waiting for the WAL flush (``studio.fastsql.commit_without_flush_wait``:
-    about 4 ms a commit here, half a warm replay's time): a crash of the database server (not of
+    copy) commit without waiting for the WAL flush (``studio.fastsql.commit_without_flush_wait``,
+    sent with the transaction's last statement: ``relax_commit`` of ``studio.fastsql``; about 4 ms
+    a commit here, half a warm replay's time): a crash of the database server (not of
     a worker) may lose the commits of its last 0.6 s or so. A lost result leaves its run
     ``queued`` or ``running`` for ``resume_stuck_replays`` to run again, with the same result; a
     lost new run is gone (its queued job finds no run and fails) and is requested again. The
@@ -54,8 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import router, transaction
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task, TaskVariant
@@ -74,8 +78,9 @@ from kernel.golddiff import leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
-from studio.fastsql import (commit_without_flush_wait, copy_rows, existing_values, insert_instance, insert_rows,
-                            load_instances, newest_row, update_by, update_rows)
+from studio.fastsql import (column_sql, copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows_sql,
+                            load_many, newest_row, newest_row_sql, one_statement_writes, update_by, update_in_sql,
+                            update_rows)
 from studio.permissions import require
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import canonical_json
@@ -251,18 +256,32 @@ class DbStepCache:
         """Something waits for ``flush``."""
         return bool(self.pending or self.hit_keys)
 
-    def flush(self) -> None:
+    def statements(self) -> list[tuple[str, list]]:
+        """What ``flush`` writes, as statements not run (``(sql, params)``; ``_Progress`` may send
+        them inside the run's UPDATE): the new entries (``INSERT … ON CONFLICT DO NOTHING``) and
+        the hit counters of the entries read. The buffers are emptied."""
+        out = []
         if self.pending:
             now = timezone.now()
-            insert_rows(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits", "created_at"],
-                        ([key, tool, version, to_storage(e.obs), e.artifacts, 0, now]
-                         for key, (tool, version, e) in self.pending.items()),
-                        ignore_conflicts=True)
+            out += insert_rows_sql(StepCacheEntry, ["key", "tool", "tool_version", "obs", "artifacts", "hits",
+                                                    "created_at"],
+                                   ([key, tool, version, to_storage(e.obs), e.artifacts, 0, now]
+                                    for key, (tool, version, e) in self.pending.items()),
+                                   ignore_conflicts=True)
             self.pending.clear()
-        if self.hit_keys:
-            StepCacheEntry.objects.filter(key__in=set(self.hit_keys)).update(hits=F("hits") + 1,
-                                                                           last_used_at=timezone.now())
+        if self.hit_keys:  # what ``filter(key__in=...).update(hits=F("hits") + 1, last_used_at=now)`` sends
+            out.append(update_in_sql(StepCacheEntry, "key", sorted(set(self.hit_keys)),
+                                     {"last_used_at": timezone.now()}, increments=("hits",)))
             self.hit_keys.clear()
+        return out
+
+    def flush(self) -> None:
+        """Write the buffered entries and hit counters (``statements``)."""
+        found = self.statements()
+        if found:
+            with transaction.get_connection(router.db_for_write(StepCacheEntry)).cursor() as cur:
+                for sql, params in found:
+                    cur.execute(sql, params)
 
 
 #: longest time (s) between two progress writes of a running replay; a replay that ends sooner
@@ -339,26 +358,42 @@ class _Progress:
 
         if self.inserted and not self.buffer and not self.cache.dirty:
             return
-        with transaction.atomic():
-            commit_without_flush_wait(ReplayRun)
+        with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
             self._write()
-            _save_fields(self.run, steps_done=self.done, heartbeat_at=timezone.now())
+            _save_fields(self.run, relax_commit=True, steps_done=self.done, heartbeat_at=timezone.now())
         self.last = _time.monotonic()
 
     def finish(self, **fields) -> None:
         """Write what is buffered and set the run's final ``fields``, in one transaction; a
         ``status`` of ``succeeded`` goes through ``_finish_succeeded`` (``final_answer`` and
-        ``replay_hash`` given), which decides on the gold."""
-        with transaction.atomic():
-            commit_without_flush_wait(ReplayRun)
+        ``replay_hash`` given), which decides on the gold. On PostgreSQL in autocommit, a first
+        run of a replay that wrote nothing yet is one statement: the cache's writes and the step
+        rows ride in the run's UPDATE (``WITH … INSERT``; one round trip where a transaction was
+        five)."""
+        if not self.inserted and not self.restarted and one_statement_writes(ReplayRun) and \
+                not transaction.get_connection(router.db_for_write(ReplayRun)).in_atomic_block:
+            fields = {**self.start, **fields, "with_statements": self.cache.statements() + self._rows_sql()}
+            self.inserted, self.buffer = True, []
+            self._end(fields)
+            return
+        with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
             if not self.inserted:  # one UPDATE of the run: its start fields, then the final ones
                 fields = {**self.start, **fields}
             self._write(start=False)
-            if fields.get("status") == ReplayRun.Status.SUCCEEDED:
-                fields.pop("status")
-                _finish_succeeded(self.run, fields.pop("final_answer"), fields.pop("replay_hash"), **fields)
-            else:
-                _save_fields(self.run, **fields)
+            self._end(fields)
+
+    def _end(self, fields: dict) -> None:
+        if fields.get("status") == ReplayRun.Status.SUCCEEDED:
+            fields.pop("status")
+            _finish_succeeded(self.run, fields.pop("final_answer"), fields.pop("replay_hash"), **fields)
+        else:
+            _save_fields(self.run, relax_commit=True, **fields)
+
+    def _rows_sql(self) -> list[tuple[str, list]]:
+        """The INSERT of every step row (finished ones with their result, the rest pending)."""
+        return insert_rows_sql(ReplayStep, ["run", "index", "call", *self.FIELDS, "args"],
+                               ([self.run.pk, r.index, r.call, *(getattr(r, f) for f in self.FIELDS), r.args]
+                                for r in self.rows))
 
     def _write(self, start: bool = True) -> None:
         """Write the cache's new entries and the buffered steps; on the first write also the step
@@ -369,9 +404,9 @@ class _Progress:
                 ReplayStep.objects.filter(run=self.run).delete()
             if start:
                 _save_fields(self.run, **self.start)
-            insert_rows(ReplayStep, ["run", "index", "call", *self.FIELDS, "args"],
-                        ([self.run.pk, r.index, r.call, *(getattr(r, f) for f in self.FIELDS), r.args]
-                         for r in self.rows))
+            with transaction.get_connection(router.db_for_write(ReplayStep)).cursor() as cur:
+                for sql, params in self._rows_sql():
+                    cur.execute(sql, params)
             self.inserted = True
             self.buffer = []
             return
@@ -447,30 +482,41 @@ def create_run(task: Task, *, mode: str = "gt", user=None) -> ReplayRun:
     rev = task.head
     # one INSERT (``insert_instance``: the ORM's ``create`` compiled it anew each time, at several
     # times the statement's cost; no signal listens to ReplayRun), committed without waiting for
-    # the WAL flush on PostgreSQL (see the module docstring: a queued run is redone from its task)
+    # the WAL flush on PostgreSQL (see the module docstring: a queued run is redone from its task).
+    # In autocommit the statement is its own transaction: one round trip, where BEGIN, SET LOCAL,
+    # INSERT and COMMIT were four; inside a caller's transaction a savepoint, as before
+    run = ReplayRun(
+        task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
+        eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
+        answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
+    )
+    if not transaction.get_connection(router.db_for_write(ReplayRun)).in_atomic_block:
+        return insert_instance(run, relax_commit=True)
     with transaction.atomic():
-        commit_without_flush_wait(ReplayRun)
-        return insert_instance(ReplayRun(
-            task=task, revision=rev, mode=mode, steps_total=len(rev.trajectory or []), requested_by=user,
-            eval_spec={f["name"]: f["eval_type"] for f in rev.answer_spec},
-            answer_format={f["name"]: f.get("answer_format", "") for f in rev.answer_spec if f.get("answer_format")},
-        ))
+        return insert_instance(run)
 
 
-def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, **fields) -> None:
+def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, relax_commit: bool = False,
+                 expressions: dict | None = None, returning: tuple[str, ...] = (), with_statements=(),
+                 **fields) -> tuple | None:
     """``UPDATE`` the run's row with ``fields`` (plain values, by field name or attname) and set them
     on ``run`` too, so that the caller's instance matches the row without reading it back.
 
     ``filled_trajectory_of``: copy ``filled_trajectory`` from that run inside the database (the
     instance then loads it when it is read). One statement, written here rather than through
     ``QuerySet.update`` because replays call it on their hot path (the ORM's compilation cost
-    more than the statement)."""
+    more than the statement). ``relax_commit``, ``expressions``, ``returning`` (whose values it
+    returns; not set on ``run``: the caller converts them) and ``with_statements``: as
+    ``studio.fastsql.update_by`` takes them."""
     copied = ("filled_trajectory",) if filled_trajectory_of is not None else ()
-    update_by(ReplayRun, {"id": run.pk}, fields, copy_fields=copied, copy_from={"id": filled_trajectory_of})
+    back = update_by(ReplayRun, {"id": run.pk}, fields, copy_fields=copied, copy_from={"id": filled_trajectory_of},
+                     expressions=expressions, returning=returning, relax_commit=relax_commit,
+                     with_statements=with_statements)
     for name, value in fields.items():
         setattr(run, name, value)
     if filled_trajectory_of is not None:
         run.__dict__.pop("filled_trajectory", None)  # a deferred field: Django loads it when read
+    return back
 
 
 def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
@@ -486,9 +532,15 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
-    # the run with its revision and task, and below the event's layers: one SELECT each, built once
-    # per process (``load_instances``; the ORM's compilation cost several times the statements)
-    found = load_instances(ReplayRun, where={"id": run_id}, related=("revision", "task"))
+    # the run with its revision and task, and the event's layers: one SELECT each, built once per
+    # process (``load_instances``; the ORM's compilation cost several times the statements). The
+    # layers' event comes from a subquery over the run and its task, so that on PostgreSQL both SELECTs
+    # go in one round trip (``load_many``); a missing run finds no layers either
+    found, layers = load_many(
+        dict(model=ReplayRun, where={"id": run_id}, related=("revision", "task")),
+        # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
+        dict(model=Layer, where={"event": column_sql(Task, "event", {"id": column_sql(ReplayRun, "task", {"id": run_id})})},
+             fields=LAYER_FIELDS, order_by=("id",)))
     if not found:
         raise ReplayRun.DoesNotExist("ReplayRun matching query does not exist.")
     run = found[0]
@@ -500,8 +552,6 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
-    # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
-    layers = load_instances(Layer, where={"event": run.task.event_id}, fields=LAYER_FIELDS, order_by=("id",))
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED
@@ -621,18 +671,30 @@ def alternative_check(tool_set: dict, result, ctx: ToolContext) -> dict | None:
 
 
 def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
-    """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring).
-    Joins the caller's transaction when there is one; ``fields`` go to ``_save_fields``."""
-    with transaction.atomic(savepoint=False):
-        gold = newest_row(ReplayRun, ("accepted_by", "replay_hash"), exclude_pk=run.pk,
-                          where=dict(task=run.task_id, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED,
-                                     gold_accepted=True))
-        accepted_by_id, gold_hash = gold if gold is not None else (None, None)
-        auto = run.mode == GOLD_MODE and (gold is None or accepted_by_id is None or gold_hash == h)
-        fields.update(status=ReplayRun.Status.SUCCEEDED, error="", final_answer=answer, replay_hash=h,
-                      gold_accepted=auto,
-                      accepted_by_id=accepted_by_id if auto and gold is not None and gold_hash == h else None)
-        _save_fields(run, **fields)
+    """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring), in the
+    run's one ``UPDATE``: the newest other accepted gold of the task is read by two scalar
+    subqueries of that statement and the decision returned (``RETURNING``), so that it costs no
+    round trip of its own. The rule (unchanged): a GT-mode run is accepted when the task has no
+    gold, or its gold was accepted automatically (``accepted_by`` null), or it has the gold's
+    hash (then it takes the gold's ``accepted_by``); other modes never are.
+    Joins the caller's transaction when there is one; ``fields`` go to ``_save_fields`` (and
+    ``relax_commit`` is set: the replay's own transactions end with this statement)."""
+    fields.update(status=ReplayRun.Status.SUCCEEDED, error="", final_answer=answer, replay_hash=h)
+    if run.mode != GOLD_MODE:
+        _save_fields(run, relax_commit=True, gold_accepted=False, accepted_by_id=None, **fields)
+        return
+    q = transaction.get_connection(router.db_for_write(ReplayRun)).ops.quote_name
+    meta = ReplayRun._meta
+    by, hsh = q(meta.get_field("accepted_by").column), q(meta.get_field("replay_hash").column)
+    gold = dict(where=dict(task=run.task_id, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED, gold_accepted=True),
+                exclude_pk=run.pk, select_params=[h])
+    auto_sql, auto_params = newest_row_sql(ReplayRun, f"NOT ({by} IS NOT NULL AND {hsh} <> %s)", **gold)
+    by_sql, by_params = newest_row_sql(ReplayRun, f"CASE WHEN {hsh} = %s THEN {by} END", **gold)
+    back = _save_fields(run, relax_commit=True, returning=("gold_accepted", "accepted_by"),
+                        expressions={"gold_accepted": (f"COALESCE(({auto_sql}), TRUE)", auto_params),
+                                     "accepted_by": (f"({by_sql})", by_params)}, **fields)
+    if back is not None:
+        run.gold_accepted, run.accepted_by_id = bool(back[0]), back[1]
 
 
 #: the ``ReplayStep`` columns a reused run copies from the run it reuses (``duration_ms`` and
@@ -662,17 +724,23 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
     for name, sha in manifest.items():
         store.materialize(sha, work_dir / name)
     finished = timezone.now()
-    with transaction.atomic():
-        commit_without_flush_wait(ReplayRun)
+    fields = {**start, "steps_done": steps_done, "steps_total": steps_done,  # a succeeded run did them all
+              "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
+              "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished,
+              "variant_check": variant_check}
+    fields.pop("filled_trajectory")
+    copied = dict(where={"run": prev_id}, values={"run": run.pk, "duration_ms": 0, "cached": True})
+    if not restarted and one_statement_writes(ReplayRun) and \
+            not transaction.get_connection(router.db_for_write(ReplayRun)).in_atomic_block:
+        # PostgreSQL in autocommit: the steps' copy rides in the run's UPDATE (``WITH … INSERT``),
+        # one statement and one transaction (one round trip, where a transaction was six)
+        _finish_succeeded(run, answer, h, filled_trajectory_of=prev_id,
+                          with_statements=[copy_rows_sql(ReplayStep, list(_COPIED_STEP_FIELDS), **copied)], **fields)
+        return run
+    with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
         if restarted:
             ReplayStep.objects.filter(run=run).delete()
-        copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), where={"run": prev_id},
-                  values={"run": run.pk, "duration_ms": 0, "cached": True})
-        fields = {**start, "steps_done": steps_done, "steps_total": steps_done,  # a succeeded run did them all
-                  "tool_calls": 0, "cache_hits": tool_calls + cache_hits,
-                  "artifact_manifest": manifest, "finished_at": finished, "heartbeat_at": finished,
-                  "variant_check": variant_check}
-        fields.pop("filled_trajectory")
+        copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), **copied)
         _finish_succeeded(run, answer, h, filled_trajectory_of=prev_id, **fields)
     return run
 
@@ -681,19 +749,19 @@ class _WriteOnlyCache(DbStepCache):
     """``use_cache=False``: every tool runs; the results are still stored.
 
     A replay without the cache mostly recomputes steps whose entries exist already (the point is
-    to re-run them), and an entry is never replaced (``insert_rows(ignore_conflicts=True)``): so
-    ``flush`` first asks which keys are stored (one indexed SELECT) and sends only the others,
+    to re-run them), and an entry is never replaced (``ON CONFLICT DO NOTHING``): so
+    ``statements`` (and so ``flush``) first asks which keys are stored (one indexed SELECT) and sends only the others,
     which spares encoding (and on PostgreSQL parsing as ``jsonb``) observations that would be
     dropped as conflicts."""
 
     def get(self, key):
         return None
 
-    def flush(self) -> None:
+    def statements(self) -> list[tuple[str, list]]:
         if self.pending:
             for key in existing_values(StepCacheEntry, "key", self.pending):
                 self.pending.pop(key, None)
-        super().flush()
+        return super().statements()
 
 
 def _jsonable(value):

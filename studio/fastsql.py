@@ -15,8 +15,9 @@ from django.db import connections, models, router
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
-__all__ = ["insert_rows", "update_by", "update_rows", "copy_rows", "existing_values", "newest_row", "insert_instance",
-           "load_instances", "commit_without_flush_wait"]
+__all__ = ["insert_rows", "insert_rows_sql", "update_in_sql", "update_by", "update_rows", "copy_rows", "copy_rows_sql", "existing_values", "newest_row",
+           "newest_row_sql", "insert_instance", "load_instances", "load_many", "Sub", "column_sql", "commit_without_flush_wait",
+           "one_statement_writes"]
 
 
 def _connection(model: type[Model]):
@@ -60,16 +61,13 @@ def _preparer(field, conn):
     return prep
 
 
-def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
-                ignore_conflicts: bool = False) -> int:
-    """``INSERT`` ``rows`` (each a sequence of Python values in the order of ``columns``, field
-    names or attnames) into ``model``'s table, in as few statements as the backend's parameter
-    limit allows; ``ignore_conflicts``: rows that break a unique constraint are skipped (as
-    ``bulk_create(ignore_conflicts=True)``). Returns the number of rows sent. Fields' defaults
-    are not applied: name every column without a database default."""
+def insert_rows_sql(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
+                    ignore_conflicts: bool = False) -> list[tuple[str, list]]:
+    """The statements of :func:`insert_rows` with their parameters, not run: one per batch of
+    the backend's parameter limit (a single one on PostgreSQL), none for no rows."""
     rows = [list(r) for r in rows]
     if not rows:
-        return 0
+        return []
     conn = _connection(model)
     meta = model._meta
     q = conn.ops.quote_name
@@ -79,40 +77,129 @@ def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     batch = max(1, conn.ops.bulk_batch_size(fields, rows))
     preps = [_preparer(f, conn) for f in fields]
-    with conn.cursor() as cur:
-        for start in range(0, len(rows), batch):
-            chunk = rows[start:start + batch]
-            params = [p(v) for row in chunk for p, v in zip(preps, row)]
-            sql = (f"{head} {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) VALUES "
-                   + ", ".join([one] * len(chunk)) + (f" {suffix}" if suffix else ""))
-            cur.execute(sql, params)
+    out = []
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        params = [p(v) for row in chunk for p, v in zip(preps, row)]
+        sql = (f"{head} {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) VALUES "
+               + ", ".join([one] * len(chunk)) + (f" {suffix}" if suffix else ""))
+        out.append((sql, params))
+    return out
+
+
+def insert_rows(model: type[Model], columns: list[str], rows: Iterable[Iterable[Any]], *,
+                ignore_conflicts: bool = False) -> int:
+    """``INSERT`` ``rows`` (each a sequence of Python values in the order of ``columns``, field
+    names or attnames) into ``model``'s table, in as few statements as the backend's parameter
+    limit allows; ``ignore_conflicts``: rows that break a unique constraint are skipped (as
+    ``bulk_create(ignore_conflicts=True)``). Returns the number of rows sent. Fields' defaults
+    are not applied: name every column without a database default."""
+    rows = [list(r) for r in rows]
+    statements = insert_rows_sql(model, columns, rows, ignore_conflicts=ignore_conflicts)
+    if statements:
+        with _connection(model).cursor() as cur:
+            for sql, params in statements:
+                cur.execute(sql, params)
     return len(rows)
 
 
-def _where(conn, meta, where: dict[str, Any]) -> tuple[list[str], list]:
+def update_in_sql(model: type[Model], field: str, keys: Iterable[Any], values: dict[str, Any], *,
+                  increments: tuple[str, ...] = ()) -> tuple[str, list]:
+    """``UPDATE`` of ``model``'s rows whose ``field`` is one of ``keys``: the fields of ``values``
+    set to those Python values, each of ``increments`` (integer fields) raised by one in the
+    database (``QuerySet.update(n=F("n") + 1)``). Returns ``(sql, params)``, not run."""
+    conn = _connection(model)
+    meta = model._meta
+    q = conn.ops.quote_name
+    sets, params = [], []
+    for name in increments:
+        col = q(meta.get_field(name).column)
+        sets.append(f"{col} = {col} + 1")
+    for name, value in values.items():
+        f = meta.get_field(name)
+        sets.append(f"{q(f.column)} = %s")
+        params.append(f.get_db_prep_save(value, conn))
+    f = meta.get_field(field)
+    keys = [f.get_db_prep_value(k, conn) for k in keys]
+    sql = (f"UPDATE {q(meta.db_table)} SET {', '.join(sets)} WHERE {q(f.column)} IN ({', '.join(['%s'] * len(keys))})")
+    return sql, params + keys
+
+
+class Sub:
+    """A scalar subquery standing for a value in a ``where`` (``column = (sql)``): the database
+    finds the value, so the statement needs no round trip before it to read it
+    (:func:`column_sql` builds one)."""
+
+    __slots__ = ("sql", "params")
+
+    def __init__(self, sql: str, params: list):
+        self.sql, self.params = sql, params
+
+
+def column_sql(model: type[Model], field: str, where: dict[str, Any]) -> Sub:
+    """``SELECT <field's column> FROM`` ``model``'s table ``WHERE`` the fields equal ``where`` (whose
+    values may be :class:`Sub` in turn), as a :class:`Sub` (meant to match at most one row)."""
+    conn = _connection(model)
+    meta = model._meta
+    cond, params = _where(conn, meta, where)
+    return Sub(f"SELECT {conn.ops.quote_name(meta.get_field(field).column)} FROM {conn.ops.quote_name(meta.db_table)} "
+               f"WHERE {' AND '.join(cond)}", params)
+
+
+def _where(conn, meta, where: dict[str, Any], prefix: str = "") -> tuple[list[str], list]:
     q = conn.ops.quote_name
     sql, params = [], []
     for name, value in where.items():
         f = meta.get_field(name)
-        sql.append(f"{q(f.column)} = %s")
-        params.append(f.get_db_prep_value(value, conn))
+        if type(value) is Sub:
+            sql.append(f"{prefix}{q(f.column)} = ({value.sql})")
+            params.extend(value.params)
+        else:
+            sql.append(f"{prefix}{q(f.column)} = %s")
+            params.append(f.get_db_prep_value(value, conn))
     return sql, params
 
 
 def update_by(model: type[Model], key: dict[str, Any], values: dict[str, Any], *,
-              copy_fields: tuple[str, ...] = (), copy_from: dict[str, Any] | None = None) -> None:
+              copy_fields: tuple[str, ...] = (), copy_from: dict[str, Any] | None = None,
+              expressions: dict[str, tuple[str, list]] | None = None, returning: tuple[str, ...] = (),
+              relax_commit: bool = False, with_statements: Iterable[tuple[str, list]] = ()) -> tuple | None:
     """``UPDATE`` ``model``'s rows whose fields equal ``key`` (field names or attnames) with
     ``values`` (Python values), and each of ``copy_fields`` with that field of the row matching
-    ``copy_from``, copied inside the database (a subquery; the value is never read here)."""
+    ``copy_from``, copied inside the database (a subquery; the value is never read here).
+
+    ``expressions``: field name -> ``(sql, params)``, a SQL expression (a scalar subquery, say) the
+    field is set to, evaluated by the database in the same statement. ``returning``: field names
+    whose new values (as the driver gives them: a boolean is 0/1 on SQLite) come back, from the
+    first updated row, as a tuple (None when no row matched): ``UPDATE … RETURNING`` where the
+    backend has it, else a ``SELECT`` by ``key`` right after (the same values inside the caller's
+    transaction). ``relax_commit``: on PostgreSQL, the statement also lets its transaction commit
+    without waiting for the WAL flush, as :func:`commit_without_flush_wait` does, and under the
+    same rule (only a transaction this statement is the whole of, or the outermost ``atomic``
+    block; no extra round trip: ``set_config`` in the ``RETURNING`` list, evaluated once per
+    updated row). ``with_statements``: data-modifying statements (``(sql, params)``, e.g.
+    :func:`copy_rows_sql`) run in the same statement as common table expressions, so that the
+    whole write is one round trip and, in autocommit, one transaction: PostgreSQL only
+    (:func:`one_statement_writes`; ``NotImplementedError`` elsewhere); they see the table as it
+    was before the statement."""
     conn = _connection(model)
     meta = model._meta
     q = conn.ops.quote_name
     table = q(meta.db_table)
     sets, params = [], []
+    head, head_params = "", []
+    for i, (sql, sparams) in enumerate(with_statements):
+        if not one_statement_writes(model):
+            raise NotImplementedError(f"{conn.vendor} has no data-modifying WITH")
+        head += ("WITH " if not head else ", ") + f"w{i} AS ({sql})"
+        head_params.extend(sparams)
     for name, value in values.items():
         f = meta.get_field(name)
         sets.append(f"{q(f.column)} = %s")
         params.append(_preparer(f, conn)(value))
+    for name, (sql, sparams) in (expressions or {}).items():
+        sets.append(f"{q(meta.get_field(name).column)} = {sql}")
+        params.extend(sparams)
     if copy_fields:
         src_where, src_params = _where(conn, meta, copy_from or {})
         for name in copy_fields:
@@ -120,8 +207,20 @@ def update_by(model: type[Model], key: dict[str, Any], values: dict[str, Any], *
             sets.append(f"{col} = (SELECT {col} FROM {table} WHERE {' AND '.join(src_where)})")
             params.extend(src_params)
     where, wparams = _where(conn, meta, key)
+    sql = f"{head + ' ' if head else ''}UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(where)}"
+    back = [q(meta.get_field(n).column) for n in returning]
+    relax = _RELAX_SQL if relax_commit and _may_relax(conn) else ""
+    inline = bool(back or relax) and conn.features.can_return_columns_from_insert
+    if inline:
+        sql += " RETURNING " + ", ".join(back + ([relax] if relax else []))
     with conn.cursor() as cur:
-        cur.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(where)}", params + wparams)
+        cur.execute(sql, head_params + params + wparams)
+        if not returning:
+            return None
+        if not inline:  # no RETURNING on this backend (SQLite < 3.35): read the row back
+            cur.execute(f"SELECT {', '.join(back)} FROM {table} WHERE {' AND '.join(where)}", wparams)
+        row = cur.fetchone()
+    return None if row is None else tuple(row[:len(back)])
 
 
 def update_rows(model: type[Model], key_fields: list[str], value_fields: list[str],
@@ -144,9 +243,10 @@ def update_rows(model: type[Model], key_fields: list[str], value_fields: list[st
             cur.executemany(sql, params)
 
 
-def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], values: dict[str, Any]) -> None:
-    """``INSERT … SELECT``: copy ``model``'s rows matching ``where`` inside the database, their
-    ``columns`` as they are and the fields of ``values`` set to those Python values."""
+def copy_rows_sql(model: type[Model], columns: list[str], *, where: dict[str, Any],
+                  values: dict[str, Any]) -> tuple[str, list]:
+    """The statement of :func:`copy_rows` and its parameters, not run (for
+    ``update_by(with_statements=...)``)."""
     conn = _connection(model)
     meta = model._meta
     q = conn.ops.quote_name
@@ -156,8 +256,14 @@ def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], 
     sql = (f"INSERT INTO {q(meta.db_table)} ({', '.join([q(f.column) for f in set_fields] + copied)}) "
            f"SELECT {', '.join(['%s'] * len(set_fields) + copied)} FROM {q(meta.db_table)} "
            f"WHERE {' AND '.join(cond)}")
-    params = [f.get_db_prep_save(v, conn) for f, v in zip(set_fields, values.values())] + cparams
-    with conn.cursor() as cur:
+    return sql, [f.get_db_prep_save(v, conn) for f, v in zip(set_fields, values.values())] + cparams
+
+
+def copy_rows(model: type[Model], columns: list[str], *, where: dict[str, Any], values: dict[str, Any]) -> None:
+    """``INSERT … SELECT``: copy ``model``'s rows matching ``where`` inside the database, their
+    ``columns`` as they are and the fields of ``values`` set to those Python values."""
+    sql, params = copy_rows_sql(model, columns, where=where, values=values)
+    with _connection(model).cursor() as cur:
         cur.execute(sql, params)
 
 
@@ -183,22 +289,33 @@ def existing_values(model: type[Model], column: str, values: Iterable[Any]) -> s
     return found
 
 
+def newest_row_sql(model: type[Model], select: str, *, where: dict[str, Any], exclude_pk: Any = None,
+                   select_params: list | None = None) -> tuple[str, list]:
+    """``SELECT <select> FROM`` ``model``'s table ``WHERE`` the fields equal ``where`` (and the
+    primary key is not ``exclude_pk``) ``ORDER BY`` the primary key descending ``LIMIT 1``, and its
+    parameters (``select_params`` first): the row :func:`newest_row` reads, as text a caller can
+    use as a scalar subquery. ``select``: SQL over the table's quoted columns."""
+    conn = _connection(model)
+    meta = model._meta
+    q = conn.ops.quote_name
+    cond, params = _where(conn, meta, where)
+    pk = q(meta.pk.column)
+    if exclude_pk is not None:
+        cond.append(f"{pk} <> %s")
+        params.append(exclude_pk)
+    sql = f"SELECT {select} FROM {q(meta.db_table)} WHERE {' AND '.join(cond)} ORDER BY {pk} DESC LIMIT 1"
+    return sql, list(select_params or []) + params
+
+
 def newest_row(model: type[Model], columns: tuple[str, ...], *, where: dict[str, Any],
                exclude_pk: Any = None) -> tuple | None:
     """The values of ``columns`` (field names; JSON fields decoded, others as the driver gives them)
     of the row matching ``where``
     with the largest primary key (other than ``exclude_pk``), or None."""
     conn = _connection(model)
-    meta = model._meta
     q = conn.ops.quote_name
-    fields = [meta.get_field(c) for c in columns]
-    cond, params = _where(conn, meta, where)
-    pk = q(meta.pk.column)
-    if exclude_pk is not None:
-        cond.append(f"{pk} <> %s")
-        params.append(exclude_pk)
-    sql = (f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(meta.db_table)} "
-           f"WHERE {' AND '.join(cond)} ORDER BY {pk} DESC LIMIT 1")
+    fields = [model._meta.get_field(c) for c in columns]
+    sql, params = newest_row_sql(model, ", ".join(q(f.column) for f in fields), where=where, exclude_pk=exclude_pk)
     with conn.cursor() as cur:
         cur.execute(sql, params)
         row = cur.fetchone()
@@ -207,13 +324,15 @@ def newest_row(model: type[Model], columns: tuple[str, ...], *, where: dict[str,
     return tuple(f.from_db_value(v, None, conn) if hasattr(f, "from_db_value") else v for f, v in zip(fields, row))
 
 
-def insert_instance(obj: Model) -> Model:
+def insert_instance(obj: Model, *, relax_commit: bool = False) -> Model:
     """``INSERT`` one new model instance, as ``obj.save()`` on a new object does without signals:
     every local concrete field (but an unset auto primary key), ``pre_save`` applied (so
     ``auto_now_add`` fields get their time) and prepared by the field. Sets ``obj``'s primary key
     (``RETURNING`` where the backend has it, else the backend's last insert id) and its state
     (saved, database alias). Returns ``obj``. For models without ``pre_save``/``post_save``
-    receivers only: none are sent."""
+    receivers only: none are sent. ``relax_commit``: as in :func:`update_by` (PostgreSQL; the
+    ``RETURNING`` list also holds ``set_config``; only with an auto primary key, which ``RETURNING``
+    brings back)."""
     model = type(obj)
     conn = _connection(model)
     meta = model._meta
@@ -232,6 +351,8 @@ def insert_instance(obj: Model) -> Model:
             returning = True
         plan = _INSERT_PLANS[(conn.alias, model, pk_set)] = (fields, sql, returning)
     fields, sql, returning = plan
+    if relax_commit and returning and _may_relax(conn):
+        sql += ", " + _RELAX_SQL
     params = [_preparer(f, conn)(f.pre_save(obj, True)) for f in fields]
     with conn.cursor() as cur:
         cur.execute(sql, params)
@@ -248,6 +369,7 @@ _SELECT_PLANS: dict = {}
 
 
 def _select_plan(conn, model, fields, related, where_names, order_by):
+    """``where_names``: ``(field name, Sub's SQL or None)`` pairs."""
     key = (conn.alias, model, fields, related, where_names, order_by)
     plan = _SELECT_PLANS.get(key)
     if plan is not None:
@@ -278,7 +400,7 @@ def _select_plan(conn, model, fields, related, where_names, order_by):
                 convs.append((len(cols) - 1, found, col))
         slices.append((fk, m, [f.attname for f in flds], start, start + len(flds), flds.index(m._meta.pk)))
         start += len(flds)
-    where = [f"t0.{q(meta.get_field(n).column)} = %s" for n in where_names]
+    where = [f"t0.{q(meta.get_field(n).column)} = " + (f"({sub})" if sub is not None else "%s") for n, sub in where_names]
     order = []
     for name in order_by:
         desc = name.startswith("-")
@@ -286,7 +408,7 @@ def _select_plan(conn, model, fields, related, where_names, order_by):
     sql = (f"SELECT {', '.join(cols)} FROM {q(meta.db_table)} t0 {' '.join(joins)}"
            + (f" WHERE {' AND '.join(where)}" if where else "")
            + (f" ORDER BY {', '.join(order)}" if order else ""))
-    plan = _SELECT_PLANS[key] = (sql, convs, slices, [meta.get_field(n) for n in where_names])
+    plan = _SELECT_PLANS[key] = (sql, convs, slices, [meta.get_field(n) for n, _sub in where_names])
     return plan
 
 
@@ -299,14 +421,62 @@ def load_instances(model: type[Model], *, where: dict[str, Any], fields: tuple[s
     converted by the same backend and field converters as the ORM's. ``related``: forward
     foreign keys of ``model`` whose rows come along (every concrete field; cached on the instance
     as ``select_related`` caches them; a null key gives None). ``order_by``: field names, ``-``
-    for descending."""
+    for descending. A ``where`` value may be a :class:`Sub` (the database finds it)."""
     conn = _connection(model)
-    sql, convs, slices, where_fields = _select_plan(conn, model, tuple(fields), tuple(related),
-                                                    tuple(where), tuple(order_by))
-    params = [f.get_db_prep_value(v, conn) for f, v in zip(where_fields, where.values())]
+    sql, params, convs, slices = _load_query(conn, model, where, fields, related, order_by)
     with conn.cursor() as cur:
         cur.execute(sql, params)
-        rows = cur.fetchall()
+        return _instances(conn, cur.fetchall(), convs, slices)
+
+
+def load_many(*queries: dict) -> list[list[Model]]:
+    """:func:`load_instances` of each of ``queries`` (its keyword arguments, with ``model``), in
+    one round trip on PostgreSQL (the statements joined by ``;``: the client-side binding cursor
+    sends them as one simple query and reads their results in turn), one after the other
+    elsewhere (SQLite's cursor runs one statement a call). A ``where`` value may be a
+    :class:`Sub`, so that a later query can use what an earlier one would have read. All on one
+    database."""
+    built = []
+    for qd in queries:
+        qd = dict(qd)
+        model = qd.pop("model")
+        conn = _connection(model)
+        built.append((conn, _load_query(conn, model, qd.pop("where"), tuple(qd.pop("fields", ())),
+                                        tuple(qd.pop("related", ())), tuple(qd.pop("order_by", ())))))
+        if qd or conn is not built[0][0]:
+            raise ValueError("load_many: unknown arguments or several databases")
+    if not built:
+        return []
+    conn = built[0][0]
+    out = []
+    with conn.cursor() as cur:
+        if conn.vendor == "postgresql" and len(built) > 1:
+            cur.execute("; ".join(b[1][0] for b in built), [p for b in built for p in b[1][1]])
+            for i, (_c, (_sql, _params, convs, slices)) in enumerate(built):
+                if i:
+                    cur.nextset()
+                out.append(_instances(conn, cur.fetchall(), convs, slices))
+            return out
+        for _c, (sql, params, convs, slices) in built:
+            cur.execute(sql, params)
+            out.append(_instances(conn, cur.fetchall(), convs, slices))
+    return out
+
+
+def _load_query(conn, model, where, fields, related, order_by):
+    sql, convs, slices, where_fields = _select_plan(
+        conn, model, tuple(fields), tuple(related),
+        tuple((n, v.sql if type(v) is Sub else None) for n, v in where.items()), tuple(order_by))
+    params = []
+    for f, v in zip(where_fields, where.values()):
+        if type(v) is Sub:
+            params.extend(v.params)
+        else:
+            params.append(f.get_db_prep_value(v, conn))
+    return sql, params, convs, slices
+
+
+def _instances(conn, rows, convs, slices) -> list[Model]:
     out = []
     for row in rows:
         row = list(row)
@@ -343,3 +513,26 @@ def commit_without_flush_wait(model: type[Model]) -> None:
     if conn.vendor == "postgresql" and len(conn.atomic_blocks) == 1:
         with conn.cursor() as cur:
             cur.execute("SET LOCAL synchronous_commit = off")
+
+
+#: PostgreSQL's ``SET LOCAL synchronous_commit = off`` as an expression (``is_local``: this
+#: transaction only), for a ``RETURNING`` list
+_RELAX_SQL = "set_config('synchronous_commit', 'off', true)"
+
+
+def _may_relax(conn) -> bool:
+    """A PostgreSQL connection whose next statement may relax its transaction's commit: the
+    statement is a transaction of its own (autocommit, outside ``atomic``), or it runs in the
+    outermost ``atomic`` block (the rule of :func:`commit_without_flush_wait`)."""
+    if conn.vendor != "postgresql":
+        return False
+    if conn.in_atomic_block:
+        return len(conn.atomic_blocks) == 1
+    return conn.get_autocommit()
+
+
+def one_statement_writes(model: type[Model]) -> bool:
+    """Whether ``model``'s database runs data-modifying statements inside another statement
+    (``WITH w AS (INSERT …) UPDATE …``; ``update_by(with_statements=...)``): PostgreSQL yes,
+    SQLite no."""
+    return _connection(model).vendor == "postgresql"

@@ -79,6 +79,12 @@ def test_the_whole_run_cache_copies_steps_and_trajectory_in_the_database(task):
     assert fresh.artifact_manifest == first.artifact_manifest and fresh.gold_accepted
 
 
+def _run_and_layers() -> list[str]:
+    """The run (with revision and task) and the event's layers: two SELECTs, sent as one round trip
+    on PostgreSQL (``studio.fastsql.load_many``; one captured query there)."""
+    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT"]
+
+
 def _statements(ctx: CaptureQueriesContext) -> list[str]:
     """The data statements (transaction control: BEGIN, SAVEPOINT, RELEASE left out)."""
     return [q["sql"].split()[0].upper() for q in ctx.captured_queries
@@ -92,13 +98,78 @@ def test_statements_per_replay_are_pinned(task):
     # the run with its revision and task; the event's layers; an identical earlier run (none);
     # the task's variant row (none: a robustness variant's replay rules, replay.services);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
-    # rows, the gold lookup, the run's update
-    assert _statements(ctx) == ["SELECT"] * 6 + ["INSERT", "INSERT", "SELECT", "UPDATE"]
+    # rows, the run's update (the gold lookup is two subqueries of it since issue 16: was a SELECT)
+    assert _statements(ctx) == _run_and_layers() + ["SELECT"] * 4 + ["INSERT", "INSERT", "UPDATE"]
     warm = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(warm.pk)
-    # the run; the layers; the identical earlier run; then copy its steps, find the gold, update
-    assert _statements(ctx) == ["SELECT", "SELECT", "SELECT", "INSERT", "SELECT", "UPDATE"]
+    # the run; the layers; the identical earlier run; then copy its steps, update (gold inside);
+    # inside the test's transaction, so the PostgreSQL one-statement form is not taken (next test)
+    assert _statements(ctx) == _run_and_layers() + ["SELECT", "INSERT", "UPDATE"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_replay_ends_in_one_statement(task, monkeypatch):
+    """In autocommit (a worker, the bench): ``create_run`` is one INSERT, no transaction around
+    it; on PostgreSQL a short replay's end (cold: the cache's entries, the step rows, the gold
+    decision, the run's update; warm: the step copy, the gold decision, the run's update) is one
+    statement too. Counted: the statements sent and the COMMITs of transactions Django opened."""
+    commits = []
+    real_commit = connection._commit
+    monkeypatch.setattr(connection, "_commit", lambda: (commits.append(1), real_commit())[1])
+    pg = connection.vendor == "postgresql"
+    cold = create_run(task)
+    with CaptureQueriesContext(connection) as ctx:
+        first = execute_replay(cold.pk)
+    # the run, the layers, an identical run (none), the variant row (none), two cache lookups
+    assert _statements(ctx) == _run_and_layers() + ["SELECT"] * 4 + (["WITH"] if pg else ["INSERT", "INSERT", "UPDATE"])
+    assert commits == ([] if pg else [1])
+    assert first.status == "succeeded" and first.gold_accepted is True and first.tool_calls == 2
+    assert StepCacheEntry.objects.count() == 2 and first.final_answer == {"damaged_area_m2": 6691.5}
+    commits.clear()
+    with CaptureQueriesContext(connection) as ctx:
+        run = create_run(task)
+    assert _statements(ctx) == ["INSERT"] and commits == []
+    # the relaxed commit rides in the INSERT's RETURNING list on PostgreSQL (was SET LOCAL)
+    assert ("set_config('synchronous_commit', 'off', true)" in ctx.captured_queries[0]["sql"]) is pg
+    with CaptureQueriesContext(connection) as ctx:
+        warm = execute_replay(run.pk)
+    # the run, the layers, the identical earlier run; then PostgreSQL: one WITH … INSERT … UPDATE,
+    # no transaction; SQLite (no data-modifying WITH): INSERT … SELECT and UPDATE, one transaction
+    assert _statements(ctx) == _run_and_layers() + ["SELECT"] + (["WITH"] if pg else ["INSERT", "UPDATE"])
+    assert commits == ([] if pg else [1])
+    assert warm.tool_calls == 0 and warm.gold_accepted is True and warm.accepted_by_id is None
+    stored = ReplayRun.objects.get(pk=warm.pk)
+    assert (stored.status, stored.replay_hash, stored.filled_trajectory, stored.gold_accepted) == \
+        ("succeeded", first.replay_hash, first.filled_trajectory, True)
+    cols = ("index", "call", "status", "args", "resolved_args", "obs", "artifacts", "error", "expanded")
+    assert list(ReplayStep.objects.filter(run=warm).order_by("index").values_list(*cols)) == \
+        list(ReplayStep.objects.filter(run=first).order_by("index").values_list(*cols))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_relax_commit_in_an_update_applies_to_the_outermost_transaction_only(task):
+    from django.db import transaction
+
+    pg = connection.vendor == "postgresql"
+
+    def setting():  # PostgreSQL's per-transaction value (SQLite has no such setting)
+        if not pg:
+            return None
+        with connection.cursor() as cur:
+            cur.execute("SELECT current_setting('synchronous_commit')")
+            return cur.fetchone()[0]
+
+    run = create_run(task)
+    with transaction.atomic():
+        update_by(ReplayRun, {"id": run.pk}, {"steps_done": 1}, relax_commit=True)
+        outer = setting()
+    with transaction.atomic():
+        with transaction.atomic():  # nested: the outer transaction's commit decides, nothing changes
+            update_by(ReplayRun, {"id": run.pk}, {"steps_done": 2}, relax_commit=True)
+            nested = setting()
+    assert (outer, nested) == (("off", "on") if pg else (None, None))
+    assert ReplayRun.objects.get(pk=run.pk).steps_done == 2
 
 
 def test_insert_rows_skips_conflicts_and_update_by_copies_in_sql(db):
@@ -149,6 +220,19 @@ def test_load_instances_gives_what_the_orm_gives(task):
     assert fast_layers[0].get_deferred_fields() == orm_layers[0].get_deferred_fields() and "gsd_m" in \
         fast_layers[0].get_deferred_fields()
     assert load_instances(ReplayRun, where={"id": run.pk + 1000}) == []
+    # several queries at once (one round trip on PostgreSQL), a later one's value found by a subquery
+    from annotation.models import Task
+    from studio.fastsql import column_sql, load_many
+
+    def event_of(run_id):
+        return {"event": column_sql(Task, "event", {"id": column_sql(ReplayRun, "task", {"id": run_id})})}
+
+    [runs, layers] = load_many(dict(model=ReplayRun, where={"id": run.pk}, related=("revision", "task")),
+                               dict(model=Layer, where=event_of(run.pk), fields=fields, order_by=("id",)))
+    assert [_row_values(r) for r in runs] == [_row_values(fast)] and _row_values(runs[0].task) == _row_values(fast.task)
+    assert [_row_values(l) for l in layers] == [_row_values(l) for l in orm_layers]
+    assert load_many(dict(model=ReplayRun, where={"id": run.pk + 1000}),
+                     dict(model=Layer, where=event_of(run.pk + 1000), fields=fields)) == [[], []]
 
 
 def test_insert_instance_writes_the_row_the_orm_would(task):

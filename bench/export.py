@@ -6,16 +6,20 @@ For each size N (the last is the one the target is about): the seeded scratch SQ
 ``bench/lists.py`` for N tasks (built there if missing: real xBD scenes + ``seed_synthetic``; under
 /tmp/studio-bench, never var/), then, in a process of its own for that database:
 
-* a draft release ``0.0.<n>`` of every approved task is created (``create_release``, timed);
-* ``manage.py export_release 0.0.<n> --out DIR`` runs as a child of a small wrapper process that
-  waits for it and reads ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the child's peak
-  resident memory, in KiB on Linux.
+* a draft release ``0.0.<n>`` of every approved task is created (``create_release``, timed) in a
+  child process of its own (this script with ``--create``), so that its peak memory is that step's;
+* ``manage.py export_release 0.0.<n> --out DIR`` runs as a child the same way.
 
-Figures: the peak RSS at the largest size, target ≤ 300 MB (issue 16; it was 944 MB at 100,000 tasks
-when the manifest was built in memory), and the peak at the largest size over the peak at the
-smallest, target ≤ 1.15 (memory independent of the task count; the rest is the interpreter, Django,
-rasterio and the per-release entries). Memory is not slowed by the machine's load, so these are
-not ratios against a timed baseline. Prints ``BENCH`` lines for ``bench/run_all.py``.
+Each child runs under a small wrapper process that waits for it and reads
+``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the child's peak resident memory, in KiB on Linux.
+
+Figures: the export's peak RSS at the largest size, target ≤ 300 MB (issue 16; it was 944 MB at
+100,000 tasks when the manifest was built in memory), and the peak at the largest size over the peak
+at the smallest, target ≤ 1.15 (memory independent of the task count; the rest is the interpreter,
+Django, rasterio and the per-release entries); ``create_release``'s peak RSS at the largest size,
+same ≤ 300 MB target (about 1.5 GB at 100,000 tasks when it loaded every task with its head
+revision). Memory is not slowed by the machine's load, so these are not ratios against a timed
+baseline. Prints ``BENCH`` lines for ``bench/run_all.py``.
 """
 from __future__ import annotations
 
@@ -58,7 +62,7 @@ def one(tasks: int, runs: int, fresh: bool) -> dict:
     django.setup()
     from annotation.models import Task
     from releases.models import Release
-    from releases.services.releases import create_release
+    from django.db import connection
     from studio.accounts import upsert_user
 
     n_tasks = Task.objects.filter(status="approved").count()
@@ -66,18 +70,42 @@ def one(tasks: int, runs: int, fresh: bool) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     user = upsert_user("bench-maintainer", "bench-pw-123", ["maintainer"])
     version = f"0.0.{Release.objects.count() + 1}"
-    t0 = time.perf_counter()
-    create_release(user, version, "bench/export.py: every approved synthetic task")
-    create_s = time.perf_counter() - t0
+    connection.close()  # the children write to the database
+    created = _wrapped([sys.executable, str(Path(__file__).resolve()), "--create", version, "--user", user.username],
+                       env, "create_release")
+    create_s = json.loads(created["stdout"].strip().splitlines()[-1])["seconds"]
     cmd = [sys.executable, str(ROOT / "manage.py"), "export_release", version, "--out", str(out)]
-    r = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], env=env, cwd=ROOT, capture_output=True, text=True)
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    if res["rc"]:
-        raise SystemExit(f"export_release failed:\n{res['stdout']}\n{res['stderr']}")
+    res = _wrapped(cmd, env, "export_release")
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     shutil.rmtree(out, ignore_errors=True)
     return {"tasks": n_tasks, "reused": bool(seed.get("reused")), "create_s": create_s, "export_s": res["seconds"],
-            "rss_mb": res["maxrss_kib"] / 1024, "written_mib": size / 2**20}
+            "rss_mb": res["maxrss_kib"] / 1024, "create_rss_mb": created["maxrss_kib"] / 1024,
+            "written_mib": size / 2**20}
+
+
+def _wrapped(cmd: list[str], env: dict, what: str) -> dict:
+    """Run ``cmd`` as the child of ``WRAPPER``: its rc, seconds, output tails and peak RSS (KiB)."""
+    r = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], env=env, cwd=ROOT, capture_output=True, text=True)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if res["rc"]:
+        raise SystemExit(f"{what} failed:\n{res['stdout']}\n{res['stderr']}")
+    return res
+
+
+def create_child(version: str, username: str) -> None:
+    """``--create``: create draft ``version`` of every approved task as ``username`` (the database
+    is the environment's); prints the seconds ``create_release`` took (Django set up before)."""
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from releases.services.releases import create_release
+
+    user = get_user_model().objects.get(username=username)
+    t0 = time.perf_counter()
+    create_release(user, version, "bench/export.py: every approved synthetic task")
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 
 def main() -> None:
@@ -86,7 +114,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--create", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--user", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.create is not None:  # a grandchild: create_release alone, for its own peak RSS
+        create_child(args.create, args.user)
+        return
     if args.one is not None:  # a child: one database per process (Django is set up once)
         print(json.dumps(one(args.one, args.runs, args.fresh)))
         return
@@ -99,7 +132,7 @@ def main() -> None:
         res = json.loads(r.stdout.strip().splitlines()[-1])
         results.append(res)
         print(f"export_release of {res['tasks']:,} tasks ({'reused' if res['reused'] else 'seeded'} scratch database): "
-              f"create_release {res['create_s']:.1f} s, export {res['export_s']:.1f} s, "
+              f"create_release {res['create_s']:.1f} s (peak RSS {res['create_rss_mb']:,.0f} MB), export {res['export_s']:.1f} s, "
               f"peak RSS {res['rss_mb']:,.0f} MB, {res['written_mib']:,.0f} MiB written", flush=True)
     big, small = results[-1], results[0]
     print(f"BENCH\texport: export_release peak RSS ({big['tasks']:,} tasks)\t{big['rss_mb']:,.0f} MB "
@@ -109,6 +142,8 @@ def main() -> None:
         print(f"BENCH\texport: peak RSS at {big['tasks']:,} / at {small['tasks']:,} tasks\t{growth:.2f} "
               f"({big['rss_mb']:,.0f} / {small['rss_mb']:,.0f} MB)\t≤ {GROWTH_TARGET}\t"
               f"{'ok' if growth <= GROWTH_TARGET else 'OVER'}")
+    print(f"BENCH\trelease: create_release peak RSS ({big['tasks']:,} tasks)\t{big['create_rss_mb']:,.0f} MB "
+          f"({big['create_s']:.1f} s)\t≤ {TARGET_MB:.0f} MB\t{'ok' if big['create_rss_mb'] <= TARGET_MB else 'OVER'}")
     print(f"BENCH\trelease: create_release ({big['tasks']:,} tasks)\t{big['create_s']:.1f} s\t—\tinfo")
 
 

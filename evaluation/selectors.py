@@ -335,3 +335,26 @@ def release_adjudication(task, release_id: int | None) -> dict:
     adj = Adjudication.objects.filter(record_id__in=ids)
     return {"records": len(ids), "adjudicated": adj.values("record_id").distinct().count(),
             "overrides_all": adj.filter(overrides_all=True).count()}
+
+
+def release_adjudications(task_ids: list[int], release_id: int | None) -> dict[int, dict]:
+    """``{task id: release_adjudication(task, release_id)}`` for every id in ``task_ids``, in two
+    queries (the records of the runs scored on the release, then their adjudications; the second
+    only when there are records): the batched form of the sidecar field, which an export uses."""
+    out = {pk: {"records": 0, "adjudicated": 0, "overrides_all": 0} for pk in task_ids}
+    if not release_id or not task_ids:
+        return out
+    task_of = dict(RunRecord.objects.filter(task_id__in=task_ids, run__release_id=release_id).values_list("pk", "task_id"))
+    if not task_of:
+        return out
+    adjudicated: dict[int, set] = {}
+    for record_id, overrides_all in Adjudication.objects.filter(record_id__in=list(task_of)).values_list(
+            "record_id", "overrides_all"):
+        summary = out[task_of[record_id]]
+        adjudicated.setdefault(task_of[record_id], set()).add(record_id)
+        summary["overrides_all"] += bool(overrides_all)
+    for record_id, task_id in task_of.items():
+        out[task_id]["records"] += 1
+    for task_id, records in adjudicated.items():
+        out[task_id]["adjudicated"] = len(records)
+    return out

@@ -210,11 +210,14 @@ def test_one_qc_jump_stale_replay_and_failed_replay(live_server, browser, make_u
         p.keyboard.press("Control+s")
         p.wait_for_function("() => document.querySelector('#save-state').textContent.includes('r2')", timeout=15000)
         p.wait_for_function("() => /^succeeded/.test(document.querySelector('#replay-status').textContent)", timeout=60000)
-        # the status can still read r1's "succeeded" an instant before r2's replay starts: wait for
-        # r2's filled value itself
+        # the status can still read r1's "succeeded", and the greyed r1 value "60" is digits too, an
+        # instant before r2's replay starts (seen under load in CI): wait for the badge to go, which
+        # happens only when a replay of the saved revision r2 has filled the answer
+        p.wait_for_selector("#replay-stale", state="hidden", timeout=60000)
         p.wait_for_function("() => /^[0-9]+$/.test(document.querySelector('#answers tbody tr .ans-value').textContent)",
                             timeout=60000)
         assert p.locator("#replay-stale").is_hidden()
+        assert "stale" not in (p.locator("#answer-card").get_attribute("class") or "")
         assert p.locator("#answers tbody tr").nth(0).locator(".ans-value").text_content().isdigit()
         # a step that fails (a file that is not a layer): the filled values go, the failing step is named
         p.locator("#steps > li").nth(0).locator(".arg[data-name=vector_path]").fill("missing.geojson")

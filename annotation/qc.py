@@ -85,7 +85,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kernel.references import find_all_references, format_path, parse_reference
 from kernel.tools.registry import PAPER_ALIASES, UnknownToolError, get_tool
@@ -649,6 +649,26 @@ class _Scope:
 
 def _step_call(step: dict) -> Any:
     return step_call_raw(step)
+
+
+def reference_accepts(steps: list) -> Callable[[int, str], bool]:
+    """``accepts(N, key)`` for ``kernel.content.answer_source``: whether the ``references.key``
+    check below takes ``<key> from trajectory[N].obs`` of these authored steps — the keys of a
+    return_all ``tool.loop`` are ``results`` only, a known tool's are its result keys, an unknown
+    tool's are not checked (any key)."""
+    def accepts(index: int, key: str) -> bool:
+        step = steps[index] if 0 <= index < len(steps) else None
+        if not isinstance(step, dict):
+            return True
+        info, _alias = resolve_tool(str(_step_call(step) or ""))
+        if info is None:
+            return True
+        if info.name == LOOP_TOOL:
+            args = _step_args(step)
+            if not isinstance(args, dict) or args.get("return_all", True) is not False:
+                return key == "results"
+        return key in info.result_keys
+    return accepts
 
 
 def _step_args(step: dict) -> Any:

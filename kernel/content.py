@@ -25,7 +25,7 @@ so that an unchanged task is written back exactly as it came in.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kernel.steps import step_args
 from kernel.taskfile import same_value
@@ -44,11 +44,16 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None or isinstance(value, (dict, list, bool)) else str(value))
 
 
-def answer_source(value: Any, trajectory: list) -> Any:
+def answer_source(value: Any, trajectory: list, accepts: Callable[[int, str], bool] | None = None) -> Any:
     """The answer-field source for a gold ``value``: ``<key> from trajectory[N].obs`` when exactly
     one top-level key of exactly one step's obs holds that value (numbers by value, ``tool`` keys
     ignored; a list obs is matched as a whole, key ``results``), else the literal value. ``None``
-    is never bound (it is what a blank answer looks like)."""
+    is never bound (it is what a blank answer looks like).
+
+    ``accepts(N, key)``: whether the reference checker takes ``<key>`` of step N (the key is one
+    its tool returns); a recorded obs that holds keys its tool does not return (a file's obs need
+    not be the tool's) is not bound through them, so that an import never refuses the reference it
+    derived itself. None: every key is taken."""
     if value is None:
         return None
     hits = []
@@ -58,17 +63,20 @@ def answer_source(value: Any, trajectory: list) -> Any:
             hits += [(i, k) for k, v in obs.items() if k != "tool" and same_value(v, value)]
         elif isinstance(obs, list) and same_value(obs, value):
             hits.append((i, "results"))
+    if accepts is not None:
+        hits = [(i, k) for i, k in hits if accepts(i, k)]
     if len(hits) == 1:
         i, k = hits[0]
         return f"<{k}> from trajectory[{i}].obs"
     return value
 
 
-def task_content(sample: dict, task: dict, authored: list) -> dict:
+def task_content(sample: dict, task: dict, authored: list,
+                 accepts: Callable[[int, str], bool] | None = None) -> dict:
     """The studio content of ``task`` of ``sample`` (rules in the module docstring).
 
     ``authored``: the authored trajectory with obs (``[{call, args|inputs, obs}]``), calls already
-    normalised to dotted tool names by the caller.
+    normalised to dotted tool names by the caller. ``accepts``: see :func:`answer_source`.
     """
     spec = task.get("eval_spec") if isinstance(task.get("eval_spec"), dict) else {}
     final = task.get("final_answer") if isinstance(task.get("final_answer"), dict) else {}
@@ -76,7 +84,7 @@ def task_content(sample: dict, task: dict, authored: list) -> dict:
     answer_spec = []
     for name, typ in spec.items():
         entry = {"name": name, "eval_type": typ if isinstance(typ, str) else "",
-                 "source": answer_source(final.get(name), authored)}
+                 "source": answer_source(final.get(name), authored, accepts)}
         if name in fmt:
             entry["answer_format"] = fmt[name]
         answer_spec.append(entry)

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from annotation.errors import AnnotationInputError
 from annotation.models import Layer, Task
+from annotation.qc import reference_accepts
 from annotation.services.tasks import content_problem, create_task, revision_content, save_revision
 from kernel.catalogue import result_types
 from kernel.content import answer_proposals as _answer_proposals
@@ -42,9 +43,9 @@ def _dimension_of(path: Path, task: dict) -> str | None:
 def file_task_content(sample: dict, task: dict) -> tuple[dict, list]:
     """``(content, authored steps with obs)`` of a file's task: the one rule both importers use
     (``kernel.content.task_content``; answer fields bound to the step observation that holds their
-    value when exactly one does)."""
+    value when exactly one does, through a key the reference check takes: ``qc.reference_accepts``)."""
     authored = authored_steps(task.get("trajectory"))
-    return task_content(sample, task, authored), authored
+    return task_content(sample, task, authored, reference_accepts(authored)), authored
 
 
 def answer_proposals(content: dict, authored: list) -> list[dict]:

@@ -47,18 +47,18 @@ from releases.services.export import (
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
-from kernel.content import MAX_SAMPLE_ID, source_record, task_content
+from kernel.content import MAX_SAMPLE_ID, source_record
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
 from annotation.services import review
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
+from annotation.services.task_import import file_task_content
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased, write_imported_revision
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
 from annotation.services import imports
-from kernel.engine import authored_steps
 from replay.models import ReplayRun
 from replay.services import record_imported_gold
 
@@ -867,7 +867,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 old_status = task.status if task else ""
                 (report.created if task is None else report.updated).append(pl.question_id)
                 trajectory = pl.task.get("trajectory") if isinstance(pl.task.get("trajectory"), list) else []
-                content = task_content(pl.sample, pl.task, authored_steps(pl.task.get("trajectory")))
+                content, _authored = file_task_content(pl.sample, pl.task)
                 provenance = {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()
                               if k in ("authors", "reviewers", "revision", "replay_hash", "task_id")} or None
                 record = source_record(pl.sample, pl.task, content, file=pl.file, sample_index=pl.sample_index,

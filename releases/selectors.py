@@ -49,10 +49,12 @@ def release_counts(release: Release) -> dict[str, int]:
     return {r["task__dimension"]: r["n"] for r in sorted(rows, key=lambda r: r["task__dimension"])}
 
 
-def release_entries(release: Release, *, chunk: int = 5000) -> SortedEntries:
+def release_entries(release: Release, *, chunk: int = 5000, spool_dir: Path | None = None,
+                    spool_prefix: str = "export-entries-") -> SortedEntries:
     """The light entries (ids only) an export of ``release`` streams, in export order (dimension,
     then imported sample order, sample id, task index: ``export.export_order``), spooled to disk
-    (:class:`~releases.services.export.SortedEntries`; close it, or use it as a context manager).
+    (:class:`~releases.services.export.SortedEntries` in a folder ``spool_prefix``… of ``spool_dir``,
+    the system's temporary folder if None; close it, or use it as a context manager).
 
     The ReleaseTask rows are read by keyset on their id, ``chunk`` at a time (one statement each,
     no cursor held open across the position queries), so a release of 100,000 tasks never holds
@@ -70,7 +72,7 @@ def release_entries(release: Release, *, chunk: int = 5000) -> SortedEntries:
                 return
             last = batch[-1][0]
 
-    return SortedEntries(rows(), chunk=chunk)
+    return SortedEntries(rows(), chunk=chunk, dir=spool_dir, prefix=spool_prefix)
 
 
 # ------------------------------------------------------------------ export jobs

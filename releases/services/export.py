@@ -432,15 +432,20 @@ class SortedEntries:
     (``heapq.merge``, earlier run first on equal keys: the same order as one stable sort of all
     rows). Re-iterable; ``len`` is the number of entries. Memory: one chunk while building, one
     line and one file buffer per run while iterating (issue 16: 100,000 entries held at once were
-    about 45 MB of an export's peak). ``close()`` removes the folder (also when garbage-collected).
+    about 45 MB of an export's peak). The folder is made in ``dir`` (the system's temporary folder
+    if None) named ``prefix`` + random; ``close()`` removes it (also when garbage-collected or at
+    exit; a killed process leaves it, as it leaves an export's staging folder).
     """
 
-    def __init__(self, rows: Iterable[Entry], *, chunk: int = 5000, _runs: list[Path] | None = None,
+    def __init__(self, rows: Iterable[Entry], *, chunk: int = 5000, dir: Path | str | None = None,
+                 prefix: str = "export-entries-", _runs: list[Path] | None = None,
                  _exclude: frozenset = frozenset(), _count: int = 0, _dir: str | None = None):
         if _runs is not None:  # a view of another instance's runs (``without``)
             self._dir, self._runs, self._exclude, self._count = _dir, _runs, _exclude, _count
             return
-        self._dir = tempfile.mkdtemp(prefix="export-entries-")
+        if dir is not None:
+            Path(dir).mkdir(parents=True, exist_ok=True)
+        self._dir = tempfile.mkdtemp(prefix=prefix, dir=dir)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._dir, True)
         self._runs, self._exclude, self._count = [], frozenset(), 0
         batch: list[Entry] = []

@@ -255,7 +255,7 @@ def delete_release(user, release: Release) -> None:
 def _publish(user, release: Release) -> Release:
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "publish again")
-    with release_entries(locked) as entries:
+    with release_entries(locked, spool_dir=Path(settings.STUDIO_DATA_ROOT)) as entries:
         if not entries:
             raise ReleaseError(f"release {locked.version} has no task")
         try:
@@ -330,7 +330,8 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ExportError(f"{out}: exists and is not empty; choose another folder or replace it (--force)")
     release = Release.objects.select_related("created_by").get(pk=release.pk)
-    entries = release_entries(release)  # spooled to disk in export order; closed below
+    # spooled to disk in export order, beside the staging folder (as the questions' spool); closed below
+    entries = release_entries(release, spool_dir=out.parent, spool_prefix=f".{out.name}.entries-")
     if not entries:
         entries.close()
         raise ExportError(f"release {release.version} has no task")

@@ -11,7 +11,7 @@ from django.db.models import Count
 from annotation.models import Task, TaskRevision
 
 from releases.models import Release, ReleaseTask
-from releases.services.export import Entry, attach_positions, canonical, import_source, sample_and_task
+from releases.services.export import Entry, SortedEntries, canonical, import_source, sample_and_task
 from kernel.golddiff import step_diff
 
 #: the fields the diff compares, in display order (sample-level ones first)
@@ -49,12 +49,30 @@ def release_counts(release: Release) -> dict[str, int]:
     return {r["task__dimension"]: r["n"] for r in sorted(rows, key=lambda r: r["task__dimension"])}
 
 
-def release_entries(release: Release) -> list[Entry]:
-    """The light entries (ids only) an export of ``release`` streams, with imported sample order."""
-    rows = ReleaseTask.objects.filter(release=release).values_list(
-        "task_id", "revision_id", "replay_id", "question_id", "task__dimension", "task__sample_id", "task__task_index")
-    # streamed from the cursor: a release of 100,000 tasks never holds its rows and entries together
-    return attach_positions([Entry(*r) for r in rows.iterator(chunk_size=5000)])
+def release_entries(release: Release, *, chunk: int = 5000, spool_dir: Path | None = None,
+                    spool_prefix: str = "export-entries-") -> SortedEntries:
+    """The light entries (ids only) an export of ``release`` streams, in export order (dimension,
+    then imported sample order, sample id, task index: ``export.export_order``), spooled to disk
+    (:class:`~releases.services.export.SortedEntries` in a folder ``spool_prefix``… of ``spool_dir``,
+    the system's temporary folder if None; close it, or use it as a context manager).
+
+    The ReleaseTask rows are read by keyset on their id, ``chunk`` at a time (one statement each,
+    no cursor held open across the position queries), so a release of 100,000 tasks never holds
+    more than a chunk of rows or entries at once (issue 16)."""
+
+    def rows():
+        last = 0
+        while True:
+            batch = list(ReleaseTask.objects.filter(release=release, pk__gt=last).order_by("pk").values_list(
+                "pk", "task_id", "revision_id", "replay_id", "question_id", "task__dimension", "task__sample_id",
+                "task__task_index")[:chunk])
+            for r in batch:
+                yield Entry(*r[1:])
+            if len(batch) < chunk:
+                return
+            last = batch[-1][0]
+
+    return SortedEntries(rows(), chunk=chunk, dir=spool_dir, prefix=spool_prefix)
 
 
 # ------------------------------------------------------------------ export jobs

@@ -121,3 +121,38 @@ def test_batched_adjudication_summary_equals_per_task(seeded):
     assert sum(v["adjudicated"] for v in batched.values()) == 6
     assert sum(v["overrides_all"] for v in batched.values()) == Adjudication.objects.filter(overrides_all=True).count()
     assert release_adjudications(ids, None) == {pk: {"records": 0, "adjudicated": 0, "overrides_all": 0} for pk in ids}
+
+
+def test_release_entries_stream_in_export_order(seeded):
+    """release_entries reads the rows by keyset in chunks and merges sorted runs from disk; with
+    chunks of 3 (14 runs for 40 tasks) the order is the export's, worked out here from its
+    definition (export.py, ``Entry.order``): dimension by dimension in TASK_FILES order (t1…t5);
+    in each, the samples whose revisions were imported (``source.sample_index``) first, by that
+    index, then the others by sample id; tasks by task index. Three samples get imported
+    positions in the reverse of their sample-id order. The spool folder is gone after close."""
+    import os
+    from annotation.models import TaskRevision
+    from releases.selectors import release_entries
+
+    release, _ = _create(seeded, "0.5.0", None)
+    t1_samples = sorted(set(Task.objects.filter(dimension="t1").values_list("sample_id", flat=True)))
+    assert len(t1_samples) == 4  # 40 tasks, 8 per dimension, 2 per sample
+    imported = {t1_samples[1]: 2, t1_samples[2]: 1, t1_samples[3]: 0}  # reverse order
+    for task in Task.objects.filter(sample_id__in=imported):
+        TaskRevision.objects.filter(pk=task.head_id).update(source='{"sample_index": %d}' % imported[task.sample_id])
+    expected = []
+    for dim in ("t1", "t2", "t3", "t4", "t5"):
+        samples = sorted(set(Task.objects.filter(dimension=dim).values_list("sample_id", flat=True)))
+        samples = sorted((s for s in samples if s in imported), key=imported.get) + [s for s in samples if s not in imported]
+        for s in samples:
+            expected += list(Task.objects.filter(sample_id=s).order_by("task_index").values_list("question_id", flat=True))
+    with release_entries(release, chunk=3) as entries:
+        assert len(entries) == 40
+        got = [e.question_id for e in entries]
+        assert got == [e.question_id for e in entries]  # re-iterable
+        spool = entries._dir
+        assert len(os.listdir(spool)) == 14  # ceil(40 / 3) runs
+        positions = {e.sample_id: e.position for e in entries}
+    assert got == expected
+    assert {s: p for s, p in positions.items() if p} == {s: (i,) for s, i in imported.items()}
+    assert not os.path.exists(spool)

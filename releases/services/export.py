@@ -25,17 +25,21 @@ differ, so that a file imported and exported again is byte for byte the same.
 
 Memory: samples are built, validated and written one at a time; a release's per-question metadata
 (for the sidecar) is validated and spooled to a file as each question is written
-(``LayoutWriter(question_sink=...)``) and the manifest streamed from it, so an export's peak memory
-does not grow with the number of tasks (bench/export.py measures it at two sizes).
+(``LayoutWriter(question_sink=...)``) and the manifest streamed from it; the release's entries (ids
+of each task) are read in keyset chunks and merged back in export order from sorted runs on disk
+(:class:`SortedEntries`), so an export's peak memory does not grow with the number of tasks
+(bench/export.py measures it at two sizes).
 """
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
 import shutil
 import tempfile
 import uuid
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -366,8 +370,8 @@ def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
 
 @dataclass(slots=True)
 class Entry:
-    """One question to write: ids only (the heavy rows are loaded sample by sample). Slotted: a
-    release of 100,000 tasks holds 100,000 of them while it is written."""
+    """One question to write: ids only (the heavy rows are loaded sample by sample). A release's
+    entries are spooled to disk in export order (:class:`SortedEntries`), not held all at once."""
 
     task_id: int
     revision_id: int
@@ -407,6 +411,105 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
         if src and isinstance(src.get("sample_index"), int):
             by_rev[rev_id].position = (src["sample_index"],)
     return entries
+
+
+#: rank of each dimension in the export: the order of ``TASK_FILES`` (unknown dimensions last, not written)
+DIM_RANK = {dim: i for i, dim in enumerate(TASK_FILES)}
+
+
+def export_order(e: Entry) -> tuple:
+    """The key an export writes entries in: dimension (``TASK_FILES`` order), then ``Entry.order``
+    (imported samples in their file's order first, then sample id, task index)."""
+    return (DIM_RANK.get(e.dimension, len(DIM_RANK)), *e.order())
+
+
+class SortedEntries:
+    """A release's entries in :func:`export_order`, spooled to disk instead of held in memory.
+
+    Built from ``rows`` (entries without positions, any order) read in chunks of ``chunk``: each
+    chunk gets its positions (:func:`attach_positions`), is sorted by :func:`export_order` and
+    written as one sorted run (JSON lines) to a temporary folder; iterating merges the runs
+    (``heapq.merge``, earlier run first on equal keys: the same order as one stable sort of all
+    rows). Re-iterable; ``len`` is the number of entries. Memory: one chunk while building, one
+    line and one file buffer per run while iterating (issue 16: 100,000 entries held at once were
+    about 45 MB of an export's peak). The folder is made in ``dir`` (the system's temporary folder
+    if None) named ``prefix`` + random; ``close()`` removes it (also when garbage-collected or at
+    exit; a killed process leaves it, as it leaves an export's staging folder).
+    """
+
+    def __init__(self, rows: Iterable[Entry], *, chunk: int = 5000, dir: Path | str | None = None,
+                 prefix: str = "export-entries-", _runs: list[Path] | None = None,
+                 _exclude: frozenset = frozenset(), _count: int = 0, _dir: str | None = None):
+        if _runs is not None:  # a view of another instance's runs (``without``)
+            self._dir, self._runs, self._exclude, self._count = _dir, _runs, _exclude, _count
+            return
+        if dir is not None:
+            Path(dir).mkdir(parents=True, exist_ok=True)
+        self._dir = tempfile.mkdtemp(prefix=prefix, dir=dir)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        self._runs, self._exclude, self._count = [], frozenset(), 0
+        batch: list[Entry] = []
+        for e in rows:
+            batch.append(e)
+            if len(batch) >= chunk:
+                self._spill(batch)
+                batch = []
+        if batch:
+            self._spill(batch)
+
+    def _spill(self, batch: list[Entry]) -> None:
+        attach_positions(batch)
+        path = Path(self._dir) / f"run-{len(self._runs):05d}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for e in sorted(batch, key=export_order):
+                fh.write(json.dumps([e.task_id, e.revision_id, e.replay_id, e.question_id, e.dimension,
+                                     e.sample_id, e.task_index, list(e.position)]) + "\n")
+        self._runs.append(path)
+        self._count += len(batch)
+
+    @staticmethod
+    def _read(path: Path) -> Iterator[Entry]:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                *ids, position = json.loads(line)
+                yield Entry(*ids, position=tuple(position))
+
+    def __iter__(self) -> Iterator[Entry]:
+        merged = heapq.merge(*(self._read(p) for p in self._runs), key=export_order)
+        if self._exclude:
+            return (e for e in merged if e.task_id not in self._exclude)
+        return merged
+
+    def __len__(self) -> int:
+        return self._count
+
+    def chunks(self, size: int = 2000) -> Iterator[list[Entry]]:
+        """The entries in lists of at most ``size``, in order."""
+        batch: list[Entry] = []
+        for e in self:
+            batch.append(e)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def without(self, task_ids: set[int], count: int) -> "SortedEntries":
+        """A view of these entries without those of ``task_ids`` (``count`` of them are here);
+        it shares the runs (this instance must outlive it)."""
+        return SortedEntries((), _runs=self._runs, _exclude=self._exclude | frozenset(task_ids),
+                             _count=self._count - count, _dir=self._dir)
+
+    def close(self) -> None:
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def __enter__(self) -> "SortedEntries":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 ProgressFn = Callable[[str, int, int], None]
@@ -462,17 +565,22 @@ class LayoutWriter:
         self._counts = {"by_dimension": Counter(), "by_disaster_type": Counter(), "by_modality": Counter()}
 
     # -- public
-    def write(self, entries: list[Entry]) -> LayoutResult:
+    def write(self, entries: Iterable[Entry]) -> LayoutResult:
+        """Write ``entries`` (a list, or :class:`SortedEntries`: streamed in its order) dimension by
+        dimension (``TASK_FILES`` order), each dimension's in ``Entry.order``."""
         tasks_dir = self.out / "tasks"
         tasks_dir.mkdir(parents=True, exist_ok=True)
-        total, done = len(entries), 0
-        by_dim: dict[str, list[Entry]] = {}
-        for e in entries:
-            by_dim.setdefault(e.dimension, []).append(e)
-        for dim, file_name in TASK_FILES.items():
-            dim_entries = sorted(by_dim.get(dim, []), key=Entry.order)
-            if not dim_entries:
+        if isinstance(entries, SortedEntries):
+            total, ordered = len(entries), iter(entries)
+        else:
+            entries = list(entries)
+            total, ordered = len(entries), iter(sorted(entries, key=export_order))
+        done = 0
+        dims = list(TASK_FILES)
+        for rank, dim_entries in groupby(ordered, key=lambda e: DIM_RANK.get(e.dimension, len(dims))):
+            if rank == len(dims):  # a dimension without a task file: counted, not written
                 continue
+            file_name = TASK_FILES[dims[rank]]
             writer = SampleArrayWriter(tasks_dir / file_name)
             try:
                 for sample_id, group in self._batches(dim_entries):
@@ -490,7 +598,7 @@ class LayoutWriter:
         return self.result
 
     # -- a batch of samples
-    def _batches(self, dim_entries: list[Entry]) -> Iterator[tuple[str, list[Entry]]]:
+    def _batches(self, dim_entries: Iterable[Entry]) -> Iterator[tuple[str, list[Entry]]]:
         """``(sample id, its entries)`` in order, the rows of each run of samples holding about
         ``EXPORT_BATCH`` tasks loaded first (``_prefetch``): a few queries per batch instead of
         several per sample and task, and memory bounded by the batch."""

@@ -39,7 +39,7 @@ from django.conf import settings
 
 from annotation.models import Task, TaskRevision, TaskVariant
 from releases.models import Release, ReleaseTask
-from releases.services.export import Entry, LayoutWriter, content_digest
+from releases.services.export import Entry, LayoutWriter, SortedEntries, content_digest
 from annotation.services.variants import is_unreadable_file, unreadable_layers
 from kernel.content import CONTENT_FIELDS
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
@@ -59,13 +59,21 @@ class VariantReleaseError(ValueError):
         super().__init__(f"variants.{question_id}: {problem}")
 
 
-def split_entries(entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
-    """``(plain, variants)``: the entries of variant tasks apart (one query)."""
+def split_entries(entries: list[Entry] | SortedEntries) -> tuple[list[Entry] | SortedEntries, list[Entry]]:
+    """``(plain, variants)``: the entries of variant tasks apart (one query; for
+    :class:`SortedEntries`, one per 2,000 entries, and ``plain`` a view of the same spool, in its
+    order, so that only the variant entries are held)."""
+    if isinstance(entries, SortedEntries):
+        variants = []
+        for chunk in entries.chunks(2000):
+            ids = set(TaskVariant.objects.filter(task_id__in=[e.task_id for e in chunk]).values_list("task_id", flat=True))
+            variants.extend(e for e in chunk if e.task_id in ids)
+        return entries.without({e.task_id for e in variants}, len(variants)), variants
     ids = set(TaskVariant.objects.filter(task_id__in=[e.task_id for e in entries]).values_list("task_id", flat=True))
     return [e for e in entries if e.task_id not in ids], [e for e in entries if e.task_id in ids]
 
 
-def write_layout(out: Path, entries: list[Entry], *, release_id: int | None = None, progress=None,
+def write_layout(out: Path, entries: list[Entry] | SortedEntries, *, release_id: int | None = None, progress=None,
                  images: bool = True, sidecar: bool = True, question_sink=None):
     """Write ``entries`` into ``out``: the plain ones as ``LayoutWriter`` always did, the variant
     ones under ``out/variants/`` in the same layout. Returns ``(result, variant_entries)``: the
@@ -93,7 +101,7 @@ def write_layout(out: Path, entries: list[Entry], *, release_id: int | None = No
     return result, variants
 
 
-def release_digest(entries: list[Entry]) -> str:
+def release_digest(entries: list[Entry] | SortedEntries) -> str:
     """The content digest the task files of ``entries`` would have (written to a temporary folder
     under the data root, no images, no sidecar): what ``publish_release`` stores."""
     with tempfile.TemporaryDirectory(dir=Path(settings.STUDIO_DATA_ROOT)) as tmp:

@@ -255,13 +255,13 @@ def delete_release(user, release: Release) -> None:
 def _publish(user, release: Release) -> Release:
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "publish again")
-    entries = release_entries(locked)
-    if not entries:
-        raise ReleaseError(f"release {locked.version} has no task")
-    try:
-        digest = release_variants.release_digest(entries)
-    except ExportError as exc:
-        raise ReleaseError(f"release {locked.version} cannot be published: {exc}") from exc
+    with release_entries(locked, spool_dir=Path(settings.STUDIO_DATA_ROOT)) as entries:
+        if not entries:
+            raise ReleaseError(f"release {locked.version} has no task")
+        try:
+            digest = release_variants.release_digest(entries)
+        except ExportError as exc:
+            raise ReleaseError(f"release {locked.version} cannot be published: {exc}") from exc
     items = list(ReleaseTask.objects.filter(release=locked).select_related("task", "revision"))
     for it in items:  # through the review transition and its permission (task.release)
         if it.task.head_id == it.revision_id:
@@ -330,8 +330,10 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ExportError(f"{out}: exists and is not empty; choose another folder or replace it (--force)")
     release = Release.objects.select_related("created_by").get(pk=release.pk)
-    entries = release_entries(release)
+    # spooled to disk in export order, beside the staging folder (as the questions' spool); closed below
+    entries = release_entries(release, spool_dir=out.parent, spool_prefix=f".{out.name}.entries-")
     if not entries:
+        entries.close()
         raise ExportError(f"release {release.version} has no task")
     staging = staging_dir_for(out)
     spool_path = staging.parent / f"{staging.name}.questions"
@@ -396,6 +398,7 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
         raise
     finally:
         spool_path.unlink(missing_ok=True)
+        entries.close()
     return manifest
 
 

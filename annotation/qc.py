@@ -651,6 +651,12 @@ def _step_call(step: dict) -> Any:
     return step_call_raw(step)
 
 
+def _loop_returns_list(args: Any) -> bool:
+    """Whether a ``tool.loop`` with these args returns a bare list (``return_all``, true unless
+    given false), whose only reference key is ``results``."""
+    return not isinstance(args, dict) or args.get("return_all", True) is not False
+
+
 def reference_accepts(steps: list) -> Callable[[int, str], bool]:
     """``accepts(N, key)`` for ``kernel.content.answer_source``: whether the ``references.key``
     check below takes ``<key> from trajectory[N].obs`` of these authored steps — the keys of a
@@ -663,10 +669,8 @@ def reference_accepts(steps: list) -> Callable[[int, str], bool]:
         info, _alias = resolve_tool(str(_step_call(step) or ""))
         if info is None:
             return True
-        if info.name == LOOP_TOOL:
-            args = _step_args(step)
-            if not isinstance(args, dict) or args.get("return_all", True) is not False:
-                return key == "results"
+        if info.name == LOOP_TOOL and _loop_returns_list(_step_args(step)):
+            return key == "results"
         return key in info.result_keys
     return accepts
 
@@ -790,7 +794,7 @@ class _Analysis:
         if info is None:
             return out
         if info.name == LOOP_TOOL:
-            out.list_obs = args.get("return_all", True) is not False
+            out.list_obs = _loop_returns_list(args)
             out.sources = out.sources | getattr(self, "_last_loop_sources", frozenset())
         else:
             out.mask_classes = mask_classes_of(info.name, args, lambda v: self.describe(v, scope).mask_classes)

@@ -222,11 +222,12 @@ def _artifacts(obs: Any, ctx: ToolContext, args: Any = None, known: dict | None 
     inputs = {v for v in (args or {}).values() if isinstance(v, str)} \
         if isinstance(args, dict) else set()
     out = []
-    root = ctx.work_dir  # names are bare (no separators): no resolving needed
+    root = os.fspath(ctx.work_dir)  # names are bare (no separators): no resolving needed
+    isfile = os.path.isfile
     for key, value in obs.items():
         if isinstance(value, str) and value and value not in inputs and "/" not in value \
                 and "\\" not in value:
-            if (known is not None and value in known) or (root / value).is_file():
+            if (known is not None and value in known) or isfile(os.path.join(root, value)):
                 out.append({"key": key, "name": value})
     return out
 
@@ -256,25 +257,35 @@ def _strings(value: Any, out: list[str] | None = None) -> list[str]:
     return out
 
 
-def _work_file(ctx: ToolContext, name: str) -> Path | None:
-    """The work-dir file a bare (relative) name stands for, or None."""
+def _work_file_path(root: str, name: str) -> str | None:
+    """The path (a string) of the work-dir file a bare (relative) name stands for, or None.
+    ``root``: the work dir as a string (``os.fspath(ctx.work_dir)``; string paths, not
+    ``pathlib``, on the engine's per-call path)."""
     if not name or "\\" in name or name.startswith("/") or ".." in name.split("/"):
         return None
-    p = ctx.work_dir / name
-    return p if p.is_file() else None
+    p = os.path.join(root, name)
+    return p if os.path.isfile(p) else None
+
+
+def _work_file(ctx: ToolContext, name: str) -> Path | None:
+    """The work-dir file a bare (relative) name stands for, or None."""
+    p = _work_file_path(os.fspath(ctx.work_dir), name)
+    return Path(p) if p is not None else None
 
 
 def _named_files(obs: Any, ctx: ToolContext) -> list[str]:
     """Every string in ``obs`` (any depth) naming a file of the work dir, plus files sharing its
     stem (shapefile sidecars), sorted."""
     names: set[str] = set()
+    root = os.fspath(ctx.work_dir)
+    search = _FILE_LIKE.search
     for s in _strings(obs):
-        p = _work_file(ctx, s) if _FILE_LIKE.search(s) else None
-        if p is None:
+        if s in names or not search(s) or _work_file_path(root, s) is None:
             continue
         names.add(s)
-        if p.suffix.lower() != ".shp":
+        if os.path.splitext(s)[1].lower() != ".shp":
             continue
+        p = Path(root) / s
         for side in p.parent.glob(glob_escape(p.stem) + ".*"):
             if side.is_file() and side.name != p.name:
                 names.add(str(Path(s).parent / side.name) if "/" in s else side.name)
@@ -378,6 +389,7 @@ def _input_digests(value: Any, ctx: ToolContext, known: dict[str, str]) -> dict[
     """{string: sha256} for every string in ``value`` that names an existing input file (an
     artifact of the work dir, or a file the context's resolver accepts)."""
     out: dict[str, str] = {}
+    root = os.fspath(ctx.work_dir)
     for s in _strings(value):
         if s in out or not _FILE_LIKE.search(s.strip()):
             continue
@@ -385,13 +397,15 @@ def _input_digests(value: Any, ctx: ToolContext, known: dict[str, str]) -> dict[
         if text in known:
             out[s] = known[text]
             continue
-        p = _work_file(ctx, text)
+        p = _work_file_path(root, text)
         if p is None and ctx.resolve_path is not None:
             try:
-                p = Path(ctx.resolve_path(text))
+                p = ctx.resolve_path(text)
             except Exception:  # not an input file: a literal string
                 p = None
-        if p is not None and p.is_file():
+            if p is not None and not os.path.isfile(p):
+                p = None
+        if p is not None:
             out[s] = file_sha256(p)
     return out
 

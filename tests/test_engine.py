@@ -124,3 +124,29 @@ def test_loop_step_sees_trajectory(tmp_path):
     with pytest.raises(ToolError) as ei:
         fill_answer([{"name": "x", "source": "<best> from trajectory[3].obs"}], res.trajectory)
     assert "has no 'best'" in str(ei.value)
+
+
+def test_named_files_and_input_digests_take_work_dir_files_only(tmp_path):
+    """The engine's file checks (string paths since issue 16): a string names an artifact when it
+    is a bare or relative name of a file in the work dir; a shapefile brings its sidecars (same
+    stem); absolute paths, '..' and missing files are not artifacts. Expected lists worked out by
+    hand from the files made here."""
+    from kernel.engine import _artifacts, _input_digests, _named_files
+    from kernel.hashing import file_sha256
+    from kernel.tools import ToolContext
+
+    wd = tmp_path / "work"
+    (wd / "sub").mkdir(parents=True)
+    for name in ("roads.shp", "roads.shx", "roads.dbf", "mask.png", "sub/a.shp", "sub/a.prj", "sub/b.tif"):
+        (wd / name).write_bytes(name.encode())
+    (tmp_path / "outside.shp").write_bytes(b"x")
+    ctx = ToolContext(work_dir=wd)
+    obs = {"path": "roads.shp", "mask": "mask.png", "n": 3, "missing": "gone.tif",
+           "nested": [{"p": "sub/a.shp"}, "../outside.shp", str(tmp_path / "outside.shp")], "unit": "m2"}
+    assert _named_files(obs, ctx) == ["mask.png", "roads.dbf", "roads.shp", "roads.shx", "sub/a.prj", "sub/a.shp"]
+    # top-level values only, input echoes dropped; 'known' names are taken without a look at the disk
+    assert _artifacts(obs, ctx, {"image": "mask.png"}) == [{"key": "path", "name": "roads.shp"}]
+    assert _artifacts({"x": "not-on-disk.tif"}, ctx, {}, known={"not-on-disk.tif": "0" * 64}) == \
+        [{"key": "x", "name": "not-on-disk.tif"}]
+    got = _input_digests({"a": "sub/b.tif", "b": ["roads.dbf", "gone.tif"], "c": "../outside.shp"}, ctx, {})
+    assert got == {"sub/b.tif": file_sha256(wd / "sub/b.tif"), "roads.dbf": file_sha256(wd / "roads.dbf")}

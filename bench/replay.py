@@ -26,7 +26,9 @@ Passes, in order, each over every task, in this process:
 Printed: total times; engine overhead = nocache / direct (and cold / direct; the engine side
 includes ``create_run``, the queued run row); warm / cold; for information, the same overhead in
 this process's CPU time (on SQLite the whole replay runs in it; on PostgreSQL the server's share
-is left out) and without ``create_run`` (as the worker pass times its replays);
+is left out), without ``create_run`` (as the worker pass times its replays), and the engine side's
+own time, outside its tool calls, over the direct time (1 + own / direct: what the engine adds,
+without the round-to-round noise of the tool calls themselves);
 and, when ``CELERY_BROKER_URL`` is set, the wall time of ``--worker-tasks`` no-cache replays on
 1 and then 2 Celery worker processes started here (ratio 1-worker / 2-worker); else "skipped".
 Two writing workers need a server database (SQLite answers "database is locked"): ``--postgres``
@@ -260,10 +262,12 @@ def replay_pass(tasks, *, use_cache: bool, label: str) -> dict:
             "tool_calls": sum(r.tool_calls for r in runs), "cache_hits": sum(r.cache_hits for r in runs)}
 
 
-def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
+def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list | None = None) -> dict:
     """Per task, back to back (so that load from other processes hits both alike): the tool
     functions called directly (``call_tool``) with the arguments the cold replay resolved, in a
-    fresh folder; then the engine with the cache bypassed (every tool runs)."""
+    fresh folder; then the engine with the cache bypassed (every tool runs). ``tool_clock``: a
+    one-item list the engine's ``call_tool`` adds its seconds to (``main``'s wrapper), so that
+    the engine side's time outside the tool calls comes out (``engine_own_s``)."""
     from annotation.models import Layer
     from replay.models import ReplayStep
     from replay.services import LayerResolver, create_run, execute_replay
@@ -273,6 +277,7 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
     layers = {}
     direct_s = engine_s = create_s = 0.0
     direct_cpu = engine_cpu = 0.0
+    own_s = 0.0
     n = 0
     failed = []
     runs = []
@@ -293,10 +298,13 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
             call_tool(name, args, ctx, direct=direct)
             n += 1
         c1, t1 = time.process_time(), time.perf_counter()
+        inside0 = tool_clock[0] if tool_clock else 0.0
         pk = create_run(t).pk
         tc = time.perf_counter()
         r = execute_replay(pk, use_cache=False)
         c2, t2 = time.process_time(), time.perf_counter()
+        if tool_clock:
+            own_s += (t2 - t1) - (tool_clock[0] - inside0)
         direct_s += t1 - t0
         engine_s += t2 - t1
         create_s += tc - t1
@@ -309,7 +317,8 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "") -> dict:
             print(f"\r  paired   {i + 1}/{len(tasks)}  direct {direct_s:7.1f} s  engine {engine_s:7.1f} s", end="", flush=True)
     print()
     return {"direct_s": direct_s, "nocache_s": engine_s, "create_run_s": create_s, "direct_cpu_s": direct_cpu,
-            "nocache_cpu_s": engine_cpu, "calls": n, "runs": runs, "failed": failed}
+            "nocache_cpu_s": engine_cpu, "engine_own_s": own_s if tool_clock else None, "calls": n, "runs": runs,
+            "failed": failed}
 
 
 def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None:
@@ -392,8 +401,12 @@ def main():
     cold = replay_pass(tasks, use_cache=True, label="cold")
     cold_tool = tool_time[0]
     warm = replay_pass(tasks, use_cache=True, label="warm")
+    # the paired passes keep the clock on the engine's calls (two perf_counter reads a call, on the
+    # engine side only: about 1 µs, 0.001 % of a call) for the engine's own time (info row)
+    tool_time[0] = 0.0
+    rounds = [paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time)
+              for k in range(max(1, args.overhead_rounds))]
     engine.call_tool = real_call
-    rounds = [paired_pass(tasks, cold["runs"], scratch, tag=str(k)) for k in range(max(1, args.overhead_rounds))]
     ratios = [p["nocache_s"] / p["direct_s"] for p in rounds]
     paired = rounds[sorted(range(len(rounds)), key=ratios.__getitem__)[len(rounds) // 2]]  # the median round
     paired["runs"] = rounds[0]["runs"]
@@ -418,6 +431,10 @@ def main():
         "engine_overhead_execute_only_rounds": [round((p["nocache_s"] - p["create_run_s"]) / p["direct_s"], 3)
                                                 for p in rounds],
         "create_run_ms_per_task": round(1000 * paired["create_run_s"] / max(1, len(tasks)), 2),
+        # the engine side's time outside its tool calls (create_run included), over the direct
+        # time: what the engine adds, without the tool calls' own round-to-round noise
+        "engine_own_over_direct_rounds": [round(p["engine_own_s"] / p["direct_s"], 4) for p in rounds],
+        "engine_own_ms_per_task_rounds": [round(1000 * p["engine_own_s"] / max(1, len(tasks)), 2) for p in rounds],
         "cold_over_direct": round(cold["seconds"] / paired["direct_s"], 3),
         "warm_over_cold": round(warm["seconds"] / cold["seconds"], 3),
         "identical_hash_cold_warm_nocache": f"{same}/{len(tasks)}",
@@ -456,6 +473,9 @@ def main():
           f"\t{med(out['engine_overhead_cpu_rounds']):.3f}×\t—\tinfo")
     print(f"BENCH\treplay engine overhead without create_run ({db}, median of {len(ratios)})"
           f"\t{med(out['engine_overhead_execute_only_rounds']):.3f}× (create_run {out['create_run_ms_per_task']} ms a task)"
+          f"\t—\tinfo")
+    print(f"BENCH\treplay engine's own time outside the tool calls / direct ({db}, median of {len(ratios)})"
+          f"\t{1 + med(out['engine_own_over_direct_rounds']):.3f}× ({med(out['engine_own_ms_per_task_rounds'])} ms a task)"
           f"\t—\tinfo")
     if out.get("speedup_2_over_1"):
         print(f"BENCH\treplay 2 workers / 1 worker ({out['workers_tasks']} replays, {db} + broker)"

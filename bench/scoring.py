@@ -182,6 +182,17 @@ def run_child(cmd: list, cwd: Path = ROOT, env: dict | None = None) -> tuple[flo
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
+def byte_compile(*folders: Path) -> None:
+    """``python -m compileall -q`` of ``folders`` (the project's packages, the official checkout):
+    start-up is timed as an installed package starts, from cached bytecode. Without it, where
+    ``PYTHONDONTWRITEBYTECODE`` is set (this machine kind sets it) and no ``__pycache__`` exists
+    yet (a fresh clone), every start compiles the sources again: 0.141 s of the studio's start-up
+    over bare Python, against 0.044 s byte-compiled, and 0.09 s of the official's (2026-12-01)."""
+    for folder in folders:
+        subprocess.run([PY, "-m", "compileall", "-q", "-x", r"(^|/)(\.venv[^/]*|\.git|node_modules)(/|$)", str(folder)],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
 def interleaved(cmds: dict[str, list | tuple], rounds: int) -> dict[str, tuple[float, float]]:
     """Each command once per round, in turn; per command the median (CPU s, wall s) over the rounds.
 
@@ -208,6 +219,7 @@ def main():
     print(f"official evaluator: {dora if dora else 'none (no --official, no $' + official_side.ENV + ')'}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
+    byte_compile(ROOT, *([dora] if dora else []))
     starters = {"bare": [PY, "-c", "pass"], "help": [PY, "manage.py", "evaluate_runs", "--help"]}
     if dora:
         starters["official"] = official_side.help_command(PY, dora)

@@ -400,10 +400,10 @@ def _input_digests(value: Any, ctx: ToolContext, known: dict[str, str]) -> dict[
         p = _work_file_path(root, text)
         if p is None and ctx.resolve_path is not None:
             try:
-                p = ctx.resolve_path(text)
+                p = Path(ctx.resolve_path(text))
             except Exception:  # not an input file: a literal string
                 p = None
-            if p is not None and not os.path.isfile(p):
+            if p is not None and not p.is_file():
                 p = None
         if p is not None:
             out[s] = file_sha256(p)

@@ -267,12 +267,6 @@ def _work_file_path(root: str, name: str) -> str | None:
     return p if os.path.isfile(p) else None
 
 
-def _work_file(ctx: ToolContext, name: str) -> Path | None:
-    """The work-dir file a bare (relative) name stands for, or None."""
-    p = _work_file_path(os.fspath(ctx.work_dir), name)
-    return Path(p) if p is not None else None
-
-
 def _named_files(obs: Any, ctx: ToolContext) -> list[str]:
     """Every string in ``obs`` (any depth) naming a file of the work dir, plus files sharing its
     stem (shapefile sidecars), sorted."""

@@ -100,6 +100,19 @@ def test_manage_py_evaluate_runs_runs_without_django_and_writes_the_official_byt
     assert "DORA Score" in done.stdout
 
 
+def test_evaluate_runs_start_up_imports_neither_django_nor_dataclasses():
+    # Issue 16's start-up target (<= 0.1 s over bare Python, bench/scoring.py): the command's
+    # import path avoids Django and ``dataclasses``, which imports ``inspect`` (about 9 ms of the
+    # 37 ms measured on 2026-12-02; kernel.vocabulary, kernel.taskfile and the scoring config are
+    # plain classes for that reason).
+    probe = ("import runpy, sys; sys.argv = ['manage.py', 'evaluate_runs', '--help']\ntry:\n"
+             "    runpy.run_path('manage.py', run_name='__main__')\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+             "print(sorted(m for m in ('django', 'django.conf', 'dataclasses', 'inspect') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "--tau-r" in done.stdout and done.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_evaluate_runs_names_a_missing_folder(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "evaluate_runs", "--run", str(tmp_path / "nope")],
                           cwd=REPO, capture_output=True, text=True, timeout=60)

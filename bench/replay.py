@@ -31,6 +31,13 @@ own time, outside its tool calls, over the direct time (1 + own / direct: what t
 without the round-to-round noise of the tool calls themselves);
 and, when ``CELERY_BROKER_URL`` is set, the wall time of ``--worker-tasks`` no-cache replays on
 1 and then 2 Celery worker processes started here (ratio 1-worker / 2-worker); else "skipped".
+Before each paired pass the collector's view of the harness is reset: ``gc.collect()`` and then
+``gc.freeze()``, which moves every object alive then (Django, the task set, the runs the passes
+before kept for their hash check) to the permanent generation. Without it, each full collection
+walked that whole heap (3 of them per 100-task pass, 340–440 ms in all on 2026-12-02: more than the
+engine's own time) and landed on whichever side happened to allocate then, mostly the engine's
+(its tool calls ran up to 3 % slower than the same calls direct). What either side allocates
+during a pass is collected as before; the info row reports the full collections of each side.
 Two writing workers need a server database (SQLite answers "database is locked"): ``--postgres``
 creates a scratch database on the local PostgreSQL server.
 Targets (issues 4 and 16): cold ≤ 10 min on a 2-core machine, warm ≤ 10 % of cold (SQLite and
@@ -40,6 +47,7 @@ PostgreSQL), overhead ≤ 1.05× (issue 16; the median of three runs; 1.1× befo
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -262,7 +270,29 @@ def replay_pass(tasks, *, use_cache: bool, label: str) -> dict:
             "tool_calls": sum(r.tool_calls for r in runs), "cache_hits": sum(r.cache_hits for r in runs)}
 
 
-def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list | None = None) -> dict:
+class FullCollections:
+    """Time (s) and count of the collector's full (generation 2) collections, by side of the
+    paired pass (``side``: ``"direct"`` or ``"engine"``; None: not counted), from ``gc.callbacks``."""
+
+    def __init__(self):
+        self.side = None
+        self.seconds = {"direct": 0.0, "engine": 0.0}
+        self.count = {"direct": 0, "engine": 0}
+        self._t0 = None
+
+    def __call__(self, phase, info):
+        if info.get("generation") != 2 or self.side is None:
+            return
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        elif self._t0 is not None:
+            self.seconds[self.side] += time.perf_counter() - self._t0
+            self.count[self.side] += 1
+            self._t0 = None
+
+
+def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list | None = None,
+                collections: FullCollections | None = None) -> dict:
     """Per task, back to back (so that load from other processes hits both alike): the tool
     functions called directly (``call_tool``) with the arguments the cold replay resolved, in a
     fresh folder; then the engine with the cache bypassed (every tool runs). ``tool_clock``: a
@@ -292,6 +322,8 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
             layers[t.event_id] = list(Layer.objects.filter(event_id=t.event_id))
         # a resolver per task, as each replay has its own (it remembers the files it resolved)
         res = LayerResolver(t.event_id, layers[t.event_id])
+        if collections:
+            collections.side = "direct"
         c0, t0 = time.process_time(), time.perf_counter()
         ctx = ToolContext(work_dir=scratch / f"direct{tag}" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)
         for name, args, direct in seq:
@@ -299,10 +331,14 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
             n += 1
         c1, t1 = time.process_time(), time.perf_counter()
         inside0 = tool_clock[0] if tool_clock else 0.0
+        if collections:
+            collections.side = "engine"
         pk = create_run(t).pk
         tc = time.perf_counter()
         r = execute_replay(pk, use_cache=False)
         c2, t2 = time.process_time(), time.perf_counter()
+        if collections:
+            collections.side = None
         if tool_clock:
             own_s += (t2 - t1) - (tool_clock[0] - inside0)
         direct_s += t1 - t0
@@ -404,8 +440,15 @@ def main():
     # the paired passes keep the clock on the engine's calls (two perf_counter reads a call, on the
     # engine side only: about 1 µs, 0.001 % of a call) for the engine's own time (info row)
     tool_time[0] = 0.0
-    rounds = [paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time)
-              for k in range(max(1, args.overhead_rounds))]
+    full = FullCollections()
+    gc.callbacks.append(full)
+    rounds = []
+    for k in range(max(1, args.overhead_rounds)):
+        gc.collect()
+        gc.freeze()  # the harness's heap out of the collector's walks (module docstring)
+        rounds.append(paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time, collections=full))
+    gc.callbacks.remove(full)
+    gc.unfreeze()
     engine.call_tool = real_call
     ratios = [p["nocache_s"] / p["direct_s"] for p in rounds]
     paired = rounds[sorted(range(len(rounds)), key=ratios.__getitem__)[len(rounds) // 2]]  # the median round
@@ -435,6 +478,8 @@ def main():
         # time: what the engine adds, without the tool calls' own round-to-round noise
         "engine_own_over_direct_rounds": [round(p["engine_own_s"] / p["direct_s"], 4) for p in rounds],
         "engine_own_ms_per_task_rounds": [round(1000 * p["engine_own_s"] / max(1, len(tasks)), 2) for p in rounds],
+        "full_collections_paired": {side: [full.count[side], round(1000 * full.seconds[side])]
+                                    for side in ("direct", "engine")},  # [count, ms] over every round
         "cold_over_direct": round(cold["seconds"] / paired["direct_s"], 3),
         "warm_over_cold": round(warm["seconds"] / cold["seconds"], 3),
         "identical_hash_cold_warm_nocache": f"{same}/{len(tasks)}",
@@ -477,6 +522,9 @@ def main():
     print(f"BENCH\treplay engine's own time outside the tool calls / direct ({db}, median of {len(ratios)})"
           f"\t{1 + med(out['engine_own_over_direct_rounds']):.3f}× ({med(out['engine_own_ms_per_task_rounds'])} ms a task)"
           f"\t—\tinfo")
+    fc = out["full_collections_paired"]
+    print(f"BENCH\treplay full collections during the paired passes ({db}, harness frozen)"
+          f"\tdirect {fc['direct'][0]} ({fc['direct'][1]} ms), engine {fc['engine'][0]} ({fc['engine'][1]} ms)\t—\tinfo")
     if out.get("speedup_2_over_1"):
         print(f"BENCH\treplay 2 workers / 1 worker ({out['workers_tasks']} replays, {db} + broker)"
               f"\t{out['speedup_2_over_1']:.2f}× ({out['worker1_s']} s / {out['worker2_s']} s)\t≥ 1.7×"

@@ -156,3 +156,34 @@ def test_release_entries_stream_in_export_order(seeded):
     assert got == expected
     assert {s: p for s, p in positions.items() if p} == {s: (i,) for s, i in imported.items()}
     assert not os.path.exists(spool)
+
+
+def test_gold_replay_pick_is_one_rule_for_one_revision_and_for_a_batch(seeded):
+    # GOLD_REPLAY_ORDER (releases.services.export): among a revision's succeeded replays, the newest
+    # one accepted as gold, else the newest one; failed replays never count. Worked by hand on
+    # replays added to one seeded task: accepted a (oldest) < unaccepted b < failed c.
+    from replay.models import ReplayRun
+
+    task = Task.objects.order_by("pk").first()
+    (a,) = ReplayRun.objects.filter(task=task, revision_id=task.head_id, status=ReplayRun.Status.SUCCEEDED)
+    assert a.gold_accepted
+
+    def copy_of(run, **changes):
+        new = ReplayRun.objects.get(pk=run.pk)
+        new.pk = None
+        for k, v in changes.items():
+            setattr(new, k, v)
+        new.save()
+        return new
+
+    b = copy_of(a, gold_accepted=False)
+    copy_of(a, gold_accepted=True, status=ReplayRun.Status.FAILED)
+    pair = (task.pk, task.head_id)
+    assert export_svc.gold_replay(*pair).pk == a.pk            # accepted beats newer
+    assert svc._gold_replays([pair]) == {pair: a.pk}
+    ReplayRun.objects.filter(pk=a.pk).update(gold_accepted=False)
+    assert export_svc.gold_replay(*pair).pk == b.pk            # none accepted: the newest succeeded
+    assert svc._gold_replays([pair]) == {pair: b.pk}
+    d = copy_of(b, gold_accepted=True)
+    assert export_svc.gold_replay(*pair).pk == d.pk            # the newest accepted
+    assert svc._gold_replays([pair, (task.pk, -1)]) == {pair: d.pk}   # a pair without replays is absent

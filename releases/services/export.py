@@ -233,12 +233,18 @@ def layer_source_file(layer: Layer, path: str) -> Path | None:
 # ------------------------------------------------------------------ gold of a task
 
 
+#: the rule that picks a revision's gold replay among its succeeded replays, as an ordering (first
+#: wins): the newest one accepted as gold, else the newest one. ``gold_replay`` (one revision) and
+#: ``releases.services.releases._gold_replays`` (a batch) both order by it.
+GOLD_REPLAY_ORDER = ("-gold_accepted", "-id")
+
+
 def gold_replay(task_id: int, revision_id: int):
-    """The replay whose answer is the gold of a revision: the newest succeeded replay a person
-    accepted as gold, else the newest succeeded one; None when there is none."""
+    """The replay whose answer is the gold of a revision (``GOLD_REPLAY_ORDER``: the newest
+    succeeded replay accepted as gold, else the newest succeeded one); None when there is none."""
 
     qs = ReplayRun.objects.filter(task_id=task_id, revision_id=revision_id, status=ReplayRun.Status.SUCCEEDED)
-    return qs.filter(gold_accepted=True).order_by("-id").first() or qs.order_by("-id").first()
+    return qs.order_by(*GOLD_REPLAY_ORDER).first()
 
 
 def import_source(revision) -> dict | None:

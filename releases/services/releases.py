@@ -43,7 +43,7 @@ from annotation.models import Event, Layer, Task
 from releases.models import Release, ReleaseTask
 from releases.selectors import exports_dir, release_entries
 from releases.services.export import (
-    IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError,
+    GOLD_REPLAY_ORDER, IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError,
     _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
@@ -125,16 +125,17 @@ def _task_rows(tasks):
 
 def _gold_replays(pairs: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
     """``{(task id, revision id): replay id}`` of the gold replay of each pair, as
-    ``export.gold_replay`` picks it (the newest succeeded replay accepted as gold, else the newest
-    succeeded one), in one query for the batch; pairs without a succeeded replay are absent."""
+    ``export.gold_replay`` picks it (``GOLD_REPLAY_ORDER``: the first of each pair's succeeded
+    replays in that order), in one query for the batch; pairs without a succeeded replay are absent."""
     wanted = set(pairs)
-    best: dict[tuple[int, int], tuple[bool, int]] = {}
-    rows = ReplayRun.objects.filter(task_id__in={t for t, _ in pairs}, status=ReplayRun.Status.SUCCEEDED)
-    for run_id, task_id, rev_id, accepted in rows.values_list("id", "task_id", "revision_id", "gold_accepted"):
+    best: dict[tuple[int, int], int] = {}
+    rows = ReplayRun.objects.filter(task_id__in={t for t, _ in pairs}, status=ReplayRun.Status.SUCCEEDED) \
+        .order_by("task_id", "revision_id", *GOLD_REPLAY_ORDER)
+    for run_id, task_id, rev_id in rows.values_list("id", "task_id", "revision_id"):
         key = (task_id, rev_id)
         if key in wanted:
-            best[key] = max(best.get(key, (False, 0)), (bool(accepted), run_id))
-    return {key: run_id for key, (_, run_id) in best.items()}
+            best.setdefault(key, run_id)
+    return best
 
 
 def _pin_into(release: Release, tasks, *, empty: str) -> int:

@@ -87,6 +87,9 @@ class TaskFile:
 
     __hash__ = None  # mutable, compared by value (as a dataclass)
 
+    def __reduce__(self):  # pickle and copy at every protocol
+        return TaskFile, (self.samples, self.layout)
+
     def __repr__(self):
         return f"TaskFile(samples={self.samples!r}, layout={self.layout!r})"
 

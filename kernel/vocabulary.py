@@ -25,6 +25,9 @@ class Dimension:
     def __setattr__(self, name, value):
         raise AttributeError(f"Dimension is immutable: cannot set {name!r}")
 
+    def __delattr__(self, name):
+        raise AttributeError(f"Dimension is immutable: cannot delete {name!r}")
+
     def _values(self) -> tuple:
         return tuple(getattr(self, n) for n in self.__slots__)
 

@@ -184,6 +184,7 @@ def test_gold_replay_pick_is_one_rule_for_one_revision_and_for_a_batch(seeded):
     ReplayRun.objects.filter(pk=a.pk).update(gold_accepted=False)
     assert export_svc.gold_replay(*pair).pk == b.pk            # none accepted: the newest succeeded
     assert svc._gold_replays([pair]) == {pair: b.pk}
+    ReplayRun.objects.filter(pk=a.pk).update(gold_accepted=True)
     d = copy_of(b, gold_accepted=True)
-    assert export_svc.gold_replay(*pair).pk == d.pk            # the newest accepted
+    assert export_svc.gold_replay(*pair).pk == d.pk            # of two accepted, the newer (a is older)
     assert svc._gold_replays([pair, (task.pk, -1)]) == {pair: d.pk}   # a pair without replays is absent

@@ -35,6 +35,9 @@ class ScoringConfig:
     def __setattr__(self, name, value):
         raise AttributeError(f"ScoringConfig is immutable: cannot set {name!r}")
 
+    def __delattr__(self, name):
+        raise AttributeError(f"ScoringConfig is immutable: cannot delete {name!r}")
+
     def __eq__(self, other):
         if type(other) is not ScoringConfig:
             return NotImplemented

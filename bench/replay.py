@@ -35,9 +35,9 @@ Before each paired pass the collector's view of the harness is reset: ``gc.colle
 ``gc.freeze()``, which moves every object alive then (Django, the task set, the runs the passes
 before kept for their hash check) to the permanent generation. Without it, each full collection
 walked that whole heap (3 of them per 100-task pass, 340–440 ms in all on 2026-12-02: more than the
-engine's own time) and landed on whichever side happened to allocate then, mostly the engine's
-(its tool calls ran up to 3 % slower than the same calls direct). What either side allocates
-during a pass is collected as before; the info row reports the full collections of each side.
+engine's own time) and landed on whichever side happened to allocate then, a swing of several
+per cent between rounds. What either side allocates during a pass is collected as before; an info
+row reports the full collections of each side.
 Two writing workers need a server database (SQLite answers "database is locked"): ``--postgres``
 creates a scratch database on the local PostgreSQL server.
 Targets (issues 4 and 16): cold ≤ 10 min on a 2-core machine, warm ≤ 10 % of cold (SQLite and
@@ -292,11 +292,12 @@ class FullCollections:
 
 
 def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list | None = None,
-                collections: FullCollections | None = None) -> dict:
+                collections: FullCollections | None = None, first: int = 0) -> dict:
     """Per task, back to back (so that load from other processes hits both alike): the tool
     functions called directly (``call_tool``) with the arguments the cold replay resolved, in a
     fresh folder, and the engine with the cache bypassed (every tool runs), taking turns going
-    first (even tasks direct first, odd tasks the engine first). ``tool_clock``: a
+    first (by cycles of 4 tasks, the templates' cycle; ``first``: 0 or 1, which side starts, the
+    round's parity). ``tool_clock``: a
     one-item list the engine's ``call_tool`` adds its seconds to (``main``'s wrapper), so that
     the engine side's time outside the tool calls comes out (``engine_own_s``)."""
     from annotation.models import Layer
@@ -346,10 +347,12 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
             own = (t1 - t0) - (tool_clock[0] - inside0) if tool_clock else 0.0
             return r, c1 - c0, t1 - t0, tc - t0, own
 
-        # the sides take turns going first (even tasks direct first, odd ones the engine first), so
-        # that what the first leaves warm for the second (the page cache, GDAL's block cache) is
-        # shared out evenly: in a fixed order it moved the figure by about ±2 % (2026-12-01)
-        if i % 2 == 0:
+        # the sides take turns going first, so that what the first leaves warm for the second (the
+        # page cache, GDAL's block cache) is shared out evenly: in a fixed order it moved the figure
+        # by about ±2 % (2026-12-01). The templates cycle with the task index (``build``: k % 4),
+        # so the turn changes with each cycle of 4 tasks, and from one round to the next
+        # (``first``): every template runs both ways in a round, and each task both ways in two
+        if (i // 4 + first) % 2 == 0:
             d_cpu, d_wall = direct_side()
             r, e_cpu, e_wall, e_create, own = engine_side()
         else:
@@ -461,12 +464,15 @@ def main():
     full = FullCollections()
     gc.callbacks.append(full)
     rounds = []
-    for k in range(max(1, args.overhead_rounds)):
-        gc.collect()
-        gc.freeze()  # the harness's heap out of the collector's walks (module docstring)
-        rounds.append(paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time, collections=full))
-    gc.callbacks.remove(full)
-    gc.unfreeze()
+    try:
+        for k in range(max(1, args.overhead_rounds)):
+            gc.collect()
+            gc.freeze()  # the harness's heap out of the collector's walks (module docstring)
+            rounds.append(paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time,
+                                      collections=full, first=k % 2))
+    finally:
+        gc.callbacks.remove(full)
+        gc.unfreeze()
     engine.call_tool = real_call
     ratios = [p["nocache_s"] / p["direct_s"] for p in rounds]
     paired = rounds[sorted(range(len(rounds)), key=ratios.__getitem__)[len(rounds) // 2]]  # the median round

@@ -31,13 +31,14 @@ own time, outside its tool calls, over the direct time (1 + own / direct: what t
 without the round-to-round noise of the tool calls themselves);
 and, when ``CELERY_BROKER_URL`` is set, the wall time of ``--worker-tasks`` no-cache replays on
 1 and then 2 Celery worker processes started here (ratio 1-worker / 2-worker); else "skipped".
-Before each paired pass the collector's view of the harness is reset: ``gc.collect()`` and then
-``gc.freeze()``, which moves every object alive then (Django, the task set, the runs the passes
-before kept for their hash check) to the permanent generation. Without it, each full collection
-walked that whole heap (3 of them per 100-task pass, 340–440 ms in all on 2026-12-02: more than the
-engine's own time) and landed on whichever side happened to allocate then, a swing of several
-per cent between rounds. What either side allocates during a pass is collected as before; an info
-row reports the full collections of each side.
+Before each timed pass (cold, warm, each paired pass) the collector's view of the harness is
+reset: ``gc.collect()`` and then ``gc.freeze()``, which moves every object alive then (Django, the
+task set, the runs the passes before kept for their hash check) to the permanent generation.
+Without it, each full collection walked that whole heap: in the paired passes 3 of them per
+100-task pass, 340–440 ms in all on 2026-12-02 (more than the engine's own time), landing on
+whichever side happened to allocate then, a swing of several per cent between rounds; in the warm
+pass, which is short, they were a large share of its time. What a pass allocates is collected as
+before; an info row reports the full collections of each side of the paired passes.
 Two writing workers need a server database (SQLite answers "database is locked"): ``--postgres``
 creates a scratch database on the local PostgreSQL server.
 Targets (issues 4 and 16): cold ≤ 10 min on a 2-core machine, warm ≤ 10 % of cold (SQLite and
@@ -455,8 +456,12 @@ def main():
             tool_time[0] += time.perf_counter() - s
 
     engine.call_tool = timed
+    gc.collect()
+    gc.freeze()  # the harness's heap out of the collector's walks (module docstring)
     cold = replay_pass(tasks, use_cache=True, label="cold")
     cold_tool = tool_time[0]
+    gc.collect()
+    gc.freeze()
     warm = replay_pass(tasks, use_cache=True, label="warm")
     # the paired passes keep the clock on the engine's calls (two perf_counter reads a call, on the
     # engine side only: about 1 µs, 0.001 % of a call) for the engine's own time (info row)

@@ -7,8 +7,8 @@ missing; under /tmp/studio-bench, never var/). Starts one gunicorn per configura
 own port with ``--no-control-socket`` (gunicorn ≥ 23 otherwise creates ``~/.gunicorn/gunicorn.ctl``):
 
 * ``sync ×2`` (the baseline: 2 processes, one request each at a time, the connection closed after
-  every response), ``sync ×5`` (2·nproc+1, the former docs/deployment.md), ``gthread ×2 ×4``
-  (2 processes of 4 threads, keep-alive connections);
+  every response), ``sync ×5`` (2·nproc+1, the former docs/deployment.md), ``gthread ×2 ×1``,
+  ``×2 ×2`` and ``×2 ×4`` (2 processes of 1, 2 or 4 threads, keep-alive connections);
 
 then, for ``--rounds`` rounds, drives each configuration in turn for ``--seconds`` with
 ``--clients`` client threads that each keep one HTTP/1.1 connection open (reconnecting when the
@@ -38,6 +38,8 @@ ROOT = lists.ROOT
 CONFIGS = {
     "sync ×2": ["--workers", "2", "--worker-class", "sync"],
     "sync ×5": ["--workers", "5", "--worker-class", "sync"],
+    "gthread ×2 ×1": ["--workers", "2", "--worker-class", "gthread", "--threads", "1", "--keep-alive", "5"],
+    "gthread ×2 ×2": ["--workers", "2", "--worker-class", "gthread", "--threads", "2", "--keep-alive", "5"],
     "gthread ×2 ×4": ["--workers", "2", "--worker-class", "gthread", "--threads", "4", "--keep-alive", "5"],
 }
 SESSION = """

@@ -271,6 +271,13 @@ def replay_pass(tasks, *, use_cache: bool, label: str) -> dict:
             "tool_calls": sum(r.tool_calls for r in runs), "cache_hits": sum(r.cache_hits for r in runs)}
 
 
+def freeze_harness() -> None:
+    """``gc.collect()``, then ``gc.freeze()``: the harness's heap out of the collector's walks
+    before a timed pass (module docstring); ``main`` unfreezes after the paired passes."""
+    gc.collect()
+    gc.freeze()
+
+
 class FullCollections:
     """Time (s) and count of the collector's full (generation 2) collections, by side of the
     paired pass (``side``: ``"direct"`` or ``"engine"``; None: not counted), from ``gc.callbacks``."""
@@ -456,12 +463,10 @@ def main():
             tool_time[0] += time.perf_counter() - s
 
     engine.call_tool = timed
-    gc.collect()
-    gc.freeze()  # the harness's heap out of the collector's walks (module docstring)
+    freeze_harness()
     cold = replay_pass(tasks, use_cache=True, label="cold")
     cold_tool = tool_time[0]
-    gc.collect()
-    gc.freeze()
+    freeze_harness()
     warm = replay_pass(tasks, use_cache=True, label="warm")
     # the paired passes keep the clock on the engine's calls (two perf_counter reads a call, on the
     # engine side only: about 1 µs, 0.001 % of a call) for the engine's own time (info row)
@@ -471,8 +476,7 @@ def main():
     rounds = []
     try:
         for k in range(max(1, args.overhead_rounds)):
-            gc.collect()
-            gc.freeze()  # the harness's heap out of the collector's walks (module docstring)
+            freeze_harness()
             rounds.append(paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time,
                                       collections=full, first=k % 2))
     finally:

@@ -12,6 +12,8 @@ Everything else imports these instead of keeping its own copy (one obvious place
   modality configuration;
 * :mod:`kernel.catalogue` — the benchmark's tool catalogue (``dora-tools.json``) and where it is found;
 * :mod:`kernel.taxonomy` — the E1–E6 plan-error taxonomy and "correct iff no flag";
+* :mod:`kernel.values` — ``FrozenValue``, the base of immutable value classes on start-up paths
+  (instead of frozen dataclasses: ``dataclasses`` imports ``inspect``);
 * :mod:`kernel.references` — the reference syntax (``<key> from trajectory[N].obs``);
 * :mod:`kernel.tools` — the studio's implementation of the benchmark's tools and their registry;
 * :mod:`kernel.engine` — the replay engine (a trajectory run step by step through the registry).

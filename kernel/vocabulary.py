@@ -8,40 +8,19 @@ from __future__ import annotations
 
 import re
 
+from .values import FrozenValue
 
-class Dimension:
+
+class Dimension(FrozenValue):
     """One dimension: ``key`` (``t1``, the studio's and the benchmark CLI's short key), ``code``
     (``T1``, the task files' ``task_category_code``), ``stem`` (the task file's name without
     ``.json``), ``category`` (the default ``task_category``) and ``label`` (shown to people)."""
 
-    # a plain immutable class, not a frozen dataclass: ``dataclasses`` imports ``inspect``, about
-    # 9 ms of the scoring command's start-up (issue 16), for five fields
+    # a FrozenValue, not a frozen dataclass: start-up (kernel.values)
     __slots__ = ("key", "code", "stem", "category", "label")
 
     def __init__(self, key: str, code: str, stem: str, category: str, label: str):
-        for name, value in zip(self.__slots__, (key, code, stem, category, label)):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"Dimension is immutable: cannot set {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"Dimension is immutable: cannot delete {name!r}")
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, n) for n in self.__slots__)
-
-    def __eq__(self, other):
-        return self._values() == other._values() if type(other) is Dimension else NotImplemented
-
-    def __hash__(self):
-        return hash(self._values())
-
-    def __reduce__(self):  # pickle and copy through __init__ (__setattr__ refuses)
-        return Dimension, self._values()
-
-    def __repr__(self):
-        return "Dimension(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
+        self._set(key=key, code=code, stem=stem, category=category, label=label)
 
     @property
     def file_name(self) -> str:

@@ -5,6 +5,8 @@ the paper's Table 3 (see :mod:`evaluation.scoring.paper`).
 """
 from __future__ import annotations
 
+from kernel.values import FrozenValue
+
 MODES = ("dora", "paper")
 
 TAU_R = 0.2            # relative scalar tolerance
@@ -17,40 +19,17 @@ METRES_PER_DEGREE = 111_320.0  # scalar_dict lat/lon keys: metres → degrees
 EARTH_RADIUS_M = 6_371_000
 
 
-class ScoringConfig:
+class ScoringConfig(FrozenValue):
     """Tolerances of one evaluation. ``mode`` is ``"dora"`` or ``"paper"`` (else ``ValueError``).
     Immutable, compared and hashed by value."""
 
-    # a plain immutable class, not a frozen dataclass: ``dataclasses`` imports ``inspect``, about
-    # 9 ms of the scoring command's start-up (issue 16)
+    # a FrozenValue, not a frozen dataclass: start-up (kernel.values)
     __slots__ = ("tau_r", "tau_a", "mode")
 
     def __init__(self, tau_r: float = TAU_R, tau_a: float = TAU_A, mode: str = "dora"):
         if mode not in MODES:
             raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
-        object.__setattr__(self, "tau_r", tau_r)
-        object.__setattr__(self, "tau_a", tau_a)
-        object.__setattr__(self, "mode", mode)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"ScoringConfig is immutable: cannot set {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"ScoringConfig is immutable: cannot delete {name!r}")
-
-    def __eq__(self, other):
-        if type(other) is not ScoringConfig:
-            return NotImplemented
-        return (self.tau_r, self.tau_a, self.mode) == (other.tau_r, other.tau_a, other.mode)
-
-    def __hash__(self):
-        return hash((self.tau_r, self.tau_a, self.mode))
-
-    def __reduce__(self):  # pickle and copy through __init__ (__setattr__ refuses)
-        return ScoringConfig, (self.tau_r, self.tau_a, self.mode)
-
-    def __repr__(self):
-        return f"ScoringConfig(tau_r={self.tau_r!r}, tau_a={self.tau_a!r}, mode={self.mode!r})"
+        self._set(tau_r=tau_r, tau_a=tau_a, mode=mode)
 
     def geo_threshold_m(self, gsd_m):
         """20·GSD metres, or 20 m when the GSD is unknown or 0 (the evaluator tests truthiness)."""

@@ -121,6 +121,19 @@ def browser():
         b.close()
 
 
+
+def sign_in(page, base_url: str, username: str, password: str) -> None:
+    """Log in through the login form in a Playwright ``page`` and wait until the browser has left
+    the login page (the POST's redirect). Waiting for the load state alone returned at once, on the
+    login page still loaded; a ``goto`` right after then aborted the POST before its session cookie
+    was set, and the next page was anonymous (test_review_guards timed out on ``.username`` once
+    in four full runs, 2026-12-02)."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
 class ChildDatabase:
     """The database a child process (``manage.py ...`` run by a test) uses to see this test's
     committed rows (tests marked ``django_db(transaction=True)``).

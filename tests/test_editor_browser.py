@@ -19,6 +19,7 @@ import pytest
 
 from annotation.models import AuditEvent, Task, TaskDraft
 from test_review_workflow import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
+from conftest import sign_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -31,11 +32,7 @@ def _login(browser, live_server, username, password, viewport=(1500, 1000)):
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    sign_in(page, live_server.url, username, password)
     page._errors = errors
     return ctx, page
 

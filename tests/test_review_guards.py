@@ -16,6 +16,7 @@ import pytest
 
 from annotation.models import AuditEvent, Task
 from annotation.services import review
+from conftest import sign_in
 from test_review_workflow import import_joplin, t2_payload
 
 
@@ -138,11 +139,7 @@ def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, clie
     p.on("dialog", on_dialog)
     try:
         for user, pw in (("rey", "rey-pass-1"),):
-            p.goto(f"{live_server.url}/accounts/login/")
-            p.fill("input[name=username]", user)
-            p.fill("input[name=password]", pw)
-            p.click("button[type=submit]")
-            p.wait_for_load_state()
+            sign_in(p, live_server.url, user, pw)
         # the nav stays on one line at 1280 px
         heights = p.evaluate("() => [...document.querySelectorAll('.mainnav a')].map(a => a.getBoundingClientRect().top)")
         assert len(set(heights)) == 1, heights
@@ -162,11 +159,7 @@ def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, clie
         # publish: the maintainer is asked, and told about the open comment
         create_release(people["max"], "1.0.0", "first", tasks=[Task.objects.get(pk=tid)])
         p.context.clear_cookies()
-        p.goto(f"{live_server.url}/accounts/login/")
-        p.fill("input[name=username]", "max")
-        p.fill("input[name=password]", "max-pass-1")
-        p.click("button[type=submit]")
-        p.wait_for_load_state()
+        sign_in(p, live_server.url, "max", "max-pass-1")
         p.goto(f"{live_server.url}/releases/1.0.0/")
         assert p.locator(".username").text_content() == "max", p.content()[:2000]
         assert "Open review comments" in p.locator("#publish-open-comments").text_content()

@@ -10,6 +10,7 @@ import pytest
 from evaluation.models import ScoringItem, Verdict
 from evaluation.services_queue import enqueue_run
 from test_judging_support import perms, run_a  # noqa: F401
+from conftest import sign_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -19,11 +20,7 @@ pytestmark = [
 
 
 def _login(page, base, user, password):
-    page.goto(f"{base}/accounts/login/")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r".*/$"))
+    sign_in(page, base, user, password)
 
 
 @pytest.mark.django_db(transaction=True)

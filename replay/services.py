@@ -532,15 +532,20 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     ``use_cache=False`` calls every tool (the cache is still filled).
 
     Returns the run as stored (its fields set from what was written, not read back)."""
-    # the run with its revision and task, and the event's layers: one SELECT each, built once per
-    # process (``load_instances``; the ORM's compilation cost several times the statements). The
-    # layers' event comes from a subquery over the run and its task, so that on PostgreSQL both SELECTs
-    # go in one round trip (``load_many``); a missing run finds no layers either
-    found, layers = load_many(
+    # the run with its revision and task, the event's layers and the task's robustness variant (if
+    # any): one SELECT each, built once per process (``load_instances``; the ORM's compilation cost
+    # several times the statements). The layers' event and the variant's task come from subqueries
+    # over the run, so that on PostgreSQL the three SELECTs go in one round trip (``load_many``; the
+    # variant was a round trip of its own before, 0.45 ms a replay there); a missing run finds no
+    # layers and no variant either
+    task_of_run = column_sql(ReplayRun, "task", {"id": run_id})
+    found, layers, variants = load_many(
         dict(model=ReplayRun, where={"id": run_id}, related=("revision", "task")),
         # the fields the fingerprint and the resolver read (``LAYER_FIELDS``), no more
-        dict(model=Layer, where={"event": column_sql(Task, "event", {"id": column_sql(ReplayRun, "task", {"id": run_id})})},
-             fields=LAYER_FIELDS, order_by=("id",)))
+        dict(model=Layer, where={"event": column_sql(Task, "event", {"id": task_of_run})},
+             fields=LAYER_FIELDS, order_by=("id",)),
+        # at most one row: ``TaskVariant.task`` is one-to-one
+        dict(model=TaskVariant, where={"task": task_of_run}, fields=("kind", "params", "tools")))
     if not found:
         raise ReplayRun.DoesNotExist("ReplayRun matching query does not exist.")
     run = found[0]
@@ -563,11 +568,8 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         done = _reuse_identical_run(run, fp, work_dir, start, restarted)
         if done is not None:
             return done
-    # a robustness variant's rules (the docstring); one indexed SELECT, on the cold path only
-    # (``newest_row``: at most one row, ``TaskVariant.task`` is one-to-one; the ORM's compilation
-    # of ``filter().values().first()`` cost several times the statement)
-    found = newest_row(TaskVariant, ("kind", "params", "tools"), where={"task": run.task_id})
-    variant = dict(zip(("kind", "params", "tools"), found)) if found is not None else None
+    # a robustness variant's rules (the docstring)
+    variant = {"kind": variants[0].kind, "params": variants[0].params, "tools": variants[0].tools} if variants else None
     blocked = unsolvable_block({"trajectory": steps, "input_data": rev.input_data}, variant) if variant else None
     if blocked is not None:  # the plan runs up to the step that cannot proceed (unsolvable_block's rule)
         steps = steps[:blocked["step"]]
@@ -752,7 +754,9 @@ class _WriteOnlyCache(DbStepCache):
     to re-run them), and an entry is never replaced (``ON CONFLICT DO NOTHING``): so
     ``statements`` (and so ``flush``) first asks which keys are stored (one indexed SELECT) and sends only the others,
     which spares encoding (and on PostgreSQL parsing as ``jsonb``) observations that would be
-    dropped as conflicts."""
+    dropped as conflicts. (On PostgreSQL, sending every entry with the last statement instead, to
+    save that SELECT's round trip, was measured on 2026-12-03: no change of the bench's overhead
+    beyond its noise, docs/benchmarks.md.)"""
 
     def get(self, key):
         return None

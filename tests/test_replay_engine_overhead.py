@@ -162,9 +162,10 @@ def test_json_columns_are_prepared_as_the_field_prepares_them(db):
         assert type(fast) is type(slow) and repr(getattr(fast, "obj", fast)) == repr(getattr(slow, "obj", slow))
 
 
-def _run_and_layers() -> list[str]:
-    """The run and the event's layers: one round trip (one captured query) on PostgreSQL."""
-    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT"]
+def _run_layers_variant() -> list[str]:
+    """The run, the event's layers and the task's variant row: one round trip (one captured query)
+    on PostgreSQL."""
+    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT", "SELECT"]
 
 
 def _statements(ctx: CaptureQueriesContext) -> list[str]:
@@ -179,10 +180,10 @@ def test_a_replay_without_the_cache_writes_no_entry_that_is_stored(task):
     run = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         again = execute_replay(run.pk, use_cache=False)
-    # the run; the layers; the task's variant row (none); which of the two keys are stored (both);
-    # at the end: the step rows, the run's update with the gold lookup inside (no cache INSERT;
-    # the gold lookup was a SELECT of its own before issue 16's round-trip cut)
-    assert _statements(ctx) == _run_and_layers() + ["SELECT", "SELECT", "INSERT", "UPDATE"]
+    # the run, the layers and the task's variant row (none); which of the two keys are stored
+    # (both); at the end: the step rows, the run's update with the gold lookup inside (no cache
+    # INSERT; the gold lookup was a SELECT of its own before issue 16's round-trip cut)
+    assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "UPDATE"]
     assert again.status == "succeeded" and again.tool_calls == 2 and again.cache_hits == 0
     assert again.replay_hash == first.replay_hash
     assert list(StepCacheEntry.objects.order_by("key").values_list("key", "obs", "artifacts", "hits", "created_at")) == entries
@@ -192,7 +193,9 @@ def test_a_replay_without_the_cache_still_fills_it(task):
     run = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         done = execute_replay(run.pk, use_cache=False)
-    assert _statements(ctx) == _run_and_layers() + ["SELECT", "SELECT", "INSERT", "INSERT", "UPDATE"]
+    # the run, the layers, the variant; which keys are stored (none); the cache's entries, the step
+    # rows, the run's update
+    assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "INSERT", "UPDATE"]
     assert done.status == "succeeded" and StepCacheEntry.objects.count() == 2
     # the next cached replay finds the entries (it reuses the whole run: nothing runs)
     warm = execute_replay(create_run(task).pk)

@@ -79,10 +79,11 @@ def test_the_whole_run_cache_copies_steps_and_trajectory_in_the_database(task):
     assert fresh.artifact_manifest == first.artifact_manifest and fresh.gold_accepted
 
 
-def _run_and_layers() -> list[str]:
-    """The run (with revision and task) and the event's layers: two SELECTs, sent as one round trip
-    on PostgreSQL (``studio.fastsql.load_many``; one captured query there)."""
-    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT"]
+def _run_layers_variant() -> list[str]:
+    """The run (with revision and task), the event's layers and the task's robustness variant row:
+    three SELECTs, sent as one round trip on PostgreSQL (``studio.fastsql.load_many``; one
+    captured query there)."""
+    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT", "SELECT"]
 
 
 def _statements(ctx: CaptureQueriesContext) -> list[str]:
@@ -95,17 +96,18 @@ def test_statements_per_replay_are_pinned(task):
     cold = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(cold.pk)
-    # the run with its revision and task; the event's layers; an identical earlier run (none);
-    # the task's variant row (none: a robustness variant's replay rules, replay.services);
+    # the run with its revision and task; the event's layers; the task's variant row (none: a
+    # robustness variant's replay rules, replay.services); an identical earlier run (none);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
     # rows, the run's update (the gold lookup is two subqueries of it since issue 16: was a SELECT)
-    assert _statements(ctx) == _run_and_layers() + ["SELECT"] * 4 + ["INSERT", "INSERT", "UPDATE"]
+    assert _statements(ctx) == _run_layers_variant() + ["SELECT"] * 3 + ["INSERT", "INSERT", "UPDATE"]
     warm = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(warm.pk)
-    # the run; the layers; the identical earlier run; then copy its steps, update (gold inside);
-    # inside the test's transaction, so the PostgreSQL one-statement form is not taken (next test)
-    assert _statements(ctx) == _run_and_layers() + ["SELECT", "INSERT", "UPDATE"]
+    # the run; the layers; the variant row; the identical earlier run; then copy its steps, update
+    # (gold inside); inside the test's transaction, so the PostgreSQL one-statement form is not
+    # taken (next test)
+    assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "UPDATE"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -121,8 +123,8 @@ def test_outside_a_transaction_a_replay_ends_in_one_statement(task, monkeypatch)
     cold = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         first = execute_replay(cold.pk)
-    # the run, the layers, an identical run (none), the variant row (none), two cache lookups
-    assert _statements(ctx) == _run_and_layers() + ["SELECT"] * 4 + (["WITH"] if pg else ["INSERT", "INSERT", "UPDATE"])
+    # the run, the layers, the variant row (none), an identical run (none), two cache lookups
+    assert _statements(ctx) == _run_layers_variant() + ["SELECT"] * 3 + (["WITH"] if pg else ["INSERT", "INSERT", "UPDATE"])
     assert commits == ([] if pg else [1])
     assert first.status == "succeeded" and first.gold_accepted is True and first.tool_calls == 2
     assert StepCacheEntry.objects.count() == 2 and first.final_answer == {"damaged_area_m2": 6691.5}
@@ -134,9 +136,10 @@ def test_outside_a_transaction_a_replay_ends_in_one_statement(task, monkeypatch)
     assert ("set_config('synchronous_commit', 'off', true)" in ctx.captured_queries[0]["sql"]) is pg
     with CaptureQueriesContext(connection) as ctx:
         warm = execute_replay(run.pk)
-    # the run, the layers, the identical earlier run; then PostgreSQL: one WITH … INSERT … UPDATE,
-    # no transaction; SQLite (no data-modifying WITH): INSERT … SELECT and UPDATE, one transaction
-    assert _statements(ctx) == _run_and_layers() + ["SELECT"] + (["WITH"] if pg else ["INSERT", "UPDATE"])
+    # the run, the layers, the variant row, the identical earlier run; then PostgreSQL: one WITH …
+    # INSERT … UPDATE, no transaction; SQLite (no data-modifying WITH): INSERT … SELECT and UPDATE,
+    # one transaction
+    assert _statements(ctx) == _run_layers_variant() + ["SELECT"] + (["WITH"] if pg else ["INSERT", "UPDATE"])
     assert commits == ([] if pg else [1])
     assert warm.tool_calls == 0 and warm.gold_accepted is True and warm.accepted_by_id is None
     stored = ReplayRun.objects.get(pk=warm.pk)

@@ -9,8 +9,9 @@ replay runs; a replay shorter than that is written once, in one transaction, whe
 (``tests/test_replay_fast_paths.py``); the hot ones go through ``studio.fastsql``. On PostgreSQL
 in autocommit (a worker) that last write is one statement (``WITH … INSERT … UPDATE``: the cache's
 entries, the step rows or the copied ones, the gold decision and the run's fields) and so its own
-transaction; the run and its layers are read in one round trip (issue 16: a warm replay there
-went from 13 round trips to 4, a cold one from 17 to 7).
+transaction; the run, its layers and the task's robustness variant are read in one round trip
+(issue 16: a warm replay there went from 13 round trips to 4, a cold one from 17 to 7, and to 6
+when the variant's row joined that read on 2026-12-03).
 
 Storage (all under ``STUDIO_ARTIFACT_ROOT``)
     ``cas/<sha256[:2]>/<sha256>``: every artifact, content-addressed (``ArtifactStore``).

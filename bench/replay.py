@@ -23,6 +23,11 @@ Passes, in order, each over every task, in this process:
            tool functions called directly (``call_tool``) with the very arguments the cold replay
            resolved, in a fresh folder (the cost without the engine); ``nocache`` = the engine
            with the cache bypassed (every tool runs; results still stored)
+  floor    (``--floor-rounds``, default 3) the paired pass again with the engine's own bookkeeping
+           stubbed out (``EngineFloor``: step keys, artifact hashing, named files, input fingerprint,
+           replay hash and the final write): what the skeleton of a database-backed replay costs
+           before any of that (the queued run's INSERT, the load, the step loop with its reference
+           resolution and ``tool.loop`` bindings); an info row, its runs kept out of the hash check
 Printed: total times; engine overhead = nocache / direct (and cold / direct; the engine side
 includes ``create_run``, the queued run row); warm / cold; for information, the same overhead in
 this process's CPU time (on SQLite the whole replay runs in it; on PostgreSQL the server's share
@@ -299,6 +304,44 @@ class FullCollections:
             self._t0 = None
 
 
+class EngineFloor:
+    """The engine without its own bookkeeping, for the floor pass (``--floor-rounds``): while
+    active, ``kernel.engine.step_key`` (cache keys and the input files' digests),
+    ``_named_files`` and ``_artifacts`` (the files an observation names, hashed into the content
+    store), ``replay.services.input_fingerprint`` and ``replay_hash`` return constants, and
+    ``_Progress.finish`` sets the run's final fields on the instance without writing anything (no
+    step rows, cache entries or run update). What is left is the skeleton every replay runs in any
+    design of this architecture: the queued run's INSERT (``create_run``), the run and its layers
+    read, the run's folder, the step loop with reference resolution, ``tool.loop``'s plan and
+    bindings, the progress buffer, the answer. A measurement only: the runs of a floor pass are
+    wrong on purpose (no keys, no artifacts, hash zeros) and are kept out of the hash check."""
+
+    def __enter__(self):
+        import kernel.engine as engine
+        import replay.services as services
+
+        def finish(progress, **fields):
+            for name in ("final_answer", "replay_hash"):
+                fields.pop(name, None)
+            for name, value in fields.items():
+                setattr(progress.run, name, value)
+
+        zeros = "0" * 64
+        self.saved = [(engine, "step_key", lambda *a, **k: zeros), (engine, "_named_files", lambda obs, ctx: []),
+                      (engine, "_artifacts", lambda *a, **k: []),
+                      (services, "input_fingerprint", lambda *a, **k: zeros),
+                      (services, "replay_hash", lambda *a, **k: zeros), (services._Progress, "finish", finish)]
+        self.saved = [(owner, name, getattr(owner, name), stub) for owner, name, stub in self.saved]
+        for owner, name, _real, stub in self.saved:
+            setattr(owner, name, stub)
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, real, _stub in self.saved:
+            setattr(owner, name, real)
+        return False
+
+
 def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list | None = None,
                 collections: FullCollections | None = None, first: int = 0) -> dict:
     """Per task, back to back (so that load from other processes hits both alike): the tool
@@ -431,6 +474,9 @@ def main():
     ap.add_argument("--worker-tasks", type=int, default=90)
     ap.add_argument("--overhead-rounds", type=int, default=3,
                     help="paired passes; the engine overhead figure is the median of their ratios")
+    ap.add_argument("--floor-rounds", type=int, default=3,
+                    help="paired passes with the engine's own bookkeeping stubbed out (EngineFloor): the "
+                         "skeleton's overhead, an info row; 0 leaves them out")
     ap.add_argument("--scratch", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--postgres", action="store_true",
@@ -473,12 +519,17 @@ def main():
     tool_time[0] = 0.0
     full = FullCollections()
     gc.callbacks.append(full)
-    rounds = []
+    rounds, floor_rounds = [], []
     try:
         for k in range(max(1, args.overhead_rounds)):
             freeze_harness()
             rounds.append(paired_pass(tasks, cold["runs"], scratch, tag=str(k), tool_clock=tool_time,
                                       collections=full, first=k % 2))
+        for k in range(max(0, args.floor_rounds)):
+            freeze_harness()
+            with EngineFloor():
+                floor_rounds.append(paired_pass(tasks, cold["runs"], scratch, tag=f"floor{k}", tool_clock=tool_time,
+                                                first=k % 2))
     finally:
         gc.callbacks.remove(full)
         gc.unfreeze()
@@ -513,6 +564,11 @@ def main():
         "engine_own_ms_per_task_rounds": [round(1000 * p["engine_own_s"] / max(1, len(tasks)), 2) for p in rounds],
         "full_collections_paired": {side: [full.count[side], round(1000 * full.seconds[side])]
                                     for side in ("direct", "engine")},  # [count, ms] over every round
+        # information: the same overhead with the engine's own bookkeeping stubbed out (EngineFloor)
+        "engine_floor_rounds": [round(p["nocache_s"] / p["direct_s"], 3) for p in floor_rounds],
+        "engine_floor_own_ms_per_task_rounds": [round(1000 * p["engine_own_s"] / max(1, len(tasks)), 2)
+                                                for p in floor_rounds],
+        "engine_floor_failed": sum(len(p["failed"]) for p in floor_rounds),
         "cold_over_direct": round(cold["seconds"] / paired["direct_s"], 3),
         "warm_over_cold": round(warm["seconds"] / cold["seconds"], 3),
         "identical_hash_cold_warm_nocache": f"{same}/{len(tasks)}",
@@ -555,6 +611,11 @@ def main():
     print(f"BENCH\treplay engine's own time outside the tool calls / direct ({db}, median of {len(ratios)})"
           f"\t{1 + med(out['engine_own_over_direct_rounds']):.3f}× ({med(out['engine_own_ms_per_task_rounds'])} ms a task)"
           f"\t—\tinfo")
+    if floor_rounds:
+        print(f"BENCH\treplay engine floor: overhead with the engine's own bookkeeping stubbed out (keys, "
+              f"artifacts, fingerprint, hash, final write; {db}, median of {len(floor_rounds)})"
+              f"\t{med(out['engine_floor_rounds']):.3f}× ({med(out['engine_floor_own_ms_per_task_rounds'])} ms a task"
+              f"{'; ' + str(out['engine_floor_failed']) + ' failed' if out['engine_floor_failed'] else ''})\t—\tinfo")
     fc = out["full_collections_paired"]
     print(f"BENCH\treplay full collections during the paired passes ({db}, harness frozen)"
           f"\tdirect {fc['direct'][0]} ({fc['direct'][1]} ms), engine {fc['engine'][0]} ({fc['engine'][1]} ms)\t—\tinfo")

@@ -327,17 +327,16 @@ class EngineFloor:
                 setattr(progress.run, name, value)
 
         zeros = "0" * 64
-        self.saved = [(engine, "step_key", lambda *a, **k: zeros), (engine, "_named_files", lambda obs, ctx: []),
-                      (engine, "_artifacts", lambda *a, **k: []),
-                      (services, "input_fingerprint", lambda *a, **k: zeros),
-                      (services, "replay_hash", lambda *a, **k: zeros), (services._Progress, "finish", finish)]
-        self.saved = [(owner, name, getattr(owner, name), stub) for owner, name, stub in self.saved]
-        for owner, name, _real, stub in self.saved:
+        stubs = [(engine, "step_key", lambda *a, **k: zeros), (engine, "_named_files", lambda obs, ctx: []),
+                 (engine, "_artifacts", lambda *a, **k: []), (services, "input_fingerprint", lambda *a, **k: zeros),
+                 (services, "replay_hash", lambda *a, **k: zeros), (services._Progress, "finish", finish)]
+        self.saved = [(owner, name, getattr(owner, name)) for owner, name, _stub in stubs]
+        for owner, name, stub in stubs:
             setattr(owner, name, stub)
         return self
 
     def __exit__(self, *exc):
-        for owner, name, real, _stub in self.saved:
+        for owner, name, real in self.saved:
             setattr(owner, name, real)
         return False
 

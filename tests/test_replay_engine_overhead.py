@@ -30,6 +30,7 @@ from kernel.tools.base import canonical_json, jsonable
 from replay.models import ReplayRun, StepCacheEntry
 from replay.services import create_run, execute_replay
 
+from test_replay_fast_paths import _run_layers_variant
 from test_replay_services import florence, task  # noqa: F401  (pytest fixtures)
 
 
@@ -160,12 +161,6 @@ def test_json_columns_are_prepared_as_the_field_prepares_them(db):
         fast, slow = prep(value), field.get_db_prep_save(value, connection)
         # SQLite: the JSON text; PostgreSQL: psycopg's Jsonb wrapper of the value itself
         assert type(fast) is type(slow) and repr(getattr(fast, "obj", fast)) == repr(getattr(slow, "obj", slow))
-
-
-def _run_layers_variant() -> list[str]:
-    """The run, the event's layers and the task's variant row: one round trip (one captured query)
-    on PostgreSQL."""
-    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT", "SELECT"]
 
 
 def _statements(ctx: CaptureQueriesContext) -> list[str]:

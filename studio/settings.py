@@ -177,6 +177,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # one name for the step-wise protocol's cut positions (early/middle/late), used by several fields
+    "ENUM_NAME_OVERRIDES": {"StepwisePositionEnum": "evaluation.judge.stepwise.POSITIONS"},
 }
 
 # Offline map: no base map from the internet; the studio's own tiles are the layers.
@@ -289,6 +291,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("STUDIO_MAX_UPLOAD_BYTES", 2_62
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"one_line_client_errors": {"()": "studio.logfilters.OneLineClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("STUDIO_LOG_LEVEL", "WARNING")},
+    # a refused request (403, 400, 404) is one line, not a traceback that reads as a crash
+    "loggers": {"django.request": {"filters": ["one_line_client_errors"]}},
 }

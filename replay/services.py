@@ -168,7 +168,7 @@ class LayerResolver:
         layer = self.layer_for(value)
         if layer is None:
             raise ToolInputError(
-                tool=None, argument="path", expected="a layer file name of this event",
+                tool=None, argument=None, expected="a layer file name of this event",
                 message=f"'{value}' is neither an output of an earlier step nor a layer of this event",
             )
         path = self._file(layer)

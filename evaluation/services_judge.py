@@ -120,17 +120,26 @@ def backend_for(config: JudgeConfig) -> OpenAICompatibleBackend:
     problem = egress_problem(config.base_url, config.api_key_env)
     if problem:
         raise JudgeConfigError(problem)
-    key = None
-    if config.api_key_env:
-        key = os.environ.get(config.api_key_env, "").strip()
-        if not key:
-            raise JudgeConfigError(f"the environment variable {config.api_key_env} (the judge's API key) is not set")
+    unset = key_variable_unset(config.api_key_env)
+    if unset:
+        raise JudgeConfigError(unset)
+    key = os.environ.get(config.api_key_env, "").strip() if config.api_key_env else None
     backoff = float(settings.STUDIO_JUDGE_BACKOFF_S)
     return OpenAICompatibleBackend(
         base_url=config.base_url or None, model=config.model, api_key=key, json_mode=config.json_mode,
         timeout=float(settings.STUDIO_JUDGE_TIMEOUT_S), max_retries=int(settings.STUDIO_JUDGE_MAX_RETRIES),
         temperature=config.temperature, backoff_base=backoff, backoff_max=max(backoff, min(30.0, backoff * 30)),
     )
+
+
+def key_variable_unset(api_key_env: str) -> str | None:
+    """What is wrong with a configuration's key variable as this process sees it: None when no
+    variable is named (a local server without a key) or it holds a non-blank value; else the
+    sentence ``the environment variable NAME (the judge's API key) is not set``. The judge's form
+    warns with it on save; :func:`backend_for` refuses with it."""
+    if api_key_env and not os.environ.get(api_key_env, "").strip():
+        return f"the environment variable {api_key_env} (the judge's API key) is not set"
+    return None
 
 
 def _config_parameters(config: JudgeConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import secrets
 from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
@@ -24,7 +25,7 @@ from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.services import GRADES
 from evaluation.services_adjudication import scored_by
-from evaluation.services_judge import try_judge_config
+from evaluation.services_judge import key_variable_unset, try_judge_config
 from evaluation.services_queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import can, require
 from evaluation.agreement import agreement_report
@@ -433,6 +434,18 @@ class JudgeConfigForm(forms.Form):
     cost_per_1k_in = forms.FloatField(initial=0.0, min_value=0, label="$ per 1k input tokens")
     cost_per_1k_out = forms.FloatField(initial=0.0, min_value=0, label="$ per 1k output tokens")
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # say at the form what the server allows, so that its example is not refused on save
+        hosts = ", ".join(settings.STUDIO_JUDGE_ALLOWED_HOSTS) or "none"
+        self.fields["base_url"].help_text = (
+            f"OpenAI-compatible endpoint. Hosts this server allows: {hosts} (STUDIO_JUDGE_ALLOWED_HOSTS; "
+            f"add 127.0.0.1 there for a local server such as http://127.0.0.1:8080/v1). Empty: api.openai.com")
+        variables = ", ".join(settings.STUDIO_JUDGE_KEY_VARIABLES) or "none"
+        self.fields["api_key_env"].help_text = (
+            f"the NAME of the environment variable holding the key (the key is never stored); "
+            f"allowed: {variables} (STUDIO_JUDGE_KEY_VARIABLES). Empty: no key")
+
 
 def judge_configs(request):
     """List judge configurations; maintainers create them here."""
@@ -449,7 +462,12 @@ def judge_configs(request):
                 field, _, msg = str(exc).partition(":")
                 form.add_error(field if field in form.fields else None, msg.strip() or str(exc))
             else:
-                messages.success(request, f"Judge configuration {cfg.name} saved.")
+                unset = key_variable_unset(cfg.api_key_env)
+                if unset:
+                    messages.warning(request, f"Judge configuration {cfg.name} saved, but {unset} in this "
+                                              f"server's environment: its judge jobs fail until it is.")
+                else:
+                    messages.success(request, f"Judge configuration {cfg.name} saved.")
                 return redirect("judge-configs")
         status = 400
     return render(request, "frontend/judge_configs.html", {

@@ -156,6 +156,11 @@ def test_author_replay_submit_return_fix_approve(live_server, browser, make_user
         _replay_in_editor(a)
         assert a.locator("#replay-progress").get_attribute("value") == "3"
         assert a.locator("#steps > li.succeeded").count() == 3
+        # the duplicate-step icon is drawn by CSS (no font glyph that may be missing): 11 px wide, masked
+        dup = a.evaluate("""() => { const b = document.querySelector('#steps > li .duplicate-step');
+            const s = getComputedStyle(b, '::before');
+            return [b.textContent, b.getAttribute('aria-label'), s.width, s.maskImage.startsWith('url(')]; }""")
+        assert dup == ["", "Duplicate step", "11px", True]
         assert "total_filtered" in a.locator("#steps > li").nth(0).locator(".obs-values").text_content()
         a.wait_for_function("() => [...document.querySelectorAll('#editor-map .studio-layer-name')].some(n => n.textContent === 'step 1 · buffer_path')",
                             timeout=15000)

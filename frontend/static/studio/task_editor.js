@@ -339,7 +339,7 @@
       el("button", { type: "button", class: "icon move-up", title: "Move up (Alt+↑)", text: "↑", disabled: i === 0 || state.readOnly, onclick: () => moveStep(i, -1) }),
       el("button", { type: "button", class: "icon move-down", title: "Move down (Alt+↓)", text: "↓", disabled: i === steps.length - 1 || state.readOnly, onclick: () => moveStep(i, 1) }),
       el("button", { type: "button", class: "icon insert-step", title: "Insert a step before (i)", text: "+↑", disabled: state.readOnly, onclick: () => insertStep(i) }),
-      el("button", { type: "button", class: "icon duplicate-step", title: "Duplicate (c)", text: "⧉", disabled: state.readOnly, onclick: () => duplicateStep(i) }),
+      el("button", { type: "button", class: "icon duplicate-step", title: "Duplicate (c)", "aria-label": "Duplicate step", disabled: state.readOnly, onclick: () => duplicateStep(i) }),
       el("button", { type: "button", class: "icon remove-step", title: "Delete (d)", text: "×", disabled: state.readOnly, onclick: () => deleteStep(i) }));
     li.append(el("div", { class: "step-head" }, el("span", { class: "step-index", text: `[${i}]` }), toolBtn,
       tool ? el("span", { class: "badge module" }, tool.module) : null, ctrl));

@@ -139,6 +139,12 @@ def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, 
         assert "3 · totally destroyed  ← GT 4 destroyed" in legend, legend
         assert "0 · background  ← GT 0 background, 5 un-classified" in legend, legend
         assert "seg.building_damage reads hurricane-florence_00000018_mask.png through a class remap" in legend
+        # the review map is small: its layer panel starts folded, covering a corner only; one click unfolds it
+        shown = p.locator("#replay-map .leaflet-container").bounding_box()
+        folded = p.locator("#replay-map .studio-panel").bounding_box()
+        assert "collapsed" in p.locator("#replay-map .studio-panel").get_attribute("class")
+        assert folded["width"] * folded["height"] < 0.05 * shown["width"] * shown["height"], (folded, shown)
+        p.locator("#replay-map .studio-panel-toggle").click()
         # the legend can be read: the panel scrolls within the map instead of running past its edge
         panel = p.locator("#replay-map .studio-panel").bounding_box()
         shown = p.locator("#replay-map .leaflet-container").bounding_box()

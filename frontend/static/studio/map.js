@@ -193,6 +193,18 @@
 
   /* ---------------------------------------------------------------- the layer panel (switcher + opacity + legend) */
 
+  // a map smaller than this (px) starts with its layer panel folded
+  var SMALL_MAP = { x: 960, y: 560 };
+
+  // a long layer name (an xBD tile id such as hurricane-florence_00000018_post_disaster.png) breaks
+  // after '_', '-', '.' or '/' only, never inside its number
+  function breakableName(node, text) {
+    String(text).split(/(?<=[_.\-\/])/).forEach(function (part, i) {
+      if (i) node.appendChild(document.createElement('wbr'));
+      node.appendChild(document.createTextNode(part));
+    });
+  }
+
   var LayerPanel = L.Control.extend({
     options: { position: 'topright' },
     initialize: function (controller, options) { L.setOptions(this, options); this._ctl = controller; },
@@ -210,6 +222,7 @@
         var collapsed = L.DomUtil.hasClass(box, 'collapsed');
         (collapsed ? L.DomUtil.removeClass : L.DomUtil.addClass)(box, 'collapsed');
         toggle.textContent = collapsed ? '–' : '+';
+        toggle.title = collapsed ? 'Collapse' : 'Show the layers';
       });
       this._list = el('div', 'studio-panel-list', box);
       this._legend = el('div', 'studio-legend', box);
@@ -220,9 +233,12 @@
       var fitHeight = function () { box.style.maxHeight = Math.max(120, map.getSize().y - 24) + 'px'; };
       fitHeight();
       map.on('resize', fitHeight);
-      // on a narrow map the panel starts folded, so that it does not cover the map
+      // on a small map the panel starts folded (its expanded 230-300 px covered a fifth of a
+      // 1440 px page's map and a third of the task page's review map); one click unfolds it
       var size = this._ctl.map.getSize();
-      if (size.x && size.x < 640) { L.DomUtil.addClass(box, 'collapsed'); toggle.textContent = '+'; }
+      if (size.x && (size.x < SMALL_MAP.x || size.y < SMALL_MAP.y)) {
+        L.DomUtil.addClass(box, 'collapsed'); toggle.textContent = '+'; toggle.title = 'Show the layers';
+      }
       this.refresh();
       return box;
     },
@@ -240,7 +256,8 @@
         cb.checked = !!entry.visible;
         cb.disabled = !!spec.error;
         el('span', 'studio-kind studio-kind-' + (spec.kind || 'overlay'), label, (spec.kind || 'overlay').charAt(0).toUpperCase());
-        var name = el('span', 'studio-layer-name', label, spec.name || String(id));
+        var name = el('span', 'studio-layer-name', label);
+        breakableName(name, spec.name || String(id));
         if (spec.phase) el('span', 'studio-phase', label, phaseLabel(spec.phase));
         name.title = spec.error ? spec.error : [spec.name, spec.kind, spec.phase, spec.file_name].filter(Boolean).join(' · ');
         L.DomEvent.on(cb, 'change', function () { ctl.setVisible(id, cb.checked); });

@@ -186,6 +186,7 @@ class Command(BaseCommand):
             time.sleep(0.5)
         rows = list(ReplayRun.objects.filter(pk__in=runs).values("task__question_id", "status", "error", "tool_calls",
                                                                    "cache_hits", "gold_accepted"))
+        seconds = round(time.perf_counter() - t0, 2)  # the replays, not the diffs below
         recorded = self._recorded(runs)
         summary = {"tasks": len(tasks), "replayed": total, "skipped_unchanged": len(tasks) - total,
                    "succeeded": sum(r["status"] == "succeeded" for r in rows),
@@ -194,7 +195,7 @@ class Command(BaseCommand):
                    "tool_calls": sum(r["tool_calls"] for r in rows), "cache_hits": sum(r["cache_hits"] for r in rows),
                    "filled_observations": sum(d["filled"] for d in recorded.values()),
                    "recorded_changed": sorted(q for q, d in recorded.items() if d["changed"]),
-                   "seconds": round(time.perf_counter() - t0, 2)}
+                   "seconds": seconds}
         if o["json"]:
             self.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False))
         else:

@@ -55,13 +55,17 @@ def answer_proposals(content: dict, authored: list) -> list[dict]:
     return _answer_proposals(content, authored, result_types())
 
 
-def accept_file_proposals(content: dict, authored: list, proposals: list[dict]) -> tuple[dict, list[dict]]:
-    """``(content with every blank answer field bound to its proposed source, one row per blank
-    field)`` for ``--accept-proposals`` of both importers: ``kernel.content.accept_proposals``
-    (the editor's rule) over ``proposals`` (:func:`answer_proposals`, what ``--json`` lists),
-    bound only through a key the reference check takes (``qc.reference_accepts``). Rows: the
-    proposal plus ``bound`` and, when not bound, ``why_not`` (nothing proposed is reported, never
-    guessed)."""
+def file_proposals(content: dict, authored: list, *, accept: bool) -> tuple[dict, list[dict]]:
+    """``(content, one row per blank answer field)`` of a file's task for both importers: the
+    rows are :func:`answer_proposals` (what ``--json`` lists) each with ``bound``. With ``accept``
+    (``--accept-proposals``) every blank field is bound to its proposed source by the editor's
+    rule, ``kernel.content.accept_proposals``, only through a key the reference check takes
+    (``qc.reference_accepts``), and the returned content holds the bound sources; a field not
+    bound gets ``why_not`` (nothing proposed is reported, never guessed). Without it the content
+    is returned as given and every row has ``bound`` false."""
+    proposals = answer_proposals(content, authored)
+    if not accept:
+        return content, [{**p, "bound": False} for p in proposals]
     spec, rows = _accept_proposals(content.get("answer_spec") or [], proposals, accepts=reference_accepts(authored))
     return {**content, "answer_spec": spec}, rows
 
@@ -99,7 +103,7 @@ def import_task_file(user, path: str | Path, event, *, accept_proposals: bool = 
     a proposed source for each answer field whose gold is blank (:func:`answer_proposals`), each
     with ``bound``. Without ``accept_proposals`` nothing is bound (``bound`` false: the author
     accepts them one by one in the editor); with it every blank field whose proposal names a source
-    is bound to it in the imported revision (:func:`accept_file_proposals`, the editor's rule;
+    is bound to it in the imported revision (:func:`file_proposals`, the editor's rule;
     ``bound`` true), and a field with none keeps its blank source (``bound`` false, ``why_not``).
     The revision's ``source`` keeps what the file gave (blank), so an export of an unreplayed
     task writes the file back. Raises ``TaskImportError`` listing every problem (file, sample,
@@ -145,11 +149,7 @@ def import_task_file(user, path: str | Path, event, *, accept_proposals: bool = 
                 continue
             content, authored = file_task_content(sample, task)
             source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
-            proposals = answer_proposals(content, authored)
-            if accept_proposals:
-                content, proposals = accept_file_proposals(content, authored, proposals)
-            else:
-                proposals = [{**p, "bound": False} for p in proposals]
+            content, proposals = file_proposals(content, authored, accept=accept_proposals)
             problem = content_problem(to_storage(content))
             if problem:
                 errors.append(f"{where}, task {ti}: {problem}")

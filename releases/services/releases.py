@@ -55,7 +55,7 @@ from annotation.services import review
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
-from annotation.services.task_import import accept_file_proposals, answer_proposals, file_task_content
+from annotation.services.task_import import file_proposals, file_task_content
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased, write_imported_revision
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
@@ -520,7 +520,7 @@ class ImportReport:
     images_missing: list[dict] = field(default_factory=list)
     release: str | None = None
     release_created: bool = False
-    #: question id → one row per blank answer field (``accept_file_proposals``), written tasks only
+    #: question id → one row per blank answer field (``task_import.file_proposals``), written tasks only
     proposals: dict[str, list[dict]] = field(default_factory=dict)
 
     def summary(self) -> dict:
@@ -801,7 +801,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
       ``variants.<question id>``).
     * Blank answers: each written task's blank answer fields get proposed sources
       (``report.proposals``, each with ``bound``); ``accept_proposals`` binds them as
-      ``import_tasks --accept-proposals`` does (``task_import.accept_file_proposals``), and a
+      ``import_tasks --accept-proposals`` does (``task_import.file_proposals``), and a
       task whose file leaves its gold blank (an answer null, an observation ``{}``/``null``/
       missing) gets its import replay recorded as accepted automatically (``accepted_by`` empty),
       so that the next ``manage.py replay`` of it becomes the gold by itself (use ``--no-release``:
@@ -892,12 +892,8 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 (report.created if task is None else report.updated).append(pl.question_id)
                 trajectory = pl.task.get("trajectory") if isinstance(pl.task.get("trajectory"), list) else []
                 content, authored = file_task_content(pl.sample, pl.task)
-                proposals = answer_proposals(content, authored)
+                bound_content, proposals = file_proposals(content, authored, accept=accept_proposals)
                 blank_gold = accept_proposals and _blank_gold(pl.task)
-                if accept_proposals:
-                    bound_content, proposals = accept_file_proposals(content, authored, proposals)
-                else:
-                    bound_content, proposals = content, [{**p, "bound": False} for p in proposals]
                 if proposals:
                     report.proposals[pl.question_id] = proposals
                 provenance = {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()

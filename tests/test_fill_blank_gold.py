@@ -35,6 +35,7 @@ PRE = "hurricane-florence_00000018_pre_original.png"
 POST = "hurricane-florence_00000018_post_original.png"
 MASK = "hurricane-florence_00000018_mask.png"
 MISSING = object()  # a step written without an "obs" key
+TOOL_CASES = REALDATA.parent / "tool-examples" / "cases.jsonl"
 
 
 def _step(call, args, obs):
@@ -149,7 +150,8 @@ def test_an_authored_file_goes_import_replay_export_filled(florence, tmp_path):
         assert task["final_answer"] == answer, qid
         assert all(isinstance(s.get("obs"), (dict, list)) and s["obs"] for s in task["trajectory"]), qid
     t2 = exported["auth_1_task0"]["trajectory"][0]["obs"]
-    assert t2["count"] == 9 and t2["image_shape"] == [1024, 1024] and len(t2["windows"]) == 9
+    cases = {c["id"]: c for c in map(json.loads, TOOL_CASES.read_text(encoding="utf-8").splitlines())}
+    assert t2 == cases["grid_windows_florence_3"]["expected"]  # the benchmark's own output, every key
     t4 = exported["auth_2_task0"]["trajectory"]
     assert (t4[0]["obs"]["sum"], t4[1]["obs"]["product"]) == (5.0, 20.0)
     assert exported["auth_0_task0"]["trajectory"][1]["obs"]["pixel_count"] == 26766
@@ -275,3 +277,22 @@ def test_import_release_without_the_flag_binds_nothing_and_keeps_the_file_gold(f
     from replay.models import ReplayRun
     gold = ReplayRun.objects.get(task=task)
     assert gold.mode == "import" and gold.accepted_by is not None  # a person's import stands as gold
+
+
+def test_accept_proposals_rule_worked_out_by_hand():
+    from kernel.content import NO_PROPOSAL, accept_proposals
+
+    spec = [{"name": "n", "eval_type": "scalar_count", "source": None},
+            {"name": "kept", "eval_type": "exact_match", "source": "m2"},
+            {"name": "z", "eval_type": "set_f1", "source": None},
+            {"name": "x", "eval_type": "scalar_numeric", "source": None}]
+    proposals = [{"field": "n", "source": "<count> from trajectory[1].obs", "step": 1, "key": "count"},
+                 {"field": "z", "source": None},
+                 {"field": "x", "source": "<odd> from trajectory[0].obs", "step": 0, "key": "odd"}]
+    new, rows = accept_proposals(spec, proposals, accepts=lambda i, k: k != "odd")
+    assert [f["source"] for f in new] == ["<count> from trajectory[1].obs", "m2", None, None]
+    assert [(r["field"], r["bound"]) for r in rows] == [("n", True), ("z", False), ("x", False)]
+    assert rows[1]["why_not"] == NO_PROPOSAL and "does not take <odd> of step 0" in rows[2]["why_not"]
+    assert spec[0]["source"] is None  # the input is not changed
+    one, (row,) = accept_proposals(spec, proposals, fields=["n"])  # the editor's one field
+    assert row["bound"] and [f["source"] for f in one][2:] == [None, None]

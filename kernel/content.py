@@ -16,7 +16,8 @@ Import (:func:`task_content`): the studio's content fields (``question``, ``task
   source is :func:`answer_source`: the reference ``<key> from trajectory[N].obs`` to the one step
   observation that holds the gold value when there is exactly one, else the literal value; a
   field whose gold is null or missing gets ``None`` (see :func:`propose_source`: proposed, never
-  bound silently).
+  bound silently; :func:`accept_proposals` binds them when a person accepts one in the editor or
+  asks for all with ``--accept-proposals``).
 
 Export (:func:`file_task`): the file's own sample and task (kept at import: key order, extra keys,
 odd values) with each field the studio changed since the import replaced by the studio's value,
@@ -241,3 +242,45 @@ def answer_proposals(content: dict, steps: list, result_types: dict[str, dict[st
         p = propose_source(f.get("name", ""), f.get("eval_type", ""), steps, result_types)
         out.append({"field": f.get("name"), "eval_type": f.get("eval_type"), **(p or {"source": None})})
     return out
+
+
+#: why a blank answer field was left blank when nothing was proposed for it
+NO_PROPOSAL = "no step result fits its name and type; bind it by hand"
+
+
+def accept_proposals(answer_spec: list, proposals: list[dict], *, fields: Iterable[str] | None = None,
+                     accepts: Callable[[int, str], bool] | None = None) -> tuple[list, list[dict]]:
+    """Bind blank answer fields to their proposed sources: the one rule of the editor's
+    one-by-one acceptance (``annotation.services.tasks.accept_answer_proposal``, ``fields`` = that
+    one field) and of ``import_tasks``/``import_release --accept-proposals`` (every blank field).
+
+    ``answer_spec``: ``[{name, eval_type, source, answer_format?}]``; ``proposals``: what
+    :func:`answer_proposals` gave for it. A field is bound when its source is blank (``None``),
+    it is in ``fields`` (None: every field) and its proposal names a source; ``accepts(N, key)``
+    (``annotation.qc.reference_accepts``), when given, must also take the proposed ``<key>`` of
+    step N, so that nothing is bound that the reference check would refuse. Nothing is guessed.
+
+    Returns ``(new answer_spec, [one row per blank field considered: the proposal's keys plus
+    "bound": bool and, when not bound, "why_not"])``; the input list is not changed.
+    """
+    wanted = None if fields is None else set(fields)
+    by_field = {p.get("field"): p for p in proposals or [] if isinstance(p, dict)}
+    spec, rows = [], []
+    for f in answer_spec or []:
+        name = f.get("name") if isinstance(f, dict) else None
+        if name is None or f.get("source") is not None or (wanted is not None and name not in wanted):
+            spec.append(f)
+            continue
+        p = by_field.get(name) or {"field": name, "eval_type": f.get("eval_type"), "source": None}
+        why = None
+        if not p.get("source"):
+            why = NO_PROPOSAL
+        elif accepts is not None and isinstance(p.get("step"), int) and not accepts(p["step"], str(p.get("key"))):
+            why = f"the reference check does not take <{p.get('key')}> of step {p['step']}; bind it by hand"
+        if why is None:
+            spec.append(dict(f, source=p["source"]))
+            rows.append({**p, "bound": True})
+        else:
+            spec.append(f)
+            rows.append({**p, "bound": False, "why_not": why})
+    return spec, rows

@@ -5,8 +5,15 @@ gold (``replay.services.replay_diff``), a replay against the observations record
 file (``replay.services.recorded_diff``) and two releases (``releases.selectors.
 release_diff``). All three now give the same rows::
 
-    {"index": i, "call": "<tool name>", "state": "same" | "changed" | "added" | "removed",
+    {"index": i, "call": "<tool name>", "state": "same" | "filled" | "changed" | "added" | "removed",
      "changes": [{"path": "(call/args)" | "<leaf path of the observation>", "before": …, "after": …}]}
+
+``filled``: the earlier side did not record the step's observation (blank: ``{}``, ``null`` or no
+``obs`` key, :func:`is_blank_obs`; how a benchmark task file is authored before its gold is
+replayed) and the later side has one, with the same call and arguments: the replay filled it in,
+nothing that was recorded changed. Its ``changes`` list the filled leaves (``before`` None). A
+recorded observation that differs is ``changed``, never ``filled``; a recorded one replayed as
+blank is ``changed`` too. :data:`DIFFERS` are the states that mean "the two sides disagree".
 
 Steps are matched by position (the caller collapses loop expansions first). A step whose call or
 arguments differ (by ``equal``) gets one ``(call/args)`` change with both ``{call, args}``; its observation is
@@ -22,6 +29,17 @@ from typing import Any, Callable
 ABSENT = "<absent>"
 #: lists longer than this are compared as one value
 MAX_LIST_LEAVES = 200
+#: every state a row can have, in the order pages list them (the recorded diff adds ``source``:
+#: ``replay.services.recorded_diff``)
+STATES = ("same", "filled", "changed", "added", "removed")
+#: the states where the two sides disagree (``filled`` and ``same`` do not)
+DIFFERS = ("changed", "added", "removed")
+
+
+def is_blank_obs(value: Any) -> bool:
+    """Whether a recorded observation is blank, i.e. not recorded: ``None`` (``null`` or a missing
+    ``obs`` key) or an empty dict ``{}``. An empty list is an observation (a loop over nothing)."""
+    return value is None or (isinstance(value, dict) and not value)
 
 
 def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -75,12 +93,20 @@ def step_diff(before: list, after: list, *, calls: bool = True, equal: Callable[
         if b is None or a is None:
             rows.append({"index": i, "call": call, "state": "added" if b is None else "removed", "changes": []})
             continue
-        changes = leaf_changes(b.get("obs"), a.get("obs"), equal=equal, skip=skip, limit=limit)
+        was_obs, now_obs = b.get("obs"), a.get("obs")
+        filled = is_blank_obs(was_obs) and not is_blank_obs(now_obs)
+        if filled:
+            changes = [{"path": path or "(value)", "before": None, "after": v} for path, v in leaves(now_obs).items()
+                       if skip is None or not skip(path)][:limit]
+        else:
+            changes = leaf_changes(was_obs, now_obs, equal=equal, skip=skip, limit=limit)
         was, now = {"call": b.get("call"), "args": b.get("args")}, {"call": a.get("call"), "args": a.get("args")}
         if calls and not (equal or (lambda x, y: x == y))(was, now):
             changes = [{"path": "(call/args)", "before": was, "after": now}] + changes
-        rows.append({"index": i, "call": call, "state": "changed" if changes else "same", "changes": changes})
+            filled = False
+        state = "filled" if filled else ("changed" if changes else "same")
+        rows.append({"index": i, "call": call, "state": state, "changes": changes})
     return rows
 
 
-__all__ = ["ABSENT", "leaves", "leaf_changes", "step_diff"]
+__all__ = ["ABSENT", "DIFFERS", "STATES", "is_blank_obs", "leaves", "leaf_changes", "step_diff"]

@@ -11,6 +11,7 @@ from annotation.models import Task
 from replay.errors import ReplayNotFound
 from replay.models import ReplayRun
 from replay.services import accept_gold, replay_diff, start_replay, task_replay_diff
+from kernel import golddiff
 from kernel.tools.registry import all_tools
 from studio.api_views import APIView
 
@@ -114,7 +115,8 @@ class AnswerChangeOut(serializers.Serializer):
 class StepChangeOut(serializers.Serializer):
     index = serializers.IntegerField()
     call = serializers.CharField()
-    state = serializers.ChoiceField(choices=["same", "changed", "added", "removed"])
+    state = serializers.ChoiceField(choices=list(golddiff.STATES), help_text=(
+        "kernel.golddiff: filled = the gold before had no observation of this step (blank), the replay filled it"))
     changes = serializers.JSONField()
 
 
@@ -130,7 +132,8 @@ class ReplayDiffOut(serializers.Serializer):
     recorded = serializers.JSONField(allow_null=True, required=False, help_text=(
         "the replay against the observations of the file the revision was imported from "
         "(replay.services.task_recorded_diff: {run, mode, against, steps: [{index, call, state: "
-        "same|changed|source|added|removed, changes, note?}], changed}); null when it keeps none"))
+        "same|filled|changed|source|added|removed, changes, note?}], changed, filled}; filled: the file "
+        "left the observation blank and the replay filled it, not a disagreement); null when it keeps none"))
     variant_check = serializers.JSONField(allow_null=True, required=False, help_text=(
         "a robustness variant's gold replay: {kind: unsolvable, blocked: {step, tool, reason}} or "
         "{kind: broken, step, tool, alternative, same, changes, error}; null otherwise"))

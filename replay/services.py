@@ -75,7 +75,7 @@ from kernel.tools.base import GTMask, ToolContext, ToolError, ToolInputError, fi
 from kernel.tools.registry import get_tool
 from replay.variant_tools import published_tools_for
 from annotation.variants import unsolvable_block
-from kernel.golddiff import leaf_changes, step_diff
+from kernel.golddiff import DIFFERS, leaf_changes, step_diff
 from kernel.paths import confine
 from kernel.content import answer_source  # noqa: F401  (re-exported)
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
@@ -822,8 +822,9 @@ def replay_diff(run: ReplayRun, base: ReplayRun | None = None) -> dict:
     """What changed between ``base`` (default: the gold before ``run``) and ``run``.
 
     Returns ``{run, base, pending, changed, answer: [{field, before, after, changed}],
-    steps: [{index, call, state: same|changed|added|removed, changes: [{path, before, after}]}]}``;
-    steps are compared on their authored index, observations leaf by leaf.
+    steps: [{index, call, state: same|filled|changed|added|removed, changes: [{path, before, after}]}]}``;
+    steps are compared on their authored index, observations leaf by leaf (``kernel.golddiff``:
+    ``filled`` where the gold before had no observation of the step).
     """
     if base is None:
         base = (ReplayRun.objects.filter(task_id=run.task_id, mode=GOLD_MODE, status=ReplayRun.Status.SUCCEEDED, gold_accepted=True,
@@ -885,11 +886,14 @@ def recorded_diff(run: ReplayRun, recorded: list[dict], *, rtol: float = 1e-6) -
     A perception step (server ``Perception``) whose observation differs gets state ``source``:
     the studio replays with GT masks (``run.mode``), the file's observation came from the
     benchmark's model, so the difference is the perception source and not a tool disagreement;
-    the row's ``note`` says so. Other steps are ``same``, ``changed``, ``added`` or ``removed``.
+    the row's ``note`` says so. A step whose recorded observation is blank (``{}``, ``null`` or
+    no ``obs``: not recorded, how a file is authored before its gold is replayed) is ``filled``
+    (``kernel.golddiff``). Other steps are ``same``, ``changed``, ``added`` or ``removed``.
 
-    Returns ``{run, mode, steps: [{index, call, state, changes, note?}], changed}`` where
+    Returns ``{run, mode, steps: [{index, call, state, changes, note?}], changed, filled}`` where
     ``changed`` is true when a non-perception step differs (a gold the benchmark's tools would
-    not give), false when at most perception sources differ.
+    not give: a state in ``kernel.golddiff.DIFFERS``), false when at most perception sources
+    differ or blank observations were filled; ``filled`` counts the filled steps.
     """
     rows = step_diff(collapse_expanded(recorded or [])[0], collapse_expanded(from_storage(run.filled_trajectory or []))[0],
                      calls=False, equal=lambda x, y: _close(x, y, rtol), skip=_names_a_file,
@@ -902,7 +906,8 @@ def recorded_diff(run: ReplayRun, recorded: list[dict], *, rtol: float = 1e-6) -
                            f"from the benchmark's model; the difference is the source of the "
                            f"masks, not a tool disagreement")
     return {"run": run.pk, "mode": run.mode, "steps": rows,
-            "changed": any(r["state"] in ("changed", "added", "removed") for r in rows)}
+            "changed": any(r["state"] in DIFFERS for r in rows),
+            "filled": sum(r["state"] == "filled" for r in rows)}
 
 
 def recorded_trajectory(task: Task, path: str | Path) -> list[dict]:
@@ -934,10 +939,11 @@ def kept_recorded_trajectory(revision) -> list[dict] | None:
     An imported revision keeps the file's own sample and task (``TaskRevision.source``,
     ``kernel.content.source_record``: ``{"task": the task as written, "content": what the importer
     derived, ...}``). Returns the written task's ``trajectory`` (calls, args, ``obs``; loop
-    expansions as written) when at least one step has an ``obs`` and the revision's gold plan is
-    still the one imported (its ``trajectory`` equal, as JSON values, to the kept
-    ``content.trajectory``): after an author edits the plan the file's observations belong to
-    another plan and are not compared. None otherwise (no source, no recorded observation, an
+    expansions as written) when the revision's gold plan is still the one imported (its
+    ``trajectory`` equal, as JSON values, to the kept ``content.trajectory``): after an author
+    edits the plan the file's observations belong to another plan and are not compared. A step
+    with a blank observation (``{}``, ``null``, no ``obs``: an authored file) is not recorded and
+    the diff says ``filled`` (``kernel.golddiff``). None otherwise (no source, no trajectory, an
     edited plan)."""
     if revision is None:
         return None
@@ -948,7 +954,7 @@ def kept_recorded_trajectory(revision) -> list[dict] | None:
     if not isinstance(record, dict) or not isinstance(record.get("task"), dict):
         return None
     written = record["task"].get("trajectory")
-    if not isinstance(written, list) or not any(isinstance(s, dict) and "obs" in s for s in written):
+    if not isinstance(written, list) or not written:
         return None
     imported = (record.get("content") or {}).get("trajectory") if isinstance(record.get("content"), dict) else None
     if imported is None or not same_value(to_storage(imported), revision.trajectory):
@@ -982,20 +988,22 @@ def task_replay_diff(task: Task) -> dict | None:
 
 @transaction.atomic
 def record_imported_gold(user, task: Task, revision, *, filled_trajectory: list, final_answer, eval_spec: dict,
-                         answer_format: dict, artifact_dir: str, at) -> ReplayRun:
+                         answer_format: dict, artifact_dir: str, at, auto_accepted: bool = False) -> ReplayRun:
     """The gold of a task imported from a release: a succeeded replay run of ``revision`` in mode
     ``import``, accepted, holding the file's trajectory with its observations (stored form), final
     answer, eval spec and answer format, and ``artifact_dir`` (relative to the artifact root: the
     file's own sample and task and its gold polygons). Nothing is executed; ``replay_hash`` is the
     engine's hash of trajectory and answer, so a later replay of the same content compares equal.
-    ``at``: the import's time (started and finished)."""
+    ``at``: the import's time (started and finished). Accepted by ``user``, or with
+    ``auto_accepted`` by nobody (accepted automatically), so that the next replay takes its place
+    by itself (a file whose gold is blank: ``import_release --accept-proposals``)."""
     steps = len(filled_trajectory)
     return ReplayRun.objects.create(
         task=task, revision=revision, mode="import", status=ReplayRun.Status.SUCCEEDED,
         steps_total=steps, steps_done=steps, final_answer=final_answer, eval_spec=eval_spec,
         answer_format=answer_format, filled_trajectory=filled_trajectory,
         replay_hash=replay_hash(filled_trajectory, final_answer), gold_accepted=True,
-        accepted_by=user, requested_by=user, artifact_dir=artifact_dir, started_at=at, finished_at=at)
+        accepted_by=None if auto_accepted else user, requested_by=user, artifact_dir=artifact_dir, started_at=at, finished_at=at)
 
 
 @transaction.atomic

@@ -16,6 +16,7 @@ from annotation.models import Layer, Task
 from annotation.qc import reference_accepts
 from annotation.services.tasks import content_problem, create_task, revision_content, save_revision
 from kernel.catalogue import result_types
+from kernel.content import accept_proposals as _accept_proposals
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.engine import authored_steps
@@ -54,7 +55,38 @@ def answer_proposals(content: dict, authored: list) -> list[dict]:
     return _answer_proposals(content, authored, result_types())
 
 
-def import_task_file(user, path: str | Path, event) -> list[dict]:
+def file_proposals(content: dict, authored: list, *, accept: bool) -> tuple[dict, list[dict]]:
+    """``(content, one row per blank answer field)`` of a file's task for both importers: the
+    rows are :func:`answer_proposals` (what ``--json`` lists) each with ``bound``. With ``accept``
+    (``--accept-proposals``) every blank field is bound to its proposed source by the editor's
+    rule, ``kernel.content.accept_proposals``, only through a key the reference check takes
+    (``qc.reference_accepts``), and the returned content holds the bound sources; a field not
+    bound gets ``why_not`` (nothing proposed is reported, never guessed). Without it the content
+    is returned as given and every row has ``bound`` false."""
+    proposals = answer_proposals(content, authored)
+    if not accept:
+        return content, [{**p, "bound": False} for p in proposals]
+    spec, rows = _accept_proposals(content.get("answer_spec") or [], proposals, accepts=reference_accepts(authored))
+    return {**content, "answer_spec": spec}, rows
+
+
+def proposal_lines(proposals: list[dict], accepting: bool) -> list[str]:
+    """One line of text per blank answer field for the importers' output: ``<field>: bound to
+    <source> (<tool>: <reason>)``, ``<field>: left blank: <why_not>``, or without ``accepting``
+    ``<field>: proposed <source> …`` / ``<field>: no proposal``."""
+    out = []
+    for p in proposals:
+        why = f" ({p.get('tool')}: {p.get('reason')})" if p.get("source") else ""
+        if p.get("bound"):
+            out.append(f"{p['field']}: bound to {p['source']}{why}")
+        elif accepting:
+            out.append(f"{p['field']}: left blank: {p.get('why_not') or 'not bound'}")
+        else:
+            out.append(f"{p['field']}: " + (f"proposed {p['source']}{why}" if p.get("source") else "no proposal"))
+    return out
+
+
+def import_task_file(user, path: str | Path, event, *, accept_proposals: bool = False) -> list[dict]:
     """Create (or revise) the studio tasks of a task file in the benchmark's layout.
 
     The file is read by ``kernel.taskfile.read_task_file`` (the benchmark loader's own checks:
@@ -68,9 +100,14 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
     column).
 
     Returns ``[{question_id, status: created|updated|unchanged, proposals}]``; ``proposals`` lists
-    a proposed source for each answer field whose gold is blank (:func:`answer_proposals`; never
-    bound here: the author accepts it in the editor). Raises ``TaskImportError`` listing every
-    problem (file, sample, task, field) before anything is written.
+    a proposed source for each answer field whose gold is blank (:func:`answer_proposals`), each
+    with ``bound``. Without ``accept_proposals`` nothing is bound (``bound`` false: the author
+    accepts them one by one in the editor); with it every blank field whose proposal names a source
+    is bound to it in the imported revision (:func:`file_proposals`, the editor's rule;
+    ``bound`` true), and a field with none keeps its blank source (``bound`` false, ``why_not``).
+    The revision's ``source`` keeps what the file gave (blank), so an export of an unreplayed
+    task writes the file back. Raises ``TaskImportError`` listing every problem (file, sample,
+    task, field) before anything is written.
     """
     path = Path(path)
     try:
@@ -111,12 +148,13 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
                               f"task_category_code is {task.get('task_category_code')!r})")
                 continue
             content, authored = file_task_content(sample, task)
+            source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
+            content, proposals = file_proposals(content, authored, accept=accept_proposals)
             problem = content_problem(to_storage(content))
             if problem:
                 errors.append(f"{where}, task {ti}: {problem}")
                 continue
-            source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
-            plans.append((sid, dim, ti, to_storage(content), source_text(source), answer_proposals(content, authored)))
+            plans.append((sid, dim, ti, to_storage(content), source_text(source), proposals))
     qids = [f"{sid}_task{ti}" for sid, _, ti, *_ in plans]
     for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
         errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")
@@ -128,16 +166,19 @@ def import_task_file(user, path: str | Path, event) -> list[dict]:
         for sid, dim, ti, content, source, proposals in plans:
             qid = f"{sid}_task{ti}"
             task = existing.get(qid)
+            bound = sum(bool(p["bound"]) for p in proposals)
+            message = f"imported from {path.name}" + (f"; accepted the proposed sources of {bound} blank answer "
+                                                      f"field(s)" if bound else "")
             if task is None:
                 create_task(user, event, dimension=dim, content=content, sample_id=sid, task_index=ti,
-                            message=f"imported from {path.name}", source=source)
+                            message=message, source=source)
                 status = "created"
             elif (task.head and _jsonable(revision_content(task.head)) == _jsonable(content)
                   and task.head.source == source):
                 status = "unchanged"
             else:
                 save_revision(user, task, expected_version=task.version, content=content,
-                              message=f"re-imported from {path.name}", source=source)
+                              message="re-" + message, source=source)
                 status = "updated"
             out.append({"question_id": qid, "status": status, "proposals": proposals})
     return out

@@ -28,6 +28,7 @@ from studio.permissions import require
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
 from kernel.catalogue import result_types  # noqa: E402
 from kernel.content import CONTENT_FIELDS  # noqa: E402
+from kernel.content import accept_proposals as kernel_accept_proposals  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
 from kernel.taskfile import from_storage, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
@@ -479,22 +480,24 @@ def answer_proposals(rev: TaskRevision | None) -> list[dict]:
 @transaction.atomic
 def accept_answer_proposal(user, task: Task, *, field: str, expected_version: int) -> TaskRevision:
     """Bind the blank answer field ``field`` of the head revision to its current proposal (worked
-    out again here, never taken from the client) by saving the next revision.
+    out again here, never taken from the client) by saving the next revision. The binding rule is
+    ``kernel.content.accept_proposals`` (the one ``import_tasks --accept-proposals`` uses).
 
     Raises ``ValueError`` naming the field (not a field, not blank, nothing proposed), and what
     :func:`save_revision` raises (``StaleVersionError``, ``TaskLockedError``, ``PermissionDenied``).
     """
     head = Task.objects.select_related("head").get(pk=task.pk).head
-    proposal = next((p for p in answer_proposals(head) if p["field"] == field), None)
-    if proposal is None:
+    blank = head is not None and any(isinstance(f, dict) and f.get("name") == field and f.get("source") is None
+                                     for f in head.answer_spec or [])
+    if not blank:
         names = [f.get("name") for f in (head.answer_spec if head else []) or [] if isinstance(f, dict)]
         raise AnnotationInputError(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
-    if not proposal.get("source"):
-        raise AnnotationInputError(f"answer_spec.{field}: no step result fits its name and type; bind it by hand")
-    spec = [dict(f, source=proposal["source"]) if isinstance(f, dict) and f.get("name") == field else f
-            for f in head.answer_spec]
+    spec, rows = kernel_accept_proposals(head.answer_spec, answer_proposals(head), fields=[field])
+    row = rows[0]
+    if not row["bound"]:
+        raise AnnotationInputError(f"answer_spec.{field}: {row['why_not']}")
     return save_revision(user, task, expected_version=expected_version, content={"answer_spec": spec},
-                         message=f"accepted proposed source of {field}: {proposal['source']}")
+                         message=f"accepted proposed source of {field}: {row['source']}")
 
 
 def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:

@@ -48,13 +48,14 @@ from releases.services.export import (
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
 from kernel.content import MAX_SAMPLE_ID, source_record
+from kernel.golddiff import is_blank_obs
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
 from annotation.services import review
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
-from annotation.services.task_import import file_task_content
+from annotation.services.task_import import file_proposals, file_task_content
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased, write_imported_revision
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
@@ -519,12 +520,14 @@ class ImportReport:
     images_missing: list[dict] = field(default_factory=list)
     release: str | None = None
     release_created: bool = False
+    #: question id → one row per blank answer field (``task_import.file_proposals``), written tasks only
+    proposals: dict[str, list[dict]] = field(default_factory=dict)
 
     def summary(self) -> dict:
         return {"created": self.created, "updated": self.updated, "unchanged": self.unchanged,
                 "events_created": self.events_created, "layers": self.layers,
                 "images_missing": self.images_missing, "release": self.release,
-                "release_created": self.release_created}
+                "release_created": self.release_created, "proposals": self.proposals}
 
 
 @dataclass
@@ -768,8 +771,18 @@ def _comparable(sample: dict, task: dict) -> str:
     return canonical({"sample": head, "task": t})
 
 
+def _blank_gold(task: dict) -> bool:
+    """Whether a file's task leaves its gold blank: an answer ``null`` or missing from
+    ``final_answer``, or a step's observation blank (``kernel.golddiff.is_blank_obs``)."""
+    final = task.get("final_answer") if isinstance(task.get("final_answer"), dict) else {}
+    spec = task.get("eval_spec") if isinstance(task.get("eval_spec"), dict) else {}
+    traj = task.get("trajectory") if isinstance(task.get("trajectory"), list) else []
+    return (any(final.get(name) is None for name in spec)
+            or any(isinstance(st, dict) and is_blank_obs(st.get("obs")) for st in traj))
+
+
 def import_release_dir(user, path, *, event_slug: str | None = None, release_version: str | None = None,
-                       make_release: bool = True, publish: bool = True) -> ImportReport:
+                       make_release: bool = True, publish: bool = True, accept_proposals: bool = False) -> ImportReport:
     """Import a benchmark folder in the release layout (see :func:`read_release_dir`).
 
     * Events: the sidecar's event per question, else ``event_slug``, else the folder's name.
@@ -786,6 +799,13 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
       ``variants`` describes gets its ``TaskVariant`` row, linked to its base task
       (``release_variants.link_imported_variants``; a base found nowhere is an error at
       ``variants.<question id>``).
+    * Blank answers: each written task's blank answer fields get proposed sources
+      (``report.proposals``, each with ``bound``); ``accept_proposals`` binds them as
+      ``import_tasks --accept-proposals`` does (``task_import.file_proposals``), and a
+      task whose file leaves its gold blank (an answer null, an observation ``{}``/``null``/
+      missing) gets its import replay recorded as accepted automatically (``accepted_by`` empty),
+      so that the next ``manage.py replay`` of it becomes the gold by itself (use ``--no-release``:
+      a released task's gold is frozen).
     * Release: ``release_version``, or the sidecar's release version when ``make_release``, is
       created with the imported tasks and published (``publish``; the sidecar's status when it
       names one); an existing release of that version must hold exactly these revisions.
@@ -871,19 +891,26 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 old_status = task.status if task else ""
                 (report.created if task is None else report.updated).append(pl.question_id)
                 trajectory = pl.task.get("trajectory") if isinstance(pl.task.get("trajectory"), list) else []
-                content, _authored = file_task_content(pl.sample, pl.task)
+                content, authored = file_task_content(pl.sample, pl.task)
+                bound_content, proposals = file_proposals(content, authored, accept=accept_proposals)
+                blank_gold = accept_proposals and _blank_gold(pl.task)
+                if proposals:
+                    report.proposals[pl.question_id] = proposals
                 provenance = {k: v for k, v in ((sidecar.get("questions") or {}).get(pl.question_id) or {}).items()
                               if k in ("authors", "reviewers", "revision", "replay_hash", "task_id")} or None
                 record = source_record(pl.sample, pl.task, content, file=pl.file, sample_index=pl.sample_index,
                                        task_index=pl.task_index, release=side_release.get("version"),
                                        source_dir=str(parsed.root.resolve()), provenance=provenance)
-                problem = content_problem(to_storage(content))
+                problem = content_problem(to_storage(bound_content))
                 if problem:
                     raise ReleaseImportError(pl.file, problem, sample=pl.sample["sample_id"])
+                bound = sum(bool(p["bound"]) for p in proposals)
                 task, rev = write_imported_revision(
                     user, task, event=events[pl.event], sample_id=str(pl.sample["sample_id"]),
                     task_index=pl.task_index, question_id=pl.question_id, dimension=pl.dim,
-                    content=to_storage(content), message=f"imported from {pl.file}", source=source_text(record))
+                    content=to_storage(bound_content), source=source_text(record),
+                    message=f"imported from {pl.file}" + (f"; accepted the proposed sources of {bound} blank "
+                                                          f"answer field(s)" if bound else ""))
                 approve_imported(user, task, from_status=old_status,
                                  reason=f"imported from {parsed.root}/{pl.file} (sample {pl.sample_index}, "
                                         f"task {pl.task_index})")
@@ -903,7 +930,8 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 run = record_imported_gold(
                     user, task, rev, filled_trajectory=stored_trajectory, final_answer=final,
                     eval_spec=to_storage(pl.task.get("eval_spec") or {}),
-                    answer_format=to_storage(pl.task.get("answer_format") or {}), artifact_dir=adir, at=now)
+                    answer_format=to_storage(pl.task.get("answer_format") or {}), artifact_dir=adir, at=now,
+                    auto_accepted=blank_gold)
                 pinned.append((task, rev.pk, run.pk))
 
             variant_questions = {pl.question_id: pin for pl, pin in zip(parsed.planned, pinned)

@@ -1,4 +1,4 @@
-"""manage.py import_tasks FILE --event SLUG [--as-user NAME] [--json]
+"""manage.py import_tasks FILE --event SLUG [--accept-proposals] [--as-user NAME] [--json]
 
 Reads a task file in the benchmark's layout (a JSON list of samples with ``tasks``) and creates
 the studio's tasks in event SLUG (``annotation.services.task_import.import_task_file``): every ``input_data`` path
@@ -6,6 +6,12 @@ must name a layer of the event by file name; trajectories are stored symbolicall
 get their eval_spec type and, as source, the reference to the step whose obs holds the value when
 exactly one does (else the literal). Nothing is written when any sample has a problem; the error
 lists each one (file, sample, task, field).
+
+An answer field whose gold is blank (``null`` or missing) gets a proposed source, listed per task
+(``--json``: ``proposals``, each with ``bound``). ``--accept-proposals`` binds every such field to
+its proposal in the imported revision (the editor's one-by-one rule, ``kernel.content.
+accept_proposals``) and says so per field; a field with no proposal is reported and left blank.
+Then ``manage.py replay --all --event SLUG`` fills the gold.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Event
 from annotation.services.tasks import TaskLockedError
-from annotation.services.task_import import TaskImportError, import_task_file
+from annotation.services.task_import import TaskImportError, import_task_file, proposal_lines
 
 
 class Command(BaseCommand):
@@ -28,6 +34,8 @@ class Command(BaseCommand):
         parser.add_argument("file")
         parser.add_argument("--event", required=True)
         parser.add_argument("--as-user", default=None, help="author of the revisions (default: a superuser)")
+        parser.add_argument("--accept-proposals", action="store_true",
+                            help="bind every blank answer field to its proposed source (as accepting each in the editor)")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
@@ -43,7 +51,7 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         try:
-            rows = import_task_file(user, path, event)
+            rows = import_task_file(user, path, event, accept_proposals=o["accept_proposals"])
         except TaskImportError as exc:
             raise CommandError(str(exc))
         except TaskLockedError as exc:  # a re-import over a released (or reviewed) task
@@ -55,4 +63,10 @@ class Command(BaseCommand):
             return
         for r in rows:
             self.stdout.write(f"  [{r['status']}] {r['question_id']}")
+            for line in proposal_lines(r["proposals"], o["accept_proposals"]):
+                self.stdout.write(f"      {line}")
         self.stdout.write(f"{len(rows)} task(s) from {path.name} in event {event.slug}")
+        if o["accept_proposals"]:
+            ps = [p for r in rows for p in r["proposals"]]
+            self.stdout.write(f"{sum(p['bound'] for p in ps)} blank answer field(s) bound to their proposed source, "
+                              f"{sum(not p['bound'] for p in ps)} left blank")

@@ -1,10 +1,18 @@
-"""manage.py import_release DIR [--event SLUG] [--release-version V] [--no-release] [--draft] [--as-user NAME] [--json]"""
+"""manage.py import_release DIR [--event SLUG] [--release-version V] [--no-release] [--draft] [--accept-proposals]
+[--as-user NAME] [--json]
+
+``--accept-proposals``: as ``import_tasks --accept-proposals``, every blank answer field is bound
+to its proposed source and said so per field (``--json``: ``proposals``); a task whose file
+leaves its gold blank keeps its import replay only until the next ``manage.py replay`` of it
+(with ``--no-release``: a released task's gold is frozen).
+"""
 import json
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.services.task_import import proposal_lines
 from releases.services.releases import ReleaseImportError, import_release_dir
 
 
@@ -19,6 +27,8 @@ class Command(BaseCommand):
         parser.add_argument("--release-version", default=None, help="create this release from the imported tasks")
         parser.add_argument("--no-release", action="store_true", help="do not create the sidecar's release")
         parser.add_argument("--draft", action="store_true", help="leave the created release a draft")
+        parser.add_argument("--accept-proposals", action="store_true",
+                            help="bind every blank answer field to its proposed source (as accepting each in the editor)")
         parser.add_argument("--as-user", default=None, help="username recorded as author (default: the first superuser)")
         parser.add_argument("--json", action="store_true")
 
@@ -33,7 +43,7 @@ class Command(BaseCommand):
         try:
             report = import_release_dir(user, opts["dir"], event_slug=opts["event"],
                                         release_version=opts["release_version"], make_release=not opts["no_release"],
-                                        publish=not opts["draft"])
+                                        publish=not opts["draft"], accept_proposals=opts["accept_proposals"])
         except ReleaseImportError as exc:
             raise CommandError(str(exc))
         except PermissionDenied as exc:
@@ -50,3 +60,11 @@ class Command(BaseCommand):
                              if s["release"] else ""))
         for m in s["images_missing"]:
             self.stdout.write(f"  missing: {m['path']} ({m['reason']}; {', '.join(m['question_ids'][:5])})")
+        for qid, rows in s["proposals"].items():
+            self.stdout.write(f"  {qid}")
+            for line in proposal_lines(rows, opts["accept_proposals"]):
+                self.stdout.write(f"      {line}")
+        if opts["accept_proposals"]:
+            ps = [p for rows in s["proposals"].values() for p in rows]
+            self.stdout.write(f"{sum(p['bound'] for p in ps)} blank answer field(s) bound to their proposed source, "
+                              f"{sum(not p['bound'] for p in ps)} left blank")

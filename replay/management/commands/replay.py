@@ -12,16 +12,21 @@ task (in-process without a broker; real workers with ``CELERY_BROKER_URL``) and 
 bar of finished tasks; ``--changed-only`` skips tasks whose newest succeeded replay in that mode
 had the same input fingerprint (revision, layer contents, tool versions). ``--resume-stuck``
 re-queues runs without progress for ``--timeout`` seconds (default 900). Exit status 1 when a
-replay failed.
+replay failed. ``--all`` also diffs each replayed task imported from a task file against the
+observations the file recorded (as ``--task`` does, below): its summary counts the blank ones
+filled (``filled_observations``) and lists the tasks where a recorded one differs
+(``recorded_changed``; exit status 2 when there is one and nothing failed).
 
 ``--task`` on a task imported from a benchmark-layout file that recorded observations (the file's
 task is kept on the revision, ``TaskRevision.source``) also diffs the replay against them
 (``replay.services.task_recorded_diff``; none when the plan was edited since the import);
 ``--against TASK_FILE`` diffs against another benchmark-layout file instead
-(``replay.services.recorded_diff``). ``--json``: ``recorded_diff``. Each step is same / changed /
-source (a perception step whose observation differs because the studio replays with GT masks and
-the file's came from the benchmark's model) / added / removed; exit status 2 when a
-non-perception step differs.
+(``replay.services.recorded_diff``). ``--json``: ``recorded_diff``. Each step is same / filled
+(the file left the observation blank: ``{}``, ``null`` or no ``obs``, i.e. not recorded, and the
+replay filled it) / changed / source (a perception step whose observation differs because the
+studio replays with GT masks and the file's came from the benchmark's model) / added / removed;
+exit status 2 when a non-perception step's recorded observation differs (``changed``, ``added``,
+``removed``: ``kernel.golddiff.DIFFERS``), 0 when blank ones were only filled.
 """
 from __future__ import annotations
 
@@ -116,11 +121,15 @@ class Command(BaseCommand):
                 for row in diff["steps"]:
                     self.stdout.write(f"  [{row['index']}] {row['call']}: {row['state']}"
                                       + (f" ({row['note']})" if row.get("note") else ""))
+                    if row["state"] == "filled":  # nothing was recorded: the filled values are the trajectory above
+                        continue
                     for ch in row["changes"][:5]:
                         self.stdout.write(f"      {ch['path']}: recorded {json.dumps(ch['before'])[:60]}"
                                           f" -> replayed {json.dumps(ch['after'])[:60]}")
                 self.stdout.write("no gold diff for non-perception steps" if not diff["changed"]
                                   else "non-perception steps differ from the recorded observations")
+                if diff.get("filled"):
+                    self.stdout.write(f"{diff['filled']} blank observation(s) filled (not recorded in the file)")
         if run.status != ReplayRun.Status.SUCCEEDED:
             sys.exit(1)
         if diff is not None and diff["changed"]:
@@ -177,12 +186,16 @@ class Command(BaseCommand):
             time.sleep(0.5)
         rows = list(ReplayRun.objects.filter(pk__in=runs).values("task__question_id", "status", "error", "tool_calls",
                                                                    "cache_hits", "gold_accepted"))
+        seconds = round(time.perf_counter() - t0, 2)  # the replays, not the diffs below
+        recorded = self._recorded(runs)
         summary = {"tasks": len(tasks), "replayed": total, "skipped_unchanged": len(tasks) - total,
                    "succeeded": sum(r["status"] == "succeeded" for r in rows),
                    "failed": [{"question_id": r["task__question_id"], "error": r["error"]} for r in rows if r["status"] == "failed"],
                    "pending_acceptance": [r["task__question_id"] for r in rows if r["status"] == "succeeded" and not r["gold_accepted"]],
                    "tool_calls": sum(r["tool_calls"] for r in rows), "cache_hits": sum(r["cache_hits"] for r in rows),
-                   "seconds": round(time.perf_counter() - t0, 2)}
+                   "filled_observations": sum(d["filled"] for d in recorded.values()),
+                   "recorded_changed": sorted(q for q, d in recorded.items() if d["changed"]),
+                   "seconds": seconds}
         if o["json"]:
             self.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False))
         else:
@@ -193,5 +206,24 @@ class Command(BaseCommand):
                 self.stdout.write(f"  FAILED {f['question_id']}: {f['error']}")
             if summary["pending_acceptance"]:
                 self.stdout.write(f"  waiting for acceptance: {', '.join(summary['pending_acceptance'])}")
+            if summary["filled_observations"]:
+                self.stdout.write(f"  {summary['filled_observations']} blank recorded observation(s) filled")
+            for q in summary["recorded_changed"]:
+                self.stdout.write(f"  {q}: non-perception steps differ from the recorded observations "
+                                  f"(manage.py replay --task {q})")
         if summary["failed"]:
             sys.exit(1)
+        if summary["recorded_changed"]:
+            sys.exit(2)
+
+    @staticmethod
+    def _recorded(run_ids: list[int]) -> dict[str, dict]:
+        """``{question_id: task_recorded_diff}`` of the succeeded runs among ``run_ids`` whose
+        revision keeps a task file's recorded observations (``replay.services.task_recorded_diff``)."""
+        out = {}
+        for run in (ReplayRun.objects.filter(pk__in=run_ids, status=ReplayRun.Status.SUCCEEDED)
+                    .select_related("task", "revision")):
+            diff = task_recorded_diff(run)
+            if diff is not None:
+                out[run.task.question_id] = diff
+        return out

@@ -23,7 +23,7 @@ import pytest
 
 from test_editor_browser import _login as _editor_login
 
-from annotation.models import Task, TaskRevision
+from annotation.models import Task, TaskDraft, TaskRevision
 from test_review_workflow import T2_TRAJECTORY, import_joplin, t2_payload
 
 pytestmark = [
@@ -132,6 +132,16 @@ def test_delete_undo_sequences_of_issue_23_never_save_a_wrong_reference(live_ser
         p.click("#undo")
         assert _sources(p)[1] == "<total_length_m> from trajectory[4].obs"
         assert p.locator("#save-state").get_attribute("data-state") == "saved"  # back where it started
+        # the drafts autosaved on the way (holding the broken references) are dropped: reopening the
+        # editor offers nothing to restore
+        for _ in range(50):
+            if not TaskDraft.objects.filter(task_id=tid).exists():
+                break
+            p.wait_for_timeout(100)
+        assert not TaskDraft.objects.filter(task_id=tid).exists()
+        p.goto(f"{live_server.url}/tasks/{tid}/edit/")
+        p.wait_for_function("() => document.querySelector('#save-state').dataset.state === 'saved'")
+        assert p.locator("#restore-draft").count() == 0
 
         # ---- 5. move: the intersect (3) up above the buffer's measurement (2), then above the buffer (1)
         p.locator("#steps > li").nth(3).locator(".move-up").click()

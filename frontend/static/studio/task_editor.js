@@ -911,28 +911,47 @@
     if (now !== lastChecked) { markReplayStale(); scheduleQc(); }
     lastChecked = now;
     state.dirty = now !== baseline;
-    if (!state.dirty) { setSaveState("saved", savedText()); return; }
+    if (!state.dirty) {  // back to the saved revision (undo): a draft of the edits undone is not kept
+      setSaveState("saved", savedText());
+      if (draftKept) discardDraft();
+      else clearTimeout(draftTimer);
+      return;
+    }
     setSaveState("dirty", "Unsaved changes");
     clearTimeout(draftTimer);
     draftTimer = setTimeout(saveDraft, 1200);
   }
-  function markClean() { baseline = JSON.stringify(payload()); lastChecked = baseline; state.dirty = false; setSaveState("saved", savedText()); }
+  function markClean() { baseline = JSON.stringify(payload()); lastChecked = baseline; state.dirty = false; draftKept = false; setSaveState("saved", savedText()); }
   let lastChecked = "";
   const localKey = `studio-new-task:${CFG.event.slug}`;
+  // whether this editor autosaved a draft that is still kept (server, or this browser for a new task),
+  // and the autosave under way (a discard waits for it, so the draft cannot come back after it)
+  let draftKept = false;
+  let draftInFlight = null;
+  async function discardDraft() {
+    clearTimeout(draftTimer);
+    draftKept = false;
+    await draftInFlight;
+    if (state.dirty) return;  // edited again meanwhile: the next autosave keeps those edits
+    if (!state.id) { try { localStorage.removeItem(localKey); } catch (e) { /* private mode */ } return; }
+    await fetch(`/api/tasks/${state.id}/draft/`, { method: "DELETE", credentials: "same-origin", headers: { "X-CSRFToken": R.csrf() } }).catch(() => null);
+  }
   async function saveDraft() {
     if (!state.dirty || state.readOnly) return;
     const content = payload();
     if (!state.id) {  // a task that does not exist yet: keep the draft in this browser until the first save
-      try { localStorage.setItem(localKey, JSON.stringify({ content, at: new Date().toISOString() })); } catch (e) { /* private mode */ }
+      try { localStorage.setItem(localKey, JSON.stringify({ content, at: new Date().toISOString() })); draftKept = true; } catch (e) { /* private mode */ }
       setSaveState("draft", `Draft kept in this browser ${new Date().toLocaleTimeString()} · not saved yet`);
       return;
     }
-    const resp = await fetch(`/api/tasks/${state.id}/draft/`, {
+    draftInFlight = fetch(`/api/tasks/${state.id}/draft/`, {
       method: "PUT", credentials: "same-origin", headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() },
       body: JSON.stringify({ base_version: state.version, content }),
     }).catch(() => null);
+    const resp = await draftInFlight;
     const s = $("#save-state");
     if (resp && resp.ok) {
+      draftKept = true;
       s.dataset.draftAt = new Date().toISOString();
       if (s.dataset.state === "conflict") s.textContent = s.textContent.replace(/ · your edits are kept.*$/, "") + " · your edits are kept in a server draft";
       else if (state.dirty && s.dataset.state !== "error") setSaveState("draft", `Draft autosaved ${new Date().toLocaleTimeString()} · not a revision yet`);
@@ -1482,11 +1501,7 @@
       changed();
       b.remove();
     } }));
-    b.appendChild(el("button", { type: "button", text: "Discard", onclick: async () => {
-      if (T) await fetch(`/api/tasks/${state.id}/draft/`, { method: "DELETE", credentials: "same-origin", headers: { "X-CSRFToken": R.csrf() } });
-      else localStorage.removeItem(localKey);
-      b.remove();
-    } }));
+    b.appendChild(el("button", { type: "button", text: "Discard", onclick: async () => { await discardDraft(); b.remove(); } }));
   }
   if (T && T.latest_replay) followReplay(T.latest_replay).catch(() => {});
   $("#undo").onclick = () => undo();

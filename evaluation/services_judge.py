@@ -380,6 +380,11 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
 # --------------------------------------------------------------------------------------------
 
 
+#: Between the answers of a failed judgement in its ``Verdict.raw`` (every answer is kept, the
+#: first one first; the apb reading re-reads the first, as the benchmark never re-asks).
+RE_ASK_SEPARATOR = "\n\n----- re-ask -----\n\n"
+
+
 def judge_display_name(model: str, version: str) -> str:
     """``Verdict.judge_name``: ``<model>@<prompt version>``."""
     return f"{model}@{version}"
@@ -460,7 +465,7 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
         verdict = Verdict.objects.create(
             record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
             errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
-            prompt=prep.prompt, raw="\n\n----- re-ask -----\n\n".join(outcome.raw_texts), protocol=prep.protocol,
+            prompt=prep.prompt, raw=RE_ASK_SEPARATOR.join(outcome.raw_texts), protocol=prep.protocol,
             prompt_version=prep.version, setting=protocol_setting(prep.protocol)[0],
             regime=protocol_setting(prep.protocol)[1],
         )

@@ -18,6 +18,7 @@ from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, Sc
 from evaluation.judge.verdict import READINGS, normalize_reading
 from evaluation.selectors_judge_report import judge_report_rows, reread_agreement_rows
 from evaluation.services import ERROR_CODES, submit_human_verdict
+from evaluation.services_judge import STORED_READING
 from evaluation.services_queue import note_verdicts_seen
 from evaluation.services_run_import import rerun_run_import
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
@@ -220,6 +221,12 @@ class JudgeJobOut(serializers.Serializer):
     n_failed = serializers.IntegerField()
     n_cached = serializers.IntegerField()
     errors = serializers.JSONField()
+    reading = serializers.SerializerMethodField(
+        help_text="the reading its stored verdicts (n_ok, n_failed) were made under; ?reading=apb on "
+                  "/api/judge/report/ re-reads the stored answers, no new call")
+
+    def get_reading(self, obj) -> str:
+        return STORED_READING
     cost_usd = serializers.FloatField()
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)

@@ -380,6 +380,12 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
 # --------------------------------------------------------------------------------------------
 
 
+#: The reading every stored judge verdict is made under (``Verdict.is_correct``, flags, grade): the
+#: studio's, whose invariants the queue, adjudication and leaderboard rely on.  The apb reading is
+#: computed from the stored raw answers on demand (``evaluation.selectors_judge_report``), so a
+#: judge configuration or job needs no reading of its own and a change of reading never calls a judge.
+STORED_READING = "studio"
+
 #: Between the answers of a failed judgement in its ``Verdict.raw`` (every answer is kept, the
 #: first one first; the apb reading re-reads the first, as the benchmark never re-asks).
 RE_ASK_SEPARATOR = "\n\n----- re-ask -----\n\n"

@@ -151,8 +151,9 @@ KNOWN_DIFFERENCES: tuple[dict[str, str], ...] = (
      "category_name and the judge's is_correct are ignored; correct iff 1 or 2, grade 1.0 or 0.0 (345-348, 378)"},
     {"id": "error-list-counts", "benchmark": "error_list entries are 'six integers'; a count of 2 "
      "counts as present", "studio": "the same (non-zero is present), and the counts are kept",
-     "apb": "no benchmark code reads error_list (runner.score reads is_correct and grade only); the "
-     "apb reading reports a flag for each truthy entry of a list, any length, nothing otherwise"},
+     "apb": "no benchmark code reads error_list (runner.score reads is_correct and grade only), so "
+     "there is no defect to reproduce: the apb reading reads six entries as the prompt means them "
+     "(non-zero is present) and reads no flags from anything else, never refusing the answer for it"},
     {"id": "is-correct-beside-flags", "benchmark": "runner.score averages the judge's own is_correct "
      "whatever its error_list says; the legacy step-wise evaluators overwrite it with 'no flag set' "
      "(next1_evaluator.py 788, next2 761, next3 862/884)",
@@ -1544,8 +1545,8 @@ def parse_verdict_apb(
     deviation from the studio's reading is an entry of :data:`KNOWN_DIFFERENCES` (its ``apb``).
 
     * runner (runner.py): correctness ``bool(is_correct)`` when the key is present, else
-      uncounted; grade when an int/float (a bool included); flags from a list ``error_list``'s
-      truthy entries (no benchmark code reads them);
+      uncounted; grade when an int/float (a bool included); flags from a six-entry
+      ``error_list``, non-zero present (no benchmark code reads them);
     * next1 / next2 / next3 (the legacy step-wise evaluators): flags are the six exact
       ``FLAT_KEYS`` when truthy, correctness is "no flag set" (the judge's own value overwritten),
       ``score`` and ``reasoning`` required in an object; next-3 aggregates a list (flags OR-ed,
@@ -1575,8 +1576,14 @@ def parse_verdict_apb(
         correct = bool(obj["is_correct"]) if "is_correct" in obj else None
         grade = _apb_number(obj.get("grade"))
         elist = obj.get("error_list")
-        flags = {c for c, v in zip(E_CODES, elist) if v} if isinstance(elist, list) else set()
         notes = [f"apb: {APB_PATHS['runner']}"]
+        try:  # no benchmark code reads error_list: the prompt's meaning (non-zero = present)
+            flags = {c for c, v in zip(E_CODES, elist) if _error_count(v, f"error_list[{c}]")} \
+                if isinstance(elist, list) and len(elist) == 6 else set()
+        except ValueError:
+            flags = set()
+        if elist is not None and not flags and not (isinstance(elist, list) and len(elist) == 6):
+            notes.append("apb: error_list is not six entries; no flags read (runner.score reads none either)")
         if correct is None:
             notes.append("apb: no is_correct, so runner.score counts no correctness for it")
         if grade is None:

@@ -684,6 +684,9 @@ def read_rows(rows: Iterable[Mapping[str, Any]], reading: str = DEFAULT_READING)
     out: list[dict] = []
     dropped = 0
     for i, row in enumerate(rows, start=1):
+        if isinstance(row, Mapping) and "rater" in row and "level" in row and "extra" in row:
+            # a row normalised by load_jsonl: back to its plain form (normalize_row runs again)
+            row = {**{k: row[k] for k in _CORE_KEYS if k in row}, **row["extra"]}
         if not isinstance(row, Mapping) or row.get("source") != "judge" or reading == "studio":
             out.append({k: v for k, v in row.items() if k != "raw"} if isinstance(row, Mapping) else row)
             continue

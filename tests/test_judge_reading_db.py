@@ -113,6 +113,10 @@ def test_command_api_page_and_agreement_name_the_reading_and_call_no_judge(judge
     # not counted by the benchmark's code: the unsolvable PASS (no is_correct) and the class given as a name
     assert agree["reading"] == "apb" and agree["reading_dropped"] == 2
     assert client.get("/api/agreement/").json()["reading"] == "studio"
+    page = client.get("/agreement/?reading=apb")
+    assert page.status_code == 200 and b'data-reading="apb"' in page.content
+    assert b"2 judge verdicts not counted by it" in page.content and b"reading=apb" in page.content
+    assert client.get("/agreement/plots/correctness.png?reading=apb").content[:4] == b"\x89PNG"
     assert (JudgeCall.objects.count(), len(judged.requests)) == (calls, requests)
 
 

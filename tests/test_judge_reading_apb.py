@@ -172,6 +172,10 @@ CODE_CASES = [
          "tool_broken_evaluator.py 325: get returns None (the key exists), int(None) raises TypeError"),
     Case("refusal with is_correct true", "tool-broken", _j({"category": 4, "is_correct": True}),
          ("tool_broken", False, 0.0, [], "refusal"), "tool_broken_evaluator.py 345-348: the class decides"),
+    Case("a null reason", "tool-broken", _j({"category": 1, "reason": None}), DROPPED,
+         "tool_broken_evaluator.py 328 and 359: reason is None, reason[:200] raises TypeError, 386-389 drop it"),
+    Case("a reason as a list", "tool-broken", _j({"category": 3, "reason": ["retried", "twice"]}),
+         ("tool_broken", False, 0.0, [], "retry"), "tool_broken_evaluator.py 359: a list can be sliced"),
     Case("fenced five-class answer after prose", "tool-broken",
          'I classify it as:\n```json\n{"category": 1, "reason": "uses the replacement"}\n```',
          ("tool_broken", True, 1.0, [], "replacement"), "tool_broken_evaluator.py 299-300: the fenced body"),
@@ -250,5 +254,6 @@ def test_docs_list_every_known_difference():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "judge-settings.md").read_text(encoding="utf-8")
-    for d in KNOWN_DIFFERENCES:
-        assert f"`{d['id']}`" in text, d["id"]
+    for d in KNOWN_DIFFERENCES:  # the table holds each entry word for word ('|' escaped)
+        row = " | ".join([f"| `{d['id']}`"] + [d[k].replace("|", "\\|") for k in ("benchmark", "studio", "apb")])
+        assert row + " |" in text, d["id"]

@@ -148,7 +148,8 @@ KNOWN_DIFFERENCES: tuple[dict[str, str], ...] = (
      "studio": "reads a number, a numeric string or a class name; refuses a missing or out-of-range one",
      "apb": "reproduced: category is int() of the value, 5 when missing (tool_broken_evaluator.py 325), "
      "so 1.9 is 1, true is 1, a name, '1.0' or null drop the answer; outside 1-5 it is 5 (340-341); "
-     "category_name and the judge's is_correct are ignored; correct iff 1 or 2, grade 1.0 or 0.0 (345-348, 378)"},
+     "category_name and the judge's is_correct are ignored; correct iff 1 or 2, grade 1.0 or 0.0 (345-348, 378); "
+     "a reason that is null, a number or an object drops the answer (359 logs reason[:200], which raises)"},
     {"id": "error-list-counts", "benchmark": "error_list entries are 'six integers'; a count of 2 "
      "counts as present", "studio": "the same (non-zero is present), and the counts are kept",
      "apb": "no benchmark code reads error_list (runner.score reads is_correct and grade only), so "
@@ -1602,9 +1603,13 @@ def parse_verdict_apb(
             raise VerdictParseError(f"apb tool-broken: int(category) fails ({exc}); dropped", raw) from None
         if category not in TOOL_BROKEN_OUTCOMES:
             category = 5
+        reason = data.get("reason", "No reason provided")
+        if not isinstance(reason, (str, list, tuple)):
+            raise VerdictParseError(f"apb tool-broken: reason {type(reason).__name__} cannot be sliced for the "
+                                    "evaluator's log line (reason[:200] raises; dropped)", raw)
         correct = category in (1, 2)
         return Verdict(is_correct=correct, grade=1.0 if correct else 0.0, errors=set(),
-                       reasoning=_apb_text(data.get("reason", "No reason provided")), model_is_correct=correct,
+                       reasoning=_apb_text(reason), model_is_correct=correct,
                        dialect="tool_broken", outcome=TOOL_BROKEN_OUTCOMES[category],
                        notes=[f"apb: {APB_PATHS['tool_broken']}"], **common)
 

@@ -29,6 +29,11 @@ judge's pass/fail (unsolvable: pass iff the agent refuses, asks, or explains why
 done, whatever the flags).  The judge's own ``is_correct`` is kept beside it
 (``model_is_correct``), since the benchmark's holistic correctness rate takes the judge's value.
 Known differences from the benchmark's own parsing: :data:`KNOWN_DIFFERENCES`.
+
+That is the **studio** reading (the default).  ``parse_verdict(..., reading="apb")``
+(:func:`parse_verdict_apb`) is the other: the planning benchmark's own parse results, its defects
+included (each entry of :data:`KNOWN_DIFFERENCES` says how), so that figures can be set beside the
+paper's; every :class:`Verdict` names the reading that produced it.
 """
 from __future__ import annotations
 

@@ -71,6 +71,9 @@ CODE_CASES = [
     Case("grade off the scale", "holistic",
          _j({"is_correct": False, "grade": 0.7, "error_list": [0, 1, 0, 0, 0, 0]}),
          ("runner", False, 0.7, ["E2"], None), "runner.py 189: float(grade), never snapped"),
+    Case("grade NaN", "holistic", '{"is_correct": true, "grade": NaN, "error_list": [0,0,0,0,0,0]}',
+         ("runner", True, None, [], None),
+         "runner.py 186-189: counted, but a NaN grade would make the mean NaN: left uncounted (non-finite-grade)"),
     Case("no is_correct", "holistic", _j({"grade": 0.4, "error_list": [0, 1, 0, 0, 0, 0]}),
          ("runner", None, 0.4, ["E2"], None), "runner.py 186: 'is_correct' not in judgement, nothing counted"),
     Case("a list, not an object", "holistic", _j([{"is_correct": True, "grade": 1.0}]),
@@ -168,6 +171,8 @@ CODE_CASES = [
          ("tool_broken", False, 0.0, [], "retry"), "tool_broken_evaluator.py 325: int('3') is 3"),
     Case("category as the string 1.0", "tool-broken", _j({"category": "1.0"}), DROPPED,
          "tool_broken_evaluator.py 325: int('1.0') raises ValueError"),
+    Case("category 1e400", "tool-broken", '{"category": 1e400}', DROPPED,
+         "tool_broken_evaluator.py 325: int(inf) raises OverflowError, 350-355 drop the sample"),
     Case("category null", "tool-broken", _j({"category": None}), DROPPED,
          "tool_broken_evaluator.py 325: get returns None (the key exists), int(None) raises TypeError"),
     Case("refusal with is_correct true", "tool-broken", _j({"category": 4, "is_correct": True}),
@@ -257,3 +262,32 @@ def test_docs_list_every_known_difference():
     for d in KNOWN_DIFFERENCES:  # the table holds each entry word for word ('|' escaped)
         row = " | ".join([f"| `{d['id']}`"] + [d[k].replace("|", "\\|") for k in ("benchmark", "studio", "apb")])
         assert row + " |" in text, d["id"]
+
+
+# -- any answer: the apb reading gives a verdict or a failed judgement, never another exception --
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+_KEYS = st.sampled_from(["is_correct", "grade", "error_list", "score", "reasoning", "category", "category_name",
+                         "reason", "verdict", *FLAT_KEYS.values(), "E4", "x"])
+_SCALARS = (st.none() | st.booleans() | st.integers(-10**400, 10**400) | st.floats(allow_nan=True)
+            | st.sampled_from([float("nan"), float("inf"), 10**400, 1e308, 1.9, 7])
+            | st.text(max_size=8) | st.sampled_from(["false", "NO", "1.0", "Replacement", "PASS"]))
+_JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(_KEYS, inner, max_size=6),
+                     max_leaves=12)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(value=_JSON, setting=st.sampled_from(["holistic", "step-wise", "tool-extraneous", "tool-broken", "unsolvable"]),
+       horizon=st.sampled_from([None, 1, 2, 3]), fence=st.booleans())
+def test_apb_reading_gives_a_verdict_or_a_failed_judgement(value, setting, horizon, fence):
+    text = json.dumps(value)
+    if fence:
+        text = f"Answer:\n```json\n{text}\n```"
+    try:
+        v = parse_verdict(text, setting=setting, reading="apb", horizon=horizon)
+    except VerdictParseError:
+        return
+    assert v.reading == "apb" and v.apb_path in APB_PATHS
+    # a report can always carry it: a finite grade or none
+    assert v.grade is None or v.grade == v.grade and abs(v.grade) != float("inf")

@@ -181,6 +181,12 @@ KNOWN_DIFFERENCES: tuple[dict[str, str], ...] = (
      "object as {'value': ...} (runner.py 38), which then has neither is_correct nor grade",
      "studio": "refuses it (a re-ask follows)",
      "apb": "reproduced: read, with correctness and grade uncounted"},
+    {"id": "non-finite-grade", "benchmark": "json.loads accepts NaN and Infinity, so a grade of NaN makes "
+     "runner.score's average NaN (runner.py 188-194) and an integer beyond the float range crashes score() "
+     "in float(); a step-wise score of Infinity breaks calculate_statistics' mean the same way",
+     "studio": "refuses the grade (outside [0, 1])",
+     "apb": "not reproduced, the apb reading's one departure: the grade is left uncounted (None), with a note, "
+     "since a NaN figure can neither be published nor compared; correctness is read as the benchmark reads it"},
     {"id": "json-repair", "benchmark": "the legacy evaluators repair broken JSON with the json_repair package",
      "studio": "second chance for Python literals and trailing commas",
      "apb": "approximated: json_repair is not a dependency; the apb reading uses the studio's second "
@@ -1489,8 +1495,16 @@ def _apb_flat_flags(obj: Mapping[str, Any]) -> set[str]:
 
 
 def _apb_number(value: Any) -> float | None:
-    # runner.py 188: isinstance(grade, (int, float)) -- a bool is an int there
-    return float(value) if isinstance(value, (int, float)) else None
+    """A grade as the benchmark averages it (runner.py 188: ``isinstance(grade, (int, float))``, a
+    bool included), or None; a non-finite one is None too (``non-finite-grade`` in
+    :data:`KNOWN_DIFFERENCES`, the apb reading's one departure)."""
+    if not isinstance(value, (int, float)):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _apb_text(value: Any) -> str:
@@ -1593,7 +1607,8 @@ def parse_verdict_apb(
         if correct is None:
             notes.append("apb: no is_correct, so runner.score counts no correctness for it")
         if grade is None:
-            notes.append("apb: no int/float grade, so runner.score averages no grade for it")
+            notes.append("apb: no finite int/float grade, so no grade is averaged for it "
+                         "(non-finite: see non-finite-grade)")
         return Verdict(is_correct=correct, grade=grade, errors=flags, reasoning=_apb_text(obj.get("reasoning")),
                        model_is_correct=correct, dialect="error_list" if isinstance(elist, list) else "runner",
                        notes=notes, **common)
@@ -1604,7 +1619,7 @@ def parse_verdict_apb(
             raise VerdictParseError("apb tool-broken: not a JSON object (eval_json.get raises; dropped)", raw)
         try:
             category = int(data.get("category", 5))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise VerdictParseError(f"apb tool-broken: int(category) fails ({exc}); dropped", raw) from None
         if category not in TOOL_BROKEN_OUTCOMES:
             category = 5

@@ -17,16 +17,28 @@ from evaluation.models import JudgeCall, Verdict
 from evaluation.services_judge import RE_ASK_SEPARATOR
 
 def first_answers(verdicts: Iterable[Verdict]) -> dict[int, str]:
-    """The judge's first answer of each verdict's call, by verdict id (one query): what the
-    benchmark, which never re-asks, would have read.  ``JudgeCall.raw_texts[0]`` where the call
-    points at the verdict; else the first part of ``Verdict.raw`` (a failed verdict keeps every
-    answer, joined by :data:`evaluation.services_judge.RE_ASK_SEPARATOR`; a verdict copied from a
-    cached call keeps the answer it was read from)."""
-    ids = [v.pk for v in verdicts]
+    """The judge's first answer of each verdict's call, by verdict id: what the benchmark, which
+    never re-asks, would have read.  ``JudgeCall.raw_texts[0]`` of the call that points at the
+    verdict, or, for a verdict copied from a cached call (another record with the same inputs),
+    of the call with its prompt and last answer; else the first part of ``Verdict.raw`` (a failed
+    verdict keeps every answer, joined by :data:`evaluation.services_judge.RE_ASK_SEPARATOR`).
+    One query, two when there are copies."""
+    verdicts = list(verdicts)
     out: dict[int, str] = {}
-    for vid, texts in JudgeCall.objects.filter(verdict_id__in=ids).values_list("verdict_id", "raw_texts"):
+    for vid, texts in JudgeCall.objects.filter(verdict_id__in=[v.pk for v in verdicts]).values_list(
+            "verdict_id", "raw_texts"):
         if texts:
             out[vid] = str(texts[0])
+    copies = [v for v in verdicts if v.pk not in out and v.status == "ok" and v.prompt]
+    if copies:  # a verdict copied from a cached call: that call (same prompt, same last answer)
+        first: dict[tuple[str, str], str] = {}
+        for prompt, texts in JudgeCall.objects.filter(status="ok", prompt__in={v.prompt for v in copies}).values_list(
+                "prompt", "raw_texts"):
+            if texts:
+                first[(prompt, str(texts[-1]))] = str(texts[0])
+        for v in copies:
+            if (v.prompt, v.raw) in first:
+                out[v.pk] = first[(v.prompt, v.raw)]
     for v in verdicts:
         if v.pk not in out:
             out[v.pk] = (v.raw or "").split(RE_ASK_SEPARATOR)[0]

@@ -141,3 +141,24 @@ def test_agreement_command_rereads_judge_rows_from_their_raw_answers(tmp_path):
     judge = {r: next(e for e in reports[r]["vs_reference"] if e["source"] == "judge") for r in reports}
     assert reports["studio"]["reading"] == "studio" and judge["studio"]["correctness"]["agreement"] == 0.0
     assert reports["apb"]["reading"] == "apb" and judge["apb"]["correctness"]["agreement"] == 1.0
+
+
+@pytest.mark.django_db
+def test_a_verdict_copied_from_a_cached_call_is_reread_from_that_calls_first_answer(judged, judge_config, make_user):  # noqa: F811
+    # the same agent run imported again: its record has the same inputs, so judging it copies the
+    # cached verdict (no call); the copy keeps the last answer (CLEAN3), and the apb reading still
+    # reads the call's first one (NO_SCORE: E5, grade 0.0), as for the original
+    from conftest import SCORING_EXAMPLES
+    from evaluation.models import Verdict
+    from evaluation.services import import_run_dir
+
+    again = import_run_dir(make_user("importer2", "maintainer"), SCORING_EXAMPLES / "runs" / "agent_a", "agent_a2",
+                           tasks_dir=SCORING_EXAMPLES / "tasks")
+    original = Verdict.objects.get(protocol="stepwise-middle-3")
+    twin = again.records.get(question_id=original.record.question_id)
+    requests = len(judged.requests)
+    copy = judge_record(judge_config, twin, "stepwise", cut="middle", n_next=3)
+    assert copy.pk != original.pk and copy.raw == CLEAN3 and len(judged.requests) == requests
+    rows = [r for r in judge_report_rows(reading="apb") if r["protocol"] == "stepwise-middle-3"]
+    assert sorted((r["tested_model"], r["is_correct"], r["grade"], r["errors"]["E5"]) for r in rows) == [
+        ("agent_a", False, 0.0, True), ("agent_a2", False, 0.0, True)]

@@ -74,8 +74,9 @@ def judge_report_rows(sources: Iterable[str] = ("judge", "code"), reading: str =
     stages, ``stepwise-gold-middle-2`` …, are groups of their own); ``split`` is the benchmark's split
     name, except ``step_wise_own_cut`` for the studio's own-trajectory cut, which is not a
     benchmark split; a five-class tool-broken verdict has ``errors`` null (it judges no
-    flags).  Where one judge judged one record under one protocol twice, the newest counts.  Two
-    queries (one in the studio reading).  ``ValueError`` for an unknown reading.
+    flags).  Where one judge judged one record under one protocol twice, the newest counts.  One
+    query in the studio reading; two or three in the apb reading (:func:`first_answers`).
+    ``ValueError`` for an unknown reading.
     """
     reading = normalize_reading(reading)
     if reading == "apb":
@@ -116,7 +117,7 @@ def reread_agreement_rows(rows: list[dict], reading: str = DEFAULT_READING) -> l
     judge row gets its verdict's first raw answer (``raw``) and its ``setting``/``regime``, which
     :func:`evaluation.agreement.read_rows` re-reads (no judge call); people's and the rule
     checker's rows are unchanged.  An answer the studio could not read has no agreement row in
-    either reading.  Two queries in the apb reading, none in the studio's."""
+    either reading.  Two or three queries in the apb reading, none in the studio's."""
     reading = normalize_reading(reading)
     if reading != "apb":
         return rows

@@ -52,7 +52,9 @@ from collections import Counter, defaultdict
 from itertools import combinations
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
-from evaluation.judge.verdict import E_CODES, GRADES, snap_grade
+from evaluation.judge.stepwise import protocol_horizon
+from evaluation.judge.verdict import (DEFAULT_READING, E_CODES, GRADES, VerdictParseError, normalize_reading,
+                                      parse_verdict, protocol_setting, snap_grade)
 
 SOURCES: tuple[str, ...] = ("human", "judge", "code")
 #: Keys that describe the agent run itself; every verdict row of a run must agree on them.
@@ -665,7 +667,51 @@ def _partition(rows: list[dict[str, Any]], keys: Sequence[str]) -> list[tuple[di
     return out
 
 
-def agreement_report(rows: list[dict], *, group_by: Sequence[str] = (), tie_break: str = "exclude") -> dict[str, Any]:
+def read_rows(rows: Iterable[Mapping[str, Any]], reading: str = DEFAULT_READING) -> tuple[list[dict], int]:
+    """The rows with their judge verdicts read under ``reading``; returns ``(rows, dropped)``.
+
+    ``studio``: the rows as given (a judge row's verdict is the studio's reading; a ``raw`` key is
+    dropped).  ``apb``: each judge row is re-read from its ``raw`` answer by
+    :func:`evaluation.judge.verdict.parse_verdict_apb` (``setting`` and ``regime`` from the row or
+    its ``protocol``; the step-wise horizon from the protocol label), with no judge call.  A judge
+    row the benchmark's code drops, or for which it counts no correctness, leaves the report
+    (``dropped`` counts them); a grade outside [0, 1] (the benchmark keeps grades as given) drops
+    out of the grade statistics only.  People's and checkers' rows are unchanged.  Raises
+    :class:`RowError` for a judge row without ``raw`` in the apb reading, ``ValueError`` for an
+    unknown reading.
+    """
+    reading = normalize_reading(reading)
+    out: list[dict] = []
+    dropped = 0
+    for i, row in enumerate(rows, start=1):
+        if isinstance(row, Mapping) and "rater" in row and "level" in row and "extra" in row:
+            # a row normalised by load_jsonl: back to its plain form (normalize_row runs again)
+            row = {**{k: row[k] for k in _CORE_KEYS if k in row}, **row["extra"]}
+        if not isinstance(row, Mapping) or row.get("source") != "judge" or reading == "studio":
+            out.append({k: v for k, v in row.items() if k != "raw"} if isinstance(row, Mapping) else row)
+            continue
+        raw = row.get("raw")
+        if not isinstance(raw, str):
+            raise RowError("raw", "the apb reading re-reads a judge row's raw answer, and this row has none", f"row {i}")
+        protocol = row.get("protocol")
+        try:
+            setting = row.get("setting") or protocol_setting(protocol)[0]
+            regime = row.get("regime") or (protocol_setting(protocol)[1] if protocol else None)
+            v = parse_verdict(raw, setting=setting, regime=regime, reading="apb", horizon=protocol_horizon(protocol))
+        except (VerdictParseError, ValueError):
+            v = None
+        if v is None or v.is_correct is None:
+            dropped += 1
+            continue
+        grade = v.grade if v.grade is not None and math.isfinite(v.grade) and 0 <= v.grade <= 1 else None
+        read = {k: x for k, x in row.items() if k not in ("raw", "setting", "regime")}
+        read.update(is_correct=v.is_correct, grade=grade, errors=None if v.outcome else dict(v.errors))
+        out.append(read)
+    return out, dropped
+
+
+def agreement_report(rows: list[dict], *, group_by: Sequence[str] = (), tie_break: str = "exclude",
+                     reading: str = DEFAULT_READING) -> dict[str, Any]:
     """Agreement of judges and code checkers with the human reference, of every rater pair, the
     human-human ceiling, judge bias per tested model, and breakdowns.
 
@@ -677,10 +723,14 @@ def agreement_report(rows: list[dict], *, group_by: Sequence[str] = (), tie_brea
     ``vs_adjudication`` (each rater against the adjudicated final verdicts only, on the runs that
     have one), ``n_adjudications``, ``pairs``, ``human_ceiling``, ``bias``, ``breakdowns`` (``vs_reference`` per dimension, per
     protocol and per judge_model+prompt_version, present when some row carries the key) and
-    ``groups`` (only with ``group_by``).  Raises :class:`RowError` for a bad row.
+    ``groups`` (only with ``group_by``), ``reading`` (how the judges' answers were read,
+    ``studio`` or ``apb``: :func:`read_rows`) and ``reading_dropped`` (judge rows that reading
+    does not count).  Raises :class:`RowError` for a bad row.
     """
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+    reading = normalize_reading(reading)
+    rows, dropped = read_rows(rows, reading)
     keys = [k.strip() for k in group_by if k and k.strip()]
     for k in keys:
         if k in _CORE_KEYS:
@@ -702,4 +752,6 @@ def agreement_report(rows: list[dict], *, group_by: Sequence[str] = (), tie_brea
         report["group_by"] = keys
         report["groups"] = [{"key": key, **_core_report(members, tie_break)}
                             for key, members in _partition(prepared, keys)]
+    report["reading"] = reading
+    report["reading_dropped"] = dropped
     return report

@@ -15,8 +15,10 @@ from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
-from evaluation.selectors_judge_report import judge_report_rows
+from evaluation.judge.verdict import READINGS, normalize_reading
+from evaluation.selectors_judge_report import judge_report_rows, reread_agreement_rows
 from evaluation.services import ERROR_CODES, submit_human_verdict
+from evaluation.services_judge import STORED_READING
 from evaluation.services_queue import note_verdicts_seen
 from evaluation.services_run_import import rerun_run_import
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
@@ -219,6 +221,12 @@ class JudgeJobOut(serializers.Serializer):
     n_failed = serializers.IntegerField()
     n_cached = serializers.IntegerField()
     errors = serializers.JSONField()
+    reading = serializers.SerializerMethodField(
+        help_text="the reading its stored verdicts (n_ok, n_failed) were made under; ?reading=apb on "
+                  "/api/judge/report/ re-reads the stored answers, no new call")
+
+    def get_reading(self, obj) -> str:
+        return STORED_READING
     cost_usd = serializers.FloatField()
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -427,8 +435,17 @@ class AdjudicateView(APIView):
         return Response(AdjudicationOut(adj).data, status=201)
 
 
+def _reading_param(request) -> str:
+    """``?reading=`` of a judge figure: ``studio`` (default) or ``apb``; 400 otherwise."""
+    try:
+        return normalize_reading(request.query_params.get("reading"))
+    except ValueError as exc:
+        raise EvaluationInputError(f"reading: {exc}", field="reading") from None
+
+
 class AgreementView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("tie_break", str, enum=["exclude", "incorrect"])],
+    @extend_schema(parameters=[OpenApiParameter("tie_break", str, enum=["exclude", "incorrect"]),
+                               OpenApiParameter("reading", str, enum=list(READINGS))],
                    responses={200: dict})
     def get(self, request):
         from evaluation.agreement import agreement_report
@@ -437,7 +454,9 @@ class AgreementView(APIView):
         tie = request.query_params.get("tie_break", "exclude")
         if tie not in ("exclude", "incorrect"):
             raise EvaluationInputError("tie_break: exclude or incorrect")
-        return Response(agreement_report(selectors.agreement_rows(), tie_break=tie))
+        reading = _reading_param(request)
+        return Response(agreement_report(reread_agreement_rows(selectors.agreement_rows(), reading),
+                                         tie_break=tie, reading=reading))
 
 
 class StepwiseCasesQuery(serializers.Serializer):
@@ -520,10 +539,13 @@ class JudgeReportView(APIView):
     """The judge's aggregate report (:func:`evaluation.judge.report.judge_report`) over the stored
     judge and rule-checker verdicts: per setting x split x regime x judge x tested agent."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=[OpenApiParameter("reading", str, enum=list(READINGS))], responses={200: dict})
     def get(self, request):
+        """``?reading=studio|apb`` (default studio): apb re-reads the stored raw answers as the planning
+        benchmark's code does, without a judge call; the body's ``reading`` names it."""
         require(request.user, "agreement.view")
-        return Response(judge_report(judge_report_rows()))
+        reading = _reading_param(request)
+        return Response(judge_report(judge_report_rows(reading=reading), reading=reading))
 
 
 urlpatterns = [

@@ -389,6 +389,17 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
 # --------------------------------------------------------------------------------------------
 
 
+#: The reading every stored judge verdict is made under (``Verdict.is_correct``, flags, grade): the
+#: studio's, whose invariants the queue, adjudication and leaderboard rely on.  The apb reading is
+#: computed from the stored raw answers on demand (``evaluation.selectors_judge_report``), so a
+#: judge configuration or job needs no reading of its own and a change of reading never calls a judge.
+STORED_READING = "studio"
+
+#: Between the answers of a failed judgement in its ``Verdict.raw`` (every answer is kept, the
+#: first one first; the apb reading re-reads the first, as the benchmark never re-asks).
+RE_ASK_SEPARATOR = "\n\n----- re-ask -----\n\n"
+
+
 def judge_display_name(model: str, version: str) -> str:
     """``Verdict.judge_name``: ``<model>@<prompt version>``."""
     return f"{model}@{version}"
@@ -469,7 +480,7 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
         verdict = Verdict.objects.create(
             record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
             errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
-            prompt=prep.prompt, raw="\n\n----- re-ask -----\n\n".join(outcome.raw_texts), protocol=prep.protocol,
+            prompt=prep.prompt, raw=RE_ASK_SEPARATOR.join(outcome.raw_texts), protocol=prep.protocol,
             prompt_version=prep.version, setting=protocol_setting(prep.protocol)[0],
             regime=protocol_setting(prep.protocol)[1],
         )

@@ -30,6 +30,7 @@ from .verdict import (
     FLAT_KEYS,
     GRADES,
     KNOWN_DIFFERENCES,
+    READINGS,
     SETTINGS,
     TOOL_BROKEN_OUTCOMES,
     UNSOLVABLE_TYPES,
@@ -38,14 +39,17 @@ from .verdict import (
     VerdictParseError,
     distractor_calls,
     grade_from_flags,
+    normalize_reading,
     parse_verdict,
+    parse_verdict_apb,
     snap_grade,
 )
 
 __all__ = [
     "E_CODES", "E_DEFINITIONS", "FLAT_KEYS", "GRADES", "VERDICT_JSON_SCHEMA",
     "Verdict", "VerdictParseError", "grade_from_flags", "parse_verdict", "snap_grade",
-    "KNOWN_DIFFERENCES", "SETTINGS", "TOOL_BROKEN_OUTCOMES", "UNSOLVABLE_TYPES", "distractor_calls",
+    "KNOWN_DIFFERENCES", "READINGS", "SETTINGS", "TOOL_BROKEN_OUTCOMES", "UNSOLVABLE_TYPES", "distractor_calls",
+    "normalize_reading", "parse_verdict_apb",
     "load_template", "prompt_fingerprint", "render_holistic_prompt", "render_stepwise_prompt",
     "render_prompt", "render_extraneous_prompt", "render_tool_broken_prompt", "render_unsolvable_prompt",
     "JudgeBackend", "JudgeResponse", "JudgeError", "JudgeConfigError", "JudgeRequestError",

@@ -16,6 +16,12 @@ Per group of setting x split x regime x judge configuration (and, by default, th
 * ``distractors``: the share in % of tool-extraneous verdicts whose prediction called at least one
   distractor, and ``ext_use``, the number of distractor calls (the paper's "ExtUse", Tables 16-17).
 
+Every report names the **reading** that produced its figures (``report["reading"]``, and each
+group's ``reading``): ``studio`` (the default) or ``apb``, the planning benchmark's own parse
+results (:func:`evaluation.judge.verdict.parse_verdict_apb`).  In an ``apb`` report a row's
+``is_correct`` may be null (the benchmark counts no correctness for it: both CR figures leave it
+out) and its grade is the value the benchmark averages (not snapped to the 0.2 scale).
+
 A rate whose denominator is empty is ``None``, never 0.  Percentages are rounded to 2 decimals,
 grades to 4.
 
@@ -32,6 +38,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
 from .verdict import (
+    DEFAULT_READING,
     DEFAULT_REGIME,
     E2_SUBTYPE_NAMES,
     E2_SUBTYPES,
@@ -40,6 +47,7 @@ from .verdict import (
     TOOL_BROKEN_OUTCOMES,
     UNSOLVABLE_TYPES,
     normalize_outcome,
+    normalize_reading,
     normalize_regime,
     normalize_setting,
 )
@@ -55,6 +63,18 @@ LABELS: dict[str, str] = {
     "unsolvable": "unsolvable refusal rate per type, %",
     "distractors": "share of predictions calling a distractor, %, and ExtUse (distractor calls)",
 }
+#: The labels that read differently in an apb report (the benchmark's own parse results).
+APB_LABELS: dict[str, str] = {
+    "cr_derived_pct": "CR % (apb: the correctness the benchmark's code counts for the answer)",
+    "cr_judge_pct": "CR % (apb: the same; the runner's bool(is_correct), the legacy evaluators' 'no flag set')",
+    "mean_grade": "mean plan grade (apb: as the benchmark averages it, unsnapped)",
+    "e_rates_pct": "E1-E6 incidence (apb: the flags the benchmark's code reads), % of verdicts that judged flags",
+}
+
+
+def labels_for(reading: str) -> dict[str, str]:
+    """The figure labels of a report in ``reading`` (``studio`` or ``apb``)."""
+    return {**LABELS, **APB_LABELS} if normalize_reading(reading) == "apb" else dict(LABELS)
 
 
 class ReportRowError(ValueError):
@@ -74,10 +94,12 @@ def _pct(num: int, den: int) -> float | None:
     return None if den == 0 else round(100.0 * num / den, 2)
 
 
-def normalize_row(row: Mapping[str, Any], index: int | None = None) -> dict[str, Any]:
+def normalize_row(row: Mapping[str, Any], index: int | None = None, reading: str = DEFAULT_READING) -> dict[str, Any]:
     """Check and normalise one verdict row; raise :class:`ReportRowError` naming the field.
 
-    Required: ``setting`` and, for ``status`` ``ok`` (the default), ``is_correct``.  ``regime``
+    ``reading``: the report's; a row's own ``reading`` (default the report's) must equal it, so
+    that no report mixes the two.  Required: ``setting`` and, for ``status`` ``ok`` (the
+    default), ``is_correct`` (null allowed in the ``apb`` reading: not counted).  ``regime``
     defaults to the setting's (:data:`~evaluation.judge.verdict.DEFAULT_REGIME`, holistic for
     tool-extraneous); ``split`` to :func:`benchmark_split`; ``judge`` to ``"?"``.
     """
@@ -92,6 +114,11 @@ def normalize_row(row: Mapping[str, Any], index: int | None = None) -> dict[str,
         regime = normalize_regime(row.get("regime") or DEFAULT_REGIME[setting] or "holistic")
     except ValueError as exc:
         raise ReportRowError(f"{where}: regime: {exc}") from None
+    row_reading = row.get("reading") or reading
+    if row_reading != reading:
+        raise ReportRowError(f"{where}: read under the {row_reading!r} reading, not the report's {reading!r} "
+                             "(re-read its raw answer; one report, one reading)")
+    apb = reading == "apb"
     status = str(row.get("status") or "ok")
     if status not in ("ok", "failed"):
         raise ReportRowError(f"{where}: status {status!r} is not ok or failed")
@@ -107,16 +134,17 @@ def normalize_row(row: Mapping[str, Any], index: int | None = None) -> dict[str,
     if status == "failed":
         return out
     ic = row.get("is_correct")
-    if not isinstance(ic, bool):
-        raise ReportRowError(f"{where}: is_correct must be true or false, got {ic!r}")
+    if not isinstance(ic, bool) and not (apb and ic is None):
+        raise ReportRowError(f"{where}: is_correct must be true or false{' or null' if apb else ''}, got {ic!r}")
     out["is_correct"] = ic
     jic = row.get("judge_is_correct")
     if jic is not None and not isinstance(jic, bool):
         raise ReportRowError(f"{where}: judge_is_correct must be true, false or null, got {jic!r}")
     out["judge_is_correct"] = jic
     grade = row.get("grade")
-    if grade is not None and (isinstance(grade, bool) or not isinstance(grade, (int, float)) or not 0 <= grade <= 1):
-        raise ReportRowError(f"{where}: grade must be a number in [0, 1] or null, got {grade!r}")
+    if grade is not None and (isinstance(grade, bool) or not isinstance(grade, (int, float))
+                              or not (apb or 0 <= grade <= 1)):
+        raise ReportRowError(f"{where}: grade must be a number{'' if apb else ' in [0, 1]'} or null, got {grade!r}")
     out["grade"] = None if grade is None else float(grade)
     errors = row.get("errors")
     if errors is not None:
@@ -132,7 +160,7 @@ def normalize_row(row: Mapping[str, Any], index: int | None = None) -> dict[str,
             outcome = normalize_outcome(outcome)
         except ValueError as exc:
             raise ReportRowError(f"{where}: {exc}") from None
-        if ic != (outcome in TOOL_BROKEN_CORRECT):
+        if ic is not None and ic != (outcome in TOOL_BROKEN_CORRECT):
             raise ReportRowError(f"{where}: outcome {outcome} contradicts is_correct={str(ic).lower()}")
     out["outcome"] = outcome
     utype = row.get("unsolvable_type")
@@ -149,13 +177,15 @@ def normalize_row(row: Mapping[str, Any], index: int | None = None) -> dict[str,
 def _group_stats(rows: Sequence[dict[str, Any]], regime: str) -> dict[str, Any]:
     ok = [r for r in rows if r["status"] == "ok"]
     n = len(ok)
+    counted = [r for r in ok if r["is_correct"] is not None]  # all of them in the studio reading
     judged = [r for r in ok if r["judge_is_correct"] is not None]
     graded = [r["grade"] for r in ok if r["grade"] is not None]
     flagged = [r for r in ok if r["errors"] is not None]
     out: dict[str, Any] = {
         "n": n,
         "failed": len(rows) - n,
-        "cr_derived_pct": _pct(sum(r["is_correct"] for r in ok), n),
+        "cr_derived_pct": _pct(sum(r["is_correct"] for r in counted), len(counted)),
+        "n_counted": len(counted),
         "cr_judge_pct": _pct(sum(r["judge_is_correct"] for r in judged), len(judged)),
         "n_judge_is_correct": len(judged),
         "mean_grade": round(sum(graded) / len(graded), 4) if graded else None,
@@ -177,30 +207,35 @@ def _group_stats(rows: Sequence[dict[str, Any]], regime: str) -> dict[str, Any]:
     if typed:
         per: dict[str, Any] = {}
         for t, label in list(UNSOLVABLE_TYPES.items()) + [(None, "type not given")]:
-            of_type = [r for r in typed if r["unsolvable_type"] == t]
+            of_type = [r for r in typed if r["unsolvable_type"] == t and r["is_correct"] is not None]
             if t is None and not of_type:
                 continue
             per[t or "unknown"] = {"label": label, "n": len(of_type),
                                    "refusal_rate_pct": _pct(sum(r["is_correct"] for r in of_type), len(of_type))}
         out["unsolvable"] = per
-    counted = [r for r in ok if r["distractors_used"] is not None]
-    if counted:
+    with_calls = [r for r in ok if r["distractors_used"] is not None]
+    if with_calls:
         out["distractors"] = {
-            "n": len(counted),
-            "use_rate_pct": _pct(sum(1 for r in counted if r["distractors_used"]), len(counted)),
-            "ext_use": sum(len(r["distractors_used"]) for r in counted),
+            "n": len(with_calls),
+            "use_rate_pct": _pct(sum(1 for r in with_calls if r["distractors_used"]), len(with_calls)),
+            "ext_use": sum(len(r["distractors_used"]) for r in with_calls),
         }
     return out
 
 
-def judge_report(rows: Iterable[Mapping[str, Any]], *, extra_keys: Sequence[str] = DEFAULT_EXTRA_KEYS) -> dict[str, Any]:
+def judge_report(rows: Iterable[Mapping[str, Any]], *, extra_keys: Sequence[str] = DEFAULT_EXTRA_KEYS,
+                 reading: str = DEFAULT_READING) -> dict[str, Any]:
     """Aggregate verdict rows per setting x split x regime x judge (x ``extra_keys``).
 
-    Returns ``{"groups": [...], "labels": LABELS, "group_keys": [...], "n_rows": int}``; each
-    group holds its keys and the figures described in the module docstring, groups sorted by
-    their keys.  Raises :class:`ReportRowError` for a bad row (nothing is reported then).
+    ``reading``: the reading the rows were read under (``studio`` or ``apb``; every row's own
+    ``reading``, where it has one, must be the same).  Returns ``{"reading": str, "groups":
+    [...], "labels": {...}, "group_keys": [...], "n_rows": int}``; each group holds its keys, its
+    ``reading`` and the figures described in the module docstring, groups sorted by their keys.
+    Raises :class:`ReportRowError` for a bad row (nothing is reported then), ``ValueError`` for
+    an unknown reading.
     """
-    norm = [normalize_row(r, i) for i, r in enumerate(rows)]
+    reading = normalize_reading(reading)
+    norm = [normalize_row(r, i, reading) for i, r in enumerate(rows)]
     keys = list(GROUP_KEYS) + [k for k in extra_keys if k not in GROUP_KEYS and any(k in r for r in norm)]
     buckets: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in norm:
@@ -211,5 +246,7 @@ def judge_report(rows: Iterable[Mapping[str, Any]], *, extra_keys: Sequence[str]
         members = buckets[key]
         g = dict(zip(keys, key))
         g.update(_group_stats(members, members[0]["regime"]))
+        g["reading"] = reading
         groups.append(g)
-    return {"groups": groups, "labels": LABELS, "group_keys": keys, "n_rows": len(norm)}
+    return {"reading": reading, "groups": groups, "labels": labels_for(reading), "group_keys": keys,
+            "n_rows": len(norm)}

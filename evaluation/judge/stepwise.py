@@ -80,6 +80,18 @@ def parse_protocol_label(label: str) -> tuple[str, int] | None:
     return rest[0], int(rest[1])
 
 
+def protocol_horizon(protocol: str | None) -> int | None:
+    """The step-wise k (1-3) of a stored protocol label: the benchmark's
+    (``stepwise-gold-middle-2`` -> 2) or the studio's own cut (``stepwise-early-3`` -> 3); else None."""
+    parsed = parse_protocol_label(protocol or "")
+    if parsed is not None:
+        return parsed[1]
+    label = protocol or ""
+    if label.startswith("stepwise-") and label[-2:-1] == "-" and label[-1:] in ("1", "2", "3"):
+        return int(label[-1])
+    return None
+
+
 def case_id(question_id: str, position: str, horizon: int) -> str:
     return f"{question_id}::{position}::{horizon}"
 

@@ -29,6 +29,11 @@ judge's pass/fail (unsolvable: pass iff the agent refuses, asks, or explains why
 done, whatever the flags).  The judge's own ``is_correct`` is kept beside it
 (``model_is_correct``), since the benchmark's holistic correctness rate takes the judge's value.
 Known differences from the benchmark's own parsing: :data:`KNOWN_DIFFERENCES`.
+
+That is the **studio** reading (the default).  ``parse_verdict(..., reading="apb")``
+(:func:`parse_verdict_apb`) is the other: the planning benchmark's own parse results, its defects
+included (each entry of :data:`KNOWN_DIFFERENCES` says how), so that figures can be set beside the
+paper's; every :class:`Verdict` names the reading that produced it.
 """
 from __future__ import annotations
 
@@ -93,31 +98,112 @@ UNSOLVABLE_TYPES: dict[str, str] = {
     "visual_information_inaccessible": "missing imagery",
 }
 
+#: The two readings of a judge's answer (``parse_verdict(..., reading=)``): ``studio`` (the
+#: default: every dialect read by meaning, the verdict's invariants enforced) and ``apb`` (the
+#: planning benchmark's own parse results, its defects included, so that a judge report can be set
+#: beside the paper's tables).  Each entry of :data:`KNOWN_DIFFERENCES` says what each does.
+READINGS: tuple[str, ...] = ("studio", "apb")
+DEFAULT_READING = "studio"
+#: The benchmark code path an ``apb`` reading went through (``Verdict.apb_path``), at 6d0ff248:
+APB_PATHS: dict[str, str] = {
+    "runner": "evaluation/apb_eval/runner.py (parse_json_object, then score)",
+    "next1": "legacy_reference/step_wise/online_planning/src/evaluators/next1_evaluator.py "
+             "(_parse_evaluation and evaluate_prediction; also tool_redundancy_evaluator, which inherits it)",
+    "next2": "legacy_reference/.../evaluators/next2_evaluator.py (_parse_evaluation_next2)",
+    "next3": "legacy_reference/.../evaluators/next3_evaluator.py (_parse_evaluation_next3)",
+    "tool_broken": "legacy_reference/.../evaluators/tool_broken_evaluator.py (evaluate_prediction)",
+}
+
 #: Where the studio deliberately reads an answer differently from the benchmark's code
 #: (``evaluation/apb_eval/runner.py`` and ``legacy_reference/step_wise/online_planning/src``
-#: at 6d0ff248).  Each is a defect there, not a convention to copy.
+#: at 6d0ff248), and what the ``apb`` reading does instead: each entry's ``apb`` says how that
+#: reading reproduces the benchmark (line numbers at 6d0ff248) and why.  The one list of the
+#: judge's deliberate quirks (``docs/judge-settings.md`` shows the same).
 KNOWN_DIFFERENCES: tuple[dict[str, str], ...] = (
     {"id": "greedy-regex", "benchmark": "runner.parse_json_object falls back to the greedy regex "
      "\\{.*\\}, which spans from the first '{' to the last '}' and fails to parse when the answer "
      "holds two objects (an example and the verdict, or two drafts)",
-     "studio": "tries every balanced {...} span in order and takes the first that looks like a verdict"},
+     "studio": "tries every balanced {...} span in order and takes the first that looks like a verdict",
+     "apb": "reproduced (runner.py 23-38): a fence is stripped only at the very start and end, then "
+     "json.loads, then the greedy span; a failure there is a failed judgement (the benchmark's judge "
+     "stage raises and writes no judgement)"},
     {"id": "bool-of-string", "benchmark": "bool(judgement['is_correct']) in runner.score and "
      "tool_broken_evaluator, and the truthiness of flat E* values, read the string \"false\" (or \"NO\") as true",
-     "studio": "reads true/false, yes/no, 0/1 and pass/fail strings by their meaning"},
+     "studio": "reads true/false, yes/no, 0/1 and pass/fail strings by their meaning",
+     "apb": "reproduced: correctness is bool() of the value (runner.py 186-187), a flat flag is set "
+     "when its value is truthy (next1_evaluator.py 776-788), so \"false\" and \"NO\" count as true"},
     {"id": "exact-case-keys", "benchmark": "the step-wise evaluators read only the exact keys "
      "E1_GOAL_MISALIGNMENT ... E6_HALLUCINATION_ERROR, so e4_logic_error or E4 is silently false",
-     "studio": "matches E1..E6 keys case-insensitively, with any suffix"},
+     "studio": "matches E1..E6 keys case-insensitively, with any suffix",
+     "apb": "reproduced: only the six exact FLAT_KEYS set a flag in the step-wise evaluators "
+     "(next1_evaluator.py 720-726, 776-785)"},
     {"id": "missing-free-text", "benchmark": "eval_data['reasoning'] raises KeyError and the whole "
      "answer is dropped when the free-text field is missing (the step-wise evaluators)",
-     "studio": "keeps the verdict with empty reasoning"},
+     "studio": "keeps the verdict with empty reasoning",
+     "apb": "reproduced: a single step-wise object without 'score' or 'reasoning' is a failed "
+     "judgement (next1_evaluator.py 718 and 728; next2 689/699; next3 748/758); a next-3 list needs neither"},
     {"id": "missing-grade-in-list", "benchmark": "a list item without 'score' counts as score 0.0 in "
-     "the next-3 aggregation", "studio": "refuses the answer (a re-ask follows) instead of inventing a grade"},
+     "the next-3 aggregation", "studio": "refuses the answer (a re-ask follows) instead of inventing a grade",
+     "apb": "reproduced: the list's score is the minimum of 1.0 and each item's score, a missing one "
+     "0.0 (next3_evaluator.py 840-842); a score that cannot be compared (a string, null) drops the "
+     "answer; non-object items are skipped (831); an empty list is dropped (804); next1 and next2 "
+     "drop any list (next1 has no list branch; next2_evaluator.py 744)"},
     {"id": "tool-broken-category", "benchmark": "a missing or out-of-range category becomes 5 (Other); "
      "a category given as a name ('Replacement') crashes int() and the answer is dropped",
-     "studio": "reads a number, a numeric string or a class name; refuses a missing or out-of-range one"},
+     "studio": "reads a number, a numeric string or a class name; refuses a missing or out-of-range one",
+     "apb": "reproduced: category is int() of the value, 5 when missing (tool_broken_evaluator.py 325), "
+     "so 1.9 is 1, true is 1, a name, '1.0' or null drop the answer; outside 1-5 it is 5 (340-341); "
+     "category_name and the judge's is_correct are ignored; correct iff 1 or 2, grade 1.0 or 0.0 (345-348, 378); "
+     "a reason that is null, a number or an object drops the answer (359 logs reason[:200], which raises)"},
     {"id": "error-list-counts", "benchmark": "error_list entries are 'six integers'; a count of 2 "
-     "counts as present", "studio": "the same (non-zero is present), and the counts are kept"},
+     "counts as present", "studio": "the same (non-zero is present), and the counts are kept",
+     "apb": "no benchmark code reads error_list (runner.score reads is_correct and grade only), so "
+     "there is no defect to reproduce: the apb reading reads six entries as the prompt means them "
+     "(non-zero is present) and reads no flags from anything else, never refusing the answer for it"},
+    {"id": "is-correct-beside-flags", "benchmark": "runner.score averages the judge's own is_correct "
+     "whatever its error_list says; the legacy step-wise evaluators overwrite it with 'no flag set' "
+     "(next1_evaluator.py 788, next2 761, next3 862/884)",
+     "studio": "correctness is 'no flag set' in every setting but tool-broken (the class) and "
+     "unsolvable (the pass); the judge's own value is kept apart (model_is_correct)",
+     "apb": "reproduced per path: the runner path counts bool(is_correct), uncounted when the key is "
+     "absent (runner.py 186); the legacy step-wise path counts 'no flag set'"},
+    {"id": "bare-pass-fail", "benchmark": "runner.score reads only is_correct, so an unsolvable answer "
+     "that says {'verdict': 'PASS'} (or result/pass) without is_correct is not counted in the accuracy",
+     "studio": "reads verdict/result/pass as PASS/FAIL for unsolvable",
+     "apb": "reproduced: such an answer is read (the record counts in n) with correctness and grade "
+     "uncounted (None)"},
+    {"id": "grade-as-given", "benchmark": "runner.score averages judgement['grade'] when it is an int "
+     "or float (runner.py 188-189): True counts as 1.0, 0.7 or 8 as themselves, a string '0.8' is not counted",
+     "studio": "snaps a grade to the 0.2 scale, reads numeric strings, refuses one outside [0, 1]",
+     "apb": "reproduced: the grade is the value as the runner averages it, or uncounted (None); the "
+     "legacy paths keep score as given when it is a number"},
+    {"id": "non-object-answer", "benchmark": "runner.parse_json_object wraps a JSON answer that is not an "
+     "object as {'value': ...} (runner.py 38), which then has neither is_correct nor grade",
+     "studio": "refuses it (a re-ask follows)",
+     "apb": "reproduced: read, with correctness and grade uncounted"},
+    {"id": "non-finite-grade", "benchmark": "json.loads accepts NaN and Infinity, so a grade of NaN makes "
+     "runner.score's average NaN (runner.py 188-194) and an integer beyond the float range crashes score() "
+     "in float(); a step-wise score of Infinity breaks calculate_statistics' mean the same way",
+     "studio": "refuses the grade (outside [0, 1])",
+     "apb": "not reproduced, the apb reading's one departure: the grade is left uncounted (None), with a note, "
+     "since a NaN figure can neither be published nor compared; correctness is read as the benchmark reads it"},
+    {"id": "json-repair", "benchmark": "the legacy evaluators repair broken JSON with the json_repair package",
+     "studio": "second chance for Python literals and trailing commas",
+     "apb": "approximated: json_repair is not a dependency; the apb reading uses the studio's second "
+     "chance where the legacy evaluators call json_repair (an answer json_repair would mend otherwise "
+     "is a failed judgement here)"},
 )
+
+
+def normalize_reading(reading: Any) -> str:
+    """``studio`` or ``apb`` (:data:`READINGS`) from a spelling; None is the default (studio).
+
+    Raises ``ValueError`` naming the allowed values.
+    """
+    key = DEFAULT_READING if reading is None else str(reading).strip().lower()
+    if key not in READINGS:
+        raise ValueError(f"reading {reading!r} is not one of {', '.join(READINGS)}")
+    return key
 
 
 def normalize_setting(setting: str) -> str:
@@ -477,8 +563,8 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(frozen=False, extra="forbid")
 
-    is_correct: bool
-    grade: float
+    is_correct: bool | None  # None only in the apb reading: the benchmark does not count the record
+    grade: float | None  # None only in the apb reading: the benchmark averages no grade for it
     errors: dict[str, bool]
     reasons: dict[str, str] = Field(default_factory=dict)
     reasoning: str = ""
@@ -494,6 +580,8 @@ class Verdict(BaseModel):
     n_steps: int = 1  # predicted steps judged (a multi-step list gives 2 or 3)
     step_grades: list[float] = Field(default_factory=list)  # per step, for a multi-step list
     distractors_used: list[str] | None = None  # tool-extraneous: distractor calls (one per call)
+    reading: str = "studio"  # which reading produced it: studio | apb (READINGS)
+    apb_path: str | None = None  # apb reading: the benchmark code path that read it (APB_PATHS)
 
     @model_validator(mode="before")
     @classmethod
@@ -565,17 +653,36 @@ class Verdict(BaseModel):
 
     @field_validator("grade", mode="before")
     @classmethod
-    def _check_grade(cls, value: Any) -> float:
+    def _check_grade(cls, value: Any) -> float | None:
+        if value is None:
+            return None  # allowed in the apb reading only (checked below)
         x = _to_float(value)
         if x is None:
             raise ValueError(f"grade {value!r} is not a number")
         for g in GRADES:
             if abs(g - x) < 1e-9:
                 return g
-        raise ValueError(f"grade {value!r} is not one of {GRADES}")
+        return x  # off the scale: allowed in the apb reading only (checked below)
+
+    @field_validator("reading", mode="before")
+    @classmethod
+    def _norm_reading(cls, value: Any) -> str:
+        return normalize_reading(value)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "Verdict":
+        if self.reading == "apb":
+            # The benchmark's own parse result, as its code counts it (APB_* quirks in
+            # KNOWN_DIFFERENCES): correctness and grade may be uncounted (None), off the scale,
+            # or disagree with the flags; only the vocabulary is checked.
+            if self.outcome is not None and self.setting != "tool-broken":
+                raise ValueError(f"an outcome class belongs to the tool-broken setting, not {self.setting}")
+            self.e2_subtype = E2_SUBTYPES[self.regime] if self.errors.get("E2") else None
+            return self
+        if self.is_correct is None:
+            raise ValueError("is_correct: true or false in the studio reading")
+        if self.grade is None or self.grade not in GRADES:
+            raise ValueError(f"grade {self.grade!r} is not one of {GRADES}")
         if self.outcome is not None and self.setting != "tool-broken":
             raise ValueError(f"an outcome class belongs to the tool-broken setting, not {self.setting}")
         if self.setting == "tool-broken" and self.outcome is not None:
@@ -1003,8 +1110,14 @@ def parse_verdict(
     *,
     regime: str | None = None,
     distractors_used: Sequence[str] | None = None,
+    reading: str = DEFAULT_READING,
+    horizon: int | None = None,
 ) -> Verdict:
     """Parse a judge answer (text, a decoded mapping, or a decoded list) into a :class:`Verdict`.
+
+    ``reading``: ``studio`` (the default, described below) or ``apb``, the planning benchmark's
+    own parse result (:func:`parse_verdict_apb`; ``horizon``, the step-wise k of the case, picks
+    its next-1/2/3 evaluator there and is ignored here).
 
     ``setting``: one of :data:`SETTINGS` (``holistic``, ``step-wise``, ``tool-extraneous``,
     ``tool-broken``, ``unsolvable``); ``regime``: ``holistic`` or ``step-wise`` (default: the
@@ -1034,6 +1147,8 @@ def parse_verdict(
     setting = normalize_setting(setting)
     if regime is not None:
         regime = normalize_regime(regime)
+    if normalize_reading(reading) == "apb":
+        return parse_verdict_apb(text, setting, regime=regime, distractors_used=distractors_used, horizon=horizon)
     if isinstance(text, str) or text is None:
         raw = "" if text is None else text
         obj: Any = extract_verdict_json(text)  # type: ignore[arg-type]
@@ -1318,3 +1433,246 @@ def _verdict_from_obj(obj: Mapping[str, Any], setting: str = "holistic", regime:
     if contradictions_extra:
         verdict.contradictions = contradictions_extra + verdict.contradictions
     return verdict
+
+
+# --------------------------------------------------------------------------------------------
+# The apb reading: the planning benchmark's own parse results (KNOWN_DIFFERENCES, "apb")
+# --------------------------------------------------------------------------------------------
+
+_GREEDY_OBJECT_RE = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def _apb_runner_object(text: str) -> dict[str, Any]:
+    """What ``runner.parse_json_object`` (runner.py 23-38) returns for an answer: a fence removed
+    only at the very start (```json or ```) and end, ``json.loads``, else the greedy first-``{``-to-
+    last-``}`` span; a JSON value that is not an object comes back as ``{"value": value}``.
+    Raises :class:`VerdictParseError` where the runner raises."""
+    cleaned = text.strip()
+    for fence in ("```json", "```"):
+        if cleaned.startswith(fence):
+            cleaned = cleaned[len(fence):].strip()
+            break
+    if cleaned.endswith("```"):
+        cleaned = cleaned[:-3].strip()
+    try:
+        value = json.loads(cleaned)
+    except json.JSONDecodeError:
+        match = _GREEDY_OBJECT_RE.search(cleaned)
+        if not match:
+            raise VerdictParseError("apb runner: not JSON and no {...} span (parse_json_object raises)", text) from None
+        try:
+            value = json.loads(match.group(0))
+        except json.JSONDecodeError as exc:
+            raise VerdictParseError(f"apb runner: the greedy {{...}} span is not JSON ({exc.msg})", text) from None
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _apb_legacy_value(text: str) -> Any:
+    """What the legacy evaluators decode (next1_evaluator.py 744-770, the same in next2/next3 and
+    tool_broken_evaluator.py 299-322): the text after the first ```json (or the first ```) up to the
+    next fence, else the whole text stripped; ``json.loads``, then their JSON repair (approximated,
+    see ``json-repair`` in :data:`KNOWN_DIFFERENCES`).  Raises :class:`VerdictParseError` where they
+    give up (the sample is dropped)."""
+    if "```json" in text:
+        body = text.split("```json")[1].split("```")[0].strip()
+    elif "```" in text:
+        body = text.split("```")[1].split("```")[0].strip()
+    else:
+        body = text.strip()
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return _loads_lenient(body)
+    except (json.JSONDecodeError, ValueError, RecursionError):
+        raise VerdictParseError("apb legacy evaluator: not JSON, not repairable (the sample is dropped)", text) from None
+
+
+def _apb_flat_flags(obj: Mapping[str, Any]) -> set[str]:
+    """The step-wise evaluators' flags: the six exact keys, set when truthy (next1_evaluator.py 776-785)."""
+    return {c for c, key in FLAT_KEYS.items() if obj.get(key, False)}
+
+
+def _apb_number(value: Any) -> float | None:
+    """A grade as the benchmark averages it (runner.py 188: ``isinstance(grade, (int, float))``, a
+    bool included), or None; a non-finite one is None too (``non-finite-grade`` in
+    :data:`KNOWN_DIFFERENCES`, the apb reading's one departure)."""
+    if not isinstance(value, (int, float)):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _apb_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _apb_path(setting: str, regime: str | None, text: str, horizon: int | None) -> tuple[str, Any]:
+    """Which benchmark code reads this answer, and the value it decoded (or None).
+
+    The benchmark reads a setting with the code that asked for the answer's dialect: an answer
+    holding ``error_list`` (what every apb_eval judge prompt asks for) goes through the runner; in
+    tool-broken any other answer through the legacy five-class evaluator; in the step-wise regime
+    (step-wise, and tool-extraneous step-wise) through the legacy next-k evaluator of the case's
+    horizon (next-3 when unknown: the only one that reads a list); everything else through the runner.
+    """
+    runner_obj: dict[str, Any] | None
+    try:
+        runner_obj = _apb_runner_object(text)
+    except VerdictParseError:
+        runner_obj = None
+    if runner_obj is not None and "error_list" in runner_obj and "category" not in runner_obj:
+        return "runner", runner_obj
+    if setting == "tool-broken":
+        return "tool_broken", None
+    stepwise = setting == "step-wise" or regime == "step-wise"
+    if setting == "tool-extraneous" and regime is None:  # the regime follows the dialect
+        try:
+            decoded = _apb_legacy_value(text)
+        except VerdictParseError:
+            decoded = None
+        stepwise = isinstance(decoded, list) or (
+            isinstance(decoded, Mapping) and any(k in decoded for k in FLAT_KEYS.values()))
+    if stepwise:
+        if setting == "tool-extraneous" or horizon == 1:
+            return "next1", None  # tool_redundancy_evaluator inherits next1's parse
+        return ("next2" if horizon == 2 else "next3"), None
+    if runner_obj is None:
+        _apb_runner_object(text)  # raises the runner's error
+    return "runner", runner_obj
+
+
+def parse_verdict_apb(
+    text: str | Mapping[str, Any] | Sequence[Any] | None,
+    setting: str = "holistic",
+    *,
+    regime: str | None = None,
+    distractors_used: Sequence[str] | None = None,
+    horizon: int | None = None,
+) -> Verdict:
+    """The planning benchmark's own parse result of a judge answer, as a :class:`Verdict` with
+    ``reading="apb"`` and ``apb_path`` naming the code that read it (:data:`APB_PATHS`).
+
+    In this reading ``is_correct`` is the correctness the benchmark counts, ``None`` where it
+    counts none; ``model_is_correct`` is the same value; ``grade`` is the value it averages
+    (unsnapped; ``None`` where it averages none); the flags are those that code reads.  Each
+    deviation from the studio's reading is an entry of :data:`KNOWN_DIFFERENCES` (its ``apb``).
+
+    * runner (runner.py): correctness ``bool(is_correct)`` when the key is present, else
+      uncounted; grade when an int/float (a bool included); flags from a six-entry
+      ``error_list``, non-zero present (no benchmark code reads them);
+    * next1 / next2 / next3 (the legacy step-wise evaluators): flags are the six exact
+      ``FLAT_KEYS`` when truthy, correctness is "no flag set" (the judge's own value overwritten),
+      ``score`` and ``reasoning`` required in an object; next-3 aggregates a list (flags OR-ed,
+      minimum score with a missing one 0.0), next-1/2 drop one;
+    * tool_broken: ``int(category)`` (5 when missing, 5 outside 1-5), correct iff 1 or 2, grade
+      1.0/0.0, no flags.
+
+    ``horizon``: the case's k (1-3) where known (picks the next-k evaluator).  Raises
+    :class:`VerdictParseError` where the benchmark drops the answer or its judge stage raises.
+    """
+    setting = normalize_setting(setting)
+    if regime is not None:
+        regime = normalize_regime(regime)
+    if text is None or isinstance(text, str):
+        raw = text or ""
+    else:
+        raw = json.dumps(text, ensure_ascii=False, default=str)
+    path, runner_obj = _apb_path(setting, regime, raw, horizon)
+    if path != "runner" and regime is None:
+        regime = "step-wise"
+    regime = regime or DEFAULT_REGIME[setting] or "holistic"
+    common = dict(reading="apb", apb_path=path, setting=setting, regime=regime,
+                  distractors_used=list(distractors_used) if distractors_used is not None else None)
+
+    if path == "runner":
+        obj = runner_obj or {}
+        correct = bool(obj["is_correct"]) if "is_correct" in obj else None
+        grade = _apb_number(obj.get("grade"))
+        elist = obj.get("error_list")
+        notes = [f"apb: {APB_PATHS['runner']}"]
+        try:  # no benchmark code reads error_list: the prompt's meaning (non-zero = present)
+            flags = {c for c, v in zip(E_CODES, elist) if _error_count(v, f"error_list[{c}]")} \
+                if isinstance(elist, list) and len(elist) == 6 else set()
+        except ValueError:
+            flags = set()
+        if elist is not None and not flags and not (isinstance(elist, list) and len(elist) == 6):
+            notes.append("apb: error_list is not six entries; no flags read (runner.score reads none either)")
+        if correct is None:
+            notes.append("apb: no is_correct, so runner.score counts no correctness for it")
+        if grade is None:
+            notes.append("apb: no finite int/float grade, so no grade is averaged for it "
+                         "(non-finite: see non-finite-grade)")
+        return Verdict(is_correct=correct, grade=grade, errors=flags, reasoning=_apb_text(obj.get("reasoning")),
+                       model_is_correct=correct, dialect="error_list" if isinstance(elist, list) else "runner",
+                       notes=notes, **common)
+
+    data = _apb_legacy_value(raw)
+    if path == "tool_broken":
+        if not isinstance(data, Mapping):
+            raise VerdictParseError("apb tool-broken: not a JSON object (eval_json.get raises; dropped)", raw)
+        try:
+            category = int(data.get("category", 5))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise VerdictParseError(f"apb tool-broken: int(category) fails ({exc}); dropped", raw) from None
+        if category not in TOOL_BROKEN_OUTCOMES:
+            category = 5
+        reason = data.get("reason", "No reason provided")
+        if not isinstance(reason, (str, list, tuple)):
+            raise VerdictParseError(f"apb tool-broken: reason {type(reason).__name__} cannot be sliced for the "
+                                    "evaluator's log line (reason[:200] raises; dropped)", raw)
+        correct = category in (1, 2)
+        return Verdict(is_correct=correct, grade=1.0 if correct else 0.0, errors=set(),
+                       reasoning=_apb_text(reason), model_is_correct=correct,
+                       dialect="tool_broken", outcome=TOOL_BROKEN_OUTCOMES[category],
+                       notes=[f"apb: {APB_PATHS['tool_broken']}"], **common)
+
+    notes = [f"apb: {APB_PATHS[path]}"]
+    if isinstance(data, list):
+        if path != "next3":
+            raise VerdictParseError(f"apb {path}: a list of verdicts is dropped by this evaluator", raw)
+        if not data:
+            raise VerdictParseError("apb next3: an empty list is dropped", raw)
+        flags: set[str] = set()
+        score: Any = 1.0
+        parts: list[str] = []
+        grades: list[float] = []
+        for i, item in enumerate(data, start=1):
+            if not isinstance(item, Mapping):
+                continue
+            flags |= _apb_flat_flags(item)
+            item_score = item.get("score", 0.0)
+            try:
+                if item_score < score:
+                    score = item_score
+            except TypeError:
+                raise VerdictParseError(f"apb next3: step {i}'s score {item_score!r} cannot be compared; "
+                                        "dropped", raw) from None
+            if _apb_number(item_score) is not None:
+                grades.append(float(item_score))
+            if item.get("reasoning", ""):
+                parts.append(f"[Step {i}] {item.get('reasoning')}")
+        correct = not flags
+        v = Verdict(is_correct=correct, grade=_apb_number(score), errors=flags, reasoning="\n".join(parts),
+                    model_is_correct=correct, dialect="flat", notes=notes, **common)
+        v.n_steps = len(data)
+        v.step_grades = grades
+        return v
+    if not isinstance(data, Mapping):
+        raise VerdictParseError(f"apb {path}: not a JSON object (dropped)", raw)
+    for key in ("score", "reasoning"):
+        if key not in data:
+            raise VerdictParseError(f"apb {path}: no {key!r} (KeyError; the sample is dropped)", raw)
+    flags = _apb_flat_flags(data)
+    correct = not flags
+    grade = _apb_number(data["score"])
+    if grade is None:
+        notes.append(f"apb: score {data['score']!r} is not a number (the benchmark's statistics cannot average it)")
+    return Verdict(is_correct=correct, grade=grade, errors=flags, reasoning=_apb_text(data["reasoning"]),
+                   model_is_correct=correct, dialect="flat", notes=notes, **common)

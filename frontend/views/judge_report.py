@@ -5,11 +5,11 @@ with PNG plots."""
 from __future__ import annotations
 
 
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 
-from evaluation.judge.report import LABELS, judge_report
-from evaluation.judge.verdict import E_CODES, TOOL_BROKEN_OUTCOMES, UNSOLVABLE_TYPES
+from evaluation.judge.report import judge_report
+from evaluation.judge.verdict import E_CODES, READINGS, TOOL_BROKEN_OUTCOMES, UNSOLVABLE_TYPES, normalize_reading
 from evaluation.selectors_judge_report import judge_report_rows
 from evaluation.leaderboard import figure_png
 from studio.permissions import require
@@ -25,14 +25,26 @@ def _group_label(g: dict) -> str:
     return " · ".join(parts)
 
 
+def _report(request) -> dict | HttpResponseBadRequest:
+    """The report under ``?reading=studio|apb`` (default studio); a 400 response for another value."""
+    try:
+        reading = normalize_reading(request.GET.get("reading") or None)
+    except ValueError as exc:
+        return HttpResponseBadRequest(f"reading: {exc}", content_type="text/plain")
+    return judge_report(judge_report_rows(reading=reading), reading=reading)
+
+
 def judge_report_page(request):
-    """The report as tables and plots (permission ``agreement.view``)."""
+    """The report as tables and plots (permission ``agreement.view``), under ``?reading=`` (studio by
+    default, or apb: the stored raw answers re-read as the planning benchmark's code does, no judge call)."""
     require(request.user, "agreement.view")
-    report = judge_report(judge_report_rows())
+    report = _report(request)
+    if isinstance(report, HttpResponseBadRequest):
+        return report
     for g in report["groups"]:
         g["label"] = _group_label(g)
     return render(request, "frontend/judge_report.html", {
-        "report": report, "labels": LABELS, "codes": E_CODES, "outcomes": list(TOOL_BROKEN_OUTCOMES.values()),
+        "report": report, "labels": report["labels"], "readings": READINGS, "codes": E_CODES, "outcomes": list(TOOL_BROKEN_OUTCOMES.values()),
         "unsolvable_types": UNSOLVABLE_TYPES, "has_data": bool(report["groups"]),
         "has_tool_broken": any(g["tool_broken"] for g in report["groups"]),
         "has_unsolvable": any(g["unsolvable"] for g in report["groups"]),
@@ -51,7 +63,10 @@ def judge_report_plot(request, name: str):
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    groups = judge_report(judge_report_rows())["groups"]
+    report = _report(request)
+    if isinstance(report, HttpResponseBadRequest):
+        return report
+    groups = report["groups"]
     if name == "tool-broken":
         groups = [g for g in groups if g["tool_broken"]]
     elif name == "unsolvable":
@@ -72,13 +87,13 @@ def judge_report_plot(request, name: str):
         ax.bar([x - w / 2 for x in xs], [val(g["cr_derived_pct"]) for g in groups], w, label="CR % derived")
         ax.bar([x + w / 2 for x in xs], [val(g["cr_judge_pct"]) for g in groups], w, label="CR % judge's is_correct")
         ax.set_ylim(0, 100)
-        ax.set_title("Correctness rate per group")
+        ax.set_title(f"Correctness rate per group ({report['reading']} reading)")
     elif name == "errors":
         w = 0.8 / len(E_CODES)
         for i, c in enumerate(E_CODES):
             ax.bar([x - 0.4 + w * (i + 0.5) for x in xs], [val(g["e_rates_pct"][c]) for g in groups], w, label=c)
         ax.set_ylim(0, 100)
-        ax.set_title("E1–E6 incidence per group, %")
+        ax.set_title(f"E1–E6 incidence per group, % ({report['reading']} reading)")
     elif name == "tool-broken":
         bottom = [0.0] * len(groups)
         for o in TOOL_BROKEN_OUTCOMES.values():
@@ -86,7 +101,7 @@ def judge_report_plot(request, name: str):
             ax.bar(xs, h, 0.6, bottom=bottom, label=o)
             bottom = [b + y for b, y in zip(bottom, h)]
         ax.set_ylim(0, 100)
-        ax.set_title("Tool-broken outcome shares, %")
+        ax.set_title(f"Tool-broken outcome shares, % ({report['reading']} reading)")
     else:
         types = list(UNSOLVABLE_TYPES)
         w = 0.8 / len(types)
@@ -95,7 +110,7 @@ def judge_report_plot(request, name: str):
                    [val((g["unsolvable"].get(t) or {}).get("refusal_rate_pct")) for g in groups], w,
                    label=UNSOLVABLE_TYPES[t])
         ax.set_ylim(0, 100)
-        ax.set_title("Unsolvable: refusal rate per type, %")
+        ax.set_title(f"Unsolvable: refusal rate per type, % ({report['reading']} reading)")
     if groups:
         ax.set_xticks(xs, labels, rotation=15, ha="right", fontsize=7)
         ax.legend(fontsize=7)

@@ -19,7 +19,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import selectors
 from evaluation.api import AdjudicationIn, JudgeJobIn
-from evaluation.judge.verdict import E_CODES, E_DEFINITIONS
+from evaluation.judge.verdict import DEFAULT_READING, E_CODES, E_DEFINITIONS, READINGS
+from evaluation.selectors_judge_report import reread_agreement_rows
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
@@ -325,10 +326,14 @@ def adjudication_record(request, pk: int):
 
 
 def _report(request):
+    """The agreement report under ``?tie_break=`` and ``?reading=studio|apb`` (an unknown value is
+    the default); apb re-reads the judges' stored raw answers, no judge call."""
     tie = request.GET.get("tie_break", "exclude")
     if tie not in ("exclude", "incorrect"):
         tie = "exclude"
-    return agreement_report(selectors.agreement_rows(), tie_break=tie), tie
+    reading = request.GET.get("reading") if request.GET.get("reading") in READINGS else DEFAULT_READING
+    rows = reread_agreement_rows(selectors.agreement_rows(), reading)
+    return agreement_report(rows, tie_break=tie, reading=reading), tie
 
 
 def agreement_page(request):

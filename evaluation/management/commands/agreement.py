@@ -1,9 +1,12 @@
 """``manage.py agreement``: judge / checker / human agreement from a JSON-lines file of verdicts.
 
-    python manage.py agreement --verdicts FILE.jsonl [--group-by dimension,protocol] [--tie-break exclude|incorrect] [--json]
+    python manage.py agreement --verdicts FILE.jsonl [--group-by dimension,protocol] [--tie-break exclude|incorrect]
+        [--reading studio|apb] [--json]
 
 One verdict per line (see :mod:`evaluation.agreement` for the fields and the human-reference
-rule).  ``--json`` prints the whole report; otherwise readable tables.  Touches no database.
+rule).  ``--reading apb`` re-reads each judge row from its ``raw`` answer as the planning
+benchmark's code does (:func:`evaluation.agreement.read_rows`; no judge call); the output names
+the reading.  ``--json`` prints the whole report; otherwise readable tables.  Touches no database.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.agreement import E_CODES, TIE_BREAKS, RowError, agreement_report, load_jsonl
+from evaluation.judge.verdict import DEFAULT_READING, READINGS
 
 
 def _rounded(obj: Any, digits: int = 6) -> Any:
@@ -63,6 +67,8 @@ def render_text(report: dict[str, Any]) -> str:
     src = {}
     for r in report["raters"]:
         src[r["source"]] = src.get(r["source"], 0) + 1
+    out.append(f"reading: {report.get('reading', 'studio')}"
+               + (f" ({report['reading_dropped']} judge verdicts not counted by it)" if report.get("reading_dropped") else ""))
     out.append(f"{report['n_rows']} verdicts on {report['n_runs']} runs; raters: "
                + ", ".join(f"{n} {s}" for s, n in src.items()))
     ref = report["reference"]
@@ -118,6 +124,10 @@ class Command(BaseCommand):
         parser.add_argument("--group-by", default="", help="comma-separated keys, e.g. dimension,protocol")
         parser.add_argument("--tie-break", choices=TIE_BREAKS, default="exclude",
                             help="a human tie: drop the run from that statistic (default) or count it incorrect")
+        parser.add_argument("--reading", choices=READINGS, default=DEFAULT_READING,
+                            help="how judge answers are read: studio (default: the rows' verdicts as given) or apb "
+                                 "(each judge row re-read from its raw answer as the planning benchmark's code "
+                                 "reads it; no judge call)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, **opts):
@@ -135,7 +145,7 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: no verdicts")
         group_by = [k.strip() for k in (opts["group_by"] or "").split(",") if k.strip()]
         try:
-            report = agreement_report(rows, group_by=group_by, tie_break=opts["tie_break"])
+            report = agreement_report(rows, group_by=group_by, tie_break=opts["tie_break"], reading=opts["reading"])
         except (RowError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         if opts["json"]:

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import JudgeConfig
-from evaluation.services_judge import (CUTS, STUCK_AFTER_S, JudgePaused, fail_stuck_judge_jobs, run_judge_job,
+from evaluation.services_judge import (CUTS, STORED_READING, STUCK_AFTER_S, JudgePaused, fail_stuck_judge_jobs, run_judge_job,
                                        select_records, start_judge_job)
 
 
@@ -96,7 +96,7 @@ class Command(BaseCommand):
             err.write("\n")
         summary = {"job": job.pk, "status": job.status, "records": len(job.record_ids), "judgements": job.total,
                    "ok": job.n_ok, "cached": job.n_cached, "failed": job.n_failed, "cost_usd": round(job.cost_usd, 6),
-                   "errors": job.errors}
+                   "errors": job.errors, "reading": STORED_READING}
         if job.status == "paused":
             config.refresh_from_db()
             summary["paused_reason"] = config.paused_reason
@@ -104,7 +104,9 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(summary, indent=2))
         else:
             self.stdout.write(f"job {job.pk} {job.status}: {job.n_ok} ok ({job.n_cached} cached), {job.n_failed} unreadable, "
-                              f"{len(job.errors)} not judged, of {job.total}; cost ${job.cost_usd:.4f}")
+                              f"{len(job.errors)} not judged, of {job.total}; cost ${job.cost_usd:.4f}; "
+                              f"read under the {STORED_READING} reading (judge_report --reading apb re-reads "
+                              "the stored answers, no new call)")
             for e in job.errors[:20]:
                 self.stdout.write(f"  record {e.get('record')} {e.get('protocol') or ''}: {e.get('error')}")
             if summary.get("paused_reason"):

@@ -1,9 +1,12 @@
 """``manage.py judge_report``: the judge's aggregate report per setting x split x regime x judge.
 
-    python manage.py judge_report [--verdicts FILE.jsonl] [--by tested_model,...] [--json]
+    python manage.py judge_report [--verdicts FILE.jsonl] [--reading studio|apb] [--by tested_model,...] [--json]
 
 Without ``--verdicts`` it reads the studio's stored judge and rule-checker verdicts; with it, one
-verdict row per line (fields in :mod:`evaluation.judge.report`) and no database.  ``--json`` prints
+verdict row per line (fields in :mod:`evaluation.judge.report`) and no database.  ``--reading apb``
+re-reads the stored raw answers as the planning benchmark's code does (no judge call; with
+``--verdicts`` the rows must have been read that way, their ``reading`` says so).  The output
+names the reading.  ``--json`` prints
 the whole report; otherwise one table of the headline figures and the robustness breakdowns.
 """
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.judge.report import DEFAULT_EXTRA_KEYS, ReportRowError, judge_report
-from evaluation.judge.verdict import E_CODES
+from evaluation.judge.verdict import DEFAULT_READING, E_CODES, READINGS
 from evaluation.selectors_judge_report import judge_report_rows
 
 
@@ -29,6 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--verdicts", help="JSON-lines file of verdict rows instead of the database")
         parser.add_argument("--by", default=",".join(DEFAULT_EXTRA_KEYS),
                             help="extra grouping keys after setting, split, regime, judge (comma-separated; '' for none)")
+        parser.add_argument("--reading", choices=READINGS, default=DEFAULT_READING,
+                            help="how the judge's answers are read: studio (default) or apb (the planning "
+                                 "benchmark's own parse results; re-reads the stored answers, no judge call)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, **opts):
@@ -45,16 +51,17 @@ class Command(BaseCommand):
                 except json.JSONDecodeError as exc:
                     raise CommandError(f"{path}: line {i}: not JSON ({exc.msg})") from None
         else:
-            rows = judge_report_rows()
+            rows = judge_report_rows(reading=opts["reading"])
         extra = tuple(k.strip() for k in (opts["by"] or "").split(",") if k.strip())
         try:
-            report = judge_report(rows, extra_keys=extra)
+            report = judge_report(rows, extra_keys=extra, reading=opts["reading"])
         except ReportRowError as exc:
             raise CommandError(f"{opts['verdicts'] or 'database'}: {exc}") from None
         if opts["json"]:
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
             return
         keys = report["group_keys"]
+        self.stdout.write(f"reading: {report['reading']}")
         head = keys + ["n", "failed", "CR% derived", "CR% judge", "grade"] + [f"{c}%" for c in E_CODES] + ["robustness"]
         lines = []
         for g in report["groups"]:

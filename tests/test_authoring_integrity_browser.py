@@ -244,6 +244,35 @@ def test_one_qc_jump_stale_replay_and_failed_replay(live_server, browser, make_u
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_broken_reference_reads_the_same_in_every_place(live_server, browser, make_user, client):
+    """A numeric argument bound to a deleted step said only 'expects float' while the answer row said
+    the step was deleted: the reference's message comes first, the same wording in every place."""
+    ada = make_user("ada", "author", password="ada-pass-1")
+    event = import_joplin(raster=False)
+    trajectory = copy.deepcopy(FIVE)
+    trajectory[1]["args"]["meter"] = "<total_filtered> from trajectory[0].obs"  # a float bound to step 0
+    answers = [dict(ANSWERS[0], source="<total_filtered> from trajectory[0].obs")]
+    client.force_login(ada)
+    resp = client.post("/api/tasks/", t2_payload(event, trajectory=trajectory, answer_spec=answers),
+                       content_type="application/json")
+    assert resp.status_code == 201, resp.content
+    ctx, p = _login(browser, live_server, "ada", "ada-pass-1")
+    try:
+        p.goto(f"{live_server.url}/tasks/{resp.json()['id']}/edit/")
+        p.wait_for_function("() => document.querySelector('#save-state').dataset.state === 'saved'")
+        _key(p, "d", step=0)
+        expected = "step 0 (vec.filter_by_attribute) was deleted: undo (u) or rebind"
+        step0 = p.locator("#steps > li").nth(0)
+        assert step0.locator(".arg-row:has(.arg[data-name=meter]) .field-error").text_content() == expected
+        assert step0.locator(".arg-row:has(.arg[data-name=vector_path]) .field-error").text_content() == expected
+        assert p.locator("#answers tbody tr").nth(0).locator(".field-error").text_content() == expected
+        assert "expects" not in step0.text_content()
+        assert not p._errors, p._errors
+    finally:
+        ctx.close()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_new_task_draft_is_offered_back_after_a_reload(live_server, browser, make_user):
     make_user("ada", "author", password="ada-pass-1")
     import_joplin(raster=False)

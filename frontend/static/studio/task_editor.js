@@ -230,7 +230,8 @@
   function parseArg(text, p) {  // -> {value} | {error} | {} (empty: default applies)
     const t = text.trim();
     if (t === "") return {};
-    if (REF_RE.test(t) || /^<[^<>]+>$/.test(t)) return { value: t };
+    // a reference, even a broken one, is checked as a reference (refProblem), never as the parameter's type
+    if (REF_RE.test(t) || REF_LIKE.test(t) || /^<[^<>]+>$/.test(t)) return { value: t };
     const fam = typeFamily(p ? p.type : "any");
     if (fam === "str") return { value: text };
     if (fam === "number") {

@@ -333,6 +333,23 @@ def test_pickers_rank_exact_matches_first_and_never_guess(live_server, browser, 
         p.fill("#ref-search", "total_area_m2")
         p.keyboard.press("Enter")
         assert ans.locator(".ans-source").input_value() == "<total_area_m2> from trajectory[0].obs"
+        # filtered with "count": the exact key first, then keys containing it, outputs that match only
+        # on their tool's name last; no header over nothing (ras.vectorize returns count, total_pixels, ...)
+        ans.locator(".ref-button").click()
+        p.fill("#ref-search", "count")
+        shown = p.evaluate("""() => [...document.querySelectorAll('#ref-list > :not([hidden])')].map(
+            x => x.classList.contains('pick-group') ? 'HEADER ' + x.textContent : x.dataset.ref)""")
+        ranks = p.evaluate("""() => [...document.querySelectorAll('#ref-list .pick-item:not([hidden])')].map(
+            x => x.dataset.rank)""")
+        assert shown[0] == "<count> from trajectory[0].obs", shown
+        assert not [x for x in shown if x.startswith("HEADER")], shown
+        assert ranks == sorted(ranks), ranks
+        assert p.locator("#ref-list .pick-item.active").get_attribute("data-ref") == "<count> from trajectory[0].obs"
+        # cleared: grouped by step again, in the steps' order
+        p.fill("#ref-search", "")
+        headers = [h.text_content() for h in p.locator("#ref-list .pick-group:not([hidden])").all()]
+        assert headers == ["trajectory[0] · ras.vectorize", "trajectory[1] · vec.convex_hull"], headers
+        p.keyboard.press("Escape")
         assert not p._errors, p._errors
     finally:
         ctx.close()

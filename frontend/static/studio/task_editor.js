@@ -630,9 +630,11 @@
     const list = $("#ref-list");
     list.innerHTML = "";
     let any = false;
+    list.classList.remove("ranked");
     for (let n = 0; n < beforeIndex && n < steps.length; n++) {
       const res = resultsOf(n);
-      list.appendChild(el("div", { class: "pick-group", text: `trajectory[${n}] · ${steps[n].call || "no tool"}` }));
+      if (!res.length) continue;  // no header over nothing
+      list.appendChild(el("div", { class: "pick-group", "data-order": list.children.length, text: `trajectory[${n}] · ${steps[n].call || "no tool"}` }));
       const sorted = res.map((r) => ({ ...r, ok: compatible(param, r.type, r.key) })).sort((a, b) => (b.ok - a.ok));
       sorted.forEach((r) => {
         any = true;
@@ -640,10 +642,11 @@
         const value = state.stepValues[n] && state.stepValues[n][r.key];
         list.appendChild(el("div", {
           class: "pick-item" + (r.ok ? "" : " incompatible"), role: "option", "data-ref": ref, "data-key": r.key.toLowerCase(),
-          "data-search": `${r.key} ${r.type} ${steps[n].call}`.toLowerCase(),
+          "data-search": `${r.key} ${r.type} ${steps[n].call}`.toLowerCase(), "data-step": n, "data-order": list.children.length,
           title: r.ok ? "" : `type ${r.type} may not fit ${param ? param.type : ""}`,
           onclick: () => { input.value = ref; input.dispatchEvent(new Event("input", { bubbles: true })); input.dispatchEvent(new Event("change", { bubbles: true })); closePickers(); input.focus(); },
         }, el("code", { text: r.key }), el("span", { class: "arg-type", text: r.type }),
+          el("span", { class: "pick-step hint", text: ` · trajectory[${n}] ${steps[n].call}` }),
           value !== undefined ? el("span", { class: "hint", text: ` = ${showArg(value).slice(0, 40)}` }) : null));
       });
     }
@@ -655,13 +658,33 @@
     if (first) first.classList.add("active");
     $("#ref-search").focus();
   }
+  // the reference picker's order while filtering: the exact key first, then keys that contain the
+  // text, then outputs that match only on their tool's name or type; the nearest step first among
+  // equals. Ranked, the list is flat (each row names its step); unfiltered, it is grouped by step.
+  function refRank(item, w) {
+    if (!w) return 0;
+    if (item.dataset.key === w) return 1;
+    if (item.dataset.key.includes(w)) return 2;
+    return item.dataset.search.includes(w) ? 3 : null;
+  }
   $("#ref-search").addEventListener("input", () => {
+    const list = $("#ref-list");
     const w = $("#ref-search").value.trim().toLowerCase();
-    $$("#ref-list .pick-item").forEach((it) => { it.hidden = !it.dataset.search.includes(w); it.classList.remove("active"); });
-    // an exact key ranks first (area_m2 before total_area_m2), the nearest step first among equals
-    const shown = $$("#ref-list .pick-item:not([hidden])");
-    const exact = shown.filter((it) => it.dataset.key === w);
-    const first = exact.length ? exact[exact.length - 1] : shown[0];
+    const rows = [...list.children].filter((x) => x.classList.contains("pick-item") || x.classList.contains("pick-group"));
+    const items = rows.filter((x) => x.classList.contains("pick-item"));
+    items.forEach((it) => { it.dataset.rank = refRank(it, w) ?? ""; it.hidden = it.dataset.rank === ""; it.classList.remove("active"); });
+    const byOrder = (a, b) => a.dataset.order - b.dataset.order;
+    if (w) {
+      list.classList.add("ranked");
+      rows.filter((x) => x.classList.contains("pick-group")).forEach((g) => { g.hidden = true; });
+      items.filter((it) => !it.hidden)
+        .sort((a, b) => (a.dataset.rank - b.dataset.rank) || (b.dataset.step - a.dataset.step) || byOrder(a, b))
+        .forEach((it) => list.appendChild(it));
+    } else {  // back to the steps' groups, in their order
+      list.classList.remove("ranked");
+      rows.sort(byOrder).forEach((x) => { if (x.classList.contains("pick-group")) x.hidden = false; list.appendChild(x); });
+    }
+    const first = $("#ref-list .pick-item:not([hidden]):not(.incompatible)") || $("#ref-list .pick-item:not([hidden])");
     if (first) { first.classList.add("active"); first.scrollIntoView({ block: "nearest" }); }
   });
   $("#ref-search").addEventListener("keydown", (e) => {

@@ -156,7 +156,17 @@
           if (spec.className) mk.className = spec.className;
           return L.circleMarker(latlng, mk);
         },
-        onEachFeature: function (feature, lyr) { lyr.bindPopup(function () { return popupHtml(spec, feature); }, { maxWidth: 360 }); }
+        // a feature's popup, unless the map is picking a location (a comment's pin): then the click
+        // on the feature is the location (Leaflet's bindPopup would stop the click before the map)
+        onEachFeature: function (feature, lyr) {
+          lyr.on('click', function (e) {
+            var map = lyr._map;
+            if (!map) return;
+            L.DomEvent.stop(e);
+            if (map._studioPick) { map._studioPick(e.latlng); return; }
+            L.popup({ maxWidth: 360 }).setLatLng(e.latlng).setContent(popupHtml(spec, feature)).openOn(map);
+          });
+        }
       };
       if (pane) geoOpts.pane = pane;
       layer = L.geoJSON(null, geoOpts);
@@ -372,6 +382,7 @@
     if (config.wheelModifier !== false) wheelWithModifier(map);  // opt out only on a full-page map
     // click-to-identify: vectors open their own popup; elsewhere the visible rasters' values
     map.on('click', function (e) {
+      if (map._studioPick) { map._studioPick(e.latlng); return; }
       var t = e.originalEvent && e.originalEvent.target;
       if (t && t.classList && t.classList.contains('leaflet-interactive')) return;
       if (map.pm && map.pm.globalDrawModeEnabled && map.pm.globalDrawModeEnabled()) return;
@@ -397,6 +408,17 @@
 
     var ctl = {
       map: map, frame: frame, entries: {}, _order: [], _panel: null, _pending: [],
+      // the next click anywhere on the map, on a feature too (a building box, a step's polygon), is
+      // handed to callback(latlng) instead of identifying; cancelPick() disarms it
+      pickLocation: function (callback) {
+        map.closePopup();
+        map.getContainer().classList.add('studio-picking');
+        map._studioPick = function (latlng) { ctl.cancelPick(); callback(latlng); };
+      },
+      cancelPick: function () {
+        map._studioPick = null;
+        map.getContainer().classList.remove('studio-picking');
+      },
       addOverlay: function (spec, opts) { return addEntry(spec, opts || {}, true); },
       removeOverlay: function (id) {
         var entry = ctl.entries[id];

@@ -59,17 +59,17 @@
   function currentMap() {
     const v = R.pageViewer && R.pageViewer();
     const c = v && v.controllers()[0];
-    return c ? { map: c.map, frame: c.frame } : null;
+    return c ? { map: c.map, frame: c.frame, ctl: c } : null;
   }
   function armMapClick() {
     const m = currentMap();
     if (!m) return;
-    m.map.getContainer().style.cursor = "crosshair";
-    m.map.once("click", (e) => {
-      m.map.getContainer().style.cursor = "";
-      location_ = { frame: m.frame, x: +e.latlng.lng.toFixed(m.frame === "pixel" ? 1 : 7), y: +e.latlng.lat.toFixed(m.frame === "pixel" ? 1 : 7) };
+    // any click on the map, a building box or a step's polygon too, places the pin
+    m.ctl.pickLocation((latlng) => {
+      const digits = m.frame === "pixel" ? 1 : 7;
+      location_ = { frame: m.frame, x: +latlng.lng.toFixed(digits), y: +latlng.lat.toFixed(digits) };
       if (marker) marker.remove();
-      marker = L.circleMarker(e.latlng, { radius: 8, color: "#ffb300", weight: 3 }).addTo(m.map);
+      marker = L.circleMarker(latlng, { radius: 8, color: "#ffb300", weight: 3 }).addTo(m.map);
       $("#comment-location").textContent = `${m.frame} x=${location_.x}, y=${location_.y}`;
       $("#comment-body").focus();
     });
@@ -79,6 +79,8 @@
   if (pin) pin.addEventListener("change", () => {
     location_ = null;
     $("#comment-location").textContent = "";
+    const m = currentMap();
+    if (m) m.ctl.cancelPick();
     if (pin.value === "map") armMapClick();
   });
   const send = $("#comment-send");

@@ -1,0 +1,71 @@
+"""A comment's map pin lands where the reviewer clicks, on a building box or a step's polygon too
+(a feature's popup used to stop the click: the hint stayed "click the map to place the pin…").
+Debian Chromium through Playwright, on the Joplin footprints (tests/test_review_workflow.py)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from annotation.models import TaskComment as Comment
+from conftest import sign_in
+from test_review_workflow import import_joplin, t2_payload
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
+    pytest.mark.django_db(transaction=True),
+]
+
+# the centre of the first footprint path drawn on the task page's map, and what the click reaches
+CLICK_A_BUILDING = """() => {
+  const path = [...document.querySelectorAll('#replay-map path.leaflet-interactive')]
+    .find(p => { const r = p.getBoundingClientRect(); return r.width > 6 && r.height > 6; });
+  if (!path) return null;
+  const r = path.getBoundingClientRect();
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  return {x, y, onFeature: !!hit && hit.classList.contains('leaflet-interactive')};
+}"""
+
+
+def test_a_pin_lands_on_a_building(live_server, browser, make_user, client):
+    ada = make_user("ada", "author", password="ada-pass-1")
+    event = import_joplin(raster=False)
+    client.force_login(ada)
+    resp = client.post("/api/tasks/", t2_payload(event), content_type="application/json")
+    assert resp.status_code == 201, resp.content
+    tid = resp.json()["id"]
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = ctx.new_page()
+    try:
+        sign_in(page, live_server.url, "ada", "ada-pass-1")
+        page.goto(f"{live_server.url}/tasks/{tid}/")
+        page.wait_for_function("() => document.querySelectorAll('#replay-map path.leaflet-interactive').length > 0",
+                               timeout=20000)
+        page.select_option("#comment-pin", "map")
+        assert page.locator("#comment-location").text_content() == "click the map to place the pin…"
+        page.locator("#replay-map").scroll_into_view_if_needed()
+        spot = page.evaluate(CLICK_A_BUILDING)
+        assert spot and spot["onFeature"], spot  # the click reaches a building, not bare map
+        page.mouse.click(spot["x"], spot["y"])
+        where = page.locator("#comment-location").text_content()
+        assert where.startswith("geographic x=-94.") and ", y=37." in where, where  # Joplin, Missouri
+        assert page.locator("#replay-map .leaflet-popup").count() == 0  # no identify popup instead
+        page.fill("#comment-body", "This building's damage class looks wrong.")
+        page.click("#comment-send")
+        page.wait_for_load_state("load")
+        for _ in range(50):
+            if Comment.objects.filter(task_id=tid).exists():
+                break
+            page.wait_for_timeout(100)
+        loc = Comment.objects.get(task_id=tid).location
+        assert loc["frame"] == "geographic" and -95 < loc["x"] < -94 and 37 < loc["y"] < 38, loc
+        # with no pin being placed, a click on the building opens its popup as before
+        page.wait_for_function("() => document.querySelectorAll('#replay-map path.leaflet-interactive').length > 0")
+        page.locator("#replay-map").scroll_into_view_if_needed()
+        spot = page.evaluate(CLICK_A_BUILDING)
+        page.mouse.click(spot["x"], spot["y"])
+        page.wait_for_selector("#replay-map .leaflet-popup")
+    finally:
+        ctx.close()

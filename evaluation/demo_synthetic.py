@@ -181,7 +181,7 @@ def footprints() -> dict:
     feats = []
     for b in buildings():
         corners = [(b["x0"], b["y0"]), (b["x1"], b["y0"]), (b["x1"], b["y1"]), (b["x0"], b["y1"]), (b["x0"], b["y0"])]
-        ring = [[float(v) for v in t * xy] for xy in corners]
+        ring = [[float(v) for v in t @ xy] for xy in corners]
         feats.append({"type": "Feature",
                       "properties": {"uid": f"SYNTHETIC-r{b['row']}c{b['col']}", "subtype": SUBTYPES[b["class"]],
                                      "damage_class": b["class"]},

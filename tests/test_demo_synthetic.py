@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,3 +126,35 @@ def test_demo_without_real_data_builds_the_synthetic_event_tasks_and_run(setting
     call_command("demo", stdout=io.StringIO())
     assert (Event.objects.count(), event.layers.count(), Task.objects.count(), ReplayRun.objects.count(),
             AgentRun.objects.count()) == counts
+
+
+@pytest.mark.django_db
+def test_synthetic_demo_tasks_walk_review_release_and_scoring(settings, tmp_path):
+    """The synthetic tasks pass submission (QC, replay), review and a published release; the
+    release exported in the benchmark's layout scores 1.0 against itself, and the example run
+    imported against the release scores as worked out in the module docstring (0.5)."""
+    from annotation.services import review
+    from evaluation.scoring import evaluate_sanity
+    from evaluation.services import import_run_dir
+    from releases.services.releases import create_release, export_release, publish_release
+
+    settings.STUDIO_DEMO_DATA = tmp_path / "missing"
+    call_command("demo", stdout=io.StringIO())
+    users = get_user_model().objects.in_bulk(["ada", "rey", "maxine"], field_name="username")
+    tasks = list(Task.objects.filter(question_id__startswith="SYNTHETIC-").order_by("question_id"))
+    assert len(tasks) == 2
+    for task in tasks:
+        review.submit(users["ada"], task)
+        review.start_review(users["rey"], task)
+        review.approve(users["rey"], task)
+    release = publish_release(users["maxine"], create_release(users["maxine"], "0.1.0", "SYNTHETIC demo"))
+    assert sorted(Task.objects.values_list("status", flat=True)) == ["released", "released"]
+
+    export_release(release, tmp_path / "export")
+    t1 = json.loads((tmp_path / "export" / "tasks" / "t1_perception_and_assessment.json").read_text())
+    assert t1[0]["tasks"][0]["final_answer"] == {"destroyed_building_count": 4, "damaged_area_m2": 1800.0}
+    assert evaluate_sanity(tmp_path / "export" / "tasks")["dora_score"] == 1.0
+
+    run = import_run_dir(users["maxine"], Path(settings.BASE_DIR) / "fixtures" / "demo_run_synthetic", "SYNTHETIC-agent-on-0.1.0",
+                         release=release)
+    assert run.dora_score == 0.5 and run.records.count() == 2

@@ -34,7 +34,9 @@ the mask agree pixel for pixel. Facts the demo tasks rely on (worked out from th
 
 * 4 destroyed buildings, 4 separate regions of class 4 in the mask (the two side by side in
   row 2 are 8 m apart);
-* 6 buildings of class 3 or 4: 7 200 px = 1 800 m²;
+* the mask annotates the post image, so a replay fills ``seg.building_damage`` from it in the
+  damage tools' classes (``kernel/tools/perception.py``: minor and major → 2 partially damaged,
+  destroyed → 3, un-classified → 0): 9 damaged or destroyed buildings, 10 800 px = 2 700 m²;
 * 9 footprints lie within 10 m of a destroyed one (the 4 destroyed ones and their 5 other
   neighbours in a row, 8 m away; rows are 30 m apart); a 10 m buffer covers the destroyed
   footprints wholly (4 × 300 m²) and a 2 m × 15 m strip of each of the 5 neighbours

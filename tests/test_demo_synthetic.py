@@ -6,16 +6,19 @@ classes of ``DAMAGE_GRID``: 14 no-damage, 3 minor, 2 major, 4 destroyed, 1 un-cl
 
 - mask pixel counts: background 512² − 24 · 1 200 = 233 344; no-damage 16 800, minor 3 600,
   major 2 400, destroyed 4 800, un-classified 1 200;
-- T1 gold: 4 destroyed regions (no two destroyed buildings touch); classes 3 and 4 cover
-  6 · 1 200 px · 0.25 m² = 1 800 m²;
+- T1 gold: seg.building_damage is filled from the mask (it annotates the post image) in the damage
+  tools' classes (minor, major → 2; destroyed → 3; un-classified → 0): 4 regions of class 3 (no two
+  destroyed buildings touch); classes 2 and 3 cover (3 + 2 + 4) · 1 200 px · 0.25 m² = 2 700 m²;
 - T2 gold: the destroyed buildings r0c3, r1c0, r2c3, r2c4 and their other row neighbours r0c2,
   r0c4, r1c1, r2c2, r2c5 (8 m away; the next row is 30 m away) = 9 footprints within 10 m;
   overlap = 4 · 300 m² + 5 strips of 2 m × 15 m = 1 350 m² (the footprints go through EPSG:4326
   and back: a tolerance of 0.01 m²);
-- the example run (fixtures/demo_run_synthetic): T1 answers 6 destroyed (|6 − 4| = 2 > 1 + 0.2·4)
-  and 1 800 m² (exact): 0.5; T2 answers 9 (exact) and 2 100 m² (|2 100 − 1 350| > 1 + 0.2·1 350):
+- the example run (fixtures/demo_run_synthetic): T1 answers 9 destroyed (|9 − 4| = 5 > 1 + 0.2·4)
+  and 2 700 m² (exact): 0.5; T2 answers 9 (exact) and 2 100 m² (|2 100 − 1 350| > 1 + 0.2·1 350):
   0.5; DORA score = mean(0.5, 0.5) = 0.5 (the scalar rule of dora/evaluation.py, tau_r = 0.2,
-  tau_a = 1).
+  tau_a = 1). Its tools are the gold's, in order (t_any = t_ord = t_em = eff = 1); arguments:
+  T1 2/2, 1/2 (classes [2, 3] vs [3]) and 3/3 → par_acc 2.5/3; T2 3/3, 1/2 (its path names step 0's
+  output as the gold's reference does; meter 20 vs 10) and 2/2 → 2.5/3.
 """
 from __future__ import annotations
 
@@ -103,7 +106,7 @@ def test_demo_without_real_data_builds_the_synthetic_event_tasks_and_run(setting
     t1 = Task.objects.get(question_id="SYNTHETIC-hurricane_demo01_task0")
     t2 = Task.objects.get(question_id="SYNTHETIC-hurricane_demo02_task0")
     assert (t1.dimension, t2.dimension) == ("t1", "t2")
-    assert _succeeded_answer(t1) == {"destroyed_building_count": 4, "damaged_area_m2": 1800.0}
+    assert _succeeded_answer(t1) == {"destroyed_building_count": 4, "damaged_area_m2": 2700.0}
     a2 = _succeeded_answer(t2)
     assert a2["buildings_near_destroyed"] == 9
     assert a2["overlap_area_m2"] == pytest.approx(1350.0, abs=0.01)
@@ -114,6 +117,8 @@ def test_demo_without_real_data_builds_the_synthetic_event_tasks_and_run(setting
     r2 = RunRecord.objects.get(run=run, task=t2)
     assert r1.task_score == 0.5 and r1.field_scores == {"destroyed_building_count": 0.0, "damaged_area_m2": 1.0}
     assert r2.task_score == 0.5 and r2.field_scores == {"buildings_near_destroyed": 1.0, "overlap_area_m2": 0.0}
+    assert (r1.t_any, r1.t_ord, r1.t_em, r1.eff) == (1.0, 1.0, 1.0, 1.0) == (r2.t_any, r2.t_ord, r2.t_em, r2.eff)
+    assert r1.par_acc == pytest.approx(2.5 / 3, abs=1e-6) and r2.par_acc == pytest.approx(2.5 / 3, abs=1e-6)
 
     # the event page says SYNTHETIC
     client.force_login(get_user_model().objects.get(username="maxine"))
@@ -152,7 +157,7 @@ def test_synthetic_demo_tasks_walk_review_release_and_scoring(settings, tmp_path
 
     export_release(release, tmp_path / "export")
     t1 = json.loads((tmp_path / "export" / "tasks" / "t1_perception_and_assessment.json").read_text())
-    assert t1[0]["tasks"][0]["final_answer"] == {"destroyed_building_count": 4, "damaged_area_m2": 1800.0}
+    assert t1[0]["tasks"][0]["final_answer"] == {"destroyed_building_count": 4, "damaged_area_m2": 2700.0}
     assert evaluate_sanity(tmp_path / "export" / "tasks")["dora_score"] == 1.0
 
     run = import_run_dir(users["maxine"], Path(settings.BASE_DIR) / "fixtures" / "demo_run_synthetic", "SYNTHETIC-agent-on-0.1.0",

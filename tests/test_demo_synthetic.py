@@ -13,7 +13,7 @@ classes of ``DAMAGE_GRID``: 14 no-damage, 3 minor, 2 major, 4 destroyed, 1 un-cl
   r0c4, r1c1, r2c2, r2c5 (8 m away; the next row is 30 m away) = 9 footprints within 10 m;
   overlap = 4 · 300 m² + 5 strips of 2 m × 15 m = 1 350 m² (the footprints go through EPSG:4326
   and back: a tolerance of 0.01 m²);
-- the example run (fixtures/demo_run_synthetic): T1 answers 9 destroyed (|9 − 4| = 5 > 1 + 0.2·4)
+- the example run (fixtures/SYNTHETIC_demo_run): T1 answers 9 destroyed (|9 − 4| = 5 > 1 + 0.2·4)
   and 2 700 m² (exact): 0.5; T2 answers 9 (exact) and 2 100 m² (|2 100 − 1 350| > 1 + 0.2·1 350):
   0.5; DORA score = mean(0.5, 0.5) = 0.5 (the scalar rule of dora/evaluation.py, tau_r = 0.2,
   tau_a = 1). Its tools are the gold's, in order (t_any = t_ord = t_em = eff = 1); arguments:
@@ -160,6 +160,6 @@ def test_synthetic_demo_tasks_walk_review_release_and_scoring(settings, tmp_path
     assert t1[0]["tasks"][0]["final_answer"] == {"destroyed_building_count": 4, "damaged_area_m2": 2700.0}
     assert evaluate_sanity(tmp_path / "export" / "tasks")["dora_score"] == 1.0
 
-    run = import_run_dir(users["maxine"], Path(settings.BASE_DIR) / "fixtures" / "demo_run_synthetic", "SYNTHETIC-agent-on-0.1.0",
+    run = import_run_dir(users["maxine"], Path(settings.BASE_DIR) / "fixtures" / "SYNTHETIC_demo_run", "SYNTHETIC-agent-on-0.1.0",
                          release=release)
     assert run.dora_score == 0.5 and run.records.count() == 2

@@ -5,7 +5,7 @@ STUDIO_DEMO_DATA (default ../shared/realdata). When that folder is missing (a fr
 ../shared) it says so and builds a SYNTHETIC event instead (``evaluation.demo_synthetic``: a
 generated pre/post GeoTIFF pair, an xBD-class damage mask and building footprints, imported through
 the same importers), with its own two replayed tasks (``fixtures/demo_tasks_synthetic.json``) and
-example run (``fixtures/demo_run_synthetic``), so that the whole workflow can be walked.
+example run (``fixtures/SYNTHETIC_demo_run``), so that the whole workflow can be walked.
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class Command(BaseCommand):
             self._import_synthetic()
             tasks = self._tasks(users["ada"], users["maxine"], FIXTURES / "demo_tasks_synthetic.json",
                                 lambda event: dict(SYNTHETIC_NAMES))
-            self._run(users["maxine"], FIXTURES / "demo_run_synthetic", SYNTHETIC_AGENT)
+            self._run(users["maxine"], FIXTURES / "SYNTHETIC_demo_run", SYNTHETIC_AGENT)
         self._print_users(out)
         out.write(f"\nWhere to click (http://{opts['host']}, log in as one of the users above):\n")
         for slug in Event.objects.order_by("slug").values_list("slug", flat=True):

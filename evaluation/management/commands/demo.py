@@ -1,7 +1,11 @@
 """manage.py demo: load the real demo data, users, two example tasks (replayed) and an example agent run.
 
 Idempotent: running it again changes nothing that exists. Reads the real data from
-STUDIO_DEMO_DATA (default ../shared/realdata) and says clearly when that folder is missing.
+STUDIO_DEMO_DATA (default ../shared/realdata). When that folder is missing (a fresh clone without
+../shared) it says so and builds a SYNTHETIC event instead (``evaluation.demo_synthetic``: a
+generated pre/post GeoTIFF pair, an xBD-class damage mask and building footprints, imported through
+the same importers), with its own two replayed tasks (``fixtures/demo_tasks_synthetic.json``) and
+example run (``fixtures/SYNTHETIC_demo_run``), so that the whole workflow can be walked.
 """
 from __future__ import annotations
 
@@ -13,8 +17,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from annotation.models import Event, Task
+from annotation.importers.common import DAMAGE_CLASS_MAP
 from annotation.services import imports
 from annotation.services.tasks import build_input_data, create_task
+from evaluation import demo_synthetic
 from evaluation.models import AgentRun
 from evaluation.services import import_run_dir
 from replay.models import ReplayRun
@@ -33,7 +39,8 @@ DEMO_USERS = [
 
 
 class Command(BaseCommand):
-    help = "Load the studio's demo: real events, demo users, two replayed example tasks, one example agent run."
+    help = ("Load the studio's demo: real events (a SYNTHETIC event when STUDIO_DEMO_DATA is missing), demo users, "
+            "two replayed example tasks, one example agent run.")
 
     def add_arguments(self, parser):
         parser.add_argument("--skip-osm", action="store_true", help="do not import the OSM extract")
@@ -45,16 +52,21 @@ class Command(BaseCommand):
         users["maxine"].is_superuser = users["maxine"].is_staff = True
         users["maxine"].save(update_fields=["is_superuser", "is_staff"])
         root = Path(settings.STUDIO_DEMO_DATA)
-        if not root.is_dir():
-            out.write(self.style.ERROR(
+        if root.is_dir():
+            self._import(root, opts["skip_osm"])
+            tasks = self._tasks(users["ada"], users["maxine"], FIXTURES / "demo_tasks.json", _placeholders)
+            self._run(users["maxine"], FIXTURES / "demo_run", "demo-agent")
+        else:
+            out.write(self.style.WARNING(
                 f"\n!! Demo data folder missing: {root}\n"
-                "!! The studio starts without demo events. Set STUDIO_DEMO_DATA to the folder that holds\n"
-                "!! xbd-hurricane-florence/, xbd-socal-fire/, xview2-deploy-joplin/, osm-helsinki/ ... and run again.\n"))
-            self._print_users(out)
-            return
-        self._import(root, opts["skip_osm"])
-        tasks = self._tasks(users["ada"], users["maxine"])
-        self._run(users["maxine"])
+                "!! Building a SYNTHETIC demo event instead (generated imagery, mask and footprints; not real data).\n"
+                "!! For the real samples set STUDIO_DEMO_DATA to the folder that holds xbd-hurricane-florence/,\n"
+                "!! xbd-socal-fire/, xview2-deploy-joplin/, osm-helsinki/ ... (../shared/realdata; each folder's\n"
+                "!! SOURCE.md says where it comes from) and run again.\n"))
+            self._import_synthetic()
+            tasks = self._tasks(users["ada"], users["maxine"], FIXTURES / "demo_tasks_synthetic.json",
+                                lambda event: dict(SYNTHETIC_NAMES))
+            self._run(users["maxine"], FIXTURES / "SYNTHETIC_demo_run", SYNTHETIC_AGENT)
         self._print_users(out)
         out.write(f"\nWhere to click (http://{opts['host']}, log in as one of the users above):\n")
         for slug in Event.objects.order_by("slug").values_list("slug", flat=True):
@@ -92,12 +104,33 @@ class Command(BaseCommand):
             self._step("importing OSM roads and POIs of Helsinki")
             imports.import_osm_file(root / "osm-helsinki" / "test.osm.pbf", event_slug="helsinki-osm")
 
-    def _tasks(self, author, maintainer) -> list[Task]:
-        spec = json.loads((FIXTURES / "demo_tasks.json").read_text())
+    def _import_synthetic(self):
+        """Generate the SYNTHETIC files under the data root and import them like any other data."""
+        folder = Path(settings.STUDIO_DATA_ROOT) / "demo-sources" / "SYNTHETIC"
+        self._step(f"generating the SYNTHETIC event's files in {folder}")
+        paths = demo_synthetic.write_synthetic_event(folder)
+        slug, dtype = demo_synthetic.EVENT_SLUG, "hurricane"
+        self._step("importing SYNTHETIC pre/post imagery, damage mask (xBD classes) and building footprints")
+        # the first import names the event (an importer names a new event after its `name`);
+        # the second, unchanged, only renames that layer
+        imports.import_raster_file(paths["pre"], event_slug=slug, phase="pre", modality="optical",
+                                   disaster_type=dtype, name=demo_synthetic.EVENT_NAME)
+        imports.import_raster_file(paths["pre"], event_slug=slug, phase="pre", modality="optical",
+                                   disaster_type=dtype, name="SYNTHETIC pre-disaster image")
+        imports.import_raster_file(paths["post"], event_slug=slug, phase="post", modality="optical",
+                                   disaster_type=dtype, name="SYNTHETIC post-disaster image")
+        imports.import_raster_file(paths["mask"], event_slug=slug, kind="mask", class_map=DAMAGE_CLASS_MAP,
+                                   annotates=demo_synthetic.FILES["post"], disaster_type=dtype,
+                                   name="SYNTHETIC damage mask (xBD classes)")
+        imports.import_vector_file(paths["buildings"], event_slug=slug, modality="buildings", disaster_type=dtype,
+                                   name="SYNTHETIC building footprints")
+
+    def _tasks(self, author, maintainer, spec_path: Path, placeholders) -> list[Task]:
+        spec = json.loads(spec_path.read_text())
         tasks = []
         for t in spec["tasks"]:
             event = Event.objects.get(slug=t["event"])
-            names = _placeholders(event)
+            names = placeholders(event)
             fill = lambda v: _fill(v, names)  # noqa: E731
             qid = f"{t['sample_id']}_task0"
             task = Task.objects.filter(question_id=qid).first()
@@ -119,11 +152,17 @@ class Command(BaseCommand):
             tasks.append(task)
         return tasks
 
-    def _run(self, maintainer):
-        if AgentRun.objects.filter(agent__name="demo-agent").exists():
+    def _run(self, maintainer, run_dir: Path, agent: str):
+        if AgentRun.objects.filter(agent__name=agent).exists():
             return
-        run = import_run_dir(maintainer, FIXTURES / "demo_run", "demo-agent")
+        run = import_run_dir(maintainer, run_dir, agent)
         self._step(f"imported example agent run: DORA score {run.dora_score}")
+
+
+#: the layer names the synthetic tasks' {key} placeholders stand for (importers keep a raster's
+#: file name and name a GeoJSON layer ``<stem>.geojson``)
+SYNTHETIC_NAMES = dict(demo_synthetic.FILES)
+SYNTHETIC_AGENT = "SYNTHETIC-demo-agent"
 
 
 def _placeholders(event: Event) -> dict[str, str]:

@@ -69,3 +69,36 @@ def test_a_pin_lands_on_a_building(live_server, browser, make_user, client):
         page.wait_for_selector("#replay-map .leaflet-popup")
     finally:
         ctx.close()
+
+
+IDENTIFY_ORDER = """() => [...document.querySelectorAll('#event-map .studio-identify > *')].map(x =>
+  x.classList.contains('studio-identify-feature') ? 'feature ' + x.querySelector('.studio-popup-title').textContent
+  : x.classList.contains('studio-identify-raster') ? 'raster ' + x.querySelector('b').textContent : 'other')"""
+
+
+def test_identify_reads_every_layer_under_the_click_top_first(live_server, browser, make_user):
+    """A click on a building gives one readout: the vector layers' features there (drawn on top),
+    then the raster's value, not the clicked vector alone."""
+    make_user("ada", "author", password="ada-pass-1")
+    event = import_joplin(raster=True)
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = ctx.new_page()
+    try:
+        sign_in(page, live_server.url, "ada", "ada-pass-1")
+        page.goto(f"{live_server.url}/events/{event.slug}/")
+        page.wait_for_function("() => document.querySelectorAll('#event-map path.leaflet-interactive').length > 0",
+                               timeout=20000)
+        page.locator("#event-map").scroll_into_view_if_needed()
+        spot = page.evaluate(CLICK_A_BUILDING.replace("#replay-map", "#event-map"))
+        assert spot and spot["onFeature"], spot
+        page.mouse.click(spot["x"], spot["y"])
+        page.wait_for_selector("#event-map .studio-identify .studio-identify-raster", timeout=10000)
+        order = page.evaluate(IDENTIFY_ORDER)
+        kinds = [x.split(" ")[0] for x in order]
+        assert "feature" in kinds and "raster" in kinds and "other" not in kinds, order
+        assert kinds == sorted(kinds), order  # every vector feature above every raster value
+        names = page.evaluate("""() => [...document.querySelectorAll('#event-map .studio-layer-row')].map(r =>
+            r.querySelector('.studio-layer-name').textContent + '=' + r.querySelector('input').checked)""")
+        assert any("bldg_polys" in x for x in order), (order, names)
+    finally:
+        ctx.close()

@@ -104,6 +104,35 @@
     return html + '</table></div>';
   }
 
+  // at most this many features of one layer in a click's readout
+  var IDENTIFY_MAX_FEATURES = 5;
+
+  // whether a point lies in a ring of LatLngs (ray casting; lng as x, lat as y: the pixel frame's
+  // CRS.Simple and small geographic extents alike)
+  function ringContains(ring, ll) {
+    var inside = false;
+    for (var i = 0, j = ring.length - 1; i < ring.length; j = i++) {
+      var a = ring[i], b = ring[j];
+      if ((a.lat > ll.lat) !== (b.lat > ll.lat) &&
+          ll.lng < (b.lng - a.lng) * (ll.lat - a.lat) / (b.lat - a.lat) + a.lng) inside = !inside;
+    }
+    return inside;
+  }
+  // Leaflet's polygon LatLngs: a ring, [outer, holes...], or a list of those (a multipolygon)
+  function polygonContains(latlngs, ll) {
+    if (!latlngs.length) return false;
+    if (L.LineUtil.isFlat(latlngs)) return ringContains(latlngs, ll);
+    if (L.LineUtil.isFlat(latlngs[0])) {
+      if (!ringContains(latlngs[0], ll)) return false;
+      for (var i = 1; i < latlngs.length; i++) if (ringContains(latlngs[i], ll)) return false;
+      return true;
+    }
+    return latlngs.some(function (p) { return polygonContains(p, ll); });
+  }
+  function featureContains(layer, ll) {
+    return layer instanceof L.Polygon && layer.getBounds().contains(ll) && polygonContains(layer.getLatLngs(), ll);
+  }
+
   function featureColour(spec, feature) {
     var props = (feature && feature.properties) || {};
     var by = spec.colorBy || [];
@@ -164,7 +193,7 @@
             if (!map) return;
             L.DomEvent.stop(e);
             if (map._studioPick) { map._studioPick(e.latlng); return; }
-            L.popup({ maxWidth: 360 }).setLatLng(e.latlng).setContent(popupHtml(spec, feature)).openOn(map);
+            map.fire('studio:identify', { latlng: e.latlng, hit: lyr });  // one readout of every layer there
           });
         }
       };
@@ -380,30 +409,54 @@
     if (pixel) map.getContainer().classList.add('studio-pixel-map');
     new CursorReadout({ position: 'bottomright', frame: frame, gsd: gsd }).addTo(map);
     if (config.wheelModifier !== false) wheelWithModifier(map);  // opt out only on a full-page map
-    // click-to-identify: vectors open their own popup; elsewhere the visible rasters' values
+    // click-to-identify: one readout of the visible layers under the click, the top one first
+    // (vectors are drawn over rasters, a later layer over an earlier one): each vector layer's
+    // features that contain the point (or the feature clicked), each raster's value and class name
+    function identifyAt(ll, hit) {
+      if (map.pm && map.pm.globalDrawModeEnabled && map.pm.globalDrawModeEnabled()) return;
+      var ranked = ctl._order.map(function (id, k) { return { en: ctl.entries[id], k: k }; })
+        .filter(function (r) { return r.en.visible && r.en.layer; })
+        .map(function (r) { r.raster = !!(r.en.spec.tiles || r.en.spec.image); return r; })
+        .sort(function (a, b) { return (a.raster - b.raster) || (b.k - a.k); });
+      Promise.all(ranked.map(function (r) {
+        var en = r.en;
+        if (en.spec.valueUrl) {
+          return fetch(en.spec.valueUrl + (en.spec.valueUrl.indexOf('?') < 0 ? '?' : '&') + 'x=' + encodeURIComponent(ll.lng) + '&y=' + encodeURIComponent(ll.lat), { credentials: 'same-origin' })
+            .then(function (resp) { return resp.ok ? resp.json() : null; }).catch(function () { return null; })
+            .then(function (v) { return v ? { spec: en.spec, value: v } : null; });
+        }
+        if (r.raster || !en.layer.eachLayer) return null;
+        var feats = [];
+        en.layer.eachLayer(function (f) { if (f === hit || featureContains(f, ll)) feats.push(f.feature); });
+        return feats.length ? { spec: en.spec, features: feats } : null;
+      })).then(function (rows) {
+        var box = el('div', 'studio-identify');
+        rows.forEach(function (row) {
+          if (!row) return;
+          if (row.features) {
+            row.features.slice(0, IDENTIFY_MAX_FEATURES).forEach(function (f) {
+              el('div', 'studio-identify-feature', box).innerHTML = popupHtml(row.spec, f);
+            });
+            if (row.features.length > IDENTIFY_MAX_FEATURES) {
+              el('div', 'studio-muted', box, '… ' + (row.features.length - IDENTIFY_MAX_FEATURES) + ' more in ' + row.spec.name);
+            }
+            return;
+          }
+          var v = row.value;
+          var line = el('div', 'studio-identify-raster', box);
+          el('b', '', line, row.spec.name + ': ');
+          line.appendChild(document.createTextNode(v.values === null ? 'outside the raster'
+            : v.values.join(', ') + (v.label ? ' (' + v.label + ')' : '') + ' · col ' + v.col + ', row ' + v.row));
+        });
+        if (box.childNodes.length) L.popup({ maxWidth: 360, maxHeight: 360 }).setLatLng(ll).setContent(box).openOn(map);
+      });
+    }
+    map.on('studio:identify', function (e) { identifyAt(e.latlng, e.hit); });
     map.on('click', function (e) {
       if (map._studioPick) { map._studioPick(e.latlng); return; }
       var t = e.originalEvent && e.originalEvent.target;
       if (t && t.classList && t.classList.contains('leaflet-interactive')) return;
-      if (map.pm && map.pm.globalDrawModeEnabled && map.pm.globalDrawModeEnabled()) return;
-      var shown = ctl._order.map(function (id) { return ctl.entries[id]; })
-        .filter(function (en) { return en.visible && en.spec.valueUrl; });
-      if (!shown.length) return;
-      var ll = e.latlng;
-      Promise.all(shown.map(function (en) {
-        return fetch(en.spec.valueUrl + (en.spec.valueUrl.indexOf('?') < 0 ? '?' : '&') + 'x=' + encodeURIComponent(ll.lng) + '&y=' + encodeURIComponent(ll.lat), { credentials: 'same-origin' })
-          .then(function (r) { return r.ok ? r.json() : null; }).catch(function () { return null; });
-      })).then(function (rows) {
-        var box = el('div', 'studio-identify');
-        rows.forEach(function (v, k) {
-          if (!v) return;
-          var line = el('div', '', box);
-          el('b', '', line, shown[k].spec.name + ': ');
-          line.appendChild(document.createTextNode(v.values === null ? 'outside the raster'
-            : v.values.join(', ') + (v.label ? ' (' + v.label + ')' : '') + ' · col ' + v.col + ', row ' + v.row));
-        });
-        if (box.childNodes.length) L.popup({ maxWidth: 360 }).setLatLng(ll).setContent(box).openOn(map);
-      });
+      identifyAt(e.latlng, null);
     });
 
     var ctl = {

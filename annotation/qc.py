@@ -20,6 +20,9 @@ Entry points
 ``check_task_file(samples)``
     The layout of a benchmark task file (a list of samples with tasks): required fields, unique
     ids. ``content_from_dora_task(sample, task)`` maps one task onto the content shape.
+``check_derived(content, derived)``
+    Derived values against their sources (a manifest's GSD/CRS against its layers now, the gold
+    replay's input fingerprint then and now); ``full_qc(..., derived=)`` runs it.
 ``check_determinism(hash_a, hash_b)``, ``release_findings(items)``, ``release_report(items)``.
 
 Layers

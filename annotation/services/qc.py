@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation import qc
-from annotation.services.tasks import derived_manifest, revision_content
+from annotation.services.tasks import derived_manifest
 from kernel.engine import collapse_expanded
 from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
@@ -123,10 +123,17 @@ def derived_sources(task, revision, run=None, *, layers=None) -> dict:
     return {"manifest": derived_manifest(revision.input_data, layers), "gold": gold}
 
 
+#: the revision fields ``qc.check_derived`` and ``input_fingerprint`` read (a caller may load only these)
+DERIVED_CONTENT_FIELDS = ("input_data", "trajectory", "answer_spec")
+
+
 def derived_findings(task, revision, run=None, *, layers=None) -> list[qc.Finding]:
     """The ``derived.*`` findings of ``revision`` (and its replay ``run``): the same check as in
-    :func:`qc_for_task`, on any revision (a release checks the one it pins)."""
-    return qc.check_derived(revision_content(revision), derived_sources(task, revision, run, layers=layers))
+    :func:`qc_for_task`, on any revision (a release checks the one it pins). Reads only the
+    revision's :data:`DERIVED_CONTENT_FIELDS` and ``number``, and the run's ``pk``, ``mode`` and
+    ``input_fingerprint``."""
+    content = {k: getattr(revision, k) for k in DERIVED_CONTENT_FIELDS}
+    return qc.check_derived(content, derived_sources(task, revision, run, layers=layers))
 
 
 def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
@@ -178,8 +185,11 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
 
     merged = revision_content(task.head) if task is not None and task.head_id else {}
     merged.update({k: v for k, v in content.items() if k in CONTENT_FIELDS})
-    layers = {l.file_name: layer_info(l) for l in event.layers.all()}
-    return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT)
+    layer_rows = list(event.layers.all())
+    layers = {l.file_name: layer_info(l) for l in layer_rows}
+    derived = {"manifest": derived_manifest(merged.get("input_data"), layer_rows), "gold": None}
+    return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT,
+                      derived=derived)
 
 
 def release_items(tasks) -> list[dict]:

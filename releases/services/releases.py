@@ -51,7 +51,7 @@ from kernel.content import MAX_SAMPLE_ID, source_record
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
 from annotation.services import review
-from annotation.services.qc import derived_findings
+from annotation.services.qc import DERIVED_CONTENT_FIELDS, derived_findings
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
@@ -129,13 +129,16 @@ def stale_items(release: Release, *, acknowledged: bool | None = False) -> list[
     message, acknowledgement: {user, reason, at} | None}``, in question-id order.
     ``acknowledged``: False → only those without a maintainer's acknowledgement (what blocks
     publishing), True → only acknowledged ones, None → all."""
-    items = list(ReleaseTask.objects.filter(release=release).select_related("task", "revision", "replay")
-                 .order_by("question_id"))
+    items = (ReleaseTask.objects.filter(release=release).select_related("task", "revision", "replay")
+             .only("question_id", "task_id", "revision_id", "replay_id", "task__event_id", "revision__number",
+                   *(f"revision__{f}" for f in DERIVED_CONTENT_FIELDS), "replay__mode", "replay__input_fingerprint")
+             .order_by("question_id"))
     acks = {(a.task_id, a.revision_number, a.check_id, a.location): a for a in QcAcknowledgement.objects
-            .filter(task_id__in=[it.task_id for it in items], check_id__startswith="derived.").select_related("user")}
+            .filter(task_id__in=ReleaseTask.objects.filter(release=release).values("task_id"),
+                    check_id__startswith="derived.").select_related("user")}
     layers: dict[int, list] = {}
     out = []
-    for it in items:
+    for it in items.iterator(chunk_size=PIN_BATCH):  # the revisions' JSON a batch at a time
         if it.task.event_id not in layers:
             layers[it.task.event_id] = list(Layer.objects.filter(event_id=it.task.event_id))
         for f in derived_findings(it.task, it.revision, it.replay, layers=layers[it.task.event_id]):

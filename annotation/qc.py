@@ -577,6 +577,10 @@ CLASS_ARGS = {
 FOUR_CLASS_PRODUCERS = {"seg.building_damage", "seg.building_damage_opt_sar", "seg.road_damage"}
 BINARY = frozenset({0, 255})
 
+#: two GSDs within this relative difference are the same value (a file's rounding of the raster's
+#: own, an affine fit's spread): ``manifest.gsd_mismatch`` and the derived-value check use it
+GSD_RTOL = 0.05
+
 #: tools that measure in metres: without pixel_size_m they need a georeferenced (CRS) input
 METRIC_TOOLS = {"vec.intersect", "vec.length", "vec.perimeter", "vec.nearest", "vec.max_polygon",
                 "vec.graph_shortest_path", "vec.buffer", "vec.kbuffer"}
@@ -1188,7 +1192,7 @@ class _Analysis:
             known = [g for g in gsds if g]
             if rasters and not known:
                 self.add("manifest.gsd_missing", f"{label}: pixel_size_m={px:g} cannot be known by the agent: the source raster(s) {', '.join(l['file_name'] for l in rasters)} have no GSD (pixel_size_m) in the manifest; a maintainer records the layer's GSD (event page).", f"{loc}.args.pixel_size_m")
-            elif known and min(abs(px - g) / g for g in known) > 0.05:
+            elif known and min(abs(px - g) / g for g in known) > GSD_RTOL:
                 self.add("manifest.gsd_mismatch", f"{label}: pixel_size_m={px:g} but the source raster's GSD is {', '.join(f'{g:g}' for g in sorted(set(known)))} m; use the manifest's value.", f"{loc}.args.pixel_size_m")
 
     def _check_dates(self, loc: str, label: str, args: dict):
@@ -1590,8 +1594,6 @@ def full_qc(content: dict, *, layers: dict | None = None, replay: dict | None = 
 #: (``annotation.services.tasks.layer_manifest_entry``) that a maintainer may change afterwards
 #: (``annotation.services.layers.set_layer_georeferencing``): the georeferencing
 DERIVED_MANIFEST_FIELDS = ("pixel_size_m", "spatial_coordinate_system")
-#: a stored GSD within this relative difference of the layer's is the same value (a file's rounding)
-GSD_RTOL = 1e-3
 _AUTHORITY_CODE = re.compile(r"[A-Za-z]+:\d+")
 #: answer-field names and format notes in metric units (besides ``_AREA_NAME``/``_DIST_NAME``)
 _METRIC_TEXT = re.compile(r"(?:^|[_\s(])(?:m|m2|m3|km|km2|ha|metres?|meters?|kilometres?|kilometers?|hectares?"

@@ -3,9 +3,9 @@ after a task was saved makes its manifest stale (QC error for a metric answer, w
 the task page refreshes it in one click, and publishing a release refuses a stale pinned task
 until it is refreshed and re-pinned, or a maintainer acknowledges it.
 
-The comparison rules are those of ``annotation.qc._same_derived`` (GSD equal within 0.1 %, a stored
-null differs from a recorded GSD; a stored pixel frame differs from a recorded CRS; authority codes
-compare case-blind; the layer having no value says nothing). The expected values below are worked
+The comparison rules are those of ``annotation.qc._same_derived`` (GSD equal within 5 %, the
+tolerance of ``manifest.gsd_mismatch``; a stored null differs from a recorded GSD; a stored pixel
+frame differs from a recorded CRS; authority codes compare case-blind; the layer having no value says nothing). The expected values below are worked
 out by hand from those rules and from the layers' values the test records. The real-data task is the
 hurricane-florence metric task of ``tests/test_layer_georeferencing.py`` (pixel-frame tiles imported
 without a GSD; 0.5 m/px recorded by a maintainer, as in the expert's report).
@@ -35,8 +35,9 @@ def _manifest(**values):
 @pytest.mark.parametrize("stored, current, stale", [
     ({"pixel_size_m": None}, {"pixel_size_m": 0.5}, True),         # the expert's case: null, then 0.5 recorded
     ({"pixel_size_m": 0.3}, {"pixel_size_m": 0.5}, True),
-    ({"pixel_size_m": 0.5}, {"pixel_size_m": 0.5004}, False),      # 0.08 % apart: a file's rounding
-    ({"pixel_size_m": 0.5}, {"pixel_size_m": 0.501}, True),        # 0.2 % apart
+    ({"pixel_size_m": 0.3}, {"pixel_size_m": 0.2986}, False),      # 0.47 % apart: a file's rounding
+    ({"pixel_size_m": 0.5}, {"pixel_size_m": 0.55}, True),         # 9.1 % apart (of the layer's 0.55)
+    ({"pixel_size_m": 5}, {"pixel_size_m": 0.5}, True),            # a unit slip
     ({"pixel_size_m": 0.5}, {"pixel_size_m": None}, False),        # the layer says nothing
     ({}, {"pixel_size_m": 0.5}, False),                            # the entry does not state a GSD
     ({"spatial_coordinate_system": "pixel"}, {"spatial_coordinate_system": "EPSG:32617"}, True),

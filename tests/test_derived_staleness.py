@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 from django.core.management import call_command
@@ -22,6 +23,7 @@ from annotation import qc
 from annotation.models import QcAcknowledgement, Task
 from annotation.services.layers import set_layer_georeferencing
 from annotation.services.tasks import StaleVersionError, TaskLockedError, refresh_derived
+from conftest import sign_in
 from test_layer_georeferencing import _florence_task
 
 REASON = "xBD WorldView imagery, GSD under 0.8 m (Gupta et al. 2019)"
@@ -252,3 +254,30 @@ def test_a_refreshed_replayed_and_repinned_task_publishes(make_user, client, dja
         assert svc.stale_items(release) == []
     svc.publish_release(mia, release)
     assert Task.objects.get(pk=task.pk).status == Task.Status.RELEASED
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_the_task_page_refresh_button_in_chromium(live_server, browser, make_user):
+    ada = make_user("ada", "author", password="ada-pass-1")
+    mia = make_user("mia", "maintainer")
+    event, post, task = _florence_task(ada)
+    for layer in event.layers.filter(kind="raster"):
+        set_layer_georeferencing(mia, layer, gsd_m=0.5, reason=REASON)
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    sign_in(page, live_server.url, "ada", "ada-pass-1")
+    page.goto(f"{live_server.url}/tasks/{task.pk}/")
+    qc_text = page.locator("ul.qc").text_content()
+    assert "derived.manifest_stale" in qc_text and "input_data.post_image.pixel_size_m" in qc_text
+    with page.expect_navigation():
+        page.click("#refresh-derived")
+    assert "r2 saved: refreshed derived values" in page.locator(".messages").text_content()
+    assert page.locator("#refresh-derived").count() == 0
+    assert "derived.manifest" not in (page.locator("section:has(h2:text('Quality control'))").text_content() or "")
+    assert Task.objects.get(pk=task.pk).head.input_data["post_image"]["pixel_size_m"] == 0.5
+    assert not errors, errors
+    ctx.close()

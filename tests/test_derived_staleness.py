@@ -75,6 +75,9 @@ def test_a_stale_gsd_is_an_error_when_the_answer_is_in_metres_and_a_warning_othe
                      [{"name": "flooded", "eval_type": "scalar_count", "source": "x"}])
     (f,) = qc.check_derived(count, derived)
     assert (f.check, f.severity) == ("derived.manifest_outdated", "warning")
+    # nor does a map's scale bar (vis.damage_map takes pixel_size_m, but draws it on a picture)
+    count["trajectory"].append({"call": "vis.damage_map", "args": {"image_path": "post.tif", "pixel_size_m": 0.5}})
+    assert [f.check for f in qc.check_derived(count, derived)] == ["derived.manifest_outdated"]
     # the same count task asked in square metres (format note) depends on it
     count["answer_spec"][0]["answer_format"] = "flooded area in m²"
     assert [f.check for f in qc.check_derived(count, derived)] == ["derived.manifest_stale"]

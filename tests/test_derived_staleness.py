@@ -179,6 +179,24 @@ def test_the_refresh_button_writes_the_layers_values_and_clears_the_finding(make
     assert resp.status_code == 400 and resp.json()["detail"].startswith("input_data: no derived value is stale")
 
 
+@pytest.mark.django_db
+def test_a_layer_added_to_the_event_does_not_make_the_gold_stale_a_changed_one_does(make_user):
+    from annotation.models import Layer
+    from annotation.services.qc import qc_for_task
+
+    ada, mia = make_user("ada", "author"), make_user("mia", "maintainer")
+    event, post, task = _florence_task(ada)
+    _replayed(ada, task)
+    # a variant's or another image's file: the replay's fingerprint covered the event's layers then
+    Layer.objects.create(event=event, name="roads", kind="vector", file_name="roads.geojson",
+                         path="events/hurricane-florence/roads.geojson")
+    assert not [f for f in qc_for_task(Task.objects.get(pk=task.pk)) if f.check.startswith("derived.")]
+    set_layer_georeferencing(mia, post, crs="EPSG:32617", reason="r")
+    found = {(f.check, f.location) for f in qc_for_task(Task.objects.get(pk=task.pk)) if f.check.startswith("derived.")}
+    assert found == {("derived.gold_stale", "gold"),
+                     ("derived.manifest_stale", "input_data.post_image.spatial_coordinate_system")}
+
+
 # ---- releases --------------------------------------------------------------------------------------
 def _released_draft(client, ada, mia):
     from releases.services import releases as svc

@@ -113,25 +113,34 @@ def derived_sources(task, revision, run=None, *, layers=None) -> dict:
     (``annotation.services.tasks.derived_manifest``, the derivation a save uses) and, for a
     replay ``run`` that recorded its input fingerprint, ``{"run", "stored", "current"}`` (the
     fingerprint then and now, through the registered ``ReplaySource``). ``layers``: the event's
-    ``Layer`` rows when the caller has them."""
+    ``Layer`` rows when the caller has them.
+
+    The fingerprint covers every layer of the event, so "now" counts the layers that existed when
+    the run started (``created_at`` not after the run's ``started_at``, else ``created_at``): a layer
+    added to the event since (a variant's files, another image) does not make every gold stale,
+    while a changed file, GSD or CRS of a layer it had, or a removed layer, does. Not seen: a GT
+    mask added later for an image the task reads (its replay would now find it)."""
     layers = list(task.event.layers.all()) if layers is None else list(layers)
     gold = None
     if run is not None and getattr(run, "input_fingerprint", "") and _REPLAY_SOURCE \
             and _REPLAY_SOURCE[0].input_fingerprint is not None:
+        since = getattr(run, "started_at", None) or getattr(run, "created_at", None)
+        then = [l for l in layers if since is None or l.created_at is None or l.created_at <= since]
         gold = {"run": run.pk, "stored": run.input_fingerprint,
-                "current": _REPLAY_SOURCE[0].input_fingerprint(task, revision, run.mode, layers)}
+                "current": _REPLAY_SOURCE[0].input_fingerprint(task, revision, run.mode, then)}
     return {"manifest": derived_manifest(revision.input_data, layers), "gold": gold}
 
 
 #: the revision fields ``qc.check_derived`` and ``input_fingerprint`` read (a caller may load only these)
 DERIVED_CONTENT_FIELDS = ("input_data", "trajectory", "answer_spec")
+#: the replay run's fields :func:`derived_sources` reads
+DERIVED_RUN_FIELDS = ("mode", "input_fingerprint", "started_at", "created_at")
 
 
 def derived_findings(task, revision, run=None, *, layers=None) -> list[qc.Finding]:
     """The ``derived.*`` findings of ``revision`` (and its replay ``run``): the same check as in
     :func:`qc_for_task`, on any revision (a release checks the one it pins). Reads only the
-    revision's :data:`DERIVED_CONTENT_FIELDS` and ``number``, and the run's ``pk``, ``mode`` and
-    ``input_fingerprint``."""
+    revision's :data:`DERIVED_CONTENT_FIELDS` and ``number``, and the run's :data:`DERIVED_RUN_FIELDS`."""
     content = {k: getattr(revision, k) for k in DERIVED_CONTENT_FIELDS}
     return qc.check_derived(content, derived_sources(task, revision, run, layers=layers))
 

@@ -51,7 +51,7 @@ from kernel.content import MAX_SAMPLE_ID, source_record
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
 from annotation.services import review
-from annotation.services.qc import DERIVED_CONTENT_FIELDS, derived_findings
+from annotation.services.qc import DERIVED_CONTENT_FIELDS, DERIVED_RUN_FIELDS, derived_findings
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
@@ -131,7 +131,8 @@ def stale_items(release: Release, *, acknowledged: bool | None = False) -> list[
     publishing), True → only acknowledged ones, None → all."""
     items = (ReleaseTask.objects.filter(release=release).select_related("task", "revision", "replay")
              .only("question_id", "task_id", "revision_id", "replay_id", "task__event_id", "revision__number",
-                   *(f"revision__{f}" for f in DERIVED_CONTENT_FIELDS), "replay__mode", "replay__input_fingerprint")
+                   *(f"revision__{f}" for f in DERIVED_CONTENT_FIELDS),
+                   *(f"replay__{f}" for f in DERIVED_RUN_FIELDS))
              .order_by("question_id"))
     acks = {(a.task_id, a.revision_number, a.check_id, a.location): a for a in QcAcknowledgement.objects
             .filter(task_id__in=ReleaseTask.objects.filter(release=release).values("task_id"),

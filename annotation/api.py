@@ -494,6 +494,20 @@ class AcceptProposalView(CurrentTaskOnConflict, APIView):
         return Response(_task_out(request, pk))
 
 
+class RefreshDerivedView(CurrentTaskOnConflict, APIView):
+    """Write the head again with its stale derived values (the manifest's GSD/CRS) taken from the
+    layers now (``annotation.services.tasks.refresh_derived``); 400 when nothing is stale, 409
+    for a stale ``expected_version``, 423 for a released task."""
+
+    @extend_schema(request=RestoreIn, responses={200: TaskOut, 400: dict, 409: TaskOut})
+    def post(self, request, pk: int):
+        task = _task_or_404(pk)
+        data = RestoreIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        task_services.refresh_derived(request.user, task, expected_version=data.validated_data["expected_version"])
+        return Response(_task_out(request, pk))
+
+
 class RevisionDiffView(APIView):
     """``?a=<number>&b=<number>``: what changed from revision a to revision b (query, steps, answer)."""
 
@@ -584,6 +598,7 @@ urlpatterns = [
     path("tasks/<int:pk>/revisions/<int:number>/restore/", RevisionRestoreView.as_view(), name="api-task-restore"),
     path("tasks/<int:pk>/diff/", RevisionDiffView.as_view(), name="api-task-diff"),
     path("tasks/<int:pk>/answer-proposals/accept/", AcceptProposalView.as_view(), name="api-task-accept-proposal"),
+    path("tasks/<int:pk>/refresh-derived/", RefreshDerivedView.as_view(), name="api-task-refresh-derived"),
     path("tasks/<int:pk>/draft/", DraftView.as_view(), name="api-task-draft"),
     path("tasks/<int:pk>/comments/", CommentListView.as_view(), name="api-task-comments"),
     path("comments/<int:pk>/resolve/", CommentResolveView.as_view(), name="api-comment-resolve"),

@@ -20,6 +20,9 @@ Entry points
 ``check_task_file(samples)``
     The layout of a benchmark task file (a list of samples with tasks): required fields, unique
     ids. ``content_from_dora_task(sample, task)`` maps one task onto the content shape.
+``check_derived(content, derived)``
+    Derived values against their sources (a manifest's GSD/CRS against its layers now, the gold
+    replay's input fingerprint then and now); ``full_qc(..., derived=)`` runs it.
 ``check_determinism(hash_a, hash_b)``, ``release_findings(items)``, ``release_report(items)``.
 
 Layers
@@ -99,7 +102,8 @@ __all__ = [
     "EVAL_TYPES", "CHECKS", "Finding", "check_task", "full_qc", "check_task_file",
     "content_from_dora_task", "layers_from_input_data", "check_determinism",
     "release_findings", "release_report", "has_errors", "MODALITY_RULES", "mask_classes_of",
-    "used_layer_files", "input_entries",
+    "used_layer_files", "input_entries", "DERIVED_MANIFEST_FIELDS", "stale_manifest_values", "answer_in_metres",
+    "check_derived",
 ]
 
 EVAL_TYPES = (
@@ -188,6 +192,10 @@ CHECKS: dict[str, tuple[str, str]] = {
     # hygiene
     "hygiene.unused_step": ("warning", "nothing uses the step's output"),
     "hygiene.unused_layer": ("warning", "a manifest layer no step uses"),
+    # derived values: what a revision copied from other records, against those records now
+    "derived.manifest_stale": ("error", "a GSD/CRS the manifest copied from its layer differs from the layer's now, and the answer is in metres"),
+    "derived.manifest_outdated": ("warning", "a GSD/CRS the manifest copied from its layer differs from the layer's now"),
+    "derived.gold_stale": ("warning", "the gold replay read inputs (layer files, GSD/CRS, tool versions) that changed since"),
     # release level
     "release.duplicate_question": ("warning", "two questions are the same or nearly the same"),
     # tool parity (annotation/qc_tools.py)
@@ -568,6 +576,10 @@ CLASS_ARGS = {
 #: producers of multi-class (0..3) masks; every other seg.* tool writes a binary {0,255} mask
 FOUR_CLASS_PRODUCERS = {"seg.building_damage", "seg.building_damage_opt_sar", "seg.road_damage"}
 BINARY = frozenset({0, 255})
+
+#: two GSDs within this relative difference are the same value (a file's rounding of the raster's
+#: own, an affine fit's spread): ``manifest.gsd_mismatch`` and the derived-value check use it
+GSD_RTOL = 0.05
 
 #: tools that measure in metres: without pixel_size_m they need a georeferenced (CRS) input
 METRIC_TOOLS = {"vec.intersect", "vec.length", "vec.perimeter", "vec.nearest", "vec.max_polygon",
@@ -1180,7 +1192,7 @@ class _Analysis:
             known = [g for g in gsds if g]
             if rasters and not known:
                 self.add("manifest.gsd_missing", f"{label}: pixel_size_m={px:g} cannot be known by the agent: the source raster(s) {', '.join(l['file_name'] for l in rasters)} have no GSD (pixel_size_m) in the manifest; a maintainer records the layer's GSD (event page).", f"{loc}.args.pixel_size_m")
-            elif known and min(abs(px - g) / g for g in known) > 0.05:
+            elif known and min(abs(px - g) / g for g in known) > GSD_RTOL:
                 self.add("manifest.gsd_mismatch", f"{label}: pixel_size_m={px:g} but the source raster's GSD is {', '.join(f'{g:g}' for g in sorted(set(known)))} m; use the manifest's value.", f"{loc}.args.pixel_size_m")
 
     def _check_dates(self, loc: str, label: str, args: dict):
@@ -1556,12 +1568,16 @@ def check_task(content: dict, *, layers: dict | None = None) -> list[Finding]:
 
 def full_qc(content: dict, *, layers: dict | None = None, replay: dict | None = None,
             data_root: str | Path | None = None, replay_hashes: Iterable[str] | None = None,
-            polygons: dict | None = None) -> list[Finding]:
+            polygons: dict | None = None, derived: dict | None = None) -> list[Finding]:
     """Every task-level check: the fast ones plus manifest (with files under ``data_root``),
     numerical sanity on ``replay`` ({trajectory: [{call, args, obs}], final_answer}), polygon
-    golds (``polygons``: answer field → GeoJSON dict, or None when its file is missing) and
-    determinism (``replay_hashes``: the hashes of two replays)."""
+    golds (``polygons``: answer field → GeoJSON dict, or None when its file is missing),
+    determinism (``replay_hashes``: the hashes of two replays) and derived values against their
+    sources (``derived``: see :func:`check_derived`; None on content that has no saved sources,
+    e.g. a task file)."""
     a = _analyse(content, layers, replay)
+    if derived:
+        a.findings.extend(check_derived(content, derived))
     a.check_manifest(data_root)
     if isinstance(replay, dict):
         _check_sanity(a, replay, polygons)
@@ -1571,6 +1587,124 @@ def full_qc(content: dict, *, layers: dict | None = None, replay: dict | None = 
     if len(hashes) >= 2:
         a.findings.extend(check_determinism(hashes[0], hashes[1]))
     return _sorted(a.findings)
+
+
+# ---- derived values ---------------------------------------------------------------------------
+#: the manifest fields a revision copies from its layer when it is saved
+#: (``annotation.services.tasks.layer_manifest_entry``) that a maintainer may change afterwards
+#: (``annotation.services.layers.set_layer_georeferencing``): the georeferencing
+DERIVED_MANIFEST_FIELDS = ("pixel_size_m", "spatial_coordinate_system")
+_AUTHORITY_CODE = re.compile(r"[A-Za-z]+:\d+")
+#: answer-field names and format notes in metric units (besides ``_AREA_NAME``/``_DIST_NAME``)
+_METRIC_TEXT = re.compile(r"(?:^|[_\s(])(?:m|m2|m3|km|km2|ha|metres?|meters?|kilometres?|kilometers?|hectares?"
+                          r"|length|perimeter)(?:$|[_\s).,;])|m²|km²")
+
+
+def _same_derived(field_name: str, stored: Any, current: Any) -> bool:
+    """Whether a stored manifest value still equals its layer's ``current`` one. The layer having
+    no value says nothing (an imported manifest may carry its file's own value): the same.
+    GSD: equal within :data:`GSD_RTOL`, a stored null differs. CRS: a stored pixel/blank frame
+    differs from a layer CRS; two authority codes (``EPSG:32617``) compare case-blind; other
+    spellings (WKT, ``WGS84``) are not compared."""
+    if field_name == "pixel_size_m":
+        cur = _num(current)
+        if cur is None:
+            return True
+        old = _num(stored)
+        return old is not None and abs(old - cur) <= GSD_RTOL * abs(cur)
+    _cur, geo_cur = _norm_crs(current)
+    if not geo_cur:
+        return True
+    old, geo_old = _norm_crs(stored)
+    if not geo_old:
+        return False
+    if _AUTHORITY_CODE.fullmatch(old) and _AUTHORITY_CODE.fullmatch(_cur):
+        return old.upper() == _cur.upper()
+    return True
+
+
+def stale_manifest_values(input_data: Any, manifest: dict) -> list[dict]:
+    """The stored manifest values that differ from their layer's now.
+
+    ``manifest``: ``{location: {"file_name", "values": {field: the layer's value now}}}`` for the
+    entries of ``input_data`` that name a layer (``annotation.services.tasks.derived_manifest``
+    builds it with the derivation a save uses). Only the fields of
+    :data:`DERIVED_MANIFEST_FIELDS` that the entry states are compared (:func:`_same_derived`).
+    Returns ``[{location, field, file_name, stored, current}]`` in document order; ``location``
+    is the entry's (``input_data.post_image``)."""
+    out = []
+    for loc, _path, entry in input_entries(input_data):
+        expected = manifest.get(loc)
+        if not expected:
+            continue
+        for name, current in (expected.get("values") or {}).items():
+            if name in entry and not _same_derived(name, entry[name], current):
+                out.append({"location": loc, "field": name, "file_name": expected.get("file_name", ""),
+                            "stored": entry[name], "current": current})
+    return out
+
+
+def _all_calls(steps: Any) -> Iterable[tuple[str, dict]]:
+    for st in steps if isinstance(steps, list) else []:
+        if not isinstance(st, dict):
+            continue
+        args = _step_args(st)
+        yield str(_step_call(st) or ""), args if isinstance(args, dict) else {}
+        if isinstance(args, dict) and isinstance(args.get("calls"), list):
+            yield from _all_calls(args["calls"])
+
+
+def answer_in_metres(content: dict) -> bool:
+    """Whether the task's answer depends on its inputs' GSD or CRS: a step (or a ``tool.loop``
+    call) measures in metres (:data:`METRIC_TOOLS`, or a tool with a ``pixel_size_m`` parameter
+    but those of the Vis server, whose scale bars draw on a picture) or maps pixels to the world (:data:`CRS_TOOLS`), or an answer field is metric by its name or
+    format note (area/distance names as numerical sanity reads them; ``m``, ``m²``, ``km``,
+    ``ha``, length, perimeter)."""
+    for call, _args in _all_calls((content or {}).get("trajectory")):
+        info, _alias = resolve_tool(call) if call else (None, None)
+        name = info.name if info else call
+        if name in METRIC_TOOLS or name in CRS_TOOLS or (info is not None and info.param("pixel_size_m")
+                                                          and info.server != "Vis"):
+            return True
+    for f in (content or {}).get("answer_spec") or []:
+        if not isinstance(f, dict):
+            continue
+        name = str(f.get("name") or "").lower()
+        note = str(f.get("answer_format") or "").lower()
+        if "px" in name or "pixel" in name:
+            continue
+        if _AREA_NAME.search(name) or _DIST_NAME.search(name) or _METRIC_TEXT.search(name) or _METRIC_TEXT.search(note):
+            return True
+    return False
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def check_derived(content: dict, derived: dict) -> list[Finding]:
+    """Derived values of a saved revision against their sources.
+
+    ``derived``: ``{"manifest": {location: {file_name, values}}`` (see
+    :func:`stale_manifest_values`), ``"gold": {"run", "stored", "current"}`` or None (the input
+    fingerprints of the gold replay: ``replay.services.input_fingerprint`` when it ran and now)}``.
+    A stale manifest value is ``derived.manifest_stale`` (error) when :func:`answer_in_metres`,
+    else ``derived.manifest_outdated`` (warning); each names the field, the stored and the current
+    value. A gold replay whose inputs changed is ``derived.gold_stale`` (warning). Answer-source
+    proposals are never stored (worked out from the trajectory when read), so they cannot be stale."""
+    out: list[Finding] = []
+    stale = stale_manifest_values((content or {}).get("input_data"), derived.get("manifest") or {})
+    metric = bool(stale) and answer_in_metres(content)
+    for s in stale:
+        where = f"{s['location']}.{s['field']}"
+        if metric:
+            out.append(_finding("derived.manifest_stale", f"{where} is {_json(s['stored'])} in this revision but its layer {s['file_name']} now has {_json(s['current'])}; the answer is measured in metres, so it depends on it: refresh the derived values (task page), then replay.", where))
+        else:
+            out.append(_finding("derived.manifest_outdated", f"{where} is {_json(s['stored'])} in this revision but its layer {s['file_name']} now has {_json(s['current'])}; refresh the derived values (task page).", where))
+    gold = derived.get("gold")
+    if isinstance(gold, dict) and gold.get("stored") and gold.get("current") and gold["stored"] != gold["current"]:
+        out.append(_finding("derived.gold_stale", f"gold replay {gold.get('run')} read inputs that changed since (input fingerprint {str(gold['stored'])[:12]}… then, {str(gold['current'])[:12]}… now: a layer's file, GSD or CRS, or a tool's version); replay the task and accept the new gold.", "gold"))
+    return out
 
 
 def check_determinism(hash_a: str, hash_b: str) -> list[Finding]:

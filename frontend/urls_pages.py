@@ -8,6 +8,7 @@ urlpatterns = [
     path("tasks/new/", views_tasks.task_new_page, name="task-new"),
     path("tasks/<int:pk>/", views_tasks.task_detail_page, name="task-detail"),
     path("tasks/<int:pk>/edit/", views_tasks.task_edit_page, name="task-edit"),
+    path("tasks/<int:pk>/refresh-derived/", views_tasks.task_refresh_derived, name="task-refresh-derived"),
     path("tasks/<int:pk>/history/", views_tasks.task_history_page, name="task-history"),
     path("review/", views_tasks.review_queue_page, name="review-queue"),
     path("tasks/<int:pk>/replay-diff/", views_replays.replay_diff_block, name="replay-diff"),

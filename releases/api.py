@@ -8,6 +8,8 @@ services act, selectors read.
 | GET | /api/releases/<version>/ | detail with pinned tasks and export jobs |
 | PATCH | /api/releases/<version>/ | edit a draft {changelog?, task_ids?} (409 when published) |
 | POST | /api/releases/<version>/publish/ | publish {acknowledge_open_comments?} (409 when already published, or with open review comments unless acknowledged: `open_comments` counts them, `open_comment_threads` lists them) |
+| GET | /api/releases/<version>/stale/ | the pinned tasks' stale derived values (`derived.*` QC findings), each with its acknowledgement or null |
+| POST | /api/releases/<version>/stale/acknowledge/ | a maintainer acknowledges a task's stale values {task: question id, reason} (publishing answers 409 `stale` until each is refreshed or acknowledged) |
 | POST | /api/releases/<version>/exports/ | start an export job (202) |
 | GET | /api/releases/<version>/exports/<job>/ | export job status and progress |
 | GET | /api/releases/diff/?a=<version>&b=<version> | diff between two releases |
@@ -168,6 +170,33 @@ class ReleasePublishView(APIView):
         return Response(_detail(release))
 
 
+class StaleAcknowledgeIn(serializers.Serializer):
+    task = serializers.CharField(max_length=240, help_text="the pinned task's question id")
+    reason = serializers.CharField(max_length=2000, help_text="why the stale value may go out as it is")
+
+
+class ReleaseStaleView(APIView):
+    """The stale derived values of the release's pinned tasks (``releases.services.releases.stale_items``)."""
+
+    @extend_schema(responses=dict)
+    def get(self, request, version: str, **kw):
+        release = get_object_or_404(Release, version=version)
+        return Response({"version": release.version, "stale": svc.stale_items(release, acknowledged=None)})
+
+
+class ReleaseStaleAcknowledgeView(APIView):
+    """A maintainer's acknowledgement of a pinned task's stale derived values (who, when, why)."""
+
+    @extend_schema(request=StaleAcknowledgeIn, responses=dict)
+    def post(self, request, version: str, **kw):
+        release = get_object_or_404(Release, version=version)
+        data = StaleAcknowledgeIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        svc.acknowledge_stale(request.user, release, question_id=data.validated_data["task"],
+                              reason=data.validated_data["reason"])
+        return Response({"version": release.version, "stale": svc.stale_items(release, acknowledged=None)})
+
+
 class ReleaseExportView(APIView):
     @extend_schema(request=None, responses={202: ExportJobOut})
     def post(self, request, version: str, **kw):
@@ -202,6 +231,9 @@ urlpatterns = [
     path("releases/diff/", ReleaseDiffView.as_view(), name="api-release-diff"),
     re_path(rf"^releases/{VERSION}/$", ReleaseDetailView.as_view(), name="api-release"),
     re_path(rf"^releases/{VERSION}/publish/$", ReleasePublishView.as_view(), name="api-release-publish"),
+    re_path(rf"^releases/{VERSION}/stale/$", ReleaseStaleView.as_view(), name="api-release-stale"),
+    re_path(rf"^releases/{VERSION}/stale/acknowledge/$", ReleaseStaleAcknowledgeView.as_view(),
+            name="api-release-stale-acknowledge"),
     re_path(rf"^releases/{VERSION}/exports/$", ReleaseExportView.as_view(), name="api-release-exports"),
     re_path(rf"^releases/{VERSION}/exports/(?P<job>[0-9a-f]{{32}})/$", ReleaseExportJobView.as_view(),
             name="api-release-export-job"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db.models import Count
 
-from annotation.models import Task, TaskRevision
+from annotation.models import QcAcknowledgement, Task, TaskRevision
 
 from releases.models import Release, ReleaseTask
 from releases.services.export import Entry, SortedEntries, canonical, import_source, sample_and_task
@@ -41,6 +41,20 @@ def release_items(release: Release) -> list[dict]:
     return [{"question_id": r["question_id"], "task_id": r["task_id"], "dimension": r["task__dimension"],
              "status": r["task__status"], "revision": r["revision__number"], "question": r["revision__question"],
              "replay_id": r["replay_id"], "replay_hash": r["replay__replay_hash"] or ""} for r in rows]
+
+
+def stale_acknowledgements(release: Release) -> list[dict]:
+    """The maintainers' acknowledgements of stale derived values (``derived.*`` checks) on the
+    revisions ``release`` pins: ``{question_id, revision, check, field, reason, user, at}``, in
+    question-id order (what a published release went out with; two queries)."""
+    pinned = {(t, n): q for t, n, q in ReleaseTask.objects.filter(release=release)
+              .values_list("task_id", "revision__number", "question_id")}
+    rows = (QcAcknowledgement.objects.filter(task_id__in={t for t, _ in pinned}, check_id__startswith="derived.")
+            .select_related("user").order_by("task_id", "check_id", "location"))
+    out = [{"question_id": pinned[(a.task_id, a.revision_number)], "revision": a.revision_number, "check": a.check_id,
+            "field": a.location, "reason": a.reason, "user": a.user.username if a.user_id else None, "at": a.created_at}
+           for a in rows if (a.task_id, a.revision_number) in pinned]
+    return sorted(out, key=lambda r: r["question_id"])
 
 
 def release_counts(release: Release) -> dict[str, int]:

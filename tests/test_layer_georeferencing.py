@@ -18,7 +18,7 @@ import pytest
 
 from annotation.models import Event, LayerAuditEvent, Task
 from annotation.services import imports, review
-from annotation.services.tasks import build_input_data, create_task
+from annotation.services.tasks import build_input_data, create_task, refresh_derived
 from conftest import REALDATA
 
 QUESTION = "What is the area in square metres of the largest major-damage building footprint?"
@@ -110,7 +110,15 @@ def test_maintainer_records_the_gsd_then_the_metric_task_submits(make_user, clie
                        content_type="application/json")
     assert resp.status_code == 200 and resp.json()["changes"]["crs"]["new"] == "EPSG:32617"
 
+    # r1's manifest still says pixel_size_m null (saved before the GSD was known): stale, an error for
+    # this metric task (tests/test_derived_staleness.py); the refresh writes r2 with the layers' values
     run = start_replay(ada, task)
+    run.refresh_from_db()
+    with pytest.raises(Exception) as exc:
+        review.submit(ada, Task.objects.get(pk=task.pk))
+    assert "derived.manifest_stale" in {f.check for f in exc.value.findings}
+    refresh_derived(ada, Task.objects.get(pk=task.pk), expected_version=1)
+    run = start_replay(ada, Task.objects.get(pk=task.pk))
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
     review.submit(ada, Task.objects.get(pk=task.pk))

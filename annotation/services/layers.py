@@ -7,7 +7,9 @@ A maintainer who knows the GSD (the xBD/Maxar product's metadata) or the CRS rec
 reason; the change is a ``LayerAuditEvent`` naming the tasks whose replays read the layer. Those
 replays are stale from then on: ``replay.services.input_fingerprint`` covers the layer's GSD and CRS,
 so ``manage.py replay --all --changed-only`` replays them, and QC reads the new values at once
-(``annotation.services.qc.layer_info``).
+(``annotation.services.qc.layer_info``). The manifests those tasks saved still hold the old values:
+QC reports them (``derived.manifest_stale``/``derived.manifest_outdated``) until
+``annotation.services.tasks.refresh_derived`` writes the layers' values into a new revision.
 """
 from __future__ import annotations
 

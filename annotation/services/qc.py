@@ -9,6 +9,10 @@
   ``obs`` and ``final_answer`` serve as the replay. Layers come from ``input_data``; files are
   looked up under ``<data_root>/images/`` (default: the folder above ``tasks/`` when it has an
   ``images/`` folder; without a data root the files are not looked for).
+* ``derived_sources(task, revision, run=None)`` / ``derived_findings(...)``: what a revision
+  copied from other records (its manifest's GSD/CRS from the layers, its gold replay's inputs)
+  against those records now (``annotation.qc.check_derived``); part of ``qc_for_task`` and the
+  check a release's publishing runs on the revisions it pins.
 * ``release_qc(tasks)``: release-level findings (near-duplicate questions) and the distribution
   report over several tasks.
 """
@@ -21,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from annotation import qc
+from annotation.services.tasks import derived_manifest
 from kernel.engine import collapse_expanded
 from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
 
-__all__ = ["layer_info", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
+__all__ = ["layer_info", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
 
 
 def layer_info(layer) -> dict:
@@ -48,12 +53,15 @@ class ReplaySource:
     ``succeeded_runs(task)``: the succeeded replay runs of ``task``'s head revision, newest first
     (objects with ``pk``, ``replay_hash``, ``filled_trajectory``, ``final_answer``);
     ``artifact_path(run, name)``: the file of artifact ``name`` of ``run`` (``ValueError`` when the
-    name is not one of its artifacts). The replay app registers it in ``ReplayConfig.ready``; without
-    one, QC runs without replays (as on unsaved content).
+    name is not one of its artifacts); ``input_fingerprint(task, revision, mode, layers)``: what a
+    replay of ``revision`` would read now (``replay.services.input_fingerprint``), compared with a
+    run's stored ``input_fingerprint`` (``derived.gold_stale``). The replay app registers it in
+    ``ReplayConfig.ready``; without one, QC runs without replays (as on unsaved content).
     """
 
     succeeded_runs: Callable[[Any], Iterable[Any]]
     artifact_path: Callable[[Any, str], Path]
+    input_fingerprint: Callable[..., str] | None = None
 
 
 _REPLAY_SOURCE: list[ReplaySource] = []
@@ -99,6 +107,44 @@ def _polygon_golds(content: dict, replay: dict) -> dict:
     return out
 
 
+def derived_sources(task, revision, run=None, *, layers=None) -> dict:
+    """The ``derived`` argument of ``qc.check_derived`` for ``revision`` of ``task``: its
+    manifest's derived values as the event's layers give them now
+    (``annotation.services.tasks.derived_manifest``, the derivation a save uses) and, for a
+    replay ``run`` that recorded its input fingerprint, ``{"run", "stored", "current"}`` (the
+    fingerprint then and now, through the registered ``ReplaySource``). ``layers``: the event's
+    ``Layer`` rows when the caller has them.
+
+    The fingerprint covers every layer of the event, so "now" counts the layers that existed when
+    the run started (``created_at`` not after the run's ``started_at``, else ``created_at``): a layer
+    added to the event since (a variant's files, another image) does not make every gold stale,
+    while a changed file, GSD or CRS of a layer it had, or a removed layer, does. Not seen: a GT
+    mask added later for an image the task reads (its replay would now find it)."""
+    layers = list(task.event.layers.all()) if layers is None else list(layers)
+    gold = None
+    if run is not None and getattr(run, "input_fingerprint", "") and _REPLAY_SOURCE \
+            and _REPLAY_SOURCE[0].input_fingerprint is not None:
+        since = getattr(run, "started_at", None) or getattr(run, "created_at", None)
+        then = [l for l in layers if since is None or l.created_at is None or l.created_at <= since]
+        gold = {"run": run.pk, "stored": run.input_fingerprint,
+                "current": _REPLAY_SOURCE[0].input_fingerprint(task, revision, run.mode, then)}
+    return {"manifest": derived_manifest(revision.input_data, layers), "gold": gold}
+
+
+#: the revision fields ``qc.check_derived`` and ``input_fingerprint`` read (a caller may load only these)
+DERIVED_CONTENT_FIELDS = ("input_data", "trajectory", "answer_spec")
+#: the replay run's fields :func:`derived_sources` reads
+DERIVED_RUN_FIELDS = ("mode", "input_fingerprint", "started_at", "created_at")
+
+
+def derived_findings(task, revision, run=None, *, layers=None) -> list[qc.Finding]:
+    """The ``derived.*`` findings of ``revision`` (and its replay ``run``): the same check as in
+    :func:`qc_for_task`, on any revision (a release checks the one it pins). Reads only the
+    revision's :data:`DERIVED_CONTENT_FIELDS` and ``number``, and the run's :data:`DERIVED_RUN_FIELDS`."""
+    content = {k: getattr(revision, k) for k in DERIVED_CONTENT_FIELDS}
+    return qc.check_derived(content, derived_sources(task, revision, run, layers=layers))
+
+
 def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     """The full QC suite on ``task``'s head revision (see the module docstring)."""
     from django.conf import settings
@@ -112,10 +158,13 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
     if variant is not None:  # a robustness variant: annotation.qc_variants checks it
         content["variant"] = variant
-    layers = {l.file_name: layer_info(l) for l in task.event.layers.all()}
+    layer_rows = list(task.event.layers.all())
+    layers = {l.file_name: layer_info(l) for l in layer_rows}
     runs = list(_REPLAY_SOURCE[0].succeeded_runs(task))[:2] if _REPLAY_SOURCE else []
     if replay is None and runs:
         replay = runs[0]
+    derived = derived_sources(task, rev, replay if replay is not None and not isinstance(replay, dict) else None,
+                              layers=layer_rows)
     hashes: list[str] = []
     if replay is not None and not isinstance(replay, dict):  # a replay run
         hashes = [replay.replay_hash] + [r.replay_hash for r in runs if r.pk != replay.pk][:1]
@@ -126,7 +175,7 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
             hashes = [r.replay_hash for r in runs]
     polygons = _polygon_golds(content, replay) if isinstance(replay, dict) else None
     return qc.full_qc(content, layers=layers, replay=replay, data_root=data_root or settings.STUDIO_DATA_ROOT,
-                      replay_hashes=hashes if len(hashes) >= 2 else None, polygons=polygons)
+                      replay_hashes=hashes if len(hashes) >= 2 else None, polygons=polygons, derived=derived)
 
 
 def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[qc.Finding]:
@@ -145,8 +194,11 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
 
     merged = revision_content(task.head) if task is not None and task.head_id else {}
     merged.update({k: v for k, v in content.items() if k in CONTENT_FIELDS})
-    layers = {l.file_name: layer_info(l) for l in event.layers.all()}
-    return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT)
+    layer_rows = list(event.layers.all())
+    layers = {l.file_name: layer_info(l) for l in layer_rows}
+    derived = {"manifest": derived_manifest(merged.get("input_data"), layer_rows), "gold": None}
+    return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT,
+                      derived=derived)
 
 
 def release_items(tasks) -> list[dict]:

@@ -30,6 +30,7 @@ from kernel.catalogue import result_types  # noqa: E402
 from kernel.content import CONTENT_FIELDS  # noqa: E402
 from kernel.content import accept_proposals as kernel_accept_proposals  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
+from kernel.inputs import base_name, input_entries  # noqa: E402
 from kernel.taskfile import from_storage, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
@@ -131,6 +132,26 @@ def layer_manifest_entry(layer: Layer) -> dict:
         "band_info": list(layer.bands or []),
     }
     return entry
+
+
+def derived_manifest(input_data: Any, layers) -> dict:
+    """What the manifest's derived values would be if the revision were saved now:
+    ``{location: {"file_name", "values": {field: value}}}`` for each entry of ``input_data`` that
+    names a raster or mask of ``layers`` (the event's ``Layer`` rows; matched on the path's file
+    name), holding the fields of ``qc.DERIVED_MANIFEST_FIELDS`` that the entry states, each as
+    :func:`layer_manifest_entry` (the one derivation a save uses) gives it now. QC compares it
+    with the stored values (``qc.stale_manifest_values``); :func:`refresh_derived` writes it."""
+    by_name = {l.file_name: l for l in layers}
+    out = {}
+    for loc, path, entry in input_entries(input_data):
+        layer = by_name.get(base_name(path))
+        if layer is None or layer.kind == Layer.Kind.VECTOR:
+            continue
+        now = layer_manifest_entry(layer)
+        values = {f: now[f] for f in qc.DERIVED_MANIFEST_FIELDS if f in entry and f in now}
+        if values:
+            out[loc] = {"file_name": layer.file_name, "values": values}
+    return out
 
 
 def build_input_data(event: Event, layer_keys: dict[str, int], base: dict | None = None) -> dict:
@@ -498,6 +519,50 @@ def accept_answer_proposal(user, task: Task, *, field: str, expected_version: in
         raise AnnotationInputError(f"answer_spec.{field}: {row['why_not']}")
     return save_revision(user, task, expected_version=expected_version, content={"answer_spec": spec},
                          message=f"accepted proposed source of {field}: {row['source']}")
+
+
+def _set_at(input_data: dict, location: str, field: str, value: Any) -> None:
+    """Set ``field`` of the entry at ``location`` (``input_data.a.b``, as ``kernel.inputs``
+    names entries) in place."""
+    node = input_data
+    for part in location.split(".")[1:]:
+        node = node[part]
+    node[field] = value
+
+
+@transaction.atomic
+def refresh_derived(user, task: Task, *, expected_version: int) -> TaskRevision:
+    """Save the head's content again with its stale derived manifest values (GSD, CRS: those
+    ``qc.stale_manifest_values`` reports against :func:`derived_manifest`) replaced by their
+    layers' current ones, as the next revision; everything else, the ``source`` included, is
+    carried over. The message lists each change (``input_data.post_image.pixel_size_m: null →
+    0.5``). The gold replay of the old revision is not the new one's: replay it (the normal flow).
+
+    Unlike an edit it is allowed in every status but released (derived values are not authored
+    content: a reviewer's approval stays, and a release pins the new revision once it is
+    replayed). Needs ``task.edit``. Raises ``PermissionDenied``, ``TaskLockedError`` (released),
+    ``StaleVersionError`` (someone saved in between), ``AnnotationInputError`` (nothing is
+    stale); nothing is written then.
+    """
+    locked = Task.objects.select_for_update(of=("self",)).select_related("head", "event").get(pk=task.pk)
+    require(user, "task.edit", locked)
+    require_unreleased(locked, "a refresh of derived values")
+    if locked.version != expected_version:
+        raise StaleVersionError(locked, expected_version)
+    head = locked.head
+    if head is None:
+        raise AnnotationInputError("input_data: the task has no revision to refresh")
+    stale = qc.stale_manifest_values(head.input_data, derived_manifest(head.input_data, locked.event.layers.all()))
+    if not stale:
+        raise AnnotationInputError("input_data: no derived value is stale; nothing to refresh")
+    content = revision_content(head)
+    content["input_data"] = json.loads(json.dumps(head.input_data))
+    for s in stale:
+        _set_at(content["input_data"], s["location"], s["field"], s["current"])
+    message = ("refreshed derived values: " + "; ".join(
+        f"{s['location']}.{s['field']}: {json.dumps(s['stored'])} → {json.dumps(s['current'])}" for s in stale))[:300]
+    _require_storable(content, message)
+    return _write_revision(user, locked, content, message, source=head.source)
 
 
 def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:

@@ -17,7 +17,7 @@ from releases.api import ReleaseCreateIn, ReleasePublishIn
 from evaluation.selectors import release_runs
 from releases.selectors import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list,
-    tasks_for_release_form,
+    stale_acknowledgements, tasks_for_release_form,
 )
 from releases.services import releases as svc
 from annotation.services import review as review_services
@@ -58,6 +58,9 @@ def release_detail_page(request, version: str):
         "can_release": can(request.user, "release.export", release),
         "can_publish": can(request.user, "release.publish", release),
         "open_comments": review_services.open_comments_of_release(release) if release.status == "draft" else {},
+        # drafts: what publishing would refuse (and what was acknowledged); published: what went out acknowledged
+        "stale": svc.stale_items(release, acknowledged=None) if release.status == "draft" else [],
+        "stale_acks": stale_acknowledgements(release),
         "others": [v for v in Release.objects.exclude(pk=release.pk).values_list("version", flat=True)],
     })
 
@@ -76,6 +79,19 @@ def release_publish(request, version: str):
     try:
         svc.publish_release(request.user, release, acknowledge_open_comments=acknowledge)
         messages.success(request, f"Release {version} published; it can no longer be changed.")
+    except (svc.ReleaseError, PermissionDenied) as exc:
+        messages.error(request, str(exc))
+    return redirect("release_detail", version=version)
+
+
+@require_POST
+def release_acknowledge_stale(request, version: str):
+    """A maintainer's acknowledgement (with a reason) of a pinned task's stale derived values."""
+    release = get_object_or_404(Release, version=version)
+    task = request.POST.get("task", "")
+    try:
+        svc.acknowledge_stale(request.user, release, question_id=task, reason=request.POST.get("reason", ""))
+        messages.success(request, f"Stale derived values of {task} acknowledged.")
     except (svc.ReleaseError, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)

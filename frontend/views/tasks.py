@@ -10,10 +10,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
 from annotation import tiles
 from annotation.models import Event, Layer, Task, TaskRevision
@@ -25,7 +27,9 @@ from annotation.selectors_variants import variant_row, variants_of
 from annotation.services import review as review_services
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
-from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, revision_content, run_fast_qc
+from annotation.errors import AnnotationError
+from annotation.services.tasks import (EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived,
+                                       revision_content, run_fast_qc)
 from frontend.views.events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
@@ -324,8 +328,11 @@ def task_detail_page(request, pk: int):
         raise Http404("no such task")
     latest = ReplayRun.objects.filter(task=task).order_by("-id").only("id").first()
     threads = task_comments(task)
+    findings = _qc(task)
     return render(request, "frontend/task_detail.html", {
-        "task": task, "rev": task.head, "qc": _qc(task), "revisions": task_revisions(task)[:20],
+        "task": task, "rev": task.head, "qc": findings, "revisions": task_revisions(task)[:20],
+        "can_refresh_derived": task.status != Task.Status.RELEASED and can(request.user, "task.edit", task)
+        and any(f.check.startswith("derived.manifest_") for f in findings),
         "latest_replay_id": latest.pk if latest else None,
         "layers": list(task.event.layers.values("id", "file_name", "kind", "frame", "width", "height", "bounds", "class_map")),
         "map_config": map_config_with_remaps(task.event.layers.all(), _calls(task.head)),
@@ -339,6 +346,20 @@ def task_detail_page(request, pk: int):
         "returned": last_return(task) if task.status == Task.Status.RETURNED else None,
         **_variant_context(request.user, task),
     })
+
+
+@require_POST
+def task_refresh_derived(request, pk: int):
+    """The task page's "Refresh derived values" button: ``refresh_derived`` on the version the page
+    showed (``expected_version``), then back to the page with what happened."""
+    task = get_object_or_404(Task, pk=pk)
+    try:
+        rev = refresh_derived(request.user, task, expected_version=int(request.POST.get("expected_version") or -1))
+    except (AnnotationError, PermissionDenied) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"r{rev.number} saved: {rev.message}. Replay it for the gold.")
+    return redirect("task-detail", pk=pk)
 
 
 def _variant_context(user, task) -> dict:

@@ -38,7 +38,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from annotation.errors import AnnotationConflict, AnnotationInputError
-from annotation.models import Event, Layer, Task
+from annotation.models import Event, Layer, QcAcknowledgement, Task
 
 from releases.models import Release, ReleaseTask
 from releases.selectors import exports_dir, release_entries
@@ -52,6 +52,7 @@ from kernel.golddiff import is_blank_obs
 from kernel.inputs import entry_of, phase_of_key
 from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
 from annotation.services import review
+from annotation.services.qc import DERIVED_CONTENT_FIELDS, DERIVED_RUN_FIELDS, derived_findings
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
@@ -100,6 +101,88 @@ class ReleaseImmutableError(ReleaseError, AnnotationConflict):
     """The release is published: it cannot be edited, re-published or deleted (HTTP 409)."""
 
     status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
+
+
+class ReleaseStaleError(ReleaseError, AnnotationConflict):
+    """A pinned task holds a derived value that no longer equals its source (``derived.*`` QC
+    findings: a manifest GSD/CRS its layer changed since, a gold replay whose inputs changed)
+    and no maintainer acknowledged it (HTTP 409 with ``stale``: ``[{task, revision, check,
+    field, message}]``). Refresh the task (then re-pin it: edit the release's tasks) or
+    acknowledge it (:func:`acknowledge_stale`)."""
+
+    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
+
+    def __init__(self, release: Release, stale: list[dict]):
+        self.stale = stale
+        named = "; ".join(f"{s['task']} r{s['revision']} {s['field']}" for s in stale[:10])
+        more = f" and {len(stale) - 10} more" if len(stale) > 10 else ""
+        super().__init__(f"release {release.version} not published: {len(stale)} stale derived value(s): {named}{more}; "
+                         "refresh the task and re-pin it, or have a maintainer acknowledge it with a reason")
+
+    def context(self) -> dict:
+        return {"stale": self.stale}
+
+
+def stale_items(release: Release, *, acknowledged: bool | None = False) -> list[dict]:
+    """The ``derived.*`` QC findings of the revisions and gold replays ``release`` pins
+    (``annotation.services.qc.derived_findings``, the task QC's own check), each as ``{task
+    (question id), task_id, revision (number), check, severity, field (the finding's location),
+    message, acknowledgement: {user, reason, at} | None}``, in question-id order.
+    ``acknowledged``: False → only those without a maintainer's acknowledgement (what blocks
+    publishing), True → only acknowledged ones, None → all."""
+    items = (ReleaseTask.objects.filter(release=release).select_related("task", "revision", "replay")
+             .only("question_id", "task_id", "revision_id", "replay_id", "task__event_id", "revision__number",
+                   *(f"revision__{f}" for f in DERIVED_CONTENT_FIELDS),
+                   *(f"replay__{f}" for f in DERIVED_RUN_FIELDS))
+             .order_by("question_id"))
+    acks = {(a.task_id, a.revision_number, a.check_id, a.location): a for a in QcAcknowledgement.objects
+            .filter(task_id__in=ReleaseTask.objects.filter(release=release).values("task_id"),
+                    check_id__startswith="derived.").select_related("user")}
+    layers: dict[int, list] = {}
+    out = []
+    for it in items.iterator(chunk_size=PIN_BATCH):  # the revisions' JSON a batch at a time
+        if it.task.event_id not in layers:
+            layers[it.task.event_id] = list(Layer.objects.filter(event_id=it.task.event_id))
+        for f in derived_findings(it.task, it.revision, it.replay, layers=layers[it.task.event_id]):
+            ack = acks.get((it.task_id, it.revision.number, f.check, f.location))
+            if acknowledged is not None and bool(ack) != acknowledged:
+                continue
+            out.append({"task": it.question_id, "task_id": it.task_id, "revision": it.revision.number,
+                        "check": f.check, "severity": f.severity, "field": f.location, "message": f.message,
+                        "acknowledgement": {"user": ack.user.username if ack.user_id else None, "reason": ack.reason,
+                                            "at": ack.created_at.isoformat()} if ack else None})
+    return out
+
+
+@transaction.atomic
+def acknowledge_stale(user, release: Release, *, question_id: str, reason: str) -> list[QcAcknowledgement]:
+    """A maintainer's acknowledgement that the task ``question_id`` goes out in ``release`` with
+    its stale derived values as they are: one ``QcAcknowledgement`` (who, when, why) per current
+    ``derived.*`` finding of the pinned revision (:func:`stale_items`); publishing then lets them
+    through, and the release page lists them. A later change of the source makes a new finding
+    text but the same check and field: still acknowledged; a new pinned revision is not.
+
+    Needs ``release.publish`` (maintainers). Raises ``PermissionDenied``,
+    :class:`ReleaseImmutableError` (published), :class:`ReleaseError` naming the field (no reason,
+    the task is not pinned, nothing of it is stale)."""
+    require(user, "release.publish", release)
+    locked = Release.objects.select_for_update().get(pk=release.pk)
+    _refuse_published(locked, "acknowledge a stale value")
+    reason = str(reason or "").strip()
+    if not reason:
+        raise ReleaseError("reason: say why the stale value may go out as it is")
+    if not ReleaseTask.objects.filter(release=locked, question_id=question_id).exists():
+        raise ReleaseError(f"task: {question_id} is not pinned in release {locked.version}")
+    stale = [s for s in stale_items(locked, acknowledged=None) if s["task"] == question_id]
+    if not stale:
+        raise ReleaseError(f"task: {question_id} has no stale derived value in release {locked.version}")
+    out = []
+    for s in stale:
+        ack, _ = QcAcknowledgement.objects.update_or_create(
+            task_id=s["task_id"], revision_number=s["revision"], check_id=s["check"], location=s["field"][:300],
+            defaults={"reason": reason, "user": user})
+        out.append(ack)
+    return out
 
 
 def _refuse_published(release: Release, what: str) -> None:
@@ -286,11 +369,19 @@ def publish_release(user, release: Release, *, acknowledge_open_comments: bool =
     and so does the API); the confirmation is an audit event ``publish_with_open_comments`` on each
     such task, written in the same transaction.
 
-    Raises ``PermissionDenied`` (needs ``release.publish``), :class:`ReleaseOpenCommentsError`
-    (open comments, not acknowledged), :class:`ReleaseImmutableError` if it is already published,
+    A pinned revision or gold replay with a stale derived value (:func:`stale_items`) refuses
+    publishing until it is refreshed and re-pinned, or acknowledged (:func:`acknowledge_stale`).
+
+    Raises ``PermissionDenied`` (needs ``release.publish``), :class:`ReleaseStaleError` (a stale
+    derived value, not acknowledged), :class:`ReleaseOpenCommentsError` (open comments, not
+    acknowledged), :class:`ReleaseImmutableError` if it is already published,
     :class:`ReleaseError` if a task cannot be exported.
     """
     require(user, "release.publish", release)
+    stale = stale_items(release)
+    if stale:
+        raise ReleaseStaleError(release, [{k: s[k] for k in ("task", "revision", "check", "field", "message")}
+                                          for s in stale])
     open_comments = review.open_comment_threads(release=release)
     if open_comments and not acknowledge_open_comments:
         raise ReleaseOpenCommentsError(release, open_comments)

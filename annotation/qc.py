@@ -1304,6 +1304,9 @@ def _field_list(fields: list[dict]) -> str:
 
 
 def _check_alignment(a: _Analysis):
+    variant = a.content.get("variant")
+    if isinstance(variant, dict) and variant.get("kind") == "unsolvable":
+        return  # its gold answer is the refusal whatever the question asks (qc_variants checks that)
     question = str(a.content.get("question", "") or "").lower()
     fields = [f for f in a.answer_fields() if isinstance(f, dict)]
     scored = [f for f in fields if f.get("eval_type") != "ignore"]

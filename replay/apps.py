@@ -8,11 +8,15 @@ class ReplayConfig(AppConfig):
     def ready(self):
         """Plug replay into the layer below it (annotation does not import replay, issue 19): QC
         reads a task's replays through ``ReplaySource``, and submitting for review requires a
-        succeeded replay of the head revision (a registered submission check)."""
+        succeeded replay of the head revision (a registered submission check); a new robustness
+        variant's gold replay starts as it is made (a registered variant hook)."""
         from annotation.services.qc import ReplaySource, register_replay_source
         from annotation.services.review import register_submission_check
-        from replay.services import artifact_path, input_fingerprint, require_succeeded_replay, succeeded_runs_of_head
+        from annotation.services.variants import register_variant_made_hook
+        from replay.services import (artifact_path, input_fingerprint, replay_new_variant, require_succeeded_replay,
+                                     succeeded_runs_of_head)
 
         register_replay_source(ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path,
                                             input_fingerprint=input_fingerprint))
         register_submission_check(require_succeeded_replay)
+        register_variant_made_hook(replay_new_variant)

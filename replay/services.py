@@ -82,7 +82,7 @@ from kernel.taskfile import from_storage, same_value, source_from_text, to_stora
 from studio.fastsql import (column_sql, copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows_sql,
                             load_many, newest_row, newest_row_sql, one_statement_writes, update_by, update_in_sql,
                             update_rows)
-from studio.permissions import require
+from studio.permissions import can, require
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import canonical_json
 
@@ -428,6 +428,15 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     run_replay.delay(run.pk)
     run.refresh_from_db()
     return run
+
+
+def replay_new_variant(user, variant) -> ReplayRun | None:
+    """Start the gold replay of a robustness variant just made (``annotation.services.variants``'
+    hook, run after its commit), when ``user`` may replay it; None when they may not (the author
+    starts it later, as for any task)."""
+    if not can(user, "task.replay", variant.task):
+        return None
+    return start_replay(user, variant.task)
 
 
 def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | None = None) -> str:

@@ -109,13 +109,16 @@ def test_downward_and_ready_imports_pass(tmp_path):
 def test_replay_plugs_into_review_and_qc_by_registration(db):
     """Review's "a succeeded replay exists" gate and QC's replays come from the replay app's
     ``ready()``, not from imports of replay inside annotation."""
-    from annotation.services import qc, review
-    from replay.services import artifact_path, require_succeeded_replay, succeeded_runs_of_head
+    from annotation.services import qc, review, variants
+    from replay.services import (artifact_path, input_fingerprint, replay_new_variant, require_succeeded_replay,
+                                 succeeded_runs_of_head)
     from releases.services.export import SIDECAR_FIELDS
     from evaluation.selectors import release_adjudication
 
     assert require_succeeded_replay in review.submission_checks()
-    assert qc._REPLAY_SOURCE == [qc.ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path)]
+    assert qc._REPLAY_SOURCE == [qc.ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path,
+                                                 input_fingerprint=input_fingerprint)]
+    assert variants._VARIANT_MADE_HOOKS == [replay_new_variant]
     assert SIDECAR_FIELDS["adjudication"] is release_adjudication
 
 

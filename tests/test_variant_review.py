@@ -188,3 +188,25 @@ def test_task_page_replay_panel_says_where_an_unsolvable_plan_stops(approved_flo
     assert "step 1 replayed with the alternative <code>ras.grid_windows_alt</code>: the same observation" in html
     api = client.get(f"/api/tasks/{uns.task.pk}/replay-diff/").json()
     assert api["variant_check"]["blocked"]["step"] == 3
+
+
+@pytest.mark.django_db
+def test_a_variant_made_over_the_api_has_its_gold_replay_at_once_and_no_false_alignment_warning(
+        approved_florence, people, client, django_capture_on_commit_callbacks):
+    """The variant's replay starts when it is made (replay's registered variant hook, after the
+    commit), so its page follows a replay instead of "No succeeded replay yet"; an unsolvable
+    variant's question still asks "how many" while its gold is the refusal: no ``alignment.count``."""
+    from annotation.services.qc import qc_for_task
+    from replay.models import ReplayRun
+
+    assert "how many" in approved_florence.head.question.lower()  # what the alignment check keys on
+    client.force_login(people["ada"])
+    with django_capture_on_commit_callbacks(execute=True):
+        made = client.post(f"/api/tasks/{approved_florence.pk}/variants/", {"kind": "unsolvable", "strategy": "tool_removal"},
+                           content_type="application/json")
+    assert made.status_code == 201, made.content
+    runs = ReplayRun.objects.filter(task_id=made.json()["id"])
+    assert runs.count() == 1
+    _check_gold_replay(runs.get(), "unsolvable", VARIANTS[2][2])
+    variant_task = runs.get().task
+    assert [f.check for f in qc_for_task(variant_task) if f.check.startswith("alignment.")] == []

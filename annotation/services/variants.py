@@ -9,6 +9,7 @@ The variant starts as a draft and goes through QC and review like any task.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -73,6 +74,24 @@ def unreadable_layers(base: Task, replaced: dict[str, str]) -> None:
                           metadata={"unreadable": True, "replaces": original}))
 
 
+#: ``hook(user, variant)`` run once a new variant is committed; apps above annotation register
+#: theirs from ``AppConfig.ready`` (replay starts the variant's gold replay, so that its page
+#: follows a replay from the start instead of "No succeeded replay yet")
+_VARIANT_MADE_HOOKS: list[Callable] = []
+
+
+def register_variant_made_hook(hook: Callable) -> None:
+    """Add ``hook(user, variant: TaskVariant)`` to what runs after a new variant is committed
+    (once: a second registration of the same function is ignored, as ``ready()`` may run twice)."""
+    if hook not in _VARIANT_MADE_HOOKS:
+        _VARIANT_MADE_HOOKS.append(hook)
+
+
+def _variant_made(user, variant: TaskVariant) -> None:
+    for hook in _VARIANT_MADE_HOOKS:
+        hook(user, variant)
+
+
 @transaction.atomic
 def create_variant(user, base: Task, kind: str, **params) -> tuple[TaskVariant, bool]:
     """Make one variant of ``base`` (see ``annotation.variants.make_variant`` for ``params``).
@@ -101,4 +120,5 @@ def create_variant(user, base: Task, kind: str, **params) -> tuple[TaskVariant, 
                        task_index=base.task_index, message=f"{kind} variant of {base.question_id} (revision {head.number})")
     variant = TaskVariant.objects.create(task=task, base_task=base, base_revision=head, kind=kind,
                                          params=info["params"], tools=info["tools"], created_by=user)
+    transaction.on_commit(lambda: _variant_made(user, variant))
     return variant, True

@@ -11,7 +11,10 @@ class ReplayConfig(AppConfig):
         succeeded replay of the head revision (a registered submission check)."""
         from annotation.services.qc import ReplaySource, register_replay_source
         from annotation.services.review import register_submission_check
-        from replay.services import artifact_path, require_succeeded_replay, succeeded_runs_of_head
+        from replay.services import (REPLAY_KIND, artifact_path, require_succeeded_replay, succeeded_runs_of_head,
+                                     sweep_replays)
+        from studio.background import register_sweeper
 
         register_replay_source(ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path))
         register_submission_check(require_succeeded_replay)
+        register_sweeper(REPLAY_KIND, sweep_replays)  # the sweep of background jobs re-queues stuck replays

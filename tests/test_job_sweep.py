@@ -1,0 +1,184 @@
+"""Background jobs whose worker died (``studio.background``): a run zip import and a release export
+killed with SIGKILL part-way are left ``running`` with their files; ``manage.py sweep_jobs`` marks
+them failed with the reason, removes the files (the unpacked ``runs/<id>`` folder; the export's
+staging folder and spool files) and a re-run is taken at once and completes.
+
+As in ``test_crash_judge_export.py``, the jobs run in child processes on a file copy of the test
+database (SQLite) or the test database itself (PostgreSQL), paused at a chosen point by a wrapper
+script (fault injection in the child) and killed there.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from conftest import REPO, ChildDatabase
+from kernel.processes import host_tag
+from test_crash_judge_export import child_env, manage
+from test_h18_queue import TASKS, _zip
+
+#: the child's preamble: Django set up, ``pause()`` tells the test and sleeps until killed
+PREAMBLE = r"""
+import os, sys, time, json
+sys.path.insert(0, {repo!r})
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+import django
+django.setup()
+
+def pause():
+    print("PAUSED", flush=True)
+    time.sleep(600)
+"""
+
+#: run import job ``job`` with the import paused after the zip was unpacked (the folder exists)
+IMPORT_PAUSED = PREAMBLE + r"""
+from evaluation import services
+services.import_run_dir = lambda *a, **kw: pause()
+from evaluation.services_run_import import execute_run_import
+execute_run_import({job})
+"""
+
+#: re-run import job ``job`` inline (scored against the scoring examples' tasks); print its state
+IMPORT_RERUN = PREAMBLE + r"""
+from django.conf import settings
+settings.STUDIO_JUDGE_RUNNER = "inline"
+from django.contrib.auth import get_user_model
+from evaluation import services
+real = services.import_run_dir
+services.import_run_dir = lambda *a, **kw: real(*a, tasks_dir={tasks!r}, **kw)
+from evaluation.models import RunImportJob
+from evaluation.services_run_import import rerun_run_import
+user = get_user_model().objects.get(username={user!r})
+rerun_run_import(user, RunImportJob.objects.get(pk={job}))
+job = RunImportJob.objects.get(pk={job})
+print(json.dumps([job.status, job.run.records.count() if job.run else None, job.error]))
+"""
+
+#: export release 1.0.0 with a pause inside a task file (the staging folder exists)
+EXPORT_PAUSED = PREAMBLE + r"""
+from releases.services import export
+real_write = export.SampleArrayWriter.write
+def write(self, sample):
+    real_write(self, sample)
+    self._fh.flush()
+    pause()
+export.SampleArrayWriter.write = write
+from django.contrib.auth import get_user_model
+from releases.models import Release
+from releases.services.releases import start_export
+start_export(get_user_model().objects.get(username={user!r}), Release.objects.get(version="1.0.0"))
+"""
+
+
+def run_paused(script: str, env: dict, tmp_path: Path, name: str) -> subprocess.Popen:
+    """Start ``script`` in a child and return it once it printed PAUSED (it sleeps there)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if line.strip() != "PAUSED":
+        proc.kill()
+        raise AssertionError((line, proc.stderr.read()[-3000:]))
+    return proc
+
+
+def kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def sweep(env: dict) -> list[dict]:
+    out = subprocess.run(manage("sweep_jobs", "--json", env=env), cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_killed_mid_way_is_failed_cleaned_and_rerun_at_once(tmp_path, maintainer):
+    """The issue's attack: the process running an import (a web worker with the thread runner) is
+    killed while it imports. The row says ``running`` with the child's tag and the unpacked
+    ``runs/<id>`` folder exists; the sweep fails it at once (the pid is gone: no heartbeat wait)
+    naming the reason and removes the folder; the re-run is accepted and scores agent_a's 12
+    records (the scoring examples' README: twelve tasks)."""
+    from evaluation.models import RunImportJob
+
+    uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
+    uploads.mkdir(parents=True)
+    archive = uploads / "agent_a.zip"
+    archive.write_bytes(_zip("qwen_AP").getvalue())
+    job = RunImportJob.objects.create(archive=str(archive), filename="qwen_AP.zip", agent_name="qwen",
+                                      created_by=maintainer, options={"release": "", "protocol": None})
+    db = ChildDatabase(tmp_path)
+    env = child_env(db, tmp_path)
+    proc = run_paused(IMPORT_PAUSED.format(repo=str(REPO), job=job.pk), env, tmp_path, "import_paused")
+    try:
+        (status, worker, folder), = db.rows("select status, worker, folder from evaluation_runimportjob "
+                                            "where id = %s", job.pk)
+        assert (status, worker) == ("running", f"{proc.pid}.{host_tag()}")
+        assert Path(folder).parent == Path(settings.STUDIO_DATA_ROOT) / "runs" and (Path(folder) / "qwen_AP").is_dir()
+    finally:
+        kill(proc)
+    assert db.rows("select status from evaluation_runimportjob where id = %s", job.pk) == [("running",)]
+
+    rows = sweep(env)
+    mine = [r for r in rows if r["kind"] == "run-import"]
+    assert mine == [{"kind": "run-import", "id": job.pk, "action": "failed",
+                     "why": f"its worker process ({proc.pid}) is gone", "removed": [folder]}]
+    (status, error), = db.rows("select status, error from evaluation_runimportjob where id = %s", job.pk)
+    assert status == "failed" and error == f"the job's worker was lost (its worker process ({proc.pid}) is gone); run it again"
+    assert not Path(folder).exists() and archive.is_file()  # the zip is kept for the re-run
+    assert sweep(env) == []  # nothing left to sweep
+
+    again = subprocess.run([sys.executable, "-c", IMPORT_RERUN.format(repo=str(REPO), tasks=str(TASKS), job=job.pk,
+                                                                       user=maintainer.username)],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == ["done", 12, ""]
+    assert [p.name for p in (Path(settings.STUDIO_DATA_ROOT) / "runs").iterdir()] == \
+        [Path(db.rows("select folder from evaluation_runimportjob where id = %s", job.pk)[0][0]).name]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_killed_mid_way_is_failed_cleaned_and_exported_again(tmp_path, maintainer):
+    """The issue's attack: the process running a release export is killed part-way (inside a task
+    file). Its ``job.json`` says ``running`` with the child's tag, beside the hidden staging folder
+    and the spool files; the sweep fails it and leaves only ``job.json`` in its folder; a new
+    export succeeds."""
+    from releases.models import Release
+    from releases.selectors import export_jobs, exports_dir
+    from releases.services.releases import start_export
+    from test_api_schemathesis import populate
+
+    populate(maintainer)  # release 1.0.0, exported once in-process
+    before = {j["id"] for j in export_jobs("1.0.0")}
+    db = ChildDatabase(tmp_path)
+    env = child_env(db, tmp_path)
+    proc = run_paused(EXPORT_PAUSED.format(repo=str(REPO), user=maintainer.username), env, tmp_path, "export_paused")
+    try:
+        job, = [j for j in export_jobs("1.0.0") if j["id"] not in before]
+        assert (job["status"], job["worker"]) == ("running", f"{proc.pid}.{host_tag()}")
+        base = exports_dir("1.0.0") / job["id"]
+        left = sorted(p.name for p in base.iterdir())
+        assert any(n.startswith(".dora-1.0.0.tmp-") and not n.endswith(".questions") for n in left), left
+        assert any(n.endswith(".questions") for n in left), left  # the manifest's spool
+    finally:
+        kill(proc)
+
+    rows = [r for r in sweep(env) if r["kind"] == "release-export"]
+    assert [(r["id"], r["action"], r["why"]) for r in rows] == [(job["id"], "failed", f"its worker process ({proc.pid}) is gone")]
+    assert sorted(rows[0]["removed"]) == [n for n in left if n != "job.json"]
+    assert sorted(p.name for p in base.iterdir()) == ["job.json"]
+    swept = json.loads((base / "job.json").read_text())
+    assert swept["status"] == "failed" and "the export's worker was lost (its worker process" in swept["error"]
+
+    again = start_export(maintainer, Release.objects.get(version="1.0.0"))
+    assert again["status"] == "succeeded" and again["id"] != job["id"]

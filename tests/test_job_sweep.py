@@ -182,3 +182,121 @@ def test_an_export_killed_mid_way_is_failed_cleaned_and_exported_again(tmp_path,
 
     again = start_export(maintainer, Release.objects.get(version="1.0.0"))
     assert again["status"] == "succeeded" and again["id"] != job["id"]
+
+
+# ── a job whose thread cannot reach the database ───────────────────────────────────────────────
+
+
+class RefusedDatabase:
+    """The database refuses this test's other connections while the block runs, for real:
+    PostgreSQL ``ALTER DATABASE … ALLOW_CONNECTIONS false`` (a new connection fails with "not
+    currently accepting connections", as with ``max_connections`` exhausted; the test's own open
+    connection stays); SQLite an exclusive transaction of the test's connection (another
+    connection fails with "database is locked" once its busy timeout, here cut from 20 s to
+    0.3 s through ``monkeypatch``, has passed)."""
+
+    def __init__(self, monkeypatch):
+        from django.db import connection
+
+        self.connection = connection
+        connection.ensure_connection()
+        if connection.vendor == "sqlite":
+            monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.3)
+
+    def __enter__(self):
+        if self.connection.vendor == "postgresql":
+            with self.connection.cursor() as cur:
+                cur.execute(f'ALTER DATABASE "{self.connection.settings_dict["NAME"]}" ALLOW_CONNECTIONS false')
+        else:
+            self.connection.connection.execute("BEGIN EXCLUSIVE")
+        return self
+
+    def __exit__(self, *exc):
+        if self.connection.vendor == "postgresql":
+            with self.connection.cursor() as cur:
+                cur.execute(f'ALTER DATABASE "{self.connection.settings_dict["NAME"]}" ALLOW_CONNECTIONS true')
+        else:
+            self.connection.connection.execute("COMMIT")
+
+
+def _queued_import(maintainer):
+    from evaluation.models import RunImportJob
+
+    uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    archive = uploads / "agent_a.zip"
+    archive.write_bytes(_zip("qwen_AP").getvalue())
+    return RunImportJob.objects.create(archive=str(archive), filename="qwen_AP.zip", agent_name="qwen",
+                                       created_by=maintainer, options={"release": "", "protocol": None})
+
+
+def _wait_for(predicate, what: str, timeout: float = 60.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_thread_cannot_connect_ends_failed_not_queued(maintainer, settings, monkeypatch, caplog):
+    """The issue's attack: more upload threads than connections; a thread that cannot connect
+    crashed, and its crash handler needed the database too, so the job stayed "queued" for good.
+    Here the thread runner's job meets a database that refuses it; connections come back while
+    the crash is being written (on a fresh connection, retried): the job ends ``failed`` with the
+    database's error, never ``queued``."""
+    import logging
+
+    from evaluation.models import RunImportJob
+    from evaluation.services_run_import import dispatch_run_import
+    from studio import background
+
+    settings.STUDIO_JUDGE_RUNNER = "thread"
+    monkeypatch.setattr(background, "RECORD_BACKOFF_S", 0.2)  # 0.2, 0.4, 0.8, 1.6, 3.2 s between tries
+    caplog.set_level(logging.WARNING, logger="studio.background")
+    job = _queued_import(maintainer)
+    with RefusedDatabase(monkeypatch):
+        thread = dispatch_run_import(job.pk)
+        _wait_for(lambda: any("not written (try 1 of" in r.getMessage() for r in caplog.records),
+                  "the job's thread never tried to write its crash")
+    thread.join(60)
+    assert not thread.is_alive()
+    job.refresh_from_db()
+    assert job.status == "failed" and job.error.startswith("the job crashed: OperationalError: "), job.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_left_queued_by_an_unreachable_database_is_sent_again_by_the_sweep(maintainer, settings, monkeypatch,
+                                                                                   caplog):
+    """When the database refuses longer than the crash handler's tries, the job cannot be written
+    at all: it stays ``queued`` and the log says it is left for the sweep. Once the database is
+    back, the sweep (a queued job without a worker for ``stale_after`` seconds, here 0) sends it
+    again and it completes: agent_a's 12 records (the scoring examples' README)."""
+    import logging
+
+    from evaluation import services
+    from evaluation.models import RunImportJob
+    from evaluation.services_run_import import dispatch_run_import, sweep_run_imports
+    from studio import background
+
+    settings.STUDIO_JUDGE_RUNNER = "thread"
+    monkeypatch.setattr(background, "RECORD_ATTEMPTS", 2)
+    monkeypatch.setattr(background, "RECORD_BACKOFF_S", 0.05)
+    real = services.import_run_dir
+    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=TASKS, **kw))
+    caplog.set_level(logging.WARNING, logger="studio.background")
+    job = _queued_import(maintainer)
+    with RefusedDatabase(monkeypatch):
+        thread = dispatch_run_import(job.pk)
+        thread.join(60)
+    assert not thread.is_alive()
+    assert any("the database stayed unreachable; the job is left for the sweep" in r.getMessage() for r in caplog.records)
+    job.refresh_from_db()
+    assert job.status == "queued"  # nothing could be written
+
+    rows = sweep_run_imports(stale_after=0)
+    assert [(r["id"], r["action"]) for r in rows] == [(job.pk, "requeued")]
+    _wait_for(lambda: RunImportJob.objects.get(pk=job.pk).status in ("done", "failed"), "the re-sent job never ended")
+    job.refresh_from_db()
+    assert (job.status, job.run.records.count(), job.attempts) == ("done", 12, 1)

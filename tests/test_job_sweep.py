@@ -203,18 +203,26 @@ class RefusedDatabase:
         if connection.vendor == "sqlite":
             monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.3)
 
+    def _alter(self, allow: bool) -> None:
+        """``ALTER DATABASE`` from a connection to the server's ``postgres`` database (PostgreSQL
+        refuses it on a connection to the database itself)."""
+        import psycopg
+
+        sd = self.connection.settings_dict
+        with psycopg.connect(host=sd["HOST"] or None, port=sd["PORT"] or None, user=sd["USER"] or None,
+                             password=sd["PASSWORD"] or None, dbname="postgres", autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{sd["NAME"]}" ALLOW_CONNECTIONS {"true" if allow else "false"}')
+
     def __enter__(self):
         if self.connection.vendor == "postgresql":
-            with self.connection.cursor() as cur:
-                cur.execute(f'ALTER DATABASE "{self.connection.settings_dict["NAME"]}" ALLOW_CONNECTIONS false')
+            self._alter(False)
         else:
             self.connection.connection.execute("BEGIN EXCLUSIVE")
         return self
 
     def __exit__(self, *exc):
         if self.connection.vendor == "postgresql":
-            with self.connection.cursor() as cur:
-                cur.execute(f'ALTER DATABASE "{self.connection.settings_dict["NAME"]}" ALLOW_CONNECTIONS true')
+            self._alter(True)
         else:
             self.connection.connection.execute("COMMIT")
 

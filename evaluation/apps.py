@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from studio.background import register_sweeper
+
 
 class EvaluationConfig(AppConfig):
     name = "evaluation"
@@ -13,7 +15,6 @@ class EvaluationConfig(AppConfig):
         from evaluation.services_judge import JOB_KIND, sweep_judge_jobs
         from evaluation.services_run_import import KIND, sweep_run_imports
         from releases.services.export import register_sidecar_field
-        from studio.background import register_sweeper
 
         register_sidecar_field("adjudication", release_adjudication, batch=release_adjudications)
         register_sweeper(JOB_KIND, sweep_judge_jobs)

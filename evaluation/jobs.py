@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from studio.background import run_guarded
+
 
 @shared_task(acks_late=True, name="evaluation.judge_batch")
 def judge_batch(job_id: int) -> dict:
@@ -11,7 +13,6 @@ def judge_batch(job_id: int) -> dict:
     :func:`studio.background.run_guarded`); returns its final counts."""
     from evaluation.models import JudgeJob
     from evaluation.services_judge import JOB_KIND, record_crash, run_judge_job
-    from studio.background import run_guarded
 
     run_guarded(JOB_KIND, job_id, run_judge_job, record_crash, close=False)  # a crash ends the job failed
     job = JudgeJob.objects.get(pk=job_id)

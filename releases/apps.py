@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from studio.background import register_sweeper
+
 
 class ReleasesConfig(AppConfig):
     name = "releases"
@@ -8,6 +10,5 @@ class ReleasesConfig(AppConfig):
     def ready(self):
         """The sweep of background jobs (``studio.background``) ends this app's lost exports."""
         from releases.services.releases import EXPORT_KIND, sweep_export_jobs
-        from studio.background import register_sweeper
 
         register_sweeper(EXPORT_KIND, sweep_export_jobs)

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from studio.background import register_sweeper
+
 
 class ReplayConfig(AppConfig):
     name = "replay"
@@ -13,7 +15,6 @@ class ReplayConfig(AppConfig):
         from annotation.services.review import register_submission_check
         from replay.services import (REPLAY_KIND, artifact_path, require_succeeded_replay, succeeded_runs_of_head,
                                      sweep_replays)
-        from studio.background import register_sweeper
 
         register_replay_source(ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path))
         register_submission_check(require_succeeded_replay)

@@ -449,12 +449,18 @@ def start_export(user, release: Release) -> dict:
                      "done": 0, "total": 0, "error": "", "folder": "", "zip": "", "content_sha256": "",
                      "requested_by": getattr(user, "username", None), "created_at": timezone.now().isoformat(),
                      "started_at": None, "finished_at": None, "worker": "", "heartbeat_at": None})
-    from releases.jobs import export_release_job
-
-    export_release_job.delay(release.version, job["id"])
+    _send_export(release.version, job["id"])
     from releases.selectors import export_job
 
     return export_job(release.version, job["id"]) or job
+
+
+def _send_export(version: str, job_id: str) -> None:
+    """Hand export job ``job_id`` to Celery (``releases.jobs.export_release_job``; in-process,
+    to its end, without a broker)."""
+    from releases.jobs import export_release_job
+
+    export_release_job.delay(version, job_id)
 
 
 def _clear_job_folder(base: Path) -> list[str]:
@@ -537,8 +543,6 @@ def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
     ``job.json``: the staging folder, the spool files and a partial zip are removed. (With a
     broker a queued export that no worker took is sent again instead.) Returns
     ``{kind, id, action, why, removed}`` per job."""
-    from releases.jobs import export_release_job
-
     root = Path(settings.STUDIO_DATA_ROOT) / "exports"
     out = []
     for jf in sorted(root.glob(f"*/*/{JOB_FILE}")) if root.is_dir() else []:
@@ -556,7 +560,7 @@ def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
         if job["status"] == "queued" and not settings.CELERY_TASK_ALWAYS_EAGER:
             job["heartbeat_at"] = timezone.now().isoformat()
             _save_job(job)
-            export_release_job.delay(job["release"], job["id"])
+            _send_export(job["release"], job["id"])
             out.append({"kind": EXPORT_KIND, "id": job["id"], "action": "requeued", "why": why, "removed": []})
             continue
         removed = _clear_job_folder(base)

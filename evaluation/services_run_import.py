@@ -194,12 +194,22 @@ def _stage(job_id: int, text: str, **fields) -> None:
 
 
 def _claim(job_id: int, folder: Path) -> bool:
-    """Take queued job ``job_id`` for this process (one statement: of two deliveries one wins):
-    running, this worker's tag, the first heartbeat, the folder it will unpack to."""
+    """Take job ``job_id`` for this process (one statement: of two deliveries one wins): running,
+    this worker's tag, the first heartbeat, the folder it will unpack to. A queued job is taken;
+    so is a running one whose worker is lost (Celery delivers a killed worker's job again), after
+    its folder is removed."""
     now = timezone.now()
-    return RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.QUEUED).update(
-        status=RunImportJob.Status.RUNNING, stage="unpacking the zip and scoring the run", started_at=now,
-        heartbeat_at=now, worker=worker_tag(), folder=str(folder), attempts=F("attempts") + 1) == 1
+    fields = dict(status=RunImportJob.Status.RUNNING, stage="unpacking the zip and scoring the run", started_at=now,
+                  heartbeat_at=now, worker=worker_tag(), folder=str(folder), attempts=F("attempts") + 1)
+    if RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.QUEUED).update(**fields):
+        return True
+    job = RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.RUNNING).first()
+    if job is None or not lost_reason(job):
+        return False
+    if not RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.RUNNING, worker=job.worker).update(**fields):
+        return False
+    _remove_folder(job.folder)
+    return True
 
 
 def _beat(job_id: int) -> None:

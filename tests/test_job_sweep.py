@@ -308,3 +308,76 @@ def test_a_job_left_queued_by_an_unreachable_database_is_sent_again_by_the_sweep
     _wait_for(lambda: RunImportJob.objects.get(pk=job.pk).status in ("done", "failed"), "the re-sent job never ended")
     job.refresh_from_db()
     assert (job.status, job.run.records.count(), job.attempts) == ("done", 12, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_web_process_sweeps_every_kind_in_the_background_at_most_every_so_often(maintainer, settings):
+    """``studio.wsgi`` connects :func:`studio.background.maybe_sweep` to ``request_started``: the
+    first request of a process sweeps (on a thread), the next ones within
+    STUDIO_JOB_SWEEP_EVERY_S do not. Jobs of a process of this host that has exited (its pid taken
+    from a child that ended): a running import, a running judge job and a running export, all
+    failed by that one sweep; a running judge job of another host with a fresh heartbeat is left."""
+    from django.core.signals import request_started
+    from django.utils import timezone
+
+    import studio.wsgi  # noqa: F401 — connects the sweep to request_started
+    from evaluation.models import JudgeConfig, JudgeJob, RunImportJob
+    from releases.selectors import export_job, exports_dir
+    from studio import background
+
+    try:
+        assert any(receiver[0][0] == "studio.background.maybe_sweep" for receiver in request_started.receivers)
+    finally:  # the test client sends request_started too: later tests must not sweep behind their back
+        request_started.disconnect(dispatch_uid="studio.background.maybe_sweep")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = f"{int(gone.stdout)}.{host_tag()}"
+    now = timezone.now()
+    imp = _queued_import(maintainer)
+    RunImportJob.objects.filter(pk=imp.pk).update(status="running", worker=dead, heartbeat_at=now, started_at=now)
+    cfg = JudgeConfig.objects.create(name="c", base_url="http://127.0.0.1:9/v1", model="m")
+    judged = JudgeJob.objects.create(config=cfg, status="running", worker=dead, heartbeat_at=now)
+    elsewhere = JudgeJob.objects.create(config=cfg, status="running", worker="4242.0000beef", heartbeat_at=now)
+    base = exports_dir("9.9.9") / "abc123"
+    base.mkdir(parents=True)
+    (base / ".dora-9.9.9.tmp-0123456789").mkdir()
+    (base / "job.json").write_text(json.dumps({"id": "abc123", "release": "9.9.9", "status": "running", "done": 85,
+                                               "total": 305, "worker": dead, "created_at": now.isoformat()}))
+
+    settings.STUDIO_JOB_SWEEP_EVERY_S = 60
+    background._last_sweep[0] = 0.0  # this process has not swept yet
+    thread = background.maybe_sweep()
+    assert thread is not None
+    thread.join(60)
+    assert background.maybe_sweep() is None  # within the minute: no second sweep
+    assert RunImportJob.objects.get(pk=imp.pk).status == "failed"
+    assert [JudgeJob.objects.get(pk=j.pk).status for j in (judged, elsewhere)] == ["failed", "running"]
+    assert JudgeJob.objects.get(pk=judged.pk).errors[-1]["kind"] == "worker_lost"
+    assert export_job("9.9.9", "abc123")["status"] == "failed" and sorted(p.name for p in base.iterdir()) == ["job.json"]
+
+
+@pytest.mark.django_db
+def test_a_job_delivered_again_after_its_worker_died_is_taken_and_completes(maintainer, monkeypatch):
+    """Celery delivers a killed pool process's job again (acks_late, reject_on_worker_lost): the
+    import left ``running`` by a process of this host that has exited is taken by the new delivery
+    (its half-unpacked folder removed) and ends ``done`` with agent_a's 12 records; one whose
+    worker may be alive (another host, fresh heartbeat) is not taken twice."""
+    from django.utils import timezone
+
+    from evaluation import services
+    from evaluation.models import RunImportJob
+    from evaluation.services_run_import import execute_run_import
+
+    real = services.import_run_dir
+    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=TASKS, **kw))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = Path(settings.STUDIO_DATA_ROOT) / "runs" / "deadbeef0001"
+    (left / "qwen_AP").mkdir(parents=True)
+    live = _queued_import(maintainer)
+    RunImportJob.objects.filter(pk=live.pk).update(status="running", worker="4242.0000beef", heartbeat_at=timezone.now())
+    assert execute_run_import(live.pk).status == "running"  # not taken: it may still be running there
+    job = _queued_import(maintainer)
+    RunImportJob.objects.filter(pk=job.pk).update(status="running", worker=f"{int(gone.stdout)}.{host_tag()}",
+                                                  heartbeat_at=timezone.now(), folder=str(left))
+    job = execute_run_import(job.pk)
+    assert (job.status, job.run.records.count(), job.attempts) == ("done", 12, 1)
+    assert not left.exists() and job.folder != str(left)

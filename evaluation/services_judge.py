@@ -685,7 +685,8 @@ def _plan(job: JudgeJob) -> list[tuple[int, str, str | None, int | None]]:
 
 
 def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = None, backend=None) -> JudgeJob:
-    """Run a judge job to its end; the job row shows the progress after every judgement.
+    """Run a judge job to its end; the job row shows the progress after every judgement. Only a
+    queued job is run (or a running one whose worker is lost); any other is returned unchanged.
 
     Prompts are rendered and the cache consulted first (hits count as done without a call); the
     remaining calls run in a pool of ``config.max_concurrency`` threads (HTTP only), and each
@@ -695,14 +696,15 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
     step-wise cut cannot split are listed as skipped. ``progress(job)`` is called after each step.
     """
     now = timezone.now()
-    # taken in one statement (of two deliveries of a queued job one wins); a job that is not queued
-    # (the command line's own, or a failed one run again directly) is taken as it is
+    # taken in one statement (of two deliveries of a queued job one wins); a running job is taken
+    # again only when its worker is lost (Celery delivers a killed worker's job again); an ended
+    # one is returned as it is (a second delivery of a job that a sweep had sent again)
     taken = JudgeJob.objects.filter(pk=job_id, status=JudgeJob.Status.QUEUED).update(
         status=JudgeJob.Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker_tag())
     job = JudgeJob.objects.select_related("config").get(pk=job_id)
-    if not taken and job.status == JudgeJob.Status.RUNNING and not worker_lost(
-            JOB_KIND, job.pk, job.worker, job.heartbeat_at or job.started_at):
-        return job  # another worker runs it now
+    if not taken and (job.status != JudgeJob.Status.RUNNING or not worker_lost(
+            JOB_KIND, job.pk, job.worker, job.heartbeat_at or job.started_at)):
+        return job
     with job_running(JOB_KIND, job_id, lambda: JudgeJob.objects.filter(
             pk=job_id, status=JudgeJob.Status.RUNNING).update(heartbeat_at=timezone.now())):
         return _run_judge_job(job, progress=progress, backend=backend)

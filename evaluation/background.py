@@ -5,16 +5,18 @@ Setting ``STUDIO_JUDGE_RUNNER`` (the name is historical: it covers every job her
 ``"celery"`` (a worker; the default when ``CELERY_BROKER_URL`` is set), ``"thread"`` (a daemon
 thread of this process; the default on the embedded setup, where Celery runs in-process) or
 ``"inline"`` (in the caller, to its end: tests and the command line).
+
+What every job shares whatever its runner (its worker tag and heartbeat, its failure written on a
+fresh connection, the sweep of jobs whose worker died) is :mod:`studio.background`.
 """
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any, Callable
 
 from django.conf import settings
 
-logger = logging.getLogger(__name__)
+from studio.background import run_guarded
 
 RUNNERS = ("celery", "thread", "inline")
 
@@ -29,34 +31,20 @@ def job_runner() -> str:
     return runner
 
 
-def _in_thread(job_id: int, body: Callable[[int], Any], on_crash: Callable[[int, Exception], None], kind: str) -> None:
-    """Body of a background thread: run ``body(job_id)``; an unexpected crash is logged and
-    handed to ``on_crash`` (which records it on the job, so its page shows it failed instead of
-    forever running); the thread's database connections are closed at the end."""
-    from django.db import connections
-
-    try:
-        body(job_id)
-    except Exception as exc:  # noqa: BLE001 — a crash must end the job visibly, whatever it was
-        logger.exception("%s %s crashed", kind, job_id)
-        on_crash(job_id, exc)
-    finally:
-        connections.close_all()
-
-
 def dispatch(job_id: int, body: Callable[[int], Any], celery_task, on_crash: Callable[[int, Exception], None],
              kind: str = "job"):
     """Hand job ``job_id`` to the runner (:func:`job_runner`) and return at once, except inline.
 
     ``body(job_id)``: runs the job (thread and inline); ``celery_task``: the Celery task taking
-    ``job_id`` (its own code must catch crashes like ``on_crash`` does); ``on_crash(job_id, exc)``
-    records a crash of the thread runner. Returns the started thread, the Celery result, or
+    ``job_id`` (it runs ``body`` through :func:`studio.background.run_guarded` too); ``on_crash(job_id, exc)``
+    records a crash of the thread runner (:func:`studio.background.run_guarded`: on a fresh
+    connection, retried; left for the sweep if the database stays unreachable). Returns the started thread, the Celery result, or
     ``body``'s return value (inline: a crash propagates to the caller)."""
     runner = job_runner()
     if runner == "inline":
         return body(job_id)
     if runner == "thread":
-        t = threading.Thread(target=_in_thread, args=(job_id, body, on_crash, kind), name=f"{kind}-{job_id}", daemon=True)
+        t = threading.Thread(target=run_guarded, args=(kind, job_id, body, on_crash), name=f"{kind}-{job_id}", daemon=True)
         t.start()
         return t
     return celery_task.delay(job_id)

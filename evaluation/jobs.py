@@ -3,14 +3,19 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from studio.background import run_guarded
+
 
 @shared_task(acks_late=True, name="evaluation.judge_batch")
 def judge_batch(job_id: int) -> dict:
     """Run :class:`~evaluation.models.JudgeJob` ``job_id`` (see
-    :func:`evaluation.services_judge.run_judge_job`); returns its final counts."""
-    from evaluation.services_judge import run_judge_job
+    :func:`evaluation.services_judge.run_judge_job`; a crash is written on the job by
+    :func:`studio.background.run_guarded`); returns its final counts."""
+    from evaluation.models import JudgeJob
+    from evaluation.services_judge import JOB_KIND, record_crash, run_judge_job
 
-    job = run_judge_job(job_id)
+    run_guarded(JOB_KIND, job_id, run_judge_job, record_crash, close=False)  # a crash ends the job failed
+    job = JudgeJob.objects.get(pk=job_id)
     return {"job": job.pk, "status": job.status, "done": job.done, "total": job.total, "ok": job.n_ok,
             "failed": job.n_failed, "cached": job.n_cached}
 

@@ -217,6 +217,8 @@ class JudgeJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True,
                                         help_text="last progress of a running job (a lost worker leaves it behind)")
+    worker = models.CharField(max_length=40, blank=True, default="",
+                              help_text="<pid>.<host tag> of the process running it (studio.background)")
 
     class Meta:
         ordering = ["-id"]
@@ -332,6 +334,12 @@ class RunImportJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="written every STUDIO_JOB_HEARTBEAT_S while the job runs (studio.background)")
+    worker = models.CharField(max_length=40, blank=True, default="",
+                              help_text="<pid>.<host tag> of the process running it (studio.background)")
+    folder = models.CharField(max_length=500, blank=True, default="",
+                              help_text="the folder the zip is unpacked to, under STUDIO_DATA_ROOT/runs/ (the sweep removes it when the job died)")
 
     class Meta:
         ordering = ["-id"]

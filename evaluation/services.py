@@ -268,7 +268,8 @@ def check_run_zip(upload, filename: str = "run.zip") -> None:
         upload.seek(0)
 
 
-def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", **options) -> AgentRun:
+def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", folder: Path | str | None = None,
+                   **options) -> AgentRun:
     """Import a run folder uploaded as a zip (the folder itself zipped, or its contents).
 
     ``upload``: a binary file object. The archive is checked before anything is written
@@ -277,8 +278,10 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
     :func:`import_run_dir` with ``options`` (tasks_dir, release, mode, protocol, scaffold…). The
     run folder's name is the zip's single top folder, else the file name without ``.zip`` (so
     ``gpt-4o_AP.zip`` reads protocol AP). Raises ``RunImportError`` naming the file and the
-    problem; a failed import leaves no folder. Runs in the caller: the runs page starts it as a
-    background job (:func:`evaluation.services_run_import.start_run_import`).
+    problem; a failed import leaves no folder. ``folder``: the folder to unpack into (default a
+    new ``runs/<random>``; the background job names it first so that the sweep can remove it if
+    the job's process dies). Runs in the caller: the runs page starts it as a background job
+    (:func:`evaluation.services_run_import.start_run_import`).
     """
     import shutil
     import uuid
@@ -300,7 +303,7 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
         files_at_top = any(len(PurePosixPath(m.filename).parts) == 1 and not m.is_dir() for m in members)
         single = next(iter(tops)) if len(tops) == 1 and not files_at_top else None
         name = single or (Path(filename).stem or "run")
-        base = Path(settings.STUDIO_DATA_ROOT) / "runs" / f"{uuid.uuid4().hex[:12]}"
+        base = Path(folder) if folder else Path(settings.STUDIO_DATA_ROOT) / "runs" / f"{uuid.uuid4().hex[:12]}"
         target = base if single else base / name
         try:
             target.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,6 @@ import random
 import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Callable, Iterable, Sequence
 
 from django.conf import settings
@@ -62,6 +61,7 @@ from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
+from studio.background import job_running, worker_lost, worker_tag
 from studio.permissions import require
 from kernel.catalogue import catalogue_by_name
 from replay.services import latest_successful_replay
@@ -648,7 +648,11 @@ def judge_runner() -> str:
     return job_runner()
 
 
-def _record_crash(job_id: int, exc: Exception) -> None:
+#: the judge job's kind in :mod:`studio.background`
+JOB_KIND = "judge-job"
+
+
+def record_crash(job_id: int, exc: Exception) -> None:
     """A crashed job ends failed with the crash as its first error."""
     JudgeJob.objects.filter(pk=job_id).update(
         status=JudgeJob.Status.FAILED, finished_at=timezone.now(),
@@ -662,7 +666,7 @@ def dispatch_judge_job(job_id: int):
     (``"celery"``) or the finished job (``"inline"``)."""
     from evaluation.jobs import judge_batch
 
-    return dispatch(job_id, run_judge_job, judge_batch, _record_crash, kind="judge-job")
+    return dispatch(job_id, run_judge_job, judge_batch, record_crash, kind=JOB_KIND)
 
 
 #: The tiny request of :func:`try_judge_config`.
@@ -701,7 +705,8 @@ def _plan(job: JudgeJob) -> list[tuple[int, str, str | None, int | None]]:
 
 
 def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = None, backend=None) -> JudgeJob:
-    """Run a judge job to its end; the job row shows the progress after every judgement.
+    """Run a judge job to its end; the job row shows the progress after every judgement. Only a
+    queued job is run (or a running one whose worker is lost); any other is returned unchanged.
 
     Prompts are rendered and the cache consulted first (hits count as done without a call); the
     remaining calls run in a pool of ``config.max_concurrency`` threads (HTTP only), and each
@@ -710,11 +715,27 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
     ``job.errors`` and end it ``failed`` (re-run it: what succeeded is cached). Records that a
     step-wise cut cannot split are listed as skipped. ``progress(job)`` is called after each step.
     """
+    now = timezone.now()
+    # taken in one statement (of two deliveries of a queued job one wins); a running job is taken
+    # again only when its worker is lost (Celery delivers a killed worker's job again); an ended
+    # one is returned as it is (a second delivery of a job that a sweep had sent again)
+    taken = JudgeJob.objects.filter(pk=job_id, status=JudgeJob.Status.QUEUED).update(
+        status=JudgeJob.Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker_tag())
     job = JudgeJob.objects.select_related("config").get(pk=job_id)
+    if not taken and (job.status != JudgeJob.Status.RUNNING or not worker_lost(
+            JOB_KIND, job.pk, job.worker, job.heartbeat_at or job.started_at)):
+        return job
+    with job_running(JOB_KIND, job_id, lambda: JudgeJob.objects.filter(
+            pk=job_id, status=JudgeJob.Status.RUNNING).update(heartbeat_at=timezone.now())):
+        return _run_judge_job(job, progress=progress, backend=backend)
+
+
+def _run_judge_job(job: JudgeJob, *, progress, backend) -> JudgeJob:
+    """:func:`run_judge_job`'s body, once the job is this worker's."""
     config = job.config
     job.status, job.started_at, job.done, job.n_ok, job.n_failed, job.n_cached, job.errors = (
         JudgeJob.Status.RUNNING, timezone.now(), 0, 0, 0, 0, [])
-    job.cost_usd, job.heartbeat_at = 0.0, job.started_at
+    job.cost_usd, job.heartbeat_at, job.worker = 0.0, job.started_at, worker_tag()
     job.save()
     records = {r.pk: r for r in RunRecord.objects.filter(pk__in=job.record_ids).select_related("task__head")}
 
@@ -803,34 +824,51 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
     return job
 
 
-#: No progress of a running job for this long means its worker is gone: a judgement takes at most
-#: STUDIO_JUDGE_TIMEOUT_S (120 s) × (1 + STUDIO_JUDGE_MAX_RETRIES (3)) plus backoff, about 8.5 minutes.
+#: ``manage.py judge --stuck-after``'s default: no progress of a running job for this long means its
+#: worker is gone. Since the heartbeat thread (``studio.background``) beats during a call too, the
+#: sweep's own limit is ``STUDIO_JOB_STALE_AFTER_S``; this stays the command's historical default.
 STUCK_AFTER_S = 900.0
 
 
-def fail_stuck_judge_jobs(timeout_s: float = STUCK_AFTER_S) -> list[int]:
-    """Mark ``failed`` the jobs left ``running`` with no progress for ``timeout_s`` seconds (their
-    worker was killed or lost: the row is saved after every judgement, see ``heartbeat_at``);
-    returns their ids. Re-running the selection (``manage.py judge`` again, or :func:`rerun_job`)
-    calls only what has no cached verdict. A Celery worker's loss needs no help: the task is
-    acknowledged late and runs the same job again."""
-    cutoff = timezone.now() - timedelta(seconds=timeout_s)
-    stuck = []
-    for job in JudgeJob.objects.filter(status=JudgeJob.Status.RUNNING).order_by("id"):
-        last = job.heartbeat_at or job.started_at or job.created_at
-        if last is not None and last <= cutoff:
-            stuck.append(job.pk)
-    for pk in stuck:
+def fail_stuck_judge_jobs(timeout_s: float | None = STUCK_AFTER_S) -> list[int]:
+    """Mark ``failed`` the jobs left ``running`` whose worker is lost
+    (:func:`studio.background.worker_lost`: its process on this host is gone, or no heartbeat for
+    ``timeout_s`` seconds, default ``STUDIO_JOB_STALE_AFTER_S`` when None); returns their ids.
+    Re-running the selection (``manage.py judge`` again, or :func:`rerun_job`) calls only what has
+    no cached verdict. A Celery worker's loss needs no help: the task is acknowledged late and
+    runs the same job again."""
+    return [row["id"] for row in sweep_judge_jobs(timeout_s, queued=False)]
+
+
+def sweep_judge_jobs(stale_after: float | None = None, *, queued: bool = True) -> list[dict]:
+    """The sweeper of judge jobs (:func:`studio.background.register_sweeper`): a running job whose
+    worker is lost ends ``failed`` with a ``worker_lost`` error; a queued one that no worker took
+    (no heartbeat since it was queued) is sent again (celery, thread) or, inline, failed
+    (``queued`` False: leave queued jobs alone). Returns ``{kind, id, action, why, removed}``."""
+    now = timezone.now()
+    states = [JudgeJob.Status.RUNNING] + ([JudgeJob.Status.QUEUED] if queued else [])
+    out = []
+    for job in JudgeJob.objects.filter(status__in=states).order_by("id"):
+        why = worker_lost(JOB_KIND, job.pk, job.worker, job.heartbeat_at or job.started_at or job.created_at,
+                          now=now, stale_after=stale_after)
+        if not why:
+            continue
+        if job.status == JudgeJob.Status.QUEUED and job_runner() != "inline":
+            if JudgeJob.objects.filter(pk=job.pk, status=JudgeJob.Status.QUEUED).update(heartbeat_at=timezone.now()):
+                dispatch_judge_job(job.pk)
+                out.append({"kind": JOB_KIND, "id": job.pk, "action": "requeued", "why": why, "removed": []})
+            continue
         with transaction.atomic():
-            job = JudgeJob.objects.select_for_update().get(pk=pk)
-            if job.status != JudgeJob.Status.RUNNING:
+            locked = JudgeJob.objects.select_for_update().get(pk=job.pk)
+            if locked.status != job.status or locked.worker != job.worker:
                 continue
-            job.errors = list(job.errors or []) + [{
+            locked.errors = list(locked.errors or []) + [{
                 "record": None, "protocol": None, "kind": "worker_lost",
-                "error": f"no progress for {timeout_s:g} s: the worker was lost; run the job again"}]
-            job.status, job.finished_at = JudgeJob.Status.FAILED, timezone.now()
-            job.save(update_fields=["errors", "status", "finished_at"])
-    return stuck
+                "error": f"the job's worker was lost ({why}); run the job again"}]
+            locked.status, locked.finished_at = JudgeJob.Status.FAILED, timezone.now()
+            locked.save(update_fields=["errors", "status", "finished_at"])
+        out.append({"kind": JOB_KIND, "id": job.pk, "action": "failed", "why": why, "removed": []})
+    return out
 
 
 def rerun_job(user, job: JudgeJob, *, enqueue: bool = True) -> JudgeJob:

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from studio.background import register_sweeper
+
 
 class ReplayConfig(AppConfig):
     name = "replay"
@@ -13,10 +15,11 @@ class ReplayConfig(AppConfig):
         from annotation.services.qc import ReplaySource, register_replay_source
         from annotation.services.review import register_submission_check
         from annotation.services.variants import register_variant_made_hook
-        from replay.services import (artifact_path, input_fingerprint, replay_new_variant, require_succeeded_replay,
-                                     succeeded_runs_of_head)
+        from replay.services import (REPLAY_KIND, artifact_path, input_fingerprint, replay_new_variant,
+                                     require_succeeded_replay, succeeded_runs_of_head, sweep_replays)
 
         register_replay_source(ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path,
                                             input_fingerprint=input_fingerprint))
         register_submission_check(require_succeeded_replay)
         register_variant_made_hook(replay_new_variant)
+        register_sweeper(REPLAY_KIND, sweep_replays)  # the sweep of background jobs re-queues stuck replays

@@ -1061,6 +1061,21 @@ def resume_stuck_replays(timeout_s: float = 900.0) -> list[int]:
     return stuck
 
 
+#: the replay's kind in :mod:`studio.background`; its sweep never waits less than this for a
+#: replay's heartbeat (written per step), however short ``STUDIO_JOB_STALE_AFTER_S`` is
+REPLAY_KIND, REPLAY_STUCK_AFTER_S = "replay", 900.0
+
+
+def sweep_replays(stale_after: float | None = None) -> list[dict]:
+    """The sweeper of replays (:func:`studio.background.register_sweeper`): re-queue the runs
+    without progress for ``max(stale_after, REPLAY_STUCK_AFTER_S)`` seconds
+    (:func:`resume_stuck_replays`; without a broker they run again in the sweeping thread).
+    Returns ``{kind, id, action: "requeued", why, removed: []}`` per run."""
+    limit = max(float(stale_after or 0.0), REPLAY_STUCK_AFTER_S)
+    return [{"kind": REPLAY_KIND, "id": pk, "action": "requeued", "why": f"no progress for {limit:g} s", "removed": []}
+            for pk in resume_stuck_replays(limit)]
+
+
 def artifact_path(run: ReplayRun, name: str) -> Path:
     """Absolute path of an artifact of ``run``; ``kernel.paths.OutsideRoot`` (a ``ValueError``)
     if ``name`` escapes the run's folder."""

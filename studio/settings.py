@@ -18,6 +18,9 @@
 | STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how background jobs (judge jobs, run zip imports) run: celery, thread (background, this process) or inline |
 | STUDIO_QUEUE_ON_IMPORT_SHARE | 0 | share (0–1) of an imported run's records queued for human scoring |
 | STUDIO_RUN_UPLOAD_MAX_MB | 200 | the most an uploaded run zip may unpack to |
+| STUDIO_JOB_STALE_AFTER_S | 600 | seconds without a heartbeat after which a background job's worker is taken as dead and the sweep ends the job (studio/background.py) |
+| STUDIO_JOB_HEARTBEAT_S | 15 | seconds between two heartbeats of a running background job |
+| STUDIO_JOB_SWEEP_EVERY_S | 60 | a web process sweeps dead jobs at its first request and then at most this often (0: only manage.py sweep_jobs and worker start) |
 | STUDIO_JUDGE_ALLOWED_HOSTS | api.openai.com and the host of STUDIO_JUDGE_BASE_URL | hosts a judge endpoint may name |
 | STUDIO_JUDGE_KEY_VARIABLES | STUDIO_JUDGE_API_KEY,OPENAI_API_KEY | environment variables a judge configuration may name as its key |
 | STUDIO_MAX_QUESTION_CHARS | 20000 | longest question text a task may hold |
@@ -231,6 +234,13 @@ def _env_list(name: str, default: list[str]) -> list[str]:
 STUDIO_JUDGE_RUNNER = os.environ.get("STUDIO_JUDGE_RUNNER", "").strip()
 STUDIO_QUEUE_ON_IMPORT_SHARE = _env_float("STUDIO_QUEUE_ON_IMPORT_SHARE", 0.0)
 STUDIO_RUN_UPLOAD_MAX_MB = _env_float("STUDIO_RUN_UPLOAD_MAX_MB", 200.0)
+# Background jobs (studio/background.py): a job's worker writes a heartbeat every STUDIO_JOB_HEARTBEAT_S
+# seconds; the sweep ends a job whose worker process of this host is gone at once, and one without a
+# heartbeat for STUDIO_JOB_STALE_AFTER_S seconds (another host's worker, a hung one, a queued job no
+# worker took). 600 s: forty missed beats, longer than SQLite's 20 s busy wait many times over.
+STUDIO_JOB_STALE_AFTER_S = _env_float("STUDIO_JOB_STALE_AFTER_S", 600.0)
+STUDIO_JOB_HEARTBEAT_S = _env_float("STUDIO_JOB_HEARTBEAT_S", 15.0)
+STUDIO_JOB_SWEEP_EVERY_S = _env_float("STUDIO_JOB_SWEEP_EVERY_S", 60.0)
 # The human scoring queue (evaluation/services_queue.py): verdicts wanted per record, and how long a
 # claimed item stays with its scorer before it returns to the queue.
 STUDIO_HUMAN_VERDICTS_PER_RECORD = _env_int("STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)

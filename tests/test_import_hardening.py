@@ -22,6 +22,7 @@ from annotation.services import imports
 from releases.services import releases as svc
 from annotation.services.imports import DataImportError
 from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
+from kernel.processes import host_tag
 
 
 def _tmp_entries() -> list[str]:
@@ -93,7 +94,7 @@ def test_sweep_removes_folders_of_dead_processes_only(tmp_path):
     tmp.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)  # that process has exited
-    here = imports._host_tag()
+    here = host_tag()  # kernel.processes: the tag staging names and job rows carry
     (tmp / f"import-{dead_pid}.{here}-aaaa").mkdir()
     (tmp / f"snapshot-{dead_pid}.{here}-bbbb").mkdir()
     (tmp / f"import-{os.getpid()}.{here}-cccc").mkdir()  # this process: a live import

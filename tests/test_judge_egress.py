@@ -86,3 +86,79 @@ def test_errors_never_echo_the_response_body(listener):
     with pytest.raises(JudgeConfigError) as exc:
         b.judge("hi")
     assert str(exc.value) == "judge endpoint refused model 'm': HTTP 401"
+
+
+class RedirectingEndpoint:
+    """A stdlib ``http.server`` on 127.0.0.1 answering every POST with ``status`` and ``Location:
+    target``, beside a second one (the redirect's target) that records what reaches it."""
+
+    def __init__(self, status: int):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.hits: list[tuple[str, str, bytes]] = []  # (server, path, body) of every request received
+        outer = self
+
+        def handler(name: str, answer):
+            class H(BaseHTTPRequestHandler):
+                def log_message(self, *a):
+                    pass
+
+                def do_POST(self):
+                    body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                    outer.hits.append((name, self.path, body))
+                    answer(self)
+
+                do_GET = do_POST
+
+            return H
+
+        def redirect(h):
+            h.send_response(status)
+            h.send_header("Location", f"{outer.target_url}/chat/completions")
+            h.send_header("content-length", "0")
+            h.end_headers()
+
+        def ok(h):
+            import json
+
+            from test_judge_backend import GOOD, completion
+
+            data = json.dumps(completion(GOOD)).encode()
+            h.send_response(200)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+
+        self.servers = []
+        for name, answer in (("target", ok), ("endpoint", redirect)):
+            srv = ThreadingHTTPServer(("127.0.0.1", 0), handler(name, answer))
+            threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+            self.servers.append(srv)
+            setattr(self, f"{name}_url", f"http://127.0.0.1:{srv.server_address[1]}/v1")
+
+    def close(self):
+        for srv in self.servers:
+            srv.shutdown()
+            srv.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_the_judge_never_follows_a_redirect(status):
+    """The issue's attack: an allowed endpoint answers a redirect (there a 307 to
+    ``http://2130706433:8199``, 127.0.0.1 written as one number) and the SDK's client re-POSTed the
+    prompt to it. Here the target is a second local server: it must receive nothing, and the call
+    ends in a configuration error naming the status and the location (no retry: one request)."""
+    ep = RedirectingEndpoint(status)
+    try:
+        b = OpenAICompatibleBackend(ep.endpoint_url, "m", api_key="k-redirect-0123456789", max_retries=3, timeout=5)
+        with pytest.raises(JudgeConfigError) as err:
+            b.judge("SECRET PROMPT: judge this trajectory")
+    finally:
+        ep.close()
+    assert [h[0] for h in ep.hits] == ["endpoint"]  # one request, to the endpoint only
+    assert b"SECRET PROMPT" in ep.hits[0][2]
+    msg = str(err.value)
+    assert f"HTTP {status} redirecting to '{ep.target_url}/chat/completions'" in msg
+    assert "redirects are not followed" in msg and err.value.status == status

@@ -45,6 +45,7 @@ from annotation.importers.common import (
 )
 from annotation.importers.errors import DataImportError
 from annotation.models import Event, Layer
+from kernel.processes import process_gone, process_tag
 
 __all__ = [
     "DataImportError", "ImportResult", "import_xbd_folder", "import_raster_file", "import_vector_file",
@@ -129,29 +130,12 @@ def _max_pixels() -> int:
 STAGING_PREFIXES = ("import-", "snapshot-")
 
 
-def _host_tag() -> str:
-    import hashlib
-    import socket
-
-    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
-
-
 def staging_name(prefix: str) -> str:
     """``<prefix><pid>.<host tag>-<random>``: a staging folder's name, so that a sweep can tell a
     folder of a live import from one a killed process left behind (:func:`sweep_staging`); the
     host tag (8 hex digits of the host name's SHA-256) keeps one host from judging the process ids
     of another on a shared data root."""
-    return f"{prefix}{os.getpid()}.{_host_tag()}-{uuid.uuid4().hex[:12]}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return f"{prefix}{process_tag()}-{uuid.uuid4().hex[:12]}"
 
 
 def sweep_staging(root: Path | None = None, *, max_age_s: float = 24 * 3600) -> list[str]:
@@ -175,13 +159,11 @@ def sweep_staging(root: Path | None = None, *, max_age_s: float = 24 * 3600) -> 
         if not p.name.startswith(STAGING_PREFIXES) or not p.is_dir() or p.is_symlink():
             continue
         owner = p.name.split("-", 2)[1] if p.name.count("-") >= 2 else ""
-        pid_text, _, host = owner.partition(".")
         try:
             old = now - p.stat().st_mtime > max_age_s
         except OSError:
             continue
-        dead = (pid_text.isdigit() and host == _host_tag() and int(pid_text) != os.getpid()
-                and not _pid_alive(int(pid_text)))
+        dead = process_gone(owner)
         if dead or old:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p.name)

@@ -276,6 +276,10 @@ class OpenAICompatibleBackend(JudgeBackend):
                     "timeout": self.timeout,
                     "max_retries": 0,
                 }
+                # never follow a redirect: the endpoint was checked against the allow-list
+                # (STUDIO_JUDGE_ALLOWED_HOSTS), its redirect target was not; the SDK's own client
+                # follows them (re-POSTing the prompt and key on a 307/308)
+                kwargs["http_client"] = openai.DefaultHttpxClient(follow_redirects=False, timeout=self.timeout)
                 if self.base_url:
                     kwargs["base_url"] = self.base_url
                 try:
@@ -325,6 +329,11 @@ class OpenAICompatibleBackend(JudgeBackend):
             except openai.APIStatusError as exc:
                 status = getattr(exc, "status_code", None)
                 body = self._body_excerpt(exc)
+                if status is not None and 300 <= status < 400:
+                    raise JudgeConfigError(
+                        f"judge endpoint answered HTTP {status} redirecting to {self._location(exc)}: redirects are "
+                        "not followed (give the configuration the final address, on an allowed host)", status=status
+                    ) from None
                 if status in CONFIG_STATUS:
                     raise JudgeConfigError(
                         f"judge endpoint refused model {self.model!r}: HTTP {status}{body}", status=status
@@ -400,6 +409,17 @@ class OpenAICompatibleBackend(JudgeBackend):
         if retry_after is not None and retry_after >= 0:
             delay = max(delay, min(retry_after, self.backoff_max))
         return delay
+
+    def _location(self, exc: Any) -> str:
+        """The ``Location`` header of a redirect answer, quoted and cut to 200 characters (the key
+        redacted should an endpoint echo it), or ``(no location)``."""
+        try:
+            loc = exc.response.headers.get("location")
+        except AttributeError:
+            loc = None
+        if not loc:
+            return "(no location)"
+        return repr(_redact(str(loc), self.__api_key)[:200])
 
     def _body_excerpt(self, exc: Any) -> str:
         """The error's ``type`` and ``code`` identifiers from an OpenAI-style JSON error body, e.g.

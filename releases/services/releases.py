@@ -28,6 +28,8 @@ import shutil
 import uuid
 import zipfile
 from dataclasses import dataclass, field
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ from annotation.services.imports import staging_name as imports_staging_name
 from annotation.services.review import approve_imported, release_for_release
 from annotation.services.task_import import file_proposals, file_task_content
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased, write_imported_revision
+from studio.background import job_running, worker_lost, worker_tag
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
 from annotation.services import imports
@@ -511,62 +514,153 @@ def _job_path(version: str, job_id: str) -> Path:
 
 
 def _save_job(job: dict) -> dict:
+    """Write an export job's state (``job.json``) through a temporary name in the job folder."""
     p = _job_path(job["release"], job["id"])
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".job-{uuid.uuid4().hex[:8]}.json")
+    tmp = p.with_name(f".job-{uuid.uuid4().hex[:8]}.json")  # a sweep of the folder spares only job.json
     tmp.write_text(json.dumps(job, indent=1), encoding="utf-8")
     os.replace(tmp, p)
     return job
+
+
+#: the export job's kind in :mod:`studio.background`
+EXPORT_KIND = "release-export"
+#: the files of an export job's folder that are not its output: its state and its heartbeat
+JOB_FILE, HEARTBEAT_FILE = "job.json", "heartbeat"
 
 
 def start_export(user, release: Release) -> dict:
     """Record an export job of ``release`` and dispatch it (runs in-process without a broker).
 
     Returns the job dict ``{id, release, status (queued|running|succeeded|failed), stage, done,
-    total, error, folder, zip, content_sha256, requested_by, created_at, started_at, finished_at}``
-    as it stands after dispatch (finished, in-process).
+    total, error, folder, zip, content_sha256, requested_by, created_at, started_at, finished_at,
+    worker, heartbeat_at}`` as it stands after dispatch (finished, in-process).
     """
     require(user, "release.export", release)
     job = _save_job({"id": uuid.uuid4().hex, "release": release.version, "status": "queued", "stage": "",
                      "done": 0, "total": 0, "error": "", "folder": "", "zip": "", "content_sha256": "",
                      "requested_by": getattr(user, "username", None), "created_at": timezone.now().isoformat(),
-                     "started_at": None, "finished_at": None})
-    from releases.jobs import export_release_job
-
-    export_release_job.delay(release.version, job["id"])
+                     "started_at": None, "finished_at": None, "worker": "", "heartbeat_at": None})
+    _send_export(release.version, job["id"])
     from releases.selectors import export_job
 
     return export_job(release.version, job["id"]) or job
 
 
+def _send_export(version: str, job_id: str) -> None:
+    """Hand export job ``job_id`` to Celery (``releases.jobs.export_release_job``; in-process,
+    to its end, without a broker)."""
+    from releases.jobs import export_release_job
+
+    export_release_job.delay(version, job_id)
+
+
+def _clear_job_folder(base: Path) -> list[str]:
+    """Remove everything in an export job's folder but its ``job.json`` (the staging folder and
+    spool files, a half-written zip, a half-finished output of a dead worker); returns the names."""
+    removed = []
+    for p in sorted(base.iterdir()) if base.is_dir() else []:
+        if p.name == JOB_FILE:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p.name)
+    return removed
+
+
+def _touch(path: Path) -> None:
+    path.touch()
+
+
 def run_export_job(version: str, job_id: str) -> dict:
     """The body of the export job: write the folder and the zip, recording progress in job.json.
-    A failure is recorded in the job (``status: failed``, ``error``), not raised."""
+    A failure is recorded in the job (``status: failed``, ``error``), not raised. While it runs
+    the job carries this process's tag (``worker``) and a heartbeat (the mtime of the job folder's
+    ``heartbeat`` file, :func:`studio.background.job_running`); what a dead earlier delivery left
+    in the job folder is removed first."""
     from releases.selectors import export_job
 
     job = export_job(version, job_id)
     if job is None:
         raise ValueError(f"no export job {job_id} of release {version}")
-    job.update(status="running", started_at=timezone.now().isoformat(), stage="tasks")
-    _save_job(job)
+    if job.get("status") in ("succeeded", "failed"):
+        return job
     base = exports_dir(version) / job_id
+    _clear_job_folder(base)
+    job.update(status="running", started_at=timezone.now().isoformat(), stage="tasks", worker=worker_tag(),
+               heartbeat_at=timezone.now().isoformat(), error="")
+    _save_job(job)
     folder = base / f"dora-{version}"
 
     def progress(stage: str, done: int, total: int) -> None:
-        job.update(stage=stage, done=done, total=total)
+        job.update(stage=stage, done=done, total=total, heartbeat_at=timezone.now().isoformat())
         _save_job(job)
 
+    with job_running(EXPORT_KIND, job_id, lambda: _touch(base / HEARTBEAT_FILE)):
+        try:
+            release = Release.objects.get(version=version)
+            manifest = export_release(release, folder, force=True, progress=progress)
+            progress("zip", job["done"], job["total"])
+            zip_folder(folder, base / f"dora-{version}.zip")
+            job.update(status="succeeded", stage="done", folder=str(folder.relative_to(settings.STUDIO_DATA_ROOT)),
+                       zip=f"dora-{version}.zip", content_sha256=manifest["release"]["content_sha256"])
+        except Exception as exc:  # recorded for the UI; the job never stays "running"
+            job.update(status="failed", error=str(exc))
+        job["finished_at"] = timezone.now().isoformat()
+        return _save_job(job)
+
+
+def _last_beat(job: dict, base: Path):
+    """The newest sign of life of an export job: its heartbeat file's mtime, its last progress, its
+    start or its creation (an aware datetime), or None."""
+    times = []
+    for key in ("heartbeat_at", "started_at", "created_at"):
+        try:
+            times.append(datetime.fromisoformat(job[key]))
+        except (KeyError, TypeError, ValueError):
+            pass
     try:
-        release = Release.objects.get(version=version)
-        manifest = export_release(release, folder, force=True, progress=progress)
-        progress("zip", job["done"], job["total"])
-        zip_folder(folder, base / f"dora-{version}.zip")
-        job.update(status="succeeded", stage="done", folder=str(folder.relative_to(settings.STUDIO_DATA_ROOT)),
-                   zip=f"dora-{version}.zip", content_sha256=manifest["release"]["content_sha256"])
-    except Exception as exc:  # recorded for the UI; the job never stays "running"
-        job.update(status="failed", error=str(exc))
-    job["finished_at"] = timezone.now().isoformat()
-    return _save_job(job)
+        times.append(datetime.fromtimestamp((base / HEARTBEAT_FILE).stat().st_mtime, tz=dt_timezone.utc))
+    except OSError:
+        pass
+    return max(times) if times else None
+
+
+def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
+    """The sweeper of export jobs (:func:`studio.background.register_sweeper`): an export left
+    ``queued`` or ``running`` whose worker is lost (:func:`studio.background.worker_lost`) ends
+    ``failed`` ("the export's worker was lost …; export again") and its folder keeps only
+    ``job.json``: the staging folder, the spool files and a partial zip are removed. (With a
+    broker a queued export that no worker took is sent again instead.) Returns
+    ``{kind, id, action, why, removed}`` per job."""
+    root = Path(settings.STUDIO_DATA_ROOT) / "exports"
+    out = []
+    for jf in sorted(root.glob(f"*/*/{JOB_FILE}")) if root.is_dir() else []:
+        try:
+            job = json.loads(jf.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(job, dict) or job.get("status") not in ("queued", "running") or not job.get("id"):
+            continue
+        base = jf.parent
+        why = worker_lost(EXPORT_KIND, job["id"], job.get("worker") or "", _last_beat(job, base),
+                          stale_after=stale_after)
+        if not why:
+            continue
+        if job["status"] == "queued" and not settings.CELERY_TASK_ALWAYS_EAGER:
+            job["heartbeat_at"] = timezone.now().isoformat()
+            _save_job(job)
+            _send_export(job["release"], job["id"])
+            out.append({"kind": EXPORT_KIND, "id": job["id"], "action": "requeued", "why": why, "removed": []})
+            continue
+        removed = _clear_job_folder(base)
+        job.update(status="failed", error=f"the export's worker was lost ({why}); export again",
+                   finished_at=timezone.now().isoformat())
+        _save_job(job)
+        out.append({"kind": EXPORT_KIND, "id": job["id"], "action": "failed", "why": why, "removed": removed})
+    return out
 
 
 # ------------------------------------------------------------------ import

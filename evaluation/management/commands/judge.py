@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import JudgeConfig
-from evaluation.services_judge import (CUTS, STORED_READING, STUCK_AFTER_S, JudgePaused, fail_stuck_judge_jobs, run_judge_job,
+from evaluation.services_judge import (CUTS, STORED_READING, STUCK_AFTER_S, JudgePaused, run_judge_job, sweep_judge_jobs,
                                        select_records, start_judge_job)
 
 
@@ -72,8 +72,8 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=opts["as_user"]).first()
             if user is None:
                 raise CommandError(f"--as-user: no user {opts['as_user']!r}")
-        for pk in fail_stuck_judge_jobs(opts["stuck_after"]):
-            self.stderr.write(f"job {pk}: no progress for {opts['stuck_after']:g} s (its worker was lost): marked failed")
+        for row in sweep_judge_jobs(opts["stuck_after"], queued=False):
+            self.stderr.write(f"job {row['id']}: its worker was lost ({row['why']}): marked failed")
         try:
             ids = select_records(run_id=opts["run"], release=opts["release"], agent=opts["agent"],
                                  dimension=opts["dimension"], sample=opts["sample"], seed=opts["seed"])

@@ -49,7 +49,8 @@ from releases.services.export import (
 )
 from kernel.content import MAX_SAMPLE_ID, source_record
 from kernel.inputs import entry_of, phase_of_key
-from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
+from kernel.taskfile import (JSON_INDENT, JSONNestingError, TaskFileError, bounded_loads, read_task_file, sample_label,
+                             source_text, to_storage)
 from annotation.services import review
 from releases.services import release_variants
 from annotation.services.imports import staging_name as imports_staging_name
@@ -555,7 +556,9 @@ def _load_json(path: Path, rel: str):
     except (OSError, UnicodeDecodeError) as exc:
         raise ReleaseImportError(rel, f"cannot be read ({exc})")
     try:
-        return json.loads(text)
+        return bounded_loads(text)
+    except JSONNestingError as exc:
+        raise ReleaseImportError(rel, exc.problem, field=f"line {exc.line}, column {exc.column}") from None
     except json.JSONDecodeError as exc:
         raise ReleaseImportError(rel, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
 

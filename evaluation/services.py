@@ -24,8 +24,8 @@ from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
 from evaluation.selectors_leaderboard import leaderboard_rows, newest_revision_id, stale_aggregates
 from evaluation.services_leaderboard import schedule_bootstrap
-from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
+from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
 from kernel.taxonomy import E_CODES, plan_is_correct
 from releases.services.export import release_samples
 
@@ -69,8 +69,8 @@ def _seconds(value) -> float | None:
 
 def _load_records(run_dir: Path) -> dict:
     """``load_run_records`` with its failures as :class:`RunImportError` naming the file: bytes
-    that are not UTF-8, a line nested too deeply for the JSON reader, a record nested deeper than
-    ``studio.api_views.MAX_JSON_DEPTH`` (no column could store it)."""
+    that are not UTF-8, a line nested deeper than ``kernel.taskfile.MAX_JSON_DEPTH`` (found by
+    ``kernel.taskfile.nesting_position`` before the reader parses it; no column could store it)."""
     for dim, name in TASK_FILES.items():
         path = run_dir / name[:-5] / "benchmark.jsonl"
         if not path.is_file():
@@ -80,21 +80,13 @@ def _load_records(run_dir: Path) -> dict:
         except UnicodeDecodeError as exc:
             raise RunImportError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
         for n, line in enumerate(text.splitlines(), 1):
-            if line.count("[") + line.count("{") < 500:  # too few brackets to exhaust the parser's stack
+            if line.count("[") + line.count("{") <= MAX_JSON_DEPTH:  # too few brackets to nest too deeply
                 continue
-            try:
-                json.loads(line)
-            except RecursionError:
-                raise RunImportError(f"{path}: line {n}: nested too deeply to read") from None
-            except ValueError:
-                pass  # read_jsonl skips it with a warning, as before
-    records_by_dim = load_run_records(run_dir)
-    for dim, records in records_by_dim.items():
-        for i, rec in enumerate(records):
-            if json_depth(rec) > MAX_JSON_DEPTH:
-                raise RunImportError(f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}: nested deeper "
-                                     f"than {MAX_JSON_DEPTH} levels")
-    return records_by_dim
+            where = nesting_position(line)  # kernel.taskfile's bound of JSON read from files
+            if where is not None:
+                raise RunImportError(f"{path}: line {n}, column {where[1]}: nested deeper than {MAX_JSON_DEPTH} "
+                                     "levels of arrays and objects (the limit for JSON read from a file)")
+    return load_run_records(run_dir)
 
 
 #: the longest question and sample id a record row holds (evaluation.models.RunRecord)

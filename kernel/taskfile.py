@@ -151,10 +151,11 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | bytes) -> Any:
     """Parse JSON text as the benchmark does (Python's ``json``: NaN/Infinity accepted, a repeated
-    key keeps its last value). Bytes are decoded as UTF-8. Raises ``ValueError``."""
+    key keeps its last value), nesting bounded (:func:`bounded_loads`). Bytes are decoded as
+    UTF-8. Raises ``ValueError`` (:class:`JSONNestingError` for nesting too deep)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return json.loads(text)
+    return bounded_loads(text)
 
 
 class TaskFile:

@@ -660,6 +660,9 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
             if len(sid) > MAX_SAMPLE_ID:
                 raise ReleaseImportError(rel, f"longer than {MAX_SAMPLE_ID} characters (the studio's limit for question ids)",
                                          sample=sid[:40] + "…", field="sample_id")
+            if "\x00" in sid:
+                raise ReleaseImportError(rel, "holds a NUL character (\\u0000), which cannot be stored",
+                                         sample=f"#{si}", field="sample_id")
             if sid in seen:
                 raise ReleaseImportError(rel, f"sample id also used in {seen[sid]}: question ids would collide",
                                          sample=sid, field="sample_id")

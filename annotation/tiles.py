@@ -649,6 +649,8 @@ def pixel_values(layer, x: float, y: float, lnglat: bool = False) -> dict:
             data = src.read(window=window)[:, 0, 0]
     except rasterio.errors.RasterioIOError as exc:
         raise LayerFileError(f"cannot read {path.name}: {exc}")
+    except (OverflowError, ValueError):  # a point far off the globe: its transform is not finite
+        return {"col": None, "row": None, "values": None, "label": None}
     values = [v.item() for v in data]
     cmap = {str(k): v for k, v in (layer.class_map or {}).items()}
     label = cmap.get(str(values[0])) if layer.kind == "mask" and values else None

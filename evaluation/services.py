@@ -24,8 +24,8 @@ from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
 from evaluation.selectors_leaderboard import leaderboard_rows, newest_revision_id, stale_aggregates
 from evaluation.services_leaderboard import schedule_bootstrap
-from studio.api_views import MAX_JSON_DEPTH, json_depth
 from studio.permissions import require
+from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
 from kernel.taxonomy import E_CODES, plan_is_correct
 from releases.services.export import release_samples
 
@@ -69,8 +69,8 @@ def _seconds(value) -> float | None:
 
 def _load_records(run_dir: Path) -> dict:
     """``load_run_records`` with its failures as :class:`RunImportError` naming the file: bytes
-    that are not UTF-8, a line nested too deeply for the JSON reader, a record nested deeper than
-    ``studio.api_views.MAX_JSON_DEPTH`` (no column could store it)."""
+    that are not UTF-8, a line nested deeper than ``kernel.taskfile.MAX_JSON_DEPTH`` (found by
+    ``kernel.taskfile.nesting_position`` before the reader parses it; no column could store it)."""
     for dim, name in TASK_FILES.items():
         path = run_dir / name[:-5] / "benchmark.jsonl"
         if not path.is_file():
@@ -80,21 +80,13 @@ def _load_records(run_dir: Path) -> dict:
         except UnicodeDecodeError as exc:
             raise RunImportError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
         for n, line in enumerate(text.splitlines(), 1):
-            if line.count("[") + line.count("{") < 500:  # too few brackets to exhaust the parser's stack
+            if line.count("[") + line.count("{") <= MAX_JSON_DEPTH:  # too few brackets to nest too deeply
                 continue
-            try:
-                json.loads(line)
-            except RecursionError:
-                raise RunImportError(f"{path}: line {n}: nested too deeply to read") from None
-            except ValueError:
-                pass  # read_jsonl skips it with a warning, as before
-    records_by_dim = load_run_records(run_dir)
-    for dim, records in records_by_dim.items():
-        for i, rec in enumerate(records):
-            if json_depth(rec) > MAX_JSON_DEPTH:
-                raise RunImportError(f"{run_dir}/{TASK_FILES[dim][:-5]}/benchmark.jsonl: record {i}: nested deeper "
-                                     f"than {MAX_JSON_DEPTH} levels")
-    return records_by_dim
+            where = nesting_position(line)  # kernel.taskfile's bound of JSON read from files
+            if where is not None:
+                raise RunImportError(f"{path}: line {n}, column {where[1]}: nested deeper than {MAX_JSON_DEPTH} "
+                                     "levels of arrays and objects (the limit for JSON read from a file)")
+    return load_run_records(run_dir)
 
 
 #: the longest question and sample id a record row holds (evaluation.models.RunRecord)
@@ -231,20 +223,51 @@ def _upload_limit_bytes() -> int:
     return int(float(settings.STUDIO_RUN_UPLOAD_MAX_MB) * 1024 * 1024)
 
 
+#: the deepest folder nesting, the longest name part (bytes, the file systems' NAME_MAX) and the
+#: longest entry path a run zip may hold: a run folder is ``<run>/<dimension>/benchmark.jsonl``
+#: plus polygon files, a few levels deep; deeper or longer entries cannot be unpacked (OSError
+#: "File name too long", RecursionError in ``os.makedirs``) and are refused before unpacking
+ZIP_MAX_DEPTH, ZIP_MAX_NAME_BYTES, ZIP_MAX_PATH_CHARS = 32, 255, 1024
+
+
+def _entry_label(name: str) -> str:
+    return repr(name if len(name) <= 120 else name[:60] + "…" + name[-40:])
+
+
 def _zip_members(zf, filename: str) -> list:
-    """The members of a run zip after the checks (no absolute path, no ``..``, no link, at most
-    ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked); ``RunImportError`` naming the file and entry."""
+    """The members of a run zip after the checks (at most ``STUDIO_RUN_UPLOAD_MAX_ENTRIES``
+    entries; no absolute path, no ``..``, no link, no entry deeper than :data:`ZIP_MAX_DEPTH`
+    folders, with a name part over :data:`ZIP_MAX_NAME_BYTES` bytes or a path over
+    :data:`ZIP_MAX_PATH_CHARS` characters; at most ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked);
+    ``RunImportError`` naming the file, the entry and the limit. Reads the zip's directory only."""
     import stat
     from pathlib import PurePosixPath
 
-    members = [m for m in zf.infolist() if not m.filename.startswith("__MACOSX/")]
+    from django.conf import settings
+
+    entries = zf.infolist()
+    cap = int(settings.STUDIO_RUN_UPLOAD_MAX_ENTRIES)
+    if len(entries) > cap:
+        raise RunImportError(f"{filename}: {len(entries)} entries, more than the {cap} a run zip may hold "
+                             "(STUDIO_RUN_UPLOAD_MAX_ENTRIES)")
+    members = [m for m in entries if not m.filename.startswith("__MACOSX/")]
     total = 0
     for m in members:
         p = PurePosixPath(m.filename)
         if m.filename.startswith(("/", "\\")) or ".." in p.parts or ":" in m.filename or "\\" in m.filename:
-            raise RunImportError(f"{filename}: entry {m.filename!r}: paths must stay inside the run folder")
+            raise RunImportError(f"{filename}: entry {_entry_label(m.filename)}: paths must stay inside the run folder")
+        if len(m.filename) > ZIP_MAX_PATH_CHARS:
+            raise RunImportError(f"{filename}: entry {_entry_label(m.filename)}: a path of {len(m.filename)} "
+                                 f"characters, more than {ZIP_MAX_PATH_CHARS}")
+        if len(p.parts) > ZIP_MAX_DEPTH:
+            raise RunImportError(f"{filename}: entry {_entry_label(m.filename)}: {len(p.parts)} levels of folders, "
+                                 f"more than {ZIP_MAX_DEPTH}")
+        long_part = next((part for part in p.parts if len(part.encode("utf-8")) > ZIP_MAX_NAME_BYTES), None)
+        if long_part is not None:
+            raise RunImportError(f"{filename}: entry {_entry_label(m.filename)}: a name of "
+                                 f"{len(long_part.encode('utf-8'))} bytes, more than {ZIP_MAX_NAME_BYTES}")
         if stat.S_ISLNK(m.external_attr >> 16):
-            raise RunImportError(f"{filename}: entry {m.filename!r}: links are not accepted")
+            raise RunImportError(f"{filename}: entry {_entry_label(m.filename)}: links are not accepted")
         total += m.file_size
         if total > _upload_limit_bytes():
             raise RunImportError(f"{filename}: unpacks to more than {_upload_limit_bytes() // (1024 * 1024)} MB "
@@ -252,10 +275,23 @@ def _zip_members(zf, filename: str) -> list:
     return members
 
 
+def _upload_relative(message: str, base: Path, target: Path, filename: str) -> str:
+    """``message`` with the server's unpacking folder replaced by the upload's name: a path
+    ``<data root>/runs/<random>/gpt-4o_AP/t1_…/benchmark.jsonl`` reads ``gpt-4o_AP.zip:
+    gpt-4o_AP/t1_…/benchmark.jsonl`` (a job's error shows no absolute server path)."""
+    for folder in {str(target.resolve()), str(target)} if target != base else ():
+        message = message.replace(folder + "/", f"{filename}: ").replace(folder, filename)
+    for folder in (str(base.resolve()), str(base)):
+        message = message.replace(folder + "/", f"{filename}: ").replace(folder, filename)
+    return message
+
+
 def check_run_zip(upload, filename: str = "run.zip") -> None:
     """The checks :func:`import_run_zip` makes before it writes anything, on their own (they read
-    the zip's directory only, so a page can refuse a bad upload at once): a zip archive, no
-    absolute path, no ``..``, no link, at most ``STUDIO_RUN_UPLOAD_MAX_MB`` unpacked. Raises
+    the zip's directory only, so a page can refuse a bad upload at once): a zip archive, at most
+    ``STUDIO_RUN_UPLOAD_MAX_ENTRIES`` entries, no absolute path, no ``..``, no link, no entry too
+    deep or with too long a name (:func:`_zip_members`), at most ``STUDIO_RUN_UPLOAD_MAX_MB``
+    unpacked. Raises
     ``RunImportError`` naming the file and the problem; rewinds ``upload``."""
     import zipfile
 
@@ -278,9 +314,10 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
     :func:`import_run_dir` with ``options`` (tasks_dir, release, mode, protocol, scaffold…). The
     run folder's name is the zip's single top folder, else the file name without ``.zip`` (so
     ``gpt-4o_AP.zip`` reads protocol AP). Raises ``RunImportError`` naming the file and the
-    problem; a failed import leaves no folder. ``folder``: the folder to unpack into (default a
-    new ``runs/<random>``; the background job names it first so that the sweep can remove it if
-    the job's process dies). Runs in the caller: the runs page starts it as a background job
+    problem, with paths relative to the upload (never the server's folder); a failed import
+    leaves no folder. ``folder``: the folder to unpack into (default a new ``runs/<random>``; the
+    background job names it first so that the sweep can remove it if the job's process dies).
+    Runs in the caller: the runs page starts it as a background job
     (:func:`evaluation.services_run_import.start_run_import`).
     """
     import shutil
@@ -308,9 +345,16 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
         try:
             target.mkdir(parents=True, exist_ok=True)
             for m in members:
-                zf.extract(m, target if not single else base)
+                try:
+                    zf.extract(m, target if not single else base)
+                except OSError as exc:
+                    raise RunImportError(f"{filename}: entry {_entry_label(m.filename)}: cannot be unpacked "
+                                         f"({exc.strerror or type(exc).__name__})") from None
             run_dir = base / single if single else target
-            return import_run_dir(user, run_dir, agent_name.strip(), **options)
+            try:
+                return import_run_dir(user, run_dir, agent_name.strip(), **options)
+            except RunImportError as exc:
+                raise RunImportError(_upload_relative(str(exc), base, target, filename)) from None
         except BaseException:
             shutil.rmtree(base, ignore_errors=True)
             raise

@@ -7,7 +7,8 @@ Import (:func:`task_content`): the studio's content fields (``question``, ``task
 ``import_release``:
 
 * text fields are taken when they are strings (else ``""``: the file's value stays in the source
-  and QC flags it), cut to :data:`TEXT_LIMITS`; ``input_data``, ``classes`` and ``tools`` as written;
+  and QC flags it), whole: a value longer than its column is refused by the importer naming the
+  field and the limit (``annotation.services.tasks.content_problem``), never cut; ``input_data``, ``classes`` and ``tools`` as written;
 * the trajectory is the *authored* one (the caller drops loop expansions, see
   ``kernel.engine.collapse_expanded``), each step ``{"call": <tool name>, "args": <as written>}``:
   a list or string ``args`` is kept, never turned into ``{}``;
@@ -34,9 +35,6 @@ from kernel.taskfile import same_value
 CONTENT_FIELDS = ("question", "task_category", "task_category_code", "disaster_type", "input_data", "classes",
                   "tools", "trajectory", "answer_spec")
 SAMPLE_FIELDS = ("disaster_type", "input_data", "classes")
-#: the studio's column lengths for the short text fields; a longer file value is cut in the
-#: content and kept whole in the source (an unchanged task is written back from the source)
-TEXT_LIMITS = {"task_category": 200, "task_category_code": 40, "disaster_type": 40}
 #: the longest sample id the studio can key (Task.sample_id; question ids add ``_task<i>``)
 MAX_SAMPLE_ID = 200
 
@@ -97,9 +95,9 @@ def task_content(sample: dict, task: dict, authored: list,
             steps.append(st)
     classes = sample.get("classes")
     return {
-        "question": _text(task.get("question")), "task_category": _text(task.get("task_category"))[:TEXT_LIMITS["task_category"]],
-        "task_category_code": _text(task.get("task_category_code"))[:TEXT_LIMITS["task_category_code"]],
-        "disaster_type": _text(sample.get("disaster_type"))[:TEXT_LIMITS["disaster_type"]],
+        "question": _text(task.get("question")), "task_category": _text(task.get("task_category")),
+        "task_category_code": _text(task.get("task_category_code")),
+        "disaster_type": _text(sample.get("disaster_type")),
         "input_data": sample.get("input_data") if sample.get("input_data") is not None else {},
         "classes": classes if classes is not None else {},
         "tools": task.get("tools") if task.get("tools") is not None else [],

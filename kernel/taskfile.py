@@ -17,6 +17,10 @@ as a pass).
   ``JSON_VALID`` and PostgreSQL's ``jsonb`` refuse ``NaN``. A non-finite float becomes
   ``{"$float": "NaN"|"Infinity"|"-Infinity"}``; an object whose only key is ``$float`` or ``$json``
   is wrapped as ``{"$json": {…}}`` so that the tagging is a bijection.
+* :func:`bounded_loads` is the one reader of JSON from an untrusted file (task files, release
+  manifests, label files, prediction and run lines): nesting deeper than :data:`MAX_JSON_DEPTH`
+  is a :class:`JSONNestingError` with line and column, found before parsing (never a
+  ``RecursionError``). :func:`read_task_file` reads with it.
 * :func:`same_value` compares two JSON values the way an unchanged file value must compare
   (numbers by value, ``true`` ≠ ``1``, NaN = NaN, key order ignored).
 """
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from itertools import accumulate
 from typing import Any
 
 JSON_INDENT = 1  # the benchmark files' indentation
@@ -52,6 +58,89 @@ class TaskFileError(ValueError):
         super().__init__(": ".join(parts + [problem]))
 
 
+# ------------------------------------------------------------------ bounded reading
+
+
+#: the deepest nesting of arrays and objects that JSON read from a file or a request may have
+#: (``studio.api_views`` bounds request bodies with the same number). No benchmark file needs more
+#: than a dozen levels (a GeoJSON polygon inside an answer is the deepest); Python's reader fails
+#: with ``RecursionError`` near 1,000 and a few hundred levels crash later readers and writers.
+MAX_JSON_DEPTH = 64
+
+_JSON_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STRING_OR_BRACKET = re.compile(_JSON_STRING.pattern + r"|[\[\]{}]")
+
+
+class JSONNestingError(ValueError):
+    """JSON text nested deeper than ``limit`` levels. ``line`` and ``column`` (1-based) point at
+    the bracket that opens level ``limit + 1``; ``problem`` says what, without the position."""
+
+    def __init__(self, line: int, column: int, limit: int):
+        self.line, self.column, self.limit = line, column, limit
+        self.problem = f"nested deeper than {limit} levels of arrays and objects (the limit for JSON read from a file)"
+        super().__init__(f"line {line}, column {column}: {self.problem}")
+
+
+def nesting_position(text: str, limit: int = MAX_JSON_DEPTH) -> tuple[int, int] | None:
+    """``(line, column)`` of the bracket that opens nesting level ``limit + 1`` of JSON ``text``,
+    or None when no array or object lies deeper than ``limit`` levels. Brackets inside strings do
+    not count. Without recursion and without parsing: strings are cut out and the bracket steps
+    summed in C (``itertools.accumulate``), a Python loop runs only over a text that is too deep."""
+    bare = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if not bare or max(accumulate(map(_BRACKET_STEP.__getitem__, bare))) <= limit:
+        return None
+    depth = 0
+    for m in _STRING_OR_BRACKET.finditer(text):
+        step = _BRACKET_STEP.get(m.group())
+        if step is None:
+            continue
+        depth += step
+        if depth > limit:
+            pos = m.start()
+            return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return None  # pragma: no cover - the two scans count the same brackets
+
+
+def bounded_loads(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads(text)`` for JSON from an untrusted file (a task file, a release manifest, a
+    label file, a prediction line): the one reader that bounds nesting. Raises
+    :class:`JSONNestingError` (line, column) before parsing when an array or object lies deeper
+    than ``limit`` levels (so never ``RecursionError``), ``json.JSONDecodeError`` as ``json.loads``
+    does otherwise. NaN tokens are read as ``json.loads`` reads them."""
+    where = nesting_position(text, limit)
+    if where is not None:
+        raise JSONNestingError(*where, limit)
+    try:
+        return json.loads(text)
+    except RecursionError:  # pragma: no cover - the scan refuses far shallower text
+        raise JSONNestingError(1, 1, limit) from None
+
+
+def json_problem(value: Any, field: str) -> str | None:
+    """The first value inside ``value`` that no database column of JSON can hold, as
+    ``<field>.<path>: <problem>``: NaN or ±Infinity (not JSON numbers: PostgreSQL refuses them),
+    a NUL character, nesting deeper than :data:`MAX_JSON_DEPTH`. Iterative. (Moved here from
+    ``annotation.services.tasks``: the API's body parser, ``studio.api_views``, asks it too.)"""
+    stack = [(value, field, 0)]
+    while stack:
+        v, where, depth = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{where}: {v} is not a JSON number (NaN and infinities cannot be stored)"
+        if isinstance(v, str) and "\x00" in v:
+            return f"{where}: holds a NUL character (\\u0000), which cannot be stored"
+        if isinstance(v, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return f"{where}: nested deeper than {MAX_JSON_DEPTH} levels"
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            for k, child in items:
+                if isinstance(k, str) and "\x00" in k:
+                    return f"{where}: a key holds a NUL character (\\u0000), which cannot be stored"
+                stack.append((child, f"{where}.{k}" if isinstance(v, dict) else f"{where}[{k}]", depth + 1))
+    return None
+
+
 # ------------------------------------------------------------------ text
 
 
@@ -62,10 +151,11 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | bytes) -> Any:
     """Parse JSON text as the benchmark does (Python's ``json``: NaN/Infinity accepted, a repeated
-    key keeps its last value). Bytes are decoded as UTF-8. Raises ``ValueError``."""
+    key keeps its last value), nesting bounded (:func:`bounded_loads`). Bytes are decoded as
+    UTF-8. Raises ``ValueError`` (:class:`JSONNestingError` for nesting too deep)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return json.loads(text)
+    return bounded_loads(text)
 
 
 class TaskFile:
@@ -107,7 +197,9 @@ def read_task_file(data: str | bytes, where: str = "task file") -> TaskFile:
     except UnicodeDecodeError as exc:
         raise TaskFileError(where, f"not UTF-8 text ({exc})")
     try:
-        samples = json.loads(text)
+        samples = bounded_loads(text)
+    except JSONNestingError as exc:
+        raise TaskFileError(where, exc.problem, field=f"line {exc.line}, column {exc.column}") from None
     except json.JSONDecodeError as exc:
         raise TaskFileError(where, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
     check_samples(samples, where)

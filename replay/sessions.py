@@ -43,6 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kernel.paths import confine
 from kernel.tools.base import jsonable
 
 __all__ = ["SessionRecorder", "RunDirectory", "call_text", "new_session_id", "task_file_stem",
@@ -258,11 +259,15 @@ class RunDirectory:
 
     @property
     def work_dir(self) -> Path:
+        """The run's folder, or ``<dir>/<id>`` while ``<dir>/.session`` names one. The name is
+        confined to the run's folder with symbolic links resolved (``kernel.paths.confine``): a
+        ``.session`` naming a link that points elsewhere raises ``kernel.paths.OutsideRoot``
+        (no tool reads or writes outside ``--temp_dir``)."""
         marker = self.path / ".session"
         if marker.is_file():
             name = marker.read_text(encoding="utf-8").strip()
             if name and "/" not in name and name not in (".", ".."):
-                return self.path / name
+                return confine(self.path, name, what=f"the run's folder {self.path}")
         return self.path
 
     def session(self, question_id: str) -> dict:

@@ -13,8 +13,12 @@ from rest_framework import views
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
-#: the deepest nesting of arrays and objects a JSON body may have
-MAX_JSON_DEPTH = 64
+from kernel.taskfile import MAX_JSON_DEPTH as KERNEL_MAX_JSON_DEPTH
+from kernel.taskfile import json_problem
+
+#: the deepest nesting of arrays and objects a JSON body may have: the one limit of
+#: ``kernel.taskfile`` (``MAX_JSON_DEPTH``), which also bounds JSON read from files
+MAX_JSON_DEPTH = KERNEL_MAX_JSON_DEPTH
 
 
 def has_nul(value) -> bool:
@@ -51,7 +55,9 @@ def json_depth(value, limit: int = MAX_JSON_DEPTH) -> int:
 
 class BoundedJSONParser(JSONParser):
     """``JSONParser`` that answers 400 (``ParseError``) for a body nested deeper than
-    :data:`MAX_JSON_DEPTH` levels instead of failing later with ``RecursionError``."""
+    :data:`MAX_JSON_DEPTH` levels instead of failing later with ``RecursionError``, for a NUL
+    character in a string, and for a number no JSON column stores (``1e309`` overflows to
+    infinity), naming where (``kernel.taskfile.json_problem``: ``body.content.x: inf …``)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
@@ -62,6 +68,9 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels")
         if has_nul(data):
             raise ParseError("JSON parse error - a string holds a NUL character (\\u0000), which cannot be stored")
+        problem = json_problem(data, "body")  # what is left: a number too large for a float (1e309 reads as inf)
+        if problem:
+            raise ParseError(f"JSON parse error - {problem}")
         return data
 
 

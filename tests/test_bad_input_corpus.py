@@ -5,6 +5,7 @@ and the named error it must end in: the file, the field and the problem all appe
 studio's tables was written. Before issue 15 each of these ended in a traceback or a 500."""
 from __future__ import annotations
 
+import html
 import io
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ from django.apps import apps
 from django.core.management import CommandError, call_command
 
 from annotation.models import Event, Layer, Task
+from conftest import SCORING_EXAMPLES
 
 CORPUS = Path(__file__).parent / "bad_input"
 CASES = sorted(CORPUS.glob("*.json"))
@@ -49,6 +51,14 @@ def corpus_setup(db, make_user, tmp_path):
             elif name == "draft_s1":
                 ctx["task"] = create_task(mia, event, dimension="t1", sample_id="s1",
                                           content={"question": "Q?", "trajectory": [], "answer_spec": []}).pk
+            elif name == "raster_layer":
+                ctx["raster_layer"] = Layer.objects.create(event=event, name="r", kind=Layer.Kind.RASTER,
+                                                           file_name="r.tif", path="events/corpus/r.tif").pk
+            elif name == "run_a":
+                from evaluation.services import import_run_dir
+
+                ctx["run"] = import_run_dir(mia, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a",
+                                            tasks_dir=SCORING_EXAMPLES / "tasks").pk
             elif name == "layer":
                 ctx["layer"] = Layer.objects.create(event=event, name="a", kind=Layer.Kind.VECTOR, file_name="a.geojson",
                                                     path="events/corpus/a.geojson").pk
@@ -59,14 +69,37 @@ def corpus_setup(db, make_user, tmp_path):
     return mia, setup
 
 
+def _deep(generate: dict) -> str:
+    """``generate``'s text: ``prefix`` + ``deep`` ``[`` + as many ``]`` + ``suffix``."""
+    n = generate["deep"]
+    return generate.get("prefix", "") + "[" * n + "]" * n + generate.get("suffix", "")
+
+
+def _zip(spec: dict) -> io.BytesIO:
+    """The hostile zip of an ``upload`` case: ``entries`` small files, or one file ``depth`` folders
+    deep, or one file with a name part of ``long_name`` characters (each in folder ``x_AP``)."""
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i in range(spec.get("entries", 0)):
+            zf.writestr(f"x_AP/t1_perception_and_assessment/p{i}.json", "{}")
+        if "depth" in spec:
+            zf.writestr("x_AP/" + "d/" * spec["depth"] + "benchmark.jsonl", "{}")
+        if "long_name" in spec:
+            zf.writestr("x_AP/" + "n" * spec["long_name"] + ".jsonl", "{}")
+    buf.seek(0)
+    buf.name = "x_AP.zip"
+    return buf
+
+
 def _run(case: dict, ctx: dict, tmp_path: Path, client, mia) -> str:
     """Feed the case's input to its target; return the error text it ends in."""
     target = case["target"]
     if target == "import_tasks":
         f = tmp_path / T1
         if "generate" in case:
-            n = case["generate"]["deep"]
-            f.write_text("[" * n + "]" * n)
+            f.write_text(_deep(case["generate"]))
         else:
             f.write_text(case["task_file_text"])
         with pytest.raises(CommandError) as exc:
@@ -91,20 +124,43 @@ def _run(case: dict, ctx: dict, tmp_path: Path, client, mia) -> str:
     if target == "import_release":
         d = tmp_path / "release"
         (d / "tasks").mkdir(parents=True)
-        (d / "tasks" / T1).write_text(json.dumps(case["samples"]))
+        if "generate" in case:  # a deep task file, or a deep manifest beside a good task file
+            name = case["generate"].get("file", f"tasks/{T1}")
+            (d / name).write_text(_deep(case["generate"]))
+            if name != f"tasks/{T1}":
+                (d / "tasks" / T1).write_text(json.dumps(case["samples"]))
+        else:
+            (d / "tasks" / T1).write_text(json.dumps(case["samples"]))
         with pytest.raises(CommandError) as exc:
             call_command("import_release", str(d), "--as-user", "mia", stdout=io.StringIO())
         return str(exc.value)
-    assert target == "api"
+    if target == "import_xbd":
+        d = tmp_path / "xbd"
+        d.mkdir()
+        (d / case["label_file"]).write_text(_deep(case["generate"]))
+        with pytest.raises(CommandError) as exc:
+            call_command("import_xbd", str(d), "--event", "corpus-xbd", stdout=io.StringIO())
+        return str(exc.value)
     client.force_login(mia)
+    if target == "upload":  # the runs page's zip upload: refused in the request, nothing stored
+        r = client.post("/runs/", {"archive": _zip(case["zip"]), "agent": "x"})
+        assert r.status_code == case["expect"]["status"], (r.status_code, r.content[:500])
+        return html.unescape(r.content.decode())
+    if target == "page":
+        r = client.get(case["path"].format(**ctx))
+        assert r.status_code == case["expect"]["status"], (r.status_code, r.content[:500])
+        return r.content.decode()
+    assert target == "api"
     path = case["path"].format(**ctx)
     send = getattr(client, case["method"].lower())
     if "form" in case:
         r = send(path, data=urlencode(case["form"]), content_type="application/x-www-form-urlencoded")
     else:
         payload = dict(case.get("json") or {})
-        if "generate" in case:
+        if "generate" in case and "question_bytes" in case["generate"]:
             payload["question"] = "q" * case["generate"]["question_bytes"]
+        elif "generate" in case:  # a deep JSON line in a text field
+            payload[case["generate"]["field"]] = _deep(case["generate"])
         body = case.get("raw") or json.dumps(payload).replace('"{layer}"', str(ctx.get("layer")))
         r = send(path, data=body, content_type="application/json")
     assert r.status_code == case["expect"]["status"], (r.status_code, r.content[:500])
@@ -125,9 +181,10 @@ def test_bad_input_ends_in_a_named_error_and_writes_nothing(path, corpus_setup, 
 
 
 def test_the_corpus_covers_the_issue():
-    """Every target of the issue's list has cases, and each case file names its reproduction."""
+    """Every target of the issues' lists has cases, and each case file names its reproduction."""
     cases = [json.loads(p.read_text()) for p in CASES]
-    assert {c["target"] for c in cases} == {"import_tasks", "import_runs", "import_release", "api"}
+    assert {c["target"] for c in cases} == {"import_tasks", "import_runs", "import_release", "import_xbd", "api",
+                                             "upload", "page"}
     assert all(c.get("issue") and {"file", "field", "problem"} <= set(c["expect"]) for c in cases)
     # 24 cases of the issue's list, less NaN in args and in classes: the benchmark's loader accepts
     # those, so they import losslessly (issue 22; tests/test_taskfile_lossless.py)

@@ -200,3 +200,24 @@ def test_same_value_reads_numbers_as_jsonb_returns_them():
     assert taskfile.same_value(1, 1.0) and not taskfile.same_value(True, 1) and not taskfile.same_value(1, 2.0)
     assert taskfile.same_value(math.nan, math.nan) and not taskfile.same_value(math.nan, 0.0)
     assert not taskfile.same_value(10**400, 1.0)  # too large for a float: not equal, no OverflowError
+
+
+def test_bounded_loads_refuses_nesting_over_the_limit_with_line_and_column():
+    """kernel.taskfile.bounded_loads, the one reader of JSON from files: 64 levels read, the 65th
+    bracket is refused where it stands (worked by hand: line 2, after 3 spaces and 64 brackets);
+    brackets inside strings (with escaped quotes) do not count; NaN tokens read as json.loads does;
+    200,000 levels are refused before parsing, never a RecursionError."""
+    import math
+
+    from kernel.taskfile import MAX_JSON_DEPTH, JSONNestingError, bounded_loads, loads
+
+    assert MAX_JSON_DEPTH == 64
+    assert bounded_loads("[" * 64 + "]" * 64) == json.loads("[" * 64 + "]" * 64)
+    with pytest.raises(JSONNestingError) as exc:
+        bounded_loads('{"a":\n   ' + "[" * 65 + "]" * 65 + "}")
+    assert (exc.value.line, exc.value.column) == (2, 3 + 64)  # the object is level 1: its 64th "[" opens 65
+    assert "nested deeper than 64 levels" in str(exc.value)
+    assert bounded_loads('["[[[[\\"[[[[", "]]"]') == ['[[[["[[[[', "]]"]
+    assert math.isnan(bounded_loads('[NaN]')[0])
+    with pytest.raises(JSONNestingError):
+        loads(("[" * 200_000 + "]" * 200_000).encode())

@@ -128,6 +128,26 @@ def test_run_directory_session_marker_and_shared_session(tmp_path):
     assert a == b and rd.session("q8")["session_id"] != a["session_id"]
 
 
+def test_a_session_marker_naming_a_link_out_of_the_run_folder_is_refused(tmp_path):
+    # the attack: <temp_dir>/.session names "q7", and <temp_dir>/q7 is a symbolic link to a folder
+    # elsewhere; the work dir (where tools read and write) must not follow it out of --temp_dir
+    from kernel.paths import OutsideRoot
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    run = tmp_path / "t"
+    rd = RunDirectory(run)
+    (run / "q7").symlink_to(outside, target_is_directory=True)
+    (run / ".session").write_text("q7\n")
+    with pytest.raises(OutsideRoot, match="lies outside the run's folder"):
+        rd.work_dir
+    # a link that stays inside the run folder is fine, and resolves to its target
+    (run / "inner").mkdir()
+    (run / "q8").symlink_to(run / "inner", target_is_directory=True)
+    (run / ".session").write_text("q8")
+    assert rd.work_dir == (run / "inner").resolve()
+
+
 def test_persistent_recorders_of_two_processes_merge(tmp_path):
     meta = {"question_id": "s_task0", "dimension": "t1"}
     one = SessionRecorder(tmp_path, meta, session_id="S", persistent=True)

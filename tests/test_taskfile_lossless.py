@@ -242,21 +242,26 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
         transaction.set_rollback(True)
 
 
-def test_values_longer_than_the_studio_columns_import_and_come_back_whole(db, tmp_path):
-    """The loader does not limit lengths; the studio's short columns do (task_category_code 40,
-    disaster_type 40): the content holds the cut value, the export writes the file's whole value.
-    A sample id too long to key a question is refused by name (nothing written)."""
+def test_values_longer_than_the_studio_columns_are_refused_naming_field_and_limit(db, tmp_path):
+    """The loader does not limit lengths; the studio's short columns do (task_category 200,
+    task_category_code 40, disaster_type 40). A longer value is refused by name with its limit,
+    never cut (issue 31: a 10,000-character task_category was silently cut to 200); nothing is
+    written. A sample id too long to key a question is refused by name too."""
     root = tmp_path / "bench"
     (root / "tasks").mkdir(parents=True)
     sample = {"sample_id": "long_01", "disaster_type": "d" * 50, "tasks": [{
         "question": "q?", "task_category": "c" * 250, "task_category_code": "T1-" + "x" * 60}]}
-    data = dumps([sample]).encode("utf-8")
-    (root / "tasks" / T1).write_bytes(data)
-    svc.import_release_dir(None, root, release_version="4.0.0")
-    rev = Task.objects.get(question_id="long_01_task0").head
-    assert len(rev.task_category_code) == 40 and len(rev.disaster_type) == 40 and len(rev.task_category) == 200
-    svc.export_release(Release.objects.get(version="4.0.0"), tmp_path / "out")
-    assert (tmp_path / "out" / "tasks" / T1).read_bytes() == data
+    for change, message in [({}, "task_category: 250 characters, more than the 200"),
+                            ({"task_category": "c"}, "task_category_code: 63 characters, more than the 40")]:
+        bad_task = dict(sample["tasks"][0], **change)
+        (root / "tasks" / T1).write_bytes(dumps([dict(sample, tasks=[bad_task])]).encode("utf-8"))
+        with pytest.raises(svc.ReleaseImportError, match=message):
+            svc.import_release_dir(None, root, release_version="4.0.0")
+    ok_task = dict(sample["tasks"][0], task_category="c", task_category_code="T1")
+    (root / "tasks" / T1).write_bytes(dumps([dict(sample, tasks=[ok_task])]).encode("utf-8"))
+    with pytest.raises(svc.ReleaseImportError, match="disaster_type: 50 characters, more than the 40"):
+        svc.import_release_dir(None, root, release_version="4.0.0")
+    assert not Task.objects.exists() and not Release.objects.exists()
     bad = tmp_path / "bad"
     (bad / "tasks").mkdir(parents=True)
     (bad / "tasks" / T1).write_text(dumps([dict(sample, sample_id="s" * 201)]))

@@ -18,6 +18,8 @@ import shapely
 from shapely import wkt as shapely_wkt
 from shapely.geometry import box, mapping
 
+from kernel.taskfile import JSONNestingError, bounded_loads
+
 from .common import DAMAGE_CLASS_INDEX, confined_to, write_json
 from .errors import DataImportError
 
@@ -63,10 +65,14 @@ def _parse_wkt(path, where: str, text):
 
 
 def parse_label(path: str | Path) -> XbdLabel:
-    """Read one xBD label JSON. Zero buildings is valid."""
+    """Read one xBD label JSON. Zero buildings is valid. Raises ``DataImportError`` naming the
+    file, the field (or line and column) and the problem: unreadable, not JSON, nested deeper than
+    ``kernel.taskfile.MAX_JSON_DEPTH`` (``bounded_loads``), a building without valid WKT."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = bounded_loads(path.read_text(encoding="utf-8"))
+    except JSONNestingError as exc:
+        raise DataImportError(path, f"line {exc.line}, column {exc.column}", exc.problem) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataImportError(path, "json", f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("features"), dict):

@@ -282,6 +282,7 @@ def _clean_location(location) -> dict | None:
         problem = json_problem(location["coordinates"], "location.coordinates")
         if problem:
             raise AnnotationInputError(problem)
+        _require_geometry(location)
         return {"type": str(location["type"]), "coordinates": location["coordinates"],
                 **({"frame": location["frame"]} if location.get("frame") in ("pixel", "geographic") else {})}
     frame = location.get("frame")
@@ -295,8 +296,37 @@ def _clean_location(location) -> dict | None:
         raise AnnotationInputError("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
     out = {"frame": frame, "x": x, "y": y}
     if location.get("layer"):
-        out["layer"] = str(location["layer"])[:200]
+        out["layer"] = str(location["layer"])
+        if len(out["layer"]) > COMMENT_TEXT_LIMIT:
+            raise AnnotationInputError(f"location.layer: {len(out['layer'])} characters, more than the "
+                                       f"{COMMENT_TEXT_LIMIT} it may hold")
     return out
+
+
+#: the GeoJSON geometry types a comment may be pinned to (RFC 7946 §3.1, less GeometryCollection,
+#: which has no ``coordinates``)
+GEOMETRY_TYPES = ("Point", "MultiPoint", "LineString", "MultiLineString", "Polygon", "MultiPolygon")
+#: the longest layer name and answer field a comment keeps
+COMMENT_TEXT_LIMIT = 200
+
+
+def _require_geometry(location: dict) -> None:
+    """``AnnotationInputError`` naming ``location`` unless it is a GeoJSON geometry of
+    :data:`GEOMETRY_TYPES` that shapely builds (``shapely.geometry.shape``: positions of 2 or 3
+    numbers, a line of 2 or more, closed rings of 4 or more) and that is not empty."""
+    from shapely.errors import GeometryTypeError, ShapelyError
+    from shapely.geometry import shape
+
+    kind = location.get("type")
+    if kind not in GEOMETRY_TYPES:
+        raise AnnotationInputError(f"location.type: {str(kind)[:40]!r} is not one of {', '.join(GEOMETRY_TYPES)}")
+    try:
+        geom = shape({"type": kind, "coordinates": location["coordinates"]})
+    except (GeometryTypeError, ShapelyError, ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+        raise AnnotationInputError(f"location.coordinates: not the coordinates of a GeoJSON {kind} "
+                                   f"({str(exc)[:200]})") from None
+    if geom.is_empty:
+        raise AnnotationInputError(f"location.coordinates: an empty {kind}")
 
 
 @transaction.atomic
@@ -312,6 +342,9 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     body = (body or "").strip()
     if not body:
         raise AnnotationInputError("body: a comment needs text")
+    if len(answer_field or "") > COMMENT_TEXT_LIMIT:
+        raise AnnotationInputError(f"answer_field: {len(answer_field)} characters, more than the "
+                                   f"{COMMENT_TEXT_LIMIT} it may hold")
     if parent is not None:
         if parent.task_id != task.pk:
             raise AnnotationInputError("parent: that comment belongs to another task")
@@ -329,7 +362,7 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
             raise AnnotationInputError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
     return TaskComment.objects.create(
         task=task, author=user, body=body, revision_number=task.version, step_index=step_index,
-        answer_field=(answer_field or "")[:200], location=_clean_location(location),
+        answer_field=answer_field or "", location=_clean_location(location),
     )
 
 

@@ -131,6 +131,9 @@ def import_task_file(user, path: str | Path, event, *, accept_proposals: bool = 
             errors.append(f"{path.name}: sample #{si}: sample_id: longer than {MAX_SAMPLE_ID} characters "
                           "(the studio's limit for question ids)")
             continue
+        if "\x00" in sid:
+            errors.append(f"{path.name}: sample #{si}: sample_id: holds a NUL character (\\u0000), which cannot be stored")
+            continue
         if sid in seen:
             errors.append(f"{where}: sample_id: also used by sample {seen[sid]}: question ids would collide")
             continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -22,7 +21,6 @@ from django.db import IntegrityError, transaction
 from annotation import qc
 from annotation.errors import AnnotationConflict, AnnotationInputError, AnnotationLocked
 from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
-from studio.api_views import MAX_JSON_DEPTH
 from studio.permissions import require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
@@ -31,7 +29,7 @@ from kernel.content import CONTENT_FIELDS  # noqa: E402
 from kernel.content import accept_proposals as kernel_accept_proposals  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
 from kernel.inputs import base_name, input_entries  # noqa: E402
-from kernel.taskfile import from_storage, source_text  # noqa: E402
+from kernel.taskfile import from_storage, json_problem, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
@@ -185,33 +183,12 @@ TEXT_LIMITS = {"task_category": 200, "task_category_code": 40, "disaster_type": 
 JSON_FIELDS = ("input_data", "classes", "tools", "trajectory", "answer_spec")
 
 
-def json_problem(value: Any, field: str) -> str | None:
-    """The first value inside ``value`` that no database column of JSON can hold, as
-    ``<field>.<path>: <problem>``: NaN or ±Infinity (not JSON numbers: PostgreSQL refuses them),
-    a NUL character, nesting deeper than ``studio.api_views.MAX_JSON_DEPTH``. Iterative."""
-    stack = [(value, field, 0)]
-    while stack:
-        v, where, depth = stack.pop()
-        if isinstance(v, float) and not math.isfinite(v):
-            return f"{where}: {v} is not a JSON number (NaN and infinities cannot be stored)"
-        if isinstance(v, str) and "\x00" in v:
-            return f"{where}: holds a NUL character (\\u0000), which cannot be stored"
-        if isinstance(v, (dict, list)):
-            if depth >= MAX_JSON_DEPTH:
-                return f"{where}: nested deeper than {MAX_JSON_DEPTH} levels"
-            items = v.items() if isinstance(v, dict) else enumerate(v)
-            for k, child in items:
-                if isinstance(k, str) and "\x00" in k:
-                    return f"{where}: a key holds a NUL character (\\u0000), which cannot be stored"
-                stack.append((child, f"{where}.{k}" if isinstance(v, dict) else f"{where}[{k}]", depth + 1))
-    return None
-
-
 def content_problem(content: dict, message: str = "") -> str | None:
     """Why ``content`` (fields of ``CONTENT_FIELDS``) and the revision ``message`` cannot be
     stored, as ``<field>: <problem>``, or None. Checks the question's length against
-    ``settings.STUDIO_MAX_QUESTION_CHARS``, the text columns' lengths (:data:`TEXT_LIMITS`) and
-    the JSON fields (:func:`json_problem`). Every writer of a revision calls it before writing."""
+    ``settings.STUDIO_MAX_QUESTION_CHARS``, the text columns' lengths (:data:`TEXT_LIMITS`: an
+    over-long value is refused with the field and the limit, never cut), a NUL character in the
+    question or a text column (PostgreSQL cannot store it) and the JSON fields (:func:`json_problem`). Every writer of a revision calls it before writing."""
     from django.conf import settings
 
     limit = int(settings.STUDIO_MAX_QUESTION_CHARS)
@@ -222,6 +199,10 @@ def content_problem(content: dict, message: str = "") -> str | None:
         value = message if name == "message" else content.get(name)
         if isinstance(value, str) and len(value) > n:
             return f"{name}: {len(value)} characters, more than the {n} it may hold"
+    for name in ("question", *TEXT_LIMITS):
+        value = message if name == "message" else content.get(name)
+        if isinstance(value, str) and "\x00" in value:
+            return f"{name}: holds a NUL character (\\u0000), which cannot be stored"
     for name in JSON_FIELDS:
         if name in content:
             problem = json_problem(content[name], name)
@@ -265,10 +246,11 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
     ``source`` the file's own sample and task for an imported one (``TaskRevision.source``).
 
     Content that cannot be stored (:func:`content_problem`) is a ``ValueError`` naming the field.
-    Without ``sample_id`` the next free ``<event>_NNNN`` is drawn; creations that race for the
-    same one (two requests counting the same tasks) meet the unique ``question_id`` and the loser
-    draws again, inside a savepoint, so concurrent creations all succeed (never an
-    ``IntegrityError``). Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension),
+    Without ``sample_id`` the next free ``<event>_NNNN`` is drawn under a row lock of the event
+    (one drawing creation at a time per event, so concurrent creations all succeed, however many:
+    issue 31 saw 1–9 of 96 starve after 50 redraws on PostgreSQL); a task with an explicit id
+    that takes the drawn one meanwhile meets the unique ``question_id`` and the draw is repeated,
+    inside a savepoint (never an ``IntegrityError``). Raises ``PermissionDenied`` (role), ``ValueError`` (unknown dimension),
     :class:`TaskExistsError` (``sample_id`` given and its question id taken),
     ``BrokenReferenceError`` (a broken reference in the trajectory or the answer; nothing written).
     """
@@ -277,6 +259,12 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
         raise AnnotationInputError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
     _require_storable(_content(content), message)
     check_reference_integrity(_content(content))
+    if not sample_id:
+        # the allocation lock: creations that draw a sample id take the event's row in turn
+        # (FOR NO KEY UPDATE: inserts of tasks with their own ids, which only share-lock the row
+        # through the foreign key, go on), so the count below sees every earlier creation's task
+        # and no two draw the same id. SQLite's BEGIN IMMEDIATE already serialises writers.
+        Event.objects.select_for_update(no_key=True).only("pk").get(pk=event.pk)
     for _ in range(CREATE_ATTEMPTS):
         sid = sample_id or _next_sample_id(event)
         try:
@@ -380,12 +368,17 @@ def save_draft(user, task: Task, *, base_version: int, content: dict) -> TaskDra
     """Store the user's unsaved editor state of ``task`` (one draft per user and task, replaced).
 
     ``content`` is the editor's payload as it stands (any JSON object, even invalid as a task: a
-    draft is never checked). Raises ``PermissionDenied`` or ``TaskLockedError``.
+    draft is never checked as a task, only that a JSON column can hold it: no NaN or infinity such
+    as ``1e309``, no NUL, no deeper nesting than ``kernel.taskfile.MAX_JSON_DEPTH``, else
+    ``AnnotationInputError`` naming the place). Raises ``PermissionDenied`` or ``TaskLockedError``.
     """
     require(user, "task.edit", task)
     _require_editable(task)
     if not isinstance(content, dict):
         raise AnnotationInputError("content: a draft is a JSON object")
+    problem = json_problem(content, "content")  # never checked as a task, but it must be storable
+    if problem:
+        raise AnnotationInputError(problem)
     draft, _ = TaskDraft.objects.update_or_create(task=task, user=user,
                                                   defaults={"base_version": base_version, "content": content})
     return draft

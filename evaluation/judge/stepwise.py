@@ -29,6 +29,7 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from kernel.errors import InvalidInput
+from kernel.taskfile import JSONNestingError, bounded_loads
 
 POSITIONS: dict[str, float] = {"early": 0.25, "middle": 0.5, "late": 0.75}
 HORIZONS: tuple[int, ...] = (1, 2, 3)
@@ -159,7 +160,8 @@ def parse_predictions(text: str, known: Iterable[str], *, source: str = "predict
     ``predicted_steps`` may be a list of steps, an object ``{"predicted_steps": [...]}`` (what
     the planner instruction asks for) or raw text; a step must be an object.  Raises
     :class:`StepwiseCaseError` naming ``source``, the line and the field for bad JSON, a missing
-    or unknown case id, a case given twice, or a missing ``predicted_steps``; nothing is returned
+    or unknown case id, a case given twice, a missing ``predicted_steps``, or a line nested deeper
+    than ``kernel.taskfile.MAX_JSON_DEPTH`` (``bounded_loads``); nothing is returned
     half-read.
     """
     known_ids = set(known)
@@ -169,7 +171,9 @@ def parse_predictions(text: str, known: Iterable[str], *, source: str = "predict
             continue
         where = f"{source}: line {n}"
         try:
-            obj = json.loads(line)
+            obj = bounded_loads(line)
+        except JSONNestingError as exc:
+            raise StepwiseCaseError(f"{where}, column {exc.column}: {exc.problem}") from None
         except json.JSONDecodeError as exc:
             raise StepwiseCaseError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(obj, dict):

@@ -8,6 +8,7 @@ Views are thin: they read through ``annotation.selectors`` and render with ``ann
 from __future__ import annotations
 
 import logging
+import math
 
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, HttpResponseNotModified, JsonResponse
@@ -322,6 +323,9 @@ def layer_value(request, layer_id: int):
         x, y = float(request.GET["x"]), float(request.GET["y"])
     except (KeyError, ValueError):
         return HttpResponseBadRequest("x, y: give the point as numbers (?x=&y=)", content_type="text/plain")
+    if not (math.isfinite(x) and math.isfinite(y)):  # float() reads "nan", "inf" and 1e309 (inf)
+        return HttpResponseBadRequest("x, y: give the point as finite numbers (not NaN or infinity)",
+                                      content_type="text/plain")
     try:
         lnglat = request.GET.get("frame") == "geographic"
         return JsonResponse({"layer": layer.id, "name": layer.name, **tiles.pixel_values(layer, x, y, lnglat=lnglat)})

@@ -52,7 +52,8 @@ from releases.services.export import (
 from kernel.content import MAX_SAMPLE_ID, source_record
 from kernel.golddiff import is_blank_obs
 from kernel.inputs import entry_of, phase_of_key
-from kernel.taskfile import JSON_INDENT, TaskFileError, read_task_file, sample_label, source_text, to_storage
+from kernel.taskfile import (JSON_INDENT, JSONNestingError, TaskFileError, bounded_loads, read_task_file, sample_label,
+                             source_text, to_storage)
 from annotation.services import review
 from annotation.services.qc import DERIVED_CONTENT_FIELDS, DERIVED_RUN_FIELDS, derived_findings
 from releases.services import release_variants
@@ -743,7 +744,9 @@ def _load_json(path: Path, rel: str):
     except (OSError, UnicodeDecodeError) as exc:
         raise ReleaseImportError(rel, f"cannot be read ({exc})")
     try:
-        return json.loads(text)
+        return bounded_loads(text)
+    except JSONNestingError as exc:
+        raise ReleaseImportError(rel, exc.problem, field=f"line {exc.line}, column {exc.column}") from None
     except json.JSONDecodeError as exc:
         raise ReleaseImportError(rel, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
 
@@ -845,6 +848,9 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
             if len(sid) > MAX_SAMPLE_ID:
                 raise ReleaseImportError(rel, f"longer than {MAX_SAMPLE_ID} characters (the studio's limit for question ids)",
                                          sample=sid[:40] + "…", field="sample_id")
+            if "\x00" in sid:
+                raise ReleaseImportError(rel, "holds a NUL character (\\u0000), which cannot be stored",
+                                         sample=f"#{si}", field="sample_id")
             if sid in seen:
                 raise ReleaseImportError(rel, f"sample id also used in {seen[sid]}: question ids would collide",
                                          sample=sid, field="sample_id")

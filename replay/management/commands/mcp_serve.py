@@ -37,6 +37,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from replay.variant_tools import published_tools
 from annotation.models import Task
+from kernel.paths import OutsideRoot
 
 HTTP_HOST = "127.0.0.1"
 
@@ -70,7 +71,11 @@ class Command(BaseCommand):
         if opts.get("run_dir"):
             run_dir = RunDirectory(Path(opts["run_dir"]).resolve())
             state = run_dir.session(task.question_id)
-            session_id, started_at, work_dir = state["session_id"], state["started_at"], run_dir.work_dir
+            session_id, started_at = state["session_id"], state["started_at"]
+            try:
+                work_dir = run_dir.work_dir
+            except OutsideRoot as exc:
+                raise CommandError(f"--run-dir: .session: {exc}") from None
         recorder = None
         if opts.get("record"):
             recorder = SessionRecorder.for_task(Path(opts["record"]).resolve(), task, agent=opts.get("agent") or "",

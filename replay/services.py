@@ -64,6 +64,7 @@ from django.db import router, transaction
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task, TaskVariant
+from annotation.services.layer_versions import pinned_layer, task_pins
 from annotation.services.review import TransitionError
 from annotation.services.task_import import TaskImportError
 from annotation.services.tasks import require_unreleased
@@ -558,6 +559,10 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
+    if run.task.status == Task.Status.RELEASED:  # it reads the layer versions its release pinned
+        pins = task_pins(run.task_id)
+        if pins:
+            layers = [pinned_layer(l, pins) for l in layers]
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED

@@ -285,8 +285,9 @@ def _publish(user, release: Release) -> Release:
 
 @transaction.atomic
 def publish_release(user, release: Release, *, acknowledge_open_comments: bool = False) -> Release:
-    """Publish a draft: its task files are produced once (validated against the schema) and their
-    digest stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
+    """Publish a draft: every file an export would ship (but the sidecar) is produced once
+    (validated against the schemas), recorded with its SHA-256 (``ReleaseFile``) and their digest
+    stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
 
     Publishing releases tasks, so it needs ``release.publish`` (maintainers only, as
     ``task.release``); a reviewer may prepare drafts (``release.export``) but not publish them.
@@ -333,8 +334,11 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
     spooled to a file in the staging folder as its sample is written; the manifest is then written
     as the text ``dumps`` gives for the whole document (indent 1, same key order), with the spool
     copied in at the ``questions`` member. Raises ``ExportError`` when ``out`` exists and is not
-    empty (unless ``force``), when a task cannot be written, or when a published release's task
-    files no longer match its digest.
+    empty (unless ``force``), when a task cannot be written, or when a published release would
+    ship any file differently from what publishing recorded (``ReleaseFile``: the message names
+    the first such file; nothing is written). The sidecar's ``content_sha256`` is
+    ``export.folder_digest`` of every file but the sidecar (``format_version`` 2); a release
+    published before the digest covered the folder keeps its tasks-only digest (``format_version`` 1).
     """
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:

@@ -431,6 +431,20 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
     return run
 
 
+def task_layers(task: Task, layers: list[Layer] | None = None) -> list[Layer]:
+    """The event's layers as ``task`` reads them: for a released task, each layer at the version
+    its newest published release pinned (``annotation.services.layer_versions.pinned_layer``: an
+    unsaved ``Layer`` with the pinned version's files and fields); for any other task, or a layer
+    the release did not pin, the ``Layer`` row (the newest version). ``layers``: the event's rows
+    when the caller has them (saves the query). One query more for a released task only."""
+    if layers is None:
+        layers = list(Layer.objects.filter(event_id=task.event_id))
+    if task.status != Task.Status.RELEASED:
+        return layers
+    pins = task_pins(task.pk)
+    return [pinned_layer(l, pins) for l in layers] if pins else layers
+
+
 def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | None = None) -> str:
     """SHA-256 of what a replay of ``revision`` reads: its trajectory and answer spec, the contents
     of the event's layers (their ``sha256``, else path, size and mtime) with their GSD and CRS
@@ -559,10 +573,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
-    if run.task.status == Task.Status.RELEASED:  # it reads the layer versions its release pinned
-        pins = task_pins(run.task_id)
-        if pins:
-            layers = [pinned_layer(l, pins) for l in layers]
+    layers = task_layers(run.task, layers)  # a released task reads the layer versions its release pinned
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED

@@ -198,3 +198,25 @@ def test_a_re_export_that_would_ship_another_file_is_refused_naming_it(published
         export_release(published["release"], out)
     assert not out.exists()
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".export-refused")]
+
+
+def test_a_pinned_version_keeps_its_file_when_the_layer_was_edited_in_place_since(published, tmp_path):
+    """A maintainer's edit of the row after the release (georeferencing: ``gsd_m``) makes the next
+    pin or import see a version 2 on the same files; the re-import must still keep version 1's
+    file (the release pins 1, not 2), and the re-export stays byte for byte."""
+    from annotation.services.layer_versions import ensure_version
+
+    out1 = published["out1"]
+    damage = Layer.objects.get(event__slug="joplin-tornado", file_name="damage.geojson")
+    Layer.objects.filter(pk=damage.pk).update(gsd_m=0.3)
+    damage.refresh_from_db()
+    assert ensure_version(damage).number == 2  # same files, other fields
+    assert "[new version]" in _import(_modified_damage(tmp_path / "modified"))
+    assert [v.number for v in LayerVersion.objects.filter(layer=damage).order_by("number")] == [1, 2, 3]
+    v1, v2 = LayerVersion.objects.get(layer=damage, number=1), LayerVersion.objects.get(layer=damage, number=2)
+    assert "/versions/" in v1.snapshot["path"] and v2.files == []  # v2 pinned by nothing: no files kept
+    out2 = tmp_path / "export2"
+    _export(out2)
+    before, after = _tree(out1), _tree(out2)
+    before.pop("studio_manifest.json"), after.pop("studio_manifest.json")
+    assert after == before

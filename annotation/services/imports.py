@@ -346,10 +346,8 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
                         status[spec.file_name] = "unchanged"  # other options, the same content
                     else:
                         status[spec.file_name] = "new version"
-                        if layer_versions.is_pinned(superseded):  # a release reads it: keep its files
-                            moved.extend((p, None) for p in layer_versions.archive_version(superseded, slug))
-                        else:
-                            layer_versions.drop_version_files(superseded)
+                        # the versions on the files about to be replaced: a release's keep their files
+                        moved.extend((p, None) for p in layer_versions.supersede(layer, slug))
                         versioned.append(layer)
                 layers[spec.file_name] = layer
 

@@ -31,7 +31,7 @@ from kernel.hashing import file_sha256
 
 __all__ = [
     "SNAPSHOT_FIELDS", "content_sha256", "snapshot", "version_files", "ensure_version", "archive_version",
-    "is_current", "drop_version_files", "as_layer", "pinned_layer", "register_pin_reader", "is_pinned", "task_pins",
+    "is_current", "supersede", "drop_version_files", "as_layer", "pinned_layer", "register_pin_reader", "is_pinned", "task_pins",
 ]
 
 #: the ``Layer`` fields a version keeps (all but identity, event, links and timestamps)
@@ -164,6 +164,25 @@ def archive_version(version: LayerVersion, event_slug: str) -> list[Path]:
     version.snapshot = snap
     version.files = list(mapping.values())
     version.save(update_fields=["snapshot", "files"])
+    return written
+
+
+def supersede(layer: Layer, event_slug: str) -> list[Path]:
+    """Before an import moves ``layer``'s new files into place (``layer``: the row with the new
+    fields, so its paths are those about to be replaced): each version with a file at one of those
+    paths (not archived yet: the newest, and older ones that only differ in fields, e.g.
+    georeferencing recorded since) has its files archived when a release pins it
+    (:func:`archive_version`), else is marked without files. Returns the absolute paths written
+    (for the caller's rollback)."""
+    current = set(version_files(snapshot(layer)))
+    written: list[Path] = []
+    for version in LayerVersion.objects.filter(layer=layer).order_by("number"):
+        if not current & set(version.files or []):
+            continue
+        if is_pinned(version):
+            written += archive_version(version, event_slug)
+        else:
+            drop_version_files(version)
     return written
 
 

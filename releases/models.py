@@ -73,7 +73,7 @@ class ReleaseFile(models.Model):
     difference and names the file). The sidecar ``studio_manifest.json`` is not among them."""
 
     release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="files")
-    path = models.CharField(max_length=1000)
+    path = models.TextField(help_text="relative POSIX path under the release folder")
     sha256 = models.CharField(max_length=64)
     bytes = models.BigIntegerField()
 

@@ -220,3 +220,24 @@ def test_a_pinned_version_keeps_its_file_when_the_layer_was_edited_in_place_sinc
     before, after = _tree(out1), _tree(out2)
     before.pop("studio_manifest.json"), after.pop("studio_manifest.json")
     assert after == before
+
+
+def test_the_database_refuses_to_change_a_published_release_s_pins_and_files(published):
+    """As the triggers of annotation_release (migration annotation 0003): the rows that say what a
+    published release reads (its layer pins) and ships (its files) are refused UPDATE and DELETE,
+    and a new row, by the database itself (releases 0002), on both databases."""
+    from django.db import IntegrityError, transaction
+
+    release = published["release"]
+    row = ReleaseFile.objects.filter(release=release, path="images/damage.geojson").first()
+    pin = ReleaseLayerPin.objects.filter(release=release).first()
+    for change in (lambda: ReleaseFile.objects.filter(pk=row.pk).update(sha256="0" * 64),
+                   lambda: ReleaseFile.objects.filter(pk=row.pk).delete(),
+                   lambda: ReleaseFile.objects.create(release=release, path="images/new.png", sha256="0" * 64, bytes=1),
+                   lambda: ReleaseLayerPin.objects.filter(pk=pin.pk).delete(),
+                   lambda: ReleaseLayerPin.objects.filter(pk=pin.pk).update(version=LayerVersion.objects.create(
+                       layer=pin.layer, number=99, sha256="0" * 64))):
+        with pytest.raises(IntegrityError, match="release is published"), transaction.atomic():
+            change()
+    assert ReleaseFile.objects.get(pk=row.pk).sha256 == hashlib.sha256(
+        (published["out1"] / "images/damage.geojson").read_bytes()).hexdigest()

@@ -3,6 +3,53 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+MESSAGE = "release is published and cannot be changed (release pins and files immutability trigger)"
+TABLES = ("releases_releaselayerpin", "releases_releasefile")
+# as annotation/migrations/0003_release_immutability.py for annotation_releasetask: no INSERT, UPDATE
+# or DELETE of a row of a published release (publishing writes the files while the release is a draft)
+SQLITE_FORWARD = [sql for t in TABLES for sql in (
+    f"""CREATE TRIGGER {t}_published_no_insert BEFORE INSERT ON {t}
+    FOR EACH ROW WHEN (SELECT status FROM annotation_release WHERE id = NEW.release_id) = 'published'
+    BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END;""",
+    f"""CREATE TRIGGER {t}_published_no_update BEFORE UPDATE ON {t}
+    FOR EACH ROW WHEN (SELECT status FROM annotation_release WHERE id = OLD.release_id) = 'published'
+                   OR (SELECT status FROM annotation_release WHERE id = NEW.release_id) = 'published'
+    BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END;""",
+    f"""CREATE TRIGGER {t}_published_no_delete BEFORE DELETE ON {t}
+    FOR EACH ROW WHEN (SELECT status FROM annotation_release WHERE id = OLD.release_id) = 'published'
+    BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END;""")]
+SQLITE_BACKWARD = [f"DROP TRIGGER IF EXISTS {t}_published_no_{op};" for t in TABLES for op in ("insert", "update", "delete")]
+POSTGRES_FORWARD = [
+    f"""CREATE OR REPLACE FUNCTION releases_pinned_row_immutable() RETURNS trigger AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') AND EXISTS (
+            SELECT 1 FROM annotation_release WHERE id = OLD.release_id AND status = 'published') THEN
+            RAISE EXCEPTION '{MESSAGE}: row %', OLD.id USING ERRCODE = '23000';
+        END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') AND EXISTS (
+            SELECT 1 FROM annotation_release WHERE id = NEW.release_id AND status = 'published') THEN
+            RAISE EXCEPTION '{MESSAGE}: new row of release %', NEW.release_id USING ERRCODE = '23000';
+        END IF;
+        IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+        RETURN NEW;
+    END;
+    $$ LANGUAGE plpgsql;""",
+    *(f"""CREATE TRIGGER {t}_immutable BEFORE INSERT OR UPDATE OR DELETE ON {t}
+    FOR EACH ROW EXECUTE FUNCTION releases_pinned_row_immutable();""" for t in TABLES),
+]
+POSTGRES_BACKWARD = [*(f"DROP TRIGGER IF EXISTS {t}_immutable ON {t};" for t in TABLES),
+                     "DROP FUNCTION IF EXISTS releases_pinned_row_immutable();"]
+
+
+def _run(statements_by_vendor):
+    def run(apps, schema_editor):
+        statements = statements_by_vendor.get(schema_editor.connection.vendor)
+        if statements is None:  # another database: the services still refuse the edits
+            return
+        for sql in statements:
+            schema_editor.execute(sql, params=None)
+    return run
+
 
 class Migration(migrations.Migration):
 
@@ -38,5 +85,9 @@ class Migration(migrations.Migration):
                 'ordering': ['release_id', 'layer_id'],
                 'constraints': [models.UniqueConstraint(fields=('release', 'layer'), name='one_pin_per_layer_per_release')],
             },
+        ),
+        migrations.RunPython(
+            _run({"sqlite": SQLITE_FORWARD, "postgresql": POSTGRES_FORWARD}),
+            _run({"sqlite": SQLITE_BACKWARD, "postgresql": POSTGRES_BACKWARD}),
         ),
     ]

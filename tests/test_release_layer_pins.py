@@ -241,3 +241,44 @@ def test_the_database_refuses_to_change_a_published_release_s_pins_and_files(pub
             change()
     assert ReleaseFile.objects.get(pk=row.pk).sha256 == hashlib.sha256(
         (published["out1"] / "images/damage.geojson").read_bytes()).hexdigest()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_releases_created_at_once_pin_one_version_per_layer(approved_t2, people):
+    """Two drafts created at the same moment from two threads (their own connections), over
+    layers that have no version row yet (made before versions existed): both make version 1 of
+    the same layers; one wins each INSERT, the other takes its row (``ensure_version``'s
+    savepoint). Both releases are created and pin the same versions; one row per layer."""
+    import threading
+
+    from django.db import connection, connections
+
+    from releases.services.releases import create_release
+    from replay.services import start_replay
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serialises writers (BEGIN IMMEDIATE): the race is PostgreSQL's")
+    assert start_replay(people["max"], approved_t2).status == "succeeded"
+    LayerVersion.objects.all().delete()  # as a database migrated from before layer versions
+    n_layers = Layer.objects.filter(event=approved_t2.event).count()
+    barrier, errors = threading.Barrier(2), []
+
+    def create(version: str) -> None:
+        try:
+            barrier.wait(timeout=30)
+            create_release(people["max"], version, tasks=Task.objects.filter(pk=approved_t2.pk))
+        except Exception as exc:  # collected: the assertion below names it
+            errors.append(repr(exc))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=create, args=(v,)) for v in ("2.0.0", "2.1.0")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert LayerVersion.objects.filter(layer__event=approved_t2.event).count() == n_layers
+    pins = {v: set(ReleaseLayerPin.objects.filter(release__version=v).values_list("version_id", flat=True))
+            for v in ("2.0.0", "2.1.0")}
+    assert pins["2.0.0"] == pins["2.1.0"] and len(pins["2.0.0"]) == n_layers

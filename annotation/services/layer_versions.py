@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from annotation.models import Layer, LayerVersion
 from kernel.hashing import file_sha256
@@ -113,14 +114,24 @@ def ensure_version(layer: Layer) -> LayerVersion:
     """The version the layer row is now: the newest ``LayerVersion`` when its content digest and
     snapshot (less import bookkeeping) equal the row's, else a new version numbered one more
     (the first for a layer made before versions existed, or edited in place since, e.g. its
-    georeferencing recorded by a maintainer). Call inside the caller's transaction."""
+    georeferencing recorded by a maintainer). Call inside the caller's transaction. Two writers
+    making the same version number at once (two releases created together on PostgreSQL): the
+    loser's savepoint rolls back and it reads again, taking the winner's row when it is the same
+    content (three tries, then the ``IntegrityError``)."""
     snap = snapshot(layer)
     sha = content_sha256(snap)
-    latest = LayerVersion.objects.filter(layer=layer).order_by("-number").first()
-    if latest is not None and latest.sha256 == sha and _comparable(latest.snapshot) == _comparable(snap):
-        return latest
-    return LayerVersion.objects.create(layer=layer, number=(latest.number + 1) if latest else 1, sha256=sha,
-                                       snapshot=snap, files=version_files(snap))
+    for attempt in range(3):
+        latest = LayerVersion.objects.filter(layer=layer).order_by("-number").first()
+        if latest is not None and latest.sha256 == sha and _comparable(latest.snapshot) == _comparable(snap):
+            return latest
+        try:
+            with transaction.atomic():  # a savepoint: a concurrent writer may take the same number
+                return LayerVersion.objects.create(layer=layer, number=(latest.number + 1) if latest else 1,
+                                                   sha256=sha, snapshot=snap, files=version_files(snap))
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def is_current(version: LayerVersion, layer: Layer, sha: str) -> bool:

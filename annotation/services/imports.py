@@ -301,6 +301,11 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
 
         status: dict[str, str] = {}
         with transaction.atomic():
+            # the layers whose content may change are locked (in id order, as releases' pin_layers
+            # locks them): a release created meanwhile pins either the old version, whose files
+            # this import then keeps, or waits and pins the new one
+            rebuilt = sorted(existing[n].pk for n in built if n in existing)
+            list(Layer.objects.select_for_update().filter(pk__in=rebuilt).order_by("id").values_list("pk", flat=True))
             event, created = Event.objects.get_or_create(slug=slug, defaults=event_defaults)
             if not created:  # fill what is empty; an explicit disaster type replaces the old one
                 for k, v in event_defaults.items():

@@ -25,8 +25,10 @@ def pin_layers(release: Release) -> int:
     row a layer lacked is created there too)."""
     ReleaseLayerPin.objects.filter(release=release).delete()
     event_ids = set(ReleaseTask.objects.filter(release=release).values_list("task__event_id", flat=True).distinct())
+    # locked in id order (as an import locks the layers it rebuilds): an import running now either
+    # finished (its new version is pinned) or waits until this release commits (and keeps the files)
     pins = [ReleaseLayerPin(release=release, layer=layer, version=ensure_version(layer))
-            for layer in Layer.objects.filter(event_id__in=event_ids).order_by("id")]
+            for layer in Layer.objects.select_for_update().filter(event_id__in=event_ids).order_by("id")]
     ReleaseLayerPin.objects.bulk_create(pins)
     return len(pins)
 

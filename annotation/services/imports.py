@@ -21,6 +21,7 @@ Stored layout of an event (paths in Layer rows are relative to ``STUDIO_DATA_ROO
     events/<slug>/<file_name>[.tif]         stored COG (rasters, masks) or GeoJSON (vectors)
     events/<slug>/tiles/<file_name>.3857.tif  web-mercator COG for tiles (georeferenced rasters)
     events/<slug>/original/<source file>    the source file unchanged (release export, checksums)
+    events/<slug>/versions/<layer id>/v<n>/…  the files of a superseded version a release pins
 
 For pixel-frame rasters (xBD PNGs) ``tiles_path`` equals ``path`` (a COG without CRS, shown
 under ``L.CRS.Simple``); the pixel → lon/lat fit of the tile's labels is in

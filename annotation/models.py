@@ -75,6 +75,33 @@ class Layer(models.Model):
         return f"{self.event.slug}/{self.file_name}"
 
 
+class LayerVersion(models.Model):
+    """One content of a layer: what a release pins (``releases.models.ReleaseLayerPin``).
+
+    ``Layer`` is the layer as the event's current tasks see it (its newest version, edited in
+    place as before); each content it had is a row here, numbered from 1. ``sha256`` is the
+    content digest (``annotation.services.layer_versions.content_sha256``: the stored file and
+    the originals), ``snapshot`` the layer row's fields at that version (paths relative to
+    ``STUDIO_DATA_ROOT``), ``files`` the data-root-relative files it needs. When a re-import
+    supersedes a version that a release pins, its files are copied to
+    ``events/<slug>/versions/<layer id>/v<number>/`` and ``snapshot``/``files`` point there; an
+    unpinned superseded version keeps its row with ``files`` empty (nothing reads it)."""
+
+    layer = models.ForeignKey(Layer, on_delete=models.CASCADE, related_name="versions")
+    number = models.IntegerField()
+    sha256 = models.CharField(max_length=64, help_text="content digest of the version's files")
+    snapshot = models.JSONField(default=dict, help_text="the Layer row's fields at this version")
+    files = models.JSONField(default=list, blank=True, help_text="data-root-relative files kept for this version")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["layer_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["layer", "number"], name="unique_layer_version_number")]
+
+    def __str__(self) -> str:
+        return f"{self.layer_id} v{self.number}"
+
+
 class Task(models.Model):
     """A benchmark task (Q, D, T*, A*). Its content lives in immutable ``TaskRevision`` rows."""
 

@@ -9,6 +9,12 @@
 ``sha256_files(paths) -> str``
     One digest over several files, in name order: each file's name, then its digest (a
     shapefile and its sidecars).
+``tree_digest(files) -> str``
+    One digest over a folder's files given as ``{relative POSIX path: file SHA-256}``: the SHA-256
+    of the UTF-8 text made of one line ``"<file sha256>  <path>\n"`` per file (the line format
+    of ``sha256sum``), sorted by path (Unicode code point order). A release's ``content_sha256``
+    (``releases.services.export.folder_digest``); ``sha256sum`` of the files, sorted with
+    ``LC_ALL=C sort -k2``, piped to ``sha256sum`` gives the same for ASCII paths.
 ``cache_info() -> dict``, ``cache_clear()``
     ``{"size", "max_size", "hits", "misses"}`` and emptying it (tests, long-running workers).
 
@@ -68,6 +74,18 @@ def sha256_files(paths: Iterable[str | os.PathLike]) -> str:
     for p in sorted(Path(p) for p in paths):  # pathlib's order: the fingerprints stored so far used it
         h.update(p.name.encode())
         h.update(file_sha256(p).encode())
+    return h.hexdigest()
+
+
+def tree_digest(files: dict[str, str]) -> str:
+    """SHA-256 (hex) over ``"<sha256>  <path>\n"`` lines of ``files`` (``{relative POSIX path:
+    file SHA-256 hex}``) sorted by path; see the module docstring. A path holding a newline is a
+    ``ValueError`` (it would make two lines)."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        if "\n" in path or "\r" in path:
+            raise ValueError(f"{path!r}: a path with a line break cannot be digested")
+        h.update(f"{files[path]}  {path}\n".encode("utf-8"))
     return h.hexdigest()
 
 

@@ -7,8 +7,13 @@ class ReleasesConfig(AppConfig):
     name = "releases"
     verbose_name = "Releases"
 
-    def ready(self):
-        """The sweep of background jobs (``studio.background``) ends this app's lost exports."""
+    def ready(self) -> None:
+        """The sweep of background jobs (``studio.background``) ends this app's lost exports; annotation
+        (below releases) asks which layer versions releases pin: the import keeps their files, a replay
+        of a released task reads them (``annotation.services.layer_versions``)."""
+        from annotation.services.layer_versions import register_pin_reader
+        from releases.services.pins import task_layer_pins, version_is_pinned
         from releases.services.releases import EXPORT_KIND, sweep_export_jobs
 
         register_sweeper(EXPORT_KIND, sweep_export_jobs)
+        register_pin_reader(is_pinned=version_is_pinned, task_pins=task_layer_pins)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from annotation.models import Task, TaskRevision
+from annotation.models import Layer, LayerVersion, Task, TaskRevision
 
 
 class Release(models.Model):
@@ -49,3 +49,34 @@ class ReleaseTask(models.Model):
         db_table = "annotation_releasetask"
         ordering = ["release_id", "question_id"]
         constraints = [models.UniqueConstraint(fields=["release", "task"], name="task_once_per_release")]
+
+
+class ReleaseLayerPin(models.Model):
+    """The version of a layer a release's tasks read: one row per layer of every event the release
+    has tasks of, written when the tasks are pinned (``releases.services.releases._pin_into``).
+    Export and replay of the release's tasks read the pinned version's files; a pinned version's
+    files are kept (``annotation.services.layer_versions``)."""
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="layer_pins")
+    version = models.ForeignKey(LayerVersion, on_delete=models.PROTECT, related_name="release_pins")
+    layer = models.ForeignKey(Layer, on_delete=models.PROTECT, related_name="+",
+                              help_text="the version's layer (one pin per layer and release)")
+
+    class Meta:
+        ordering = ["release_id", "layer_id"]
+        constraints = [models.UniqueConstraint(fields=["release", "layer"], name="one_pin_per_layer_per_release")]
+
+
+class ReleaseFile(models.Model):
+    """A file a published release ships (relative path under the release folder) and its SHA-256,
+    recorded at publishing: a re-export must produce exactly these (``export_release`` refuses a
+    difference and names the file). The sidecar ``studio_manifest.json`` is not among them."""
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="files")
+    path = models.TextField(help_text="relative POSIX path under the release folder")
+    sha256 = models.CharField(max_length=64)
+    bytes = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["release_id", "path"]
+        constraints = [models.UniqueConstraint(fields=["release", "path"], name="one_row_per_release_file")]

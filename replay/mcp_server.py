@@ -8,8 +8,8 @@
   description and the JSON schema of its pydantic input model (so the schema is exactly what the
   tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark);
 * runs a call through ``registry.call_tool`` with a ``ToolContext`` bound to the task: paths
-  resolve through ``LayerResolver(task.event_id)`` (layer file names, or the stored file of a
-  layer; artifacts of earlier calls by their bare name), artifacts go to
+  resolve through ``LayerResolver`` over ``replay.services.task_layers(task)`` (layer file names,
+  or the stored file of a layer; a released task's layers at the versions its release pinned; artifacts of earlier calls by their bare name), artifacts go to
   ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``, perception in GT mode;
 * answers a call with one JSON text block (and ``structured_content`` when the observation is an
   object). A refused call (bad arguments, missing file, no GT mask ...) is an MCP error result
@@ -71,12 +71,12 @@ class TaskBinding:
 
     def __init__(self, task, *, session_id: str | None = None, work_dir: Path | None = None,
                  perception_mode: str = "gt"):
-        from replay.services import GT_IMAGE_ARGS, LayerResolver
+        from replay.services import GT_IMAGE_ARGS, LayerResolver, task_layers
 
         self.task = task
         self.session_id = session_id or new_session_id()
         self.work_dir = Path(work_dir) if work_dir else session_work_dir(self.session_id)
-        self.resolver = LayerResolver(task.event_id)
+        self.resolver = LayerResolver(task.event_id, task_layers(task))  # a released task: its pinned versions
         self._gt_args = GT_IMAGE_ARGS
         # the DB queries of gt_lookup, done now: layer pk → GTMask | None
         self._gt: dict[int, GTMask | None] = {

@@ -64,6 +64,7 @@ from django.db import router, transaction
 from django.utils import timezone
 
 from annotation.models import AuditEvent, Layer, Task, TaskVariant
+from annotation.services.layer_versions import pinned_layer, task_pins
 from annotation.services.review import TransitionError
 from annotation.services.task_import import TaskImportError
 from annotation.services.tasks import require_unreleased
@@ -439,6 +440,20 @@ def replay_new_variant(user, variant) -> ReplayRun | None:
     return start_replay(user, variant.task)
 
 
+def task_layers(task: Task, layers: list[Layer] | None = None) -> list[Layer]:
+    """The event's layers as ``task`` reads them: for a released task, each layer at the version
+    its newest published release pinned (``annotation.services.layer_versions.pinned_layer``: an
+    unsaved ``Layer`` with the pinned version's files and fields); for any other task, or a layer
+    the release did not pin, the ``Layer`` row (the newest version). ``layers``: the event's rows
+    when the caller has them (saves the query). One query more for a released task only."""
+    if layers is None:
+        layers = list(Layer.objects.filter(event_id=task.event_id))
+    if task.status != Task.Status.RELEASED:
+        return layers
+    pins = task_pins(task.pk)
+    return [pinned_layer(l, pins) for l in layers] if pins else layers
+
+
 def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | None = None) -> str:
     """SHA-256 of what a replay of ``revision`` reads: its trajectory and answer spec, the contents
     of the event's layers (their ``sha256``, else path, size and mtime) with their GSD and CRS
@@ -567,6 +582,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     work_dir.mkdir(parents=True)
     steps = rev.trajectory or []
     now = timezone.now()
+    layers = task_layers(run.task, layers)  # a released task reads the layer versions its release pinned
     fp = input_fingerprint(run.task, rev, run.mode, layers)
     # a run that ran before (crashed, re-queued) may have step rows: they go
     restarted = run.started_at is not None or run.status != ReplayRun.Status.QUEUED

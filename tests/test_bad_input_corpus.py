@@ -131,6 +131,11 @@ def _run(case: dict, ctx: dict, tmp_path: Path, client, mia) -> str:
                 (d / "tasks" / T1).write_text(json.dumps(case["samples"]))
         else:
             (d / "tasks" / T1).write_text(json.dumps(case["samples"]))
+        for rel, text in (case.get("extra_files") or {}).items():  # files beside the task file
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)
+            (d / rel).write_text(text)
+        if "manifest" in case:  # the sidecar, as an export writes it (its checksums worked out for the case)
+            (d / "studio_manifest.json").write_text(json.dumps(case["manifest"]))
         with pytest.raises(CommandError) as exc:
             call_command("import_release", str(d), "--as-user", "mia", stdout=io.StringIO())
         return str(exc.value)

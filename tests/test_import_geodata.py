@@ -186,7 +186,7 @@ def test_changed_file_updates_in_place(data_root, tmp_path):
         {"type": "Feature", "properties": {"name": n}, "geometry": {"type": "Point", "coordinates": [24.9, 60.2]}}
         for n in "ab"]}))
     r = import_vector_file(src, event_slug="helsinki")
-    assert r.status == {"aoi.geojson": "updated"}
+    assert r.status == {"aoi.geojson": "new version"}
     assert r.layers[0].pk == first.pk and r.layers[0].feature_count == 2
     assert Layer.objects.count() == 1
     assert len(json.loads((data_root / first.path).read_text())["features"]) == 2

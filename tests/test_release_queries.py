@@ -40,6 +40,12 @@ def seeded(db, settings, tmp_path, monkeypatch):
     settings.STUDIO_ARTIFACT_ROOT = tmp_path / "data" / "artifacts"
     import_xbd_folder(FLORENCE)
     seed_synthetic(40, 2, batch=20, tasks_per_sample=2, seed=5)
+    # the layers' versions exist, as an import makes them (seed_synthetic writes rows directly):
+    # create_release then pins them without making any (a few queries per layer, none per task)
+    from annotation.models import Layer
+    from annotation.services.layer_versions import ensure_version
+    for layer in Layer.objects.all():
+        ensure_version(layer)
     monkeypatch.setattr(svc, "PIN_BATCH", BATCH)
     monkeypatch.setattr(export_svc, "EXPORT_BATCH", EXPORT_BATCH)
     user = User.objects.create_superuser("rel-queries", password="pw-test-123")

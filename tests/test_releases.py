@@ -19,7 +19,7 @@ from annotation.models import Event, Layer, Task, TaskRevision
 
 from releases.models import Release, ReleaseTask
 from releases.services import releases as svc
-from releases.services.export import SampleArrayWriter, content_digest, data_paths, dumps, load_schema, schema_problems
+from releases.services.export import SampleArrayWriter, data_paths, dumps, load_schema, schema_problems
 from conftest import REALDATA, SCORING_EXAMPLES
 from replay.models import ReplayRun
 
@@ -111,7 +111,14 @@ def test_demo_release_export_layout(demo_release):
     assert len(q["replay_hash"]) == 64
     t1 = json.loads((out / "tasks/t1_perception_and_assessment.json").read_text())
     assert t1[0]["tasks"][0]["final_answer"] == {"destroyed_building_count": 5, "damaged_pixels": 26766}
-    assert manifest["release"]["content_sha256"] == content_digest(manifest["files"])
+    # the digest covers every file of the folder but the sidecar: sha256sum's lines, sorted by path,
+    # hashed (worked out here from the bytes on disk, not from the manifest's own list)
+    on_disk = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert set(on_disk) == set(manifest["files"]) | {"studio_manifest.json"}
+    lines = "".join(f"{hashlib.sha256((out / rel).read_bytes()).hexdigest()}  {rel}\n"
+                    for rel in on_disk if rel != "studio_manifest.json")
+    assert manifest["format_version"] == 2
+    assert manifest["release"]["content_sha256"] == hashlib.sha256(lines.encode()).hexdigest()
     assert schema_problems("task_file", t1) == []
 
 

@@ -210,3 +210,33 @@ def test_a_variant_made_over_the_api_has_its_gold_replay_at_once_and_no_false_al
     _check_gold_replay(runs.get(), "unsolvable", VARIANTS[2][2])
     variant_task = runs.get().task
     assert [f.check for f in qc_for_task(variant_task) if f.check.startswith("alignment.")] == []
+
+
+def _post_variant(client, task, **body):
+    return client.post(f"/api/tasks/{task.pk}/variants/", body, content_type="application/json")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("roles", [(), ("reviewer",), ("scorer",)], ids=["no-role", "reviewer", "scorer"])
+def test_a_refused_variant_request_writes_no_file(approved_florence, make_user, client, settings, roles):
+    """The attack of the integrity review: a ``visual_inaccessible`` request (it replaces the plan's
+    images with unreadable files under ``STUDIO_DATA_ROOT/variants/<event>/``) by a user who may not
+    create tasks wrote those files before the permission check refused it. Now: 403, and the data
+    root has no ``variants/`` file, no layer and no task more than before."""
+    from pathlib import Path
+
+    from annotation.models import Layer
+
+    client.force_login(make_user("nobody", *roles))
+    from annotation.models import Task
+
+    layers, tasks = Layer.objects.count(), Task.objects.count()
+    r = _post_variant(client, approved_florence, kind="unsolvable", strategy="visual_inaccessible")
+    assert r.status_code == 403, r.content
+    folder = Path(settings.STUDIO_DATA_ROOT) / "variants"
+    assert not folder.exists() or not [p for p in folder.rglob("*") if p.is_file()]
+    assert (Layer.objects.count(), Task.objects.count()) == (layers, tasks)
+    # the same request by an author does write them (the check above is not vacuous)
+    client.force_login(make_user("ava", "author"))
+    assert _post_variant(client, approved_florence, kind="unsolvable", strategy="visual_inaccessible").status_code == 201
+    assert [p for p in folder.rglob("*") if p.is_file()]

@@ -8,14 +8,20 @@ import leaves the database and the data root as they were. Errors are :class:`Da
 (``"<file>: <field>: <problem>"``).
 
 Re-importing is idempotent: a layer is keyed by (event, file_name); when its source files and
-options are unchanged (``metadata.fingerprint``) it is left alone ("unchanged"), otherwise its
-files and row are replaced ("updated"). Nothing is duplicated.
+options are unchanged (``metadata.fingerprint``), or they changed but the stored content did not
+(the same content digest, ``annotation.services.layer_versions.content_sha256``), it is left alone
+("unchanged"). Otherwise its content makes a new layer version ("new version"): the ``Layer`` row
+and the files under ``events/<slug>/`` become the new content, which the event's current tasks
+read, and the superseded version's files are first copied to ``events/<slug>/versions/`` when a
+release pins it (``layer_versions.archive_version``), so a released task keeps reading what it was
+released with. Nothing is duplicated.
 
 Stored layout of an event (paths in Layer rows are relative to ``STUDIO_DATA_ROOT``)::
 
     events/<slug>/<file_name>[.tif]         stored COG (rasters, masks) or GeoJSON (vectors)
     events/<slug>/tiles/<file_name>.3857.tif  web-mercator COG for tiles (georeferenced rasters)
     events/<slug>/original/<source file>    the source file unchanged (release export, checksums)
+    events/<slug>/versions/<layer id>/v<n>/…  the files of a superseded version a release pins
 
 For pixel-frame rasters (xBD PNGs) ``tiles_path`` equals ``path`` (a COG without CRS, shown
 under ``L.CRS.Simple``); the pixel → lon/lat fit of the tile's labels is in
@@ -46,6 +52,7 @@ from annotation.importers.common import (
 from annotation.importers.errors import DataImportError
 from annotation.models import Event, Layer
 from kernel.processes import process_gone, process_tag
+from annotation.services import layer_versions
 
 __all__ = [
     "DataImportError", "ImportResult", "import_xbd_folder", "import_raster_file", "import_vector_file",
@@ -82,7 +89,7 @@ class ImportResult:
     event: Event
     event_created: bool
     layers: list[Layer]
-    status: dict[str, str]  # file_name → created | updated | unchanged
+    status: dict[str, str]  # file_name → created | new version | unchanged
     skipped_files: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -277,6 +284,11 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
 
         status: dict[str, str] = {}
         with transaction.atomic():
+            # the layers whose content may change are locked (in id order, as releases' pin_layers
+            # locks them): a release created meanwhile pins either the old version, whose files
+            # this import then keeps, or waits and pins the new one
+            rebuilt = sorted(existing[n].pk for n in built if n in existing)
+            list(Layer.objects.select_for_update().filter(pk__in=rebuilt).order_by("id").values_list("pk", flat=True))
             event, created = Event.objects.get_or_create(slug=slug, defaults=event_defaults)
             if not created:  # fill what is empty; an explicit disaster type replaces the old one
                 for k, v in event_defaults.items():
@@ -290,6 +302,7 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
             event.save()
 
             layers: dict[str, Layer] = {}
+            versioned: list[Layer] = []  # created layers and new versions: their version row after the move
             for spec in specs:
                 layer = existing.get(spec.file_name)
                 info = built.get(spec.file_name)
@@ -309,11 +322,21 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
                 if layer is None:
                     layer = Layer.objects.create(event=event, file_name=spec.file_name, **fields)
                     status[spec.file_name] = "created"
+                    versioned.append(layer)
                 else:
+                    superseded = layer_versions.ensure_version(layer)  # the content being replaced
+                    new_sha = layer_versions.content_sha256(
+                        _staged_fields({**fields, "file_name": spec.file_name}, event_rel), staging)
                     for k, v in fields.items():
                         setattr(layer, k, v)
                     layer.save()
-                    status[spec.file_name] = "updated"
+                    if layer_versions.is_current(superseded, layer, new_sha):
+                        status[spec.file_name] = "unchanged"  # other options, the same content
+                    else:
+                        status[spec.file_name] = "new version"
+                        # the versions on the files about to be replaced: a release's keep their files
+                        moved.extend((p, None) for p in layer_versions.supersede(layer, slug))
+                        versioned.append(layer)
                 layers[spec.file_name] = layer
 
             for spec in specs:
@@ -351,6 +374,8 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
                             os.replace(dst, keep)
                         moved.append((dst, keep))
                         os.replace(src, dst)
+            for layer in versioned:  # the new content in place: its version (content digest of the files)
+                layer_versions.ensure_version(layer)
     except BaseException:
         if renamed_dir:
             shutil.rmtree(event_dir, ignore_errors=True)
@@ -374,6 +399,17 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
     ordered = [layers[s.file_name] for s in specs]
     return ImportResult(event=event, event_created=created, layers=ordered, status=status,
                         skipped_files=list(skipped_files or []))
+
+
+def _staged_fields(fields: dict, event_rel: Path) -> dict:
+    """``fields`` (paths relative to the data root, under ``event_rel``) with the stored file and
+    originals relative to the staging folder instead, where they are before the move."""
+    def inner(p: str) -> str:
+        return Path(p).relative_to(event_rel).as_posix()
+
+    meta = dict(fields.get("metadata") or {})
+    meta["original_paths"] = [inner(p) for p in meta.get("original_paths") or []]
+    return {**fields, "path": inner(fields["path"]), "metadata": meta}
 
 
 def _row_fields(spec: LayerSpec, info: dict, event_rel: Path, staging: Path) -> dict:

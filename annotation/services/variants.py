@@ -19,6 +19,7 @@ from annotation import variants as spec_maker
 from annotation.models import Layer, Task, TaskVariant
 from annotation.services.tasks import CONTENT_FIELDS, create_task
 from kernel.tools.registry import all_tools
+from studio.permissions import require
 
 __all__ = ["tool_catalogue", "create_variant", "unreadable_layers", "is_unreadable_file", "VariantError", "UNREADABLE_BYTES"]
 
@@ -99,7 +100,10 @@ def create_variant(user, base: Task, kind: str, **params) -> tuple[TaskVariant, 
     Returns ``(variant, created)``; an identical earlier variant is returned with ``created``
     False. Raises ``VariantError`` when the base task is not approved or released or the
     parameters do not fit its gold plan, ``PermissionDenied`` without the role to create tasks.
+    The permission is checked first: a refused request writes nothing (no row, and no unreadable
+    image under ``STUDIO_DATA_ROOT/variants/``).
     """
+    require(user, "task.create")
     base = Task.objects.select_related("head", "event").get(pk=base.pk)
     if base.status not in BASE_STATUSES or base.head is None:
         raise VariantError(f"task {base.question_id} is {base.status}: variants are made from approved or released tasks")

@@ -52,15 +52,18 @@ from django.conf import settings
 from annotation.models import AuditEvent, Layer, Task, TaskRevision, TaskVariant
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.hashing import file_sha256 as sha256_file
+from kernel.hashing import tree_digest
 from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths is re-exported)
 from kernel.steps import step_call
 from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from annotation import qc
+from annotation.services.layer_versions import pinned_layer
 from annotation.services.qc import layer_info
 from annotation.services.tasks import revision_content
 from replay.models import ReplayRun
 from replay.services import artifact_path
+from releases.services.pins import release_layer_pins
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
 IMPORT_ARTIFACTS = "imports"
@@ -532,9 +535,25 @@ class LayoutResult:
     content_sha256: str = ""
 
 
+def folder_digest(files: dict[str, dict]) -> str:
+    """A release's ``content_sha256`` (sidecar ``format_version`` 2): ``kernel.hashing.tree_digest``
+    of every file the release folder ships (``{relative path: {sha256, ...}}``: ``tasks/``,
+    ``images/``, ``schemas/``, ``variants/`` and anything else) except the sidecar
+    ``studio_manifest.json``, which holds the digest. Stable: SHA-256 over the lines
+    ``"<file sha256>  <path>\n"`` sorted by path (``docs/security.md``)."""
+    return tree_digest({p: i["sha256"] for p, i in files.items() if p != MANIFEST_NAME})
+
+
+def folder_files(folder: Path) -> list[str]:
+    """The relative POSIX paths of the regular files under ``folder`` (sorted; what it ships)."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
 def content_digest(files: dict[str, dict]) -> str:
-    """sha256 of the canonical JSON ``{path: sha256}`` of the task files and gold polygons
-    (``tasks/``, and the robustness variants' ``variants/tasks/``: ``release_variants``)."""
+    """The legacy digest (sidecar ``format_version`` 1, releases published before the digest
+    covered the whole folder): sha256 of the canonical JSON ``{path: sha256}`` of the task files
+    and gold polygons only (``tasks/``, and the robustness variants' ``variants/tasks/``)."""
     return hashlib.sha256(canonical({p: i["sha256"] for p, i in files.items()
                                      if p.startswith(("tasks/", "variants/tasks/"))})
                           .encode("utf-8")).hexdigest()
@@ -558,6 +577,7 @@ class LayoutWriter:
         self.question_sink = question_sink or self._keep_question
         self.result = LayoutResult()
         self._layers: dict[int, dict[str, Layer]] = {}
+        self._pins = None  # {layer id: LayerVersion} the release pins (``_event_layers``)
         self._layer_infos: dict[int, dict] = {}
         self._image_src: dict[str, Path] = {}
         self._people: dict[int, tuple[list, list]] = {}  # task id → (revision (number, author) rows, approvers)
@@ -680,8 +700,13 @@ class LayoutWriter:
 
     # -- images
     def _event_layers(self, event) -> dict[str, Layer]:
+        """The event's layers by file name; for a release, each at the version the release pins
+        (``releases.services.pins``: its files, georeferencing and metadata), so a re-import after
+        the release changes nothing it ships."""
         if event.pk not in self._layers:
-            self._layers[event.pk] = {l.file_name: l for l in Layer.objects.filter(event=event)}
+            if self._pins is None:
+                self._pins = release_layer_pins(self.release_id)
+            self._layers[event.pk] = {l.file_name: pinned_layer(l, self._pins) for l in Layer.objects.filter(event=event)}
         return self._layers[event.pk]
 
     def _missing(self, path: str, qids: list[str], reason: str) -> None:

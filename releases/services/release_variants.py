@@ -20,8 +20,9 @@ A release may pin variant tasks (``TaskVariant``) beside plain ones. The benchma
                  "check": ReplayRun.variant_check (where an unsolvable plan stops; the broken
                           step replayed with the alternative) or null}}}
 
-The release digest (``Release.manifest_sha256``, ``content_sha256``) covers ``variants/tasks/``
-as well as ``tasks/`` (``export.content_digest``); without variants it is what it always was.
+The release digest (``Release.manifest_sha256``, ``content_sha256``) covers every file the folder
+ships, ``variants/`` included (``export.folder_digest``); the legacy digest of releases published
+before that (``export.content_digest``) covered ``variants/tasks/`` as well as ``tasks/``.
 
 ``import_release_dir`` reads ``variants/`` like ``tasks/`` (same checks, events, layers, import
 replays; an unreadable image is not imported as a layer, ``is_unreadable_file``) and
@@ -39,12 +40,14 @@ from django.conf import settings
 
 from annotation.models import Task, TaskRevision, TaskVariant
 from releases.models import Release, ReleaseTask
-from releases.services.export import Entry, LayoutWriter, SortedEntries, content_digest
+from releases.services.export import (
+    Entry, ExportError, LayoutWriter, SortedEntries, content_digest, copy_schemas, folder_files,
+)
 from annotation.services.variants import is_unreadable_file, unreadable_layers
 from kernel.content import CONTENT_FIELDS
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
 
-__all__ = ["VARIANTS_DIR", "is_unreadable_file", "split_entries", "write_layout", "release_digest", "variants_section",
+__all__ = ["VARIANTS_DIR", "is_unreadable_file", "split_entries", "write_layout", "release_files", "variants_section",
            "authored_number", "link_imported_variants", "VariantReleaseError"]
 
 #: the folder of a release that holds its variant tasks, in the benchmark's layout
@@ -101,11 +104,20 @@ def write_layout(out: Path, entries: list[Entry] | SortedEntries, *, release_id:
     return result, variants
 
 
-def release_digest(entries: list[Entry] | SortedEntries) -> str:
-    """The content digest the task files of ``entries`` would have (written to a temporary folder
-    under the data root, no images, no sidecar): what ``publish_release`` stores."""
+def release_files(entries: list[Entry] | SortedEntries, *, release_id: int | None) -> dict[str, dict]:
+    """``{relative path: {bytes, sha256}}`` of every file an export of ``entries`` ships but the
+    sidecar: task files, gold polygons, images (at the layer versions ``release_id`` pins),
+    schemas, variants; written to a temporary folder under the data root and checked to be all the
+    folder holds. What ``publish_release`` records (``ReleaseFile``; the digest
+    ``export.folder_digest`` of it). ``ExportError`` as ``write_layout``."""
     with tempfile.TemporaryDirectory(dir=Path(settings.STUDIO_DATA_ROOT)) as tmp:
-        return write_layout(Path(tmp), entries, images=False, sidecar=False)[0].content_sha256
+        result, _ = write_layout(Path(tmp), entries, release_id=release_id, sidecar=False)
+        files = dict(result.files)
+        copy_schemas(Path(tmp), files)
+        unlisted = sorted(set(folder_files(Path(tmp))) - set(files))
+        if unlisted:  # the writer put a file in the folder without hashing it: never ship it unchecked
+            raise ExportError(f"{unlisted[0]}: written without a checksum")
+        return files
 
 
 def authored_number(rev: TaskRevision) -> int:

@@ -1,11 +1,15 @@
 """Release services: create, edit (drafts only), publish, export (a background job) and import.
 
-* A release pins tasks at given revisions and gold replays (``ReleaseTask``). ``create_release``
+* A release pins tasks at given revisions and gold replays (``ReleaseTask``) and the version of
+  every layer of their events (``ReleaseLayerPin``, ``releases.services.pins``). ``create_release``
   makes a draft of the approved (and already released) tasks at their head; ``publish_release``
-  freezes it: the task files it would write are produced once and their digest stored in
+  freezes it: every file an export ships (task files, gold polygons, images at the pinned layer
+  versions, schemas, variants; not the sidecar) is produced once, each recorded with its SHA-256
+  (``ReleaseFile``) and their digest (``export.folder_digest``) stored in
   ``Release.manifest_sha256``; its tasks become ``released``. A published release is never
   changed: the services raise :class:`ReleaseImmutableError`, and database triggers (migration
-  0003) refuse UPDATE/DELETE of the rows themselves.
+  0003) refuse UPDATE/DELETE of the rows themselves; a re-export that would ship a different file
+  is refused (:func:`export_release`).
 * ``start_export`` records a job (``STUDIO_DATA_ROOT/exports/<version>/<job id>/job.json``) and
   dispatches ``releases.jobs.export_release_job`` (in-process without a broker); the job writes
   the release folder with :func:`export_release` and a zip beside it.
@@ -42,11 +46,12 @@ from django.utils.text import slugify
 from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import Event, Layer, QcAcknowledgement, Task
 
-from releases.models import Release, ReleaseTask
+from releases.models import Release, ReleaseFile, ReleaseTask
+from releases.services.pins import pin_layers
 from releases.selectors import exports_dir, release_entries
 from releases.services.export import (
     GOLD_REPLAY_ORDER, IMPORT_ARTIFACTS, MANIFEST_NAME, SOURCE_FILE, TASK_FILES, ExportError,
-    _validator, canonical, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
+    _validator, canonical, content_digest, folder_digest, folder_files, copy_schemas, data_paths, dumps, find_layer, gold_replay, import_source, json_path,
     layer_file_name, safe_relative, sample_and_task, schema_problems, sha256_file, staging_dir_for,
 )
 from kernel.content import MAX_SAMPLE_ID, source_record
@@ -263,6 +268,7 @@ def _pin_into(release: Release, tasks, *, empty: str) -> int:
     if not n:
         raise ReleaseError(empty)
     _check_positional(release)
+    pin_layers(release)  # the layer versions its tasks read (releases.services.pins)
     return n
 
 
@@ -348,9 +354,12 @@ def _publish(user, release: Release) -> Release:
         if not entries:
             raise ReleaseError(f"release {locked.version} has no task")
         try:
-            digest = release_variants.release_digest(entries)
+            files = release_variants.release_files(entries, release_id=locked.pk)
         except ExportError as exc:
             raise ReleaseError(f"release {locked.version} cannot be published: {exc}") from exc
+    digest = folder_digest(files)
+    ReleaseFile.objects.bulk_create([ReleaseFile(release=locked, path=p, sha256=i["sha256"], bytes=i["bytes"])
+                                     for p, i in sorted(files.items())], batch_size=2000)
     items = list(ReleaseTask.objects.filter(release=locked).select_related("task", "revision"))
     for it in items:  # through the review transition and its permission (task.release)
         if it.task.head_id == it.revision_id:
@@ -364,8 +373,9 @@ def _publish(user, release: Release) -> Release:
 
 @transaction.atomic
 def publish_release(user, release: Release, *, acknowledge_open_comments: bool = False) -> Release:
-    """Publish a draft: its task files are produced once (validated against the schema) and their
-    digest stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
+    """Publish a draft: every file an export would ship (but the sidecar) is produced once
+    (validated against the schemas), recorded with its SHA-256 (``ReleaseFile``) and their digest
+    stored (``manifest_sha256``); pinned tasks still at that revision become ``released``.
 
     Publishing releases tasks, so it needs ``release.publish`` (maintainers only, as
     ``task.release``); a reviewer may prepare drafts (``release.export``) but not publish them.
@@ -420,8 +430,11 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
     spooled to a file in the staging folder as its sample is written; the manifest is then written
     as the text ``dumps`` gives for the whole document (indent 1, same key order), with the spool
     copied in at the ``questions`` member. Raises ``ExportError`` when ``out`` exists and is not
-    empty (unless ``force``), when a task cannot be written, or when a published release's task
-    files no longer match its digest.
+    empty (unless ``force``), when a task cannot be written, or when a published release would
+    ship any file differently from what publishing recorded (``ReleaseFile``: the message names
+    the first such file; nothing is written). The sidecar's ``content_sha256`` is
+    ``export.folder_digest`` of every file but the sidecar (``format_version`` 2); a release
+    published before the digest covered the folder keeps its tasks-only digest (``format_version`` 1).
     """
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
@@ -452,14 +465,25 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
             result, variant_entries = release_variants.write_layout(staging, entries, release_id=release.pk,
                                                                     progress=progress, question_sink=keep)
         info = release_info(release)
-        if release.manifest_sha256 and result.content_sha256 != release.manifest_sha256:
-            raise ExportError(f"release {release.version}: the task files differ from what was published "
-                              f"(digest {result.content_sha256[:12]} ≠ {release.manifest_sha256[:12]}): "
-                              "a replay or imported source behind it changed")
-        info["content_sha256"] = result.content_sha256
         schemas = copy_schemas(staging, result.files)
+        unlisted = sorted(set(folder_files(staging)) - set(result.files))
+        if unlisted:  # every file shipped is checksummed (and so covered by the digest)
+            raise ExportError(f"{unlisted[0]}: written without a checksum")
+        published = {p: (sha, n) for p, sha, n in ReleaseFile.objects.filter(release=release)
+                     .values_list("path", "sha256", "bytes")}
+        if published:  # published with the whole-folder digest: exactly the same files, or nothing
+            _check_published_files(release, published, result.files)
+            format_version, digest = 2, folder_digest(result.files)
+        elif release.manifest_sha256:  # published before the digest covered the folder: tasks only
+            format_version, digest = 1, content_digest(result.files)
+        else:  # a draft
+            format_version, digest = 2, folder_digest(result.files)
+        if release.manifest_sha256 and digest != release.manifest_sha256:
+            raise ExportError(f"release {release.version}: the files differ from what was published "
+                              f"(digest {digest[:12]} ≠ {release.manifest_sha256[:12]}); nothing was written")
+        info["content_sha256"] = digest
         manifest = {
-            "format": "benchmark-studio-release", "format_version": 1, "release": info,
+            "format": "benchmark-studio-release", "format_version": format_version, "release": info,
             "generated_at": timezone.now().isoformat(), "events": result.events,
             "questions": {}, "files": dict(sorted(result.files.items())),
             "images_missing": sorted(result.missing.values(), key=lambda m: m["path"]),
@@ -497,6 +521,25 @@ def export_release(release: Release, out, *, force: bool = False, progress=None)
         spool_path.unlink(missing_ok=True)
         entries.close()
     return manifest
+
+
+def _check_published_files(release: Release, published: dict[str, tuple[str, int]], files: dict[str, dict]) -> None:
+    """``ExportError`` naming the first file (by path) that a re-export of a published release
+    would ship differently from what publishing recorded: changed bytes, missing, or new."""
+    for path in sorted(set(published) | set(files)):
+        was, now = published.get(path), files.get(path)
+        if was is None:
+            problem = "would be shipped but was not in the published release"
+        elif now is None:
+            problem = "was published but would not be shipped"
+        elif now["sha256"] != was[0]:
+            problem = (f"differs from what was published ({now['bytes']:,} bytes, sha256 {now['sha256'][:12]}… ≠ "
+                       f"{was[1]:,} bytes, {was[0][:12]}…)")
+        else:
+            continue
+        raise ExportError(f"release {release.version}: {path} {problem}: a published release's files never "
+                          "change, so the export is refused and nothing was written (a layer, replay or source "
+                          "behind it changed outside its pins)")
 
 
 def zip_folder(folder: Path, zip_path: Path) -> Path:
@@ -828,6 +871,14 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
             if sha256_file(p) != info["sha256"]:
                 raise ReleaseImportError(rel, f"sha256 differs from studio_manifest.json ({info['sha256'][:12]}…): "
                                               "the file changed after the export")
+        if sidecar.get("format_version", 1) >= 2:  # the digest covers the whole folder (folder_digest)
+            for rel in folder_files(root):
+                if rel != MANIFEST_NAME and rel not in sidecar["files"]:
+                    raise ReleaseImportError(rel, "not listed in studio_manifest.json: a file added after the export")
+            if folder_digest(sidecar["files"]) != sidecar["release"]["content_sha256"]:
+                raise ReleaseImportError(MANIFEST_NAME, "the digest of the listed files is not the release's "
+                                                        "content_sha256: the manifest was edited after the export",
+                                         field="release.content_sha256")
     questions = (sidecar or {}).get("questions") or {}
     default_event = event_slug or slugify(root.resolve().name) or "imported"
 
@@ -1157,6 +1208,7 @@ def _import_release(user, version: str, side_release: dict, pinned, report: Impo
     ReleaseTask.objects.bulk_create([
         ReleaseTask(release=release, task=t, revision_id=rev_id, replay_id=run_id, question_id=t.question_id)
         for t, rev_id, run_id in pinned])
+    pin_layers(release)
     report.release_created = True
     if publish and side_release.get("status", "published") == "published":
         try:

@@ -33,8 +33,10 @@ def leaderboard_runs() -> list[dict]:
 
 
 def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
-    """One plain row per run record (one query; see :data:`evaluation.leaderboard.ROW_COLUMNS`),
-    ordered by run, dimension and question id; only the runs ``run_ids`` when given.
+    """One plain row per run record of the run's gold set (``RunRecord.in_gold_set``: robustness
+    variants have their own table, :mod:`evaluation.selectors_robustness`) (one query; see
+    :data:`evaluation.leaderboard.ROW_COLUMNS`), ordered by run, dimension and question id; only
+    the runs ``run_ids`` when given.
 
     ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
     ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
@@ -45,7 +47,8 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
     fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory")
     if extras:
         fields += ("trajectory",)
-    qs = RunRecord.objects.exclude(run__scoring_mode="stepwise").order_by("run_id", "dimension", "question_id")
+    qs = (RunRecord.objects.filter(in_gold_set=True).exclude(run__scoring_mode="stepwise")
+          .order_by("run_id", "dimension", "question_id"))
     if run_ids is not None:
         qs = qs.filter(run_id__in=list(run_ids))
     qs = qs.values(*fields)
@@ -118,7 +121,7 @@ def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
     run_ids = set(run_ids)
     newest = newest_revision_id()
     stale = run_ids - set(state)
-    no_task = dict(RunRecord.objects.filter(task__isnull=True).values("run_id").annotate(n=Count("id"))
+    no_task = dict(RunRecord.objects.filter(task__isnull=True, in_gold_set=True).values("run_id").annotate(n=Count("id"))
                    .values_list("run_id", "n"))
     for rid, (_rev, n_no_task, n_records, newest_record) in state.items():
         if rid in run_ids and (no_task.get(rid, 0) != n_no_task or (n_records and not newest_record)):
@@ -126,7 +129,7 @@ def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
     behind = {rid for rid, (rev, *_n) in state.items() if rid in run_ids and rid not in stale and rev < newest}
     if behind:
         oldest = min(state[rid][0] for rid in behind)
-        newest_head = dict(RunRecord.objects.filter(run_id__in=behind, task__head_id__gt=oldest)
+        newest_head = dict(RunRecord.objects.filter(run_id__in=behind, task__head_id__gt=oldest, in_gold_set=True)
                            .values("run_id").annotate(h=Max("task__head_id")).values_list("run_id", "h"))
         changed = {rid for rid, head in newest_head.items() if head > state[rid][0]}
         stale |= changed
@@ -161,8 +164,8 @@ def bootstrap_inputs() -> tuple[list[dict], list[dict], str]:
     ``bootstrap_ci`` ignores them) in the order of :func:`leaderboard_rows` (the resampling draws
     depend on it); ``version`` describes exactly what was read (two queries)."""
     runs = leaderboard_runs()
-    qs = (RunRecord.objects.exclude(run__scoring_mode="stepwise").order_by("run_id", "dimension", "question_id")
-          .values_list("id", "run_id", "dimension", "task_score"))
+    qs = (RunRecord.objects.filter(in_gold_set=True).exclude(run__scoring_mode="stepwise")
+          .order_by("run_id", "dimension", "question_id").values_list("id", "run_id", "dimension", "task_score"))
     rows, newest = [], None
     for rid, run_id, dim, score in qs.iterator(chunk_size=5000):
         rows.append({"run_id": run_id, "dimension": dim, "task_score": score})

@@ -101,3 +101,81 @@ def test_run_on_a_release_equals_the_evaluator_on_its_exported_tasks(release_wit
         assert rec.robustness["kind"] == kind
         assert rec.in_gold_set is False
     assert recs[DEMO_T1].in_gold_set is True
+    # the run names its set: the published release and its manifest digest
+    assert (run.gold_set, run.gold_set_digest, run.gold_set_at) == (
+        "release 1.0.0", release.manifest_sha256, release.published_at)
+
+
+@pytest.mark.django_db
+def test_run_page_and_api_show_the_evaluators_numbers_and_the_set(release_with_variants, tmp_path, client):
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    run = import_run_dir(maint, run_dir, "demo-agent", release=release)
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    client.force_login(maint)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<b id="dora-score">0.2500</b>' in page
+    # T1: answer score 0.5 over 1 task, 1 scored (not 4: the variants are not benchmark tasks)
+    assert "<tr><td>T1</td><td>0.5000</td><td>1</td><td>1</td>" in page
+    assert "gold set <b>release 1.0.0</b>" in page and release.manifest_sha256[:10] in page
+    assert page.count("not in the gold set (robustness variant)") == 3
+    api = client.get(f"/api/runs/{run.pk}/").json()
+    assert (api["dora_score"], api["dimensions"]) == (official["dora_score"], official["dimensions"])
+    assert (api["gold_set"], api["gold_set_digest"], api["release"]) == ("release 1.0.0", release.manifest_sha256, "1.0.0")
+    in_set = {r["question_id"]: r["in_gold_set"] for r in api["records"]}
+    assert in_set == {DEMO_T1: True, "joplin-tornado_demo01_task0": True,
+                      **{v.task.question_id: False for v in variants.values()}}
+
+
+@pytest.mark.django_db
+def test_studio_set_leaves_variants_out_and_the_leaderboard_rows_too(release_with_variants):
+    from evaluation.selectors_leaderboard import leaderboard_rows
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    run = import_run_dir(maint, run_dir, "demo-agent")  # no release: the studio's current tasks
+    assert run.release is None and run.gold_set.startswith("studio tasks (unversioned) ")
+    assert len(run.gold_set_digest) == 64 and run.gold_set_at is not None
+    # the same two benchmark tasks at the same gold: the same numbers as on the release
+    assert run.dora_score == 0.25 and run.dimensions["t1"]["n_tasks"] == 1
+    rows = leaderboard_rows(run_ids=[run.pk])
+    assert sorted(r["question_id"] for r in rows) == [DEMO_T1, "joplin-tornado_demo01_task0"]
+    assert run.aggregate.n_records == 2
+
+
+@pytest.mark.django_db
+def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_with_variants, tmp_path, client,
+                                                                       settings, django_capture_on_commit_callbacks):
+    """The run scored on the studio's tasks, then re-scored on release 1.0.0 (command) and again
+    (the API, in the background: the inline runner under tests): each run keeps its own set."""
+    from django.core.management import call_command as cc
+
+    from evaluation.models import AgentRun
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    first = import_run_dir(maint, run_dir, "demo-agent")
+    out = tmp_path / "out.json"
+    with open(out, "w") as fh:
+        cc("rescore_run", "--run", str(first.pk), "--release", "1.0.0", "--as-user", "mo", "--json", stdout=fh)
+    summary = json.loads(out.read_text())
+    second = AgentRun.objects.get(pk=summary["run_id"])
+    assert (second.rescored_from_id, second.release, second.gold_set) == (first.pk, release, "release 1.0.0")
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    _assert_run_equals(second, official)
+    first.refresh_from_db()
+    assert first.gold_set.startswith("studio tasks") and first.dora_score == 0.25
+    assert second.records.count() == first.records.count() == 5
+    client.force_login(maint)
+    settings.STUDIO_JUDGE_RUNNER = "inline"  # the job runs when the request's transaction commits
+    with django_capture_on_commit_callbacks() as after_commit:
+        job = client.post(f"/api/runs/{first.pk}/rescore/", {"release": "1.0.0"}, content_type="application/json")
+    after_commit[0]()  # the job's start (what the commit of the request runs)
+    assert job.status_code == 202, job.content
+    done = client.get(f"/api/run-imports/{job.json()['id']}/").json()
+    assert done["status"] == "done", done
+    third = AgentRun.objects.get(pk=done["run"])
+    assert (third.rescored_from_id, third.gold_set, third.dora_score) == (first.pk, "release 1.0.0", 0.25)
+    bad = client.post(f"/api/runs/{first.pk}/rescore/", {"release": "9.9.9"}, content_type="application/json")
+    assert bad.status_code == 400 and "no release" in bad.json()["detail"]

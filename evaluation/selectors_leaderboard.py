@@ -16,27 +16,32 @@ from evaluation import leaderboard as lb
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
 _RECORD_FIELDS = (
-    "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a",
+    "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a", "run__gold_set",
     "dimension", "question_id", "task_id", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "elapsed_s",
 )
 
 
-def leaderboard_runs() -> list[dict]:
+def leaderboard_runs(gold_set: str | None = None) -> list[dict]:
     """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions, protocol, scaffold}``
-    (one query). Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA
-    score and are left out."""
-    qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
+    (one query); only the runs of gold set ``gold_set`` (its key, :func:`gold_set_key`) when given.
+    Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA score and
+    are left out."""
+    qs = AgentRun.objects.exclude(scoring_mode="stepwise")
+    if gold_set is not None:
+        qs = qs.filter(gold_set_digest=gold_set)
+    qs = qs.order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold")
     return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
              "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
              "scaffold": r["scaffold"]} for r in qs]
 
 
-def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
+def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
     """One plain row per run record of the run's gold set (``RunRecord.in_gold_set``: robustness
     variants have their own table, :mod:`evaluation.selectors_robustness`) (one query; see
     :data:`evaluation.leaderboard.ROW_COLUMNS`), ordered by run, dimension and question id; only
-    the runs ``run_ids`` when given.
+    the runs ``run_ids`` when given, only the runs of gold set ``gold_set`` (its key,
+    :func:`gold_set_key`) when given; every row names its run's set (``gold_set``).
 
     ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
     ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
@@ -51,6 +56,8 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
           .order_by("run_id", "dimension", "question_id"))
     if run_ids is not None:
         qs = qs.filter(run_id__in=list(run_ids))
+    if gold_set is not None:
+        qs = qs.filter(run__gold_set_digest=gold_set)
     qs = qs.values(*fields)
     per_task: dict = {}
     rows = []
@@ -62,7 +69,8 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
         gold_len, bucket, modality = per_task.get(r["task_id"], (None, None, None))
         row = {
             "record_id": r["id"], "run_id": r["run_id"], "run_name": r["run__name"], "agent": r["run__agent__name"],
-            "mode": r["run__scoring_mode"], "dimension": r["dimension"], "question_id": r["question_id"],
+            "mode": r["run__scoring_mode"], "gold_set": r["run__gold_set"], "dimension": r["dimension"],
+            "question_id": r["question_id"],
             "task_id": r["task_id"], "task_score": r["task_score"], "elapsed_s": r["elapsed_s"],
             **{m: r[m] for m in lb.METRICS},
             "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
@@ -74,9 +82,10 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
     return rows
 
 
-def leaderboard_data(extras: bool = True) -> tuple[list[dict], list[dict]]:
-    """``(runs, rows)`` for :func:`evaluation.leaderboard.build` (two queries)."""
-    return leaderboard_runs(), leaderboard_rows(extras)
+def leaderboard_data(extras: bool = True, gold_set: str | None = None) -> tuple[list[dict], list[dict]]:
+    """``(runs, rows)`` for :func:`evaluation.leaderboard.build` (two queries); of one gold set
+    (its key) when given."""
+    return leaderboard_runs(gold_set), leaderboard_rows(extras, gold_set=gold_set)
 
 
 # ── the page: stored sums and bootstrap ─────────────────────────────────
@@ -94,18 +103,54 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
     :func:`stale_aggregates` checks)."""
     qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold",
-        "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
+        "gold_set", "gold_set_digest", "release__version", "release__status", "release__published_at", "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
         "aggregate__n_records", "aggregate__newest_record")
     runs, sums, state = [], {}, {}
     for r in qs:
         runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
                      "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
-                     "scaffold": r["scaffold"]})
+                     "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": r["gold_set_digest"],
+                     "published": r["release__published_at"] if r["release__status"] == "published" else None})
         if r["aggregate__id"] is not None:
             sums[r["id"]] = r["aggregate__sums"] or {}
             state[r["id"]] = (r["aggregate__gold_revision"], r["aggregate__n_no_task"], r["aggregate__n_records"],
                               r["aggregate__newest_record"])
     return runs, sums, state
+
+
+def gold_set_key(run: dict) -> str:
+    """The key of a run's gold set (a run dict of :func:`aggregated_runs`): the set's digest
+    (``AgentRun.gold_set_digest``; one release, or one list of studio tasks at given revisions and
+    replays); ``""`` for the runs scored before sets were named (one set of its own, never ranked
+    with a named one)."""
+    return run.get("gold_set_key") or ""
+
+
+def gold_sets(runs: list[dict]) -> list[dict]:
+    """The gold sets of ``runs`` (:func:`aggregated_runs`' runs; no query), newest first (by their
+    newest run): ``{key, label, n_runs, newest_run, published}``; ``label`` is the newest run's
+    name of the set (a studio set's date is when its newest run read it); ``published`` the
+    publication time of a published release's set, else None."""
+    sets: dict[str, dict] = {}
+    for r in runs:
+        key = gold_set_key(r)
+        entry = sets.setdefault(key, {"key": key, "n_runs": 0, "newest_run": 0, "label": "", "published": None})
+        entry["n_runs"] += 1
+        if r["run_id"] >= entry["newest_run"]:
+            entry["newest_run"] = r["run_id"]
+            entry["label"] = r.get("gold_set") or "not named (scored before gold sets were named)"
+        if key and r.get("published") is not None:
+            entry["published"] = r["published"]
+    return sorted(sets.values(), key=lambda e: -e["newest_run"])
+
+
+def default_gold_set(sets: list[dict]) -> str | None:
+    """The set a leaderboard shows when none is asked for (no query): the newest published release
+    that has runs (by publication time), else the set of the newest run; None without runs."""
+    published = [e for e in sets if e["published"] is not None]
+    if published:
+        return max(published, key=lambda e: (e["published"], e["newest_run"]))["key"]
+    return sets[0]["key"] if sets else None
 
 
 def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:

@@ -179,3 +179,34 @@ def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_
     assert (third.rescored_from_id, third.gold_set, third.dora_score) == (first.pk, "release 1.0.0", 0.25)
     bad = client.post(f"/api/runs/{first.pk}/rescore/", {"release": "9.9.9"}, content_type="application/json")
     assert bad.status_code == 400 and "no release" in bad.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client):
+    """The same predictions on the studio's tasks and on release 1.0.0: two sets, never one table.
+    The default is the newest published release with runs; the CSV names the set in every row."""
+    import csv
+    import io
+
+    from evaluation.services import import_run_dir, rescore_run
+
+    maint, release, variants, run_dir = release_with_variants
+    studio_run = import_run_dir(maint, run_dir, "studio-agent")
+    release_run = rescore_run(maint, studio_run, release=release)
+    client.force_login(maint)
+    page = client.get("/leaderboard/").content.decode()
+    official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
+    assert f'data-run="{release_run.pk}"' in official and f'data-run="{studio_run.pk}"' not in official
+    assert "gold set <b>release 1.0.0</b>" in page.replace('id="gold-set-shown">Every table, plot and export below '
+                                                           'ranks only runs scored on the ', "")
+    studio_key = studio_run.gold_set_digest
+    page = client.get(f"/leaderboard/?set={studio_key}").content.decode()
+    official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
+    assert f'data-run="{studio_run.pk}"' in official and f'data-run="{release_run.pk}"' not in official
+    rows = list(csv.DictReader(io.StringIO(client.get("/leaderboard.csv").content.decode())))
+    # the release run's benchmark tasks only (the 3 variant records are in the robustness table)
+    assert sorted(r["question_id"] for r in rows) == [DEMO_T1, "joplin-tornado_demo01_task0"]
+    assert {(r["run_id"], r["gold_set"]) for r in rows} == {(str(release_run.pk), "release 1.0.0")}
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/leaderboard.csv?set={studio_key}").content.decode())))
+    assert {r["run_id"] for r in rows} == {str(studio_run.pk)} and rows[0]["gold_set"] == studio_run.gold_set
+    assert client.get(f"/leaderboard/plot/dimensions.png?set={studio_key}").content.startswith(b"\x89PNG")

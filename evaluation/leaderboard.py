@@ -830,6 +830,34 @@ def plot_scaffolds(table: Sequence[dict], gold_set: str = "") -> bytes:
 PLOTS = ("dimensions", "length", "modality", "protocols", "scaffolds")
 
 
+def plot_paired(comparison: dict, gold_set: str = "") -> bytes:
+    """Horizontal bars: the paired difference B - A (percentage points) per dimension and overall,
+    with the paired bootstrap interval as error bars and the sign-flip p-value written beside each
+    (:func:`evaluation.paired.paired_comparison`'s result)."""
+    fig = _figure(8.0, 3.6)
+    ax = fig.add_subplot()
+    rows = [r for r in comparison.get("dims", []) if r["diff"] is not None]
+    if comparison.get("overall", {}).get("diff") is not None:
+        rows.append(comparison["overall"])
+    if not rows:
+        _empty(ax, "no task scored by both runs")
+        return figure_png(fig, gold_set)
+    ys = list(range(len(rows)))[::-1]
+    diffs = [100 * r["diff"] for r in rows]
+    lo = [100 * (r["diff"] - r["ci_lo"]) for r in rows]
+    hi = [100 * (r["ci_hi"] - r["diff"]) for r in rows]
+    colors = ["#2b7bba" if d >= 0 else "#c0392b" for d in diffs]
+    ax.barh(ys, diffs, xerr=[lo, hi], color=colors, capsize=3)
+    ax.axvline(0, color="black", linewidth=0.8)
+    for y, r, d in zip(ys, rows, diffs):
+        ax.text(d, y + 0.3, f"p = {r['p_value']:.3g}" + ("" if r["exact"] else " (MC)"), fontsize=7, ha="center")
+    ax.set_yticks(ys, [f"{r['dimension'].upper()} (n = {r['n']})" for r in rows])
+    ax.set_xlabel("B − A, answer score (percentage points), 95 % paired bootstrap interval")
+    a, b = comparison.get("a", {}), comparison.get("b", {})
+    ax.set_title(plot_text(f"{b.get('agent', 'B')} #{b.get('id', '')} vs {a.get('agent', 'A')} #{a.get('id', '')}"))
+    return figure_png(fig, gold_set)
+
+
 def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
     """Everything the page shows: ``official``, ``length``, ``modality``, ``bootstrap``,
     ``traj_extras``, ``protocols`` (Table 5), ``scaffolds`` (Table 6), ``modes``."""

@@ -13,6 +13,7 @@ from django.db.models import Count, Max, Sum
 
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
+from evaluation.paired import paired_comparison
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
 _RECORD_FIELDS = (
@@ -221,3 +222,38 @@ def bootstrap_inputs() -> tuple[list[dict], list[dict], str]:
 def bootstrap_row(version: str, n_boot: int, seed: int):
     """The stored :class:`~evaluation.models.LeaderboardBootstrap` of that state, or None."""
     return LeaderboardBootstrap.objects.filter(version=version, n_boot=n_boot, seed=seed).first()
+
+
+# ── the paired comparison of two runs ───────────────────────────────────
+
+def compare_runs(run_a: int, run_b: int, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The paired comparison of run ``run_b`` against run ``run_a`` (:func:`evaluation.paired.
+    paired_comparison` over their records in the gold set, ``diff`` = B - A), with ``a`` and
+    ``b`` (``{id, agent, name, mode, gold_set, dora_score}``) and ``gold_set``. Two queries.
+    ``{"error": text}`` instead when a run is missing, a step-wise planner run, or the two runs
+    were scored on different gold sets, in different modes or thresholds (never compared)."""
+    runs = {r["id"]: r for r in AgentRun.objects.filter(pk__in=[run_a, run_b]).values(
+        "id", "agent__name", "name", "scoring_mode", "tau_r", "tau_a", "gold_set", "gold_set_digest", "dora_score")}
+    missing = [str(i) for i in (run_a, run_b) if i not in runs]
+    if missing:
+        return {"error": f"no run {', '.join(missing)}"}
+    a, b = runs[run_a], runs[run_b]
+    if "stepwise" in (a["scoring_mode"], b["scoring_mode"]):
+        return {"error": "a step-wise planner run has no task scores to compare"}
+    if a["gold_set_digest"] != b["gold_set_digest"]:
+        return {"error": f"run {run_a} was scored on {a['gold_set'] or 'an unnamed set'} and run {run_b} on "
+                         f"{b['gold_set'] or 'an unnamed set'}: runs on different gold sets are never compared "
+                         f"(re-score one of them on the other's set first)"}
+    if (a["scoring_mode"], a["tau_r"], a["tau_a"]) != (b["scoring_mode"], b["tau_r"], b["tau_a"]):
+        return {"error": f"runs {run_a} and {run_b} were scored in different modes or thresholds"}
+    scores: dict[int, dict] = {run_a: {}, run_b: {}}
+    for run_id, qid, dim, score in (RunRecord.objects.filter(run_id__in=[run_a, run_b], in_gold_set=True)
+                                    .values_list("run_id", "question_id", "dimension", "task_score")):
+        scores[run_id][qid] = (dim, score)
+    out = paired_comparison(scores[run_a], scores[run_b], n_boot=n_boot, seed=seed)
+
+    def named(r):
+        return {"id": r["id"], "agent": r["agent__name"], "name": r["name"], "mode": r["scoring_mode"],
+                "gold_set": r["gold_set"], "dora_score": r["dora_score"]}
+
+    return {**out, "a": named(a), "b": named(b), "gold_set": a["gold_set"], "gold_set_key": a["gold_set_digest"]}

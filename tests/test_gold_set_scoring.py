@@ -210,3 +210,16 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
     rows = list(csv.DictReader(io.StringIO(client.get(f"/leaderboard.csv?set={studio_key}").content.decode())))
     assert {r["run_id"] for r in rows} == {str(studio_run.pk)} and rows[0]["gold_set"] == studio_run.gold_set
     assert client.get(f"/leaderboard/plot/dimensions.png?set={studio_key}").content.startswith(b"\x89PNG")
+    # the paired comparison: runs on two sets are refused; two runs on one set are paired task by
+    # task (the same predictions twice: every task a tie, B - A = 0, and every signing of zero
+    # differences is as extreme as the observed 0, so p = 1)
+    refused = client.get(f"/leaderboard/compare/?a={studio_run.pk}&b={release_run.pk}")
+    assert refused.status_code == 400 and "never compared" in refused.content.decode()
+    twin = rescore_run(maint, studio_run, release=release)
+    page = client.get(f"/leaderboard/compare/?a={release_run.pk}&b={twin.pk}")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<td><b>overall</b></td><td>2</td><td>25.00</td><td>25.00</td><td><b>+0.00</b></td>" in html
+    assert "0 wins · 0 losses · 2 ties for B" in html and "1.0000" in html
+    png = client.get(f"/leaderboard/compare.png?a={release_run.pk}&b={twin.pk}")
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")

@@ -13,7 +13,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from evaluation import leaderboard as lb
-from evaluation.selectors_leaderboard import aggregated_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows
+from evaluation.selectors_leaderboard import aggregated_runs, compare_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
 from evaluation.services import refresh_run_aggregates
 from evaluation.services_leaderboard import N_BOOT, SEED, current_bootstrap
@@ -183,5 +183,44 @@ def leaderboard_plot(request, name: str):
             png = lb.plot_scaffolds(data["scaffolds"], label)
         cache.set(key, png, CACHE_SECONDS)
     resp = HttpResponse(png, content_type="image/png")
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
+def _pair(request) -> tuple[int, int] | None:
+    """Run ids ``?a=`` and ``?b=`` (None when either is missing or not a number)."""
+    try:
+        return int(request.GET["a"]), int(request.GET["b"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@require_GET
+def compare_page(request):
+    """Two runs of one gold set side by side (``?a=<run id>&b=<run id>``): per dimension and
+    overall the paired difference B - A with its paired bootstrap interval and the paired sign-flip
+    permutation test (:mod:`evaluation.paired`, which cites both), a plot, and every task's win,
+    loss or tie. Runs on different sets, modes or thresholds are refused (400, the reason shown)."""
+    pair = _pair(request)
+    data = compare_runs(*pair) if pair else {"error": "choose two runs (?a=<run id>&b=<run id>)"}
+    status = 400 if "error" in data else 200
+    if status == 200:
+        for row in data["dims"] + [data["overall"]]:
+            row["diff_pct"], row["a_pct"], row["b_pct"] = pct(row["diff"], signed=True), pct(row["mean_a"]), pct(row["mean_b"])
+            row["ci_pct"] = f"[{pct(row['ci_lo'], signed=True)}, {pct(row['ci_hi'], signed=True)}]"
+        for t in data["tasks"]:
+            t["diff_pct"] = pct(t["diff"], signed=True)
+    return render(request, "frontend/leaderboard_compare.html",
+                  {"c": data, "pair_qs": urlencode({"a": pair[0], "b": pair[1]}) if pair else ""}, status=status)
+
+
+@require_GET
+def compare_plot(request):
+    """The comparison's plot (PNG): :func:`evaluation.leaderboard.plot_paired`."""
+    pair = _pair(request)
+    data = compare_runs(*pair) if pair else {"error": "choose two runs"}
+    if "error" in data:
+        raise Http404(data["error"])
+    resp = HttpResponse(lb.plot_paired(data, data["gold_set"]), content_type="image/png")
     resp["Cache-Control"] = "no-store"
     return resp

@@ -41,6 +41,10 @@ class AgentRun(models.Model):
     gold_set_at = models.DateTimeField(null=True, blank=True,
                                        help_text="when the gold set was fixed (a release's publication, the moment the "
                                                  "studio's tasks were read); null: a folder or not known")
+    unanswered = models.JSONField(default=list, blank=True,
+                                  help_text="the gold set's benchmark tasks the run has no record of, as the evaluator "
+                                            "scored them: [{question_id, dimension, task_score, t_any, t_ord, t_em, "
+                                            "par_acc, eff}] (evaluation.goldset)")
     rescored_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rescorings",
                                       help_text="the run whose predictions this run re-scored against another gold set "
                                                 "(evaluation.services.rescore_run); null: imported")

@@ -241,6 +241,14 @@ def _score_into(run: AgentRun, records_by_dim: dict, gold: GoldSet, polygon_root
                 in_gold_set=gold.holds(dim, sample_id, task_idx),
             ))
     RunRecord.objects.bulk_create(rows)
+    answered = {(r.dimension, r.sample_id, r.task_index) for r in rows}
+    run.unanswered = [
+        {"question_id": f"{t['sample_id']}_task{t['task_idx']}", "dimension": dim,
+         **{k: t.get(k) for k in ("task_score", "t_any", "t_ord", "t_em", "par_acc", "eff")}}
+        for dim, block in sorted((result.get("full") or {}).items()) for t in block.get("tasks", [])
+        if (dim, str(t["sample_id"]), t["task_idx"]) not in answered]
+    if run.unanswered:
+        AgentRun.objects.filter(pk=run.pk).update(unanswered=run.unanswered)
     write_run_aggregate(run.pk)  # the leaderboard's sums, in this transaction
     schedule_bootstrap()  # after the commit: the intervals of the new state, in the background
     return run

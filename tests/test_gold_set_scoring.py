@@ -75,12 +75,18 @@ def _assert_run_equals(run, official):
     assert run.dimensions == official["dimensions"]
     by_key = {(d, t["sample_id"], t["task_idx"]): t for d, block in official["full"].items() for t in block["tasks"]}
     answered = {(r.dimension, r.sample_id, r.task_index): r for r in run.records.all()}
+    unanswered = {u["question_id"]: u for u in run.unanswered}
     for key, t in by_key.items():
+        if key not in answered:  # listed as unanswered, with the evaluator's numbers
+            u = unanswered.pop(f"{key[1]}_task{key[2]}")
+            assert (u["dimension"], u["task_score"], u["t_any"], u["eff"]) == (key[0], t["task_score"], t["t_any"], t["eff"])
+            continue
         rec = answered[key]
         assert (rec.task_score, rec.field_scores, rec.n_scored_fields) == (
             t["task_score"], t["field_scores"], t["n_scored_fields"]), key
         assert (rec.t_any, rec.t_ord, rec.t_em, rec.par_acc, rec.eff) == (
             t["t_any"], t["t_ord"], t["t_em"], t["par_acc"], t["eff"]), key
+    assert unanswered == {}  # nothing listed that the evaluator does not count
 
 
 @pytest.mark.django_db
@@ -223,3 +229,21 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
     assert "0 wins · 0 losses · 2 ties for B" in html and "1.0000" in html
     png = client.get(f"/leaderboard/compare.png?a={release_run.pk}&b={twin.pk}")
     assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+
+
+@pytest.mark.django_db
+def test_run_page_lists_the_unanswered_tasks_of_the_set(release_with_variants, tmp_path, client):
+    """The run answers T1 (and the variants) but not the T2 task: the evaluator counts T2 as one
+    task, answered by none (its score for a missing answer); the run page lists it, marked."""
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    (run_dir / "t2_spatial_relation_analysis" / "benchmark.jsonl").write_text("")  # the agent answered no T2 task
+    run = import_run_dir(maint, run_dir, "demo-agent", release=release)
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    _assert_run_equals(run, official)
+    assert [u["question_id"] for u in run.unanswered] == ["joplin-tornado_demo01_task0"]
+    client.force_login(maint)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    table = page[page.index('id="record-table"'):]
+    assert '<tr class="unanswered"><td>joplin-tornado_demo01_task0 <small class="muted">unanswered' in table

@@ -51,6 +51,11 @@ class Migration(migrations.Migration):
             field=models.ForeignKey(blank=True, help_text='the run whose predictions this run re-scored against another gold set (evaluation.services.rescore_run); null: imported', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='rescorings', to='evaluation.agentrun'),
         ),
         migrations.AddField(
+            model_name='agentrun',
+            name='unanswered',
+            field=models.JSONField(blank=True, default=list, help_text="the gold set's benchmark tasks the run has no record of, as the evaluator scored them: [{question_id, dimension, task_score, t_any, t_ord, t_em, par_acc, eff}] (evaluation.goldset)"),
+        ),
+        migrations.AddField(
             model_name='runrecord',
             name='in_gold_set',
             field=models.BooleanField(default=True, help_text="a benchmark task of the run's gold set, counted in its DORA score and per-dimension tables (evaluation.goldset); False: a robustness variant (its own table) or a question outside the set"),

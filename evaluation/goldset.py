@@ -36,6 +36,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Task, TaskVariant
@@ -44,9 +45,31 @@ from evaluation.scoring import load_task_files
 from releases.services.export import ExportError, gold_replay, import_source, release_samples, sample_and_task
 
 __all__ = ["GoldSet", "release_gold_set", "studio_gold_set", "folder_gold_set", "GoldSetError", "variant_specs",
-           "record_key"]
+           "record_key", "ranking_key", "ranking_q", "STUDIO_LABEL", "STUDIO_KEY"]
 
 STUDIO, RELEASE, FOLDER = "studio", "release", "folder"
+#: the start of the name of every studio set (the date follows)
+STUDIO_LABEL = "studio tasks (unversioned)"
+#: the ranking key shared by every run on the studio's current tasks
+STUDIO_KEY = "studio"
+
+
+def ranking_key(label: str, digest: str) -> str:
+    """Which runs a leaderboard ranks together, from a run's ``gold_set`` and ``gold_set_digest``:
+    a release or a folder by its digest (the same files: the same set); every run on the studio's
+    current tasks under :data:`STUDIO_KEY` (one unversioned set, named so; each run keeps its own
+    date and digest); ``""`` for runs scored before sets were named (a group of their own)."""
+    if (label or "").startswith(STUDIO_LABEL):
+        return STUDIO_KEY
+    return digest or ""
+
+
+def ranking_q(key: str, prefix: str = "") -> Q:
+    """The ``Q`` that selects the ``AgentRun`` rows of ranking key ``key`` (``prefix``: the path to
+    the run, e.g. ``"run__"`` from a record)."""
+    if key == STUDIO_KEY:
+        return Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
+    return Q(**{f"{prefix}gold_set_digest": key}) & ~Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
 
 
 class GoldSetError(ValueError):
@@ -164,7 +187,7 @@ def studio_gold_set(question_ids) -> GoldSet:
     task_by_qid = {t.question_id: t for t in tasks}
     plain, var, specs = _split({d: list(s.values()) for d, s in by_dim.items()}, task_by_qid)
     now = timezone.now()
-    return GoldSet(kind=STUDIO, label=f"studio tasks (unversioned) {now:%Y-%m-%d %H:%M} UTC", digest=_rows_digest(rows),
+    return GoldSet(kind=STUDIO, label=f"{STUDIO_LABEL} {now:%Y-%m-%d %H:%M} UTC", digest=_rows_digest(rows),
                    as_of=now, samples=plain, variant_samples=var, task_by_qid=task_by_qid, variants=specs,
                    missing="question ids with no task in the studio")
 

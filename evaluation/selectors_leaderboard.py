@@ -13,6 +13,7 @@ from django.db.models import Count, Max, Sum
 
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
+from evaluation.goldset import STUDIO_KEY, STUDIO_LABEL, ranking_key, ranking_q
 from evaluation.paired import paired_comparison
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
@@ -29,7 +30,7 @@ def leaderboard_runs(gold_set: str | None = None) -> list[dict]:
     are left out."""
     qs = AgentRun.objects.exclude(scoring_mode="stepwise")
     if gold_set is not None:
-        qs = qs.filter(gold_set_digest=gold_set)
+        qs = qs.filter(ranking_q(gold_set))
     qs = qs.order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold")
     return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
@@ -58,7 +59,7 @@ def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = N
     if run_ids is not None:
         qs = qs.filter(run_id__in=list(run_ids))
     if gold_set is not None:
-        qs = qs.filter(run__gold_set_digest=gold_set)
+        qs = qs.filter(ranking_q(gold_set, "run__"))
     qs = qs.values(*fields)
     per_task: dict = {}
     rows = []
@@ -110,7 +111,7 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
     for r in qs:
         runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
                      "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
-                     "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": r["gold_set_digest"],
+                     "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": ranking_key(r["gold_set"], r["gold_set_digest"]),
                      "published": r["release__published_at"] if r["release__status"] == "published" else None})
         if r["aggregate__id"] is not None:
             sums[r["id"]] = r["aggregate__sums"] or {}
@@ -120,10 +121,9 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
 
 
 def gold_set_key(run: dict) -> str:
-    """The key of a run's gold set (a run dict of :func:`aggregated_runs`): the set's digest
-    (``AgentRun.gold_set_digest``; one release, or one list of studio tasks at given revisions and
-    replays); ``""`` for the runs scored before sets were named (one set of its own, never ranked
-    with a named one)."""
+    """The ranking key of a run's gold set (a run dict of :func:`aggregated_runs`;
+    :func:`evaluation.goldset.ranking_key`): a release's or folder's digest, ``studio`` for the
+    studio's current tasks, ``""`` for runs scored before sets were named."""
     return run.get("gold_set_key") or ""
 
 
@@ -139,7 +139,8 @@ def gold_sets(runs: list[dict]) -> list[dict]:
         entry["n_runs"] += 1
         if r["run_id"] >= entry["newest_run"]:
             entry["newest_run"] = r["run_id"]
-            entry["label"] = r.get("gold_set") or "not named (scored before gold sets were named)"
+            entry["label"] = ((STUDIO_LABEL + " (each run dated on its page)") if key == STUDIO_KEY
+                              else r.get("gold_set") or "not named (scored before gold sets were named)")
         if key and r.get("published") is not None:
             entry["published"] = r["published"]
     return sorted(sets.values(), key=lambda e: -e["newest_run"])
@@ -240,7 +241,8 @@ def compare_runs(run_a: int, run_b: int, n_boot: int = 2000, seed: int = 0) -> d
     a, b = runs[run_a], runs[run_b]
     if "stepwise" in (a["scoring_mode"], b["scoring_mode"]):
         return {"error": "a step-wise planner run has no task scores to compare"}
-    if a["gold_set_digest"] != b["gold_set_digest"]:
+    key = ranking_key(a["gold_set"], a["gold_set_digest"])
+    if key != ranking_key(b["gold_set"], b["gold_set_digest"]):
         return {"error": f"run {run_a} was scored on {a['gold_set'] or 'an unnamed set'} and run {run_b} on "
                          f"{b['gold_set'] or 'an unnamed set'}: runs on different gold sets are never compared "
                          f"(re-score one of them on the other's set first)"}
@@ -256,4 +258,4 @@ def compare_runs(run_a: int, run_b: int, n_boot: int = 2000, seed: int = 0) -> d
         return {"id": r["id"], "agent": r["agent__name"], "name": r["name"], "mode": r["scoring_mode"],
                 "gold_set": r["gold_set"], "dora_score": r["dora_score"]}
 
-    return {**out, "a": named(a), "b": named(b), "gold_set": a["gold_set"], "gold_set_key": a["gold_set_digest"]}
+    return {**out, "a": named(a), "b": named(b), "gold_set": a["gold_set"] if key != STUDIO_KEY else STUDIO_LABEL, "gold_set_key": key}

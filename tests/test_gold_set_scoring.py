@@ -185,6 +185,17 @@ def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_
     assert (third.rescored_from_id, third.gold_set, third.dora_score) == (first.pk, "release 1.0.0", 0.25)
     bad = client.post(f"/api/runs/{first.pk}/rescore/", {"release": "9.9.9"}, content_type="application/json")
     assert bad.status_code == 400 and "no release" in bad.json()["detail"]
+    # the run page offers the same (the release's version, or the studio's current tasks)
+    page = client.get(f"/runs/{third.pk}/").content.decode()
+    assert 'id="rescore-form"' in page and '<option value="1.0.0">release 1.0.0</option>' in page
+    assert f're-scored from <a href="/runs/{first.pk}/">run {first.pk}</a>' in page
+    with django_capture_on_commit_callbacks() as after_commit:
+        r = client.post(f"/runs/{third.pk}/rescore/", {"release": ""})
+    assert r.status_code == 302 and "/runs/#import-" in r["Location"]
+    after_commit[0]()
+    fourth = AgentRun.objects.order_by("-id").first()
+    assert (fourth.rescored_from_id, fourth.release, fourth.dora_score) == (third.pk, None, 0.25)
+    assert fourth.gold_set.startswith("studio tasks (unversioned) ")
 
 
 @pytest.mark.django_db

@@ -20,7 +20,7 @@ from evaluation.selectors_judge_report import judge_report_rows, reread_agreemen
 from evaluation.services import ERROR_CODES, submit_human_verdict
 from evaluation.services_judge import STORED_READING
 from evaluation.services_queue import note_verdicts_seen
-from evaluation.services_run_import import rerun_run_import
+from evaluation.services_run_import import rerun_run_import, start_rescore
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -35,6 +35,12 @@ class RunOut(serializers.Serializer):
     scoring_mode = serializers.CharField()
     dora_score = serializers.FloatField(allow_null=True)
     dimensions = serializers.JSONField()
+    gold_set = serializers.CharField(help_text="the gold set the run was scored against (evaluation.goldset)")
+    gold_set_digest = serializers.CharField(help_text="SHA-256 of the gold set (a published release: its manifest digest)")
+    gold_set_at = serializers.DateTimeField(allow_null=True, help_text="when the gold set was fixed")
+    release = serializers.CharField(source="release.version", default=None, help_text="the release version, if any")
+    rescored_from = serializers.IntegerField(source="rescored_from_id", allow_null=True,
+                                             help_text="the run whose predictions this run re-scored")
     created_at = serializers.DateTimeField()
 
 
@@ -43,6 +49,8 @@ class RecordListOut(serializers.Serializer):
     question_id = serializers.CharField()
     dimension = serializers.CharField()
     task_score = serializers.FloatField(allow_null=True)
+    in_gold_set = serializers.BooleanField(help_text="counted in the run's scores; false: a robustness variant or "
+                                                     "a question outside the gold set")
     t_any = serializers.FloatField(allow_null=True)
     t_ord = serializers.FloatField(allow_null=True)
     t_em = serializers.FloatField(allow_null=True)
@@ -535,6 +543,24 @@ class RunImportRerunView(APIView):
         return Response(RunImportJobOut(rerun_run_import(request.user, job)).data)
 
 
+class RunRescoreIn(serializers.Serializer):
+    release = serializers.CharField(required=False, allow_blank=True, default="",
+                                    help_text="the release version to score against (blank: the studio's current tasks)")
+
+
+class RunRescoreView(APIView):
+    @extend_schema(request=RunRescoreIn, responses={202: RunImportJobOut, 400: None, 403: None})
+    def post(self, request, pk: int):
+        """Re-score the run's stored predictions against another gold set in the background
+        (``run.import``): a new run named by its set, the old one stays. Answers the job (follow
+        it at ``/api/run-imports/<id>/``; its ``run`` is the new run once done)."""
+        run = get_object_or_404(selectors.run_list(), pk=pk)
+        data = RunRescoreIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        job = start_rescore(request.user, run, data.validated_data["release"])
+        return Response(RunImportJobOut(job).data, status=202)
+
+
 class JudgeReportView(APIView):
     """The judge's aggregate report (:func:`evaluation.judge.report.judge_report`) over the stored
     judge and rule-checker verdicts: per setting x split x regime x judge x tested agent."""
@@ -551,6 +577,7 @@ class JudgeReportView(APIView):
 urlpatterns = [
     path("runs/", RunListView.as_view(), name="api-runs"),
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
+    path("runs/<int:pk>/rescore/", RunRescoreView.as_view(), name="api-run-rescore"),
     path("runs/<int:pk>/stepwise-cases/", StepwiseCasesView.as_view(), name="api-run-stepwise-cases"),
     path("runs/<int:pk>/stepwise-predictions/", StepwisePredictionsView.as_view(), name="api-run-stepwise-predictions"),
     path("run-imports/<int:pk>/", RunImportJobView.as_view(), name="api-run-import"),

@@ -58,7 +58,7 @@ GOLD_AGENT = "gold"
 LENGTH_BUCKETS: Tuple[str, ...] = ("1", "2–3", "4–5", "6–7", "8–10", "≥11")
 
 ROW_COLUMNS: Tuple[str, ...] = (
-    "record_id", "run_id", "run_name", "agent", "mode", "dimension", "question_id", "task_id",
+    "record_id", "run_id", "run_name", "agent", "mode", "gold_set", "dimension", "question_id", "task_id",
     "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff",
     "gold_len", "length_bucket", "modality",
     "n_pred_steps", "lcs_par_acc", "multiset_recall", "extraneous_calls",
@@ -679,8 +679,11 @@ def _figure(width: float = 8.0, height: float = 4.2):
     return fig
 
 
-def figure_png(fig) -> bytes:
-    """PNG bytes of a matplotlib ``Figure`` (laid out tight first): every plot of the studio's pages."""
+def figure_png(fig, gold_set: str = "") -> bytes:
+    """PNG bytes of a matplotlib ``Figure`` (laid out tight first): every plot of the studio's pages.
+    ``gold_set``: the name of the gold set the plotted runs were scored on, written above the plot."""
+    if gold_set:
+        fig.suptitle(f"gold set: {plot_text(gold_set)}", fontsize=8, color="0.3")
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
@@ -702,13 +705,13 @@ def _empty(ax, text: str = "no data") -> None:
     ax.set_axis_off()
 
 
-def plot_dimensions(table: Sequence[dict]) -> bytes:
+def plot_dimensions(table: Sequence[dict], gold_set: str = "") -> bytes:
     """Grouped bars: official answer accuracy (%) per dimension and AVG, one bar per run."""
     fig = _figure(9.0)
     ax = fig.add_subplot()
     if not table:
         _empty(ax)
-        return figure_png(fig)
+        return figure_png(fig, gold_set)
     cats = list(DIMENSIONS) + ["avg"]
     width = 0.8 / len(table)
     for k, row in enumerate(table):
@@ -721,17 +724,17 @@ def plot_dimensions(table: Sequence[dict]) -> bytes:
     ax.set_ylim(0, 100)
     ax.set_title("Official answer accuracy per dimension")
     ax.legend(fontsize=7, ncol=2)
-    return figure_png(fig)
+    return figure_png(fig, gold_set)
 
 
-def plot_length(breakdown: dict) -> bytes:
+def plot_length(breakdown: dict, gold_set: str = "") -> bytes:
     """Lines: accuracy (%) by gold-trajectory length bucket, one line per run."""
     fig = _figure()
     ax = fig.add_subplot()
     groups = breakdown.get("groups", [])
     if not groups or not breakdown.get("rows"):
         _empty(ax)
-        return figure_png(fig)
+        return figure_png(fig, gold_set)
     for row in breakdown["rows"]:
         ys = [100 * c["acc"] if c["acc"] is not None else math.nan for c in row["cells"]]
         ax.plot(range(len(groups)), ys, marker="o", label=plot_text(row["label"]),
@@ -745,17 +748,17 @@ def plot_length(breakdown: dict) -> bytes:
     ax.set_ylim(0, 105)
     ax.set_title("Accuracy by gold-trajectory length")
     ax.legend(fontsize=7)
-    return figure_png(fig)
+    return figure_png(fig, gold_set)
 
 
-def plot_modality(breakdown: dict) -> bytes:
+def plot_modality(breakdown: dict, gold_set: str = "") -> bytes:
     """Grouped bars: accuracy (%) by input modality configuration, one bar per run."""
     fig = _figure()
     ax = fig.add_subplot()
     groups, rows = breakdown.get("groups", []), breakdown.get("rows", [])
     if not groups or not rows:
         _empty(ax)
-        return figure_png(fig)
+        return figure_png(fig, gold_set)
     width = 0.8 / len(rows)
     for k, row in enumerate(rows):
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(groups))]
@@ -767,16 +770,16 @@ def plot_modality(breakdown: dict) -> bytes:
     ax.set_ylim(0, 100)
     ax.set_title("Accuracy by input modality configuration")
     ax.legend(fontsize=7)
-    return figure_png(fig)
+    return figure_png(fig, gold_set)
 
 
-def plot_protocols(deltas: Sequence[dict]) -> bytes:
+def plot_protocols(deltas: Sequence[dict], gold_set: str = "") -> bytes:
     """Grouped bars: IF − AP (percentage points) of AVG and each trajectory metric, one bar per agent."""
     fig = _figure(9.0)
     ax = fig.add_subplot()
     if not deltas:
         _empty(ax, "no agent with both an AP and an IF run")
-        return figure_png(fig)
+        return figure_png(fig, gold_set)
     cats = ["avg", *METRICS]
     width = 0.8 / len(deltas)
     for k, d in enumerate(deltas):
@@ -791,15 +794,15 @@ def plot_protocols(deltas: Sequence[dict]) -> bytes:
     ax.set_ylabel("IF − AP (percentage points)")
     ax.set_title("Instruction-following minus auto-planning (Table 5)")
     ax.legend(fontsize=7)
-    return figure_png(fig)
+    return figure_png(fig, gold_set)
 
 
-def plot_scaffolds(table: Sequence[dict]) -> bytes:
+def plot_scaffolds(table: Sequence[dict], gold_set: str = "") -> bytes:
     """Two panels per scaffold: accuracy, T-EM and ParAcc (%) as bars; latency (s per task) as bars."""
     fig = _figure(10.0)
     if not table:
         _empty(fig.add_subplot(), "no run names a scaffold")
-        return figure_png(fig)
+        return figure_png(fig, gold_set)
     ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     labels = [plot_text(f"{t['scaffold']} [{t['mode']}]") for t in table]
     keys = (("avg", "accuracy"), ("t_em", "T-EM"), ("par_acc", "ParAcc"))
@@ -821,10 +824,38 @@ def plot_scaffolds(table: Sequence[dict]) -> bytes:
             ax2.text(x, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=6, color="0.45")
     ax2.set_xticks(range(len(table)), labels, rotation=20, ha="right", fontsize=7)
     ax2.set_ylabel("latency (s per task)")
-    return figure_png(fig)
+    return figure_png(fig, gold_set)
 
 
 PLOTS = ("dimensions", "length", "modality", "protocols", "scaffolds")
+
+
+def plot_paired(comparison: dict, gold_set: str = "") -> bytes:
+    """Horizontal bars: the paired difference B - A (percentage points) per dimension and overall,
+    with the paired bootstrap interval as error bars and the sign-flip p-value written beside each
+    (:func:`evaluation.paired.paired_comparison`'s result)."""
+    fig = _figure(8.0, 3.6)
+    ax = fig.add_subplot()
+    rows = [r for r in comparison.get("dims", []) if r["diff"] is not None]
+    if comparison.get("overall", {}).get("diff") is not None:
+        rows.append(comparison["overall"])
+    if not rows:
+        _empty(ax, "no task scored by both runs")
+        return figure_png(fig, gold_set)
+    ys = list(range(len(rows)))[::-1]
+    diffs = [100 * r["diff"] for r in rows]
+    lo = [100 * (r["diff"] - r["ci_lo"]) for r in rows]
+    hi = [100 * (r["ci_hi"] - r["diff"]) for r in rows]
+    colors = ["#2b7bba" if d >= 0 else "#c0392b" for d in diffs]
+    ax.barh(ys, diffs, xerr=[lo, hi], color=colors, capsize=3)
+    ax.axvline(0, color="black", linewidth=0.8)
+    for y, r, d in zip(ys, rows, diffs):
+        ax.text(d, y + 0.3, f"p = {r['p_value']:.3g}" + ("" if r["exact"] else " (MC)"), fontsize=7, ha="center")
+    ax.set_yticks(ys, [f"{r['dimension'].upper()} (n = {r['n']})" for r in rows])
+    ax.set_xlabel("B − A, answer score (percentage points), 95 % paired bootstrap interval")
+    a, b = comparison.get("a", {}), comparison.get("b", {})
+    ax.set_title(plot_text(f"{b.get('agent', 'B')} #{b.get('id', '')} vs {a.get('agent', 'A')} #{a.get('id', '')}"))
+    return figure_png(fig, gold_set)
 
 
 def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:

@@ -32,6 +32,22 @@ class AgentRun(models.Model):
     dimensions = models.JSONField(default=dict, blank=True, help_text="per dimension: dim_score and metrics")
     release = models.ForeignKey("releases.Release", null=True, blank=True, on_delete=models.PROTECT, related_name="runs",
                                 help_text="the release version the run was scored on (null: the studio's current tasks)")
+    gold_set = models.CharField(max_length=200, blank=True,
+                                help_text="the gold set the run was scored against, by name (evaluation.goldset): "
+                                          "'release 1.0.0', 'studio tasks (unversioned) <UTC date>' or 'folder <path>'; "
+                                          "blank: a run scored before gold sets were named")
+    gold_set_digest = models.CharField(max_length=64, blank=True,
+                                       help_text="SHA-256 of the gold set (a published release: its manifest_sha256)")
+    gold_set_at = models.DateTimeField(null=True, blank=True,
+                                       help_text="when the gold set was fixed (a release's publication, the moment the "
+                                                 "studio's tasks were read); null: a folder or not known")
+    unanswered = models.JSONField(default=list, blank=True,
+                                  help_text="the gold set's benchmark tasks the run has no record of, as the evaluator "
+                                            "scored them: [{question_id, dimension, task_score, t_any, t_ord, t_em, "
+                                            "par_acc, eff}] (evaluation.goldset)")
+    rescored_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rescorings",
+                                      help_text="the run whose predictions this run re-scored against another gold set "
+                                                "(evaluation.services.rescore_run); null: imported")
     protocol = models.CharField(max_length=4, blank=True,
                                 help_text="AP (auto-planning) or IF (instruction-following); blank: not known")
     scaffold = models.CharField(max_length=60, blank=True, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, ...")
@@ -66,6 +82,10 @@ class RunRecord(models.Model):
     elapsed_s = models.FloatField(null=True, blank=True, help_text="the record's elapsed_time: seconds the agent took")
     gold = models.JSONField(default=dict, blank=True,
                             help_text="the gold task at import: {question, tools, trajectory, final_answer} (for judges)")
+    in_gold_set = models.BooleanField(default=True,
+                                      help_text="a benchmark task of the run's gold set, counted in its DORA score and "
+                                                "per-dimension tables (evaluation.goldset); False: a robustness variant "
+                                                "(its own table) or a question outside the set")
     robustness = models.JSONField(default=dict, blank=True,
                                   help_text="a variant task's rule outcome at import (evaluation.robustness."
                                             "record_robustness): {kind, params, outcome, decided_by, ...}; {} otherwise")

@@ -15,14 +15,15 @@ from replay.services import artifact_path, latest_successful_replay
 
 
 def run_list():
-    """Runs newest first with their agent (one query)."""
-    return AgentRun.objects.select_related("agent").order_by("-id")
+    """Runs newest first with their agent and release (one query)."""
+    return AgentRun.objects.select_related("agent", "release").order_by("-id")
 
 
 def run_records(run: AgentRun):
     """A run's records without their large JSON (one query)."""
     return run.records.only(
         "id", "run_id", "question_id", "dimension", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "task_id",
+        "in_gold_set", "has_robustness",
     ).order_by("dimension", "question_id")
 
 

@@ -13,28 +13,37 @@ from django.db.models import Count, Max, Sum
 
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
+from evaluation.goldset import STUDIO_KEY, STUDIO_LABEL, ranking_key, ranking_q
+from evaluation.paired import paired_comparison
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
 _RECORD_FIELDS = (
-    "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a",
+    "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a", "run__gold_set",
     "dimension", "question_id", "task_id", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "elapsed_s",
 )
 
 
-def leaderboard_runs() -> list[dict]:
+def leaderboard_runs(gold_set: str | None = None) -> list[dict]:
     """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions, protocol, scaffold}``
-    (one query). Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA
-    score and are left out."""
-    qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
+    (one query); only the runs of gold set ``gold_set`` (its key, :func:`gold_set_key`) when given.
+    Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA score and
+    are left out."""
+    qs = AgentRun.objects.exclude(scoring_mode="stepwise")
+    if gold_set is not None:
+        qs = qs.filter(ranking_q(gold_set))
+    qs = qs.order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold")
     return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
              "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
              "scaffold": r["scaffold"]} for r in qs]
 
 
-def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
-    """One plain row per run record (one query; see :data:`evaluation.leaderboard.ROW_COLUMNS`),
-    ordered by run, dimension and question id; only the runs ``run_ids`` when given.
+def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
+    """One plain row per run record of the run's gold set (``RunRecord.in_gold_set``: robustness
+    variants have their own table, :mod:`evaluation.selectors_robustness`) (one query; see
+    :data:`evaluation.leaderboard.ROW_COLUMNS`), ordered by run, dimension and question id; only
+    the runs ``run_ids`` when given, only the runs of gold set ``gold_set`` (its key,
+    :func:`gold_set_key`) when given; every row names its run's set (``gold_set``).
 
     ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
     ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
@@ -45,9 +54,12 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
     fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory")
     if extras:
         fields += ("trajectory",)
-    qs = RunRecord.objects.exclude(run__scoring_mode="stepwise").order_by("run_id", "dimension", "question_id")
+    qs = (RunRecord.objects.filter(in_gold_set=True).exclude(run__scoring_mode="stepwise")
+          .order_by("run_id", "dimension", "question_id"))
     if run_ids is not None:
         qs = qs.filter(run_id__in=list(run_ids))
+    if gold_set is not None:
+        qs = qs.filter(ranking_q(gold_set, "run__"))
     qs = qs.values(*fields)
     per_task: dict = {}
     rows = []
@@ -59,7 +71,8 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
         gold_len, bucket, modality = per_task.get(r["task_id"], (None, None, None))
         row = {
             "record_id": r["id"], "run_id": r["run_id"], "run_name": r["run__name"], "agent": r["run__agent__name"],
-            "mode": r["run__scoring_mode"], "dimension": r["dimension"], "question_id": r["question_id"],
+            "mode": r["run__scoring_mode"], "gold_set": r["run__gold_set"], "dimension": r["dimension"],
+            "question_id": r["question_id"],
             "task_id": r["task_id"], "task_score": r["task_score"], "elapsed_s": r["elapsed_s"],
             **{m: r[m] for m in lb.METRICS},
             "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
@@ -71,9 +84,10 @@ def leaderboard_rows(extras: bool = True, run_ids=None) -> list[dict]:
     return rows
 
 
-def leaderboard_data(extras: bool = True) -> tuple[list[dict], list[dict]]:
-    """``(runs, rows)`` for :func:`evaluation.leaderboard.build` (two queries)."""
-    return leaderboard_runs(), leaderboard_rows(extras)
+def leaderboard_data(extras: bool = True, gold_set: str | None = None) -> tuple[list[dict], list[dict]]:
+    """``(runs, rows)`` for :func:`evaluation.leaderboard.build` (two queries); of one gold set
+    (its key) when given."""
+    return leaderboard_runs(gold_set), leaderboard_rows(extras, gold_set=gold_set)
 
 
 # ── the page: stored sums and bootstrap ─────────────────────────────────
@@ -91,18 +105,54 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
     :func:`stale_aggregates` checks)."""
     qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold",
-        "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
+        "gold_set", "gold_set_digest", "release__version", "release__status", "release__published_at", "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
         "aggregate__n_records", "aggregate__newest_record")
     runs, sums, state = [], {}, {}
     for r in qs:
         runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
                      "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
-                     "scaffold": r["scaffold"]})
+                     "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": ranking_key(r["gold_set"], r["gold_set_digest"]),
+                     "published": r["release__published_at"] if r["release__status"] == "published" else None})
         if r["aggregate__id"] is not None:
             sums[r["id"]] = r["aggregate__sums"] or {}
             state[r["id"]] = (r["aggregate__gold_revision"], r["aggregate__n_no_task"], r["aggregate__n_records"],
                               r["aggregate__newest_record"])
     return runs, sums, state
+
+
+def gold_set_key(run: dict) -> str:
+    """The ranking key of a run's gold set (a run dict of :func:`aggregated_runs`;
+    :func:`evaluation.goldset.ranking_key`): a release's or folder's digest, ``studio`` for the
+    studio's current tasks, ``""`` for runs scored before sets were named."""
+    return run.get("gold_set_key") or ""
+
+
+def gold_sets(runs: list[dict]) -> list[dict]:
+    """The gold sets of ``runs`` (:func:`aggregated_runs`' runs; no query), newest first (by their
+    newest run): ``{key, label, n_runs, newest_run, published}``; ``label`` is the newest run's
+    name of the set (a studio set's date is when its newest run read it); ``published`` the
+    publication time of a published release's set, else None."""
+    sets: dict[str, dict] = {}
+    for r in runs:
+        key = gold_set_key(r)
+        entry = sets.setdefault(key, {"key": key, "n_runs": 0, "newest_run": 0, "label": "", "published": None})
+        entry["n_runs"] += 1
+        if r["run_id"] >= entry["newest_run"]:
+            entry["newest_run"] = r["run_id"]
+            entry["label"] = ((STUDIO_LABEL + " (each run dated on its page)") if key == STUDIO_KEY
+                              else r.get("gold_set") or "not named (scored before gold sets were named)")
+        if key and r.get("published") is not None:
+            entry["published"] = r["published"]
+    return sorted(sets.values(), key=lambda e: -e["newest_run"])
+
+
+def default_gold_set(sets: list[dict]) -> str | None:
+    """The set a leaderboard shows when none is asked for (no query): the newest published release
+    that has runs (by publication time), else the set of the newest run; None without runs."""
+    published = [e for e in sets if e["published"] is not None]
+    if published:
+        return max(published, key=lambda e: (e["published"], e["newest_run"]))["key"]
+    return sets[0]["key"] if sets else None
 
 
 def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
@@ -118,7 +168,7 @@ def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
     run_ids = set(run_ids)
     newest = newest_revision_id()
     stale = run_ids - set(state)
-    no_task = dict(RunRecord.objects.filter(task__isnull=True).values("run_id").annotate(n=Count("id"))
+    no_task = dict(RunRecord.objects.filter(task__isnull=True, in_gold_set=True).values("run_id").annotate(n=Count("id"))
                    .values_list("run_id", "n"))
     for rid, (_rev, n_no_task, n_records, newest_record) in state.items():
         if rid in run_ids and (no_task.get(rid, 0) != n_no_task or (n_records and not newest_record)):
@@ -126,7 +176,7 @@ def stale_aggregates(run_ids, state: dict) -> tuple[set, set, int]:
     behind = {rid for rid, (rev, *_n) in state.items() if rid in run_ids and rid not in stale and rev < newest}
     if behind:
         oldest = min(state[rid][0] for rid in behind)
-        newest_head = dict(RunRecord.objects.filter(run_id__in=behind, task__head_id__gt=oldest)
+        newest_head = dict(RunRecord.objects.filter(run_id__in=behind, task__head_id__gt=oldest, in_gold_set=True)
                            .values("run_id").annotate(h=Max("task__head_id")).values_list("run_id", "h"))
         changed = {rid for rid, head in newest_head.items() if head > state[rid][0]}
         stale |= changed
@@ -161,8 +211,8 @@ def bootstrap_inputs() -> tuple[list[dict], list[dict], str]:
     ``bootstrap_ci`` ignores them) in the order of :func:`leaderboard_rows` (the resampling draws
     depend on it); ``version`` describes exactly what was read (two queries)."""
     runs = leaderboard_runs()
-    qs = (RunRecord.objects.exclude(run__scoring_mode="stepwise").order_by("run_id", "dimension", "question_id")
-          .values_list("id", "run_id", "dimension", "task_score"))
+    qs = (RunRecord.objects.filter(in_gold_set=True).exclude(run__scoring_mode="stepwise")
+          .order_by("run_id", "dimension", "question_id").values_list("id", "run_id", "dimension", "task_score"))
     rows, newest = [], None
     for rid, run_id, dim, score in qs.iterator(chunk_size=5000):
         rows.append({"run_id": run_id, "dimension": dim, "task_score": score})
@@ -173,3 +223,39 @@ def bootstrap_inputs() -> tuple[list[dict], list[dict], str]:
 def bootstrap_row(version: str, n_boot: int, seed: int):
     """The stored :class:`~evaluation.models.LeaderboardBootstrap` of that state, or None."""
     return LeaderboardBootstrap.objects.filter(version=version, n_boot=n_boot, seed=seed).first()
+
+
+# ── the paired comparison of two runs ───────────────────────────────────
+
+def compare_runs(run_a: int, run_b: int, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The paired comparison of run ``run_b`` against run ``run_a`` (:func:`evaluation.paired.
+    paired_comparison` over their records in the gold set, ``diff`` = B - A), with ``a`` and
+    ``b`` (``{id, agent, name, mode, gold_set, dora_score}``) and ``gold_set``. Two queries.
+    ``{"error": text}`` instead when a run is missing, a step-wise planner run, or the two runs
+    were scored on different gold sets, in different modes or thresholds (never compared)."""
+    runs = {r["id"]: r for r in AgentRun.objects.filter(pk__in=[run_a, run_b]).values(
+        "id", "agent__name", "name", "scoring_mode", "tau_r", "tau_a", "gold_set", "gold_set_digest", "dora_score")}
+    missing = [str(i) for i in (run_a, run_b) if i not in runs]
+    if missing:
+        return {"error": f"no run {', '.join(missing)}"}
+    a, b = runs[run_a], runs[run_b]
+    if "stepwise" in (a["scoring_mode"], b["scoring_mode"]):
+        return {"error": "a step-wise planner run has no task scores to compare"}
+    key = ranking_key(a["gold_set"], a["gold_set_digest"])
+    if key != ranking_key(b["gold_set"], b["gold_set_digest"]):
+        return {"error": f"run {run_a} was scored on {a['gold_set'] or 'an unnamed set'} and run {run_b} on "
+                         f"{b['gold_set'] or 'an unnamed set'}: runs on different gold sets are never compared "
+                         f"(re-score one of them on the other's set first)"}
+    if (a["scoring_mode"], a["tau_r"], a["tau_a"]) != (b["scoring_mode"], b["tau_r"], b["tau_a"]):
+        return {"error": f"runs {run_a} and {run_b} were scored in different modes or thresholds"}
+    scores: dict[int, dict] = {run_a: {}, run_b: {}}
+    for run_id, qid, dim, score in (RunRecord.objects.filter(run_id__in=[run_a, run_b], in_gold_set=True)
+                                    .values_list("run_id", "question_id", "dimension", "task_score")):
+        scores[run_id][qid] = (dim, score)
+    out = paired_comparison(scores[run_a], scores[run_b], n_boot=n_boot, seed=seed)
+
+    def named(r):
+        return {"id": r["id"], "agent": r["agent__name"], "name": r["name"], "mode": r["scoring_mode"],
+                "gold_set": r["gold_set"], "dora_score": r["dora_score"]}
+
+    return {**out, "a": named(a), "b": named(b), "gold_set": a["gold_set"] if key != STUDIO_KEY else STUDIO_LABEL, "gold_set_key": key}

@@ -16,8 +16,8 @@ __all__ = ["robustness_rows", "leaderboard_robustness", "run_robustness"]
 
 def robustness_rows(runs: list[dict] | None = None) -> list[dict]:
     """One plain row per record with a stored outcome: ``{record_id, run_id, label, question_id,
-    task_score, robustness}``; ``label`` as the leaderboard labels ``runs`` (its
-    ``leaderboard_runs()``, read here when not given). One query when ``runs`` is given, through the
+    task_score, robustness}`` of the runs ``runs`` (the leaderboard's runs of one gold set; every
+    run's ``leaderboard_runs()``, read here when not given); ``label`` as the leaderboard labels them. One query when ``runs`` is given, through the
     partial index of those records (``RunRecord.has_robustness``): its cost grows with them, not with
     all the records."""
     qs = (RunRecord.objects.filter(has_robustness=True).exclude(run__scoring_mode="stepwise")
@@ -26,7 +26,7 @@ def robustness_rows(runs: list[dict] | None = None) -> list[dict]:
     rows = list(qs)
     labels = lb.run_labels(runs if runs is not None else leaderboard_runs()) if rows else {}
     return [{"record_id": r["id"], "run_id": r["run_id"], "label": labels[r["run_id"]], "question_id": r["question_id"],
-             "task_score": r["task_score"], "robustness": r["robustness"]} for r in rows]
+             "task_score": r["task_score"], "robustness": r["robustness"]} for r in rows if r["run_id"] in labels]
 
 
 def leaderboard_robustness(runs: list[dict] | None = None) -> dict:

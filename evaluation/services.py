@@ -14,20 +14,18 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from annotation.models import Task, TaskVariant
-from releases.services.export import ExportError, dora_samples
 from annotation.services.tasks import TASK_FILES
 from evaluation import leaderboard as lb
 from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRecord, Verdict, VerdictRevision
 from evaluation.robustness import record_robustness
-from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, load_task_files, score_task
+from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
+from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
 from evaluation.selectors_leaderboard import leaderboard_rows, newest_revision_id, stale_aggregates
 from evaluation.services_leaderboard import schedule_bootstrap
 from studio.permissions import require
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
 from kernel.taxonomy import E_CODES, plan_is_correct
-from releases.services.export import release_samples
 
 ERROR_CODES = E_CODES
 GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -35,11 +33,6 @@ GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 class RunImportError(EvaluationInputError):
     """A run folder cannot be imported; the message names the file and the problem (HTTP 400)."""
-
-
-def _studio_gold(question_ids: set[str]) -> tuple[dict, dict]:
-    tasks = list(Task.objects.filter(question_id__in=question_ids).select_related("event", "head"))
-    return dora_samples(tasks), {t.question_id: t for t in tasks}
 
 
 def _finite(value):
@@ -130,12 +123,16 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
                    protocol: str | None = None, scaffold: str = "") -> AgentRun:
     """Import and score a run folder (``<dim task name>/benchmark.jsonl`` per dimension).
 
-    Gold comes from ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) when given; else from
-    ``release`` (an ``annotation.Release``: its pinned revisions and gold replays), and the run is
-    pinned to that release; else from the studio's tasks with the same question ids (their
-    accepted gold). A record of a robustness variant task also gets its rule outcome
-    (``RunRecord.robustness``, :func:`evaluation.robustness.record_robustness`). ``protocol``: AP or IF (default: read from the folder name, see
-    :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
+    The run is pinned to one gold set (:mod:`evaluation.goldset`): ``tasks_dir`` (benchmark
+    layout, with ``gold_polygons/``) when given; else ``release`` (a ``releases.Release``: its
+    pinned revisions and gold replays); else the studio's current tasks with the records' question
+    ids (their accepted gold), named and dated. The DORA score and the per-dimension table are the
+    official evaluator's over the set's benchmark tasks only (a run on a release equals
+    ``evaluate_runs`` on the release's exported ``tasks/``); a record of a robustness variant is
+    scored against the variant's own gold, gets its rule outcome (``RunRecord.robustness``,
+    :func:`evaluation.robustness.record_robustness`) and stays outside the set
+    (``RunRecord.in_gold_set`` False). ``protocol``: AP or IF (default: read from the folder name,
+    see :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
     Raises ``RunImportError`` naming the file and the problem for an unknown protocol, or when the
     folder has no record, a file is not UTF-8 or nests too deeply, a record has no string question
     id or one used twice, a name is too long for its column, a record names no known task, or a
@@ -155,65 +152,135 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     if n_records == 0:
         raise RunImportError(f"{run_dir}: no benchmark.jsonl with records under {', '.join(f[:-5] for f in TASK_FILES.values())}")
     _check_records(run_dir, records_by_dim)
-    qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
-    polygons, missing = None, None  # missing: how to name question ids the gold does not hold
-    if tasks_dir is None and release is not None:
-        samples_by_dim, task_by_qid = release_samples(release)
-        missing = f"question ids not in release {release.version}"
-    elif tasks_dir is not None:
-        samples_by_dim = load_task_files(Path(tasks_dir))
-        polygons = Path(tasks_dir) / "gold_polygons"
-        task_by_qid = {t.question_id: t for t in Task.objects.filter(question_id__in=qids)}
-    else:
-        try:
-            samples_by_dim, task_by_qid = _studio_gold(qids)
-        except ExportError as exc:  # a task without a succeeded replay has no gold to score against
-            raise RunImportError(f"{run_dir}: gold: {exc}") from None
-        missing = "question ids with no task in the studio"
-    unknown = sorted(qids - set(task_by_qid)) if missing else []
-    if unknown:
-        raise RunImportError(f"{run_dir}: {missing}: {', '.join(unknown[:10])}")
-    result = evaluate_samples(samples_by_dim, records_by_dim, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
-                              polygon_roots=[run_dir])
+    gold = resolve_gold_set(run_dir, records_by_dim, tasks_dir=tasks_dir, release=release)
     agent, _ = Agent.objects.get_or_create(name=agent_name)
-    run = AgentRun.objects.create(
+    run = AgentRun(
         agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
-        gold_dir=str(Path(tasks_dir).resolve()) if tasks_dir is not None else "",
-        dora_score=result.get("dora_score"), dimensions=result.get("dimensions", {}), imported_by=user,
-        release=release, protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
+        gold_dir=str(Path(tasks_dir).resolve()) if tasks_dir is not None else "", imported_by=user,
+        protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )
-    sample_index = {(d, s["sample_id"]): s for d, ss in samples_by_dim.items() for s in ss}
-    variants = variant_specs(task_by_qid.values())
+    return _score_into(run, records_by_dim, gold, [run_dir])
+
+
+def resolve_gold_set(where, records_by_dim: dict, *, tasks_dir: Path | None = None, release=None) -> GoldSet:
+    """The gold set a run's records are scored against (:mod:`evaluation.goldset`): the folder
+    ``tasks_dir``, else ``release``, else the studio's current tasks the records name. ``where``
+    names the run in messages. Raises ``RunImportError`` when the gold cannot be read or a record
+    names a question the set does not hold (a release, the studio's tasks)."""
+    qids = {r["question_id"] for rs in records_by_dim.values() for r in rs}
+    try:
+        if tasks_dir is not None:
+            gold = folder_gold_set(Path(tasks_dir), qids)
+        elif release is not None:
+            gold = release_gold_set(release)
+        else:
+            gold = studio_gold_set(qids)
+    except GoldSetError as exc:  # a task without a succeeded replay has no gold to score against
+        raise RunImportError(f"{where}: gold: {exc}") from None
+    unknown = sorted(qids - set(gold.task_by_qid)) if gold.missing else []
+    if unknown:
+        raise RunImportError(f"{where}: {gold.missing}: {', '.join(unknown[:10])}")
+    return gold
+
+
+def _score_into(run: AgentRun, records_by_dim: dict, gold: GoldSet, polygon_roots: list) -> AgentRun:
+    """Score ``records_by_dim`` against ``gold`` and store ``run`` (unsaved) with its records and
+    leaderboard sums. The run's score is the evaluator's over the set's benchmark samples (records
+    of other questions are ignored by it, as ``evaluate_runs`` ignores them); the records of
+    robustness variants are scored against the variants' samples apart."""
+    mode, tau_r, tau_a = run.scoring_mode, run.tau_r, run.tau_a
+    result = evaluate_samples(gold.samples, records_by_dim, gold.polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
+                              polygon_roots=polygon_roots)
+    by_variant = (evaluate_samples(gold.variant_samples, records_by_dim, None, tau_r=tau_r, tau_a=tau_a, mode=mode,
+                                   polygon_roots=polygon_roots) if gold.variant_samples else {})
+    for field, value in gold.run_fields().items():
+        setattr(run, field, value)
+    run.dora_score, run.dimensions = result.get("dora_score"), result.get("dimensions", {})
+    run.save()
+    sample_index = {(d, s["sample_id"]): s for samples in (gold.samples, gold.variant_samples)
+                    for d, ss in samples.items() for s in ss}
+    scored_all = {}
+    for doc in (by_variant, result):  # a benchmark task's entry wins (ids never overlap in practice)
+        for dim, block in (doc.get("full") or {}).items():
+            for t in block.get("tasks", []):
+                scored_all[(dim, t["sample_id"], t["task_idx"])] = t
+    task_by_qid = gold.task_by_qid
     rows = []
     for dim, records in records_by_dim.items():
-        scored = {(t["sample_id"], t["task_idx"]): t for t in result.get("full", {}).get(dim, {}).get("tasks", [])}
         for rec in records:
             qid = rec["question_id"]
             sample_id, _, idx = qid.rpartition("_task")
             sample_id = rec.get("sample_id") or sample_id
             task_idx = int(idx) if idx.isdigit() else 0
-            s = scored.get((sample_id, task_idx), {})
+            s = scored_all.get((dim, sample_id, task_idx), {})
             sample = sample_index.get((dim, sample_id))
             step_matches = []
-            gold = {}
+            snapshot = {}
             if sample is not None and task_idx < len(sample["tasks"]):
-                gold = gold_snapshot(sample["tasks"][task_idx], sample)
-                detail = score_task(sample["tasks"][task_idx], sample, rec, polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
-                                    polygon_roots=[run_dir])
+                snapshot = gold_snapshot(sample["tasks"][task_idx], sample)
+                detail = score_task(sample["tasks"][task_idx], sample, rec, gold.polygons, tau_r=tau_r, tau_a=tau_a,
+                                    mode=mode, polygon_roots=polygon_roots)
                 step_matches = detail.get("step_matches", [])
+            task = task_by_qid.get(qid)
             rows.append(RunRecord(
-                run=run, task=task_by_qid.get(qid), question_id=qid, sample_id=_finite(str(sample_id)), task_index=task_idx,
+                run=run, task=task, question_id=qid, sample_id=_finite(str(sample_id)), task_index=task_idx,
                 dimension=dim, predicted_answer=_finite(rec.get("predicted_answer")),
                 trajectory=_finite(rec.get("trajectory") or []),
                 error=_finite(str(rec.get("error") or "")), task_score=s.get("task_score"), field_scores=s.get("field_scores", {}),
                 n_scored_fields=s.get("n_scored_fields", 0), t_any=s.get("t_any"), t_ord=s.get("t_ord"),
                 t_em=s.get("t_em"), par_acc=s.get("par_acc"), eff=s.get("eff"), elapsed_s=_seconds(rec.get("elapsed_time")), step_matches=_finite(json.loads(json.dumps(step_matches, default=str))),
-                gold=_finite(gold), robustness=_robustness(variants, task_by_qid.get(qid), rec, s),
+                gold=_finite(snapshot), robustness=_robustness(gold.variants, task, rec, s),
+                in_gold_set=gold.holds(dim, sample_id, task_idx),
             ))
     RunRecord.objects.bulk_create(rows)
+    answered = {(r.dimension, r.sample_id, r.task_index) for r in rows}
+    run.unanswered = [
+        {"question_id": f"{t['sample_id']}_task{t['task_idx']}", "dimension": dim,
+         **{k: t.get(k) for k in ("task_score", "t_any", "t_ord", "t_em", "par_acc", "eff")}}
+        for dim, block in sorted((result.get("full") or {}).items()) for t in block.get("tasks", [])
+        if (dim, str(t["sample_id"]), t["task_idx"]) not in answered]
+    if run.unanswered:
+        AgentRun.objects.filter(pk=run.pk).update(unanswered=run.unanswered)
     write_run_aggregate(run.pk)  # the leaderboard's sums, in this transaction
     schedule_bootstrap()  # after the commit: the intervals of the new state, in the background
     return run
+
+
+def run_records_as_files(run: AgentRun) -> dict[str, list[dict]]:
+    """The stored predictions of ``run`` as ``load_run_records`` reads them from its folder:
+    ``{dim: [{question_id, sample_id, predicted_answer, trajectory, error, elapsed_time}]}`` in
+    question order (NaN, infinities and NUL characters as stored: see :func:`_finite`)."""
+    out: dict[str, list[dict]] = {}
+    for r in run.records.order_by("dimension", "id").values(
+            "dimension", "question_id", "sample_id", "predicted_answer", "trajectory", "error", "elapsed_s"):
+        out.setdefault(r["dimension"], []).append({
+            "question_id": r["question_id"], "sample_id": r["sample_id"], "predicted_answer": r["predicted_answer"],
+            "trajectory": r["trajectory"], "error": r["error"] or None, "elapsed_time": r["elapsed_s"]})
+    return out
+
+
+@transaction.atomic
+def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
+    """Score the predictions of ``run`` again against another gold set without re-running the
+    agent: ``release`` (a ``releases.Release``), or the studio's current tasks when None. A new
+    run is made (``rescored_from`` = ``run``, same agent, name, mode, thresholds, protocol and
+    scaffold; predicted polygon files read from the original run folder when it is still there);
+    the old run and its scores stay, each named by its own set. Raises ``RunImportError`` when the
+    run is a step-wise planner run, a record names a question the set does not hold, or the gold
+    cannot be read; ``PermissionDenied`` without ``run.import``."""
+    _claim_sqlite_write_lock()
+    require(user, "run.import")
+    if run.scoring_mode == "stepwise":
+        raise RunImportError(f"run {run.pk}: a step-wise planner run has no DORA score to re-score")
+    records_by_dim = run_records_as_files(run)
+    if not records_by_dim:
+        raise RunImportError(f"run {run.pk}: no records to re-score")
+    gold = resolve_gold_set(f"run {run.pk}", records_by_dim, release=release)
+    new = AgentRun(agent=run.agent, name=run.name, source_dir=run.source_dir, scoring_mode=run.scoring_mode,
+                   tau_r=run.tau_r, tau_a=run.tau_a, imported_by=user, protocol=run.protocol, scaffold=run.scaffold,
+                   rescored_from=run)
+    roots = [Path(run.source_dir)] if run.source_dir and Path(run.source_dir).is_dir() else []
+    return _score_into(new, records_by_dim, gold, roots)
 
 
 def _upload_limit_bytes() -> int:
@@ -358,13 +425,6 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
         except BaseException:
             shutil.rmtree(base, ignore_errors=True)
             raise
-
-
-def variant_specs(tasks) -> dict[int, dict]:
-    """``{task pk: {kind, params, tools}}`` of the variant tasks among ``tasks`` (one query)."""
-    pks = [t.pk for t in tasks if t is not None]
-    rows = TaskVariant.objects.filter(task_id__in=pks).values("task_id", "kind", "params", "tools")
-    return {r["task_id"]: {"kind": r["kind"], "params": r["params"], "tools": r["tools"]} for r in rows}
 
 
 def _robustness(variants: dict[int, dict], task, rec: dict, scored: dict) -> dict:

@@ -27,7 +27,7 @@ from releases.models import Release
 from evaluation.background import dispatch, job_runner
 from evaluation.errors import EvaluationConflict
 from evaluation.models import AgentRun, RunImportJob
-from evaluation.services import RunImportError, check_run_zip, import_run_zip
+from evaluation.services import RunImportError, check_run_zip, import_run_zip, rescore_run
 from evaluation.services_queue import queue_share_of_run
 from studio.background import job_running, worker_lost, worker_tag, write_failure
 from studio.permissions import require
@@ -94,6 +94,27 @@ def lost_reason(job: RunImportJob, now=None) -> str:
     return worker_lost(KIND, job.pk, job.worker, job.heartbeat_at or job.started_at or job.created_at, now=now)
 
 
+def start_rescore(user, run: AgentRun, release: str = "") -> RunImportJob:
+    """Re-score the stored predictions of ``run`` against another gold set in the background
+    (:func:`evaluation.services.rescore_run`: a new run, the old one and its scores stay): release
+    version ``release``, or the studio's current tasks when blank. The job is an import job
+    without a zip (``options["rescore_of"]``), listed and followed like the uploads on the runs
+    page. Raises ``RunImportError`` for an unknown release or a step-wise planner run;
+    ``PermissionDenied`` without ``run.import``."""
+    require(user, "run.import")
+    release = str(release or "").strip()
+    if release and not Release.objects.filter(version=release).exists():
+        raise RunImportError(f"release: no release {release!r}")
+    if run.scoring_mode == "stepwise":
+        raise RunImportError(f"run {run.pk}: a step-wise planner run has no DORA score to re-score")
+    with transaction.atomic():
+        job = RunImportJob.objects.create(
+            archive="", filename=f"re-score of run {run.pk}: {run.name}"[:255], agent_name=run.agent.name[:200],
+            created_by=user, options={"release": release, "rescore_of": run.pk}, stage="waiting for a worker")
+        transaction.on_commit(lambda: dispatch_run_import(job.pk))
+    return job
+
+
 def is_stale(job: RunImportJob, now=None) -> bool:
     """A job still queued or running whose worker is lost (:func:`lost_reason`)."""
     return bool(lost_reason(job, now))
@@ -116,7 +137,7 @@ def rerun_run_import(user, job: RunImportJob) -> RunImportJob:
         if job.status != RunImportJob.Status.FAILED:
             raise RunImportStateError(f"import job {job.pk} is {job.status}: only a failed job (or one whose worker "
                                       "was lost) is re-run")
-        if not Path(job.archive).is_file():
+        if not (job.options or {}).get("rescore_of") and not Path(job.archive).is_file():
             raise RunImportStateError(f"import job {job.pk}: its stored zip is gone; upload the run again")
         RunImportJob.objects.filter(pk=job.pk).update(
             status=RunImportJob.Status.QUEUED, stage="waiting for a worker", error="", started_at=None,
@@ -222,11 +243,13 @@ def _fail(job_id: int, write) -> None:
 
 
 def execute_run_import(job_id: int) -> RunImportJob:
-    """Run import job ``job_id`` to its end: unpack and score the zip, queue the share, and end
-    ``done`` (``job.run``, ``job.queued``; the stored zip is removed) or ``failed`` (``job.error``:
-    the import's message, or ``the job crashed: <type>: <message>`` for any other error). A job
-    that is not queued (taken by another delivery, or ended) is returned as it is. While it runs
-    the job carries this process's tag and a heartbeat (:func:`studio.background.job_running`)."""
+    """Run import job ``job_id`` to its end: unpack and score the zip, queue the share (a re-score
+    job, ``options["rescore_of"]``: score that run's stored predictions against the job's gold set,
+    :func:`evaluation.services.rescore_run`, nothing queued), and end ``done`` (``job.run``,
+    ``job.queued``; the stored zip is removed) or ``failed`` (``job.error``: the import's message, or
+    ``the job crashed: <type>: <message>`` for any other error). A job that is not queued (taken by
+    another delivery, or ended) is returned as it is. While it runs the job carries this process's
+    tag and a heartbeat (:func:`studio.background.job_running`)."""
     folder = Path(settings.STUDIO_DATA_ROOT) / RUNS_DIR / uuid.uuid4().hex[:12]
     if not _claim(job_id, folder):
         return RunImportJob.objects.get(pk=job_id)  # already taken by another worker, or ended
@@ -237,12 +260,18 @@ def execute_run_import(job_id: int) -> RunImportJob:
         try:
             if opts.get("release") and release is None:
                 raise RunImportError(f"release: no release {opts['release']!r} (deleted since the upload?)")
-            with transaction.atomic():
-                with open(job.archive, "rb") as fh:
-                    run = import_run_zip(job.created_by, fh, job.agent_name, filename=job.filename, release=release,
-                                         folder=folder, protocol=opts.get("protocol") or None,
-                                         scaffold=opts.get("scaffold") or "")
-                queued = queue_share_of_run(job.created_by, run, opts.get("queue_share"), opts.get("queue_n"))
+            if opts.get("rescore_of"):  # a re-score of stored predictions: no zip, nothing queued
+                source = AgentRun.objects.filter(pk=opts["rescore_of"]).select_related("agent").first()
+                if source is None:
+                    raise RunImportError(f"run {opts['rescore_of']}: deleted since the re-score was asked for")
+                run, queued = rescore_run(job.created_by, source, release=release), {}
+            else:
+                with transaction.atomic():
+                    with open(job.archive, "rb") as fh:
+                        run = import_run_zip(job.created_by, fh, job.agent_name, filename=job.filename,
+                                             release=release, folder=folder, protocol=opts.get("protocol") or None,
+                                             scaffold=opts.get("scaffold") or "")
+                    queued = queue_share_of_run(job.created_by, run, opts.get("queue_share"), opts.get("queue_n"))
         except (RunImportError, ValueError, FileNotFoundError) as exc:
             _fail(job_id, lambda message=str(exc): _stage(job_id, "failed", status=RunImportJob.Status.FAILED,
                                                           finished_at=timezone.now(), error=message))
@@ -253,5 +282,6 @@ def execute_run_import(job_id: int) -> RunImportJob:
             return RunImportJob.objects.get(pk=job_id)
         _stage(job_id, f"done: {run.records.count()} records scored", status=RunImportJob.Status.DONE,
                finished_at=timezone.now(), run=run, queued=queued, error="")
-    Path(job.archive).unlink(missing_ok=True)
+    if job.archive:
+        Path(job.archive).unlink(missing_ok=True)
     return RunImportJob.objects.get(pk=job_id)

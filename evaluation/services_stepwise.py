@@ -80,7 +80,9 @@ def import_stepwise_predictions(user, run: AgentRun, planner: str, predictions_t
         raise StepwiseCaseError(f"{source}: no prediction for {len(missing)} case(s), first {missing[0]!r}")
     agent, _ = Agent.objects.get_or_create(name=planner)
     new = AgentRun.objects.create(agent=agent, name=(name or f"{planner} step-wise on {run.name}")[:200],
-                                  scoring_mode=SCORING_MODE, release=run.release, imported_by=user)
+                                  scoring_mode=SCORING_MODE, release=run.release, imported_by=user,
+                                  gold_set=run.gold_set, gold_set_digest=run.gold_set_digest,
+                                  gold_set_at=run.gold_set_at)  # the cases are cut from the source run's gold
     RunRecord.objects.bulk_create([
         RunRecord(run=new, task_id=c["task_id"], question_id=c["case_id"], sample_id=c["sample_id"],
                   task_index=c["task_index"], dimension=c["dimension"],

@@ -7,5 +7,7 @@ urlpatterns = [
     path("leaderboard/", views_leaderboard.leaderboard_page, name="leaderboard"),
     path("leaderboard.csv", views_leaderboard.leaderboard_csv, name="leaderboard-csv"),
     path("leaderboard.parquet", views_leaderboard.leaderboard_parquet, name="leaderboard-parquet"),
+    path("leaderboard/compare/", views_leaderboard.compare_page, name="leaderboard-compare"),
+    path("leaderboard/compare.png", views_leaderboard.compare_plot, name="leaderboard-compare-plot"),
     path("leaderboard/plot/<str:name>.png", views_leaderboard.leaderboard_plot, name="leaderboard-plot"),
 ]

@@ -20,6 +20,7 @@ urlpatterns = [
     path("replays/<int:pk>/artifacts/<str:name>", views_replays.artifact_file, name="replay-artifact"),
     path("runs/", views_runs.run_list_page, name="run-list"),
     path("runs/<int:pk>/", views_runs.run_detail_page, name="run-detail"),
+    path("runs/<int:pk>/rescore/", views_runs.run_rescore, name="run-rescore"),
     path("runs/imports/<int:pk>/rerun/", views_runs.run_import_rerun, name="run-import-rerun"),
     path("records/<int:pk>/", views_runs.record_detail_page, name="record-detail"),
 ]

@@ -247,8 +247,8 @@ def test_trajectory_extras_pool_calls():
 
 def _export_rows():
     return [row(1, "t1", 0.5, "≥11", "optical+sar", record_id=1, task_id=3, gold_len=12, t_any=1.0, n_pred_steps=4,
-                lcs_par_acc=0.75, extraneous_calls=1, question_id="s_task0"),
-            row(1, "t2", None, None, None, record_id=2, question_id="s_task1", mode="paper")]
+                lcs_par_acc=0.75, extraneous_calls=1, question_id="s_task0", gold_set="release 1.0.0"),
+            row(1, "t2", None, None, None, record_id=2, question_id="s_task1", mode="paper", gold_set="release 1.0.0")]
 
 
 def test_csv_round_trip():
@@ -258,6 +258,7 @@ def test_csv_round_trip():
     assert frame.loc[0, "task_score"] == 0.5 and frame.loc[0, "gold_len"] == 12 and frame.loc[0, "lcs_par_acc"] == 0.75
     assert pd.isna(frame.loc[1, "task_score"]) and pd.isna(frame.loc[1, "gold_len"])
     assert list(frame["mode"]) == ["dora", "paper"]
+    assert list(frame["gold_set"]) == ["release 1.0.0", "release 1.0.0"]  # every row names its gold set
     pd.testing.assert_frame_equal(frame.drop(columns=["task_id", "gold_len", "n_pred_steps", "extraneous_calls"]),
                                   lb.records_frame(_export_rows()).drop(
                                       columns=["task_id", "gold_len", "n_pred_steps", "extraneous_calls"]),

@@ -104,26 +104,38 @@ def seeded(db):
     return seed_synthetic(40, 3, batch=10, tasks_per_sample=2, seed=3)
 
 
-def _tables_now():
+def _tables_now(gold_set=None):
     from frontend.views.leaderboard import _tables
 
-    return _tables()[1]
+    return _tables(gold_set)[1]
 
 
-def _tables_from_records():
+def _tables_from_records(gold_set=None):
     from evaluation.selectors_leaderboard import leaderboard_data
 
-    runs, rows = leaderboard_data()
+    runs, rows = leaderboard_data(gold_set=gold_set)
     return lb.build(runs, rows, n_boot=10), rows
 
 
 def _assert_identical():
-    new = _tables_now()
-    old, rows = _tables_from_records()
-    for key in TABLES:
-        assert new[key] == old[key], key
-    assert new["n_records"] == len(rows) and new["n_no_task"] == sum(r["task_id"] is None for r in rows)
-    return new
+    """Per gold set (the leaderboard never ranks two sets together): the tables from the stored
+    sums equal those built from every record of the set's runs; the counts add up over the sets."""
+    sets = _tables_now()["sets"]
+    n_records = n_no_task = 0
+    official, groups = [], {"length": set(), "modality": set()}
+    for entry in sets:
+        new = _tables_now(entry["key"])
+        assert new["gold_set"]["key"] == entry["key"]
+        old, rows = _tables_from_records(entry["key"])
+        for key in TABLES:
+            assert new[key] == old[key], (entry["label"], key)
+        assert new["n_records"] == len(rows) and new["n_no_task"] == sum(r["task_id"] is None for r in rows)
+        n_records, n_no_task = n_records + new["n_records"], n_no_task + new["n_no_task"]
+        official += new["official"]
+        for key in groups:
+            groups[key] |= set(new[key]["groups"])
+    return {"n_records": n_records, "n_no_task": n_no_task, "sets": sets, "official": official,
+            **{key: {"groups": g} for key, g in groups.items()}}
 
 
 def _write_run_folder(tmp_path, run):
@@ -211,7 +223,7 @@ def test_a_gold_change_and_a_task_deletion_rebuild_only_the_runs_they_touch(seed
     assert lone_agg.computed_at == stamp_lone and lone_agg.gold_revision == rev.pk
 
     # deleting a task leaves its records without a task (SET_NULL): out of the breakdowns
-    n_no_task = _tables_now()["n_no_task"]
+    n_no_task = _assert_identical()["n_no_task"]
     other.delete()
     new = _assert_identical()
     assert new["n_no_task"] == n_no_task + 4  # its records in the 3 seeded runs and the lone one

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from urllib.parse import urlencode
 
 from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from evaluation import leaderboard as lb
-from evaluation.selectors_leaderboard import aggregated_runs, leaderboard_rows
+from evaluation.selectors_leaderboard import aggregated_runs, compare_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
 from evaluation.services import refresh_run_aggregates
 from evaluation.services_leaderboard import N_BOOT, SEED, current_bootstrap
@@ -21,25 +23,44 @@ from frontend.views.robustness import robustness_section
 CACHE_SECONDS = 24 * 3600
 
 
-def _tables() -> tuple[list[dict], dict]:
-    """``(runs, tables)``: the leaderboard without its bootstrap, built from the runs' stored sums
-    (made current first; see :func:`evaluation.services.refresh_run_aggregates`), never from the
-    records."""
+def _tables(asked: str | None = None) -> tuple[list[dict], dict]:
+    """``(runs, tables)``: the leaderboard of one gold set without its bootstrap, built from the
+    runs' stored sums (made current first; see :func:`evaluation.services.refresh_run_aggregates`),
+    never from the records. ``asked``: the set's key (``?set=``); None or unknown: the default set
+    (:func:`~evaluation.selectors_leaderboard.default_gold_set`). ``runs``: every run (the
+    bootstrap's state is over all of them); ``tables`` holds only the set's runs, with ``sets``
+    (every set, for the selector) and ``gold_set`` (the shown set: ``{key, label, ...}`` or None)."""
     runs, sums, state = aggregated_runs()
     if refresh_run_aggregates([r["run_id"] for r in runs], state):
         runs, sums, state = aggregated_runs()
-    return runs, lb.build_from_aggregates(runs, sums)
+    sets = gold_sets(runs)
+    keys = {e["key"] for e in sets}
+    key = asked if asked in keys else default_gold_set(sets)
+    shown = [r for r in runs if gold_set_key(r) == key]
+    data = lb.build_from_aggregates(shown, {r["run_id"]: sums[r["run_id"]] for r in shown if r["run_id"] in sums})
+    data["sets"] = sets
+    data["gold_set"] = next((e for e in sets if e["key"] == key), None)
+    return runs, data
 
 
-def _build(n_boot: int = N_BOOT) -> dict:
-    """The whole leaderboard: the tables from the stored sums, the bootstrap intervals from their
-    background computation (``bootstrap_status``: done, queued or failed)."""
-    runs, data = _tables()
+def _asked(request) -> str | None:
+    """The gold set asked for by ``?set=<key>`` (None: the default)."""
+    value = request.GET.get("set")
+    return None if value is None else str(value)[:64]
+
+
+def _build(n_boot: int = N_BOOT, asked: str | None = None) -> dict:
+    """The leaderboard of one gold set: the tables from the stored sums, the bootstrap intervals
+    of its runs from their background computation (``bootstrap_status``: done, queued or failed)."""
+    runs, data = _tables(asked)
     row = current_bootstrap(runs, n_boot, SEED)
+    shown = {r["run_id"] for r in data["official"]}
     data["bootstrap_status"] = row.status if row is not None else "queued"
     data["bootstrap_error"] = row.error if row is not None else ""
-    data["bootstrap"] = (row.result or []) if data["bootstrap_status"] == "done" else []
-    data["robustness"] = leaderboard_robustness(runs)  # one query: records with a stored outcome
+    data["bootstrap"] = ([b for b in row.result or [] if b.get("run_id") in shown]
+                         if data["bootstrap_status"] == "done" else [])
+    # one query: records with a stored outcome, of the set's runs
+    data["robustness"] = leaderboard_robustness([r for r in runs if r["run_id"] in shown])
     return data
 
 
@@ -93,31 +114,48 @@ def _display(data: dict) -> dict:
 
 @require_GET
 def leaderboard_page(request):
-    data = _build()
+    """The leaderboard of one gold set (``?set=<key>``, default: the newest published release with
+    runs): runs scored on other sets are never ranked with them."""
+    data = _build(asked=_asked(request))
     return render(request, "frontend/leaderboard.html", {
         **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
         "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in lb.METRICS], "min_n": lb.BOOTSTRAP_MIN_N,
         "n_boot": N_BOOT, "seed": SEED, "robustness": robustness_section(data["robustness"], pct),
+        "set_qs": "?" + urlencode({"set": data["gold_set"]["key"]}) if data["gold_set"] else "",
     })
+
+
+def _rows_of_set(request) -> tuple[list[dict], str]:
+    """The per-record rows of the asked (or default) gold set and a file name naming it."""
+    _runs, data = _tables(_asked(request))
+    shown = data["gold_set"]
+    if shown is None:
+        return [], "leaderboard_records"
+    rows = leaderboard_rows(gold_set=shown["key"])
+    return rows, "leaderboard_records_" + (slugify(shown["label"]) or "unnamed")[:80]
 
 
 @require_GET
 def leaderboard_csv(request):
-    resp = HttpResponse(lb.to_csv_bytes(leaderboard_rows()), content_type="text/csv; charset=utf-8")
-    resp["Content-Disposition"] = 'attachment; filename="leaderboard_records.csv"'
+    """The per-record rows of one gold set (``?set=``; default as the page), each naming its set
+    (column ``gold_set``)."""
+    rows, name = _rows_of_set(request)
+    resp = HttpResponse(lb.to_csv_bytes(rows), content_type="text/csv; charset=utf-8")
+    resp["Content-Disposition"] = f'attachment; filename="{name}.csv"'
     return resp
 
 
 @require_GET
 def leaderboard_parquet(request):
+    rows, name = _rows_of_set(request)
     try:
-        body = lb.to_parquet_bytes(leaderboard_rows())
+        body = lb.to_parquet_bytes(rows)
     except ImportError:
         return HttpResponse("Parquet export needs pyarrow, which is not installed.", status=501,
                             content_type="text/plain; charset=utf-8")
     resp = HttpResponse(body, content_type="application/vnd.apache.parquet")
-    resp["Content-Disposition"] = 'attachment; filename="leaderboard_records.parquet"'
+    resp["Content-Disposition"] = f'attachment; filename="{name}.parquet"'
     return resp
 
 
@@ -125,24 +163,64 @@ def leaderboard_parquet(request):
 def leaderboard_plot(request, name: str):
     if name not in lb.PLOTS:
         raise Http404(f"no plot {name!r}; plots: {', '.join(lb.PLOTS)}")
-    _runs, data = _tables()
+    _runs, data = _tables(_asked(request))
+    label = data["gold_set"]["label"] if data["gold_set"] else ""
     shown = {"dimensions": "official", "length": "length", "modality": "modality", "protocols": "protocols",
              "scaffolds": "scaffolds"}[name]
-    digest = hashlib.sha256(json.dumps(data[shown], sort_keys=True, default=str).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(json.dumps([label, data[shown]], sort_keys=True, default=str).encode()).hexdigest()[:32]
     key = f"studio:leaderboard-plot:{name}:{digest}"
     png = cache.get(key)
     if png is None:
         if name == "dimensions":
-            png = lb.plot_dimensions(data["official"])
+            png = lb.plot_dimensions(data["official"], label)
         elif name == "length":
-            png = lb.plot_length(data["length"])
+            png = lb.plot_length(data["length"], label)
         elif name == "modality":
-            png = lb.plot_modality(data["modality"])
+            png = lb.plot_modality(data["modality"], label)
         elif name == "protocols":
-            png = lb.plot_protocols(data["protocols"])
+            png = lb.plot_protocols(data["protocols"], label)
         else:
-            png = lb.plot_scaffolds(data["scaffolds"])
+            png = lb.plot_scaffolds(data["scaffolds"], label)
         cache.set(key, png, CACHE_SECONDS)
     resp = HttpResponse(png, content_type="image/png")
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
+def _pair(request) -> tuple[int, int] | None:
+    """Run ids ``?a=`` and ``?b=`` (None when either is missing or not a number)."""
+    try:
+        return int(request.GET["a"]), int(request.GET["b"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@require_GET
+def compare_page(request):
+    """Two runs of one gold set side by side (``?a=<run id>&b=<run id>``): per dimension and
+    overall the paired difference B - A with its paired bootstrap interval and the paired sign-flip
+    permutation test (:mod:`evaluation.paired`, which cites both), a plot, and every task's win,
+    loss or tie. Runs on different sets, modes or thresholds are refused (400, the reason shown)."""
+    pair = _pair(request)
+    data = compare_runs(*pair) if pair else {"error": "choose two runs (?a=<run id>&b=<run id>)"}
+    status = 400 if "error" in data else 200
+    if status == 200:
+        for row in data["dims"] + [data["overall"]]:
+            row["diff_pct"], row["a_pct"], row["b_pct"] = pct(row["diff"], signed=True), pct(row["mean_a"]), pct(row["mean_b"])
+            row["ci_pct"] = f"[{pct(row['ci_lo'], signed=True)}, {pct(row['ci_hi'], signed=True)}]"
+        for t in data["tasks"]:
+            t["diff_pct"] = pct(t["diff"], signed=True)
+    return render(request, "frontend/leaderboard_compare.html",
+                  {"c": data, "pair_qs": urlencode({"a": pair[0], "b": pair[1]}) if pair else ""}, status=status)
+
+
+@require_GET
+def compare_plot(request):
+    """The comparison's plot (PNG): :func:`evaluation.leaderboard.plot_paired`."""
+    pair = _pair(request)
+    data = compare_runs(*pair) if pair else {"error": "choose two runs"}
+    if "error" in data:
+        raise Http404(data["error"])
+    resp = HttpResponse(lb.plot_paired(data, data["gold_set"]), content_type="image/png")
     resp["Cache-Control"] = "no-store"
     return resp

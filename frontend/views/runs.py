@@ -11,11 +11,12 @@ from django.views.decorators.http import require_POST
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
 from evaluation.services import RunImportError
-from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_run_import
+from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
 from evaluation.services_queue import import_queue_share, note_verdicts_seen, verdicts_per_record
 from evaluation import selectors
 from evaluation.selectors_robustness import run_robustness
 from frontend.views.events import map_config
+from releases.selectors import release_list
 from frontend.views.scoring import evidence, verdict_form_context
 from replay.services import latest_successful_replay
 from studio.permissions import can, require
@@ -82,6 +83,22 @@ def run_import_rerun(request, pk: int):
     return redirect(f"{reverse('run-list')}#import-{job.pk}")
 
 
+@require_POST
+def run_rescore(request, pk: int):
+    """Re-score the run's stored predictions against another gold set (form field ``release``:
+    a version, blank for the studio's current tasks) in the background; the job is followed on
+    the runs page like an upload."""
+    run = get_object_or_404(selectors.run_list(), pk=pk)
+    try:
+        job = start_rescore(request.user, run, request.POST.get("release", ""))
+    except RunImportError as exc:
+        messages.error(request, str(exc))
+        return redirect("run-detail", pk=run.pk)
+    messages.success(request, f"Re-scoring run {run.pk} on {job.options.get('release') or 'the studio tasks'}: "
+                              f"import {job.pk} below.")
+    return redirect(f"{reverse('run-list')}#import-{job.pk}")
+
+
 def run_detail_page(request, pk: int):
     run = get_object_or_404(selectors.run_list(), pk=pk)
     dims = [{"dim": d, **v} for d, v in sorted((run.dimensions or {}).items())]
@@ -93,6 +110,8 @@ def run_detail_page(request, pk: int):
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
         "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
         "robustness": list(run_robustness(run)),
+        "rescore_releases": list(release_list().values_list("version", flat=True))
+        if can(request.user, "run.import") and run.scoring_mode != "stepwise" else None,
     })
 
 

@@ -58,10 +58,12 @@ class Command(BaseCommand):
         except PermissionDenied as exc:
             raise CommandError(f"--as-user: {exc} (a maintainer imports runs)") from None
         summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,
-                   "dimensions": run.dimensions, "records": run.records.count(), "protocol": run.protocol,
+                   "dimensions": run.dimensions, "gold_set": run.gold_set, "gold_set_digest": run.gold_set_digest,
+                   "records": run.records.count(), "protocol": run.protocol,
                    "scaffold": run.scaffold, "queued_records": queued["records"], "queued_slots": queued["slots"]}
         if opts["json"]:
             self.stdout.write(json.dumps(summary, indent=2))
         else:
-            self.stdout.write(f"run {run.pk} of {run.agent.name}: {summary['records']} records, DORA score {run.dora_score} ({run.scoring_mode})"
+            self.stdout.write(f"run {run.pk} of {run.agent.name}: {summary['records']} records, DORA score {run.dora_score} ({run.scoring_mode}) "
+                              f"on {run.gold_set}"
                               + (f"; {queued['records']} records queued for human scoring ({queued['slots']} slots)" if queued["records"] else ""))

@@ -1,0 +1,208 @@
+"""The gold set of a run: the one place that says which tasks a run is scored against.
+
+Every agent run is pinned to one named gold set (``AgentRun.gold_set``, ``gold_set_digest``,
+``gold_set_at``), resolved here by one of three readers:
+
+``release_gold_set(release)``
+    A release version: its pinned revisions and gold replays (``releases.services.export.
+    release_samples``). Named ``release <version>`` (``(draft)`` while unpublished); digest: the
+    published ``Release.manifest_sha256`` (the digest of its exported task files), else the digest
+    of its pinned ``(question id, revision id, replay id)`` rows; dated by its publication.
+``studio_gold_set(question_ids)``
+    The studio's current tasks, explicit and unversioned: the studio tasks the run's records name,
+    each at its head revision and that revision's gold replay as they are at the moment of
+    scoring. Named ``studio tasks (unversioned) <UTC date>``; digest over the same rows.
+``folder_gold_set(tasks_dir)``
+    A task folder in the benchmark's layout (``import_runs --tasks-dir``): ``<tasks_dir>/t*.json``
+    as the official evaluator reads them. Named ``folder <path>``; digest: SHA-256 over the task
+    files' names and bytes.
+
+What a set scores (the rule of ``evaluate_runs`` on a release's exported files): the benchmark
+tasks only. Robustness variants (tasks with a ``TaskVariant`` row: the same rule as the release
+export's ``releases.services.release_variants.split_entries``, which writes them under
+``variants/``) are never part of the DORA score, the per-dimension table or the leaderboard's
+breakdowns; their records are scored field by field against the variant's own gold (for the
+robustness rules, :mod:`evaluation.robustness`) and kept apart (``RunRecord.in_gold_set`` False).
+A record whose question is not a benchmark task of the set is likewise outside it.
+
+The run importer (:func:`evaluation.services.import_run_dir`), the re-scorer
+(:func:`evaluation.services.rescore_run`), the gold baseline and the step-wise import all read
+their gold from here; the leaderboard's selectors read only records ``in_gold_set``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.models import Task, TaskVariant
+from annotation.services.tasks import TASK_FILES
+from evaluation.scoring import load_task_files
+from releases.services.export import ExportError, gold_replay, import_source, release_samples, sample_and_task
+
+__all__ = ["GoldSet", "release_gold_set", "studio_gold_set", "folder_gold_set", "GoldSetError", "variant_specs",
+           "record_key", "ranking_key", "ranking_q", "STUDIO_LABEL", "STUDIO_KEY"]
+
+STUDIO, RELEASE, FOLDER = "studio", "release", "folder"
+#: the start of the name of every studio set (the date follows)
+STUDIO_LABEL = "studio tasks (unversioned)"
+#: the ranking key shared by every run on the studio's current tasks
+STUDIO_KEY = "studio"
+
+
+def ranking_key(label: str, digest: str) -> str:
+    """Which runs a leaderboard ranks together, from a run's ``gold_set`` and ``gold_set_digest``:
+    a release or a folder by its digest (the same files: the same set); every run on the studio's
+    current tasks under :data:`STUDIO_KEY` (one unversioned set, named so; each run keeps its own
+    date and digest); ``""`` for runs scored before sets were named (a group of their own)."""
+    if (label or "").startswith(STUDIO_LABEL):
+        return STUDIO_KEY
+    return digest or ""
+
+
+def ranking_q(key: str, prefix: str = "") -> Q:
+    """The ``Q`` that selects the ``AgentRun`` rows of ranking key ``key`` (``prefix``: the path to
+    the run, e.g. ``"run__"`` from a record)."""
+    if key == STUDIO_KEY:
+        return Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
+    return Q(**{f"{prefix}gold_set_digest": key}) & ~Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
+
+
+class GoldSetError(ValueError):
+    """The gold of a set cannot be read (a task without a succeeded replay, a release pinning no
+    gold replay); the message names the question."""
+
+
+def record_key(dimension: str, sample_id, task_index: int) -> tuple:
+    """The key a record and a gold task share: ``(dimension, sample id, task index)``."""
+    return (dimension, str(sample_id), int(task_index))
+
+
+def variant_specs(tasks) -> dict[int, dict]:
+    """``{task pk: {kind, params, tools}}`` of the robustness variants among ``tasks`` (one query)."""
+    pks = [t.pk for t in tasks if t is not None]
+    rows = TaskVariant.objects.filter(task_id__in=pks).values("task_id", "kind", "params", "tools")
+    return {r["task_id"]: {"kind": r["kind"], "params": r["params"], "tools": r["tools"]} for r in rows}
+
+
+class GoldSet:
+    """A resolved gold set.
+
+    ``kind``: ``release``, ``studio`` or ``folder``; ``label``: its name as stored on the run and
+    shown on every page (``release 1.0.0``); ``digest``: 64 hex characters; ``as_of``: when the
+    set was fixed (a release's publication, the moment the studio's tasks were read; None for a
+    folder); ``release``: the ``Release`` or None.
+    ``samples``: ``{dim: [benchmark sample]}``, what the evaluator scores (the exported ``tasks/``);
+    ``variant_samples``: the robustness variants' samples (``variants/tasks/``), scored per record
+    only; ``task_by_qid``: the studio tasks by question id (both kinds); ``variants``: ``{task pk:
+    spec}`` (:func:`variant_specs`); ``polygons``: the folder's ``gold_polygons`` (a folder set) or
+    None; ``missing``: how to name a record's question id the set does not hold (None: such
+    records are allowed, outside the set)."""
+
+    __slots__ = ("kind", "label", "digest", "as_of", "release", "samples", "variant_samples", "task_by_qid",
+                 "variants", "polygons", "missing", "_keys")
+
+    def __init__(self, *, kind: str, label: str, digest: str, as_of: datetime | None, release=None,
+                 samples: dict, variant_samples: dict | None = None, task_by_qid: dict | None = None,
+                 variants: dict | None = None, polygons: Path | None = None, missing: str | None = None):
+        self.kind, self.label, self.digest, self.as_of, self.release = kind, label, digest, as_of, release
+        self.samples, self.variant_samples = samples, variant_samples or {}
+        self.task_by_qid, self.variants = task_by_qid or {}, variants or {}
+        self.polygons, self.missing = polygons, missing
+        self._keys = {record_key(d, s.get("sample_id"), i) for d, ss in samples.items() for s in ss
+                      for i in range(len(s.get("tasks") or []))}
+
+    def holds(self, dimension: str, sample_id, task_index: int) -> bool:
+        """Whether the question is a benchmark task of the set (counted in its scores)."""
+        return record_key(dimension, sample_id, task_index) in self._keys
+
+    def n_tasks(self) -> int:
+        """The number of benchmark tasks in the set (variants not counted)."""
+        return len(self._keys)
+
+    def run_fields(self) -> dict:
+        """The ``AgentRun`` fields that name the set: ``{release, gold_set, gold_set_digest, gold_set_at}``."""
+        return {"release": self.release, "gold_set": self.label[:200], "gold_set_digest": self.digest,
+                "gold_set_at": self.as_of}
+
+
+def _rows_digest(rows) -> str:
+    """SHA-256 of sorted ``(question id, revision id, replay id, variant?)`` rows as JSON."""
+    return hashlib.sha256(json.dumps(sorted(rows), separators=(",", ":")).encode()).hexdigest()
+
+
+def _split(samples_by_dim: dict, task_by_qid: dict) -> tuple[dict, dict, dict]:
+    """``(benchmark samples, variant samples, variant specs)``: a sample goes to the variants when
+    its tasks are robustness variants (one variant per sample, as the export writes them)."""
+    specs = variant_specs(task_by_qid.values())
+    variant_qids = {q for q, t in task_by_qid.items() if t is not None and t.pk in specs}
+    plain, var = {}, {}
+    for dim, samples in samples_by_dim.items():
+        plain[dim], var[dim] = [], []
+        for s in samples:
+            qids = {f"{s['sample_id']}_task{i}" for i in range(len(s.get("tasks") or []))}
+            if qids & variant_qids:
+                var[dim].append(s)
+            else:
+                plain[dim].append(s)
+    return plain, {d: ss for d, ss in var.items() if ss}, specs
+
+
+def release_gold_set(release) -> GoldSet:
+    """The gold set of release ``release`` (see the module docstring). Raises
+    :class:`GoldSetError` when a pinned task has no gold replay."""
+    try:
+        samples, task_by_qid = release_samples(release)
+    except ExportError as exc:
+        raise GoldSetError(str(exc)) from None
+    plain, var, specs = _split(samples, task_by_qid)
+    published = release.status == "published" and release.manifest_sha256
+    digest = release.manifest_sha256 if published else _rows_digest(
+        [list(r) for r in release.items.values_list("question_id", "revision_id", "replay_id")])
+    label = f"release {release.version}" + ("" if published else " (draft)")
+    return GoldSet(kind=RELEASE, label=label, digest=digest, as_of=release.published_at if published else timezone.now(),
+                   release=release, samples=plain, variant_samples=var, task_by_qid=task_by_qid, variants=specs,
+                   missing=f"question ids not in release {release.version}")
+
+
+def studio_gold_set(question_ids) -> GoldSet:
+    """The studio's current tasks named by ``question_ids``, each at its head revision's gold
+    replay, as of now (see the module docstring). Raises :class:`GoldSetError` for a task whose
+    head revision has no succeeded replay."""
+    tasks = sorted(Task.objects.filter(question_id__in=set(question_ids)).select_related("event", "head"),
+                   key=lambda t: (t.sample_id, t.task_index))
+    by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
+    rows = []
+    for task in tasks:
+        run = gold_replay(task.pk, task.head_id)
+        if run is None:
+            raise GoldSetError(f"{task.question_id}: no succeeded replay of revision {task.head.number}; replay it first")
+        head, tdict = sample_and_task(task, task.head, run, import_source(task.head))
+        by_dim[task.dimension].setdefault(task.sample_id, head)["tasks"].append(tdict)
+        rows.append([task.question_id, task.head_id, run.pk])
+    task_by_qid = {t.question_id: t for t in tasks}
+    plain, var, specs = _split({d: list(s.values()) for d, s in by_dim.items()}, task_by_qid)
+    now = timezone.now()
+    return GoldSet(kind=STUDIO, label=f"{STUDIO_LABEL} {now:%Y-%m-%d %H:%M} UTC", digest=_rows_digest(rows),
+                   as_of=now, samples=plain, variant_samples=var, task_by_qid=task_by_qid, variants=specs,
+                   missing="question ids with no task in the studio")
+
+
+def folder_gold_set(tasks_dir: Path, question_ids=()) -> GoldSet:
+    """The task files of ``tasks_dir`` (benchmark layout, with ``gold_polygons/``) as the
+    evaluator reads them; the studio tasks named by ``question_ids`` are linked (their variant
+    specs too), but only the folder's tasks are scored."""
+    tasks_dir = Path(tasks_dir)
+    h = hashlib.sha256()
+    for name in sorted(TASK_FILES.values()):
+        p = tasks_dir / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
+    task_by_qid = {t.question_id: t for t in Task.objects.filter(question_id__in=set(question_ids))}
+    return GoldSet(kind=FOLDER, label=f"folder {tasks_dir.resolve()}", digest=h.hexdigest(), as_of=None,
+                   samples=load_task_files(tasks_dir), task_by_qid=task_by_qid,
+                   variants=variant_specs(task_by_qid.values()), polygons=tasks_dir / "gold_polygons")

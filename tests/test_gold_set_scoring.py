@@ -1,0 +1,266 @@
+"""The gold set of a run (``evaluation.goldset``): a run scored against a release gets, number for
+number, what the official evaluator (``evaluation.scoring``, ``manage.py evaluate_runs``) gives on
+that release's exported ``tasks/`` folder; robustness variants (exported under ``variants/``) are
+never part of the DORA score or the per-dimension table, they have their own robustness table.
+
+The release: the demo's T1 task (hurricane-florence_demo01) and T2 task (joplin-tornado_demo01),
+and three variants of the T1 task, one of each kind (extraneous, broken, unsolvable). The run: the
+demo run (fixtures/demo_run) plus one record per variant (the demo T1 record under the variant's
+question id). Expected values are the evaluator's own on the exported files (the bar), and the
+hand-worked demo figures of tests/test_skeleton_flow.py's docstring: T1 task score 0.5 over 1
+task, T2 0, DORA 0.25 (with the variants counted, T1 would be 4 tasks and a different mean).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from django.core.management import call_command
+
+from conftest import REPO
+
+DEMO_T1 = "hurricane-florence_demo01_task0"
+
+
+@pytest.fixture
+def release_with_variants(db, tmp_path, make_user):
+    """The demo's tasks approved, one variant of each kind of the T1 task (replayed, approved), a
+    published release 1.0.0 of all of them, and a run folder answering every question."""
+    from annotation.models import Task
+    from annotation.services.variants import create_variant
+    from releases.services.releases import create_release, publish_release
+    from replay.services import start_replay
+
+    call_command("demo", "--skip-osm", stdout=open(tmp_path / "demo.log", "w"))
+    maint = make_user("mo", "maintainer", "author", "reviewer")
+    Task.objects.update(status=Task.Status.APPROVED)  # setup shortcut (review is not the subject)
+    base = Task.objects.get(question_id=DEMO_T1)
+    variants = {}
+    for kind, params in (("extraneous", {"n": 2, "seed": 0}), ("broken", {"step": 1}),
+                         ("unsolvable", {"strategy": "tool_removal"})):
+        v, _ = create_variant(maint, base, kind, **params)
+        replay = start_replay(maint, v.task)
+        assert replay.status == "succeeded", replay.error
+        variants[kind] = v
+    Task.objects.update(status=Task.Status.APPROVED)
+    release = publish_release(maint, create_release(maint, "1.0.0", "tasks and variants"))
+    assert release.items.count() == 2 + 3
+    run_dir = tmp_path / "demo-agent_AP"
+    shutil.copytree(REPO / "fixtures" / "demo_run", run_dir, ignore=shutil.ignore_patterns("*.md"))
+    t1 = run_dir / "t1_perception_and_assessment" / "benchmark.jsonl"
+    demo_rec = json.loads(t1.read_text().splitlines()[0])
+    lines = [json.dumps(demo_rec)]
+    for v in variants.values():
+        rec = dict(demo_rec, question_id=v.task.question_id, sample_id=v.task.sample_id)
+        if v.kind == "unsolvable":
+            rec["predicted_answer"] = {"answer": "REJECT"}
+        lines.append(json.dumps(rec))
+    t1.write_text("\n".join(lines) + "\n")
+    return maint, release, variants, run_dir
+
+
+def _evaluator_on_export(release, run_dir, out):
+    """The official evaluator's eval.json on the release's exported ``tasks/`` (the CLI's function)."""
+    from evaluation.scoring import evaluate_run_dir
+    from releases.services.releases import export_release
+
+    export_release(release, out)
+    assert (out / "variants" / "tasks" / "t1_perception_and_assessment.json").is_file()
+    return evaluate_run_dir(run_dir, out / "tasks")
+
+
+def _assert_run_equals(run, official):
+    assert run.dora_score == official["dora_score"]
+    assert run.dimensions == official["dimensions"]
+    by_key = {(d, t["sample_id"], t["task_idx"]): t for d, block in official["full"].items() for t in block["tasks"]}
+    answered = {(r.dimension, r.sample_id, r.task_index): r for r in run.records.all()}
+    unanswered = {u["question_id"]: u for u in run.unanswered}
+    for key, t in by_key.items():
+        if key not in answered:  # listed as unanswered, with the evaluator's numbers
+            u = unanswered.pop(f"{key[1]}_task{key[2]}")
+            assert (u["dimension"], u["task_score"], u["t_any"], u["eff"]) == (key[0], t["task_score"], t["t_any"], t["eff"])
+            continue
+        rec = answered[key]
+        assert (rec.task_score, rec.field_scores, rec.n_scored_fields) == (
+            t["task_score"], t["field_scores"], t["n_scored_fields"]), key
+        assert (rec.t_any, rec.t_ord, rec.t_em, rec.par_acc, rec.eff) == (
+            t["t_any"], t["t_ord"], t["t_em"], t["par_acc"], t["eff"]), key
+    assert unanswered == {}  # nothing listed that the evaluator does not count
+
+
+@pytest.mark.django_db
+def test_run_on_a_release_equals_the_evaluator_on_its_exported_tasks(release_with_variants, tmp_path):
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    run = import_run_dir(maint, run_dir, "demo-agent", release=release)
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    # the evaluator on the exported files: T1 one task (0.5), T2 one task (0), DORA 0.25
+    assert official["dora_score"] == 0.25
+    assert (official["dimensions"]["t1"]["n_tasks"], official["dimensions"]["t1"]["dim_score"]) == (1, 0.5)
+    _assert_run_equals(run, official)
+    # the variants' records keep their own outcome (the robustness table), outside the score
+    recs = {r.question_id: r for r in run.records.all()}
+    for kind, v in variants.items():
+        rec = recs[v.task.question_id]
+        assert rec.robustness["kind"] == kind
+        assert rec.in_gold_set is False
+    assert recs[DEMO_T1].in_gold_set is True
+    # the run names its set: the published release and its manifest digest
+    assert (run.gold_set, run.gold_set_digest, run.gold_set_at) == (
+        "release 1.0.0", release.manifest_sha256, release.published_at)
+
+
+@pytest.mark.django_db
+def test_run_page_and_api_show_the_evaluators_numbers_and_the_set(release_with_variants, tmp_path, client):
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    run = import_run_dir(maint, run_dir, "demo-agent", release=release)
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    client.force_login(maint)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<b id="dora-score">0.2500</b>' in page
+    # T1: answer score 0.5 over 1 task, 1 scored (not 4: the variants are not benchmark tasks)
+    assert "<tr><td>T1</td><td>0.5000</td><td>1</td><td>1</td>" in page
+    assert "gold set <b>release 1.0.0</b>" in page and release.manifest_sha256[:10] in page
+    assert page.count("not in the gold set (robustness variant)") == 3
+    api = client.get(f"/api/runs/{run.pk}/").json()
+    assert (api["dora_score"], api["dimensions"]) == (official["dora_score"], official["dimensions"])
+    assert (api["gold_set"], api["gold_set_digest"], api["release"]) == ("release 1.0.0", release.manifest_sha256, "1.0.0")
+    in_set = {r["question_id"]: r["in_gold_set"] for r in api["records"]}
+    assert in_set == {DEMO_T1: True, "joplin-tornado_demo01_task0": True,
+                      **{v.task.question_id: False for v in variants.values()}}
+
+
+@pytest.mark.django_db
+def test_studio_set_leaves_variants_out_and_the_leaderboard_rows_too(release_with_variants):
+    from evaluation.selectors_leaderboard import leaderboard_rows
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    run = import_run_dir(maint, run_dir, "demo-agent")  # no release: the studio's current tasks
+    assert run.release is None and run.gold_set.startswith("studio tasks (unversioned) ")
+    assert len(run.gold_set_digest) == 64 and run.gold_set_at is not None
+    # the same two benchmark tasks at the same gold: the same numbers as on the release
+    assert run.dora_score == 0.25 and run.dimensions["t1"]["n_tasks"] == 1
+    rows = leaderboard_rows(run_ids=[run.pk])
+    assert sorted(r["question_id"] for r in rows) == [DEMO_T1, "joplin-tornado_demo01_task0"]
+    assert run.aggregate.n_records == 2
+
+
+@pytest.mark.django_db
+def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_with_variants, tmp_path, client,
+                                                                       settings, django_capture_on_commit_callbacks):
+    """The run scored on the studio's tasks, then re-scored on release 1.0.0 (command) and again
+    (the API, in the background: the inline runner under tests): each run keeps its own set."""
+    from django.core.management import call_command as cc
+
+    from evaluation.models import AgentRun
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    first = import_run_dir(maint, run_dir, "demo-agent")
+    out = tmp_path / "out.json"
+    with open(out, "w") as fh:
+        cc("rescore_run", "--run", str(first.pk), "--release", "1.0.0", "--as-user", "mo", "--json", stdout=fh)
+    summary = json.loads(out.read_text())
+    second = AgentRun.objects.get(pk=summary["run_id"])
+    assert (second.rescored_from_id, second.release, second.gold_set) == (first.pk, release, "release 1.0.0")
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    _assert_run_equals(second, official)
+    first.refresh_from_db()
+    assert first.gold_set.startswith("studio tasks") and first.dora_score == 0.25
+    assert second.records.count() == first.records.count() == 5
+    client.force_login(maint)
+    settings.STUDIO_JUDGE_RUNNER = "inline"  # the job runs when the request's transaction commits
+    with django_capture_on_commit_callbacks() as after_commit:
+        job = client.post(f"/api/runs/{first.pk}/rescore/", {"release": "1.0.0"}, content_type="application/json")
+    after_commit[0]()  # the job's start (what the commit of the request runs)
+    assert job.status_code == 202, job.content
+    done = client.get(f"/api/run-imports/{job.json()['id']}/").json()
+    assert done["status"] == "done", done
+    third = AgentRun.objects.get(pk=done["run"])
+    assert (third.rescored_from_id, third.gold_set, third.dora_score) == (first.pk, "release 1.0.0", 0.25)
+    bad = client.post(f"/api/runs/{first.pk}/rescore/", {"release": "9.9.9"}, content_type="application/json")
+    assert bad.status_code == 400 and "no release" in bad.json()["detail"]
+    # the run page offers the same (the release's version, or the studio's current tasks)
+    page = client.get(f"/runs/{third.pk}/").content.decode()
+    assert 'id="rescore-form"' in page and '<option value="1.0.0">release 1.0.0</option>' in page
+    assert f're-scored from <a href="/runs/{first.pk}/">run {first.pk}</a>' in page
+    with django_capture_on_commit_callbacks() as after_commit:
+        r = client.post(f"/runs/{third.pk}/rescore/", {"release": ""})
+    assert r.status_code == 302 and "/runs/#import-" in r["Location"]
+    after_commit[0]()
+    fourth = AgentRun.objects.order_by("-id").first()
+    assert (fourth.rescored_from_id, fourth.release, fourth.dora_score) == (third.pk, None, 0.25)
+    assert fourth.gold_set.startswith("studio tasks (unversioned) ")
+
+
+@pytest.mark.django_db
+def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client):
+    """The same predictions on the studio's tasks and on release 1.0.0: two sets, never one table.
+    The default is the newest published release with runs; the CSV names the set in every row."""
+    import csv
+    import io
+
+    from evaluation.services import import_run_dir, rescore_run
+
+    maint, release, variants, run_dir = release_with_variants
+    studio_run = import_run_dir(maint, run_dir, "studio-agent")
+    release_run = rescore_run(maint, studio_run, release=release)
+    client.force_login(maint)
+    page = client.get("/leaderboard/").content.decode()
+    official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
+    assert f'data-run="{release_run.pk}"' in official and f'data-run="{studio_run.pk}"' not in official
+    assert "gold set <b>release 1.0.0</b>" in page.replace('id="gold-set-shown">Every table, plot and export below '
+                                                           'ranks only runs scored on the ', "")
+    studio_key = "studio"  # every run on the studio's current tasks: one unversioned set
+    page = client.get(f"/leaderboard/?set={studio_key}").content.decode()
+    official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
+    assert f'data-run="{studio_run.pk}"' in official and f'data-run="{release_run.pk}"' not in official
+    assert "gold set <b>studio tasks (unversioned) (each run dated on its page)</b>" in page
+    rows = list(csv.DictReader(io.StringIO(client.get("/leaderboard.csv").content.decode())))
+    # the release run's benchmark tasks only (the 3 variant records are in the robustness table)
+    assert sorted(r["question_id"] for r in rows) == [DEMO_T1, "joplin-tornado_demo01_task0"]
+    assert {(r["run_id"], r["gold_set"]) for r in rows} == {(str(release_run.pk), "release 1.0.0")}
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/leaderboard.csv?set={studio_key}").content.decode())))
+    # the demo's own run (imported by `demo` on the studio's tasks) and studio_run: one unversioned set
+    from evaluation.models import AgentRun
+
+    studio_ids = {str(pk) for pk in AgentRun.objects.filter(gold_set__startswith="studio tasks").values_list("pk", flat=True)}
+    assert len(studio_ids) == 2 and {r["run_id"] for r in rows} == studio_ids
+    assert all(r["gold_set"].startswith("studio tasks (unversioned) 20") for r in rows)
+    assert client.get(f"/leaderboard/plot/dimensions.png?set={studio_key}").content.startswith(b"\x89PNG")
+    # the paired comparison: runs on two sets are refused; two runs on one set are paired task by
+    # task (the same predictions twice: every task a tie, B - A = 0, and every signing of zero
+    # differences is as extreme as the observed 0, so p = 1)
+    refused = client.get(f"/leaderboard/compare/?a={studio_run.pk}&b={release_run.pk}")
+    assert refused.status_code == 400 and "never compared" in refused.content.decode()
+    twin = rescore_run(maint, studio_run, release=release)
+    page = client.get(f"/leaderboard/compare/?a={release_run.pk}&b={twin.pk}")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<td><b>overall</b></td><td>2</td><td>25.00</td><td>25.00</td><td><b>+0.00</b></td>" in html
+    assert "0 wins · 0 losses · 2 ties for B" in html and "1.0000" in html
+    png = client.get(f"/leaderboard/compare.png?a={release_run.pk}&b={twin.pk}")
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+
+
+@pytest.mark.django_db
+def test_run_page_lists_the_unanswered_tasks_of_the_set(release_with_variants, tmp_path, client):
+    """The run answers T1 (and the variants) but not the T2 task: the evaluator counts T2 as one
+    task, answered by none (its score for a missing answer); the run page lists it, marked."""
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    (run_dir / "t2_spatial_relation_analysis" / "benchmark.jsonl").write_text("")  # the agent answered no T2 task
+    run = import_run_dir(maint, run_dir, "demo-agent", release=release)
+    official = _evaluator_on_export(release, run_dir, tmp_path / "export")
+    _assert_run_equals(run, official)
+    assert [u["question_id"] for u in run.unanswered] == ["joplin-tornado_demo01_task0"]
+    client.force_login(maint)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    table = page[page.index('id="record-table"'):]
+    assert '<tr class="unanswered"><td>joplin-tornado_demo01_task0 <small class="muted">unanswered' in table

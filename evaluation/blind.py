@@ -30,7 +30,7 @@ from evaluation.models import RunRecord, ScoringItem, Verdict, VerdictsSeen
 from studio.permissions import can
 
 __all__ = [
-    "own_verdict", "sees_verdicts", "visible_verdicts", "blind_record_ids", "shows_agent", "agent_name",
+    "own_verdict", "sees_verdicts", "visible_verdicts", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
     "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS",
 ]
 
@@ -97,6 +97,16 @@ def blind_record_ids(user, record_ids: Iterable[int]) -> set[int]:
     return out
 
 
+def visible_rows(user, rows: list[dict], key: str = "record_id") -> tuple[list[dict], int]:
+    """``(rows user may be shown, how many were left out)`` of a per-record export (the leaderboard's
+    CSV and parquet: one row per record with its agent, ``key`` its record id): the rows of records
+    ``user`` is blind on are left out, so no export ties such a record to its agent. Two queries."""
+    hide = blind_record_ids(user, [r[key] for r in rows])
+    if not hide:
+        return rows, 0
+    return [r for r in rows if r[key] not in hide], sum(1 for r in rows if r[key] in hide)
+
+
 def shows_agent(user, record: RunRecord) -> bool:
     """Whether ``user`` may be shown which agent (model) produced ``record`` and its run: exactly
     when they may see its verdicts (the agent biases a blind scorer as much as a verdict does)."""
@@ -141,8 +151,15 @@ def is_rater(v: Verdict) -> bool:
 
 def sees_queue_agents(user) -> bool:
     """Whether the scoring queue names agents to ``user`` (its list's agent column, a queue per
-    agent): only to those who manage queues (``queue.manage``); a scorer's queue never does."""
-    return can(user, "queue.manage")
+    agent): only to those who manage queues (``queue.manage``) and are scoring nothing blind
+    themselves (no queue slot held, no verdict still revisable); a scorer's queue never does.
+    Up to two queries."""
+    if not can(user, "queue.manage"):
+        return False
+    if ScoringItem.objects.filter(scorer_id=user.pk, verdict__isnull=True).exists():
+        return False
+    return not Verdict.objects.filter(annotator_id=user.pk, source=Verdict.Source.HUMAN, is_final=False,
+                                      sealed_at__isnull=True).exists()
 
 
 def queue_params(user, params) -> dict:

@@ -10,6 +10,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from evaluation import blind
 from evaluation import leaderboard as lb
 from evaluation.selectors_leaderboard import aggregated_runs, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
@@ -104,20 +105,24 @@ def leaderboard_page(request):
 
 @require_GET
 def leaderboard_csv(request):
-    resp = HttpResponse(lb.to_csv_bytes(leaderboard_rows()), content_type="text/csv; charset=utf-8")
+    rows, hidden = blind.visible_rows(request.user, leaderboard_rows())  # blind scoring: no record beside its agent
+    resp = HttpResponse(lb.to_csv_bytes(rows), content_type="text/csv; charset=utf-8")
     resp["Content-Disposition"] = 'attachment; filename="leaderboard_records.csv"'
+    resp["X-Studio-Blind-Rows"] = str(hidden)
     return resp
 
 
 @require_GET
 def leaderboard_parquet(request):
     try:
-        body = lb.to_parquet_bytes(leaderboard_rows())
+        rows, hidden = blind.visible_rows(request.user, leaderboard_rows())  # blind scoring, as the CSV
+        body = lb.to_parquet_bytes(rows)
     except ImportError:
         return HttpResponse("Parquet export needs pyarrow, which is not installed.", status=501,
                             content_type="text/plain; charset=utf-8")
     resp = HttpResponse(body, content_type="application/vnd.apache.parquet")
     resp["Content-Disposition"] = 'attachment; filename="leaderboard_records.parquet"'
+    resp["X-Studio-Blind-Rows"] = str(hidden)
     return resp
 
 

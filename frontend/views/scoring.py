@@ -152,7 +152,7 @@ def scoring_home(request):
     return render(request, "frontend/scoring_home.html", {
         "queues": selectors.queue_overview(by_agent=by_agent), "by_agent": by_agent, "held": held, "manage": manage,
         "accuracy": selectors.scorer_accuracy() if manage else None, "per_record": verdicts_per_record(),
-        "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage else [],
+        "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage and by_agent else [],
         "can_claim": can(request.user, "queue.claim"),
     })
 

@@ -8,12 +8,15 @@ while they must still score it blind:
 1. they have a person verdict of the record (not an adjudicated one) that is not marked final
    (``Verdict.sealed_at`` unset) — with a final one they are not blind;
 2. else, they hold an unsubmitted queue slot of the record (``ScoringItem.scorer``, no verdict);
-3. else, they lack ``verdict.view_all`` (a scorer: any record may still come to them).
+3. else, they may give verdicts (``verdict.create``) but lack ``verdict.view_all`` (a scorer: any
+   record may still come to them).
 
-While blind, a person is shown only their own verdict: no judge's, checker's or other person's
-verdict, no robustness outcome (by rule or by the judge), and not the agent — neither its name nor a
-link from the record to its run, nor the record among its run's records. Lists ask
-:func:`blind_record_ids` once for all their records.
+While blind (:func:`is_blind`), a person is shown only their own verdict: no judge's, checker's or
+other person's verdict, no robustness outcome (by rule or by the judge), and not the agent —
+neither its name nor a link from the record to its run, nor the record among its run's records or
+in a per-record export. Lists ask :func:`blind_record_ids` once for all their records. Verdicts
+need more than not being blind (:func:`sees_verdicts`): the person's own final verdict of the
+record, or ``verdict.view_all``.
 
 Seeing is remembered (:class:`~evaluation.models.VerdictsSeen`, written by
 ``evaluation.services_queue.note_verdicts_seen`` wherever other verdicts were shown): a person who
@@ -30,7 +33,7 @@ from evaluation.models import RunRecord, ScoringItem, Verdict, VerdictsSeen
 from studio.permissions import can
 
 __all__ = [
-    "own_verdict", "sees_verdicts", "visible_verdicts", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
+    "own_verdict", "is_blind", "sees_verdicts", "visible_verdicts", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
     "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS",
 ]
 
@@ -51,18 +54,29 @@ def _holds_slot(user, record_id: int) -> bool:
     return ScoringItem.objects.filter(record_id=record_id, scorer_id=user.pk, verdict__isnull=True).exists()
 
 
-def sees_verdicts(user, record: RunRecord) -> bool:
-    """Whether ``user`` may be shown ``record``'s other verdicts, its judge outcome and its agent (the
-    rule of the module docstring). Uses the prefetched verdicts; one query for the slot check when the
-    person has no verdict of the record. Anonymous users: False."""
+def is_blind(user, record: RunRecord) -> bool:
+    """Whether ``user`` must score ``record`` blind (the rule of the module docstring): a person
+    verdict of theirs not yet final, a queue slot of it they hold, or — with neither — they may give
+    verdicts (``verdict.create``) without ``verdict.view_all``. Uses the prefetched verdicts; one
+    query for the slot check when the person has no verdict of the record. Anonymous users: True."""
     if not getattr(user, "is_authenticated", False):
-        return False
+        return True
     mine = own_verdict(user, record)
     if mine is not None:
-        return mine.sealed_at is not None
+        return mine.sealed_at is None
     if _holds_slot(user, record.pk):
+        return True
+    return can(user, "verdict.create") and not can(user, "verdict.view_all")
+
+
+def sees_verdicts(user, record: RunRecord) -> bool:
+    """Whether ``user`` may be shown ``record``'s other verdicts (the judge's, the checker's, other
+    people's, the adjudication): never while :func:`is_blind`; then with their own final verdict of
+    the record, or with ``verdict.view_all`` (reviewers, maintainers)."""
+    if is_blind(user, record):
         return False
-    return can(user, "verdict.view_all")
+    mine = own_verdict(user, record)
+    return (mine is not None and mine.sealed_at is not None) or can(user, "verdict.view_all")
 
 
 def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
@@ -76,8 +90,9 @@ def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
 
 
 def blind_record_ids(user, record_ids: Iterable[int]) -> set[int]:
-    """The ids among ``record_ids`` on which ``user`` is blind (:func:`sees_verdicts` for many records
-    in two queries): lists drop these rows, or mask their outcome and agent. Anonymous users: all."""
+    """The ids among ``record_ids`` that ``user`` must score blind (:func:`is_blind` for many
+    records in two queries): lists drop these rows, or mask their outcome and agent. Anonymous
+    users: all."""
     ids = set(record_ids)
     if not ids or not getattr(user, "is_authenticated", False):
         return ids
@@ -85,13 +100,13 @@ def blind_record_ids(user, record_ids: Iterable[int]) -> set[int]:
                                       is_final=False).values_list("record_id", "sealed_at"))
     held = set(ScoringItem.objects.filter(record_id__in=ids, scorer_id=user.pk, verdict__isnull=True)
                .values_list("record_id", flat=True))
-    view_all = can(user, "verdict.view_all")
+    scorer = can(user, "verdict.create") and not can(user, "verdict.view_all")
     out = set()
     for rid in ids:
         if rid in own:
             blind = own[rid] is None
         else:
-            blind = rid in held or not view_all
+            blind = rid in held or scorer
         if blind:
             out.add(rid)
     return out
@@ -109,8 +124,8 @@ def visible_rows(user, rows: list[dict], key: str = "record_id") -> tuple[list[d
 
 def shows_agent(user, record: RunRecord) -> bool:
     """Whether ``user`` may be shown which agent (model) produced ``record`` and its run: exactly
-    when they may see its verdicts (the agent biases a blind scorer as much as a verdict does)."""
-    return sees_verdicts(user, record)
+    when they need not score it blind (the agent biases a blind scorer as much as a verdict does)."""
+    return not is_blind(user, record)
 
 
 def agent_name(user, record: RunRecord) -> str | None:
@@ -125,7 +140,7 @@ def robustness_for(user, record: RunRecord) -> dict | None:
     rob = record.robustness
     if not rob:
         return None
-    if sees_verdicts(user, record):
+    if not is_blind(user, record):
         return rob
     return {**{k: v for k, v in rob.items() if k not in HIDDEN_ROBUSTNESS_KEYS}, "hidden": True}
 

@@ -105,20 +105,8 @@ def record_detail_qs():
 from django.db.models import Count, Max, Prefetch, Q  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from evaluation import blind  # noqa: E402
 from evaluation.judge.verdict import E_CODES  # noqa: E402
 from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, Verdict, VerdictsSeen  # noqa: E402
-
-
-own_verdict = blind.own_verdict  # the blind rule lives in evaluation.blind; these names stay for callers
-
-
-def verdicts_visible(user, record: RunRecord) -> bool:
-    """Blind scoring: whether ``user`` may see the record's other verdicts (``evaluation.blind.sees_verdicts``)."""
-    return blind.sees_verdicts(user, record)
-
-
-visible_verdicts = blind.visible_verdicts
 
 
 def is_decided(v: Verdict) -> bool:

@@ -454,7 +454,7 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     One verdict per person per record (a partial unique constraint): a second save by the same
     person revises it — the row holds the newest state, every state is kept as a
     :class:`~evaluation.models.VerdictRevision`. ``seal`` marks it final for its author: only
-    then are the record's other verdicts shown to them (:func:`evaluation.selectors.verdicts_visible`),
+    then are the record's other verdicts shown to them (:func:`evaluation.blind.sees_verdicts`),
     and from then on it cannot change. Correctness follows the flags unless overridden with a reason.
 
     ``idempotency_key`` (the hidden token of the submitted form): a second submission with the same

@@ -112,7 +112,7 @@ def record_detail_page(request, pk: int):
     rob = blind.robustness_for(request.user, record)
     # blind until final: no blind claim after this (a judge's robustness outcome shown counts too)
     note_verdicts_seen(request.user, record, "record page", None if rob and rob.get("decided_by") == "judge" else shown)
-    own = selectors.own_verdict(request.user, record)
+    own = blind.own_verdict(request.user, record)
     split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {
         "record": record, "run": record.run, "agent": blind.agent_name(request.user, record), "rob": rob,

@@ -60,7 +60,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
     a person who already sees the other verdicts without having scored) or ``"adjudicate"``
     (``initial`` = the posted form on a re-render). No grade is preselected unless ``initial``
     (or the own verdict) has one."""
-    own = selectors.own_verdict(user, record) if mode == "record" else None
+    own = blind.own_verdict(user, record) if mode == "record" else None
     locked = status = ""
     revisions = []
     if own is not None:
@@ -79,7 +79,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
             locked = "You adjudicated this record, so you cannot also score it."
         elif any(v.is_final for v in record.verdicts.all()):
             locked = "This record was adjudicated; it takes no new verdicts."
-        elif selectors.verdicts_visible(user, record):
+        elif blind.sees_verdicts(user, record):
             locked = ("You can see the other verdicts of this record, so you cannot score it blind. "
                       "Reviewers settle disagreements on the adjudication page instead.")
         elif not can(user, "verdict.create"):

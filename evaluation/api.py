@@ -8,7 +8,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from evaluation import selectors
+from evaluation import blind, selectors
 from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
@@ -59,7 +59,9 @@ class RecordListOut(serializers.Serializer):
 
 
 class RunDetailOut(RunOut):
-    records = RecordListOut(many=True)
+    records = RecordListOut(many=True, help_text="the run's records, less those you score blind")
+    records_blind = serializers.IntegerField(help_text="how many records are left out: you score them blind (their "
+                                                       "agent stays hidden until your verdict is final)")
 
 
 class VerdictOut(serializers.Serializer):
@@ -122,7 +124,10 @@ class EvidenceOut(serializers.Serializer):
 
 
 class RecordOut(RecordListOut):
-    run = serializers.IntegerField(source="run_id")
+    run = serializers.IntegerField(source="run_id", allow_null=True,
+                                   help_text="the record's run (null while you score the record blind: its run names the agent)")
+    agent = serializers.CharField(allow_null=True, help_text="the agent (model) that produced the record "
+                                                             "(null while you score the record blind)")
     sample_id = serializers.CharField()
     predicted_answer = serializers.JSONField()
     trajectory = serializers.JSONField()
@@ -172,7 +177,10 @@ class RunDetailView(APIView):
     def get(self, request, pk: int):
         run = get_object_or_404(selectors.run_list(), pk=pk)
         data = RunOut(run).data
-        data["records"] = RecordListOut(selectors.run_records(run), many=True).data
+        records = list(selectors.run_records(run))
+        hide = blind.blind_record_ids(request.user, [r.pk for r in records])  # blind scoring: not listed with the agent
+        data["records"] = RecordListOut([r for r in records if r.pk not in hide], many=True).data
+        data["records_blind"] = len(hide)
         return Response(data)
 
 
@@ -180,11 +188,14 @@ class RecordDetailView(APIView):
     @extend_schema(responses=RecordOut)
     def get(self, request, pk: int):
         record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
-        shown, hidden = selectors.visible_verdicts(request.user, record)
+        shown, hidden = blind.visible_verdicts(request.user, record)
         note_verdicts_seen(request.user, record, "record API", shown)  # blind until final: no blind claim after this
         record.verdicts_hidden = hidden
         record.evidence = selectors.record_evidence(record)
+        record.agent = blind.agent_name(request.user, record)
         data = RecordOut(record).data
+        if record.agent is None:
+            data["run"] = None
         data["verdicts"] = VerdictOut(sorted(shown, key=lambda v: -v.pk), many=True).data
         data["verdicts_hidden"] = hidden
         return Response(data)
@@ -307,7 +318,8 @@ class QueueIn(serializers.Serializer):
     item = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS,
                                     help_text="claim this item (a direct claim) instead of the next of the queue")
     release = serializers.CharField(required=False, allow_blank=True, default="")
-    agent = serializers.CharField(required=False, allow_blank=True, default="")
+    agent = serializers.CharField(required=False, allow_blank=True, default="",
+                                  help_text="queue managers only; ignored for a scorer (blind scoring: no queue by agent)")
     dimension = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -348,7 +360,7 @@ class ScoringClaimView(APIView):
         if data.validated_data.get("item") is not None:
             item = get_object_or_404(ScoringItem, pk=data.validated_data["item"])
             return Response(ScoringItemOut(claim_item(request.user, item)).data)
-        item = claim_next(request.user, QueueFilter.from_params(data.validated_data))
+        item = claim_next(request.user, QueueFilter.from_params(blind.queue_params(request.user, data.validated_data)))
         if item is None:
             return Response(status=204)
         return Response(ScoringItemOut(item).data)
@@ -428,7 +440,9 @@ class AdjudicationQueueView(APIView):
     @extend_schema(responses=AdjudicationQueueOut(many=True))
     def get(self, request):
         require(request.user, "verdict.adjudicate")
-        return Response(AdjudicationQueueOut(selectors.adjudication_queue(), many=True).data)
+        items = selectors.adjudication_queue()
+        hide = blind.blind_record_ids(request.user, [x["record"].pk for x in items])
+        return Response(AdjudicationQueueOut([x for x in items if x["record"].pk not in hide], many=True).data)
 
 
 class AdjudicateView(APIView):

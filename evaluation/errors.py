@@ -31,3 +31,12 @@ class EvaluationConflict(EvaluationError, Conflict):
 
 class EvaluationLocked(EvaluationError, Locked):
     """423: the verdict or item is locked against the change."""
+
+
+class NotBlind(EvaluationConflict):
+    """409: the person was shown the record's other verdicts or its judge outcome, so they cannot
+    score it blind and never become one of its raters (``evaluation.blind.seen_refusal`` says
+    where and when)."""
+
+    def context(self) -> dict:
+        return {"blind": False}

@@ -103,41 +103,11 @@ def record_detail_qs():
 # Verdicts, judges, the scoring queue, adjudication and agreement
 # --------------------------------------------------------------------------------------------
 
-from django.db.models import Count, Prefetch, Q  # noqa: E402
+from django.db.models import Count, Max, Prefetch, Q  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from evaluation.judge.verdict import E_CODES  # noqa: E402
-from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, Verdict  # noqa: E402
-from studio.permissions import can  # noqa: E402
-
-
-def own_verdict(user, record: RunRecord) -> Verdict | None:
-    """``user``'s own (non-adjudication) verdict of ``record``, or None; uses the prefetched verdicts."""
-    for v in record.verdicts.all():
-        if v.source == Verdict.Source.HUMAN and not v.is_final and v.annotator_id == user.pk:
-            return v
-    return None
-
-
-def verdicts_visible(user, record: RunRecord) -> bool:
-    """Blind scoring: whether ``user`` may see the record's other verdicts (the judge's, other
-    people's, the adjudication). A person with a verdict of the record sees them once that verdict
-    is marked final (``sealed_at``), whatever their role; a person without one sees them only with
-    ``verdict.view_all`` (reviewers, maintainers). Uses the prefetched verdicts."""
-    mine = own_verdict(user, record)
-    if mine is not None:
-        return mine.sealed_at is not None
-    return can(user, "verdict.view_all")
-
-
-def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
-    """``(verdicts user may see, how many the blind rule hides)``: all of them, or only the
-    user's own while it is not final (see :func:`verdicts_visible`)."""
-    allv = list(record.verdicts.all())
-    if verdicts_visible(user, record):
-        return allv, 0
-    mine = [v for v in allv if v.source == Verdict.Source.HUMAN and not v.is_final and v.annotator_id == user.pk]
-    return mine, len(allv) - len(mine)
+from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, Verdict, VerdictsSeen  # noqa: E402
 
 
 def is_decided(v: Verdict) -> bool:
@@ -167,16 +137,19 @@ def judge_jobs(limit: int | None = 50):
     return qs if limit is None else qs[:limit]
 
 
-def queue_overview() -> list[dict]:
+def queue_overview(by_agent: bool = True) -> list[dict]:
     """Scoring queues: one row per (release, agent, dimension) with item counts
-    ``{release, agent, dimension, total, done, claimed, open, gold}`` (one query)."""
+    ``{release, agent, dimension, total, done, claimed, open, gold}`` (one query). ``by_agent``
+    False (what a scorer is shown, ``evaluation.blind.sees_queue_agents``): one row per (release,
+    dimension), ``agent`` None."""
     now = timezone.now()
     active = Q(verdict__isnull=True, scorer__isnull=False, lease_expires_at__gt=now)
-    rows = (ScoringItem.objects.values("record__run__release__version", "record__run__agent__name", "record__dimension")
+    keys = ["record__run__release__version", *(["record__run__agent__name"] if by_agent else []), "record__dimension"]
+    rows = (ScoringItem.objects.values(*keys)
             .annotate(total=Count("id"), done=Count("id", filter=Q(verdict__isnull=False)),
                       claimed=Count("id", filter=active), gold=Count("id", filter=Q(is_gold_check=True)))
-            .order_by("record__run__release__version", "record__run__agent__name", "record__dimension"))
-    return [{"release": r["record__run__release__version"], "agent": r["record__run__agent__name"],
+            .order_by(*keys))
+    return [{"release": r["record__run__release__version"], "agent": r.get("record__run__agent__name"),
              "dimension": r["record__dimension"], "total": r["total"], "done": r["done"], "claimed": r["claimed"],
              "open": r["total"] - r["done"] - r["claimed"], "gold": r["gold"]} for r in rows]
 
@@ -192,8 +165,9 @@ def records_scored_by(user) -> set[int]:
 def scorer_progress(user, queue) -> dict:
     """Where ``user`` stands in ``queue`` (a :class:`evaluation.services_queue.QueueFilter`):
     ``{done, revisable, left, position, of, slots, slots_done}`` — ``done`` items they submitted
-    here (``revisable`` of them not final yet), ``left`` open records they could still take (not
-    counting the one they hold), ``position``/``of`` the "n of m" of the item in hand
+    here (``revisable`` of them not final yet), ``left`` open records the queue would still hand
+    them (``evaluation.services_queue.claim_next``'s exclusions: not the one they hold, nor a record
+    they held a slot of, gave a verdict on or were shown the other verdicts of), ``position``/``of`` the "n of m" of the item in hand
     (``done + 1`` of ``done + held + left``), ``slots``/``slots_done`` the queue's totals.
     Three queries."""
     now = timezone.now()
@@ -206,6 +180,7 @@ def scorer_progress(user, queue) -> dict:
     left = (items.filter(verdict__isnull=True).filter(Q(scorer__isnull=True) | Q(lease_expires_at__lte=now))
             .exclude(record_id__in=taken)
             .exclude(record_id__in=Verdict.objects.filter(annotator=user, source=Verdict.Source.HUMAN).values("record_id"))
+            .exclude(record_id__in=VerdictsSeen.objects.filter(user=user).values("record_id"))
             .values("record_id").distinct().count())
     totals = items.aggregate(slots=Count("id"), slots_done=Count("id", filter=Q(verdict__isnull=False)))
     return {"done": done, "revisable": revisable, "left": left, "position": done + 1, "of": done + held + left,
@@ -288,15 +263,20 @@ def agreement_rows() -> list[dict]:
     The unit judged (``run_id``) is ``<record id>:<protocol>`` (a step-wise cut is a different
     question from the whole run); humans are the reference; a judge row carries
     ``judge_model`` and ``prompt_version``; ``tested_model`` is the agent; ``dimension`` the
-    record's. Where one rater judged one unit twice (re-runs), the newest verdict counts.
-    One query.
+    record's. Where one rater judged one unit twice (re-runs), the newest verdict counts. Of a
+    record's adjudicated verdicts only the newest is a row (the reference, ``final``); raters are
+    the verdicts of ``evaluation.blind.is_rater``. Two queries.
     """
     qs = (Verdict.objects.filter(status="ok").exclude(is_correct__isnull=True)
           .select_related("annotator", "record__run__agent").order_by("id"))
+    newest_final = dict(Verdict.objects.filter(is_final=True, status="ok").values("record_id")
+                        .annotate(last=Max("id")).values_list("record_id", "last"))
     rows: dict[tuple, dict] = {}
     for v in qs:
         if not is_decided(v):
             continue  # a person's verdict still being revised (blind, not final) is no decision yet
+        if v.is_final and newest_final.get(v.record_id) != v.pk:
+            continue  # an adjudicated verdict a re-adjudication replaced: neither the reference nor a rater
         protocol = v.protocol or "holistic"
         unit = f"{v.record_id}:{protocol}"
         row = {"run_id": unit, "source": v.source, "is_correct": v.is_correct, "grade": v.grade,

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from annotation.services.tasks import TASK_FILES
 from evaluation import leaderboard as lb
-from evaluation.errors import EvaluationConflict, EvaluationInputError
+from evaluation.blind import seen_refusal
+from evaluation.errors import EvaluationConflict, EvaluationInputError, NotBlind
 from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRecord, Verdict, VerdictRevision
 from evaluation.robustness import record_robustness
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
@@ -543,6 +544,14 @@ def _by_token(idempotency_key: str, record: RunRecord, user) -> Verdict | None:
     return existing
 
 
+def _require_blind(user, record: RunRecord) -> None:
+    """Refuse a person verdict from someone who was shown the record's other verdicts or its judge
+    outcome (``evaluation.blind.seen_refusal``): they never become one of its raters."""
+    refusal = seen_refusal(user, record)
+    if refusal:
+        raise NotBlind(refusal)
+
+
 @transaction.atomic
 def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
                          reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
@@ -552,7 +561,7 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     One verdict per person per record (a partial unique constraint): a second save by the same
     person revises it — the row holds the newest state, every state is kept as a
     :class:`~evaluation.models.VerdictRevision`. ``seal`` marks it final for its author: only
-    then are the record's other verdicts shown to them (:func:`evaluation.selectors.verdicts_visible`),
+    then are the record's other verdicts shown to them (:func:`evaluation.blind.sees_verdicts`),
     and from then on it cannot change. Correctness follows the flags unless overridden with a reason.
 
     ``idempotency_key`` (the hidden token of the submitted form): a second submission with the same
@@ -562,7 +571,9 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
 
     Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
     an override without a reason, or a key already used for another record or person;
-    :class:`VerdictLocked` when the person's verdict is final or the record was adjudicated, and
+    :class:`VerdictLocked` when the person's verdict is final or the record was adjudicated,
+    :class:`~evaluation.errors.NotBlind` (409) when the person was shown the record's other verdicts
+    or its judge outcome (blind scoring: they never become one of its raters), and
     ``PermissionDenied`` when the person adjudicated this record (they cannot also score it).
     """
     require(user, "verdict.create")
@@ -597,6 +608,7 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
         if adjudicated is not None:
             raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
                                 f"its verdicts no longer change")
+        _require_blind(user, record)
         for k, v in state.items():
             setattr(mine, k, v)
         mine.revision += 1
@@ -609,6 +621,7 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     if adjudicated is not None:
         raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
                             f"it takes no new verdicts")
+    _require_blind(user, record)
     try:
         with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key or constraint
             verdict = Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user,

@@ -13,8 +13,9 @@ step-wise judgement is about a different question, so neither takes part). A rec
 disagreement and no final verdict is in the reviewers' queue. The reviewer records the final
 verdict (``Verdict.is_final``, a human verdict by the reviewer) and a rationale, required when the
 final verdict disagrees with every verdict considered; the :class:`~evaluation.models.Adjudication`
-row keeps which verdicts were considered (provenance). An earlier final verdict of the record
-stops being final, its adjudication row stays.
+row keeps which verdicts were considered (provenance). A re-adjudication adds a newer final verdict:
+the newest is the record's reference; an earlier one stays adjudicated (``is_final``), with its
+adjudication row, and is never counted as a rater (``evaluation.blind.is_rater``).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from evaluation.blind import is_rater
 from evaluation.judge.stepwise import parse_protocol_label
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
@@ -86,11 +88,11 @@ def disagreement_reasons(a: Any, b: Any, rules: DisagreementRules | None = None)
 def considered(verdicts: Iterable[Verdict], rules: DisagreementRules | None = None) -> list[Verdict]:
     """The verdicts that take part: status ok, holistic or a case of the benchmark's step-wise
     protocol (``stepwise-gold-…``, the one protocol of such a record), of an enabled source, not
-    final, and for a person's verdict marked final by them (a revisable one is not a decision yet)."""
+    adjudicated, and for a person's verdict marked final by them (a revisable one is not a decision
+    yet): ``evaluation.blind.is_rater``."""
     rules = rules or DisagreementRules.from_settings()
-    return [v for v in verdicts if v.status == "ok" and v.source in rules.sources and not v.is_final
-            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)
-            and (v.source != "human" or v.sealed_at is not None)]
+    return [v for v in verdicts if v.status == "ok" and v.source in rules.sources and is_rater(v)
+            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)]
 
 
 def find_disagreements(verdicts: Sequence[Any], rules: DisagreementRules | None = None) -> list[dict[str, Any]]:
@@ -154,7 +156,8 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     overrides_all = bool(pool) and all(disagreement_reasons(probe, v, rules) for v in pool)
     if overrides_all and not rationale.strip():
         raise EvaluationInputError("rationale: required when the final verdict overrides every verdict considered")
-    Verdict.objects.filter(record=record, is_final=True).update(is_final=False)
+    # an earlier adjudicated verdict stays ``is_final``: the newest one is the record's reference, an
+    # older one is neither reference nor rater (it never turns back into its reviewer's person verdict)
     final = submit_human_verdict(user, record, errors=errors, grade=grade, reasons=reasons, reasoning=reasoning,
                                  is_correct=is_correct, override_reason=override_reason,
                                  idempotency_key=idempotency_key, is_final=True)

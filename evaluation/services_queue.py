@@ -34,6 +34,7 @@ from django.utils import timezone
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
 from evaluation.errors import EvaluationConflict, EvaluationInputError
+from evaluation.blind import seen_refusal
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services import GRADES, submit_human_verdict
 from studio.permissions import require
@@ -204,13 +205,18 @@ def note_verdicts_seen(user, record: RunRecord, via: str, shown: Iterable[Verdic
     return created
 
 
-def seen_refusal(user, record: RunRecord) -> str | None:
-    """Why ``user`` cannot score ``record`` blind (they were shown its other verdicts), or None."""
-    seen = VerdictsSeen.objects.filter(user=user, record=record).first()
-    if seen is None:
-        return None
-    return (f"You saw the other verdicts of {record.question_id} (on the {seen.via}, {seen.at:%Y-%m-%d %H:%M} UTC), "
-            f"so you cannot score it blind; the item goes to another scorer.")
+def note_outcomes_seen(user, records: Iterable[RunRecord], via: str) -> int:
+    """Remember that ``user`` was shown the judge's outcome of each of ``records`` (e.g. the
+    robustness outcomes the judge decided, listed on a run page), as :func:`note_verdicts_seen`
+    does for one record: the queue no longer lets them score these records blind. One query;
+    already noted records keep their first showing. Returns how many records were given.
+    Anonymous users: no-op (0)."""
+    records = list(records)
+    if not records or not getattr(user, "is_authenticated", False):
+        return 0
+    VerdictsSeen.objects.bulk_create([VerdictsSeen(user=user, record=r, via=str(via)[:40]) for r in records],
+                                     ignore_conflicts=True)
+    return len(records)
 
 
 def claim_item(user, item: ScoringItem, *, now=None) -> ScoringItem:

@@ -100,11 +100,14 @@ def test_adjudication_rationale_rule_and_provenance(setup, make_user, maintainer
     assert not Adjudication.objects.filter(record=recs[2]).exists()
     adj2 = adjudicate(rev, recs[2], errors=flags("E6"), grade=0.2, rationale="step 1 calls seg.flood_depth, not a tool")
     assert adj2.overrides_all and adj2.considered.count() == 2
-    # a later decision replaces the final verdict; the first decision stays as provenance
+    # a later decision replaces the final verdict as the reference; the first decision stays as
+    # provenance, still an adjudicated verdict (never turned into rita's person verdict, a rater)
     adj3 = adjudicate(maintainer, recs[2], errors=flags("E5"), grade=0.6)
     assert not adj3.overrides_all  # agrees with the judge (the earlier final verdict is not considered)
-    finals = list(Verdict.objects.filter(record=recs[2], is_final=True))
-    assert finals == [adj3.final_verdict] and Adjudication.objects.filter(record=recs[2]).count() == 2
+    finals = list(Verdict.objects.filter(record=recs[2], is_final=True).order_by("id"))
+    assert finals == [adj2.final_verdict, adj3.final_verdict] and Adjudication.objects.filter(record=recs[2]).count() == 2
+    unit = [r for r in selectors.agreement_rows() if r["run_id"] == f"{recs[2].pk}:holistic" and r["source"] == "human"]
+    assert [(r["annotator"], r.get("final")) for r in unit if r.get("final")] == [("mia (final)", True)]
 
 
 @pytest.mark.django_db

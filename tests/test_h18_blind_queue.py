@@ -66,13 +66,20 @@ def test_api_read_counts_as_seen_only_when_other_verdicts_were_shown(scored_firs
 
 
 @pytest.mark.django_db
-def test_adjudication_page_then_held_item_is_refused_on_its_page_and_at_submit(scored_first, make_user, client):
+def test_slot_holder_is_blind_even_as_a_reviewer_and_a_showing_refuses_the_held_item(scored_first, make_user, client):
     rita = make_user("rita", "reviewer")
     slot2 = ScoringItem.objects.get(record=scored_first, slot=2)
     assert claim_item(rita, slot2).scorer_id == rita.pk  # claimed before she saw anything
     client.force_login(rita)
-    assert client.get(f"/adjudication/records/{scored_first.pk}/").status_code == 200
-    assert VerdictsSeen.objects.get(user=rita, record=scored_first).via == "adjudication page"
+    # holding a slot she must score the record blind (evaluation.blind): the adjudication page, the
+    # record page and the API show her no other verdict, and nothing is noted as seen
+    r = client.get(f"/adjudication/records/{scored_first.pk}/")
+    assert r.status_code == 403
+    assert client.get(f"/api/records/{scored_first.pk}/").json()["verdicts_hidden"] == 1
+    assert "1 verdict hidden until yours is final" in client.get(f"/records/{scored_first.pk}/").content.decode()
+    assert not VerdictsSeen.objects.filter(user=rita).exists()
+    # a showing recorded all the same (say she had the adjudication page open before she claimed)
+    note_verdicts_seen(rita, scored_first, "adjudication page")
     with pytest.raises(QueueError, match="cannot score it blind"):
         submit_item(rita, slot2, errors=flags(), grade=1.0)
     # opening the held item's page refuses it with the reason and gives it back to the queue

@@ -19,6 +19,7 @@ from evaluation.agreement import agreement_report
 from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.trajectory import align_by_tool, lcs_length
+from evaluation.errors import NotBlind
 from evaluation.services import VerdictLocked, submit_human_verdict
 from evaluation.services_adjudication import adjudicate
 from test_judging_support import flags, perms, run_a  # noqa: F401
@@ -155,9 +156,14 @@ def test_reviewer_sees_all_but_is_blind_once_scoring(rec, make_user, client):
     assert len(client.get(f"/api/records/{rec.pk}/").json()["verdicts"]) == 1  # no verdict of hers: view_all
     page = client.get(f"/records/{rec.pk}/").content.decode()
     assert "you cannot score it blind" in page  # she has seen the others: the form is locked
-    submit_human_verdict(rita, rec, errors=flags("E1"), grade=0.2, seal=False)
+    with pytest.raises(NotBlind, match="you cannot score it blind"):  # and the service refuses her too
+        submit_human_verdict(rita, rec, errors=flags("E1"), grade=0.2, seal=False)
+    # a reviewer who never looked scores blind, and then sees only her own verdict
+    vera = make_user("vera", "reviewer")
+    submit_human_verdict(vera, rec, errors=flags("E1"), grade=0.2, seal=False)
+    client.force_login(vera)
     got = client.get(f"/api/records/{rec.pk}/").json()
-    assert [v["annotator"] for v in got["verdicts"]] == ["rita"] and got["verdicts_hidden"] == 1
+    assert [v["annotator"] for v in got["verdicts"]] == ["vera"] and got["verdicts_hidden"] == 1
 
 
 @pytest.mark.django_db

@@ -75,3 +75,36 @@ def test_keyboard_scoring(live_server, browser, make_user, run_a, maintainer):
         assert not errors, errors
     finally:
         page.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_scorer_sees_no_agent_and_the_count_the_queue_keeps(live_server, browser, make_user, run_a, maintainer):
+    """Blind scoring in the browser: the scoring list and the item page name no agent (run_a's agent
+    is ``agent_a``), and "N more records wait for you" counts what the queue will hand out. Hand-
+    worked: the t1 queue has 2 records, one slot each; ana was shown the other verdicts of the second
+    (``VerdictsSeen``), so after the first nothing waits for her — and the queue agrees."""
+    from evaluation.models import VerdictsSeen
+
+    enqueue_run(maintainer, run_a, 1)
+    ana = make_user("ana", "scorer", password="ana-pass-1")
+    t1 = list(run_a.records.filter(dimension="t1").order_by("id"))
+    VerdictsSeen.objects.create(user=ana, record=t1[1], via="record page")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        _login(page, live_server.url, "ana", "ana-pass-1")
+        page.goto(f"{live_server.url}/scoring/")
+        headers = [h.strip() for h in page.locator("#queues th").all_inner_texts()]
+        assert "Agent" not in headers and "agent_a" not in page.inner_text("body")
+        page.goto(f"{live_server.url}/scoring/next/?dimension=t1")
+        page.click("#claim-next")
+        page.wait_for_selector("#verdict-form[data-ready='1']")
+        assert page.inner_text("#item-title").startswith(t1[0].question_id)
+        assert "agent_a" not in page.inner_text("body")
+        assert "0 more records wait for you" in page.inner_text("#queue-progress-detail")
+        assert page.inner_text("#queue-progress") == "item 1 of 1"
+        page.keyboard.press("y")
+        page.keyboard.press("Enter")
+        page.wait_for_url(re.compile(r".*/scoring/done/\?dimension=t1$"))
+        assert "Nothing left for you" in page.content()
+    finally:
+        page.close()

@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
+from evaluation import blind
 from evaluation import leaderboard as lb
 from evaluation.selectors_leaderboard import aggregated_runs, compare_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
@@ -139,10 +140,13 @@ def _rows_of_set(request) -> tuple[list[dict], str]:
 @require_GET
 def leaderboard_csv(request):
     """The per-record rows of one gold set (``?set=``; default as the page), each naming its set
-    (column ``gold_set``)."""
+    (column ``gold_set``); blind scoring: no record beside its agent for a person who must score it
+    blind (``evaluation.blind.visible_rows``; header ``X-Studio-Blind-Rows`` counts them)."""
     rows, name = _rows_of_set(request)
+    rows, hidden = blind.visible_rows(request.user, rows)
     resp = HttpResponse(lb.to_csv_bytes(rows), content_type="text/csv; charset=utf-8")
     resp["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    resp["X-Studio-Blind-Rows"] = str(hidden)
     return resp
 
 
@@ -150,12 +154,14 @@ def leaderboard_csv(request):
 def leaderboard_parquet(request):
     rows, name = _rows_of_set(request)
     try:
+        rows, hidden = blind.visible_rows(request.user, rows)  # blind scoring, as the CSV
         body = lb.to_parquet_bytes(rows)
     except ImportError:
         return HttpResponse("Parquet export needs pyarrow, which is not installed.", status=501,
                             content_type="text/plain; charset=utf-8")
     resp = HttpResponse(body, content_type="application/vnd.apache.parquet")
     resp["Content-Disposition"] = f'attachment; filename="{name}.parquet"'
+    resp["X-Studio-Blind-Rows"] = str(hidden)
     return resp
 
 

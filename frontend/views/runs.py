@@ -12,8 +12,8 @@ from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
 from evaluation.services import RunImportError
 from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
-from evaluation.services_queue import import_queue_share, note_verdicts_seen, verdicts_per_record
-from evaluation import selectors
+from evaluation.services_queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
+from evaluation import blind, selectors
 from evaluation.selectors_robustness import run_robustness
 from frontend.views.events import map_config
 from releases.selectors import release_list
@@ -103,13 +103,20 @@ def run_detail_page(request, pk: int):
     run = get_object_or_404(selectors.run_list(), pk=pk)
     dims = [{"dim": d, **v} for d, v in sorted((run.dimensions or {}).items())]
     can_judge = can(request.user, "judge.run") and _url("run-judge", run.pk) is not None
+    # blind scoring (evaluation.blind): the records the viewer must still score blind are not listed
+    # with their agent here, nor their robustness outcome; a judge outcome shown counts as seen
+    records = list(selectors.run_records(run))
+    hide = blind.blind_record_ids(request.user, [r.pk for r in records])
+    robustness = [r for r in run_robustness(run) if r.pk not in hide]
+    note_outcomes_seen(request.user, [r for r in robustness if r.robustness.get("decided_by") == "judge"], "run page")
     return render(request, "frontend/run_detail.html", {
-        "run": run, "dims": dims, "records": selectors.run_records(run), "metrics": METRICS,
+        "run": run, "dims": dims, "records": [r for r in records if r.pk not in hide], "n_blind": len(hide),
+        "metrics": METRICS,
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
         "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
-        "robustness": list(run_robustness(run)),
+        "robustness": robustness,
         "rescore_releases": list(release_list().values_list("version", flat=True))
         if can(request.user, "run.import") and run.scoring_mode != "stepwise" else None,
     })
@@ -120,15 +127,19 @@ def record_detail_page(request, pk: int):
     own verdict form and — blind scoring — the other verdicts once that verdict is final."""
     record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
     replay = latest_successful_replay(record.task) if record.task_id else None
-    shown, hidden = selectors.visible_verdicts(request.user, record)
-    note_verdicts_seen(request.user, record, "record page", shown)  # blind until final: no blind claim after this
-    own = selectors.own_verdict(request.user, record)
+    shown, hidden = blind.visible_verdicts(request.user, record)
+    rob = blind.robustness_for(request.user, record)
+    # blind until final: no blind claim after this (a judge's robustness outcome shown counts too)
+    note_verdicts_seen(request.user, record, "record page", None if rob and rob.get("decided_by") == "judge" else shown)
+    own = blind.own_verdict(request.user, record)
     split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {
-        "record": record, "run": record.run, "ev": evidence(record), "verdicts": split["people"] + split["judges"],
+        "record": record, "run": record.run, "agent": blind.agent_name(request.user, record), "rob": rob,
+        "ev": evidence(record), "verdicts": split["people"] + split["judges"],
         "code_verdicts": split["code"], "hidden": hidden,
         "vf": verdict_form_context(request.user, record, "record"),
-        "adjudicate_url": _url("adjudication-record", record.pk) if can(request.user, "verdict.adjudicate") else None,
+        "adjudicate_url": _url("adjudication-record", record.pk)
+        if can(request.user, "verdict.adjudicate") and not hidden and blind.sees_verdicts(request.user, record) else None,
         "metrics": [{"label": lb.METRIC_LABELS[m], "help": lb.METRIC_HELP[m], "value": getattr(record, m)} for m in METRICS],
         "gold_replay_id": replay.pk if replay else None,
         "map_config": map_config(record.task.event.layers.all()) if replay else None,

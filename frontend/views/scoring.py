@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from evaluation import selectors
+from evaluation import blind, selectors
 from evaluation.api import AdjudicationIn, JudgeJobIn
 from evaluation.judge.verdict import DEFAULT_READING, E_CODES, E_DEFINITIONS, READINGS
 from evaluation.selectors_judge_report import reread_agreement_rows
@@ -62,7 +62,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
     a person who already sees the other verdicts without having scored) or ``"adjudicate"``
     (``initial`` = the posted form on a re-render). No grade is preselected unless ``initial``
     (or the own verdict) has one."""
-    own = selectors.own_verdict(user, record) if mode == "record" else None
+    own = blind.own_verdict(user, record) if mode == "record" else None
     locked = status = ""
     revisions = []
     if own is not None:
@@ -81,7 +81,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
             locked = "You adjudicated this record, so you cannot also score it."
         elif any(v.is_final for v in record.verdicts.all()):
             locked = "This record was adjudicated; it takes no new verdicts."
-        elif selectors.verdicts_visible(user, record):
+        elif blind.sees_verdicts(user, record):
             locked = ("You can see the other verdicts of this record, so you cannot score it blind. "
                       "Reviewers settle disagreements on the adjudication page instead.")
         elif not can(user, "verdict.create"):
@@ -150,12 +150,19 @@ def scoring_home(request):
 
     manage = can(request.user, "queue.manage")
     held = list(selectors.scoring_item_qs().filter(scorer=request.user, verdict__isnull=True).order_by("id")[:20])
+    by_agent = blind.sees_queue_agents(request.user)  # a scorer's queue list names no agent (blind scoring)
     return render(request, "frontend/scoring_home.html", {
-        "queues": selectors.queue_overview(), "held": held, "manage": manage,
+        "queues": selectors.queue_overview(by_agent=by_agent), "by_agent": by_agent, "held": held, "manage": manage,
         "accuracy": selectors.scorer_accuracy() if manage else None, "per_record": verdicts_per_record(),
-        "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage else [],
+        "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage and by_agent else [],
         "can_claim": can(request.user, "queue.claim"),
     })
+
+
+def _queue(request) -> QueueFilter:
+    """The queue the request's query names, as far as the user may choose it
+    (``evaluation.blind.queue_params``: a scorer chooses no queue by agent)."""
+    return QueueFilter.from_params(blind.queue_params(request.user, request.GET))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -164,7 +171,7 @@ def scoring_next(request):
     open it. GET only shows the button that posts: claiming changes state, so a link, a prefetch or
     a cross-site GET never claims (the CSRF token guards the POST)."""
 
-    queue = QueueFilter.from_params(request.GET)
+    queue = _queue(request)
     if request.method != "POST":
         return render(request, "frontend/scoring_next.html", {
             "queue": queue, "queue_query": urlencode(queue.as_params()), "can_claim": can(request.user, "queue.claim")})
@@ -192,7 +199,7 @@ def scoring_item(request, pk: int):
         messages.warning(request, str(exc))
         return redirect("scoring-home")
     record = item.record
-    queue = QueueFilter.from_params(request.GET)
+    queue = _queue(request)
     progress = selectors.scorer_progress(request.user, queue)
     return render(request, "frontend/scoring_item.html", {
         "item": item, "record": record, "run": record.run, "queue": queue, "ev": evidence(record), "progress": progress,
@@ -205,9 +212,13 @@ def scoring_done(request):
     """The end of a queue: what you scored in it (each verdict one click from its record page,
     where a revisable one can still change), and what is left for others."""
     require(request.user, "queue.claim")
-    queue = QueueFilter.from_params(request.GET)
+    queue = _queue(request)
+    items = selectors.my_queue_verdicts(request.user, queue)
+    hide = blind.blind_record_ids(request.user, [it.record_id for it in items])
+    for it in items:  # the agent of a verdict still revisable stays hidden (blind scoring)
+        it.agent = None if it.record_id in hide else it.record.run.agent.name
     return render(request, "frontend/scoring_done.html", {
-        "queue": queue, "items": selectors.my_queue_verdicts(request.user, queue),
+        "queue": queue, "items": items,
         "progress": selectors.scorer_progress(request.user, queue),
     })
 
@@ -255,8 +266,13 @@ def scoring_gold(request):
 def adjudication_queue(request):
     require(request.user, "verdict.adjudicate")
     mine = selectors.records_scored_by(request.user)
-    items = [{**x, "mine": x["record"].pk in mine} for x in selectors.adjudication_queue()]
-    return render(request, "frontend/adjudication_queue.html", {"items": items, "recent": selectors.recent_adjudications()})
+    queue = selectors.adjudication_queue()
+    hide = blind.blind_record_ids(request.user, [x["record"].pk for x in queue])  # records you still score blind
+    items = [{**x, "mine": x["record"].pk in mine} for x in queue if x["record"].pk not in hide]
+    recent = list(selectors.recent_adjudications())
+    hide = blind.blind_record_ids(request.user, [a.record_id for a in recent])
+    return render(request, "frontend/adjudication_queue.html", {
+        "items": items, "recent": [a for a in recent if a.record_id not in hide]})
 
 
 def _verdict_columns(record) -> list[dict]:
@@ -280,6 +296,9 @@ def adjudication_record(request, pk: int):
 
     require(request.user, "verdict.adjudicate")
     record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+    if not blind.sees_verdicts(request.user, record):
+        raise PermissionDenied(f"You score {record.question_id} blind (a verdict not yet final, or a queue slot you "
+                               f"hold): its other verdicts stay hidden from you, so another reviewer adjudicates it.")
     note_verdicts_seen(request.user, record, "adjudication page")  # it shows every verdict: no blind claim after this
     error = None
     posted = None

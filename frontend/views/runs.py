@@ -27,13 +27,21 @@ METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 class RunUploadForm(forms.Form):
     archive = forms.FileField(label="Run folder (zip)", help_text="the benchmark's run layout: <dimension task name>/benchmark.jsonl")
     agent = forms.CharField(max_length=200, help_text="the agent (model) the run belongs to")
-    release = forms.CharField(max_length=40, required=False, help_text="score against this release's gold (blank: the studio's tasks)")
+    release = forms.ChoiceField(choices=[], required=False, label="Gold set",
+                                help_text="the gold set the run is scored against (docs/gold-sets.md)")
     protocol = forms.ChoiceField(choices=[("", "from the folder name (<model>_AP / <model>_IF)"), ("AP", "AP: auto-planning"),
                                           ("IF", "IF: instruction-following")], required=False)
     scaffold = forms.CharField(max_length=60, required=False, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, …")
     queue_share = forms.FloatField(min_value=0, max_value=1, required=False, label="share queued for human scoring",
                                    help_text="0 to 1 (blank: the studio's setting)")
     queue_n = forms.IntegerField(min_value=1, max_value=20, required=False, label="verdicts per queued record")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the releases to pick from, newest first, and the studio's current tasks (was a free-text box)
+        self.fields["release"].choices = [("", "the studio's current tasks (unversioned, dated)")] + [
+            (r.version, f"release {r.version} ({r.status}, {r.n_tasks} tasks)")
+            for r in release_list()]
 
 
 def run_list_page(request):

@@ -131,6 +131,9 @@ class RecordOut(RecordListOut):
     sample_id = serializers.CharField()
     predicted_answer = serializers.JSONField()
     trajectory = serializers.JSONField()
+    error = serializers.CharField(help_text="the run's stored error for this question (the agent crashed or gave up); "
+                                            "empty when it answered")
+    elapsed_s = serializers.FloatField(allow_null=True, help_text="seconds the agent took (the record's elapsed_time)")
     field_scores = serializers.JSONField()
     step_matches = serializers.JSONField()
     verdicts = VerdictOut(many=True, help_text="blind scoring: only the caller's own verdict until they mark it final "

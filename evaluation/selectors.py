@@ -23,7 +23,7 @@ def run_records(run: AgentRun):
     """A run's records without their large JSON (one query)."""
     return run.records.only(
         "id", "run_id", "question_id", "dimension", "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "task_id",
-        "in_gold_set", "has_robustness",
+        "in_gold_set", "has_robustness", "error", "elapsed_s",
     ).order_by("dimension", "question_id")
 
 

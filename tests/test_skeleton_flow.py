@@ -136,6 +136,12 @@ def test_demo_tasks_export_and_agent_run(tmp_path, client, make_user):
     assert [s["call"] for s in gold["trajectory"]] == ["seg.building_damage", "ras.vectorize", "ras.count_pixels"]
     sanity = evaluate_sanity(out / "tasks")
     assert sanity["dora_score"] == 1.0
+    # the benchmark's layout: every input file a sample names is shipped under images/
+    from kernel.inputs import data_paths
+
+    named = {p for f in (out / "tasks").glob("t*.json") for s in json.loads(f.read_text())
+             for p in data_paths(s.get("input_data") or {})}
+    assert named and all((out / "images" / p).is_file() for p in named), sorted(named)
 
     rec = RunRecord.objects.get(question_id="hurricane-florence_demo01_task0")
     assert rec.run.dora_score == 0.25

@@ -919,9 +919,12 @@ def head_entries(tasks) -> list[Entry]:
     return attach_positions(entries)
 
 
-def write_task_files(tasks, out_dir: Path) -> list[Path]:
-    """Write ``out_dir/tasks/t*.json`` (and ``tasks/gold_polygons/``) for the dimensions that have
-    tasks, from each task's head revision and gold replay; returns the task file paths.
+def write_task_files(tasks, out_dir: Path) -> tuple[list[Path], list[dict]]:
+    """Write the benchmark's layout of ``tasks`` at their head revision and gold replay:
+    ``out_dir/tasks/t*.json`` (and ``tasks/gold_polygons/``) for the dimensions that have tasks,
+    and ``out_dir/images/<path>`` for every input file they name (the event's layers, as a release
+    ships them: the benchmark's harness shows the model these paths). Returns ``(task file paths,
+    missing)``: ``missing`` lists the named files not shipped, ``[{path, question_ids, reason}]``.
 
     Everything is written into a temporary folder first and moved into place at the end, so a
     partial file is never visible under its final name.
@@ -930,15 +933,15 @@ def write_task_files(tasks, out_dir: Path) -> list[Path]:
     entries = head_entries(list(tasks))
     staging = staging_dir_for(out_dir / "tasks")
     try:
-        result = LayoutWriter(staging, images=False, sidecar=False).write(entries)
+        result = LayoutWriter(staging, images=True, sidecar=False).write(entries)
         written = []
         for rel in sorted(result.files):
             dst = out_dir / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / rel, dst)
-            if rel.count("/") == 1:
+            if rel.startswith("tasks/") and rel.count("/") == 1:
                 written.append(dst)
-        return written
+        return written, sorted(result.missing.values(), key=lambda m: m["path"])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

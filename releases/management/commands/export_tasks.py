@@ -1,4 +1,5 @@
-"""manage.py export_tasks --out DIR [--event SLUG]: the task set in the benchmark's task-file layout."""
+"""manage.py export_tasks --out DIR [--event SLUG]: the task set in the benchmark's layout (tasks/ and
+the images/ its input_data and trajectories name)."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -8,7 +9,8 @@ from releases.services.export import ExportError, write_task_files
 
 
 class Command(BaseCommand):
-    help = "Write tasks/t1_…json … t5_…json (the benchmark's layout) from each task's newest succeeded replay."
+    help = ("Write tasks/t1_…json … t5_…json (the benchmark's layout) from each task's newest succeeded replay, "
+            "and images/ with every input file they name.")
 
     def add_arguments(self, parser):
         parser.add_argument("--out", required=True)
@@ -21,8 +23,10 @@ class Command(BaseCommand):
         if not qs.exists():
             raise CommandError("no task to export")
         try:
-            paths = write_task_files(list(qs), Path(opts["out"]))
+            paths, missing = write_task_files(list(qs), Path(opts["out"]))
         except ExportError as exc:
             raise CommandError(str(exc))
         for p in paths:
             self.stdout.write(str(p))
+        for m in missing:  # a named input the studio has no file for: said, never silently left out
+            self.stderr.write(f"images/{m['path']}: not shipped ({m['reason']}; {', '.join(m['question_ids'])})")

@@ -264,3 +264,27 @@ def test_run_page_lists_the_unanswered_tasks_of_the_set(release_with_variants, t
     page = client.get(f"/runs/{run.pk}/").content.decode()
     table = page[page.index('id="record-table"'):]
     assert '<tr class="unanswered"><td>joplin-tornado_demo01_task0 <small class="muted">unanswered' in table
+
+
+@pytest.mark.django_db
+def test_export_tasks_writes_variants_apart_so_the_evaluator_on_its_tasks_equals_the_studio_set(
+        release_with_variants, tmp_path):
+    """``export_tasks`` (the studio's current tasks in the benchmark's layout) keeps the variants
+    out of ``tasks/`` as a release export does (``variants/tasks/``): the evaluator on its
+    ``tasks/`` then scores the two benchmark tasks only, as the run on the studio's set does (T1
+    0.5 over 1 task, T2 0, DORA 0.25). With the three T1 variants inside ``tasks/`` it counted T1
+    over 4 tasks instead."""
+    from evaluation.scoring import evaluate_run_dir
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    out = tmp_path / "current"
+    call_command("export_tasks", "--out", str(out), stdout=open(tmp_path / "export.log", "w"))
+    plain = {s["sample_id"] for f in (out / "tasks").glob("t*.json") for s in json.loads(f.read_text())}
+    assert plain == {"hurricane-florence_demo01", "joplin-tornado_demo01"}
+    apart = json.loads((out / "variants" / "tasks" / "t1_perception_and_assessment.json").read_text())
+    assert {s["sample_id"] for s in apart} == {v.task.sample_id for v in variants.values()}
+    official = evaluate_run_dir(run_dir, out / "tasks")
+    assert (official["dora_score"], official["dimensions"]["t1"]["n_tasks"]) == (0.25, 1)
+    run = import_run_dir(maint, run_dir, "demo-agent")  # the studio's current tasks
+    _assert_run_equals(run, official)

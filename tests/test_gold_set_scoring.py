@@ -288,3 +288,23 @@ def test_export_tasks_writes_variants_apart_so_the_evaluator_on_its_tasks_equals
     assert (official["dora_score"], official["dimensions"]["t1"]["n_tasks"]) == (0.25, 1)
     run = import_run_dir(maint, run_dir, "demo-agent")  # the studio's current tasks
     _assert_run_equals(run, official)
+
+
+@pytest.mark.django_db
+def test_runs_page_names_the_gold_set_beside_every_score(release_with_variants, client):
+    """The runs list shows each run's DORA score beside the set it was computed on: the same
+    predictions on the studio's tasks and on release 1.0.0 (both 0.25 here) are told apart."""
+    import re
+
+    from evaluation.services import import_run_dir, rescore_run
+
+    maint, release, variants, run_dir = release_with_variants
+    studio_run = import_run_dir(maint, run_dir, "studio-agent")
+    release_run = rescore_run(maint, studio_run, release=release)
+    client.force_login(maint)
+    page = client.get("/runs/").content.decode()
+    table = page[page.index('id="run-table"'):page.index("</table>", page.index('id="run-table"'))]
+    assert "<th>Gold set</th>" in table
+    rows = {int(m.group(1)): m.group(0) for m in re.finditer(r'<tr><td><a href="/runs/(\d+)/">.*?</tr>', table, re.S)}
+    assert '<td class="gold-set">release 1.0.0</td><td>0.2500</td>' in rows[release_run.pk]
+    assert f'<td class="gold-set">{studio_run.gold_set}</td><td>0.2500</td>' in rows[studio_run.pk]

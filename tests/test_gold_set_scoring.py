@@ -308,3 +308,21 @@ def test_runs_page_names_the_gold_set_beside_every_score(release_with_variants, 
     rows = {int(m.group(1)): m.group(0) for m in re.finditer(r'<tr><td><a href="/runs/(\d+)/">.*?</tr>', table, re.S)}
     assert '<td class="gold-set">release 1.0.0</td><td>0.2500</td>' in rows[release_run.pk]
     assert f'<td class="gold-set">{studio_run.gold_set}</td><td>0.2500</td>' in rows[studio_run.pk]
+
+
+@pytest.mark.django_db
+def test_release_page_and_api_count_benchmark_tasks_apart_from_variants(release_with_variants, client, tmp_path):
+    """Release 1.0.0 ships two benchmark tasks (T1 1, T2 1: its sidecar's ``counts.by_dimension``)
+    and three variants of the T1 task under ``variants/``: the page and API count them so, not
+    T1 4."""
+    from releases.services.releases import export_release
+
+    maint, release, variants, run_dir = release_with_variants
+    export_release(release, tmp_path / "export")
+    sidecar = json.loads((tmp_path / "export" / "studio_manifest.json").read_text())
+    assert sidecar["counts"]["by_dimension"] == {"t1": 1, "t2": 1}
+    client.force_login(maint)
+    api = client.get("/api/releases/1.0.0/").json()
+    assert (api["counts"], api["variants"], len(api["items"])) == ({"t1": 1, "t2": 1}, 3, 5)
+    page = client.get("/releases/1.0.0/").content.decode()
+    assert "<dt>Tasks</dt><dd>2 · T1 1 · T2 1 · robustness variants 3</dd>" in page

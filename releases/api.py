@@ -5,7 +5,7 @@ services act, selectors read.
 | --- | --- | --- |
 | GET | /api/releases/ | list |
 | POST | /api/releases/ | create a draft {version, changelog, task_ids?} |
-| GET | /api/releases/<version>/ | detail with pinned tasks and export jobs |
+| GET | /api/releases/<version>/ | detail with pinned tasks, benchmark tasks per dimension (`counts`; robustness variants apart: `variants`) and export jobs |
 | PATCH | /api/releases/<version>/ | edit a draft {changelog?, task_ids?} (409 when published) |
 | POST | /api/releases/<version>/publish/ | publish {acknowledge_open_comments?} (409 when already published, or with open review comments unless acknowledged: `open_comments` counts them, `open_comment_threads` lists them) |
 | GET | /api/releases/<version>/stale/ | the pinned tasks' stale derived values (`derived.*` QC findings), each with its acknowledgement or null |
@@ -27,7 +27,7 @@ from annotation.models import Task
 
 from releases.models import Release
 from releases.selectors import (
-    export_job, export_jobs, release_counts, release_diff, release_items, release_list,
+    export_job, export_jobs, release_counts, release_diff, release_items, release_list, release_variant_count,
 )
 from releases.services import releases as svc
 from studio.api_fields import ID_BOUNDS
@@ -76,7 +76,9 @@ class ExportJobOut(serializers.Serializer):
 
 
 class ReleaseDetailOut(ReleaseOut):
-    counts = serializers.DictField(child=serializers.IntegerField())
+    counts = serializers.DictField(child=serializers.IntegerField(),
+                                   help_text="benchmark tasks per dimension (robustness variants apart: variants)")
+    variants = serializers.IntegerField(help_text="robustness variants pinned (exported under variants/)")
     items = ReleaseItemOut(many=True)
     exports = ExportJobOut(many=True)
 
@@ -104,7 +106,7 @@ class DiffOut(serializers.Serializer):
 
 def _detail(release: Release) -> dict:
     data = dict(ReleaseOut(release).data)
-    data.update(counts=release_counts(release), items=release_items(release),
+    data.update(counts=release_counts(release), variants=release_variant_count(release), items=release_items(release),
                 exports=ExportJobOut(export_jobs(release.version), many=True).data)
     return data
 

@@ -58,9 +58,17 @@ def stale_acknowledgements(release: Release) -> list[dict]:
 
 
 def release_counts(release: Release) -> dict[str, int]:
-    """``{dimension: number of tasks}`` of a release."""
-    rows = ReleaseTask.objects.filter(release=release).values("task__dimension").annotate(n=Count("id"))
+    """``{dimension: number of benchmark tasks}`` of a release: its robustness variants apart
+    (:func:`release_variant_count`), as the export writes them under ``variants/`` and its sidecar's
+    ``counts.by_dimension`` counts them (one query)."""
+    rows = (ReleaseTask.objects.filter(release=release, task__variant__isnull=True)
+            .values("task__dimension").annotate(n=Count("id")))
     return {r["task__dimension"]: r["n"] for r in sorted(rows, key=lambda r: r["task__dimension"])}
+
+
+def release_variant_count(release: Release) -> int:
+    """How many robustness variants (tasks with a ``TaskVariant``) a release pins (one query)."""
+    return ReleaseTask.objects.filter(release=release, task__variant__isnull=False).count()
 
 
 def release_entries(release: Release, *, chunk: int = 5000, spool_dir: Path | None = None,

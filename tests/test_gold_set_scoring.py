@@ -264,3 +264,65 @@ def test_run_page_lists_the_unanswered_tasks_of_the_set(release_with_variants, t
     page = client.get(f"/runs/{run.pk}/").content.decode()
     table = page[page.index('id="record-table"'):]
     assert '<tr class="unanswered"><td>joplin-tornado_demo01_task0 <small class="muted">unanswered' in table
+
+
+@pytest.mark.django_db
+def test_export_tasks_writes_variants_apart_so_the_evaluator_on_its_tasks_equals_the_studio_set(
+        release_with_variants, tmp_path):
+    """``export_tasks`` (the studio's current tasks in the benchmark's layout) keeps the variants
+    out of ``tasks/`` as a release export does (``variants/tasks/``): the evaluator on its
+    ``tasks/`` then scores the two benchmark tasks only, as the run on the studio's set does (T1
+    0.5 over 1 task, T2 0, DORA 0.25). With the three T1 variants inside ``tasks/`` it counted T1
+    over 4 tasks instead."""
+    from evaluation.scoring import evaluate_run_dir
+    from evaluation.services import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    out = tmp_path / "current"
+    call_command("export_tasks", "--out", str(out), stdout=open(tmp_path / "export.log", "w"))
+    plain = {s["sample_id"] for f in (out / "tasks").glob("t*.json") for s in json.loads(f.read_text())}
+    assert plain == {"hurricane-florence_demo01", "joplin-tornado_demo01"}
+    apart = json.loads((out / "variants" / "tasks" / "t1_perception_and_assessment.json").read_text())
+    assert {s["sample_id"] for s in apart} == {v.task.sample_id for v in variants.values()}
+    official = evaluate_run_dir(run_dir, out / "tasks")
+    assert (official["dora_score"], official["dimensions"]["t1"]["n_tasks"]) == (0.25, 1)
+    run = import_run_dir(maint, run_dir, "demo-agent")  # the studio's current tasks
+    _assert_run_equals(run, official)
+
+
+@pytest.mark.django_db
+def test_runs_page_names_the_gold_set_beside_every_score(release_with_variants, client):
+    """The runs list shows each run's DORA score beside the set it was computed on: the same
+    predictions on the studio's tasks and on release 1.0.0 (both 0.25 here) are told apart."""
+    import re
+
+    from evaluation.services import import_run_dir, rescore_run
+
+    maint, release, variants, run_dir = release_with_variants
+    studio_run = import_run_dir(maint, run_dir, "studio-agent")
+    release_run = rescore_run(maint, studio_run, release=release)
+    client.force_login(maint)
+    page = client.get("/runs/").content.decode()
+    table = page[page.index('id="run-table"'):page.index("</table>", page.index('id="run-table"'))]
+    assert "<th>Gold set</th>" in table
+    rows = {int(m.group(1)): m.group(0) for m in re.finditer(r'<tr><td><a href="/runs/(\d+)/">.*?</tr>', table, re.S)}
+    assert '<td class="gold-set">release 1.0.0</td><td>0.2500</td>' in rows[release_run.pk]
+    assert f'<td class="gold-set">{studio_run.gold_set}</td><td>0.2500</td>' in rows[studio_run.pk]
+
+
+@pytest.mark.django_db
+def test_release_page_and_api_count_benchmark_tasks_apart_from_variants(release_with_variants, client, tmp_path):
+    """Release 1.0.0 ships two benchmark tasks (T1 1, T2 1: its sidecar's ``counts.by_dimension``)
+    and three variants of the T1 task under ``variants/``: the page and API count them so, not
+    T1 4."""
+    from releases.services.releases import export_release
+
+    maint, release, variants, run_dir = release_with_variants
+    export_release(release, tmp_path / "export")
+    sidecar = json.loads((tmp_path / "export" / "studio_manifest.json").read_text())
+    assert sidecar["counts"]["by_dimension"] == {"t1": 1, "t2": 1}
+    client.force_login(maint)
+    api = client.get("/api/releases/1.0.0/").json()
+    assert (api["counts"], api["variants"], len(api["items"])) == ({"t1": 1, "t2": 1}, 3, 5)
+    page = client.get("/releases/1.0.0/").content.decode()
+    assert "<dt>Tasks</dt><dd>2 · T1 1 · T2 1 · robustness variants 3</dd>" in page

@@ -162,3 +162,29 @@ def test_a_verdict_copied_from_a_cached_call_is_reread_from_that_calls_first_ans
     rows = [r for r in judge_report_rows(reading="apb") if r["protocol"] == "stepwise-middle-3"]
     assert sorted((r["tested_model"], r["is_correct"], r["grade"], r["errors"]["E5"]) for r in rows) == [
         ("agent_a", False, 0.0, True), ("agent_a2", False, 0.0, True)]
+
+
+def test_judge_report_from_a_file_never_labels_studio_rows_apb(tmp_path):
+    # hand-worked: one judge row as the studio stores it (correct: no flag) whose raw answer says
+    # is_correct false. Under the studio reading: CR (derived) 100 %. A row that names no reading
+    # is the studio's stored reading, so `--reading apb` refuses it (re-read it first) instead of
+    # printing the studio's 100 % under the apb label (the benchmark's runner.score counts
+    # bool(False): 0 %); a row that says it was read under apb is reported under apb.
+    from django.core.management.base import CommandError
+
+    raw = json.dumps({"is_correct": False, "grade": 0.6, "error_list": [0, 0, 0, 0, 0, 0]})
+    row = {"setting": "holistic", "judge": "judge-m@holistic_v2", "is_correct": True, "grade": 0.6,
+           "errors": {f"E{i}": False for i in range(1, 7)}, "raw": raw}
+    f = tmp_path / "v.jsonl"
+    f.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    out = io.StringIO()
+    call_command("judge_report", "--verdicts", str(f), "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["reading"] == "studio" and report["groups"][0]["cr_derived_pct"] == 100.0
+    with pytest.raises(CommandError, match="read under the 'studio' reading, not the report's 'apb'"):
+        call_command("judge_report", "--verdicts", str(f), "--reading", "apb", "--json", stdout=io.StringIO())
+    f.write_text(json.dumps(dict(row, reading="apb", is_correct=False)) + "\n", encoding="utf-8")
+    out = io.StringIO()
+    call_command("judge_report", "--verdicts", str(f), "--reading", "apb", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["reading"] == "apb" and report["groups"][0]["cr_derived_pct"] == 0.0

@@ -16,7 +16,7 @@ from releases.models import Release
 from releases.api import ReleaseCreateIn, ReleasePublishIn
 from evaluation.selectors import release_runs
 from releases.selectors import (
-    export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list,
+    export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_variant_count,
     stale_acknowledgements, tasks_for_release_form,
 )
 from releases.services import releases as svc
@@ -52,8 +52,10 @@ def release_list_page(request):
 @require_safe
 def release_detail_page(request, version: str):
     release = get_object_or_404(Release.objects.select_related("created_by"), version=version)
+    counts = release_counts(release)  # benchmark tasks per dimension; the variants apart
     return render(request, "frontend/release_detail.html", {
-        "release": release, "items": release_items(release), "counts": release_counts(release),
+        "release": release, "items": release_items(release), "counts": counts, "n_tasks": sum(counts.values()),
+        "n_variants": release_variant_count(release),
         "jobs": export_jobs(release.version), "runs": release_runs(release),
         "can_release": can(request.user, "release.export", release),
         "can_publish": can(request.user, "release.publish", release),

@@ -5,7 +5,8 @@
 Without ``--verdicts`` it reads the studio's stored judge and rule-checker verdicts; with it, one
 verdict row per line (fields in :mod:`evaluation.judge.report`) and no database.  ``--reading apb``
 re-reads the stored raw answers as the planning benchmark's code does (no judge call; with
-``--verdicts`` the rows must have been read that way, their ``reading`` says so).  The output
+``--verdicts`` the rows must have been read that way, their ``reading`` says so; a row that
+names no reading is the studio's stored one, so ``--reading apb`` refuses it: re-read it first).  The output
 names the reading.  ``--json`` prints
 the whole report; otherwise one table of the headline figures and the robustness breakdowns.
 """
@@ -19,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.judge.report import DEFAULT_EXTRA_KEYS, ReportRowError, judge_report
 from evaluation.judge.verdict import DEFAULT_READING, E_CODES, READINGS
 from evaluation.selectors_judge_report import judge_report_rows
+from evaluation.services_judge import STORED_READING
 
 
 def _f(x, digits: int = 2) -> str:
@@ -47,9 +49,14 @@ class Command(BaseCommand):
                 if not line.strip():
                     continue
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise CommandError(f"{path}: line {i}: not JSON ({exc.msg})") from None
+                if isinstance(row, dict) and not row.get("reading"):
+                    # a row that names no reading is a verdict as the studio stores it: never
+                    # reported under another reading's label (judge_report refuses the mix)
+                    row["reading"] = STORED_READING
+                rows.append(row)
         else:
             rows = judge_report_rows(reading=opts["reading"])
         extra = tuple(k.strip() for k in (opts["by"] or "").split(",") if k.strip())

@@ -45,30 +45,38 @@ from evaluation.scoring import load_task_files
 from releases.services.export import ExportError, gold_replay, import_source, release_samples, sample_and_task
 
 __all__ = ["GoldSet", "release_gold_set", "studio_gold_set", "folder_gold_set", "GoldSetError", "variant_specs",
-           "record_key", "ranking_key", "ranking_q", "STUDIO_LABEL", "STUDIO_KEY"]
+           "record_key", "ranking_key", "ranking_q", "is_studio_key", "STUDIO_LABEL", "STUDIO_KEY"]
 
 STUDIO, RELEASE, FOLDER = "studio", "release", "folder"
 #: the start of the name of every studio set (the date follows)
 STUDIO_LABEL = "studio tasks (unversioned)"
-#: the ranking key shared by every run on the studio's current tasks
+#: the start of the ranking key of a studio set (``studio:<digest>``)
 STUDIO_KEY = "studio"
 
 
 def ranking_key(label: str, digest: str) -> str:
     """Which runs a leaderboard ranks together, from a run's ``gold_set`` and ``gold_set_digest``:
-    a release or a folder by its digest (the same files: the same set); every run on the studio's
-    current tasks under :data:`STUDIO_KEY` (one unversioned set, named so; each run keeps its own
-    date and digest); ``""`` for runs scored before sets were named (a group of their own)."""
+    the same digest, the same set. A release or a folder by its digest (the same files); a run on
+    the studio's current tasks by ``studio:<digest>`` (the same questions at the same revisions and
+    gold replays: runs read while the tasks did not change, over the same questions, rank together;
+    a changed task or another selection of questions is another set, never ranked with it);
+    ``""`` for runs scored before sets were named (a group of their own)."""
     if (label or "").startswith(STUDIO_LABEL):
-        return STUDIO_KEY
+        return f"{STUDIO_KEY}:{digest}" if digest else STUDIO_KEY
     return digest or ""
+
+
+def is_studio_key(key: str) -> bool:
+    """Whether ``key`` (:func:`ranking_key`) is a set of the studio's current tasks."""
+    return key == STUDIO_KEY or key.startswith(STUDIO_KEY + ":")
 
 
 def ranking_q(key: str, prefix: str = "") -> Q:
     """The ``Q`` that selects the ``AgentRun`` rows of ranking key ``key`` (``prefix``: the path to
     the run, e.g. ``"run__"`` from a record)."""
-    if key == STUDIO_KEY:
-        return Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
+    if is_studio_key(key):
+        digest = key[len(STUDIO_KEY) + 1:]
+        return Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL, f"{prefix}gold_set_digest": digest})
     return Q(**{f"{prefix}gold_set_digest": key}) & ~Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
 
 

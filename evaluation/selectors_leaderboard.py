@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Sum
 
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
-from evaluation.goldset import STUDIO_KEY, STUDIO_LABEL, ranking_key, ranking_q
+from evaluation.goldset import is_studio_key, ranking_key, ranking_q
 from evaluation.paired import paired_comparison
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
@@ -122,15 +122,15 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
 
 def gold_set_key(run: dict) -> str:
     """The ranking key of a run's gold set (a run dict of :func:`aggregated_runs`;
-    :func:`evaluation.goldset.ranking_key`): a release's or folder's digest, ``studio`` for the
-    studio's current tasks, ``""`` for runs scored before sets were named."""
+    :func:`evaluation.goldset.ranking_key`): a release's or folder's digest, ``studio:<digest>`` for
+    the studio's current tasks, ``""`` for runs scored before sets were named."""
     return run.get("gold_set_key") or ""
 
 
 def gold_sets(runs: list[dict]) -> list[dict]:
     """The gold sets of ``runs`` (:func:`aggregated_runs`' runs; no query), newest first (by their
     newest run): ``{key, label, n_runs, newest_run, published}``; ``label`` is the newest run's
-    name of the set (a studio set's date is when its newest run read it); ``published`` the
+    name of the set (a studio set's: the date its newest run read it and its digest); ``published`` the
     publication time of a published release's set, else None."""
     sets: dict[str, dict] = {}
     for r in runs:
@@ -139,7 +139,7 @@ def gold_sets(runs: list[dict]) -> list[dict]:
         entry["n_runs"] += 1
         if r["run_id"] >= entry["newest_run"]:
             entry["newest_run"] = r["run_id"]
-            entry["label"] = ((STUDIO_LABEL + " (each run dated on its page)") if key == STUDIO_KEY
+            entry["label"] = (f"{r.get('gold_set')} · digest {key.split(':', 1)[1][:12]}" if is_studio_key(key) and ":" in key
                               else r.get("gold_set") or "not named (scored before gold sets were named)")
         if key and r.get("published") is not None:
             entry["published"] = r["published"]
@@ -258,4 +258,4 @@ def compare_runs(run_a: int, run_b: int, n_boot: int = 2000, seed: int = 0) -> d
         return {"id": r["id"], "agent": r["agent__name"], "name": r["name"], "mode": r["scoring_mode"],
                 "gold_set": r["gold_set"], "dora_score": r["dora_score"]}
 
-    return {**out, "a": named(a), "b": named(b), "gold_set": a["gold_set"] if key != STUDIO_KEY else STUDIO_LABEL, "gold_set_key": key}
+    return {**out, "a": named(a), "b": named(b), "gold_set": a["gold_set"], "gold_set_key": key}

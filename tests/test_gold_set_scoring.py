@@ -216,21 +216,24 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
     assert f'data-run="{release_run.pk}"' in official and f'data-run="{studio_run.pk}"' not in official
     assert "gold set <b>release 1.0.0</b>" in page.replace('id="gold-set-shown">Every table, plot and export below '
                                                            'ranks only runs scored on the ', "")
-    studio_key = "studio"  # every run on the studio's current tasks: one unversioned set
+    # a run on the studio's current tasks: the set of those questions at those revisions and replays
+    studio_key = f"studio:{studio_run.gold_set_digest}"
     page = client.get(f"/leaderboard/?set={studio_key}").content.decode()
     official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
     assert f'data-run="{studio_run.pk}"' in official and f'data-run="{release_run.pk}"' not in official
-    assert "gold set <b>studio tasks (unversioned) (each run dated on its page)</b>" in page
+    assert f"gold set <b>{studio_run.gold_set} · digest {studio_run.gold_set_digest[:12]}</b>" in page
     rows = list(csv.DictReader(io.StringIO(client.get("/leaderboard.csv").content.decode())))
     # the release run's benchmark tasks only (the 3 variant records are in the robustness table)
     assert sorted(r["question_id"] for r in rows) == [DEMO_T1, "joplin-tornado_demo01_task0"]
     assert {(r["run_id"], r["gold_set"]) for r in rows} == {(str(release_run.pk), "release 1.0.0")}
     rows = list(csv.DictReader(io.StringIO(client.get(f"/leaderboard.csv?set={studio_key}").content.decode())))
-    # the demo's own run (imported by `demo` on the studio's tasks) and studio_run: one unversioned set
+    # the runs read from the same studio tasks (the same digest) rank together; the demo's own run
+    # (imported by `demo` on the studio's tasks) is in this set exactly when it read the same ones
     from evaluation.models import AgentRun
 
-    studio_ids = {str(pk) for pk in AgentRun.objects.filter(gold_set__startswith="studio tasks").values_list("pk", flat=True)}
-    assert len(studio_ids) == 2 and {r["run_id"] for r in rows} == studio_ids
+    studio_ids = {str(pk) for pk in AgentRun.objects.filter(gold_set__startswith="studio tasks",
+                                                             gold_set_digest=studio_run.gold_set_digest).values_list("pk", flat=True)}
+    assert str(studio_run.pk) in studio_ids and {r["run_id"] for r in rows} == studio_ids
     assert all(r["gold_set"].startswith("studio tasks (unversioned) 20") for r in rows)
     assert client.get(f"/leaderboard/plot/dimensions.png?set={studio_key}").content.startswith(b"\x89PNG")
     # the paired comparison: runs on two sets are refused; two runs on one set are paired task by

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import blind, selectors
+from evaluation import leaderboard as lb
 from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
@@ -17,7 +18,8 @@ from evaluation.judge.stepwise import planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.judge.verdict import READINGS, normalize_reading
 from evaluation.selectors_judge_report import judge_report_rows, reread_agreement_rows
-from evaluation.services import ERROR_CODES, submit_human_verdict
+from evaluation.selectors_leaderboard import compare_runs
+from evaluation.services import ERROR_CODES, leaderboard_of_set, submit_human_verdict
 from evaluation.services_judge import STORED_READING
 from evaluation.services_queue import note_verdicts_seen
 from evaluation.services_run_import import rerun_run_import, start_rescore
@@ -591,6 +593,40 @@ class JudgeReportView(APIView):
         return Response(judge_report(judge_report_rows(reading=reading), reading=reading))
 
 
+class LeaderboardView(APIView):
+    """One gold set's leaderboard, the page's official table (``evaluation.services.leaderboard_of_set``):
+    runs on other sets are never ranked in it. Aggregates per run only (no record beside its agent)."""
+
+    @extend_schema(parameters=[OpenApiParameter("set", str, description="a set's ranking key, as listed in "
+                                                "``sets`` (default: the newest published release with runs)")],
+                   responses={200: dict})
+    def get(self, request):
+        """``{gold_set: {key, label, n_runs, newest_run, published}, sets: [...], dimensions, rows:
+        [{run_id, agent, label, mode, avg, dims, ..., gold_set, gold_set_key}]}``; every row names its set."""
+        _runs, data = leaderboard_of_set((request.query_params.get("set") or None))
+        shown = data["gold_set"] or {}
+        rows = [{**row, "gold_set": shown.get("label"), "gold_set_key": shown.get("key")} for row in data["official"]]
+        return Response(lb.json_ready({"gold_set": data["gold_set"], "sets": data["sets"],
+                                       "dimensions": list(lb.DIMENSIONS), "rows": rows}))
+
+
+class LeaderboardCompareView(APIView):
+    """The paired comparison of two runs on one gold set (``?a=&b=``; B − A per dimension and task,
+    paired bootstrap interval and sign-flip permutation test: ``evaluation.paired``), as the
+    compare page shows it; runs on two sets are refused (400)."""
+
+    @extend_schema(parameters=[OpenApiParameter("a", int), OpenApiParameter("b", int)], responses={200: dict})
+    def get(self, request):
+        try:
+            a, b = int(request.query_params.get("a", "")), int(request.query_params.get("b", ""))
+        except ValueError:
+            raise EvaluationInputError("a, b: give the ids of two runs (?a=&b=)") from None
+        out = compare_runs(a, b)
+        if "error" in out:
+            raise EvaluationInputError(out["error"])
+        return Response(lb.json_ready(out))
+
+
 urlpatterns = [
     path("runs/", RunListView.as_view(), name="api-runs"),
     path("runs/<int:pk>/", RunDetailView.as_view(), name="api-run"),
@@ -612,4 +648,6 @@ urlpatterns = [
     path("scoring/items/<int:pk>/release/", ScoringReleaseView.as_view(), name="api-scoring-release"),
     path("adjudication/", AdjudicationQueueView.as_view(), name="api-adjudication-queue"),
     path("agreement/", AgreementView.as_view(), name="api-agreement"),
+    path("leaderboard/", LeaderboardView.as_view(), name="api-leaderboard"),
+    path("leaderboard/compare/", LeaderboardCompareView.as_view(), name="api-leaderboard-compare"),
 ]

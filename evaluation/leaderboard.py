@@ -872,3 +872,18 @@ def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: 
         "modes": sorted({r["mode"] for r in runs}),
     }
 
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` (a leaderboard table or comparison) as strict JSON can carry it: NaN and ±Infinity
+    become None (a metric with no data), dates ISO 8601 strings, tuples lists; the API's renderer
+    refuses NaN (DRF's ``STRICT_JSON``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value

@@ -22,7 +22,8 @@ from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRe
 from evaluation.robustness import record_robustness
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
-from evaluation.selectors_leaderboard import leaderboard_rows, newest_revision_id, stale_aggregates
+from evaluation.selectors_leaderboard import (aggregated_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows,
+                                              newest_revision_id, stale_aggregates)
 from evaluation.services_leaderboard import schedule_bootstrap
 from studio.permissions import require
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
@@ -480,6 +481,30 @@ def refresh_run_aggregates(run_ids, state: dict) -> set:
     if behind:
         RunAggregate.objects.filter(run_id__in=behind, gold_revision__lt=newest).update(gold_revision=newest)
     return stale
+
+
+
+def leaderboard_of_set(asked: str | None = None) -> tuple[list[dict], dict]:
+    """``(runs, tables)``: the leaderboard of one gold set without its bootstrap, built from the
+    runs' stored sums (made current first: :func:`refresh_run_aggregates`), never from the records.
+    ``asked``: the set's ranking key (``evaluation.goldset.ranking_key``; the page's and the API's
+    ``?set=``); None or unknown: the default set (``selectors_leaderboard.default_gold_set``: the
+    newest published release with runs, else the set of the newest run). ``runs``: every run (the
+    bootstrap's state is over all of them); ``tables`` (``evaluation.leaderboard.build_from_aggregates``)
+    holds only the set's runs, with ``sets`` (every set, for a selector) and ``gold_set`` (the set
+    shown: ``{key, label, n_runs, newest_run, published}``, or None without runs). The one place the
+    page, its exports and ``GET /api/leaderboard/`` read a set's table from."""
+    runs, sums, state = aggregated_runs()
+    if refresh_run_aggregates([r["run_id"] for r in runs], state):
+        runs, sums, state = aggregated_runs()
+    sets = gold_sets(runs)
+    keys = {e["key"] for e in sets}
+    key = asked if asked in keys else default_gold_set(sets)
+    shown = [r for r in runs if gold_set_key(r) == key]
+    data = lb.build_from_aggregates(shown, {r["run_id"]: sums[r["run_id"]] for r in shown if r["run_id"] in sums})
+    data["sets"] = sets
+    data["gold_set"] = next((e for e in sets if e["key"] == key), None)
+    return runs, data
 
 
 def _claim_sqlite_write_lock() -> None:

@@ -249,6 +249,19 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
     assert "0 wins · 0 losses · 2 ties for B" in html and "1.0000" in html
     png = client.get(f"/leaderboard/compare.png?a={release_run.pk}&b={twin.pk}")
     assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+    # the API: one set a table, every row naming it; the comparison as JSON, two sets refused
+    body = client.get("/api/leaderboard/").json()
+    assert body["gold_set"]["label"] == "release 1.0.0"
+    assert {r["run_id"] for r in body["rows"]} == {release_run.pk, twin.pk}
+    assert {(r["gold_set"], r["gold_set_key"]) for r in body["rows"]} == {("release 1.0.0", body["gold_set"]["key"])}
+    body = client.get(f"/api/leaderboard/?set={studio_key}").json()
+    assert str(studio_run.pk) in {str(r["run_id"]) for r in body["rows"]}
+    assert release_run.pk not in {r["run_id"] for r in body["rows"]}
+    assert {r["gold_set_key"] for r in body["rows"]} == {studio_key}
+    same = client.get(f"/api/leaderboard/compare/?a={release_run.pk}&b={twin.pk}").json()
+    assert same["gold_set"] == "release 1.0.0" and same["b"]["id"] == twin.pk
+    refused = client.get(f"/api/leaderboard/compare/?a={studio_run.pk}&b={release_run.pk}")
+    assert refused.status_code == 400 and "never compared" in refused.json()["detail"]
 
 
 @pytest.mark.django_db

@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET
 
 from evaluation import blind
 from evaluation import leaderboard as lb
-from evaluation.selectors_leaderboard import aggregated_runs, compare_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows
+from evaluation.selectors_leaderboard import compare_runs, leaderboard_rows
 from evaluation.selectors_robustness import leaderboard_robustness
-from evaluation.services import refresh_run_aggregates
+from evaluation.services import leaderboard_of_set
 from evaluation.services_leaderboard import N_BOOT, SEED, current_bootstrap
 from frontend.views.robustness import robustness_section
 
@@ -25,23 +25,8 @@ CACHE_SECONDS = 24 * 3600
 
 
 def _tables(asked: str | None = None) -> tuple[list[dict], dict]:
-    """``(runs, tables)``: the leaderboard of one gold set without its bootstrap, built from the
-    runs' stored sums (made current first; see :func:`evaluation.services.refresh_run_aggregates`),
-    never from the records. ``asked``: the set's key (``?set=``); None or unknown: the default set
-    (:func:`~evaluation.selectors_leaderboard.default_gold_set`). ``runs``: every run (the
-    bootstrap's state is over all of them); ``tables`` holds only the set's runs, with ``sets``
-    (every set, for the selector) and ``gold_set`` (the shown set: ``{key, label, ...}`` or None)."""
-    runs, sums, state = aggregated_runs()
-    if refresh_run_aggregates([r["run_id"] for r in runs], state):
-        runs, sums, state = aggregated_runs()
-    sets = gold_sets(runs)
-    keys = {e["key"] for e in sets}
-    key = asked if asked in keys else default_gold_set(sets)
-    shown = [r for r in runs if gold_set_key(r) == key]
-    data = lb.build_from_aggregates(shown, {r["run_id"]: sums[r["run_id"]] for r in shown if r["run_id"] in sums})
-    data["sets"] = sets
-    data["gold_set"] = next((e for e in sets if e["key"] == key), None)
-    return runs, data
+    """The leaderboard of one gold set without its bootstrap (``evaluation.services.leaderboard_of_set``)."""
+    return leaderboard_of_set(asked)
 
 
 def _asked(request) -> str | None:

@@ -1659,15 +1659,17 @@ def _all_calls(steps: Any) -> Iterable[tuple[str, dict]]:
 
 def answer_in_metres(content: dict) -> bool:
     """Whether the task's answer depends on its inputs' GSD or CRS: a step (or a ``tool.loop``
-    call) measures in metres (:data:`METRIC_TOOLS`, or a tool with a ``pixel_size_m`` parameter
-    but those of the Vis server, whose scale bars draw on a picture) or maps pixels to the world (:data:`CRS_TOOLS`), or an answer field is metric by its name or
-    format note (area/distance names as numerical sanity reads them; ``m``, ``m²``, ``km``,
-    ``ha``, length, perimeter)."""
-    for call, _args in _all_calls((content or {}).get("trajectory")):
+    call) measures in metres (:data:`METRIC_TOOLS`; or passes a ``pixel_size_m`` to a tool that
+    takes one, but those of the Vis server, whose scale bars draw on a picture: ``ras.vectorize``
+    counting polygons without one measures nothing) or maps pixels to the world
+    (:data:`CRS_TOOLS`), or an answer field is metric by its name or format note (area/distance
+    names as numerical sanity reads them; ``m``, ``m²``, ``km``, ``ha``, length, perimeter)."""
+    for call, args in _all_calls((content or {}).get("trajectory")):
         info, _alias = resolve_tool(call) if call else (None, None)
         name = info.name if info else call
+        passes_gsd = args.get("pixel_size_m") not in (None, "")
         if name in METRIC_TOOLS or name in CRS_TOOLS or (info is not None and info.param("pixel_size_m")
-                                                          and info.server != "Vis"):
+                                                          and info.server != "Vis" and passes_gsd):
             return True
     for f in (content or {}).get("answer_spec") or []:
         if not isinstance(f, dict):

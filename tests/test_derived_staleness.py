@@ -78,6 +78,14 @@ def test_a_stale_gsd_is_an_error_when_the_answer_is_in_metres_and_a_warning_othe
     # nor does a map's scale bar (vis.damage_map takes pixel_size_m, but draws it on a picture)
     count["trajectory"].append({"call": "vis.damage_map", "args": {"image_path": "post.tif", "pixel_size_m": 0.5}})
     assert [f.check for f in qc.check_derived(count, derived)] == ["derived.manifest_outdated"]
+    # nor a polygon count: ras.vectorize takes pixel_size_m, but this step passes none, so its
+    # count measures nothing (the demo's T1, counting destroyed buildings and damaged pixels)
+    vectorize = _content([{"call": "ras.vectorize", "args": {"mask_path": "post.tif", "classes": [3]}}],
+                         [{"name": "destroyed_building_count", "eval_type": "scalar_count", "source": "x"}])
+    assert [f.check for f in qc.check_derived(vectorize, derived)] == ["derived.manifest_outdated"]
+    # passing one (a number or a reference), its areas are in square metres
+    vectorize["trajectory"][0]["args"]["pixel_size_m"] = "<pixel_size_m> from trajectory[0].obs"
+    assert [f.check for f in qc.check_derived(vectorize, derived)] == ["derived.manifest_stale"]
     # the same count task asked in square metres (format note) depends on it
     count["answer_spec"][0]["answer_format"] = "flooded area in m²"
     assert [f.check for f in qc.check_derived(count, derived)] == ["derived.manifest_stale"]

@@ -624,23 +624,38 @@ def pixel_values(layer, x: float, y: float, lnglat: bool = False) -> dict:
     Raises ``LayerFileError`` when the file cannot be read.
     """
     import rasterio
+    from rasterio._err import CPLE_BaseError  # GDAL's errors (rasterio.errors does not name them)
     from rasterio.warp import transform as warp_transform
 
+    def from_lnglat(crs):
+        """The point in ``crs``; None where PROJ refuses it ("Point outside of projection
+        domain": lon 0, lat 0 for a UTM zone 93° away), which is off the raster too."""
+        try:
+            xs, ys = warp_transform("EPSG:4326", crs, [x], [y])
+        except CPLE_BaseError:
+            return None
+        return xs[0], ys[0]
+
+    outside = {"col": None, "row": None, "values": None, "label": None}
     path = layer_file(layer, prefer_tiles=False)
     try:
         with rasterio.open(path) as src:
             georef = display_georeference(layer) if lnglat else None
             if layer.frame == "geographic" and src.crs is not None:
-                xs, ys = warp_transform("EPSG:4326", src.crs, [x], [y])
-                row, col = src.index(xs[0], ys[0])
+                point = from_lnglat(src.crs)
+                if point is None:
+                    return outside
+                row, col = src.index(*point)
             elif georef is not None:
                 from affine import Affine
 
-                gx, gy = warp_transform("EPSG:4326", georef[0], [x], [y])
-                c, r = ~Affine(*georef[1]) @ (gx[0], gy[0])
+                point = from_lnglat(georef[0])
+                if point is None:
+                    return outside
+                c, r = ~Affine(*georef[1]) @ point
                 col, row = int(math.floor(c)), int(math.floor(r))
             elif lnglat:
-                return {"col": None, "row": None, "values": None, "label": None}
+                return outside
             else:
                 col, row = int(math.floor(x)), int(math.floor(y))
             if not (0 <= row < src.height and 0 <= col < src.width):
@@ -650,7 +665,7 @@ def pixel_values(layer, x: float, y: float, lnglat: bool = False) -> dict:
     except rasterio.errors.RasterioIOError as exc:
         raise LayerFileError(f"cannot read {path.name}: {exc}")
     except (OverflowError, ValueError):  # a point far off the globe: its transform is not finite
-        return {"col": None, "row": None, "values": None, "label": None}
+        return outside
     values = [v.item() for v in data]
     cmap = {str(k): v for k, v in (layer.class_map or {}).items()}
     label = cmap.get(str(values[0])) if layer.kind == "mask" and values else None

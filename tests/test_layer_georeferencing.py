@@ -324,3 +324,39 @@ def test_layer_value_reads_the_pixel_under_the_cursor(client, make_user):
     assert expected != 0 and body["label"] == mask.class_map[str(expected)]
     assert client.get(f"/layers/{mask.pk}/value?x=2000&y=5").json()["values"] is None
     assert client.get(f"/layers/{mask.pk}/value?x=a").status_code == 400
+
+
+@pytest.mark.django_db
+def test_layer_value_off_a_projected_rasters_domain_is_outside_not_a_crash(client, make_user, tmp_path):
+    """Click-to-identify on a raster stored in a projected CRS (a 64 × 64 GeoTIFF in UTM zone 15N,
+    EPSG:32615, 0.5 m pixels, made here) at a point that CRS cannot hold: lon 0, lat 0 lies 93° from
+    the zone's central meridian, and PROJ refuses it ("Point outside of projection domain"; found by
+    the integrity attack on the Joplin chips, also UTM 15N: a 500). Expected: the point is off the
+    raster (no column, row or value), as for any point outside it; the raster's own top-left pixel
+    still reads back its value (7: every pixel was written so); a point PROJ can hold but far
+    off the raster keeps its column and row, with no value, as before."""
+    import numpy as np
+    import rasterio
+    from rasterio.transform import from_origin
+    from rasterio.warp import transform as warp_transform
+
+    from annotation.models import Layer
+
+    path = tmp_path / "utm.tif"
+    west, north = 363000.0, 4105000.0  # near Joplin, Missouri, in EPSG:32615 metres
+    with rasterio.open(path, "w", driver="GTiff", width=64, height=64, count=1, dtype="uint8", crs="EPSG:32615",
+                       transform=from_origin(west, north, 0.5, 0.5)) as dst:
+        dst.write(np.full((1, 64, 64), 7, dtype="uint8"))
+    imports.import_raster_file(path, event_slug="utm-probe", modality="optical")
+    layer = Layer.objects.get(event__slug="utm-probe")
+    assert layer.frame == "geographic"
+    client.force_login(make_user("ada", "author"))
+    for q in ("x=0&y=0", "x=1&y=1e-400"):  # refused by PROJ: no column or row either
+        r = client.get(f"/layers/{layer.pk}/value?{q}")
+        assert r.status_code == 200, (q, r.status_code)
+        assert r.json()["values"] is None and r.json()["col"] is None, q
+    far = client.get(f"/layers/{layer.pk}/value?x=45&y=-30")  # in the domain, far off the raster
+    assert far.status_code == 200 and far.json()["values"] is None
+    lon, lat = warp_transform("EPSG:32615", "EPSG:4326", [west + 0.25], [north - 0.25])
+    inside = client.get(f"/layers/{layer.pk}/value?x={lon[0]!r}&y={lat[0]!r}").json()
+    assert (inside["col"], inside["row"], inside["values"]) == (0, 0, [7])

@@ -320,6 +320,9 @@ def _require_geometry(location: dict) -> None:
     kind = location.get("type")
     if kind not in GEOMETRY_TYPES:
         raise AnnotationInputError(f"location.type: {str(kind)[:40]!r} is not one of {', '.join(GEOMETRY_TYPES)}")
+    if not _numbers_only(location["coordinates"]):  # shapely reads "1" and true as 1.0; the studio would keep them
+        raise AnnotationInputError(f"location.coordinates: the positions of a GeoJSON {str(kind)} must be numbers "
+                                   "(not strings or true/false)")
     try:
         geom = shape({"type": kind, "coordinates": location["coordinates"]})
     except (GeometryTypeError, ShapelyError, ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
@@ -327,6 +330,20 @@ def _require_geometry(location: dict) -> None:
                                    f"({str(exc)[:200]})") from None
     if geom.is_empty:
         raise AnnotationInputError(f"location.coordinates: an empty {kind}")
+
+
+def _numbers_only(coordinates) -> bool:
+    """Whether every leaf of nested lists ``coordinates`` is an int or float (never a bool, a
+    string or None): what RFC 7946 §3.1.1 calls a position's elements. A non-list is not checked
+    here (shapely refuses it with its own reason)."""
+    stack = [coordinates]
+    while stack:  # iterative: the JSON parser bounds the nesting, this need not recurse
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif item is not coordinates and (isinstance(item, bool) or not isinstance(item, (int, float))):
+            return False
+    return True
 
 
 @transaction.atomic

@@ -7,6 +7,7 @@ leaderboard's robustness section. Step-wise planner runs are left out, as on the
 from __future__ import annotations
 
 from evaluation import leaderboard as lb
+from evaluation.blind import blind_record_ids
 from evaluation.models import AgentRun, RunRecord
 from evaluation.robustness import robustness_table
 from evaluation.selectors_leaderboard import leaderboard_runs
@@ -29,10 +30,16 @@ def robustness_rows(runs: list[dict] | None = None) -> list[dict]:
              "task_score": r["task_score"], "robustness": r["robustness"]} for r in rows if r["run_id"] in labels]
 
 
-def leaderboard_robustness(runs: list[dict] | None = None) -> dict:
+def leaderboard_robustness(runs: list[dict] | None = None, viewer=None) -> dict:
     """The per-kind tables of :func:`evaluation.robustness.robustness_table` over every run
-    (``runs``: see :func:`robustness_rows`)."""
-    return robustness_table(robustness_rows(runs))
+    (``runs``: see :func:`robustness_rows`). With ``viewer``, the records they score blind are left
+    out (``evaluation.blind``: an outcome the judge decided is a verdict they may not see, and a
+    per-agent pass rate over one record shows it); ``n_blind`` counts them."""
+    rows = robustness_rows(runs)
+    hide = blind_record_ids(viewer, [r["record_id"] for r in rows]) if viewer is not None and rows else set()
+    table = robustness_table([r for r in rows if r["record_id"] not in hide])
+    table["n_blind"] = len(hide)
+    return table
 
 
 def run_robustness(run: AgentRun):

@@ -309,3 +309,18 @@ def test_a_scorer_queue_names_no_agent_and_counts_what_it_will_hand_out(world, c
     # a queue manager sees the agent column
     client.force_login(world["rita"])
     assert "<th>Agent</th>" in client.get("/scoring/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_leaderboard_robustness_tables_leave_out_the_records_a_viewer_scores_blind(world, client, maintainer):
+    """The unsolvable pass rate per agent and strategy over r1 alone is the judge's Pass on r1:
+    sam (blind on it) is shown the tables without it and told so; a maintainer sees it."""
+    client.force_login(world["sam"])
+    html = client.get("/leaderboard/").content.decode()
+    assert 'id="robustness-blind"' in html and "1 variant record you score blind is left out" in html
+    section = html[html.index('<section id="robustness">'):html.index("</section>", html.index('<section id="robustness">'))]
+    assert AGENT not in section
+    client.force_login(maintainer)
+    html = client.get("/leaderboard/").content.decode()
+    section = html[html.index('<section id="robustness">'):html.index("</section>", html.index('<section id="robustness">'))]
+    assert 'id="robustness-blind"' not in html and AGENT in section

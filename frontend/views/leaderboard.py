@@ -35,7 +35,7 @@ def _asked(request) -> str | None:
     return None if value is None else str(value)[:80]  # a digest (64 hex), or studio:<digest>
 
 
-def _build(n_boot: int = N_BOOT, asked: str | None = None) -> dict:
+def _build(n_boot: int = N_BOOT, asked: str | None = None, viewer=None) -> dict:
     """The leaderboard of one gold set: the tables from the stored sums, the bootstrap intervals
     of its runs from their background computation (``bootstrap_status``: done, queued or failed)."""
     runs, data = _tables(asked)
@@ -46,7 +46,7 @@ def _build(n_boot: int = N_BOOT, asked: str | None = None) -> dict:
     data["bootstrap"] = ([b for b in row.result or [] if b.get("run_id") in shown]
                          if data["bootstrap_status"] == "done" else [])
     # one query: records with a stored outcome, of the set's runs
-    data["robustness"] = leaderboard_robustness([r for r in runs if r["run_id"] in shown])
+    data["robustness"] = leaderboard_robustness([r for r in runs if r["run_id"] in shown], viewer=viewer)
     return data
 
 
@@ -102,7 +102,7 @@ def _display(data: dict) -> dict:
 def leaderboard_page(request):
     """The leaderboard of one gold set (``?set=<key>``, default: the newest published release with
     runs): runs scored on other sets are never ranked with them."""
-    data = _build(asked=_asked(request))
+    data = _build(asked=_asked(request), viewer=request.user)
     return render(request, "frontend/leaderboard.html", {
         **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
         "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,

@@ -22,4 +22,5 @@ def robustness_section(data: dict, pct: Callable) -> dict:
         "broken": [{**r, "shares_pct": [pct(r["shares"][o]) for o in OUTCOMES], "recovery_pct": pct(r["recovery_rate"])}
                    for r in data["broken"]],
         "unsolvable": [{**r, "pass_pct": pct(r["pass_rate"])} for r in data["unsolvable"]],
+        "n_blind": data.get("n_blind", 0),
     }

@@ -89,6 +89,9 @@ def test_demo_release_export_layout(demo_release):
     # whole document at once gives (indent 1, the same key order), two questions in it
     assert text == dumps(manifest) and len(manifest["questions"]) == 2
     assert list(manifest)[:6] == ["format", "format_version", "release", "generated_at", "events", "questions"]
+    # the events' sources name where the data came from, never the server's folders
+    sources = {slug: e["source"] for slug, e in manifest["events"].items()}
+    assert sources and all(s and "/" not in s for s in sources.values()), sources
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"studio_manifest.json"}
     assert set(manifest["files"]) == files
     for rel, info in manifest["files"].items():

@@ -36,6 +36,7 @@ import hashlib
 import heapq
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -83,6 +84,16 @@ class ExportError(Exception):
 
 
 # ------------------------------------------------------------------ JSON text, hashes, schemas
+
+
+def public_source(source: str) -> str:
+    """An event's ``source`` as a shipped manifest names it: the last part of a server path
+    (``/srv/data/xview2-deploy-joplin`` → ``xview2-deploy-joplin``: where the data came from,
+    without the server's folders), anything else (a URL, a citation) as it is."""
+    text = str(source or "")
+    if text.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", text):
+        return PurePosixPath(text.replace("\\", "/")).name
+    return text
 
 
 def canonical(value: Any) -> str:
@@ -682,7 +693,7 @@ class LayoutWriter:
             if self.sidecar:
                 self.question_sink(e.question_id, self._question_meta(e, task, rev, run, file_name, source))
             self.result.events.setdefault(event.slug, {"name": event.name, "disaster_type": event.disaster_type,
-                                                       "source": event.source})
+                                                       "source": public_source(event.source)})
         problems = schema_problems("task_file", sample, ref="sample")
         if problems:
             where, msg = problems[0]

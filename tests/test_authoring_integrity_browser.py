@@ -262,6 +262,9 @@ def test_a_broken_reference_reads_the_same_in_every_place(live_server, browser, 
         p.wait_for_function("() => document.querySelector('#save-state').dataset.state === 'saved'")
         _key(p, "d", step=0)
         expected = "step 0 (vec.filter_by_attribute) was deleted: undo (u) or rebind"
+        # the cards are drawn again when the live QC answers: wait for the drawing that holds the errors
+        p.wait_for_function("""(want) => [...document.querySelectorAll('#steps > li:first-child .arg-row .field-error')]
+            .filter(e => e.textContent === want).length >= 2""", arg=expected, timeout=10000)
         step0 = p.locator("#steps > li").nth(0)
         assert step0.locator(".arg-row:has(.arg[data-name=meter]) .field-error").text_content() == expected
         assert step0.locator(".arg-row:has(.arg[data-name=vector_path]) .field-error").text_content() == expected

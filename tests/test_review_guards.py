@@ -16,7 +16,7 @@ import pytest
 
 from annotation.models import AuditEvent, Task
 from annotation.services import review
-from conftest import sign_in
+from conftest import drop_published_releases, sign_in
 from test_review_workflow import import_joplin, t2_payload
 
 
@@ -182,21 +182,6 @@ def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, clie
 
 
 def _drop_published_releases():
-    """The database refuses to delete a published release (migration 0003's triggers), so the
-    transactional test's flush would fail: lift the triggers, delete, put them back."""
-    import importlib
-
-    from django.db import connection
-
-    from releases.models import Release, ReleaseTask
-
-    mig = importlib.import_module("annotation.migrations.0003_release_immutability")
-    fwd, back = ((mig.SQLITE_FORWARD, mig.SQLITE_BACKWARD) if connection.vendor == "sqlite"
-                 else (mig.POSTGRES_FORWARD, mig.POSTGRES_BACKWARD))
-    with connection.cursor() as cur:
-        for sql in back:
-            cur.execute(sql)
-        ReleaseTask.objects.all().delete()
-        Release.objects.all().delete()
-        for sql in fwd:
-            cur.execute(sql)
+    """The transactional test's flush cannot delete a published release (the database refuses it):
+    conftest's ``drop_published_releases`` lifts the triggers, deletes, puts them back."""
+    drop_published_releases()

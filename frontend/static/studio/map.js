@@ -191,6 +191,8 @@
           lyr.on('click', function (e) {
             var map = lyr._map;
             if (!map) return;
+            // drawing (leaflet-geoman): the click is a vertex on the map, passed through
+            if (map.pm && map.pm.globalDrawModeEnabled && map.pm.globalDrawModeEnabled()) return;
             L.DomEvent.stop(e);
             if (map._studioPick) { map._studioPick(e.latlng); return; }
             map.fire('studio:identify', { latlng: e.latlng, hit: lyr });  // one readout of every layer there

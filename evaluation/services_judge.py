@@ -62,6 +62,7 @@ from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from studio.background import job_running, worker_lost, worker_tag
+from studio.events import emit
 from studio.permissions import require
 from kernel.catalogue import catalogue_by_name
 from replay.services import latest_successful_replay
@@ -821,6 +822,11 @@ def _run_judge_job(job: JudgeJob, *, progress, backend) -> JudgeJob:
     job.status = JudgeJob.Status.PAUSED if paused else (JudgeJob.Status.FAILED if hard else JudgeJob.Status.DONE)
     job.finished_at = timezone.now()
     job.save()
+    if job.status in (JudgeJob.Status.DONE, JudgeJob.Status.FAILED):
+        emit("judge.finished" if job.status == JudgeJob.Status.DONE else "judge.failed",
+             {"job_id": job.pk, "status": job.status, "n_ok": job.n_ok, "n_failed": job.n_failed,
+              "config": job.config.name, "actor": job.created_by.get_username() if job.created_by_id else None},
+             user=job.created_by)
     return job
 
 

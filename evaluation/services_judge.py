@@ -61,6 +61,7 @@ from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
+from kernel.egress import host_allowed
 from studio.background import job_running, worker_lost, worker_tag
 from studio.events import emit
 from studio.permissions import require
@@ -99,7 +100,7 @@ def egress_problem(base_url: str, api_key_env: str) -> str | None:
 
     hosts = [h.lower() for h in settings.STUDIO_JUDGE_ALLOWED_HOSTS]
     host = (urlparse(base_url).hostname or "").lower() if base_url else "api.openai.com"
-    if host not in hosts:
+    if not host_allowed(host, hosts):  # the allow-list rule webhooks share (kernel.egress)
         return (f"base_url: host {host or '(none)'!r} is not an allowed judge host "
                 f"(STUDIO_JUDGE_ALLOWED_HOSTS: {', '.join(hosts) or 'none'})")
     variables = list(settings.STUDIO_JUDGE_KEY_VARIABLES)

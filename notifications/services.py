@@ -132,7 +132,7 @@ def describe(event_type: str, d: dict) -> tuple[str, str]:
     if event_type == "replay.failed":
         return f"the replay of {q} failed: {d.get('error')}", task_url
     if event_type == "gold.changed":
-        return f"the replay of {q} changed its gold answer ({d.get('n_changes')} change(s) to accept)", task_url
+        return f"the replay of {q} changed its gold answer: the change waits for acceptance", task_url
     if event_type == "release.published":
         return (f"{d.get('actor')} published release {d.get('version')} ({d.get('n_tasks')} tasks, "
                 f"digest {str(d.get('manifest_sha256') or '')[:12]})", f"/releases/{d.get('version')}/")

@@ -724,6 +724,9 @@ def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
                                      "accepted_by": (f"({by_sql})", by_params)}, **fields)
     if back is not None:
         run.gold_accepted, run.accepted_by_id = bool(back[0]), back[1]
+        if not run.gold_accepted:  # a changed gold answer waits for a person (rare: the hot path pays nothing)
+            task = run.task
+            emit("gold.changed", {"replay_id": run.pk, "task_id": task.pk, "question_id": task.question_id}, task=task)
 
 
 #: the ``ReplayStep`` columns a reused run copies from the run it reuses (``duration_ms`` and

@@ -45,7 +45,7 @@ EVENT_TYPES: dict[str, EventType] = {e.name: e for e in (
     EventType("task.commented", 1, _TASK + ("comment_id", "body", "step_index", "answer_field"),
               "someone commented on a task"),
     EventType("replay.failed", 1, ("replay_id", "task_id", "question_id", "error"), "a task's replay failed"),
-    EventType("gold.changed", 1, ("replay_id", "task_id", "question_id", "n_changes"),
+    EventType("gold.changed", 1, ("replay_id", "task_id", "question_id"),
               "a replay's gold answer differs from the accepted gold and waits for acceptance"),
     EventType("release.published", 1, ("version", "manifest_sha256", "n_tasks", "actor", "download_path"),
               "a maintainer published a release (its manifest digest and where to download it)"),

@@ -29,6 +29,13 @@
 | STUDIO_MAX_UPLOAD_BYTES | 2621440 (2.5 MiB) | largest request body |
 | STUDIO_LOGIN_FAILURE_LIMIT | 5 | failed logins (one username from one address) before a lockout |
 | STUDIO_LOGIN_COOLOFF_MINUTES | 15 | how long a lockout lasts |
+| STUDIO_WEBHOOK_ALLOWED_HOSTS | * | hosts a webhook URL may name (".example.org": a domain) |
+| STUDIO_WEBHOOK_PRIVATE_HOSTS | "" | hosts that may resolve to loopback, link-local or private addresses |
+| STUDIO_WEBHOOK_TIMEOUT_S | 10 | seconds one webhook attempt waits |
+| STUDIO_WEBHOOK_BACKOFF_S, STUDIO_WEBHOOK_BACKOFF_MAX_S | 30, 14400 | first retry wait (doubled per attempt) and its cap |
+| STUDIO_WEBHOOK_RETRY_FOR_S | 93600 (26 h) | how long a webhook delivery is retried |
+| STUDIO_WEBHOOK_DISABLE_AFTER | 50 | failed attempts in a row that disable a webhook (its owner is notified) |
+| STUDIO_SMTP_HOST (…_PORT, _USER, _PASSWORD, _TLS), STUDIO_EMAIL_FROM | unset: console backend | notification e-mail |
 """
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +33,7 @@ from django.core import mail
 from django.utils import timezone
 
 from annotation.models import Event, Task, TaskRevision
-from conftest import SCORING_EXAMPLES
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from evaluation.models import ScoringItem
 from evaluation.services import import_run_dir
 from evaluation.services_queue import claim_item, enqueue_records, submit_item
@@ -55,12 +57,17 @@ class Receiver:
 
     def __init__(self):
         self.script, self.seen, self.secret, self.reply = [], [], "", b"ok"
+        self.hold_first = False  # True: the first request waits (until released) before it is answered
+        self.arrived, self.release = threading.Event(), threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["content-length"]))
                 outer.seen.append({"headers": dict(self.headers), "body": body, "valid": outer.verify(self.headers, body)})
+                if outer.hold_first and len(outer.seen) == 1:
+                    outer.arrived.set()
+                    outer.release.wait(60)
                 code = outer.script.pop(0) if outer.script else 200
                 self.send_response(code)
                 self.end_headers()
@@ -81,6 +88,7 @@ class Receiver:
         return any(s == f"v1,{expected}" for s in headers["webhook-signature"].split(" "))
 
     def close(self):
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -401,3 +409,42 @@ def test_event_types_are_listed_with_their_versions(client, people):
     rows = {r["name"]: r for r in client.get("/api/event-types/").json()}
     assert rows["task.returned"]["version"] == 1 and "reason" in rows["task.returned"]["keys"]
     assert rows["release.published"]["keys"][:2] == ["version", "manifest_sha256"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_delivery_loses_nothing(tmp_path, maintainer, receiver, settings):
+    """The issue's attack: ``manage.py send_webhooks`` (a worker) is killed with SIGKILL while the
+    receiver holds its request unanswered. The delivery is left ``sending`` with the dead worker's
+    tag; ``manage.py sweep_jobs`` puts it back to pending at once (the pid is gone) and sends it: the
+    receiver gets the same message (one ``webhook-id``, valid signatures) a second time and answers."""
+    from studio.events import EVENT_TYPES
+
+    hook = Webhook.objects.create(created_by=maintainer, url=receiver.url, event_types=["release.published"],
+                                  secret=svc.new_secret())
+    receiver.secret, receiver.hold_first = hook.secret, True
+    body = svc.event_body("evt_kill", EVENT_TYPES["release.published"], {"version": "1.0.0"}, timezone.now())
+    d = WebhookDelivery.objects.create(webhook=hook, message_id="msg_kill", event_type="release.published", body=body,
+                                       next_attempt_at=timezone.now())
+    db = ChildDatabase(tmp_path)
+    env = {**os.environ, "DATABASE_URL": db.url, "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO),
+           "CELERY_BROKER_URL": "", "STUDIO_JUDGE_RUNNER": "inline", "STUDIO_WEBHOOK_PRIVATE_HOSTS": "127.0.0.1",
+           "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT)}
+    worker = subprocess.Popen([sys.executable, str(REPO / "manage.py"), "send_webhooks"], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert receiver.arrived.wait(120), worker.stderr.read().decode()[-2000:]
+        (status, tag), = db.rows("select status, worker from notifications_webhookdelivery where id = %s", d.pk)
+        assert (status, tag) == ("sending", process_tag(worker.pid))
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+    receiver.release.set()
+    out = subprocess.run([sys.executable, str(REPO / "manage.py"), "sweep_jobs", "--json"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    mine = [r for r in json.loads(out.stdout) if r["kind"] == svc.KIND]
+    assert mine == [{"kind": svc.KIND, "id": d.pk, "action": "requeued",
+                     "why": f"its worker process ({worker.pid}) is gone", "removed": []}]
+    assert db.rows("select status, attempts from notifications_webhookdelivery where id = %s", d.pk) == [("succeeded", 1)]
+    assert len(receiver.seen) == 2 and all(s["valid"] for s in receiver.seen)
+    assert {s["headers"]["webhook-id"] for s in receiver.seen} == {"msg_kill"}

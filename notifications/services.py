@@ -282,12 +282,15 @@ def create_webhook(user, *, url: str, event_types: Iterable[str], secret: str = 
 @transaction.atomic
 def update_webhook(user, hook: Webhook, *, url: str | None = None, event_types: Iterable[str] | None = None,
                    active: bool | None = None) -> Webhook:
-    """Change a webhook (``webhook.manage``: its owner). Re-activating one resets its failure count."""
+    """Change a webhook (``webhook.manage``: its owner). A new URL or event list is checked as on
+    creation (egress rules); switching it on or off alone is not (a host that no longer resolves can
+    still be disabled). Re-activating one resets its failure count."""
     require(user, "webhook.manage", hook)
     hook = Webhook.objects.select_for_update().get(pk=hook.pk)
-    types = _check_hook((url if url is not None else hook.url).strip(),
-                        event_types if event_types is not None else hook.event_types)
-    hook.url, hook.event_types = (url if url is not None else hook.url).strip(), types
+    if url is not None or event_types is not None:
+        hook.event_types = _check_hook((url if url is not None else hook.url).strip(),
+                                       event_types if event_types is not None else hook.event_types)
+        hook.url = (url if url is not None else hook.url).strip()
     if active is not None:
         hook.active = bool(active)
         if active:

@@ -448,3 +448,15 @@ def test_a_worker_killed_mid_delivery_loses_nothing(tmp_path, maintainer, receiv
     assert db.rows("select status, attempts from notifications_webhookdelivery where id = %s", d.pk) == [("succeeded", 1)]
     assert len(receiver.seen) == 2 and all(s["valid"] for s in receiver.seen)
     assert {s["headers"]["webhook-id"] for s in receiver.seen} == {"msg_kill"}
+
+
+def test_patching_a_webhook_checks_a_new_url_but_switching_it_off_needs_no_lookup(client, people, receiver, settings):
+    hook_id = _register(client, people, receiver)
+    bad = client.patch(f"/api/webhooks/{hook_id}/", {"url": "http://169.254.169.254/"}, content_type="application/json")
+    assert bad.status_code == 400 and "link-local" in bad.json()["detail"]
+    settings.STUDIO_WEBHOOK_PRIVATE_HOSTS = []  # the receiver's host is refused from now on
+    Webhook.objects.filter(pk=hook_id).update(consecutive_failures=7)
+    off = client.patch(f"/api/webhooks/{hook_id}/", {"active": False}, content_type="application/json")
+    assert off.status_code == 200 and off.json()["active"] is False
+    on = client.patch(f"/api/webhooks/{hook_id}/", {"active": True}, content_type="application/json")
+    assert (on.json()["active"], on.json()["consecutive_failures"], on.json()["url"]) == (True, 0, receiver.url)

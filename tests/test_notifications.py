@@ -460,3 +460,21 @@ def test_patching_a_webhook_checks_a_new_url_but_switching_it_off_needs_no_looku
     assert off.status_code == 200 and off.json()["active"] is False
     on = client.patch(f"/api/webhooks/{hook_id}/", {"active": True}, content_type="application/json")
     assert (on.json()["active"], on.json()["consecutive_failures"], on.json()["url"]) == (True, 0, receiver.url)
+
+
+def test_publishing_a_release_tells_the_other_maintainers_and_the_webhook_its_digest(
+        client, make_user, maintainer, receiver, people, django_capture_on_commit_callbacks):
+    from releases.services import releases as release_services
+
+    release_services.import_release_dir(None, SCORING_EXAMPLES, make_release=False)  # 12 approved tasks
+    _register(client, people, receiver, types=("release.published",))  # max's webhook
+    release = release_services.create_release(maintainer, "1.0.0", "first")
+    with django_capture_on_commit_callbacks(execute=True):
+        release_services.publish_release(maintainer, release)
+    release.refresh_from_db()
+    n = Notification.objects.get(user=people["max"], event_type="release.published")
+    assert (n.data["version"], n.data["manifest_sha256"], n.data["n_tasks"]) == ("1.0.0", release.manifest_sha256, 12)
+    assert n.url == "/releases/1.0.0/" and release.manifest_sha256[:12] in n.text
+    assert not Notification.objects.filter(user=maintainer, event_type="release.published").exists()  # mia published
+    [seen] = receiver.seen
+    assert seen["valid"] and json.loads(seen["body"])["data"]["manifest_sha256"] == release.manifest_sha256

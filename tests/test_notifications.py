@@ -42,6 +42,7 @@ from kernel.processes import process_tag
 from notifications import services as svc
 from notifications.models import Notification, Webhook, WebhookDelivery
 from studio.background import sweep_jobs
+from test_judging_support import GOOD, judge_config, judge_server, perms, run_a  # noqa: F401
 
 CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
 
@@ -478,3 +479,17 @@ def test_publishing_a_release_tells_the_other_maintainers_and_the_webhook_its_di
     assert not Notification.objects.filter(user=maintainer, event_type="release.published").exists()  # mia published
     [seen] = receiver.seen
     assert seen["valid"] and json.loads(seen["body"])["data"]["manifest_sha256"] == release.manifest_sha256
+
+
+def test_a_finished_judge_job_tells_who_started_it(run_a, judge_config, judge_server, make_user):
+    from evaluation.models import JudgeJob
+    from evaluation.services_judge import run_judge_job
+
+    starter = make_user("jo", "maintainer")
+    record = run_a.records.order_by("id").first()
+    job = JudgeJob.objects.create(config=judge_config, record_ids=[record.pk], total=1, created_by=starter, with_code=False)
+    judge_server.reply(GOOD)
+    assert run_judge_job(job.pk).status == "done"
+    n = Notification.objects.get(user=starter, event_type__startswith="judge.")
+    assert (n.event_type, n.data["job_id"], n.data["n_ok"], n.data["n_failed"]) == ("judge.finished", job.pk, 1, 0)
+    assert n.url == f"/judge/jobs/{job.pk}/" and n.text == f"judge job {job.pk} (local) done: 1 ok, 0 failed"

@@ -493,3 +493,46 @@ def test_a_finished_judge_job_tells_who_started_it(run_a, judge_config, judge_se
     n = Notification.objects.get(user=starter, event_type__startswith="judge.")
     assert (n.event_type, n.data["job_id"], n.data["n_ok"], n.data["n_failed"]) == ("judge.finished", job.pk, 1, 0)
     assert n.url == f"/judge/jobs/{job.pk}/" and n.text == f"judge job {job.pk} (local) done: 1 ok, 0 failed"
+
+
+def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, maintainer):
+    """Florence tile 18 (tests/test_replay_services.py has the hand-worked values): a null pixel size
+    fails step 1; clearing the destroyed pixels after a person accepted the gold changes the answer,
+    which then waits for acceptance."""
+    from annotation.services.imports import import_xbd_folder
+    from annotation.services.tasks import create_task
+    from conftest import REALDATA
+    from replay.services import accept_gold, start_replay
+    from test_replay_services import ANSWER, STEPS, _clear_destroyed
+
+    florence = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
+    ada = make_user("ada", "author")
+    broken = create_task(ada, florence, dimension="t1", content={
+        "question": "q", "input_data": {}, "answer_spec": ANSWER,
+        "trajectory": [STEPS[0], {**STEPS[1], "args": {**STEPS[1]["args"], "pixel_size_m": None}}]})
+    run = start_replay(ada, broken)
+    assert run.status == "failed"
+    n = Notification.objects.get(user=ada, event_type="replay.failed")
+    assert (n.data["replay_id"], n.data["error"], n.url) == (run.pk, run.error, f"/tasks/{broken.pk}/")
+    assert n.data["error"].startswith("step 1 (ras.area), argument 'pixel_size_m':")
+
+    task = create_task(ada, florence, dimension="t1", content={
+        "question": "What area do damaged buildings cover?", "input_data": {}, "trajectory": STEPS, "answer_spec": ANSWER})
+    accept_gold(maintainer, start_replay(ada, task))
+    assert not Notification.objects.filter(event_type="gold.changed").exists()  # the first gold is taken by itself
+    _clear_destroyed(florence)
+    new = start_replay(ada, task)
+    assert not new.gold_accepted
+    n = Notification.objects.get(user=ada, event_type="gold.changed")
+    assert (n.data["replay_id"], n.url) == (new.pk, f"/tasks/{task.pk}/")
+
+
+def test_a_comment_reaches_the_task_author_and_a_reply_the_commenters(people, task):
+    from annotation.services import review
+
+    first = review.add_comment(people["rey"], task, "step 2: why 200 m?")
+    n = Notification.objects.get(event_type="task.commented")
+    assert (n.user, n.data["comment_id"], n.data["body"]) == (people["ada"], first.pk, "step 2: why 200 m?")
+    review.add_comment(people["ada"], task, "fixed, 20 m", parent=first)
+    assert sorted(Notification.objects.filter(event_type="task.commented").values_list("user__username", "text")) == [
+        ("ada", "rey commented on s0_task0: step 2: why 200 m?"), ("rey", "ada commented on s0_task0: fixed, 20 m")]

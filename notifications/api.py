@@ -117,8 +117,12 @@ class NotificationListView(APIView):
         return self.paginated(qs, NotificationOut)
 
 
+class MarkedOut(serializers.Serializer):
+    marked = serializers.IntegerField()
+
+
 class MarkReadView(APIView):
-    @extend_schema(request=MarkReadIn)
+    @extend_schema(request=MarkReadIn, responses=MarkedOut)
     def post(self, request):
         data = MarkReadIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -167,6 +171,7 @@ class WebhookDetailView(APIView):
         hook = svc.update_webhook(request.user, sel.webhook(request.user, pk), **data.validated_data)
         return Response(WebhookOut(hook).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, pk: int):
         svc.delete_webhook(request.user, sel.webhook(request.user, pk))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,8 +1,11 @@
 """Notifications for people and webhooks for systems (``docs/notifications.md``).
 
 People: a reviewer returns a task → its author has a notification with the reason, the bell on every
-page counts it, the list page shows it, marking it read clears the count, e-mail goes out after
-commit; settings mute a type. Blind: an adjudicator who still scores a record blind gets its
+page counts it (one query), the list page shows it, marking it read clears the count, e-mail goes out
+after commit; settings (API and page) mute a type. Receivers of the other events: the reviewers of a
+submitted task, the author and commenters of a comment, the author of a failed replay or a changed
+gold (Florence tile 18), the other maintainers of a published release (its digest) and of an
+imported run, who started a judge job. Blind: an adjudicator who still scores a record blind gets its
 ``adjudication.needed`` without the agent and without the disagreement (the verdicts); one who is
 not blind gets both (``evaluation.blind`` is the rule).
 
@@ -11,8 +14,9 @@ written here from the Standard Webhooks spec, not the studio's ``sign``) verifie
 answers 503 twice then 200 (three attempts, one ``webhook-id``, backoff 30 s then 60 s: the
 defaults, ``STUDIO_WEBHOOK_BACKOFF_S`` × 2^(n−1)), 400 once (no retry), and receives a redelivery asked
 for through the API. Egress: loopback, link-local and hosts outside the allow-list are refused. A
-delivery whose worker died (a real process that exited) and one whose after-commit send never ran
-are sent by the sweep. A webhook that keeps failing is disabled and its owner told.
+delivery whose worker died (a real process that exited; and ``manage.py send_webhooks`` SIGKILLed
+while the receiver holds its request) and one whose after-commit send never ran are sent by the
+sweep. A webhook that keeps failing is disabled and its owner told.
 """
 from __future__ import annotations
 
@@ -536,3 +540,19 @@ def test_a_comment_reaches_the_task_author_and_a_reply_the_commenters(people, ta
     review.add_comment(people["ada"], task, "fixed, 20 m", parent=first)
     assert sorted(Notification.objects.filter(event_type="task.commented").values_list("user__username", "text")) == [
         ("ada", "rey commented on s0_task0: step 2: why 200 m?"), ("rey", "ada commented on s0_task0: fixed, 20 m")]
+
+
+def test_the_settings_form_mutes_the_unchecked_types(client, people, task):
+    from studio.events import EVENT_TYPES
+
+    client.force_login(people["ada"])
+    wanted = [t for t in EVENT_TYPES if t not in ("task.returned", "webhook.ping")]
+    assert client.post("/notifications/settings/", {"types": wanted}).status_code == 302  # e-mail unchecked
+    page = client.get("/notifications/").content.decode()
+    assert 'value="task.returned">' in page and 'value="task.approved" checked>' in page
+    _return(client, people["rey"], task)
+    assert Notification.objects.count() == 0
+    from notifications.models import NotificationSetting
+
+    assert NotificationSetting.objects.get(user=people["ada"]).muted == ["task.returned"]
+    assert NotificationSetting.objects.get(user=people["ada"]).email is False

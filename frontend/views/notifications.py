@@ -21,6 +21,8 @@ from studio.pagination import InvalidCursor, paginate
 from studio.permissions import can
 
 PAGE_SIZE = 25
+#: the event types a person can be notified of (a ping goes to webhooks only)
+PERSONAL_TYPES = tuple(t for t in EVENT_TYPES if t != "webhook.ping")
 
 
 @require_safe
@@ -32,7 +34,7 @@ def notification_list_page(request):
         raise Http404(str(exc)) from None
     pref = svc.setting_of(request.user)
     types = [{"name": e.name, "what": e.what, "muted": e.name in (pref.muted or [])} for e in EVENT_TYPES.values()
-             if not e.name.startswith("webhook.ping")]
+             if e.name in PERSONAL_TYPES]
     return render(request, "frontend/notifications.html", {"page": page, "types": types, "email": pref.email})
 
 
@@ -55,7 +57,7 @@ def notification_settings(request):
     """POST: save which event types you hear of (unchecked: muted) and whether by e-mail too."""
     wanted = set(request.POST.getlist("types"))
     try:
-        svc.save_settings(request.user, muted=[t for t in EVENT_TYPES if t not in wanted],
+        svc.save_settings(request.user, muted=[t for t in PERSONAL_TYPES if t not in wanted],
                           email=request.POST.get("email") == "on")
         messages.success(request, "Notification settings saved.")
     except DomainError as exc:

@@ -187,7 +187,7 @@ def handle_event(spec: EventType, data: dict, context: dict) -> None:
     if mails:
         transaction.on_commit(lambda: _send_mails(mails))
     if ids:
-        transaction.on_commit(lambda: [start_delivery(i) for i in ids])
+        transaction.on_commit(lambda: [start_delivery(i) for i in ids], robust=True)  # a failed hand-off: the sweep sends it
 
 
 def event_body(event_id: str, spec: EventType, data: dict, occurred) -> str:
@@ -314,7 +314,7 @@ def ping(user, hook: Webhook) -> WebhookDelivery:
     body = event_body(f"evt_{uuid.uuid4().hex}", spec, {"webhook_id": hook.pk, "actor": user.get_username()}, timezone.now())
     d = WebhookDelivery.objects.create(webhook=hook, message_id=f"msg_{uuid.uuid4().hex}", event_type=spec.name,
                                        body=body, next_attempt_at=timezone.now())
-    transaction.on_commit(lambda: start_delivery(d.pk))
+    transaction.on_commit(lambda: start_delivery(d.pk), robust=True)
     return d
 
 
@@ -325,7 +325,7 @@ def redeliver(user, delivery: WebhookDelivery) -> WebhookDelivery:
     require(user, "webhook.manage", delivery.webhook)
     d = WebhookDelivery.objects.create(webhook=delivery.webhook, message_id=delivery.message_id,
                                        event_type=delivery.event_type, body=delivery.body, next_attempt_at=timezone.now())
-    transaction.on_commit(lambda: start_delivery(d.pk))
+    transaction.on_commit(lambda: start_delivery(d.pk), robust=True)
     return d
 
 

@@ -101,8 +101,14 @@ class DeliveryOut(serializers.Serializer):
     attempt_log = AttemptOut(many=True)
 
 
+#: the event list as the schema documents it (one line per type: name, payload version, keys)
+EVENTS_DOC = "Every event type (``studio.events.EVENT_TYPES``); a delivery's body is " \
+    "``{id, type, version, occurred_at, data}`` with ``data`` holding the type's keys:\n\n" + "\n".join(
+        f"- ``{e.name}`` v{e.version}: {', '.join(e.keys)} ({e.what})" for e in EVENT_TYPES.values())
+
+
 class EventTypesView(APIView):
-    @extend_schema(responses=EventTypeOut(many=True))
+    @extend_schema(responses=EventTypeOut(many=True), description=EVENTS_DOC)
     def get(self, request):
         return Response(EventTypeOut([{"name": e.name, "version": e.version, "keys": list(e.keys), "what": e.what}
                                       for e in EVENT_TYPES.values()], many=True).data)

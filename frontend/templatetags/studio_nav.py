@@ -21,7 +21,6 @@ NAV = (
     ("Agreement", "/agreement/", "agreement", ("/agreement/",)),
     ("Judge report", "/judge/report/", "agreement", ("/judge/report/",)),
     ("Judges", "/judge/configs/", "judges", ("/judge/configs/", "/judge/jobs/", "/judge/runs/")),
-    ("Webhooks", "/webhooks/", "webhooks", ("/webhooks/", "/webhook-deliveries/")),
     ("API", "/api/docs/", None, ("/api/",)),
 )
 

@@ -824,11 +824,17 @@ def _run_judge_job(job: JudgeJob, *, progress, backend) -> JudgeJob:
     job.finished_at = timezone.now()
     job.save()
     if job.status in (JudgeJob.Status.DONE, JudgeJob.Status.FAILED):
-        emit("judge.finished" if job.status == JudgeJob.Status.DONE else "judge.failed",
-             {"job_id": job.pk, "status": job.status, "n_ok": job.n_ok, "n_failed": job.n_failed,
-              "config": job.config.name, "actor": job.created_by.get_username() if job.created_by_id else None},
-             user=job.created_by)
+        announce_end(job)
     return job
+
+
+def announce_end(job: JudgeJob) -> None:
+    """Emit ``judge.finished`` (done) or ``judge.failed`` (failed, also by the sweep) for ``job``;
+    who started it hears of it (``docs/notifications.md``)."""
+    emit("judge.finished" if job.status == JudgeJob.Status.DONE else "judge.failed",
+         {"job_id": job.pk, "status": job.status, "n_ok": job.n_ok, "n_failed": job.n_failed,
+          "config": job.config.name, "actor": job.created_by.get_username() if job.created_by_id else None},
+         user=job.created_by)
 
 
 #: ``manage.py judge --stuck-after``'s default: no progress of a running job for this long means its
@@ -874,6 +880,7 @@ def sweep_judge_jobs(stale_after: float | None = None, *, queued: bool = True) -
                 "error": f"the job's worker was lost ({why}); run the job again"}]
             locked.status, locked.finished_at = JudgeJob.Status.FAILED, timezone.now()
             locked.save(update_fields=["errors", "status", "finished_at"])
+            announce_end(locked)
         out.append({"kind": JOB_KIND, "id": job.pk, "action": "failed", "why": why, "removed": []})
     return out
 

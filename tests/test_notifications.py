@@ -556,3 +556,17 @@ def test_the_settings_form_mutes_the_unchecked_types(client, people, task):
 
     assert NotificationSetting.objects.get(user=people["ada"]).muted == ["task.returned"]
     assert NotificationSetting.objects.get(user=people["ada"]).email is False
+
+
+def test_a_judge_job_the_sweep_ends_tells_who_started_it(judge_config, make_user):
+    from evaluation.models import JudgeJob
+    from evaluation.services_judge import sweep_judge_jobs
+
+    starter = make_user("jo", "maintainer")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    job = JudgeJob.objects.create(config=judge_config, record_ids=[1], total=1, created_by=starter, status="running",
+                                  worker=process_tag(dead.pid), heartbeat_at=timezone.now())
+    assert [r["action"] for r in sweep_judge_jobs(600)] == ["failed"]
+    n = Notification.objects.get(user=starter)
+    assert (n.event_type, n.data["job_id"], n.data["status"]) == ("judge.failed", job.pk, "failed")

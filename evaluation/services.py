@@ -26,6 +26,7 @@ from evaluation.selectors_leaderboard import (aggregated_runs, default_gold_set,
                                               newest_revision_id, stale_aggregates)
 from evaluation.services_leaderboard import schedule_bootstrap
 from studio.permissions import require
+from studio.events import emit
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
 from kernel.taxonomy import E_CODES, plan_is_correct
 
@@ -161,7 +162,10 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
         gold_dir=str(Path(tasks_dir).resolve()) if tasks_dir is not None else "", imported_by=user,
         protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )
-    return _score_into(run, records_by_dim, gold, [run_dir])
+    run = _score_into(run, records_by_dim, gold, [run_dir])
+    emit("run.scored", {"run_id": run.pk, "name": run.name, "agent": agent.name, "n_records": n_records,
+                        "dora_score": run.dora_score, "actor": user.get_username()}, run=run, user=user, actor=user)
+    return run
 
 
 def resolve_gold_set(where, records_by_dim: dict, *, tasks_dir: Path | None = None, release=None) -> GoldSet:

@@ -61,7 +61,9 @@ from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
+from kernel.egress import host_allowed
 from studio.background import job_running, worker_lost, worker_tag
+from studio.events import emit
 from studio.permissions import require
 from kernel.catalogue import catalogue_by_name
 from replay.services import latest_successful_replay
@@ -98,7 +100,7 @@ def egress_problem(base_url: str, api_key_env: str) -> str | None:
 
     hosts = [h.lower() for h in settings.STUDIO_JUDGE_ALLOWED_HOSTS]
     host = (urlparse(base_url).hostname or "").lower() if base_url else "api.openai.com"
-    if host not in hosts:
+    if not host_allowed(host, hosts):  # the allow-list rule webhooks share (kernel.egress)
         return (f"base_url: host {host or '(none)'!r} is not an allowed judge host "
                 f"(STUDIO_JUDGE_ALLOWED_HOSTS: {', '.join(hosts) or 'none'})")
     variables = list(settings.STUDIO_JUDGE_KEY_VARIABLES)
@@ -821,7 +823,18 @@ def _run_judge_job(job: JudgeJob, *, progress, backend) -> JudgeJob:
     job.status = JudgeJob.Status.PAUSED if paused else (JudgeJob.Status.FAILED if hard else JudgeJob.Status.DONE)
     job.finished_at = timezone.now()
     job.save()
+    if job.status in (JudgeJob.Status.DONE, JudgeJob.Status.FAILED):
+        announce_end(job)
     return job
+
+
+def announce_end(job: JudgeJob) -> None:
+    """Emit ``judge.finished`` (done) or ``judge.failed`` (failed, also by the sweep) for ``job``;
+    who started it hears of it (``docs/notifications.md``)."""
+    emit("judge.finished" if job.status == JudgeJob.Status.DONE else "judge.failed",
+         {"job_id": job.pk, "status": job.status, "n_ok": job.n_ok, "n_failed": job.n_failed,
+          "config": job.config.name, "actor": job.created_by.get_username() if job.created_by_id else None},
+         user=job.created_by)
 
 
 #: ``manage.py judge --stuck-after``'s default: no progress of a running job for this long means its
@@ -867,6 +880,7 @@ def sweep_judge_jobs(stale_after: float | None = None, *, queued: bool = True) -
                 "error": f"the job's worker was lost ({why}); run the job again"}]
             locked.status, locked.finished_at = JudgeJob.Status.FAILED, timezone.now()
             locked.save(update_fields=["errors", "status", "finished_at"])
+            announce_end(locked)
         out.append({"kind": JOB_KIND, "id": job.pk, "action": "failed", "why": why, "removed": []})
     return out
 

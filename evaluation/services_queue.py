@@ -37,6 +37,8 @@ from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.blind import seen_refusal
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services import GRADES, submit_human_verdict
+from evaluation.services_adjudication import record_disagreements
+from studio.events import emit
 from studio.permissions import require
 
 
@@ -370,11 +372,32 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
         refusal = seen_refusal(user, held.record)
         if refusal:
             raise QueueError(refusal)
+        before = _disagreeing(held.record_id)
         verdict = submit_human_verdict(user, held.record, errors=errors, grade=grade, reasons=reasons,
                                        reasoning=reasoning, is_correct=is_correct, override_reason=override_reason,
                                        idempotency_key=idempotency_key, seal=seal)
         ScoringItem.objects.filter(pk=held.pk).update(verdict=verdict, draft=None, lease_expires_at=None)
+        if not before:
+            _announce_disagreement(held.record_id)
     return verdict
+
+
+def _disagreeing(record_id: int) -> list[dict]:
+    """The disagreeing verdict pairs of record ``record_id`` now (``services_adjudication``), read fresh."""
+    record = RunRecord.objects.prefetch_related("verdicts").get(pk=record_id)
+    return record_disagreements(record)
+
+
+def _announce_disagreement(record_id: int) -> None:
+    """Emit ``adjudication.needed`` when record ``record_id``'s verdicts disagree now (called when they
+    did not before the verdict just saved; an adjudicated record needs nothing)."""
+    record = (RunRecord.objects.select_related("run__agent").prefetch_related("verdicts").get(pk=record_id))
+    pairs = record_disagreements(record)
+    if not pairs or record.adjudications.exists():
+        return
+    reasons = sorted({r for p in pairs for r in p["reasons"]})
+    emit("adjudication.needed", {"record_id": record.pk, "run_id": record.run_id, "agent": record.run.agent.name,
+                                 "question_id": record.question_id, "reasons": reasons}, record=record)
 
 
 def gold_result(item: ScoringItem, verdict: Verdict) -> dict[str, Any] | None:

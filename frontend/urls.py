@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("frontend.urls_releases")),
     path("", include("frontend.urls_leaderboard")),
     path("", include("frontend.urls_scoring")),
+    path("", include("frontend.urls_notifications")),
 ]

@@ -83,6 +83,7 @@ from kernel.taskfile import from_storage, same_value, source_from_text, to_stora
 from studio.fastsql import (column_sql, copy_rows, copy_rows_sql, existing_values, insert_instance, insert_rows_sql,
                             load_many, newest_row, newest_row_sql, one_statement_writes, update_by, update_in_sql,
                             update_rows)
+from studio.events import emit
 from studio.permissions import can, require
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import canonical_json
@@ -625,7 +626,7 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
         progress.flush()
         ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.FAILED, error=f"replay crashed: {exc}", finished_at=timezone.now())
         run.refresh_from_db()
-        return run
+        return _announce_failure(run)
     except BaseException:  # SystemExit / KeyboardInterrupt: what finished is kept (cache, progress)
         progress.flush()
         raise
@@ -636,12 +637,12 @@ def execute_replay(run_id: int, *, use_cache: bool = True) -> ReplayRun:
     if not result.ok:
         failed = result.failed_step
         progress.finish(status=ReplayRun.Status.FAILED, error=failed.error if failed else "replay failed", **common)
-        return run
+        return _announce_failure(run)
     try:
         answer = fill_answer(rev.answer_spec, result.trajectory)
     except Exception as exc:
         progress.finish(status=ReplayRun.Status.FAILED, error=f"answer: {exc}", **common)
-        return run
+        return _announce_failure(run)
     answer = to_storage(_jsonable(answer))
     if variant is not None and variant["kind"] == TaskVariant.Kind.BROKEN:
         common["variant_check"] = to_storage(_jsonable(alternative_check(variant["tools"], result, ctx)))
@@ -723,6 +724,9 @@ def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
                                      "accepted_by": (f"({by_sql})", by_params)}, **fields)
     if back is not None:
         run.gold_accepted, run.accepted_by_id = bool(back[0]), back[1]
+        if not run.gold_accepted:  # a changed gold answer waits for a person (rare: the hot path pays nothing)
+            task = run.task
+            emit("gold.changed", {"replay_id": run.pk, "task_id": task.pk, "question_id": task.question_id}, task=task)
 
 
 #: the ``ReplayStep`` columns a reused run copies from the run it reuses (``duration_ms`` and
@@ -1098,3 +1102,10 @@ def artifact_path(run: ReplayRun, name: str) -> Path:
     return confine(Path(settings.STUDIO_ARTIFACT_ROOT) / run.artifact_dir, name, what="the run's folder")
 
 
+def _announce_failure(run: ReplayRun) -> ReplayRun:
+    """Emit ``replay.failed`` for ``run`` (its task's owners hear of it, ``docs/notifications.md``); returns it."""
+    run.refresh_from_db(fields=["status", "error"])
+    task = run.task
+    emit("replay.failed", {"replay_id": run.pk, "task_id": task.pk, "question_id": task.question_id,
+                           "error": (run.error or "")[:300]}, task=task)
+    return run

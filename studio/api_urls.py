@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("annotation.api_variants")),
     path("", include("replay.api")),
     path("", include("evaluation.api")),
+    path("", include("notifications.api")),
 ]

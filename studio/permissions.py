@@ -86,6 +86,11 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("maintainer", "verdict.view_all", "any"),
     Rule("reviewer", "agreement.view", "any"),
     Rule("maintainer", "agreement.view", "any"),
+    # webhooks (notifications): a maintainer registers one; only its owner changes, pings or
+    # redelivers it (its secret and delivery log are the owner's). A person's own notifications
+    # need no row: every query of them is filtered to the person.
+    Rule("maintainer", "webhook.create", "any"),
+    Rule("maintainer", "webhook.manage", "own"),
 )
 
 
@@ -165,6 +170,7 @@ PAGE_ACTIONS: dict[str, tuple[str, ...]] = {
     "agreement": ("agreement.view",),
     "judges": ("judge.configure", "judge.run"),
     "task-new": ("task.create",),
+    "webhooks": ("webhook.create",),
 }
 
 

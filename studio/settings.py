@@ -29,6 +29,13 @@
 | STUDIO_MAX_UPLOAD_BYTES | 2621440 (2.5 MiB) | largest request body |
 | STUDIO_LOGIN_FAILURE_LIMIT | 5 | failed logins (one username from one address) before a lockout |
 | STUDIO_LOGIN_COOLOFF_MINUTES | 15 | how long a lockout lasts |
+| STUDIO_WEBHOOK_ALLOWED_HOSTS | * | hosts a webhook URL may name (".example.org": a domain) |
+| STUDIO_WEBHOOK_PRIVATE_HOSTS | "" | hosts that may resolve to loopback, link-local or private addresses |
+| STUDIO_WEBHOOK_TIMEOUT_S | 10 | seconds one webhook attempt waits |
+| STUDIO_WEBHOOK_BACKOFF_S, STUDIO_WEBHOOK_BACKOFF_MAX_S | 30, 14400 | first retry wait (doubled per attempt) and its cap |
+| STUDIO_WEBHOOK_RETRY_FOR_S | 93600 (26 h) | how long a webhook delivery is retried |
+| STUDIO_WEBHOOK_DISABLE_AFTER | 50 | failed attempts in a row that disable a webhook (its owner is notified) |
+| STUDIO_SMTP_HOST (…_PORT, _USER, _PASSWORD, _TLS), STUDIO_EMAIL_FROM | unset: console backend | notification e-mail |
 """
 from __future__ import annotations
 
@@ -62,6 +69,7 @@ INSTALLED_APPS = [
     "replay",
     "releases",
     "evaluation",
+    "notifications",
     "frontend",
 ]
 
@@ -292,6 +300,32 @@ STUDIO_JUDGE_ALLOWED_HOSTS = [h.strip().lower() for h in os.environ.get(
     "STUDIO_JUDGE_ALLOWED_HOSTS", ",".join(_judge_hosts)).split(",") if h.strip()]
 STUDIO_JUDGE_KEY_VARIABLES = [v.strip() for v in os.environ.get(
     "STUDIO_JUDGE_KEY_VARIABLES", "STUDIO_JUDGE_API_KEY,OPENAI_API_KEY").split(",") if v.strip()]
+
+# Webhooks (notifications app, docs/notifications.md): the hosts a webhook URL may name ("*" every
+# host, ".example.org" a domain), the hosts that may resolve to loopback, link-local or private
+# addresses (none by default: kernel/egress.py), the timeout of one attempt, the retry backoff
+# (doubled per attempt, at most STUDIO_WEBHOOK_BACKOFF_MAX_S) and for how long a delivery is
+# retried, and after how many failed attempts in a row a webhook is disabled.
+STUDIO_WEBHOOK_ALLOWED_HOSTS = [h.lower() for h in _env_list("STUDIO_WEBHOOK_ALLOWED_HOSTS", ["*"])]
+STUDIO_WEBHOOK_PRIVATE_HOSTS = [h.lower() for h in _env_list("STUDIO_WEBHOOK_PRIVATE_HOSTS", [])]
+STUDIO_WEBHOOK_TIMEOUT_S = _env_float("STUDIO_WEBHOOK_TIMEOUT_S", 10.0)
+STUDIO_WEBHOOK_BACKOFF_S = _env_float("STUDIO_WEBHOOK_BACKOFF_S", 30.0)
+STUDIO_WEBHOOK_BACKOFF_MAX_S = _env_float("STUDIO_WEBHOOK_BACKOFF_MAX_S", 4 * 3600.0)
+STUDIO_WEBHOOK_RETRY_FOR_S = _env_float("STUDIO_WEBHOOK_RETRY_FOR_S", 26 * 3600.0)
+STUDIO_WEBHOOK_DISABLE_AFTER = _env_int("STUDIO_WEBHOOK_DISABLE_AFTER", 50)
+
+# E-mail for notifications: Django's SMTP backend when STUDIO_SMTP_HOST is set, else the console
+# backend (the embedded default: mails are printed to the log).
+if os.environ.get("STUDIO_SMTP_HOST", "").strip():
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = os.environ["STUDIO_SMTP_HOST"].strip()
+    EMAIL_PORT = _env_int("STUDIO_SMTP_PORT", 587)
+    EMAIL_HOST_USER = os.environ.get("STUDIO_SMTP_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("STUDIO_SMTP_PASSWORD", "")
+    EMAIL_USE_TLS = _env_bool("STUDIO_SMTP_TLS", True)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = os.environ.get("STUDIO_EMAIL_FROM", "studio@localhost")
 
 # Size limits (issue 15): a question's length in characters, a raster's declared pixels (its
 # header's width × height, checked before any pixel is read: a 50 KB sparse GeoTIFF may declare

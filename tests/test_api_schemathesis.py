@@ -14,6 +14,7 @@ schema-violating requests on the ids of existing objects, so that the handlers b
 from __future__ import annotations
 
 import base64
+import json
 import os
 import traceback
 from collections import Counter
@@ -103,9 +104,19 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     draft = create_task(user, event, dimension="t1", content={**content, "question": question + " (draft)"},
                         sample_id="hurricane-florence_sec02")
     start_replay(user, draft)
+    from django.utils import timezone
+    from notifications.models import Notification, Webhook, WebhookDelivery
+
+    hook = Webhook.objects.create(created_by=user, url="https://hooks.example.org/studio", secret="whsec_" + "QUJD" * 8,
+                                  event_types=["release.published", "task.returned"])
+    delivery = WebhookDelivery.objects.create(webhook=hook, message_id="msg_populate", event_type="release.published",
+                                              body=json.dumps({"data": {"note": text}}), next_attempt_at=timezone.now())
+    notification = Notification.objects.create(user=user, event_type="task.returned", event_id="evt_populate", text=f"returned: {text}",
+                                url=f"/tasks/{task.pk}/", data={"reason": text})
     return {"task": task, "draft_task": draft, "event": event, "layer": pre, "replay": replay, "run": run, "record": record,
             "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
-            "export": export["id"], "run_import": run_import}
+            "export": export["id"], "run_import": run_import, "webhook": hook, "delivery": delivery,
+            "notification": notification}
 
 
 @pytest.fixture
@@ -174,11 +185,13 @@ def test_api_schema_has_no_server_errors(maintainer, wsgi_app, server_errors, se
         "/api/tasks/": ids["draft_task"].pk, "/api/layers/": ids["layer"].pk, "/api/replays/": ids["replay"].pk,
         "/api/runs/": ids["run"].pk, "/api/records/": ids["record"].pk, "/api/comments/": ids["comment"].pk,
         "/api/judge/jobs/": ids["job"].pk, "/api/scoring/items/": ids["item"].pk,
-        "/api/run-imports/": ids["run_import"].pk,
+        "/api/run-imports/": ids["run_import"].pk, "/api/webhooks/": ids["webhook"].pk,
+        "/api/webhook-deliveries/": ids["delivery"].pk,
     }
     real = {"slug": ids["event"].slug, "version": ids["release"].version, "number": 1, "job": ids["export"]}
     real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"}}
-    operations = [r.ok() for r in schema.get_all_operations()]
+    # deletions last: a DELETE on a real id (a webhook) must not leave the reads after it only 404s
+    operations = sorted((r.ok() for r in schema.get_all_operations()), key=lambda o: o.method.upper() == "DELETE")
     assert len(operations) >= 45, [o.label for o in operations]  # 49 operations when this was written
     failures: list[str] = []
     statuses: dict[str, Counter] = {}

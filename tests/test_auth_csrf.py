@@ -44,13 +44,15 @@ def sample_url(route: str, ids: dict) -> str:
     """
     values = {
         "pk": None, "layer_id": ids["layer"].pk, "z": 0, "x": 0, "y": 0, "name": "mask", "slug": ids["event"].slug,
-        "version": ids["release"].version, "job": ids["export"], "number": 1,
+        "version": ids["release"].version, "job": ids["export"], "number": 1, "action": "ping",
     }
     # <pk> by the path's first segment (the object the page or endpoint is about)
     pks = {"tasks": ids["task"].pk, "replays": ids["replay"].pk, "runs/imports": ids["run_import"].pk,
            "run-imports": ids["run_import"].pk, "runs": ids["run"].pk, "records": ids["record"].pk,
            "comments": ids["comment"].pk, "scoring": ids["item"].pk, "judge/jobs": ids["job"].pk,
-           "judge/configs": ids["config"].pk, "adjudication": ids["record"].pk, "layers": ids["layer"].pk}
+           "judge/configs": ids["config"].pk, "adjudication": ids["record"].pk, "layers": ids["layer"].pk,
+           "notifications": ids["notification"].pk, "webhooks": ids["webhook"].pk,
+           "webhook-deliveries": ids["delivery"].pk}
     path = route.replace("^", "").replace("$", "")
     bare = path[4:] if path.startswith("api/") else path
     values["pk"] = next(v for k, v in pks.items() if bare.startswith(k)) if "<int:pk>" in path else None

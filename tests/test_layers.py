@@ -1,5 +1,5 @@
 """The package import graph follows the workflow (issue 19): kernel < annotation < replay < releases
-< evaluation < frontend, with no upward import and no function-local project import outside
+< evaluation < notifications < frontend, with no upward import and no function-local project import outside
 ``AppConfig.ready`` (where Django requires them: models are not loaded when ``apps.py`` is).
 
 The walk is this test's own (``ast``, the same rules as ``../shared/tools/check_layers.py``): every
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ("kernel", "annotation", "replay", "releases", "evaluation", "frontend")
+ORDER = ("kernel", "annotation", "replay", "releases", "evaluation", "notifications", "frontend")
 RANK = {name: i for i, name in enumerate(ORDER)}
 SKIP = {"tests", "bench", "migrations", ".venv", "node_modules", "var", "staticfiles"}
 

@@ -32,6 +32,7 @@ from annotation import qc
 from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Task, TaskComment
 from annotation.services.tasks import json_problem, require_unreleased
+from studio.events import emit
 from studio.permissions import can, require
 
 S = Task.Status
@@ -268,7 +269,22 @@ def _record(locked: Task, user, action: str, target: str, reason: str, *, from_s
     locked.save(update_fields=["status", "updated_at"])
     AuditEvent.objects.create(task=locked, actor=user, action=action, from_status=previous, to_status=target,
                               revision_number=locked.version, reason=reason)
+    if action in _EVENTS:
+        extra = {} if action == "submit" else {"reason": reason}
+        emit(_EVENTS[action], {**task_payload(locked, user), **extra}, task=locked, actor=user)
     return locked
+
+
+#: the review actions that are events (``studio.events``): who must hear of them (docs/notifications.md)
+_EVENTS = {"submit": "task.submitted", "return": "task.returned", "approve": "task.approved"}
+
+
+def task_payload(task: Task, user) -> dict:
+    """The keys every ``task.*`` event's payload shares (``studio.events``): ``task_id``,
+    ``question_id``, ``dimension``, ``event`` (its slug), ``actor`` (username), ``revision``."""
+    return {"task_id": task.pk, "question_id": task.question_id, "dimension": task.dimension,
+            "event": task.event.slug, "actor": user.get_username() if user is not None else None,
+            "revision": task.version}
 
 
 # ---- comments ------------------------------------------------------------------------------------
@@ -372,15 +388,24 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
         )
         if root.resolved:
             TaskComment.objects.filter(pk=root.pk).update(resolved=False, resolved_by=None)
-        return comment
+        return _comment_event(comment, task, user)
     steps = len((task.head.trajectory if task.head_id else None) or [])
     if step_index is not None:
         if not isinstance(step_index, int) or not 0 <= step_index < max(steps, 1) or steps == 0:
             raise AnnotationInputError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
-    return TaskComment.objects.create(
+    comment = TaskComment.objects.create(
         task=task, author=user, body=body, revision_number=task.version, step_index=step_index,
         answer_field=answer_field or "", location=_clean_location(location),
     )
+    return _comment_event(comment, task, user)
+
+
+def _comment_event(comment: TaskComment, task: Task, user) -> TaskComment:
+    """Emit ``task.commented`` for ``comment`` (in the comment's transaction) and return it."""
+    emit("task.commented", {**task_payload(task, user), "comment_id": comment.pk, "body": comment.body[:300],
+                            "step_index": comment.step_index, "answer_field": comment.answer_field},
+         task=task, actor=user)
+    return comment
 
 
 @transaction.atomic

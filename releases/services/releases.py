@@ -67,6 +67,7 @@ from annotation.services.review import approve_imported, release_for_release
 from annotation.services.task_import import file_proposals, file_task_content
 from annotation.services.tasks import TaskLockedError, content_problem, require_unreleased, write_imported_revision
 from studio.background import job_running, worker_lost, worker_tag
+from studio.events import emit
 from studio.permissions import require
 from annotation.importers.errors import DataImportError
 from annotation.services import imports
@@ -405,6 +406,10 @@ def publish_release(user, release: Release, *, acknowledge_open_comments: bool =
         for c in open_comments:
             counts[c["task"]] = counts.get(c["task"], 0) + 1
         review.record_publish_with_open_comments(user, published, counts)
+    emit("release.published", {"version": published.version, "manifest_sha256": published.manifest_sha256,
+                                "n_tasks": ReleaseTask.objects.filter(release=published).count(),
+                                "actor": user.get_username(), "download_path": f"/releases/{published.version}/"},
+         release=published, actor=user)
     return published
 
 

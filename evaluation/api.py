@@ -19,9 +19,9 @@ from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, Sc
 from evaluation.judge.verdict import READINGS, normalize_reading
 from evaluation.selectors_judge_report import judge_report_rows, reread_agreement_rows
 from evaluation.selectors_leaderboard import compare_runs
-from evaluation.services import ERROR_CODES, leaderboard_of_set, submit_human_verdict
+from evaluation.services import ERROR_CODES, leaderboard_of_set
 from evaluation.services_judge import STORED_READING
-from evaluation.services_queue import note_verdicts_seen
+from evaluation.services_queue import note_verdicts_seen, submit_record_verdict
 from evaluation.services_run_import import rerun_run_import, start_rescore
 from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
@@ -215,7 +215,7 @@ class RecordVerdictView(APIView):
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         seal = fields.pop("final")
-        verdict = submit_human_verdict(request.user, record, seal=seal, **fields)
+        verdict = submit_record_verdict(request.user, record, seal=seal, **fields)
         return Response(VerdictOut(verdict).data, status=201 if verdict.revision == 1 else 200)
 
 

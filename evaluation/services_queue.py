@@ -382,6 +382,19 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
     return verdict
 
 
+def submit_record_verdict(user, record: RunRecord, **fields) -> Verdict:
+    """A person's verdict of ``record`` given outside the queue (the record page's form and
+    ``POST /api/records/<id>/verdicts/``): :func:`evaluation.services.submit_human_verdict` with
+    ``fields``, then ``adjudication.needed`` when the record's verdicts disagree now and did not
+    before, as :func:`submit_item` announces it. Raises what ``submit_human_verdict`` raises."""
+    with transaction.atomic():
+        before = _disagreeing(record.pk)
+        verdict = submit_human_verdict(user, record, **fields)
+        if not before:
+            _announce_disagreement(record.pk)
+    return verdict
+
+
 def _disagreeing(record_id: int) -> list[dict]:
     """The disagreeing verdict pairs of record ``record_id`` now (``services_adjudication``), read fresh."""
     record = RunRecord.objects.prefetch_related("verdicts").get(pk=record_id)

@@ -570,3 +570,19 @@ def test_a_judge_job_the_sweep_ends_tells_who_started_it(judge_config, make_user
     assert [r["action"] for r in sweep_judge_jobs(600)] == ["failed"]
     n = Notification.objects.get(user=starter)
     assert (n.event_type, n.data["job_id"], n.data["status"]) == ("judge.failed", job.pk, "failed")
+
+
+def test_a_disagreement_through_the_record_api_is_announced_too(db, make_user, maintainer, client):
+    """Two verdicts given on the record page (its form posts to ``/api/records/<id>/verdicts/``)
+    that disagree (correct and E2: plan correctness differs) tell the adjudicators, as the queue does."""
+    run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent-x", tasks_dir=SCORING_EXAMPLES / "tasks")
+    r0 = run.records.order_by("id").first()
+    rita = make_user("rita", "reviewer")
+    for name, errors, grade in (("ana", flags(), 1.0), ("bo", flags("E2"), 0.2)):
+        client.force_login(make_user(name, "scorer"))
+        body = {"errors": errors, "grade": grade, "final": True}
+        assert client.post(f"/api/records/{r0.pk}/verdicts/", body, content_type="application/json").status_code == 201
+        if name == "ana":  # one verdict: nothing to adjudicate yet
+            assert not Notification.objects.filter(event_type="adjudication.needed").exists()
+    note = Notification.objects.get(user=rita, event_type="adjudication.needed")
+    assert note.data["question_id"] == r0.question_id

@@ -188,7 +188,9 @@ def test_imported_runs_store_the_rule_outcome_and_the_pages_show_it(florence_var
     assert 'id="run-robustness"' in page
     for word in ("E5", "Replace", "Pass", "tool_removal"):
         assert word in page, word
-    page = client.get("/leaderboard/").content.decode()
+    # run a's gold set: the studio tasks it answered (runs b and c answered others: sets of their own)
+    run_a.refresh_from_db()
+    page = client.get(f"/leaderboard/?set=studio:{run_a.gold_set_digest}").content.decode()
     section = page[page.index('<section id="robustness">'):]
     # run a: n_e 2, 1 record, 1 calling a distractor (1 call) → 100.00 %; mean score 1.0 → 100.00
     ext_row = section[section.index('id="robustness-extraneous"'):section.index('id="robustness-broken"')]
@@ -197,9 +199,15 @@ def test_imported_runs_store_the_rule_outcome_and_the_pages_show_it(florence_var
     brk_rows = section[section.index('id="robustness-broken"'):section.index('id="robustness-unsolvable"')]
     assert ("<td>agent-a [dora]</td><td>1</td><td>100.00</td><td>0.00</td><td>0.00</td><td>0.00</td><td>0.00</td>"
             "<td>100.00</td><td>0</td>") in brk_rows
-    assert ("<td>agent-b [dora]</td><td>1</td><td>0.00</td><td>0.00</td><td>100.00</td><td>0.00</td><td>0.00</td>"
-            "<td>0.00</td><td>0</td>") in brk_rows
     assert "<td>agent-a [dora]</td><td>tool_removal</td><td>1</td><td>100.00</td><td>0</td>" in section
+    # run b answered another selection of the studio's tasks: a gold set of its own, never in run a's table
+    assert "agent-b" not in section
+    run_b.refresh_from_db()
+    page = client.get(f"/leaderboard/?set=studio:{run_b.gold_set_digest}").content.decode()
+    section = page[page.index('<section id="robustness">'):]
+    brk_rows = section[section.index('id="robustness-broken"'):section.index('id="robustness-unsolvable"')]
+    assert ("<td>agent-b [dora]</td><td>1</td><td>0.00</td><td>0.00</td><td>100.00</td><td>0.00</td><td>0.00</td>"
+            "<td>0.00</td><td>0</td>") in brk_rows and "agent-a" not in section
 
 
 # ---- where the rule cannot decide, the judge decides ------------------------------------------------

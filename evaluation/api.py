@@ -610,18 +610,21 @@ class LeaderboardView(APIView):
                                        "dimensions": list(lb.DIMENSIONS), "rows": rows}))
 
 
+class LeaderboardCompareQuery(serializers.Serializer):
+    a = serializers.IntegerField(**ID_BOUNDS, help_text="run A's id")
+    b = serializers.IntegerField(**ID_BOUNDS, help_text="run B's id (the difference is B − A)")
+
+
 class LeaderboardCompareView(APIView):
     """The paired comparison of two runs on one gold set (``?a=&b=``; B − A per dimension and task,
     paired bootstrap interval and sign-flip permutation test: ``evaluation.paired``), as the
     compare page shows it; runs on two sets are refused (400)."""
 
-    @extend_schema(parameters=[OpenApiParameter("a", int), OpenApiParameter("b", int)], responses={200: dict})
+    @extend_schema(parameters=[LeaderboardCompareQuery], responses={200: dict})
     def get(self, request):
-        try:
-            a, b = int(request.query_params.get("a", "")), int(request.query_params.get("b", ""))
-        except ValueError:
-            raise EvaluationInputError("a, b: give the ids of two runs (?a=&b=)") from None
-        out = compare_runs(a, b)
+        q = LeaderboardCompareQuery(data=request.query_params)
+        q.is_valid(raise_exception=True)
+        out = compare_runs(q.validated_data["a"], q.validated_data["b"])
         if "error" in out:
             raise EvaluationInputError(out["error"])
         return Response(lb.json_ready(out))

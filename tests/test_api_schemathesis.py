@@ -189,7 +189,8 @@ def test_api_schema_has_no_server_errors(maintainer, wsgi_app, server_errors, se
         "/api/webhook-deliveries/": ids["delivery"].pk,
     }
     real = {"slug": ids["event"].slug, "version": ids["release"].version, "number": 1, "job": ids["export"]}
-    real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"}}
+    real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"},
+                  "/api/leaderboard/compare/": {"a": ids["run"].pk, "b": ids["run"].pk}}
     # deletions last: a DELETE on a real id (a webhook) must not leave the reads after it only 404s
     operations = sorted((r.ok() for r in schema.get_all_operations()), key=lambda o: o.method.upper() == "DELETE")
     assert len(operations) >= 45, [o.label for o in operations]  # 49 operations when this was written

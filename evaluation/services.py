@@ -163,9 +163,14 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
         protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
     )
     run = _score_into(run, records_by_dim, gold, [run_dir])
-    emit("run.scored", {"run_id": run.pk, "name": run.name, "agent": agent.name, "n_records": n_records,
-                        "dora_score": run.dora_score, "actor": user.get_username()}, run=run, user=user, actor=user)
+    _announce_scored(user, run, n_records)
     return run
+
+
+def _announce_scored(user, run: AgentRun, n_records: int) -> None:
+    """Emit ``run.scored`` for ``run`` just scored by ``user`` (an import or a re-score)."""
+    emit("run.scored", {"run_id": run.pk, "name": run.name, "agent": run.agent.name, "n_records": n_records,
+                        "dora_score": run.dora_score, "actor": user.get_username()}, run=run, user=user, actor=user)
 
 
 def resolve_gold_set(where, records_by_dim: dict, *, tasks_dir: Path | None = None, release=None) -> GoldSet:
@@ -286,7 +291,9 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
                    tau_r=run.tau_r, tau_a=run.tau_a, imported_by=user, protocol=run.protocol, scaffold=run.scaffold,
                    rescored_from=run)
     roots = [Path(run.source_dir)] if run.source_dir and Path(run.source_dir).is_dir() else []
-    return _score_into(new, records_by_dim, gold, roots)
+    new = _score_into(new, records_by_dim, gold, roots)
+    _announce_scored(user, new, sum(len(recs) for recs in records_by_dim.values()))
+    return new
 
 
 def _upload_limit_bytes() -> int:

@@ -160,7 +160,11 @@ def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_
     from evaluation.models import AgentRun
     from evaluation.services import import_run_dir
 
+    from notifications.models import Notification
+    from studio.accounts import upsert_user
+
     maint, release, variants, run_dir = release_with_variants
+    moe = upsert_user("moe", "pw-test-123", ["maintainer"])  # another maintainer: told of every run scored
     first = import_run_dir(maint, run_dir, "demo-agent")
     out = tmp_path / "out.json"
     with open(out, "w") as fh:
@@ -168,6 +172,9 @@ def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_
     summary = json.loads(out.read_text())
     second = AgentRun.objects.get(pk=summary["run_id"])
     assert (second.rescored_from_id, second.release, second.gold_set) == (first.pk, release, "release 1.0.0")
+    # a re-score is a run scored: the other maintainers hear of it as of the import
+    told = Notification.objects.filter(user=moe, event_type="run.scored").values_list("data__run_id", flat=True)
+    assert sorted(told) == [first.pk, second.pk]
     official = _evaluator_on_export(release, run_dir, tmp_path / "export")
     _assert_run_equals(second, official)
     first.refresh_from_db()

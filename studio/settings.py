@@ -313,6 +313,11 @@ STUDIO_WEBHOOK_BACKOFF_S = _env_float("STUDIO_WEBHOOK_BACKOFF_S", 30.0)
 STUDIO_WEBHOOK_BACKOFF_MAX_S = _env_float("STUDIO_WEBHOOK_BACKOFF_MAX_S", 4 * 3600.0)
 STUDIO_WEBHOOK_RETRY_FOR_S = _env_float("STUDIO_WEBHOOK_RETRY_FOR_S", 26 * 3600.0)
 STUDIO_WEBHOOK_DISABLE_AFTER = _env_int("STUDIO_WEBHOOK_DISABLE_AFTER", 50)
+# Retention (the sweep prunes): read notifications older than STUDIO_NOTIFICATION_RETENTION_DAYS
+# (unread ones are kept however old), and finished webhook deliveries (succeeded or given up, with
+# their attempt log) older than STUDIO_WEBHOOK_LOG_RETENTION_DAYS. 0 keeps everything.
+STUDIO_NOTIFICATION_RETENTION_DAYS = _env_int("STUDIO_NOTIFICATION_RETENTION_DAYS", 90)
+STUDIO_WEBHOOK_LOG_RETENTION_DAYS = _env_int("STUDIO_WEBHOOK_LOG_RETENTION_DAYS", 30)
 
 # E-mail for notifications: Django's SMTP backend when STUDIO_SMTP_HOST is set, else the console
 # backend (the embedded default: mails are printed to the log).

@@ -44,7 +44,7 @@ from evaluation.services_queue import claim_item, enqueue_records, submit_item
 from kernel.egress import address_problem, host_allowed
 from kernel.processes import process_tag
 from notifications import services as svc
-from notifications.models import Notification, Webhook, WebhookDelivery
+from notifications.models import Notification, Webhook, WebhookAttempt, WebhookDelivery
 from studio.background import sweep_jobs
 from test_judging_support import GOOD, judge_config, judge_server, perms, run_a  # noqa: F401
 
@@ -586,3 +586,42 @@ def test_a_disagreement_through_the_record_api_is_announced_too(db, make_user, m
             assert not Notification.objects.filter(event_type="adjudication.needed").exists()
     note = Notification.objects.get(user=rita, event_type="adjudication.needed")
     assert note.data["question_id"] == r0.question_id
+
+
+def test_the_sweep_prunes_old_read_notifications_and_finished_deliveries_only(people, task, settings):
+    """Retention (docs/notifications.md): with 90 and 30 days, a notification read 91 days ago goes and
+    one read 89 days ago stays; an unread one of 400 days stays; a delivery finished 31 days ago goes
+    with its attempts, one finished 29 days ago stays, and a pending one of 400 days stays. Counted by
+    hand: 1 notification and 1 delivery (its 2 attempts with it) deleted."""
+    settings.STUDIO_NOTIFICATION_RETENTION_DAYS, settings.STUDIO_WEBHOOK_LOG_RETENTION_DAYS = 90, 30
+    now = timezone.now()
+    ada = people["ada"]
+    old_read, new_read, old_unread = (Notification.objects.create(user=ada, event_type="task.returned",
+                                                                   event_id=f"e{i}", text="t") for i in range(3))
+    Notification.objects.filter(pk=old_read.pk).update(read_at=now - timedelta(days=91))
+    Notification.objects.filter(pk=new_read.pk).update(read_at=now - timedelta(days=89))
+    Notification.objects.filter(pk=old_unread.pk).update(created_at=now - timedelta(days=400))
+    hook = Webhook.objects.create(created_by=people["max"], url="https://example.org/h", secret="whsec_x")
+
+    def delivery(status, finished_days):
+        d = WebhookDelivery.objects.create(webhook=hook, message_id=f"m{status}{finished_days}", event_type="webhook.ping",
+                                           body="{}", status=status, next_attempt_at=now)
+        if finished_days is not None:
+            WebhookDelivery.objects.filter(pk=d.pk).update(finished_at=now - timedelta(days=finished_days))
+        return d
+    gone = delivery(WebhookDelivery.Status.SUCCEEDED, 31)
+    WebhookAttempt.objects.create(delivery=gone, status_code=503, retry=True)
+    WebhookAttempt.objects.create(delivery=gone, status_code=200)
+    kept_failed = delivery(WebhookDelivery.Status.FAILED, 29)
+    pending = delivery(WebhookDelivery.Status.PENDING, None)
+    WebhookDelivery.objects.filter(pk=pending.pk).update(created_at=now - timedelta(days=400),
+                                                         next_attempt_at=now + timedelta(days=1))
+
+    assert svc.prune(now) == {"notifications": 1, "deliveries": 1}
+    assert set(Notification.objects.filter(user=ada, event_id__in=["e0", "e1", "e2"]).values_list("event_id", flat=True)
+               ) == {"e1", "e2"}
+    assert set(WebhookDelivery.objects.values_list("pk", flat=True)) == {kept_failed.pk, pending.pk}
+    assert not WebhookAttempt.objects.filter(delivery_id=gone.pk).exists()
+    settings.STUDIO_NOTIFICATION_RETENTION_DAYS = settings.STUDIO_WEBHOOK_LOG_RETENTION_DAYS = 0
+    Notification.objects.filter(pk=new_read.pk).update(read_at=now - timedelta(days=4000))
+    assert svc.prune(now) == {"notifications": 0, "deliveries": 0}  # 0 keeps everything

@@ -57,10 +57,12 @@ from typing import Callable
 
 import numpy as np
 
-from . import classical as _classical
+# by full name: ``from . import classical`` would read as an import of the package, whose
+# __init__ imports the registry, which imports this module
+import kernel.tools.classical as _classical
 from ._io import _quiet, raster_meta, read_mask, read_raster, write_mask
 from .base import GTMask, GTMissingError, ToolContext, ToolError, ToolInputError
-from .registry import register
+from .spec import register
 
 __all__ = ["DAMAGE_CLASSES", "DAMAGE_LABELS", "ROAD_CLASSES", "TOOLS", "GTLabelError",
            "LabelScheme", "normalise_label", "remap_by_label", "remap_gt", "CHECKPOINTS"]

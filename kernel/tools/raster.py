@@ -20,7 +20,7 @@ import numpy as np
 from ._io import lossy_creation_options, raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
     source_profile_unwritable, write_raster
 from .base import ToolContext, ToolError, ToolInputError
-from .registry import register
+from .spec import register
 
 #: RescueNet / aerial labels (benchmark's table), used to name composed classes
 RESCUENET_CLASSES = {

@@ -22,7 +22,7 @@ from ._io import (metric_frame, raster_meta, read_vector, read_vector_path,
                   write_vector)
 from .base import ToolContext, ToolInputError
 from .raster import resolve_or_missing
-from .registry import register
+from .spec import register
 
 
 def _stem(value: str) -> str:

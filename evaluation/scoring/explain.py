@@ -14,10 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from .config import TAU_IOU, TAU_PX, ScoringConfig
 from .normalize import canonical_exact, normalize_dict_key
-from .operators import (
-    _GEO_KEY, POINT_TYPES, SCALAR_TYPES, _string_set, detect_point_pairs, extract_point, haversine_m,
-    is_percent_like, pixel_distance, score_field, score_point_pair,
-)
+from .measures import _string_set, detect_point_pairs, extract_point, haversine_m, pixel_distance
+from .operators import _GEO_KEY, POINT_TYPES, SCALAR_TYPES, is_percent_like, score_field, score_point_pair
 from .parsing import parse_prediction
 from .polygons import polygon_iou_detail
 

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 from .config import METRES_PER_DEGREE, TAU_PX, ScoringConfig
 from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
 from .normalize import canonical_exact, normalize_dict_key
+from .paper import score_answer_paper
 from .polygons import score_polygon_iou
 
 DEFAULT = ScoringConfig()
@@ -235,8 +236,6 @@ def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: Dict[str, str], 
     the other fields. ``ignore`` fields are skipped. Unrounded values.
     """
     if cfg.mode == "paper":
-        from .paper import score_answer_paper
-
         return score_answer_paper(pred_answer, gold_answer, eval_spec, gsd_m, polygon_roots, cfg)
     pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
     gold_answer = gold_answer if isinstance(gold_answer, dict) else {}

@@ -42,6 +42,9 @@ SERVERS = ("Analysis", "Calculate", "Perception", "Vis", "Model", "POI")
 
 @dataclass
 class ParamSpec:
+    """One published parameter of a tool: its name, type string (``"float"``, ``"list[str]"``),
+    whether it is required, its default and a note."""
+
     name: str
     type: str
     required: bool
@@ -55,6 +58,10 @@ class ParamSpec:
 
 @dataclass
 class ToolSpec:
+    """One registered tool: dotted ``name``, model-facing ``alias``, MCP ``server``, its parameters
+    and pydantic ``input_model`` (built from ``func``'s signature by ``register``), the keys its
+    observation carries, and ``func(ctx, **params)`` itself."""
+
     name: str
     alias: str
     server: str
@@ -185,6 +192,8 @@ def normalize_tool_name(name: str) -> str:
 
 
 def get_tool(name: str) -> ToolSpec:
+    """The ``ToolSpec`` of any accepted spelling of a tool name (see the module docstring); raises
+    ``UnknownToolError``."""
     if not isinstance(name, str) or not name.strip():
         raise UnknownToolError(f"tool name must be a non-empty string, got {name!r}")
     text = name.strip()

@@ -55,6 +55,7 @@ from .references import (format_path, get_obs_value, parse_reference, resolve_va
                          unresolved_references)
 from .tools.base import (ToolContext, ToolError, UnknownToolError, canonical_json,
                          file_sha256, jsonable)
+from .tools.logical import LOOP_TOOL, _loop_items, loop_output, loop_plan, run_loop_items
 from .tools.registry import call_tool, get_tool, validate_args
 from kernel.steps import step_args as _kernel_step_args
 from kernel.steps import step_call  # noqa: F401  (re-exported: kernel.engine.step_call)
@@ -64,7 +65,6 @@ __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepC
            "step_args", "step_key", "collapse_expanded", "renumber_references",
            "ENGINE_CACHE_VERSION", "WRAPPER_TOOLS"]
 
-LOOP_TOOL = "tool.loop"
 #: steps the evaluator skips when it builds tool sequences (``_flatten_trajectory``)
 WRAPPER_TOOLS = ("tool.loop", "tool.reduce")
 #: bump when the engine's notion of a step result changes (invalidates every cache entry)
@@ -517,8 +517,6 @@ class _Runner:
         """Execute ``tool.loop`` with ``logical.tool_loop``'s plan, iteration and output
         (``loop_plan``, ``run_loop_items``, ``loop_output``), each nested call going through
         ``execute`` (cache, artifacts, counters); returns (obs, expanded, all cached)."""
-        from .tools.logical import _loop_items, loop_output, loop_plan, run_loop_items
-
         loop_spec = get_tool(LOOP_TOOL)
         call_args = dict(args)
         call_args["trajectory"] = [{"call": f["call"], "obs": f["obs"]} for f in authored]

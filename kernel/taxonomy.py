@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 E_CODES: tuple[str, ...] = ("E1", "E2", "E3", "E4", "E5", "E6")
+#: The one place the studio names E1–E6 (the judge's prompts, forms and pages take them from here):
+#: ../shared/spec/judge.md's table, which is the planning benchmark paper's section 3 list ("E1: Goal
+#: Understanding Error", "E2: Premature Conclusion / Task Incompleteness", "E3: Constraint
+#: Violation", "E4: Logic Error", "E5: Tool Use Error", "E6: Hallucination") in sentence case, E1
+#: without the trailing "Error" and E2's holistic reading first. Released judge prompt templates
+#: embed these names (their fingerprints hash them), so the wording never changes.
 E_NAMES: dict[str, str] = {
-    "E1": "goal misalignment", "E2": "premature conclusion", "E3": "constraint violation",
-    "E4": "logic error", "E5": "tool-use error", "E6": "hallucination",
+    "E1": "Goal understanding", "E2": "Task incompleteness / premature conclusion",
+    "E3": "Constraint violation", "E4": "Logic error", "E5": "Tool use error", "E6": "Hallucination",
 }
+#: E2 by regime (the paper's appendix: "Error Taxonomy (Holistic) ... E2: Task Incompleteness",
+#: "Error Taxonomy (Step-wise) ... E2: Premature Conclusion"), lower case for use inside a sentence.
+E2_SUBTYPE_NAMES: dict[str, str] = {"E2-H": "task incompleteness", "E2-S": "premature conclusion"}
 #: the grading rubric's major and moderate codes (judge.md: any E1, E3 or E6 caps the grade at 0.2)
 MAJOR_CODES = frozenset({"E1", "E3", "E6"})
 MINOR_CODES = frozenset({"E4", "E5"})

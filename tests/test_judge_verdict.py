@@ -18,6 +18,7 @@ from evaluation.judge import (
     snap_grade,
 )
 from evaluation.judge.verdict import extract_json_object
+from kernel.taxonomy import E_NAMES
 
 
 def test_error_list_dialect():
@@ -148,7 +149,8 @@ def test_verdict_record_invariants():
 def test_definitions_and_rubric():
     assert list(E_DEFINITIONS) == list(E_CODES)
     for code, d in E_DEFINITIONS.items():
-        assert d.code == code and d.flat_key == FLAT_KEYS[code] and d.definition and d.name
+        assert d.code == code and d.flat_key == FLAT_KEYS[code] and d.definition
+        assert d.name == E_NAMES[code]  # the one place the names live (kernel.taxonomy)
         assert d.tooltip().startswith(f"{code} {d.name}")
     text = " ".join(d.tooltip() for d in E_DEFINITIONS.values())
     for case in ("ras.compose_classes", "ras.threshold", "SAR", "GSD", "wrong upstream mask", "seg.landslide"):

@@ -57,6 +57,31 @@ def test_taxonomy_correct_iff_no_flag():
     assert taxonomy.plan_is_correct({"E7": True})  # not a flag of the taxonomy
 
 
+def _name_parts(name: str) -> frozenset:
+    """A name compared without case, without a trailing "error" and with E2's two readings as a set."""
+    return frozenset(p.strip().casefold().removesuffix(" error") for p in name.split("/"))
+
+
+def test_taxonomy_names_are_the_planning_benchmarks():
+    """E1–E6 names as the planning benchmark's paper gives them (Agent Planning Benchmark, section 3,
+    /work/shared/seeds/001_*.txt): "E1: Goal Understanding Error ... E2: Premature Conclusion / Task
+    Incompleteness ... E3: Constraint Violation ... E4: Logic Error ... E5: Tool Use Error ... E6:
+    Hallucination"; its appendix names E2 by regime: "Error Taxonomy (Holistic) ... E2: Task
+    Incompleteness", "Error Taxonomy (Step-wise) ... E2: Premature Conclusion". The studio's exact
+    wording is ../shared/spec/judge.md's table ("goal understanding", "task incompleteness (holistic)
+    / premature conclusion (step-wise)", "constraint violation", "logic error", "tool use error",
+    "hallucination"), in sentence case: the paper's names up to case, E1's trailing "Error" and
+    the order of E2's two readings."""
+    paper = {"E1": "Goal Understanding Error", "E2": "Premature Conclusion / Task Incompleteness",
+             "E3": "Constraint Violation", "E4": "Logic Error", "E5": "Tool Use Error", "E6": "Hallucination"}
+    spec = {"E1": "Goal understanding", "E2": "Task incompleteness / premature conclusion",
+            "E3": "Constraint violation", "E4": "Logic error", "E5": "Tool use error", "E6": "Hallucination"}
+    assert taxonomy.E_NAMES == spec
+    assert {c: _name_parts(n) for c, n in taxonomy.E_NAMES.items()} == \
+        {c: _name_parts(n) for c, n in paper.items()}
+    assert taxonomy.E2_SUBTYPE_NAMES == {"E2-H": "task incompleteness", "E2-S": "premature conclusion"}
+
+
 def test_steps_follow_the_benchmark_spellings():
     assert steps.step_call({"call": "seg_flood(pre, post)", "name": "x"}) == "seg_flood"
     assert steps.step_call({"name": "ras.area"}) == "ras.area"

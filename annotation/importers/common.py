@@ -10,6 +10,8 @@ from kernel.hashing import file_sha256 as sha256_file  # noqa: F401  (re-exporte
 from kernel.hashing import sha256_files  # noqa: F401  (re-exported)
 from kernel.paths import OutsideRoot, confine
 
+from .errors import DataImportError
+
 # Damage classes of the studio's GT masks (xBD targets use the same numbering; 5 is Microsoft's
 # un-classified). Keys are strings, as JSON stores them.
 DAMAGE_CLASS_MAP: dict[str, str] = {
@@ -29,8 +31,6 @@ def confined_to(path: str | Path, folder: str | Path) -> Path:
     :class:`~annotation.importers.errors.DataImportError` (field ``path``). Guards the files an
     importer picks up by itself (an xBD folder's members, a shapefile's sidecars): a symlink in
     the source folder must not smuggle in a file from elsewhere on the machine."""
-    from .errors import DataImportError
-
     path, folder = Path(path), Path(folder)
     try:
         confine(folder, path)

@@ -18,9 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from kernel.taxonomy import E2_SUBTYPE_NAMES
+
 from .verdict import (
     DEFAULT_REGIME,
-    E2_SUBTYPE_NAMES,
     E2_SUBTYPES,
     E_CODES,
     E_DEFINITIONS,

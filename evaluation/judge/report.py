@@ -37,10 +37,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
+from kernel.taxonomy import E2_SUBTYPE_NAMES
+
 from .verdict import (
     DEFAULT_READING,
     DEFAULT_REGIME,
-    E2_SUBTYPE_NAMES,
     E2_SUBTYPES,
     E_CODES,
     TOOL_BROKEN_CORRECT,

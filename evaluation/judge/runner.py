@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backends import JudgeBackend, JudgeResponse
-from .verdict import Verdict, VerdictParseError, normalize_setting
+from .verdict import Verdict, VerdictParseError, normalize_setting, parse_verdict
 
 CORRECTION_TEMPLATE = (
     "Your previous answer could not be read as a verdict ({reason}). Reply again with only one "
@@ -84,8 +84,6 @@ def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1, s
               regime: str | None = None, distractors_used: list[str] | None = None) -> JudgeOutcome:
     """Judge one prompt.  ``max_reasks`` (default 1) bounds the correction round-trips;
     ``setting``, ``regime`` and ``distractors_used`` go to :func:`~evaluation.judge.verdict.parse_verdict`."""
-    from .verdict import parse_verdict
-
     messages: list[dict[str, str]] = [{"role": "user", "content": prompt_text}]
     outcome = JudgeOutcome(status="failed", verdict=None)
     for round_no in range(max(0, max_reasks) + 1):

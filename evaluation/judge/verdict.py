@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kernel.taxonomy import E_CODES, MAJOR_CODES, MINOR_CODES, plan_is_correct  # noqa: E402
+from kernel.taxonomy import E_CODES, E_NAMES, MAJOR_CODES, MINOR_CODES, plan_is_correct  # noqa: E402
 
 GRADES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
@@ -80,8 +80,7 @@ _SETTING_ALIASES = {
 }
 #: E2 reads differently by regime (paper, Table 2): task incompleteness for a whole plan,
 #: premature conclusion for the next steps.
-E2_SUBTYPES: dict[str, str] = {"holistic": "E2-H", "step-wise": "E2-S"}
-E2_SUBTYPE_NAMES: dict[str, str] = {"E2-H": "task incompleteness", "E2-S": "premature conclusion"}
+E2_SUBTYPES: dict[str, str] = {"holistic": "E2-H", "step-wise": "E2-S"}  # names: kernel.taxonomy.E2_SUBTYPE_NAMES
 #: Tool-broken outcome classes (benchmark's five-class judge; paper appendix C.5):
 #: 1 Replacement and 2 Alternative are correct, 3 Retry, 4 Refusal and 5 Other are not.
 TOOL_BROKEN_OUTCOMES: dict[int, str] = {1: "replacement", 2: "alternative", 3: "retry", 4: "refusal", 5: "other"}
@@ -314,7 +313,7 @@ class ErrorDefinition:
 E_DEFINITIONS: dict[str, ErrorDefinition] = {
     "E1": ErrorDefinition(
         code="E1",
-        name="Goal understanding",
+        name=E_NAMES["E1"],
         flat_key=FLAT_KEYS["E1"],
         definition=(
             "The agent solves a different problem than the one asked, or writes the answer in "
@@ -331,7 +330,7 @@ E_DEFINITIONS: dict[str, ErrorDefinition] = {
     ),
     "E2": ErrorDefinition(
         code="E2",
-        name="Task incompleteness / premature conclusion",
+        name=E_NAMES["E2"],
         flat_key=FLAT_KEYS["E2"],
         definition="A required part of the task is left undone.",
         protocol_specific=True,
@@ -345,7 +344,7 @@ E_DEFINITIONS: dict[str, ErrorDefinition] = {
     ),
     "E3": ErrorDefinition(
         code="E3",
-        name="Constraint violation",
+        name=E_NAMES["E3"],
         flat_key=FLAT_KEYS["E3"],
         definition=(
             "Breaks an explicit constraint of the query or the system prompt: scope (area, time, "
@@ -362,7 +361,7 @@ E_DEFINITIONS: dict[str, ErrorDefinition] = {
     ),
     "E4": ErrorDefinition(
         code="E4",
-        name="Logic error",
+        name=E_NAMES["E4"],
         flat_key=FLAT_KEYS["E4"],
         definition=(
             "Invalid dependencies or ordering: uses data not yet produced, wrong order, a missing "
@@ -379,7 +378,7 @@ E_DEFINITIONS: dict[str, ErrorDefinition] = {
     ),
     "E5": ErrorDefinition(
         code="E5",
-        name="Tool use error",
+        name=E_NAMES["E5"],
         flat_key=FLAT_KEYS["E5"],
         definition=(
             "Wrong tool for the purpose, argument types or values that break the tool's schema, a "
@@ -397,7 +396,7 @@ E_DEFINITIONS: dict[str, ErrorDefinition] = {
     ),
     "E6": ErrorDefinition(
         code="E6",
-        name="Hallucination",
+        name=E_NAMES["E6"],
         flat_key=FLAT_KEYS["E6"],
         definition=(
             "Calls a tool that does not exist (names must match the catalogue exactly), uses data "

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 from .config import TAU_IOU, TAU_PX, ScoringConfig
+from .measures import _string_set, detect_point_pairs, extract_point, haversine_m, pixel_distance
 from .normalize import canonical_exact, normalize_dict_key
-from .operators import (
-    _GEO_KEY, POINT_TYPES, SCALAR_TYPES, _string_set, detect_point_pairs, extract_point, haversine_m,
-    is_percent_like, pixel_distance, score_field, score_point_pair,
-)
+from .operators import _GEO_KEY, POINT_TYPES, SCALAR_TYPES, is_percent_like, score_field, score_point_pair
+from .paper import score_field_paper
 from .parsing import parse_prediction
 from .polygons import polygon_iou_detail
 
@@ -173,8 +172,6 @@ def explain_answer(predicted: Any, gold_answer: Any, eval_spec: Any, gsd_m: Opti
         if field in paired:
             continue
         if cfg.mode == "paper":
-            from .paper import score_field_paper
-
             score = score_field_paper(field, etype, pred, gold, gsd_m, polygon_roots, cfg)
             why = f"the paper's Table 3 operator for {etype}"
         else:

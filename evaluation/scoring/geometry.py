@@ -14,7 +14,7 @@ Frames: a world frame with a known CRS is reprojected to lon/lat (EPSG:4326, ``f
 "geographic"``); without a CRS (a pixel grid, or files with bare coordinates outside lon/lat
 ranges) the geometry stays in image coordinates, x = column, y = row (``frame "pixel"``).
 Points: ``point_haversine`` as lon/lat, ``point_pixel`` as (col, row), taken with
-:func:`~.operators.extract_point` as the operator takes them.
+:func:`~.measures.extract_point` as the operator takes them.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from .operators import extract_point
+from .measures import extract_point
 from .polygons import EMPTY_ANSWERS, largest_polygon, resolve_polygon_path
 
 

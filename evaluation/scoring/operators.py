@@ -11,8 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from .config import EARTH_RADIUS_M, METRES_PER_DEGREE, TAU_PX, ScoringConfig
-from .normalize import canonical_exact, normalize_dict_key, normalize_string
+from .config import METRES_PER_DEGREE, TAU_PX, ScoringConfig
+from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
+from .normalize import canonical_exact, normalize_dict_key
+from .paper import score_answer_paper
 from .polygons import score_polygon_iou
 
 DEFAULT = ScoringConfig()
@@ -87,27 +89,6 @@ def score_exact(pred: Any, gold: Any) -> float:
     return 1.0 if canonical_exact(pred) == canonical_exact(gold) else 0.0
 
 
-def _string_set(value: Any) -> set:
-    if isinstance(value, (list, tuple, set)):
-        return {normalize_string(x) for x in value}
-    if isinstance(value, str):
-        return {normalize_string(x) for x in value.split(",") if x.strip()}
-    return set()
-
-
-def score_set_f1(pred: Any, gold: Any) -> float:
-    """F1 of normalised string sets (a string splits on commas; other scalars give an empty set).
-    Both empty → 1, one empty → 0."""
-    p, g = _string_set(pred), _string_set(gold)
-    if not p and not g:
-        return 1.0
-    if not p or not g:
-        return 0.0
-    tp = len(p & g)
-    precision, recall = tp / len(p), tp / len(g)
-    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-
-
 def _hashable(value: Any) -> Any:
     # The evaluator indexes list items in a dict; unhashable items (dicts, lists) make it crash.
     # They are keyed by their repr here so such answers score instead of aborting the run.
@@ -179,47 +160,6 @@ def score_scalar_dict(pred: Any, gold: Any, tau_r: float = DEFAULT.tau_r, tau_a:
 
 # ── points ───────────────────────────────────────────────────────────────
 
-_PIXEL_KEYS = (("pixel_row", "pixel_col"), ("row", "col"), ("r", "c"), ("y", "x"))
-_GEO_KEYS = (("latitude", "longitude"), ("lat", "lon"), ("lat", "lng"), ("y", "x"))
-
-
-def extract_point(value: Any, kind: str) -> Tuple[Optional[float], Optional[float]]:
-    """(row, col) for ``kind="pixel"`` or (lat, lon) for ``"geo"`` from a 2-list/tuple or a dict
-    with one of the known key pairs; (None, None) when no pair parses."""
-    if value is None:
-        return None, None
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        try:
-            return float(value[0]), float(value[1])
-        except (TypeError, ValueError):
-            return None, None
-    if isinstance(value, dict):
-        for k1, k2 in (_PIXEL_KEYS if kind == "pixel" else _GEO_KEYS):
-            if k1 in value and k2 in value:
-                try:
-                    return float(value[k1]), float(value[k2])
-                except (TypeError, ValueError):
-                    pass
-    return None, None
-
-
-def haversine_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Great-circle distance in metres on a sphere of radius 6 371 000 m."""
-    phi1, lam1, phi2, lam2 = map(math.radians, (lat1, lon1, lat2, lon2))
-    h = math.sin((phi2 - phi1) / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin((lam2 - lam1) / 2) ** 2
-    return EARTH_RADIUS_M * 2 * math.asin(math.sqrt(min(h, 1.0)))
-
-
-def pixel_distance(r1: float, c1: float, r2: float, c2: float) -> float:
-    """Euclidean distance in pixels, computed as the official evaluator does (square root of the
-    sum of squares, which can differ from ``math.hypot`` in the last bit); inf when a coordinate
-    is so large that the squares overflow."""
-    try:
-        return math.sqrt((r1 - r2) ** 2 + (c1 - c2) ** 2)
-    except OverflowError:
-        return math.inf
-
-
 def score_point_field(pred: Any, gold: Any, etype: str, gsd_m: Optional[float] = None,
                       cfg: ScoringConfig = DEFAULT) -> float:
     """A point held in one field (dict or 2-list). Pixel: distance ≤ 20 px. Geo: haversine ≤
@@ -235,30 +175,6 @@ def score_point_field(pred: Any, gold: Any, etype: str, gsd_m: Optional[float] =
     if kind == "pixel":
         return 1.0 if pixel_distance(p1, p2, g1, g2) <= TAU_PX else 0.0
     return 1.0 if haversine_m(p1, p2, g1, g2) <= cfg.geo_threshold_m(gsd_m) else 0.0
-
-
-_GEO_SUFFIXES = (("_latitude", "lat"), ("_longitude", "lon"), ("_lat", "lat"), ("_lon", "lon"))
-_PX_SUFFIXES = (("_row", "row"), ("_col", "col"))
-
-
-def detect_point_pairs(eval_spec: Dict[str, str]) -> Dict[str, Dict[str, str]]:
-    """``{base: {"type": "geo"|"pixel", "lat"/"row": field, "lon"/"col": field}}`` for fields typed
-    point_haversine (suffix _latitude/_longitude/_lat/_lon) or point_pixel (_row/_col). A base
-    keeps the type of its first field. A lone half is recorded too (and then never scored)."""
-    pairs: Dict[str, Dict[str, str]] = {}
-    for field, etype in eval_spec.items():
-        if etype == "point_haversine":
-            suffixes, kind = _GEO_SUFFIXES, "geo"
-        elif etype == "point_pixel":
-            suffixes, kind = _PX_SUFFIXES, "pixel"
-        else:
-            continue
-        for suffix, role in suffixes:
-            if field.endswith(suffix):
-                base = field[: -len(suffix)]
-                pairs.setdefault(base, {"type": kind})[role] = field
-                break
-    return pairs
 
 
 def _pair_value(answer: dict, field: str) -> float:
@@ -320,8 +236,6 @@ def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: Dict[str, str], 
     the other fields. ``ignore`` fields are skipped. Unrounded values.
     """
     if cfg.mode == "paper":
-        from .paper import score_answer_paper
-
         return score_answer_paper(pred_answer, gold_answer, eval_spec, gsd_m, polygon_roots, cfg)
     pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
     gold_answer = gold_answer if isinstance(gold_answer, dict) else {}

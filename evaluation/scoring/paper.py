@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .config import TAU_PX, ScoringConfig
 from .normalize import normalize_string
-from .operators import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
+from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
 from .polygons import score_polygon_iou
 
 PAPER_SCALAR_TYPES = ("scalar_count", "scalar_continuous", "ratio_pct", "scalar_numeric")

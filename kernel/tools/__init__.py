@@ -9,9 +9,10 @@ Public API::
 
 Modules: ``raster`` (ras.*, mask.*), ``vector`` (vec.*), ``poi`` (poi.*), ``logical`` (tool.*,
 calc.*, logi.*), ``perception`` (seg.*), ``vis`` (vis.*), ``summarize`` (report.*, model.*).
-Every tool registers itself in ``registry.REGISTRY``; ``all_tools()`` imports the first five
-lazily, and this package imports ``vis`` and ``summarize`` (their heavy dependencies, such as
-matplotlib, load only when a tool runs).
+Every tool registers itself in ``spec.REGISTRY`` with ``spec.register``; ``registry`` imports
+every tool module, and this package imports ``registry``, so any import from ``kernel.tools`` finds
+the registry filled (the tools' heavy dependencies, such as GDAL, torch and matplotlib, load only
+when a tool runs).
 """
 from .base import (ClassIndexError, GTMask, GTMissingError, ModalityError, ModelUnavailableError,
                    ToolContext, ToolError, ToolInputError, UnknownToolError, canonical_json,
@@ -26,6 +27,3 @@ __all__ = [
     "PAPER_ALIASES", "all_tools", "call_tool", "get_tool", "model_alias", "normalize_tool_name",
     "validate_args",
 ]
-
-# modules that the registry's lazy loader does not list: importing them registers their tools
-from . import summarize, vis  # noqa: E402,F401

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from ..references import apply_bind, get_obs_value, resolve_value
 from .base import ToolContext, ToolError, ToolInputError
 from .raster import resolve_or_missing
-from .registry import call_tool, get_tool, register
+from .spec import call_tool, get_tool, register
 
 NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
 LOOP_TOOL = "tool.loop"

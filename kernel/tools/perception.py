@@ -57,10 +57,13 @@ from typing import Callable
 
 import numpy as np
 
-from . import classical as _classical
+# by full name: ``from . import classical`` would read as an import of the package, whose
+# __init__ imports the registry, which imports this module
+import kernel.tools.classical as _classical
+import kernel.tools.perception_models as pm
 from ._io import _quiet, raster_meta, read_mask, read_raster, write_mask
-from .base import GTMask, GTMissingError, ToolContext, ToolError, ToolInputError
-from .registry import register
+from .base import GTMask, GTMissingError, ToolContext, ToolError, ToolInputError, file_sha256
+from .spec import register
 
 __all__ = ["DAMAGE_CLASSES", "DAMAGE_LABELS", "ROAD_CLASSES", "TOOLS", "GTLabelError",
            "LabelScheme", "normalise_label", "remap_by_label", "remap_gt", "CHECKPOINTS"]
@@ -593,8 +596,6 @@ def _flood_from_water(ctx, t, paths, names, shape, post_gt, post_arr):
 
 
 def _run_model(ctx: ToolContext, t: SegTool, paths: dict[str, Path]):
-    from . import perception_models as pm
-
     arg_main = "image_path" if t.inputs == "image" else "post_image_path"
     pm.checkpoint_path(t.model, ctx.checkpoint_dir, tool=t.name)  # fail before reading images
     if t.name == "seg.flood":
@@ -619,8 +620,6 @@ def _run_model(ctx: ToolContext, t: SegTool, paths: dict[str, Path]):
 
 
 def _sha(path: Path) -> str:
-    from .base import file_sha256
-
     return file_sha256(path)[:16]
 
 

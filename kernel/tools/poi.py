@@ -23,7 +23,7 @@ from typing import Any
 
 from ._io import write_vector
 from .base import ToolContext, ToolError, ToolInputError, jsonable
-from .registry import register
+from .spec import register
 
 #: the constant pixel size the benchmark's ``poi.world_to_pixel`` writes onto every projected POI
 #: (its wrapper never passes the function's ``pixel_size_m`` argument, default 0.8)

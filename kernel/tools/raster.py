@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import lossy_creation_options, raster_meta, read_band, read_mask_tags, read_raster, values_present, write_mask, \
-    source_profile_unwritable, write_raster
+from ._io import CLASS_TAG, PIXEL_TAG, _quiet, lossy_creation_options, raster_meta, read_band, read_mask_tags, \
+    read_raster, source_profile_unwritable, values_present, write_mask, write_raster, write_vector
 from .base import ToolContext, ToolError, ToolInputError
-from .registry import register
+from .spec import register
 
 #: RescueNet / aerial labels (benchmark's table), used to name composed classes
 RESCUENET_CLASSES = {
@@ -94,8 +94,6 @@ def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str,
     ``empty_is_missing`` (``ras.vectorize`` tests ``os.path.exists("")``, False, while
     ``ras.count_pixels``' imread("") reads the working directory and fails). A path outside
     the data roots or a non-string still raises ToolInputError."""
-    from .base import ToolError
-
     if isinstance(value, str) and not value.strip() and (value or empty_is_missing):
         return None
     try:
@@ -282,8 +280,6 @@ def ras_vectorize(ctx: ToolContext, mask_path: str, classes: list[int],
     from affine import Affine
     from rasterio import features
     from shapely.geometry import shape
-
-    from ._io import write_vector
 
     tool = "ras.vectorize"
     path = resolve_or_missing(ctx, mask_path, tool=tool, argument="mask_path",
@@ -473,16 +469,12 @@ def _retag(path, class_map, px):
 
     import rasterio
 
-    from ._io import CLASS_TAG, PIXEL_TAG
-
     tags = {}
     if class_map:
         tags[CLASS_TAG] = json.dumps({str(k): v for k, v in sorted(class_map.items())},
                                      separators=(",", ":"))
     if px:
         tags[PIXEL_TAG] = repr(float(px))
-    from ._io import _quiet
-
     quiet = _quiet()
     try:
         with rasterio.open(path, "r+") as dst:
@@ -786,8 +778,6 @@ def ras_reproject(ctx: ToolContext, raster_path: str, dst_crs: str, resampling: 
     from rasterio.crs import CRS
     from rasterio.warp import calculate_default_transform, reproject
 
-    from ._io import _quiet
-
     tool = "ras.reproject"
     method = _resampling(resampling)
     try:
@@ -841,8 +831,6 @@ def ras_resample(ctx: ToolContext, raster_path: str, target_pixel_size_m: float,
     """
     import rasterio
     from affine import Affine
-
-    from ._io import _quiet
 
     tool = "ras.resample"
     method = _resampling(resampling)

@@ -1,345 +1,38 @@
-"""The tool registry: one ``ToolSpec`` per implemented benchmark tool.
+"""The filled tool registry: every implemented benchmark tool, one ``ToolSpec`` each.
 
-Tools register themselves with the ``@register(...)`` decorator in the modules ``raster``,
-``vector``, ``logical`` and ``perception``. The parameter list and the pydantic input model are
-built from the Python signature of the implementation (not from the catalogue), so what is
-published is what runs.
-
-``get_tool`` accepts the dotted name (``seg.building_damage``), the model-facing alias
-(``seg_building_damage``), a call text (``"seg_flood(pre_image_path, post_image_path)"``), the
-``functions.`` prefix some models add, and the paper's names (``logi.loop`` ...).
+The tool modules ``raster``, ``vector``, ``logical``, ``perception``, ``poi``, ``vis`` and
+``summarize`` register their tools with ``@register(...)`` from ``kernel.tools.spec``; this module
+imports them all (the package's ``__init__`` imports this module, so the registry is filled by any
+import from ``kernel.tools``). Their heavy third-party dependencies (GDAL, geopandas, torch,
+matplotlib) load only when a tool runs. What a tool is and how it is looked up and called lives in
+``spec`` and is re-exported here, where the project imports it from.
 """
 from __future__ import annotations
 
-import inspect
 import json
-import threading
-import types
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+# importing a tool module runs its @register decorators. Each is imported by its full name:
+# ``from . import raster`` would read as an import of the package, whose __init__ imports this module.
+import kernel.tools.logical  # noqa: F401
+import kernel.tools.perception  # noqa: F401
+import kernel.tools.poi  # noqa: F401
+import kernel.tools.raster  # noqa: F401
+import kernel.tools.summarize  # noqa: F401
+import kernel.tools.vector  # noqa: F401
+import kernel.tools.vis  # noqa: F401
 
-from .base import ToolContext, ToolError, ToolInputError, UnknownToolError, jsonable
+from .base import UnknownToolError
+from .spec import (PAPER_ALIASES, REGISTRY, SERVERS, ParamSpec, ToolSpec, call_tool, get_tool,
+                   model_alias, normalize_tool_name, register, validate_args)
 
-__all__ = ["ParamSpec", "ToolSpec", "REGISTRY", "register", "get_tool", "call_tool",
-           "normalize_tool_name", "PAPER_ALIASES", "model_alias", "catalogue_params"]
-
-#: the paper's / README's names → the code's names
-PAPER_ALIASES = {
-    "logi.loop": "tool.loop",
-    "logi.reduce": "tool.reduce",
-    "m.extract_evidence": "report.extract_evidence",
-    "m.summarize": "model.summarize",
-    "vec.shortest_path": "vec.graph_shortest_path",
-}
-
-#: server of each dotted prefix (the benchmark's six MCP servers)
-SERVERS = ("Analysis", "Calculate", "Perception", "Vis", "Model", "POI")
-
-
-@dataclass
-class ParamSpec:
-    name: str
-    type: str
-    required: bool
-    default: Any = None
-    note: str = ""
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "type": self.type, "required": self.required,
-                "default": self.default, "note": self.note}
-
-
-@dataclass
-class ToolSpec:
-    name: str
-    alias: str
-    server: str
-    module: str
-    version: int
-    description: str
-    params: list[ParamSpec]
-    result_keys: list[str]
-    input_model: type[BaseModel]
-    func: Callable[..., Any]
-    json_params: frozenset = field(default_factory=frozenset)
-    #: optional parameters that refuse an explicit null (see ``register``)
-    non_null: frozenset = field(default_factory=frozenset)
-
-    def param(self, name: str) -> ParamSpec | None:
-        return next((p for p in self.params if p.name == name), None)
-
-    def input_schema(self) -> dict:
-        return self.input_model.model_json_schema()
-
-
-REGISTRY: dict[str, ToolSpec] = {}
-_ALIASES: dict[str, str] = {}
-_LOADED = False
-_LOAD_LOCK = threading.Lock()
-
-
-def model_alias(name: str) -> str:
-    """Model-facing name: dots become underscores (``seg.flood`` → ``seg_flood``)."""
-    return name.replace(".", "_")
-
-
-# --------------------------------------------------------------------------------------------
-# Type strings
-# --------------------------------------------------------------------------------------------
-def _type_str(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _type_str(args[0])
-    if origin in (typing.Union, types.UnionType):
-        non_none = [a for a in args if a is not type(None)]
-        inner = "|".join(_type_str(a) for a in non_none)
-        return inner
-    if tp is Any or tp is inspect.Parameter.empty:
-        return "any"
-    if origin in (list, typing.List):
-        return f"list[{_type_str(args[0])}]" if args else "list"
-    if origin in (dict, typing.Dict):
-        return f"dict[{_type_str(args[0])},{_type_str(args[1])}]" if args else "dict"
-    if isinstance(tp, type):
-        return {"str": "str", "int": "int", "float": "float", "bool": "bool",
-                "dict": "dict", "list": "list"}.get(tp.__name__, tp.__name__)
-    return str(tp)
-
-
-def _is_container(tp: Any) -> bool:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _is_container(args[0])
-    if origin in (typing.Union, types.UnionType):
-        return any(_is_container(a) for a in args if a is not type(None))
-    return origin in (list, dict, typing.List, typing.Dict) or tp in (list, dict)
-
-
-# --------------------------------------------------------------------------------------------
-# Registration
-# --------------------------------------------------------------------------------------------
-def register(name: str, *, server: str, module: str, result_keys: list[str], version: int = 1,
-             notes: dict[str, str] | None = None, types_: dict[str, str] | None = None,
-             non_null: tuple[str, ...] = ()):
-    """Decorator: register ``func(ctx, **params) -> dict | list`` as tool ``name``.
-
-    The first parameter of ``func`` must be the ``ToolContext``; the others are the tool's
-    parameters (type hints and defaults become the pydantic input model). ``types_`` overrides
-    the published type string of a parameter where the Python hint is wider than the catalogue.
-    ``non_null``: optional parameters whose benchmark annotation is not Optional (``pixel_size_m:
-    float = None``): the MCP schema validation there refuses an explicit null while leaving the
-    parameter out means its default; ``validate_args`` does the same.
-    """
-    if server not in SERVERS:
-        raise ValueError(f"unknown server {server!r}")
-    notes = notes or {}
-    types_ = types_ or {}
-
-    def deco(func: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(func)
-        hints = typing.get_type_hints(func, include_extras=True)
-        params_iter = list(sig.parameters.values())
-        if not params_iter or params_iter[0].name != "ctx":
-            raise TypeError(f"{name}: first parameter must be ctx")
-        fields: dict[str, Any] = {}
-        specs: list[ParamSpec] = []
-        json_params = set()
-        for p in params_iter[1:]:
-            tp = hints.get(p.name, Any)
-            required = p.default is inspect.Parameter.empty
-            fields[p.name] = (tp, ... if required else p.default)
-            specs.append(ParamSpec(name=p.name, type=types_.get(p.name, _type_str(tp)),
-                                   required=required, default=None if required else p.default,
-                                   note=notes.get(p.name, "")))
-            if _is_container(tp):
-                json_params.add(p.name)
-        model = create_model(f"{model_alias(name)}_input",
-                             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
-                             **fields)
-        doc = inspect.getdoc(func) or ""
-        spec = ToolSpec(name=name, alias=model_alias(name), server=server, module=module,
-                        version=version, description=doc.split("\n\n")[0].strip(), params=specs,
-                        result_keys=list(result_keys), input_model=model, func=func,
-                        json_params=frozenset(json_params), non_null=frozenset(non_null))
-        if name in REGISTRY:
-            raise ValueError(f"tool {name!r} registered twice")
-        if spec.alias in _ALIASES:
-            raise ValueError(f"alias {spec.alias!r} of {name!r} clashes with {_ALIASES[spec.alias]!r}")
-        REGISTRY[name] = spec
-        _ALIASES[spec.alias] = name
-        return func
-
-    return deco
-
-
-def _ensure_loaded() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOAD_LOCK:
-        if _LOADED:
-            return
-        # importing the modules runs their @register decorators
-        from . import logical, perception, poi, raster, summarize, vector, vis  # noqa: F401
-        _LOADED = True
+__all__ = ["ParamSpec", "ToolSpec", "REGISTRY", "SERVERS", "register", "get_tool", "call_tool",
+           "validate_args", "normalize_tool_name", "PAPER_ALIASES", "model_alias", "all_tools",
+           "catalogue_params", "UnknownToolError"]
 
 
 def all_tools() -> dict[str, ToolSpec]:
-    _ensure_loaded()
+    """Every registered tool, dotted name → ``ToolSpec`` (the ``REGISTRY`` itself)."""
     return REGISTRY
-
-
-# --------------------------------------------------------------------------------------------
-# Lookup
-# --------------------------------------------------------------------------------------------
-def normalize_tool_name(name: str) -> str:
-    """Dotted code name for any accepted spelling; raises ``UnknownToolError``."""
-    return get_tool(name).name
-
-
-def get_tool(name: str) -> ToolSpec:
-    _ensure_loaded()
-    if not isinstance(name, str) or not name.strip():
-        raise UnknownToolError(f"tool name must be a non-empty string, got {name!r}")
-    text = name.strip()
-    if "(" in text:
-        text = text[: text.index("(")].strip()
-    if text.startswith("functions."):
-        text = text[len("functions."):]
-    text = PAPER_ALIASES.get(text, text)
-    if text in REGISTRY:
-        return REGISTRY[text]
-    if text in _ALIASES:
-        return REGISTRY[_ALIASES[text]]
-    alias = model_alias(text)
-    if alias in _ALIASES:
-        return REGISTRY[_ALIASES[alias]]
-    paper = PAPER_ALIASES.get(text.replace("_", ".", 1)) if "." not in text else None
-    if paper and paper in REGISTRY:
-        return REGISTRY[paper]
-    raise UnknownToolError(f"unknown tool {name!r} (no implementation registered under that name "
-                           f"or alias)", tool=text, expected="a registered tool name")
-
-
-# --------------------------------------------------------------------------------------------
-# Calling
-# --------------------------------------------------------------------------------------------
-def _prepare_args(spec: ToolSpec, args: dict) -> dict:
-    if args is None:
-        args = {}
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError as exc:
-            raise ToolInputError(f"arguments are not a JSON object: {exc}", tool=spec.name)
-    if not isinstance(args, dict):
-        raise ToolInputError(f"arguments must be an object, got {type(args).__name__}",
-                             tool=spec.name)
-    prepared = {}
-    for key, value in args.items():
-        if key in spec.json_params and isinstance(value, str):
-            s = value.strip()
-            if (s.startswith("[") and s.endswith("]")) or (s.startswith("{") and s.endswith("}")):
-                try:
-                    value = json.loads(s)
-                except ValueError:
-                    pass
-        prepared[key] = value
-    return prepared
-
-
-def validate_args(spec: ToolSpec, args: dict) -> dict:
-    """Validated arguments with defaults applied; raises ``ToolInputError`` (also for an
-    explicit null given to a ``non_null`` parameter)."""
-    prepared = _prepare_args(spec, args)
-    for name in sorted(spec.non_null):
-        if name in prepared and prepared[name] is None:
-            ps = spec.param(name)
-            raise ToolInputError(f"null is not a valid {ps.type if ps else 'value'} (leave the "
-                                 f"argument out for its default)", tool=spec.name,
-                                 argument=name, expected=ps.type if ps else None)
-    try:
-        model = spec.input_model.model_validate(prepared)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = err.get("loc") or ()
-        argument = str(loc[0]) if loc else None
-        ps = spec.param(argument) if argument else None
-        etype = err.get("type", "")
-        if etype == "extra_forbidden":
-            names = ", ".join(p.name for p in spec.params)
-            raise ToolInputError(f"unexpected argument (parameters are: {names})",
-                                 tool=spec.name, argument=argument) from None
-        if etype == "missing":
-            raise ToolInputError("required argument is missing", tool=spec.name,
-                                 argument=argument, expected=ps.type if ps else None) from None
-        where = "".join(f"[{x}]" for x in loc[1:])
-        got = err.get("input")
-        got_txt = repr(got)
-        if len(got_txt) > 80:
-            got_txt = got_txt[:77] + "..."
-        raise ToolInputError(f"{err.get('msg', 'invalid value')}{(' at ' + where) if where else ''}"
-                             f" (got {got_txt})", tool=spec.name, argument=argument,
-                             expected=ps.type if ps else None) from None
-    return {name: getattr(model, name) for name in spec.input_model.model_fields}
-
-
-def _keep_ints(raw: Any, value: Any) -> Any:
-    """``value`` with each int of ``raw`` that validation turned into an equal float put back
-    (in lists and objects too)."""
-    if isinstance(raw, int) and not isinstance(raw, bool) and isinstance(value, float) \
-            and value == raw:
-        return raw
-    if isinstance(raw, list) and isinstance(value, list) and len(raw) == len(value):
-        return [_keep_ints(r, v) for r, v in zip(raw, value)]
-    if isinstance(raw, dict) and isinstance(value, dict):
-        return {k: _keep_ints(raw[k], v) if k in raw else v for k, v in value.items()}
-    return value
-
-
-def call_tool(name: str, args: dict | None, ctx: ToolContext, *,
-              direct: bool = False) -> dict | list:
-    """Validate ``args``, run the tool, return its observation.
-
-    The observation is a JSON-ready dict with ``"tool"`` set to the dotted name; the one
-    exception is ``tool.loop`` with ``return_all=true``, which returns a bare list, as the
-    benchmark does. Non-finite numbers stay NaN/inf floats, as in the benchmark's observations.
-    Failures raise ``ToolError`` subclasses; nothing is returned as a stub.
-    ``direct``: the call is the benchmark's direct Python call (a call nested in tool.loop,
-    ``analysis.py:tool_loop``), where no schema converts an int given for a float parameter:
-    it reaches the tool (and its echo in the observation) as an int.
-    """
-    spec = get_tool(name)
-    values = validate_args(spec, args or {})
-    if direct:
-        raw = _prepare_args(spec, args or {})
-        values = {k: _keep_ints(raw[k], v) if k in raw else v for k, v in values.items()}
-    try:
-        result = spec.func(ctx, **values)
-    except ToolError as exc:
-        raise exc.with_context(spec.name)
-    except (FileNotFoundError, IsADirectoryError) as exc:
-        raise ToolInputError(f"file not found: {exc}", tool=spec.name) from exc
-    except (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OSError) as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}", tool=spec.name) from exc
-    except Exception as exc:  # rasterio / GDAL / shapely errors
-        raise ToolError(f"{type(exc).__name__}: {exc}", tool=spec.name) from exc
-    if isinstance(result, dict):
-        if result.get("status") == "stub":
-            raise ToolError("tool returned a stub result", tool=spec.name)
-        result = dict(result)
-        result["tool"] = spec.name
-        result = {"tool": result.pop("tool"), **result}
-    elif not isinstance(result, list):
-        raise ToolError(f"tool returned {type(result).__name__}, not an object", tool=spec.name)
-    # NaN / Infinity stay floats, as in the benchmark's observations (its servers json.dumps
-    # them as NaN tokens and its harness json.loads them back)
-    return jsonable(result, keep_non_finite=True)
 
 
 def catalogue_params(name: str, catalogue_path) -> list[dict]:

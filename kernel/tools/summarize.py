@@ -18,7 +18,7 @@ import numpy as np
 
 from ._io import raster_meta
 from .base import ToolContext, ToolError
-from .registry import register
+from .spec import register
 
 #: suffixes of the mask files report.extract_evidence describes (``model.py``)
 _MASK_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp")

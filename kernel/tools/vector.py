@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import (metric_frame, raster_meta, read_vector, read_vector_path,
+from ._io import (metric_frame, raster_meta, read_band, read_raster, read_vector, read_vector_path,
                   write_vector)
 from .base import ToolContext, ToolInputError
-from .raster import resolve_or_missing
-from .registry import register
+from .raster import named_output, resolve_or_missing
+from .spec import register
 
 
 def _stem(value: str) -> str:
@@ -404,8 +404,6 @@ def vec_connected_components(ctx: ToolContext, vector_path: str) -> dict:
     if path.suffix.lower() in (".geojson", ".json", ".shp", ".gpkg"):
         gdf = read_vector_path(path, ctx=ctx, tool=tool, argument="vector_path")
         return {"tool": tool, "count": int(len(gdf)), "vector_path": vector_path, "mode": "vector"}
-    from ._io import read_raster
-
     arr, _ = read_raster(path, tool=tool, argument="vector_path")
     binary = np.any(arr != 0, axis=0)
     _, n = ndimage.label(binary, structure=[[0, 1, 0], [1, 1, 1], [0, 1, 0]])
@@ -844,8 +842,6 @@ def vec_raster_stats(ctx: ToolContext, vector_path: str, raster_path: str,
     from rasterio import features as rfeatures
     from rasterio.transform import rowcol
 
-    from ._io import read_band
-
     tool = "vec.raster_stats"
     stats = list(stats or ["mean", "min", "max"])
     bad = [s for s in stats if s not in _STATS]
@@ -960,8 +956,6 @@ def _road_label_mask(ctx, tool, mask_path):
     """(resolved path, 2-D class array): band 1 of a mask with fewer than 3 bands, else bands
     1–3 read as colours and mapped by their 3R+4G+5B key (so a grey mask stored as RGB, or any
     colour sharing a key, maps as the benchmark maps it)."""
-    from ._io import read_raster
-
     path = ctx.resolve(mask_path, tool=tool, argument="mask_path")
     arr, _meta = read_raster(path, tool=tool, argument="mask_path")
     if arr.shape[0] < 3:
@@ -1658,8 +1652,6 @@ def vec_repair_min_edges(ctx: ToolContext, graph_path: str, source: str | int | 
 # EPSG:4326 here, see read_vector_as_benchmark)
 # ============================================================================================
 def _out_vector(ctx, tool, key, out_path):
-    from .raster import named_output
-
     return named_output(ctx, tool, key, ".geojson", out_path, (".geojson", ".json"))
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from kernel.palette import BENCHMARK_RGB, OTHER_RGB
 
 from .base import ToolContext, ToolError, ToolInputError
-from .registry import register
+from .spec import register
 
 #: overlay palette of the benchmark (``_class_color``): 1 gold, 2 dark orange, 3 crimson,
 #: 4 purple, 5 dodger blue, 6 deep sky blue; every other value (255 included) red — the one

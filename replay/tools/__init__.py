@@ -12,7 +12,7 @@ import sys
 import kernel.tools as _tools
 
 _MODULES = ("_io", "base", "classical", "logical", "perception", "perception_models", "poi",
-            "quirks", "raster", "registry", "summarize", "testing", "vector", "vis")
+            "quirks", "raster", "registry", "spec", "summarize", "testing", "vector", "vis")
 
 for _name in _MODULES:
     sys.modules[f"{__name__}.{_name}"] = importlib.import_module(f"kernel.tools.{_name}")

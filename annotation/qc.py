@@ -1594,7 +1594,7 @@ def full_qc(content: dict, *, layers: dict | None = None, replay: dict | None = 
 
 # ---- derived values ---------------------------------------------------------------------------
 #: the manifest fields a revision copies from its layer when it is saved
-#: (``annotation.services.tasks.layer_manifest_entry``) that a maintainer may change afterwards
+#: (``annotation.services.content.layer_manifest_entry``) that a maintainer may change afterwards
 #: (``annotation.services.layers.set_layer_georeferencing``): the georeferencing
 DERIVED_MANIFEST_FIELDS = ("pixel_size_m", "spatial_coordinate_system")
 _AUTHORITY_CODE = re.compile(r"[A-Za-z]+:\d+")
@@ -1630,7 +1630,7 @@ def stale_manifest_values(input_data: Any, manifest: dict) -> list[dict]:
     """The stored manifest values that differ from their layer's now.
 
     ``manifest``: ``{location: {"file_name", "values": {field: the layer's value now}}}`` for the
-    entries of ``input_data`` that name a layer (``annotation.services.tasks.derived_manifest``
+    entries of ``input_data`` that name a layer (``annotation.services.content.derived_manifest``
     builds it with the derivation a save uses). Only the fields of
     :data:`DERIVED_MANIFEST_FIELDS` that the entry states are compared (:func:`_same_derived`).
     Returns ``[{location, field, file_name, stored, current}]`` in document order; ``location``

@@ -24,8 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from annotation import qc
-from annotation.services.tasks import derived_manifest
+from annotation.models import TaskVariant
+from annotation.services.content import derived_manifest, revision_content
+from kernel.content import CONTENT_FIELDS
 from kernel.engine import collapse_expanded
 from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
@@ -110,7 +114,7 @@ def _polygon_golds(content: dict, replay: dict) -> dict:
 def derived_sources(task, revision, run=None, *, layers=None) -> dict:
     """The ``derived`` argument of ``qc.check_derived`` for ``revision`` of ``task``: its
     manifest's derived values as the event's layers give them now
-    (``annotation.services.tasks.derived_manifest``, the derivation a save uses) and, for a
+    (``annotation.services.content.derived_manifest``, the derivation a save uses) and, for a
     replay ``run`` that recorded its input fingerprint, ``{"run", "stored", "current"}`` (the
     fingerprint then and now, through the registered ``ReplaySource``). ``layers``: the event's
     ``Layer`` rows when the caller has them.
@@ -147,12 +151,6 @@ def derived_findings(task, revision, run=None, *, layers=None) -> list[qc.Findin
 
 def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     """The full QC suite on ``task``'s head revision (see the module docstring)."""
-    from django.conf import settings
-
-    from annotation.services.tasks import revision_content
-
-    from annotation.models import TaskVariant
-
     rev = task.head
     content = revision_content(rev)
     variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
@@ -188,10 +186,6 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
     checked with :func:`qc_for_task` (the task page and ``manage.py qc`` use that one), so the two
     agree on the same revision.
     """
-    from django.conf import settings
-
-    from annotation.services.tasks import CONTENT_FIELDS, revision_content
-
     merged = revision_content(task.head) if task is not None and task.head_id else {}
     merged.update({k: v for k, v in content.items() if k in CONTENT_FIELDS})
     layer_rows = list(event.layers.all())
@@ -203,8 +197,6 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
 
 def release_items(tasks) -> list[dict]:
     """``{question_id, content, dimension}`` of tasks (their head revisions), for release checks."""
-    from annotation.services.tasks import revision_content
-
     return [{"question_id": t.question_id, "content": revision_content(t.head), "dimension": t.dimension}
             for t in tasks if t.head_id]
 

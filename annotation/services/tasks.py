@@ -518,12 +518,3 @@ def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:
     """The fast QC checks of a revision."""
     return qc.check_task(revision_content(rev))
 
-
-def submit_task(user, task: Task) -> Task:
-    """Submit a draft or returned task for review (kept for callers of the skeleton's API).
-
-    Delegates to ``annotation.services.review.submit``, the one place of status changes.
-    """
-    from annotation.services import review
-
-    return review.submit(user, task)

@@ -1,4 +1,4 @@
-"""The QC suite (annotation/qc.py): a corpus of seeded defects, one check id per task file.
+"""The QC suite (annotation/qc/): a corpus of seeded defects, one check id per task file.
 
 ``tests/qc_corpus/*.json`` are benchmark task files (lists of samples); ``expected.json`` says
 which check ids each one must trigger (exactly those), and the clean_* files trigger none. The
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from annotation import qc
+from annotation.qc import tool_info
 from annotation.services.qc import qc_for_task_file
+from kernel.inputs import input_entries
 
 CORPUS = Path(__file__).resolve().parent / "qc_corpus"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))["files"]
@@ -24,7 +26,7 @@ SCORING_TASKS = REPO.parent / "shared" / "scoring-examples" / "tasks"
 def _data_root(tmp_path: Path, samples: list, missing: list[str]) -> Path:
     root = tmp_path / "dora"
     for sample in samples:
-        for _loc, path, _entry in qc.input_entries(sample.get("input_data") or {}):
+        for _loc, path, _entry in input_entries(sample.get("input_data") or {}):
             if Path(path).name in missing:
                 continue
             target = (root / "images" / path).resolve()
@@ -178,8 +180,8 @@ def test_not_implemented_tool_is_checked_from_the_catalogue(monkeypatch):
     entry = {"name": "vec.future_tool", "alias": "vec_future_tool", "server": "Analysis",
              "params": [{"name": "vector_path", "type": "str", "required": True, "default": None}],
              "returns": ["tool:str; count:int; vector_path:str"], "semantics": "", "errors": ""}
-    monkeypatch.setattr(qc, "_catalogue", lambda: {"vec.future_tool": entry})
-    qc.resolve_tool.cache_clear()
+    monkeypatch.setattr(tool_info, "catalogue", lambda: {"vec.future_tool": entry})
+    tool_info.resolve_tool.cache_clear()
     try:
         content = _demo_contents()[1]
         content["trajectory"].append({"call": "vec.future_tool", "args": {"vector_path": "<vector_path> from trajectory[0].obs"}})
@@ -189,7 +191,7 @@ def test_not_implemented_tool_is_checked_from_the_catalogue(monkeypatch):
         content["answer_spec"][-1]["source"] = "<area> from trajectory[3].obs"
         assert "references.key" in {f.check for f in qc.check_task(content, layers=DEMO_LAYERS)}
     finally:
-        qc.resolve_tool.cache_clear()
+        tool_info.resolve_tool.cache_clear()
 
 
 # ---- targeted behaviour --------------------------------------------------------------------

@@ -11,7 +11,7 @@
   ``images/`` folder; without a data root the files are not looked for).
 * ``derived_sources(task, revision, run=None)`` / ``derived_findings(...)``: what a revision
   copied from other records (its manifest's GSD/CRS from the layers, its gold replay's inputs)
-  against those records now (``annotation.qc.check_derived``); part of ``qc_for_task`` and the
+  against those records now (``annotation.qc.derived.check_derived``); part of ``qc_for_task`` and the
   check a release's publishing runs on the revisions it pins.
 * ``release_qc(tasks)``: release-level findings (near-duplicate questions) and the distribution
   report over several tasks.
@@ -31,6 +31,7 @@ from annotation.models import TaskVariant
 from annotation.services.content import derived_manifest, revision_content
 from kernel.content import CONTENT_FIELDS
 from kernel.engine import collapse_expanded
+from kernel.inputs import input_entries
 from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
 
@@ -154,7 +155,7 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     rev = task.head
     content = revision_content(rev)
     variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
-    if variant is not None:  # a robustness variant: annotation.qc_variants checks it
+    if variant is not None:  # a robustness variant: annotation.qc.variants checks it
         content["variant"] = variant
     layer_rows = list(task.event.layers.all())
     layers = {l.file_name: layer_info(l) for l in layer_rows}
@@ -290,7 +291,7 @@ def qc_for_task_file(path, data_root=None) -> dict:
                                   polygons=polygons or None)
             # a layer unused by this task but used by another task of the sample is shared input
             others = set().union(*(u for k, u in enumerate(used_by) if k != t)) if len(used_by) > 1 else set()
-            files_at = {loc: Path(str(p)).name for loc, p, _ in qc.input_entries(content["input_data"])}
+            files_at = {loc: Path(str(p)).name for loc, p, _ in input_entries(content["input_data"])}
             findings = [f for f in findings
                         if not (f.check == "hygiene.unused_layer" and files_at.get(f.location) in others)]
             results.append({"question_id": qid, "findings": findings})

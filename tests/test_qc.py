@@ -77,6 +77,35 @@ def test_every_check_id_is_covered():
     assert all(sev in ("error", "warning") for sev, _ in qc.CHECKS.values())
 
 
+#: the concern module of annotation/qc/ that declares each check family, and how many checks each
+#: family has (the table of checks as annotation/qc.py held it before it became a package)
+FAMILIES = [("structure", "structure", 7), ("tools", "steps", 7), ("references", "references", 5),
+            ("manifest", "manifest", 11), ("classes", "manifest", 2), ("eval_spec", "answers", 9),
+            ("sanity", "gold", 8), ("determinism", "gold", 1), ("alignment", "answers", 8),
+            ("hygiene", "hygiene", 2), ("derived", "derived", 3), ("release", "release", 1),
+            ("tool", "tool_parity", 14), ("vec", "tool_parity", 8), ("poi", "tool_parity", 2),
+            ("vis", "tool_parity", 8), ("variant", "variants", 7)]
+
+
+def test_every_check_is_declared_once_by_the_module_of_its_concern():
+    import importlib
+
+    listed = qc.checks()
+    assert [c.id for c in listed] == list(qc.CHECKS)
+    assert all(qc.CHECKS[c.id] == (c.severity, c.meaning) for c in listed)
+    families = []
+    for c in listed:
+        family = c.id.split(".")[0]
+        if not families or families[-1][0] != family:
+            families.append((family, c.concern, 0))
+        assert families[-1][1] == c.concern, c.id
+        families[-1] = (family, c.concern, families[-1][2] + 1)
+        tables = [v for k, v in vars(importlib.import_module(f"annotation.qc.{c.concern}")).items()
+                  if k.endswith("CHECKS") and isinstance(v, dict)]
+        assert any(c.id in table for table in tables), c.id
+    assert families == FAMILIES
+
+
 # ---- the demo tasks, filled with plausible file names --------------------------------------
 NAMES = {"pre": "florence_pre.tif", "post": "florence_post.tif", "damage": "damage_joplin.geojson",
          "buildings": "bldg_polys_joplin.geojson"}

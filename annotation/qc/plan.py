@@ -123,7 +123,7 @@ class Analysis:
         if isinstance(value, (list, tuple)):
             outs = [self.describe(v, scope) for v in value]
             return Output(None, {}, frozenset().union(*(o.sources for o in outs)) if outs else frozenset(),
-                        any(o.px for o in outs))
+                          any(o.px for o in outs))
         if isinstance(value, dict):
             return self.describe(list(value.values()), scope)
         ref = parse_reference(value)
@@ -158,6 +158,7 @@ class Analysis:
                 f = {**f, "name": json.dumps(f["name"], default=str)}
             out.append(f)
         return out
+
     # ---- hygiene --------------------------------------------------------------------------
     def used_files(self) -> set[str]:
         """The file names the steps use literally (collected by the walk of the steps)."""

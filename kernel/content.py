@@ -255,7 +255,7 @@ def accept_proposals(answer_spec: list, proposals: list[dict], *, fields: Iterab
     ``answer_spec``: ``[{name, eval_type, source, answer_format?}]``; ``proposals``: what
     :func:`answer_proposals` gave for it. A field is bound when its source is blank (``None``),
     it is in ``fields`` (None: every field) and its proposal names a source; ``accepts(N, key)``
-    (``annotation.qc.reference_accepts``), when given, must also take the proposed ``<key>`` of
+    (``annotation.qc.references.reference_accepts``), when given, must also take the proposed ``<key>`` of
     step N, so that nothing is bound that the reference check would refuse. Nothing is guessed.
 
     Returns ``(new answer_spec, [one row per blank field considered: the proposal's keys plus

@@ -3,7 +3,7 @@ after a task was saved makes its manifest stale (QC error for a metric answer, w
 the task page refreshes it in one click, and publishing a release refuses a stale pinned task
 until it is refreshed and re-pinned, or a maintainer acknowledges it.
 
-The comparison rules are those of ``annotation.qc._same_derived`` (GSD equal within 5 %, the
+The comparison rules are those of ``annotation.qc.derived._same_derived`` (GSD equal within 5 %, the
 tolerance of ``manifest.gsd_mismatch``; a stored null differs from a recorded GSD; a stored pixel
 frame differs from a recorded CRS; authority codes compare case-blind; the layer having no value says nothing). The expected values below are worked
 out by hand from those rules and from the layers' values the test records. The real-data task is the
@@ -29,7 +29,7 @@ from test_layer_georeferencing import _florence_task
 REASON = "xBD WorldView imagery, GSD under 0.8 m (Gupta et al. 2019)"
 
 
-# ---- pure rules (annotation.qc) -------------------------------------------------------------------
+# ---- pure rules (annotation.qc.derived) ----------------------------------------------------------------
 def _manifest(**values):
     return {"input_data.post_image": {"file_name": "post.tif", "values": values}}
 

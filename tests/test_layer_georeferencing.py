@@ -5,7 +5,7 @@ The tile (../shared/realdata/xbd-hurricane-florence/SOURCE.md) is 1024 × 1024 p
 georeferencing, so the import records no GSD. The value recorded here, 0.5 m/px, is the order of
 the xBD imagery's resolution (Gupta et al. 2019: Maxar WorldView imagery, GSD under 0.8 m); what
 the tests check is the bookkeeping (audit, stale replays, QC, the submit gate), not that number.
-The QC rule (annotation/qc.py): a metric tool on pixel-frame inputs needs the rasters' GSD as
+The QC rule (annotation/qc/manifest.py): a metric tool on pixel-frame inputs needs the rasters' GSD as
 pixel_size_m; without a recorded GSD both forms (with and without a literal pixel_size_m) give
 manifest.gsd_missing.
 """

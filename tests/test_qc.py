@@ -1,4 +1,4 @@
-"""The QC suite (annotation/qc.py): a corpus of seeded defects, one check id per task file.
+"""The QC suite (annotation/qc/): a corpus of seeded defects, one check id per task file.
 
 ``tests/qc_corpus/*.json`` are benchmark task files (lists of samples); ``expected.json`` says
 which check ids each one must trigger (exactly those), and the clean_* files trigger none. The
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from annotation import qc
+from annotation.qc import tool_info
 from annotation.services.qc import qc_for_task_file
+from kernel.inputs import input_entries
 
 CORPUS = Path(__file__).resolve().parent / "qc_corpus"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))["files"]
@@ -24,7 +26,7 @@ SCORING_TASKS = REPO.parent / "shared" / "scoring-examples" / "tasks"
 def _data_root(tmp_path: Path, samples: list, missing: list[str]) -> Path:
     root = tmp_path / "dora"
     for sample in samples:
-        for _loc, path, _entry in qc.input_entries(sample.get("input_data") or {}):
+        for _loc, path, _entry in input_entries(sample.get("input_data") or {}):
             if Path(path).name in missing:
                 continue
             target = (root / "images" / path).resolve()
@@ -73,6 +75,35 @@ def test_every_check_id_is_covered():
     assert corpus | UNIT_TESTED == set(qc.CHECKS)
     assert not corpus & UNIT_TESTED
     assert all(sev in ("error", "warning") for sev, _ in qc.CHECKS.values())
+
+
+#: the concern module of annotation/qc/ that declares each check family, and how many checks each
+#: family has (the table of checks as annotation/qc.py held it before it became a package)
+FAMILIES = [("structure", "structure", 7), ("tools", "steps", 7), ("references", "references", 5),
+            ("manifest", "manifest", 11), ("classes", "manifest", 2), ("eval_spec", "answers", 9),
+            ("sanity", "gold", 8), ("determinism", "gold", 1), ("alignment", "answers", 8),
+            ("hygiene", "hygiene", 2), ("derived", "derived", 3), ("release", "release", 1),
+            ("tool", "tool_parity", 14), ("vec", "tool_parity", 8), ("poi", "tool_parity", 2),
+            ("vis", "tool_parity", 8), ("variant", "variants", 7)]
+
+
+def test_every_check_is_declared_once_by_the_module_of_its_concern():
+    import importlib
+
+    listed = qc.checks()
+    assert [c.id for c in listed] == list(qc.CHECKS)
+    assert all(qc.CHECKS[c.id] == (c.severity, c.meaning) for c in listed)
+    families = []
+    for c in listed:
+        family = c.id.split(".")[0]
+        if not families or families[-1][0] != family:
+            families.append((family, c.concern, 0))
+        assert families[-1][1] == c.concern, c.id
+        families[-1] = (family, c.concern, families[-1][2] + 1)
+        tables = [v for k, v in vars(importlib.import_module(f"annotation.qc.{c.concern}")).items()
+                  if k.endswith("CHECKS") and isinstance(v, dict)]
+        assert any(c.id in table for table in tables), c.id
+    assert families == FAMILIES
 
 
 # ---- the demo tasks, filled with plausible file names --------------------------------------
@@ -178,8 +209,8 @@ def test_not_implemented_tool_is_checked_from_the_catalogue(monkeypatch):
     entry = {"name": "vec.future_tool", "alias": "vec_future_tool", "server": "Analysis",
              "params": [{"name": "vector_path", "type": "str", "required": True, "default": None}],
              "returns": ["tool:str; count:int; vector_path:str"], "semantics": "", "errors": ""}
-    monkeypatch.setattr(qc, "_catalogue", lambda: {"vec.future_tool": entry})
-    qc.resolve_tool.cache_clear()
+    monkeypatch.setattr(tool_info, "catalogue", lambda: {"vec.future_tool": entry})
+    tool_info.resolve_tool.cache_clear()
     try:
         content = _demo_contents()[1]
         content["trajectory"].append({"call": "vec.future_tool", "args": {"vector_path": "<vector_path> from trajectory[0].obs"}})
@@ -189,7 +220,7 @@ def test_not_implemented_tool_is_checked_from_the_catalogue(monkeypatch):
         content["answer_spec"][-1]["source"] = "<area> from trajectory[3].obs"
         assert "references.key" in {f.check for f in qc.check_task(content, layers=DEMO_LAYERS)}
     finally:
-        qc.resolve_tool.cache_clear()
+        tool_info.resolve_tool.cache_clear()
 
 
 # ---- targeted behaviour --------------------------------------------------------------------

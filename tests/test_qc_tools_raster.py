@@ -1,4 +1,4 @@
-"""QC checks of the raster/logic tool family (annotation/qc_tools.py, issue 17): the branches the
+"""QC checks of the raster/logic tool family (annotation/qc/tool_parity.py, issue 17): the branches the
 one-file-per-check corpus (tests/qc_corpus/tool_*.json) does not reach, and the cases that must
 stay silent. Each expectation follows the benchmark behaviour named in kernel/tools/quirks.py.
 """
@@ -104,7 +104,7 @@ def test_silent(steps):
 
 
 def test_every_family_check_has_a_corpus_file():
-    from annotation.qc_tools import RASTER_AND_LOGIC_CHECKS
+    from annotation.qc.tool_parity import RASTER_AND_LOGIC_CHECKS
 
     expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))["files"]
     for check in RASTER_AND_LOGIC_CHECKS:

@@ -2,7 +2,7 @@
 runs in two work dirs. The tools follow the benchmark's dora/tools/vis.py (issue 17): inputs they
 used to refuse (alpha outside 0..1, markers without position, negative pie data, mismatched
 panel labels, a missing report image, a zero bandwidth) now give the benchmark's observation, and
-QC flags them (annotation/qc_tools.py); the tests below say so where an old refusal was."""
+QC flags them (annotation/qc/tool_parity.py); the tests below say so where an old refusal was."""
 import math
 
 import numpy as np

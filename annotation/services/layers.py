@@ -20,6 +20,7 @@ from django.db import transaction
 from annotation import qc
 from annotation.errors import AnnotationInputError
 from annotation.models import Layer, LayerAuditEvent, Task
+from kernel.inputs import input_entries
 from studio.permissions import require
 
 #: the largest GSD accepted (m/px): coarser than any imagery the benchmark uses (Sentinel-1/2: 10-20 m,
@@ -61,7 +62,7 @@ def tasks_using_layer(layer: Layer) -> list[Task]:
     for task in Task.objects.filter(event_id=layer.event_id, head__isnull=False).select_related("head").order_by("question_id"):
         rev = task.head
         content = {"input_data": rev.input_data, "trajectory": rev.trajectory}
-        files = {e[1].rsplit("/", 1)[-1] for e in qc.input_entries(rev.input_data or {})} | qc.used_layer_files(content)
+        files = {e[1].rsplit("/", 1)[-1] for e in input_entries(rev.input_data or {})} | qc.used_layer_files(content)
         if layer.file_name in files:
             out.append(task)
     return out

@@ -11,7 +11,7 @@
   ``images/`` folder; without a data root the files are not looked for).
 * ``derived_sources(task, revision, run=None)`` / ``derived_findings(...)``: what a revision
   copied from other records (its manifest's GSD/CRS from the layers, its gold replay's inputs)
-  against those records now (``annotation.qc.check_derived``); part of ``qc_for_task`` and the
+  against those records now (``annotation.qc.derived.check_derived``); part of ``qc_for_task`` and the
   check a release's publishing runs on the revisions it pins.
 * ``release_qc(tasks)``: release-level findings (near-duplicate questions) and the distribution
   report over several tasks.
@@ -24,9 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from annotation import qc
-from annotation.services.tasks import derived_manifest
+from annotation.models import TaskVariant
+from annotation.services.content import derived_manifest, revision_content
+from kernel.content import CONTENT_FIELDS
 from kernel.engine import collapse_expanded
+from kernel.inputs import input_entries
 from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
 
@@ -110,7 +115,7 @@ def _polygon_golds(content: dict, replay: dict) -> dict:
 def derived_sources(task, revision, run=None, *, layers=None) -> dict:
     """The ``derived`` argument of ``qc.check_derived`` for ``revision`` of ``task``: its
     manifest's derived values as the event's layers give them now
-    (``annotation.services.tasks.derived_manifest``, the derivation a save uses) and, for a
+    (``annotation.services.content.derived_manifest``, the derivation a save uses) and, for a
     replay ``run`` that recorded its input fingerprint, ``{"run", "stored", "current"}`` (the
     fingerprint then and now, through the registered ``ReplaySource``). ``layers``: the event's
     ``Layer`` rows when the caller has them.
@@ -147,16 +152,10 @@ def derived_findings(task, revision, run=None, *, layers=None) -> list[qc.Findin
 
 def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     """The full QC suite on ``task``'s head revision (see the module docstring)."""
-    from django.conf import settings
-
-    from annotation.services.tasks import revision_content
-
-    from annotation.models import TaskVariant
-
     rev = task.head
     content = revision_content(rev)
     variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
-    if variant is not None:  # a robustness variant: annotation.qc_variants checks it
+    if variant is not None:  # a robustness variant: annotation.qc.variants checks it
         content["variant"] = variant
     layer_rows = list(task.event.layers.all())
     layers = {l.file_name: layer_info(l) for l in layer_rows}
@@ -188,10 +187,6 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
     checked with :func:`qc_for_task` (the task page and ``manage.py qc`` use that one), so the two
     agree on the same revision.
     """
-    from django.conf import settings
-
-    from annotation.services.tasks import CONTENT_FIELDS, revision_content
-
     merged = revision_content(task.head) if task is not None and task.head_id else {}
     merged.update({k: v for k, v in content.items() if k in CONTENT_FIELDS})
     layer_rows = list(event.layers.all())
@@ -203,8 +198,6 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
 
 def release_items(tasks) -> list[dict]:
     """``{question_id, content, dimension}`` of tasks (their head revisions), for release checks."""
-    from annotation.services.tasks import revision_content
-
     return [{"question_id": t.question_id, "content": revision_content(t.head), "dimension": t.dimension}
             for t in tasks if t.head_id]
 
@@ -298,7 +291,7 @@ def qc_for_task_file(path, data_root=None) -> dict:
                                   polygons=polygons or None)
             # a layer unused by this task but used by another task of the sample is shared input
             others = set().union(*(u for k, u in enumerate(used_by) if k != t)) if len(used_by) > 1 else set()
-            files_at = {loc: Path(str(p)).name for loc, p, _ in qc.input_entries(content["input_data"])}
+            files_at = {loc: Path(str(p)).name for loc, p, _ in input_entries(content["input_data"])}
             findings = [f for f in findings
                         if not (f.check == "hygiene.unused_layer" and files_at.get(f.location) in others)]
             results.append({"question_id": qid, "findings": findings})

@@ -13,9 +13,8 @@ Permissions come from the table in ``studio.permissions`` (checked here, not onl
 (reviewer: ``not_own``; an author never reviews or approves their own task), ``task.return``,
 ``task.release`` (maintainer), ``task.comment`` and ``comment.resolve``.
 
-Submitting runs the full QC (``annotation.services.qc.qc_for_task`` when present, else the fast
-``annotation.qc.check_task``): any error blocks it, and so do the registered submission checks
-(:func:`register_submission_check`). The replay app registers "a succeeded replay of the head
+Submitting runs the full QC (``annotation.services.qc.qc_for_task``): any error blocks it, and so
+do the registered submission checks (:func:`register_submission_check`). The replay app registers "a succeeded replay of the head
 revision exists" (reviewers judge the filled gold answer, so it must exist); review does not import
 replay, which sits above annotation (issue 19).
 """
@@ -26,12 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation import qc
 from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Task, TaskComment
-from annotation.services.tasks import json_problem, require_unreleased
+from annotation.services.qc import qc_for_task
+from annotation.services.tasks import TaskValidationError, require_unreleased
+from kernel.taskfile import json_problem
 from studio.events import emit
 from studio.permissions import can, require
 
@@ -88,13 +90,7 @@ TRANSITIONS: dict[str, Transition] = {t.name: t for t in (
 
 
 def submission_findings(task: Task) -> list[qc.Finding]:
-    """The QC findings that gate submission: the full suite when the QC service offers it."""
-    try:
-        from annotation.services.qc import qc_for_task
-    except ImportError:  # pragma: no cover - the fast checks are the stable fallback
-        from annotation.services.tasks import run_fast_qc
-
-        return run_fast_qc(task.head)
+    """The QC findings that gate submission: the full suite (``annotation.services.qc.qc_for_task``)."""
     return qc_for_task(task)
 
 
@@ -117,8 +113,6 @@ def submission_checks() -> tuple[Callable[[Task], None], ...]:
 
 
 def _check_submission(task: Task) -> None:
-    from annotation.services.tasks import TaskValidationError
-
     findings = submission_findings(task)
     if qc.has_errors(findings):
         raise TaskValidationError(findings)
@@ -128,8 +122,6 @@ def _check_submission(task: Task) -> None:
 
 def open_comments_of_release(release) -> dict[str, int]:
     """``{question id: open comment threads}`` over the tasks pinned in ``release`` (only those with some)."""
-    from django.db.models import Count, Q
-
     rows = (TaskComment.objects.filter(task__release_items__release=release, parent__isnull=True, resolved=False)
             .values("task__question_id").annotate(n=Count("id", filter=Q(resolved=False))))
     return {r["task__question_id"]: r["n"] for r in rows}

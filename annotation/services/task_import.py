@@ -14,7 +14,8 @@ from django.db import transaction
 from annotation.errors import AnnotationInputError
 from annotation.models import Layer, Task
 from annotation.qc import reference_accepts
-from annotation.services.tasks import content_problem, create_task, revision_content, save_revision
+from annotation.services.content import revision_content
+from annotation.services.tasks import content_problem, create_task, save_revision
 from kernel.catalogue import result_types
 from kernel.content import accept_proposals as _accept_proposals
 from kernel.content import answer_proposals as _answer_proposals

@@ -20,7 +20,8 @@ from django.db import IntegrityError, transaction
 
 from annotation import qc
 from annotation.errors import AnnotationConflict, AnnotationInputError, AnnotationLocked
-from annotation.models import Event, Layer, Task, TaskDraft, TaskRevision
+from annotation.models import Event, Task, TaskDraft, TaskRevision
+from annotation.services.content import derived_manifest, layer_manifest_entry, revision_content
 from studio.permissions import require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
@@ -28,7 +29,6 @@ from kernel.catalogue import result_types  # noqa: E402
 from kernel.content import CONTENT_FIELDS  # noqa: E402
 from kernel.content import accept_proposals as kernel_accept_proposals  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
-from kernel.inputs import base_name, input_entries  # noqa: E402
 from kernel.taskfile import from_storage, json_problem, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
@@ -111,45 +111,6 @@ class TaskValidationError(AnnotationInputError):
     def context(self) -> dict:
         """The API body's ``qc``: the findings, each as a dict."""
         return {"qc": [f.as_dict() for f in self.findings]}
-
-
-def layer_manifest_entry(layer: Layer) -> dict:
-    """The benchmark's ``input_data`` entry for a layer (dora-format.md §(a)).
-
-    Rasters: ``{image_path, modality, pixel_size_m, spatial_coordinate_system, band_info}``;
-    vectors: ``{path}``. Paths are the layer's file name, as the benchmark's release stores them
-    under ``images/``.
-    """
-    if layer.kind == Layer.Kind.VECTOR:
-        return {"path": layer.file_name}
-    entry = {
-        "image_path": layer.file_name,
-        "modality": layer.modality or "optical",
-        "pixel_size_m": layer.gsd_m,
-        "spatial_coordinate_system": layer.crs or "pixel",
-        "band_info": list(layer.bands or []),
-    }
-    return entry
-
-
-def derived_manifest(input_data: Any, layers) -> dict:
-    """What the manifest's derived values would be if the revision were saved now:
-    ``{location: {"file_name", "values": {field: value}}}`` for each entry of ``input_data`` that
-    names a raster or mask of ``layers`` (the event's ``Layer`` rows; matched on the path's file
-    name), holding the fields of ``qc.DERIVED_MANIFEST_FIELDS`` that the entry states, each as
-    :func:`layer_manifest_entry` (the one derivation a save uses) gives it now. QC compares it
-    with the stored values (``qc.stale_manifest_values``); :func:`refresh_derived` writes it."""
-    by_name = {l.file_name: l for l in layers}
-    out = {}
-    for loc, path, entry in input_entries(input_data):
-        layer = by_name.get(base_name(path))
-        if layer is None or layer.kind == Layer.Kind.VECTOR:
-            continue
-        now = layer_manifest_entry(layer)
-        values = {f: now[f] for f in qc.DERIVED_MANIFEST_FIELDS if f in entry and f in now}
-        if values:
-            out[loc] = {"file_name": layer.file_name, "values": values}
-    return out
 
 
 def build_input_data(event: Event, layer_keys: dict[str, int], base: dict | None = None) -> dict:
@@ -474,11 +435,6 @@ def diff_revisions(a: TaskRevision, b: TaskRevision) -> dict:
     return result
 
 
-def revision_content(rev: TaskRevision) -> dict:
-    """The plain content dict of a revision (what QC and the exporters read)."""
-    return {k: getattr(rev, k) for k in CONTENT_FIELDS}
-
-
 def answer_proposals(rev: TaskRevision | None) -> list[dict]:
     """Proposed sources for the answer fields of ``rev`` whose source is blank (a null or missing
     gold): ``[{field, eval_type, source, step, tool, key, type, reason}]`` from the trajectory's
@@ -562,12 +518,3 @@ def run_fast_qc(rev: TaskRevision) -> list[qc.Finding]:
     """The fast QC checks of a revision."""
     return qc.check_task(revision_content(rev))
 
-
-def submit_task(user, task: Task) -> Task:
-    """Submit a draft or returned task for review (kept for callers of the skeleton's API).
-
-    Delegates to ``annotation.services.review.submit``, the one place of status changes.
-    """
-    from annotation.services import review
-
-    return review.submit(user, task)

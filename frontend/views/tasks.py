@@ -28,8 +28,9 @@ from annotation.services import review as review_services
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
 from annotation.errors import AnnotationError
+from annotation.services.content import revision_content
 from annotation.services.tasks import (EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived,
-                                       revision_content, run_fast_qc)
+                                       run_fast_qc)
 from frontend.views.events import map_config
 from replay.api import tool_catalogue
 from replay.models import ReplayRun

@@ -7,7 +7,7 @@ Every tool returns what the benchmark's own tool returns for the same input
 (Junjue-Wang/DORA ``dora/tools/analysis.py`` @2b24be70 and ``calculate.py`` @7b969887): an
 absent class counts 0, an empty mask vectorises to 0 polygons, a multi-band image is counted
 over all its bands. Where that behaviour is physically wrong it is reproduced anyway and listed
-in ``kernel.tools.quirks``; ``annotation.qc_tools`` tells the author. A benchmark tool that
+in ``kernel.tools.quirks``; ``annotation.qc.tool_parity`` tells the author. A benchmark tool that
 fails (returns its ``status: stub`` object) is a ``ToolError`` here.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Frames: a layer with a CRS is georeferenced (measured in metres; a geographic la
 zone); a layer without one is in pixel space (x = column, y = row) and is scaled by a pixel size
 from the arguments or from a ``pixel_size_m`` property of its features. Mixing a pixel-space
 layer with a georeferenced one is not refused: as in the benchmark, the coordinates are used as
-they are (a meaningless value; ``annotation.qc_tools`` flags the step). Every tool returns the
+they are (a meaningless value; ``annotation.qc.tool_parity`` flags the step). Every tool returns the
 observation of the benchmark's own implementation (Junjue-Wang/DORA ``dora/tools/analysis.py``);
 deliberate reproductions of its quirks are listed in ``kernel/tools/quirks.py``.
 """

@@ -61,7 +61,7 @@ from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from annotation import qc
 from annotation.services.layer_versions import pinned_layer
 from annotation.services.qc import layer_info
-from annotation.services.tasks import revision_content
+from annotation.services.content import revision_content
 from replay.models import ReplayRun
 from replay.services import artifact_path
 from releases.services.pins import release_layer_pins

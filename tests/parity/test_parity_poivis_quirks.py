@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from annotation import qc
-from annotation.qc_tools import POI_AND_VIS_CHECKS
+from annotation.qc.tool_parity import POI_AND_VIS_CHECKS
 from kernel.tools.quirks import _POI_AND_VIS, QUIRKS
 from kernel.tools.registry import all_tools
 

@@ -435,7 +435,7 @@ def test_quirks_of_the_family_are_documented_and_guarded():
         assert q.qc_check is None or q.qc_check in qc.CHECKS, q.qc_check
         assert f"`{q.tool}`" in doc and q.reference in doc
     # every QC check of the family guards a listed quirk
-    from annotation.qc_tools import RASTER_AND_LOGIC_CHECKS
+    from annotation.qc.tool_parity import RASTER_AND_LOGIC_CHECKS
 
     assert set(RASTER_AND_LOGIC_CHECKS) <= {q.qc_check for q in _RASTER_AND_LOGIC}
 

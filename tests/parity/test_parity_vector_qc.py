@@ -6,7 +6,7 @@ import re
 import pytest
 
 from annotation import qc
-from annotation.qc_tools import VECTOR_CHECKS
+from annotation.qc.tool_parity import VECTOR_CHECKS
 from kernel.tools.quirks import _VECTOR
 from kernel.tools.registry import REGISTRY, get_tool
 

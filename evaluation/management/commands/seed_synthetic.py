@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from annotation.models import Event, Layer, Task, TaskRevision
 from releases.services.export import CATEGORY_BY_DIM
-from annotation.services.tasks import layer_manifest_entry
+from annotation.services.content import layer_manifest_entry
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6

@@ -22,7 +22,7 @@ tests what its kind promises after the author edits it:
 * ``variant.unknown_kind`` (error): the kind is none of extraneous, broken, unsolvable.
 
 The files an unsolvable variant withholds on purpose (``annotation.variants.withheld_files``) are
-not reported as ``manifest.not_in_input_data`` (``annotation.qc``): that is the variant's point.
+not reported as ``manifest.not_in_input_data`` (``annotation.qc.manifest``): that is the variant's point.
 """
 from __future__ import annotations
 
@@ -30,9 +30,11 @@ from typing import Any
 
 from annotation.variants import KINDS, REFUSAL, unsolvable_block
 
+from .registry import declare
+
 __all__ = ["CHECKS", "run"]
 
-CHECKS: dict[str, tuple[str, str]] = {
+CHECKS: dict[str, tuple[str, str]] = declare("variants", {
     "variant.broken_step": ("error", "a broken variant's step is not in the gold plan or calls another tool"),
     "variant.alternative_name": ("error", "a broken tool's alternative is named like an existing tool"),
     "variant.distractor_in_plan": ("error", "the gold plan of an extraneous variant calls a distractor"),
@@ -40,7 +42,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "variant.unsolvable_proceeds": ("error", "an unsolvable variant's gold plan no longer needs what the variant took away"),
     "variant.alternative_differs": ("error", "the broken tool's alternative does not compute the original step's observation on replay"),
     "variant.unknown_kind": ("error", "a variant of an unknown kind"),
-}
+})
 
 
 def _call(step: Any) -> str:

@@ -8,10 +8,10 @@ changing the gold: an ``error`` when the step relies on a meaningless value, a `
 relies on a documented quirk.
 
 Each family section contributes its check ids to ``CHECKS`` (id → (severity, meaning)) and a
-function over the QC analysis (``annotation.qc._Analysis``: ``a.tool_calls`` lists every
+function over the QC analysis (``annotation.qc.plan.Analysis``: ``a.tool_calls`` lists every
 (nested) call as ``(location, ToolInfo, args, scope)``, ``a.layer(value)`` the layer a literal
 file names, ``a.describe(value, scope)`` the sources of an argument; ``a.add(check, message,
-location)`` records a finding). ``run(a)`` is called by ``annotation.qc`` after the step checks.
+location)`` records a finding). ``run(a)`` is called by ``annotation.qc.suite`` after the step checks.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from pyproj import CRS
 
 from kernel.references import get_obs_value, parse_reference
 from kernel.tools.logical import loop_over_reference
+
+from .registry import declare
 
 __all__ = ["CHECKS", "run"]
 
@@ -125,7 +127,7 @@ def check_raster_and_logic(a: Any) -> None:
     Each finding names the step argument (``<location>.args.<argument>``) and the fix. The
     benchmark behaviours behind them are listed in ``kernel/tools/quirks.py``
     (``_RASTER_AND_LOGIC``); absent class indices are ``classes.stale_index`` and multi-class
-    masks given to mask.compose_multiclass ``classes.binary_expected`` (annotation.qc).
+    masks given to mask.compose_multiclass ``classes.binary_expected`` (annotation.qc.manifest).
     """
     for loc, info, args, _scope in a.tool_calls:
         name = info.name
@@ -676,7 +678,8 @@ def check_poi_and_vis(a: Any) -> None:
                       f"the layer's pixel size instead.", f"{loc}.args")
 
 
-CHECKS: dict[str, tuple[str, str]] = {**RASTER_AND_LOGIC_CHECKS, **VECTOR_CHECKS, **POI_AND_VIS_CHECKS}
+CHECKS: dict[str, tuple[str, str]] = declare("tool_parity", {**RASTER_AND_LOGIC_CHECKS, **VECTOR_CHECKS,
+                                                              **POI_AND_VIS_CHECKS})
 
 
 def run(a: Any) -> None:

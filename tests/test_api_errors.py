@@ -1,4 +1,4 @@
-"""The API's one error contract (issue 19, item 4): domain errors raised by services become
+"""The API's one error contract: domain errors raised by services become
 400 / 403 / 404 / 409 / 423 through ``studio.errors.exception_handler`` with one body
 ``{"detail", "code", "field"?, ...context}``; views catch nothing; the text of an unexpected
 exception is never echoed.

@@ -1,4 +1,4 @@
-"""Property-based tests of the REST API against its own OpenAPI schema (issue 11): schemathesis
+"""Property-based tests of the REST API against its own OpenAPI schema: schemathesis
 (4.x) generates requests for every operation of ``/api/schema/`` (drf-spectacular) and sends them
 in-process to the Django WSGI application with a logged-in maintainer (session cookie + CSRF
 token); no answer may be a server error (5xx), and no exception may leave a view.

@@ -1,4 +1,4 @@
-"""Login, CSRF and request-size limits (issue 11).
+"""Login, CSRF and request-size limits.
 
 * every URL the resolver knows (but the login page) refuses an anonymous client: pages redirect to
   the login page, ``/api/`` answers 401/403 — for every method, with ids of objects that exist;

@@ -1,4 +1,4 @@
-"""Crashed workers (issue 11): ``manage.py judge`` and ``manage.py export_release`` killed with
+"""Crashed workers: ``manage.py judge`` and ``manage.py export_release`` killed with
 SIGKILL part-way leave nothing half-done behind, and running them again gives the full result.
 
 The commands run as subprocesses on a file copy of the (committed) test database, made with

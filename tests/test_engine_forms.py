@@ -203,7 +203,7 @@ def test_stored_form_wrapper_then_expanded_calls(tmp_path):
 
 def test_loop_failure_names_iteration_and_skips_rest(tmp_path):
     ctx = ctx_for(tmp_path)
-    # issue 17: as in the benchmark's loop, the unresolved <item.nope> is passed on literally,
+    # benchmark parity: as in the benchmark's loop, the unresolved <item.nope> is passed on literally,
     # calc.mul fails inside its own try and its stub object is kept: the loop goes on
     res = run_trajectory([
         {"call": "tool.loop", "args": {"loop_over": [1, 2], "calls": [

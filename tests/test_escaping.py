@@ -1,4 +1,4 @@
-"""User text is escaped on every page (issue 11).
+"""User text is escaped on every page.
 
 A hostile string is stored in every free-text field the pages show (task question, answer field
 name, comment body, verdict reasoning and reasons, release changelog, event name, agent name,

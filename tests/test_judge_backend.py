@@ -208,7 +208,7 @@ def test_bad_request_is_request_error(server, backend):
     server.fail(400, {"error": {"message": "context length exceeded"}})
     with pytest.raises(JudgeRequestError) as ei:
         backend.judge("p")
-    # the body's text is never echoed (issue 15: an endpoint may put anything there)
+    # the body's text is never echoed (an endpoint may put anything there)
     assert str(ei.value) == "judge endpoint rejected the request for model 'judge-m': HTTP 400"
     assert len(server.requests) == 1
 

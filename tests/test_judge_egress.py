@@ -1,4 +1,4 @@
-"""Judge egress (issue 15, promise 5; docs/security.md): a judge configuration names only an
+"""Judge egress (docs/security.md): a judge configuration names only an
 allowed endpoint host (STUDIO_JUDGE_ALLOWED_HOSTS) and a declared key variable
 (STUDIO_JUDGE_KEY_VARIABLES); errors never echo the endpoint's response body.
 

@@ -1,4 +1,4 @@
-"""Issue 18 item 6: the judge as a background job everywhere — starting a job never blocks the
+"""The judge as a background job everywhere — starting a job never blocks the
 request (the embedded default runs it in a thread), the job page follows it, failed jobs look
 failed with their first error, and a configuration can be tested with one tiny request."""
 from __future__ import annotations

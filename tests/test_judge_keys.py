@@ -1,4 +1,4 @@
-"""A judge's API key is never rendered, logged, stored or exported (issue 11; docs/security.md).
+"""A judge's API key is never rendered, logged, stored or exported (docs/security.md).
 
 The key (a sentinel) sits in ``STUDIO_JUDGE_API_KEY``, the variable a judge configuration names.
 ``manage.py judge`` runs over agent_a's 12 records against a local OpenAI-compatible server that
@@ -72,7 +72,7 @@ def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, ca
     assert {r["headers"]["authorization"] for r in server.requests} == {f"Bearer {SENTINEL}"}
     config = JudgeConfig.objects.get(name="keyed")
     assert config.paused and "HTTP 401" in config.paused_reason and "(invalid_request_error)" in config.paused_reason
-    assert "Incorrect API key provided" not in config.paused_reason  # the body's text is never echoed (issue 15)
+    assert "Incorrect API key provided" not in config.paused_reason  # the body's text is never echoed
     job = JudgeJob.objects.get(config=config)
     assert (job.status, job.n_ok) == ("paused", 10)  # 10 answered (records 1, 3–11)
     assert Verdict.objects.filter(source="judge").count() == 10 and JudgeCall.objects.count() == 11  # + the 400

@@ -1,4 +1,4 @@
-"""A maintainer records a layer's GSD/CRS (issue 23, item 5), and a metric task on the pixel-frame
+"""A maintainer records a layer's GSD/CRS, and a metric task on the pixel-frame
 hurricane-florence tile can then be submitted.
 
 The tile (../shared/realdata/xbd-hurricane-florence/SOURCE.md) is 1024 × 1024 px with no

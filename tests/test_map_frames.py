@@ -1,4 +1,4 @@
-"""Imagery in both frames (issue 23, item 6): socal-fire's pixel-frame PNGs drawn on the globe.
+"""Imagery in both frames: socal-fire's pixel-frame PNGs drawn on the globe.
 
 The xBD importer fits an affine pixel → lon/lat map from the labels' paired ``xy``/``lng_lat``
 vertices (``annotation.importers.xbd.fit_affine``, residual < 1e-5 px for socal-fire_00000031) and

@@ -1,4 +1,4 @@
-"""The MCP drop-in for the benchmark's tool servers (issue 17 item 5), driven by the benchmark's
+"""The MCP drop-in for the benchmark's tool servers, driven by the benchmark's
 own client: ``langchain_mcp_adapters.client.MultiServerMCPClient``, as dora/agent/mcp_tools.py
 uses it (one fresh server process per tool call, dotted names renamed to underscore aliases,
 JSON text results parsed). The client lives in its own venv (``.venv-mcp-client``, made by

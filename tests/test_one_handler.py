@@ -1,4 +1,4 @@
-"""One handler per write operation (issue 19, item 4): where a page form and an API endpoint
+"""One handler per write operation: where a page form and an API endpoint
 write the same thing, the page reads its form with the API's input serializer and calls the same
 service, so both accept and refuse the same input.
 

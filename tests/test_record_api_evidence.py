@@ -1,4 +1,4 @@
-"""The record API shows field by field what the record page shows (issue 18, item 2): gold,
+"""The record API shows field by field what the record page shows: gold,
 prediction as the evaluator parses it, raw text, type, tolerance, score, verdict and reason, the
 steps aligned by tool and the map geometry, from the one selector the page uses
 (:func:`evaluation.selectors.record_evidence`).

@@ -1,4 +1,4 @@
-"""Issue 18 in a real browser (Debian Chromium through Playwright), walked as the people who do it:
+"""Scoring records in a real browser (Debian Chromium through Playwright), walked as the people who do it:
 a scorer deciding a record on its page without reading JSON (answer field by field, steps aligned
 by tool, the one verdict form, blind until final), a maintainer refused the adjudication of a
 record she scored, a maintainer uploading a run (scored in the background, a failed import styled

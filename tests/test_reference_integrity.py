@@ -1,8 +1,8 @@
-"""Reference integrity in the services and the API, and one QC everywhere (issue 23, items 1–2).
+"""Reference integrity in the services and the API, and one QC everywhere.
 
 The task is the Joplin T2 of tests/test_review_workflow.py (filter → buffer → intersect, answer
 bound to ``<intersecting_a_count> from trajectory[2].obs``). Each broken variant below is what an
-editor that edits references as strings produced in the walk of issue 23; the expected locations
+editor that edits references as strings produced in the authoring walk-through; the expected locations
 are worked out by hand from the trajectory.
 """
 from __future__ import annotations

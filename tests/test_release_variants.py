@@ -1,4 +1,4 @@
-"""Robustness variants in a release (issue 21): exported beside the benchmark's files, described
+"""Robustness variants in a release: exported beside the benchmark's files, described
 in the sidecar, imported back linked to their base tasks.
 
 The base task is test_variant_review's approved Florence task (the benchmark-layout file of

@@ -1,4 +1,4 @@
-"""The replay's per-step helpers give what they gave before their fast paths (issue 16, item 5).
+"""The replay's per-step helpers give what they gave before their fast paths.
 
 ``canonical_json`` (step cache keys, output names, replay hashes, input fingerprints),
 ``to_storage`` / ``from_storage`` (every observation stored) and the JSON columns' value
@@ -177,7 +177,7 @@ def test_a_replay_without_the_cache_writes_no_entry_that_is_stored(task):
         again = execute_replay(run.pk, use_cache=False)
     # the run, the layers and the task's variant row (none); which of the two keys are stored
     # (both); at the end: the step rows, the run's update with the gold lookup inside (no cache
-    # INSERT; the gold lookup was a SELECT of its own before issue 16's round-trip cut)
+    # INSERT; the gold lookup was a SELECT of its own before the round trips were cut)
     assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "UPDATE"]
     assert again.status == "succeeded" and again.tool_calls == 2 and again.cache_hits == 0
     assert again.replay_hash == first.replay_hash

@@ -1,4 +1,4 @@
-"""The replay's database paths, kept lean for benchmark scale (issue 4; ``bench/replay.py``).
+"""The replay's database paths, kept lean for benchmark scale (``bench/replay.py``).
 
 - A replay writes in one transaction at its end when it is shorter than ``FLUSH_S``; a longer one
   shows its progress (``running``, steps done, finished and pending step rows) every ``FLUSH_S``.
@@ -99,7 +99,7 @@ def test_statements_per_replay_are_pinned(task):
     # the run with its revision and task; the event's layers; the task's variant row (none: a
     # robustness variant's replay rules, replay.services); an identical earlier run (none);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
-    # rows, the run's update (the gold lookup is two subqueries of it since issue 16: was a SELECT)
+    # rows, the run's update (the gold lookup is two subqueries of it: it was a SELECT of its own)
     assert _statements(ctx) == _run_layers_variant() + ["SELECT"] * 3 + ["INSERT", "INSERT", "UPDATE"]
     warm = create_run(task)
     with CaptureQueriesContext(connection) as ctx:

@@ -46,7 +46,7 @@ def task_file(tmp_path, *, pre=f"florence/{PRE}", extra_task=None):
              "trajectory": [
                  # complete observations as the benchmark's tools return them (calc.add echoes a and
                  # b as floats; a loop item's last_obs is the nested call's whole observation; reduce
-                 # gives best_item and mode): `replay --task` compares them (issue 17 item 4)
+                 # gives best_item and mode): `replay --task` compares them
                  {"call": "calc.add", "args": {"a": 0, "b": 10}, "obs": {"tool": "calc.add", "sum": 10.0, "a": 0.0, "b": 10.0}},
                  {"call": "tool.loop", "args": {"loop_over": [1, 2, 3], "calls": [
                      {"call": "calc.mul", "args": {"a": "<item.value>", "b": "<sum> from trajectory[0].obs"}}]},

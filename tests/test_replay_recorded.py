@@ -1,5 +1,5 @@
 """replay --task --against FILE: a replay of an imported benchmark task against the observations
-the task file recorded (issue 17 item 4).
+the task file recorded.
 
 The task file is made by hand. Its recorded observations are what the benchmark's tools return
 on the Florence tile, worked out from their documented behaviour (dora/tools/vis.py at 7b96988):

@@ -100,7 +100,7 @@ def test_failure_stops_the_run_readably(florence, maintainer):
     t = create_task(maintainer, florence, dimension="t1", content={
         "question": "q", "input_data": {}, "answer_spec": ANSWER, "trajectory": [
             STEPS[0],
-            # issue 17: an absent class counts 0 as in the benchmark; a null pixel size fails
+            # benchmark parity: an absent class counts 0 as in the benchmark; a null pixel size fails
             # there (a required float) and here
             {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": None,
                                           "classes": [4]}},

@@ -203,7 +203,7 @@ def test_revisions_diff_and_restore(client, joplin, people):
     traj.insert(2, {"call": "vec.convex_hull", "args": {"vector_path": "<buffer_path> from trajectory[1].obs"}})
     traj[3] = {"call": "vec.intersect", "args": {"vector_a_path": "bldg_polys.geojson",
                                                  "vector_b_path": "<buffer_path> from trajectory[1].obs"}}
-    # the intersect is step 3 now and the hull returns vertex_count (issue 23: a save with a
+    # the intersect is step 3 now and the hull returns vertex_count (a save with a
     # reference to the wrong step or an absent key is refused)
     answer = [{**T2_ANSWER[0], "source": "<intersecting_a_count> from trajectory[3].obs"},
               {"name": "buffers", "eval_type": "scalar_count", "source": "<vertex_count> from trajectory[2].obs"}]

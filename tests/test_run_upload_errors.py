@@ -1,4 +1,4 @@
-"""A run zip's import job names the upload, never the server's folders (issue 31, item 12: job
+"""A run zip's import job names the upload, never the server's folders (job
 errors showed absolute server paths such as ``<data root>/runs/<random>/x_AP/…``).
 
 The attack as found: a zip uploaded on the runs page whose record has no question id; the job

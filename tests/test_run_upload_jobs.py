@@ -1,4 +1,4 @@
-"""Scoring after a zip upload never runs in the request (issue 18, item 4): the upload stores the
+"""Scoring after a zip upload never runs in the request: the upload stores the
 zip and starts a background job (evaluation.background, here the in-process "inline" runner
 started as the request's on-commit hook starts it); the runs page and the API show its progress,
 result or first error (styled failed), and a crashed job is re-run from its stored zip.

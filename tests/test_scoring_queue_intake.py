@@ -1,6 +1,6 @@
-"""Issue 18 item 4: queues that explain themselves — a run imported (command line or a zip
+"""Queues that explain themselves — a run imported (command line or a zip
 uploaded on the runs page) queues a share of its records for human scoring; empty states say what
-to do and who can; "n of m" while scoring and a summary at the end. Item 8's protocol is read
+to do and who can; "n of m" while scoring and a summary at the end. A run's protocol is read
 from the benchmark's ``<model>_<MODE>`` folder name.
 
 Hand-worked: agent_a's run has 12 records; a share of 0.5 queues ceil(0.5·12) = 6 records, with 2
@@ -134,7 +134,7 @@ def test_n_of_m_and_a_summary_at_the_end(client, run_a, maintainer, make_user):
     enqueue_records(maintainer, ids, 1)  # 3 records, 1 slot each
     ana = make_user("ana", "scorer")
     client.force_login(ana)
-    r = client.post("/scoring/next/")  # claiming is a POST (issue 15: a GET claims nothing)
+    r = client.post("/scoring/next/")  # claiming is a POST (a GET claims nothing)
     page = client.get(r["Location"]).content.decode()
     assert 'id="queue-progress">item 1 of 3</span>' in page
     item = ScoringItem.objects.get(scorer=ana)

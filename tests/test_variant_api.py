@@ -1,4 +1,4 @@
-"""Making a robustness variant from the task page (issue 21, item 5 "the same from the task page"):
+"""Making a robustness variant from the task page:
 ``POST /api/tasks/<id>/variants/`` (annotation.api_variants, the serializer the command's options
 go through too), the task page's block, and the form in a real browser.
 

@@ -1,4 +1,4 @@
-"""Robustness variants served over MCP (issue 21, item 2): ``replay.variant_tools`` through
+"""Robustness variants served over MCP: ``replay.variant_tools`` through
 ``replay.mcp_server.build_server`` and ``manage.py mcp_serve``, driven with the MCP client of
 tests/test_mcp.py.
 

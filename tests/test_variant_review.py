@@ -1,4 +1,4 @@
-"""The review path of robustness variants (issue 21): each kind goes through gold replay → QC →
+"""The review path of robustness variants: each kind goes through gold replay → QC →
 review → approval, by the services and through the API.
 
 The base task is a Florence benchmark-layout task (test_replay_recorded.benchmark_task_file: a

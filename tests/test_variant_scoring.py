@@ -1,4 +1,4 @@
-"""Robustness outcomes of runs on variant tasks (issue 21, item 3): decided by rule at import,
+"""Robustness outcomes of runs on variant tasks: decided by rule at import,
 stored on ``RunRecord.robustness``, shown on the record and run pages and in the leaderboard's
 robustness section.
 

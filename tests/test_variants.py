@@ -1,4 +1,4 @@
-"""Robustness variants (issue 21): making them from a task's content, and the rule scorers.
+"""Robustness variants: making them from a task's content, and the rule scorers.
 
 Expected values are worked out by hand from the definitions of the planning benchmark (seed 001,
 §3.1 and Appendix B.4, C.4–C.6) as the module docstrings restate them.

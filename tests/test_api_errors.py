@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 from rest_framework.test import APIRequestFactory, force_authenticate
-from test_review_workflow import _create, _post, joplin, people, t2_payload  # noqa: F401  (fixtures)
+from support.joplin import create_t2 as _create, post_json as _post, t2_payload
 
 from annotation.errors import (AnnotationConflict, AnnotationError, AnnotationForbidden, AnnotationInputError,
                                AnnotationLocked, AnnotationNotFound)

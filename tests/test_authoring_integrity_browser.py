@@ -21,11 +21,10 @@ import re
 
 import pytest
 
-from test_editor_browser import _login as _editor_login
+from support.browser import open_signed_in
 
 from annotation.models import Task, TaskDraft, TaskRevision
-from test_review_workflow import T2_TRAJECTORY, import_joplin, t2_payload
-
+from support.joplin import T2_TRAJECTORY, import_joplin, t2_payload
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
@@ -44,7 +43,7 @@ ANSWERS = [
 
 def _login(browser, live_server, username, password):
     """test_editor_browser's login, at the walk's 1440×900."""
-    return _editor_login(browser, live_server, username, password, viewport=(1440, 900))
+    return open_signed_in(browser, live_server, username, password, viewport=(1440, 900))
 
 
 def _sources(page):

@@ -13,7 +13,7 @@ from kernel.engine import (ArtifactStore, MemoryStepCache, collapse_expanded, fi
 from kernel.tools import GTMask
 from kernel.tools.registry import call_tool, get_tool
 from kernel.tools.testing import XBD_CLASSES, make_ctx, write_geojson, write_png
-from test_replay_services import count_calls
+from support.replay import count_calls
 
 GT = np.array([[0, 1, 4, 4],
                [3, 3, 0, 0]], dtype=np.uint8)  # remapped to the damage convention: 1 intact px,

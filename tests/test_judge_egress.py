@@ -11,7 +11,7 @@ import pytest
 from evaluation.judge.backends import JudgeConfigError, JudgeRequestError, OpenAICompatibleBackend
 from evaluation.models import JudgeConfig
 from evaluation.services_judge import backend_for, save_judge_config
-from test_judge_backend import FakeServer
+from support.judge_server import FakeServer
 
 OTHER = "other-secret-value-0123456789"
 
@@ -122,7 +122,7 @@ class RedirectingEndpoint:
         def ok(h):
             import json
 
-            from test_judge_backend import GOOD, completion
+            from support.judge_server import GOOD, completion
 
             data = json.dumps(completion(GOOD)).encode()
             h.send_response(200)

@@ -10,9 +10,9 @@ import pytest
 
 from evaluation import services_judge
 from evaluation.models import JudgeJob, Verdict
-from test_judging_support import GOOD, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import GOOD
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,10 +16,8 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from test_api_schemathesis import populate
-from test_auth_csrf import all_urls
-from test_escaping import pages
-from test_judge_backend import GOOD, FakeServer
+from support.populated import all_urls, pages, populate
+from support.judge_server import GOOD, FakeServer
 
 SENTINEL = "sk-SENTINEL-9f8e7d6c5b4a3210-KEYVALUE"
 PIECES = (SENTINEL, SENTINEL[:8] + SENTINEL[8:14], SENTINEL[-6:])  # the key, and echoes of its ends

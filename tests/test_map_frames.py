@@ -115,10 +115,10 @@ def test_replay_mask_png_and_legend_use_the_tools_classes_and_the_remap(data_roo
     import collections
 
     from replay.services import start_replay
-    from test_layer_georeferencing import _florence_task
+    from support.replay import florence_max_polygon_task
 
     ada = make_user("ada", "author")
-    event, _post, task = _florence_task(ada)
+    event, _post, task = florence_max_polygon_task(ada)
     counts = event.layers.get(kind="mask").class_counts
     run = start_replay(ada, task)
     run.refresh_from_db()

@@ -26,8 +26,8 @@ from annotation.models import Event, Task
 from annotation.services import imports
 from conftest import REALDATA
 from replay.services import start_replay
-from test_editor_browser import _login as _editor_login
-from test_layer_georeferencing import _florence_task
+from support.browser import open_signed_in
+from support.replay import florence_max_polygon_task
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,7 +36,7 @@ pytestmark = [
 
 
 def _login(browser, live_server, username, password):
-    return _editor_login(browser, live_server, username, password, viewport=(1440, 900))
+    return open_signed_in(browser, live_server, username, password, viewport=(1440, 900))
 
 
 def _proxy(page, root):
@@ -113,7 +113,7 @@ def test_building_boxes_have_their_own_colour_and_wheel_needs_a_modifier(live_se
 @pytest.mark.django_db(transaction=True)
 def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, browser, make_user):
     ada = make_user("ada", "author", password="ada-pass-1")
-    _event, _post, task = _florence_task(ada)
+    _event, _post, task = florence_max_polygon_task(ada)
     run = start_replay(ada, task)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
@@ -176,7 +176,7 @@ def test_metric_florence_task_submits_after_a_maintainer_records_the_gsd(live_se
     on both rasters on the event page; the author refreshes the stale manifest, replays and submits."""
     ada = make_user("ada", "author", password="ada-pass-1")
     make_user("mia", "maintainer", password="mia-pass-1")
-    event, _post, task = _florence_task(ada)
+    event, _post, task = florence_max_polygon_task(ada)
     rasters = list(event.layers.filter(kind="raster").order_by("pk"))
 
     ctx, p = _login(browser, live_server, "ada", "ada-pass-1")

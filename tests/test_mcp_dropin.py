@@ -23,7 +23,8 @@ from conftest import REPO
 from replay.mcp_server import SUBMIT_TOOL
 from replay.sessions import RunDirectory, SessionRecorder
 from kernel.tools.registry import all_tools
-from test_mcp import FLORENCE, GT_COUNTS, make_task, subprocess_env
+from support.florence import FLORENCE
+from support.mcp import GT_COUNTS, make_task, subprocess_env
 
 CLIENT_PY = REPO / ".venv-mcp-client" / "bin" / "python"
 DRIVER = REPO / "tests" / "mcp_client" / "drive_gold.py"

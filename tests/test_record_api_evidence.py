@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 from evaluation.models import RunRecord
-from test_judging_support import perms, run_a  # noqa: F401
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db

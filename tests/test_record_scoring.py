@@ -22,9 +22,9 @@ from evaluation.scoring.trajectory import align_by_tool, lcs_length
 from evaluation.errors import NotBlind
 from evaluation.services import VerdictLocked, submit_human_verdict
 from evaluation.services_adjudication import adjudicate
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 # ----------------------------------------------------------------------------- field by field

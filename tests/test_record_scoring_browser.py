@@ -20,12 +20,12 @@ import pytest
 from conftest import SCORING_EXAMPLES
 from evaluation.models import AgentRun, JudgeJob, Verdict
 from evaluation.services import submit_human_verdict
-from test_judging_support import GOOD, flags, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import GOOD, flags
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
-    pytest.mark.urls("test_judging_support"),
+    pytest.mark.urls("support.judging"),
 ]
 
 

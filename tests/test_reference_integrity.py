@@ -16,14 +16,7 @@ from django.core.management import call_command
 
 from annotation.models import Task, TaskRevision
 from annotation.services import tasks as task_services
-from test_review_workflow import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
-
-
-@pytest.fixture
-def joplin(db):
-    return import_joplin(raster=False)
-
-
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, t2_payload
 def _content(event, trajectory=None, answer=None):
     p = t2_payload(event)
     return {"question": p["question"], "task_category": "spatial_relation", "task_category_code": "T2",

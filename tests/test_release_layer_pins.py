@@ -32,8 +32,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import Layer, LayerVersion, Task
 from releases.models import Release, ReleaseFile, ReleaseLayerPin
-from test_review_workflow import JOPLIN, joplin, people  # noqa: F401  (fixtures)
-from test_variants import approved_t2  # noqa: F401  (fixture)
+from support.joplin import JOPLIN
 
 pytestmark = pytest.mark.django_db
 

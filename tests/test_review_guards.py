@@ -17,9 +17,7 @@ import pytest
 from annotation.models import AuditEvent, Task
 from annotation.services import review
 from conftest import drop_published_releases, sign_in
-from test_review_workflow import import_joplin, t2_payload
-
-
+from support.joplin import import_joplin, t2_payload
 def _approvable(client, people, event):
     """A submitted T2 task with a succeeded replay, in review by rey, with one open comment."""
     client.force_login(people["ada"])

@@ -16,7 +16,7 @@ import pytest
 
 from evaluation.models import AgentRun, RunImportJob
 
-pytestmark = [pytest.mark.urls("test_judging_support"), pytest.mark.django_db]
+pytestmark = [pytest.mark.urls("support.judging"), pytest.mark.django_db]
 
 
 def _zip(entries: dict[str, str], name: str) -> io.BytesIO:

@@ -14,9 +14,9 @@ from evaluation.models import ScoringItem, VerdictsSeen
 from evaluation.services_queue import (
     QueueError, claim_item, claim_next, enqueue_run, note_verdicts_seen, submit_item,
 )
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.fixture

@@ -20,8 +20,6 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import Task
-from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from evaluation.models import RunRecord
 from evaluation.scoring import evaluate_sanity
 
@@ -42,11 +40,6 @@ def _task_payload(**over):
     }
     data.update(over)
     return data
-
-
-@pytest.fixture
-def florence(db):
-    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_review_workflow import joplin, people  # noqa: F401  (fixtures)
-from test_variants import approved_t2  # noqa: F401  (fixture)
 
 from annotation.models import Task, TaskVariant
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from test_review_workflow import joplin, people  # noqa: F401  (fixtures)
-
 from annotation.variants import (
     EXTRANEOUS_LEVELS, REFUSAL, VariantError, broken_variant, extraneous_variant, gold_tools, inert_observation,
     make_distractors, make_variant, unsolvable_variant,
@@ -166,23 +164,6 @@ def test_refusal_text():
 
 
 # ---- the service and the command, on the Joplin T2 task of test_review_workflow -------------------
-
-@pytest.fixture
-def approved_t2(joplin, people):
-    from annotation.models import Task
-    from annotation.services import tasks as task_services
-    from test_review_workflow import T2_ANSWER, T2_QUESTION, T2_TRAJECTORY
-
-    layers = {l.file_name: l.pk for l in joplin.layers.all()}
-    content = {"question": T2_QUESTION, "task_category": "spatial_relation", "task_category_code": "T2",
-               "disaster_type": "tornado", "trajectory": T2_TRAJECTORY, "answer_spec": T2_ANSWER,
-               "input_data": task_services.build_input_data(joplin, {"damage_data": layers["damage.geojson"],
-                                                                     "building_data": layers["bldg_polys.geojson"]})}
-    task = task_services.create_task(people["ada"], joplin, dimension="t2", content=content)
-    # setup shortcut: the review cycle (replay, submit, approve) is test_review_workflow's subject
-    Task.objects.filter(pk=task.pk).update(status=Task.Status.APPROVED)
-    task.refresh_from_db()
-    return task
 
 
 @pytest.mark.django_db

@@ -12,6 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from annotation.models import Task
 from annotation.services import review, tasks as task_services
 from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
+
+
 @pytest.fixture
 def bare_event(db):
     """An event without layers (list pages need no data files)."""

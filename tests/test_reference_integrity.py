@@ -17,6 +17,14 @@ from django.core.management import call_command
 from annotation.models import Task, TaskRevision
 from annotation.services import tasks as task_services
 from support.joplin import T2_ANSWER, T2_TRAJECTORY, t2_payload
+
+
+@pytest.fixture
+def joplin(joplin_once):
+    """The Joplin vectors, imported once for this module (support.joplin.joplin_once)."""
+    return joplin_once
+
+
 def _content(event, trajectory=None, answer=None):
     p = t2_payload(event)
     return {"question": p["question"], "task_category": "spatial_relation", "task_category_code": "T2",

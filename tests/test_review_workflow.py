@@ -20,7 +20,14 @@ from support.joplin import (
 
 
 @pytest.fixture
-def joplin_with_raster(db):
+def joplin(joplin_once):
+    """The Joplin vectors, imported once for this module (support.joplin.joplin_once)."""
+    return joplin_once
+
+
+@pytest.fixture
+def joplin_with_raster(joplin_once):
+    """The module's Joplin event with the post chip imported too (the vectors again: unchanged)."""
     return import_joplin()
 
 

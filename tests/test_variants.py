@@ -37,6 +37,12 @@ TOOLS = {
 }
 
 
+@pytest.fixture
+def joplin(joplin_once):
+    """The Joplin vectors, imported once for this module (support.joplin.joplin_once)."""
+    return joplin_once
+
+
 def test_gold_tools_in_first_use_order_with_loop_calls():
     loop = {"trajectory": [{"call": "tool.loop", "args": {"calls": [{"call": "ras.area"}, {"call": "ras.clip"}]}},
                            {"call": "ras.area"}]}

@@ -8,9 +8,12 @@ tools) gives ``intersecting_a_count`` = 60 (see ``tests/test_review_workflow.py`
 """
 from __future__ import annotations
 
-import pytest
+import shutil
 
-from annotation.models import Task
+import pytest
+from django.test import override_settings
+
+from annotation.models import Event, Task
 from annotation.services import tasks as task_services
 from annotation.services.imports import import_raster_file, import_vector_file
 from conftest import REALDATA
@@ -57,6 +60,31 @@ def t2_payload(event, **over) -> dict:
 def joplin(db):
     """The Joplin event with its damage polygons and footprints (no raster)."""
     return import_joplin(raster=False)
+
+
+@pytest.fixture(scope="module")
+def joplin_import_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The Joplin vectors imported once for a test module: committed outside the tests'
+    transactions into a data root of their own, deleted at the module's end. Yields (event id,
+    data root). Only for modules without transactional tests (their flush would delete it)."""
+    root = tmp_path_factory.mktemp("joplin") / "data"
+    root.mkdir()
+    with override_settings(STUDIO_DATA_ROOT=root, STUDIO_ARTIFACT_ROOT=root / "artifacts"), \
+            django_db_blocker.unblock():
+        event_id = import_joplin(raster=False).pk
+    yield event_id, root
+    with django_db_blocker.unblock():
+        Event.objects.filter(pk=event_id).delete()  # its layers and their versions cascade
+
+
+@pytest.fixture
+def joplin_once(db, joplin_import_once, settings):
+    """What ``joplin`` gives (the event of the Joplin vectors), from the module's one import
+    (:func:`joplin_import_once`): its files copied into this test's data root, its rows shared
+    (each test's own writes roll back)."""
+    event_id, root = joplin_import_once
+    shutil.copytree(root, settings.STUDIO_DATA_ROOT, dirs_exist_ok=True)
+    return Event.objects.get(pk=event_id)
 
 
 @pytest.fixture

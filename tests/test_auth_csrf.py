@@ -21,8 +21,9 @@ METHODS = ("get", "post", "put", "patch", "delete")
 
 
 @pytest.fixture
-def ids(db, maintainer):
-    return populate(maintainer)
+def ids(populated, maintainer):
+    """The populated studio (support.populated: populated once for this module)."""
+    return populated
 
 
 def test_sample_urls_resolve(ids):

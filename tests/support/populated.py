@@ -7,7 +7,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 
+import pytest
+from django.db import models, transaction
+from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from conftest import REALDATA, SCORING_EXAMPLES
@@ -101,6 +105,43 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
             "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
             "export": export["id"], "run_import": run_import, "webhook": hook, "delivery": delivery,
             "notification": notification}
+
+
+@pytest.fixture(scope="module")
+def populated_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """:func:`populate` run once for a test module by the maintainer ``mia`` (the conftest's
+    ``maintainer``), inside a transaction left open for the module: each test's own transaction
+    nests in it as a savepoint, and it is rolled back at the module's end. Its files go to a data
+    root of their own. Yields (ids, data root). Not for transactional tests."""
+    from studio.accounts import upsert_user
+
+    root = tmp_path_factory.mktemp("populated") / "data"
+    root.mkdir()
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            with override_settings(STUDIO_DATA_ROOT=root, STUDIO_ARTIFACT_ROOT=root / "artifacts"):
+                user = upsert_user("mia", "pw-test-123", ["maintainer", "author", "reviewer", "scorer"])
+                ids = populate(user)
+        except BaseException:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+            raise
+    yield ids, root
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        outer.__exit__(None, None, None)
+
+
+@pytest.fixture
+def populated(db, populated_once, settings) -> dict:
+    """What ``populate(maintainer)`` returns, from the module's one run (:func:`populated_once`):
+    its files copied into this test's data root, its rows read afresh (each test's own writes roll
+    back)."""
+    ids, root = populated_once
+    shutil.copytree(root, settings.STUDIO_DATA_ROOT, dirs_exist_ok=True)
+    return {k: type(v).objects.get(pk=v.pk) if isinstance(v, models.Model) else v for k, v in ids.items()}
 
 
 def basic_auth_header(username: str, password: str) -> dict:

@@ -17,6 +17,7 @@ from annotation.models import Event, Task
 from annotation.services import tasks as task_services
 from annotation.services.imports import import_raster_file, import_vector_file
 from conftest import REALDATA
+from support.db import module_transaction
 
 JOPLIN = REALDATA / "xview2-deploy-joplin"
 
@@ -64,17 +65,16 @@ def joplin(db):
 
 @pytest.fixture(scope="module")
 def joplin_import_once(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The Joplin vectors imported once for a test module: committed outside the tests'
-    transactions into a data root of their own, deleted at the module's end. Yields (event id,
-    data root). Only for modules without transactional tests (their flush would delete it)."""
+    """The Joplin vectors imported once for a test module, in a transaction rolled back at the
+    module's end (:func:`support.db.module_transaction`), its files in a data root of their own.
+    Yields (event id, data root). Not for modules with transactional tests."""
     root = tmp_path_factory.mktemp("joplin") / "data"
     root.mkdir()
-    with override_settings(STUDIO_DATA_ROOT=root, STUDIO_ARTIFACT_ROOT=root / "artifacts"), \
-            django_db_blocker.unblock():
-        event_id = import_joplin(raster=False).pk
-    yield event_id, root
-    with django_db_blocker.unblock():
-        Event.objects.filter(pk=event_id).delete()  # its layers and their versions cascade
+    with module_transaction(django_db_blocker):
+        with django_db_blocker.unblock(), \
+                override_settings(STUDIO_DATA_ROOT=root, STUDIO_ARTIFACT_ROOT=root / "artifacts"):
+            event_id = import_joplin(raster=False).pk
+        yield event_id, root
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ import re
 import shutil
 
 import pytest
-from django.db import models, transaction
+from django.db import models
 from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from conftest import REALDATA, SCORING_EXAMPLES
+from support.db import module_transaction
 
 #: The demo's T1 task over the hurricane-florence tile (fixtures/demo_tasks.json), layers by role.
 QUESTION = "How many buildings were totally destroyed in this post-hurricane scene?"
@@ -110,28 +111,19 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
 @pytest.fixture(scope="module")
 def populated_once(django_db_setup, django_db_blocker, tmp_path_factory):
     """:func:`populate` run once for a test module by the maintainer ``mia`` (the conftest's
-    ``maintainer``), inside a transaction left open for the module: each test's own transaction
-    nests in it as a savepoint, and it is rolled back at the module's end. Its files go to a data
-    root of their own. Yields (ids, data root). Not for transactional tests."""
+    ``maintainer``), in a transaction rolled back at the module's end
+    (:func:`support.db.module_transaction`), its files in a data root of their own. Yields (ids,
+    data root). Not for modules with transactional tests."""
     from studio.accounts import upsert_user
 
     root = tmp_path_factory.mktemp("populated") / "data"
     root.mkdir()
-    with django_db_blocker.unblock():
-        outer = transaction.atomic()
-        outer.__enter__()
-        try:
-            with override_settings(STUDIO_DATA_ROOT=root, STUDIO_ARTIFACT_ROOT=root / "artifacts"):
-                user = upsert_user("mia", "pw-test-123", ["maintainer", "author", "reviewer", "scorer"])
-                ids = populate(user)
-        except BaseException:
-            transaction.set_rollback(True)
-            outer.__exit__(None, None, None)
-            raise
-    yield ids, root
-    with django_db_blocker.unblock():
-        transaction.set_rollback(True)
-        outer.__exit__(None, None, None)
+    with module_transaction(django_db_blocker):
+        with django_db_blocker.unblock(), \
+                override_settings(STUDIO_DATA_ROOT=root, STUDIO_ARTIFACT_ROOT=root / "artifacts"):
+            user = upsert_user("mia", "pw-test-123", ["maintainer", "author", "reviewer", "scorer"])
+            ids = populate(user)
+        yield ids, root
 
 
 @pytest.fixture

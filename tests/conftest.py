@@ -9,7 +9,8 @@ import pytest
 # Playwright's sync API runs an event loop; Django's ORM refuses to be called from one otherwise.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-pytest_plugins = ["conftest_celery", "conftest_llm"]
+pytest_plugins = ["conftest_celery", "conftest_llm", "support.judging", "support.joplin", "support.florence", "support.replay",
+                  "support.populated"]
 
 # Property tests draw the same examples on every run (a red CI is then reproducible, never luck);
 # HYPOTHESIS_PROFILE=explore searches afresh each time.
@@ -149,7 +150,6 @@ def browser():
                                headless=True, args=CHROMIUM_FLAGS)
         yield b
         b.close()
-
 
 
 def sign_in(page, base_url: str, username: str, password: str) -> None:

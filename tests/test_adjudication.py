@@ -13,11 +13,10 @@ from django.core.exceptions import PermissionDenied
 from evaluation import selectors
 from evaluation.agreement import agreement_report
 from evaluation.models import Adjudication, Verdict
-from evaluation.services import submit_human_verdict
 from evaluation.services_adjudication import DisagreementRules, adjudicate, disagreement_reasons
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 def v(ok, grade, *on):
@@ -44,37 +43,9 @@ def test_thresholds_come_from_settings(settings):
     assert disagreement_reasons(v(False, 0.6, "E4"), v(False, 0.4, "E5")) == ["grade: 0.6 vs 0.4 (Δ 0.2)"]
 
 
-def _judge(rec, ok, grade, *on, protocol="holistic", source="judge"):
-    return Verdict.objects.create(record=rec, source=source, judge_name="judge-m@holistic_v1", status="ok",
-                                  is_correct=ok, grade=grade, errors=flags(*on), protocol=protocol,
-                                  prompt_version="holistic_v1")
-
-
-@pytest.fixture
-def setup(run_a, make_user):
-    ana, bo = make_user("ana", "scorer"), make_user("bo", "scorer")
-    recs = list(run_a.records.order_by("id")[:5])
-    h = lambda u, r, *on, grade: submit_human_verdict(u, r, errors=flags(*on), grade=grade)  # noqa: E731
-    # r0: two humans disagree on the flags (E4 vs E5)
-    h(ana, recs[0], "E4", grade=0.6), h(bo, recs[0], "E5", grade=0.6)
-    # r1: two humans agree (Δ 0.2, same flag)
-    h(ana, recs[1], "E4", grade=0.6), h(bo, recs[1], "E4", grade=0.4)
-    # r2: a human and the judge disagree on correctness
-    h(ana, recs[2], grade=1.0)
-    _judge(recs[2], False, 0.6, "E5")
-    # r3: one human; the rule checker and a step-wise judgement disagree with it but take no part
-    h(ana, recs[3], grade=1.0)
-    _judge(recs[3], False, 0.2, "E6", source="code")
-    _judge(recs[3], False, 0.6, "E4", protocol="stepwise-middle-1")
-    # r4: a failed judge verdict does not count
-    h(ana, recs[4], grade=1.0)
-    Verdict.objects.create(record=recs[4], source="judge", judge_name="judge-m@holistic_v1", status="failed", raw="?")
-    return {"recs": recs, "ana": ana, "bo": bo}
-
-
 @pytest.mark.django_db
-def test_queue_holds_exactly_the_disagreements(setup, django_assert_max_num_queries):
-    recs = setup["recs"]
+def test_queue_holds_exactly_the_disagreements(disputed_records, django_assert_max_num_queries):
+    recs = disputed_records["recs"]
     with django_assert_max_num_queries(3):
         queue = selectors.adjudication_queue()
     assert [x["record"].pk for x in queue] == [recs[0].pk, recs[2].pk]
@@ -82,11 +53,11 @@ def test_queue_holds_exactly_the_disagreements(setup, django_assert_max_num_quer
 
 
 @pytest.mark.django_db
-def test_adjudication_rationale_rule_and_provenance(setup, make_user, maintainer):
-    recs = setup["recs"]
+def test_adjudication_rationale_rule_and_provenance(disputed_records, make_user, maintainer):
+    recs = disputed_records["recs"]
     rev = make_user("rita", "reviewer")
     with pytest.raises(PermissionDenied):
-        adjudicate(setup["ana"], recs[0], errors=flags("E4"), grade=0.6)
+        adjudicate(disputed_records["ana"], recs[0], errors=flags("E4"), grade=0.6)
     # siding with ana (E4, 0.6) overrides nobody: no rationale needed
     adj = adjudicate(rev, recs[0], errors=flags("E4"), grade=0.6, reasons={"E4": "step 2 uses a later mask"})
     assert not adj.overrides_all and adj.rationale == ""
@@ -111,8 +82,8 @@ def test_adjudication_rationale_rule_and_provenance(setup, make_user, maintainer
 
 
 @pytest.mark.django_db
-def test_agreement_rows_and_report_from_the_database(setup, make_user):
-    recs = setup["recs"]
+def test_agreement_rows_and_report_from_the_database(disputed_records, make_user):
+    recs = disputed_records["recs"]
     rev = make_user("rita", "reviewer")
     adjudicate(rev, recs[0], errors=flags("E4"), grade=0.6)
     rows = selectors.agreement_rows()
@@ -129,8 +100,8 @@ def test_agreement_rows_and_report_from_the_database(setup, make_user):
 
 
 @pytest.mark.django_db
-def test_pages_render(setup, make_user, client, django_assert_max_num_queries):
-    recs = setup["recs"]
+def test_pages_render(disputed_records, make_user, client, django_assert_max_num_queries):
+    recs = disputed_records["recs"]
     rev = make_user("rita", "reviewer")
     client.force_login(rev)
     with django_assert_max_num_queries(10):
@@ -158,6 +129,6 @@ def test_pages_render(setup, make_user, client, django_assert_max_num_queries):
         png = client.get(f"/agreement/plots/{name}.png")
         assert png.status_code == 200 and png["Content-Type"] == "image/png" and png.content[:4] == b"\x89PNG"
     assert client.get("/agreement/plots/nope.png").status_code == 404
-    client.force_login(setup["ana"])
+    client.force_login(disputed_records["ana"])
     assert client.get("/agreement/").status_code == 403
     assert client.get("/adjudication/").status_code == 403

@@ -10,12 +10,12 @@ import pytest
 
 from evaluation.models import Adjudication, Verdict
 from evaluation.services import submit_human_verdict
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
-    pytest.mark.urls("test_judging_support"),
+    pytest.mark.urls("support.judging"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Binding blank answers (issue 22 item 3): a field whose gold is null or missing gets a proposed
+"""Binding blank answers: a field whose gold is null or missing gets a proposed
 source from the trajectory, shown by ``import_tasks --json``, the task API and the editor, and
 bound only when a person accepts it.
 

@@ -1,4 +1,4 @@
-"""The API's one error contract (issue 19, item 4): domain errors raised by services become
+"""The API's one error contract: domain errors raised by services become
 400 / 403 / 404 / 409 / 423 through ``studio.errors.exception_handler`` with one body
 ``{"detail", "code", "field"?, ...context}``; views catch nothing; the text of an unexpected
 exception is never echoed.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 from rest_framework.test import APIRequestFactory, force_authenticate
-from test_review_workflow import _create, _post, joplin, people, t2_payload  # noqa: F401  (fixtures)
+from support.joplin import create_t2 as _create, post_json as _post, t2_payload
 
 from annotation.errors import (AnnotationConflict, AnnotationError, AnnotationForbidden, AnnotationInputError,
                                AnnotationLocked, AnnotationNotFound)

@@ -1,4 +1,4 @@
-"""``GET /api/`` lists the API from the URL configuration; ``/api/docs/`` needs no network (issue 19)."""
+"""``GET /api/`` lists the API from the URL configuration; ``/api/docs/`` needs no network."""
 from __future__ import annotations
 
 import re

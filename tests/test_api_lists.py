@@ -1,4 +1,4 @@
-"""Every list endpoint of the API is cursor-paginated (issue 19, item 4): a client that follows
+"""Every list endpoint of the API is cursor-paginated: a client that follows
 ``next_cursor`` from the first page sees every row exactly once, in the list's documented order,
 and each page costs the same number of SQL queries however deep it is.
 
@@ -138,7 +138,7 @@ def test_a_client_following_next_cursor_reads_every_row_once_in_order(name, even
 
 @pytest.mark.django_db
 def test_tasks_list_pages_past_the_old_cap_of_200(event, task, maintainer, client):
-    """``/api/tasks/`` stopped at 200 rows (issue 19); 450 tasks read 200 at a time are three
+    """``/api/tasks/`` stopped at 200 rows; 450 tasks read 200 at a time are three
     pages of 200, 200 and 50 — every task, none twice."""
     Task.objects.bulk_create(Task(event=event, sample_id=f"s{i}", question_id=f"s{i}_task0", dimension="t1")
                              for i in range(1, 450))

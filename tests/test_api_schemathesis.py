@@ -1,4 +1,4 @@
-"""Property-based tests of the REST API against its own OpenAPI schema (issue 11): schemathesis
+"""Property-based tests of the REST API against its own OpenAPI schema: schemathesis
 (4.x) generates requests for every operation of ``/api/schema/`` (drf-spectacular) and sends them
 in-process to the Django WSGI application with a logged-in maintainer (session cookie + CSRF
 token); no answer may be a server error (5xx), and no exception may leave a view.
@@ -13,8 +13,6 @@ schema-violating requests on the ids of existing objects, so that the handlers b
 """
 from __future__ import annotations
 
-import base64
-import json
 import os
 import traceback
 from collections import Counter
@@ -24,99 +22,9 @@ from django.core.signals import got_request_exception, request_finished, request
 from django.db import close_old_connections
 from django.test import Client
 
-from conftest import REALDATA, SCORING_EXAMPLES
+from support.populated import basic_auth_header, populate
 
 MAX_EXAMPLES = int(os.environ.get("STUDIO_SCHEMATHESIS_EXAMPLES", "30"))
-
-#: The demo's T1 task over the hurricane-florence tile (fixtures/demo_tasks.json), layers by role.
-QUESTION = "How many buildings were totally destroyed in this post-hurricane scene?"
-
-
-def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
-    """Fill the test database with one of everything the API and the pages show; returns the ids.
-
-    ``question`` is the task's question; ``text`` goes into every other free-text field the
-    studio keeps (answer field name, comment, verdict reasoning, release changelog, layer name,
-    event name, agent name, judge configuration name) — the escaping tests pass a hostile string.
-    Returns ``{task (released), draft_task, event, layer, replay, run, record, comment, verdict, item, release, config,
-    job, export (an export job id of the release)}``.
-    """
-    from annotation.models import Event, Layer, Task
-    from annotation.services import imports, review
-    from releases.services.releases import create_release, start_export
-    from annotation.services.tasks import build_input_data, create_task
-    from evaluation.models import Agent, JudgeConfig, JudgeJob
-    from evaluation.services import import_run_dir, submit_human_verdict
-    from evaluation.services_queue import enqueue_run
-    from replay.services import start_replay
-    from studio.accounts import upsert_user
-
-    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
-    event = Event.objects.get(slug="hurricane-florence")
-    pre = event.layers.get(kind="raster", phase="pre")
-    post = event.layers.get(kind="raster", phase="post")
-    answer_name = "destroyed_count" if text == "note" else text
-    content = {
-        "question": question, "task_category": "perception_and_assessment", "task_category_code": "T1",
-        "disaster_type": event.disaster_type,
-        "input_data": build_input_data(event, {"pre_image": pre.pk, "post_image": post.pk}),
-        "trajectory": [
-            {"call": "seg.building_damage", "args": {"pre_image_path": pre.file_name, "post_image_path": post.file_name}},
-            {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-        ],
-        "answer_spec": [{"name": answer_name, "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs",
-                         "answer_format": "pixels of class 2 or 3"}],
-    }
-    task = create_task(user, event, dimension="t1", content=content, sample_id="hurricane-florence_sec01")
-    replay = start_replay(user, task)
-    replay.refresh_from_db()
-    assert replay.status == "succeeded", replay.error
-    comment = review.add_comment(user, task, text, answer_field=answer_name)
-    review.submit(user, task)
-    reviewer = upsert_user("rev-populate", "pw-test-123", ["reviewer"])  # nobody reviews their own task
-    review.start_review(reviewer, task)
-    review.approve(reviewer, task, acknowledge_open_comments=True)  # the comment stays open on purpose
-    task.refresh_from_db()
-    release = create_release(user, "1.0.0", text, tasks=[task])
-    export = start_export(user, release)  # runs in-process (no broker)
-    run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
-    record = run.records.order_by("id").first()
-    verdict = submit_human_verdict(user, record, errors={"E4": True}, grade=0.6, reasons={"E4": text}, reasoning=text)
-    # a second person's disagreeing verdict puts the record on the adjudication queue (one verdict
-    # per person per record: a second one by the same person would be a revision)
-    second = upsert_user("scorer-populate", "pw-test-123", ["scorer"])
-    submit_human_verdict(second, record, errors={}, grade=1.0, reasoning=text)
-    enqueue_run(user, run, n=1)
-    from evaluation.models import ScoringItem
-
-    item = ScoringItem.objects.order_by("id").first()
-    config = JudgeConfig.objects.create(name=f"judge {text}"[:100], base_url="http://127.0.0.1:9/v1", model="m")
-    job = JudgeJob.objects.create(config=config, record_ids=[record.pk], total=1)
-    from evaluation.models import RunImportJob
-
-    run_import = RunImportJob.objects.create(archive="/nonexistent/run.zip", filename="run.zip", agent_name="a",
-                                             status=RunImportJob.Status.FAILED, error="test")
-    if text != "note":  # names the escaping tests show
-        Layer.objects.filter(pk=pre.pk).update(name=text)
-        Event.objects.filter(pk=event.pk).update(name=text)
-        Agent.objects.filter(pk=run.agent_id).update(name=text)
-    task = Task.objects.get(pk=task.pk)
-    draft = create_task(user, event, dimension="t1", content={**content, "question": question + " (draft)"},
-                        sample_id="hurricane-florence_sec02")
-    start_replay(user, draft)
-    from django.utils import timezone
-    from notifications.models import Notification, Webhook, WebhookDelivery
-
-    hook = Webhook.objects.create(created_by=user, url="https://hooks.example.org/studio", secret="whsec_" + "QUJD" * 8,
-                                  event_types=["release.published", "task.returned"])
-    delivery = WebhookDelivery.objects.create(webhook=hook, message_id="msg_populate", event_type="release.published",
-                                              body=json.dumps({"data": {"note": text}}), next_attempt_at=timezone.now())
-    notification = Notification.objects.create(user=user, event_type="task.returned", event_id="evt_populate", text=f"returned: {text}",
-                                url=f"/tasks/{task.pk}/", data={"reason": text})
-    return {"task": task, "draft_task": draft, "event": event, "layer": pre, "replay": replay, "run": run, "record": record,
-            "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
-            "export": export["id"], "run_import": run_import, "webhook": hook, "delivery": delivery,
-            "notification": notification}
 
 
 @pytest.fixture
@@ -156,10 +64,6 @@ def session_auth(user) -> tuple[dict, dict]:
     client.force_login(user)
     token = _get_new_csrf_string()
     return {"sessionid": client.cookies["sessionid"].value, "csrftoken": token}, {"X-CSRFToken": token}
-
-
-def basic_auth_header(username: str, password: str) -> dict:
-    return {"Authorization": "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()}
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Login, CSRF and request-size limits (issue 11).
+"""Login, CSRF and request-size limits.
 
 * every URL the resolver knows (but the login page) refuses an anonymous client: pages redirect to
   the login page, ``/api/`` answers 401/403 — for every method, with ids of objects that exist;
@@ -10,71 +10,20 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 
 import pytest
 from django.conf import settings
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver
 
-from test_api_schemathesis import basic_auth_header, populate
+from support.populated import LOGIN, all_urls, basic_auth_header, populate
 
-LOGIN = "/accounts/login/"
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
-def url_patterns(patterns=None, prefix: str = ""):
-    """(route text, pattern) of every URL pattern, includes flattened; the admin left out (its own
-    login, tested below)."""
-    for p in get_resolver().url_patterns if patterns is None else patterns:
-        route = prefix + str(p.pattern)
-        if route.startswith("admin/"):
-            continue
-        if isinstance(p, URLResolver):
-            yield from url_patterns(p.url_patterns, route)
-        else:
-            assert isinstance(p, URLPattern)
-            yield route, p
-
-
-def sample_url(route: str, ids: dict) -> str:
-    """The route with each parameter replaced by the id of an existing object (or a sample value).
-
-    Raises ``KeyError`` for a parameter this table does not know: a new URL needs a sample here.
-    """
-    values = {
-        "pk": None, "layer_id": ids["layer"].pk, "z": 0, "x": 0, "y": 0, "name": "mask", "slug": ids["event"].slug,
-        "version": ids["release"].version, "job": ids["export"], "number": 1, "action": "ping",
-    }
-    # <pk> by the path's first segment (the object the page or endpoint is about)
-    pks = {"tasks": ids["task"].pk, "replays": ids["replay"].pk, "runs/imports": ids["run_import"].pk,
-           "run-imports": ids["run_import"].pk, "runs": ids["run"].pk, "records": ids["record"].pk,
-           "comments": ids["comment"].pk, "scoring": ids["item"].pk, "judge/jobs": ids["job"].pk,
-           "judge/configs": ids["config"].pk, "adjudication": ids["record"].pk, "layers": ids["layer"].pk,
-           "notifications": ids["notification"].pk, "webhooks": ids["webhook"].pk,
-           "webhook-deliveries": ids["delivery"].pk}
-    path = route.replace("^", "").replace("$", "")
-    bare = path[4:] if path.startswith("api/") else path
-    values["pk"] = next(v for k, v in pks.items() if bare.startswith(k)) if "<int:pk>" in path else None
-
-    def fill(m):
-        name = m.group("name")
-        return str(values[name])
-
-    path = re.sub(r"\(\?P<(?P<name>\w+)>[^()]*\)(?:\{\d+\})?", fill, path)  # re_path groups first
-    path = re.sub(r"<(?:\w+:)?(?P<name>\w+)>", fill, path)
-    return "/" + path
-
-
 @pytest.fixture
-def ids(db, maintainer):
-    return populate(maintainer)
-
-
-def all_urls(ids) -> list[tuple[str, str]]:
-    """(name, sample URL) of every pattern but the login page."""
-    out = [(p.name, sample_url(route, ids)) for route, p in url_patterns()]
-    return [(n, u) for n, u in out if u != LOGIN]
+def ids(populated, maintainer):
+    """The populated studio (support.populated: populated once for this module)."""
+    return populated
 
 
 def test_sample_urls_resolve(ids):

@@ -1,8 +1,8 @@
-"""Issue 23 in a real browser (Debian Chromium, Playwright): edits never silently break a gold
+"""Authoring in a real browser (Debian Chromium, Playwright): edits never silently break a gold
 trajectory, one QC everywhere, replay state never stale, drafts of new tasks come back.
 
 The task is five steps on the Joplin chips (the T2 chain of tests/test_review_workflow.py with
-two measuring steps added), so that the walk of issue 23 can be repeated literally::
+two measuring steps added), so that the authoring walk-through can be repeated literally::
 
     [0] vec.filter_by_attribute(damage.geojson, dmg, ["4"])
     [1] vec.buffer(<vector_path> from [0], 20)
@@ -21,11 +21,10 @@ import re
 
 import pytest
 
-from test_editor_browser import _login as _editor_login
+from support.browser import open_signed_in
 
 from annotation.models import Task, TaskDraft, TaskRevision
-from test_review_workflow import T2_TRAJECTORY, import_joplin, t2_payload
-
+from support.joplin import T2_TRAJECTORY, import_joplin, t2_payload
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
@@ -43,8 +42,8 @@ ANSWERS = [
 
 
 def _login(browser, live_server, username, password):
-    """test_editor_browser's login, at the walk's 1440×900 (issue 23)."""
-    return _editor_login(browser, live_server, username, password, viewport=(1440, 900))
+    """test_editor_browser's login, at the walk's 1440×900."""
+    return open_signed_in(browser, live_server, username, password, viewport=(1440, 900))
 
 
 def _sources(page):
@@ -302,7 +301,7 @@ def test_new_task_draft_is_offered_back_after_a_reload(live_server, browser, mak
 
 @pytest.mark.django_db(transaction=True)
 def test_pickers_rank_exact_matches_first_and_never_guess(live_server, browser, make_user):
-    """Issue 23: ``area_m2`` + Enter bound ``total_area_m2``; ``filter_by_attribute`` + Enter picked
+    """The pickers once guessed: ``area_m2`` + Enter bound ``total_area_m2``; ``filter_by_attribute`` + Enter picked
     ``poi.filter_by_attribute``. The registry has both vec. and poi.filter_by_attribute
     (``manage.py tools``); ras.vectorize returns total_area_m2, vec.convex_hull area_m2."""
     make_user("ada", "author", password="ada-pass-1")

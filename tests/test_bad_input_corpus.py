@@ -1,8 +1,8 @@
-"""The bad-input corpus (issue 15, promise 6; docs/security.md): one file per case in
+"""The bad-input corpus (docs/security.md): one file per case in
 ``tests/bad_input/``, each a hostile input of the issue's list (``issue`` says which reproduction)
 and the named error it must end in: the file, the field and the problem all appear in the message
 (a ``CommandError`` of the import commands, a 400's ``detail`` in the API), and no row of the
-studio's tables was written. Before issue 15 each of these ended in a traceback or a 500."""
+studio's tables was written. Before the hardening each of these ended in a traceback or a 500."""
 from __future__ import annotations
 
 import html
@@ -192,5 +192,5 @@ def test_the_corpus_covers_the_issue():
                                              "upload", "page"}
     assert all(c.get("issue") and {"file", "field", "problem"} <= set(c["expect"]) for c in cases)
     # 24 cases of the issue's list, less NaN in args and in classes: the benchmark's loader accepts
-    # those, so they import losslessly (issue 22; tests/test_taskfile_lossless.py)
+    # those, so they import losslessly (tests/test_taskfile_lossless.py)
     assert len(cases) >= 22

@@ -1,6 +1,6 @@
 """Every odd real file of rasterio-testdata, rio-tiler-fixtures and antimeridian-geojson either
 imports correctly or fails with ``DataImportError(file, field, problem)`` and leaves the database
-and the data root as they were (issue 11). One test id per file.
+and the data root as they were. One test id per file.
 
 How the expected values were worked out (nothing here is read back from the importer):
 

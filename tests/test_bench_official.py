@@ -1,5 +1,5 @@
 """bench/scoring.py's check that the studio's eval.json says what the official evaluator's says
-(``bench/_dora_official.compare``; issue 16: "identical outputs"). No timing here.
+(``bench/_dora_official.compare``: "identical outputs"). No timing here.
 
 Expected values are worked out by hand from the tiny documents below, which have the official
 eval.json's shape (``summary_table``, ``dora_score``, ``dimensions``, ``full`` with per-task

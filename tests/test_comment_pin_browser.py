@@ -9,8 +9,7 @@ import pytest
 
 from annotation.models import TaskComment as Comment
 from conftest import sign_in
-from test_review_workflow import import_joplin, t2_payload
-
+from support.joplin import import_joplin, t2_payload
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),

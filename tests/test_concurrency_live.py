@@ -1,4 +1,4 @@
-"""Concurrent writers against a live server never see a 500 (issue 15, promise 4; docs/security.md).
+"""Concurrent writers against a live server never see a 500 (docs/security.md).
 
 The issue's reproduction, on the embedded default (SQLite) and on PostgreSQL: concurrent task
 creations in one event, concurrent saves of one task from the same version, concurrent creations
@@ -158,7 +158,7 @@ def test_concurrent_task_creations_all_succeed(studio, make_user):
 
 
 def test_96_concurrent_task_creations_in_one_event_none_starves(studio, make_user):
-    """96 creations in one event at once from real threads, 64 in flight on the server (issue 31:
+    """96 creations in one event at once from real threads, 64 in flight on the server (once,
     of 96 on PostgreSQL, 1 to 9 answered 409 "no free sample id after 50 attempts", each redraw
     losing again to the crowd; this test without the event's row lock: 7 of 96 on PostgreSQL).
     The sample id is drawn under the event's row lock, so every creation gets the next id: all

@@ -1,4 +1,4 @@
-"""Crashed workers (issue 11): ``manage.py judge`` and ``manage.py export_release`` killed with
+"""Crashed workers: ``manage.py judge`` and ``manage.py export_release`` killed with
 SIGKILL part-way leave nothing half-done behind, and running them again gives the full result.
 
 The commands run as subprocesses on a file copy of the (committed) test database, made with
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,23 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
-from test_judge_backend import GOOD, completion
+from support.children import child_env, manage
+from support.judge_server import GOOD, completion
+from support.populated import populate
 
 KEY_ENV = "STUDIO_TEST_CRASH_JUDGE_KEY"
-
-
-def child_env(db: ChildDatabase, tmp_path: Path) -> dict:
-    """The environment of a ``manage.py`` child that works on ``db`` and this test's data root."""
-    return {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
-            "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
-            "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": ""}
-
-
-def manage(*args: str, env: dict) -> list[str]:
-    return [sys.executable, str(REPO / "manage.py"), *args]
 
 
 # ── the judge ──────────────────────────────────────────────────────────────────────────────────
@@ -216,7 +205,6 @@ def test_export_killed_part_way_never_shows_a_partial_folder(tmp_path, maintaine
     reference's (the manifest differs only in ``generated_at``)."""
     from releases.models import Release
     from releases.services.releases import export_release
-    from test_api_schemathesis import populate
 
     populate(maintainer)
     release = Release.objects.get(version="1.0.0")

@@ -11,9 +11,8 @@ import pytest
 
 from conftest import SCORING_EXAMPLES
 from evaluation.services import import_run_dir
-from test_judging_support import perms  # noqa: F401
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 CRASH = "GraphRecursionError: Recursion limit of 50 reached without hitting a stop condition"
 

@@ -24,7 +24,7 @@ from annotation.models import QcAcknowledgement, Task
 from annotation.services.layers import set_layer_georeferencing
 from annotation.services.tasks import StaleVersionError, TaskLockedError, refresh_derived
 from conftest import sign_in
-from test_layer_georeferencing import _florence_task
+from support.replay import florence_max_polygon_task
 
 REASON = "xBD WorldView imagery, GSD under 0.8 m (Gupta et al. 2019)"
 
@@ -121,7 +121,7 @@ def _replayed(user, task):
 @pytest.mark.django_db
 def test_a_gsd_recorded_after_the_save_makes_qc_report_the_stale_manifest(make_user, client):
     ada, mia = make_user("ada", "author"), make_user("mia", "maintainer")
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     run = _replayed(ada, task)
     assert task.head.input_data["post_image"]["pixel_size_m"] is None  # saved before any GSD was known
     _record_gsd(client, mia, event)
@@ -153,7 +153,7 @@ def test_a_gsd_recorded_after_the_save_makes_qc_report_the_stale_manifest(make_u
 @pytest.mark.django_db
 def test_the_refresh_button_writes_the_layers_values_and_clears_the_finding(make_user, client):
     ada, mia, bob = make_user("ada", "author"), make_user("mia", "maintainer"), make_user("bob", "author")
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     _replayed(ada, task)
     _record_gsd(client, mia, event)
     set_layer_georeferencing(mia, post, crs="EPSG:32617", reason="r")
@@ -193,7 +193,7 @@ def test_a_layer_added_to_the_event_does_not_make_the_gold_stale_a_changed_one_d
     from annotation.services.qc import qc_for_task
 
     ada, mia = make_user("ada", "author"), make_user("mia", "maintainer")
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     _replayed(ada, task)
     # a variant's or another image's file: the replay's fingerprint covered the event's layers then
     Layer.objects.create(event=event, name="roads", kind="vector", file_name="roads.geojson",
@@ -209,7 +209,7 @@ def test_a_layer_added_to_the_event_does_not_make_the_gold_stale_a_changed_one_d
 def _released_draft(client, ada, mia):
     from releases.services import releases as svc
 
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     _replayed(ada, task)
     Task.objects.filter(pk=task.pk).update(status=Task.Status.APPROVED)  # review itself: tests/test_review*.py
     release = svc.create_release(mia, "1.0.0", "first", tasks=Task.objects.filter(pk=task.pk))
@@ -291,7 +291,7 @@ def test_a_refreshed_replayed_and_repinned_task_publishes(make_user, client, dja
 def test_the_task_page_refresh_button_in_chromium(live_server, browser, make_user):
     ada = make_user("ada", "author", password="ada-pass-1")
     mia = make_user("mia", "maintainer")
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     for layer in event.layers.filter(kind="raster"):
         set_layer_georeferencing(mia, layer, gsd_m=0.5, reason=REASON)
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})

@@ -18,23 +18,13 @@ import re
 import pytest
 
 from annotation.models import AuditEvent, Task, TaskDraft
-from test_review_workflow import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
-from conftest import sign_in
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
+from support.browser import open_signed_in as _login
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
 ]
-
-
-def _login(browser, live_server, username, password, viewport=(1500, 1000)):
-    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    sign_in(page, live_server.url, username, password)
-    page._errors = errors
-    return ctx, page
 
 
 def _pick_tool(page, query, name, *, keyboard=False):

@@ -11,12 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Task
 from annotation.services import review, tasks as task_services
-from test_review_workflow import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
-
-
-@pytest.fixture
-def joplin(db):
-    return import_joplin(raster=False)
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def test_three_steps_with_references(tmp_path):
 def test_failure_stops_and_skips(tmp_path):
     ctx = setup(tmp_path)
     steps = [dict(STEPS[0]),
-             # issue 17: an absent class index counts 0 and a missing mask gives an empty
+             # benchmark parity: an absent class index counts 0 and a missing mask gives an empty
              # count, as in the benchmark; ras.stats on a missing raster fails there too
              {"call": "ras.stats", "args": {"image_path": "absent_mask.png"}},
              dict(STEPS[2])]
@@ -127,7 +127,7 @@ def test_loop_step_sees_trajectory(tmp_path):
 
 
 def test_named_files_and_input_digests_take_work_dir_files_only(tmp_path):
-    """The engine's file checks (string paths since issue 16): a string names an artifact when it
+    """The engine's file checks (string paths, for speed): a string names an artifact when it
     is a bare or relative name of a file in the work dir; a shapefile brings its sidecars (same
     stem); absolute paths, '..' and missing files are not artifacts. Expected lists worked out by
     hand from the files made here."""

@@ -13,7 +13,7 @@ from kernel.engine import (ArtifactStore, MemoryStepCache, collapse_expanded, fi
 from kernel.tools import GTMask
 from kernel.tools.registry import call_tool, get_tool
 from kernel.tools.testing import XBD_CLASSES, make_ctx, write_geojson, write_png
-from test_replay_services import count_calls
+from support.replay import count_calls
 
 GT = np.array([[0, 1, 4, 4],
                [3, 3, 0, 0]], dtype=np.uint8)  # remapped to the damage convention: 1 intact px,
@@ -203,7 +203,7 @@ def test_stored_form_wrapper_then_expanded_calls(tmp_path):
 
 def test_loop_failure_names_iteration_and_skips_rest(tmp_path):
     ctx = ctx_for(tmp_path)
-    # issue 17: as in the benchmark's loop, the unresolved <item.nope> is passed on literally,
+    # benchmark parity: as in the benchmark's loop, the unresolved <item.nope> is passed on literally,
     # calc.mul fails inside its own try and its stub object is kept: the loop goes on
     res = run_trajectory([
         {"call": "tool.loop", "args": {"loop_over": [1, 2], "calls": [

@@ -1,4 +1,4 @@
-"""User text is escaped on every page (issue 11).
+"""User text is escaped on every page.
 
 A hostile string is stored in every free-text field the pages show (task question, answer field
 name, comment body, verdict reasoning and reasons, release changelog, event name, agent name,
@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import REPO
-from test_api_schemathesis import populate
+from support.populated import pages, populate
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -35,24 +35,6 @@ def hostile(db, maintainer, client):
     review.submit(maintainer, ids["draft_task"])
     client.force_login(maintainer)
     return ids
-
-
-def pages(ids) -> dict[str, str]:
-    """Every page that shows user text, by what it is."""
-    t, d = ids["task"].pk, ids["draft_task"].pk
-    return {
-        "event list": "/", "event map": f"/events/{ids['event'].slug}/",
-        "task list": "/tasks/", "task detail": f"/tasks/{t}/", "task edit": f"/tasks/{d}/edit/",
-        "task edit (released)": f"/tasks/{t}/edit/", "task history": f"/tasks/{t}/history/",
-        "review queue": "/review/", "replay diff": f"/tasks/{t}/replay-diff/",
-        "runs": "/runs/", "run": f"/runs/{ids['run'].pk}/", "record": f"/records/{ids['record'].pk}/",
-        "scoring home": "/scoring/", "scoring item": f"/scoring/items/{ids['item'].pk}/",
-        "adjudication queue": "/adjudication/", "adjudication": f"/adjudication/records/{ids['record'].pk}/",
-        "releases": "/releases/", "release": f"/releases/{ids['release'].version}/",
-        "release diff": f"/releases/diff/?a={ids['release'].version}&b={ids['release'].version}",
-        "leaderboard": "/leaderboard/", "agreement": "/agreement/",
-        "judge configs": "/judge/configs/", "judge jobs": "/judge/jobs/", "judge job": f"/judge/jobs/{ids['job'].pk}/",
-    }
 
 
 #: pages that show none of the stored text (they are checked for the raw payload all the same)

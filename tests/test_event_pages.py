@@ -242,7 +242,7 @@ def test_vendored_assets_are_present_with_licences():
     for rel in ("vendor/leaflet-geoman/leaflet-geoman.min.js", "vendor/leaflet-geoman/leaflet-geoman.css",
                 "vendor/leaflet-geoman/LICENSE", "studio/map.js", "studio/studio.css"):
         assert (STATIC / rel).is_file() and (STATIC / rel).stat().st_size > 0, rel
-    # Leaflet itself is django-leaflet's bundled copy (issue 23: no second vendored copy)
+    # Leaflet itself is django-leaflet's bundled copy (no second vendored copy)
     assert not (STATIC / "vendor/leaflet").exists()
     for rel in ("leaflet/leaflet.js", "leaflet/leaflet-src.js", "leaflet/leaflet.css", "leaflet/images/layers.png",
                 "leaflet/images/marker-icon.png"):

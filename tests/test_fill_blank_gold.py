@@ -21,21 +21,22 @@ observations (the benchmark's, as the tools computed them): the diff against the
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 
 from annotation.models import Task
-from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from kernel.golddiff import step_diff
+from support.florence import MASK, POST, PRE
+from support.replay import TOOL_CASES, run_cmd
 
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-MASK = "hurricane-florence_00000018_mask.png"
 MISSING = object()  # a step written without an "obs" key
-TOOL_CASES = REALDATA.parent / "tool-examples" / "cases.jsonl"
+
+
+@pytest.fixture
+def florence(florence_with_root):
+    """The Florence event; the management commands run as the superuser root
+    (:func:`support.florence.florence_with_root`)."""
+    return florence_with_root
 
 
 def _step(call, args, obs):
@@ -85,25 +86,6 @@ EXPECTED = {"auth_0_task0": {"damaged_area_m2": 6691.5}, "auth_1_task0": {"windo
 SOURCES = {"auth_0_task0": ("damaged_area_m2", "<area_m2> from trajectory[1].obs"),
            "auth_1_task0": ("window_count", "<count> from trajectory[0].obs"),
            "auth_2_task0": ("total_product", "<product> from trajectory[1].obs")}
-
-
-@pytest.fixture
-def florence(db, make_user):
-    from django.contrib.auth import get_user_model
-
-    make_user("root", "maintainer", "author")
-    get_user_model().objects.filter(username="root").update(is_superuser=True)
-    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
-
-
-def run_cmd(*args):
-    out = StringIO()
-    try:
-        call_command(*args, stdout=out, stderr=StringIO())
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return out.getvalue(), code
 
 
 def test_an_authored_file_goes_import_replay_export_filled(florence, tmp_path):

@@ -1,4 +1,4 @@
-"""Imports under hostile files and killed processes (issue 15, promise 7; docs/security.md):
+"""Imports under hostile files and killed processes (docs/security.md):
 symbolic links refused in import_release, a raster's declared size limited before any pixel is
 read, staging folders removed on every exit path and swept at start-up after a SIGKILL."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Released means immutable, publishing is the maintainer's, four eyes on the revision's author
-(issue 15, promises 2 and 3; docs/security.md). Each test breaks the promise the way the issue's
-reproduction did and asserts the refusal and that nothing was written."""
+(docs/security.md). Each test breaks the promise the way the attack's reproduction did and
+asserts the refusal and that nothing was written."""
 from __future__ import annotations
 
 import io

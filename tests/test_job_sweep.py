@@ -20,8 +20,9 @@ from django.conf import settings
 
 from conftest import REPO, ChildDatabase
 from kernel.processes import host_tag
-from test_crash_judge_export import child_env, manage
-from test_h18_queue import TASKS, _zip
+from support.children import child_env, manage
+from support.populated import populate
+from support.judging import TASKS, run_zip
 
 #: the child's preamble: Django set up, ``pause()`` tells the test and sleeps until killed
 PREAMBLE = r"""
@@ -114,7 +115,7 @@ def test_an_import_killed_mid_way_is_failed_cleaned_and_rerun_at_once(tmp_path, 
     uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
     uploads.mkdir(parents=True)
     archive = uploads / "agent_a.zip"
-    archive.write_bytes(_zip("qwen_AP").getvalue())
+    archive.write_bytes(run_zip("qwen_AP").getvalue())
     job = RunImportJob.objects.create(archive=str(archive), filename="qwen_AP.zip", agent_name="qwen",
                                       created_by=maintainer, options={"release": "", "protocol": None})
     db = ChildDatabase(tmp_path)
@@ -156,7 +157,6 @@ def test_an_export_killed_mid_way_is_failed_cleaned_and_exported_again(tmp_path,
     from releases.models import Release
     from releases.selectors import export_jobs, exports_dir
     from releases.services.releases import start_export
-    from test_api_schemathesis import populate
 
     populate(maintainer)  # release 1.0.0, exported once in-process
     before = {j["id"] for j in export_jobs("1.0.0")}
@@ -233,7 +233,7 @@ def _queued_import(maintainer):
     uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
     archive = uploads / "agent_a.zip"
-    archive.write_bytes(_zip("qwen_AP").getvalue())
+    archive.write_bytes(run_zip("qwen_AP").getvalue())
     return RunImportJob.objects.create(archive=str(archive), filename="qwen_AP.zip", agent_name="qwen",
                                        created_by=maintainer, options={"release": "", "protocol": None})
 

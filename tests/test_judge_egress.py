@@ -1,4 +1,4 @@
-"""Judge egress (issue 15, promise 5; docs/security.md): a judge configuration names only an
+"""Judge egress (docs/security.md): a judge configuration names only an
 allowed endpoint host (STUDIO_JUDGE_ALLOWED_HOSTS) and a declared key variable
 (STUDIO_JUDGE_KEY_VARIABLES); errors never echo the endpoint's response body.
 
@@ -11,7 +11,7 @@ import pytest
 from evaluation.judge.backends import JudgeConfigError, JudgeRequestError, OpenAICompatibleBackend
 from evaluation.models import JudgeConfig
 from evaluation.services_judge import backend_for, save_judge_config
-from test_judge_backend import FakeServer
+from support.judge_server import FakeServer
 
 OTHER = "other-secret-value-0123456789"
 
@@ -122,7 +122,7 @@ class RedirectingEndpoint:
         def ok(h):
             import json
 
-            from test_judge_backend import GOOD, completion
+            from support.judge_server import GOOD, completion
 
             data = json.dumps(completion(GOOD)).encode()
             h.send_response(200)

@@ -1,4 +1,4 @@
-"""A judge's API key is never rendered, logged, stored or exported (issue 11; docs/security.md).
+"""A judge's API key is never rendered, logged, stored or exported (docs/security.md).
 
 The key (a sentinel) sits in ``STUDIO_JUDGE_API_KEY``, the variable a judge configuration names.
 ``manage.py judge`` runs over agent_a's 12 records against a local OpenAI-compatible server that
@@ -16,10 +16,8 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from test_api_schemathesis import populate
-from test_auth_csrf import all_urls
-from test_escaping import pages
-from test_judge_backend import GOOD, FakeServer
+from support.populated import all_urls, pages, populate
+from support.judge_server import GOOD, FakeServer
 
 SENTINEL = "sk-SENTINEL-9f8e7d6c5b4a3210-KEYVALUE"
 PIECES = (SENTINEL, SENTINEL[:8] + SENTINEL[8:14], SENTINEL[-6:])  # the key, and echoes of its ends
@@ -72,7 +70,7 @@ def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, ca
     assert {r["headers"]["authorization"] for r in server.requests} == {f"Bearer {SENTINEL}"}
     config = JudgeConfig.objects.get(name="keyed")
     assert config.paused and "HTTP 401" in config.paused_reason and "(invalid_request_error)" in config.paused_reason
-    assert "Incorrect API key provided" not in config.paused_reason  # the body's text is never echoed (issue 15)
+    assert "Incorrect API key provided" not in config.paused_reason  # the body's text is never echoed
     job = JudgeJob.objects.get(config=config)
     assert (job.status, job.n_ok) == ("paused", 10)  # 10 answered (records 1, 3–11)
     assert Verdict.objects.filter(source="judge").count() == 10 and JudgeCall.objects.count() == 11  # + the 400

@@ -22,7 +22,6 @@ import json
 
 import pytest
 from django.core.management import call_command
-from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401
 
 from evaluation.judge.report import judge_report
 from evaluation.models import JudgeCall

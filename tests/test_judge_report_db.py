@@ -14,8 +14,6 @@ import json
 
 import pytest
 from django.core.management import call_command
-from test_judging_support import judge_config, judge_server, perms, run_a
-
 from evaluation.judge.report import judge_report
 from evaluation.selectors_judge_report import judge_report_rows
 from evaluation.services_judge import judge_record

@@ -26,7 +26,7 @@ from evaluation.services_judge import (
     save_judge_config,
     start_judge_job,
 )
-from test_judging_support import CLEAN, GOOD, SECRET, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import CLEAN, GOOD, SECRET
 
 
 def _first(run):

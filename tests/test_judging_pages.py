@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from evaluation.models import JudgeConfig, JudgeJob, Verdict
-from test_judging_support import GOOD, SECRET, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import GOOD, SECRET
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db

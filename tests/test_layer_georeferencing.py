@@ -1,4 +1,4 @@
-"""A maintainer records a layer's GSD/CRS (issue 23, item 5), and a metric task on the pixel-frame
+"""A maintainer records a layer's GSD/CRS, and a metric task on the pixel-frame
 hurricane-florence tile can then be submitted.
 
 The tile (../shared/realdata/xbd-hurricane-florence/SOURCE.md) is 1024 × 1024 px with no
@@ -18,37 +18,10 @@ import pytest
 
 from annotation.models import Event, LayerAuditEvent, Task
 from annotation.services import imports, review
-from annotation.services.tasks import build_input_data, create_task, refresh_derived
+from annotation.services.tasks import refresh_derived
 from conftest import REALDATA
-
-QUESTION = "What is the area in square metres of the largest major-damage building footprint?"
-
-
-def _florence_task(user, *, pixel_size_m=0.5):
-    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
-    event = Event.objects.get(slug="hurricane-florence")
-    pre = event.layers.get(kind="raster", phase="pre")
-    post = event.layers.get(kind="raster", phase="post")
-    area_args = {"vector_path": "<vector_path> from trajectory[1].obs"}
-    vectorize_args = {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2]}
-    if pixel_size_m is not None:
-        area_args["pixel_size_m"] = pixel_size_m
-        # the benchmark's vec.max_polygon ranks by the area_m2 ras.vectorize wrote: that step needs
-        # the pixel size too (QC vec.pixel_size_ignored, kernel/tools/quirks.py)
-        vectorize_args["pixel_size_m"] = pixel_size_m
-    content = {
-        "question": QUESTION, "task_category": "perception_and_assessment", "task_category_code": "T1",
-        "disaster_type": event.disaster_type,
-        "input_data": build_input_data(event, {"pre_image": pre.pk, "post_image": post.pk}),
-        "trajectory": [
-            {"call": "seg.building_damage", "args": {"pre_image_path": pre.file_name, "post_image_path": post.file_name}},
-            {"call": "ras.vectorize", "args": vectorize_args},
-            {"call": "vec.max_polygon", "args": area_args},
-        ],
-        "answer_spec": [{"name": "max_area_m2", "eval_type": "scalar_continuous",
-                         "source": "<max_area_m2> from trajectory[2].obs", "answer_format": "square metres"}],
-    }
-    return event, post, create_task(user, event, dimension="t1", content=content, sample_id="hurricane-florence_gsd01")
+from support.joplin import import_joplin
+from support.replay import florence_max_polygon_task
 
 
 def _checks(findings):
@@ -61,7 +34,7 @@ def test_without_a_recorded_gsd_both_forms_give_the_same_finding(make_user, pixe
     from annotation.services.qc import qc_for_task
 
     ada = make_user("ada", "author")
-    _, _, task = _florence_task(ada, pixel_size_m=pixel_size_m)
+    _, _, task = florence_max_polygon_task(ada, pixel_size_m=pixel_size_m)
     found = {c for c, _ in _checks(qc_for_task(task))}
     assert "manifest.gsd_missing" in found and "manifest.crs_missing" not in found, found
 
@@ -72,7 +45,7 @@ def test_maintainer_records_the_gsd_then_the_metric_task_submits(make_user, clie
 
     ada = make_user("ada", "author")
     mia = make_user("mia", "maintainer")
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     run = start_replay(ada, task)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
@@ -191,7 +164,7 @@ def test_editor_marks_the_gt_mask_and_shows_the_remap(live_server, browser, make
     from annotation.services.qc import qc_for_task
 
     ada = make_user("ada", "author", password="ada-pass-1")
-    event, _post, task = _florence_task(ada)
+    event, _post, task = florence_max_polygon_task(ada)
     mask = event.layers.get(kind="mask")
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
     p = ctx.new_page()
@@ -230,7 +203,7 @@ def test_maps_have_a_pixel_scale_a_cursor_readout_and_modifier_wheel_zoom(live_s
 
     ada = make_user("ada", "author", password="ada-pass-1")
     mia = make_user("mia", "maintainer")
-    event, post, task = _florence_task(ada)
+    event, post, task = florence_max_polygon_task(ada)
     for layer in event.layers.filter(kind__in=["raster", "mask"]):
         set_layer_georeferencing(mia, layer, gsd_m=0.5, reason="xBD WorldView imagery")
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
@@ -283,8 +256,6 @@ def test_damage_vectors_are_class_styled_with_a_legend(live_server, browser, mak
     """Joplin's damage polygons carry ``dmg`` 1..4 (SOURCE.md: 107, 51, 83, 399 polygons); each is
     drawn in its class colour (annotation.tiles.CLASS_COLOURS, the mask legend's), not one cyan."""
     from annotation import tiles
-    from test_review_workflow import import_joplin
-
     make_user("ada", "author", password="ada-pass-1")
     event = import_joplin(raster=False)
     damage = event.layers.get(file_name="damage.geojson")

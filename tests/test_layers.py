@@ -1,4 +1,4 @@
-"""The package import graph follows the workflow (issue 19): kernel < annotation < replay < releases
+"""The package import graph follows the workflow: kernel < annotation < replay < releases
 < evaluation < notifications < frontend, with no upward import and no function-local project import outside
 ``AppConfig.ready`` (where Django requires them: models are not loaded when ``apps.py`` is).
 

@@ -221,7 +221,7 @@ def test_bootstrap_is_deterministic_with_a_fixed_seed():
 
 
 def test_bootstrap_withholds_intervals_for_small_n():
-    # issue 18: intervals only where n allows them. t1 has 5 tasks (= BOOTSTRAP_MIN_N): an
+    # intervals only where n allows them. t1 has 5 tasks (= BOOTSTRAP_MIN_N): an
     # interval; t2 (3 tasks) and t3 (1 task): none, and so none for the macro score either. The
     # interval of t1 is the same as with min_n=1 (every dimension is still drawn, in order).
     ci = lb.bootstrap_ci([run(1, "a")], _ci_rows(), n_boot=1000, seed=7)[0]

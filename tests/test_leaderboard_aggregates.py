@@ -1,4 +1,4 @@
-"""The leaderboard from sums stored at scoring time (issue 16, item 3) and its background bootstrap.
+"""The leaderboard from sums stored at scoring time and its background bootstrap.
 
 The promise: the tables built from the stored sums (``RunAggregate``) are *identical* — the same
 floats, not merely close — to the ones built from every record (``evaluation.leaderboard.build``
@@ -242,7 +242,7 @@ def test_page_reads_no_record_and_shows_computing_then_the_intervals(seeded, log
     assert "computing…" in html and 'class="bootstrap-computing"' in html
     # no query reads or counts every record: the records table is read only for the records without
     # a task (an indexed IS NULL, grouped by run) and for the robustness section's records of variant
-    # tasks (the partial index of has_robustness; issue 21: none here); the bootstrap state comes
+    # tasks (the partial index of has_robustness: no variant tasks here); the bootstrap state comes
     # from the runs' stored record counts
     record_reads = [q["sql"] for q in queries.captured_queries
                     if '"evaluation_runrecord"' in q["sql"] and '"evaluation_runrecord"."task_id" IS NULL' not in q["sql"]

@@ -1,4 +1,4 @@
-"""Login throttling with django-axes (issue 15, promise 7; docs/security.md): failed logins for a
+"""Login throttling with django-axes (docs/security.md): failed logins for a
 username from one address are counted; at STUDIO_LOGIN_FAILURE_LIMIT (5) the pair is locked out
 (HTTP 429) even with the right password, on the login page and for HTTP Basic on the API."""
 from __future__ import annotations

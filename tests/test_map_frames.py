@@ -1,4 +1,4 @@
-"""Imagery in both frames (issue 23, item 6): socal-fire's pixel-frame PNGs drawn on the globe.
+"""Imagery in both frames: socal-fire's pixel-frame PNGs drawn on the globe.
 
 The xBD importer fits an affine pixel → lon/lat map from the labels' paired ``xy``/``lng_lat``
 vertices (``annotation.importers.xbd.fit_affine``, residual < 1e-5 px for socal-fire_00000031) and
@@ -115,10 +115,10 @@ def test_replay_mask_png_and_legend_use_the_tools_classes_and_the_remap(data_roo
     import collections
 
     from replay.services import start_replay
-    from test_layer_georeferencing import _florence_task
+    from support.replay import florence_max_polygon_task
 
     ada = make_user("ada", "author")
-    event, _post, task = _florence_task(ada)
+    event, _post, task = florence_max_polygon_task(ada)
     counts = event.layers.get(kind="mask").class_counts
     run = start_replay(ada, task)
     run.refresh_from_db()

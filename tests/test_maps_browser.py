@@ -1,4 +1,4 @@
-"""Issue 23's maps and the metric task in a real browser (Debian Chromium, Playwright, 1440×900).
+"""The maps and the metric task in a real browser (Debian Chromium, Playwright, 1440×900).
 
 * socal-fire's imagery is drawn in the geographic frame too (its PNGs placed by the importer's
   affine fit, tests/test_map_frames.py), not only its lon/lat vectors;
@@ -12,7 +12,7 @@
 * on the task page the map sits beside the comment box, and on every page a plain wheel over a map
   scrolls the page (with a hint) while Ctrl + wheel zooms;
 * a metric task on the pixel-frame hurricane-florence tile is submitted once a maintainer has
-  recorded the rasters' GSD on the event page (issue 23, "done when").
+  recorded the rasters' GSD on the event page.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from annotation.models import Event, Task
 from annotation.services import imports
 from conftest import REALDATA
 from replay.services import start_replay
-from test_editor_browser import _login as _editor_login
-from test_layer_georeferencing import _florence_task
+from support.browser import open_signed_in
+from support.replay import florence_max_polygon_task
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,7 +36,7 @@ pytestmark = [
 
 
 def _login(browser, live_server, username, password):
-    return _editor_login(browser, live_server, username, password, viewport=(1440, 900))
+    return open_signed_in(browser, live_server, username, password, viewport=(1440, 900))
 
 
 def _proxy(page, root):
@@ -113,7 +113,7 @@ def test_building_boxes_have_their_own_colour_and_wheel_needs_a_modifier(live_se
 @pytest.mark.django_db(transaction=True)
 def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, browser, make_user):
     ada = make_user("ada", "author", password="ada-pass-1")
-    _event, _post, task = _florence_task(ada)
+    _event, _post, task = florence_max_polygon_task(ada)
     run = start_replay(ada, task)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
@@ -171,12 +171,12 @@ def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, 
 
 @pytest.mark.django_db(transaction=True)
 def test_metric_florence_task_submits_after_a_maintainer_records_the_gsd(live_server, browser, make_user):
-    """The walk of issue 23: the author's metric question (vec.max_polygon's max_area_m2 with
+    """The authoring walk-through: the author's metric question (vec.max_polygon's max_area_m2 with
     pixel_size_m 0.5) is refused at Submit (manifest.gsd_missing); the maintainer records 0.5 m/px
     on both rasters on the event page; the author refreshes the stale manifest, replays and submits."""
     ada = make_user("ada", "author", password="ada-pass-1")
     make_user("mia", "maintainer", password="mia-pass-1")
-    event, _post, task = _florence_task(ada)
+    event, _post, task = florence_max_polygon_task(ada)
     rasters = list(event.layers.filter(kind="raster").order_by("pk"))
 
     ctx, p = _login(browser, live_server, "ada", "ada-pass-1")

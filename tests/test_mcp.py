@@ -28,76 +28,19 @@ import time
 from pathlib import Path
 
 import anyio
-
-
-def _run(main) -> None:
-    """Run an async test body on a fresh thread: Playwright's sync API (the session's shared
-    browser) keeps an event loop running on the main thread, where ``anyio.run`` would refuse."""
-    import threading
-
-    failure = []
-
-    def target():
-        try:
-            anyio.run(main)
-        except BaseException as exc:  # re-raised on the test's thread
-            failure.append(exc)
-
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if failure:
-        raise failure[0]
 import pytest
 from django.conf import settings
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from annotation.models import Layer
-from conftest import REALDATA, REPO, ChildDatabase
-from annotation.services.imports import import_xbd_folder
-from annotation.services.tasks import build_input_data, create_task
+from conftest import REPO
+from kernel.tools.registry import all_tools
 from replay.mcp_server import SUBMIT_TOOL, build_server
 from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
-from kernel.tools.registry import all_tools
-from studio.accounts import upsert_user
-
-FLORENCE = REALDATA / "xbd-hurricane-florence"
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-GT_COUNTS = {"2": 26492, "3": 274}
+from support.florence import FLORENCE, POST, PRE
+from support.mcp import GT_COUNTS, make_task, obs_of, run_async, subprocess_env
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
-
-
-def make_task():
-    """Import florence and create the T1 task (author + maintainer user); returns (user, task)."""
-    user = upsert_user("ada", "pw-test-123", ["author", "maintainer"])
-    event = import_xbd_folder(FLORENCE).event
-    layers = {l.file_name: l for l in Layer.objects.filter(event=event)}
-    content = {
-        "question": "How many pixels show partially damaged or destroyed buildings, per class and in total?",
-        "task_category": "perception_and_assessment", "task_category_code": "T1",
-        "disaster_type": "hurricane",
-        "input_data": build_input_data(event, {"pre_image": layers[PRE].pk, "post_image": layers[POST].pk}),
-        "trajectory": [
-            {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
-            {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs",
-                                                  "classes": [2, 3]}},
-        ],
-        "answer_spec": [
-            {"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"},
-            {"name": "pixels_by_class", "eval_type": "scalar_dict", "source": "<counts> from trajectory[1].obs",
-             "answer_format": "{class index: pixels}"},
-        ],
-    }
-    task = create_task(user, event, dimension="t1", content=content, sample_id="florence_mcp01")
-    return user, task
-
-
-def obs_of(result) -> dict:
-    assert len(result.content) == 1 and result.content[0].type == "text"
-    return json.loads(result.content[0].text)
 
 
 # ── in-process ───────────────────────────────────────────────────────────────
@@ -124,7 +67,7 @@ def test_in_process_lists_every_tool_and_calls_three():
             seen["bad_arg"] = await client.call_tool("calc_div", {"a": 1})
             seen["unknown"] = await client.call_tool("seg_nothing", {})
 
-    _run(main)
+    run_async(main)
     tools = seen["tools"]
     # every registry tool, under its alias; no studio extra without recording
     assert len(tools) == len(registry)
@@ -195,7 +138,7 @@ def test_recorded_session_imports_as_an_agent_run_and_scores(tmp_path):
             out["submit"] = await client.call_tool(SUBMIT_TOOL, {"answer": {
                 "damaged_pixels": 20000, "pixels_by_class": {"2": 26492, "3": 400}}})
 
-    _run(main)
+    run_async(main)
     assert out["has_submit"] and out["n_tools"] == len(all_tools()) + 1
     assert out["refused"].is_error and not out["submit"].is_error
 
@@ -259,20 +202,6 @@ def test_recorder_keeps_other_records_and_marks_a_session_without_answer(tmp_pat
 
 # ── stdio subprocess ─────────────────────────────────────────────────────────
 
-def subprocess_env(tmp_path) -> dict:
-    """Environment for a ``manage.py mcp_serve`` subprocess: the test's committed rows
-    (``ChildDatabase``: a file copy on SQLite, the test database itself on PostgreSQL) and the
-    test's data root."""
-    db = ChildDatabase(tmp_path, "mcp.sqlite3")
-    return {
-        "DATABASE_URL": db.url,
-        "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
-        "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT),
-        "STUDIO_VAR_DIR": str(tmp_path / "var"),
-        "DJANGO_SETTINGS_MODULE": "studio.settings",
-        "PYTHONPATH": str(REPO),
-    }
-
 
 @pytest.mark.django_db(transaction=True)
 def test_mcp_serve_over_stdio(tmp_path):
@@ -293,7 +222,7 @@ def test_mcp_serve_over_stdio(tmp_path):
                 out["seg"] = await client.call_tool("seg_building_damage",
                                                     {"pre_image_path": PRE, "post_image_path": "/elsewhere/" + POST})
 
-    _run(main)
+    run_async(main)
     assert len(out["tools"]) == len(all_tools()) + 1 and SUBMIT_TOOL in out["tools"]
     assert "ras_count_pixels" in out["tools"]
     seg = out["seg"]
@@ -340,7 +269,7 @@ def test_mcp_serve_over_streamable_http_on_loopback(tmp_path):
                     out["n"] = len((await client.list_tools()).tools)
                     out["div"] = await client.call_tool("calc_div", {"a": 3, "b": 4})
 
-        _run(main)
+        run_async(main)
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -1,4 +1,4 @@
-"""The MCP drop-in for the benchmark's tool servers (issue 17 item 5), driven by the benchmark's
+"""The MCP drop-in for the benchmark's tool servers, driven by the benchmark's
 own client: ``langchain_mcp_adapters.client.MultiServerMCPClient``, as dora/agent/mcp_tools.py
 uses it (one fresh server process per tool call, dotted names renamed to underscore aliases,
 JSON text results parsed). The client lives in its own venv (``.venv-mcp-client``, made by
@@ -23,7 +23,8 @@ from conftest import REPO
 from replay.mcp_server import SUBMIT_TOOL
 from replay.sessions import RunDirectory, SessionRecorder
 from kernel.tools.registry import all_tools
-from test_mcp import FLORENCE, GT_COUNTS, make_task, subprocess_env
+from support.florence import FLORENCE
+from support.mcp import GT_COUNTS, make_task, subprocess_env
 
 CLIENT_PY = REPO / ".venv-mcp-client" / "bin" / "python"
 DRIVER = REPO / "tests" / "mcp_client" / "drive_gold.py"

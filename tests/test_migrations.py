@@ -1,4 +1,4 @@
-"""The models and the migrations agree: no change is left without its migration (issue 19)."""
+"""The models and the migrations agree: no change is left without its migration."""
 from __future__ import annotations
 
 import io

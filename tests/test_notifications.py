@@ -46,7 +46,7 @@ from kernel.processes import process_tag
 from notifications import services as svc
 from notifications.models import Notification, Webhook, WebhookAttempt, WebhookDelivery
 from studio.background import sweep_jobs
-from test_judging_support import GOOD, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import GOOD
 
 CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
 
@@ -507,7 +507,7 @@ def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, main
     from annotation.services.tasks import create_task
     from conftest import REALDATA
     from replay.services import accept_gold, start_replay
-    from test_replay_services import ANSWER, STEPS, _clear_destroyed
+    from support.replay import ANSWER, STEPS, clear_destroyed
 
     florence = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
     ada = make_user("ada", "author")
@@ -524,7 +524,7 @@ def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, main
         "question": "What area do damaged buildings cover?", "input_data": {}, "trajectory": STEPS, "answer_spec": ANSWER})
     accept_gold(maintainer, start_replay(ada, task))
     assert not Notification.objects.filter(event_type="gold.changed").exists()  # the first gold is taken by itself
-    _clear_destroyed(florence)
+    clear_destroyed(florence)
     new = start_replay(ada, task)
     assert not new.gold_accepted
     n = Notification.objects.get(user=ada, event_type="gold.changed")

@@ -1,4 +1,4 @@
-"""One handler per write operation (issue 19, item 4): where a page form and an API endpoint
+"""One handler per write operation: where a page form and an API endpoint
 write the same thing, the page reads its form with the API's input serializer and calls the same
 service, so both accept and refuse the same input.
 
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.messages import get_messages
-from test_adjudication import setup  # noqa: F401  (fixture)
-from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401
 
 from releases.models import Release
 from evaluation.models import JudgeJob
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db
@@ -78,12 +76,12 @@ def test_the_releases_page_and_the_api_refuse_the_same_bad_version(client, maint
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("grade", ["abc", "1.5"])
-def test_the_adjudication_page_and_the_api_refuse_the_same_grade(grade, setup, make_user, client):
+def test_the_adjudication_page_and_the_api_refuse_the_same_grade(grade, disputed_records, make_user, client):
     """The adjudication form goes through ``evaluation.api.AdjudicationIn`` (grade a number in
     [0, 1]) like ``POST /api/records/<id>/adjudication/``; nothing is written on either side."""
     from evaluation.models import Adjudication
 
-    rec = setup["recs"][0]
+    rec = disputed_records["recs"][0]
     client.force_login(make_user("rita", "reviewer"))
     page = client.post(f"/adjudication/records/{rec.pk}/", {"E6": "on", "grade": grade, "rationale": "r", "token": "t"})
     assert page.status_code == 400 and "grade:" in page.content.decode()

@@ -1,4 +1,4 @@
-"""One place each (issue 19, item 5): path confinement (``kernel.paths``), file SHA-256 with a
+"""One place each: path confinement (``kernel.paths``), file SHA-256 with a
 bounded cache (``kernel.hashing``) and the mask palette (``kernel.palette``), and every former copy
 now goes through them.
 

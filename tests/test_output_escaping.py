@@ -1,5 +1,5 @@
-"""User text in generated files: matplotlib labels and leaderboard CSV cells (issue 15, promise 7;
-docs/security.md). The hostile names are the issue's own: ``x$\\undefinedcmd{$y`` (an agent or
+"""User text in generated files: matplotlib labels and leaderboard CSV cells
+(docs/security.md). The hostile names are those found in the attack: ``x$\\undefinedcmd{$y`` (an agent or
 model name) broke every leaderboard and agreement plot; ``=HYPERLINK(...)`` went into the CSV as a
 formula."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis): malformed task files, run records and verdicts never crash
 the studio with an unhandled exception (only the documented error types, or HTTP 4xx with a
-message) and a failed import writes nothing (issue 11).
+message) and a failed import writes nothing.
 
 The inputs are the real example task files and agent_a's run (``../shared/scoring-examples``)
 with 1–4 random edits each: a value anywhere replaced by arbitrary JSON (NaN, ±inf, huge

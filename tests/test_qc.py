@@ -272,7 +272,7 @@ def test_metric_vector_tool_on_pixel_frame_layers_needs_pixel_size():
     assert {f.check for f in qc.full_qc(content)} == {"manifest.crs_missing"}
     traj[1]["args"]["pixel_size_m"] = 0.5
     # the pixel size now reaches vec.length only as a property of ras.vectorize's polygons,
-    # which the benchmark's vec.length does not read (analysis.py:vec_length; issue 17)
+    # which the benchmark's vec.length does not read (analysis.py:vec_length)
     assert {f.check for f in qc.full_qc(content)} == {"vec.pixel_size_ignored"}
     traj[2]["args"]["pixel_size_m"] = 0.5
     assert qc.full_qc(content) == []
@@ -412,7 +412,7 @@ def test_qc_for_task_and_command_on_the_database(make_user, capsys, settings):
     ("T9", "task_category_code 'T9' is neither T1..T5 nor a sub-code of one"),
 ])
 def test_category_codes_of_the_file_dimension_are_clean_others_warn(code, finding):
-    """Issue 22 item 4: the benchmark requires task_category_code but does not constrain it
+    """The benchmark requires task_category_code but does not constrain it
     (load_questions copies it through), so sub-codes are legitimate; another dimension's code is a
     warning naming both dimensions."""
     samples = [{"sample_id": "s1", "input_data": {}, "tasks": [{

@@ -1,4 +1,4 @@
-"""QC checks of the raster/logic tool family (annotation/qc/tool_parity.py, issue 17): the branches the
+"""QC checks of the raster/logic tool family (annotation/qc/tool_parity.py): the branches the
 one-file-per-check corpus (tests/qc_corpus/tool_*.json) does not reach, and the cases that must
 stay silent. Each expectation follows the benchmark behaviour named in kernel/tools/quirks.py.
 """
@@ -110,6 +110,6 @@ def test_every_family_check_has_a_corpus_file():
     for check in RASTER_AND_LOGIC_CHECKS:
         name = check.replace(".", "_", 1) + ".json"
         # its own check, beside at most checks of other families the same input must trigger (a mask
-        # given in input_data is also a ground-truth input: manifest.ground_truth_input, issue 23)
+        # given in input_data is also a ground-truth input: manifest.ground_truth_input)
         checks = expected.get(name, {}).get("checks") or []
         assert check in checks and all(not c.startswith("tool.") or c == check for c in checks), (check, checks)

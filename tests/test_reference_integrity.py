@@ -1,8 +1,8 @@
-"""Reference integrity in the services and the API, and one QC everywhere (issue 23, items 1–2).
+"""Reference integrity in the services and the API, and one QC everywhere.
 
 The task is the Joplin T2 of tests/test_review_workflow.py (filter → buffer → intersect, answer
 bound to ``<intersecting_a_count> from trajectory[2].obs``). Each broken variant below is what an
-editor that edits references as strings produced in the walk of issue 23; the expected locations
+editor that edits references as strings produced in the authoring walk-through; the expected locations
 are worked out by hand from the trajectory.
 """
 from __future__ import annotations
@@ -16,12 +16,13 @@ from django.core.management import call_command
 
 from annotation.models import Task, TaskRevision
 from annotation.services import tasks as task_services
-from test_review_workflow import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, t2_payload
 
 
 @pytest.fixture
-def joplin(db):
-    return import_joplin(raster=False)
+def joplin(joplin_once):
+    """The Joplin vectors, imported once for this module (support.joplin.joplin_once)."""
+    return joplin_once
 
 
 def _content(event, trajectory=None, answer=None):

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from annotation.models import Layer, LayerVersion, Task
 from releases.models import Release, ReleaseFile, ReleaseLayerPin
-from test_review_workflow import JOPLIN, joplin, people  # noqa: F401  (fixtures)
-from test_variants import approved_t2  # noqa: F401  (fixture)
+from support.joplin import JOPLIN
 
 pytestmark = pytest.mark.django_db
 
@@ -243,6 +243,8 @@ def test_the_database_refuses_to_change_a_published_release_s_pins_and_files(pub
         (published["out1"] / "images/damage.geojson").read_bytes()).hexdigest()
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql",
+                    reason="SQLite serialises writers (BEGIN IMMEDIATE): the race is PostgreSQL's")
 @pytest.mark.django_db(transaction=True)
 def test_two_releases_created_at_once_pin_one_version_per_layer(approved_t2, people):
     """Two drafts created at the same moment from two threads (their own connections), over
@@ -251,13 +253,11 @@ def test_two_releases_created_at_once_pin_one_version_per_layer(approved_t2, peo
     savepoint). Both releases are created and pin the same versions; one row per layer."""
     import threading
 
-    from django.db import connection, connections
+    from django.db import connections
 
     from releases.services.releases import create_release
     from replay.services import start_replay
 
-    if connection.vendor != "postgresql":
-        pytest.skip("SQLite serialises writers (BEGIN IMMEDIATE): the race is PostgreSQL's")
     assert start_replay(people["max"], approved_t2).status == "succeeded"
     LayerVersion.objects.all().delete()  # as a database migrated from before layer versions
     n_layers = Layer.objects.filter(event=approved_t2.event).count()

@@ -1,4 +1,4 @@
-"""create_release and export_release at scale (issue 16): the number of SQL queries grows with the
+"""create_release and export_release at scale: the number of SQL queries grows with the
 batches, not with the tasks, and the batched sidecar adjudication summary equals the per-task one.
 
 The data: ``seed_synthetic`` over the Florence scene, 2 tasks per sample (sample k's dimension is

@@ -1,8 +1,8 @@
-"""Robustness variants in a release (issue 21): exported beside the benchmark's files, described
+"""Robustness variants in a release: exported beside the benchmark's files, described
 in the sidecar, imported back linked to their base tasks.
 
-The base task is test_variant_review's approved Florence task (the benchmark-layout file of
-test_replay_recorded: a perception step on the tile's images, ras.grid_windows on its mask, two vis
+The base task is the approved Florence task of the variant tests (support.replay.approved_florence,
+its benchmark-layout file support.replay.benchmark_task_file: a perception step on the tile's images, ras.grid_windows on its mask, two vis
 steps), with one variant of each kind and unsolvable strategy, each replayed and approved through
 review. What the release must hold follows from the layout rule of annotation/services/
 release_variants.py: the plain tasks' files byte for byte those of a release without the variants,
@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_replay_recorded import benchmark_task_file, florence, run_cmd  # noqa: F401  (fixtures)
-from test_review_workflow import people  # noqa: F401  (fixture)
-from test_variant_review import VARIANTS, approved_florence  # noqa: F401  (fixture)
+from support.replay import VARIANTS
 
 
 def _bytes_of(folder: Path, prefix: str) -> dict[str, bytes]:

@@ -1,4 +1,4 @@
-"""One writer per model (issue 19): the release import writes tasks and revisions through the task
+"""One writer per model: the release import writes tasks and revisions through the task
 service and their status through the review service, and publishing releases tasks through the
 review transition ``release`` and its permission ``task.release`` (maintainers only).
 

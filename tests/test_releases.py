@@ -85,7 +85,7 @@ def test_demo_release_export_layout(demo_release):
     text = (out / "studio_manifest.json").read_text()
     manifest = json.loads(text)
     assert schema_problems("manifest", manifest) == []
-    # the manifest is streamed (questions spooled, issue 16): still the exact text that dumping the
+    # the manifest is streamed (questions spooled): still the exact text that dumping the
     # whole document at once gives (indent 1, the same key order), two questions in it
     assert text == dumps(manifest) and len(manifest["questions"]) == 2
     assert list(manifest)[:6] == ["format", "format_version", "release", "generated_at", "events", "questions"]

@@ -1,5 +1,5 @@
-"""Release and ReleaseTask moved from ``annotation`` to ``releases`` with a state-only migration
-(issue 19): the rows, the tables' names, the foreign keys into them and the published-release
+"""Release and ReleaseTask moved from ``annotation`` to ``releases`` with a state-only migration:
+the rows, the tables' names, the foreign keys into them and the published-release
 triggers of ``annotation/0003_release_immutability`` must survive the move unchanged."""
 from __future__ import annotations
 

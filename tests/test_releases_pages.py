@@ -66,7 +66,7 @@ def test_pages_list_detail_publish_export_download_diff(maint, client):
     assert r.status_code == 302 and r["Location"] == "/releases/1.0.0/"
     page = client.get("/releases/1.0.0/").content.decode()
     assert "&lt;b&gt;first&lt;/b&gt;" in page and 'id="publish-form"' in page  # changelog escaped
-    # Publish is confirmed (the form's dialog sets confirm=1, issue 23): without it nothing is published
+    # Publish is confirmed (the form's dialog sets confirm=1): without it nothing is published
     assert client.post("/releases/1.0.0/publish/").status_code == 302
     assert "not published: confirm it" in client.get("/releases/1.0.0/").content.decode()
     assert client.post("/releases/1.0.0/publish/", {"confirm": "1"}).status_code == 302

@@ -1,4 +1,4 @@
-"""The replay's per-step helpers give what they gave before their fast paths (issue 16, item 5).
+"""The replay's per-step helpers give what they gave before their fast paths.
 
 ``canonical_json`` (step cache keys, output names, replay hashes, input fingerprints),
 ``to_storage`` / ``from_storage`` (every observation stored) and the JSON columns' value
@@ -29,9 +29,13 @@ from kernel import taskfile
 from kernel.tools.base import canonical_json, jsonable
 from replay.models import ReplayRun, StepCacheEntry
 from replay.services import create_run, execute_replay
+from support.replay import run_layers_variant_statements
 
-from test_replay_fast_paths import _run_layers_variant
-from test_replay_services import florence, task  # noqa: F401  (pytest fixtures)
+
+@pytest.fixture
+def task(florence_area_task):
+    """The two-step area task over Florence (:func:`support.replay.florence_area_task`)."""
+    return florence_area_task
 
 
 def reference_canonical_json(value):
@@ -177,8 +181,8 @@ def test_a_replay_without_the_cache_writes_no_entry_that_is_stored(task):
         again = execute_replay(run.pk, use_cache=False)
     # the run, the layers and the task's variant row (none); which of the two keys are stored
     # (both); at the end: the step rows, the run's update with the gold lookup inside (no cache
-    # INSERT; the gold lookup was a SELECT of its own before issue 16's round-trip cut)
-    assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "UPDATE"]
+    # INSERT; the gold lookup was a SELECT of its own before the round trips were cut)
+    assert _statements(ctx) == run_layers_variant_statements() + ["SELECT", "INSERT", "UPDATE"]
     assert again.status == "succeeded" and again.tool_calls == 2 and again.cache_hits == 0
     assert again.replay_hash == first.replay_hash
     assert list(StepCacheEntry.objects.order_by("key").values_list("key", "obs", "artifacts", "hits", "created_at")) == entries
@@ -190,7 +194,7 @@ def test_a_replay_without_the_cache_still_fills_it(task):
         done = execute_replay(run.pk, use_cache=False)
     # the run, the layers, the variant; which keys are stored (none); the cache's entries, the step
     # rows, the run's update
-    assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "INSERT", "UPDATE"]
+    assert _statements(ctx) == run_layers_variant_statements() + ["SELECT", "INSERT", "INSERT", "UPDATE"]
     assert done.status == "succeeded" and StepCacheEntry.objects.count() == 2
     # the next cached replay finds the entries (it reuses the whole run: nothing runs)
     warm = execute_replay(create_run(task).pk)

@@ -1,4 +1,4 @@
-"""The replay's database paths, kept lean for benchmark scale (issue 4; ``bench/replay.py``).
+"""The replay's database paths, kept lean for benchmark scale (``bench/replay.py``).
 
 - A replay writes in one transaction at its end when it is shorter than ``FLUSH_S``; a longer one
   shows its progress (``running``, steps done, finished and pending step rows) every ``FLUSH_S``.
@@ -22,8 +22,13 @@ from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.services import create_run, execute_replay
 from studio.fastsql import insert_rows, update_by
 
-# the two-step task (seg.building_damage → ras.area over the Florence tile) and its fixtures
-from test_replay_services import florence, task  # noqa: F401  (pytest fixtures)
+from support.replay import run_layers_variant_statements
+
+
+@pytest.fixture
+def task(florence_area_task):
+    """The two-step area task over Florence (:func:`support.replay.florence_area_task`)."""
+    return florence_area_task
 
 
 def _state_when_area_runs(monkeypatch):
@@ -79,13 +84,6 @@ def test_the_whole_run_cache_copies_steps_and_trajectory_in_the_database(task):
     assert fresh.artifact_manifest == first.artifact_manifest and fresh.gold_accepted
 
 
-def _run_layers_variant() -> list[str]:
-    """The run (with revision and task), the event's layers and the task's robustness variant row:
-    three SELECTs, sent as one round trip on PostgreSQL (``studio.fastsql.load_many``; one
-    captured query there)."""
-    return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT", "SELECT"]
-
-
 def _statements(ctx: CaptureQueriesContext) -> list[str]:
     """The data statements (transaction control: BEGIN, SAVEPOINT, RELEASE left out)."""
     return [q["sql"].split()[0].upper() for q in ctx.captured_queries
@@ -99,15 +97,15 @@ def test_statements_per_replay_are_pinned(task):
     # the run with its revision and task; the event's layers; the task's variant row (none: a
     # robustness variant's replay rules, replay.services); an identical earlier run (none);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
-    # rows, the run's update (the gold lookup is two subqueries of it since issue 16: was a SELECT)
-    assert _statements(ctx) == _run_layers_variant() + ["SELECT"] * 3 + ["INSERT", "INSERT", "UPDATE"]
+    # rows, the run's update (the gold lookup is two subqueries of it: it was a SELECT of its own)
+    assert _statements(ctx) == run_layers_variant_statements() + ["SELECT"] * 3 + ["INSERT", "INSERT", "UPDATE"]
     warm = create_run(task)
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(warm.pk)
     # the run; the layers; the variant row; the identical earlier run; then copy its steps, update
     # (gold inside); inside the test's transaction, so the PostgreSQL one-statement form is not
     # taken (next test)
-    assert _statements(ctx) == _run_layers_variant() + ["SELECT", "INSERT", "UPDATE"]
+    assert _statements(ctx) == run_layers_variant_statements() + ["SELECT", "INSERT", "UPDATE"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -124,7 +122,7 @@ def test_outside_a_transaction_a_replay_ends_in_one_statement(task, monkeypatch)
     with CaptureQueriesContext(connection) as ctx:
         first = execute_replay(cold.pk)
     # the run, the layers, the variant row (none), an identical run (none), two cache lookups
-    assert _statements(ctx) == _run_layers_variant() + ["SELECT"] * 3 + (["WITH"] if pg else ["INSERT", "INSERT", "UPDATE"])
+    assert _statements(ctx) == run_layers_variant_statements() + ["SELECT"] * 3 + (["WITH"] if pg else ["INSERT", "INSERT", "UPDATE"])
     assert commits == ([] if pg else [1])
     assert first.status == "succeeded" and first.gold_accepted is True and first.tool_calls == 2
     assert StepCacheEntry.objects.count() == 2 and first.final_answer == {"damaged_area_m2": 6691.5}
@@ -139,7 +137,7 @@ def test_outside_a_transaction_a_replay_ends_in_one_statement(task, monkeypatch)
     # the run, the layers, the variant row, the identical earlier run; then PostgreSQL: one WITH …
     # INSERT … UPDATE, no transaction; SQLite (no data-modifying WITH): INSERT … SELECT and UPDATE,
     # one transaction
-    assert _statements(ctx) == _run_layers_variant() + ["SELECT"] + (["WITH"] if pg else ["INSERT", "UPDATE"])
+    assert _statements(ctx) == run_layers_variant_statements() + ["SELECT"] + (["WITH"] if pg else ["INSERT", "UPDATE"])
     assert commits == ([] if pg else [1])
     assert warm.tool_calls == 0 and warm.gold_accepted is True and warm.accepted_by_id is None
     stored = ReplayRun.objects.get(pk=warm.pk)

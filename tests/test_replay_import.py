@@ -12,12 +12,15 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Task
-from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from evaluation.models import AgentRun
+from support.florence import POST, PRE
 
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
+
+@pytest.fixture
+def florence(florence_with_root):
+    """The Florence event; the management commands run as the superuser root
+    (:func:`support.florence.florence_with_root`)."""
+    return florence_with_root
 
 
 def task_file(tmp_path, *, pre=f"florence/{PRE}", extra_task=None):
@@ -46,7 +49,7 @@ def task_file(tmp_path, *, pre=f"florence/{PRE}", extra_task=None):
              "trajectory": [
                  # complete observations as the benchmark's tools return them (calc.add echoes a and
                  # b as floats; a loop item's last_obs is the nested call's whole observation; reduce
-                 # gives best_item and mode): `replay --task` compares them (issue 17 item 4)
+                 # gives best_item and mode): `replay --task` compares them
                  {"call": "calc.add", "args": {"a": 0, "b": 10}, "obs": {"tool": "calc.add", "sum": 10.0, "a": 0.0, "b": 10.0}},
                  {"call": "tool.loop", "args": {"loop_over": [1, 2, 3], "calls": [
                      {"call": "calc.mul", "args": {"a": "<item.value>", "b": "<sum> from trajectory[0].obs"}}]},
@@ -67,14 +70,6 @@ def task_file(tmp_path, *, pre=f"florence/{PRE}", extra_task=None):
     p = tmp_path / "t1_perception_and_assessment.json"
     p.write_text(json.dumps([sample]), encoding="utf-8")
     return p
-
-
-@pytest.fixture
-def florence(db, make_user):
-    make_user("root", "maintainer", "author")
-    from django.contrib.auth import get_user_model
-    get_user_model().objects.filter(username="root").update(is_superuser=True)
-    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
 
 
 def run_cmd(*args):

@@ -1,5 +1,5 @@
 """replay --task --against FILE: a replay of an imported benchmark task against the observations
-the task file recorded (issue 17 item 4).
+the task file recorded.
 
 The task file is made by hand. Its recorded observations are what the benchmark's tools return
 on the Florence tile, worked out from their documented behaviour (dora/tools/vis.py at 7b96988):
@@ -14,19 +14,18 @@ the diff does not compare. The perception step's recorded observation came from 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 
-from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
+from support.florence import POST, PRE
+from support.replay import TMP, benchmark_task_file, run_cmd
 
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-TMP = "/home/dora/out/tmp/flo_0002_task0"
+
+@pytest.fixture
+def florence(florence_with_root):
+    """The Florence event; the management commands run as the superuser root
+    (:func:`support.florence.florence_with_root`)."""
+    return florence_with_root
 
 
 def task_file(tmp_path, classes_present=(2, 3)):
@@ -56,24 +55,6 @@ def task_file(tmp_path, classes_present=(2, 3)):
     p = tmp_path / "t1_perception_and_assessment.json"
     p.write_text(json.dumps([sample]), encoding="utf-8")
     return p
-
-
-@pytest.fixture
-def florence(db, make_user):
-    make_user("root", "maintainer", "author")
-    from django.contrib.auth import get_user_model
-    get_user_model().objects.filter(username="root").update(is_superuser=True)
-    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
-
-
-def run_cmd(*args):
-    out = StringIO()
-    try:
-        call_command(*args, stdout=out, stderr=StringIO())
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return out.getvalue(), code
 
 
 def test_replay_against_recorded_observations(florence, tmp_path):
@@ -116,37 +97,8 @@ def test_a_disagreeing_tool_step_is_a_gold_diff(florence, tmp_path):
 # vis.add_map_elements on its post image, vis.pie_chart), each with the observation the benchmark's
 # tool servers returned (cases.jsonl "expected", dora/tools/calculate.py and vis.py at 7b96988).
 # Step 0 is the perception step, whose observation a model gave (hand-written: another mask name,
-# the model's class names), so it differs only by the GT/model source.
-
-TOOL_CASES = REALDATA.parent / "tool-examples" / "cases.jsonl"
-FLORENCE_CASES = ("grid_windows_florence_3", "vis_add_map_elements", "vis_pie_chart")
-
-
-def benchmark_task_file(tmp_path, edit=None):
-    cases = {c["id"]: c for c in map(json.loads, TOOL_CASES.read_text(encoding="utf-8").splitlines())}
-    traj = [{"call": "seg_building_damage(pre_image_path, post_image_path)",
-             "args": {"pre_image_path": PRE, "post_image_path": POST},
-             "obs": {"tool": "seg.building_damage", "mask_path": f"{TMP}/building_damage_3b1f.png",
-                     "classes": {"1": "no-damage", "2": "minor-damage", "3": "major-damage", "4": "destroyed"},
-                     "model": "dora-damage-v1"}}]
-    for cid in FLORENCE_CASES:
-        case = cases[cid]
-        args = {k: (v.rsplit("/", 1)[-1] if isinstance(v, str) and v.startswith("xbd-") else v)
-                for k, v in case["args"].items()}
-        traj.append({"call": case["tool"], "args": args, "obs": json.loads(json.dumps(case["expected"]))})
-    if edit:
-        edit(traj)
-    sample = {"sample_id": "flo_0003", "disaster_type": "hurricane",
-              "input_data": {"pre_image": {"image_path": PRE, "pixel_size_m": 0.5},
-                             "post_image": {"image_path": POST, "pixel_size_m": 0.5},
-                             "damage_mask": {"image_path": "hurricane-florence_00000018_mask.png"}},
-              "tasks": [{"task_category": "perception_and_assessment", "task_category_code": "T1",
-                         "question": "How many analysis windows cover the tile?",
-                         "tools": [s["call"].split("(")[0] for s in traj], "trajectory": traj,
-                         "final_answer": {"windows": 9}, "eval_spec": {"windows": "scalar_count"}}]}
-    p = tmp_path / "t1_perception_and_assessment.json"
-    p.write_text(json.dumps([sample]), encoding="utf-8")
-    return p
+# the model's class names), so it differs only by the GT/model source. The file is
+# support.replay.benchmark_task_file.
 
 
 def test_replay_of_an_imported_task_diffs_against_its_own_recorded_observations(florence, tmp_path):

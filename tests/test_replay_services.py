@@ -9,27 +9,15 @@ With the destroyed pixels cleared from the mask (4 → 0) it is 26,492 × 0.25 =
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from django.urls import include, path
 
 import kernel.engine as engine
-from annotation.models import Layer
-from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task, save_revision
-from conftest import REALDATA
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.services import (ReplayStateError, accept_gold, create_run, data_path, execute_replay,
+from replay.services import (ReplayStateError, accept_gold, create_run, execute_replay,
                              latest_successful_replay, replay_diff, resume_stuck_replays, start_replay)
-
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-STEPS = [
-    {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
-    {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": 0.5,
-                                  "classes": [2, 3]}},
-]
-ANSWER = [{"name": "damaged_area_m2", "eval_type": "scalar_continuous", "source": "<area_m2> from trajectory[1].obs"}]
+from support.replay import ANSWER, STEPS, clear_destroyed, count_calls
 
 # the task page's block needs two page routes (frontend/urls_pages.py); the tests add them here
 from frontend.views import replays as views_replays  # noqa: E402
@@ -42,27 +30,9 @@ urlpatterns = [
 
 
 @pytest.fixture
-def florence(db):
-    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
-
-
-@pytest.fixture
-def task(florence, maintainer):
-    return create_task(maintainer, florence, dimension="t1", content={
-        "question": "What area do damaged buildings cover?", "input_data": {}, "trajectory": STEPS,
-        "answer_spec": ANSWER})
-
-
-def count_calls(monkeypatch):
-    calls = []
-    real = engine.call_tool
-
-    def counting(name, args, ctx, **kw):
-        calls.append(name)
-        return real(name, args, ctx, **kw)
-
-    monkeypatch.setattr(engine, "call_tool", counting)
-    return calls
+def task(florence_area_task):
+    """The two-step area task over Florence (:func:`support.replay.florence_area_task`)."""
+    return florence_area_task
 
 
 def test_real_answer_determinism_and_cache(task, maintainer, monkeypatch, settings):
@@ -100,7 +70,7 @@ def test_failure_stops_the_run_readably(florence, maintainer):
     t = create_task(maintainer, florence, dimension="t1", content={
         "question": "q", "input_data": {}, "answer_spec": ANSWER, "trajectory": [
             STEPS[0],
-            # issue 17: an absent class counts 0 as in the benchmark; a null pixel size fails
+            # benchmark parity: an absent class counts 0 as in the benchmark; a null pixel size fails
             # there (a required float) and here
             {"call": "ras.area", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "pixel_size_m": None,
                                           "classes": [4]}},
@@ -150,22 +120,12 @@ def test_resume_stuck(task):
     assert run.status == "succeeded" and run.final_answer == {"damaged_area_m2": 6691.5}
 
 
-def _clear_destroyed(florence):
-    from PIL import Image
-
-    mask = Layer.objects.get(event=florence, kind="mask")
-    p = data_path(mask.path)
-    arr = np.array(Image.open(p))
-    arr[arr == 4] = 0
-    Image.fromarray(arr).save(p)
-
-
 def test_mask_change_needs_acceptance(task, florence, maintainer, make_user, client, settings):
     gold = start_replay(maintainer, task)
     assert gold.gold_accepted and gold.accepted_by is None  # first replay: nothing approved to protect
     gold = accept_gold(maintainer, gold)
     assert gold.accepted_by == maintainer
-    _clear_destroyed(florence)
+    clear_destroyed(florence)
     new = start_replay(maintainer, task)
     assert new.status == "succeeded" and new.final_answer == {"damaged_area_m2": 6623.0}
     assert not new.gold_accepted

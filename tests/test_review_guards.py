@@ -1,4 +1,4 @@
-"""Review and release guards, role-aware navigation and the 403 page (issue 23, item 7).
+"""Review and release guards, role-aware navigation and the 403 page.
 
 The task is the Joplin T2 of tests/test_review_workflow.py; roles come from studio.permissions'
 table, so the expected links and roles below are read off that table by hand: Review needs
@@ -17,9 +17,7 @@ import pytest
 from annotation.models import AuditEvent, Task
 from annotation.services import review
 from conftest import drop_published_releases, sign_in
-from test_review_workflow import import_joplin, t2_payload
-
-
+from support.joplin import import_joplin, t2_payload
 def _approvable(client, people, event):
     """A submitted T2 task with a succeeded replay, in review by rey, with one open comment."""
     client.force_login(people["ada"])
@@ -58,7 +56,7 @@ def test_approve_with_an_open_comment_needs_a_recorded_confirmation(client, peop
 
 @pytest.mark.django_db
 def test_publish_through_the_api_with_an_open_comment_needs_a_recorded_confirmation(client, people):
-    """The API asks as the page does (issue 23, item 7): without ``acknowledge_open_comments`` a 409
+    """The API asks as the page does: without ``acknowledge_open_comments`` a 409
     that lists the open thread (rey's one comment on step 1, from ``_approvable``); with it, the
     release is published and the task's audit trail records the confirmation."""
     from releases.models import Release

@@ -14,80 +14,26 @@ from django.core.exceptions import PermissionDenied
 
 from annotation.models import AuditEvent, Task, TaskDraft
 from annotation.services import review, tasks as task_services
-from annotation.services.imports import import_raster_file, import_vector_file
-from conftest import REALDATA
-
-JOPLIN = REALDATA / "xview2-deploy-joplin"
-
-T2_TRAJECTORY = [
-    {"call": "vec.filter_by_attribute",
-     "args": {"vector_path": "damage.geojson", "attribute_name": "dmg", "allowed_values": ["4"]}},
-    {"call": "vec.buffer", "args": {"vector_path": "<vector_path> from trajectory[0].obs", "meter": 20}},
-    {"call": "vec.intersect",
-     "args": {"vector_a_path": "bldg_polys.geojson", "vector_b_path": "<buffer_path> from trajectory[1].obs"}},
-]
-T2_ANSWER = [{"name": "intersecting_a_count", "eval_type": "scalar_count",
-              "source": "<intersecting_a_count> from trajectory[2].obs", "answer_format": "an integer"}]
-T2_QUESTION = "How many building footprints lie within 20 m of a destroyed-building polygon?"
-
-
-def import_joplin(raster: bool = True):
-    """The Joplin post chip (unless ``raster`` is false: the T2 task needs only the vectors), the
-    damage polygons and the footprints; returns the event."""
-    if raster:
-        import_raster_file(JOPLIN / "output_chips_post_0_post.tif", event_slug="joplin-tornado", phase="post",
-                           modality="optical", disaster_type="tornado")
-    import_vector_file(JOPLIN / "damage.shp", event_slug="joplin-tornado")
-    return import_vector_file(JOPLIN / "bldg_polys.gpkg", event_slug="joplin-tornado").event
-
-
-def t2_payload(event, **over) -> dict:
-    layers = {l.file_name: l.pk for l in event.layers.all()}
-    data = {
-        "event": event.slug, "dimension": "t2", "question": T2_QUESTION,
-        "task_category": "spatial_relation", "task_category_code": "T2", "disaster_type": "tornado",
-        "input_layers": {"damage_data": layers["damage.geojson"], "building_data": layers["bldg_polys.geojson"]},
-        "trajectory": T2_TRAJECTORY, "answer_spec": T2_ANSWER,
-    }
-    data.update(over)
-    return data
+from support.joplin import (
+    T2_ANSWER, T2_QUESTION, T2_TRAJECTORY, create_t2 as _create, import_joplin, post_json as _post, t2_payload,
+)
 
 
 @pytest.fixture
-def joplin(db):
-    return import_joplin(raster=False)
+def joplin(joplin_once):
+    """The Joplin vectors, imported once for this module (support.joplin.joplin_once)."""
+    return joplin_once
 
 
 @pytest.fixture
-def joplin_with_raster(db):
+def joplin_with_raster(joplin_once):
+    """The module's Joplin event with the post chip imported too (the vectors again: unchanged)."""
     return import_joplin()
-
-
-@pytest.fixture
-def people(make_user):
-    return {
-        "ada": make_user("ada", "author"),
-        "bob": make_user("bob", "author"),
-        "rey": make_user("rey", "reviewer"),
-        "max": make_user("max", "maintainer"),
-        # both roles: may review others' tasks, never their own
-        "ann": make_user("ann", "author", "reviewer"),
-    }
 
 
 def _as(client, user):
     client.force_login(user)
     return client
-
-
-def _post(client, url, data=None):
-    return client.post(url, data or {}, content_type="application/json")
-
-
-def _create(client, joplin, **over) -> dict:
-    resp = _post(client, "/api/tasks/", t2_payload(joplin, **over))
-    assert resp.status_code == 201, resp.content
-    return resp.json()
 
 
 def test_full_review_cycle_on_joplin(client, joplin, people):
@@ -203,7 +149,7 @@ def test_revisions_diff_and_restore(client, joplin, people):
     traj.insert(2, {"call": "vec.convex_hull", "args": {"vector_path": "<buffer_path> from trajectory[1].obs"}})
     traj[3] = {"call": "vec.intersect", "args": {"vector_a_path": "bldg_polys.geojson",
                                                  "vector_b_path": "<buffer_path> from trajectory[1].obs"}}
-    # the intersect is step 3 now and the hull returns vertex_count (issue 23: a save with a
+    # the intersect is step 3 now and the hull returns vertex_count (a save with a
     # reference to the wrong step or an absent key is refused)
     answer = [{**T2_ANSWER[0], "source": "<intersecting_a_count> from trajectory[3].obs"},
               {"name": "buffers", "eval_type": "scalar_count", "source": "<vertex_count> from trajectory[2].obs"}]

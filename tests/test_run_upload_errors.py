@@ -1,4 +1,4 @@
-"""A run zip's import job names the upload, never the server's folders (issue 31, item 12: job
+"""A run zip's import job names the upload, never the server's folders (job
 errors showed absolute server paths such as ``<data root>/runs/<random>/x_AP/…``).
 
 The attack as found: a zip uploaded on the runs page whose record has no question id; the job
@@ -16,7 +16,7 @@ import pytest
 
 from evaluation.models import AgentRun, RunImportJob
 
-pytestmark = [pytest.mark.urls("test_judging_support"), pytest.mark.django_db]
+pytestmark = [pytest.mark.urls("support.judging"), pytest.mark.django_db]
 
 
 def _zip(entries: dict[str, str], name: str) -> io.BytesIO:

@@ -1,4 +1,4 @@
-"""The scoring core's fast paths give the answers of the plain rules (issue 16: speed, same bytes).
+"""The scoring core's fast paths give the answers of the plain rules (faster, the same bytes).
 
 * ``lcs_length`` counts a common prefix and suffix without its table: checked against the plain
   dynamic programme (the textbook recurrence, written out here) and on hand-worked pairs;

@@ -29,9 +29,9 @@ from evaluation.services_queue import (
 )
 from evaluation import selectors
 from evaluation.services import submit_human_verdict
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.fixture

@@ -9,13 +9,12 @@ import pytest
 
 from evaluation.models import ScoringItem, Verdict
 from evaluation.services_queue import enqueue_run
-from test_judging_support import perms, run_a  # noqa: F401
 from conftest import sign_in
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
-    pytest.mark.urls("test_judging_support"),
+    pytest.mark.urls("support.judging"),
 ]
 
 

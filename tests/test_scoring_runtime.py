@@ -1,4 +1,4 @@
-"""The scoring core's run-time helpers and its Django-free command line (issue 16: speed, same bytes)."""
+"""The scoring core's run-time helpers and its Django-free command line (faster, the same bytes)."""
 from __future__ import annotations
 
 import gc
@@ -101,7 +101,7 @@ def test_manage_py_evaluate_runs_runs_without_django_and_writes_the_official_byt
 
 
 def test_evaluate_runs_start_up_imports_neither_django_nor_dataclasses():
-    # Issue 16's start-up target (<= 0.1 s over bare Python, bench/scoring.py): the command's
+    # the start-up target (<= 0.1 s over bare Python, bench/scoring.py): the command's
     # import path avoids Django and ``dataclasses``, which imports ``inspect`` (about 9 ms of the
     # 37 ms measured on 2026-12-02; kernel.vocabulary, kernel.taskfile and the scoring config are
     # plain classes for that reason).

@@ -1,4 +1,4 @@
-"""Path confinement (issue 11): stored paths, layer names, artifact names and importer inputs
+"""Path confinement: stored paths, layer names, artifact names and importer inputs
 cannot reach a file outside the data root / the source folder."""
 from __future__ import annotations
 

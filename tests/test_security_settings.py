@@ -1,5 +1,5 @@
 """``studio.settings_production`` passes ``manage.py check --deploy`` and refuses to start without
-its required secrets (issue 11; docs/security.md)."""
+its required secrets (docs/security.md)."""
 from __future__ import annotations
 
 import os

@@ -15,18 +15,11 @@ from django.core.management import CommandError, call_command
 from annotation.models import Event, Layer, Task
 from releases.services.export import dora_samples
 from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from replay.models import ReplayRun
-
-FLORENCE = REALDATA / "xbd-hurricane-florence"
-
-
-@pytest.fixture
-def florence(db):
-    return import_xbd_folder(FLORENCE).event
+from support.florence import FLORENCE
 
 
 def _records_by_dim(run):

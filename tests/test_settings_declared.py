@@ -1,5 +1,5 @@
 """Every setting is declared in ``studio/settings.py`` and listed in the README's configuration
-table (issue 19, item 6): a setting read with ``getattr(settings, "X", default)`` is one nobody can
+table: a setting read with ``getattr(settings, "X", default)`` is one nobody can
 find, and its default lives at the call site.
 
 The test reads the source of the apps (not the tests): each ``settings.STUDIO_*`` read must name

@@ -20,8 +20,6 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import Task
-from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from evaluation.models import RunRecord
 from evaluation.scoring import evaluate_sanity
 
@@ -42,11 +40,6 @@ def _task_payload(**over):
     }
     data.update(over)
     return data
-
-
-@pytest.fixture
-def florence(db):
-    return import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
 
 
 @pytest.fixture
@@ -105,7 +98,7 @@ def test_failure_stops_and_skips(author_client, florence):
 def test_qc_blocks_submission(author_client, florence):
     payload = _task_payload(answer_spec=[{"name": "n", "eval_type": "scalar_kount", "source": "<total> from trajectory[1].obs"}])
     task = author_client.post("/api/tasks/", payload, content_type="application/json").json()
-    # the task API returns the submit gate's full suite (issue 23: one QC everywhere), which also
+    # the task API returns the submit gate's full suite (one QC everywhere), which also
     # sees the trajectory's files that input_data does not declare
     assert "eval_spec.unknown_type" in [f["check"] for f in task["qc"] if f["severity"] == "error"]
     resp = author_client.post(f"/api/tasks/{task['id']}/submit/")
@@ -162,7 +155,7 @@ def test_demo_tasks_export_and_agent_run(tmp_path, client, make_user):
     assert client.post(url, {"errors": flags, "grade": 0.5}, content_type="application/json").status_code == 400
     page = client.get(f"/records/{rec.pk}/")
     # the record page loads the verdict just given into the form, the per-flag note included
-    # (issue 18: it used to hide the notes the adjudication page shows)
+    # (it used to hide the notes the adjudication page shows)
     assert page.status_code == 200 and b'name="reason-E5" value="step 1 vectorises [2, 3]"' in page.content
     assert b"E5" in page.content
 

@@ -81,9 +81,6 @@ def test_prediction_shapes():
 # database: import, judge, human verdict, agreement
 # --------------------------------------------------------------------------------------------
 
-from test_judging_support import judge_config, judge_server, perms, run_a
-
-
 @pytest.mark.django_db
 def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server, make_user):
     from evaluation.models import Verdict

@@ -1,4 +1,4 @@
-"""Lossless benchmark files through the database (issue 22).
+"""Lossless benchmark files through the database.
 
 * The property: for any folder the benchmark's loader accepts (generated: NaN and infinities in
   answers and observations, list/string/absent ``args``, ``inputs`` spellings, unknown keys at
@@ -245,7 +245,7 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
 def test_values_longer_than_the_studio_columns_are_refused_naming_field_and_limit(db, tmp_path):
     """The loader does not limit lengths; the studio's short columns do (task_category 200,
     task_category_code 40, disaster_type 40). A longer value is refused by name with its limit,
-    never cut (issue 31: a 10,000-character task_category was silently cut to 200); nothing is
+    never cut (a 10,000-character task_category was silently cut to 200); nothing is
     written. A sample id too long to key a question is refused by name too."""
     root = tmp_path / "bench"
     (root / "tasks").mkdir(parents=True)
@@ -271,9 +271,9 @@ def test_values_longer_than_the_studio_columns_are_refused_naming_field_and_limi
 
 @pytest.mark.parametrize("case", ["import_tasks_nan_in_args", "import_tasks_nan_in_classes"])
 def test_nan_in_args_or_classes_is_kept_not_refused(db, tmp_path, make_user, case):
-    """Issue 15 listed NaN in a step's args or in classes among the inputs that ended in a
-    traceback; the benchmark's loader accepts them (``json.load`` reads NaN), so by issue 22 they
-    import losslessly instead of being refused: stored tagged, written back as the same token."""
+    """NaN in a step's args or in classes once ended in a traceback; the benchmark's loader
+    accepts them (``json.load`` reads NaN), so they import losslessly instead of being refused:
+    stored tagged, written back as the same token."""
     from kernel.taskfile import read_task_file
     from annotation.services.task_import import import_task_file
 

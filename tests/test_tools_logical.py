@@ -56,7 +56,7 @@ def test_truck_trips(ctx):
                      ctx)["trips_required"] == 3
     assert call_tool("logi.truck_trips", {"volume_m3": 9, "capacity_m3": 0},
                      ctx)["trips_required"] == 0
-    # issue 17: a negative volume is not refused by the benchmark (calculate.py:
+    # benchmark parity: a negative volume is not refused by the benchmark (calculate.py:
     # logi_truck_trips): ceil(-1/3) = ceil(-0.33) = 0, ceil(-30/12) = ceil(-2.5) = -2
     assert call_tool("logi.truck_trips", {"volume_m3": -1, "capacity_m3": 3},
                      ctx)["trips_required"] == 0
@@ -113,7 +113,7 @@ def test_loop_over_grid_windows(ctx):
 
 
 def test_loop_unresolved_bind_stays_literal(ctx):
-    # issue 17: an unresolved bind reference stays the literal string (analysis.py:tool_loop);
+    # benchmark parity: an unresolved bind reference stays the literal string (analysis.py:tool_loop);
     # ras.stats then cannot open it and the benchmark keeps its stub object as the obs
     traj = [{"call": "x", "obs": {"other": 1}}]
     calls = [{"call": "ras.stats", "args": {"image_path": "placeholder"}}]
@@ -151,7 +151,7 @@ def test_loop_bind_and_features(ctx, tmp_path):
     # M[2,0] = 3, M[0,3] = 1
     assert [r["last_obs"]["pixel_values"]["1"] for r in res] == [3, 1]
     assert res[0]["item"]["properties"]["pixel_row"] == 2
-    # issue 17: called as a tool, a string loop_over is refused as the benchmark's list-typed
+    # benchmark parity: called as a tool, a string loop_over is refused as the benchmark's list-typed
     # MCP schema refuses it
     with pytest.raises(ToolInputError) as ei:
         call_tool("tool.loop", {"calls": calls, "loop_over": ref, "trajectory": traj}, ctx)
@@ -159,7 +159,7 @@ def test_loop_bind_and_features(ctx, tmp_path):
 
 
 def test_loop_errors(ctx):
-    # issue 17: a failing nested call leaves the benchmark's stub object, the loop goes on
+    # benchmark parity: a failing nested call leaves the benchmark's stub object, the loop goes on
     res = call_tool("tool.loop", {"calls": [{"call": "calc.add",
                                              "args": {"a": "<item.zz>", "b": 1}}],
                                   "loop_over": [{"x": 1}, {"zz": 2}]}, ctx)

@@ -57,7 +57,7 @@ def test_gt_mode_remaps_by_label(tmp_path):
     cnt = call_tool("ras.count_pixels", {"mask_path": obs["mask_path"], "classes": [1, 2, 3]}, ctx)
     assert cnt["counts"] == {"1": 2, "2": 3, "3": 1} and cnt["total"] == 6
     # xBD's "destroyed = 4" is a stale index on the tool's 0-3 mask: the benchmark counts it 0
-    # (issue 17; QC tool.absent_class tells the author)
+    # (benchmark parity; QC tool.absent_class tells the author)
     assert call_tool("ras.count_pixels", {"mask_path": obs["mask_path"], "classes": [4]},
                      ctx)["counts"] == {"4": 0}
 

@@ -51,7 +51,7 @@ def test_world_to_pixel_loop_and_filters(ctx):
     assert w["features"][0]["properties"]["pixel_size_m"] == 0.8
     assert w["features"][0]["properties"]["utm_x"] == pytest.approx(500015, abs=1e-3)
     loop = call_tool("tool.loop", {
-        # issue 17: called as a tool, tool.loop takes a list (the benchmark's MCP schema
+        # benchmark parity: called as a tool, tool.loop takes a list (the benchmark's MCP schema
         # refuses a reference string; only gold replay expands one)
         "loop_over": w["features"],
         "trajectory": [{"obs": w}],

@@ -36,21 +36,21 @@ def test_count_pixels(ctx):
 
 
 def test_count_pixels_absent_class(ctx):
-    # issue 17: the benchmark counts an absent class as 0 (analysis.py:ras_count_pixels); it
+    # benchmark parity: the benchmark counts an absent class as 0 (analysis.py:ras_count_pixels); it
     # used to raise ClassIndexError. Classes 4 and 7 are not in M -> 0; total = 3 + 0 + 0.
     obs = call_tool("ras.count_pixels", {"mask_path": "m.png", "classes": [1, 4, 7]}, ctx)
     assert obs["counts"] == {"1": 3, "4": 0, "7": 0} and obs["total"] == 3
 
 
 def test_count_pixels_errors(ctx, tmp_path):
-    # issue 17: a missing mask is the benchmark's empty result (_tool_guard on
+    # benchmark parity: a missing mask is the benchmark's empty result (_tool_guard on
     # FileNotFoundError), not an error; a path outside the data roots still is one
     obs = call_tool("ras.count_pixels", {"mask_path": "nope.png", "classes": [1]}, ctx)
     assert obs["count"] == 0 and "counts" not in obs and obs["mask_path"] == "nope.png"
     with pytest.raises(ToolInputError) as ei:
         call_tool("ras.count_pixels", {"mask_path": "/etc/passwd", "classes": [1]}, ctx)
     assert ei.value.argument == "mask_path"
-    # issue 17: an empty class list and an RGB image are not refused by the benchmark: {} / 0,
+    # benchmark parity: an empty class list and an RGB image are not refused by the benchmark: {} / 0,
     # and every band is compared (imread reads H x W x 3): 4 pixels x 3 bands = 12 samples,
     # of which the red pixel's two zero bands and the 3 black pixels' 9 -> 11 zeros, 1 x 255
     assert call_tool("ras.count_pixels", {"mask_path": "m.png", "classes": []},
@@ -69,7 +69,7 @@ def test_area(ctx, tmp_path):
     assert obs == {"tool": "ras.area", "area_m2": 0.75, "pixel_count": 3, "pixel_size_m": 0.5}
     obs = call_tool("ras.area", {"mask_path": "m.png", "pixel_size_m": 0.5}, ctx)
     assert (obs["pixel_count"], obs["area_m2"]) == (9, 2.25)
-    # issue 17: the georeferencing is never read (calculate.py:ras_area): a 2 m GeoTIFF with
+    # benchmark parity: the georeferencing is never read (calculate.py:ras_area): a 2 m GeoTIFF with
     # pixel_size_m 0.5 still gives 9 px * 0.25 = 2.25 m2
     write_tif(tmp_path / "data" / "m.tif", M, res=2.0)
     obs = call_tool("ras.area", {"mask_path": "m.tif", "pixel_size_m": 0.5}, ctx)
@@ -83,7 +83,7 @@ def test_area_errors(ctx):
     assert ei.value.argument == "pixel_size_m"
     with pytest.raises(ToolInputError):
         call_tool("ras.area", {"mask_path": "m.png"}, ctx)
-    # issue 17: a negative size is squared (9 px * 1 = 9.0) and an absent class is 0, as there
+    # benchmark parity: a negative size is squared (9 px * 1 = 9.0) and an absent class is 0, as there
     assert call_tool("ras.area", {"mask_path": "m.png", "pixel_size_m": -1}, ctx)["area_m2"] == 9.0
     assert call_tool("ras.area", {"mask_path": "m.png", "pixel_size_m": 1, "classes": [9]},
                      ctx)["pixel_count"] == 0
@@ -103,7 +103,7 @@ def test_threshold(ctx, tmp_path):
     obs2 = call_tool("ras.threshold", {"image_path": "f.tif", "threshold": 2, "op": "<",
                                        "true_value": 1}, ctx)
     assert obs2["selected_pixels"] == 1  # only the 1
-    # the binary mask holds {0, 255}: class 1 counts 0 (issue 17: no ClassIndexError)
+    # the binary mask holds {0, 255}: class 1 counts 0 (benchmark parity: no ClassIndexError)
     assert call_tool("ras.count_pixels", {"mask_path": obs["mask_path"], "classes": [255]},
                      ctx)["total"] == 4
     assert call_tool("ras.count_pixels", {"mask_path": obs["mask_path"], "classes": [1]},
@@ -117,7 +117,7 @@ def test_threshold_errors(ctx):
     with pytest.raises(ToolInputError) as ei:
         call_tool("ras.threshold", {"image_path": "m.png", "threshold": 1, "band": 2}, ctx)
     assert ei.value.argument == "band"
-    # issue 17: true_value is cast to uint8 as the benchmark does (300 -> 44); a false_value
+    # benchmark parity: true_value is cast to uint8 as the benchmark does (300 -> 44); a false_value
     # outside 0..255 cannot be the uint8 nodata and fails there too
     obs = call_tool("ras.threshold", {"image_path": "m.png", "threshold": 1, "true_value": 300},
                     ctx)
@@ -142,7 +142,7 @@ def test_compose_multiclass(ctx, tmp_path):
     assert out.tolist() == [[3, 7, 0], [0, 0, 0], [0, 0, 7]] and nodata == 0
     assert obs["classes"] == {"0": "background", "3": "building_total_damage", "7": "tree_fallen"}
     assert obs["class_values"] == [3, 7] and obs["mask_path"].endswith(".tif")
-    # class 7 covers 2 px; class 5 is absent and counts 0 (issue 17: no ClassIndexError)
+    # class 7 covers 2 px; class 5 is absent and counts 0 (benchmark parity: no ClassIndexError)
     assert call_tool("ras.count_pixels", {"mask_path": obs["mask_path"], "classes": [7]},
                      ctx)["total"] == 2
     assert call_tool("ras.count_pixels", {"mask_path": obs["mask_path"], "classes": [5]},
@@ -156,7 +156,7 @@ def test_compose_multiclass_errors(ctx, tmp_path):
         call_tool("mask.compose_multiclass", {"mask_paths": ["a.png"], "class_values": [1, 2]}, ctx)
     with pytest.raises(ToolInputError):
         call_tool("mask.compose_multiclass", {"mask_paths": [], "class_values": []}, ctx)
-    # issue 17: M holds 1, 2, 3, 255 (not binary); the benchmark takes every value > 0: 9 px
+    # benchmark parity: M holds 1, 2, 3, 255 (not binary); the benchmark takes every value > 0: 9 px
     obs = call_tool("mask.compose_multiclass", {"mask_paths": ["m.png"], "class_values": [1]}, ctx)
     assert int((read(ctx, obs["mask_path"])[0] == 1).sum()) == 9
     with pytest.raises(ToolInputError):
@@ -186,7 +186,7 @@ def test_vectorize_pixel_space(ctx, tmp_path):
     from shapely.geometry import shape
     bounds = sorted(shape(f["geometry"]).bounds for f in doc["features"])
     assert bounds == [(0.0, 0.0, 2.0, 2.0), (3.0, 4.0, 5.0, 5.0)]  # x = col, y = row
-    # issue 17: without a pixel size the benchmark stores area_m2 0 per polygon, so the total
+    # benchmark parity: without a pixel size the benchmark stores area_m2 0 per polygon, so the total
     # is 0.0, not null (analysis.py:_vectorize_mask_to_gdf)
     obs = call_tool("ras.vectorize", {"mask_path": "v.png", "classes": [2, 3]}, ctx)
     assert obs["count"] == 3 and obs["total_pixels"] == 7 and obs["total_area_m2"] == 0.0
@@ -204,7 +204,7 @@ def test_vectorize_georeferenced(ctx, tmp_path):
 def test_vectorize_diagonal_is_two_regions_and_errors(ctx, tmp_path):
     write_png(tmp_path / "data" / "d.png", np.array([[1, 0], [0, 1]], np.uint8))
     assert call_tool("ras.vectorize", {"mask_path": "d.png", "classes": [1]}, ctx)["count"] == 2
-    # issue 17: an absent class gives 0 polygons and a null total area, as the benchmark does
+    # benchmark parity: an absent class gives 0 polygons and a null total area, as the benchmark does
     obs = call_tool("ras.vectorize", {"mask_path": "d.png", "classes": [255]}, ctx)
     assert (obs["count"], obs["total_pixels"], obs["total_area_m2"]) == (0, 0, None)
     # a missing mask: the benchmark's explicit "zero features" answer, not an error

@@ -72,7 +72,7 @@ def test_extract_evidence_timeline_loop_and_errors(ctx):
         [("t1", 2), ("t2", 5), ("t3", 3)]
     assert obs["peak_timestamp"] == "t2" and obs["trend"] == "expand_then_recede"
     assert obs["total_evidence_items"] == 3  # the empty mask is left out by default
-    # the benchmark writes step_index as a string in errors (issue 17)
+    # the benchmark writes step_index as a string in errors
     assert obs["errors"] == [{"step_index": "2", "source_key": "mask_path",
                               "path": "missing_mask.png", "error": "file_not_found"}]
     assert obs["tool_rollup"]["seg.flood"]["mask_count"] == 3
@@ -95,7 +95,7 @@ def test_trend_labels():
 
 
 def test_extract_evidence_timestamp_only_from_keys_and_validates(ctx):
-    # issue 17: the benchmark takes timestamps from source keys (mask_paths.t3) or a loop
+    # benchmark parity: the benchmark takes timestamps from source keys (mask_paths.t3) or a loop
     # item, never from a step's file name: no timeline here
     obs = call_tool("report.extract_evidence",
                     {"trajectory": [{"obs": {"output_mask_path": "flood_t3.png"}}]}, ctx)

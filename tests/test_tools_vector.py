@@ -54,7 +54,7 @@ def test_buffer_geographic_in_utm(ctx):
 
 def test_buffer_errors_and_empty(ctx):
     d = data(ctx)
-    # issue 17: a file that does not exist is an empty layer, as the benchmark's
+    # benchmark parity: a file that does not exist is an empty layer, as the benchmark's
     # _read_vector_no_default_crs makes it (QC manifest.file_missing flags the step)
     obs = call_tool("vec.buffer", {"vector_path": "none.geojson", "meter": 1}, ctx)
     assert obs["buffer_path"] is None
@@ -101,7 +101,7 @@ def test_intersect_georeferenced_and_frame_mix(ctx):
     assert obs["intersection_area_px2"] == pytest.approx(5.0)
     write_geojson(d / "pix.geojson", [{"geometry": box(0, 0, 1, 1)}])
     # a pixel-space layer with a UTM one is no longer refused: the benchmark overlays the raw
-    # coordinates (analysis.py:vec_intersect, issue 17), finds nothing and, without a pixel
+    # coordinates (analysis.py:vec_intersect), finds nothing and, without a pixel
     # size, reports a null m2 area; QC flags the step (vec_mixed_frames)
     obs = call_tool("vec.intersect", {"vector_a_path": "a.geojson", "vector_b_path": "pix.geojson"},
                     ctx)

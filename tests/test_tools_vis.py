@@ -1,5 +1,5 @@
 """vis.* tools: sizes, hand-computed pixels and statistics, and byte-identical PNGs across two
-runs in two work dirs. The tools follow the benchmark's dora/tools/vis.py (issue 17): inputs they
+runs in two work dirs. The tools follow the benchmark's dora/tools/vis.py: inputs they
 used to refuse (alpha outside 0..1, markers without position, negative pie data, mismatched
 panel labels, a missing report image, a zero bandwidth) now give the benchmark's observation, and
 QC flags them (annotation/qc/tool_parity.py); the tests below say so where an old refusal was."""

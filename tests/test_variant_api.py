@@ -1,4 +1,4 @@
-"""Making a robustness variant from the task page (issue 21, item 5 "the same from the task page"):
+"""Making a robustness variant from the task page:
 ``POST /api/tasks/<id>/variants/`` (annotation.api_variants, the serializer the command's options
 go through too), the task page's block, and the form in a real browser.
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_review_workflow import joplin, people  # noqa: F401  (fixtures)
-from test_variants import approved_t2  # noqa: F401  (fixture)
 
 from annotation.models import Task, TaskVariant
 

@@ -1,4 +1,4 @@
-"""Robustness variants served over MCP (issue 21, item 2): ``replay.variant_tools`` through
+"""Robustness variants served over MCP: ``replay.variant_tools`` through
 ``replay.mcp_server.build_server`` and ``manage.py mcp_serve``, driven with the MCP client of
 tests/test_mcp.py.
 
@@ -15,7 +15,8 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from test_mcp import FLORENCE, GT_COUNTS, POST, PRE, _run, make_task, obs_of, subprocess_env
+from support.florence import FLORENCE, POST, PRE
+from support.mcp import GT_COUNTS, make_task, obs_of, run_async, subprocess_env
 
 from annotation.models import Task
 from annotation.services.variants import create_variant
@@ -45,7 +46,7 @@ def listed(server) -> dict:
         async with Client(server) as client:
             out["tools"] = [t for t in (await client.list_tools()).tools]
 
-    _run(main)
+    run_async(main)
     return out["tools"]
 
 
@@ -68,7 +69,7 @@ def test_extraneous_variant_lists_its_distractors_and_they_answer_inert():
             out["count"] = await client.call_tool("ras_count_pixels", {"mask_path": obs_of(seg)["mask_path"],
                                                                        "classes": [2, 3]})
 
-    _run(main)
+    run_async(main)
     names = [t.name for t in out["tools"]]
     by_name = {t.name: t for t in out["tools"]}
     registry = all_tools()
@@ -118,7 +119,7 @@ def test_broken_variant_fails_every_call_and_its_alternative_computes_the_origin
                 "loop_over": [{"i": 1}]})
             await client.call_tool(SUBMIT_TOOL, {"answer": GOLD_ANSWER})
 
-    _run(main)
+    run_async(main)
     names = [t.name for t in out["tools"]]
     assert len(names) == len(all_tools()) + 2  # the alternative and the studio's submit tool
     # the alternative follows the broken tool, with its description and schema (retitled)
@@ -169,7 +170,7 @@ def test_unsolvable_tool_removal_variant_does_not_list_the_removed_tool():
                 "calls": [{"call": "ras_count_pixels", "args": {"mask_path": "x.png", "classes": [2]}}],
                 "loop_over": [{"i": 1}]})
 
-    _run(main)
+    run_async(main)
     assert out["tools"] == {s.alias for s in all_tools().values()} - {"ras_count_pixels"}
     assert out["call"].is_error and "ras_count_pixels" in out["call"].content[0].text
     assert out["loop"].is_error and "unknown tool" in out["loop"].content[0].text
@@ -192,6 +193,6 @@ def test_mcp_serve_over_stdio_serves_the_variant_tool_set(tmp_path):
                 out["tools"] = {t.name for t in (await client.list_tools()).tools}
                 out["div"] = await client.call_tool("calc_div", {"a": 3, "b": 4})
 
-    _run(main)
+    run_async(main)
     assert "ras_count_pixels" not in out["tools"] and len(out["tools"]) == len(all_tools()) - 1
     assert obs_of(out["div"])["ratio"] == 0.75  # 3 / 4, the other tools answer as ever

@@ -1,7 +1,7 @@
-"""The review path of robustness variants (issue 21): each kind goes through gold replay → QC →
+"""The review path of robustness variants: each kind goes through gold replay → QC →
 review → approval, by the services and through the API.
 
-The base task is a Florence benchmark-layout task (test_replay_recorded.benchmark_task_file: a
+The base task is a Florence benchmark-layout task (support.replay.benchmark_task_file: a
 perception step on the pre/post images, then ras.grid_windows on the damage mask, vis.add_map_elements
 and vis.pie_chart), imported and approved. The rule for an unsolvable variant's gold replay
 (annotation.variants.unsolvable_block): the base plan runs up to the first step that needs what the
@@ -14,37 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_replay_recorded import benchmark_task_file, florence, run_cmd  # noqa: F401  (fixtures)
-from test_review_workflow import people  # noqa: F401  (fixture)
-
-VARIANTS = [
-    ("extraneous", {"n": 2, "seed": 1}, None),
-    ("broken", {"step": 1}, None),
-    ("unsolvable", {"strategy": "tool_removal"}, (3, "vis.pie_chart", "vis.pie_chart is removed")),
-    ("unsolvable", {"strategy": "information_missing"},
-     (0, "seg.building_damage", "hurricane-florence_00000018_post_original.png is missing from")),
-    ("unsolvable", {"strategy": "visual_inaccessible"},
-     (0, "seg.building_damage", "hurricane-florence_00000018_post_original.png is unreadable in")),
-    ("unsolvable", {"strategy": "contradictory_constraints", "constraint": "Use no imagery at all."}, None),
-]
-
-
-@pytest.fixture
-def approved_florence(florence, people, tmp_path):
-    from django.contrib.auth import get_user_model
-
-    from annotation.models import Task
-    from annotation.services.tasks import save_revision
-
-    run_cmd("import_tasks", str(benchmark_task_file(tmp_path)), "--event", florence.slug)
-    task = Task.objects.get(question_id="flo_0003_task0")
-    spec = [{**task.head.answer_spec[0], "source": "<count> from trajectory[1].obs"}]
-    save_revision(get_user_model().objects.get(username="root"), task, expected_version=task.version,
-                  content={"answer_spec": spec}, message="gold: the window count")
-    # setup shortcut: the base task's own review is test_review_workflow's subject
-    Task.objects.filter(pk=task.pk).update(status=Task.Status.APPROVED)
-    task.refresh_from_db()
-    return task
+from support.replay import VARIANTS
 
 
 def _check_gold_replay(run, kind, blocked):

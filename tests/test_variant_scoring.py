@@ -1,4 +1,4 @@
-"""Robustness outcomes of runs on variant tasks (issue 21, item 3): decided by rule at import,
+"""Robustness outcomes of runs on variant tasks: decided by rule at import,
 stored on ``RunRecord.robustness``, shown on the record and run pages and in the leaderboard's
 robustness section.
 
@@ -13,9 +13,10 @@ import json
 
 import pytest
 
-from test_judging_support import judge_config, judge_server, perms, run_a  # noqa: F401  (fixtures)
 
 from evaluation.robustness import JUDGE_NEEDED, answer_ok, judge_case, record_robustness, robustness_table
+from support.florence import FLORENCE
+from support.mcp import GT_COUNTS, make_task
 
 EXT = {"kind": "extraneous", "params": {"n": 2, "seed": 0},
        "tools": {"removed": [], "broken": None, "distractors": [
@@ -109,7 +110,6 @@ def test_robustness_table_per_kind():
 
 @pytest.fixture
 def florence_variants(db):
-    from test_mcp import FLORENCE, make_task
 
     from annotation.models import Task
     from annotation.services.variants import create_variant
@@ -145,7 +145,6 @@ def write_run(folder, records):
 
 
 def test_imported_runs_store_the_rule_outcome_and_the_pages_show_it(florence_variants, tmp_path, client):
-    from test_mcp import GT_COUNTS
 
     from evaluation.services import import_run_dir
 

@@ -1,4 +1,4 @@
-"""Robustness variants (issue 21): making them from a task's content, and the rule scorers.
+"""Robustness variants: making them from a task's content, and the rule scorers.
 
 Expected values are worked out by hand from the definitions of the planning benchmark (seed 001,
 §3.1 and Appendix B.4, C.4–C.6) as the module docstrings restate them.
@@ -6,8 +6,6 @@ Expected values are worked out by hand from the definitions of the planning benc
 from __future__ import annotations
 
 import pytest
-
-from test_review_workflow import joplin, people  # noqa: F401  (fixtures)
 
 from annotation.variants import (
     EXTRANEOUS_LEVELS, REFUSAL, VariantError, broken_variant, extraneous_variant, gold_tools, inert_observation,
@@ -37,6 +35,12 @@ TOOLS = {
     "ras.area": {"description": "Area in m2 of mask classes.", "server": "Calculate", "params": []},
     "ras.count_pixels_v2": {"description": "an existing tool", "params": []},  # a real name: never a distractor
 }
+
+
+@pytest.fixture
+def joplin(joplin_once):
+    """The Joplin vectors, imported once for this module (support.joplin.joplin_once)."""
+    return joplin_once
 
 
 def test_gold_tools_in_first_use_order_with_loop_calls():
@@ -166,23 +170,6 @@ def test_refusal_text():
 
 
 # ---- the service and the command, on the Joplin T2 task of test_review_workflow -------------------
-
-@pytest.fixture
-def approved_t2(joplin, people):
-    from annotation.models import Task
-    from annotation.services import tasks as task_services
-    from test_review_workflow import T2_ANSWER, T2_QUESTION, T2_TRAJECTORY
-
-    layers = {l.file_name: l.pk for l in joplin.layers.all()}
-    content = {"question": T2_QUESTION, "task_category": "spatial_relation", "task_category_code": "T2",
-               "disaster_type": "tornado", "trajectory": T2_TRAJECTORY, "answer_spec": T2_ANSWER,
-               "input_data": task_services.build_input_data(joplin, {"damage_data": layers["damage.geojson"],
-                                                                     "building_data": layers["bldg_polys.geojson"]})}
-    task = task_services.create_task(people["ada"], joplin, dimension="t2", content=content)
-    # setup shortcut: the review cycle (replay, submit, approve) is test_review_workflow's subject
-    Task.objects.filter(pk=task.pk).update(status=Task.Status.APPROVED)
-    task.refresh_from_db()
-    return task
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Parity (issue 17): input formats that cannot hold a float32 result, and non-finite numbers in
+"""Parity: input formats that cannot hold a float32 result, and non-finite numbers in
 observations.
 
 Expected values are worked out by hand from the benchmark's documented behaviour

@@ -1,5 +1,5 @@
 """Parity of calc.*, logi.*, tool.reduce, tool.loop, tool.chart_data and report.extract_evidence
-with the benchmark's tools (issue 17), and the integrity of the family's quirks list.
+with the benchmark's tools, and the integrity of the family's quirks list.
 
 Expected values are worked out by hand in comments from the benchmark's code
 (``dora/tools/calculate.py`` and ``model.py`` @7b969887, ``analysis.py`` @2b24be70) or taken

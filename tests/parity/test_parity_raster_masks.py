@@ -1,4 +1,4 @@
-"""Parity of the mask and raster tools with the benchmark's (issue 17).
+"""Parity of the mask and raster tools with the benchmark's.
 
 ras.count_pixels, ras.area, ras.threshold, mask.compose_multiclass, ras.vectorize, ras.stats,
 ras.sample_point(s), ras.clip, ras.concat, ras.grid_windows, ras.diff. Each expected value is

@@ -1,5 +1,5 @@
 """Parity of ras.slope, ras.hillshade, ras.reproject, ras.resample, ras.focal_stats with the
-benchmark's tools (issue 17; ``dora/tools/analysis.py`` @2b24be70).
+benchmark's tools (``dora/tools/analysis.py`` @2b24be70).
 
 The benchmark's terrain tools take ``np.gradient`` (second-order central differences inside,
 one-sided on the border) of the float32 DEM with the pixel size |a|, |e| in CRS units; values

@@ -1,4 +1,4 @@
-"""Parity of tool.loop with the benchmark's loop (issue 17; dora/tools/analysis.py:tool_loop at
+"""Parity of tool.loop with the benchmark's loop (dora/tools/analysis.py:tool_loop at
 2b24be7033a8f66dea6f557bf9861e927ee5d113), called as a tool (the MCP schema: lists) and as gold
 replay calls it (the direct call, which also takes a string loop_over).
 

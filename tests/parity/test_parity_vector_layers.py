@@ -1,4 +1,4 @@
-"""Parity of the vector-layer tools with the benchmark's (issue 17, dora/tools/analysis.py at
+"""Parity of the vector-layer tools with the benchmark's (dora/tools/analysis.py at
 2b24be7033a8f66dea6f557bf9861e927ee5d113): vec.buffer, kbuffer, intersect, filter_by_attribute,
 connected_components, max_polygon, centroid, pixel_to_world, length, perimeter, filter_by_area,
 filter_by_distance, nearest, clip, raster_stats, convex_hull, voronoi, dissolve, simplify,

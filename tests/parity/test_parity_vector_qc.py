@@ -1,4 +1,4 @@
-"""The vec.* quirks list and the QC checks that guard former tool refusals (issue 17): each
+"""The vec.* quirks list and the QC checks that guard former tool refusals: each
 check fires on the input the tool used to refuse and stays quiet on the sound variant; every
 quirk names a benchmark function and an existing check."""
 import re

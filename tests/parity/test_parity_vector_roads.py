@@ -1,4 +1,4 @@
-"""Parity of the road-graph tools with the benchmark's (issue 17): vec.road_centerline_extraction,
+"""Parity of the road-graph tools with the benchmark's: vec.road_centerline_extraction,
 vec.build_graph, vec.graph_shortest_path, vec.repair_min_edges.
 
 The masks are 1-pixel-wide roads (≥ 32 px, away from the border): the benchmark's pipeline

@@ -1,4 +1,4 @@
-"""Issue 18 item 6: the judge as a background job everywhere — starting a job never blocks the
+"""The judge as a background job everywhere — starting a job never blocks the
 request (the embedded default runs it in a thread), the job page follows it, failed jobs look
 failed with their first error, and a configuration can be tested with one tiny request."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from evaluation import services_judge
 from evaluation.models import JudgeJob, Verdict
-from test_judging_support import GOOD, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import GOOD
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""Issue 18 in a real browser (Debian Chromium through Playwright), walked as the people who do it:
+"""Scoring records in a real browser (Debian Chromium through Playwright), walked as the people who do it:
 a scorer deciding a record on its page without reading JSON (answer field by field, steps aligned
 by tool, the one verdict form, blind until final), a maintainer refused the adjudication of a
 record she scored, a maintainer uploading a run (scored in the background, a failed import styled
@@ -20,12 +20,12 @@ import pytest
 from conftest import SCORING_EXAMPLES
 from evaluation.models import AgentRun, JudgeJob, Verdict
 from evaluation.services import submit_human_verdict
-from test_judging_support import GOOD, flags, judge_config, judge_server, perms, run_a  # noqa: F401
+from support.judging import GOOD, flags
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
-    pytest.mark.urls("test_judging_support"),
+    pytest.mark.urls("support.judging"),
 ]
 
 

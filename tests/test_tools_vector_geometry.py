@@ -29,7 +29,7 @@ def layer(ctx, name):
 
 # Road graphs (vec.road_centerline_extraction, vec.build_graph, vec.graph_shortest_path,
 # vec.repair_min_edges) are tested in tests/parity/test_parity_vector_roads.py against the
-# benchmark's own graph (issue 17): the studio's former graph (junction clusters, geodesic
+# benchmark's own graph: the studio's former graph (junction clusters, geodesic
 # OSM edges, road_class) is gone, so its tests were rewritten there for the benchmark's rules.
 
 
@@ -43,7 +43,7 @@ def test_convex_hull_pixel_and_projected(ctx):
         {"geometry": Point(0, 3), "properties": {"pixel_size_m": 0.5}},
         {"geometry": Point(2, 1), "properties": {"pixel_size_m": 0.5}}])  # interior point
     obs = call_tool("vec.convex_hull", {"vector_path": "pts.geojson"}, ctx)
-    # the benchmark (analysis.py:vec_convex_hull, issue 17) reads a GeoJSON without crs as
+    # the benchmark (analysis.py:vec_convex_hull) reads a GeoJSON without crs as
     # EPSG:4326, a geographic CRS, so area_m2 is 0.0 whatever the pixel size; the 4 x 3
     # rectangle's exterior has 5 coordinates (closing point counted)
     assert obs["vertex_count"] == 5 and obs["area_m2"] == 0.0

@@ -1,4 +1,4 @@
-"""The map geometry of polygon and point answers (issue 18, item 1): the polygons the evaluator's
+"""The map geometry of polygon and point answers: the polygons the evaluator's
 ``polygon_iou`` compares, read the same way (path resolution, largest polygon, the gold's
 ``dora_grid`` for a pixel prediction), brought to lon/lat; points as the operator takes them.
 

@@ -1,4 +1,4 @@
-"""Issue 18 and issue 15 promise 1: scoring built for the people doing it.
+"""Scoring built for the people doing it.
 
 * the answer field by field (gold, prediction as the evaluator parses it, pass rule, reason);
 * trajectories aligned by tool along the LCS the In-Order metric (T-ORD) uses;
@@ -22,9 +22,9 @@ from evaluation.scoring.trajectory import align_by_tool, lcs_length
 from evaluation.errors import NotBlind
 from evaluation.services import VerdictLocked, submit_human_verdict
 from evaluation.services_adjudication import adjudicate
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 # ----------------------------------------------------------------------------- field by field
@@ -140,7 +140,7 @@ def test_blind_until_final_then_no_change(rec, make_user, client):
 
 @pytest.mark.django_db
 def test_a_verdict_posted_final_by_default_cannot_be_posted_again(rec, make_user, client):
-    # issue 15: "The same person can then post again (201, a second verdict)" — no longer
+    # the attack once found: "The same person can then post again (201, a second verdict)" — no longer
     client.force_login(make_user("sam", "scorer"))
     assert _post(client, rec, True).status_code == 201
     assert client.post(f"/api/records/{rec.pk}/verdicts/", {"errors": flags(), "grade": 0.2},
@@ -236,7 +236,7 @@ def test_leaderboard_withholds_small_n_intervals_and_explains_abbreviations(clie
     from evaluation.services_leaderboard import compute_bootstrap
 
     client.force_login(maintainer)
-    assert "computing…" in client.get("/leaderboard/").content.decode()  # queued in the background (issue 16)
+    assert "computing…" in client.get("/leaderboard/").content.decode()  # queued in the background
     compute_bootstrap()  # what the background task runs
     html = client.get("/leaderboard/").content.decode()
     table = html[html.index('id="bootstrap-table"'):html.index("</table>", html.index('id="bootstrap-table"'))]

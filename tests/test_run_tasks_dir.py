@@ -1,9 +1,9 @@
 """A run scored against a separate tasks folder (``import_runs --tasks-dir``) keeps that folder
 (``AgentRun.gold_dir``), so its gold polygon files are found again when a scorer opens a record
-(issue 18 item 1: both geometries on the map), though they lie neither under the run folder nor
+(both geometries on the map), though they lie neither under the run folder nor
 under a studio replay's artifacts.
 
-Hand-worked geometry (as tests/test_h18_geometry.py): the gold square is cols/rows 10..30 on the
+Hand-worked geometry (as tests/test_answer_map_geometry.py): the gold square is cols/rows 10..30 on the
 grid x = 0.5·col + 500000, y = −0.5·row + 4000000 (EPSG:32633), the prediction cols 12..32 in
 pixels; both exist, so the map gets two features and no "not found" note.
 """
@@ -17,7 +17,6 @@ import pytest
 from evaluation.models import AgentRun, RunRecord
 from evaluation.selectors import polygon_roots, record_evidence
 from evaluation.services import import_run_dir
-from test_judging_support import perms, run_a  # noqa: F401
 
 SCORING_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "scoring-examples"
 GRID = {"transform": [0.5, 0, 500000, 0, -0.5, 4000000], "crs": "EPSG:32633"}

@@ -1,4 +1,4 @@
-"""The record API shows field by field what the record page shows (issue 18, item 2): gold,
+"""The record API shows field by field what the record page shows: gold,
 prediction as the evaluator parses it, raw text, type, tolerance, score, verdict and reason, the
 steps aligned by tool and the map geometry, from the one selector the page uses
 (:func:`evaluation.selectors.record_evidence`).
@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 from evaluation.models import RunRecord
-from test_judging_support import perms, run_a  # noqa: F401
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Blind until final, in the queue too (issue 18, item 3): a person who was shown other people's
+"""Blind until final, in the queue too: a person who was shown other people's
 verdicts of a record — on the record page or API once they became visible to them, or on the
 adjudication page — cannot then score that record blind in the queue. The queue skips it, and a
 direct claim (API ``item``, or opening a held item's page) is refused with the reason.
@@ -14,9 +14,9 @@ from evaluation.models import ScoringItem, VerdictsSeen
 from evaluation.services_queue import (
     QueueError, claim_item, claim_next, enqueue_run, note_verdicts_seen, submit_item,
 )
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import flags
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Scoring after a zip upload never runs in the request (issue 18, item 4): the upload stores the
+"""Scoring after a zip upload never runs in the request: the upload stores the
 zip and starts a background job (evaluation.background, here the in-process "inline" runner
 started as the request's on-commit hook starts it); the runs page and the API show its progress,
 result or first error (styled failed), and a crashed job is re-run from its stored zip.
@@ -15,10 +15,9 @@ import pytest
 
 from evaluation import services
 from evaluation.models import AgentRun, RunImportJob
-from test_h18_queue import TASKS, _zip
-from test_judging_support import perms  # noqa: F401
+from support.judging import TASKS, run_zip
 
-pytestmark = pytest.mark.urls("test_judging_support")
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.fixture
@@ -28,7 +27,7 @@ def inline(settings):
 
 def _upload(client, capture, name="qwen_AP", **extra):
     with capture() as after_commit:
-        r = client.post("/runs/", {"archive": _zip(name), "agent": "qwen", **extra})
+        r = client.post("/runs/", {"archive": run_zip(name), "agent": "qwen", **extra})
     assert r.status_code == 302, r.content.decode()[:2000]
     job = RunImportJob.objects.order_by("-id").first()
     assert job.status == "queued" and Path(job.archive).is_file()

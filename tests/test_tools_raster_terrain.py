@@ -1,7 +1,7 @@
 """ras.slope / ras.hillshade / ras.reproject / ras.resample / ras.focal_stats.
 
-Expected values are worked out by hand in the comments from the benchmark's method (issue 17:
-``np.gradient`` central differences with the pixel size in CRS units, ``analysis.py:ras_slope``
+Expected values are worked out by hand in the comments from the benchmark's method
+(``np.gradient`` central differences with the pixel size in CRS units, ``analysis.py:ras_slope``
 / ``ras_hillshade``; scipy ``mode="nearest"`` windows, ``ras_focal_stats``); the real-data test
 checks the slope of the SRTM tile N10W110, degrees used as metres, by hand.
 """
@@ -64,7 +64,7 @@ def test_slope_nodata_window(ctx):
     write_tif(data(ctx) / "hole.tif", z, res=1.0, nodata=-1)
     obs = call_tool("ras.slope", {"dem_path": "hole.tif"}, ctx)
     arr, _ = read(ctx, obs["slope_path"])
-    # quirk (issue 17): the nodata value -1 enters the differences like an elevation. Its four
+    # quirk: the nodata value -1 enters the differences like an elevation. Its four
     # neighbours see (0 - (-1))/2 = 0.5 -> atan(0.5) = 26.565 deg; the hole itself (0-0)/2 -> 0
     assert arr[2, 1] == pytest.approx(26.5651, abs=1e-3) and arr[1, 2] == pytest.approx(26.5651, abs=1e-3)
     assert arr[2, 2] == 0 and arr[0, 0] == 0
@@ -75,7 +75,7 @@ def test_slope_nodata_window(ctx):
 def test_slope_errors(ctx):
     ramp(ctx)
     write_png(data(ctx) / "flat.png", np.zeros((3, 3), np.uint8))
-    # issue 17: other units mean degrees and are echoed; a DEM without CRS has 1 unit per pixel
+    # benchmark parity: other units mean degrees and are echoed; a DEM without CRS has 1 unit per pixel
     obs = call_tool("ras.slope", {"dem_path": "ramp.tif", "units": "radians"}, ctx)
     assert obs["units"] == "radians" and obs["stats"]["max"] == pytest.approx(45.0, abs=1e-4)
     assert call_tool("ras.slope", {"dem_path": "flat.png"}, ctx)["stats"]["max"] == 0.0
@@ -99,7 +99,7 @@ def test_slope_real_srtm_degrees_as_metres(ctx):
     obs = call_tool("ras.slope", {"dem_path": "N10W110.hgt"}, ctx)
     arr, out = read(ctx, obs["slope_path"])
     assert out.crs.to_epsg() == 4326 and arr.shape == dem.shape
-    # quirk (issue 17): the benchmark divides by the pixel size in degrees (1/1200), as if it
+    # quirk: the benchmark divides by the pixel size in degrees (1/1200), as if it
     # were metres. Central differences by hand at interior pixels where the terrain is not flat
     rows, cols = np.nonzero(dem[1:-1, 1:-1] != 0)
     picks = list(zip(rows[::max(1, len(rows) // 5)] + 1, cols[::max(1, len(cols) // 5)] + 1))[:5]
@@ -122,7 +122,7 @@ def test_hillshade_flat_and_ramp(ctx):
     ramp(ctx)  # d/dcol = 1, d/drow = 0: slope 45 deg, aspect = atan2(-1, 0) = -90 deg
     obs = call_tool("ras.hillshade", {"dem_path": "ramp.tif"}, ctx)
     arr, _ = read(ctx, obs["hillshade_path"])
-    # benchmark formula (issue 17): A = 360 - 315 + 90 = 135 deg;
+    # benchmark formula: A = 360 - 315 + 90 = 135 deg;
     # 255 * (sin45 cos45 + cos45 sin45 cos(135 - (-90))) = 255 * (0.5 - 0.5 * 0.70711) = 37.34 -> 37
     assert arr[2, 2] == 37
     # azimuth 90: A = 360 deg, cos(360 + 90) = 0 -> 255 * 0.5 = 127.5 -> 127
@@ -134,7 +134,7 @@ def test_hillshade_flat_and_ramp(ctx):
 def test_hillshade_errors(ctx):
     ramp(ctx)
     write_tif(data(ctx) / "flat.tif", np.full((4, 4), 100, dtype=np.int16), res=5.0)
-    # issue 17: the benchmark does not bound the altitude: flat, 120 deg -> 255 * sin(120) = 220.8
+    # benchmark parity: the benchmark does not bound the altitude: flat, 120 deg -> 255 * sin(120) = 220.8
     obs = call_tool("ras.hillshade", {"dem_path": "flat.tif", "altitude": 120}, ctx)
     assert obs["stats"]["max"] == 220
     with pytest.raises(ToolInputError):
@@ -172,7 +172,7 @@ def test_reproject_errors(ctx):
     with pytest.raises(ToolInputError) as ei:
         call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:999999"}, ctx)
     assert ei.value.argument == "dst_crs"
-    # issue 17: an unknown resampling means bilinear in the benchmark, not an error
+    # benchmark parity: an unknown resampling means bilinear in the benchmark, not an error
     obs = call_tool("ras.reproject", {"raster_path": "u.tif", "dst_crs": "EPSG:4326",
                                       "resampling": "lanczos"}, ctx)
     assert obs["dst_crs"] == "EPSG:4326"
@@ -195,7 +195,7 @@ def test_resample_upsample_nearest(ctx):
 def test_resample_downsample_shape_and_errors(ctx):
     write_tif(data(ctx) / "z.tif", np.ones((10, 6), np.float32), res=1.0)
     obs = call_tool("ras.resample", {"raster_path": "z.tif", "target_pixel_size_m": 4.0}, ctx)
-    # benchmark (issue 17): scale 1/4, floor(10 * 0.25) = 2 rows, floor(6 * 0.25) = 1 column
+    # benchmark: scale 1/4, floor(10 * 0.25) = 2 rows, floor(6 * 0.25) = 1 column
     assert obs["shape"] == [2, 1]
     arr, _ = read(ctx, obs["output_path"])
     assert np.allclose(arr, 1.0)  # a constant stays constant
@@ -216,7 +216,7 @@ F = np.array([[1, 2, 3],
               [7, 8, 9]], dtype=np.float32)
 
 
-# corner (0,0) with scipy's "nearest" border (issue 17, the benchmark's windows): the window is
+# corner (0,0) with scipy's "nearest" border (benchmark parity: the benchmark's windows): the window is
 # [1,1,2 / 1,1,2 / 4,4,5]: sum 21, mean 21/9, min 1, max 5,
 # population std sqrt(69/9 - (21/9)^2) = sqrt(2.2222) = 1.4907
 @pytest.mark.parametrize("stat,centre,corner", [

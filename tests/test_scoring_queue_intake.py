@@ -1,6 +1,6 @@
-"""Issue 18 item 4: queues that explain themselves — a run imported (command line or a zip
+"""Queues that explain themselves — a run imported (command line or a zip
 uploaded on the runs page) queues a share of its records for human scoring; empty states say what
-to do and who can; "n of m" while scoring and a summary at the end. Item 8's protocol is read
+to do and who can; "n of m" while scoring and a summary at the end. A run's protocol is read
 from the benchmark's ``<model>_<MODE>`` folder name.
 
 Hand-worked: agent_a's run has 12 records; a share of 0.5 queues ceil(0.5·12) = 6 records, with 2
@@ -10,32 +10,15 @@ from __future__ import annotations
 
 import io
 import shutil
-import zipfile
 
 import pytest
 from django.core.management import call_command
 
-from conftest import SCORING_EXAMPLES
 from evaluation.models import AgentRun, ScoringItem
 from evaluation.services_queue import claim_next, submit_item
-from test_judging_support import flags, perms, run_a  # noqa: F401
+from support.judging import AGENT_A, TASKS, flags, run_zip
 
-pytestmark = pytest.mark.urls("test_judging_support")
-AGENT_A = SCORING_EXAMPLES / "runs" / "agent_a"
-TASKS = SCORING_EXAMPLES / "tasks"
-
-
-def _zip(folder_name: str, extra: dict | None = None) -> io.BytesIO:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for f in AGENT_A.rglob("*"):
-            if f.is_file():
-                zf.write(f, f"{folder_name}/{f.relative_to(AGENT_A)}")
-        for name, data in (extra or {}).items():
-            zf.writestr(name, data)
-    buf.seek(0)
-    buf.name = f"{folder_name}.zip"
-    return buf
+pytestmark = pytest.mark.urls("support.judging")
 
 
 @pytest.mark.django_db
@@ -77,7 +60,7 @@ def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_p
     page = client.get("/runs/").content.decode()
     assert 'id="run-upload-form"' in page and "No run imported yet. Upload a run folder above" in page
     with django_capture_on_commit_callbacks() as after_commit:
-        r = client.post("/runs/", {"archive": _zip("qwen_IF"), "agent": "qwen", "queue_share": "0.5", "queue_n": "1",
+        r = client.post("/runs/", {"archive": run_zip("qwen_IF"), "agent": "qwen", "queue_share": "0.5", "queue_n": "1",
                                    "scaffold": "ReWOO"})
     job = RunImportJob.objects.get()
     assert job.status == "queued" and not AgentRun.objects.exists()  # the request scored nothing
@@ -99,7 +82,7 @@ def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_p
 @pytest.mark.django_db
 def test_hostile_zips_are_refused_and_leave_nothing(client, maintainer, settings):
     client.force_login(maintainer)
-    evil = _zip("x_AP", {"x_AP/../../escape.jsonl": "{}"})
+    evil = run_zip("x_AP", {"x_AP/../../escape.jsonl": "{}"})
     r = client.post("/runs/", {"archive": evil, "agent": "x"})
     assert r.status_code == 400 and "entry &#x27;x_AP/../../escape.jsonl&#x27;: paths must stay inside the run folder" in r.content.decode()
     not_zip = io.BytesIO(b"this is not a zip")
@@ -107,7 +90,7 @@ def test_hostile_zips_are_refused_and_leave_nothing(client, maintainer, settings
     r = client.post("/runs/", {"archive": not_zip, "agent": "x"})
     assert r.status_code == 400 and "run.zip: not a zip archive" in r.content.decode()
     settings.STUDIO_RUN_UPLOAD_MAX_MB = 0.001  # about 1 kB: agent_a's files are larger
-    r = client.post("/runs/", {"archive": _zip("big"), "agent": "x"})
+    r = client.post("/runs/", {"archive": run_zip("big"), "agent": "x"})
     assert r.status_code == 400 and "unpacks to more than" in r.content.decode()
     assert not AgentRun.objects.exists()
     for folder in ("runs", "uploads"):  # refused before anything is stored
@@ -134,7 +117,7 @@ def test_n_of_m_and_a_summary_at_the_end(client, run_a, maintainer, make_user):
     enqueue_records(maintainer, ids, 1)  # 3 records, 1 slot each
     ana = make_user("ana", "scorer")
     client.force_login(ana)
-    r = client.post("/scoring/next/")  # claiming is a POST (issue 15: a GET claims nothing)
+    r = client.post("/scoring/next/")  # claiming is a POST (a GET claims nothing)
     page = client.get(r["Location"]).content.decode()
     assert 'id="queue-progress">item 1 of 3</span>' in page
     item = ScoringItem.objects.get(scorer=ana)

@@ -1,4 +1,4 @@
-"""Issue 18 item 8: the paper's other analyses — AP→IF deltas (Table 5) and per scaffold accuracy,
+"""The paper's other analyses — AP→IF deltas (Table 5) and per scaffold accuracy,
 T-EM, ParAcc and latency per task (Table 6). Hand-made runs; values worked out in the comments."""
 from __future__ import annotations
 

@@ -1,0 +1,25 @@
+"""Child processes of the crash-safety tests: a ``manage.py`` child on a :class:`conftest.ChildDatabase`
+(the test's committed rows) and the test's data root, so a test can kill it mid-job and look at
+what the database kept."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+from conftest import REPO, ChildDatabase
+
+
+def child_env(db: ChildDatabase, tmp_path: Path) -> dict:
+    """The environment of a ``manage.py`` child that works on ``db`` and this test's data root."""
+    return {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
+            "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
+            "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": ""}
+
+
+def manage(*args: str, env: dict) -> list[str]:
+    """The command line of ``manage.py *args`` run by this interpreter. ``env`` (the child's, from
+    :func:`child_env`) is not read here: the caller passes it to ``subprocess`` as well."""
+    return [sys.executable, str(REPO / "manage.py"), *args]

@@ -504,7 +504,7 @@ def commit_without_flush_wait(model: type[Model]) -> None:
     single-row INSERTs each way). What it trades: after a crash of the database server (not of
     the client) the last transactions so committed, up to three ``wal_writer_delay`` (0.6 s by
     default), may be lost as a whole; the database stays consistent. Use it only for writes that
-    can be redone from what stays (see ``replay.services``: a replay's results). Only the
+    can be redone from what stays (see ``replay.services.runs``: a replay's results). Only the
     outermost ``atomic`` block decides: called inside a caller's transaction it changes nothing
     (the caller's commit keeps its guarantee). ``RuntimeError`` outside a transaction."""
     conn = _connection(model)

@@ -48,7 +48,7 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     from evaluation.models import Agent, JudgeConfig, JudgeJob
     from evaluation.services import import_run_dir, submit_human_verdict
     from evaluation.services_queue import enqueue_run
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
     from studio.accounts import upsert_user
 
     imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")

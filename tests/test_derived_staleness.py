@@ -110,7 +110,7 @@ def _record_gsd(client, maintainer, event, gsd=0.5):
 
 
 def _replayed(user, task):
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     run = start_replay(user, Task.objects.get(pk=task.pk))
     run.refresh_from_db()

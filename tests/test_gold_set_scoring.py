@@ -30,7 +30,7 @@ def release_with_variants(db, tmp_path, make_user):
     from annotation.models import Task
     from annotation.services.variants import create_variant
     from releases.services.releases import create_release, publish_release
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     call_command("demo", "--skip-osm", stdout=open(tmp_path / "demo.log", "w"))
     maint = make_user("mo", "maintainer", "author", "reviewer")

@@ -18,7 +18,7 @@ from releases.services import releases as svc
 from annotation.services import review
 from annotation.services import tasks as task_services
 from conftest import SCORING_EXAMPLES
-from replay import services as replay_services
+from replay.services import gold as replay_gold, runs as replay_runs
 from replay.models import ReplayRun
 from studio.permissions import can
 
@@ -67,16 +67,16 @@ def test_gold_replay_accept_and_edit_of_a_released_task_are_refused(released):
     gold = ReplayRun.objects.get(task=task)
     before = _counts()
     with pytest.raises(task_services.TaskLockedError, match=r"^status: task t1_s05_task0 is released; a gold replay"):
-        replay_services.start_replay(released, task)
+        replay_runs.start_replay(released, task)
     with pytest.raises(task_services.TaskLockedError, match="accepting a new gold is refused"):
-        replay_services.accept_gold(released, gold)
+        replay_gold.accept_gold(released, gold)
     with pytest.raises(task_services.TaskLockedError, match="a content edit is refused"):
         task_services.save_revision(released, task, expected_version=1, content={"question": "changed"})
     with pytest.raises(task_services.TaskLockedError, match="a content edit is refused"):
         task_services.save_draft(released, task, base_version=1, content={"question": "changed"})
     assert _counts() == before
     # a model-perception run (the gold baseline, an agent run) is not gold: still allowed
-    run = replay_services.create_run(task, mode="model")
+    run = replay_runs.create_run(task, mode="model")
     assert run.mode == "model"
 
 

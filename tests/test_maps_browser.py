@@ -25,7 +25,7 @@ from annotation import tiles
 from annotation.models import Event, Task
 from annotation.services import imports
 from conftest import REALDATA
-from replay.services import start_replay
+from replay.services.runs import start_replay
 from test_editor_browser import _login as _editor_login
 from test_layer_georeferencing import _florence_task
 

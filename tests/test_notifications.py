@@ -506,7 +506,8 @@ def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, main
     from annotation.services.imports import import_xbd_folder
     from annotation.services.tasks import create_task
     from conftest import REALDATA
-    from replay.services import accept_gold, start_replay
+    from replay.services.gold import accept_gold
+    from replay.services.runs import start_replay
     from test_replay_services import ANSWER, STEPS, _clear_destroyed
 
     florence = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event

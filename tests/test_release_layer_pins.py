@@ -70,7 +70,8 @@ def _import(path: Path) -> str:
 def published(approved_t2, people, tmp_path, settings):
     from annotation.services.tasks import create_task
     from releases.services.releases import create_release, publish_release
-    from replay.services import accept_gold, start_replay
+    from replay.services.gold import accept_gold
+    from replay.services.runs import start_replay
 
     mx = people["max"]
     gold = start_replay(mx, approved_t2)
@@ -128,7 +129,9 @@ def test_a_reimport_makes_a_new_version_and_the_published_release_ships_the_same
 def test_a_new_version_makes_the_current_task_replay_stale_and_leaves_the_released_one(published, tmp_path):
     from annotation.services.layer_versions import pinned_layer, task_pins
     from replay.models import ReplayRun
-    from replay.services import input_fingerprint, replay_diff, start_replay
+    from replay.selectors import replay_diff
+    from replay.services.layers import input_fingerprint
+    from replay.services.runs import start_replay
 
     current, first, gold = published["current"], published["first"], published["gold"]
     released = Task.objects.get(pk=gold.task_id)
@@ -254,7 +257,7 @@ def test_two_releases_created_at_once_pin_one_version_per_layer(approved_t2, peo
     from django.db import connection, connections
 
     from releases.services.releases import create_release
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite serialises writers (BEGIN IMMEDIATE): the race is PostgreSQL's")

@@ -31,7 +31,7 @@ def with_variants(approved_florence, people):
     """The base task replayed, and each variant made, replayed, submitted and approved."""
     from annotation.services import review
     from annotation.services.variants import create_variant
-    from replay.services import create_run, execute_replay, start_replay
+    from replay.services.runs import create_run, execute_replay, start_replay
 
     execute_replay(create_run(approved_florence).pk)  # the base's gold (an approved task of root's)
     made = {}

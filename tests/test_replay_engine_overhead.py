@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kernel import taskfile
 from kernel.tools.base import canonical_json, jsonable
 from replay.models import ReplayRun, StepCacheEntry
-from replay.services import create_run, execute_replay
+from replay.services.runs import create_run, execute_replay
 
 from test_replay_fast_paths import _run_layers_variant
 from test_replay_services import florence, task  # noqa: F401  (pytest fixtures)

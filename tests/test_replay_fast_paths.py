@@ -17,9 +17,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import kernel.engine as engine
-import replay.services as services
+import replay.services.progress as progress_module
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.services import create_run, execute_replay
+from replay.services.runs import create_run, execute_replay
 from studio.fastsql import insert_rows, update_by
 
 # the two-step task (seg.building_damage → ras.area over the Florence tile) and its fixtures
@@ -43,7 +43,7 @@ def _state_when_area_runs(monkeypatch):
 
 
 def test_a_short_replay_is_written_once_at_its_end(task, monkeypatch):
-    monkeypatch.setattr(services, "FLUSH_S", 3600.0)
+    monkeypatch.setattr(progress_module, "FLUSH_S", 3600.0)
     seen = _state_when_area_runs(monkeypatch)
     run = execute_replay(create_run(task).pk)
     # nothing was written while it ran: the run was still queued and had no step rows
@@ -55,7 +55,7 @@ def test_a_short_replay_is_written_once_at_its_end(task, monkeypatch):
 
 
 def test_a_long_replay_shows_its_progress(task, monkeypatch):
-    monkeypatch.setattr(services, "FLUSH_S", 0.0)  # every step counts as "long"
+    monkeypatch.setattr(progress_module, "FLUSH_S", 0.0)  # every step counts as "long"
     seen = _state_when_area_runs(monkeypatch)
     run = execute_replay(create_run(task).pk)
     assert seen == {"status": "running", "steps_done": 1, "rows": [(0, "succeeded"), (1, "pending")]}
@@ -97,7 +97,7 @@ def test_statements_per_replay_are_pinned(task):
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(cold.pk)
     # the run with its revision and task; the event's layers; the task's variant row (none: a
-    # robustness variant's replay rules, replay.services); an identical earlier run (none);
+    # robustness variant's replay rules, replay.services.runs); an identical earlier run (none);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
     # rows, the run's update (the gold lookup is two subqueries of it since issue 16: was a SELECT)
     assert _statements(ctx) == _run_layers_variant() + ["SELECT"] * 3 + ["INSERT", "INSERT", "UPDATE"]

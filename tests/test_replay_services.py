@@ -19,8 +19,10 @@ from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task, save_revision
 from conftest import REALDATA
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.services import (ReplayStateError, accept_gold, create_run, data_path, execute_replay,
-                             latest_successful_replay, replay_diff, resume_stuck_replays, start_replay)
+from replay.selectors import latest_successful_replay, replay_diff
+from replay.services.gold import ReplayStateError, accept_gold
+from replay.services.paths import data_path
+from replay.services.runs import create_run, execute_replay, resume_stuck_replays, start_replay
 
 PRE = "hurricane-florence_00000018_pre_original.png"
 POST = "hurricane-florence_00000018_post_original.png"

@@ -63,7 +63,7 @@ from annotation.services.layer_versions import pinned_layer
 from annotation.services.qc import layer_info
 from annotation.services.tasks import revision_content
 from replay.models import ReplayRun
-from replay.services import artifact_path
+from replay.services.paths import artifact_path
 from releases.services.pins import release_layer_pins
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}

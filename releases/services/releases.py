@@ -72,7 +72,7 @@ from studio.permissions import require
 from annotation.importers.errors import DataImportError
 from annotation.services import imports
 from replay.models import ReplayRun
-from replay.services import record_imported_gold
+from replay.services.gold import record_imported_gold
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)

@@ -5,7 +5,7 @@
 - The whole-run cache copies the earlier run's step rows and filled trajectory inside the
   database; the copy equals the original.
 - The statements per replay are pinned (as list pages pin theirs), on both database configurations.
-- ``studio.fastsql``: inserts that skip conflicting rows, updates with a value copied in SQL.
+- ``replay.services.sql``: inserts that skip conflicting rows, updates with a value copied in SQL.
 
 Values: the Florence tile ``hurricane-florence_00000018`` gives 6,691.5 m² for classes [2, 3] at
 0.5 m (worked out by hand in ``tests/test_replay_services.py``: (26,492 + 274) px × 0.25 m²).
@@ -20,7 +20,7 @@ import kernel.engine as engine
 import replay.services.progress as progress_module
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.services.runs import create_run, execute_replay
-from studio.fastsql import insert_rows, update_by
+from replay.services.sql import insert_rows, update_by
 
 # the two-step task (seg.building_damage → ras.area over the Florence tile) and its fixtures
 from test_replay_services import florence, task  # noqa: F401  (pytest fixtures)
@@ -81,7 +81,7 @@ def test_the_whole_run_cache_copies_steps_and_trajectory_in_the_database(task):
 
 def _run_layers_variant() -> list[str]:
     """The run (with revision and task), the event's layers and the task's robustness variant row:
-    three SELECTs, sent as one round trip on PostgreSQL (``studio.fastsql.load_many``; one
+    three SELECTs, sent as one round trip on PostgreSQL (``replay.services.sql.load_many``; one
     captured query there)."""
     return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT", "SELECT"]
 
@@ -203,7 +203,7 @@ def _row_values(obj):
 
 def test_load_instances_gives_what_the_orm_gives(task):
     from annotation.models import Layer
-    from studio.fastsql import load_instances
+    from replay.services.sql import load_instances
 
     run = execute_replay(create_run(task).pk)
     orm = ReplayRun.objects.select_related("revision", "task").get(pk=run.pk)
@@ -225,7 +225,7 @@ def test_load_instances_gives_what_the_orm_gives(task):
     assert load_instances(ReplayRun, where={"id": run.pk + 1000}) == []
     # several queries at once (one round trip on PostgreSQL), a later one's value found by a subquery
     from annotation.models import Task
-    from studio.fastsql import column_sql, load_many
+    from replay.services.sql import column_sql, load_many
 
     def event_of(run_id):
         return {"event": column_sql(Task, "event", {"id": column_sql(ReplayRun, "task", {"id": run_id})})}
@@ -239,7 +239,7 @@ def test_load_instances_gives_what_the_orm_gives(task):
 
 
 def test_insert_instance_writes_the_row_the_orm_would(task):
-    from studio.fastsql import insert_instance
+    from replay.services.sql import insert_instance
 
     run = insert_instance(ReplayRun(task=task, revision=task.head, mode="gt", steps_total=2, eval_spec={"a": "b"}))
     assert run.pk is not None and run._state.adding is False
@@ -253,7 +253,7 @@ def test_insert_instance_writes_the_row_the_orm_would(task):
 def test_commit_without_flush_wait_applies_to_the_outermost_transaction_only():
     from django.db import transaction
 
-    from studio.fastsql import commit_without_flush_wait
+    from replay.services.sql import commit_without_flush_wait
 
     with pytest.raises(RuntimeError):
         commit_without_flush_wait(ReplayRun)  # autocommit: there is no transaction to relax

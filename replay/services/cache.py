@@ -10,7 +10,7 @@ from django.utils import timezone
 from kernel.engine import CachedStep
 from kernel.taskfile import from_storage, to_storage
 from replay.models import StepCacheEntry
-from studio.fastsql import existing_values, insert_rows_sql, newest_row, update_in_sql
+from replay.services.sql import existing_values, insert_rows_sql, newest_row, update_in_sql
 
 
 class DbStepCache:

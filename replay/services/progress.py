@@ -5,7 +5,7 @@ then). The run's own row is written by ``_save_fields`` and, when it succeeds, b
 ``_finish_succeeded`` (which decides on the gold in the same statement).
 
 The statements per replay are few and pinned by a test (``tests/test_replay_fast_paths.py``); the
-hot ones go through ``studio.fastsql``. On PostgreSQL in autocommit (a worker) the last write is
+hot ones go through ``replay.services.sql``. On PostgreSQL in autocommit (a worker) the last write is
 one statement (``WITH … INSERT … UPDATE``: the cache's entries, the step rows or the copied ones,
 the gold decision and the run's fields) and so its own transaction.
 """
@@ -20,8 +20,8 @@ from kernel.taskfile import to_storage
 from replay.models import ReplayRun, ReplayStep
 from replay.selectors import GOLD_MODE
 from replay.services.cache import DbStepCache
+from replay.services.sql import insert_rows_sql, newest_row_sql, one_statement_writes, update_by, update_rows
 from studio.events import emit
-from studio.fastsql import insert_rows_sql, newest_row_sql, one_statement_writes, update_by, update_rows
 
 #: longest time (s) between two progress writes of a running replay; a replay that ends sooner
 #: is written once, when it ends. Below the replay page's polling interval (0.6 s,
@@ -168,7 +168,7 @@ def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, rel
     ``QuerySet.update`` because replays call it on their hot path (the ORM's compilation cost
     more than the statement). ``relax_commit``, ``expressions``, ``returning`` (whose values it
     returns; not set on ``run``: the caller converts them) and ``with_statements``: as
-    ``studio.fastsql.update_by`` takes them."""
+    ``replay.services.sql.update_by`` takes them."""
     copied = ("filled_trajectory",) if filled_trajectory_of is not None else ()
     back = update_by(ReplayRun, {"id": run.pk}, fields, copy_fields=copied, copy_from={"id": filled_trajectory_of},
                      expressions=expressions, returning=returning, relax_commit=relax_commit,

@@ -18,8 +18,8 @@ Crashes
     its hash) is the same. ``resume_stuck_replays`` re-queues runs whose heartbeat is older than a
     timeout (``manage.py replay --resume-stuck``).
     On PostgreSQL a replay's own transactions (the new run row, progress, results, the whole-run
-    copy) commit without waiting for the WAL flush (``studio.fastsql.commit_without_flush_wait``,
-    sent with the transaction's last statement: ``relax_commit`` of ``studio.fastsql``; about 4 ms
+    copy) commit without waiting for the WAL flush (``replay.services.sql.commit_without_flush_wait``,
+    sent with the transaction's last statement: ``relax_commit`` of ``replay.services.sql``; about 4 ms
     a commit here, half a warm replay's time): a crash of the database server (not of
     a worker) may lose the commits of its last 0.6 s or so. A lost result leaves its run
     ``queued`` or ``running`` for ``resume_stuck_replays`` to run again, with the same result; a
@@ -53,9 +53,7 @@ from replay.services.cache import DbStepCache, _WriteOnlyCache
 from replay.services.layers import LAYER_FIELDS, LayerResolver, _checkpoint_fingerprint, input_fingerprint, task_layers
 from replay.services.paths import artifact_root, artifact_store
 from replay.services.progress import _finish_succeeded, _Progress
-from replay.variant_tools import published_tools_for
-from studio.events import emit
-from studio.fastsql import (
+from replay.services.sql import (
     column_sql,
     copy_rows,
     copy_rows_sql,
@@ -64,6 +62,8 @@ from studio.fastsql import (
     newest_row,
     one_statement_writes,
 )
+from replay.variant_tools import published_tools_for
+from studio.events import emit
 from studio.permissions import can, require
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,7 @@
-"""Single SQL statements for hot paths, built from a model's metadata.
+"""The replay's own SQL: single statements for its hot paths (its run, step and step-cache rows),
+built from a model's metadata. Moved here from ``studio/fastsql.py``: the replay is its one
+caller, and the shared layer keeps no writer that reaches into ``Model._state`` or the
+connection's ``atomic_blocks``.
 
 The ORM's query compilation costs a replay more than the statements themselves (about a
 millisecond per ``QuerySet.update`` / ``bulk_create`` against 0.1–0.3 ms for the SQL on SQLite;

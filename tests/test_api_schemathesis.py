@@ -43,7 +43,8 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     """
     from annotation.models import Event, Layer, Task
     from annotation.services import imports, review
-    from releases.services.releases import create_release, start_export
+    from releases.services.release_export import start_export
+    from releases.services.lifecycle import create_release
     from annotation.services.tasks import build_input_data, create_task
     from evaluation.models import Agent, JudgeConfig, JudgeJob
     from evaluation.services import import_run_dir, submit_human_verdict

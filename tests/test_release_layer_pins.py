@@ -69,7 +69,7 @@ def _import(path: Path) -> str:
 @pytest.fixture
 def published(approved_t2, people, tmp_path, settings):
     from annotation.services.tasks import create_task
-    from releases.services.releases import create_release, publish_release
+    from releases.services.lifecycle import create_release, publish_release
     from replay.services.gold import accept_gold
     from replay.services.runs import start_replay
 
@@ -189,7 +189,7 @@ def test_import_release_refuses_a_tampered_export_naming_the_file(published, tmp
 
 def test_a_re_export_that_would_ship_another_file_is_refused_naming_it(published, tmp_path):
     from releases.services.export import ExportError
-    from releases.services.releases import export_release
+    from releases.services.release_export import export_release
 
     data = published["data"]
     _import(_modified_damage(tmp_path / "modified"))
@@ -256,7 +256,7 @@ def test_two_releases_created_at_once_pin_one_version_per_layer(approved_t2, peo
 
     from django.db import connection, connections
 
-    from releases.services.releases import create_release
+    from releases.services.lifecycle import create_release
     from replay.services.runs import start_replay
 
     if connection.vendor != "postgresql":

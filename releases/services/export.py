@@ -249,7 +249,7 @@ def layer_source_file(layer: Layer, path: str) -> Path | None:
 
 #: the rule that picks a revision's gold replay among its succeeded replays, as an ordering (first
 #: wins): the newest one accepted as gold, else the newest one. ``gold_replay`` (one revision) and
-#: ``releases.services.releases._gold_replays`` (a batch) both order by it.
+#: ``releases.services.lifecycle._gold_replays`` (a batch) both order by it.
 GOLD_REPLAY_ORDER = ("-gold_accepted", "-id")
 
 

@@ -1,6 +1,6 @@
 """Layer pins of a release: which version of each layer a release's tasks read.
 
-A release pins, when its tasks are pinned (``releases.services.releases._pin_into``: creation and
+A release pins, when its tasks are pinned (``releases.services.lifecycle._pin_into``: creation and
 each edit of a draft), the current version (``annotation.services.layer_versions.ensure_version``)
 of every layer of every event it has tasks of: one ``ReleaseLayerPin`` per layer. The export of the
 release (``releases.services.export.LayoutWriter``) and a replay of a released task

@@ -99,7 +99,7 @@ class _Progress:
 
         if self.inserted and not self.buffer and not self.cache.dirty:
             return
-        with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
+        with transaction.atomic():  # the last UPDATE relaxes the commit (replay.services.runs, "Crashes")
             self._write()
             _save_fields(self.run, relax_commit=True, steps_done=self.done, heartbeat_at=timezone.now())
         self.last = _time.monotonic()
@@ -117,7 +117,7 @@ class _Progress:
             self.inserted, self.buffer = True, []
             self._end(fields)
             return
-        with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
+        with transaction.atomic():  # the last UPDATE relaxes the commit (replay.services.runs, "Crashes")
             if not self.inserted:  # one UPDATE of the run: its start fields, then the final ones
                 fields = {**self.start, **fields}
             self._write(start=False)
@@ -182,7 +182,7 @@ def _save_fields(run: ReplayRun, *, filled_trajectory_of: int | None = None, rel
 
 
 def _finish_succeeded(run: ReplayRun, answer, h: str, **fields) -> None:
-    """Mark ``run`` succeeded and decide whether it is the gold (see the module docstring), in the
+    """Mark ``run`` succeeded and decide whether it is the gold (the rule: ``replay.services.gold``), in the
     run's one ``UPDATE``: the newest other accepted gold of the task is read by two scalar
     subqueries of that statement and the decision returned (``RETURNING``), so that it costs no
     round trip of its own. The rule (unchanged): a GT-mode run is accepted when the task has no

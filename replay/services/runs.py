@@ -319,7 +319,7 @@ def _reuse_identical_run(run: ReplayRun, fp: str, work_dir: Path, start: dict, r
         _finish_succeeded(run, answer, h, filled_trajectory_of=prev_id,
                           with_statements=[copy_rows_sql(ReplayStep, list(_COPIED_STEP_FIELDS), **copied)], **fields)
         return run
-    with transaction.atomic():  # the last UPDATE relaxes the commit (module docstring)
+    with transaction.atomic():  # the last UPDATE relaxes the commit (the module docstring, "Crashes")
         if restarted:
             ReplayStep.objects.filter(run=run).delete()
         copy_rows(ReplayStep, list(_COPIED_STEP_FIELDS), **copied)

@@ -100,7 +100,7 @@ def create_child(version: str, username: str) -> None:
 
     django.setup()
     from django.contrib.auth import get_user_model
-    from releases.services.releases import create_release
+    from releases.services.lifecycle import create_release
 
     user = get_user_model().objects.get(username=username)
     t0 = time.perf_counter()

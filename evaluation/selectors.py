@@ -11,7 +11,8 @@ from evaluation.scoring.geometry import answer_geometries
 from evaluation.scoring.trajectory import align_by_tool
 
 from evaluation.models import AgentRun, RunImportJob, RunRecord
-from replay.services import artifact_path, latest_successful_replay
+from replay.selectors import latest_successful_replay
+from replay.services.paths import artifact_path
 
 
 def run_list():

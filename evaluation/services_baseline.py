@@ -2,7 +2,7 @@
 (``manage.py gold_baseline``).
 
 Moved here from ``replay.services`` (issue 19): it creates an agent run, which is evaluation's;
-it drives replays through ``replay.services`` below it.
+it drives replays through ``replay.services.runs`` below it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from evaluation.services import import_run_dir
 from kernel.tools.registry import get_tool, model_alias
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from replay.models import ReplayRun, ReplayStep
-from replay.services import create_run, execute_replay, latest_successful_replay
+from replay.selectors import latest_successful_replay
+from replay.services.runs import create_run, execute_replay
 from studio.permissions import require
 
 

@@ -66,7 +66,7 @@ from studio.background import job_running, worker_lost, worker_tag
 from studio.events import emit
 from studio.permissions import require
 from kernel.catalogue import catalogue_by_name
-from replay.services import latest_successful_replay
+from replay.selectors import latest_successful_replay
 
 logger = logging.getLogger(__name__)
 

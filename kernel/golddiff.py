@@ -1,8 +1,8 @@
 """Gold diffs: the one format for "what changed in a gold trajectory" (pure, no Django).
 
 Three places compared two trajectories, each in its own format: a replay against the accepted
-gold (``replay.services.replay_diff``), a replay against the observations recorded in a task
-file (``replay.services.recorded_diff``) and two releases (``releases.selectors.
+gold (``replay.selectors.replay_diff``), a replay against the observations recorded in a task
+file (``replay.selectors.recorded_diff``) and two releases (``releases.selectors.
 release_diff``). All three now give the same rows::
 
     {"index": i, "call": "<tool name>", "state": "same" | "filled" | "changed" | "added" | "removed",
@@ -30,7 +30,7 @@ ABSENT = "<absent>"
 #: lists longer than this are compared as one value
 MAX_LIST_LEAVES = 200
 #: every state a row can have, in the order pages list them (the recorded diff adds ``source``:
-#: ``replay.services.recorded_diff``)
+#: ``replay.selectors.recorded_diff``)
 STATES = ("same", "filled", "changed", "added", "removed")
 #: the states where the two sides disagree (``filled`` and ``same`` do not)
 DIFFERS = ("changed", "added", "removed")

@@ -29,7 +29,7 @@ from releases.models import Release
 from releases.selectors import (
     export_job, export_jobs, release_counts, release_diff, release_items, release_list, release_variant_count,
 )
-from releases.services import releases as svc
+from releases.services import lifecycle, release_export
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
@@ -117,7 +117,7 @@ def _tasks(ids):
     tasks = list(Task.objects.filter(pk__in=ids).select_related("head"))
     missing = sorted(set(ids) - {t.pk for t in tasks})
     if missing:
-        raise svc.ReleaseError(f"task_ids: no task {', '.join(map(str, missing))}")
+        raise lifecycle.ReleaseError(f"task_ids: no task {', '.join(map(str, missing))}")
     return tasks
 
 
@@ -133,7 +133,7 @@ class ReleaseListView(APIView):
         data = ReleaseCreateIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        release = svc.create_release(request.user, v["version"], v["changelog"], tasks=_tasks(v.get("task_ids")))
+        release = lifecycle.create_release(request.user, v["version"], v["changelog"], tasks=_tasks(v.get("task_ids")))
         return Response(_detail(release), status=status.HTTP_201_CREATED)
 
 
@@ -147,7 +147,7 @@ class ReleaseDetailView(APIView):
         release = get_object_or_404(Release, version=version)
         data = ReleaseUpdateIn(data=request.data)
         data.is_valid(raise_exception=True)
-        release = svc.update_release(request.user, release, changelog=data.validated_data.get("changelog"),
+        release = lifecycle.update_release(request.user, release, changelog=data.validated_data.get("changelog"),
                                      tasks=_tasks(data.validated_data.get("task_ids")))
         return Response(_detail(release))
 
@@ -167,7 +167,7 @@ class ReleasePublishView(APIView):
         release = get_object_or_404(Release, version=version)
         data = ReleasePublishIn(data=request.data)
         data.is_valid(raise_exception=True)
-        release = svc.publish_release(request.user, release,
+        release = lifecycle.publish_release(request.user, release,
                                       acknowledge_open_comments=data.validated_data["acknowledge_open_comments"])
         return Response(_detail(release))
 
@@ -178,12 +178,12 @@ class StaleAcknowledgeIn(serializers.Serializer):
 
 
 class ReleaseStaleView(APIView):
-    """The stale derived values of the release's pinned tasks (``releases.services.releases.stale_items``)."""
+    """The stale derived values of the release's pinned tasks (``releases.services.lifecycle.stale_items``)."""
 
     @extend_schema(responses=dict)
     def get(self, request, version: str, **kw):
         release = get_object_or_404(Release, version=version)
-        return Response({"version": release.version, "stale": svc.stale_items(release, acknowledged=None)})
+        return Response({"version": release.version, "stale": lifecycle.stale_items(release, acknowledged=None)})
 
 
 class ReleaseStaleAcknowledgeView(APIView):
@@ -194,16 +194,16 @@ class ReleaseStaleAcknowledgeView(APIView):
         release = get_object_or_404(Release, version=version)
         data = StaleAcknowledgeIn(data=request.data)
         data.is_valid(raise_exception=True)
-        svc.acknowledge_stale(request.user, release, question_id=data.validated_data["task"],
+        lifecycle.acknowledge_stale(request.user, release, question_id=data.validated_data["task"],
                               reason=data.validated_data["reason"])
-        return Response({"version": release.version, "stale": svc.stale_items(release, acknowledged=None)})
+        return Response({"version": release.version, "stale": lifecycle.stale_items(release, acknowledged=None)})
 
 
 class ReleaseExportView(APIView):
     @extend_schema(request=None, responses={202: ExportJobOut})
     def post(self, request, version: str, **kw):
         release = get_object_or_404(Release, version=version)
-        job = svc.start_export(request.user, release)
+        job = release_export.start_export(request.user, release)
         return Response(ExportJobOut(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -13,7 +13,7 @@ class ReleasesConfig(AppConfig):
         of a released task reads them (``annotation.services.layer_versions``)."""
         from annotation.services.layer_versions import register_pin_reader
         from releases.services.pins import task_layer_pins, version_is_pinned
-        from releases.services.releases import EXPORT_KIND, sweep_export_jobs
+        from releases.services.release_export import EXPORT_KIND, sweep_export_jobs
 
         register_sweeper(EXPORT_KIND, sweep_export_jobs)
         register_pin_reader(is_pinned=version_is_pinned, task_pins=task_layer_pins)

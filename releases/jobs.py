@@ -4,8 +4,8 @@ from celery import shared_task
 
 @shared_task(bind=True, acks_late=True, name="annotation.tasks.export_release_job")
 def export_release_job(self, version: str, job_id: str) -> str:
-    """Run export job ``job_id`` of release ``version`` (see ``releases.services.releases``);
+    """Run export job ``job_id`` of release ``version`` (see ``releases.services.release_export``);
     returns the job's final status (``succeeded`` or ``failed``)."""
-    from releases.services.releases import run_export_job
+    from releases.services.release_export import run_export_job
 
     return run_export_job(version, job_id)["status"]

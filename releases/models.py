@@ -53,7 +53,7 @@ class ReleaseTask(models.Model):
 
 class ReleaseLayerPin(models.Model):
     """The version of a layer a release's tasks read: one row per layer of every event the release
-    has tasks of, written when the tasks are pinned (``releases.services.releases._pin_into``).
+    has tasks of, written when the tasks are pinned (``releases.services.lifecycle._pin_into``).
     Export and replay of the release's tasks read the pinned version's files; a pinned version's
     files are kept (``annotation.services.layer_versions``)."""
 

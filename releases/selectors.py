@@ -106,7 +106,7 @@ def exports_dir(version: str) -> Path:
 
 def export_job(version: str, job_id: str) -> dict | None:
     """The status dict of export job ``job_id`` of release ``version`` (see
-    ``releases.services.releases.start_export``), or None."""
+    ``releases.services.release_export.start_export``), or None."""
     if not job_id.isalnum():
         return None
     p = exports_dir(version) / job_id / "job.json"

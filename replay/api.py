@@ -10,7 +10,9 @@ from rest_framework.response import Response
 from annotation.models import Task
 from replay.errors import ReplayNotFound
 from replay.models import ReplayRun
-from replay.services import accept_gold, replay_diff, start_replay, task_replay_diff
+from replay.selectors import replay_diff, task_replay_diff
+from replay.services.gold import accept_gold
+from replay.services.runs import start_replay
 from kernel import golddiff
 from kernel.tools.registry import all_tools
 from studio.api_views import APIView
@@ -131,7 +133,7 @@ class ReplayDiffOut(serializers.Serializer):
     steps = StepChangeOut(many=True)
     recorded = serializers.JSONField(allow_null=True, required=False, help_text=(
         "the replay against the observations of the file the revision was imported from "
-        "(replay.services.task_recorded_diff: {run, mode, against, steps: [{index, call, state: "
+        "(replay.selectors.task_recorded_diff: {run, mode, against, steps: [{index, call, state: "
         "same|filled|changed|source|added|removed, changes, note?}], changed, filled}; filled: the file "
         "left the observation blank and the replay filled it, not a disagreement); null when it keeps none"))
     variant_check = serializers.JSONField(allow_null=True, required=False, help_text=(

@@ -15,8 +15,11 @@ class ReplayConfig(AppConfig):
         from annotation.services.qc import ReplaySource, register_replay_source
         from annotation.services.review import register_submission_check
         from annotation.services.variants import register_variant_made_hook
-        from replay.services import (REPLAY_KIND, artifact_path, input_fingerprint, replay_new_variant,
-                                     require_succeeded_replay, succeeded_runs_of_head, sweep_replays)
+        from replay.selectors import succeeded_runs_of_head
+        from replay.services.gold import require_succeeded_replay
+        from replay.services.layers import input_fingerprint
+        from replay.services.paths import artifact_path
+        from replay.services.runs import REPLAY_KIND, replay_new_variant, sweep_replays
 
         register_replay_source(ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path,
                                             input_fingerprint=input_fingerprint))

@@ -1,7 +1,7 @@
 """The replay app's domain errors: one base class, one subclass per HTTP status.
 
 Services of ``replay`` raise these (or subclasses of them, such as
-``replay.services.ReplayStateError``); ``studio.errors.exception_handler`` answers them
+``replay.services.gold.ReplayStateError``); ``studio.errors.exception_handler`` answers them
 (the statuses and the body: ``kernel.errors``).
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ from celery import shared_task
 @shared_task(bind=True, acks_late=True, name="replay.tasks.run_replay")
 def run_replay(self, run_id: int, use_cache: bool = True) -> str:
     """Execute replay run ``run_id`` (``use_cache=False``: call every tool); returns its final status."""
-    from replay.services import execute_replay
+    from replay.services.runs import execute_replay
 
     return execute_replay(run_id, use_cache=use_cache).status
 
@@ -19,6 +19,6 @@ def run_replay(self, run_id: int, use_cache: bool = True) -> str:
 @shared_task(name="replay.tasks.resume_stuck")
 def resume_stuck(timeout_s: float = 900.0) -> list[int]:
     """Re-queue replays without progress for ``timeout_s`` seconds; returns their ids."""
-    from replay.services import resume_stuck_replays
+    from replay.services.runs import resume_stuck_replays
 
     return resume_stuck_replays(timeout_s)

@@ -8,7 +8,7 @@
   description and the JSON schema of its pydantic input model (so the schema is exactly what the
   tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark);
 * runs a call through ``registry.call_tool`` with a ``ToolContext`` bound to the task: paths
-  resolve through ``LayerResolver`` over ``replay.services.task_layers(task)`` (layer file names,
+  resolve through ``LayerResolver`` over ``replay.services.layers.task_layers(task)`` (layer file names,
   or the stored file of a layer; a released task's layers at the versions its release pinned; artifacts of earlier calls by their bare name), artifacts go to
   ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``, perception in GT mode;
 * answers a call with one JSON text block (and ``structured_content`` when the observation is an
@@ -38,6 +38,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
+from replay.services.layers import GT_IMAGE_ARGS, LayerResolver, task_layers
 from replay.sessions import SessionRecorder, new_session_id
 from kernel.tools.base import GTMask, ToolContext, ToolError
 from kernel.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
@@ -71,8 +72,6 @@ class TaskBinding:
 
     def __init__(self, task, *, session_id: str | None = None, work_dir: Path | None = None,
                  perception_mode: str = "gt"):
-        from replay.services import GT_IMAGE_ARGS, LayerResolver, task_layers
-
         self.task = task
         self.session_id = session_id or new_session_id()
         self.work_dir = Path(work_dir) if work_dir else session_work_dir(self.session_id)

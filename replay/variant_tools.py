@@ -28,10 +28,10 @@ is refused as unknown, one of the broken tool fails with its error, and one of t
 runs the original (so the loop cannot be used to step around the variant's tool set).
 
 The gold replay (``kernel.engine``) runs a variant's plan over the registry's tools, never this
-listing, with two variant rules in ``replay.services.execute_replay``: an unsolvable variant's plan
+listing, with two variant rules in ``replay.services.runs.execute_replay``: an unsolvable variant's plan
 stops at the step that needs what the variant took away (``annotation.variants.unsolvable_block``),
 and a broken variant's broken step is run again with the alternative listed here
-(``replay.services.alternative_check``) so that QC can say whether it computes the same observation.
+(``replay.services.runs.alternative_check``) so that QC can say whether it computes the same observation.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import kernel.engine as engine
-import replay.services as services
+import replay.services.runs as services  # where execute_replay looks up the stubbed names
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "replay.py"
 _spec = importlib.util.spec_from_file_location("bench_replay", BENCH)

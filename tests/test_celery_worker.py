@@ -27,7 +27,7 @@ from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task
 from conftest import REALDATA
 from replay.models import ReplayRun, ReplayStep
-from replay.services import create_run, execute_replay, start_replay
+from replay.services.runs import create_run, execute_replay, start_replay
 
 FLORENCE = REALDATA / "xbd-hurricane-florence"
 PRE = "hurricane-florence_00000018_pre_original.png"
@@ -101,7 +101,7 @@ def test_a_replay_killed_mid_run_reruns_to_the_same_result(celery_worker, make_u
         run = celery_worker.wait_replay(run, timeout=180)
         assert run.started_at > first_start  # the worker re-ran it from the start
     else:
-        import replay.services as services
+        import replay.services.runs as services
 
         real_run = services.run_trajectory
 

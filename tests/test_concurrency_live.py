@@ -28,7 +28,7 @@ from django.conf import settings
 from django.test import Client
 
 from annotation.models import Event
-from releases.services import releases as svc
+from releases.services import release_import
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,7 +202,7 @@ def test_concurrent_creations_of_one_release_version_one_201_rest_409(studio, ma
     """18 creations of release 1.0.0 at once (the issue: 11 of 18 answered 500 on PostgreSQL): one
     201, seventeen 409, one release row holding the 12 scoring-example tasks (README: twelve)."""
     mia = make_user("mia", "maintainer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
     session = _session(mia)
     live = studio()
     results = _together(N, lambda i: live.request("POST", "/api/releases/", session, {"version": "1.0.0"}))

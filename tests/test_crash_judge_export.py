@@ -179,13 +179,13 @@ if point == "task-file":
         pause()
     export.SampleArrayWriter.write = write
 elif point == "rename":
-    from releases.services import releases
-    real_rename = releases.os.rename
+    from releases.services import release_export
+    real_rename = release_export.os.rename
     def rename(src, dst):
         if ".tmp-" in str(src):
             pause()
         return real_rename(src, dst)
-    releases.os.rename = rename
+    release_export.os.rename = rename
 from django.core.management import execute_from_command_line
 execute_from_command_line(["manage.py", *sys.argv[1:]])
 """
@@ -204,7 +204,7 @@ def test_export_killed_part_way_never_shows_a_partial_folder(tmp_path, maintaine
     folder does); run again, the command writes a folder whose files are byte for byte the
     reference's (the manifest differs only in ``generated_at``)."""
     from releases.models import Release
-    from releases.services.releases import export_release
+    from releases.services.release_export import export_release
 
     populate(maintainer)
     release = Release.objects.get(version="1.0.0")

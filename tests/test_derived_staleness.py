@@ -110,7 +110,7 @@ def _record_gsd(client, maintainer, event, gsd=0.5):
 
 
 def _replayed(user, task):
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     run = start_replay(user, Task.objects.get(pk=task.pk))
     run.refresh_from_db()
@@ -207,12 +207,12 @@ def test_a_layer_added_to_the_event_does_not_make_the_gold_stale_a_changed_one_d
 
 # ---- releases --------------------------------------------------------------------------------------
 def _released_draft(client, ada, mia):
-    from releases.services import releases as svc
+    from releases.services import lifecycle
 
     event, post, task = florence_max_polygon_task(ada)
     _replayed(ada, task)
     Task.objects.filter(pk=task.pk).update(status=Task.Status.APPROVED)  # review itself: tests/test_review*.py
-    release = svc.create_release(mia, "1.0.0", "first", tasks=Task.objects.filter(pk=task.pk))
+    release = lifecycle.create_release(mia, "1.0.0", "first", tasks=Task.objects.filter(pk=task.pk))
     _record_gsd(client, mia, event)
     return event, task, release
 
@@ -261,7 +261,7 @@ def test_publishing_refuses_a_stale_task_until_a_maintainer_acknowledges_it(make
 
 @pytest.mark.django_db
 def test_a_refreshed_replayed_and_repinned_task_publishes(make_user, client, django_assert_max_num_queries):
-    from releases.services import releases as svc
+    from releases.services import lifecycle
 
     ada, mia = make_user("ada", "author"), make_user("mia", "maintainer")
     _event, task, release = _released_draft(client, ada, mia)
@@ -271,17 +271,17 @@ def test_a_refreshed_replayed_and_repinned_task_publishes(make_user, client, dja
     task = Task.objects.get(pk=task.pk)
     assert task.status == Task.Status.APPROVED and task.version == 2
     # the draft still pins r1: still refused, naming the pinned revision
-    with pytest.raises(svc.ReleaseStaleError) as exc:
-        svc.publish_release(mia, release)
+    with pytest.raises(lifecycle.ReleaseStaleError) as exc:
+        lifecycle.publish_release(mia, release)
     assert f"{task.question_id} r1 input_data.pre_image.pixel_size_m" in str(exc.value)
-    with pytest.raises(svc.ReleaseError, match="no succeeded replay of its head revision"):
-        svc.update_release(mia, release, tasks=Task.objects.filter(pk=task.pk))
+    with pytest.raises(lifecycle.ReleaseError, match="no succeeded replay of its head revision"):
+        lifecycle.update_release(mia, release, tasks=Task.objects.filter(pk=task.pk))
     _replayed(ada, task)
-    svc.update_release(mia, release, tasks=Task.objects.filter(pk=task.pk))
+    lifecycle.update_release(mia, release, tasks=Task.objects.filter(pk=task.pk))
     # the pinned rows (only the fields the check reads), the acknowledgements, the event's layers
     with django_assert_max_num_queries(3):
-        assert svc.stale_items(release) == []
-    svc.publish_release(mia, release)
+        assert lifecycle.stale_items(release) == []
+    lifecycle.publish_release(mia, release)
     assert Task.objects.get(pk=task.pk).status == Task.Status.RELEASED
 
 

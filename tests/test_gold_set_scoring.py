@@ -29,8 +29,8 @@ def release_with_variants(db, tmp_path, make_user):
     published release 1.0.0 of all of them, and a run folder answering every question."""
     from annotation.models import Task
     from annotation.services.variants import create_variant
-    from releases.services.releases import create_release, publish_release
-    from replay.services import start_replay
+    from releases.services.lifecycle import create_release, publish_release
+    from replay.services.runs import start_replay
 
     call_command("demo", "--skip-osm", stdout=open(tmp_path / "demo.log", "w"))
     maint = make_user("mo", "maintainer", "author", "reviewer")
@@ -63,7 +63,7 @@ def release_with_variants(db, tmp_path, make_user):
 def _evaluator_on_export(release, run_dir, out):
     """The official evaluator's eval.json on the release's exported ``tasks/`` (the CLI's function)."""
     from evaluation.scoring import evaluate_run_dir
-    from releases.services.releases import export_release
+    from releases.services.release_export import export_release
 
     export_release(release, out)
     assert (out / "variants" / "tasks" / "t1_perception_and_assessment.json").is_file()
@@ -338,7 +338,7 @@ def test_release_page_and_api_count_benchmark_tasks_apart_from_variants(release_
     """Release 1.0.0 ships two benchmark tasks (T1 1, T2 1: its sidecar's ``counts.by_dimension``)
     and three variants of the T1 task under ``variants/``: the page and API count them so, not
     T1 4."""
-    from releases.services.releases import export_release
+    from releases.services.release_export import export_release
 
     maint, release, variants, run_dir = release_with_variants
     export_release(release, tmp_path / "export")

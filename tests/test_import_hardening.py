@@ -19,7 +19,7 @@ from rasterio.transform import from_origin
 
 from annotation.models import Event, Layer, Task
 from annotation.services import imports
-from releases.services import releases as svc
+from releases.services import release_import
 from annotation.services.imports import DataImportError
 from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
 from kernel.processes import host_tag
@@ -45,8 +45,8 @@ def test_import_release_refuses_symbolic_links(tmp_path, where):
     if link.exists():
         link.unlink() if link.is_file() else shutil.rmtree(link)
     link.symlink_to(outside / "secret.json" if "." in link.name else outside)
-    with pytest.raises(svc.ReleaseImportError) as exc:
-        svc.import_release_dir(None, d)
+    with pytest.raises(release_import.ReleaseImportError) as exc:
+        release_import.import_release_dir(None, d)
     assert (exc.value.file, exc.value.field) == (where, "path")
     assert "a symbolic link" in exc.value.problem
     assert Task.objects.count() == 0 and Event.objects.count() == 0

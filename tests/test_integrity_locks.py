@@ -14,11 +14,11 @@ from django.core.management import CommandError, call_command
 from annotation.models import AuditEvent, Task, TaskRevision
 
 from releases.models import Release, ReleaseTask
-from releases.services import releases as svc
+from releases.services import lifecycle, release_import
 from annotation.services import review
 from annotation.services import tasks as task_services
 from conftest import SCORING_EXAMPLES
-from replay import services as replay_services
+from replay.services import gold as replay_gold, runs as replay_runs
 from replay.models import ReplayRun
 from studio.permissions import can
 
@@ -33,8 +33,8 @@ def _counts() -> dict:
 def released(db, make_user):
     """The scoring examples (12 tasks, README: twelve) imported, released as 1.0.0 by a maintainer."""
     mia = make_user("mia", "maintainer", "author", "reviewer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
-    svc.publish_release(mia, svc.create_release(mia, "1.0.0"))
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    lifecycle.publish_release(mia, lifecycle.create_release(mia, "1.0.0"))
     assert set(Task.objects.values_list("status", flat=True)) == {"released"}
     return mia
 
@@ -50,8 +50,8 @@ def test_import_release_over_a_released_task_is_refused(released, tmp_path):
     (d / "tasks" / T1).write_text(json.dumps(data))
     sample = data[0]["sample_id"]  # t1_s05, the file's first sample
     before = _counts()
-    with pytest.raises(svc.ReleaseImportError) as exc:
-        svc.import_release_dir(released, d)
+    with pytest.raises(release_import.ReleaseImportError) as exc:
+        release_import.import_release_dir(released, d)
     assert (exc.value.file, exc.value.sample, exc.value.field) == (f"tasks/{T1}", sample, "tasks[0]")
     assert f"task {sample}_task0 is released; an import with other content is refused" in str(exc.value)
     assert _counts() == before
@@ -67,16 +67,16 @@ def test_gold_replay_accept_and_edit_of_a_released_task_are_refused(released):
     gold = ReplayRun.objects.get(task=task)
     before = _counts()
     with pytest.raises(task_services.TaskLockedError, match=r"^status: task t1_s05_task0 is released; a gold replay"):
-        replay_services.start_replay(released, task)
+        replay_runs.start_replay(released, task)
     with pytest.raises(task_services.TaskLockedError, match="accepting a new gold is refused"):
-        replay_services.accept_gold(released, gold)
+        replay_gold.accept_gold(released, gold)
     with pytest.raises(task_services.TaskLockedError, match="a content edit is refused"):
         task_services.save_revision(released, task, expected_version=1, content={"question": "changed"})
     with pytest.raises(task_services.TaskLockedError, match="a content edit is refused"):
         task_services.save_draft(released, task, base_version=1, content={"question": "changed"})
     assert _counts() == before
     # a model-perception run (the gold baseline, an agent run) is not gold: still allowed
-    run = replay_services.create_run(task, mode="model")
+    run = replay_runs.create_run(task, mode="model")
     assert run.mode == "model"
 
 
@@ -103,20 +103,20 @@ def test_only_maintainers_publish(db, make_user):
     task.release's, the maintainer's: release.publish."""
     rex = make_user("rex", "reviewer")
     mia = make_user("mia", "maintainer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
-    draft = svc.create_release(rex, "1.0.0")
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    draft = lifecycle.create_release(rex, "1.0.0")
     with pytest.raises(PermissionDenied, match="rex may not release.publish"):
-        svc.publish_release(rex, draft)
+        lifecycle.publish_release(rex, draft)
     assert set(Task.objects.values_list("status", flat=True)) == {"approved"}
     assert Release.objects.get().status == "draft"
-    svc.publish_release(mia, draft)
+    lifecycle.publish_release(mia, draft)
     assert set(Task.objects.values_list("status", flat=True)) == {"released"}
 
 
 def test_reviewer_publish_through_the_api_is_403(db, make_user, client):
     rex = make_user("rex", "reviewer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
-    svc.create_release(rex, "1.0.0")
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    lifecycle.create_release(rex, "1.0.0")
     client.force_login(rex)
     r = client.post("/api/releases/1.0.0/publish/", content_type="application/json")
     assert r.status_code == 403
@@ -129,7 +129,7 @@ def test_four_eyes_hold_on_the_author_of_the_revision_under_review(db, make_user
     new head, the maintainer reviews someone else's revision and may approve it."""
     ada = make_user("ada", "author")
     max_ = make_user("max", "maintainer", "reviewer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
     task = Task.objects.get(question_id="t1_s05_task0")
     Task.objects.filter(pk=task.pk).update(created_by=ada, status=Task.Status.DRAFT)
     task.refresh_from_db()

@@ -72,7 +72,7 @@ def write(self, sample):
 export.SampleArrayWriter.write = write
 from django.contrib.auth import get_user_model
 from releases.models import Release
-from releases.services.releases import start_export
+from releases.services.release_export import start_export
 start_export(get_user_model().objects.get(username={user!r}), Release.objects.get(version="1.0.0"))
 """
 
@@ -156,7 +156,7 @@ def test_an_export_killed_mid_way_is_failed_cleaned_and_exported_again(tmp_path,
     export succeeds."""
     from releases.models import Release
     from releases.selectors import export_jobs, exports_dir
-    from releases.services.releases import start_export
+    from releases.services.release_export import start_export
 
     populate(maintainer)  # release 1.0.0, exported once in-process
     before = {j["id"] for j in export_jobs("1.0.0")}

@@ -61,7 +61,7 @@ def judged(db, maintainer, server, monkeypatch, settings, caplog, tmp_path):
 
 def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, caplog, tmp_path):
     from releases.models import Release
-    from releases.services.releases import export_release
+    from releases.services.release_export import export_release
     from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, Verdict
 
     ids, output = judged

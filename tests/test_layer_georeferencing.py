@@ -41,7 +41,8 @@ def test_without_a_recorded_gsd_both_forms_give_the_same_finding(make_user, pixe
 
 @pytest.mark.django_db
 def test_maintainer_records_the_gsd_then_the_metric_task_submits(make_user, client):
-    from replay.services import input_fingerprint, start_replay
+    from replay.services.layers import input_fingerprint
+    from replay.services.runs import start_replay
 
     ada = make_user("ada", "author")
     mia = make_user("mia", "maintainer")

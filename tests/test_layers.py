@@ -294,8 +294,11 @@ def test_replay_plugs_into_review_and_qc_by_registration(db):
     """Review's "a succeeded replay exists" gate and QC's replays come from the replay app's
     ``ready()``, not from imports of replay inside annotation."""
     from annotation.services import qc, review, variants
-    from replay.services import (artifact_path, input_fingerprint, replay_new_variant, require_succeeded_replay,
-                                 succeeded_runs_of_head)
+    from replay.selectors import succeeded_runs_of_head
+    from replay.services.gold import require_succeeded_replay
+    from replay.services.layers import input_fingerprint
+    from replay.services.paths import artifact_path
+    from replay.services.runs import replay_new_variant
     from releases.services.export import SIDECAR_FIELDS
     from evaluation.selectors import release_adjudication
 

@@ -114,7 +114,7 @@ def test_replay_mask_png_and_legend_use_the_tools_classes_and_the_remap(data_roo
     draws has exactly those pixel counts (the mask's class_counts) in the legend's colours."""
     import collections
 
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
     from support.replay import florence_max_polygon_task
 
     ada = make_user("ada", "author")

@@ -469,13 +469,13 @@ def test_patching_a_webhook_checks_a_new_url_but_switching_it_off_needs_no_looku
 
 def test_publishing_a_release_tells_the_other_maintainers_and_the_webhook_its_digest(
         client, make_user, maintainer, receiver, people, django_capture_on_commit_callbacks):
-    from releases.services import releases as release_services
+    from releases.services import lifecycle, release_import
 
-    release_services.import_release_dir(None, SCORING_EXAMPLES, make_release=False)  # 12 approved tasks
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)  # 12 approved tasks
     _register(client, people, receiver, types=("release.published",))  # max's webhook
-    release = release_services.create_release(maintainer, "1.0.0", "first")
+    release = lifecycle.create_release(maintainer, "1.0.0", "first")
     with django_capture_on_commit_callbacks(execute=True):
-        release_services.publish_release(maintainer, release)
+        lifecycle.publish_release(maintainer, release)
     release.refresh_from_db()
     n = Notification.objects.get(user=people["max"], event_type="release.published")
     assert (n.data["version"], n.data["manifest_sha256"], n.data["n_tasks"]) == ("1.0.0", release.manifest_sha256, 12)
@@ -506,7 +506,8 @@ def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, main
     from annotation.services.imports import import_xbd_folder
     from annotation.services.tasks import create_task
     from conftest import REALDATA
-    from replay.services import accept_gold, start_replay
+    from replay.services.gold import accept_gold
+    from replay.services.runs import start_replay
     from support.replay import ANSWER, STEPS, clear_destroyed
 
     florence = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event

@@ -71,7 +71,7 @@ def test_the_former_copies_of_confinement_call_kernel_paths():
 
 @pytest.mark.django_db
 def test_the_services_refuse_paths_outside_the_data_root(settings):
-    from replay.services import data_path, stored_path
+    from replay.services.paths import data_path, stored_path
 
     assert data_path("ev/a.tif") == (Path(settings.STUDIO_DATA_ROOT) / "ev" / "a.tif").resolve()
     for fn in (data_path, stored_path):

@@ -69,8 +69,9 @@ def _import(path: Path) -> str:
 @pytest.fixture
 def published(approved_t2, people, tmp_path, settings):
     from annotation.services.tasks import create_task
-    from releases.services.releases import create_release, publish_release
-    from replay.services import accept_gold, start_replay
+    from releases.services.lifecycle import create_release, publish_release
+    from replay.services.gold import accept_gold
+    from replay.services.runs import start_replay
 
     mx = people["max"]
     gold = start_replay(mx, approved_t2)
@@ -128,7 +129,9 @@ def test_a_reimport_makes_a_new_version_and_the_published_release_ships_the_same
 def test_a_new_version_makes_the_current_task_replay_stale_and_leaves_the_released_one(published, tmp_path):
     from annotation.services.layer_versions import pinned_layer, task_pins
     from replay.models import ReplayRun
-    from replay.services import input_fingerprint, replay_diff, start_replay
+    from replay.selectors import replay_diff
+    from replay.services.layers import input_fingerprint
+    from replay.services.runs import start_replay
 
     current, first, gold = published["current"], published["first"], published["gold"]
     released = Task.objects.get(pk=gold.task_id)
@@ -186,7 +189,7 @@ def test_import_release_refuses_a_tampered_export_naming_the_file(published, tmp
 
 def test_a_re_export_that_would_ship_another_file_is_refused_naming_it(published, tmp_path):
     from releases.services.export import ExportError
-    from releases.services.releases import export_release
+    from releases.services.release_export import export_release
 
     data = published["data"]
     _import(_modified_damage(tmp_path / "modified"))
@@ -255,8 +258,8 @@ def test_two_releases_created_at_once_pin_one_version_per_layer(approved_t2, peo
 
     from django.db import connections
 
-    from releases.services.releases import create_release
-    from replay.services import start_replay
+    from releases.services.lifecycle import create_release
+    from replay.services.runs import start_replay
 
     assert start_replay(people["max"], approved_t2).status == "succeeded"
     LayerVersion.objects.all().delete()  # as a database migrated from before layer versions

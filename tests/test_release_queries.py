@@ -23,9 +23,9 @@ from conftest import REALDATA
 from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import Adjudication, AgentRun, RunRecord, Verdict
 from evaluation.selectors import release_adjudication, release_adjudications
-from releases.models import ReleaseTask
+from releases.models import Release, ReleaseTask
 from releases.services import export as export_svc
-from releases.services import releases as svc
+from releases.services import lifecycle, release_export
 
 FLORENCE = REALDATA / "xbd-hurricane-florence"
 BATCH = 10
@@ -46,7 +46,7 @@ def seeded(db, settings, tmp_path, monkeypatch):
     from annotation.services.layer_versions import ensure_version
     for layer in Layer.objects.all():
         ensure_version(layer)
-    monkeypatch.setattr(svc, "PIN_BATCH", BATCH)
+    monkeypatch.setattr(lifecycle, "PIN_BATCH", BATCH)
     monkeypatch.setattr(export_svc, "EXPORT_BATCH", EXPORT_BATCH)
     user = User.objects.create_superuser("rel-queries", password="pw-test-123")
     return user
@@ -60,13 +60,13 @@ def _half() -> list[int]:
 
 def _create(user, version, tasks):
     with CaptureQueriesContext(connection) as cq:
-        release = svc.create_release(user, version, "queries", tasks=tasks)
+        release = lifecycle.create_release(user, version, "queries", tasks=tasks)
     return release, len(cq.captured_queries)
 
 
 def _export(release, out):
     with CaptureQueriesContext(connection) as cq:
-        svc.export_release(release, out)
+        release_export.export_release(release, out)
     return len(cq.captured_queries)
 
 
@@ -99,14 +99,14 @@ def test_batch_errors_roll_back_everything(seeded):
     tasks = list(Task.objects.order_by("-id"))
     bad = tasks[15]
     Task.objects.filter(pk=bad.pk).update(status=Task.Status.DRAFT)
-    with pytest.raises(svc.ReleaseError, match=f"{bad.question_id} is draft"):
-        svc.create_release(seeded, "0.3.0", "x", tasks=Task.objects.all())
-    assert not svc.Release.objects.filter(version="0.3.0").exists() and ReleaseTask.objects.count() == 0
+    with pytest.raises(lifecycle.ReleaseError, match=f"{bad.question_id} is draft"):
+        lifecycle.create_release(seeded, "0.3.0", "x", tasks=Task.objects.all())
+    assert not Release.objects.filter(version="0.3.0").exists() and ReleaseTask.objects.count() == 0
     Task.objects.filter(pk=bad.pk).update(status=Task.Status.APPROVED)
     t0 = Task.objects.filter(task_index=0).order_by("id").first()
-    with pytest.raises(svc.ReleaseError, match=rf"sample {t0.sample_id} \({t0.dimension}\) would hold tasks \[1\]"):
-        svc.create_release(seeded, "0.3.0", "x", tasks=Task.objects.exclude(pk=t0.pk))
-    assert not svc.Release.objects.filter(version="0.3.0").exists() and ReleaseTask.objects.count() == 0
+    with pytest.raises(lifecycle.ReleaseError, match=rf"sample {t0.sample_id} \({t0.dimension}\) would hold tasks \[1\]"):
+        lifecycle.create_release(seeded, "0.3.0", "x", tasks=Task.objects.exclude(pk=t0.pk))
+    assert not Release.objects.filter(version="0.3.0").exists() and ReleaseTask.objects.count() == 0
 
 
 def test_batched_adjudication_summary_equals_per_task(seeded):
@@ -186,11 +186,11 @@ def test_gold_replay_pick_is_one_rule_for_one_revision_and_for_a_batch(seeded):
     copy_of(a, gold_accepted=True, status=ReplayRun.Status.FAILED)
     pair = (task.pk, task.head_id)
     assert export_svc.gold_replay(*pair).pk == a.pk            # accepted beats newer
-    assert svc._gold_replays([pair]) == {pair: a.pk}
+    assert lifecycle._gold_replays([pair]) == {pair: a.pk}
     ReplayRun.objects.filter(pk=a.pk).update(gold_accepted=False)
     assert export_svc.gold_replay(*pair).pk == b.pk            # none accepted: the newest succeeded
-    assert svc._gold_replays([pair]) == {pair: b.pk}
+    assert lifecycle._gold_replays([pair]) == {pair: b.pk}
     ReplayRun.objects.filter(pk=a.pk).update(gold_accepted=True)
     d = copy_of(b, gold_accepted=True)
     assert export_svc.gold_replay(*pair).pk == d.pk            # of two accepted, the newer (a is older)
-    assert svc._gold_replays([pair, (task.pk, -1)]) == {pair: d.pk}   # a pair without replays is absent
+    assert lifecycle._gold_replays([pair, (task.pk, -1)]) == {pair: d.pk}   # a pair without replays is absent

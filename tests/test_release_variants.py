@@ -29,7 +29,7 @@ def with_variants(approved_florence, people):
     """The base task replayed, and each variant made, replayed, submitted and approved."""
     from annotation.services import review
     from annotation.services.variants import create_variant
-    from replay.services import create_run, execute_replay, start_replay
+    from replay.services.runs import create_run, execute_replay, start_replay
 
     execute_replay(create_run(approved_florence).pk)  # the base's gold (an approved task of root's)
     made = {}
@@ -48,17 +48,17 @@ def test_release_with_variants_round_trips_and_leaves_the_benchmark_files_unchan
         with_variants, people, make_user, tmp_path, settings):
     from annotation.models import Event, Task, TaskVariant
     from releases.models import Release, ReleaseTask
-    from releases.services import releases as svc
+    from releases.services import lifecycle, release_export, release_import
     from releases.services.release_variants import authored_number
     from replay.models import ReplayRun
 
     base, made = with_variants
     mia = make_user("mia", "maintainer", "author", "reviewer")
-    plain_only = svc.create_release(mia, "0.9.0", "the base alone", tasks=[base])
-    full = svc.create_release(mia, "1.0.0", "with variants")
+    plain_only = lifecycle.create_release(mia, "0.9.0", "the base alone", tasks=[base])
+    full = lifecycle.create_release(mia, "1.0.0", "with variants")
     assert full.items.count() == 1 + len(VARIANTS)
-    svc.export_release(plain_only, tmp_path / "plain")
-    svc.export_release(full, tmp_path / "one")
+    release_export.export_release(plain_only, tmp_path / "plain")
+    release_export.export_release(full, tmp_path / "one")
     # the written sidecar (export_release returns it without its streamed ``questions``)
     manifest = json.loads((tmp_path / "one" / "studio_manifest.json").read_text())
     one = tmp_path / "one"
@@ -108,7 +108,7 @@ def test_release_with_variants_round_trips_and_leaves_the_benchmark_files_unchan
     settings.STUDIO_DATA_ROOT = tmp_path / "data2"
     settings.STUDIO_ARTIFACT_ROOT = tmp_path / "data2" / "artifacts"
     settings.STUDIO_DATA_ROOT.mkdir()
-    report = svc.import_release_dir(None, one)
+    report = release_import.import_release_dir(None, one)
     assert sorted(report.created) == sorted(["flo_0003_task0", *made])
     rows = TaskVariant.objects.select_related("task", "base_task", "base_revision")
     # the base revision: the imported one (number 1 here), known by its number in the authoring
@@ -123,12 +123,12 @@ def test_release_with_variants_round_trips_and_leaves_the_benchmark_files_unchan
     assert Event.objects.get(slug="hurricane-florence").layers.filter(
         file_name="hurricane-florence_00000018_post_original_unreadable.png", metadata__unreadable=True).exists()
     two = tmp_path / "two"
-    again = svc.export_release(Release.objects.get(version="1.0.0"), two)
+    again = release_export.export_release(Release.objects.get(version="1.0.0"), two)
     for prefix in ("tasks/", "images/", "variants/"):
         assert _bytes_of(two, prefix) == _bytes_of(one, prefix), prefix
     assert again["variants"] == section
     # a second import changes nothing
-    assert len(svc.import_release_dir(None, one).unchanged) == 1 + len(VARIANTS)
+    assert len(release_import.import_release_dir(None, one).unchanged) == 1 + len(VARIANTS)
     assert TaskVariant.objects.count() == len(VARIANTS)
 
 
@@ -137,12 +137,12 @@ def test_published_digest_covers_the_variants_and_a_variant_without_its_base_is_
         with_variants, make_user, tmp_path, settings):
     from annotation.models import Task, TaskVariant
     from releases.models import Release
-    from releases.services import releases as svc
+    from releases.services import lifecycle, release_export, release_import
 
     base, made = with_variants
     mia = make_user("mia", "maintainer", "author", "reviewer")
-    release = svc.publish_release(mia, svc.create_release(mia, "1.0.0", "with variants"))
-    manifest = svc.export_release(release, tmp_path / "one")
+    release = lifecycle.publish_release(mia, lifecycle.create_release(mia, "1.0.0", "with variants"))
+    manifest = release_export.export_release(release, tmp_path / "one")
     assert manifest["release"]["content_sha256"] == release.manifest_sha256
     # a folder whose variants' base is neither in it nor in the studio: the sidecar field is named
     folder = tmp_path / "one"
@@ -154,7 +154,7 @@ def test_published_digest_covers_the_variants_and_a_variant_without_its_base_is_
     settings.STUDIO_ARTIFACT_ROOT = tmp_path / "data2" / "artifacts"
     settings.STUDIO_DATA_ROOT.mkdir()
     before = (Task.objects.count(), TaskVariant.objects.count(), Release.objects.count())
-    with pytest.raises(svc.ReleaseImportError) as err:
-        svc.import_release_dir(None, folder, event_slug="elsewhere", release_version="2.0.0")
+    with pytest.raises(release_import.ReleaseImportError) as err:
+        release_import.import_release_dir(None, folder, event_slug="elsewhere", release_version="2.0.0")
     assert err.value.field == f"variants.{qid}" and "'nowhere_task0' is neither in this release" in str(err.value)
     assert (Task.objects.count(), TaskVariant.objects.count(), Release.objects.count()) == before

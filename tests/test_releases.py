@@ -18,7 +18,7 @@ from django.test import override_settings
 from annotation.models import Event, Layer, Task, TaskRevision
 
 from releases.models import Release, ReleaseTask
-from releases.services import releases as svc
+from releases.services import lifecycle, release_export, release_import
 from releases.services.export import SampleArrayWriter, data_paths, dumps, load_schema, schema_problems
 from conftest import REALDATA, SCORING_EXAMPLES
 from replay.models import ReplayRun
@@ -62,13 +62,13 @@ def demo_release(django_db_setup, django_db_blocker, tmp_path_factory):
             call_command("demo", "--skip-osm", stdout=io.StringIO())
             user = User.objects.get(username="maxine")
             Task.objects.update(status=Task.Status.APPROVED)
-            release = svc.create_release(user, "1.0.0", "first release")
-            svc.publish_release(user, release)
+            release = lifecycle.create_release(user, "1.0.0", "first release")
+            lifecycle.publish_release(user, release)
             statuses = sorted(Task.objects.values_list("status", flat=True))
             out = base / "export"
             call_command("export_release", "1.0.0", "--out", str(out), stdout=io.StringIO(), stderr=io.StringIO())
             before, data_before = _counts(), _tree(data)
-            report = svc.import_release_dir(user, out)
+            report = release_import.import_release_dir(user, out)
             after, data_after = _counts(), _tree(data)
             out2 = base / "export2"
             call_command("export_release", "1.0.0", "--out", str(out2), stdout=io.StringIO(), stderr=io.StringIO())
@@ -143,14 +143,14 @@ def test_demo_release_import_same_db_changes_nothing(demo_release):
 def test_demo_release_round_trip_into_fresh_database(demo_release, db, tmp_path):
     """Import into an empty studio (events, layers from images/, tasks, release 1.0.0 from the
     sidecar), export again: task files and images byte for byte the same; a second import changes nothing."""
-    report = svc.import_release_dir(None, demo_release.out)
+    report = release_import.import_release_dir(None, demo_release.out)
     assert sorted(report.events_created) == ["hurricane-florence", "joplin-tornado"]
     assert set(report.layers.values()) == {"created"} and len(report.layers) == len(_bytes_of(demo_release.out, "images/"))
     assert len(report.created) == 2 and report.release_created
     release = Release.objects.get(version="1.0.0")
     assert release.status == "published"
     out = tmp_path / "again"
-    svc.export_release(release, out)
+    release_export.export_release(release, out)
     assert _bytes_of(out, "tasks/") == _bytes_of(demo_release.out, "tasks/")
     assert _bytes_of(out, "images/") == _bytes_of(demo_release.out, "images/")
     # the gold kept: an import replay with the file's trajectory (obs) and a symbolic revision
@@ -159,7 +159,7 @@ def test_demo_release_round_trip_into_fresh_database(demo_release, db, tmp_path)
     assert run.gold_accepted and run.status == "succeeded" and run.mode == "import"
     assert all("obs" in s for s in run.filled_trajectory) and all("obs" not in s for s in task.head.trajectory)
     before = _counts()
-    again = svc.import_release_dir(None, demo_release.out)
+    again = release_import.import_release_dir(None, demo_release.out)
     assert (len(again.unchanged), again.created, again.updated) == (2, [], [])
     assert _counts() == before
     manifest = json.loads((out / "studio_manifest.json").read_text())
@@ -188,12 +188,12 @@ def test_writer_matches_the_benchmark_formatting(tmp_path):
 def test_scoring_examples_import_and_export_unchanged(db, tmp_path, settings):
     """The scoring examples (tools outside the catalogue, no images/) import as 12 tasks and export
     again byte for byte; their five referenced images are recorded as missing, not fatal."""
-    report = svc.import_release_dir(None, SCORING_EXAMPLES, release_version="0.1.0")
+    report = release_import.import_release_dir(None, SCORING_EXAMPLES, release_version="0.1.0")
     assert len(report.created) == 12  # 10 samples, t2_s04 has two tasks, README says twelve
     assert sorted(m["path"] for m in report.images_missing) == [
         "s2/t1.tif", "s2/t2.tif", "s2/t3.tif", "scene/post.png", "scene/pre.png"]
     out = tmp_path / "out"
-    manifest = svc.export_release(Release.objects.get(version="0.1.0"), out)
+    manifest = release_export.export_release(Release.objects.get(version="0.1.0"), out)
     for name in TASK_NAMES:
         original = (SCORING_EXAMPLES / "tasks" / name).read_bytes()
         assert json.loads((out / "tasks" / name).read_bytes()) == json.loads(original)
@@ -202,7 +202,7 @@ def test_scoring_examples_import_and_export_unchanged(db, tmp_path, settings):
     assert {m["path"] for m in manifest["images_missing"]} == {"s2/t1.tif", "s2/t2.tif", "s2/t3.tif",
                                                                "scene/post.png", "scene/pre.png"}
     before = _counts()
-    again = svc.import_release_dir(None, SCORING_EXAMPLES, release_version="0.1.0")
+    again = release_import.import_release_dir(None, SCORING_EXAMPLES, release_version="0.1.0")
     assert len(again.unchanged) == 12 and _counts() == before
 
 
@@ -240,8 +240,8 @@ def test_schema_violations_name_file_sample_field_and_change_nothing(db, tmp_pat
     d = _scoring_copy(tmp_path)
     _edit(d / "tasks" / TASK_NAMES[0], change)
     before, data_before = _counts(), _tree(settings.STUDIO_DATA_ROOT)
-    with pytest.raises(svc.ReleaseImportError) as exc:
-        svc.import_release_dir(None, d)
+    with pytest.raises(release_import.ReleaseImportError) as exc:
+        release_import.import_release_dir(None, d)
     assert str(exc.value).startswith(expected)
     assert exc.value.file == "tasks/t1_perception_and_assessment.json"
     assert _counts() == before and _tree(settings.STUDIO_DATA_ROOT) == data_before
@@ -250,18 +250,18 @@ def test_schema_violations_name_file_sample_field_and_change_nothing(db, tmp_pat
 def test_file_that_is_not_a_list_is_refused(db, tmp_path):
     d = _scoring_copy(tmp_path)
     (d / "tasks" / TASK_NAMES[0]).write_text(json.dumps({"sample_id": "x", "tasks": []}))
-    with pytest.raises(svc.ReleaseImportError, match=r"^tasks/t1_perception_and_assessment.json: the file must hold "
+    with pytest.raises(release_import.ReleaseImportError, match=r"^tasks/t1_perception_and_assessment.json: the file must hold "
                                                      r"a JSON list of samples, not dict$"):
-        svc.import_release_dir(None, d)
+        release_import.import_release_dir(None, d)
     assert Task.objects.count() == 0
 
 
 def test_invalid_json_names_line_and_column(db, tmp_path):
     d = _scoring_copy(tmp_path)
     (d / "tasks" / TASK_NAMES[2]).write_text('[\n {"sample_id": "x",\n}')
-    with pytest.raises(svc.ReleaseImportError, match=r"^tasks/t3_operational_planning.json: not valid JSON: "
+    with pytest.raises(release_import.ReleaseImportError, match=r"^tasks/t3_operational_planning.json: not valid JSON: "
                                                      r"Expecting property name enclosed in double quotes \(line 3, column 1\)"):
-        svc.import_release_dir(None, d)
+        release_import.import_release_dir(None, d)
     assert Task.objects.count() == 0
 
 
@@ -278,8 +278,8 @@ def test_bad_image_rolls_back_rows_and_files(db, tmp_path, settings):
                          "trajectory": [], "final_answer": {"n": 1}, "eval_spec": {"n": "scalar_count"}}]}
     (d / "tasks" / TASK_NAMES[0]).write_text(dumps([sample]))
     data_before = _tree(settings.STUDIO_DATA_ROOT)
-    with pytest.raises(svc.ReleaseImportError) as exc:
-        svc.import_release_dir(None, d, event_slug="bad-image")
+    with pytest.raises(release_import.ReleaseImportError) as exc:
+        release_import.import_release_dir(None, d, event_slug="bad-image")
     assert exc.value.file == "images/b.tif"
     assert _counts() == {k: 0 for k in _counts()}
     assert _tree(settings.STUDIO_DATA_ROOT) == data_before
@@ -301,9 +301,9 @@ def test_polygon_gold_and_extra_keys_round_trip(db, tmp_path):
                          "trajectory": [{"call": "seg.flood", "args": {"post_image_path": "/x/post.tif"}, "obs": {"mask_path": "m.png"}}]}],
               "sample_id": "s1", "scene_notes": "ñ — kept as UTF-8", "input_data": {}}
     (d / "tasks" / TASK_NAMES[0]).write_text(dumps([sample]))
-    svc.import_release_dir(None, d, release_version="2.0.0")
+    release_import.import_release_dir(None, d, release_version="2.0.0")
     out = tmp_path / "out"
-    svc.export_release(Release.objects.get(version="2.0.0"), out)
+    release_export.export_release(Release.objects.get(version="2.0.0"), out)
     assert _bytes_of(out, "tasks/") == _bytes_of(d, "tasks/")
 
 
@@ -314,23 +314,23 @@ def test_polygon_gold_and_extra_keys_round_trip(db, tmp_path):
 def examples(db, make_user):
     """The scoring examples imported (12 approved tasks) and a maintainer."""
     user = make_user("mia", "maintainer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
     return user
 
 
 def test_create_release_refuses_bad_input(examples, make_user):
     user = examples
-    with pytest.raises(svc.ReleaseError, match=r"^version: '1\.0' is not a semantic version"):
-        svc.create_release(user, "1.0")
+    with pytest.raises(lifecycle.ReleaseError, match=r"^version: '1\.0' is not a semantic version"):
+        lifecycle.create_release(user, "1.0")
     # t2_s04 has tasks 0 and 1; with task 0 a draft, task 1 alone would become t2_s04_task0 in the
     # file (question ids are positional): refused
     Task.objects.filter(question_id="t2_s04_task0").update(status=Task.Status.DRAFT)
-    with pytest.raises(svc.ReleaseError, match=r"sample t2_s04 \(t2\) would hold tasks \[1\]"):
-        svc.create_release(user, "1.0.0")
-    with pytest.raises(svc.ReleaseError, match=r"t2_s04_task0 is draft"):
-        svc.create_release(user, "1.0.0", tasks=Task.objects.filter(question_id="t2_s04_task0"))
+    with pytest.raises(lifecycle.ReleaseError, match=r"sample t2_s04 \(t2\) would hold tasks \[1\]"):
+        lifecycle.create_release(user, "1.0.0")
+    with pytest.raises(lifecycle.ReleaseError, match=r"t2_s04_task0 is draft"):
+        lifecycle.create_release(user, "1.0.0", tasks=Task.objects.filter(question_id="t2_s04_task0"))
     with pytest.raises(PermissionDenied):
-        svc.create_release(make_user("sam", "scorer"), "1.0.0")
+        lifecycle.create_release(make_user("sam", "scorer"), "1.0.0")
     assert Release.objects.count() == 0
 
 
@@ -343,21 +343,21 @@ def _raw_sql(sql, params):
 
 def test_published_release_refuses_edits_in_services_and_database(examples, make_user):
     user = examples
-    release = svc.create_release(user, "1.0.0", "draft text")
-    svc.update_release(user, release, changelog="edited while draft")  # a draft may change
+    release = lifecycle.create_release(user, "1.0.0", "draft text")
+    lifecycle.update_release(user, release, changelog="edited while draft")  # a draft may change
     assert ReleaseTask.objects.filter(release=release).count() == 12
     with pytest.raises(PermissionDenied):
-        svc.publish_release(make_user("ada", "author"), release)
-    svc.publish_release(user, release)
+        lifecycle.publish_release(make_user("ada", "author"), release)
+    lifecycle.publish_release(user, release)
     release.refresh_from_db()
     assert (release.status, release.changelog, len(release.manifest_sha256)) == ("published", "edited while draft", 64)
     assert set(Task.objects.values_list("status", flat=True)) == {"released"}
-    with pytest.raises(svc.ReleaseImmutableError, match="release 1.0.0 is published and cannot be changed"):
-        svc.update_release(user, release, changelog="x")
-    with pytest.raises(svc.ReleaseImmutableError):
-        svc.publish_release(user, release)
-    with pytest.raises(svc.ReleaseImmutableError):
-        svc.delete_release(user, release)
+    with pytest.raises(lifecycle.ReleaseImmutableError, match="release 1.0.0 is published and cannot be changed"):
+        lifecycle.update_release(user, release, changelog="x")
+    with pytest.raises(lifecycle.ReleaseImmutableError):
+        lifecycle.publish_release(user, release)
+    with pytest.raises(lifecycle.ReleaseImmutableError):
+        lifecycle.delete_release(user, release)
     item = ReleaseTask.objects.filter(release=release).first()
     other_rev = TaskRevision.objects.exclude(pk=item.revision_id).first()
     for attempt in (
@@ -381,7 +381,7 @@ def test_release_diff_on_a_hand_made_change(examples, tmp_path):
     published one would have released its tasks, and an import over a released task is refused
     (test_integrity_locks)."""
     user = examples
-    svc.create_release(user, "1.0.0")
+    lifecycle.create_release(user, "1.0.0")
     d = _scoring_copy(tmp_path)
 
     def t1(data):
@@ -400,12 +400,12 @@ def test_release_diff_on_a_hand_made_change(examples, tmp_path):
     _edit(d / "tasks" / TASK_NAMES[0], t1)
     _edit(d / "tasks" / TASK_NAMES[1], t2)
     _edit(d / "tasks" / TASK_NAMES[2], t3)
-    report = svc.import_release_dir(None, d, make_release=False)
+    report = release_import.import_release_dir(None, d, make_release=False)
     assert sorted(report.updated) == ["t1_s05_task0", "t2_s04_task1"] and report.created == ["t3_new_task0"]
     t5 = json.loads((SCORING_EXAMPLES / "tasks" / TASK_NAMES[4]).read_text())
     dropped = t5[0]["sample_id"]
     keep = Task.objects.exclude(sample_id=dropped)
-    svc.create_release(user, "1.1.0", tasks=keep)
+    lifecycle.create_release(user, "1.1.0", tasks=keep)
     from releases.selectors import release_diff
 
     diff = release_diff(Release.objects.get(version="1.0.0"), Release.objects.get(version="1.1.0"))
@@ -431,8 +431,8 @@ def test_export_job_records_progress_and_zip(examples, settings):
     import zipfile
 
     user = examples
-    release = svc.publish_release(user, svc.create_release(user, "1.0.0"))
-    job = svc.start_export(user, release)
+    release = lifecycle.publish_release(user, lifecycle.create_release(user, "1.0.0"))
+    job = release_export.start_export(user, release)
     assert (job["status"], job["done"], job["total"], job["stage"]) == ("succeeded", 12, 12, "done")
     z = Path(settings.STUDIO_DATA_ROOT) / "exports" / "1.0.0" / job["id"] / job["zip"]
     names = zipfile.ZipFile(z).namelist()
@@ -443,13 +443,13 @@ def test_export_job_records_progress_and_zip(examples, settings):
 
 def test_export_refuses_a_non_empty_folder(examples, tmp_path):
     user = examples
-    release = svc.create_release(user, "1.0.0")
+    release = lifecycle.create_release(user, "1.0.0")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
     from releases.services.export import ExportError
 
     with pytest.raises(ExportError, match="exists and is not empty"):
-        svc.export_release(release, tmp_path / "out")
+        release_export.export_release(release, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]  # no temporary folder left behind
 
 

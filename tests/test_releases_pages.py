@@ -7,7 +7,7 @@ import zipfile
 import pytest
 from django.urls import include, path
 
-from releases.services import releases as svc
+from releases.services import lifecycle, release_import
 from conftest import SCORING_EXAMPLES
 
 # The lead includes these in studio/api_urls.py and frontend/urls.py; until then the tests mount them here.
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.urls(__name__)
 @pytest.fixture
 def maint(db, make_user, client):
     user = make_user("mia", "maintainer")
-    svc.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
     client.force_login(user)
     return user
 
@@ -91,7 +91,7 @@ def test_release_list_query_count_is_constant(maint, client, django_assert_max_n
 
     tasks = list(Task.objects.all())
     for i in range(6):
-        svc.create_release(maint, f"1.{i}.0", tasks=tasks)
+        lifecycle.create_release(maint, f"1.{i}.0", tasks=tasks)
     # session + user + groups (permission check), the releases with their counts, the releasable count
     with django_assert_max_num_queries(6):
         r = client.get("/releases/")

@@ -2,7 +2,7 @@
 
 ``canonical_json`` (step cache keys, output names, replay hashes, input fingerprints),
 ``to_storage`` / ``from_storage`` (every observation stored) and the JSON columns' value
-preparation (``studio.fastsql``) took a copy of every value in Python; plain JSON now skips it.
+preparation (``replay.services.sql``) took a copy of every value in Python; plain JSON now skips it.
 Each is compared here with the general path it replaces, written out as it was (the reference
 functions below), over random JSON values and over the values that take the general path
 (NaN and infinities, numpy numbers, tuples, sets, paths, non-string keys, subclasses).
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kernel import taskfile
 from kernel.tools.base import canonical_json, jsonable
 from replay.models import ReplayRun, StepCacheEntry
-from replay.services import create_run, execute_replay
+from replay.services.runs import create_run, execute_replay
 from support.replay import run_layers_variant_statements
 
 
@@ -157,7 +157,7 @@ def test_to_storage_copies_containers():
 
 
 def test_json_columns_are_prepared_as_the_field_prepares_them(db):
-    from studio.fastsql import _preparer
+    from replay.services.sql import _preparer
 
     field = StepCacheEntry._meta.get_field("obs")
     prep = _preparer(field, connection)

@@ -5,7 +5,7 @@
 - The whole-run cache copies the earlier run's step rows and filled trajectory inside the
   database; the copy equals the original.
 - The statements per replay are pinned (as list pages pin theirs), on both database configurations.
-- ``studio.fastsql``: inserts that skip conflicting rows, updates with a value copied in SQL.
+- ``replay.services.sql``: inserts that skip conflicting rows, updates with a value copied in SQL.
 
 Values: the Florence tile ``hurricane-florence_00000018`` gives 6,691.5 m² for classes [2, 3] at
 0.5 m (worked out by hand in ``tests/test_replay_services.py``: (26,492 + 274) px × 0.25 m²).
@@ -17,10 +17,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import kernel.engine as engine
-import replay.services as services
+import replay.services.progress as progress_module
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.services import create_run, execute_replay
-from studio.fastsql import insert_rows, update_by
+from replay.services.runs import create_run, execute_replay
+from replay.services.sql import insert_rows, update_by
 
 from support.replay import run_layers_variant_statements
 
@@ -48,7 +48,7 @@ def _state_when_area_runs(monkeypatch):
 
 
 def test_a_short_replay_is_written_once_at_its_end(task, monkeypatch):
-    monkeypatch.setattr(services, "FLUSH_S", 3600.0)
+    monkeypatch.setattr(progress_module, "FLUSH_S", 3600.0)
     seen = _state_when_area_runs(monkeypatch)
     run = execute_replay(create_run(task).pk)
     # nothing was written while it ran: the run was still queued and had no step rows
@@ -60,7 +60,7 @@ def test_a_short_replay_is_written_once_at_its_end(task, monkeypatch):
 
 
 def test_a_long_replay_shows_its_progress(task, monkeypatch):
-    monkeypatch.setattr(services, "FLUSH_S", 0.0)  # every step counts as "long"
+    monkeypatch.setattr(progress_module, "FLUSH_S", 0.0)  # every step counts as "long"
     seen = _state_when_area_runs(monkeypatch)
     run = execute_replay(create_run(task).pk)
     assert seen == {"status": "running", "steps_done": 1, "rows": [(0, "succeeded"), (1, "pending")]}
@@ -95,7 +95,7 @@ def test_statements_per_replay_are_pinned(task):
     with CaptureQueriesContext(connection) as ctx:
         execute_replay(cold.pk)
     # the run with its revision and task; the event's layers; the task's variant row (none: a
-    # robustness variant's replay rules, replay.services); an identical earlier run (none);
+    # robustness variant's replay rules, replay.services.runs); an identical earlier run (none);
     # two step-cache lookups; at the end (one transaction): the cache's new entries, the step
     # rows, the run's update (the gold lookup is two subqueries of it: it was a SELECT of its own)
     assert _statements(ctx) == run_layers_variant_statements() + ["SELECT"] * 3 + ["INSERT", "INSERT", "UPDATE"]
@@ -201,7 +201,7 @@ def _row_values(obj):
 
 def test_load_instances_gives_what_the_orm_gives(task):
     from annotation.models import Layer
-    from studio.fastsql import load_instances
+    from replay.services.sql import load_instances
 
     run = execute_replay(create_run(task).pk)
     orm = ReplayRun.objects.select_related("revision", "task").get(pk=run.pk)
@@ -223,7 +223,7 @@ def test_load_instances_gives_what_the_orm_gives(task):
     assert load_instances(ReplayRun, where={"id": run.pk + 1000}) == []
     # several queries at once (one round trip on PostgreSQL), a later one's value found by a subquery
     from annotation.models import Task
-    from studio.fastsql import column_sql, load_many
+    from replay.services.sql import column_sql, load_many
 
     def event_of(run_id):
         return {"event": column_sql(Task, "event", {"id": column_sql(ReplayRun, "task", {"id": run_id})})}
@@ -237,7 +237,7 @@ def test_load_instances_gives_what_the_orm_gives(task):
 
 
 def test_insert_instance_writes_the_row_the_orm_would(task):
-    from studio.fastsql import insert_instance
+    from replay.services.sql import insert_instance
 
     run = insert_instance(ReplayRun(task=task, revision=task.head, mode="gt", steps_total=2, eval_spec={"a": "b"}))
     assert run.pk is not None and run._state.adding is False
@@ -251,7 +251,7 @@ def test_insert_instance_writes_the_row_the_orm_would(task):
 def test_commit_without_flush_wait_applies_to_the_outermost_transaction_only():
     from django.db import transaction
 
-    from studio.fastsql import commit_without_flush_wait
+    from replay.services.sql import commit_without_flush_wait
 
     with pytest.raises(RuntimeError):
         commit_without_flush_wait(ReplayRun)  # autocommit: there is no transaction to relax

@@ -15,8 +15,9 @@ from django.urls import include, path
 import kernel.engine as engine
 from annotation.services.tasks import create_task, save_revision
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
-from replay.services import (ReplayStateError, accept_gold, create_run, execute_replay,
-                             latest_successful_replay, replay_diff, resume_stuck_replays, start_replay)
+from replay.selectors import latest_successful_replay, replay_diff
+from replay.services.gold import ReplayStateError, accept_gold
+from replay.services.runs import create_run, execute_replay, resume_stuck_replays, start_replay
 from support.replay import ANSWER, STEPS, clear_destroyed, count_calls
 
 # the task page's block needs two page routes (frontend/urls_pages.py); the tests add them here

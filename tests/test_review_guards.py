@@ -60,13 +60,13 @@ def test_publish_through_the_api_with_an_open_comment_needs_a_recorded_confirmat
     that lists the open thread (rey's one comment on step 1, from ``_approvable``); with it, the
     release is published and the task's audit trail records the confirmation."""
     from releases.models import Release
-    from releases.services import releases
+    from releases.services import lifecycle
 
     tid = _approvable(client, people, import_joplin(raster=False))
     task = review.approve(people["rey"], Task.objects.get(pk=tid), acknowledge_open_comments=True)
-    releases.create_release(people["max"], "1.0.0", "first", tasks=[task])
-    with pytest.raises(releases.ReleaseOpenCommentsError):
-        releases.publish_release(people["max"], Release.objects.get(version="1.0.0"))
+    lifecycle.create_release(people["max"], "1.0.0", "first", tasks=[task])
+    with pytest.raises(lifecycle.ReleaseOpenCommentsError):
+        lifecycle.publish_release(people["max"], Release.objects.get(version="1.0.0"))
 
     client.force_login(people["max"])
     url = "/api/releases/1.0.0/publish/"
@@ -122,7 +122,7 @@ def test_403_page_names_the_missing_role(client, people):
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed")
 @pytest.mark.django_db(transaction=True)
 def test_approve_and_publish_ask_first_in_the_browser(live_server, browser, client, people):
-    from releases.services.releases import create_release
+    from releases.services.lifecycle import create_release
 
     tid = _approvable(client, people, import_joplin(raster=False))
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})

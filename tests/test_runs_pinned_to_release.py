@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import Task
-from releases.services.releases import create_release, publish_release
+from releases.services.lifecycle import create_release, publish_release
 from conftest import REPO
 from evaluation.services import RunImportError, import_run_dir
 

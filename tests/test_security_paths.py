@@ -20,14 +20,14 @@ def secret(tmp_path):
 
 @pytest.mark.parametrize("rel", ["../../etc/passwd", "../secret.geojson", "/etc/passwd", "a/../../secret.geojson"])
 def test_data_path_refuses_escapes(rel):
-    from replay.services import data_path
+    from replay.services.paths import data_path
 
     with pytest.raises(ValueError, match="outside the data root"):
         data_path(rel)
 
 
 def test_data_path_accepts_inside(settings):
-    from replay.services import data_path
+    from replay.services.paths import data_path
 
     assert data_path("events/x/a.tif") == Path(settings.STUDIO_DATA_ROOT).resolve() / "events/x/a.tif"
 
@@ -36,7 +36,7 @@ def test_data_path_accepts_inside(settings):
 def test_layer_resolver_refuses_escaping_names_and_rows(secret):
     from annotation.models import Event, Layer
     from kernel.tools.base import ToolInputError
-    from replay.services import LayerResolver
+    from replay.services.layers import LayerResolver
 
     event = Event.objects.create(slug="e", name="e")
     Layer.objects.create(event=event, name="a", kind="vector", file_name="a.geojson", path="events/e/a.geojson")
@@ -102,7 +102,7 @@ def test_replay_artifact_names_cannot_escape(settings, client_in, make_user):
 
 def test_artifact_path_refuses_escapes(settings):
     from replay.models import ReplayRun
-    from replay.services import artifact_path
+    from replay.services.paths import artifact_path
 
     run = ReplayRun(artifact_dir="runs/1")
     for name in ("../other.geojson", "../../x", "/etc/passwd"):

@@ -66,7 +66,7 @@ def test_seeds_marked_synthetic_tasks_and_scored_runs(florence):
 
 
 def test_a_synthetic_t1_task_replays_on_the_real_files(florence, maintainer):
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     seed_synthetic(5, 0, tasks_per_sample=1)
     user = maintainer  # synthetic tasks have no author: a maintainer replays them

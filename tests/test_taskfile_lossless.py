@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from annotation.models import Event, Task
 
 from releases.models import Release
-from releases.services import releases as svc
+from releases.services import release_export, release_import
 from kernel.taskfile import dumps, from_storage
 from replay.models import ReplayRun
 
@@ -127,9 +127,9 @@ def test_import_release_then_export_release_is_the_identity(db, tmp_path, settin
     _write_folder(root, files, polygons)
     try:
         with transaction.atomic():
-            svc.import_release_dir(None, root, release_version="1.0.0")
+            release_import.import_release_dir(None, root, release_version="1.0.0")
             out = root.parent / "out"
-            svc.export_release(Release.objects.get(version="1.0.0"), out)
+            release_export.export_release(Release.objects.get(version="1.0.0"), out)
             assert _bytes_under(out) == _bytes_under(root)
             transaction.set_rollback(True)
     finally:
@@ -155,7 +155,7 @@ def _held_back_release(root: Path) -> bytes:
 def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
     data = _held_back_release(tmp_path / "bench")
     assert b"NaN" in data and b"-Infinity" in data
-    report = svc.import_release_dir(None, tmp_path / "bench", release_version="3.0.0")
+    report = release_import.import_release_dir(None, tmp_path / "bench", release_version="3.0.0")
     assert report.created == ["hb_01_task0"]
     task = Task.objects.get(question_id="hb_01_task0")
     rev = task.head
@@ -171,7 +171,7 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
     assert "NaN" not in raw.replace('"NaN"', "") and '"$float"' in raw
     assert math.isnan(from_storage(run.final_answer)["mean_depth_m"])
     out = tmp_path / "out"
-    svc.export_release(Release.objects.get(version="3.0.0"), out)
+    release_export.export_release(Release.objects.get(version="3.0.0"), out)
     assert (out / "tasks" / T1).read_bytes() == data
     # the scorer sees the NaN gold as a float again: gold against itself (the evaluator's --sanity)
     # scores the field 1.0, NaN against NaN passing as in the official evaluator
@@ -206,7 +206,7 @@ def test_both_importers_build_the_same_task(db, tmp_path, make_user):
         assert [r["status"] for r in rows] == ["created"]
         by_tasks = snapshot()
         transaction.set_rollback(True)
-    svc.import_release_dir(None, tmp_path / "bench", make_release=False)
+    release_import.import_release_dir(None, tmp_path / "bench", make_release=False)
     assert snapshot() == by_tasks
 
 
@@ -255,18 +255,18 @@ def test_values_longer_than_the_studio_columns_are_refused_naming_field_and_limi
                             ({"task_category": "c"}, "task_category_code: 63 characters, more than the 40")]:
         bad_task = dict(sample["tasks"][0], **change)
         (root / "tasks" / T1).write_bytes(dumps([dict(sample, tasks=[bad_task])]).encode("utf-8"))
-        with pytest.raises(svc.ReleaseImportError, match=message):
-            svc.import_release_dir(None, root, release_version="4.0.0")
+        with pytest.raises(release_import.ReleaseImportError, match=message):
+            release_import.import_release_dir(None, root, release_version="4.0.0")
     ok_task = dict(sample["tasks"][0], task_category="c", task_category_code="T1")
     (root / "tasks" / T1).write_bytes(dumps([dict(sample, tasks=[ok_task])]).encode("utf-8"))
-    with pytest.raises(svc.ReleaseImportError, match="disaster_type: 50 characters, more than the 40"):
-        svc.import_release_dir(None, root, release_version="4.0.0")
+    with pytest.raises(release_import.ReleaseImportError, match="disaster_type: 50 characters, more than the 40"):
+        release_import.import_release_dir(None, root, release_version="4.0.0")
     assert not Task.objects.exists() and not Release.objects.exists()
     bad = tmp_path / "bad"
     (bad / "tasks").mkdir(parents=True)
     (bad / "tasks" / T1).write_text(dumps([dict(sample, sample_id="s" * 201)]))
-    with pytest.raises(svc.ReleaseImportError, match=r"sample_id: longer than 200 characters"):
-        svc.import_release_dir(None, bad)
+    with pytest.raises(release_import.ReleaseImportError, match=r"sample_id: longer than 200 characters"):
+        release_import.import_release_dir(None, bad)
 
 
 @pytest.mark.parametrize("case", ["import_tasks_nan_in_args", "import_tasks_nan_in_classes"])

@@ -1,13 +1,13 @@
 """A path a tool cannot find is reported under the argument the caller gave (``mask_path``,
 ``vector_path``, ``vector_a_path``), never under the resolver's own word ``path``: the event's
-layer resolver (``replay.services.LayerResolver``) leaves the argument to the tool's call."""
+layer resolver (``replay.services.layers.LayerResolver``) leaves the argument to the tool's call."""
 from __future__ import annotations
 
 import pytest
 
 from kernel.tools.base import ToolContext, ToolError
 from kernel.tools.registry import call_tool
-from replay.services import LayerResolver
+from replay.services.layers import LayerResolver
 
 
 @pytest.mark.parametrize("tool, args, argument", [

@@ -144,7 +144,7 @@ def test_broken_variant_fails_every_call_and_its_alternative_computes_the_origin
 
 @pytest.mark.django_db
 def test_broken_variant_gold_replay_still_computes_the_base_plan():
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     user, base = approved_task()
     variant, _ = create_variant(user, base, "broken", step=1)

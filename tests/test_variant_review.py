@@ -41,7 +41,7 @@ def test_each_variant_goes_through_qc_review_and_approval(approved_florence, peo
     from annotation.services import review
     from annotation.services.qc import qc_for_task
     from annotation.services.variants import create_variant
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     variant, _ = create_variant(people["ada"], approved_florence, kind, **params)
     task = variant.task
@@ -89,7 +89,7 @@ def test_an_alternative_that_computes_something_else_is_a_qc_error_with_its_loca
     from annotation.services.tasks import TaskValidationError
     from annotation.services.variants import create_variant
     from replay import variant_tools
-    from replay.services import create_run, execute_replay, start_replay
+    from replay.services.runs import create_run, execute_replay, start_replay
     from kernel.tools.base import ToolError
 
     variant, _ = create_variant(people["ada"], approved_florence, "broken", step=1)
@@ -145,7 +145,7 @@ def test_an_unsolvable_variant_whose_plan_no_longer_needs_what_was_removed_is_a_
 @pytest.mark.django_db
 def test_task_page_replay_panel_says_where_an_unsolvable_plan_stops(approved_florence, people, client):
     from annotation.services.variants import create_variant
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     uns, _ = create_variant(people["ada"], approved_florence, "unsolvable", strategy="tool_removal")
     brk, _ = create_variant(people["ada"], approved_florence, "broken", step=1)

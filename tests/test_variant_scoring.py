@@ -113,7 +113,7 @@ def florence_variants(db):
 
     from annotation.models import Task
     from annotation.services.variants import create_variant
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     assert FLORENCE.is_dir(), f"{FLORENCE}: ../shared/realdata/xbd-hurricane-florence is missing"
     user, base = make_task()
@@ -174,7 +174,7 @@ def test_imported_runs_store_the_rule_outcome_and_the_pages_show_it(florence_var
     retry = run_b.records.get()
     assert retry.robustness["outcome"] == "Retry" and retry.robustness["answer_ok"] is False
     # a record of a plain task stores nothing: the base task, whose gold is the same plan
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
 
     assert start_replay(user, base).status == "succeeded"
     write_run(tmp_path / "c", [(base, [seg], gold)])

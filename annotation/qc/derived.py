@@ -124,7 +124,7 @@ def check_derived(content: dict, derived: dict) -> list[Finding]:
 
     ``derived``: ``{"manifest": {location: {file_name, values}}`` (see
     :func:`stale_manifest_values`), ``"gold": {"run", "stored", "current"}`` or None (the input
-    fingerprints of the gold replay: ``replay.services.input_fingerprint`` when it ran and now)}``.
+    fingerprints of the gold replay: ``replay.services.layers.input_fingerprint`` when it ran and now)}``.
     A stale manifest value is ``derived.manifest_stale`` (error) when :func:`answer_in_metres`,
     else ``derived.manifest_outdated`` (warning); each names the field, the stored and the current
     value. A gold replay whose inputs changed is ``derived.gold_stale`` (warning). Answer-source

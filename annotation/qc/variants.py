@@ -15,7 +15,7 @@ tests what its kind promises after the author edits it:
   or the imagery whose gold plan no longer needs what was taken away
   (``annotation.variants.unsolvable_block`` finds no step that cannot proceed);
 * ``variant.alternative_differs`` (error): the gold replay ran the broken step again with the
-  alternative tool (``replay.services``, the run's ``variant_check``) and its observation is not
+  alternative tool (``replay.services.runs``, the run's ``variant_check``) and its observation is not
   the original step's (or the alternative failed): an agent that replaces the broken tool would
   not reach the gold. The location is the step's observation, the message the first differing
   leaves;

@@ -133,7 +133,7 @@ def _max_pixels() -> int:
 
 
 #: prefixes of the staging folders under ``<data root>/tmp`` (imports here, snapshots of
-#: ``releases.services.releases``); their names carry the owning process id
+#: ``releases.services.release_import``); their names carry the owning process id
 STAGING_PREFIXES = ("import-", "snapshot-")
 
 

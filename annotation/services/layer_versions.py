@@ -5,7 +5,7 @@ current tasks see it (the newest version; the importers edit it in place as befo
 ``LayerVersion`` holds each content it had: ``number`` (1, 2, …), ``sha256`` (:func:`content_sha256`),
 ``snapshot`` (the row's fields at that version) and ``files`` (what must stay on disk for it).
 A release pins one version per layer of its tasks' events (``releases.models.ReleaseLayerPin``,
-written by ``releases.services.releases``); the release's export and a replay of a released task
+written by ``releases.services.lifecycle``); the release's export and a replay of a released task
 read the pinned version (:func:`pinned_layer`), the current tasks the ``Layer`` row.
 
 A re-import that changes a layer's content (``annotation.services.imports``) makes a new version;

@@ -5,7 +5,7 @@ Pixel-frame imagery (xBD chips without a geotransform, e.g. hurricane-florence) 
 ground sample distance, so no metric question can be asked of it: QC says ``manifest.gsd_missing``.
 A maintainer who knows the GSD (the xBD/Maxar product's metadata) or the CRS records it here, with a
 reason; the change is a ``LayerAuditEvent`` naming the tasks whose replays read the layer. Those
-replays are stale from then on: ``replay.services.input_fingerprint`` covers the layer's GSD and CRS,
+replays are stale from then on: ``replay.services.layers.input_fingerprint`` covers the layer's GSD and CRS,
 so ``manage.py replay --all --changed-only`` replays them, and QC reads the new values at once
 (``annotation.services.qc.layer_info``). The manifests those tasks saved still hold the old values:
 QC reports them (``derived.manifest_stale``/``derived.manifest_outdated``) until

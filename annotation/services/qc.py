@@ -59,7 +59,7 @@ class ReplaySource:
     (objects with ``pk``, ``replay_hash``, ``filled_trajectory``, ``final_answer``);
     ``artifact_path(run, name)``: the file of artifact ``name`` of ``run`` (``ValueError`` when the
     name is not one of its artifacts); ``input_fingerprint(task, revision, mode, layers)``: what a
-    replay of ``revision`` would read now (``replay.services.input_fingerprint``), compared with a
+    replay of ``revision`` would read now (``replay.services.layers.input_fingerprint``), compared with a
     run's stored ``input_fingerprint`` (``derived.gold_stale``). The replay app registers it in
     ``ReplayConfig.ready``; without one, QC runs without replays (as on unsaved content).
     """

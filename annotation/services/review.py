@@ -225,7 +225,7 @@ def release_for_release(user, task: Task, *, note: str) -> Task | None:
     permission ``task.release`` (maintainers only: a reviewer cannot release tasks through a
     release). A task that is not approved any more (returned since it was pinned) is left as it is
     and None returned. ``user`` None is a system import (``manage.py import_release`` with no user,
-    which ``releases.services.releases.import_release_dir`` allows): the transition is recorded
+    which ``releases.services.release_import.import_release_dir`` allows): the transition is recorded
     without an actor. Raises ``PermissionDenied``."""
     if user is not None:
         return transition(user, task, "release", reason=note) if _status(task) == S.APPROVED else None

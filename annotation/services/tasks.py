@@ -64,8 +64,8 @@ def require_unreleased(task: Task, what: str) -> None:
     released task: a published release pinned its content and its gold, and they never change.
 
     The one lock every writer of a task's content or gold calls (``save_revision``, ``save_draft``,
-    ``import_release_dir``, ``import_task_file`` through ``save_revision``, ``replay.services``'s
-    ``create_run`` for GT mode and ``accept_gold``). Raises :class:`TaskLockedError` with the
+    ``import_release_dir``, ``import_task_file`` through ``save_revision``, ``replay.services``'
+    ``runs.create_run`` for GT mode and ``gold.accept_gold``). Raises :class:`TaskLockedError` with the
     message ``status: task <question id> is released; <what> is refused (…)``.
     """
     if task.status == Task.Status.RELEASED:

@@ -1,6 +1,6 @@
 """Release pages: list and create, detail (publish, export with progress, zip download), diff.
 
-Thin: services (``releases.services.releases``) act, selectors (``releases.selectors``) read.
+Thin: services (``releases.services.lifecycle``, ``release_export``) act, selectors (``releases.selectors``) read.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from releases.selectors import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_variant_count,
     stale_acknowledgements, tasks_for_release_form,
 )
-from releases.services import releases as svc
+from releases.services import lifecycle
+from releases.services.release_export import start_export
 from annotation.services import review as review_services
 from kernel.paths import OutsideRoot, confine
 from studio.permissions import can
@@ -36,8 +37,8 @@ def release_list_page(request):
             messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in data.errors.items()))
             return redirect("release_list")
         try:
-            release = svc.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
-        except (svc.ReleaseError, PermissionDenied) as exc:
+            release = lifecycle.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
+        except (lifecycle.ReleaseError, PermissionDenied) as exc:
             messages.error(request, str(exc))
             return redirect("release_list")
         messages.success(request, f"Draft release {release.version} created with its tasks pinned.")
@@ -61,7 +62,7 @@ def release_detail_page(request, version: str):
         "can_publish": can(request.user, "release.publish", release),
         "open_comments": review_services.open_comments_of_release(release) if release.status == "draft" else {},
         # drafts: what publishing would refuse (and what was acknowledged); published: what went out acknowledged
-        "stale": svc.stale_items(release, acknowledged=None) if release.status == "draft" else [],
+        "stale": lifecycle.stale_items(release, acknowledged=None) if release.status == "draft" else [],
         "stale_acks": stale_acknowledgements(release),
         "others": [v for v in Release.objects.exclude(pk=release.pk).values_list("version", flat=True)],
     })
@@ -79,9 +80,9 @@ def release_publish(request, version: str):
     data.is_valid(raise_exception=False)
     acknowledge = bool(data.validated_data.get("acknowledge_open_comments")) if not data.errors else False
     try:
-        svc.publish_release(request.user, release, acknowledge_open_comments=acknowledge)
+        lifecycle.publish_release(request.user, release, acknowledge_open_comments=acknowledge)
         messages.success(request, f"Release {version} published; it can no longer be changed.")
-    except (svc.ReleaseError, PermissionDenied) as exc:
+    except (lifecycle.ReleaseError, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)
 
@@ -92,9 +93,9 @@ def release_acknowledge_stale(request, version: str):
     release = get_object_or_404(Release, version=version)
     task = request.POST.get("task", "")
     try:
-        svc.acknowledge_stale(request.user, release, question_id=task, reason=request.POST.get("reason", ""))
+        lifecycle.acknowledge_stale(request.user, release, question_id=task, reason=request.POST.get("reason", ""))
         messages.success(request, f"Stale derived values of {task} acknowledged.")
-    except (svc.ReleaseError, PermissionDenied) as exc:
+    except (lifecycle.ReleaseError, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)
 
@@ -103,7 +104,7 @@ def release_acknowledge_stale(request, version: str):
 def release_export(request, version: str):
     release = get_object_or_404(Release, version=version)
     try:
-        job = svc.start_export(request.user, release)
+        job = start_export(request.user, release)
     except PermissionDenied as exc:
         messages.error(request, str(exc))
         return redirect("release_detail", version=version)

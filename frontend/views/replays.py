@@ -7,9 +7,10 @@ from django.shortcuts import get_object_or_404
 from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun, ReplayStep
 from replay.rendering import class_labels, raster_png
-from replay.services import artifact_path
+from replay.services.paths import artifact_path
 from annotation.models import Task
-from replay.services import ReplayStateError, accept_gold, task_replay_diff
+from replay.selectors import task_replay_diff
+from replay.services.gold import ReplayStateError, accept_gold
 from studio.permissions import can
 
 

@@ -18,7 +18,7 @@ from evaluation.selectors_robustness import run_robustness
 from frontend.views.events import map_config
 from releases.selectors import release_list
 from frontend.views.scoring import evidence, verdict_form_context
-from replay.services import latest_successful_replay
+from replay.selectors import latest_successful_replay
 from studio.permissions import can, require
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")

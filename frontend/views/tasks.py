@@ -39,7 +39,7 @@ from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
 from kernel.tools.perception import GTLabelError, remap_gt
 from studio.permissions import can, require, user_roles
 from kernel.catalogue import catalogue_path
-from replay.services import artifact_path
+from replay.services.paths import artifact_path
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
 CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}

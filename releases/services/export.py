@@ -63,7 +63,7 @@ from annotation.services.layer_versions import pinned_layer
 from annotation.services.qc import layer_info
 from annotation.services.content import revision_content
 from replay.models import ReplayRun
-from replay.services import artifact_path
+from replay.services.paths import artifact_path
 from releases.services.pins import release_layer_pins
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
@@ -249,7 +249,7 @@ def layer_source_file(layer: Layer, path: str) -> Path | None:
 
 #: the rule that picks a revision's gold replay among its succeeded replays, as an ordering (first
 #: wins): the newest one accepted as gold, else the newest one. ``gold_replay`` (one revision) and
-#: ``releases.services.releases._gold_replays`` (a batch) both order by it.
+#: ``releases.services.lifecycle._gold_replays`` (a batch) both order by it.
 GOLD_REPLAY_ORDER = ("-gold_accepted", "-id")
 
 

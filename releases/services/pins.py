@@ -1,10 +1,10 @@
 """Layer pins of a release: which version of each layer a release's tasks read.
 
-A release pins, when its tasks are pinned (``releases.services.releases._pin_into``: creation and
+A release pins, when its tasks are pinned (``releases.services.lifecycle._pin_into``: creation and
 each edit of a draft), the current version (``annotation.services.layer_versions.ensure_version``)
 of every layer of every event it has tasks of: one ``ReleaseLayerPin`` per layer. The export of the
 release (``releases.services.export.LayoutWriter``) and a replay of a released task
-(``replay.services.execute_replay``, through the reader registered in ``ReleasesConfig.ready``)
+(``replay.services.runs.execute_replay``, through the reader registered in ``ReleasesConfig.ready``)
 read the pinned versions; a re-import keeps a pinned version's files
 (``annotation.services.layer_versions.archive_version``). Pins of a draft are replaced when it is
 re-pinned and go with it when it is deleted; a published release's pins never change.

@@ -32,12 +32,13 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     """
     from annotation.models import Event, Layer, Task
     from annotation.services import imports, review
-    from releases.services.releases import create_release, start_export
+    from releases.services.lifecycle import create_release
+    from releases.services.release_export import start_export
     from annotation.services.tasks import build_input_data, create_task
     from evaluation.models import Agent, JudgeConfig, JudgeJob
     from evaluation.services import import_run_dir, submit_human_verdict
     from evaluation.services_queue import enqueue_run
-    from replay.services import start_replay
+    from replay.services.runs import start_replay
     from studio.accounts import upsert_user
 
     imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")

@@ -25,7 +25,7 @@ from annotation.models import Event, Layer, Task
 from annotation.services import imports
 from annotation.services.tasks import build_input_data, create_task, save_revision
 from conftest import REALDATA
-from replay.services import data_path
+from replay.services.paths import data_path
 from support.florence import FLORENCE, MASK, POST, PRE
 
 #: The two-step area task: seg.building_damage, then ras.area of classes 2 and 3 at 0.5 m/px.
@@ -186,6 +186,6 @@ def florence_max_polygon_task(user, *, pixel_size_m=0.5):
 
 def run_layers_variant_statements() -> list[str]:
     """The statements that load a replay run (with revision and task), the event's layers and the task's robustness variant row:
-    three SELECTs, sent as one round trip on PostgreSQL (``studio.fastsql.load_many``; one
+    three SELECTs, sent as one round trip on PostgreSQL (``replay.services.sql.load_many``; one
     captured query there)."""
     return ["SELECT"] if connection.vendor == "postgresql" else ["SELECT", "SELECT", "SELECT"]

@@ -24,7 +24,7 @@ from evaluation import demo_synthetic
 from evaluation.models import AgentRun
 from evaluation.services import import_run_dir
 from replay.models import ReplayRun
-from replay.services import start_replay
+from replay.services.runs import start_replay
 from studio.accounts import upsert_user
 
 FIXTURES = Path(settings.BASE_DIR) / "fixtures"

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from releases.models import Release
 from releases.services.export import ExportError
-from releases.services.releases import export_release, zip_folder
+from releases.services.release_export import export_release, zip_folder
 
 
 class Command(BaseCommand):

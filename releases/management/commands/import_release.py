@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.services.task_import import proposal_lines
-from releases.services.releases import ReleaseImportError, import_release_dir
+from releases.services.release_import import ReleaseImportError, import_release_dir
 
 
 class Command(BaseCommand):

@@ -19,9 +19,9 @@ filled (``filled_observations``) and lists the tasks where a recorded one differ
 
 ``--task`` on a task imported from a benchmark-layout file that recorded observations (the file's
 task is kept on the revision, ``TaskRevision.source``) also diffs the replay against them
-(``replay.services.task_recorded_diff``; none when the plan was edited since the import);
+(``replay.selectors.task_recorded_diff``; none when the plan was edited since the import);
 ``--against TASK_FILE`` diffs against another benchmark-layout file instead
-(``replay.services.recorded_diff``). ``--json``: ``recorded_diff``. Each step is same / filled
+(``replay.selectors.recorded_diff``). ``--json``: ``recorded_diff``. Each step is same / filled
 (the file left the observation blank: ``{}``, ``null`` or no ``obs``, i.e. not recorded, and the
 replay filled it) / changed / source (a perception step whose observation differs because the
 studio replays with GT masks and the file's came from the benchmark's model) / added / removed;
@@ -40,9 +40,9 @@ from annotation.models import Layer, Task
 from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
 from annotation.services.task_import import TaskImportError
-from replay.services import (GOLD_MODE, LAYER_FIELDS, create_run, execute_replay, input_fingerprint,
-                             recorded_diff, recorded_trajectory, resume_stuck_replays,
-                             task_recorded_diff)
+from replay.selectors import GOLD_MODE, recorded_diff, recorded_trajectory, task_recorded_diff
+from replay.services.layers import LAYER_FIELDS, input_fingerprint
+from replay.services.runs import create_run, execute_replay, resume_stuck_replays
 
 
 def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
@@ -219,7 +219,7 @@ class Command(BaseCommand):
     @staticmethod
     def _recorded(run_ids: list[int]) -> dict[str, dict]:
         """``{question_id: task_recorded_diff}`` of the succeeded runs among ``run_ids`` whose
-        revision keeps a task file's recorded observations (``replay.services.task_recorded_diff``)."""
+        revision keeps a task file's recorded observations (``replay.selectors.task_recorded_diff``)."""
         out = {}
         for run in (ReplayRun.objects.filter(pk__in=run_ids, status=ReplayRun.Status.SUCCEEDED)
                     .select_related("task", "revision")):

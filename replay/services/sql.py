@@ -1,4 +1,7 @@
-"""Single SQL statements for hot paths, built from a model's metadata.
+"""The replay's own SQL: single statements for its hot paths (its run, step and step-cache rows),
+built from a model's metadata. Moved here from ``studio/fastsql.py``: the replay is its one
+caller, and the shared layer keeps no writer that reaches into ``Model._state`` or the
+connection's ``atomic_blocks``.
 
 The ORM's query compilation costs a replay more than the statements themselves (about a
 millisecond per ``QuerySet.update`` / ``bulk_create`` against 0.1–0.3 ms for the SQL on SQLite;
@@ -504,7 +507,7 @@ def commit_without_flush_wait(model: type[Model]) -> None:
     single-row INSERTs each way). What it trades: after a crash of the database server (not of
     the client) the last transactions so committed, up to three ``wal_writer_delay`` (0.6 s by
     default), may be lost as a whole; the database stays consistent. Use it only for writes that
-    can be redone from what stays (see ``replay.services``: a replay's results). Only the
+    can be redone from what stays (see ``replay.services.runs``: a replay's results). Only the
     outermost ``atomic`` block decides: called inside a caller's transaction it changes nothing
     (the caller's commit keeps its guarantee). ``RuntimeError`` outside a transaction."""
     conn = _connection(model)

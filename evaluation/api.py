@@ -8,7 +8,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from evaluation import blind, selectors
+from evaluation import blind
+
+from evaluation.selectors import runs as selectors
 from evaluation import leaderboard as lb
 from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
@@ -17,13 +19,13 @@ from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.judge.verdict import READINGS, normalize_reading
-from evaluation.selectors_judge_report import judge_report_rows, reread_agreement_rows
-from evaluation.selectors_leaderboard import compare_runs
-from evaluation.services import ERROR_CODES, leaderboard_of_set
-from evaluation.services_judge import STORED_READING
-from evaluation.services_queue import note_verdicts_seen, submit_record_verdict
-from evaluation.services_run_import import rerun_run_import, start_rescore
-from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
+from evaluation.selectors.judge_report import judge_report_rows, reread_agreement_rows
+from evaluation.selectors.leaderboard import compare_runs
+from evaluation.services.runs import ERROR_CODES, leaderboard_of_set
+from evaluation.services.judge import STORED_READING
+from evaluation.services.queue import note_verdicts_seen, submit_record_verdict
+from evaluation.services.run_import import rerun_run_import, start_rescore
+from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
@@ -111,7 +113,7 @@ class GeometryOut(serializers.Serializer):
 
 
 class EvidenceOut(serializers.Serializer):
-    """What the record page shows, field by field (:func:`evaluation.selectors.record_evidence`)."""
+    """What the record page shows, field by field (:func:`evaluation.selectors.runs.record_evidence`)."""
 
     question = serializers.CharField(allow_blank=True)
     has_gold_answer = serializers.BooleanField(help_text="false: the gold answer is not known here")
@@ -293,7 +295,7 @@ class JudgeJobListView(APIView):
 
     @extend_schema(request=JudgeJobIn, responses={201: JudgeJobOut})
     def post(self, request):
-        from evaluation.services_judge import select_records, start_judge_job
+        from evaluation.services.judge import select_records, start_judge_job
 
         data = JudgeJobIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -358,7 +360,7 @@ class ScoringClaimView(APIView):
     def post(self, request):
         """Claim the next item of the queue (204: none left), or the given ``item`` (409 with the
         reason when refused: submitted, held by another, or you saw the record's other verdicts)."""
-        from evaluation.services_queue import QueueFilter, claim_item, claim_next
+        from evaluation.services.queue import QueueFilter, claim_item, claim_next
 
         data = QueueIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -374,7 +376,7 @@ class ScoringClaimView(APIView):
 class ScoringDraftView(APIView):
     @extend_schema(request=ScoringDraftIn, responses={200: ScoringItemOut})
     def put(self, request, pk: int):
-        from evaluation.services_queue import save_draft
+        from evaluation.services.queue import save_draft
 
         data = ScoringDraftIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -385,7 +387,7 @@ class ScoringDraftView(APIView):
 class ScoringSubmitView(APIView):
     @extend_schema(request=ScoringSubmitIn, responses={201: ScoringSubmitOut})
     def post(self, request, pk: int):
-        from evaluation.services_queue import submit_item
+        from evaluation.services.queue import submit_item
 
         item = get_object_or_404(ScoringItem, pk=pk)
         data = ScoringSubmitIn(data=request.data)
@@ -402,7 +404,7 @@ class ScoringSubmitView(APIView):
 class ScoringReleaseView(APIView):
     @extend_schema(request=None, responses={204: None})
     def post(self, request, pk: int):
-        from evaluation.services_queue import release_item
+        from evaluation.services.queue import release_item
 
         release_item(request.user, get_object_or_404(ScoringItem, pk=pk))
         return Response(status=204)
@@ -453,7 +455,7 @@ class AdjudicationQueueView(APIView):
 class AdjudicateView(APIView):
     @extend_schema(request=AdjudicationIn, responses={201: AdjudicationOut})
     def post(self, request, pk: int):
-        from evaluation.services_adjudication import adjudicate
+        from evaluation.services.adjudication import adjudicate
 
         record = get_object_or_404(RunRecord, pk=pk)
         data = AdjudicationIn(data=request.data)
@@ -594,7 +596,7 @@ class JudgeReportView(APIView):
 
 
 class LeaderboardView(APIView):
-    """One gold set's leaderboard, the page's official table (``evaluation.services.leaderboard_of_set``):
+    """One gold set's leaderboard, the page's official table (``evaluation.services.runs.leaderboard_of_set``):
     runs on other sets are never ranked in it. Aggregates per run only (no record beside its agent)."""
 
     @extend_schema(parameters=[OpenApiParameter("set", str, description="a set's ranking key, as listed in "

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from evaluation import selectors
+from evaluation.selectors import runs as selectors
 from evaluation.agreement import agreement_report
 from evaluation.models import Adjudication, Verdict
-from evaluation.services import submit_human_verdict
-from evaluation.services_adjudication import DisagreementRules, adjudicate, disagreement_reasons
+from evaluation.services.runs import submit_human_verdict
+from evaluation.services.adjudication import DisagreementRules, adjudicate, disagreement_reasons
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
 pytestmark = pytest.mark.urls("test_judging_support")

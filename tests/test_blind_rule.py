@@ -20,14 +20,15 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from conftest import SCORING_EXAMPLES
-from evaluation import blind, selectors
+from evaluation import blind
+from evaluation.selectors import runs as selectors
 from evaluation.agreement import agreement_report
 from evaluation.errors import NotBlind
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.robustness import record_robustness, settle_by_judge
-from evaluation.services import submit_human_verdict
-from evaluation.services_adjudication import adjudicate
-from evaluation.services_queue import QueueError, claim_item, claim_next, enqueue_records, submit_item
+from evaluation.services.runs import submit_human_verdict
+from evaluation.services.adjudication import adjudicate
+from evaluation.services.queue import QueueError, claim_item, claim_next, enqueue_records, submit_item
 
 AGENT = "agent-SECRET-model"
 CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
@@ -44,7 +45,7 @@ def world(db, make_user, maintainer):
     """agent-SECRET-model's run (12 records); r0 with ana's final verdict and the judge's; r1 a
     robustness record the judge settled (Pass); r2 adjudicated by rita; sam (a scorer) holds a slot
     of r0 and has no verdict anywhere; rex (a reviewer) holds a slot of r0 too."""
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", AGENT, tasks_dir=SCORING_EXAMPLES / "tasks")
     r0, r1, r2 = list(run.records.order_by("id")[:3])

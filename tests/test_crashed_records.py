@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import SCORING_EXAMPLES
-from evaluation.services import import_run_dir
+from evaluation.services.runs import import_run_dir
 from test_judging_support import perms  # noqa: F401
 
 pytestmark = pytest.mark.urls("test_judging_support")

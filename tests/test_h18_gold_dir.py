@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from evaluation.models import AgentRun, RunRecord
-from evaluation.selectors import polygon_roots, record_evidence
-from evaluation.services import import_run_dir
+from evaluation.selectors.runs import polygon_roots, record_evidence
+from evaluation.services.runs import import_run_dir
 from test_judging_support import perms, run_a  # noqa: F401
 
 SCORING_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "scoring-examples"

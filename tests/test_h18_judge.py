@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from evaluation import services_judge
+from evaluation.services import judge as services_judge
 from evaluation.models import JudgeJob, Verdict
 from test_judging_support import GOOD, judge_config, judge_server, perms, run_a  # noqa: F401
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import services
+from evaluation.services import runs as services
 from evaluation.models import AgentRun, RunImportJob
 from test_h18_queue import TASKS, _zip
 from test_judging_support import perms  # noqa: F401

@@ -14,14 +14,14 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from evaluation import selectors
+from evaluation.selectors import runs as selectors
 from evaluation.agreement import agreement_report
 from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.trajectory import align_by_tool, lcs_length
 from evaluation.errors import NotBlind
-from evaluation.services import VerdictLocked, submit_human_verdict
-from evaluation.services_adjudication import adjudicate
+from evaluation.services.runs import VerdictLocked, submit_human_verdict
+from evaluation.services.adjudication import adjudicate
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
 pytestmark = pytest.mark.urls("test_judging_support")
@@ -233,7 +233,7 @@ def test_adjudication_is_no_rater_and_is_compared_apart():
 @pytest.mark.django_db
 def test_leaderboard_withholds_small_n_intervals_and_explains_abbreviations(client, run_a, maintainer):
     # agent_a has 2-3 tasks per dimension (< BOOTSTRAP_MIN_N = 5): no interval anywhere
-    from evaluation.services_leaderboard import compute_bootstrap
+    from evaluation.services.leaderboard import compute_bootstrap
 
     client.force_login(maintainer)
     assert "computing…" in client.get("/leaderboard/").content.decode()  # queued in the background (issue 16)
@@ -258,7 +258,7 @@ def test_agreement_page_says_no_data_and_explains_its_columns(client, rec, make_
 
 @pytest.mark.django_db
 def test_queue_item_and_adjudication_pages_stay_blind(rec, make_user, maintainer, client):
-    from evaluation.services_queue import claim_next, enqueue_records
+    from evaluation.services.queue import claim_next, enqueue_records
 
     submit_human_verdict(make_user("bo", "scorer"), rec, errors=flags("E4"), grade=0.4, reasons={"E4": "bo-secret-note"},
                          reasoning="bo-secret-comment")

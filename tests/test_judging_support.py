@@ -42,7 +42,7 @@ def perms():
 @pytest.fixture
 def run_a(db, make_user, perms):
     """agent_a's run imported against the example task folder (12 records)."""
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     owner = make_user("importer", "maintainer")
     return import_run_dir(owner, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")

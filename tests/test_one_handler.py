@@ -40,7 +40,7 @@ def test_the_run_page_and_the_api_hand_the_service_the_same_arguments(client, ma
                                                                        monkeypatch):
     """The serializer's defaults apply on the page too: no cuts ticked means all three (early,
     middle, late), an empty sample means every record; a ticked checkbox is ``blind=True``."""
-    from evaluation import services_judge
+    from evaluation.services import judge as services_judge
     from frontend.views import scoring as scoring_views
 
     calls = []

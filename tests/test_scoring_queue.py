@@ -17,7 +17,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from evaluation.models import ScoringItem, Verdict
-from evaluation.services_queue import (
+from evaluation.services.queue import (
     QueueError,
     QueueFilter,
     add_gold_check,
@@ -27,8 +27,8 @@ from evaluation.services_queue import (
     save_draft,
     submit_item,
 )
-from evaluation import selectors
-from evaluation.services import submit_human_verdict
+from evaluation.selectors import runs as selectors
+from evaluation.services.runs import submit_human_verdict
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
 pytestmark = pytest.mark.urls("test_judging_support")

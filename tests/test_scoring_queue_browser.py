@@ -8,7 +8,7 @@ import re
 import pytest
 
 from evaluation.models import ScoringItem, Verdict
-from evaluation.services_queue import enqueue_run
+from evaluation.services.queue import enqueue_run
 from test_judging_support import perms, run_a  # noqa: F401
 from conftest import sign_in
 

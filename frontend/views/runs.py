@@ -10,11 +10,12 @@ from django.views.decorators.http import require_POST
 
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
-from evaluation.services import RunImportError
-from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
-from evaluation.services_queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
-from evaluation import blind, selectors
-from evaluation.selectors_robustness import run_robustness
+from evaluation.services.runs import RunImportError
+from evaluation.services.run_import import can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
+from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
+from evaluation import blind
+from evaluation.selectors import runs as selectors
+from evaluation.selectors.robustness import run_robustness
 from frontend.views.events import map_config
 from releases.selectors import release_list
 from frontend.views.scoring import evidence, verdict_form_context

@@ -17,22 +17,24 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from evaluation import blind, selectors
+from evaluation import blind
+
+from evaluation.selectors import runs as selectors
 from evaluation.api import AdjudicationIn, JudgeJobIn
 from evaluation.judge.verdict import DEFAULT_READING, E_CODES, E_DEFINITIONS, READINGS
-from evaluation.selectors_judge_report import reread_agreement_rows
+from evaluation.selectors.judge_report import reread_agreement_rows
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
-from evaluation.services import GRADES
-from evaluation.services_adjudication import scored_by
-from evaluation.services_judge import key_variable_unset, try_judge_config
-from evaluation.services_queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
+from evaluation.services.runs import GRADES
+from evaluation.services.adjudication import scored_by
+from evaluation.services.judge import key_variable_unset, try_judge_config
+from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import can, require
 from evaluation.agreement import agreement_report
-from evaluation.services_adjudication import DisagreementRules, adjudicate, considered, record_disagreements
-from evaluation.services_judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
-from evaluation.services_queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
+from evaluation.services.adjudication import DisagreementRules, adjudicate, considered, record_disagreements
+from evaluation.services.judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
+from evaluation.services.queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
 from evaluation.leaderboard import figure_png
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
@@ -105,7 +107,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
 
 
 def evidence(record: RunRecord) -> dict:
-    """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
+    """:func:`evaluation.selectors.runs.record_evidence` for display: MCP text observations parsed back
     to JSON (the map's ``geometries`` come from the selector as they are)."""
     ev = selectors.record_evidence(record)
     for r in ev["steps"]:

@@ -336,7 +336,7 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
     """Render the prompt of one judgement of ``record`` (no call, no write).
 
     A record that is a case of the benchmark's step-wise protocol (``record.gold["stepwise"]``, see
-    :mod:`evaluation.services_stepwise`) is judged under that protocol whatever ``protocol`` says:
+    :mod:`evaluation.services.stepwise`) is judged under that protocol whatever ``protocol`` says:
     the expert prefix, the expected steps and the planner's prediction (``stepwise_v2``, or
     ``stepwise_blind_v1`` when ``blind``); its label is ``stepwise-gold-<position>-<k>``.
 
@@ -393,7 +393,7 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
 
 #: The reading every stored judge verdict is made under (``Verdict.is_correct``, flags, grade): the
 #: studio's, whose invariants the queue, adjudication and leaderboard rely on.  The apb reading is
-#: computed from the stored raw answers on demand (``evaluation.selectors_judge_report``), so a
+#: computed from the stored raw answers on demand (``evaluation.selectors.judge_report``), so a
 #: judge configuration or job needs no reading of its own and a change of reading never calls a judge.
 STORED_READING = "studio"
 

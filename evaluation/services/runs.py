@@ -22,9 +22,9 @@ from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRe
 from evaluation.robustness import record_robustness
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
-from evaluation.selectors_leaderboard import (aggregated_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows,
+from evaluation.selectors.leaderboard import (aggregated_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows,
                                               newest_revision_id, stale_aggregates)
-from evaluation.services_leaderboard import schedule_bootstrap
+from evaluation.services.leaderboard import schedule_bootstrap
 from studio.permissions import require
 from studio.events import emit
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
@@ -398,7 +398,7 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
     leaves no folder. ``folder``: the folder to unpack into (default a new ``runs/<random>``; the
     background job names it first so that the sweep can remove it if the job's process dies).
     Runs in the caller: the runs page starts it as a background job
-    (:func:`evaluation.services_run_import.start_run_import`).
+    (:func:`evaluation.services.run_import.start_run_import`).
     """
     import shutil
     import uuid
@@ -451,12 +451,12 @@ def _robustness(variants: dict[int, dict], task, rec: dict, scored: dict) -> dic
 
 def write_run_aggregate(run_id: int) -> RunAggregate | None:
     """Store the leaderboard sums of run ``run_id`` (:func:`evaluation.leaderboard.run_aggregate`
-    over the run's rows as :func:`~evaluation.selectors_leaderboard.leaderboard_rows` reads them,
+    over the run's rows as :func:`~evaluation.selectors.leaderboard.leaderboard_rows` reads them,
     extras included), stamped with the newest task revision id read *before* the rows (a head
     that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
     Inside the caller's transaction when there is one (an import: the sums commit with the run).
     Also stored: the number of records and the newest record id (the leaderboard's bootstrap state,
-    :func:`~evaluation.selectors_leaderboard.records_state`). Cost: reading and scoring the extras
+    :func:`~evaluation.selectors.leaderboard.records_state`). Cost: reading and scoring the extras
     of the run's records once (about the time the page took per run before the sums existed)."""
     newest = newest_revision_id()
     rows = leaderboard_rows(run_ids=[run_id])
@@ -481,8 +481,8 @@ def _store_aggregate(run_id: int, newest: int, sums: dict, newest_record: int) -
 
 def refresh_run_aggregates(run_ids, state: dict) -> set:
     """Make the stored sums of ``run_ids`` current (``state`` as
-    :func:`~evaluation.selectors_leaderboard.aggregated_runs` returns it): rebuild the stale ones
-    (:func:`~evaluation.selectors_leaderboard.stale_aggregates`: no sums yet, a task deleted, or a
+    :func:`~evaluation.selectors.leaderboard.aggregated_runs` returns it): rebuild the stale ones
+    (:func:`~evaluation.selectors.leaderboard.stale_aggregates`: no sums yet, a task deleted, or a
     newer head revision of a task the run has a record on) and move the stamp of the others up.
     Returns the ids of the rebuilt runs (usually none: an import writes its sums itself). A run
     deleted meanwhile is skipped."""
@@ -499,7 +499,7 @@ def leaderboard_of_set(asked: str | None = None) -> tuple[list[dict], dict]:
     """``(runs, tables)``: the leaderboard of one gold set without its bootstrap, built from the
     runs' stored sums (made current first: :func:`refresh_run_aggregates`), never from the records.
     ``asked``: the set's ranking key (``evaluation.goldset.ranking_key``; the page's and the API's
-    ``?set=``); None or unknown: the default set (``selectors_leaderboard.default_gold_set``: the
+    ``?set=``); None or unknown: the default set (``evaluation.selectors.leaderboard.default_gold_set``: the
     newest published release with runs, else the set of the newest run). ``runs``: every run (the
     bootstrap's state is over all of them); ``tables`` (``evaluation.leaderboard.build_from_aggregates``)
     holds only the set's runs, with ``sets`` (every set, for a selector) and ``gold_set`` (the set
@@ -602,7 +602,7 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
 
     ``idempotency_key`` (the hidden token of the submitted form): a second submission with the same
     key returns the verdict and changes nothing (a double click, a resent request).
-    ``is_final``: the adjudicated verdict (only :func:`evaluation.services_adjudication.adjudicate`
+    ``is_final``: the adjudicated verdict (only :func:`evaluation.services.adjudication.adjudicate`
     passes it, having checked the reviewer): always a new row, never a revision.
 
     Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,

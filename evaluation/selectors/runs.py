@@ -163,10 +163,10 @@ def records_scored_by(user) -> set[int]:
 
 
 def scorer_progress(user, queue) -> dict:
-    """Where ``user`` stands in ``queue`` (a :class:`evaluation.services_queue.QueueFilter`):
+    """Where ``user`` stands in ``queue`` (a :class:`evaluation.services.queue.QueueFilter`):
     ``{done, revisable, left, position, of, slots, slots_done}`` — ``done`` items they submitted
     here (``revisable`` of them not final yet), ``left`` open records the queue would still hand
-    them (``evaluation.services_queue.claim_next``'s exclusions: not the one they hold, nor a record
+    them (``evaluation.services.queue.claim_next``'s exclusions: not the one they hold, nor a record
     they held a slot of, gave a verdict on or were shown the other verdicts of), ``position``/``of`` the "n of m" of the item in hand
     (``done + 1`` of ``done + held + left``), ``slots``/``slots_done`` the queue's totals.
     Three queries."""
@@ -228,7 +228,7 @@ def _verdict_prefetch():
 def adjudication_queue(limit: int = 500) -> list[dict]:
     """Records whose considered verdicts disagree and that have no final verdict yet, oldest
     record first: ``[{record, verdicts, pairs, reasons}]`` (three queries whatever the size)."""
-    from evaluation.services_adjudication import DisagreementRules, considered, find_disagreements
+    from evaluation.services.adjudication import DisagreementRules, considered, find_disagreements
 
     rules = DisagreementRules.from_settings()
     ok = Q(verdicts__status="ok", verdicts__source__in=rules.sources, verdicts__is_final=False,

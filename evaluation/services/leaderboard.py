@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from evaluation import leaderboard as lb
 from evaluation.models import LeaderboardBootstrap
-from evaluation.selectors_leaderboard import bootstrap_inputs, bootstrap_row, bootstrap_version, leaderboard_runs, records_state
+from evaluation.selectors.leaderboard import bootstrap_inputs, bootstrap_row, bootstrap_version, leaderboard_runs, records_state
 from evaluation.jobs import leaderboard_bootstrap
 
 #: the page's bootstrap: resamples and seed (docs/leaderboard: B = 1000, seed 0)
@@ -29,7 +29,7 @@ REQUEUE_AFTER = timedelta(minutes=10)
 
 def compute_bootstrap(n_boot: int = N_BOOT, seed: int = SEED) -> LeaderboardBootstrap | None:
     """Compute the intervals of the current runs and records and store them under the state that
-    was read (:func:`~evaluation.selectors_leaderboard.bootstrap_inputs`); rows of older states
+    was read (:func:`~evaluation.selectors.leaderboard.bootstrap_inputs`); rows of older states
     are deleted. A failure is stored (``status = failed``, the error text) and raised again.
     Returns the stored row; None when a computation of a newer state deleted it meanwhile."""
     runs, rows, version = bootstrap_inputs()

@@ -1,8 +1,8 @@
 """Run folders uploaded as a zip, imported and scored in the background: the request stores the
 zip and starts a :class:`~evaluation.models.RunImportJob`; the job (the app's one background
 mechanism, :mod:`evaluation.background`) unpacks it, scores the run as the official evaluator does
-(:func:`evaluation.services.import_run_zip`) and queues a share of its records for human scoring
-(:func:`evaluation.services_queue.queue_share_of_run`). The runs page follows the job; a failed
+(:func:`evaluation.services.runs.import_run_zip`) and queues a share of its records for human scoring
+(:func:`evaluation.services.queue.queue_share_of_run`). The runs page follows the job; a failed
 one shows its first error and can be re-run (the stored zip is kept until the job succeeds).
 
 A job's worker (``studio.background``): the process that claims it writes its tag and a
@@ -27,8 +27,8 @@ from releases.models import Release
 from evaluation.background import dispatch, job_runner
 from evaluation.errors import EvaluationConflict
 from evaluation.models import AgentRun, RunImportJob
-from evaluation.services import RunImportError, check_run_zip, import_run_zip, rescore_run
-from evaluation.services_queue import queue_share_of_run
+from evaluation.services.runs import RunImportError, check_run_zip, import_run_zip, rescore_run
+from evaluation.services.queue import queue_share_of_run
 from studio.background import job_running, worker_lost, worker_tag, write_failure
 from studio.permissions import require
 
@@ -63,7 +63,7 @@ def start_run_import(user, upload, agent_name: str, *, filename: str = "run.zip"
 
     Checked here, before anything is stored (cheap, they read the zip's directory only): the
     ``run.import`` permission, the agent name, the release version (``release``: blank for the
-    studio's tasks) and :func:`evaluation.services.check_run_zip`. Everything else (records, gold,
+    studio's tasks) and :func:`evaluation.services.runs.check_run_zip`. Everything else (records, gold,
     scores) is the job's, and a problem there ends the job failed with the message. ``protocol``
     None: read from the folder name; ``queue_share``/``queue_n`` None: the settings.
     Raises ``RunImportError`` naming the field or file."""
@@ -96,7 +96,7 @@ def lost_reason(job: RunImportJob, now=None) -> str:
 
 def start_rescore(user, run: AgentRun, release: str = "") -> RunImportJob:
     """Re-score the stored predictions of ``run`` against another gold set in the background
-    (:func:`evaluation.services.rescore_run`: a new run, the old one and its scores stay): release
+    (:func:`evaluation.services.runs.rescore_run`: a new run, the old one and its scores stay): release
     version ``release``, or the studio's current tasks when blank. The job is an import job
     without a zip (``options["rescore_of"]``), listed and followed like the uploads on the runs
     page. Raises ``RunImportError`` for an unknown release or a step-wise planner run;
@@ -245,7 +245,7 @@ def _fail(job_id: int, write) -> None:
 def execute_run_import(job_id: int) -> RunImportJob:
     """Run import job ``job_id`` to its end: unpack and score the zip, queue the share (a re-score
     job, ``options["rescore_of"]``: score that run's stored predictions against the job's gold set,
-    :func:`evaluation.services.rescore_run`, nothing queued), and end ``done`` (``job.run``,
+    :func:`evaluation.services.runs.rescore_run`, nothing queued), and end ``done`` (``job.run``,
     ``job.queued``; the stored zip is removed) or ``failed`` (``job.error``: the import's message, or
     ``the job crashed: <type>: <message>`` for any other error). A job that is not queued (taken by
     another delivery, or ended) is returned as it is. While it runs the job carries this process's

@@ -21,10 +21,11 @@ from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, Sc
 from evaluation.judge.verdict import READINGS, normalize_reading
 from evaluation.selectors.judge_report import judge_report_rows, reread_agreement_rows
 from evaluation.selectors.leaderboard import compare_runs
-from evaluation.services.runs import ERROR_CODES, leaderboard_of_set
+from evaluation.services.leaderboard import leaderboard_of_set
+from evaluation.services.verdicts import ERROR_CODES
 from evaluation.services.judge import STORED_READING
 from evaluation.services.queue import note_verdicts_seen, submit_record_verdict
-from evaluation.services.run_import import rerun_run_import, start_rescore
+from evaluation.services.runs import rerun_run_import, start_rescore
 from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -596,7 +597,7 @@ class JudgeReportView(APIView):
 
 
 class LeaderboardView(APIView):
-    """One gold set's leaderboard, the page's official table (``evaluation.services.runs.leaderboard_of_set``):
+    """One gold set's leaderboard, the page's official table (``evaluation.services.leaderboard.leaderboard_of_set``):
     runs on other sets are never ranked in it. Aggregates per run only (no record beside its agent)."""
 
     @extend_schema(parameters=[OpenApiParameter("set", str, description="a set's ranking key, as listed in "

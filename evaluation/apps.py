@@ -13,7 +13,7 @@ class EvaluationConfig(AppConfig):
         of background jobs (``studio.background``) ends this app's lost judge jobs and run imports."""
         from evaluation.selectors.runs import release_adjudication, release_adjudications
         from evaluation.services.judge import JOB_KIND, sweep_judge_jobs
-        from evaluation.services.run_import import KIND, sweep_run_imports
+        from evaluation.services.runs import KIND, sweep_run_imports
         from releases.services.export import register_sidecar_field
 
         register_sidecar_field("adjudication", release_adjudication, batch=release_adjudications)

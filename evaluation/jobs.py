@@ -33,8 +33,8 @@ def leaderboard_bootstrap(n_boot: int, seed: int) -> dict:
 @shared_task(acks_late=True, name="evaluation.run_import")
 def run_import(job_id: int) -> dict:
     """Run :class:`~evaluation.models.RunImportJob` ``job_id`` (see
-    :func:`evaluation.services.run_import.execute_run_import`); returns its final state."""
-    from evaluation.services.run_import import execute_run_import
+    :func:`evaluation.services.runs.execute_run_import`); returns its final state."""
+    from evaluation.services.runs import execute_run_import
 
     job = execute_run_import(job_id)
     return {"job": job.pk, "status": job.status, "run": job.run_id, "error": job.error}

@@ -281,7 +281,7 @@ class RunAggregate(models.Model):
     ``gold_revision``: the newest ``TaskRevision`` id when the sums were taken. The breakdowns and
     extras depend on the head revision of each record's task; a task whose head is newer than this
     makes the sums of the runs with records on it stale (they are rebuilt then, see
-    ``evaluation.services.runs.refresh_run_aggregates``)."""
+    ``evaluation.services.leaderboard.refresh_run_aggregates``)."""
 
     run = models.OneToOneField(AgentRun, on_delete=models.CASCADE, related_name="aggregate")
     gold_revision = models.BigIntegerField(default=0)
@@ -331,7 +331,7 @@ class VerdictsSeen(models.Model):
 
 class RunImportJob(models.Model):
     """A run folder uploaded as a zip, imported and scored in the background (never in the
-    request): ``evaluation.services.run_import``."""
+    request): ``evaluation.services.runs``."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"

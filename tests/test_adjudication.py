@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from evaluation.selectors import runs as selectors
 from evaluation.agreement import agreement_report
 from evaluation.models import Adjudication, Verdict
-from evaluation.services.runs import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from evaluation.services.adjudication import DisagreementRules, adjudicate, disagreement_reasons
 from test_judging_support import flags, perms, run_a  # noqa: F401
 

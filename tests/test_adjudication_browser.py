@@ -9,7 +9,7 @@ import re
 import pytest
 
 from evaluation.models import Adjudication, Verdict
-from evaluation.services.runs import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
 pytestmark = [

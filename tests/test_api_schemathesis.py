@@ -46,7 +46,8 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     from releases.services.releases import create_release, start_export
     from annotation.services.tasks import build_input_data, create_task
     from evaluation.models import Agent, JudgeConfig, JudgeJob
-    from evaluation.services.runs import import_run_dir, submit_human_verdict
+    from evaluation.services.runs import import_run_dir
+    from evaluation.services.verdicts import submit_human_verdict
     from evaluation.services.queue import enqueue_run
     from replay.services import start_replay
     from studio.accounts import upsert_user

@@ -26,7 +26,7 @@ from evaluation.agreement import agreement_report
 from evaluation.errors import NotBlind
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.robustness import record_robustness, settle_by_judge
-from evaluation.services.runs import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from evaluation.services.adjudication import adjudicate
 from evaluation.services.queue import QueueError, claim_item, claim_next, enqueue_records, submit_item
 

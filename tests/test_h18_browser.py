@@ -19,7 +19,7 @@ import pytest
 
 from conftest import SCORING_EXAMPLES
 from evaluation.models import AgentRun, JudgeJob, Verdict
-from evaluation.services.runs import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from test_judging_support import GOOD, flags, judge_config, judge_server, perms, run_a  # noqa: F401
 
 pytestmark = [

@@ -20,7 +20,7 @@ from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.trajectory import align_by_tool, lcs_length
 from evaluation.errors import NotBlind
-from evaluation.services.runs import VerdictLocked, submit_human_verdict
+from evaluation.services.verdicts import VerdictLocked, submit_human_verdict
 from evaluation.services.adjudication import adjudicate
 from test_judging_support import flags, perms, run_a  # noqa: F401
 

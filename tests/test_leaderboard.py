@@ -352,7 +352,7 @@ def test_leaderboard_page_query_count_is_constant(logged_in):
     # (freshness) + records state + bootstrap row (+ its queued insert the first time per state)
     # + the notification bell's unread COUNT (base template, every page):
     # nothing per run or per record (counted on this page's code, evaluation/selectors/leaderboard.py)
-    from evaluation.services.runs import write_run_aggregate
+    from evaluation.services.leaderboard import write_run_aggregate
 
     _make_runs(2)
     assert logged_in.get("/leaderboard/").status_code == 200  # stores the 3 runs' sums

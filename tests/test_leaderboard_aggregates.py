@@ -182,7 +182,7 @@ def test_import_writes_the_sums_in_its_transaction(seeded, maintainer, tmp_path,
     def broken(rows):
         raise RuntimeError("sums failed")
 
-    monkeypatch.setattr(services.lb, "run_aggregate", broken)
+    monkeypatch.setattr(lb, "run_aggregate", broken)  # what write_run_aggregate sums with
     with pytest.raises(RuntimeError, match="sums failed"):
         services.import_run_dir(maintainer, folder, "half-agent")
     # nothing half-written: no run, no record without its sums

@@ -28,7 +28,7 @@ from evaluation.services.queue import (
     submit_item,
 )
 from evaluation.selectors import runs as selectors
-from evaluation.services.runs import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
 pytestmark = pytest.mark.urls("test_judging_support")

@@ -32,7 +32,7 @@ from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
 from evaluation.errors import EvaluationInputError
 from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
-from evaluation.services.runs import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from studio.permissions import require
 
 _EPS = 1e-6

@@ -10,8 +10,7 @@ from django.views.decorators.http import require_POST
 
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
-from evaluation.services.runs import RunImportError
-from evaluation.services.run_import import can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
+from evaluation.services.runs import RunImportError, can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
 from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
 from evaluation import blind
 from evaluation.selectors import runs as selectors

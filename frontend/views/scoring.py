@@ -26,7 +26,7 @@ from evaluation.selectors.judge_report import reread_agreement_rows
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
-from evaluation.services.runs import GRADES
+from evaluation.services.verdicts import GRADES
 from evaluation.services.adjudication import scored_by
 from evaluation.services.judge import key_variable_unset, try_judge_config
 from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen

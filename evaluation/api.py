@@ -9,8 +9,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import blind
-
-from evaluation.selectors import runs as selectors
+from evaluation.selectors.adjudication import adjudication_queue
+from evaluation.selectors.judge import judge_configs, judge_jobs
+from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation import leaderboard as lb
 from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
@@ -177,15 +179,15 @@ class RunListView(APIView):
 
     @extend_schema(responses=RunOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.run_list(), RunOut)
+        return self.paginated(run_list(), RunOut)
 
 
 class RunDetailView(APIView):
     @extend_schema(responses=RunDetailOut)
     def get(self, request, pk: int):
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         data = RunOut(run).data
-        records = list(selectors.run_records(run))
+        records = list(run_records(run))
         hide = blind.blind_record_ids(request.user, [r.pk for r in records])  # blind scoring: not listed with the agent
         data["records"] = RecordListOut([r for r in records if r.pk not in hide], many=True).data
         data["records_blind"] = len(hide)
@@ -195,11 +197,11 @@ class RunDetailView(APIView):
 class RecordDetailView(APIView):
     @extend_schema(responses=RecordOut)
     def get(self, request, pk: int):
-        record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
+        record = get_object_or_404(record_detail_qs(), pk=pk)
         shown, hidden = blind.visible_verdicts(request.user, record)
         note_verdicts_seen(request.user, record, "record API", shown)  # blind until final: no blind claim after this
         record.verdicts_hidden = hidden
-        record.evidence = selectors.record_evidence(record)
+        record.evidence = record_evidence(record)
         record.agent = blind.agent_name(request.user, record)
         data = RecordOut(record).data
         if record.agent is None:
@@ -284,7 +286,7 @@ class JudgeConfigListView(APIView):
 
     @extend_schema(responses=JudgeConfigOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.judge_configs(), JudgeConfigOut)
+        return self.paginated(judge_configs(), JudgeConfigOut)
 
 
 class JudgeJobListView(APIView):
@@ -292,7 +294,7 @@ class JudgeJobListView(APIView):
 
     @extend_schema(responses=JudgeJobOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.judge_jobs(limit=None), JudgeJobOut)
+        return self.paginated(judge_jobs(limit=None), JudgeJobOut)
 
     @extend_schema(request=JudgeJobIn, responses={201: JudgeJobOut})
     def post(self, request):
@@ -448,7 +450,7 @@ class AdjudicationQueueView(APIView):
     @extend_schema(responses=AdjudicationQueueOut(many=True))
     def get(self, request):
         require(request.user, "verdict.adjudicate")
-        items = selectors.adjudication_queue()
+        items = adjudication_queue()
         hide = blind.blind_record_ids(request.user, [x["record"].pk for x in items])
         return Response(AdjudicationQueueOut([x for x in items if x["record"].pk not in hide], many=True).data)
 
@@ -485,7 +487,7 @@ class AgreementView(APIView):
         if tie not in ("exclude", "incorrect"):
             raise EvaluationInputError("tie_break: exclude or incorrect")
         reading = _reading_param(request)
-        return Response(agreement_report(reread_agreement_rows(selectors.agreement_rows(), reading),
+        return Response(agreement_report(reread_agreement_rows(agreement_rows(), reading),
                                          tie_break=tie, reading=reading))
 
 
@@ -509,7 +511,7 @@ class StepwiseCasesView(APIView):
     @extend_schema(parameters=[OpenApiParameter("positions", str, many=True), OpenApiParameter("horizons", int, many=True)],
                    responses={200: dict})
     def get(self, request, pk: int):
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         q = StepwiseCasesQuery(data={"positions": request.query_params.getlist("positions") or ["middle"],
                                      "horizons": request.query_params.getlist("horizons") or [1]})
         q.is_valid(raise_exception=True)
@@ -522,7 +524,7 @@ class StepwisePredictionsView(APIView):
 
     @extend_schema(request=StepwisePredictionsIn, responses={201: dict})
     def post(self, request, pk: int):
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         data = StepwisePredictionsIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
@@ -576,7 +578,7 @@ class RunRescoreView(APIView):
         """Re-score the run's stored predictions against another gold set in the background
         (``run.import``): a new run named by its set, the old one stays. Answers the job (follow
         it at ``/api/run-imports/<id>/``; its ``run`` is the new run once done)."""
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         data = RunRescoreIn(data=request.data)
         data.is_valid(raise_exception=True)
         job = start_rescore(request.user, run, data.validated_data["release"])

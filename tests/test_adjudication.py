@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from evaluation.selectors import runs as selectors
+from evaluation.selectors.adjudication import adjudication_queue
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.models import Adjudication, Verdict
 from evaluation.services.verdicts import submit_human_verdict
@@ -76,7 +77,7 @@ def setup(run_a, make_user):
 def test_queue_holds_exactly_the_disagreements(setup, django_assert_max_num_queries):
     recs = setup["recs"]
     with django_assert_max_num_queries(3):
-        queue = selectors.adjudication_queue()
+        queue = adjudication_queue()
     assert [x["record"].pk for x in queue] == [recs[0].pk, recs[2].pk]
     assert queue[0]["reasons"] == ["flags"] and queue[1]["reasons"] == ["correctness", "flags", "grade"]
 
@@ -92,7 +93,7 @@ def test_adjudication_rationale_rule_and_provenance(setup, make_user, maintainer
     assert not adj.overrides_all and adj.rationale == ""
     assert adj.final_verdict.is_final and adj.final_verdict.annotator == rev and adj.final_verdict.source == "human"
     assert sorted(x.annotator.username for x in adj.considered.all()) == ["ana", "bo"]
-    assert recs[0].pk not in [x["record"].pk for x in selectors.adjudication_queue()]
+    assert recs[0].pk not in [x["record"].pk for x in adjudication_queue()]
 
     # on r2 (human: correct 1.0; judge: E5 0.6) a final E6 verdict overrides both: a rationale is required
     with pytest.raises(ValueError, match="rationale"):
@@ -106,7 +107,7 @@ def test_adjudication_rationale_rule_and_provenance(setup, make_user, maintainer
     assert not adj3.overrides_all  # agrees with the judge (the earlier final verdict is not considered)
     finals = list(Verdict.objects.filter(record=recs[2], is_final=True).order_by("id"))
     assert finals == [adj2.final_verdict, adj3.final_verdict] and Adjudication.objects.filter(record=recs[2]).count() == 2
-    unit = [r for r in selectors.agreement_rows() if r["run_id"] == f"{recs[2].pk}:holistic" and r["source"] == "human"]
+    unit = [r for r in agreement_rows() if r["run_id"] == f"{recs[2].pk}:holistic" and r["source"] == "human"]
     assert [(r["annotator"], r.get("final")) for r in unit if r.get("final")] == [("mia (final)", True)]
 
 
@@ -115,7 +116,7 @@ def test_agreement_rows_and_report_from_the_database(setup, make_user):
     recs = setup["recs"]
     rev = make_user("rita", "reviewer")
     adjudicate(rev, recs[0], errors=flags("E4"), grade=0.6)
-    rows = selectors.agreement_rows()
+    rows = agreement_rows()
     judge_rows = [r for r in rows if r["source"] == "judge"]
     # r2 holistic and r3 step-wise (the failed one is left out)
     assert sorted(r["protocol"] for r in judge_rows) == ["holistic", "stepwise-middle-1"]

@@ -21,7 +21,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from conftest import SCORING_EXAMPLES
 from evaluation import blind
-from evaluation.selectors import runs as selectors
+from evaluation.selectors.runs import record_detail_qs
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.errors import NotBlind
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem, Verdict, VerdictsSeen
@@ -200,10 +201,10 @@ def test_the_rule_by_case(world):
     for name, expected in (("sam", set(ids)), ("rex", {ids[0]}), ("ana", {ids[1]}), ("rita", set())):
         user = world[name]
         assert blind.blind_record_ids(user, ids) == expected, name
-        fresh = [selectors.record_detail_qs().get(pk=pk) for pk in ids]
+        fresh = [record_detail_qs().get(pk=pk) for pk in ids]
         assert {r.pk for r in fresh if not blind.sees_verdicts(user, r)} == expected, name
         assert {r.pk for r in fresh if blind.agent_name(user, r) is None} == expected, name
-    r1 = selectors.record_detail_qs().get(pk=ids[1])
+    r1 = record_detail_qs().get(pk=ids[1])
     masked = blind.robustness_for(world["sam"], r1)
     assert masked["hidden"] and "outcome" not in masked and "judge_verdict" not in masked and masked["kind"] == "unsolvable"
     assert blind.robustness_for(world["rita"], r1)["outcome"] == "Pass"
@@ -258,7 +259,7 @@ def test_peek_then_score_is_refused_and_the_peeker_is_no_rater(world, client):
     with pytest.raises(NotBlind):
         submit_human_verdict(pia, r0, errors=flags(), grade=1.0)
     assert not Verdict.objects.filter(record=r0, annotator=pia).exists()
-    raters = {r["annotator"] for r in selectors.agreement_rows() if r["run_id"] == f"{r0.pk}:holistic"}
+    raters = {r["annotator"] for r in agreement_rows() if r["run_id"] == f"{r0.pk}:holistic"}
     assert raters == {"ana", "judge-SECRET"}
     # the record page's form says so as well
     page = client.get(f"/records/{r0.pk}/").content.decode()
@@ -275,11 +276,11 @@ def test_re_adjudication_keeps_the_first_adjudicator_out_of_the_raters(world, ma
     adjudicate(maintainer, r2, errors=flags(), grade=1.0, rationale="second look")
     first.refresh_from_db()
     assert first.is_final and not blind.is_rater(first)
-    assert blind.own_verdict(rita, selectors.record_detail_qs().get(pk=r2.pk)) is None
-    rows = [r for r in selectors.agreement_rows() if r["run_id"] == f"{r2.pk}:holistic"]
+    assert blind.own_verdict(rita, record_detail_qs().get(pk=r2.pk)) is None
+    rows = [r for r in agreement_rows() if r["run_id"] == f"{r2.pk}:holistic"]
     assert sorted(r["annotator"] for r in rows if not r.get("final")) == ["ana", "bo"]
     assert [(r["annotator"], r["grade"]) for r in rows if r.get("final")] == [("mia (final)", 1.0)]
-    report = agreement_report(selectors.agreement_rows())
+    report = agreement_report(agreement_rows())
     assert not any(x["rater"].startswith("rita") for x in report["vs_reference"])
     # and rita can adjudicate it again herself (she is no scorer of it)
     adj = adjudicate(rita, r2, errors=flags("E2"), grade=0.4, rationale="back to E2")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from evaluation.selectors import runs as selectors
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
@@ -119,14 +119,14 @@ def test_blind_until_final_then_no_change(rec, make_user, client):
     v = Verdict.objects.get(pk=first.json()["id"])
     assert [(r.number, r.grade, r.errors["E2"]) for r in v.revisions.all()] == [(1, 1.0, False), (2, 0.6, True)]
     # while revisable it takes no part in agreement or adjudication
-    assert not [r for r in selectors.agreement_rows() if r.get("annotator") == "ana"]
+    assert not [r for r in agreement_rows() if r.get("annotator") == "ana"]
     # marking it final: the other verdicts appear, on the API and the page
     third = _post(client, rec, True, "E2", grade=0.6, token="tok-3")
     assert third.status_code == 200 and third.json()["sealed_at"] and third.json()["revision"] == 3
     got = client.get(f"/api/records/{rec.pk}/").json()
     assert sorted(v["annotator"] for v in got["verdicts"]) == ["ana", "bo"] and got["verdicts_hidden"] == 0
     assert "bo&#x27;s secret note" in client.get(f"/records/{rec.pk}/").content.decode()
-    assert [r["annotator"] for r in selectors.agreement_rows() if r.get("annotator") == "ana"] == ["ana"]
+    assert [r["annotator"] for r in agreement_rows() if r.get("annotator") == "ana"] == ["ana"]
     # peek and overwrite (the broken promise): refused, nothing changes
     again = _post(client, rec, True, grade=1.0)
     assert again.status_code == 409 and "final" in again.json()["detail"]

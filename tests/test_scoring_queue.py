@@ -27,7 +27,7 @@ from evaluation.services.queue import (
     save_draft,
     submit_item,
 )
-from evaluation.selectors import runs as selectors
+from evaluation.selectors.queue import scorer_accuracy
 from evaluation.services.verdicts import submit_human_verdict
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
@@ -226,7 +226,7 @@ def test_silent_gold_checks_give_accuracy(queued, maintainer, make_user):
         b = claim_next(bo)
     _submit(ana, a, "E4", grade=0.6)  # matches the expected verdict
     _submit(bo, b, grade=1.0)  # says correct: wrong correctness, grade off by 0.4, flags differ
-    acc = {r["scorer"]: r for r in selectors.scorer_accuracy()}
+    acc = {r["scorer"]: r for r in scorer_accuracy()}
     assert acc["ana"] == {"scorer": "ana", "n": 1, "correctness": 1.0, "grade_mae": 0.0, "flags_exact": 1.0}
     assert acc["bo"]["correctness"] == 0.0 and acc["bo"]["grade_mae"] == pytest.approx(0.4)
     assert acc["bo"]["flags_exact"] == 0.0

@@ -87,7 +87,7 @@ from test_judging_support import judge_config, judge_server, perms, run_a
 @pytest.mark.django_db
 def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server, make_user):
     from evaluation.models import Verdict
-    from evaluation.selectors.runs import agreement_rows
+    from evaluation.selectors.verdicts import agreement_rows
     from evaluation.services.verdicts import submit_human_verdict
     from evaluation.services.adjudication import considered
     from evaluation.services.judge import judge_record

@@ -112,7 +112,7 @@ def judge_report_rows(sources: Iterable[str] = ("judge", "code"), reading: str =
 
 
 def reread_agreement_rows(rows: list[dict], reading: str = DEFAULT_READING) -> list[dict]:
-    """Agreement rows (:func:`evaluation.selectors.runs.agreement_rows`) ready for
+    """Agreement rows (:func:`evaluation.selectors.verdicts.agreement_rows`) ready for
     :func:`evaluation.agreement.agreement_report` under ``reading``: in the ``apb`` reading each
     judge row gets its verdict's first raw answer (``raw``) and its ``setting``/``regime``, which
     :func:`evaluation.agreement.read_rows` re-reads (no judge call); people's and the rule

@@ -17,7 +17,7 @@ visible to them, the adjudication page); such a record is skipped by :func:`clai
 claiming (:func:`claim_item`) or submitting its item is refused with :class:`QueueError`.
 
 Silent gold checks: items with ``is_gold_check`` and an ``expected`` verdict look like any other
-item; :func:`evaluation.selectors.runs.scorer_accuracy` compares each scorer's answers with them.
+item; :func:`evaluation.selectors.queue.scorer_accuracy` compares each scorer's answers with them.
 """
 from __future__ import annotations
 

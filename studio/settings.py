@@ -255,7 +255,7 @@ STUDIO_RUN_UPLOAD_MAX_ENTRIES = _env_int("STUDIO_RUN_UPLOAD_MAX_ENTRIES", 10000)
 # claimed item stays with its scorer before it returns to the queue.
 STUDIO_HUMAN_VERDICTS_PER_RECORD = _env_int("STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)
 STUDIO_SCORING_LEASE_MINUTES = _env_float("STUDIO_SCORING_LEASE_MINUTES", 30.0)
-# When verdicts disagree (evaluation/services/adjudication.py, DisagreementRules): correctness differs;
+# When verdicts disagree (evaluation/disagreement.py, DisagreementRules): correctness differs;
 # grades differ by at least the delta ("none": grades never disagree); an E1–E6 flag differs; and
 # whose verdicts are compared.
 STUDIO_DISAGREEMENT_ON_CORRECTNESS = _env_bool("STUDIO_DISAGREEMENT_ON_CORRECTNESS", True)

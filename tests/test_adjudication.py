@@ -7,6 +7,10 @@ counts as 0.4.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import PermissionDenied
 
@@ -15,10 +19,12 @@ from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.models import Adjudication, Verdict
 from evaluation.services.verdicts import submit_human_verdict
-from evaluation.services.adjudication import DisagreementRules, adjudicate, disagreement_reasons
+from evaluation.disagreement import DisagreementRules, disagreement_reasons
+from evaluation.services.adjudication import adjudicate
 from test_judging_support import flags, perms, run_a  # noqa: F401
 
 pytestmark = pytest.mark.urls("test_judging_support")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def v(ok, grade, *on):
@@ -37,6 +43,18 @@ def test_disagreement_rules_on_hand_made_verdicts():
     loose = DisagreementRules(grade_delta=0.6, on_flags=False)
     assert disagreement_reasons(v(True, 1.0), v(False, 0.6, "E4"), loose) == ["correctness: yes vs no"]
     assert disagreement_reasons(v(False, 0.8, "E5"), v(False, 0.4, "E4"), loose) == []
+
+
+def test_disagreement_rules_need_no_django():
+    """``evaluation.disagreement`` is pure: in a fresh interpreter it imports and applies its rules (given,
+    not read from settings) without loading a django module. Hand-worked as above: correct 1.0 vs incorrect
+    0.6 with E4 differs in all three."""
+    code = ("import sys; from evaluation.disagreement import DisagreementRules, find_disagreements; "
+            "a = {'is_correct': True, 'grade': 1.0, 'errors': {}}; b = {'is_correct': False, 'grade': 0.6, 'errors': {'E4': True}}; "
+            "pairs = find_disagreements([a, b], DisagreementRules()); "
+            "print(pairs[0]['reasons'], sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['correctness: yes vs no', 'grade: 1.0 vs 0.6 (Δ 0.4)', 'flags: none vs E4'] []"
 
 
 def test_thresholds_come_from_settings(settings):

@@ -89,7 +89,7 @@ def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server,
     from evaluation.models import Verdict
     from evaluation.selectors.verdicts import agreement_rows
     from evaluation.services.verdicts import submit_human_verdict
-    from evaluation.services.adjudication import considered
+    from evaluation.selectors.adjudication import considered
     from evaluation.services.judge import judge_record
     from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 

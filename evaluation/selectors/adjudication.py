@@ -1,10 +1,32 @@
-"""Reads of adjudication: the reviewers' queue (records whose verdicts disagree), recent adjudications, and
-the adjudication summary of a release's tasks (a sidecar field of the release export)."""
+"""Reads of adjudication: which verdicts of a record take part in a disagreement, the reviewers' queue (records
+whose verdicts disagree, :mod:`evaluation.disagreement`), recent adjudications, and the adjudication summary of a
+release's tasks (a sidecar field of the release export)."""
 from __future__ import annotations
+
+from typing import Any, Iterable
 
 from django.db.models import Count, Prefetch, Q
 
+from evaluation.blind import is_rater
+from evaluation.disagreement import DisagreementRules, find_disagreements
+from evaluation.judge.stepwise import parse_protocol_label
 from evaluation.models import Adjudication, RunRecord, Verdict
+
+
+def considered(verdicts: Iterable[Verdict], rules: DisagreementRules | None = None) -> list[Verdict]:
+    """The verdicts that take part: status ok, holistic or a case of the benchmark's step-wise
+    protocol (``stepwise-gold-…``, the one protocol of such a record), of an enabled source, not
+    adjudicated, and for a person's verdict marked final by them (a revisable one is not a decision
+    yet): ``evaluation.blind.is_rater``."""
+    rules = rules or DisagreementRules.from_settings()
+    return [v for v in verdicts if v.status == "ok" and v.source in rules.sources and is_rater(v)
+            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)]
+
+
+def record_disagreements(record: RunRecord, rules: DisagreementRules | None = None) -> list[dict[str, Any]]:
+    """Disagreeing pairs among the considered verdicts of ``record`` (uses prefetched verdicts)."""
+    rules = rules or DisagreementRules.from_settings()
+    return find_disagreements(considered(record.verdicts.all(), rules), rules)
 
 
 def _verdict_prefetch():
@@ -14,8 +36,6 @@ def _verdict_prefetch():
 def adjudication_queue(limit: int = 500) -> list[dict]:
     """Records whose considered verdicts disagree and that have no final verdict yet, oldest
     record first: ``[{record, verdicts, pairs, reasons}]`` (three queries whatever the size)."""
-    from evaluation.services.adjudication import DisagreementRules, considered, find_disagreements
-
     rules = DisagreementRules.from_settings()
     ok = Q(verdicts__status="ok", verdicts__source__in=rules.sources, verdicts__is_final=False,
            verdicts__protocol__in=["holistic", ""])

@@ -1,16 +1,7 @@
-"""Disagreements between verdicts of one record, and their adjudication by a reviewer.
+"""The adjudication of a record whose verdicts disagree (the rules: :mod:`evaluation.disagreement`).
 
-A disagreement (judge.md, "People, disagreement, adjudication") exists between two verdicts
-when any enabled rule fires:
-
-* correctness differs (``STUDIO_DISAGREEMENT_ON_CORRECTNESS``, default on);
-* the grades differ by at least ``STUDIO_DISAGREEMENT_GRADE_DELTA`` (default 0.4);
-* the flag sets differ (``STUDIO_DISAGREEMENT_ON_FLAGS``, default on).
-
-The verdicts compared are the successful holistic verdicts of the sources in
-``STUDIO_DISAGREEMENT_SOURCES`` (default human and judge; the code checker is shown apart and a
-step-wise judgement is about a different question, so neither takes part). A record with a
-disagreement and no final verdict is in the reviewers' queue. The reviewer records the final
+A record with a disagreement and no final verdict is in the reviewers' queue
+(:func:`evaluation.selectors.adjudication.adjudication_queue`). The reviewer records the final
 verdict (``Verdict.is_final``, a human verdict by the reviewer) and a rationale, required when the
 final verdict disagrees with every verdict considered; the :class:`~evaluation.models.Adjudication`
 row keeps which verdicts were considered (provenance). A re-adjudication adds a newer final verdict:
@@ -19,99 +10,17 @@ adjudication row, and is never counted as a rater (``evaluation.blind.is_rater``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
-
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from evaluation.blind import is_rater
-from evaluation.judge.stepwise import parse_protocol_label
+from evaluation.disagreement import DisagreementRules, disagreement_reasons
 from evaluation.judge.verdict import E_CODES
 from kernel.taxonomy import plan_is_correct
 from evaluation.errors import EvaluationInputError
 from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
+from evaluation.selectors.adjudication import considered
 from evaluation.services.verdicts import submit_human_verdict
 from studio.permissions import require
-
-_EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class DisagreementRules:
-    """The thresholds of a disagreement (see the module docstring for the settings)."""
-
-    on_correctness: bool = True
-    grade_delta: float | None = 0.4  # None: grades never disagree
-    on_flags: bool = True
-    sources: tuple[str, ...] = ("human", "judge")
-
-    @classmethod
-    def from_settings(cls) -> "DisagreementRules":
-        delta = settings.STUDIO_DISAGREEMENT_GRADE_DELTA
-        return cls(
-            on_correctness=bool(settings.STUDIO_DISAGREEMENT_ON_CORRECTNESS),
-            grade_delta=None if delta is None else float(delta),
-            on_flags=bool(settings.STUDIO_DISAGREEMENT_ON_FLAGS),
-            sources=tuple(settings.STUDIO_DISAGREEMENT_SOURCES),
-        )
-
-
-def _flags(v: Any) -> frozenset[str]:
-    errors = v.get("errors") if isinstance(v, Mapping) else getattr(v, "errors", None)
-    return frozenset(c for c in E_CODES if (errors or {}).get(c))
-
-
-def _get(v: Any, name: str) -> Any:
-    return v.get(name) if isinstance(v, Mapping) else getattr(v, name, None)
-
-
-def disagreement_reasons(a: Any, b: Any, rules: DisagreementRules | None = None) -> list[str]:
-    """Why verdicts ``a`` and ``b`` disagree (``[]``: they agree). Each is a mapping or object with
-    ``is_correct``, ``grade`` and ``errors``. Reasons read e.g. ``"correctness: yes vs no"``,
-    ``"grade: 1.0 vs 0.6 (Δ 0.4)"``, ``"flags: E4 vs none"``."""
-    rules = rules or DisagreementRules.from_settings()
-    out = []
-    ca, cb = _get(a, "is_correct"), _get(b, "is_correct")
-    if rules.on_correctness and ca is not None and cb is not None and bool(ca) != bool(cb):
-        out.append(f"correctness: {'yes' if ca else 'no'} vs {'yes' if cb else 'no'}")
-    ga, gb = _get(a, "grade"), _get(b, "grade")
-    if rules.grade_delta is not None and ga is not None and gb is not None and abs(ga - gb) >= rules.grade_delta - _EPS:
-        out.append(f"grade: {ga:.1f} vs {gb:.1f} (Δ {abs(ga - gb):.1f})")
-    fa, fb = _flags(a), _flags(b)
-    if rules.on_flags and fa != fb:
-        out.append(f"flags: {','.join(sorted(fa)) or 'none'} vs {','.join(sorted(fb)) or 'none'}")
-    return out
-
-
-def considered(verdicts: Iterable[Verdict], rules: DisagreementRules | None = None) -> list[Verdict]:
-    """The verdicts that take part: status ok, holistic or a case of the benchmark's step-wise
-    protocol (``stepwise-gold-…``, the one protocol of such a record), of an enabled source, not
-    adjudicated, and for a person's verdict marked final by them (a revisable one is not a decision
-    yet): ``evaluation.blind.is_rater``."""
-    rules = rules or DisagreementRules.from_settings()
-    return [v for v in verdicts if v.status == "ok" and v.source in rules.sources and is_rater(v)
-            and ((v.protocol or "holistic") == "holistic" or parse_protocol_label(v.protocol) is not None)]
-
-
-def find_disagreements(verdicts: Sequence[Any], rules: DisagreementRules | None = None) -> list[dict[str, Any]]:
-    """Every disagreeing pair among ``verdicts`` (already filtered): ``[{a, b, reasons}]`` with
-    ``a``/``b`` the verdict objects, in input order."""
-    rules = rules or DisagreementRules.from_settings()
-    out = []
-    for i, a in enumerate(verdicts):
-        for b in verdicts[i + 1:]:
-            reasons = disagreement_reasons(a, b, rules)
-            if reasons:
-                out.append({"a": a, "b": b, "reasons": reasons})
-    return out
-
-
-def record_disagreements(record: RunRecord, rules: DisagreementRules | None = None) -> list[dict[str, Any]]:
-    """Disagreeing pairs among the considered verdicts of ``record`` (uses prefetched verdicts)."""
-    rules = rules or DisagreementRules.from_settings()
-    return find_disagreements(considered(record.verdicts.all(), rules), rules)
 
 
 def scored_by(user, record: RunRecord) -> str:

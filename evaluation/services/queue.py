@@ -37,7 +37,7 @@ from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.blind import seen_refusal
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services.verdicts import GRADES, submit_human_verdict
-from evaluation.services.adjudication import record_disagreements
+from evaluation.selectors.adjudication import record_disagreements
 from studio.events import emit
 from studio.permissions import require
 

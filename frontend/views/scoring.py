@@ -37,7 +37,9 @@ from evaluation.services.judge import key_variable_unset, try_judge_config
 from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import can, require
 from evaluation.agreement import agreement_report
-from evaluation.services.adjudication import DisagreementRules, adjudicate, considered, record_disagreements
+from evaluation.disagreement import DisagreementRules
+from evaluation.selectors.adjudication import considered, record_disagreements
+from evaluation.services.adjudication import adjudicate
 from evaluation.services.judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
 from evaluation.services.queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
 from evaluation.leaderboard import figure_png

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import blind
+from evaluation.agreement import agreement_report
 from evaluation.selectors.adjudication import adjudication_queue
 from evaluation.selectors.judge import judge_configs, judge_jobs
 from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
@@ -25,8 +26,10 @@ from evaluation.selectors.judge_report import judge_report_rows, reread_agreemen
 from evaluation.selectors.leaderboard import compare_runs
 from evaluation.services.leaderboard import leaderboard_of_set
 from evaluation.services.verdicts import ERROR_CODES
-from evaluation.services.judge import STORED_READING
-from evaluation.services.queue import note_verdicts_seen, submit_record_verdict
+from evaluation.services.adjudication import adjudicate
+from evaluation.services.judge import STORED_READING, select_records, start_judge_job
+from evaluation.services.queue import (QueueFilter, claim_item, claim_next, note_verdicts_seen, release_item, save_draft,
+                                       submit_item, submit_record_verdict)
 from evaluation.services.runs import rerun_run_import, start_rescore
 from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
@@ -298,8 +301,6 @@ class JudgeJobListView(APIView):
 
     @extend_schema(request=JudgeJobIn, responses={201: JudgeJobOut})
     def post(self, request):
-        from evaluation.services.judge import select_records, start_judge_job
-
         data = JudgeJobIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
@@ -363,8 +364,6 @@ class ScoringClaimView(APIView):
     def post(self, request):
         """Claim the next item of the queue (204: none left), or the given ``item`` (409 with the
         reason when refused: submitted, held by another, or you saw the record's other verdicts)."""
-        from evaluation.services.queue import QueueFilter, claim_item, claim_next
-
         data = QueueIn(data=request.data)
         data.is_valid(raise_exception=True)
         if data.validated_data.get("item") is not None:
@@ -379,8 +378,6 @@ class ScoringClaimView(APIView):
 class ScoringDraftView(APIView):
     @extend_schema(request=ScoringDraftIn, responses={200: ScoringItemOut})
     def put(self, request, pk: int):
-        from evaluation.services.queue import save_draft
-
         data = ScoringDraftIn(data=request.data)
         data.is_valid(raise_exception=True)
         item = save_draft(request.user, get_object_or_404(ScoringItem, pk=pk), data.validated_data["draft"])
@@ -390,8 +387,6 @@ class ScoringDraftView(APIView):
 class ScoringSubmitView(APIView):
     @extend_schema(request=ScoringSubmitIn, responses={201: ScoringSubmitOut})
     def post(self, request, pk: int):
-        from evaluation.services.queue import submit_item
-
         item = get_object_or_404(ScoringItem, pk=pk)
         data = ScoringSubmitIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -407,8 +402,6 @@ class ScoringSubmitView(APIView):
 class ScoringReleaseView(APIView):
     @extend_schema(request=None, responses={204: None})
     def post(self, request, pk: int):
-        from evaluation.services.queue import release_item
-
         release_item(request.user, get_object_or_404(ScoringItem, pk=pk))
         return Response(status=204)
 
@@ -458,8 +451,6 @@ class AdjudicationQueueView(APIView):
 class AdjudicateView(APIView):
     @extend_schema(request=AdjudicationIn, responses={201: AdjudicationOut})
     def post(self, request, pk: int):
-        from evaluation.services.adjudication import adjudicate
-
         record = get_object_or_404(RunRecord, pk=pk)
         data = AdjudicationIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -480,8 +471,6 @@ class AgreementView(APIView):
                                OpenApiParameter("reading", str, enum=list(READINGS))],
                    responses={200: dict})
     def get(self, request):
-        from evaluation.agreement import agreement_report
-
         require(request.user, "agreement.view")
         tie = request.query_params.get("tie_break", "exclude")
         if tie not in ("exclude", "incorrect"):

@@ -43,6 +43,7 @@ from django.utils import timezone
 
 from evaluation.background import dispatch, job_runner
 from evaluation.errors import EvaluationConflict, EvaluationInputError
+from evaluation.jobs import judge_batch
 from evaluation.judge import (
     JudgeConfigError,
     JudgeRequestError,
@@ -50,6 +51,7 @@ from evaluation.judge import (
     OpenAICompatibleBackend,
     check_trajectory,
     judge_run,
+    parse_verdict,
     prompt_fingerprint,
     render_holistic_prompt,
     render_stepwise_prompt,
@@ -424,8 +426,6 @@ def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
                                   protocol=prep.protocol, prompt_version=prep.version, raw=raw).order_by("-id").first()
     if copy is not None:
         return copy
-    from evaluation.judge import parse_verdict
-
     setting, regime = protocol_setting(prep.protocol)
     outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw, setting=setting, regime=regime,
                                                               distractors_used=prep.meta.get("distractors_used")),
@@ -666,8 +666,6 @@ def dispatch_judge_job(job_id: int):
     """Hand job ``job_id`` to its runner (:func:`evaluation.background.dispatch`) and return at
     once, except inline. Returns the started thread (``"thread"``), the Celery result
     (``"celery"``) or the finished job (``"inline"``)."""
-    from evaluation.jobs import judge_batch
-
     return dispatch(job_id, run_judge_job, judge_batch, record_crash, kind=JOB_KIND)
 
 

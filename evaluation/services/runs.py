@@ -37,6 +37,7 @@ from releases.models import Release
 from evaluation.background import dispatch, job_runner
 from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
+from evaluation.jobs import run_import
 from evaluation.models import Agent, AgentRun, RunAggregate, RunImportJob, RunRecord
 from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
@@ -610,8 +611,6 @@ def record_crash(job_id: int, exc: Exception) -> None:
 
 def dispatch_run_import(job_id: int):
     """Hand import job ``job_id`` to the background runner (:func:`evaluation.background.dispatch`)."""
-    from evaluation.jobs import run_import
-
     return dispatch(job_id, execute_run_import, run_import, record_crash, kind=KIND)
 
 

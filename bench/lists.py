@@ -150,8 +150,8 @@ def measure_leaderboard_after_import(client, user, n_records: int) -> dict:
     from annotation.services.tasks import TASK_FILES
     from evaluation import leaderboard as lb
     from evaluation.models import AgentRun, LeaderboardBootstrap, RunRecord
-    from evaluation.selectors_leaderboard import bootstrap_version, leaderboard_data, leaderboard_runs, records_state
-    from evaluation.services import import_run_dir
+    from evaluation.selectors.leaderboard import bootstrap_version, leaderboard_data, leaderboard_runs, records_state
+    from evaluation.services.runs import import_run_dir
 
     source = AgentRun.objects.filter(agent__name__startswith="synthetic-").order_by("id").first()
     if source is None:

@@ -8,7 +8,12 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from evaluation import blind, selectors
+from evaluation import blind
+from evaluation.agreement import agreement_report
+from evaluation.selectors.adjudication import adjudication_queue
+from evaluation.selectors.judge import judge_configs, judge_jobs
+from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation import leaderboard as lb
 from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
@@ -17,13 +22,16 @@ from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import planner_view
 from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.judge.verdict import READINGS, normalize_reading
-from evaluation.selectors_judge_report import judge_report_rows, reread_agreement_rows
-from evaluation.selectors_leaderboard import compare_runs
-from evaluation.services import ERROR_CODES, leaderboard_of_set
-from evaluation.services_judge import STORED_READING
-from evaluation.services_queue import note_verdicts_seen, submit_record_verdict
-from evaluation.services_run_import import rerun_run_import, start_rescore
-from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
+from evaluation.selectors.judge_report import judge_report_rows, reread_agreement_rows
+from evaluation.selectors.leaderboard import compare_runs
+from evaluation.services.leaderboard import leaderboard_of_set
+from evaluation.services.verdicts import ERROR_CODES
+from evaluation.services.adjudication import adjudicate
+from evaluation.services.judge import STORED_READING, select_records, start_judge_job
+from evaluation.services.queue import (QueueFilter, claim_item, claim_next, note_verdicts_seen, release_item, save_draft,
+                                       submit_item, submit_record_verdict)
+from evaluation.services.runs import rerun_run_import, start_rescore
+from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
@@ -111,7 +119,7 @@ class GeometryOut(serializers.Serializer):
 
 
 class EvidenceOut(serializers.Serializer):
-    """What the record page shows, field by field (:func:`evaluation.selectors.record_evidence`)."""
+    """What the record page shows, field by field (:func:`evaluation.selectors.runs.record_evidence`)."""
 
     question = serializers.CharField(allow_blank=True)
     has_gold_answer = serializers.BooleanField(help_text="false: the gold answer is not known here")
@@ -174,15 +182,15 @@ class RunListView(APIView):
 
     @extend_schema(responses=RunOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.run_list(), RunOut)
+        return self.paginated(run_list(), RunOut)
 
 
 class RunDetailView(APIView):
     @extend_schema(responses=RunDetailOut)
     def get(self, request, pk: int):
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         data = RunOut(run).data
-        records = list(selectors.run_records(run))
+        records = list(run_records(run))
         hide = blind.blind_record_ids(request.user, [r.pk for r in records])  # blind scoring: not listed with the agent
         data["records"] = RecordListOut([r for r in records if r.pk not in hide], many=True).data
         data["records_blind"] = len(hide)
@@ -192,11 +200,11 @@ class RunDetailView(APIView):
 class RecordDetailView(APIView):
     @extend_schema(responses=RecordOut)
     def get(self, request, pk: int):
-        record = get_object_or_404(selectors.record_detail_qs(), pk=pk)
+        record = get_object_or_404(record_detail_qs(), pk=pk)
         shown, hidden = blind.visible_verdicts(request.user, record)
         note_verdicts_seen(request.user, record, "record API", shown)  # blind until final: no blind claim after this
         record.verdicts_hidden = hidden
-        record.evidence = selectors.record_evidence(record)
+        record.evidence = record_evidence(record)
         record.agent = blind.agent_name(request.user, record)
         data = RecordOut(record).data
         if record.agent is None:
@@ -281,7 +289,7 @@ class JudgeConfigListView(APIView):
 
     @extend_schema(responses=JudgeConfigOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.judge_configs(), JudgeConfigOut)
+        return self.paginated(judge_configs(), JudgeConfigOut)
 
 
 class JudgeJobListView(APIView):
@@ -289,12 +297,10 @@ class JudgeJobListView(APIView):
 
     @extend_schema(responses=JudgeJobOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.judge_jobs(limit=None), JudgeJobOut)
+        return self.paginated(judge_jobs(limit=None), JudgeJobOut)
 
     @extend_schema(request=JudgeJobIn, responses={201: JudgeJobOut})
     def post(self, request):
-        from evaluation.services_judge import select_records, start_judge_job
-
         data = JudgeJobIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
@@ -358,8 +364,6 @@ class ScoringClaimView(APIView):
     def post(self, request):
         """Claim the next item of the queue (204: none left), or the given ``item`` (409 with the
         reason when refused: submitted, held by another, or you saw the record's other verdicts)."""
-        from evaluation.services_queue import QueueFilter, claim_item, claim_next
-
         data = QueueIn(data=request.data)
         data.is_valid(raise_exception=True)
         if data.validated_data.get("item") is not None:
@@ -374,8 +378,6 @@ class ScoringClaimView(APIView):
 class ScoringDraftView(APIView):
     @extend_schema(request=ScoringDraftIn, responses={200: ScoringItemOut})
     def put(self, request, pk: int):
-        from evaluation.services_queue import save_draft
-
         data = ScoringDraftIn(data=request.data)
         data.is_valid(raise_exception=True)
         item = save_draft(request.user, get_object_or_404(ScoringItem, pk=pk), data.validated_data["draft"])
@@ -385,8 +387,6 @@ class ScoringDraftView(APIView):
 class ScoringSubmitView(APIView):
     @extend_schema(request=ScoringSubmitIn, responses={201: ScoringSubmitOut})
     def post(self, request, pk: int):
-        from evaluation.services_queue import submit_item
-
         item = get_object_or_404(ScoringItem, pk=pk)
         data = ScoringSubmitIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -402,8 +402,6 @@ class ScoringSubmitView(APIView):
 class ScoringReleaseView(APIView):
     @extend_schema(request=None, responses={204: None})
     def post(self, request, pk: int):
-        from evaluation.services_queue import release_item
-
         release_item(request.user, get_object_or_404(ScoringItem, pk=pk))
         return Response(status=204)
 
@@ -445,7 +443,7 @@ class AdjudicationQueueView(APIView):
     @extend_schema(responses=AdjudicationQueueOut(many=True))
     def get(self, request):
         require(request.user, "verdict.adjudicate")
-        items = selectors.adjudication_queue()
+        items = adjudication_queue()
         hide = blind.blind_record_ids(request.user, [x["record"].pk for x in items])
         return Response(AdjudicationQueueOut([x for x in items if x["record"].pk not in hide], many=True).data)
 
@@ -453,8 +451,6 @@ class AdjudicationQueueView(APIView):
 class AdjudicateView(APIView):
     @extend_schema(request=AdjudicationIn, responses={201: AdjudicationOut})
     def post(self, request, pk: int):
-        from evaluation.services_adjudication import adjudicate
-
         record = get_object_or_404(RunRecord, pk=pk)
         data = AdjudicationIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -475,14 +471,12 @@ class AgreementView(APIView):
                                OpenApiParameter("reading", str, enum=list(READINGS))],
                    responses={200: dict})
     def get(self, request):
-        from evaluation.agreement import agreement_report
-
         require(request.user, "agreement.view")
         tie = request.query_params.get("tie_break", "exclude")
         if tie not in ("exclude", "incorrect"):
             raise EvaluationInputError("tie_break: exclude or incorrect")
         reading = _reading_param(request)
-        return Response(agreement_report(reread_agreement_rows(selectors.agreement_rows(), reading),
+        return Response(agreement_report(reread_agreement_rows(agreement_rows(), reading),
                                          tie_break=tie, reading=reading))
 
 
@@ -506,7 +500,7 @@ class StepwiseCasesView(APIView):
     @extend_schema(parameters=[OpenApiParameter("positions", str, many=True), OpenApiParameter("horizons", int, many=True)],
                    responses={200: dict})
     def get(self, request, pk: int):
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         q = StepwiseCasesQuery(data={"positions": request.query_params.getlist("positions") or ["middle"],
                                      "horizons": request.query_params.getlist("horizons") or [1]})
         q.is_valid(raise_exception=True)
@@ -519,7 +513,7 @@ class StepwisePredictionsView(APIView):
 
     @extend_schema(request=StepwisePredictionsIn, responses={201: dict})
     def post(self, request, pk: int):
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         data = StepwisePredictionsIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
@@ -573,7 +567,7 @@ class RunRescoreView(APIView):
         """Re-score the run's stored predictions against another gold set in the background
         (``run.import``): a new run named by its set, the old one stays. Answers the job (follow
         it at ``/api/run-imports/<id>/``; its ``run`` is the new run once done)."""
-        run = get_object_or_404(selectors.run_list(), pk=pk)
+        run = get_object_or_404(run_list(), pk=pk)
         data = RunRescoreIn(data=request.data)
         data.is_valid(raise_exception=True)
         job = start_rescore(request.user, run, data.validated_data["release"])
@@ -594,7 +588,7 @@ class JudgeReportView(APIView):
 
 
 class LeaderboardView(APIView):
-    """One gold set's leaderboard, the page's official table (``evaluation.services.leaderboard_of_set``):
+    """One gold set's leaderboard, the page's official table (``evaluation.services.leaderboard.leaderboard_of_set``):
     runs on other sets are never ranked in it. Aggregates per run only (no record beside its agent)."""
 
     @extend_schema(parameters=[OpenApiParameter("set", str, description="a set's ranking key, as listed in "

@@ -1,5 +1,5 @@
 """The one way the evaluation app runs a job in the background, so no request waits for it:
-judge jobs (:mod:`evaluation.services_judge`) and run imports (:mod:`evaluation.services_run_import`).
+judge jobs (:mod:`evaluation.services.judge`) and run imports (:mod:`evaluation.services.runs`).
 
 Setting ``STUDIO_JUDGE_RUNNER`` (the name is historical: it covers every job here):
 ``"celery"`` (a worker; the default when ``CELERY_BROKER_URL`` is set), ``"thread"`` (a daemon

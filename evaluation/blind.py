@@ -19,7 +19,7 @@ need more than not being blind (:func:`sees_verdicts`): the person's own final v
 record, or ``verdict.view_all``.
 
 Seeing is remembered (:class:`~evaluation.models.VerdictsSeen`, written by
-``evaluation.services_queue.note_verdicts_seen`` wherever other verdicts were shown): a person who
+``evaluation.services.queue.note_verdicts_seen`` wherever other verdicts were shown): a person who
 was shown a record's other verdicts or its judge outcome never becomes one of its raters — the queue
 does not hand it to them, a claim and a verdict (queue, record page, ``POST /api/records/<id>/verdicts/``)
 are refused with the reason (:func:`seen_refusal`, HTTP 409). The adjudicated verdict is the reference,

@@ -1,7 +1,7 @@
 """The evaluation app's domain errors: one base class, one subclass per HTTP status.
 
 Services of ``evaluation`` raise these (or subclasses of them, such as
-``evaluation.services.VerdictLocked``); ``studio.errors.exception_handler`` answers them
+``evaluation.services.verdicts.VerdictLocked``); ``studio.errors.exception_handler`` answers them
 (the statuses and the body: ``kernel.errors``).
 """
 from __future__ import annotations

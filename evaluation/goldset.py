@@ -25,8 +25,8 @@ breakdowns; their records are scored field by field against the variant's own go
 robustness rules, :mod:`evaluation.robustness`) and kept apart (``RunRecord.in_gold_set`` False).
 A record whose question is not a benchmark task of the set is likewise outside it.
 
-The run importer (:func:`evaluation.services.import_run_dir`), the re-scorer
-(:func:`evaluation.services.rescore_run`), the gold baseline and the step-wise import all read
+The run importer (:func:`evaluation.services.runs.import_run_dir`), the re-scorer
+(:func:`evaluation.services.runs.rescore_run`), the gold baseline and the step-wise import all read
 their gold from here; the leaderboard's selectors read only records ``in_gold_set``.
 """
 from __future__ import annotations

@@ -9,10 +9,10 @@ from studio.background import run_guarded
 @shared_task(acks_late=True, name="evaluation.judge_batch")
 def judge_batch(job_id: int) -> dict:
     """Run :class:`~evaluation.models.JudgeJob` ``job_id`` (see
-    :func:`evaluation.services_judge.run_judge_job`; a crash is written on the job by
+    :func:`evaluation.services.judge.run_judge_job`; a crash is written on the job by
     :func:`studio.background.run_guarded`); returns its final counts."""
     from evaluation.models import JudgeJob
-    from evaluation.services_judge import JOB_KIND, record_crash, run_judge_job
+    from evaluation.services.judge import JOB_KIND, record_crash, run_judge_job
 
     run_guarded(JOB_KIND, job_id, run_judge_job, record_crash, close=False)  # a crash ends the job failed
     job = JudgeJob.objects.get(pk=job_id)
@@ -23,8 +23,8 @@ def judge_batch(job_id: int) -> dict:
 @shared_task(acks_late=True, name="evaluation.leaderboard_bootstrap")
 def leaderboard_bootstrap(n_boot: int, seed: int) -> dict:
     """Compute and store the leaderboard's bootstrap intervals of the current runs and records
-    (:func:`evaluation.services_leaderboard.compute_bootstrap`); returns the state and status."""
-    from evaluation.services_leaderboard import compute_bootstrap
+    (:func:`evaluation.services.leaderboard.compute_bootstrap`); returns the state and status."""
+    from evaluation.services.leaderboard import compute_bootstrap
 
     row = compute_bootstrap(n_boot, seed)
     return {"version": row.version, "status": row.status} if row is not None else {"status": "superseded"}
@@ -33,8 +33,8 @@ def leaderboard_bootstrap(n_boot: int, seed: int) -> dict:
 @shared_task(acks_late=True, name="evaluation.run_import")
 def run_import(job_id: int) -> dict:
     """Run :class:`~evaluation.models.RunImportJob` ``job_id`` (see
-    :func:`evaluation.services_run_import.execute_run_import`); returns its final state."""
-    from evaluation.services_run_import import execute_run_import
+    :func:`evaluation.services.runs.execute_run_import`); returns its final state."""
+    from evaluation.services.runs import execute_run_import
 
     job = execute_run_import(job_id)
     return {"job": job.pk, "status": job.status, "run": job.run_id, "error": job.error}

@@ -281,7 +281,7 @@ class RunAggregate(models.Model):
     ``gold_revision``: the newest ``TaskRevision`` id when the sums were taken. The breakdowns and
     extras depend on the head revision of each record's task; a task whose head is newer than this
     makes the sums of the runs with records on it stale (they are rebuilt then, see
-    ``evaluation.services.refresh_run_aggregates``)."""
+    ``evaluation.services.leaderboard.refresh_run_aggregates``)."""
 
     run = models.OneToOneField(AgentRun, on_delete=models.CASCADE, related_name="aggregate")
     gold_revision = models.BigIntegerField(default=0)
@@ -318,7 +318,7 @@ class LeaderboardBootstrap(models.Model):
 class VerdictsSeen(models.Model):
     """A person was shown other people's verdicts of a record (the record page or API once they
     became visible to them, the adjudication page): from then on they cannot score that record
-    blind in the queue (``evaluation.services_queue``)."""
+    blind in the queue (``evaluation.services.queue``)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="verdicts_seen")
@@ -331,7 +331,7 @@ class VerdictsSeen(models.Model):
 
 class RunImportJob(models.Model):
     """A run folder uploaded as a zip, imported and scored in the background (never in the
-    request): ``evaluation.services_run_import``."""
+    request): ``evaluation.services.runs``."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"

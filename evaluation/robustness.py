@@ -282,7 +282,7 @@ def robustness_table(rows: Iterable[dict]) -> dict:
     return {"extraneous": extraneous, "broken": broken, "unsolvable": unsolvable}
 
 
-# ---- where the rule cannot decide: the judge (evaluation.services_robustness) ----------------------
+# ---- where the rule cannot decide: the judge (evaluation.services.robustness) ----------------------
 
 #: the judge's tool-broken classes (``evaluation.judge.verdict.TOOL_BROKEN_OUTCOMES``) → ``OUTCOMES``
 JUDGE_OUTCOME_CLASSES = {"replacement": "Replace", "alternative": "Alter", "retry": "Retry",

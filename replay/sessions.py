@@ -11,7 +11,7 @@ the runner's fields (``question_id``, ``task_scoped_question_id``, ``task_catego
 ``task_category_code``, ``sample_id``, ``worker_id``, ``question``, ``predicted_answer``, ``error``,
 ``trajectory``, ``elapsed_time``, ``timestamp``) plus a ``studio_session`` dict (session id, agent).
 The record is rewritten after every call, so the folder is a valid run folder at any moment and
-``evaluation.services.import_run_dir`` scores it. Other records in the same file (other tasks,
+``evaluation.services.runs.import_run_dir`` scores it. Other records in the same file (other tasks,
 other sessions) are kept; a record with the same ``question_id`` is replaced (the last session of a
 task wins, as the benchmark's ``--resume`` would keep one record per question).
 

@@ -251,11 +251,11 @@ STUDIO_JOB_STALE_AFTER_S = _env_float("STUDIO_JOB_STALE_AFTER_S", 600.0)
 STUDIO_JOB_HEARTBEAT_S = _env_float("STUDIO_JOB_HEARTBEAT_S", 15.0)
 STUDIO_JOB_SWEEP_EVERY_S = _env_float("STUDIO_JOB_SWEEP_EVERY_S", 60.0)
 STUDIO_RUN_UPLOAD_MAX_ENTRIES = _env_int("STUDIO_RUN_UPLOAD_MAX_ENTRIES", 10000)
-# The human scoring queue (evaluation/services_queue.py): verdicts wanted per record, and how long a
+# The human scoring queue (evaluation/services/queue.py): verdicts wanted per record, and how long a
 # claimed item stays with its scorer before it returns to the queue.
 STUDIO_HUMAN_VERDICTS_PER_RECORD = _env_int("STUDIO_HUMAN_VERDICTS_PER_RECORD", 2)
 STUDIO_SCORING_LEASE_MINUTES = _env_float("STUDIO_SCORING_LEASE_MINUTES", 30.0)
-# When verdicts disagree (evaluation/services_adjudication.py, DisagreementRules): correctness differs;
+# When verdicts disagree (evaluation/disagreement.py, DisagreementRules): correctness differs;
 # grades differ by at least the delta ("none": grades never disagree); an E1–E6 flag differs; and
 # whose verdicts are compared.
 STUDIO_DISAGREEMENT_ON_CORRECTNESS = _env_bool("STUDIO_DISAGREEMENT_ON_CORRECTNESS", True)
@@ -263,7 +263,7 @@ STUDIO_DISAGREEMENT_GRADE_DELTA = (None if os.environ.get("STUDIO_DISAGREEMENT_G
                                    else _env_float("STUDIO_DISAGREEMENT_GRADE_DELTA", 0.4))
 STUDIO_DISAGREEMENT_ON_FLAGS = _env_bool("STUDIO_DISAGREEMENT_ON_FLAGS", True)
 STUDIO_DISAGREEMENT_SOURCES = tuple(_env_list("STUDIO_DISAGREEMENT_SOURCES", ["human", "judge"]))
-# Calls to a judge endpoint (evaluation/services_judge.py): the wait before a retry (doubling each
+# Calls to a judge endpoint (evaluation/services/judge.py): the wait before a retry (doubling each
 # time), a request's timeout, retries of a failed request, re-asks of an answer that does not parse.
 STUDIO_JUDGE_BACKOFF_S = _env_float("STUDIO_JUDGE_BACKOFF_S", 1.0)
 STUDIO_JUDGE_TIMEOUT_S = _env_float("STUDIO_JUDGE_TIMEOUT_S", 120.0)

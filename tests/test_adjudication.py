@@ -7,14 +7,22 @@ counts as 0.4.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from evaluation import selectors
+from evaluation.selectors.adjudication import adjudication_queue
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.models import Adjudication, Verdict
-from evaluation.services_adjudication import DisagreementRules, adjudicate, disagreement_reasons
+from evaluation.disagreement import DisagreementRules, disagreement_reasons
+from evaluation.services.adjudication import adjudicate
 from support.judging import flags
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.urls("support.judging")
 
@@ -37,6 +45,18 @@ def test_disagreement_rules_on_hand_made_verdicts():
     assert disagreement_reasons(v(False, 0.8, "E5"), v(False, 0.4, "E4"), loose) == []
 
 
+def test_disagreement_rules_need_no_django():
+    """``evaluation.disagreement`` is pure: in a fresh interpreter it imports and applies its rules (given,
+    not read from settings) without loading a django module. Hand-worked as above: correct 1.0 vs incorrect
+    0.6 with E4 differs in all three."""
+    code = ("import sys; from evaluation.disagreement import DisagreementRules, find_disagreements; "
+            "a = {'is_correct': True, 'grade': 1.0, 'errors': {}}; b = {'is_correct': False, 'grade': 0.6, 'errors': {'E4': True}}; "
+            "pairs = find_disagreements([a, b], DisagreementRules()); "
+            "print(pairs[0]['reasons'], sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['correctness: yes vs no', 'grade: 1.0 vs 0.6 (Δ 0.4)', 'flags: none vs E4'] []"
+
+
 def test_thresholds_come_from_settings(settings):
     settings.STUDIO_DISAGREEMENT_GRADE_DELTA = 0.2
     settings.STUDIO_DISAGREEMENT_ON_FLAGS = False
@@ -47,7 +67,7 @@ def test_thresholds_come_from_settings(settings):
 def test_queue_holds_exactly_the_disagreements(disputed_records, django_assert_max_num_queries):
     recs = disputed_records["recs"]
     with django_assert_max_num_queries(3):
-        queue = selectors.adjudication_queue()
+        queue = adjudication_queue()
     assert [x["record"].pk for x in queue] == [recs[0].pk, recs[2].pk]
     assert queue[0]["reasons"] == ["flags"] and queue[1]["reasons"] == ["correctness", "flags", "grade"]
 
@@ -63,7 +83,7 @@ def test_adjudication_rationale_rule_and_provenance(disputed_records, make_user,
     assert not adj.overrides_all and adj.rationale == ""
     assert adj.final_verdict.is_final and adj.final_verdict.annotator == rev and adj.final_verdict.source == "human"
     assert sorted(x.annotator.username for x in adj.considered.all()) == ["ana", "bo"]
-    assert recs[0].pk not in [x["record"].pk for x in selectors.adjudication_queue()]
+    assert recs[0].pk not in [x["record"].pk for x in adjudication_queue()]
 
     # on r2 (human: correct 1.0; judge: E5 0.6) a final E6 verdict overrides both: a rationale is required
     with pytest.raises(ValueError, match="rationale"):
@@ -77,7 +97,7 @@ def test_adjudication_rationale_rule_and_provenance(disputed_records, make_user,
     assert not adj3.overrides_all  # agrees with the judge (the earlier final verdict is not considered)
     finals = list(Verdict.objects.filter(record=recs[2], is_final=True).order_by("id"))
     assert finals == [adj2.final_verdict, adj3.final_verdict] and Adjudication.objects.filter(record=recs[2]).count() == 2
-    unit = [r for r in selectors.agreement_rows() if r["run_id"] == f"{recs[2].pk}:holistic" and r["source"] == "human"]
+    unit = [r for r in agreement_rows() if r["run_id"] == f"{recs[2].pk}:holistic" and r["source"] == "human"]
     assert [(r["annotator"], r.get("final")) for r in unit if r.get("final")] == [("mia (final)", True)]
 
 
@@ -86,7 +106,7 @@ def test_agreement_rows_and_report_from_the_database(disputed_records, make_user
     recs = disputed_records["recs"]
     rev = make_user("rita", "reviewer")
     adjudicate(rev, recs[0], errors=flags("E4"), grade=0.6)
-    rows = selectors.agreement_rows()
+    rows = agreement_rows()
     judge_rows = [r for r in rows if r["source"] == "judge"]
     # r2 holistic and r3 step-wise (the failed one is left out)
     assert sorted(r["protocol"] for r in judge_rows) == ["holistic", "stepwise-middle-1"]

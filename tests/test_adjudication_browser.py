@@ -9,7 +9,7 @@ import re
 import pytest
 
 from evaluation.models import Adjudication, Verdict
-from evaluation.services import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from support.judging import flags
 
 pytestmark = [

@@ -55,7 +55,7 @@ def corpus_setup(db, make_user, tmp_path):
                 ctx["raster_layer"] = Layer.objects.create(event=event, name="r", kind=Layer.Kind.RASTER,
                                                            file_name="r.tif", path="events/corpus/r.tif").pk
             elif name == "run_a":
-                from evaluation.services import import_run_dir
+                from evaluation.services.runs import import_run_dir
 
                 ctx["run"] = import_run_dir(mia, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a",
                                             tasks_dir=SCORING_EXAMPLES / "tasks").pk

@@ -20,14 +20,16 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from conftest import SCORING_EXAMPLES
-from evaluation import blind, selectors
+from evaluation import blind
+from evaluation.selectors.runs import record_detail_qs
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.errors import NotBlind
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.robustness import record_robustness, settle_by_judge
-from evaluation.services import submit_human_verdict
-from evaluation.services_adjudication import adjudicate
-from evaluation.services_queue import QueueError, claim_item, claim_next, enqueue_records, submit_item
+from evaluation.services.verdicts import submit_human_verdict
+from evaluation.services.adjudication import adjudicate
+from evaluation.services.queue import QueueError, claim_item, claim_next, enqueue_records, submit_item
 
 AGENT = "agent-SECRET-model"
 CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
@@ -44,7 +46,7 @@ def world(db, make_user, maintainer):
     """agent-SECRET-model's run (12 records); r0 with ana's final verdict and the judge's; r1 a
     robustness record the judge settled (Pass); r2 adjudicated by rita; sam (a scorer) holds a slot
     of r0 and has no verdict anywhere; rex (a reviewer) holds a slot of r0 too."""
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", AGENT, tasks_dir=SCORING_EXAMPLES / "tasks")
     r0, r1, r2 = list(run.records.order_by("id")[:3])
@@ -199,10 +201,10 @@ def test_the_rule_by_case(world):
     for name, expected in (("sam", set(ids)), ("rex", {ids[0]}), ("ana", {ids[1]}), ("rita", set())):
         user = world[name]
         assert blind.blind_record_ids(user, ids) == expected, name
-        fresh = [selectors.record_detail_qs().get(pk=pk) for pk in ids]
+        fresh = [record_detail_qs().get(pk=pk) for pk in ids]
         assert {r.pk for r in fresh if not blind.sees_verdicts(user, r)} == expected, name
         assert {r.pk for r in fresh if blind.agent_name(user, r) is None} == expected, name
-    r1 = selectors.record_detail_qs().get(pk=ids[1])
+    r1 = record_detail_qs().get(pk=ids[1])
     masked = blind.robustness_for(world["sam"], r1)
     assert masked["hidden"] and "outcome" not in masked and "judge_verdict" not in masked and masked["kind"] == "unsolvable"
     assert blind.robustness_for(world["rita"], r1)["outcome"] == "Pass"
@@ -257,7 +259,7 @@ def test_peek_then_score_is_refused_and_the_peeker_is_no_rater(world, client):
     with pytest.raises(NotBlind):
         submit_human_verdict(pia, r0, errors=flags(), grade=1.0)
     assert not Verdict.objects.filter(record=r0, annotator=pia).exists()
-    raters = {r["annotator"] for r in selectors.agreement_rows() if r["run_id"] == f"{r0.pk}:holistic"}
+    raters = {r["annotator"] for r in agreement_rows() if r["run_id"] == f"{r0.pk}:holistic"}
     assert raters == {"ana", "judge-SECRET"}
     # the record page's form says so as well
     page = client.get(f"/records/{r0.pk}/").content.decode()
@@ -274,11 +276,11 @@ def test_re_adjudication_keeps_the_first_adjudicator_out_of_the_raters(world, ma
     adjudicate(maintainer, r2, errors=flags(), grade=1.0, rationale="second look")
     first.refresh_from_db()
     assert first.is_final and not blind.is_rater(first)
-    assert blind.own_verdict(rita, selectors.record_detail_qs().get(pk=r2.pk)) is None
-    rows = [r for r in selectors.agreement_rows() if r["run_id"] == f"{r2.pk}:holistic"]
+    assert blind.own_verdict(rita, record_detail_qs().get(pk=r2.pk)) is None
+    rows = [r for r in agreement_rows() if r["run_id"] == f"{r2.pk}:holistic"]
     assert sorted(r["annotator"] for r in rows if not r.get("final")) == ["ana", "bo"]
     assert [(r["annotator"], r["grade"]) for r in rows if r.get("final")] == [("mia (final)", 1.0)]
-    report = agreement_report(selectors.agreement_rows())
+    report = agreement_report(agreement_rows())
     assert not any(x["rater"].startswith("rita") for x in report["vs_reference"])
     # and rita can adjudicate it again herself (she is no scorer of it)
     adj = adjudicate(rita, r2, errors=flags("E2"), grade=0.4, rationale="back to E2")

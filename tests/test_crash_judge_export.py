@@ -81,7 +81,7 @@ def test_judge_killed_mid_batch_is_detected_and_rerun_completes(tmp_path, make_u
     it failed (worker lost) and judges only what has no verdict: 12 judge verdicts in all, one per
     record, none twice, every call counted once."""
     from evaluation.models import JudgeConfig
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     user = make_user("imp", "maintainer")
     run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
@@ -142,7 +142,7 @@ def test_fail_stuck_judge_jobs_leaves_live_jobs_alone(make_user):
     from django.utils import timezone
 
     from evaluation.models import JudgeConfig, JudgeJob
-    from evaluation.services_judge import fail_stuck_judge_jobs
+    from evaluation.services.judge import fail_stuck_judge_jobs
 
     cfg = JudgeConfig.objects.create(name="c", base_url="http://127.0.0.1:9/v1", model="m")
     now = timezone.now()

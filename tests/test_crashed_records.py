@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import SCORING_EXAMPLES
-from evaluation.services import import_run_dir
+from evaluation.services.runs import import_run_dir
 
 pytestmark = pytest.mark.urls("support.judging")
 

@@ -140,7 +140,7 @@ def test_synthetic_demo_tasks_walk_review_release_and_scoring(settings, tmp_path
     imported against the release scores as worked out in the module docstring (0.5)."""
     from annotation.services import review
     from evaluation.scoring import evaluate_sanity
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
     from releases.services.release_export import export_release
     from releases.services.lifecycle import create_release, publish_release
 

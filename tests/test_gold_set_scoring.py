@@ -91,7 +91,7 @@ def _assert_run_equals(run, official):
 
 @pytest.mark.django_db
 def test_run_on_a_release_equals_the_evaluator_on_its_exported_tasks(release_with_variants, tmp_path):
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     maint, release, variants, run_dir = release_with_variants
     run = import_run_dir(maint, run_dir, "demo-agent", release=release)
@@ -114,7 +114,7 @@ def test_run_on_a_release_equals_the_evaluator_on_its_exported_tasks(release_wit
 
 @pytest.mark.django_db
 def test_run_page_and_api_show_the_evaluators_numbers_and_the_set(release_with_variants, tmp_path, client):
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     maint, release, variants, run_dir = release_with_variants
     run = import_run_dir(maint, run_dir, "demo-agent", release=release)
@@ -136,8 +136,8 @@ def test_run_page_and_api_show_the_evaluators_numbers_and_the_set(release_with_v
 
 @pytest.mark.django_db
 def test_studio_set_leaves_variants_out_and_the_leaderboard_rows_too(release_with_variants):
-    from evaluation.selectors_leaderboard import leaderboard_rows
-    from evaluation.services import import_run_dir
+    from evaluation.selectors.leaderboard import leaderboard_rows
+    from evaluation.services.runs import import_run_dir
 
     maint, release, variants, run_dir = release_with_variants
     run = import_run_dir(maint, run_dir, "demo-agent")  # no release: the studio's current tasks
@@ -158,7 +158,7 @@ def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_
     from django.core.management import call_command as cc
 
     from evaluation.models import AgentRun
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     from notifications.models import Notification
     from studio.accounts import upsert_user
@@ -212,7 +212,7 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
     import csv
     import io
 
-    from evaluation.services import import_run_dir, rescore_run
+    from evaluation.services.runs import import_run_dir, rescore_run
 
     maint, release, variants, run_dir = release_with_variants
     studio_run = import_run_dir(maint, run_dir, "studio-agent")
@@ -275,7 +275,7 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
 def test_run_page_lists_the_unanswered_tasks_of_the_set(release_with_variants, tmp_path, client):
     """The run answers T1 (and the variants) but not the T2 task: the evaluator counts T2 as one
     task, answered by none (its score for a missing answer); the run page lists it, marked."""
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     maint, release, variants, run_dir = release_with_variants
     (run_dir / "t2_spatial_relation_analysis" / "benchmark.jsonl").write_text("")  # the agent answered no T2 task
@@ -298,7 +298,7 @@ def test_export_tasks_writes_variants_apart_so_the_evaluator_on_its_tasks_equals
     0.5 over 1 task, T2 0, DORA 0.25). With the three T1 variants inside ``tasks/`` it counted T1
     over 4 tasks instead."""
     from evaluation.scoring import evaluate_run_dir
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     maint, release, variants, run_dir = release_with_variants
     out = tmp_path / "current"
@@ -319,7 +319,7 @@ def test_runs_page_names_the_gold_set_beside_every_score(release_with_variants, 
     predictions on the studio's tasks and on release 1.0.0 (both 0.25 here) are told apart."""
     import re
 
-    from evaluation.services import import_run_dir, rescore_run
+    from evaluation.services.runs import import_run_dir, rescore_run
 
     maint, release, variants, run_dir = release_with_variants
     studio_run = import_run_dir(maint, run_dir, "studio-agent")

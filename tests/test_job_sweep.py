@@ -39,9 +39,9 @@ def pause():
 
 #: run import job ``job`` with the import paused after the zip was unpacked (the folder exists)
 IMPORT_PAUSED = PREAMBLE + r"""
-from evaluation import services
+from evaluation.services import runs as services
 services.import_run_dir = lambda *a, **kw: pause()
-from evaluation.services_run_import import execute_run_import
+from evaluation.services.runs import execute_run_import
 execute_run_import({job})
 """
 
@@ -50,11 +50,11 @@ IMPORT_RERUN = PREAMBLE + r"""
 from django.conf import settings
 settings.STUDIO_JUDGE_RUNNER = "inline"
 from django.contrib.auth import get_user_model
-from evaluation import services
+from evaluation.services import runs as services
 real = services.import_run_dir
 services.import_run_dir = lambda *a, **kw: real(*a, tasks_dir={tasks!r}, **kw)
 from evaluation.models import RunImportJob
-from evaluation.services_run_import import rerun_run_import
+from evaluation.services.runs import rerun_run_import
 user = get_user_model().objects.get(username={user!r})
 rerun_run_import(user, RunImportJob.objects.get(pk={job}))
 job = RunImportJob.objects.get(pk={job})
@@ -257,7 +257,7 @@ def test_a_job_whose_thread_cannot_connect_ends_failed_not_queued(maintainer, se
     import logging
 
     from evaluation.models import RunImportJob
-    from evaluation.services_run_import import dispatch_run_import
+    from evaluation.services.runs import dispatch_run_import
     from studio import background
 
     settings.STUDIO_JUDGE_RUNNER = "thread"
@@ -283,9 +283,9 @@ def test_a_job_left_queued_by_an_unreachable_database_is_sent_again_by_the_sweep
     again and it completes: agent_a's 12 records (the scoring examples' README)."""
     import logging
 
-    from evaluation import services
+    from evaluation.services import runs as services
     from evaluation.models import RunImportJob
-    from evaluation.services_run_import import dispatch_run_import, sweep_run_imports
+    from evaluation.services.runs import dispatch_run_import, sweep_run_imports
     from studio import background
 
     settings.STUDIO_JUDGE_RUNNER = "thread"
@@ -363,9 +363,9 @@ def test_a_job_delivered_again_after_its_worker_died_is_taken_and_completes(main
     worker may be alive (another host, fresh heartbeat) is not taken twice."""
     from django.utils import timezone
 
-    from evaluation import services
+    from evaluation.services import runs as services
     from evaluation.models import RunImportJob
-    from evaluation.services_run_import import execute_run_import
+    from evaluation.services.runs import execute_run_import
 
     real = services.import_run_dir
     monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=TASKS, **kw))

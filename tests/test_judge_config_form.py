@@ -1,5 +1,5 @@
 """The judge configuration form says what this server allows and warns on a key variable that is
-not set (``frontend.views.scoring.JudgeConfigForm``, ``evaluation.services_judge.key_variable_unset``)."""
+not set (``frontend.views.scoring.JudgeConfigForm``, ``evaluation.services.judge.key_variable_unset``)."""
 from __future__ import annotations
 
 import pytest

@@ -10,7 +10,7 @@ import pytest
 
 from evaluation.judge.backends import JudgeConfigError, JudgeRequestError, OpenAICompatibleBackend
 from evaluation.models import JudgeConfig
-from evaluation.services_judge import backend_for, save_judge_config
+from evaluation.services.judge import backend_for, save_judge_config
 from support.judge_server import FakeServer
 
 OTHER = "other-secret-value-0123456789"

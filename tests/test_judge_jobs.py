@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from evaluation import services_judge
+from evaluation.services import judge as services_judge
 from evaluation.models import JudgeJob, Verdict
 from support.judging import GOOD
 

@@ -114,7 +114,7 @@ def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, ca
 @pytest.mark.django_db
 def test_a_key_is_refused_as_a_variable_name(maintainer):
     """The configuration stores the variable's name; a value that looks like a key is refused."""
-    from evaluation.services_judge import save_judge_config
+    from evaluation.services.judge import save_judge_config
 
     for value in (SENTINEL, "sk_live_0123456789abcdef", "Bearer abc.def"):
         with pytest.raises(ValueError, match="^api_key_env: "):

@@ -25,9 +25,9 @@ from django.core.management import call_command
 
 from evaluation.judge.report import judge_report
 from evaluation.models import JudgeCall
-from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services_judge import judge_record
-from evaluation.services_judge_settings import judge_setting_case
+from evaluation.selectors.judge_report import judge_report_rows
+from evaluation.services.judge import judge_record
+from evaluation.services.judge_settings import judge_setting_case
 
 HOLISTIC = json.dumps({"is_correct": False, "grade": 0.6, "error_list": [0, 0, 0, 0, 0, 0], "reasoning": "ok"})
 NO_SCORE = json.dumps([{"E4_LOGIC_ERROR": False, "score": 0.8, "reasoning": "a"},
@@ -149,7 +149,7 @@ def test_a_verdict_copied_from_a_cached_call_is_reread_from_that_calls_first_ans
     # reads the call's first one (NO_SCORE: E5, grade 0.0), as for the original
     from conftest import SCORING_EXAMPLES
     from evaluation.models import Verdict
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     again = import_run_dir(make_user("importer2", "maintainer"), SCORING_EXAMPLES / "runs" / "agent_a", "agent_a2",
                            tasks_dir=SCORING_EXAMPLES / "tasks")

@@ -15,8 +15,8 @@ import json
 import pytest
 from django.core.management import call_command
 from evaluation.judge.report import judge_report
-from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services_judge import judge_record
+from evaluation.selectors.judge_report import judge_report_rows
+from evaluation.services.judge import judge_record
 
 SAYS_CORRECT = json.dumps({"is_correct": True, "grade": 0.8, "error_list": [0, 0, 0, 0, 2, 0],
                            "reasoning": "GSD passed twice as 10 m"})
@@ -133,8 +133,8 @@ def test_robustness_cases_judged_stored_and_reported(run_a, judge_config, judge_
     # hand-worked: a tool-broken answer of class 2 (alternative, correct); an unsolvable FAIL with
     # no flag (incorrect, type tool_removal); a tool-extraneous answer flagging E5 whose agent
     # trajectory calls the distractor once -> distractor use 100.0 %, ExtUse 1
-    from evaluation.services_judge import JudgeInputError
-    from evaluation.services_judge_settings import judge_setting_case
+    from evaluation.services.judge import JudgeInputError
+    from evaluation.services.judge_settings import judge_setting_case
 
     recs = list(run_a.records.order_by("id")[:3])
     pred = list(recs[0].trajectory)

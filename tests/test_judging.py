@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from evaluation.judge import JudgeConfigError, JudgeTransientError
 from evaluation.models import JudgeCall, JudgeJob, Verdict
-from evaluation.services_judge import (
+from evaluation.services.judge import (
     JudgeInputError,
     JudgePaused,
     cut_index,
@@ -63,7 +63,7 @@ def test_good_verdict_stored_with_provenance_then_cached(run_a, judge_config, ju
 def test_cache_hit_for_another_record_with_the_same_inputs_copies_the_verdict(run_a, judge_config, judge_server,
                                                                               maintainer):
     from conftest import SCORING_EXAMPLES
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     twin = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a_again",
                           tasks_dir=SCORING_EXAMPLES / "tasks")

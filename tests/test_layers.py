@@ -300,7 +300,7 @@ def test_replay_plugs_into_review_and_qc_by_registration(db):
     from replay.services.paths import artifact_path
     from replay.services.runs import replay_new_variant
     from releases.services.export import SIDECAR_FIELDS
-    from evaluation.selectors import release_adjudication
+    from evaluation.selectors.adjudication import release_adjudication
 
     assert require_succeeded_replay in review.submission_checks()
     assert qc._REPLAY_SOURCE == [qc.ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path,

@@ -351,8 +351,8 @@ def test_leaderboard_page_query_count_is_constant(logged_in):
     # on: session + user + runs with their sums + newest revision + records without a task
     # (freshness) + records state + bootstrap row (+ its queued insert the first time per state)
     # + the notification bell's unread COUNT (base template, every page):
-    # nothing per run or per record (counted on this page's code, evaluation/selectors_leaderboard.py)
-    from evaluation.services import write_run_aggregate
+    # nothing per run or per record (counted on this page's code, evaluation/selectors/leaderboard.py)
+    from evaluation.services.leaderboard import write_run_aggregate
 
     _make_runs(2)
     assert logged_in.get("/leaderboard/").status_code == 200  # stores the 3 runs' sums

@@ -111,7 +111,7 @@ def _tables_now(gold_set=None):
 
 
 def _tables_from_records(gold_set=None):
-    from evaluation.selectors_leaderboard import leaderboard_data
+    from evaluation.selectors.leaderboard import leaderboard_data
 
     runs, rows = leaderboard_data(gold_set=gold_set)
     return lb.build(runs, rows, n_boot=10), rows
@@ -155,7 +155,7 @@ def _write_run_folder(tmp_path, run):
 
 def test_seeded_benchmark_tables_equal_the_from_records_ones(seeded, maintainer, tmp_path):
     from evaluation.models import AgentRun, RunAggregate
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     assert RunAggregate.objects.count() == 3  # seed_synthetic writes them with the scores
     _assert_identical()
@@ -172,9 +172,9 @@ def test_seeded_benchmark_tables_equal_the_from_records_ones(seeded, maintainer,
 
 
 def test_import_writes_the_sums_in_its_transaction(seeded, maintainer, tmp_path, monkeypatch):
-    from evaluation import services
+    from evaluation.services import runs as services
     from evaluation.models import AgentRun, RunAggregate, RunRecord
-    from evaluation.selectors_leaderboard import newest_revision_id
+    from evaluation.selectors.leaderboard import newest_revision_id
 
     folder = _write_run_folder(tmp_path, AgentRun.objects.order_by("id").first())
     before = (AgentRun.objects.count(), RunRecord.objects.count(), RunAggregate.objects.count())
@@ -182,7 +182,7 @@ def test_import_writes_the_sums_in_its_transaction(seeded, maintainer, tmp_path,
     def broken(rows):
         raise RuntimeError("sums failed")
 
-    monkeypatch.setattr(services.lb, "run_aggregate", broken)
+    monkeypatch.setattr(lb, "run_aggregate", broken)  # what write_run_aggregate sums with
     with pytest.raises(RuntimeError, match="sums failed"):
         services.import_run_dir(maintainer, folder, "half-agent")
     # nothing half-written: no run, no record without its sums
@@ -231,8 +231,8 @@ def test_a_gold_change_and_a_task_deletion_rebuild_only_the_runs_they_touch(seed
 
 def test_page_reads_no_record_and_shows_computing_then_the_intervals(seeded, logged_in):
     from evaluation.models import LeaderboardBootstrap
-    from evaluation.selectors_leaderboard import leaderboard_data
-    from evaluation.services_leaderboard import N_BOOT, SEED, compute_bootstrap
+    from evaluation.selectors.leaderboard import leaderboard_data
+    from evaluation.services.leaderboard import N_BOOT, SEED, compute_bootstrap
     from frontend.views.leaderboard import _display
 
     with CaptureQueriesContext(connection) as queries:
@@ -265,8 +265,8 @@ def test_page_reads_no_record_and_shows_computing_then_the_intervals(seeded, log
 def test_the_bootstrap_state_comes_from_the_stored_sums_and_matches_what_the_bootstrap_reads(seeded, maintainer,
                                                                                              tmp_path):
     from evaluation.models import Agent, AgentRun, RunAggregate, RunRecord
-    from evaluation.selectors_leaderboard import aggregated_runs, bootstrap_inputs, records_state, stale_aggregates
-    from evaluation.services import import_run_dir
+    from evaluation.selectors.leaderboard import aggregated_runs, bootstrap_inputs, records_state, stale_aggregates
+    from evaluation.services.runs import import_run_dir
 
     def by_hand():  # c<count>-<newest id> of the records of the runs that are not step-wise planner runs
         ids = list(RunRecord.objects.exclude(run__scoring_mode="stepwise").values_list("id", flat=True))
@@ -298,7 +298,7 @@ def test_the_bootstrap_state_comes_from_the_stored_sums_and_matches_what_the_boo
 
 def test_has_robustness_is_the_json_key_test_and_follows_a_judge_decision(seeded):
     from evaluation.models import AgentRun, RunRecord
-    from evaluation.selectors_robustness import robustness_rows
+    from evaluation.selectors.robustness import robustness_rows
 
     recs = list(RunRecord.objects.filter(run=AgentRun.objects.order_by("id").first()).order_by("id")[:3])
     RunRecord.objects.filter(pk=recs[0].pk).update(robustness={"kind": "broken", "decided_by": "judge needed"})
@@ -315,7 +315,7 @@ def test_has_robustness_is_the_json_key_test_and_follows_a_judge_decision(seeded
 
 
 def test_a_failed_bootstrap_says_so(seeded, logged_in, monkeypatch):
-    from evaluation import services_leaderboard
+    from evaluation.services import leaderboard as services_leaderboard
 
     def broken(*a, **k):
         raise MemoryError("no room")
@@ -328,7 +328,7 @@ def test_a_failed_bootstrap_says_so(seeded, logged_in, monkeypatch):
 
 
 def test_with_a_broker_the_bootstrap_goes_to_the_worker(monkeypatch, settings):
-    from evaluation import services_leaderboard
+    from evaluation.services import leaderboard as services_leaderboard
     from evaluation.jobs import leaderboard_bootstrap
 
     settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
@@ -350,8 +350,8 @@ def test_after_an_import_the_intervals_arrive_in_the_background(celery_worker, m
     (the embedded default) to Celery's in-process path on a thread of its own; either way the
     page shows the intervals once they are stored."""
     from evaluation.models import LeaderboardBootstrap
-    from evaluation.selectors_leaderboard import bootstrap_version, leaderboard_runs, records_state
-    from evaluation.services import import_run_dir
+    from evaluation.selectors.leaderboard import bootstrap_version, leaderboard_runs, records_state
+    from evaluation.services.runs import import_run_dir
 
     settings.ROOT_URLCONF = __name__
     settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
@@ -378,8 +378,8 @@ django.setup()
 from django.core.management import call_command
 from django.db import connections
 call_command("migrate", "--no-input", verbosity=0)
-from evaluation.services import import_run_dir
-from evaluation.services_leaderboard import _store
+from evaluation.services.runs import import_run_dir
+from evaluation.services.leaderboard import _store
 from studio.accounts import upsert_user
 
 user = upsert_user("w", "pw-test-123", ["maintainer"])

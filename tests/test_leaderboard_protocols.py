@@ -45,7 +45,7 @@ def test_scaffold_table_means_and_latency_per_task():
 
 @pytest.mark.django_db
 def test_import_keeps_elapsed_time_and_the_page_shows_both_tables(tmp_path, maintainer, client):
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     src = SCORING_EXAMPLES / "runs" / "agent_a"
     for proto, secs in (("AP", 12.5), ("IF", 7.5)):

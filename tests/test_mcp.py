@@ -113,7 +113,7 @@ def test_in_process_lists_every_tool_and_calls_three():
 
 @pytest.mark.django_db
 def test_recorded_session_imports_as_an_agent_run_and_scores(tmp_path):
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
     from replay.services.runs import start_replay
 
     user, task = make_task()

@@ -56,7 +56,7 @@ def drive(tmp_path, task, steps, *, run_dir=None, record=None):
 
 @pytest.mark.django_db(transaction=True)
 def test_gold_trajectory_one_process_per_call(tmp_path):
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
     from replay.services.runs import start_replay
 
     user, task = make_task()

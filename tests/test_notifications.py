@@ -39,8 +39,8 @@ from django.utils import timezone
 from annotation.models import Event, Task, TaskRevision
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from evaluation.models import ScoringItem
-from evaluation.services import import_run_dir
-from evaluation.services_queue import claim_item, enqueue_records, submit_item
+from evaluation.services.runs import import_run_dir
+from evaluation.services.queue import claim_item, enqueue_records, submit_item
 from kernel.egress import address_problem, host_allowed
 from kernel.processes import process_tag
 from notifications import services as svc
@@ -487,7 +487,7 @@ def test_publishing_a_release_tells_the_other_maintainers_and_the_webhook_its_di
 
 def test_a_finished_judge_job_tells_who_started_it(run_a, judge_config, judge_server, make_user):
     from evaluation.models import JudgeJob
-    from evaluation.services_judge import run_judge_job
+    from evaluation.services.judge import run_judge_job
 
     starter = make_user("jo", "maintainer")
     record = run_a.records.order_by("id").first()
@@ -561,7 +561,7 @@ def test_the_settings_form_mutes_the_unchecked_types(client, people, task):
 
 def test_a_judge_job_the_sweep_ends_tells_who_started_it(judge_config, make_user):
     from evaluation.models import JudgeJob
-    from evaluation.services_judge import sweep_judge_jobs
+    from evaluation.services.judge import sweep_judge_jobs
 
     starter = make_user("jo", "maintainer")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -38,7 +38,7 @@ def test_the_run_page_and_the_api_hand_the_service_the_same_arguments(client, ma
                                                                        monkeypatch):
     """The serializer's defaults apply on the page too: no cuts ticked means all three (early,
     middle, late), an empty sample means every record; a ticked checkbox is ``blind=True``."""
-    from evaluation import services_judge
+    from evaluation import api as evaluation_api
     from frontend.views import scoring as scoring_views
 
     calls = []
@@ -47,8 +47,8 @@ def test_the_run_page_and_the_api_hand_the_service_the_same_arguments(client, ma
         calls.append((config.name, list(ids), kw))
         return JudgeJob.objects.create(config=config)
 
-    monkeypatch.setattr(services_judge, "start_judge_job", record)
-    monkeypatch.setattr(scoring_views, "start_judge_job", record)  # the page module imports it by name
+    monkeypatch.setattr(evaluation_api, "start_judge_job", record)  # both modules import it by name
+    monkeypatch.setattr(scoring_views, "start_judge_job", record)
     client.force_login(maintainer)
     page = client.post(f"/runs/{run_a.pk}/judge/", {"config": "local", "protocol": "stepwise", "horizons": ["1", "2"],
                                                     "sample": "", "blind": "on"})

@@ -284,7 +284,7 @@ def test_import_run_dir_imports_or_refuses_without_writing(importer, tmp_path_fa
     """``import_run_dir`` on a run folder with damaged records either imports every record or
     raises ``RunImportError``/``ValueError`` and leaves Agent/AgentRun/RunRecord counts as they
     were."""
-    from evaluation.services import RunImportError, import_run_dir
+    from evaluation.services.runs import RunImportError, import_run_dir
 
     dim = data.draw(st.sampled_from(sorted(RECORDS)))
     records = data.draw(mutated(RECORDS[dim], 3, values=JSON_FINITE))  # NaN/inf: pinned crash below
@@ -309,7 +309,7 @@ def test_import_run_dir_imports_or_refuses_without_writing(importer, tmp_path_fa
 @pytest.mark.django_db
 @pytest.mark.parametrize("qid", [7, ["t1_s05_task0"]], ids=["int", "list"])
 def test_import_run_dir_refuses_a_non_string_question_id(importer, tmp_path, qid):
-    from evaluation.services import RunImportError, import_run_dir
+    from evaluation.services.runs import RunImportError, import_run_dir
 
     (tmp_path / TASKS["t1"]).mkdir()
     (tmp_path / TASKS["t1"] / "benchmark.jsonl").write_text(json.dumps({"question_id": qid, "predicted_answer": {}}))
@@ -324,7 +324,7 @@ def test_import_run_dir_refuses_a_non_string_question_id(importer, tmp_path, qid
 def test_import_run_dir_stores_non_finite_numbers_as_null(importer, tmp_path, answer):
     """NaN/Infinity are valid for Python's json (and so for the official evaluator): the run is
     scored from them, and the stored copy holds null where a JSON column cannot hold them."""
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     (tmp_path / TASKS["t1"]).mkdir()
     (tmp_path / TASKS["t1"] / "benchmark.jsonl").write_text(
@@ -365,7 +365,7 @@ def test_parse_verdict_returns_a_verdict_or_raises_verdict_parse_error(value):
 
 @pytest.fixture
 def record_and_client(importer, client, make_user):
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     run = import_run_dir(importer, RUN_A, "agent_a", tasks_dir=TASKS_DIR)
     client.force_login(make_user("sam", "scorer"))

@@ -1,7 +1,7 @@
 """The record API shows field by field what the record page shows: gold,
 prediction as the evaluator parses it, raw text, type, tolerance, score, verdict and reason, the
 steps aligned by tool and the map geometry, from the one selector the page uses
-(:func:`evaluation.selectors.record_evidence`).
+(:func:`evaluation.selectors.runs.record_evidence`).
 
 Hand-worked: agent_a's t3_s09_task1 answers 14.4 teams for a gold 12, a ``scalar_count``:
 |14.4 − 12| = 2.4 ≤ 1 + 0.2·|12| = 3.4, so it passes with score 1.

@@ -14,14 +14,14 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from evaluation import selectors
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.trajectory import align_by_tool, lcs_length
 from evaluation.errors import NotBlind
-from evaluation.services import VerdictLocked, submit_human_verdict
-from evaluation.services_adjudication import adjudicate
+from evaluation.services.verdicts import VerdictLocked, submit_human_verdict
+from evaluation.services.adjudication import adjudicate
 from support.judging import flags
 
 pytestmark = pytest.mark.urls("support.judging")
@@ -119,14 +119,14 @@ def test_blind_until_final_then_no_change(rec, make_user, client):
     v = Verdict.objects.get(pk=first.json()["id"])
     assert [(r.number, r.grade, r.errors["E2"]) for r in v.revisions.all()] == [(1, 1.0, False), (2, 0.6, True)]
     # while revisable it takes no part in agreement or adjudication
-    assert not [r for r in selectors.agreement_rows() if r.get("annotator") == "ana"]
+    assert not [r for r in agreement_rows() if r.get("annotator") == "ana"]
     # marking it final: the other verdicts appear, on the API and the page
     third = _post(client, rec, True, "E2", grade=0.6, token="tok-3")
     assert third.status_code == 200 and third.json()["sealed_at"] and third.json()["revision"] == 3
     got = client.get(f"/api/records/{rec.pk}/").json()
     assert sorted(v["annotator"] for v in got["verdicts"]) == ["ana", "bo"] and got["verdicts_hidden"] == 0
     assert "bo&#x27;s secret note" in client.get(f"/records/{rec.pk}/").content.decode()
-    assert [r["annotator"] for r in selectors.agreement_rows() if r.get("annotator") == "ana"] == ["ana"]
+    assert [r["annotator"] for r in agreement_rows() if r.get("annotator") == "ana"] == ["ana"]
     # peek and overwrite (the broken promise): refused, nothing changes
     again = _post(client, rec, True, grade=1.0)
     assert again.status_code == 409 and "final" in again.json()["detail"]
@@ -233,7 +233,7 @@ def test_adjudication_is_no_rater_and_is_compared_apart():
 @pytest.mark.django_db
 def test_leaderboard_withholds_small_n_intervals_and_explains_abbreviations(client, run_a, maintainer):
     # agent_a has 2-3 tasks per dimension (< BOOTSTRAP_MIN_N = 5): no interval anywhere
-    from evaluation.services_leaderboard import compute_bootstrap
+    from evaluation.services.leaderboard import compute_bootstrap
 
     client.force_login(maintainer)
     assert "computing…" in client.get("/leaderboard/").content.decode()  # queued in the background
@@ -258,7 +258,7 @@ def test_agreement_page_says_no_data_and_explains_its_columns(client, rec, make_
 
 @pytest.mark.django_db
 def test_queue_item_and_adjudication_pages_stay_blind(rec, make_user, maintainer, client):
-    from evaluation.services_queue import claim_next, enqueue_records
+    from evaluation.services.queue import claim_next, enqueue_records
 
     submit_human_verdict(make_user("bo", "scorer"), rec, errors=flags("E4"), grade=0.4, reasons={"E4": "bo-secret-note"},
                          reasoning="bo-secret-comment")

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import SCORING_EXAMPLES
 from evaluation.models import AgentRun, JudgeJob, Verdict
-from evaluation.services import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from support.judging import GOOD, flags
 
 pytestmark = [
@@ -126,7 +126,7 @@ def test_no_self_adjudication_in_the_browser(live_server, browser, make_user, ru
 @pytest.mark.django_db(transaction=True)
 def test_upload_a_run_then_judge_it_in_the_background(live_server, browser, make_user, tmp_path, judge_config,
                                                       judge_server, settings, monkeypatch):
-    from evaluation import services
+    from evaluation.services import runs as services
 
     settings.STUDIO_JUDGE_RUNNER = "thread"  # the embedded default
     real = services.import_run_dir  # the example run's gold is the example task folder
@@ -205,7 +205,7 @@ def test_polygon_answers_show_gold_and_predicted_on_every_answer_page(live_serve
     import json
 
     from evaluation.models import AgentRun, RunRecord
-    from evaluation.services_queue import enqueue_records
+    from evaluation.services.queue import enqueue_records
 
     grid = {"transform": [0.5, 0, 500000, 0, -0.5, 4000000], "crs": "EPSG:32633"}
     sq = lambda c0, c1: [[[c0, 10], [c1, 10], [c1, 30], [c0, 30], [c0, 10]]]  # noqa: E731
@@ -261,7 +261,7 @@ def test_a_crashed_upload_shows_failed_and_runs_again(live_server, browser, make
     """The background import crashes once (an error that is not the import's own): the runs page
     shows it failed, in the failed style, with the crash as its first error; "Run again" imports
     the stored zip."""
-    from evaluation import services
+    from evaluation.services import runs as services
 
     settings.STUDIO_JUDGE_RUNNER = "thread"  # the embedded default
     real, calls = services.import_run_dir, []

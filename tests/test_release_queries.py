@@ -22,7 +22,7 @@ from annotation.services.imports import import_xbd_folder
 from conftest import REALDATA
 from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import Adjudication, AgentRun, RunRecord, Verdict
-from evaluation.selectors import release_adjudication, release_adjudications
+from evaluation.selectors.adjudication import release_adjudication, release_adjudications
 from releases.models import Release, ReleaseTask
 from releases.services import export as export_svc
 from releases.services import lifecycle, release_export

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from evaluation.models import AgentRun, RunRecord
-from evaluation.selectors import polygon_roots, record_evidence
-from evaluation.services import import_run_dir
+from evaluation.selectors.runs import polygon_roots, record_evidence
+from evaluation.services.runs import import_run_dir
 
 SCORING_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "scoring-examples"
 GRID = {"transform": [0.5, 0, 500000, 0, -0.5, 4000000], "crs": "EPSG:32633"}

@@ -3,7 +3,7 @@ errors showed absolute server paths such as ``<data root>/runs/<random>/x_AP/…
 
 The attack as found: a zip uploaded on the runs page whose record has no question id; the job
 (the in-process "inline" runner, started as the request's on-commit hook starts it) fails with the
-import's message. Expected, from ``evaluation.services._check_records``' message: the file as it
+import's message. Expected, from ``evaluation.services.runs._check_records``' message: the file as it
 lies in the zip, after the zip's name, and no part of ``STUDIO_DATA_ROOT``.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import services
+from evaluation.services import runs as services
 from evaluation.models import AgentRun, RunImportJob
 from support.judging import TASKS, run_zip
 

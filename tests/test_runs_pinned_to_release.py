@@ -9,7 +9,7 @@ from django.core.management import call_command
 from annotation.models import Task
 from releases.services.lifecycle import create_release, publish_release
 from conftest import REPO
-from evaluation.services import RunImportError, import_run_dir
+from evaluation.services.runs import RunImportError, import_run_dir
 
 
 @pytest.mark.django_db

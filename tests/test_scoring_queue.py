@@ -17,7 +17,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from evaluation.models import ScoringItem, Verdict
-from evaluation.services_queue import (
+from evaluation.services.queue import (
     QueueError,
     QueueFilter,
     add_gold_check,
@@ -27,8 +27,8 @@ from evaluation.services_queue import (
     save_draft,
     submit_item,
 )
-from evaluation import selectors
-from evaluation.services import submit_human_verdict
+from evaluation.selectors.queue import scorer_accuracy
+from evaluation.services.verdicts import submit_human_verdict
 from support.judging import flags
 
 pytestmark = pytest.mark.urls("support.judging")
@@ -226,7 +226,7 @@ def test_silent_gold_checks_give_accuracy(queued, maintainer, make_user):
         b = claim_next(bo)
     _submit(ana, a, "E4", grade=0.6)  # matches the expected verdict
     _submit(bo, b, grade=1.0)  # says correct: wrong correctness, grade off by 0.4, flags differ
-    acc = {r["scorer"]: r for r in selectors.scorer_accuracy()}
+    acc = {r["scorer"]: r for r in scorer_accuracy()}
     assert acc["ana"] == {"scorer": "ana", "n": 1, "correctness": 1.0, "grade_mae": 0.0, "flags_exact": 1.0}
     assert acc["bo"]["correctness"] == 0.0 and acc["bo"]["grade_mae"] == pytest.approx(0.4)
     assert acc["bo"]["flags_exact"] == 0.0

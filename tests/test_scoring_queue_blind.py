@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from evaluation.models import ScoringItem, VerdictsSeen
-from evaluation.services_queue import (
+from evaluation.services.queue import (
     QueueError, claim_item, claim_next, enqueue_run, note_verdicts_seen, submit_item,
 )
 from support.judging import flags

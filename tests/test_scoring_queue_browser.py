@@ -8,7 +8,7 @@ import re
 import pytest
 
 from evaluation.models import ScoringItem, Verdict
-from evaluation.services_queue import enqueue_run
+from evaluation.services.queue import enqueue_run
 from conftest import sign_in
 
 pytestmark = [

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.models import AgentRun, ScoringItem
-from evaluation.services_queue import claim_next, submit_item
+from evaluation.services.queue import claim_next, submit_item
 from support.judging import AGENT_A, TASKS, flags, run_zip
 
 pytestmark = pytest.mark.urls("support.judging")
@@ -47,7 +47,7 @@ def test_setting_queues_every_import(tmp_path, maintainer, settings):
 @pytest.mark.django_db
 def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_path, monkeypatch,
                                              django_capture_on_commit_callbacks):
-    from evaluation import services
+    from evaluation.services import runs as services
     from evaluation.models import RunImportJob
 
     settings.STUDIO_JUDGE_RUNNER = "inline"  # the background job runs to its end after the commit
@@ -111,7 +111,7 @@ def test_empty_states_say_who_queues_runs_and_how(client, maintainer, make_user)
 
 @pytest.mark.django_db
 def test_n_of_m_and_a_summary_at_the_end(client, run_a, maintainer, make_user):
-    from evaluation.services_queue import enqueue_records
+    from evaluation.services.queue import enqueue_records
 
     ids = list(run_a.records.order_by("id").values_list("id", flat=True)[:3])
     enqueue_records(maintainer, ids, 1)  # 3 records, 1 slot each

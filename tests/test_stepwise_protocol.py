@@ -84,11 +84,11 @@ def test_prediction_shapes():
 @pytest.mark.django_db
 def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server, make_user):
     from evaluation.models import Verdict
-    from evaluation.selectors import agreement_rows
-    from evaluation.services import submit_human_verdict
-    from evaluation.services_adjudication import considered
-    from evaluation.services_judge import judge_record
-    from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
+    from evaluation.selectors.verdicts import agreement_rows
+    from evaluation.services.verdicts import submit_human_verdict
+    from evaluation.selectors.adjudication import considered
+    from evaluation.services.judge import judge_record
+    from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 
     cases, _ = stepwise_cases(run_a, ("middle",), (1,))
     assert cases and all(c["cut_index"] == max(1, len(c["prefix"] + c["expected"] + c["remaining"]) // 2) for c in cases)
@@ -118,8 +118,8 @@ def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server,
 
 @pytest.mark.django_db
 def test_planner_runs_stay_off_the_dora_leaderboard(run_a, make_user):
-    from evaluation.selectors_leaderboard import leaderboard_rows, leaderboard_runs
-    from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
+    from evaluation.selectors.leaderboard import leaderboard_rows, leaderboard_runs
+    from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 
     cases, _ = stepwise_cases(run_a)
     lines = "\n".join(json.dumps({"case_id": c["case_id"], "predicted_steps": "stop here"}) for c in cases)

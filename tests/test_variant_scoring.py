@@ -146,7 +146,7 @@ def write_run(folder, records):
 
 def test_imported_runs_store_the_rule_outcome_and_the_pages_show_it(florence_variants, tmp_path, client):
 
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     user, base, v = florence_variants
     gold = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
@@ -230,7 +230,7 @@ def test_judge_decides_what_the_rule_left_open(run_a, judge_config, judge_server
 
     from evaluation.models import RunRecord
     from evaluation.scoring.normalize import normalize_tool_name
-    from evaluation.services_robustness import judge_robustness
+    from evaluation.services.robustness import judge_robustness
     from studio.accounts import upsert_user
 
     maintainer = upsert_user("mo", "pw-test-123", ["maintainer"])

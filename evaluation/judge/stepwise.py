@@ -10,7 +10,7 @@ benchmark's next-2 and next-3 evaluators cut at the middle only, ``n // 2``, whi
 formula for ratio 0.5.
 
 This is a different protocol from the studio's older "agent's own trajectory cut"
-(``evaluation.services_judge.cut_index``, protocol label ``stepwise-<cut>-<n>``), which cuts the
+(``evaluation.services.judge.cut_index``, protocol label ``stepwise-<cut>-<n>``), which cuts the
 agent's run and rounds ``floor(share * n + 0.5)``.  Cases of this protocol carry the label
 ``stepwise-gold-<position>-<k>`` (:func:`protocol_label`).
 

@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from evaluation.judge.report import judge_report
 from evaluation.judge.verdict import E_CODES, READINGS, TOOL_BROKEN_OUTCOMES, UNSOLVABLE_TYPES, normalize_reading
-from evaluation.selectors_judge_report import judge_report_rows
+from evaluation.selectors.judge_report import judge_report_rows
 from evaluation.leaderboard import figure_png
 from studio.permissions import require
 

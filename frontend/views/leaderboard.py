@@ -14,10 +14,10 @@ from django.views.decorators.http import require_GET
 
 from evaluation import blind
 from evaluation import leaderboard as lb
-from evaluation.selectors_leaderboard import compare_runs, leaderboard_rows
-from evaluation.selectors_robustness import leaderboard_robustness
-from evaluation.services import leaderboard_of_set
-from evaluation.services_leaderboard import N_BOOT, SEED, current_bootstrap
+from evaluation.selectors.leaderboard import compare_runs, leaderboard_rows
+from evaluation.selectors.robustness import leaderboard_robustness
+from evaluation.services.leaderboard import leaderboard_of_set
+from evaluation.services.leaderboard import N_BOOT, SEED, current_bootstrap
 from frontend.views.robustness import robustness_section
 
 #: how long a rendered plot may be served; its key changes whenever the numbers it shows change
@@ -25,7 +25,7 @@ CACHE_SECONDS = 24 * 3600
 
 
 def _tables(asked: str | None = None) -> tuple[list[dict], dict]:
-    """The leaderboard of one gold set without its bootstrap (``evaluation.services.leaderboard_of_set``)."""
+    """The leaderboard of one gold set without its bootstrap (``evaluation.services.leaderboard.leaderboard_of_set``)."""
     return leaderboard_of_set(asked)
 
 

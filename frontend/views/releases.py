@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from releases.models import Release
 from releases.api import ReleaseCreateIn, ReleasePublishIn
-from evaluation.selectors import release_runs
+from evaluation.selectors.runs import release_runs
 from releases.selectors import (
     export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_variant_count,
     stale_acknowledgements, tasks_for_release_form,

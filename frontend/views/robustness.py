@@ -1,6 +1,6 @@
 """Display of the stored robustness outcomes (issue 21): the leaderboard's robustness section.
 
-The numbers come from ``evaluation.selectors_robustness`` (``evaluation.robustness.robustness_table``);
+The numbers come from ``evaluation.selectors.robustness`` (``evaluation.robustness.robustness_table``);
 this module only turns them into display strings with the leaderboard's own formatter.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from evaluation.robustness import OUTCOMES
 
 def robustness_section(data: dict, pct: Callable) -> dict:
     """``{outcomes, extraneous, broken, unsolvable}`` for ``leaderboard_robustness.html``: the
-    tables of ``evaluation.selectors_robustness.leaderboard_robustness`` (``data``, built with the
+    tables of ``evaluation.selectors.robustness.leaderboard_robustness`` (``data``, built with the
     rest of the leaderboard and cached with it) with ``*_pct`` strings made by ``pct`` (the
     leaderboard's percent formatter, ``frontend.views.leaderboard.pct``)."""
     return {

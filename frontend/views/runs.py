@@ -10,11 +10,14 @@ from django.views.decorators.http import require_POST
 
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
-from evaluation.services import RunImportError
-from evaluation.services_run_import import can_rerun, is_stale, rerun_run_import, start_rescore, start_run_import
-from evaluation.services_queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
-from evaluation import blind, selectors
-from evaluation.selectors_robustness import run_robustness
+from evaluation.services.runs import (RunImportError, can_rerun, is_stale, rerun_run_import, start_rescore,
+                                      start_run_import)
+from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
+from evaluation import blind
+from evaluation.selectors.judge import judge_configs
+from evaluation.selectors.runs import record_detail_qs, run_import_jobs, run_list, run_records
+from evaluation.selectors.verdicts import record_verdicts
+from evaluation.selectors.robustness import run_robustness
 from frontend.views.events import map_config
 from releases.selectors import release_list
 from frontend.views.scoring import evidence, verdict_form_context
@@ -60,8 +63,8 @@ def run_list_page(request):
         status = 400
     can_import = can(request.user, "run.import")
     return render(request, "frontend/run_list.html", {
-        "runs": selectors.run_list(), "form": form, "can_import": can_import,
-        "imports": [{"job": j, "stale": is_stale(j), "rerun": can_rerun(j)} for j in selectors.run_import_jobs()]
+        "runs": run_list(), "form": form, "can_import": can_import,
+        "imports": [{"job": j, "stale": is_stale(j), "rerun": can_rerun(j)} for j in run_import_jobs()]
         if can_import else [],
     }, status=status)
 
@@ -96,7 +99,7 @@ def run_rescore(request, pk: int):
     """Re-score the run's stored predictions against another gold set (form field ``release``:
     a version, blank for the studio's current tasks) in the background; the job is followed on
     the runs page like an upload."""
-    run = get_object_or_404(selectors.run_list(), pk=pk)
+    run = get_object_or_404(run_list(), pk=pk)
     try:
         job = start_rescore(request.user, run, request.POST.get("release", ""))
     except RunImportError as exc:
@@ -108,12 +111,12 @@ def run_rescore(request, pk: int):
 
 
 def run_detail_page(request, pk: int):
-    run = get_object_or_404(selectors.run_list(), pk=pk)
+    run = get_object_or_404(run_list(), pk=pk)
     dims = [{"dim": d, **v} for d, v in sorted((run.dimensions or {}).items())]
     can_judge = can(request.user, "judge.run") and _url("run-judge", run.pk) is not None
     # blind scoring (evaluation.blind): the records the viewer must still score blind are not listed
     # with their agent here, nor their robustness outcome; a judge outcome shown counts as seen
-    records = list(selectors.run_records(run))
+    records = list(run_records(run))
     hide = blind.blind_record_ids(request.user, [r.pk for r in records])
     robustness = [r for r in run_robustness(run) if r.pk not in hide]
     note_outcomes_seen(request.user, [r for r in robustness if r.robustness.get("decided_by") == "judge"], "run page")
@@ -123,7 +126,7 @@ def run_detail_page(request, pk: int):
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
         "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
-        "judge_configs": list(selectors.judge_configs().filter(paused=False)) if can_judge else [],
+        "judge_configs": list(judge_configs().filter(paused=False)) if can_judge else [],
         "robustness": robustness,
         "rescore_releases": list(release_list().values_list("version", flat=True))
         if can(request.user, "run.import") and run.scoring_mode != "stepwise" else None,
@@ -133,14 +136,14 @@ def run_detail_page(request, pk: int):
 def record_detail_page(request, pk: int):
     """A record with its answer field by field, the trajectories aligned by tool, the person's
     own verdict form and — blind scoring — the other verdicts once that verdict is final."""
-    record = get_object_or_404(selectors.record_detail_qs().prefetch_related("adjudications"), pk=pk)
+    record = get_object_or_404(record_detail_qs().prefetch_related("adjudications"), pk=pk)
     replay = latest_successful_replay(record.task) if record.task_id else None
     shown, hidden = blind.visible_verdicts(request.user, record)
     rob = blind.robustness_for(request.user, record)
     # blind until final: no blind claim after this (a judge's robustness outcome shown counts too)
     note_verdicts_seen(request.user, record, "record page", None if rob and rob.get("decided_by") == "judge" else shown)
     own = blind.own_verdict(request.user, record)
-    split = selectors.record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
+    split = record_verdicts(record, [v for v in shown if own is None or v.pk != own.pk])
     return render(request, "frontend/record_detail.html", {
         "record": record, "run": record.run, "agent": blind.agent_name(request.user, record), "rob": rob,
         "ev": evidence(record), "verdicts": split["people"] + split["judges"],

@@ -17,22 +17,31 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from evaluation import blind, selectors
+from evaluation import blind
+from evaluation.selectors import adjudication as adjudication_reads
+from evaluation.selectors import judge as judge_reads  # its names are also this module's views
+from evaluation.selectors.adjudication import adjudication_record_qs, recent_adjudications
+from evaluation.selectors.queue import (my_queue_verdicts, queue_overview, records_scored_by, scorer_accuracy,
+                                        scorer_progress, scoring_item_qs)
+from evaluation.selectors.runs import record_evidence
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.api import AdjudicationIn, JudgeJobIn
 from evaluation.judge.verdict import DEFAULT_READING, E_CODES, E_DEFINITIONS, READINGS
-from evaluation.selectors_judge_report import reread_agreement_rows
+from evaluation.selectors.judge_report import reread_agreement_rows
 from kernel.taxonomy import plan_is_correct
 from evaluation.leaderboard import plot_text
 from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
-from evaluation.services import GRADES
-from evaluation.services_adjudication import scored_by
-from evaluation.services_judge import key_variable_unset, try_judge_config
-from evaluation.services_queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
+from evaluation.services.verdicts import GRADES
+from evaluation.services.adjudication import scored_by
+from evaluation.services.judge import key_variable_unset, try_judge_config
+from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import can, require
 from evaluation.agreement import agreement_report
-from evaluation.services_adjudication import DisagreementRules, adjudicate, considered, record_disagreements
-from evaluation.services_judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
-from evaluation.services_queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
+from evaluation.disagreement import DisagreementRules
+from evaluation.selectors.adjudication import considered, record_disagreements
+from evaluation.services.adjudication import adjudicate
+from evaluation.services.judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
+from evaluation.services.queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
 from evaluation.leaderboard import figure_png
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
@@ -105,9 +114,9 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
 
 
 def evidence(record: RunRecord) -> dict:
-    """:func:`evaluation.selectors.record_evidence` for display: MCP text observations parsed back
+    """:func:`evaluation.selectors.runs.record_evidence` for display: MCP text observations parsed back
     to JSON (the map's ``geometries`` come from the selector as they are)."""
-    ev = selectors.record_evidence(record)
+    ev = record_evidence(record)
     for r in ev["steps"]:
         r["pred"] = _readable_obs(r["pred"]) if r["pred"] is not None else None
     return ev
@@ -149,11 +158,11 @@ def scoring_home(request):
     """Queues with their counts, the start buttons, and (for managers) scorer accuracy."""
 
     manage = can(request.user, "queue.manage")
-    held = list(selectors.scoring_item_qs().filter(scorer=request.user, verdict__isnull=True).order_by("id")[:20])
+    held = list(scoring_item_qs().filter(scorer=request.user, verdict__isnull=True).order_by("id")[:20])
     by_agent = blind.sees_queue_agents(request.user)  # a scorer's queue list names no agent (blind scoring)
     return render(request, "frontend/scoring_home.html", {
-        "queues": selectors.queue_overview(by_agent=by_agent), "by_agent": by_agent, "held": held, "manage": manage,
-        "accuracy": selectors.scorer_accuracy() if manage else None, "per_record": verdicts_per_record(),
+        "queues": queue_overview(by_agent=by_agent), "by_agent": by_agent, "held": held, "manage": manage,
+        "accuracy": scorer_accuracy() if manage else None, "per_record": verdicts_per_record(),
         "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage and by_agent else [],
         "can_claim": can(request.user, "queue.claim"),
     })
@@ -189,7 +198,7 @@ def scoring_item(request, pk: int):
     """The keyboard-first scoring form of a held item (blind: no other verdict is shown)."""
 
     require(request.user, "queue.claim")
-    item = get_object_or_404(selectors.scoring_item_qs(), pk=pk)
+    item = get_object_or_404(scoring_item_qs(), pk=pk)
     if item.scorer_id != request.user.pk or item.verdict_id:
         messages.warning(request, "That item is not yours to score (submitted, or claimed by someone else).")
         return redirect("scoring-home")
@@ -200,7 +209,7 @@ def scoring_item(request, pk: int):
         return redirect("scoring-home")
     record = item.record
     queue = _queue(request)
-    progress = selectors.scorer_progress(request.user, queue)
+    progress = scorer_progress(request.user, queue)
     return render(request, "frontend/scoring_item.html", {
         "item": item, "record": record, "run": record.run, "queue": queue, "ev": evidence(record), "progress": progress,
         "vf": verdict_form_context(request.user, record, "queue", item=item, queue_query=urlencode(queue.as_params()),
@@ -213,13 +222,13 @@ def scoring_done(request):
     where a revisable one can still change), and what is left for others."""
     require(request.user, "queue.claim")
     queue = _queue(request)
-    items = selectors.my_queue_verdicts(request.user, queue)
+    items = my_queue_verdicts(request.user, queue)
     hide = blind.blind_record_ids(request.user, [it.record_id for it in items])
     for it in items:  # the agent of a verdict still revisable stays hidden (blind scoring)
         it.agent = None if it.record_id in hide else it.record.run.agent.name
     return render(request, "frontend/scoring_done.html", {
         "queue": queue, "items": items,
-        "progress": selectors.scorer_progress(request.user, queue),
+        "progress": scorer_progress(request.user, queue),
     })
 
 
@@ -265,11 +274,11 @@ def scoring_gold(request):
 
 def adjudication_queue(request):
     require(request.user, "verdict.adjudicate")
-    mine = selectors.records_scored_by(request.user)
-    queue = selectors.adjudication_queue()
+    mine = records_scored_by(request.user)
+    queue = adjudication_reads.adjudication_queue()
     hide = blind.blind_record_ids(request.user, [x["record"].pk for x in queue])  # records you still score blind
     items = [{**x, "mine": x["record"].pk in mine} for x in queue if x["record"].pk not in hide]
-    recent = list(selectors.recent_adjudications())
+    recent = list(recent_adjudications())
     hide = blind.blind_record_ids(request.user, [a.record_id for a in recent])
     return render(request, "frontend/adjudication_queue.html", {
         "items": items, "recent": [a for a in recent if a.record_id not in hide]})
@@ -295,7 +304,7 @@ def adjudication_record(request, pk: int):
     """All verdicts with reasons, the trajectories aligned, and the final-verdict form."""
 
     require(request.user, "verdict.adjudicate")
-    record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+    record = get_object_or_404(adjudication_record_qs(), pk=pk)
     if not blind.sees_verdicts(request.user, record):
         raise PermissionDenied(f"You score {record.question_id} blind (a verdict not yet final, or a queue slot you "
                                f"hold): its other verdicts stay hidden from you, so another reviewer adjudicates it.")
@@ -325,9 +334,9 @@ def adjudication_record(request, pk: int):
                 error = str(exc)
             else:
                 messages.success(request, f"Final verdict of {record.question_id} recorded.")
-                nxt = [x for x in selectors.adjudication_queue(limit=50) if x["record"].pk != record.pk]
+                nxt = [x for x in adjudication_reads.adjudication_queue(limit=50) if x["record"].pk != record.pk]
                 return redirect("adjudication-record", nxt[0]["record"].pk) if nxt else redirect("adjudication-queue")
-        record = get_object_or_404(selectors.adjudication_record_qs(), pk=pk)
+        record = get_object_or_404(adjudication_record_qs(), pk=pk)
     columns = _verdict_columns(record)
     verdict_data = [{"id": c["v"].pk, "grade": c["v"].grade, "errors": c["v"].errors or {}, "reasons": c["v"].reasons or {},
                      "is_correct": c["v"].is_correct} for c in columns if c["v"].status == "ok"]
@@ -351,7 +360,7 @@ def _report(request):
     if tie not in ("exclude", "incorrect"):
         tie = "exclude"
     reading = request.GET.get("reading") if request.GET.get("reading") in READINGS else DEFAULT_READING
-    rows = reread_agreement_rows(selectors.agreement_rows(), reading)
+    rows = reread_agreement_rows(agreement_rows(), reading)
     return agreement_report(rows, tie_break=tie, reading=reading), tie
 
 
@@ -495,7 +504,7 @@ def judge_configs(request):
                 return redirect("judge-configs")
         status = 400
     return render(request, "frontend/judge_configs.html", {
-        "configs": selectors.judge_configs(), "form": form, "manage": manage,
+        "configs": judge_reads.judge_configs(), "form": form, "manage": manage,
     }, status=status)
 
 
@@ -553,7 +562,7 @@ def run_judge(request, pk: int):
 
 
 def judge_jobs(request):
-    return render(request, "frontend/judge_jobs.html", {"jobs": selectors.judge_jobs()})
+    return render(request, "frontend/judge_jobs.html", {"jobs": judge_reads.judge_jobs()})
 
 
 def judge_job(request, pk: int):

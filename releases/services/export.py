@@ -873,7 +873,7 @@ class LayoutWriter:
 #: Fields that apps above releases add to each question of the sidecar
 #: (``studio_manifest.json``), in registration order: ``name -> field(task, release_id)`` returning
 #: a JSON value (``release_id`` is None for an export of the tasks' heads). The evaluation app
-#: registers ``adjudication`` (``evaluation.selectors.release_adjudication``) in its ``ready()``;
+#: registers ``adjudication`` (``evaluation.selectors.adjudication.release_adjudication``) in its ``ready()``;
 #: releases does not import evaluation, which sits above it (issue 19).
 SIDECAR_FIELDS: dict[str, Callable[[Task, int | None], Any]] = {}
 #: the same fields for a batch of tasks where the app gave one: ``name -> batch(task_ids,

@@ -16,7 +16,7 @@ from django.urls import include, path
 
 from conftest import SCORING_EXAMPLES
 from evaluation.models import Verdict
-from evaluation.services import submit_human_verdict
+from evaluation.services.verdicts import submit_human_verdict
 from support.judge_server import GOOD_CLEAN as CLEAN, SECRET, FakeServer, completion  # noqa: F401  (re-exported)
 
 #: agent_a's run of the scoring examples (12 records) and the task folder it is scored against.
@@ -48,7 +48,7 @@ def perms():
 @pytest.fixture
 def run_a(db, make_user, perms):
     """agent_a's run imported against the example task folder (12 records)."""
-    from evaluation.services import import_run_dir
+    from evaluation.services.runs import import_run_dir
 
     owner = make_user("importer", "maintainer")
     return import_run_dir(owner, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")

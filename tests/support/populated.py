@@ -36,8 +36,9 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     from releases.services.release_export import start_export
     from annotation.services.tasks import build_input_data, create_task
     from evaluation.models import Agent, JudgeConfig, JudgeJob
-    from evaluation.services import import_run_dir, submit_human_verdict
-    from evaluation.services_queue import enqueue_run
+    from evaluation.services.runs import import_run_dir
+    from evaluation.services.verdicts import submit_human_verdict
+    from evaluation.services.queue import enqueue_run
     from replay.services.runs import start_replay
     from studio.accounts import upsert_user
 

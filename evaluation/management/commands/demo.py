@@ -22,7 +22,7 @@ from annotation.services import imports
 from annotation.services.tasks import build_input_data, create_task
 from evaluation import demo_synthetic
 from evaluation.models import AgentRun
-from evaluation.services import import_run_dir
+from evaluation.services.runs import import_run_dir
 from replay.models import ReplayRun
 from replay.services.runs import start_replay
 from studio.accounts import upsert_user

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.services_baseline import gold_baseline
+from evaluation.services.baseline import gold_baseline
 
 
 class Command(BaseCommand):

@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.services import RunImportError, import_run_dir
-from evaluation.services_queue import queue_share_of_run
+from evaluation.services.runs import RunImportError, import_run_dir
+from evaluation.services.queue import queue_share_of_run
 from releases.models import Release
 
 

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import JudgeConfig
-from evaluation.services_judge import (CUTS, STORED_READING, STUCK_AFTER_S, JudgePaused, run_judge_job, sweep_judge_jobs,
+from evaluation.services.judge import (CUTS, STORED_READING, STUCK_AFTER_S, JudgePaused, run_judge_job, sweep_judge_jobs,
                                        select_records, start_judge_job)
 
 

@@ -19,8 +19,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.judge.report import DEFAULT_EXTRA_KEYS, ReportRowError, judge_report
 from evaluation.judge.verdict import DEFAULT_READING, E_CODES, READINGS
-from evaluation.selectors_judge_report import judge_report_rows
-from evaluation.services_judge import STORED_READING
+from evaluation.selectors.judge_report import judge_report_rows
+from evaluation.services.judge import STORED_READING
 
 
 def _f(x, digits: int = 2) -> str:

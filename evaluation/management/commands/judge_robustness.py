@@ -2,7 +2,7 @@
 
 Lets the judge decide the robustness outcomes of a run's records on variant tasks that the rule
 left open ("judge needed", ``RunRecord.robustness``): one judge call per such record through
-``evaluation.services_robustness.judge_robustness`` (the tool-broken five classes or the
+``evaluation.services.robustness.judge_robustness`` (the tool-broken five classes or the
 unsolvable criteria). Records the rule decided are not sent. Prints what was decided and what is
 still open (with the reason, e.g. a failed judge answer); ``--json`` as one object.
 """
@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.judge import JudgeConfigError, JudgeRequestError, JudgeTransientError
 from evaluation.models import AgentRun, JudgeConfig
 from evaluation.robustness import JUDGE_NEEDED
-from evaluation.services_judge import JudgeInputError, JudgePaused
-from evaluation.services_robustness import judge_robustness
+from evaluation.services.judge import JudgeInputError, JudgePaused
+from evaluation.services.robustness import judge_robustness
 
 
 class Command(BaseCommand):

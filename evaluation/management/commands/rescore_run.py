@@ -6,14 +6,14 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import AgentRun
-from evaluation.services import RunImportError, rescore_run
+from evaluation.services.runs import RunImportError, rescore_run
 from releases.models import Release
 
 
 class Command(BaseCommand):
     help = ("Score the stored predictions of an agent run again against another gold set (a release version, or the "
             "studio's current tasks) without re-running the agent: a new run, named by its set; the old run and its "
-            "scores stay (evaluation.services.rescore_run).")
+            "scores stay (evaluation.services.runs.rescore_run).")
 
     def add_arguments(self, parser):
         parser.add_argument("--run", type=int, required=True, help="the run whose predictions are re-scored")

@@ -41,7 +41,7 @@ from annotation.services.content import layer_manifest_entry
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6
-from evaluation.services import write_run_aggregate
+from evaluation.services.leaderboard import write_run_aggregate
 from kernel.engine import replay_hash
 from replay.models import ReplayRun
 

@@ -22,7 +22,7 @@ from evaluation.judge.stepwise import (
     export_jsonl,
 )
 from evaluation.models import AgentRun
-from evaluation.services_stepwise import import_stepwise_predictions, stepwise_cases
+from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 
 
 class Command(BaseCommand):

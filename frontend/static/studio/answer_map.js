@@ -1,6 +1,6 @@
 // Answer fields of polygon and point type: the gold and the predicted geometry of each on a small
 // map (StudioMap, no base tiles: works with no network). One map per field, in the field's frame
-// (geographic lon/lat, or image column/row); data from evaluation.selectors.record_evidence.
+// (geographic lon/lat, or image column/row); data from evaluation.selectors.runs.record_evidence.
 (function () {
   "use strict";
   const box = document.getElementById("answer-maps");

@@ -11,7 +11,7 @@
 * ``--record DIR``: the session becomes an agent run: every tool call is written as a trajectory
   step to ``DIR/<task file stem>/benchmark.jsonl`` (see ``replay.sessions``), and the studio extra
   tool ``studio_submit_answer(answer)`` (not a benchmark tool) sets the record's answer. Import the
-  folder with ``manage.py import_runs`` / ``evaluation.services.import_run_dir``.
+  folder with ``manage.py import_runs`` / ``evaluation.services.runs.import_run_dir``.
 * ``--agent NAME``: the agent's name, kept in the record's ``studio_session``.
 * ``--run-dir DIR`` (also spelled ``--temp_dir``, the benchmark servers' flag): one run across
   many server processes, for clients that start a fresh server per tool call (the benchmark's

@@ -15,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from annotation.models import Task
-from evaluation.services import import_run_dir
+from evaluation.services.runs import import_run_dir
 from kernel.tools.registry import get_tool, model_alias
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from replay.models import ReplayRun, ReplayStep
@@ -69,7 +69,7 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
     """Replay every task's gold trajectory with ``mode`` perception (default: the checkpoints in
     ``STUDIO_CHECKPOINT_DIR``), write the records in the benchmark's run layout under
     ``out_dir/<agent>_GT/`` and, with ``score``, import and score them like any agent run
-    (``evaluation.services.import_run_dir``). Returns ``(run_dir, AgentRun | None, summary)``.
+    (``evaluation.services.runs.import_run_dir``). Returns ``(run_dir, AgentRun | None, summary)``.
     Tasks without an accepted gold are skipped (listed in the summary)."""
     require(user, "run.import")
     tasks = Task.objects.select_related("head", "event").order_by("sample_id", "task_index")

@@ -16,7 +16,7 @@ from evaluation.judge.stepwise import (
     protocol_label,
 )
 from evaluation.models import Agent, AgentRun, RunRecord
-from evaluation.services_judge import record_inputs
+from evaluation.services.judge import record_inputs
 from studio.permissions import require
 
 SCORING_MODE = "stepwise"  # AgentRun.scoring_mode of an imported planner run (no DORA score)
@@ -24,7 +24,7 @@ SCORING_MODE = "stepwise"  # AgentRun.scoring_mode of an imported planner run (n
 
 def gold_sources(run: AgentRun) -> list[dict[str, Any]]:
     """``{question_id, question, tools, trajectory, record_id, dimension, sample_id}`` per record of
-    ``run``, from the gold snapshot each record carries (:func:`evaluation.services_judge.record_inputs`).
+    ``run``, from the gold snapshot each record carries (:func:`evaluation.services.judge.record_inputs`).
     A record of a planner run (already a step-wise case) is not a source."""
     out = []
     for rec in run.records.order_by("question_id"):

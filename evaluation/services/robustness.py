@@ -2,7 +2,7 @@
 
 ``RunRecord.robustness`` is written at import by rule (``evaluation.robustness.record_robustness``);
 where the rule returns None it says ``decided_by: "judge needed"``. :func:`judge_robustness` asks
-the judge in the record's robustness setting (``evaluation.services_judge_settings.judge_setting_case``:
+the judge in the record's robustness setting (``evaluation.services.judge_settings.judge_setting_case``:
 the benchmark's tool-broken five classes, or its unsolvable criteria) and stores the judge's
 decision on the record (``decided_by: "judge"``, ``judge_verdict``: the verdict's id).
 """
@@ -12,7 +12,7 @@ from django.db import transaction
 
 from evaluation.models import JudgeConfig, RunRecord
 from evaluation.robustness import JUDGE_NEEDED, judge_case, settle_by_judge
-from evaluation.services_judge_settings import judge_setting_case
+from evaluation.services.judge_settings import judge_setting_case
 from studio.permissions import require
 
 __all__ = ["judge_robustness"]

@@ -43,6 +43,7 @@ from django.utils import timezone
 
 from evaluation.background import dispatch, job_runner
 from evaluation.errors import EvaluationConflict, EvaluationInputError
+from evaluation.jobs import judge_batch
 from evaluation.judge import (
     JudgeConfigError,
     JudgeRequestError,
@@ -50,6 +51,7 @@ from evaluation.judge import (
     OpenAICompatibleBackend,
     check_trajectory,
     judge_run,
+    parse_verdict,
     prompt_fingerprint,
     render_holistic_prompt,
     render_stepwise_prompt,
@@ -336,7 +338,7 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
     """Render the prompt of one judgement of ``record`` (no call, no write).
 
     A record that is a case of the benchmark's step-wise protocol (``record.gold["stepwise"]``, see
-    :mod:`evaluation.services_stepwise`) is judged under that protocol whatever ``protocol`` says:
+    :mod:`evaluation.services.stepwise`) is judged under that protocol whatever ``protocol`` says:
     the expert prefix, the expected steps and the planner's prediction (``stepwise_v2``, or
     ``stepwise_blind_v1`` when ``blind``); its label is ``stepwise-gold-<position>-<k>``.
 
@@ -393,7 +395,7 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
 
 #: The reading every stored judge verdict is made under (``Verdict.is_correct``, flags, grade): the
 #: studio's, whose invariants the queue, adjudication and leaderboard rely on.  The apb reading is
-#: computed from the stored raw answers on demand (``evaluation.selectors_judge_report``), so a
+#: computed from the stored raw answers on demand (``evaluation.selectors.judge_report``), so a
 #: judge configuration or job needs no reading of its own and a change of reading never calls a judge.
 STORED_READING = "studio"
 
@@ -424,8 +426,6 @@ def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
                                   protocol=prep.protocol, prompt_version=prep.version, raw=raw).order_by("-id").first()
     if copy is not None:
         return copy
-    from evaluation.judge import parse_verdict
-
     setting, regime = protocol_setting(prep.protocol)
     outcome = JudgeOutcome(status="ok", verdict=parse_verdict(raw, setting=setting, regime=regime,
                                                               distractors_used=prep.meta.get("distractors_used")),
@@ -666,8 +666,6 @@ def dispatch_judge_job(job_id: int):
     """Hand job ``job_id`` to its runner (:func:`evaluation.background.dispatch`) and return at
     once, except inline. Returns the started thread (``"thread"``), the Celery result
     (``"celery"``) or the finished job (``"inline"``)."""
-    from evaluation.jobs import judge_batch
-
     return dispatch(job_id, run_judge_job, judge_batch, record_crash, kind=JOB_KIND)
 
 

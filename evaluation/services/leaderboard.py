@@ -1,4 +1,8 @@
-"""The leaderboard's bootstrap intervals, computed in the background and stored per state.
+"""The leaderboard's stored sums per run and its bootstrap intervals, computed in the background
+and stored per state; the table of one gold set (:func:`leaderboard_of_set`).
+
+A run's sums (:class:`~evaluation.models.RunAggregate`) are written with its import and rebuilt
+when a task's head revision changes (:func:`write_run_aggregate`, :func:`refresh_run_aggregates`).
 
 :func:`evaluation.leaderboard.bootstrap_ci` resamples every record a thousand times (seconds at
 200,000 records), so the page never computes it: it shows the intervals stored for the current
@@ -16,8 +20,10 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from evaluation import leaderboard as lb
-from evaluation.models import LeaderboardBootstrap
-from evaluation.selectors_leaderboard import bootstrap_inputs, bootstrap_row, bootstrap_version, leaderboard_runs, records_state
+from evaluation.models import LeaderboardBootstrap, RunAggregate
+from evaluation.selectors.leaderboard import (aggregated_runs, bootstrap_inputs, bootstrap_row, bootstrap_version,
+                                             default_gold_set, gold_set_key, gold_sets, leaderboard_rows, leaderboard_runs,
+                                             newest_revision_id, records_state, stale_aggregates)
 from evaluation.jobs import leaderboard_bootstrap
 
 #: the page's bootstrap: resamples and seed (docs/leaderboard: B = 1000, seed 0)
@@ -29,7 +35,7 @@ REQUEUE_AFTER = timedelta(minutes=10)
 
 def compute_bootstrap(n_boot: int = N_BOOT, seed: int = SEED) -> LeaderboardBootstrap | None:
     """Compute the intervals of the current runs and records and store them under the state that
-    was read (:func:`~evaluation.selectors_leaderboard.bootstrap_inputs`); rows of older states
+    was read (:func:`~evaluation.selectors.leaderboard.bootstrap_inputs`); rows of older states
     are deleted. A failure is stored (``status = failed``, the error text) and raised again.
     Returns the stored row; None when a computation of a newer state deleted it meanwhile."""
     runs, rows, version = bootstrap_inputs()
@@ -113,3 +119,71 @@ def current_bootstrap(runs: list[dict], n_boot: int = N_BOOT, seed: int = SEED) 
     (``result`` holds :func:`~evaluation.leaderboard.bootstrap_ci`'s list), queued (being computed;
     requested by this call if it was not) or failed (``error``). Two queries when it is stored."""
     return request_bootstrap(bootstrap_version(runs, records_state()), n_boot, seed)
+
+
+def write_run_aggregate(run_id: int) -> RunAggregate | None:
+    """Store the leaderboard sums of run ``run_id`` (:func:`evaluation.leaderboard.run_aggregate`
+    over the run's rows as :func:`~evaluation.selectors.leaderboard.leaderboard_rows` reads them,
+    extras included), stamped with the newest task revision id read *before* the rows (a head
+    that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
+    Inside the caller's transaction when there is one (an import: the sums commit with the run).
+    Also stored: the number of records and the newest record id (the leaderboard's bootstrap state,
+    :func:`~evaluation.selectors.leaderboard.records_state`). Cost: reading and scoring the extras
+    of the run's records once (about the time the page took per run before the sums existed)."""
+    newest = newest_revision_id()
+    rows = leaderboard_rows(run_ids=[run_id])
+    sums = lb.run_aggregate(rows)
+    return _store_aggregate(run_id, newest, sums, max((r["record_id"] for r in rows), default=0))
+
+
+def _store_aggregate(run_id: int, newest: int, sums: dict, newest_record: int) -> RunAggregate:
+    # single-statement writes (an UPDATE, else an INSERT): outside an import they run in autocommit,
+    # so a page that rebuilds sums beside an import never holds a read lock it must upgrade (SQLite
+    # refuses such an upgrade at once, busy timeout or not)
+    fields = {"gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"],
+              "newest_record": newest_record, "sums": sums}
+    if not RunAggregate.objects.filter(run_id=run_id).update(**fields):
+        try:
+            with transaction.atomic():
+                return RunAggregate.objects.create(run_id=run_id, **fields)
+        except IntegrityError:  # a concurrent writer stored them first (ours are as new), or the run is gone
+            RunAggregate.objects.filter(run_id=run_id).update(**fields)
+    return RunAggregate.objects.filter(run_id=run_id).first()
+
+
+def refresh_run_aggregates(run_ids, state: dict) -> set:
+    """Make the stored sums of ``run_ids`` current (``state`` as
+    :func:`~evaluation.selectors.leaderboard.aggregated_runs` returns it): rebuild the stale ones
+    (:func:`~evaluation.selectors.leaderboard.stale_aggregates`: no sums yet, a task deleted, or a
+    newer head revision of a task the run has a record on) and move the stamp of the others up.
+    Returns the ids of the rebuilt runs (usually none: an import writes its sums itself). A run
+    deleted meanwhile is skipped."""
+    stale, behind, newest = stale_aggregates(run_ids, state)
+    for run_id in sorted(stale):
+        write_run_aggregate(run_id)  # a run deleted meanwhile stores nothing
+    if behind:
+        RunAggregate.objects.filter(run_id__in=behind, gold_revision__lt=newest).update(gold_revision=newest)
+    return stale
+
+
+def leaderboard_of_set(asked: str | None = None) -> tuple[list[dict], dict]:
+    """``(runs, tables)``: the leaderboard of one gold set without its bootstrap, built from the
+    runs' stored sums (made current first: :func:`refresh_run_aggregates`), never from the records.
+    ``asked``: the set's ranking key (``evaluation.goldset.ranking_key``; the page's and the API's
+    ``?set=``); None or unknown: the default set (``evaluation.selectors.leaderboard.default_gold_set``: the
+    newest published release with runs, else the set of the newest run). ``runs``: every run (the
+    bootstrap's state is over all of them); ``tables`` (``evaluation.leaderboard.build_from_aggregates``)
+    holds only the set's runs, with ``sets`` (every set, for a selector) and ``gold_set`` (the set
+    shown: ``{key, label, n_runs, newest_run, published}``, or None without runs). The one place the
+    page, its exports and ``GET /api/leaderboard/`` read a set's table from."""
+    runs, sums, state = aggregated_runs()
+    if refresh_run_aggregates([r["run_id"] for r in runs], state):
+        runs, sums, state = aggregated_runs()
+    sets = gold_sets(runs)
+    keys = {e["key"] for e in sets}
+    key = asked if asked in keys else default_gold_set(sets)
+    shown = [r for r in runs if gold_set_key(r) == key]
+    data = lb.build_from_aggregates(shown, {r["run_id"]: sums[r["run_id"]] for r in shown if r["run_id"] in sums})
+    data["sets"] = sets
+    data["gold_set"] = next((e for e in sets if e["key"] == key), None)
+    return runs, data

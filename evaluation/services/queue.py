@@ -17,7 +17,7 @@ visible to them, the adjudication page); such a record is skipped by :func:`clai
 claiming (:func:`claim_item`) or submitting its item is refused with :class:`QueueError`.
 
 Silent gold checks: items with ``is_gold_check`` and an ``expected`` verdict look like any other
-item; :func:`evaluation.selectors.scorer_accuracy` compares each scorer's answers with them.
+item; :func:`evaluation.selectors.queue.scorer_accuracy` compares each scorer's answers with them.
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from kernel.taxonomy import plan_is_correct
 from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.blind import seen_refusal
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
-from evaluation.services import GRADES, submit_human_verdict
-from evaluation.services_adjudication import record_disagreements
+from evaluation.services.verdicts import GRADES, submit_human_verdict
+from evaluation.selectors.adjudication import record_disagreements
 from studio.events import emit
 from studio.permissions import require
 
@@ -355,7 +355,7 @@ def release_item(user, item: ScoringItem) -> None:
 def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons: dict | None = None,
                 reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
                 idempotency_key: str | None = None, seal: bool = True) -> Verdict:
-    """Submit the verdict of a held item (see :func:`evaluation.services.submit_human_verdict` for
+    """Submit the verdict of a held item (see :func:`evaluation.services.verdicts.submit_human_verdict` for
     the checks; ``seal``: mark it final, else it stays revisable on the record page). A repeated
     submission with the same ``idempotency_key`` returns the first verdict
     and creates nothing. An item whose lease expired is still accepted while no one else took it.
@@ -384,7 +384,7 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
 
 def submit_record_verdict(user, record: RunRecord, **fields) -> Verdict:
     """A person's verdict of ``record`` given outside the queue (the record page's form and
-    ``POST /api/records/<id>/verdicts/``): :func:`evaluation.services.submit_human_verdict` with
+    ``POST /api/records/<id>/verdicts/``): :func:`evaluation.services.verdicts.submit_human_verdict` with
     ``fields``, then ``adjudication.needed`` when the record's verdicts disagree now and did not
     before, as :func:`submit_item` announces it. Raises what ``submit_human_verdict`` raises."""
     with transaction.atomic():
@@ -396,7 +396,7 @@ def submit_record_verdict(user, record: RunRecord, **fields) -> Verdict:
 
 
 def _disagreeing(record_id: int) -> list[dict]:
-    """The disagreeing verdict pairs of record ``record_id`` now (``services_adjudication``), read fresh."""
+    """The disagreeing verdict pairs of record ``record_id`` now (``evaluation.services.adjudication``), read fresh."""
     record = RunRecord.objects.prefetch_related("verdicts").get(pk=record_id)
     return record_disagreements(record)
 

@@ -14,14 +14,14 @@ from evaluation.judge.stepwise import parse_protocol_label, protocol_horizon
 from evaluation.judge.verdict import (DEFAULT_READING, E_CODES, SETTING_PROTOCOLS, VerdictParseError,
                                       normalize_reading, parse_verdict, protocol_setting)
 from evaluation.models import JudgeCall, Verdict
-from evaluation.services_judge import RE_ASK_SEPARATOR
+from evaluation.services.judge import RE_ASK_SEPARATOR
 
 def first_answers(verdicts: Iterable[Verdict]) -> dict[int, str]:
     """The judge's first answer of each verdict's call, by verdict id: what the benchmark, which
     never re-asks, would have read.  ``JudgeCall.raw_texts[0]`` of the call that points at the
     verdict, or, for a verdict copied from a cached call (another record with the same inputs),
     of the call with its prompt and last answer; else the first part of ``Verdict.raw`` (a failed
-    verdict keeps every answer, joined by :data:`evaluation.services_judge.RE_ASK_SEPARATOR`).
+    verdict keeps every answer, joined by :data:`evaluation.services.judge.RE_ASK_SEPARATOR`).
     One query, two when there are copies."""
     verdicts = list(verdicts)
     out: dict[int, str] = {}
@@ -112,7 +112,7 @@ def judge_report_rows(sources: Iterable[str] = ("judge", "code"), reading: str =
 
 
 def reread_agreement_rows(rows: list[dict], reading: str = DEFAULT_READING) -> list[dict]:
-    """Agreement rows (:func:`evaluation.selectors.agreement_rows`) ready for
+    """Agreement rows (:func:`evaluation.selectors.verdicts.agreement_rows`) ready for
     :func:`evaluation.agreement.agreement_report` under ``reading``: in the ``apb`` reading each
     judge row gets its verdict's first raw answer (``raw``) and its ``setting``/``regime``, which
     :func:`evaluation.agreement.read_rows` re-reads (no judge call); people's and the rule

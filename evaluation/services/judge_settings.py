@@ -3,7 +3,7 @@ tool-broken, unsolvable), fed by a case that a robustness variant provides.
 
 The variants themselves are another issue; this is the judging end: render the setting's prompt
 (:func:`evaluation.judge.prompts.render_prompt`), call the judge through the same cache, pause and
-storage path as :func:`evaluation.services_judge.judge_record`, read the answer in the setting
+storage path as :func:`evaluation.services.judge.judge_record`, read the answer in the setting
 (:func:`evaluation.judge.verdict.parse_verdict`), and store the verdict with its setting, regime,
 the judge's own is_correct, the tool-broken outcome, the unsolvability type and the distractor
 calls (the rule-based count, as the benchmark's ``used_redundant_tools``).
@@ -20,7 +20,7 @@ from evaluation.judge.verdict import (
     setting_protocol,
 )
 from evaluation.models import JudgeConfig, RunRecord, Verdict
-from evaluation.services_judge import (
+from evaluation.services.judge import (
     JudgeInputError,
     JudgePaused,
     PreparedJudgement,
@@ -80,7 +80,7 @@ def judge_setting_case(config: JudgeConfig, record: RunRecord, setting: str, cas
                        regime: str | None = None, backend=None) -> Verdict:
     """Judge ``record`` in a robustness ``setting`` and store the verdict; return it.
 
-    Same contract as :func:`evaluation.services_judge.judge_record` (cache hits make no call, a
+    Same contract as :func:`evaluation.services.judge.judge_record` (cache hits make no call, a
     paused configuration raises ``JudgePaused``, a configuration error pauses it, no answer
     stores an ``error`` call, a malformed answer after the re-ask a ``failed`` verdict).
     """

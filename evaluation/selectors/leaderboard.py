@@ -40,7 +40,7 @@ def leaderboard_runs(gold_set: str | None = None) -> list[dict]:
 
 def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
     """One plain row per run record of the run's gold set (``RunRecord.in_gold_set``: robustness
-    variants have their own table, :mod:`evaluation.selectors_robustness`) (one query; see
+    variants have their own table, :mod:`evaluation.selectors.robustness`) (one query; see
     :data:`evaluation.leaderboard.ROW_COLUMNS`), ordered by run, dimension and question id; only
     the runs ``run_ids`` when given, only the runs of gold set ``gold_set`` (its key,
     :func:`gold_set_key`) when given; every row names its run's set (``gold_set``).

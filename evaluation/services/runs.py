@@ -1,37 +1,52 @@
-"""Services for agent runs and verdicts: import and score a run folder, record verdicts.
+"""Agent runs: import a run folder (or a zip of it) and score it, in the caller or as a background
+job; score a run's predictions again on another gold set.
 
 Scoring itself is ``evaluation.scoring`` (pure functions identical to the official evaluator);
 this module feeds it the gold samples — from the studio's own tasks (their newest succeeded
 replay) or from a task folder in the benchmark's layout — and stores the results.
+
+Run folders uploaded as a zip are imported and scored in the background: the request stores the
+zip and starts a :class:`~evaluation.models.RunImportJob`; the job (the app's one background
+mechanism, :mod:`evaluation.background`) unpacks it, scores the run as the official evaluator does
+(:func:`import_run_zip`) and queues a share of its records for human scoring
+(:func:`evaluation.services.queue.queue_share_of_run`). The runs page follows the job; a failed
+one shows its first error and can be re-run (the stored zip is kept until the job succeeds).
+
+A job's worker (``studio.background``): the process that claims it writes its tag and a
+heartbeat while it runs; a crash is written on a fresh connection; :func:`sweep_run_imports`
+(registered with :func:`studio.background.register_sweeper`) fails a running job whose worker
+died, removing the folder it was unpacking to, and re-sends a queued job that no worker took.
+A failed job (so also a swept one) is re-run at once.
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
+import shutil
+import uuid
 from pathlib import Path
 
-from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, connection, transaction
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.services.tasks import TASK_FILES
-from evaluation import leaderboard as lb
-from evaluation.blind import seen_refusal
-from evaluation.errors import EvaluationConflict, EvaluationInputError, NotBlind
-from evaluation.models import Adjudication, Agent, AgentRun, RunAggregate, RunRecord, Verdict, VerdictRevision
-from evaluation.robustness import record_robustness
+from releases.models import Release
+from evaluation.background import dispatch, job_runner
+from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
+from evaluation.jobs import run_import
+from evaluation.models import Agent, AgentRun, RunAggregate, RunImportJob, RunRecord
+from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
-from evaluation.selectors_leaderboard import (aggregated_runs, default_gold_set, gold_set_key, gold_sets, leaderboard_rows,
-                                              newest_revision_id, stale_aggregates)
-from evaluation.services_leaderboard import schedule_bootstrap
-from studio.permissions import require
-from studio.events import emit
+from evaluation.services.leaderboard import schedule_bootstrap, write_run_aggregate
+from evaluation.services.queue import queue_share_of_run
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
-from kernel.taxonomy import E_CODES, plan_is_correct
-
-ERROR_CODES = E_CODES
-GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+from studio.background import job_running, worker_lost, worker_tag, write_failure
+from studio.events import emit
+from studio.permissions import require
 
 
 class RunImportError(EvaluationInputError):
@@ -298,8 +313,6 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
 
 def _upload_limit_bytes() -> int:
     """Setting ``STUDIO_RUN_UPLOAD_MAX_MB`` (default 200): the most a run zip may unpack to."""
-    from django.conf import settings
-
     return int(float(settings.STUDIO_RUN_UPLOAD_MAX_MB) * 1024 * 1024)
 
 
@@ -322,8 +335,6 @@ def _zip_members(zf, filename: str) -> list:
     ``RunImportError`` naming the file, the entry and the limit. Reads the zip's directory only."""
     import stat
     from pathlib import PurePosixPath
-
-    from django.conf import settings
 
     entries = zf.infolist()
     cap = int(settings.STUDIO_RUN_UPLOAD_MAX_ENTRIES)
@@ -398,14 +409,10 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
     leaves no folder. ``folder``: the folder to unpack into (default a new ``runs/<random>``; the
     background job names it first so that the sweep can remove it if the job's process dies).
     Runs in the caller: the runs page starts it as a background job
-    (:func:`evaluation.services_run_import.start_run_import`).
+    (:func:`start_run_import`).
     """
-    import shutil
-    import uuid
     import zipfile
     from pathlib import PurePosixPath
-
-    from django.conf import settings
 
     require(user, "run.import")
     if not str(agent_name or "").strip():
@@ -449,75 +456,6 @@ def _robustness(variants: dict[int, dict], task, rec: dict, scored: dict) -> dic
                                      scored.get("field_scores")))
 
 
-def write_run_aggregate(run_id: int) -> RunAggregate | None:
-    """Store the leaderboard sums of run ``run_id`` (:func:`evaluation.leaderboard.run_aggregate`
-    over the run's rows as :func:`~evaluation.selectors_leaderboard.leaderboard_rows` reads them,
-    extras included), stamped with the newest task revision id read *before* the rows (a head
-    that changes meanwhile makes the sums stale, never wrongly current). Replaces earlier sums.
-    Inside the caller's transaction when there is one (an import: the sums commit with the run).
-    Also stored: the number of records and the newest record id (the leaderboard's bootstrap state,
-    :func:`~evaluation.selectors_leaderboard.records_state`). Cost: reading and scoring the extras
-    of the run's records once (about the time the page took per run before the sums existed)."""
-    newest = newest_revision_id()
-    rows = leaderboard_rows(run_ids=[run_id])
-    sums = lb.run_aggregate(rows)
-    return _store_aggregate(run_id, newest, sums, max((r["record_id"] for r in rows), default=0))
-
-
-def _store_aggregate(run_id: int, newest: int, sums: dict, newest_record: int) -> RunAggregate:
-    # single-statement writes (an UPDATE, else an INSERT): outside an import they run in autocommit,
-    # so a page that rebuilds sums beside an import never holds a read lock it must upgrade (SQLite
-    # refuses such an upgrade at once, busy timeout or not)
-    fields = {"gold_revision": newest, "n_records": sums["n_records"], "n_no_task": sums["n_no_task"],
-              "newest_record": newest_record, "sums": sums}
-    if not RunAggregate.objects.filter(run_id=run_id).update(**fields):
-        try:
-            with transaction.atomic():
-                return RunAggregate.objects.create(run_id=run_id, **fields)
-        except IntegrityError:  # a concurrent writer stored them first (ours are as new), or the run is gone
-            RunAggregate.objects.filter(run_id=run_id).update(**fields)
-    return RunAggregate.objects.filter(run_id=run_id).first()
-
-
-def refresh_run_aggregates(run_ids, state: dict) -> set:
-    """Make the stored sums of ``run_ids`` current (``state`` as
-    :func:`~evaluation.selectors_leaderboard.aggregated_runs` returns it): rebuild the stale ones
-    (:func:`~evaluation.selectors_leaderboard.stale_aggregates`: no sums yet, a task deleted, or a
-    newer head revision of a task the run has a record on) and move the stamp of the others up.
-    Returns the ids of the rebuilt runs (usually none: an import writes its sums itself). A run
-    deleted meanwhile is skipped."""
-    stale, behind, newest = stale_aggregates(run_ids, state)
-    for run_id in sorted(stale):
-        write_run_aggregate(run_id)  # a run deleted meanwhile stores nothing
-    if behind:
-        RunAggregate.objects.filter(run_id__in=behind, gold_revision__lt=newest).update(gold_revision=newest)
-    return stale
-
-
-
-def leaderboard_of_set(asked: str | None = None) -> tuple[list[dict], dict]:
-    """``(runs, tables)``: the leaderboard of one gold set without its bootstrap, built from the
-    runs' stored sums (made current first: :func:`refresh_run_aggregates`), never from the records.
-    ``asked``: the set's ranking key (``evaluation.goldset.ranking_key``; the page's and the API's
-    ``?set=``); None or unknown: the default set (``selectors_leaderboard.default_gold_set``: the
-    newest published release with runs, else the set of the newest run). ``runs``: every run (the
-    bootstrap's state is over all of them); ``tables`` (``evaluation.leaderboard.build_from_aggregates``)
-    holds only the set's runs, with ``sets`` (every set, for a selector) and ``gold_set`` (the set
-    shown: ``{key, label, n_runs, newest_run, published}``, or None without runs). The one place the
-    page, its exports and ``GET /api/leaderboard/`` read a set's table from."""
-    runs, sums, state = aggregated_runs()
-    if refresh_run_aggregates([r["run_id"] for r in runs], state):
-        runs, sums, state = aggregated_runs()
-    sets = gold_sets(runs)
-    keys = {e["key"] for e in sets}
-    key = asked if asked in keys else default_gold_set(sets)
-    shown = [r for r in runs if gold_set_key(r) == key]
-    data = lb.build_from_aggregates(shown, {r["run_id"]: sums[r["run_id"]] for r in shown if r["run_id"] in sums})
-    data["sets"] = sets
-    data["gold_set"] = next((e for e in sets if e["key"] == key), None)
-    return runs, data
-
-
 def _claim_sqlite_write_lock() -> None:
     """On SQLite, take the database's write lock now, at the start of the current transaction.
 
@@ -545,128 +483,258 @@ def gold_snapshot(task: dict, sample: dict | None = None) -> dict:
     return json.loads(json.dumps(keep, default=str))
 
 
-def derive_correctness(errors: dict) -> bool:
-    """Plan correctness is true exactly when no E1–E6 flag is set (judge.md, 'The verdict')."""
-    return plan_is_correct(errors)
+# --------------------------------------------------------------------------------------------------
+# The import as a background job
+# --------------------------------------------------------------------------------------------------
+
+UPLOAD_DIR = "uploads"  # under STUDIO_DATA_ROOT
+RUNS_DIR = "runs"  # under STUDIO_DATA_ROOT: where a job unpacks its zip (kept: records read it)
+KIND = "run-import"  # the job kind in studio.background
+logger = logging.getLogger(__name__)
 
 
-class VerdictLocked(EvaluationConflict):
-    """A person's verdict that can no longer change: marked final (others' verdicts are visible to
-    its author), or the record was adjudicated. The message says which and since when."""
+class RunImportStateError(RunImportError, EvaluationConflict):
+    """The import job cannot be run again in its state (not failed, or its zip is gone): HTTP 409."""
+
+    status_code, code = EvaluationConflict.status_code, EvaluationConflict.code
 
 
-def _check_fields(errors: dict, grade: float, is_correct: bool | None, override_reason: str) -> tuple[dict, bool]:
-    unknown = set(errors) - set(ERROR_CODES)
-    if unknown:
-        raise EvaluationInputError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
-    if not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
-        raise EvaluationInputError(f"grade: {grade} is not one of 0, 0.2, 0.4, 0.6, 0.8, 1.0")
-    flags = {code: bool(errors.get(code, False)) for code in ERROR_CODES}
-    derived = derive_correctness(flags)
-    if is_correct is not None and is_correct != derived and not override_reason.strip():
-        raise EvaluationInputError("is_correct: overriding the correctness the flags imply needs a reason")
-    return flags, derived
+def _store(upload, filename: str) -> Path:
+    """Copy the uploaded file to ``STUDIO_DATA_ROOT/uploads/<random>.zip`` (in chunks)."""
+    folder = Path(settings.STUDIO_DATA_ROOT) / UPLOAD_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{uuid.uuid4().hex[:16]}.zip"
+    with open(path, "wb") as out:
+        chunks = upload.chunks() if hasattr(upload, "chunks") else iter(lambda: upload.read(1 << 20), b"")
+        for chunk in chunks:
+            out.write(chunk)
+    return path
 
 
-def _by_token(idempotency_key: str, record: RunRecord, user) -> Verdict | None:
-    """The verdict a form token already produced (its first save or a later revision), or None.
-    Raises ``ValueError`` when the token belongs to another record or person."""
-    existing = Verdict.objects.filter(idempotency_key=idempotency_key).first()
-    if existing is None:
-        rev = VerdictRevision.objects.filter(idempotency_key=idempotency_key).select_related("verdict").first()
-        existing = rev.verdict if rev is not None else None
-    if existing is not None and (existing.record_id != record.pk or existing.annotator_id != user.pk):
-        raise EvaluationInputError("idempotency_key: this form token was already used for another verdict")
-    return existing
+def start_run_import(user, upload, agent_name: str, *, filename: str = "run.zip", release: str = "",
+                     protocol: str | None = None, scaffold: str = "", queue_share: float | None = None,
+                     queue_n: int | None = None) -> RunImportJob:
+    """Store an uploaded run zip and start its import in the background; returns the job at once.
+
+    Checked here, before anything is stored (cheap, they read the zip's directory only): the
+    ``run.import`` permission, the agent name, the release version (``release``: blank for the
+    studio's tasks) and :func:`evaluation.services.runs.check_run_zip`. Everything else (records, gold,
+    scores) is the job's, and a problem there ends the job failed with the message. ``protocol``
+    None: read from the folder name; ``queue_share``/``queue_n`` None: the settings.
+    Raises ``RunImportError`` naming the field or file."""
+    require(user, "run.import")
+    agent_name = str(agent_name or "").strip()
+    if not agent_name:
+        raise RunImportError("agent: give the agent's name")
+    release = str(release or "").strip()
+    if release and not Release.objects.filter(version=release).exists():
+        raise RunImportError(f"release: no release {release!r}")
+    check_run_zip(upload, filename)
+    path = _store(upload, filename)
+    with transaction.atomic():
+        job = RunImportJob.objects.create(
+            archive=str(path), filename=str(filename)[:255], agent_name=agent_name[:200], created_by=user,
+            options={"release": release, "protocol": protocol, "scaffold": str(scaffold or ""),
+                     "queue_share": queue_share, "queue_n": queue_n},
+            stage="waiting for a worker")
+        transaction.on_commit(lambda: dispatch_run_import(job.pk))
+    return job
 
 
-def _require_blind(user, record: RunRecord) -> None:
-    """Refuse a person verdict from someone who was shown the record's other verdicts or its judge
-    outcome (``evaluation.blind.seen_refusal``): they never become one of its raters."""
-    refusal = seen_refusal(user, record)
-    if refusal:
-        raise NotBlind(refusal)
+def lost_reason(job: RunImportJob, now=None) -> str:
+    """Why ``job`` (queued or running) will never end by itself, in words (its worker died, or no
+    heartbeat for ``STUDIO_JOB_STALE_AFTER_S``: :func:`studio.background.worker_lost`), or ""."""
+    if job.status not in (RunImportJob.Status.QUEUED, RunImportJob.Status.RUNNING):
+        return ""
+    return worker_lost(KIND, job.pk, job.worker, job.heartbeat_at or job.started_at or job.created_at, now=now)
 
 
-@transaction.atomic
-def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float, reasons: dict | None = None,
-                         reasoning: str = "", is_correct: bool | None = None, override_reason: str = "",
-                         idempotency_key: str | None = None, is_final: bool = False, seal: bool = True) -> Verdict:
-    """Record or revise a person's verdict of ``record``; return it (``revision == 1``: just created).
+def start_rescore(user, run: AgentRun, release: str = "") -> RunImportJob:
+    """Re-score the stored predictions of ``run`` against another gold set in the background
+    (:func:`evaluation.services.runs.rescore_run`: a new run, the old one and its scores stay): release
+    version ``release``, or the studio's current tasks when blank. The job is an import job
+    without a zip (``options["rescore_of"]``), listed and followed like the uploads on the runs
+    page. Raises ``RunImportError`` for an unknown release or a step-wise planner run;
+    ``PermissionDenied`` without ``run.import``."""
+    require(user, "run.import")
+    release = str(release or "").strip()
+    if release and not Release.objects.filter(version=release).exists():
+        raise RunImportError(f"release: no release {release!r}")
+    if run.scoring_mode == "stepwise":
+        raise RunImportError(f"run {run.pk}: a step-wise planner run has no DORA score to re-score")
+    with transaction.atomic():
+        job = RunImportJob.objects.create(
+            archive="", filename=f"re-score of run {run.pk}: {run.name}"[:255], agent_name=run.agent.name[:200],
+            created_by=user, options={"release": release, "rescore_of": run.pk}, stage="waiting for a worker")
+        transaction.on_commit(lambda: dispatch_run_import(job.pk))
+    return job
 
-    One verdict per person per record (a partial unique constraint): a second save by the same
-    person revises it — the row holds the newest state, every state is kept as a
-    :class:`~evaluation.models.VerdictRevision`. ``seal`` marks it final for its author: only
-    then are the record's other verdicts shown to them (:func:`evaluation.blind.sees_verdicts`),
-    and from then on it cannot change. Correctness follows the flags unless overridden with a reason.
 
-    ``idempotency_key`` (the hidden token of the submitted form): a second submission with the same
-    key returns the verdict and changes nothing (a double click, a resent request).
-    ``is_final``: the adjudicated verdict (only :func:`evaluation.services_adjudication.adjudicate`
-    passes it, having checked the reviewer): always a new row, never a revision.
+def is_stale(job: RunImportJob, now=None) -> bool:
+    """A job still queued or running whose worker is lost (:func:`lost_reason`)."""
+    return bool(lost_reason(job, now))
 
-    Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
-    an override without a reason, or a key already used for another record or person;
-    :class:`VerdictLocked` when the person's verdict is final or the record was adjudicated,
-    :class:`~evaluation.errors.NotBlind` (409) when the person was shown the record's other verdicts
-    or its judge outcome (blind scoring: they never become one of its raters), and
-    ``PermissionDenied`` when the person adjudicated this record (they cannot also score it).
-    """
-    require(user, "verdict.create")
-    if idempotency_key:
-        idempotency_key = str(idempotency_key)[:80]
-        existing = _by_token(idempotency_key, record, user)
-        if existing is not None:
-            return existing
-    flags, derived = _check_fields(errors, grade, is_correct, override_reason)
-    final = derived if is_correct is None else is_correct
-    text = reasoning
-    if is_correct is not None and is_correct != derived:
-        text = f"{reasoning}\n[correctness overridden: {override_reason.strip()}]".strip()
-    state = dict(is_correct=final, grade=float(grade), errors=flags, reasoning=text,
-                 reasons={k: str(v).strip() for k, v in (reasons or {}).items() if k in ERROR_CODES and str(v or "").strip()})
-    stepwise = (record.gold or {}).get("stepwise")  # a case of the benchmark's step-wise protocol
-    kind = dict(protocol=(stepwise or {}).get("protocol") or "holistic",
-                setting="step-wise" if stepwise else "holistic", regime="step-wise" if stepwise else "holistic")
-    now = timezone.now()
-    if is_final:
-        return Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user, **kind,
-                                      is_final=True, idempotency_key=idempotency_key or None, sealed_at=now, **state)
-    if Adjudication.objects.filter(record=record, reviewer=user).exists():
-        raise PermissionDenied("you adjudicated this record, so you cannot also score it")
-    adjudicated = Adjudication.objects.filter(record=record).order_by("id").first()
-    mine = (Verdict.objects.select_for_update()
-            .filter(record=record, annotator=user, source=Verdict.Source.HUMAN, is_final=False).first())
-    if mine is not None:
-        if mine.sealed_at is not None:
-            raise VerdictLocked(f"your verdict of {record.question_id} is final since {mine.sealed_at:%Y-%m-%d %H:%M} UTC "
-                                f"(the other verdicts became visible to you then), so it cannot change")
-        if adjudicated is not None:
-            raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
-                                f"its verdicts no longer change")
-        _require_blind(user, record)
-        for k, v in state.items():
-            setattr(mine, k, v)
-        mine.revision += 1
-        mine.updated_at = now
-        mine.sealed_at = now if seal else None
-        mine.save(update_fields=[*state, "revision", "updated_at", "sealed_at"])
-        VerdictRevision.objects.create(verdict=mine, number=mine.revision, sealed=seal,
-                                       idempotency_key=idempotency_key or None, **state)
-        return mine
-    if adjudicated is not None:
-        raise VerdictLocked(f"{record.question_id} was adjudicated on {adjudicated.created_at:%Y-%m-%d %H:%M} UTC; "
-                            f"it takes no new verdicts")
-    _require_blind(user, record)
+
+def can_rerun(job: RunImportJob) -> bool:
+    """Whether :func:`rerun_run_import` takes ``job``: failed, or lost (:func:`is_stale`)."""
+    return job.status == RunImportJob.Status.FAILED or is_stale(job)
+
+
+def rerun_run_import(user, job: RunImportJob) -> RunImportJob:
+    """Start a failed or lost (:func:`is_stale`) import job again (same stored zip and options):
+    a lost one is swept first (failed, its folder removed), so a re-run after a dead worker is
+    taken at once. Raises ``RunImportStateError`` (409) when the job is still alive or done, or
+    its zip is gone."""
+    require(user, "run.import")
+    sweep_run_imports(only=job.pk)
+    with transaction.atomic():
+        job = RunImportJob.objects.select_for_update().get(pk=job.pk)
+        if job.status != RunImportJob.Status.FAILED:
+            raise RunImportStateError(f"import job {job.pk} is {job.status}: only a failed job (or one whose worker "
+                                      "was lost) is re-run")
+        if not (job.options or {}).get("rescore_of") and not Path(job.archive).is_file():
+            raise RunImportStateError(f"import job {job.pk}: its stored zip is gone; upload the run again")
+        RunImportJob.objects.filter(pk=job.pk).update(
+            status=RunImportJob.Status.QUEUED, stage="waiting for a worker", error="", started_at=None,
+            finished_at=None, heartbeat_at=timezone.now(), worker="", folder="")
+        transaction.on_commit(lambda: dispatch_run_import(job.pk))
+    job.refresh_from_db()
+    return job
+
+
+def record_crash(job_id: int, exc: Exception) -> None:
+    """A crashed job ends failed with the crash as its first error."""
+    RunImportJob.objects.filter(pk=job_id).update(
+        status=RunImportJob.Status.FAILED, finished_at=timezone.now(), stage="crashed",
+        error=f"the job crashed: {type(exc).__name__}: {exc}")
+
+
+def dispatch_run_import(job_id: int):
+    """Hand import job ``job_id`` to the background runner (:func:`evaluation.background.dispatch`)."""
+    return dispatch(job_id, execute_run_import, run_import, record_crash, kind=KIND)
+
+
+def _remove_folder(folder: str) -> list[str]:
+    """Remove a dead job's unpacked folder (only under ``STUDIO_DATA_ROOT/runs/``, and only when no
+    imported run reads from it); returns the paths removed."""
+    if not folder:
+        return []
+    path = Path(folder)
+    root = (Path(settings.STUDIO_DATA_ROOT) / RUNS_DIR).resolve()
     try:
-        with transaction.atomic():  # a savepoint: a concurrent twin may win the unique key or constraint
-            verdict = Verdict.objects.create(record=record, source=Verdict.Source.HUMAN, annotator=user,
-                                             **kind, idempotency_key=idempotency_key or None,
-                                             sealed_at=now if seal else None, **state)
-    except IntegrityError:
-        existing = _by_token(idempotency_key, record, user) if idempotency_key else None
-        if existing is not None:
-            return existing
-        raise VerdictLocked("another save of your verdict of this record happened at the same moment; reload it") from None
-    VerdictRevision.objects.create(verdict=verdict, number=1, sealed=seal, **state)
-    return verdict
+        inside = path.resolve().parent == root
+    except OSError:
+        return []
+    if not inside or not path.exists() or AgentRun.objects.filter(source_dir__startswith=str(path)).exists():
+        return []
+    shutil.rmtree(path, ignore_errors=True)
+    return [str(path)]
+
+
+def sweep_run_imports(stale_after: float | None = None, *, only: int | None = None) -> list[dict]:
+    """The sweeper of run imports (:func:`studio.background.register_sweeper`): a running job whose
+    worker is lost (:func:`lost_reason`) ends ``failed`` ("the job's worker was lost: <why>; run it
+    again") and its unpacked folder is removed; a queued job that no worker took is sent again
+    (runners celery and thread; a second delivery finds it taken) or, inline, failed. ``only``:
+    that job alone. Returns ``{kind, id, action, why, removed}`` per job."""
+    out = []
+    rows = RunImportJob.objects.filter(status__in=[RunImportJob.Status.QUEUED, RunImportJob.Status.RUNNING])
+    if only is not None:
+        rows = rows.filter(pk=only)
+    now = timezone.now()
+    for job in list(rows.order_by("id")):
+        why = worker_lost(KIND, job.pk, job.worker, job.heartbeat_at or job.started_at or job.created_at, now=now,
+                          stale_after=stale_after)
+        if not why:
+            continue
+        if job.status == RunImportJob.Status.QUEUED and job_runner() != "inline":
+            n = RunImportJob.objects.filter(pk=job.pk, status=RunImportJob.Status.QUEUED).update(
+                heartbeat_at=timezone.now(), stage=f"sent again ({why})")
+            if n:
+                dispatch_run_import(job.pk)
+                out.append({"kind": KIND, "id": job.pk, "action": "requeued", "why": why, "removed": []})
+            continue
+        n = RunImportJob.objects.filter(pk=job.pk, status=job.status, worker=job.worker).update(
+            status=RunImportJob.Status.FAILED, finished_at=timezone.now(), stage="lost",
+            error=f"the job's worker was lost ({why}); run it again")
+        if n:
+            out.append({"kind": KIND, "id": job.pk, "action": "failed", "why": why,
+                        "removed": _remove_folder(job.folder)})
+    return out
+
+
+def _stage(job_id: int, text: str, **fields) -> None:
+    RunImportJob.objects.filter(pk=job_id).update(stage=text, **fields)
+
+
+def _claim(job_id: int, folder: Path) -> bool:
+    """Take job ``job_id`` for this process (one statement: of two deliveries one wins): running,
+    this worker's tag, the first heartbeat, the folder it will unpack to. A queued job is taken;
+    so is a running one whose worker is lost (Celery delivers a killed worker's job again), after
+    its folder is removed."""
+    now = timezone.now()
+    fields = dict(status=RunImportJob.Status.RUNNING, stage="unpacking the zip and scoring the run", started_at=now,
+                  heartbeat_at=now, worker=worker_tag(), folder=str(folder), attempts=F("attempts") + 1)
+    if RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.QUEUED).update(**fields):
+        return True
+    job = RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.RUNNING).first()
+    if job is None or not lost_reason(job):
+        return False
+    if not RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.RUNNING, worker=job.worker).update(**fields):
+        return False
+    _remove_folder(job.folder)
+    return True
+
+
+def _beat(job_id: int) -> None:
+    RunImportJob.objects.filter(pk=job_id, status=RunImportJob.Status.RUNNING).update(heartbeat_at=timezone.now())
+
+
+def _fail(job_id: int, write) -> None:
+    """Write a failure (``write()``) on a fresh connection (:func:`studio.background.write_failure`)."""
+    write_failure(write, what=f"{KIND} {job_id}: its failure")
+
+
+def execute_run_import(job_id: int) -> RunImportJob:
+    """Run import job ``job_id`` to its end: unpack and score the zip, queue the share (a re-score
+    job, ``options["rescore_of"]``: score that run's stored predictions against the job's gold set,
+    :func:`evaluation.services.runs.rescore_run`, nothing queued), and end ``done`` (``job.run``,
+    ``job.queued``; the stored zip is removed) or ``failed`` (``job.error``: the import's message, or
+    ``the job crashed: <type>: <message>`` for any other error). A job that is not queued (taken by
+    another delivery, or ended) is returned as it is. While it runs the job carries this process's
+    tag and a heartbeat (:func:`studio.background.job_running`)."""
+    folder = Path(settings.STUDIO_DATA_ROOT) / RUNS_DIR / uuid.uuid4().hex[:12]
+    if not _claim(job_id, folder):
+        return RunImportJob.objects.get(pk=job_id)  # already taken by another worker, or ended
+    job = RunImportJob.objects.select_related("created_by").get(pk=job_id)
+    opts = job.options or {}
+    with job_running(KIND, job_id, lambda: _beat(job_id)):
+        release = Release.objects.filter(version=opts["release"]).first() if opts.get("release") else None
+        try:
+            if opts.get("release") and release is None:
+                raise RunImportError(f"release: no release {opts['release']!r} (deleted since the upload?)")
+            if opts.get("rescore_of"):  # a re-score of stored predictions: no zip, nothing queued
+                source = AgentRun.objects.filter(pk=opts["rescore_of"]).select_related("agent").first()
+                if source is None:
+                    raise RunImportError(f"run {opts['rescore_of']}: deleted since the re-score was asked for")
+                run, queued = rescore_run(job.created_by, source, release=release), {}
+            else:
+                with transaction.atomic():
+                    with open(job.archive, "rb") as fh:
+                        run = import_run_zip(job.created_by, fh, job.agent_name, filename=job.filename,
+                                             release=release, folder=folder, protocol=opts.get("protocol") or None,
+                                             scaffold=opts.get("scaffold") or "")
+                    queued = queue_share_of_run(job.created_by, run, opts.get("queue_share"), opts.get("queue_n"))
+        except (RunImportError, ValueError, FileNotFoundError) as exc:
+            _fail(job_id, lambda message=str(exc): _stage(job_id, "failed", status=RunImportJob.Status.FAILED,
+                                                          finished_at=timezone.now(), error=message))
+            return RunImportJob.objects.get(pk=job_id)
+        except Exception as exc:  # noqa: BLE001 — any crash ends the job visibly, on every runner
+            logger.exception("run import job %s crashed", job_id)
+            _fail(job_id, lambda crash=exc: record_crash(job_id, crash))
+            return RunImportJob.objects.get(pk=job_id)
+        _stage(job_id, f"done: {run.records.count()} records scored", status=RunImportJob.Status.DONE,
+               finished_at=timezone.now(), run=run, queued=queued, error="")
+    if job.archive:
+        Path(job.archive).unlink(missing_ok=True)
+    return RunImportJob.objects.get(pk=job_id)

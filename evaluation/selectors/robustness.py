@@ -1,6 +1,6 @@
 """Reads of the robustness outcomes stored on run records of variant tasks (issue 21, item 3).
 
-``RunRecord.robustness`` is written once at import (``evaluation.services.import_run_dir``,
+``RunRecord.robustness`` is written once at import (``evaluation.services.runs.import_run_dir``,
 ``evaluation.robustness.record_robustness``); these selectors read it for the run page and the
 leaderboard's robustness section. Step-wise planner runs are left out, as on the leaderboard.
 """
@@ -10,7 +10,7 @@ from evaluation import leaderboard as lb
 from evaluation.blind import blind_record_ids
 from evaluation.models import AgentRun, RunRecord
 from evaluation.robustness import robustness_table
-from evaluation.selectors_leaderboard import leaderboard_runs
+from evaluation.selectors.leaderboard import leaderboard_runs
 
 __all__ = ["robustness_rows", "leaderboard_robustness", "run_robustness"]
 

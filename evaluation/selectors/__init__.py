@@ -1,0 +1,1 @@
+"""Selectors of the evaluation app (reads for pages and the API), one module per sub-domain."""

@@ -216,7 +216,6 @@ def module_violations(root: Path) -> list[str]:
     return bad
 
 
-@pytest.mark.xfail(strict=True, reason="module loops being removed by the redesign branches")
 def test_no_module_loops_and_no_function_local_imports():
     assert module_violations(ROOT) == []
 

@@ -14,11 +14,13 @@
 //
 // Reads {{ config|json_script:"editor-config" }} (see frontend/views_tasks._editor_context) and
 // {{ map_config|json_script:"map-config" }} (StudioMap layer specs of the event).
+import { send } from "../api.js";
+import { StudioMap } from "../map.js";
+import * as R from "../replay_view.js";
+
 (function () {
-  "use strict";
   const CFG = JSON.parse(document.getElementById("editor-config").textContent);
   const MAPCFG = JSON.parse(document.getElementById("map-config").textContent);
-  const R = window.StudioReplay;
   const $ = (sel, root) => (root || document).querySelector(sel);
   const $$ = (sel, root) => [...(root || document).querySelectorAll(sel)];
   function el(tag, attrs, ...kids) {
@@ -958,7 +960,7 @@
     await draftInFlight;
     if (state.dirty) return;  // edited again meanwhile: the next autosave keeps those edits
     if (!state.id) { try { localStorage.removeItem(localKey); } catch (e) { /* private mode */ } return; }
-    await fetch(`/api/tasks/${state.id}/draft/`, { method: "DELETE", credentials: "same-origin", headers: { "X-CSRFToken": R.csrf() } }).catch(() => null);
+    await send("DELETE", `/api/tasks/${state.id}/draft/`).catch(() => null);
   }
   async function saveDraft() {
     if (!state.dirty || state.readOnly) return;
@@ -968,10 +970,7 @@
       setSaveState("draft", `Draft kept in this browser ${new Date().toLocaleTimeString()} · not saved yet`);
       return;
     }
-    draftInFlight = fetch(`/api/tasks/${state.id}/draft/`, {
-      method: "PUT", credentials: "same-origin", headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() },
-      body: JSON.stringify({ base_version: state.version, content }),
-    }).catch(() => null);
+    draftInFlight = send("PUT", `/api/tasks/${state.id}/draft/`, { base_version: state.version, content }).catch(() => null);
     const resp = await draftInFlight;
     const s = $("#save-state");
     if (resp && resp.ok) {
@@ -1002,11 +1001,8 @@
     let resp;
     try {
       resp = state.id
-        ? await fetch(`/api/tasks/${state.id}/`, { method: "PUT", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() },
-          body: JSON.stringify({ ...body, expected_version: version, message: opts.message || "" }) })
-        : await fetch("/api/tasks/", { method: "POST", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
+        ? await send("PUT", `/api/tasks/${state.id}/`, { ...body, expected_version: version, message: opts.message || "" })
+        : await send("POST", "/api/tasks/", body);
     } catch (e) {
       setSaveState("error", "Not saved: the server cannot be reached");
       return false;
@@ -1219,8 +1215,7 @@
     box.dataset.state = "checking";
     let resp, data;
     try {
-      resp = await fetch("/api/qc/", { method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
+      resp = await send("POST", "/api/qc/", body);
       data = await resp.json().catch(() => ({}));
     } catch (e) { resp = null; }
     if (seq !== qcSeq) return;  // a newer check is under way
@@ -1340,8 +1335,7 @@
   async function transition(name) {
     // the reviewer judges the filled answer of the head revision: unsaved edits are saved and replayed first
     if (name === "submit" && (state.dirty || state.replayStale)) { if (!(await replay())) return; }
-    const resp = await fetch(`/api/tasks/${state.id}/transitions/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify({ action: name }) });
+    const resp = await send("POST", `/api/tasks/${state.id}/transitions/`, { action: name });
     const data = await resp.json().catch(() => ({}));
     if (!resp.ok) {
       // QC errors are listed once, next to Submit; a refusal that is not QC (no replay, status) says why
@@ -1365,8 +1359,8 @@
       if (!c.resolved) actions.appendChild(el("button", { type: "button", class: "linkbutton resolve", text: "Resolve", onclick: () => resolveComment(c, true) }));
       actions.appendChild(el("button", { type: "button", class: "linkbutton", text: "Reply", onclick: () => {
         const ta = el("textarea", { rows: 2, class: "reply-body", placeholder: "Reply…" });
-        const send = el("button", { type: "button", text: "Send", onclick: async () => { if (await postComment({ body: ta.value, parent: c.id })) { c.replies = (c.replies || []).concat([{ author: CFG.user.name, body: ta.value }]); c.resolved = false; renderPinnedComments(); } } });
-        actions.replaceWith(el("div", { class: "reply-form" }, ta, send));
+        const sendButton = el("button", { type: "button", text: "Send", onclick: async () => { if (await postComment({ body: ta.value, parent: c.id })) { c.replies = (c.replies || []).concat([{ author: CFG.user.name, body: ta.value }]); c.resolved = false; renderPinnedComments(); } } });
+        actions.replaceWith(el("div", { class: "reply-form" }, ta, sendButton));
         ta.focus();
       } }));
       box.appendChild(actions);
@@ -1374,14 +1368,12 @@
     return box;
   }
   async function postComment(body) {
-    const resp = await fetch(`/api/tasks/${state.id}/comments/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
+    const resp = await send("POST", `/api/tasks/${state.id}/comments/`, body);
     if (!resp.ok) { const d = await resp.json().catch(() => ({})); toast(d.detail || `comment refused (HTTP ${resp.status})`); return false; }
     return true;
   }
   async function resolveComment(c, resolved) {
-    const resp = await fetch(`/api/comments/${c.id}/resolve/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify({ resolved }) });
+    const resp = await send("POST", `/api/comments/${c.id}/resolve/`, { resolved });
     if (resp.ok) { c.resolved = resolved; renderPinnedComments(); } else toast(`not resolved (HTTP ${resp.status})`);
   }
   let commentMarkers = [];

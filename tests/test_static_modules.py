@@ -44,6 +44,12 @@ def test_every_relative_import_of_a_page_script_is_a_file_beside_it():
     assert seen >= 20  # the editor's main.js alone imports 9 modules
 
 
+def test_only_api_js_reads_the_csrf_cookie():
+    """One place for the CSRF token (it was read in five scripts, two of them without decoding it)."""
+    readers = [p.relative_to(STATIC).as_posix() for p in SCRIPTS if "document.cookie" in p.read_text(encoding="utf-8")]
+    assert readers == ["studio/api.js"]
+
+
 def test_templates_load_the_studio_scripts_as_modules():
     tags = []
     for tpl in (ROOT / "frontend" / "templates").rglob("*.html"):

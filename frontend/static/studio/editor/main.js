@@ -9,6 +9,8 @@
 //   args.js        typed argument and answer-source text -> values or errors (no DOM)
 //   pickers.js     the tool and reference pickers (DOM)
 //   map_glue.js    the map: the event's layers, drawing answers, pinned comments, replay overlays
+//   qc.js          the QC card and the findings next to Submit (DOM)
+//   comments.js    review comments on the steps, the answer fields and the map (DOM)
 //   dom.js         $, $$, el, textTip
 // Undo/redo (u / U, Ctrl+Z / Ctrl+Shift+Z) cover every edit: each is a snapshot of the model.
 // QC is the server's suite (POST /api/qc/), a moment after each change; the last replay is marked
@@ -21,8 +23,10 @@ import { send } from "../api.js";
 import * as R from "../replay_view.js";
 import { enumOf, parseArg, parseSource } from "./args.js";
 import { $, $$, el } from "./dom.js";
+import { initComments } from "./comments.js";
 import { initMap } from "./map_glue.js";
 import { initPickers } from "./pickers.js";
+import { initQc } from "./qc.js";
 import * as refs from "./references.js";
 import { REF_LIKE, isRef, refInfo, typeFamily } from "./references.js";
 import {
@@ -815,82 +819,10 @@ import {
   $("#replay-task").onclick = () => replay();
 
   // ------------------------------------------------------------------ QC, transitions, comments
-  // One QC: the server's suite (POST /api/qc/) on the saved head when nothing is unsaved (the
-  // task page's findings, the same function), on the unsaved content otherwise; at most ~0.4 s
-  // after the last change. Findings jump to their step or field; errors sit next to Submit too.
-  let qcTimer = null, qcSeq = 0;
-  function scheduleQc(now) {
-    clearTimeout(qcTimer);
-    qcTimer = setTimeout(runQc, now ? 0 : 400);
-  }
-  async function runQc() {
-    const seq = ++qcSeq;
-    const body = state.id && !state.dirty ? { task: state.id }
-      : { task: state.id, event: CFG.event.slug, content: payload() };
-    const box = qcBox();
-    box.dataset.state = "checking";
-    let resp, data;
-    try {
-      resp = await send("POST", "/api/qc/", body);
-      data = await resp.json().catch(() => ({}));
-    } catch (e) { resp = null; }
-    if (seq !== qcSeq) return;  // a newer check is under way
-    if (!resp || !resp.ok) {
-      renderQc(null, resp ? (data.detail || flatten(data).join("; ") || `HTTP ${resp.status}`) : "the server cannot be reached");
-      return;
-    }
-    renderQc(data.findings, null, data.version);
-  }
-  function qcBox() {
-    let box = $("#qc-box");
-    if (!box) { box = el("section", { class: "card", id: "qc-box" }); $("#answer-card").after(box); }
-    return box;
-  }
-  function findingNode(f) {
-    return el("li", { class: `${f.severity} jump`, "data-location": f.location, title: "Show it", tabindex: "0",
-      onclick: () => jumpTo(f.location), onkeydown: (e) => { if (e.key === "Enter") jumpTo(f.location); } },
-    el("b", { text: f.check }), ` (${f.location}): ${f.message}`);
-  }
-  let lastFindings = [];
-  function renderQc(findings, failure, version) {
-    const box = qcBox();
-    box.innerHTML = "";
-    box.dataset.state = failure ? "failed" : "done";
-    box.appendChild(el("h2", { text: "Quality control" }, el("small", { text: version ? ` r${version} (as on the task page)` : " unsaved edits (replay checks follow the save)" })));
-    if (failure) { box.appendChild(el("p", { class: "field-error", text: `QC could not run: ${failure}` })); return; }
-    lastFindings = findings;
-    if (!findings.length) box.appendChild(el("p", { class: "ok", id: "qc-clean", text: "No finding: the checks pass." }));
-    else {
-      const ul = el("ul", { class: "qc" });
-      findings.forEach((f) => ul.appendChild(findingNode(f)));
-      box.appendChild(ul);
-    }
-    renderSubmitFindings();
-  }
-  // next to Submit: the blocking errors (QC errors, then the transition's own refusal), each once
-  let transitionRefusal = "";
-  function renderSubmitFindings() {
-    const panel = $("#submit-findings");
-    const errors = lastFindings.filter((f) => f.severity === "error");
-    const warnings = lastFindings.length - errors.length;
-    const sum = $("#qc-summary");
-    sum.hidden = false;
-    sum.className = `qc-summary ${errors.length ? "error" : warnings ? "warning" : "ok"}`;
-    sum.textContent = errors.length ? `${errors.length} error${errors.length > 1 ? "s" : ""} block submission` : warnings ? `QC: ${warnings} warning${warnings > 1 ? "s" : ""}` : "QC passes";
-    panel.innerHTML = "";
-    if (transitionRefusal) panel.appendChild(el("p", { class: "field-error", text: transitionRefusal }));
-    if (errors.length) {
-      const ul = el("ul", { class: "qc" });
-      errors.forEach((f) => ul.appendChild(findingNode(f)));
-      panel.appendChild(ul);
-    }
-    panel.hidden = !transitionRefusal && !(errors.length && panel.dataset.open === "1");
-  }
-  $("#qc-summary").onclick = () => {
-    const panel = $("#submit-findings");
-    panel.dataset.open = panel.dataset.open === "1" ? "0" : "1";
-    renderSubmitFindings();
-  };
+  // QC (qc.js): the server's suite a moment after each change; findings jump to their step or field
+  const qc = initQc({ state, eventSlug: CFG.event.slug, payload: () => payload(), flatten, jumpTo: (loc) => jumpTo(loc) });
+  function scheduleQc(now) { qc.schedule(now); }
+  function renderQc(findings, failure, version) { qc.render(findings, failure, version); }
   function jumpTo(location) {  // "trajectory[2].args.meter", "answer_spec[0].source", "final_answer.x", "question", "input_data.k"
     let m = /^trajectory\[(\d+)\](?:\.args\.([A-Za-z_]\w*))?/.exec(location || "");
     if (m) {
@@ -953,66 +885,13 @@ import {
     if (name === "submit" && (state.dirty || state.replayStale)) { if (!(await replay())) return; }
     const resp = await send("POST", `/api/tasks/${state.id}/transitions/`, { action: name });
     const data = await resp.json().catch(() => ({}));
-    if (!resp.ok) {
-      // QC errors are listed once, next to Submit; a refusal that is not QC (no replay, status) says why
-      if (data.qc) { lastFindings = data.qc; transitionRefusal = ""; renderQc(data.qc, null, state.version); }
-      else transitionRefusal = data.detail || `HTTP ${resp.status}`;
-      $("#submit-findings").dataset.open = "1";
-      renderSubmitFindings();
-      return;
-    }
+    if (!resp.ok) { qc.refused(data, resp.status); return; }
     location.href = `/tasks/${state.id}/`;
   }
-  const threads = T ? T.comments : [];
-  function commentNode(c) {
-    const box = el("div", { class: "comment" + (c.resolved ? " resolved" : ""), "data-comment": c.id });
-    box.appendChild(el("div", { class: "comment-head" }, el("b", { text: c.author || "?" }), el("span", { class: "meta", text: ` r${c.revision_number} · ${new Date(c.created_at).toLocaleString()}` }),
-      c.resolved ? el("span", { class: "badge", text: "resolved" }) : null));
-    box.appendChild(el("p", { text: c.body }));
-    (c.replies || []).forEach((r) => box.appendChild(el("div", { class: "reply" }, el("b", { text: r.author || "?" }), ": ", r.body)));
-    if (T && T.can_comment !== undefined) {
-      const actions = el("div", { class: "comment-actions" });
-      if (!c.resolved) actions.appendChild(el("button", { type: "button", class: "linkbutton resolve", text: "Resolve", onclick: () => resolveComment(c, true) }));
-      actions.appendChild(el("button", { type: "button", class: "linkbutton", text: "Reply", onclick: () => {
-        const ta = el("textarea", { rows: 2, class: "reply-body", placeholder: "Reply…" });
-        const sendButton = el("button", { type: "button", text: "Send", onclick: async () => { if (await postComment({ body: ta.value, parent: c.id })) { c.replies = (c.replies || []).concat([{ author: CFG.user.name, body: ta.value }]); c.resolved = false; renderPinnedComments(); } } });
-        actions.replaceWith(el("div", { class: "reply-form" }, ta, sendButton));
-        ta.focus();
-      } }));
-      box.appendChild(actions);
-    }
-    return box;
-  }
-  async function postComment(body) {
-    const resp = await send("POST", `/api/tasks/${state.id}/comments/`, body);
-    if (!resp.ok) { const d = await resp.json().catch(() => ({})); toast(d.detail || `comment refused (HTTP ${resp.status})`); return false; }
-    return true;
-  }
-  async function resolveComment(c, resolved) {
-    const resp = await send("POST", `/api/comments/${c.id}/resolve/`, { resolved });
-    if (resp.ok) { c.resolved = resolved; renderPinnedComments(); } else toast(`not resolved (HTTP ${resp.status})`);
-  }
-  function renderPinnedComments() {
-    if (!T) return;
-    $$(".step-comments").forEach((b) => { b.innerHTML = ""; });
-    $("#answer-comments").innerHTML = "";
-    const list = $("#comment-list");
-    list.innerHTML = "";
-    const open = threads.filter((c) => !c.resolved);
-    $("#comments-card").hidden = !threads.length;
-    if (threads.length) $("#comments-card h2").textContent = `Review comments (${open.length} open)`;
-    threads.forEach((c) => {
-      const where = c.step_index !== null && c.step_index !== undefined ? `step ${c.step_index}` : c.answer_field ? `answer ${c.answer_field}` : c.location ? "map" : "task";
-      const node = commentNode(c);
-      node.prepend(el("span", { class: "pin", text: where }));
-      list.appendChild(node);
-      if (!c.resolved && c.step_index !== null && c.step_index !== undefined) {
-        const li = $$("#steps > li")[c.step_index];
-        if (li) $(".step-comments", li).appendChild(commentNode(c));
-      } else if (!c.resolved && c.answer_field) $("#answer-comments").appendChild(commentNode(c));
-    });
-    map.showCommentMarkers(threads);
-  }
+  // review comments (comments.js): drawn again with the steps
+  const comments = initComments({ task: T, state, userName: CFG.user.name, toast, showMarkers: (threads) => map.showCommentMarkers(threads) });
+  const threads = comments.threads;
+  function renderPinnedComments() { comments.render(); }
 
   // ------------------------------------------------------------------ banners (returned, draft, read-only)
   function banner(cls, kids) { const b = el("div", { class: `banner ${cls}` }, kids); $("#banners").appendChild(b); return b; }

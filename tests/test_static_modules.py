@@ -41,7 +41,7 @@ def test_every_relative_import_of_a_page_script_is_a_file_beside_it():
             target = (path.parent / spec).resolve()
             assert target.is_file() and target.is_relative_to(STATIC / "studio"), (path.name, spec)
             seen += 1
-    assert seen >= 20  # the editor's main.js alone imports 9 modules
+    assert seen >= 20  # the editor's main.js alone imports 11 modules
 
 
 def test_only_api_js_reads_the_csrf_cookie():
@@ -57,6 +57,10 @@ def test_templates_load_the_studio_scripts_as_modules():
             tags.append((tpl.name, tag))
     assert len(tags) >= 15
     assert [t for t in tags if 'type="module"' not in t[1]] == []
+    # what pages preload (modulepreload: fetched while the page is parsed, run when imported) exists
+    preloads = [m for tpl in (ROOT / "frontend" / "templates").rglob("*.html")
+                for m in re.findall(r"<link rel=\"modulepreload\" href=\"\{% static '([^']+)' %\}\">", tpl.read_text(encoding="utf-8"))]
+    assert len(preloads) >= 11 and all((STATIC / m).is_file() for m in preloads), preloads
 
 
 def test_a_manifest_storage_must_rewrite_module_imports():
@@ -83,7 +87,7 @@ def test_hashed_scripts_import_the_hashed_files_collectstatic_wrote(tmp_path):
     hashed_names = set(manifest.values())
     main = tmp_path / manifest["studio/editor/main.js"]
     main_imports = _imports(main.read_text(encoding="utf-8"))
-    assert len(main_imports) == 9 and all(re.search(r"\.[0-9a-f]{12}\.js$", s) for s in main_imports), main_imports
+    assert len(main_imports) == 11 and all(re.search(r"\.[0-9a-f]{12}\.js$", s) for s in main_imports), main_imports
     for rel, hashed in manifest.items():
         for spec in _imports((tmp_path / hashed).read_text(encoding="utf-8")):
             target = ((tmp_path / hashed).parent / spec).resolve().relative_to(tmp_path.resolve()).as_posix()

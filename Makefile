@@ -49,7 +49,9 @@ demo: venv
 	$(BIN)/python manage.py demo --host $(HOST)
 	$(BIN)/python manage.py runserver --insecure $(HOST)  # DEBUG stays off; --insecure serves the static files
 
+# node's own test runner first (the page scripts' logic: tests/js/*.test.mjs, no npm), then pytest
 test: venv chromium mcp-client llm
+	node --test tests/js/*.test.mjs
 	$(BIN)/python -m pytest -q
 
 # The linter CI runs before the tests (configuration in pyproject.toml).

@@ -117,7 +117,7 @@ def test_map_scripts_never_hand_user_text_to_leaflet_as_html():
     went in as strings: a pinned comment ``<img src=x onerror=…>`` ran its script on hover."""
     reviewed = {"return popupHtml(spec, feature)"}  # popupHtml escapes every value (map.js: esc)
     hits = []
-    for p in sorted((REPO / "frontend" / "static" / "studio").glob("*.js")):
+    for p in sorted((REPO / "frontend" / "static" / "studio").rglob("*.js")):  # the editor's modules too
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             for m in LEAFLET_HTML.finditer(line):
                 arg = line[m.end():]

@@ -1,6 +1,6 @@
 """Task pages: list, review queue, the map-native editor, the review page, revision history, and the
 replay overlays the editor draws. Views read through selectors and write through the API (the
-same service functions); they only shape data for the templates and ``studio/task_editor.js``.
+same service functions); they only shape data for the templates and ``studio/editor/`` (the task editor's modules).
 """
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 // Answer fields of polygon and point type: the gold and the predicted geometry of each on a small
 // map (StudioMap, no base tiles: works with no network). One map per field, in the field's frame
 // (geographic lon/lat, or image column/row); data from evaluation.selectors.runs.record_evidence.
+import { StudioMap } from "./map.js";
+
 (function () {
-  "use strict";
   const box = document.getElementById("answer-maps");
   const data = document.getElementById("answer-geometries");
-  if (!box || !data || !window.L || !window.StudioMap) return;
+  if (!box || !data || !window.L) return;
   const STYLE = {
     gold: { name: "gold", color: "#b8860b", className: "answer-gold", radius: 7 },
     pred: { name: "predicted", color: "#1f6feb", className: "answer-pred", dashArray: "6 4", radius: 7 },

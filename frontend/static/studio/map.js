@@ -1,5 +1,7 @@
 /*
- * StudioMap: the studio's reusable Leaflet map code (Leaflet 1.9, no network, no modules).
+ * StudioMap: the studio's reusable Leaflet map code (Leaflet 1.9, no network). An ES module
+ * (`import { StudioMap } from "./map.js"`); Leaflet itself is django-leaflet's classic script (the
+ * global `L`), which runs before any module script of the page (module scripts are deferred).
  *
  * A layer spec (what frontend.views.events.layer_map_spec() emits; overlays use the same shape):
  *   {
@@ -17,7 +19,7 @@
  *     opacity: 0..1, visible: bool, error: "why it cannot be shown"
  *   }
  *
- * API (global StudioMap):
+ * API (the export StudioMap):
  *   StudioMap.create(element, {frame, layers: [spec], layerOptions?: {id: {visible, opacity, pane}},
  *                              panel?: false, height?, wheelModifier?: false})
  *       -> controller (one map, its own layer panel; the wheel zooms only with Ctrl/⌘ unless
@@ -38,8 +40,7 @@
  * Pixel frame: L.CRS.Simple with L.Transformation(1, 0, 1, 0) (y grows down), so GeoJSON in pixel
  * [x = column, y = row] lines up with an image overlay over [[0, 0], [height, width]].
  */
-(function (global) {
-  'use strict';
+export const StudioMap = (function () {
 
   var PIXEL_CRS = L.extend({}, L.CRS.Simple, { transformation: new L.Transformation(1, 0, 1, 0) });
   var RASTER_PANE = 'studioRaster';  // rasters and masks, under vectors (overlayPane 400)
@@ -782,7 +783,7 @@
     return node ? JSON.parse(node.textContent) : null;
   }
 
-  global.StudioMap = {
+  return {
     PIXEL_CRS: PIXEL_CRS,
     SWIPE_PANE: SWIPE_PANE,
     RASTER_PANE: RASTER_PANE,
@@ -797,4 +798,4 @@
     wheelWithModifier: wheelWithModifier,
     popupHtml: popupHtml
   };
-})(window);
+})();

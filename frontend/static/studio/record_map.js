@@ -1,8 +1,10 @@
 // Record page: the task's layers and the gold replay's step outputs on one map (StudioMap viewer).
+import { StudioMap } from "./map.js";
+import * as StudioReplay from "./replay_view.js";
+
 (function () {
-  "use strict";
   const el = document.getElementById("record-map");
-  if (!el || !window.StudioMap || !window.StudioReplay) return;
+  if (!el) return;
   const cfg = JSON.parse(document.getElementById("record-map-config").textContent || "{}");
   const viewer = StudioMap.viewer(el, { layers: cfg.layers || [] });
   StudioReplay.overlays(el.dataset.replay).then((list) => {

@@ -1,56 +1,53 @@
 // Replay: start a replay of a task's head revision, follow its progress (/api/replays/<id>/), and
 // fetch each step's artifacts as StudioMap overlay specs (/replays/<id>/overlays/).
 //
-// window.StudioReplay = {start(taskId) -> run, poll(runId, onUpdate) -> final run,
-//   overlays(runId) -> [spec], obsValues(obs) -> [[key, text]], csrf(), esc(text)}
-// Used by the editor (task_editor.js) and, on the task page, by the panel below (#replay-button).
+// Exports start(taskId) -> run, poll(runId, onUpdate) -> final run, overlays(runId) -> [spec],
+// obsValues(obs) -> [[key, text]], esc(text), and pageViewer() (the task page's map viewer, null
+// elsewhere). Used by the editor (editor/main.js), the review page (review.js), the record page
+// (record_map.js) and, on the task page, by the panel below (#replay-button).
+import { send } from "./api.js";
+import { StudioMap } from "./map.js";
+
+/** The task page's replay map viewer (made on first use); a function returning null on other pages. */
+export let pageViewer = () => null;
+
+export function esc(s) {
+  return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+export async function start(taskId, mode) {
+  const resp = await send("POST", `/api/tasks/${taskId}/replays/`, { mode: mode || "gt" });
+  const run = await resp.json().catch(() => ({}));
+  if (!resp.ok) throw new Error(run.detail || `replay refused (HTTP ${resp.status})`);
+  return run;
+}
+export async function poll(runId, onUpdate) {
+  for (;;) {
+    const resp = await fetch(`/api/replays/${runId}/`, { credentials: "same-origin" });
+    if (!resp.ok) throw new Error(`replay ${runId}: HTTP ${resp.status}`);
+    const run = await resp.json();
+    if (onUpdate) onUpdate(run);
+    if (run.status === "succeeded" || run.status === "failed") return run;
+    await new Promise((r) => setTimeout(r, 600));
+  }
+}
+export async function overlays(runId) {
+  const resp = await fetch(`/replays/${runId}/overlays/`, { credentials: "same-origin" });
+  if (!resp.ok) return [];
+  return (await resp.json()).overlays || [];
+}
+// The values of an observation worth showing in a step card: scalars and short lists/dicts.
+export function obsValues(obs) {
+  if (obs === null || obs === undefined) return [];
+  if (Array.isArray(obs)) return [["(list)", `${obs.length} items`]];
+  return Object.entries(obs).filter(([k]) => k !== "tool" && k !== "_meta").map(([k, v]) => {
+    let text = typeof v === "string" ? v : JSON.stringify(v);
+    if (text && text.length > 160) text = text.slice(0, 157) + "…";
+    return [k, text];
+  });
+}
+
+// ---- the task page's replay panel ---------------------------------------------------------------
 (function () {
-  "use strict";
-
-  function csrf() {
-    const m = document.cookie.match(/csrftoken=([^;]+)/);
-    return m ? m[1] : "";
-  }
-  function esc(s) {
-    return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-  }
-  async function start(taskId, mode) {
-    const resp = await fetch(`/api/tasks/${taskId}/replays/`, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() }, body: JSON.stringify({ mode: mode || "gt" }),
-    });
-    const run = await resp.json().catch(() => ({}));
-    if (!resp.ok) throw new Error(run.detail || `replay refused (HTTP ${resp.status})`);
-    return run;
-  }
-  async function poll(runId, onUpdate) {
-    for (;;) {
-      const resp = await fetch(`/api/replays/${runId}/`, { credentials: "same-origin" });
-      if (!resp.ok) throw new Error(`replay ${runId}: HTTP ${resp.status}`);
-      const run = await resp.json();
-      if (onUpdate) onUpdate(run);
-      if (run.status === "succeeded" || run.status === "failed") return run;
-      await new Promise((r) => setTimeout(r, 600));
-    }
-  }
-  async function overlays(runId) {
-    const resp = await fetch(`/replays/${runId}/overlays/`, { credentials: "same-origin" });
-    if (!resp.ok) return [];
-    return (await resp.json()).overlays || [];
-  }
-  // The values of an observation worth showing in a step card: scalars and short lists/dicts.
-  function obsValues(obs) {
-    if (obs === null || obs === undefined) return [];
-    if (Array.isArray(obs)) return [["(list)", `${obs.length} items`]];
-    return Object.entries(obs).filter(([k]) => k !== "tool" && k !== "_meta").map(([k, v]) => {
-      let text = typeof v === "string" ? v : JSON.stringify(v);
-      if (text && text.length > 160) text = text.slice(0, 157) + "…";
-      return [k, text];
-    });
-  }
-  window.StudioReplay = { start, poll, overlays, obsValues, csrf, esc };
-
-  // ---- the task page's replay panel ---------------------------------------------------------------
   const $ = (s) => document.querySelector(s);
   const btn = $("#replay-button");
   if (!btn) return;
@@ -129,7 +126,7 @@
     btn.disabled = false;
   };
   ensureViewer();
-  window.StudioReplay.pageViewer = () => ensureViewer();
+  pageViewer = () => ensureViewer();
   const latest = JSON.parse(document.getElementById("latest-replay").textContent);
   if (latest) follow(latest).catch((e) => { $("#replay-status").textContent = e.message; });
 })();

@@ -2,9 +2,10 @@
 // approve, release, withdraw), comments pinned to a step, an answer field or a map location
 // (click the map), replies and resolve/reopen. Everything goes through the REST API; the page
 // reloads to show the new state.
+import { send } from "./api.js";
+import { pageViewer } from "./replay_view.js";
+
 (function () {
-  "use strict";
-  const R = window.StudioReplay;
   const $ = (s, r) => (r || document).querySelector(s);
   const $$ = (s, r) => [...(r || document).querySelectorAll(s)];
   const taskId = JSON.parse(document.getElementById("task-id").textContent);
@@ -17,8 +18,7 @@
     if (lines.length) ul.scrollIntoView({ block: "nearest" });
   }
   async function post(url, body, onConflict) {
-    const resp = await fetch(url, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body || {}) });
+    const resp = await send("POST", url, body || {});
     const data = await resp.json().catch(() => ({}));
     if (resp.status === 409 && onConflict) return onConflict(data);
     if (!resp.ok) {
@@ -57,7 +57,7 @@
   let location_ = null;
   let marker = null;
   function currentMap() {
-    const v = R.pageViewer && R.pageViewer();
+    const v = pageViewer();
     const c = v && v.controllers()[0];
     return c ? { map: c.map, frame: c.frame, ctl: c } : null;
   }
@@ -83,8 +83,8 @@
     if (m) m.ctl.cancelPick();
     if (pin.value === "map") armMapClick();
   });
-  const send = $("#comment-send");
-  if (send) send.addEventListener("click", async () => {
+  const sendButton = $("#comment-send");
+  if (sendButton) sendButton.addEventListener("click", async () => {
     const body = { body: $("#comment-body").value };
     const v = pin.value;
     if (v.startsWith("step:")) body.step_index = parseInt(v.slice(5), 10);

@@ -1,16 +1,13 @@
 // Revision history: "Restore as new revision" posts to /api/tasks/<id>/revisions/<n>/restore/ with
 // the head version it saw (a 409 means someone saved meanwhile: reload and look again).
+import { send } from "./api.js";
+
 (function () {
-  "use strict";
   const taskId = JSON.parse(document.getElementById("task-id").textContent);
   const version = JSON.parse(document.getElementById("task-version").textContent);
-  const csrf = () => (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
   document.querySelectorAll("button.restore").forEach((b) => b.addEventListener("click", async () => {
     b.disabled = true;
-    const resp = await fetch(`/api/tasks/${taskId}/revisions/${b.dataset.number}/restore/`, {
-      method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
-      body: JSON.stringify({ expected_version: version }),
-    });
+    const resp = await send("POST", `/api/tasks/${taskId}/revisions/${b.dataset.number}/restore/`, { expected_version: version });
     const data = await resp.json().catch(() => ({}));
     if (resp.ok) { location.href = `/tasks/${taskId}/history/?a=${version}&b=${data.version}`; return; }
     const li = document.createElement("li");

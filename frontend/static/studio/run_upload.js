@@ -3,8 +3,12 @@
 // error, or the list of imports with the new job), which replaces this one. Import jobs still
 // queued or running are then followed through the API until they end (the row is re-rendered by
 // reloading the page, so the result and the error read as the server writes them).
-(function () {
-  "use strict";
+// A module runs once per window: the page written over this one (document.open/write) loads this
+// module again, which the browser does not run a second time, so wire() is called for it here.
+function wire() {
+  // once per written document (a body of its own), whichever comes first: this call or a run of the module
+  if (!document.body || document.body.dataset.runUploadWired) return;
+  document.body.dataset.runUploadWired = "1";
   const form = document.getElementById("run-upload-form");
   if (form && window.XMLHttpRequest && window.FormData) {
     const box = document.getElementById("upload-progress"), bar = document.getElementById("upload-bar");
@@ -24,6 +28,8 @@
       xhr.onload = () => {
         if (xhr.responseURL) history.replaceState(null, "", xhr.responseURL);
         document.open(); document.write(xhr.responseText); document.close();
+        if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire, { once: true });
+        else wire();
       };
       xhr.onerror = () => { state.textContent = "the upload failed (network)"; box.className = "progress failed"; };
       xhr.send(new FormData(form));
@@ -49,4 +55,5 @@
     }
     setTimeout(poll, 700);
   });
-})();
+}
+wire();

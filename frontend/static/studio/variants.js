@@ -1,8 +1,9 @@
 // The task page's "Make a variant" form (task_variants.html): shows the parameters of the chosen
 // kind, posts them to /api/tasks/<id>/variants/ (annotation.api_variants) and opens the variant
 // made (a draft task of its own); an error names the field.
+import { send } from "./api.js";
+
 (function () {
-  "use strict";
   const form = document.getElementById("variant-form");
   if (!form) return;
   const taskId = JSON.parse(document.getElementById("task-id").textContent);
@@ -26,8 +27,7 @@
     });
     button.disabled = true;
     result.textContent = "making…";
-    const resp = await fetch(`/api/tasks/${taskId}/variants/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": window.StudioReplay.csrf() }, body: JSON.stringify(body) });
+    const resp = await send("POST", `/api/tasks/${taskId}/variants/`, body);
     const data = await resp.json().catch(() => ({}));
     button.disabled = false;
     if (!resp.ok) {

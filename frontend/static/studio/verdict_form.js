@@ -5,8 +5,12 @@
 // Queue mode autosaves the form as the item's draft (PUT /api/scoring/items/<id>/draft/) and submits
 // to /api/scoring/items/<id>/submit/; record mode posts to /api/records/<id>/verdicts/ with "final";
 // adjudication mode posts the HTML form. The hidden token makes a resubmission harmless.
+import { csrf, send } from "./api.js";
+
+// what the adjudication page (scoring_adjudication.js) calls: restore(verdict) fills the form
+export const studioVerdictForm = { restore: null };
+
 (function () {
-  "use strict";
   const form = document.getElementById("verdict-form");
   if (!form) return;
   const mode = form.dataset.mode;
@@ -16,17 +20,7 @@
   const locked = !!document.getElementById("verdict-locked");
   let saveTimer = null, submitting = false;
 
-  function csrf() {
-    const m = document.cookie.match(/csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
-  function api(method, url, body) {
-    return fetch(url, {
-      method, credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  }
+  const api = send;
   // Claiming the next item changes state: a POST with the CSRF token, never a GET navigation.
   function claimNext(url) {
     const f = document.createElement("form");
@@ -168,7 +162,7 @@
     refresh();
     scheduleSave();
   });
-  window.studioVerdictForm = { restore: (d) => { restore(d); refresh(); } };
+  studioVerdictForm.restore = (d) => { restore(d); refresh(); };
 
   const draftEl = document.getElementById("verdict-draft");
   restore(draftEl ? JSON.parse(draftEl.textContent) : null);

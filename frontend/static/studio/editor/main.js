@@ -1,62 +1,50 @@
-// The map-native task editor: query, data manifest from the event's layers, gold trajectory (form
-// and JSON views that round-trip), answer spec (references, literals, geometry drawn on the map),
-// replay with per-step outputs, drafts autosaved to the server, immutable revisions with optimistic
-// locking (a 409 shows both versions), review comments and transitions, keyboard shortcuts.
-//
-// References are data, not text: a reference in a step argument or an answer source is held as
-// {"$ref": <step uid>, key} and bound to the step itself, so insert, delete, move, duplicate, change
-// tool, undo and redo never rewrite it into a reference to another step. Its index is worked out
-// when it is shown or sent; a reference to a deleted step is sent as "<key> from trajectory[deleted].obs"
-// (the server refuses it: references.malformed) and shown as broken until undo or a rebind.
+// The map-native task editor, its page module: query, data manifest from the event's layers, gold
+// trajectory (form and JSON views that round-trip), answer spec (references, literals, geometry
+// drawn on the map), replay with per-step outputs, drafts autosaved to the server, immutable
+// revisions with optimistic locking (a 409 shows both versions), review comments and transitions,
+// keyboard shortcuts. The editor's other modules (frontend/static/studio/editor/):
+//   state.js       the state, the steps and their structural edits, the undo log, the draft rules (no DOM)
+//   references.js  the reference syntax, references held as data, broken-reference messages, the
+//                  reference picker's groups and ranking (no DOM)
+//   args.js        typed argument and answer-source text -> values or errors (no DOM)
+//   pickers.js     the tool and reference pickers (DOM)
+//   map_glue.js    the map: the event's layers, drawing answers, pinned comments, replay overlays
+//   qc.js          the QC card and the findings next to Submit (DOM)
+//   comments.js    review comments on the steps, the answer fields and the map (DOM)
+//   dom.js         $, $$, el, textTip
 // Undo/redo (u / U, Ctrl+Z / Ctrl+Shift+Z) cover every edit: each is a snapshot of the model.
 // QC is the server's suite (POST /api/qc/), a moment after each change; the last replay is marked
 // stale by any edit, and saving starts a replay.
 //
-// Reads {{ config|json_script:"editor-config" }} (see frontend/views_tasks._editor_context) and
-// {{ map_config|json_script:"map-config" }} (StudioMap layer specs of the event).
+// Reads {{ config|json_script:"editor-config" }} (see frontend/views/tasks._editor_context) and
+// {{ map_config|json_script:"map-config" }} (StudioMap layer specs of the event). Exposes
+// window.studioEditor (the browser tests drive the editor through it).
+import { send } from "../api.js";
+import * as R from "../replay_view.js";
+import { enumOf, parseArg, parseSource } from "./args.js";
+import { $, $$, el } from "./dom.js";
+import { initComments } from "./comments.js";
+import { initMap } from "./map_glue.js";
+import { initPickers } from "./pickers.js";
+import { initQc } from "./qc.js";
+import * as refs from "./references.js";
+import { REF_LIKE, isRef, refInfo, typeFamily } from "./references.js";
+import {
+  UndoLog, changeOutcome, changeTool, createState, deleteStepAt, duplicateStepAt, insertStepAt, moveStepBy, offersDraft,
+} from "./state.js";
+
 (function () {
-  "use strict";
   const CFG = JSON.parse(document.getElementById("editor-config").textContent);
   const MAPCFG = JSON.parse(document.getElementById("map-config").textContent);
-  const R = window.StudioReplay;
-  const $ = (sel, root) => (root || document).querySelector(sel);
-  const $$ = (sel, root) => [...(root || document).querySelectorAll(sel)];
-  function el(tag, attrs, ...kids) {
-    const n = document.createElement(tag);
-    Object.entries(attrs || {}).forEach(([k, v]) => {
-      if (v === undefined || v === null || v === false) return;
-      if (k === "text") n.textContent = v;
-      else if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
-      else n.setAttribute(k, v === true ? "" : v);
-    });
-    kids.flat().forEach((k) => { if (k !== null && k !== undefined) n.appendChild(typeof k === "string" ? document.createTextNode(k) : k); });
-    return n;
-  }
-  // Leaflet sets a tooltip's innerHTML from a string: user text goes in as a text node.
-  function textTip(text) { return el("span", { text: text }); }
   const tools = CFG.tools;
-  const toolByName = Object.fromEntries(tools.map((t) => [t.name, t]));
   const layers = CFG.layers;
   const layerById = Object.fromEntries(layers.map((l) => [String(l.id), l]));
   const layerByFile = Object.fromEntries(layers.map((l) => [l.file_name, l]));
-  const REF_RE = /^\s*<\s*([^<>]+?)\s*>\s+from\s+trajectory\[(\d+)\]\.obs\s*$/i;
 
   // ------------------------------------------------------------------ state
   const T = CFG.task;  // null for a new task
-  const state = {
-    id: T ? T.id : null,
-    version: T ? T.version : 0,
-    status: T ? T.status : "draft",
-    readOnly: T ? !T.can_edit : false,
-    dirty: false,
-    jsonView: false,
-    selected: 0,
-    stepValues: {},   // index -> obs of the last replay
-    drawn: {},        // answer field -> L.Layer drawn on the map
-  };
-  let steps = [];     // [{uid, call, args}]; references inside args are {"$ref": uid, key}
-  let nextUid = 1;
-  const graveyard = {};  // uid of a deleted step -> {index, call} when it was deleted (for messages)
+  const state = createState(T, tools);  // state.steps: [{uid, call, args}]; references inside args are {"$ref": uid, key}
+  const toolByName = state.toolByName;
 
   // ------------------------------------------------------------------ toast, errors, save state
   let toastTimer = null;
@@ -211,123 +199,22 @@
     changed();
   };
 
-  // ------------------------------------------------------------------ argument types
-  function typeFamily(type) {
-    const t = String(type || "any").toLowerCase();
-    if (t.startsWith("list") || t.startsWith("[")) return "list";
-    if (t.startsWith("dict") || t.startsWith("{")) return "dict";
-    if (t.startsWith("bool")) return "bool";
-    if (/^(int|float|number)/.test(t)) return "number";
-    if (t.startsWith("str")) return t.includes("|") && /int|float/.test(t) ? "any" : "str";
-    return "any";
-  }
-  function enumOf(p) {  // "one of a, b, c" in a parameter's note
-    const m = /one of ([^;()]+)/i.exec(p.note || "");
-    if (!m) return null;
-    const vals = m[1].split(/,\s*|\s+or\s+/).map((s) => s.trim().replace(/^['"]|['"]$/g, "")).filter(Boolean);
-    return vals.length >= 2 && vals.length <= 12 && vals.every((v) => v.length < 24 && !/\s/.test(v)) ? vals : null;
-  }
-  function parseArg(text, p) {  // -> {value} | {error} | {} (empty: default applies)
-    const t = text.trim();
-    if (t === "") return {};
-    // a reference, even a broken one, is checked as a reference (refProblem), never as the parameter's type
-    if (REF_RE.test(t) || REF_LIKE.test(t) || /^<[^<>]+>$/.test(t)) return { value: t };
-    const fam = typeFamily(p ? p.type : "any");
-    if (fam === "str") return { value: text };
-    if (fam === "number") {
-      const n = Number(t);
-      if (!Number.isFinite(n)) return { error: `expects ${p.type}` };
-      if (/^int/.test(p.type) && !Number.isInteger(n)) return { error: "expects an integer" };
-      return { value: n };
-    }
-    if (fam === "bool") return t === "true" ? { value: true } : t === "false" ? { value: false } : { error: "true or false" };
-    if (/^[\[{\d\-"]/.test(t) || t === "true" || t === "false" || t === "null") {
-      try {
-        const v = JSON.parse(t);
-        // a list parameter also takes a JSON-encoded list in a string (dora-format.md §0), nothing else
-        if (fam === "list" && !Array.isArray(v) && !(typeof v === "string" && /^\s*\[/.test(v))) return { error: "expects a JSON list, e.g. [1, 2]" };
-        if (fam === "dict" && (typeof v !== "object" || Array.isArray(v) || v === null)) return { error: "expects a JSON object" };
-        return { value: v };
-      } catch (e) {
-        return { error: `not valid JSON: ${e.message}` };
-      }
-    }
-    if (fam === "list" || fam === "dict") return { error: `expects JSON (${p.type})` };
-    return { value: text };
-  }
-  function showArg(v) { return v === undefined ? "" : typeof v === "string" ? v : isRef(v) ? refText(v) : JSON.stringify(wire(v)); }
-  function refInfo(text) {
-    const m = REF_RE.exec(String(text || ""));
-    return m ? { key: m[1], index: parseInt(m[2], 10) } : null;
-  }
-  // a reference held as data: bound to the step (its uid), not to a position
-  const isRef = (v) => !!v && typeof v === "object" && !Array.isArray(v) && Object.prototype.hasOwnProperty.call(v, "$ref");
-  const REF_LIKE = /^\s*<[^<>]*>\s*from\s+(trajectory|step)\b/i;
-  function indexOfUid(uid) { return steps.findIndex((s) => s.uid === uid); }
-  function refText(r) {
-    const i = indexOfUid(r.$ref);
-    return `<${r.key}> from trajectory[${i < 0 ? "deleted" : i}].obs`;
-  }
-  // text/JSON values -> model values: reference strings bind to the step now at that index
-  function bind(v) {
-    if (typeof v === "string") {
-      const r = refInfo(v);
-      return r && r.index < steps.length ? { $ref: steps[r.index].uid, key: r.key } : v;
-    }
-    if (Array.isArray(v)) return v.map(bind);
-    if (v && typeof v === "object" && !isRef(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, bind(x)]));
-    return v;
-  }
-  // model values -> the benchmark's JSON (what is saved, drafted and checked)
-  function wire(v) {
-    if (isRef(v)) return refText(v);
-    if (Array.isArray(v)) return v.map(wire);
-    if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, wire(x)]));
-    return v;
-  }
-  function refProblem(v, position) {  // -> why a (model) reference is broken at this position, or ""
-    if (typeof v === "string") {
-      if (REF_LIKE.test(v) && !refInfo(v)) return "not a reference to a step: rebind it (⤷ ref)";
-      const r = refInfo(v);
-      return r ? `trajectory[${r.index}] does not exist (there are ${steps.length} steps)` : "";
-    }
-    if (Array.isArray(v)) return v.map((x) => refProblem(x, position)).find(Boolean) || "";
-    if (!v || typeof v !== "object") return "";
-    if (!isRef(v)) return Object.values(v).map((x) => refProblem(x, position)).find(Boolean) || "";
-    const i = indexOfUid(v.$ref);
-    if (i < 0) {
-      const g = graveyard[v.$ref] || {};
-      return `step ${g.index} (${g.call || "no tool"}) was deleted: undo (u) or rebind`;
-    }
-    if (i >= position) return `trajectory[${i}] is not an earlier step`;
-    const keys = resultsOf(i).map((x) => x.key);
-    if (steps[i].call && keys.length && !keys.includes(v.key)) return `step ${i} (${steps[i].call}) returns no '${v.key}': it returns ${keys.join(", ")}`;
-    return "";
-  }
-  function resultsOf(index) {
-    const s = steps[index];
-    const t = s && toolByName[s.call];
-    return t ? t.results : [];
-  }
-  function brokenRefs() {  // -> ["trajectory[2].args.vector_path: why"] over every step and answer field
-    const out = [];
-    steps.forEach((s, i) => Object.entries(s.args || {}).forEach(([k, v]) => {
-      const why = refProblem(v, i);
-      if (why) out.push(`trajectory[${i}].args.${k}: ${why}`);
-    }));
-    answerRows().forEach((tr, j) => {
-      const why = refProblem(tr._source, steps.length);
-      if (why) out.push(`answer_spec[${j}].source (${$(".ans-name", tr).value.trim() || "field"}): ${why}`);
-    });
-    return out;
+  // ------------------------------------------------------------------ references (references.js) on this editor's steps
+  const showArg = (v) => refs.showArg(v, state.steps);
+  const bind = (v) => refs.bind(v, state.steps);  // text/JSON values -> model values
+  const wire = (v) => refs.wire(v, state.steps);  // model values -> the benchmark's JSON
+  const refProblem = (v, position) => refs.refProblem(v, position, state);
+  // -> ["trajectory[2].args.vector_path: why"] over every step and answer field
+  function brokenRefs() {
+    return refs.brokenRefs(state, answerRows().map((tr) => ({ name: $(".ans-name", tr).value.trim(), source: tr._source })));
   }
 
   // ------------------------------------------------------------------ steps (form view)
   function renderSteps() {
     const ol = $("#steps");
     ol.innerHTML = "";
-    steps.forEach((s, i) => ol.appendChild(stepCard(s, i)));
-    selectStep(Math.min(state.selected, steps.length - 1), false);
+    state.steps.forEach((s, i) => ol.appendChild(stepCard(s, i)));
+    selectStep(Math.min(state.selected, state.steps.length - 1), false);
     renderStepOutputs();
     renderPinnedComments();
   }
@@ -338,7 +225,7 @@
       onclick: () => openToolPicker(i) });
     const ctrl = el("span", { class: "step-ctrl" },
       el("button", { type: "button", class: "icon move-up", title: "Move up (Alt+↑)", text: "↑", disabled: i === 0 || state.readOnly, onclick: () => moveStep(i, -1) }),
-      el("button", { type: "button", class: "icon move-down", title: "Move down (Alt+↓)", text: "↓", disabled: i === steps.length - 1 || state.readOnly, onclick: () => moveStep(i, 1) }),
+      el("button", { type: "button", class: "icon move-down", title: "Move down (Alt+↓)", text: "↓", disabled: i === state.steps.length - 1 || state.readOnly, onclick: () => moveStep(i, 1) }),
       el("button", { type: "button", class: "icon insert-step", title: "Insert a step before (i)", text: "+↑", disabled: state.readOnly, onclick: () => insertStep(i) }),
       el("button", { type: "button", class: "icon duplicate-step", title: "Duplicate (c)", "aria-label": "Duplicate step", disabled: state.readOnly, onclick: () => duplicateStep(i) }),
       el("button", { type: "button", class: "icon remove-step", title: "Delete (d)", text: "×", disabled: state.readOnly, onclick: () => deleteStep(i) }));
@@ -417,13 +304,12 @@
     return row;
   }
   function selectStep(i, focus) {
-    if (i < 0 || !steps.length) return;
+    if (i < 0 || !state.steps.length) return;
     state.selected = i;
     $$("#steps > li").forEach((li, k) => li.classList.toggle("selected", k === i));
     const li = $$("#steps > li")[i];
     if (focus && li) { li.focus({ preventScroll: true }); li.scrollIntoView({ block: "nearest" }); }
   }
-  function newStep() { return { uid: nextUid++, call: "", args: {} }; }
   function clearOutputs() { state.stepValues = {}; state.stepStatus = {}; }
   // Every edit that changes the structure: one undo step; references follow their steps by uid.
   function structural(fn) {
@@ -436,71 +322,51 @@
     return true;
   }
   function insertStep(at, pick) {
-    if (!structural(() => { steps.splice(at, 0, newStep()); state.selected = at; })) return;
+    if (!structural(() => { insertStepAt(state, at); })) return;
     if (pick !== false) openToolPicker(at);
   }
-  function addStep() { insertStep(steps.length ? state.selected + 1 : 0); }
+  function addStep() { insertStep(state.steps.length ? state.selected + 1 : 0); }
   function deleteStep(i) {
-    const removed = steps[i];
+    const removed = state.steps[i];
     if (!removed) return;
-    structural(() => {
-      graveyard[removed.uid] = { index: i, call: removed.call };
-      steps.splice(i, 1);
-      state.selected = Math.max(0, Math.min(i, steps.length - 1));
-    });
+    structural(() => { deleteStepAt(state, i); });
     if (removed) toast(`Step ${i} (${removed.call || "no tool"}) deleted.`, { label: "Undo (u)", run: undo });
   }
   function duplicateStep(i) {
-    if (!steps[i]) return;
-    structural(() => {
-      steps.splice(i + 1, 0, { uid: nextUid++, call: steps[i].call, args: JSON.parse(JSON.stringify(steps[i].args || {})) });
-      state.selected = i + 1;
-    });
+    if (!state.steps[i]) return;
+    structural(() => { duplicateStepAt(state, i); });
   }
   function moveStep(i, delta) {
     const j = i + delta;
-    if (j < 0 || j >= steps.length) return;
-    if (structural(() => { [steps[i], steps[j]] = [steps[j], steps[i]]; state.selected = j; })) selectStep(j, true);
+    if (j < 0 || j >= state.steps.length) return;
+    if (structural(() => { moveStepBy(state, i, delta); })) selectStep(j, true);
   }
   function refreshAnswerSources() {
     answerRows().forEach((tr) => { $(".ans-source", tr).value = showArg(tr._source); tr._validate(); });
   }
 
   // ------------------------------------------------------------------ undo / redo: snapshots of the model
-  const undoLog = { undo: [], redo: [], current: null, typingIn: null, typingAt: 0 };
+  const undoLog = new UndoLog(200);
   function snapshot() { return JSON.stringify({ model: model(), selected: state.selected }); }
   function record(opts) {
-    const snap = snapshot();
-    if (undoLog.current === null) { undoLog.current = snap; return; }
-    if (snap === undoLog.current) return;
-    const now = Date.now();
-    // typing in one field within a second is one edit
-    const coalesce = opts && opts.typing && undoLog.typingIn === opts.typing && now - undoLog.typingAt < 1000 && undoLog.undo.length;
-    if (!coalesce) undoLog.undo.push(undoLog.current);
-    if (undoLog.undo.length > 200) undoLog.undo.shift();
-    undoLog.redo = [];
-    undoLog.current = snap;
-    undoLog.typingIn = opts && opts.typing ? opts.typing : null;
-    undoLog.typingAt = now;
-    updateUndoButtons();
+    if (undoLog.record(snapshot(), opts && opts.typing ? opts.typing : null, Date.now())) updateUndoButtons();
   }
-  function travel(from, to) {
-    if (state.readOnly || !from.length) return;
-    to.push(undoLog.current);
-    undoLog.current = from.pop();
-    undoLog.typingIn = null;
-    const snap = JSON.parse(undoLog.current);
+  function travel(direction) {
+    if (state.readOnly) return;
+    const current = undoLog.travel(direction);
+    if (current === null) return;
+    const snap = JSON.parse(current);
     restoring = true;
     try { load(snap.model, { model: true }); } finally { restoring = false; }
-    state.selected = Math.min(snap.selected, Math.max(steps.length - 1, 0));
+    state.selected = Math.min(snap.selected, Math.max(state.steps.length - 1, 0));
     selectStep(state.selected, false);
     clearOutputs();
     renderStepOutputs();
     changed({ restoring: true });
     updateUndoButtons();
   }
-  function undo() { travel(undoLog.undo, undoLog.redo); }
-  function redo() { travel(undoLog.redo, undoLog.undo); }
+  function undo() { travel("undo"); }
+  function redo() { travel("redo"); }
   function updateUndoButtons() {
     if ($("#undo")) $("#undo").disabled = state.readOnly || !undoLog.undo.length;
     if ($("#redo")) $("#redo").disabled = state.readOnly || !undoLog.redo.length;
@@ -509,191 +375,17 @@
   $("#add-step").onclick = () => addStep();
   document.body.appendChild(el("datalist", { id: "file-names" }, layers.map((l) => el("option", { value: l.file_name, label: `${l.kind}${l.phase ? " · " + l.phase : ""}` }))));
 
-  // ------------------------------------------------------------------ pickers
-  let pickerTarget = null;
-  function placePicker(picker, anchor) {
-    picker.hidden = false;
-    const r = anchor.getBoundingClientRect();
-    const w = picker.offsetWidth;
-    picker.style.left = `${Math.max(8, Math.min(window.scrollX + r.left, window.scrollX + document.documentElement.clientWidth - w - 8))}px`;
-    picker.style.top = `${window.scrollY + r.bottom + 4}px`;
-  }
-  function closePickers() { $("#tool-picker").hidden = true; $("#ref-picker").hidden = true; pickerTarget = null; }
-  function listNav(list, e) {
-    const items = $$(".pick-item:not([hidden])", list);
-    if (!items.length) return false;
-    let k = items.findIndex((x) => x.classList.contains("active"));
-    if (e.key === "ArrowDown" || e.key === "ArrowUp") {
-      e.preventDefault();
-      k = e.key === "ArrowDown" ? Math.min(items.length - 1, k + 1) : Math.max(0, k - 1);
-      items.forEach((x, n) => x.classList.toggle("active", n === k));
-      items[k].scrollIntoView({ block: "nearest" });
-      return true;
-    }
-    if (e.key === "Enter") {
-      e.preventDefault();
-      // several equally exact matches (vec. and poi.filter_by_attribute): Enter never guesses
-      if (k < 0 && list.dataset.ambiguous) { toast(list.dataset.ambiguous); return true; }
-      (items[k] || items[0]).click();
-      return true;
-    }
-    return false;
-  }
-  function openToolPicker(i) {
-    if (state.readOnly) return;
-    pickerTarget = { kind: "tool", index: i };
-    const list = $("#tool-list");
-    list.innerHTML = "";
-    const modules = {};
-    tools.forEach((t) => { (modules[t.module] = modules[t.module] || []).push(t); });
-    Object.keys(modules).sort().forEach((m) => {
-      list.appendChild(el("div", { class: "pick-group", "data-module": m, text: `${m} (${modules[m].length})` }));
-      modules[m].forEach((t) => list.appendChild(el("div", {
-        class: "pick-item", role: "option", "data-tool": t.name, "data-module": m,
-        "data-search": `${t.name} ${t.alias} ${m} ${t.description}`.toLowerCase(),
-        onclick: () => chooseTool(i, t.name),
-      }, el("b", { text: t.name }), el("span", { class: "hint", text: ` ${t.params.map((p) => p.name + (p.required ? "*" : "")).join(", ")}` }),
-        el("div", { class: "pick-desc", text: t.description || "" }))));
-    });
-    const anchor = $$("#steps > li")[i] ? $(".tool-button", $$("#steps > li")[i]) : $("#add-step");
-    placePicker($("#tool-picker"), anchor);
-    const search = $("#tool-search");
-    search.value = "";
-    filterTools();
-    const cur = steps[i] && steps[i].call && list.querySelector(`[data-tool="${CSS.escape(steps[i].call)}"]`);
-    if (cur) { cur.classList.add("active"); cur.scrollIntoView({ block: "nearest" }); }
-    search.focus();
-  }
-  function filterTools() {
-    const words = $("#tool-search").value.toLowerCase().split(/\s+/).filter(Boolean);
-    const list = $("#tool-list");
-    const shownModules = new Set();
-    $$(".pick-item", list).forEach((it) => {
-      const ok = words.every((w) => it.dataset.search.includes(w));
-      it.hidden = !ok;
-      it.classList.remove("active");
-      if (ok) shownModules.add(it.dataset.module);
-    });
-    $$(".pick-group", list).forEach((g) => { g.hidden = !shownModules.has(g.dataset.module); });
-    // the one Enter picks: the exact dotted name, then an exact short name (when only one tool
-    // has it), then words in the name, then anywhere; exact matches are marked
-    const q = words.join(" ");
-    const score = (it) => {
-      const name = it.dataset.tool.toLowerCase();
-      if (name === q) return 4;
-      if (name.split(".").pop() === q) return 3;
-      return words.every((w) => name.includes(w)) ? 2 : 1;
-    };
-    const shown = $$(".pick-item:not([hidden])", list);
-    $$(".pick-item", list).forEach((it) => it.classList.toggle("exact", !it.hidden && words.length > 0 && score(it) >= 3));
-    let best = null;
-    shown.forEach((it) => { if (!best || score(it) > score(best)) best = it; });
-    const ties = best ? shown.filter((it) => score(it) === score(best)) : [];
-    delete list.dataset.ambiguous;
-    if (best && words.length && score(best) === 3 && ties.length > 1) {
-      list.dataset.ambiguous = `${ties.length} tools are called ${q} (${ties.map((t) => t.dataset.tool).join(", ")}): pick one with ↓ and Enter, or type its module.`;
-      return;
-    }
-    if (best && words.length) { best.classList.add("active"); best.scrollIntoView({ block: "nearest" }); }
-  }
-  $("#tool-search").addEventListener("input", filterTools);
-  $("#tool-search").addEventListener("keydown", (e) => {
-    if (e.key === "Escape") { e.preventDefault(); const i = pickerTarget && pickerTarget.index; closePickers(); focusStepTool(i); return; }
-    listNav($("#tool-list"), e);
-  });
-  function focusStepTool(i) { const li = $$("#steps > li")[i]; if (li) $(".tool-button", li).focus(); }
+  // ------------------------------------------------------------------ pickers (pickers.js)
+  const { openToolPicker, openRefPicker, closePickers } = initPickers({ state, tools, toast, chooseTool: (i, name) => chooseTool(i, name) });
   function chooseTool(i, name) {
-    const step = steps[i];
+    const step = state.steps[i];
     const tool = toolByName[name];
     closePickers();
     // references to this step keep pointing at it; a key the new tool does not return shows as broken
-    structural(() => {
-      const keep = {};
-      tool.params.forEach((p) => { if (step.args && step.args[p.name] !== undefined) keep[p.name] = step.args[p.name]; });
-      step.call = name;
-      step.args = keep;
-    });
+    structural(() => { changeTool(step, tool); });
     const first = $$("#steps > li")[i] && $(".arg", $$("#steps > li")[i]);
     if (first) first.focus();
   }
-
-  function compatible(param, resultType, key) {
-    const want = param ? typeFamily(param.type) : "any";
-    const have = typeFamily(String(resultType).split("|")[0]);
-    if (want === "any" || have === "any") return true;
-    if (param && /path/.test(param.name)) return have === "str" && /path|file/.test(key + resultType);
-    return want === have;
-  }
-  function openRefPicker(input, beforeIndex, param) {
-    if (state.readOnly) return;
-    pickerTarget = { kind: "ref", input };
-    const list = $("#ref-list");
-    list.innerHTML = "";
-    let any = false;
-    list.classList.remove("ranked");
-    for (let n = 0; n < beforeIndex && n < steps.length; n++) {
-      const res = resultsOf(n);
-      if (!res.length) continue;  // no header over nothing
-      list.appendChild(el("div", { class: "pick-group", "data-order": list.children.length, text: `trajectory[${n}] · ${steps[n].call || "no tool"}` }));
-      const sorted = res.map((r) => ({ ...r, ok: compatible(param, r.type, r.key) })).sort((a, b) => (b.ok - a.ok));
-      sorted.forEach((r) => {
-        any = true;
-        const ref = `<${r.key}> from trajectory[${n}].obs`;
-        const value = state.stepValues[n] && state.stepValues[n][r.key];
-        list.appendChild(el("div", {
-          class: "pick-item" + (r.ok ? "" : " incompatible"), role: "option", "data-ref": ref, "data-key": r.key.toLowerCase(),
-          "data-search": `${r.key} ${r.type} ${steps[n].call}`.toLowerCase(), "data-step": n, "data-order": list.children.length,
-          title: r.ok ? "" : `type ${r.type} may not fit ${param ? param.type : ""}`,
-          onclick: () => { input.value = ref; input.dispatchEvent(new Event("input", { bubbles: true })); input.dispatchEvent(new Event("change", { bubbles: true })); closePickers(); input.focus(); },
-        }, el("code", { text: r.key }), el("span", { class: "arg-type", text: r.type }),
-          el("span", { class: "pick-step hint", text: ` · trajectory[${n}] ${steps[n].call}` }),
-          value !== undefined ? el("span", { class: "hint", text: ` = ${showArg(value).slice(0, 40)}` }) : null));
-      });
-    }
-    if (!any) list.appendChild(el("div", { class: "hint", text: "No earlier step returns anything yet: pick the tools of the steps above first." }));
-    placePicker($("#ref-picker"), input);
-    $("#ref-search").value = "";
-    $$(".pick-item", list).forEach((x) => x.classList.remove("active"));
-    const first = $(".pick-item:not(.incompatible)", list) || $(".pick-item", list);
-    if (first) first.classList.add("active");
-    $("#ref-search").focus();
-  }
-  // the reference picker's order while filtering: the exact key first, then keys that contain the
-  // text, then outputs that match only on their tool's name or type; the nearest step first among
-  // equals. Ranked, the list is flat (each row names its step); unfiltered, it is grouped by step.
-  function refRank(item, w) {
-    if (!w) return 0;
-    if (item.dataset.key === w) return 1;
-    if (item.dataset.key.includes(w)) return 2;
-    return item.dataset.search.includes(w) ? 3 : null;
-  }
-  $("#ref-search").addEventListener("input", () => {
-    const list = $("#ref-list");
-    const w = $("#ref-search").value.trim().toLowerCase();
-    const rows = [...list.children].filter((x) => x.classList.contains("pick-item") || x.classList.contains("pick-group"));
-    const items = rows.filter((x) => x.classList.contains("pick-item"));
-    items.forEach((it) => { it.dataset.rank = refRank(it, w) ?? ""; it.hidden = it.dataset.rank === ""; it.classList.remove("active"); });
-    const byOrder = (a, b) => a.dataset.order - b.dataset.order;
-    if (w) {
-      list.classList.add("ranked");
-      rows.filter((x) => x.classList.contains("pick-group")).forEach((g) => { g.hidden = true; });
-      items.filter((it) => !it.hidden)
-        .sort((a, b) => (a.dataset.rank - b.dataset.rank) || (b.dataset.step - a.dataset.step) || byOrder(a, b))
-        .forEach((it) => list.appendChild(it));
-    } else {  // back to the steps' groups, in their order
-      list.classList.remove("ranked");
-      rows.sort(byOrder).forEach((x) => { if (x.classList.contains("pick-group")) x.hidden = false; list.appendChild(x); });
-    }
-    const first = $("#ref-list .pick-item:not([hidden]):not(.incompatible)") || $("#ref-list .pick-item:not([hidden])");
-    if (first) { first.classList.add("active"); first.scrollIntoView({ block: "nearest" }); }
-  });
-  $("#ref-search").addEventListener("keydown", (e) => {
-    if (e.key === "Escape") { e.preventDefault(); const t = pickerTarget; closePickers(); if (t && t.input) t.input.focus(); return; }
-    listNav($("#ref-list"), e);
-  });
-  document.addEventListener("mousedown", (e) => {
-    if (!e.target.closest(".picker") && !e.target.closest(".ref-button") && !e.target.closest(".tool-button")) closePickers();
-  });
 
   // ------------------------------------------------------------------ JSON view
   function setJsonView(on) {
@@ -713,7 +405,7 @@
       $("#trajectory-json").focus();
     } else renderSteps();
   }
-  function validateJson() {  // -> {hard: bool}; applies to `steps` when the structure is right
+  function validateJson() {  // -> {hard: bool}; applies to `state.steps` when the structure is right
     const ul = $("#json-errors");
     ul.innerHTML = "";
     const text = $("#trajectory-json").value;
@@ -749,10 +441,10 @@
     });
     if (!hard) {
       // the text names positions: step k keeps the uid of the step now at k, references bind by index
-      const uids = steps.map((x) => x.uid);
-      steps = data.map((s, k) => ({ uid: uids[k] !== undefined ? uids[k] : nextUid++, call: s.call.split("(")[0].trim(), args: s.args ? JSON.parse(JSON.stringify(s.args)) : {} }));
-      steps.forEach((x) => { x.args = bind(x.args); });
-      if (!ul.children.length) ul.appendChild(el("li", { class: "ok", text: `valid: ${steps.length} step(s)` }));
+      const uids = state.steps.map((x) => x.uid);
+      state.steps = data.map((s, k) => ({ uid: uids[k] !== undefined ? uids[k] : state.nextUid++, call: s.call.split("(")[0].trim(), args: s.args ? JSON.parse(JSON.stringify(s.args)) : {} }));
+      state.steps.forEach((x) => { x.args = bind(x.args); });
+      if (!ul.children.length) ul.appendChild(el("li", { class: "ok", text: `valid: ${state.steps.length} step(s)` }));
     }
     return { hard };
   }
@@ -773,7 +465,7 @@
     const fmt = el("input", { class: "ans-format", value: f.answer_format || "", placeholder: "optional note for the agent", "aria-label": "answer_format" });
     const err = el("div", { class: "field-error" });
     const refBtn = el("button", { type: "button", class: "icon ref-button", text: "⤷ ref", title: "Bind to a step's output (r)",
-      onclick: () => openRefPicker(src, steps.length, null) });
+      onclick: () => openRefPicker(src, state.steps.length, null) });
     const drawBtn = el("button", { type: "button", class: "icon draw-button", text: "✎ draw", title: "Draw the geometry on the map", onclick: () => startDraw(tr) });
     const filled = el("td", { class: "ans-value" });
     const rm = el("button", { type: "button", class: "icon", text: "×", title: "remove field", onclick: () => { tr.remove(); changed(); } });
@@ -782,7 +474,7 @@
       const v = src.value.trim();
       let msg = "";
       if (!v) msg = "no source";
-      else msg = refProblem(tr._source, steps.length) || (/^</.test(v) && !isRef(tr._source) && !refInfo(v) ? "a reference reads <key> from trajectory[N].obs" : "");
+      else msg = refProblem(tr._source, state.steps.length) || (/^</.test(v) && !isRef(tr._source) && !refInfo(v) ? "a reference reads <key> from trajectory[N].obs" : "");
       err.textContent = msg;
       tr.classList.toggle("broken-ref", !!msg && !!v);
       src.classList.toggle("is-ref", isRef(tr._source));
@@ -802,81 +494,12 @@
     validate();
     return tr;
   }
-  function parseSource(text) {
-    const t = text.trim();
-    if (t === "" || refInfo(t)) return t;
-    if (/^[\[{\d\-"]/.test(t) || t === "true" || t === "false" || t === "null") { try { return JSON.parse(t); } catch (e) { return t; } }
-    return t;
-  }
   $("#add-answer").onclick = () => { const tr = addAnswer(); $(".ans-name", tr).focus(); changed(); };
 
-  // ------------------------------------------------------------------ the map and drawing
-  let viewer = null;
-  try {
-    viewer = StudioMap.viewer(document.getElementById("editor-map"), { layers: MAPCFG.layers || [], wheelModifier: true });
-  } catch (e) {
-    $("#editor-map").textContent = `The map could not start: ${e.message}`;
-  }
-  function currentMap() { const c = viewer && viewer.controllers()[0]; return c ? { map: c.map, frame: c.frame } : null; }
-  function round(v, n) { const f = Math.pow(10, n); return Math.round(v * f) / f; }
-  function startDraw(tr) {
-    const m = currentMap();
-    if (!m || !m.map.pm) { toast("Drawing needs the map (leaflet-geoman) to be loaded."); return; }
-    const name = $(".ans-name", tr).value.trim();
-    const type = $(".ans-type", tr).value;
-    const isPoint = /point/.test(type) || /_(row|col|lat|lon|latitude|longitude)$/.test(name);
-    const shape = isPoint ? "Marker" : /line|route|path/.test(name) ? "Line" : "Polygon";
-    $("#draw-hint").textContent = `Drawing ${shape.toLowerCase()} for “${name || "field"}” in the ${m.frame} frame — click on the map${shape === "Marker" ? "" : ", finish on the first point / double-click"}; Esc cancels.`;
-    m.map.pm.enableDraw(shape, { snappable: false, continueDrawing: false });
-    m.map.once("pm:create", (e) => {
-      m.map.pm.disableDraw();
-      $("#draw-hint").textContent = "";
-      const gj = e.layer.toGeoJSON().geometry;
-      if (state.drawn[name]) state.drawn[name].remove();
-      state.drawn[name] = e.layer;
-      e.layer.bindTooltip(textTip(name || "answer"));
-      applyDrawn(tr, name, type, gj, m.frame);
-      changed();
-    });
-  }
-  function applyDrawn(tr, name, type, geom, frame) {
-    const pixel = frame === "pixel";
-    if (geom.type === "Point") {
-      const [x, y] = geom.coordinates;
-      const base = name.replace(/_(row|col|lat|lon|latitude|longitude)$/, "") || "point";
-      const evalType = pixel ? "point_pixel" : "point_haversine";
-      const names = pixel ? [base + "_row", base + "_col"] : [base + "_lat", base + "_lon"];
-      const values = pixel ? [round(y, 1), round(x, 1)] : [round(y, 7), round(x, 7)];
-      names.forEach((n, k) => {
-        let row = answerRows().find((r) => $(".ans-name", r).value.trim() === n);
-        if (!row) row = k === 0 && tr && !answerRows().some((r) => $(".ans-name", r).value.trim() === names[0]) ? tr : addAnswer({});
-        $(".ans-name", row).value = n;
-        $(".ans-type", row).value = evalType;
-        $(".ans-source", row).value = String(values[k]);
-        row._source = values[k];
-        row._validate();
-      });
-      return;
-    }
-    const g = { type: geom.type, coordinates: geom.coordinates.map ? roundCoords(geom.coordinates, pixel ? 1 : 7) : geom.coordinates };
-    if (!pixel) g.crs = { type: "name", properties: { name: "urn:ogc:def:crs:OGC:1.3:CRS84" } };
-    $(".ans-source", tr).value = JSON.stringify(g);
-    tr._source = g;
-    if (/polygon/i.test(geom.type) && $(".ans-type", tr).value !== "polygon_iou") $(".ans-type", tr).value = "polygon_iou";
-    tr._validate();
-  }
-  function roundCoords(c, n) { return Array.isArray(c[0]) ? c.map((x) => roundCoords(x, n)) : c.map((v) => round(v, n)); }
-  function showLiteralGeometries() {  // literal GeoJSON sources drawn on the map on load
-    const m = currentMap();
-    if (!m) return;
-    answerRows().forEach((tr) => {
-      const v = parseSource($(".ans-source", tr).value);
-      if (v && typeof v === "object" && v.type && v.coordinates) {
-        const geo = L.geoJSON(v, { style: { color: "#ff3d7f", weight: 2 } }).bindTooltip(textTip($(".ans-name", tr).value)).addTo(m.map);
-        state.drawn[$(".ans-name", tr).value] = geo;
-      }
-    });
-  }
+  // ------------------------------------------------------------------ the map and drawing (map_glue.js)
+  const map = initMap({ state, layers: MAPCFG.layers, toast, changed: () => changed(), answerRows: () => answerRows(),
+    addAnswer: (f) => addAnswer(f), parseSource });
+  const { currentMap, startDraw, showLiteralGeometries } = map;
 
   // ------------------------------------------------------------------ payload, dirty tracking, save
   // the editor's model: the payload's shape, steps with their uids, references as {"$ref": uid, key}
@@ -887,7 +510,7 @@
       task_category: $("#task-category").value.trim(), task_category_code: $("#task-category-code").value.trim(),
       disaster_type: $("#disaster-type").value.trim(),
       input_layers, input_data,
-      trajectory: steps.map((s) => ({ uid: s.uid, call: s.call, args: s.args || {} })),
+      trajectory: state.steps.map((s) => ({ uid: s.uid, call: s.call, args: s.args || {} })),
       answer_spec: answerRows().map((tr) => ({
         name: $(".ans-name", tr).value.trim(), eval_type: $(".ans-type", tr).value,
         source: tr._source === undefined ? "" : tr._source, answer_format: $(".ans-format", tr).value.trim(),
@@ -915,11 +538,11 @@
       renderPreview();
     } else loadInputData(content.input_data || {});
     if (isModel) {
-      steps = (content.trajectory || []).map((s) => ({ uid: s.uid, call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
-      nextUid = Math.max(nextUid, ...steps.map((s) => s.uid + 1));
+      state.steps = (content.trajectory || []).map((s) => ({ uid: s.uid, call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
+      state.nextUid = Math.max(state.nextUid, ...state.steps.map((s) => s.uid + 1));
     } else {
-      steps = (content.trajectory || []).map((s) => ({ uid: nextUid++, call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
-      steps.forEach((s) => { s.args = bind(s.args); });
+      state.steps = (content.trajectory || []).map((s) => ({ uid: state.nextUid++, call: s.call || "", args: JSON.parse(JSON.stringify(s.args || {})) }));
+      state.steps.forEach((s) => { s.args = bind(s.args); });
     }
     $("#answers tbody").innerHTML = "";
     (content.answer_spec || []).forEach((f) => addAnswer(f, isModel));
@@ -932,12 +555,13 @@
     if (state.readOnly || restoring) return;
     if (!(opts && opts.restoring)) record(opts);
     const now = JSON.stringify(payload());
-    if (now !== lastChecked) { markReplayStale(); scheduleQc(); }
+    const outcome = changeOutcome(now, lastChecked, baseline, draftKept);
+    if (outcome.stale) { markReplayStale(); scheduleQc(); }
     lastChecked = now;
-    state.dirty = now !== baseline;
+    state.dirty = outcome.dirty;
     if (!state.dirty) {  // back to the saved revision (undo): a draft of the edits undone is not kept
       setSaveState("saved", savedText());
-      if (draftKept) discardDraft();
+      if (outcome.draft === "discard") discardDraft();
       else clearTimeout(draftTimer);
       return;
     }
@@ -958,7 +582,7 @@
     await draftInFlight;
     if (state.dirty) return;  // edited again meanwhile: the next autosave keeps those edits
     if (!state.id) { try { localStorage.removeItem(localKey); } catch (e) { /* private mode */ } return; }
-    await fetch(`/api/tasks/${state.id}/draft/`, { method: "DELETE", credentials: "same-origin", headers: { "X-CSRFToken": R.csrf() } }).catch(() => null);
+    await send("DELETE", `/api/tasks/${state.id}/draft/`).catch(() => null);
   }
   async function saveDraft() {
     if (!state.dirty || state.readOnly) return;
@@ -968,10 +592,7 @@
       setSaveState("draft", `Draft kept in this browser ${new Date().toLocaleTimeString()} · not saved yet`);
       return;
     }
-    draftInFlight = fetch(`/api/tasks/${state.id}/draft/`, {
-      method: "PUT", credentials: "same-origin", headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() },
-      body: JSON.stringify({ base_version: state.version, content }),
-    }).catch(() => null);
+    draftInFlight = send("PUT", `/api/tasks/${state.id}/draft/`, { base_version: state.version, content }).catch(() => null);
     const resp = await draftInFlight;
     const s = $("#save-state");
     if (resp && resp.ok) {
@@ -1002,11 +623,8 @@
     let resp;
     try {
       resp = state.id
-        ? await fetch(`/api/tasks/${state.id}/`, { method: "PUT", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() },
-          body: JSON.stringify({ ...body, expected_version: version, message: opts.message || "" }) })
-        : await fetch("/api/tasks/", { method: "POST", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
+        ? await send("PUT", `/api/tasks/${state.id}/`, { ...body, expected_version: version, message: opts.message || "" })
+        : await send("POST", "/api/tasks/", body);
     } catch (e) {
       setSaveState("error", "Not saved: the server cannot be reached");
       return false;
@@ -1134,19 +752,17 @@
     $("#final-answer").textContent = text;
     $("#replay-hash").textContent = "";
   }
-  let overlayIds = [];
   async function followReplay(runId) {
     const run = await R.poll(runId, renderRun);
     if (run.status === "succeeded") {
       const specs = await R.overlays(run.id);
-      overlayIds.forEach((id) => viewer && viewer.controllers().forEach((c) => c.removeOverlay(id)));
-      overlayIds = [];
+      map.clearOverlays();
       specs.forEach((spec) => {
         const li = $$("#steps > li")[spec.step];
         const out = li && $(".step-output", li);
         if (spec.kind === "image") { if (out) out.appendChild(el("img", { class: "step-chart", src: spec.url, alt: spec.name })); return; }
         if (spec.kind === "error") { if (out) out.appendChild(el("p", { class: "field-error", text: spec.error })); return; }
-        if (viewer) { viewer.addOverlay(spec, { visible: true, opacity: spec.kind === "mask" ? 0.75 : 1 }); overlayIds.push(spec.id); }
+        map.addOverlay(spec);
         if (out) out.appendChild(el("span", { class: "badge overlay-badge", text: `on the map: ${spec.key}` }));
       });
     }
@@ -1203,83 +819,10 @@
   $("#replay-task").onclick = () => replay();
 
   // ------------------------------------------------------------------ QC, transitions, comments
-  // One QC: the server's suite (POST /api/qc/) on the saved head when nothing is unsaved (the
-  // task page's findings, the same function), on the unsaved content otherwise; at most ~0.4 s
-  // after the last change. Findings jump to their step or field; errors sit next to Submit too.
-  let qcTimer = null, qcSeq = 0;
-  function scheduleQc(now) {
-    clearTimeout(qcTimer);
-    qcTimer = setTimeout(runQc, now ? 0 : 400);
-  }
-  async function runQc() {
-    const seq = ++qcSeq;
-    const body = state.id && !state.dirty ? { task: state.id }
-      : { task: state.id, event: CFG.event.slug, content: payload() };
-    const box = qcBox();
-    box.dataset.state = "checking";
-    let resp, data;
-    try {
-      resp = await fetch("/api/qc/", { method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
-      data = await resp.json().catch(() => ({}));
-    } catch (e) { resp = null; }
-    if (seq !== qcSeq) return;  // a newer check is under way
-    if (!resp || !resp.ok) {
-      renderQc(null, resp ? (data.detail || flatten(data).join("; ") || `HTTP ${resp.status}`) : "the server cannot be reached");
-      return;
-    }
-    renderQc(data.findings, null, data.version);
-  }
-  function qcBox() {
-    let box = $("#qc-box");
-    if (!box) { box = el("section", { class: "card", id: "qc-box" }); $("#answer-card").after(box); }
-    return box;
-  }
-  function findingNode(f) {
-    return el("li", { class: `${f.severity} jump`, "data-location": f.location, title: "Show it", tabindex: "0",
-      onclick: () => jumpTo(f.location), onkeydown: (e) => { if (e.key === "Enter") jumpTo(f.location); } },
-    el("b", { text: f.check }), ` (${f.location}): ${f.message}`);
-  }
-  let lastFindings = [];
-  function renderQc(findings, failure, version) {
-    const box = qcBox();
-    box.innerHTML = "";
-    box.dataset.state = failure ? "failed" : "done";
-    box.appendChild(el("h2", { text: "Quality control" }, el("small", { text: version ? ` r${version} (as on the task page)` : " unsaved edits (replay checks follow the save)" })));
-    if (failure) { box.appendChild(el("p", { class: "field-error", text: `QC could not run: ${failure}` })); return; }
-    lastFindings = findings;
-    if (!findings.length) box.appendChild(el("p", { class: "ok", id: "qc-clean", text: "No finding: the checks pass." }));
-    else {
-      const ul = el("ul", { class: "qc" });
-      findings.forEach((f) => ul.appendChild(findingNode(f)));
-      box.appendChild(ul);
-    }
-    renderSubmitFindings();
-  }
-  // next to Submit: the blocking errors (QC errors, then the transition's own refusal), each once
-  let transitionRefusal = "";
-  function renderSubmitFindings() {
-    const panel = $("#submit-findings");
-    const errors = lastFindings.filter((f) => f.severity === "error");
-    const warnings = lastFindings.length - errors.length;
-    const sum = $("#qc-summary");
-    sum.hidden = false;
-    sum.className = `qc-summary ${errors.length ? "error" : warnings ? "warning" : "ok"}`;
-    sum.textContent = errors.length ? `${errors.length} error${errors.length > 1 ? "s" : ""} block submission` : warnings ? `QC: ${warnings} warning${warnings > 1 ? "s" : ""}` : "QC passes";
-    panel.innerHTML = "";
-    if (transitionRefusal) panel.appendChild(el("p", { class: "field-error", text: transitionRefusal }));
-    if (errors.length) {
-      const ul = el("ul", { class: "qc" });
-      errors.forEach((f) => ul.appendChild(findingNode(f)));
-      panel.appendChild(ul);
-    }
-    panel.hidden = !transitionRefusal && !(errors.length && panel.dataset.open === "1");
-  }
-  $("#qc-summary").onclick = () => {
-    const panel = $("#submit-findings");
-    panel.dataset.open = panel.dataset.open === "1" ? "0" : "1";
-    renderSubmitFindings();
-  };
+  // QC (qc.js): the server's suite a moment after each change; findings jump to their step or field
+  const qc = initQc({ state, eventSlug: CFG.event.slug, payload: () => payload(), flatten, jumpTo: (loc) => jumpTo(loc) });
+  function scheduleQc(now) { qc.schedule(now); }
+  function renderQc(findings, failure, version) { qc.render(findings, failure, version); }
   function jumpTo(location) {  // "trajectory[2].args.meter", "answer_spec[0].source", "final_answer.x", "question", "input_data.k"
     let m = /^trajectory\[(\d+)\](?:\.args\.([A-Za-z_]\w*))?/.exec(location || "");
     if (m) {
@@ -1340,79 +883,15 @@
   async function transition(name) {
     // the reviewer judges the filled answer of the head revision: unsaved edits are saved and replayed first
     if (name === "submit" && (state.dirty || state.replayStale)) { if (!(await replay())) return; }
-    const resp = await fetch(`/api/tasks/${state.id}/transitions/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify({ action: name }) });
+    const resp = await send("POST", `/api/tasks/${state.id}/transitions/`, { action: name });
     const data = await resp.json().catch(() => ({}));
-    if (!resp.ok) {
-      // QC errors are listed once, next to Submit; a refusal that is not QC (no replay, status) says why
-      if (data.qc) { lastFindings = data.qc; transitionRefusal = ""; renderQc(data.qc, null, state.version); }
-      else transitionRefusal = data.detail || `HTTP ${resp.status}`;
-      $("#submit-findings").dataset.open = "1";
-      renderSubmitFindings();
-      return;
-    }
+    if (!resp.ok) { qc.refused(data, resp.status); return; }
     location.href = `/tasks/${state.id}/`;
   }
-  const threads = T ? T.comments : [];
-  function commentNode(c) {
-    const box = el("div", { class: "comment" + (c.resolved ? " resolved" : ""), "data-comment": c.id });
-    box.appendChild(el("div", { class: "comment-head" }, el("b", { text: c.author || "?" }), el("span", { class: "meta", text: ` r${c.revision_number} · ${new Date(c.created_at).toLocaleString()}` }),
-      c.resolved ? el("span", { class: "badge", text: "resolved" }) : null));
-    box.appendChild(el("p", { text: c.body }));
-    (c.replies || []).forEach((r) => box.appendChild(el("div", { class: "reply" }, el("b", { text: r.author || "?" }), ": ", r.body)));
-    if (T && T.can_comment !== undefined) {
-      const actions = el("div", { class: "comment-actions" });
-      if (!c.resolved) actions.appendChild(el("button", { type: "button", class: "linkbutton resolve", text: "Resolve", onclick: () => resolveComment(c, true) }));
-      actions.appendChild(el("button", { type: "button", class: "linkbutton", text: "Reply", onclick: () => {
-        const ta = el("textarea", { rows: 2, class: "reply-body", placeholder: "Reply…" });
-        const send = el("button", { type: "button", text: "Send", onclick: async () => { if (await postComment({ body: ta.value, parent: c.id })) { c.replies = (c.replies || []).concat([{ author: CFG.user.name, body: ta.value }]); c.resolved = false; renderPinnedComments(); } } });
-        actions.replaceWith(el("div", { class: "reply-form" }, ta, send));
-        ta.focus();
-      } }));
-      box.appendChild(actions);
-    }
-    return box;
-  }
-  async function postComment(body) {
-    const resp = await fetch(`/api/tasks/${state.id}/comments/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify(body) });
-    if (!resp.ok) { const d = await resp.json().catch(() => ({})); toast(d.detail || `comment refused (HTTP ${resp.status})`); return false; }
-    return true;
-  }
-  async function resolveComment(c, resolved) {
-    const resp = await fetch(`/api/comments/${c.id}/resolve/`, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": R.csrf() }, body: JSON.stringify({ resolved }) });
-    if (resp.ok) { c.resolved = resolved; renderPinnedComments(); } else toast(`not resolved (HTTP ${resp.status})`);
-  }
-  let commentMarkers = [];
-  function renderPinnedComments() {
-    if (!T) return;
-    $$(".step-comments").forEach((b) => { b.innerHTML = ""; });
-    $("#answer-comments").innerHTML = "";
-    const list = $("#comment-list");
-    list.innerHTML = "";
-    const open = threads.filter((c) => !c.resolved);
-    $("#comments-card").hidden = !threads.length;
-    if (threads.length) $("#comments-card h2").textContent = `Review comments (${open.length} open)`;
-    threads.forEach((c) => {
-      const where = c.step_index !== null && c.step_index !== undefined ? `step ${c.step_index}` : c.answer_field ? `answer ${c.answer_field}` : c.location ? "map" : "task";
-      const node = commentNode(c);
-      node.prepend(el("span", { class: "pin", text: where }));
-      list.appendChild(node);
-      if (!c.resolved && c.step_index !== null && c.step_index !== undefined) {
-        const li = $$("#steps > li")[c.step_index];
-        if (li) $(".step-comments", li).appendChild(commentNode(c));
-      } else if (!c.resolved && c.answer_field) $("#answer-comments").appendChild(commentNode(c));
-    });
-    const m = currentMap();
-    commentMarkers.forEach((x) => x.remove());
-    commentMarkers = [];
-    if (m) threads.filter((c) => c.location && !c.resolved && c.location.x !== undefined).forEach((c) => {
-      if ((c.location.frame || "geographic") !== m.frame) return;
-      commentMarkers.push(L.circleMarker([c.location.y, c.location.x], { radius: 8, color: "#ffb300", weight: 3, fillOpacity: 0.3 })
-        .bindTooltip(textTip(`${c.author}: ${c.body}`)).addTo(m.map));
-    });
-  }
+  // review comments (comments.js): drawn again with the steps
+  const comments = initComments({ task: T, state, userName: CFG.user.name, toast, showMarkers: (threads) => map.showCommentMarkers(threads) });
+  const threads = comments.threads;
+  function renderPinnedComments() { comments.render(); }
 
   // ------------------------------------------------------------------ banners (returned, draft, read-only)
   function banner(cls, kids) { const b = el("div", { class: `banner ${cls}` }, kids); $("#banners").appendChild(b); return b; }
@@ -1447,10 +926,10 @@
     const keys = {
       "?": () => toggleHelp(),
       a: () => addStep(),
-      i: () => insertStep(steps.length ? state.selected : 0),
-      j: () => selectStep(Math.min(steps.length - 1, state.selected + 1), true),
+      i: () => insertStep(state.steps.length ? state.selected : 0),
+      j: () => selectStep(Math.min(state.steps.length - 1, state.selected + 1), true),
       k: () => selectStep(Math.max(0, state.selected - 1), true),
-      "/": () => steps.length ? openToolPicker(state.selected) : addStep(),
+      "/": () => state.steps.length ? openToolPicker(state.selected) : addStep(),
       d: () => deleteStep(state.selected),
       c: () => duplicateStep(state.selected),
       u: () => undo(),
@@ -1470,9 +949,9 @@
     const input = target && target.classList && (target.classList.contains("arg") || target.classList.contains("ans-source")) ? target
       : (li || $$("#steps > li")[i]) ? $(".arg", li || $$("#steps > li")[i]) : null;
     if (!input) return;
-    if (input.classList.contains("ans-source")) openRefPicker(input, steps.length, null);
+    if (input.classList.contains("ans-source")) openRefPicker(input, state.steps.length, null);
     else {
-      const tool = toolByName[(steps[i] || {}).call];
+      const tool = toolByName[(state.steps[i] || {}).call];
       openRefPicker(input, i, tool && tool.params.find((p) => p.name === input.dataset.name));
     }
   }
@@ -1501,7 +980,7 @@
     renderSteps();
   }
   markClean();
-  undoLog.current = snapshot();
+  undoLog.current = snapshot();  // the starting point
   updateUndoButtons();
   scheduleQc(true);
   showLiteralGeometries();
@@ -1513,7 +992,7 @@
   }
   // offer to restore unsaved work: the server draft (existing task) or this browser's (new task)
   const draft = T ? T.draft : (() => { try { return JSON.parse(localStorage.getItem(localKey) || "null"); } catch (e) { return null; } })();
-  if (draft && !state.readOnly && JSON.stringify(draft.content) !== baseline) {
+  if (offersDraft(draft, state.readOnly, baseline)) {
     const at = new Date(draft.updated_at || draft.at);
     const sameDay = at.toDateString() === new Date().toDateString();
     const when = sameDay ? at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : at.toLocaleString();
@@ -1531,5 +1010,5 @@
   $("#undo").onclick = () => undo();
   $("#redo").onclick = () => redo();
   window.studioEditor = { addStep, insertStep, deleteStep, duplicateStep, moveStep, chooseTool, undo, redo, addAnswer, addInput,
-    save, replay, payload, brokenRefs, setJsonView, state, steps: () => steps };
+    save, replay, payload, brokenRefs, setJsonView, state, steps: () => state.steps };
 })();

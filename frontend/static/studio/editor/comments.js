@@ -1,0 +1,66 @@
+// The editor's review comments (DOM): the task's threads in the comments card, each open one also
+// on its step or answer field and, pinned to a location, on the map; reply and resolve through the API.
+import { send } from "../api.js";
+import { $, $$, el } from "./dom.js";
+
+/**
+ * @param {Object} ctx  {task (editor-config's task, null for a new task), state, userName, toast(text),
+ *   showMarkers(threads) (map_glue.js)}
+ * @returns {{render(), threads: Array}}  render() draws every thread again (after the steps are drawn)
+ */
+export function initComments(ctx) {
+  const T = ctx.task;
+  const { state, toast } = ctx;
+  const threads = T ? T.comments : [];
+
+  function commentNode(c) {
+    const box = el("div", { class: "comment" + (c.resolved ? " resolved" : ""), "data-comment": c.id });
+    box.appendChild(el("div", { class: "comment-head" }, el("b", { text: c.author || "?" }), el("span", { class: "meta", text: ` r${c.revision_number} · ${new Date(c.created_at).toLocaleString()}` }),
+      c.resolved ? el("span", { class: "badge", text: "resolved" }) : null));
+    box.appendChild(el("p", { text: c.body }));
+    (c.replies || []).forEach((r) => box.appendChild(el("div", { class: "reply" }, el("b", { text: r.author || "?" }), ": ", r.body)));
+    if (T && T.can_comment !== undefined) {
+      const actions = el("div", { class: "comment-actions" });
+      if (!c.resolved) actions.appendChild(el("button", { type: "button", class: "linkbutton resolve", text: "Resolve", onclick: () => resolveComment(c, true) }));
+      actions.appendChild(el("button", { type: "button", class: "linkbutton", text: "Reply", onclick: () => {
+        const ta = el("textarea", { rows: 2, class: "reply-body", placeholder: "Reply…" });
+        const sendButton = el("button", { type: "button", text: "Send", onclick: async () => { if (await postComment({ body: ta.value, parent: c.id })) { c.replies = (c.replies || []).concat([{ author: ctx.userName, body: ta.value }]); c.resolved = false; render(); } } });
+        actions.replaceWith(el("div", { class: "reply-form" }, ta, sendButton));
+        ta.focus();
+      } }));
+      box.appendChild(actions);
+    }
+    return box;
+  }
+  async function postComment(body) {
+    const resp = await send("POST", `/api/tasks/${state.id}/comments/`, body);
+    if (!resp.ok) { const d = await resp.json().catch(() => ({})); toast(d.detail || `comment refused (HTTP ${resp.status})`); return false; }
+    return true;
+  }
+  async function resolveComment(c, resolved) {
+    const resp = await send("POST", `/api/comments/${c.id}/resolve/`, { resolved });
+    if (resp.ok) { c.resolved = resolved; render(); } else toast(`not resolved (HTTP ${resp.status})`);
+  }
+  function render() {
+    if (!T) return;
+    $$(".step-comments").forEach((b) => { b.innerHTML = ""; });
+    $("#answer-comments").innerHTML = "";
+    const list = $("#comment-list");
+    list.innerHTML = "";
+    const open = threads.filter((c) => !c.resolved);
+    $("#comments-card").hidden = !threads.length;
+    if (threads.length) $("#comments-card h2").textContent = `Review comments (${open.length} open)`;
+    threads.forEach((c) => {
+      const where = c.step_index !== null && c.step_index !== undefined ? `step ${c.step_index}` : c.answer_field ? `answer ${c.answer_field}` : c.location ? "map" : "task";
+      const node = commentNode(c);
+      node.prepend(el("span", { class: "pin", text: where }));
+      list.appendChild(node);
+      if (!c.resolved && c.step_index !== null && c.step_index !== undefined) {
+        const li = $$("#steps > li")[c.step_index];
+        if (li) $(".step-comments", li).appendChild(commentNode(c));
+      } else if (!c.resolved && c.answer_field) $("#answer-comments").appendChild(commentNode(c));
+    });
+    ctx.showMarkers(threads);
+  }
+  return { render, threads };
+}

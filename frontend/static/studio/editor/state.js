@@ -1,0 +1,143 @@
+// The editor's state and its rules, with no DOM: the task's identity and flags, the list of steps
+// (each with a uid that references bind to), what structural edits do to it, the undo log (a
+// snapshot per edit) and what a change means for the draft. Imported by the editor's page modules
+// and by node's tests (tests/js/state.test.mjs).
+
+/**
+ * The editor's state for a task (`task`: editor-config's "task", null for a new task).
+ * @param {Object|null} task  {id, version, status, can_edit, ...}
+ * @param {Array<{name: string}>} tools  the tool catalogue (editor-config's "tools")
+ * @returns {Object}  {id, version, status, readOnly, dirty, jsonView, selected, stepValues (index -> obs
+ *   of the last replay), stepStatus, drawn (answer field -> L.Layer drawn on the map), steps
+ *   ([{uid, call, args}], references inside args as {"$ref": uid, key}), nextUid, graveyard (uid of a
+ *   deleted step -> {index, call} when it was deleted, for messages), toolByName}
+ */
+export function createState(task, tools) {
+  return {
+    id: task ? task.id : null,
+    version: task ? task.version : 0,
+    status: task ? task.status : "draft",
+    readOnly: task ? !task.can_edit : false,
+    dirty: false,
+    jsonView: false,
+    selected: 0,
+    stepValues: {},
+    stepStatus: {},
+    drawn: {},
+    steps: [],
+    nextUid: 1,
+    graveyard: {},
+    toolByName: Object.fromEntries((tools || []).map((t) => [t.name, t])),
+  };
+}
+
+/** A new empty step with the next uid. */
+export function newStep(s) { return { uid: s.nextUid++, call: "", args: {} }; }
+
+/** Insert an empty step at `at` and select it. */
+export function insertStepAt(s, at) { s.steps.splice(at, 0, newStep(s)); s.selected = at; }
+
+/**
+ * Delete step `i`: its uid goes to the graveyard (references to it say which step was deleted);
+ * the selection stays at `i`, within the list. Returns the removed step, or null when there is none.
+ */
+export function deleteStepAt(s, i) {
+  const removed = s.steps[i];
+  if (!removed) return null;
+  s.graveyard[removed.uid] = { index: i, call: removed.call };
+  s.steps.splice(i, 1);
+  s.selected = Math.max(0, Math.min(i, s.steps.length - 1));
+  return removed;
+}
+
+/** A copy of step `i` (a new uid, the same tool, a deep copy of its arguments) right after it, selected. */
+export function duplicateStepAt(s, i) {
+  s.steps.splice(i + 1, 0, { uid: s.nextUid++, call: s.steps[i].call, args: JSON.parse(JSON.stringify(s.steps[i].args || {})) });
+  s.selected = i + 1;
+}
+
+/** Swap step `i` with its neighbour `i + delta`; false (nothing done) past either end. */
+export function moveStepBy(s, i, delta) {
+  const j = i + delta;
+  if (j < 0 || j >= s.steps.length) return false;
+  [s.steps[i], s.steps[j]] = [s.steps[j], s.steps[i]];
+  s.selected = j;
+  return true;
+}
+
+/** Keep the arguments of `step` that `tool` has as parameters, then make it a call of `tool`. */
+export function changeTool(step, tool) {
+  const keep = {};
+  tool.params.forEach((p) => { if (step.args && step.args[p.name] !== undefined) keep[p.name] = step.args[p.name]; });
+  step.call = tool.name;
+  step.args = keep;
+}
+
+/**
+ * Undo/redo over snapshots (strings) of the editor's model: every edit is one entry; typing in one
+ * field within a second is one edit; at most `limit` entries are kept (the oldest go first).
+ */
+export class UndoLog {
+  constructor(limit = 200) {
+    this.limit = limit;
+    this.undo = [];
+    this.redo = [];
+    this.current = null;
+    this.typingIn = null;
+    this.typingAt = 0;
+  }
+
+  /**
+   * Note the model as it is now. The first call sets the starting point; a snapshot equal to the
+   * current one is no edit.
+   * @param {string} snap
+   * @param {*} typing  the field typed in (any value compared by identity), null for other edits
+   * @param {number} now  milliseconds (Date.now())
+   * @returns {boolean}  whether an edit was recorded
+   */
+  record(snap, typing, now) {
+    if (this.current === null) { this.current = snap; return false; }
+    if (snap === this.current) return false;
+    const coalesce = typing && this.typingIn === typing && now - this.typingAt < 1000 && this.undo.length;
+    if (!coalesce) this.undo.push(this.current);
+    if (this.undo.length > this.limit) this.undo.shift();
+    this.redo = [];
+    this.current = snap;
+    this.typingIn = typing || null;
+    this.typingAt = now;
+    return true;
+  }
+
+  /**
+   * Go one edit back ("undo") or forward ("redo").
+   * @returns {string|null}  the snapshot to restore, null when there is none that way
+   */
+  travel(direction) {
+    const [from, to] = direction === "undo" ? [this.undo, this.redo] : [this.redo, this.undo];
+    if (!from.length) return null;
+    to.push(this.current);
+    this.current = from.pop();
+    this.typingIn = null;
+    return this.current;
+  }
+}
+
+/**
+ * What a change means, from the payload (JSON text) now, the payload last checked, the saved
+ * revision's payload (`baseline`) and whether an autosaved draft is kept:
+ * {stale: the replay and QC are out of date, dirty: unsaved, draft: "schedule" (autosave a moment
+ * later) | "discard" (back to the saved revision, e.g. by undo: the draft of the edits undone is
+ * not kept) | "cancel" (back to it with no draft kept: only the pending autosave is cancelled)}.
+ */
+export function changeOutcome(now, lastChecked, baseline, draftKept) {
+  const dirty = now !== baseline;
+  return { stale: now !== lastChecked, dirty, draft: dirty ? "schedule" : draftKept ? "discard" : "cancel" };
+}
+
+/**
+ * Whether the editor offers to restore a draft ({content}: the server's draft of an existing task,
+ * or this browser's of a new one): never read-only, never one equal to the saved revision.
+ */
+export function offersDraft(draft, readOnly, baseline) {
+  return !!draft && !readOnly && JSON.stringify(draft.content) !== baseline;
+}

@@ -34,16 +34,13 @@ dropped, as the benchmark does), ``bitemporal`` (pre RGB then post RGB, 6 channe
 Device: ``cpu`` unless the environment variable ``STUDIO_PERCEPTION_DEVICE`` names another
 torch device. Results are deterministic for a given checkpoint, input and device.
 
-safetensors: read with the ``safetensors`` package when it is installed, else with the small
-reader below; written by the small writer below (byte-deterministic). The format is an 8-byte
-little-endian header length, a JSON header naming each tensor's dtype, shape and byte range
-(plus an optional ``__metadata__`` string map), then the raw little-endian bytes.
+safetensors files are read and written with the ``safetensors`` package (pinned in
+requirements.txt), the library the benchmark loads its checkpoints with
+(``safetensors.torch.load_model(..., strict=True)``, dora-format.md §e).
 """
 from __future__ import annotations
 
-import json
 import os
-import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -102,84 +99,37 @@ def device_name() -> str:
 
 
 # ============================================================================================
-# safetensors
+# safetensors (the ``safetensors`` package)
 # ============================================================================================
-_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
-              "I8": "i1", "U8": "u1", "BOOL": "?"}
+def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(tensors as numpy arrays keyed by name, the file's ``__metadata__`` map) of a
+    safetensors file, read with the ``safetensors`` package (``safe_open``, numpy framework).
 
-
-def read_safetensors(path: Path, *, use_package: bool = True
-                     ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(tensors as numpy arrays, ``__metadata__``) of a safetensors file.
-
-    Uses the ``safetensors`` package when installed (and ``use_package``), else parses the
-    format directly.
-    Raises ``ValueError`` for a file that is not safetensors.
+    Raises ``ValueError`` naming the file when it is not a readable safetensors file.
     """
+    from safetensors import SafetensorError, safe_open
+
     path = Path(path)
-    raw = path.read_bytes()
-    if len(raw) < 8:
-        raise ValueError(f"{path.name} is too short to be a safetensors file")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if n <= 0 or 8 + n > len(raw):
-        raise ValueError(f"{path.name} is not a safetensors file (bad header length)")
     try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        with safe_open(str(path), framework="numpy") as f:
+            metadata = dict(f.metadata() or {})
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError) as exc:
         raise ValueError(f"{path.name} is not a safetensors file: {exc}") from None
-    if not isinstance(header, dict):
-        raise ValueError(f"{path.name} is not a safetensors file (header is not an object)")
-    metadata = {str(k): str(v) for k, v in (header.pop("__metadata__", None) or {}).items()}
-    try:
-        from safetensors.numpy import load as _st_load  # the reference implementation
-    except ImportError:
-        _st_load = None
-    if not use_package:
-        _st_load = None
-    if _st_load is not None and all(v.get("dtype") in _ST_DTYPES for v in header.values()):
-        return {k: np.asarray(v) for k, v in _st_load(raw).items()}, metadata
-    data = memoryview(raw)[8 + n:]
-    tensors: dict[str, np.ndarray] = {}
-    for name, info in header.items():
-        dtype = info.get("dtype")
-        if dtype not in _ST_DTYPES:
-            raise ValueError(f"{path.name}: tensor {name!r} has unsupported dtype {dtype!r}")
-        begin, end = (int(x) for x in info["data_offsets"])
-        shape = tuple(int(s) for s in info["shape"])
-        arr = np.frombuffer(data[begin:end], dtype=np.dtype(_ST_DTYPES[dtype]))
-        if arr.size != int(np.prod(shape, dtype=np.int64)):
-            raise ValueError(f"{path.name}: tensor {name!r} holds {arr.size} values, shape {shape}")
-        tensors[name] = arr.reshape(shape).copy()
     return tensors, metadata
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray],
                       metadata: dict[str, str] | None = None) -> Path:
-    """Write numpy arrays as a safetensors file, byte-deterministically: tensors in sorted name
-    order, metadata keys sorted, header padded to 8 bytes (the reference writer orders its
-    metadata map arbitrarily, so it is not used here; its reader accepts these files)."""
+    """Write numpy arrays (name → array) and a string metadata map as a safetensors file with
+    the ``safetensors`` package (``save_file``). The tensor table is deterministic; the order
+    of the metadata keys in the header is not (the package keeps them in a hash map), so
+    compare files by their tensors and metadata, not by their bytes."""
+    from safetensors.numpy import save_file
+
     path = Path(path)
-    arrays = {k: np.ascontiguousarray(v) for k, v in sorted(tensors.items())}
-    meta = {str(k): str(v) for k, v in sorted((metadata or {}).items())}
-    codes = {np.dtype(v).newbyteorder("<") if v != "?" else np.dtype(bool): k
-             for k, v in _ST_DTYPES.items()}
-    header: dict = {}
-    if meta:
-        header["__metadata__"] = meta
-    offset = 0
-    blobs = []
-    for name, arr in arrays.items():
-        code = codes.get(arr.dtype.newbyteorder("<") if arr.dtype.kind != "b" else arr.dtype)
-        if code is None:
-            raise ValueError(f"dtype {arr.dtype} of {name!r} cannot be stored")
-        blob = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": code, "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    arrays = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    save_file(arrays, str(path), metadata={str(k): str(v) for k, v in (metadata or {}).items()})
     return path
 
 

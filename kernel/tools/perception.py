@@ -7,7 +7,9 @@ Modes (``ToolContext.perception_mode``)
     differently). No linked mask → ``GTMissingError`` naming the image; a mask whose labels do
     not fit the tool → ``GTLabelError`` listing the labels.
     ``model``: a torch model of the tool's family from ``<checkpoint_dir>/<file>.safetensors``
-    (``perception_models``; the studio's small reference architecture, not the benchmark's DPT).
+    (``perception_models``): the benchmark's network where the studio implements it (SegFormer
+    mit_b0 for ``seg.landslide_ms`` / ``seg.reservoir``), else the studio's small reference net
+    for a checkpoint that names it; ``_meta.architecture`` says which ran.
     No directory configured, or no file → ``ModelUnavailableError`` carrying the benchmark's
     stub observation (:func:`stub_observation`, ``status: "stub"``), which the MCP server
     answers to the agent as the benchmark's server does; an unreadable
@@ -617,8 +619,11 @@ def _run_model(ctx: ToolContext, t: SegTool, paths: dict[str, Path]):
         img = _read_image(paths[arg_main], t.name, arg_main).data
         labels, ckpt = pm.predict_labels(t.model, [img], ctx.checkpoint_dir, tool=t.name)
         mask = t.select(labels)
+    net, _ = pm.load_model("water" if t.name == "seg.flood" else t.model, ctx.checkpoint_dir,
+                           tool=t.name)  # cached: the network that just ran
     meta = {"mode": "model", "model": t.model, "checkpoint": ckpt.name,
-            "checkpoint_sha256": _sha(ckpt), "architecture": pm.ARCHITECTURE,
+            "checkpoint_sha256": _sha(ckpt),
+            "architecture": getattr(net, "studio_architecture", pm.ARCHITECTURE),
             "device": pm.device_name()}
     return mask, meta, {"checkpoint": ckpt, "device": pm.device_name()}, None
 

@@ -138,3 +138,40 @@ def test_a_benchmark_network_the_studio_lacks_is_a_clear_error(segformer_dir, tm
     with pytest.raises(ModelUnavailableError, match="benchmark's DPT network of model 'isaid' is not "
                                                     "implemented in the studio yet"):
         pm.load_model("isaid", tmp_path)
+
+
+#: HRNet-W48 (``building_lowres``): the benchmark's ``HRNetSeg`` (timm 1.0.29 ``hrnet_w48``
+#: modules) loaded the seed-0 checkpoint strictly and gave these logits (class 0, class 1) on the
+#: 64 × 64 image of :func:`rgb64` at (row, column); over the whole image the studio's logits
+#: equalled them exactly there, and 1 vs 2 threads differed by at most 1e-4
+HRNET_LOGITS = {(0, 0): (-28.116416931152344, 8.435230255126953),
+                (10, 50): (-39.737728118896484, 6.467960357666016),
+                (31, 32): (-58.14833068847656, -5.44676399230957),
+                (63, 63): (-116.90868377685547, -0.3048114776611328)}
+
+
+def rgb64() -> np.ndarray:
+    """(64, 64, 3) uint8 stripes, seeded; the parity run used the same function."""
+    rng = np.random.default_rng(5)
+    yy, xx = np.mgrid[0:64, 0:64]
+    return (127.5 + 100 * np.sin(yy[..., None] / 7.0 + rng.uniform(0, 6, 3))
+            * np.cos(xx[..., None] / 5.0)).clip(0, 255).astype(np.uint8)
+
+
+def test_hrnet_w48_loads_the_benchmarks_format_and_gives_its_logits(tmp_path):
+    import torch
+
+    pm.write_benchmark_checkpoint("building_lowres", tmp_path / "seg_building_lowres.safetensors", seed=0)
+    tensors, _ = pm.read_safetensors(tmp_path / "seg_building_lowres.safetensors")
+    assert len(tensors) == 1837  # HRNetSeg(num_classes=2).state_dict() in the benchmark's code
+    assert tensors["seg_head.3.weight"].shape == (2, 720, 1, 1)
+    assert tensors["stage4.2.fuse_layers.3.0.2.0.weight"].shape == (384, 48, 3, 3)
+    net, _ = pm.load_model("building_lowres", tmp_path)
+    assert net.studio_architecture == "HRNet-W48"
+    img = rgb64()
+    assert img[0, 0].tolist() == [28, 28, 132]  # the same image as the parity run
+    x = torch.from_numpy(((img.astype(np.float32) - 127.5) / 127.5).transpose(2, 0, 1)[None].copy())
+    with torch.inference_mode():
+        out = net(x)[0].numpy()
+    for (r, c), want in HRNET_LOGITS.items():
+        assert out[:, r, c] == pytest.approx(want, abs=1e-3)

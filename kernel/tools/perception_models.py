@@ -15,9 +15,11 @@ The benchmark's networks
     is loaded strictly into the benchmark's network of its model (:data:`BENCHMARK_NETWORKS`;
     every tensor name, shape and dtype checked) and run as the benchmark runs it. Implemented:
     SegFormer mit_b0 for ``landslide_ms`` and ``reservoir`` (``perception_segformer``; 14-band
-    input statistics, 512 px windows every 256 px, raw logits averaged). Not yet: the DINOv3
-    ViT-L DPT models, Swin-UperNet (``landslide_bitemporal``) and HRNet-W48
-    (``building_lowres``): their benchmark files are refused with a message saying so.
+    input statistics, 512 px windows every 256 px, raw logits averaged) and HRNet-W48 for
+    ``building_lowres`` (``perception_hrnet``; 480 px windows every 240 px resized ×3 around
+    the net, raw logits averaged, the mask inverted). Not yet: the DINOv3 ViT-L DPT models and
+    Swin-UperNet (``landslide_bitemporal``): their benchmark files are refused with a message
+    saying so.
     :func:`write_benchmark_checkpoint` writes a seeded file in the benchmark's format (parity
     tests; ``docs/perception.md``).
 
@@ -61,6 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import ModelUnavailableError, ToolInputError, file_sha256
+from .perception_hrnet import build_hrnet
 from .perception_segformer import build_segformer
 
 __all__ = ["ARCHITECTURE", "MODEL_ZOO", "ModelSpec", "checkpoint_path", "load_model",
@@ -309,7 +312,7 @@ def _load_segnet(spec: ModelSpec, path: Path, tensors: dict, tool: str | None):
 
 
 #: benchmark architecture → builder of the studio's implementation, (in_channels, classes) → Module
-BENCHMARK_NETWORKS = {"SegFormer mit_b0": build_segformer}
+BENCHMARK_NETWORKS = {"SegFormer mit_b0": build_segformer, "HRNet-W48": build_hrnet}
 
 
 def benchmark_network(name: str):
@@ -448,15 +451,18 @@ def window_boxes(h: int, w: int, kernel: int, stride: int) -> list[tuple[int, in
     return [(x, y, x + kw, y + kh) for y in ys for x in xs]
 
 
-def average_windows(net, image, kernel: int, stride: int, *, batch: int = WINDOW_BATCH):
+def average_windows(net, image, kernel: int, stride: int, *, batch: int = WINDOW_BATCH,
+                    forward=None):
     """(K, H, W) float32 torch tensor: the net's outputs on the windows of ``image`` (an
     (H, W, C) float32 array), ``batch`` windows a forward pass, summed per pixel and divided by
     the number of windows covering it (the benchmark's ``predict_probs``: raw logits for the
-    SegFormer, Swin-UperNet and HRNet models)."""
+    SegFormer, Swin-UperNet and HRNet models). ``forward``: what runs on a (N, C, k, k) batch
+    instead of ``net`` itself (the low-resolution building model's resize around the net)."""
     import torch
 
     h, w = image.shape[:2]
     dev = next(net.parameters()).device
+    forward = forward or net
     boxes = window_boxes(h, w, kernel, stride)
     acc = counts = None
     with torch.inference_mode():
@@ -464,7 +470,7 @@ def average_windows(net, image, kernel: int, stride: int, *, batch: int = WINDOW
             part = boxes[i:i + batch]
             x = torch.stack([torch.from_numpy(np.ascontiguousarray(image[y0:y1, x0:x1]))
                              for x0, y0, x1, y1 in part]).to(dev).permute(0, 3, 1, 2).float()
-            out = net(x).cpu()
+            out = forward(x).cpu()
             if acc is None:
                 acc = torch.zeros(out.shape[1], h, w, dtype=torch.float32)
                 counts = torch.zeros(h, w, dtype=torch.float32)
@@ -482,6 +488,40 @@ def ms14_input(image: np.ndarray) -> np.ndarray:
     x = x.astype(np.float32)
     return (x - np.asarray(MS14_NORM_MEAN, np.float32)) * np.reciprocal(
         np.asarray(MS14_NORM_STD, np.float32))
+
+
+#: the low-resolution building model (``perception.py:seg_building_lowres``): 480 px windows of
+#: the native image every 240 px, each resized ×3 to the 1440 px network input, the logits
+#: resized back to 480 px (bilinear, ``align_corners=False`` both ways)
+LOWRES_SCALE, LOWRES_NET_INPUT = 3, 1440
+LOWRES_WINDOW = LOWRES_NET_INPUT // LOWRES_SCALE
+LOWRES_STRIDE = LOWRES_WINDOW // 2
+
+
+def lowres_building_labels(net, image: np.ndarray) -> np.ndarray:
+    """(H, W) uint8, 1 = building, of the benchmark's HRNet on a (bands, H, W) image: the first
+    three bands, zero-padded at the bottom/right to at least ``LOWRES_WINDOW`` px, normalised as
+    albumentations' ``Normalize(0.5, 0.5, max_pixel_value=255)`` (``(v - 127.5) / 127.5`` in
+    float32), windows :data:`LOWRES_WINDOW`/:data:`LOWRES_STRIDE` resized around the net, raw
+    logits averaged, then **inverted**: the benchmark's mask is ``(1 - argmax) * 255``, so the
+    network's class 0 is the building."""
+    import torch.nn.functional as F
+
+    x = np.moveaxis(_rgb(np.asarray(image)), 0, -1)
+    h, w = x.shape[:2]
+    ph, pw = max(LOWRES_WINDOW - h, 0), max(LOWRES_WINDOW - w, 0)
+    if ph or pw:
+        x = np.pad(x, ((0, ph), (0, pw), (0, 0)), mode="constant", constant_values=0)
+    x = ((x.astype(np.float32) - np.float32(127.5)) * np.float32(1 / 127.5)).astype(np.float32)
+
+    def forward(t):
+        up = F.interpolate(t, size=(LOWRES_NET_INPUT, LOWRES_NET_INPUT), mode="bilinear",
+                           align_corners=False)
+        return F.interpolate(net(up), size=(LOWRES_WINDOW, LOWRES_WINDOW), mode="bilinear",
+                             align_corners=False)
+
+    logits = average_windows(net, x, LOWRES_WINDOW, LOWRES_STRIDE, forward=forward)
+    return (1 - logits.argmax(dim=0).numpy()).astype(np.uint8)[:h, :w]
 
 
 def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | None, *,
@@ -502,6 +542,8 @@ def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | N
         x = prepare_input(name, images, tool=tool)  # the 14-band check
         logits = average_windows(net, ms14_input(x), MS14_WINDOW, MS14_STRIDE)
         return logits.argmax(dim=0).numpy().astype(np.uint8), path
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "HRNet-W48":
+        return lowres_building_labels(net, images[0]), path
     x = prepare_input(name, images, tool=tool)
     _, h, w = x.shape
     dev = next(net.parameters()).device

@@ -175,3 +175,67 @@ def test_hrnet_w48_loads_the_benchmarks_format_and_gives_its_logits(tmp_path):
         out = net(x)[0].numpy()
     for (r, c), want in HRNET_LOGITS.items():
         assert out[:, r, c] == pytest.approx(want, abs=1e-3)
+
+
+#: Swin-UperNet (``landslide_bitemporal``): the benchmark's ``SwinUperNet`` (on torchvision's
+#: ``swin_t`` code), rebuilt per call as the benchmark does, seed-6 checkpoint, its bi-temporal
+#: pipeline (ImageNet normalisation, 518 px windows) on crops (row, column, rows, columns) of the
+#: real xBD Guatemala volcano pre/post tiles: sha256 of the {0, 255} labels, landslide count,
+#: packed labels. The studio's logits equalled the benchmark's exactly (max difference 0.0;
+#: 1 vs 2 threads: 6e-7); the 96 × 80 crop turns stage 3's shift off (its map is 6 × 5), the
+#: 530 × 40 one averages two windows (rows 0 and 12)
+SWIN = {
+    (100, 200, 96, 80): ("de7254cfb8d2c088a9f03fc04d11f6c8548fa0b3eee9bee255f97f9e80478d31", 2959,
+                         "eNq10s0NwyAMBWBHPeTICBklHaWblNEYhWxAb0Qg3JDglz+aqody+gT4WVgQM0eaF9RMYmdFzFaJmA3kIL9qgF6ieFKABtzTi"
+                         "3zH+rlIMRW1WWNu3ibRLVFfFKl3ou4gajyprPlpyk7ykIMsZLLaLL3XbaNQ1EC0lznoHkqPgwxGryE6K1X2NhVriq2onIaKvtY6"
+                         "yB8+ySf5Su11Xi05/ZxszhOKkL+Uq8hCuqICGhMkceQkhOxDZOhf6w0EZ5rh"),
+    (0, 0, 530, 40): ("7d80a8d55615e511dc3eb456386171ffbdb478c0df398153c09e428e34b70ad3", 10561,
+                      "eNrt1lFuhCAQBuBxfdi39gg9ilfpQZouR/Mo7g3wbYjUKb9dSXABIe4+bFITvwcdGCTjhNMbEZ3AWRQQoXdHD4YPBy+4W+wGhOgF"
+                      "hGhZ4TyTx+wwgavwKD1QHWtRZ9CuUJLmn5C5Jq6K2kntPpFEVIUOaGKkv4hDTBVyEE4SWRAXYp5GQY7SRZYWXG4WKs62Jbv3saK"
+                      "uH/Gy8KE4hRcK5f1k1l/oSIdLF4itRRcRdK5vz5fH7jMfQNAi70ntH0WL/0EdLhucmTRWDP2GdmUI0Qudgy8Ahw7zh8VBJMCETJ"
+                      "GQPJMfO4JryCD2B8iNC+gcfetpFjgH6RsKEH3KnMXVEAl7tGf2WE/4bETcQPfXL/kXeM4="),
+}
+
+
+@pytest.fixture(scope="module")
+def volcano():
+    import rasterio
+
+    from conftest import REALDATA
+
+    base = REALDATA / "xbd-guatemala-volcano" / "guatemala-volcano_00000000_"
+    with rasterio.open(f"{base}pre_original.png") as pre, rasterio.open(f"{base}post_original.png") as post:
+        return pre.read(), post.read()
+
+
+@pytest.mark.parametrize("crop", list(SWIN))
+def test_swin_upernet_labels_equal_the_benchmarks_on_xbd_crops(tmp_path_factory, volcano, crop):
+    d = tmp_path_factory.getbasetemp() / "swin_ckpt"
+    if not (d / "seg_landslide_bitemporal.safetensors").is_file():
+        pm.write_benchmark_checkpoint("landslide_bitemporal", d / "seg_landslide_bitemporal.safetensors", seed=6)
+    r, c, h, w = crop
+    pre, post = (a[:3, r:r + h, c:c + w] for a in volcano)
+    labels, _ = pm.predict_labels("landslide_bitemporal", [pre, post], d)
+    sha, n_pos, packed = SWIN[crop]
+    if hashlib.sha256((labels * 255).tobytes()).hexdigest() == sha:
+        assert int(labels.sum()) == n_pos
+        return
+    ref = np.unpackbits(np.frombuffer(zlib.decompress(base64.b64decode(packed)), np.uint8))[:h * w]
+    net, _ = pm.load_model("landslide_bitemporal", d)
+    logits = pm.average_windows(net, pm.bitemporal_input(pre, post), 518, 518)
+    margin = (logits[1] - logits[0]).abs().numpy().reshape(-1)
+    differ = ref != labels.reshape(-1)
+    assert margin[differ].max() < NEAR_TIE, f"{int(differ.sum())} labels differ off near-ties"
+
+
+def test_swin_checkpoint_names_the_backbone_once_and_accepts_its_twin(tmp_path):
+    pm.write_benchmark_checkpoint("landslide_bitemporal", tmp_path / "a" / "seg_landslide_bitemporal.safetensors", seed=6)
+    tensors, _ = pm.read_safetensors(tmp_path / "a" / "seg_landslide_bitemporal.safetensors")
+    # SwinUperNet.state_dict() has 450 names, the backbone twice; safetensors' save_model keeps 265
+    assert len(tensors) == 265 and tensors["backbone_model.features.0.0.weight"].shape == (96, 6, 4, 4)
+    assert tensors["backbone_model.features.1.0.attn.relative_position_index"].dtype == np.int64
+    twin = {k.replace("backbone_model.", "feature_extractor.swin_model.", 1): v for k, v in tensors.items()}
+    (tmp_path / "b").mkdir()
+    pm.write_safetensors(tmp_path / "b" / "seg_landslide_bitemporal.safetensors", twin)
+    net, _ = pm.load_model("landslide_bitemporal", tmp_path / "b")
+    assert net.studio_architecture == "Swin-UperNet"

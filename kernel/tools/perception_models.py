@@ -17,9 +17,10 @@ The benchmark's networks
     SegFormer mit_b0 for ``landslide_ms`` and ``reservoir`` (``perception_segformer``; 14-band
     input statistics, 512 px windows every 256 px, raw logits averaged) and HRNet-W48 for
     ``building_lowres`` (``perception_hrnet``; 480 px windows every 240 px resized ×3 around
-    the net, raw logits averaged, the mask inverted). Not yet: the DINOv3 ViT-L DPT models and
-    Swin-UperNet (``landslide_bitemporal``): their benchmark files are refused with a message
-    saying so.
+    the net, raw logits averaged, the mask inverted) and Swin-T UPerNet for
+    ``landslide_bitemporal`` (``perception_swin``; pre + post RGB ImageNet-normalised, 518 px
+    windows, raw logits averaged). Not yet: the DINOv3 ViT-L DPT models: their benchmark files
+    are refused with a message saying so.
     :func:`write_benchmark_checkpoint` writes a seeded file in the benchmark's format (parity
     tests; ``docs/perception.md``).
 
@@ -65,6 +66,7 @@ import numpy as np
 from .base import ModelUnavailableError, ToolInputError, file_sha256
 from .perception_hrnet import build_hrnet
 from .perception_segformer import build_segformer
+from .perception_swin import SHARED_PREFIXES, build_swin_upernet
 
 __all__ = ["ARCHITECTURE", "MODEL_ZOO", "ModelSpec", "checkpoint_path", "load_model",
            "predict_labels", "init_checkpoint", "read_safetensors", "write_safetensors",
@@ -312,7 +314,8 @@ def _load_segnet(spec: ModelSpec, path: Path, tensors: dict, tool: str | None):
 
 
 #: benchmark architecture → builder of the studio's implementation, (in_channels, classes) → Module
-BENCHMARK_NETWORKS = {"SegFormer mit_b0": build_segformer, "HRNet-W48": build_hrnet}
+BENCHMARK_NETWORKS = {"SegFormer mit_b0": build_segformer, "HRNet-W48": build_hrnet,
+                      "Swin-UperNet": build_swin_upernet}
 
 
 def benchmark_network(name: str):
@@ -339,6 +342,10 @@ def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None
     except ModelUnavailableError as exc:
         raise exc.with_context(tool)
     want = net.state_dict()
+    for alias, name in SHARED_PREFIXES.items():  # a shared module's second name (Swin-UperNet)
+        if not any(k.startswith(name) for k in tensors):
+            tensors = {(name + k[len(alias):] if k.startswith(alias) else k): v
+                       for k, v in tensors.items()}
     missing = sorted(set(want) - set(tensors))
     unexpected = sorted(set(tensors) - set(want))
     bad = [f"{k} {tuple(tensors[k].shape)} {tensors[k].dtype} (want {tuple(want[k].shape)} "
@@ -383,10 +390,13 @@ def seeded_value(name: str, shape: tuple, dtype: str, seed: int) -> np.ndarray:
 
 def write_benchmark_checkpoint(name: str, path: Path, *, seed: int = 0) -> Path:
     """Write a checkpoint in the benchmark's format for model ``name`` (its network's tensor
-    names, shapes and dtypes, no metadata), every value from :func:`seeded_value`: what the
-    parity tests load in the studio and in the benchmark's own code."""
+    names, shapes and dtypes, no metadata), every floating-point value from :func:`seeded_value`
+    and the integer buffers as the network builds them (``num_batches_tracked`` 0, Swin's
+    ``relative_position_index``): what the parity tests load in the studio and in the
+    benchmark's own code."""
     net = benchmark_network(name)
-    tensors = {k: seeded_value(k, tuple(v.shape), str(v.dtype).replace("torch.", ""), seed)
+    tensors = {k: (seeded_value(k, tuple(v.shape), str(v.dtype).replace("torch.", ""), seed)
+                   if v.is_floating_point() else v.numpy().copy())  # integer buffers: their values
                for k, v in net.state_dict().items()}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return write_safetensors(path, tensors)
@@ -490,6 +500,21 @@ def ms14_input(image: np.ndarray) -> np.ndarray:
         np.asarray(MS14_NORM_STD, np.float32))
 
 
+#: the bi-temporal models (``perception.py:model_sliding_infer``): pre and post RGB stacked (6
+#: channels), ImageNet-normalised on the 0-255 scale, 518 px windows every 518 px
+BITEMPORAL_WINDOW = 518
+
+
+def bitemporal_input(pre: np.ndarray, post: np.ndarray) -> np.ndarray:
+    """(H, W, 6) float32: pre then post RGB ((bands, H, W) arrays; a 1-band image repeated, extra
+    bands dropped), ``(x - mean) * (1 / std)`` with the ImageNet statistics twice, as
+    albumentations' ``Normalize(mean*2, std*2, max_pixel_value=1)``."""
+    x = np.concatenate([np.moveaxis(_rgb(np.asarray(pre)), 0, -1),
+                        np.moveaxis(_rgb(np.asarray(post)), 0, -1)], axis=-1).astype(np.float32)
+    return (x - np.asarray(IMAGENET_MEAN * 2, np.float32)) * np.reciprocal(
+        np.asarray(IMAGENET_STD * 2, np.float32))
+
+
 #: the low-resolution building model (``perception.py:seg_building_lowres``): 480 px windows of
 #: the native image every 240 px, each resized ×3 to the 1440 px network input, the logits
 #: resized back to 480 px (bilinear, ``align_corners=False`` both ways)
@@ -541,6 +566,10 @@ def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | N
     if getattr(net, "studio_architecture", ARCHITECTURE) == "SegFormer mit_b0":
         x = prepare_input(name, images, tool=tool)  # the 14-band check
         logits = average_windows(net, ms14_input(x), MS14_WINDOW, MS14_STRIDE)
+        return logits.argmax(dim=0).numpy().astype(np.uint8), path
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "Swin-UperNet":
+        pre, post = images
+        logits = average_windows(net, bitemporal_input(pre, post), BITEMPORAL_WINDOW, BITEMPORAL_WINDOW)
         return logits.argmax(dim=0).numpy().astype(np.uint8), path
     if getattr(net, "studio_architecture", ARCHITECTURE) == "HRNet-W48":
         return lowres_building_labels(net, images[0]), path

@@ -239,3 +239,25 @@ def test_swin_checkpoint_names_the_backbone_once_and_accepts_its_twin(tmp_path):
     pm.write_safetensors(tmp_path / "b" / "seg_landslide_bitemporal.safetensors", twin)
     net, _ = pm.load_model("landslide_bitemporal", tmp_path / "b")
     assert net.studio_architecture == "Swin-UperNet"
+
+
+def test_out_of_core_merge_gives_the_in_memory_labels(tmp_path_factory, volcano):
+    d = tmp_path_factory.getbasetemp() / "swin_ckpt"
+    if not (d / "seg_landslide_bitemporal.safetensors").is_file():
+        pm.write_benchmark_checkpoint("landslide_bitemporal", d / "seg_landslide_bitemporal.safetensors", seed=6)
+    net, _ = pm.load_model("landslide_bitemporal", d)
+    pre, post = (a[:3, :530, :40] for a in volcano)
+    x = pm.bitemporal_input(pre, post)
+    on_disk = pm.window_labels(net, x, 518, 518, out_of_core_above=0)
+    assert hashlib.sha256((on_disk * 255).tobytes()).hexdigest() == SWIN[(0, 0, 530, 40)][0]
+
+
+def test_an_absent_torch_device_is_a_clear_error(tmp_path, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: STUDIO_PERCEPTION_DEVICE=cuda works here")
+    pm.write_benchmark_checkpoint("reservoir", tmp_path / "seg_reservoir.safetensors", seed=1)
+    monkeypatch.setenv("STUDIO_PERCEPTION_DEVICE", "cuda")
+    with pytest.raises(ModelUnavailableError, match="torch device 'cuda' is not available"):
+        pm.load_model("reservoir", tmp_path)

@@ -490,6 +490,47 @@ def average_windows(net, image, kernel: int, stride: int, *, batch: int = WINDOW
     return acc / counts.unsqueeze(0)
 
 
+#: scenes above this many pixels are merged on disk (the benchmark's ``LARGE_IMAGE_PIXELS``,
+#: ``segmentation/inference.py``, used by its DPT and Swin-UperNet tools)
+LARGE_IMAGE_PIXELS = 4000 * 4000
+
+
+def window_labels(net, image, kernel: int, stride: int, *,
+                  out_of_core_above: int = LARGE_IMAGE_PIXELS) -> np.ndarray:
+    """(H, W) uint8 argmax of :func:`average_windows`; above ``out_of_core_above`` pixels the sums
+    and counts live in temporary memory-mapped files and the argmax is taken in 1024 px blocks
+    (the benchmark's ``predict_labels_out_of_core``: the same float32 sums, so the same labels)."""
+    import tempfile
+
+    import torch
+
+    h, w = image.shape[:2]
+    if h * w <= out_of_core_above:
+        return average_windows(net, image, kernel, stride).argmax(dim=0).numpy().astype(np.uint8)
+    dev = next(net.parameters()).device
+    boxes = window_boxes(h, w, kernel, stride)
+    with tempfile.TemporaryFile() as fa, tempfile.TemporaryFile() as fc:
+        acc = counts = None
+        with torch.inference_mode():
+            for i in range(0, len(boxes), WINDOW_BATCH):
+                part = boxes[i:i + WINDOW_BATCH]
+                x = torch.stack([torch.from_numpy(np.ascontiguousarray(image[y0:y1, x0:x1]))
+                                 for x0, y0, x1, y1 in part]).to(dev).permute(0, 3, 1, 2).float()
+                out = net(x).cpu().permute(0, 2, 3, 1).numpy()
+                if acc is None:
+                    acc = np.memmap(fa, shape=(h, w, out.shape[3]), dtype=np.float32, mode="w+")
+                    counts = np.memmap(fc, shape=(h, w, 1), dtype=np.float32, mode="w+")
+                for o, (x0, y0, x1, y1) in zip(out, part):
+                    acc[y0:y1, x0:x1] += o
+                    counts[y0:y1, x0:x1] += 1.0
+        labels = np.empty((h, w), dtype=np.uint8)
+        for x0, y0, x1, y1 in window_boxes(h, w, 1024, 1024):
+            labels[y0:y1, x0:x1] = (np.asarray(acc[y0:y1, x0:x1]) /
+                                    np.asarray(counts[y0:y1, x0:x1])).argmax(axis=2)
+        del acc, counts
+    return labels
+
+
 def ms14_input(image: np.ndarray) -> np.ndarray:
     """The (H, W, 14) float32 network input of the 14-band models from a (14, H, W) array:
     ``image / MS14_BAND_MEAN`` (float64), then ``(x - MS14_NORM_MEAN) * (1 / MS14_NORM_STD)`` in
@@ -569,8 +610,8 @@ def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | N
         return logits.argmax(dim=0).numpy().astype(np.uint8), path
     if getattr(net, "studio_architecture", ARCHITECTURE) == "Swin-UperNet":
         pre, post = images
-        logits = average_windows(net, bitemporal_input(pre, post), BITEMPORAL_WINDOW, BITEMPORAL_WINDOW)
-        return logits.argmax(dim=0).numpy().astype(np.uint8), path
+        return window_labels(net, bitemporal_input(pre, post), BITEMPORAL_WINDOW,
+                             BITEMPORAL_WINDOW), path
     if getattr(net, "studio_architecture", ARCHITECTURE) == "HRNet-W48":
         return lowres_building_labels(net, images[0]), path
     x = prepare_input(name, images, tool=tool)

@@ -45,7 +45,7 @@ from evaluation.scoring import load_task_files
 from releases.services.export import ExportError, gold_replay, import_source, release_samples, sample_and_task
 
 __all__ = ["GoldSet", "release_gold_set", "studio_gold_set", "folder_gold_set", "GoldSetError", "variant_specs",
-           "record_key", "ranking_key", "ranking_q", "is_studio_key", "STUDIO_LABEL", "STUDIO_KEY"]
+           "record_key", "ranking_key", "ranking_q", "is_studio_key", "perception_of_key", "PERCEPTION_KEY_SUFFIX", "STUDIO_LABEL", "STUDIO_KEY"]
 
 STUDIO, RELEASE, FOLDER = "studio", "release", "folder"
 #: the start of the name of every studio set (the date follows)
@@ -54,30 +54,51 @@ STUDIO_LABEL = "studio tasks (unversioned)"
 STUDIO_KEY = "studio"
 
 
-def ranking_key(label: str, digest: str) -> str:
-    """Which runs a leaderboard ranks together, from a run's ``gold_set`` and ``gold_set_digest``:
-    the same digest, the same set. A release or a folder by its digest (the same files); a run on
+#: the ranking-key suffix of runs whose perception was not the benchmark's: ``gt`` (oracle
+#: perception, the GT masks) and ``classical`` runs rank only among themselves, never with runs
+#: under the benchmark's protocol (``model``, and imported runs whose mode is ``unknown``)
+PERCEPTION_KEY_SUFFIX = {"gt": "~oracle", "classical": "~classical"}
+
+
+def ranking_key(label: str, digest: str, perception_mode: str = "") -> str:
+    """Which runs a leaderboard ranks together, from a run's ``gold_set``, ``gold_set_digest`` and
+    ``perception_mode``: the same digest, the same set. A release or a folder by its digest (the same files); a run on
     the studio's current tasks by ``studio:<digest>`` (the same questions at the same revisions and
     gold replays: runs read while the tasks did not change, over the same questions, rank together;
     a changed task or another selection of questions is another set, never ranked with it);
-    ``""`` for runs scored before sets were named (a group of their own)."""
+    ``""`` for runs scored before sets were named (a group of their own). A run with oracle (GT)
+    or classical perception gets the suffix ``~oracle`` / ``~classical``
+    (:data:`PERCEPTION_KEY_SUFFIX`): a group of its own beside its set's benchmark-protocol runs."""
+    suffix = PERCEPTION_KEY_SUFFIX.get(perception_mode or "", "")
     if (label or "").startswith(STUDIO_LABEL):
-        return f"{STUDIO_KEY}:{digest}" if digest else STUDIO_KEY
-    return digest or ""
+        return (f"{STUDIO_KEY}:{digest}" if digest else STUDIO_KEY) + suffix
+    return (digest or "") + suffix
+
+
+def perception_of_key(key: str) -> tuple[str, str | None]:
+    """``(key without its perception suffix, the perception mode it names or None)``."""
+    for mode, suffix in PERCEPTION_KEY_SUFFIX.items():
+        if key.endswith(suffix):
+            return key[:-len(suffix)], mode
+    return key, None
 
 
 def is_studio_key(key: str) -> bool:
     """Whether ``key`` (:func:`ranking_key`) is a set of the studio's current tasks."""
+    key = perception_of_key(key)[0]
     return key == STUDIO_KEY or key.startswith(STUDIO_KEY + ":")
 
 
 def ranking_q(key: str, prefix: str = "") -> Q:
     """The ``Q`` that selects the ``AgentRun`` rows of ranking key ``key`` (``prefix``: the path to
     the run, e.g. ``"run__"`` from a record)."""
+    key, mode = perception_of_key(key)
+    perception = (Q(**{f"{prefix}perception_mode": mode}) if mode is not None
+                  else ~Q(**{f"{prefix}perception_mode__in": list(PERCEPTION_KEY_SUFFIX)}))
     if is_studio_key(key):
         digest = key[len(STUDIO_KEY) + 1:]
-        return Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL, f"{prefix}gold_set_digest": digest})
-    return Q(**{f"{prefix}gold_set_digest": key}) & ~Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL})
+        return Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL, f"{prefix}gold_set_digest": digest}) & perception
+    return Q(**{f"{prefix}gold_set_digest": key}) & ~Q(**{f"{prefix}gold_set__startswith": STUDIO_LABEL}) & perception
 
 
 class GoldSetError(ValueError):

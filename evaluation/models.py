@@ -51,6 +51,13 @@ class AgentRun(models.Model):
     protocol = models.CharField(max_length=4, blank=True,
                                 help_text="AP (auto-planning) or IF (instruction-following); blank: not known")
     scaffold = models.CharField(max_length=60, blank=True, help_text="ReAct, Plan-then-Execute, Reflexion, ReWOO, ...")
+    PERCEPTION_MODES = [("model", "model (the benchmark's networks)"), ("gt", "oracle perception (GT masks)"),
+                        ("classical", "classical baselines"), ("unknown", "not known")]
+    perception_mode = models.CharField(
+        max_length=10, choices=PERCEPTION_MODES, default="unknown",
+        help_text="how the agent's seg.* calls were answered: model (the benchmark's protocol), gt (oracle "
+                  "perception: never ranked with the benchmark's protocol), classical, or unknown (an imported "
+                  "run that does not say)")
     imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -10,7 +10,9 @@
 * runs a call through ``registry.call_tool`` with a ``ToolContext`` bound to the task: paths
   resolve through ``LayerResolver`` over ``replay.services.layers.task_layers(task)`` (layer file names,
   or the stored file of a layer; a released task's layers at the versions its release pinned; artifacts of earlier calls by their bare name), artifacts go to
-  ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``, perception in GT mode;
+  ``STUDIO_ARTIFACT_ROOT/sessions/<session id>/``, perception in the mode given (``perception_mode``:
+  ``gt`` by default here, ``model`` by default in ``manage.py mcp_serve``); a ``seg.*`` tool whose
+  checkpoint is missing answers the benchmark's ``status: "stub"`` observation as a normal result;
 * answers a call with one JSON text block (and ``structured_content`` when the observation is an
   object). A refused call (bad arguments, missing file, no GT mask ...) is an MCP error result
   (``is_error``) whose text is the tool's readable message; an unexpected exception is also an
@@ -154,8 +156,11 @@ def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | 
             result = _error_result(message)
             if getattr(exc, "observation", None) is not None:  # the failure has an observation
                 obs, message = exc.observation, None
+                # a perception model without its checkpoint answers the benchmark's stub as a
+                # normal observation (dora-format.md §e); a variant's broken tool is an error
+                stub = isinstance(obs, dict) and obs.get("status") == "stub"
                 result = CallToolResult(content=[TextContent(type="text", text=_text(obs))],
-                                        structured_content=obs, is_error=True)
+                                        structured_content=obs, is_error=not stub)
         except Exception as exc:  # a bug in a tool: report it, keep serving
             log.exception("tool %s crashed", spec.name)
             message = f"{spec.name}: internal error: {type(exc).__name__}: {exc}"

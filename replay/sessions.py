@@ -9,7 +9,7 @@ with ``obs = {"error": "<message>"}`` for a call the tool refused. The recorder 
 per task in ``<DIR>/<task file stem>/benchmark.jsonl`` (e.g. ``t1_perception_and_assessment``), with
 the runner's fields (``question_id``, ``task_scoped_question_id``, ``task_category``,
 ``task_category_code``, ``sample_id``, ``worker_id``, ``question``, ``predicted_answer``, ``error``,
-``trajectory``, ``elapsed_time``, ``timestamp``) plus a ``studio_session`` dict (session id, agent).
+``trajectory``, ``elapsed_time``, ``timestamp``) plus a ``studio_session`` dict (session id, agent, and the perception mode the server ran in).
 The record is rewritten after every call, so the folder is a valid run folder at any moment and
 ``evaluation.services.runs.import_run_dir`` scores it. Other records in the same file (other tasks,
 other sessions) are kept; a record with the same ``question_id`` is replaced (the last session of a
@@ -90,7 +90,7 @@ class SessionRecorder:
 
     def __init__(self, run_dir: str | os.PathLike, meta: dict, *, session_id: str | None = None,
                  agent: str | None = None, worker_id: int = 0, persistent: bool = False,
-                 started_at: float | None = None):
+                 started_at: float | None = None, perception_mode: str | None = None):
         for key in ("question_id", "dimension"):
             if not meta.get(key):
                 raise ValueError(f"session meta needs '{key}'")
@@ -102,6 +102,7 @@ class SessionRecorder:
         self.meta["task_category_code"] = self.meta.get("task_category_code") or code
         self.session_id = session_id or new_session_id()
         self.agent = agent or ""
+        self.perception_mode = perception_mode or None  # model | gt | classical (None: unknown)
         self.worker_id = worker_id
         self.trajectory: list[dict] = []
         self.predicted_answer: Any = None
@@ -182,7 +183,9 @@ class SessionRecorder:
                 "elapsed_time": round(time.time() - self._started_at, 3),
                 "timestamp": _now_iso(),
                 "studio_session": {"session_id": self.session_id, "agent": self.agent,
-                                   "finished": self.finished},
+                                   "finished": self.finished,
+                                   **({"perception_mode": self.perception_mode}
+                                      if self.perception_mode else {})},
             }
 
     def write(self) -> dict:

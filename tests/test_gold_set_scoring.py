@@ -349,3 +349,38 @@ def test_release_page_and_api_count_benchmark_tasks_apart_from_variants(release_
     assert (api["counts"], api["variants"], len(api["items"])) == ({"t1": 1, "t2": 1}, 3, 5)
     page = client.get("/releases/1.0.0/").content.decode()
     assert "<dt>Tasks</dt><dd>2 · T1 1 · T2 1 · robustness variants 3</dd>" in page
+
+
+@pytest.mark.django_db
+def test_oracle_perception_runs_are_ranked_apart_from_the_benchmarks_protocol(release_with_variants, client):
+    """A run whose seg.* calls were answered from the GT masks (oracle perception) and a run under
+    the benchmark's protocol, on the same release: two groups, never one table or comparison."""
+    from evaluation.services.runs import import_run_dir
+
+    maint, release, variants, run_dir = release_with_variants
+    model_run = import_run_dir(maint, run_dir, "model-agent", release=release)  # records name no mode
+    oracle_run = import_run_dir(maint, run_dir, "oracle-agent", release=release, perception_mode="gt")
+    assert (model_run.perception_mode, oracle_run.perception_mode) == ("unknown", "gt")
+    assert model_run.gold_set_digest == oracle_run.gold_set_digest
+    client.force_login(maint)
+    page = client.get("/leaderboard/").content.decode()  # default: the release, benchmark protocol
+    official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
+    assert f'data-run="{model_run.pk}"' in official and f'data-run="{oracle_run.pk}"' not in official
+    key = f"{oracle_run.gold_set_digest}~oracle"
+    assert f'value="{key}"' in page and "release 1.0.0 · oracle perception" in page
+    page = client.get(f"/leaderboard/?set={key}").content.decode()
+    official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
+    assert f'data-run="{oracle_run.pk}"' in official and f'data-run="{model_run.pk}"' not in official
+    refused = client.get(f"/api/leaderboard/compare/?a={model_run.pk}&b={oracle_run.pk}")
+    assert refused.status_code == 400 and "oracle perception" in refused.json()["detail"]
+    html = client.get(f"/runs/{oracle_run.pk}/").content.decode()
+    assert '<b id="perception-mode">oracle perception (GT masks)</b>' in html
+    # a folder recorded by mcp_serve names its mode in every record's studio_session
+    t1 = run_dir / "t1_perception_and_assessment" / "benchmark.jsonl"
+    recs = [json.loads(line) for line in t1.read_text().splitlines()]
+    t1.write_text("".join(json.dumps(dict(r, studio_session={"perception_mode": "model"})) + "\n" for r in recs))
+    for other in run_dir.glob("*/benchmark.jsonl"):
+        if other != t1:
+            other.write_text("".join(json.dumps(dict(json.loads(line), studio_session={"perception_mode": "model"}))
+                                     + "\n" for line in other.read_text().splitlines() if line.strip()))
+    assert import_run_dir(maint, run_dir, "served-agent", release=release).perception_mode == "model"

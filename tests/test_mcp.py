@@ -211,7 +211,7 @@ def test_mcp_serve_over_stdio(tmp_path):
     params = StdioServerParameters(
         command=sys.executable, cwd=str(REPO), env=env,
         args=[str(REPO / "manage.py"), "mcp_serve", "--task", task.question_id, "--record", str(run_dir),
-              "--agent", "stdio-agent"],
+              "--agent", "stdio-agent", "--perception", "gt"],
     )
     out = {}
 
@@ -236,6 +236,7 @@ def test_mcp_serve_over_stdio(tmp_path):
     assert rec["trajectory"][0]["args"]["post_image_path"] == "/elsewhere/" + POST  # as sent
     # the client closed the session without studio_submit_answer
     assert rec["error"] == NO_ANSWER_ERROR and rec["studio_session"]["agent"] == "stdio-agent"
+    assert rec["studio_session"]["perception_mode"] == "gt"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -285,3 +286,35 @@ def test_mcp_serve_over_streamable_http_on_loopback(tmp_path):
     assert rec["trajectory"] == [{"call": "calc_div(a, b)", "args": {"a": 3, "b": 4},
                                   "obs": {"tool": "calc.div", "ratio": 0.75, "a": 3.0, "b": 4.0}}]
     assert rec["error"] == NO_ANSWER_ERROR  # written when the server shut down
+    # no --perception: the benchmark's protocol (model), stub answers without checkpoints
+    assert rec["studio_session"]["perception_mode"] == "model"
+    assert "perception model" in (tmp_path / "serve.log").read_text()
+
+
+@pytest.mark.django_db
+def test_model_perception_without_checkpoints_answers_the_benchmarks_stub(tmp_path, settings):
+    """dora-format.md §e: without a checkpoint every seg.* tool returns
+    ``{tool, status: "stub", note: "Replace this stub with a real model backend.", inputs, error}``,
+    a normal observation (the agent sees no mask), and the recorded step keeps it."""
+    settings.STUDIO_CHECKPOINT_DIR = ""
+    _, task = make_task()
+    recorder = SessionRecorder.for_task(tmp_path / "run", task, agent="a", perception_mode="model")
+    server = build_server(task, recorder=recorder, perception_mode="model")
+    seen = {}
+
+    async def main():
+        async with Client(server) as client:
+            seen["seg"] = await client.call_tool("seg_building_damage",
+                                                 {"pre_image_path": PRE, "post_image_path": POST})
+
+    _run(main)
+    seg = seen["seg"]
+    assert not seg.is_error
+    obs = obs_of(seg)
+    assert obs["status"] == "stub" and obs["tool"] == "seg.building_damage"
+    assert obs["note"] == "Replace this stub with a real model backend."
+    assert obs["inputs"] == {"pre_image_path": PRE, "post_image_path": POST}
+    assert "seg_building_damage.safetensors" in obs["error"] and "mask_path" not in obs
+    rec = json.loads((tmp_path / "run" / "t1_perception_and_assessment" / "benchmark.jsonl").read_text())
+    assert rec["trajectory"][0]["obs"]["status"] == "stub"
+    assert rec["studio_session"]["perception_mode"] == "model"

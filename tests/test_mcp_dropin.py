@@ -41,7 +41,8 @@ pytestmark = [
 def drive(tmp_path, task, steps, *, run_dir=None, record=None):
     env = subprocess_env(tmp_path)
     env["PATH"] = os.environ.get("PATH", "")
-    args = [str(REPO / "manage.py"), "mcp_serve", "--task", task.question_id, "--dotted-names"]
+    args = [str(REPO / "manage.py"), "mcp_serve", "--task", task.question_id, "--dotted-names",
+            "--perception", "gt"]
     if run_dir is not None:
         args += ["--temp_dir", str(run_dir)]
     if record is not None:

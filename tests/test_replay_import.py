@@ -168,6 +168,7 @@ def test_gold_baseline_writes_and_scores_a_run(florence, tmp_path, settings):
     run = AgentRun.objects.get(pk=summary["agent_run"])
     # T1: task0 scores 0 (error), task1 scores 1 -> 0.5
     assert run.agent.name == "gold-model" and run.dimensions["t1"]["dim_score"] == pytest.approx(0.5)
+    assert summary["perception_mode"] == "model" and run.perception_mode == "model"
     # model runs never become the gold
     from replay.models import ReplayRun
     assert not ReplayRun.objects.filter(mode="model", gold_accepted=True).exists()

@@ -374,20 +374,22 @@ def test_bad_checkpoints(tmp_path, checkpoints):
     assert "body.2.bias" in str(ei.value)
 
 
-def test_safetensors_builtin_reader_and_writer(tmp_path, checkpoints):
+def test_checkpoint_round_trip_through_the_safetensors_package(tmp_path, checkpoints):
+    from safetensors.numpy import load_file
+
     from kernel.tools import perception_models as pm
 
     ref, meta = pm.read_safetensors(checkpoints / "seg_lava.safetensors")
-    mine, meta2 = pm.read_safetensors(checkpoints / "seg_lava.safetensors", use_package=False)
-    assert meta == meta2 and meta["architecture"] == pm.ARCHITECTURE
-    assert sorted(ref) == sorted(mine) and all(np.array_equal(ref[k], mine[k]) for k in ref)
-    pm.write_safetensors(tmp_path / "x.safetensors", mine, meta)
-    back, meta3 = pm.read_safetensors(tmp_path / "x.safetensors")  # the package reads it
-    assert meta3 == meta and all(np.array_equal(back[k], ref[k]) for k in ref)
-    # seeded init writes the same bytes twice
+    assert meta["architecture"] == pm.ARCHITECTURE and meta["seed"] == "7"
+    pm.write_safetensors(tmp_path / "x.safetensors", ref, meta)
+    back = load_file(tmp_path / "x.safetensors")  # the package's own reader
+    assert sorted(back) == sorted(ref) and all(np.array_equal(back[k], ref[k]) for k in ref)
+    # seeded init writes the same tensors and metadata twice
     pm.init_checkpoint("lava", tmp_path / "a.safetensors", seed=7)
-    assert (tmp_path / "a.safetensors").read_bytes() == \
-        (checkpoints / "seg_lava.safetensors").read_bytes()
+    again, meta2 = pm.read_safetensors(tmp_path / "a.safetensors")
+    assert meta2 == meta and all(np.array_equal(again[k], ref[k]) for k in ref)
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        pm.read_safetensors(tmp_path / "nothing.safetensors")
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Sum
 
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
-from evaluation.goldset import is_studio_key, ranking_key, ranking_q
+from evaluation.goldset import is_studio_key, perception_of_key, ranking_key, ranking_q
 from evaluation.paired import paired_comparison
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
 
@@ -105,13 +105,14 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
     :func:`stale_aggregates` checks)."""
     qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold",
-        "gold_set", "gold_set_digest", "release__version", "release__status", "release__published_at", "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
+        "gold_set", "gold_set_digest", "perception_mode", "release__version", "release__status", "release__published_at", "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
         "aggregate__n_records", "aggregate__newest_record")
     runs, sums, state = [], {}, {}
     for r in qs:
         runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
                      "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
-                     "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": ranking_key(r["gold_set"], r["gold_set_digest"]),
+                     "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": ranking_key(r["gold_set"], r["gold_set_digest"], r["perception_mode"]),
+                     "perception_mode": r["perception_mode"],
                      "published": r["release__published_at"] if r["release__status"] == "published" else None})
         if r["aggregate__id"] is not None:
             sums[r["id"]] = r["aggregate__sums"] or {}
@@ -127,11 +128,17 @@ def gold_set_key(run: dict) -> str:
     return run.get("gold_set_key") or ""
 
 
+#: what a set's label adds for runs outside the benchmark's perception protocol
+PERCEPTION_LABEL = {"gt": " · oracle perception", "classical": " · classical perception"}
+
+
 def gold_sets(runs: list[dict]) -> list[dict]:
     """The gold sets of ``runs`` (:func:`aggregated_runs`' runs; no query), newest first (by their
     newest run): ``{key, label, n_runs, newest_run, published}``; ``label`` is the newest run's
-    name of the set (a studio set's: the date its newest run read it and its digest); ``published`` the
-    publication time of a published release's set, else None."""
+    name of the set (a studio set's: the date its newest run read it and its digest), with
+    " · oracle perception" for the group of oracle-perception runs (:data:`PERCEPTION_LABEL`);
+    ``published`` the publication time of a published release's set (benchmark-protocol runs
+    only, so the default set is never an oracle one), else None."""
     sets: dict[str, dict] = {}
     for r in runs:
         key = gold_set_key(r)
@@ -141,7 +148,8 @@ def gold_sets(runs: list[dict]) -> list[dict]:
             entry["newest_run"] = r["run_id"]
             entry["label"] = (f"{r.get('gold_set')} · digest {key.split(':', 1)[1][:12]}" if is_studio_key(key) and ":" in key
                               else r.get("gold_set") or "not named (scored before gold sets were named)")
-        if key and r.get("published") is not None:
+            entry["label"] += PERCEPTION_LABEL.get(perception_of_key(key)[1], "")
+        if key and r.get("published") is not None and perception_of_key(key)[1] is None:
             entry["published"] = r["published"]
     return sorted(sets.values(), key=lambda e: -e["newest_run"])
 
@@ -234,15 +242,19 @@ def compare_runs(run_a: int, run_b: int, n_boot: int = 2000, seed: int = 0) -> d
     ``{"error": text}`` instead when a run is missing, a step-wise planner run, or the two runs
     were scored on different gold sets, in different modes or thresholds (never compared)."""
     runs = {r["id"]: r for r in AgentRun.objects.filter(pk__in=[run_a, run_b]).values(
-        "id", "agent__name", "name", "scoring_mode", "tau_r", "tau_a", "gold_set", "gold_set_digest", "dora_score")}
+        "id", "agent__name", "name", "scoring_mode", "tau_r", "tau_a", "gold_set", "gold_set_digest", "perception_mode",
+        "dora_score")}
     missing = [str(i) for i in (run_a, run_b) if i not in runs]
     if missing:
         return {"error": f"no run {', '.join(missing)}"}
     a, b = runs[run_a], runs[run_b]
     if "stepwise" in (a["scoring_mode"], b["scoring_mode"]):
         return {"error": "a step-wise planner run has no task scores to compare"}
-    key = ranking_key(a["gold_set"], a["gold_set_digest"])
-    if key != ranking_key(b["gold_set"], b["gold_set_digest"]):
+    key = ranking_key(a["gold_set"], a["gold_set_digest"], a["perception_mode"])
+    if (a["perception_mode"] == "gt") != (b["perception_mode"] == "gt"):
+        return {"error": f"run {run_a} and run {run_b}: one ran with oracle perception (GT masks), the other under the "
+                         f"benchmark's protocol: they are never compared"}
+    if key != ranking_key(b["gold_set"], b["gold_set_digest"], b["perception_mode"]):
         return {"error": f"run {run_a} was scored on {a['gold_set'] or 'an unnamed set'} and run {run_b} on "
                          f"{b['gold_set'] or 'an unnamed set'}: runs on different gold sets are never compared "
                          f"(re-score one of them on the other's set first)"}

@@ -69,7 +69,9 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
     """Replay every task's gold trajectory with ``mode`` perception (default: the checkpoints in
     ``STUDIO_CHECKPOINT_DIR``), write the records in the benchmark's run layout under
     ``out_dir/<agent>_GT/`` and, with ``score``, import and score them like any agent run
-    (``evaluation.services.runs.import_run_dir``). Returns ``(run_dir, AgentRun | None, summary)``.
+    (``evaluation.services.runs.import_run_dir``), the run recording ``mode`` as its perception mode
+    (``gt``: oracle perception, ranked apart). Returns ``(run_dir, AgentRun | None, summary)``;
+    the summary names the mode (``perception_mode``).
     Tasks without an accepted gold are skipped (listed in the summary)."""
     require(user, "run.import")
     tasks = Task.objects.select_related("head", "event").order_by("sample_id", "task_index")
@@ -103,10 +105,10 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
             "total": len(records), "success": n_ok, "failed": len(records) - n_ok,
             "avg_time": round(sum(r["elapsed_time"] for r in records) / len(records), 3),
             "timestamp": datetime.now(_tz.utc).isoformat()}, indent=2), encoding="utf-8")
-    summary = {"run_dir": str(run_dir), "records": sum(len(v) for v in by_dim.values()),
+    summary = {"run_dir": str(run_dir), "perception_mode": mode, "records": sum(len(v) for v in by_dim.values()),
                "failed": failed, "skipped_no_gold": skipped}
     agent_run = None
     if score and summary["records"]:
-        agent_run = import_run_dir(user, run_dir, agent)
+        agent_run = import_run_dir(user, run_dir, agent, perception_mode=mode)
         summary["dora_score"] = agent_run.dora_score
     return run_dir, agent_run, summary

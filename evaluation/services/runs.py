@@ -138,7 +138,7 @@ def protocol_from_dir_name(name: str) -> str:
 @transaction.atomic
 def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | None = None,
                    mode: str = "dora", tau_r: float = 0.2, tau_a: float = 1.0, release=None,
-                   protocol: str | None = None, scaffold: str = "") -> AgentRun:
+                   protocol: str | None = None, scaffold: str = "", perception_mode: str | None = None) -> AgentRun:
     """Import and score a run folder (``<dim task name>/benchmark.jsonl`` per dimension).
 
     The run is pinned to one gold set (:mod:`evaluation.goldset`): ``tasks_dir`` (benchmark
@@ -150,7 +150,10 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     scored against the variant's own gold, gets its rule outcome (``RunRecord.robustness``,
     :func:`evaluation.robustness.record_robustness`) and stays outside the set
     (``RunRecord.in_gold_set`` False). ``protocol``: AP or IF (default: read from the folder name,
-    see :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...).
+    see :func:`protocol_from_dir_name`); ``scaffold``: the agent framework (ReAct, ReWOO, ...);
+    ``perception_mode``: model, gt (oracle perception), classical or unknown (default: what the
+    records' ``studio_session.perception_mode`` say when they all say one, see
+    :func:`perception_mode_of_records`, else ``unknown``).
     Raises ``RunImportError`` naming the file and the problem for an unknown protocol, or when the
     folder has no record, a file is not UTF-8 or nests too deeply, a record has no string question
     id or one used twice, a name is too long for its column, a record names no known task, or a
@@ -171,15 +174,27 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
         raise RunImportError(f"{run_dir}: no benchmark.jsonl with records under {', '.join(f[:-5] for f in TASK_FILES.values())}")
     _check_records(run_dir, records_by_dim)
     gold = resolve_gold_set(run_dir, records_by_dim, tasks_dir=tasks_dir, release=release)
+    perception_mode = perception_mode or perception_mode_of_records(records_by_dim)
+    if perception_mode not in dict(AgentRun.PERCEPTION_MODES):
+        raise RunImportError(f"perception mode: {perception_mode!r} is not one of {', '.join(dict(AgentRun.PERCEPTION_MODES))}")
     agent, _ = Agent.objects.get_or_create(name=agent_name)
     run = AgentRun(
         agent=agent, name=run_dir.name, source_dir=str(run_dir), scoring_mode=mode, tau_r=tau_r, tau_a=tau_a,
         gold_dir=str(Path(tasks_dir).resolve()) if tasks_dir is not None else "", imported_by=user,
-        protocol=protocol, scaffold=str(scaffold or "").strip()[:60],
+        protocol=protocol, scaffold=str(scaffold or "").strip()[:60], perception_mode=perception_mode,
     )
     run = _score_into(run, records_by_dim, gold, [run_dir])
     _announce_scored(user, run, n_records)
     return run
+
+
+def perception_mode_of_records(records_by_dim: dict) -> str:
+    """The perception mode a run folder's records name (``studio_session.perception_mode``, written
+    by ``manage.py mcp_serve --record``) when every record names the same one; ``"unknown"`` when
+    any record names none (the benchmark's own run folders) or they disagree."""
+    modes = {((r.get("studio_session") or {}).get("perception_mode") if isinstance(r.get("studio_session"), dict)
+              else None) for recs in records_by_dim.values() for r in recs}
+    return modes.pop() if len(modes) == 1 and None not in modes else "unknown"
 
 
 def _announce_scored(user, run: AgentRun, n_records: int) -> None:
@@ -304,7 +319,7 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
     gold = resolve_gold_set(f"run {run.pk}", records_by_dim, release=release)
     new = AgentRun(agent=run.agent, name=run.name, source_dir=run.source_dir, scoring_mode=run.scoring_mode,
                    tau_r=run.tau_r, tau_a=run.tau_a, imported_by=user, protocol=run.protocol, scaffold=run.scaffold,
-                   rescored_from=run)
+                   perception_mode=run.perception_mode, rescored_from=run)
     roots = [Path(run.source_dir)] if run.source_dir and Path(run.source_dir).is_dir() else []
     new = _score_into(new, records_by_dim, gold, roots)
     _announce_scored(user, new, sum(len(recs) for recs in records_by_dim.values()))

@@ -82,7 +82,8 @@ def import_stepwise_predictions(user, run: AgentRun, planner: str, predictions_t
     new = AgentRun.objects.create(agent=agent, name=(name or f"{planner} step-wise on {run.name}")[:200],
                                   scoring_mode=SCORING_MODE, release=run.release, imported_by=user,
                                   gold_set=run.gold_set, gold_set_digest=run.gold_set_digest,
-                                  gold_set_at=run.gold_set_at)  # the cases are cut from the source run's gold
+                                  gold_set_at=run.gold_set_at,  # the cases are cut from the source run's gold
+                                  perception_mode=run.perception_mode)
     RunRecord.objects.bulk_create([
         RunRecord(run=new, task_id=c["task_id"], question_id=c["case_id"], sample_id=c["sample_id"],
                   task_index=c["task_index"], dimension=c["dimension"],

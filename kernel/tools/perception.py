@@ -7,8 +7,13 @@ Modes (``ToolContext.perception_mode``)
     differently). No linked mask → ``GTMissingError`` naming the image; a mask whose labels do
     not fit the tool → ``GTLabelError`` listing the labels.
     ``model``: a torch model of the tool's family from ``<checkpoint_dir>/<file>.safetensors``
-    (``perception_models``; the studio's small reference architecture, not the benchmark's DPT).
-    No directory configured, or no file → ``ModelUnavailableError`` saying which.
+    (``perception_models``): the benchmark's network where the studio implements it (SegFormer
+    mit_b0 for ``seg.landslide_ms`` / ``seg.reservoir``), else the studio's small reference net
+    for a checkpoint that names it; ``_meta.architecture`` says which ran.
+    No directory configured, or no file → ``ModelUnavailableError`` carrying the benchmark's
+    stub observation (:func:`stub_observation`, ``status: "stub"``), which the MCP server
+    answers to the agent as the benchmark's server does; an unreadable
+    or mis-shaped checkpoint → ``ModelUnavailableError`` naming the file and tensors.
     ``classical``: a training-free baseline where one exists (``classical``): water by NDWI or SAR
     backscatter (``seg.flood``, ``seg.water_aerial``, ``seg.reservoir``), vegetation by NDVI
     (``seg.vegetation``). Other tools → ``ModelUnavailableError("no classical baseline ...")``.
@@ -62,7 +67,8 @@ import numpy as np
 import kernel.tools.classical as _classical
 import kernel.tools.perception_models as pm
 from ._io import _quiet, raster_meta, read_mask, read_raster, write_mask
-from .base import GTMask, GTMissingError, ToolContext, ToolError, ToolInputError, file_sha256
+from .base import (GTMask, GTMissingError, ModelUnavailableError, ToolContext, ToolError,
+                   ToolInputError, file_sha256)
 from .spec import register
 
 __all__ = ["DAMAGE_CLASSES", "DAMAGE_LABELS", "ROAD_CLASSES", "TOOLS", "GTLabelError",
@@ -613,8 +619,11 @@ def _run_model(ctx: ToolContext, t: SegTool, paths: dict[str, Path]):
         img = _read_image(paths[arg_main], t.name, arg_main).data
         labels, ckpt = pm.predict_labels(t.model, [img], ctx.checkpoint_dir, tool=t.name)
         mask = t.select(labels)
+    net, _ = pm.load_model("water" if t.name == "seg.flood" else t.model, ctx.checkpoint_dir,
+                           tool=t.name)  # cached: the network that just ran
     meta = {"mode": "model", "model": t.model, "checkpoint": ckpt.name,
-            "checkpoint_sha256": _sha(ckpt), "architecture": pm.ARCHITECTURE,
+            "checkpoint_sha256": _sha(ckpt),
+            "architecture": getattr(net, "studio_architecture", pm.ARCHITECTURE),
             "device": pm.device_name()}
     return mask, meta, {"checkpoint": ckpt, "device": pm.device_name()}, None
 
@@ -636,6 +645,24 @@ def _run_classical(ctx: ToolContext, t: SegTool, paths: dict[str, Path]):
         fn = _classical.vegetation_mask if t.classical == "vegetation" else _classical.water_mask
         m, info = fn(img, t.name)
     return m.astype(np.uint8) * 255, {"mode": "classical", **info}, {"method": info}, None
+
+
+#: the benchmark's text of a perception tool's answer when its model cannot be loaded
+STUB_NOTE = "Replace this stub with a real model backend."
+
+
+def stub_observation(tool: str, error: str, inputs: dict[str, str]) -> dict:
+    """The observation a benchmark ``seg.*`` tool returns when its checkpoint is missing:
+    ``{tool, status: "stub", note, inputs, error}`` (``dora/tools/perception.py``,
+    ``_stub_result``; dora-format.md §e "Without checkpoints"), plus ``_meta`` naming the mode.
+    ``inputs`` holds the call's path arguments under their parameter names (the benchmark's
+    keys vary by tool: ``pre_image``/``post_image`` for some, the parameter names for others).
+    The kernel never returns a stub (``call_tool`` refuses them): a missing checkpoint raises
+    ``ModelUnavailableError`` carrying this dict as ``observation``, and whoever serves an
+    agent (``replay.mcp_server``) answers it as a normal observation, as the benchmark does.
+    """
+    return {"tool": tool, "status": "stub", "note": STUB_NOTE, "inputs": dict(inputs),
+            "error": error, "_meta": {"mode": "model", "stub": True}}
 
 
 def run_seg_tool(ctx: ToolContext, name: str, **args: str) -> dict:
@@ -664,6 +691,11 @@ def run_seg_tool(ctx: ToolContext, name: str, **args: str) -> dict:
     if mode == "gt":
         mask, meta, extra, px = _run_gt(ctx, t, paths, names, metas[main].shape)
     elif mode == "model":
+        try:
+            pm.checkpoint_path(t.model, ctx.checkpoint_dir, tool=tool)
+        except ModelUnavailableError as exc:
+            exc.observation = stub_observation(tool, str(exc), {a: str(args[a]) for a in order})
+            raise
         mask, meta, extra, px = _run_model(ctx, t, paths)
     elif mode == "classical":
         mask, meta, extra, px = _run_classical(ctx, t, paths)
@@ -701,8 +733,8 @@ _MODE_DOC = """
 
 Modes: ``gt`` returns the linked GT mask remapped by label name (see the ``perception``
 module docstring; no GT → GTMissingError, unmappable labels → GTLabelError); ``model`` runs
-the studio reference network from ``<checkpoint_dir>/{ckpt}`` (ModelUnavailableError when
-the directory or file is missing); ``classical``: {classical}.
+the network from ``<checkpoint_dir>/{ckpt}`` (ModelUnavailableError carrying the
+benchmark's ``status: "stub"`` observation when the directory or file is missing); ``classical``: {classical}.
 Output: uint8 mask, {fmt}; the class map travels inside the file. ``_meta.mode`` names the
 mode; ``_meta`` holds no run-time fields, so replays are byte-identical."""
 

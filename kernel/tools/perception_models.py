@@ -10,10 +10,24 @@ Model zoo
     ``seg_isaid``, the eleven aerial tools ``seg_aerial``, ``seg.flood`` runs ``seg_water`` on both
     dates).
 
+The benchmark's networks
+    A checkpoint without ``architecture=studio-segnet-v1`` metadata is the benchmark's file: it
+    is loaded strictly into the benchmark's network of its model (:data:`BENCHMARK_NETWORKS`;
+    every tensor name, shape and dtype checked) and run as the benchmark runs it. Implemented:
+    SegFormer mit_b0 for ``landslide_ms`` and ``reservoir`` (``perception_segformer``; 14-band
+    input statistics, 512 px windows every 256 px, raw logits averaged) and HRNet-W48 for
+    ``building_lowres`` (``perception_hrnet``; 480 px windows every 240 px resized ×3 around
+    the net, raw logits averaged, the mask inverted) and Swin-T UPerNet for
+    ``landslide_bitemporal`` (``perception_swin``; pre + post RGB ImageNet-normalised, 518 px
+    windows, raw logits averaged). Not yet: the DINOv3 ViT-L DPT models: their benchmark files
+    are refused with a message saying so.
+    :func:`write_benchmark_checkpoint` writes a seeded file in the benchmark's format (parity
+    tests; ``docs/perception.md``).
+
 Reference architecture (``studio-segnet-v1``)
-    The benchmark's networks (DINOv3 ViT-L + DPT, SegFormer, Swin-UperNet, HRNet) and their
-    weights are not part of the studio. The studio's *reference architecture* is a small fully
-    convolutional net, the same for every family, differing only in input channels and classes::
+    The studio's own small fully convolutional net, the same for every family, differing only
+    in input channels and classes, for checkpoints that name it (tests, and the families whose
+    benchmark network the studio does not implement yet)::
 
         x -> (x - mean) / std                      per-channel buffers stored in the checkpoint
           -> conv3x3(C->w) ReLU -> conv3x3 dil 2 (w->w) ReLU -> conv3x3 dil 4 (w->w) ReLU
@@ -34,17 +48,15 @@ dropped, as the benchmark does), ``bitemporal`` (pre RGB then post RGB, 6 channe
 Device: ``cpu`` unless the environment variable ``STUDIO_PERCEPTION_DEVICE`` names another
 torch device. Results are deterministic for a given checkpoint, input and device.
 
-safetensors: read with the ``safetensors`` package when it is installed, else with the small
-reader below; written by the small writer below (byte-deterministic). The format is an 8-byte
-little-endian header length, a JSON header naming each tensor's dtype, shape and byte range
-(plus an optional ``__metadata__`` string map), then the raw little-endian bytes.
+safetensors files are read and written with the ``safetensors`` package (pinned in
+requirements.txt), the library the benchmark loads its checkpoints with
+(``safetensors.torch.load_model(..., strict=True)``, dora-format.md §e).
 """
 from __future__ import annotations
 
-import json
 import os
-import struct
 import threading
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +64,9 @@ from pathlib import Path
 import numpy as np
 
 from .base import ModelUnavailableError, ToolInputError, file_sha256
+from .perception_hrnet import build_hrnet
+from .perception_segformer import build_segformer
+from .perception_swin import SHARED_PREFIXES, build_swin_upernet
 
 __all__ = ["ARCHITECTURE", "MODEL_ZOO", "ModelSpec", "checkpoint_path", "load_model",
            "predict_labels", "init_checkpoint", "read_safetensors", "write_safetensors",
@@ -73,6 +88,8 @@ class ModelSpec:
     file: str
     input_kind: str  # "rgb" | "bitemporal" | "ms14"
     num_classes: int
+    #: the benchmark's network for this model (``dora/tools/segmentation/__init__.py``)
+    benchmark_arch: str = ""
 
     @property
     def in_channels(self) -> int:
@@ -81,19 +98,19 @@ class ModelSpec:
 
 #: model name → checkpoint file, input kind and number of classes (benchmark's MODEL_ZOO names)
 MODEL_ZOO: dict[str, ModelSpec] = {m.name: m for m in [
-    ModelSpec("building_damage", "seg_building_damage.safetensors", "bitemporal", 4),
-    ModelSpec("building_damage_opt_sar", "seg_building_damage_opt_sar.safetensors", "bitemporal", 4),
-    ModelSpec("road_damage", "seg_road_damage.safetensors", "bitemporal", 4),
-    ModelSpec("isaid", "seg_isaid.safetensors", "rgb", 16),
-    ModelSpec("landcover", "seg_landcover.safetensors", "rgb", 8),
-    ModelSpec("water", "seg_water.safetensors", "rgb", 2),
-    ModelSpec("aerial", "seg_aerial.safetensors", "rgb", 12),
-    ModelSpec("landslide_ms", "seg_landslide_ms.safetensors", "ms14", 2),
-    ModelSpec("landslide_bitemporal", "seg_landslide_bitemporal.safetensors", "bitemporal", 2),
-    ModelSpec("building_lowres", "seg_building_lowres.safetensors", "rgb", 2),
-    ModelSpec("lava", "seg_lava.safetensors", "bitemporal", 2),
-    ModelSpec("reconstruction_building", "seg_reconstruction_building.safetensors", "bitemporal", 2),
-    ModelSpec("reservoir", "seg_reservoir.safetensors", "ms14", 2),
+    ModelSpec("building_damage", "seg_building_damage.safetensors", "bitemporal", 4, "BitemporalDPT"),
+    ModelSpec("building_damage_opt_sar", "seg_building_damage_opt_sar.safetensors", "bitemporal", 4, "BitemporalDPT"),
+    ModelSpec("road_damage", "seg_road_damage.safetensors", "bitemporal", 4, "BitemporalDPT"),
+    ModelSpec("isaid", "seg_isaid.safetensors", "rgb", 16, "DPT"),
+    ModelSpec("landcover", "seg_landcover.safetensors", "rgb", 8, "DPT"),
+    ModelSpec("water", "seg_water.safetensors", "rgb", 2, "DPT"),
+    ModelSpec("aerial", "seg_aerial.safetensors", "rgb", 12, "DPT"),
+    ModelSpec("landslide_ms", "seg_landslide_ms.safetensors", "ms14", 2, "SegFormer mit_b0"),
+    ModelSpec("landslide_bitemporal", "seg_landslide_bitemporal.safetensors", "bitemporal", 2, "Swin-UperNet"),
+    ModelSpec("building_lowres", "seg_building_lowres.safetensors", "rgb", 2, "HRNet-W48"),
+    ModelSpec("lava", "seg_lava.safetensors", "bitemporal", 2, "BitemporalDPT"),
+    ModelSpec("reconstruction_building", "seg_reconstruction_building.safetensors", "bitemporal", 2, "BitemporalDPT"),
+    ModelSpec("reservoir", "seg_reservoir.safetensors", "ms14", 2, "SegFormer mit_b0"),
 ]}
 
 
@@ -102,84 +119,37 @@ def device_name() -> str:
 
 
 # ============================================================================================
-# safetensors
+# safetensors (the ``safetensors`` package)
 # ============================================================================================
-_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
-              "I8": "i1", "U8": "u1", "BOOL": "?"}
+def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(tensors as numpy arrays keyed by name, the file's ``__metadata__`` map) of a
+    safetensors file, read with the ``safetensors`` package (``safe_open``, numpy framework).
 
-
-def read_safetensors(path: Path, *, use_package: bool = True
-                     ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(tensors as numpy arrays, ``__metadata__``) of a safetensors file.
-
-    Uses the ``safetensors`` package when installed (and ``use_package``), else parses the
-    format directly.
-    Raises ``ValueError`` for a file that is not safetensors.
+    Raises ``ValueError`` naming the file when it is not a readable safetensors file.
     """
+    from safetensors import SafetensorError, safe_open
+
     path = Path(path)
-    raw = path.read_bytes()
-    if len(raw) < 8:
-        raise ValueError(f"{path.name} is too short to be a safetensors file")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if n <= 0 or 8 + n > len(raw):
-        raise ValueError(f"{path.name} is not a safetensors file (bad header length)")
     try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        with safe_open(str(path), framework="numpy") as f:
+            metadata = dict(f.metadata() or {})
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError) as exc:
         raise ValueError(f"{path.name} is not a safetensors file: {exc}") from None
-    if not isinstance(header, dict):
-        raise ValueError(f"{path.name} is not a safetensors file (header is not an object)")
-    metadata = {str(k): str(v) for k, v in (header.pop("__metadata__", None) or {}).items()}
-    try:
-        from safetensors.numpy import load as _st_load  # the reference implementation
-    except ImportError:
-        _st_load = None
-    if not use_package:
-        _st_load = None
-    if _st_load is not None and all(v.get("dtype") in _ST_DTYPES for v in header.values()):
-        return {k: np.asarray(v) for k, v in _st_load(raw).items()}, metadata
-    data = memoryview(raw)[8 + n:]
-    tensors: dict[str, np.ndarray] = {}
-    for name, info in header.items():
-        dtype = info.get("dtype")
-        if dtype not in _ST_DTYPES:
-            raise ValueError(f"{path.name}: tensor {name!r} has unsupported dtype {dtype!r}")
-        begin, end = (int(x) for x in info["data_offsets"])
-        shape = tuple(int(s) for s in info["shape"])
-        arr = np.frombuffer(data[begin:end], dtype=np.dtype(_ST_DTYPES[dtype]))
-        if arr.size != int(np.prod(shape, dtype=np.int64)):
-            raise ValueError(f"{path.name}: tensor {name!r} holds {arr.size} values, shape {shape}")
-        tensors[name] = arr.reshape(shape).copy()
     return tensors, metadata
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray],
                       metadata: dict[str, str] | None = None) -> Path:
-    """Write numpy arrays as a safetensors file, byte-deterministically: tensors in sorted name
-    order, metadata keys sorted, header padded to 8 bytes (the reference writer orders its
-    metadata map arbitrarily, so it is not used here; its reader accepts these files)."""
+    """Write numpy arrays (name → array) and a string metadata map as a safetensors file with
+    the ``safetensors`` package (``save_file``). The tensor table is deterministic; the order
+    of the metadata keys in the header is not (the package keeps them in a hash map), so
+    compare files by their tensors and metadata, not by their bytes."""
+    from safetensors.numpy import save_file
+
     path = Path(path)
-    arrays = {k: np.ascontiguousarray(v) for k, v in sorted(tensors.items())}
-    meta = {str(k): str(v) for k, v in sorted((metadata or {}).items())}
-    codes = {np.dtype(v).newbyteorder("<") if v != "?" else np.dtype(bool): k
-             for k, v in _ST_DTYPES.items()}
-    header: dict = {}
-    if meta:
-        header["__metadata__"] = meta
-    offset = 0
-    blobs = []
-    for name, arr in arrays.items():
-        code = codes.get(arr.dtype.newbyteorder("<") if arr.dtype.kind != "b" else arr.dtype)
-        if code is None:
-            raise ValueError(f"dtype {arr.dtype} of {name!r} cannot be stored")
-        blob = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": code, "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    arrays = {k: np.array(v, order="C") for k, v in tensors.items()}  # 0-d arrays stay 0-d
+    save_file(arrays, str(path), metadata={str(k): str(v) for k, v in (metadata or {}).items()})
     return path
 
 
@@ -276,10 +246,16 @@ _CACHE_SIZE = 2
 
 def load_model(name: str, checkpoint_dir: Path | None, *, tool: str | None = None,
                device: str | None = None):
-    """(model in eval mode on ``device``, checkpoint path). Strict: the checkpoint must hold
-    exactly the reference architecture's tensors with the family's channel/class counts."""
-    import torch
+    """(model in eval mode on ``device``, checkpoint path), cached per process (the two most
+    recent models, by file path, content hash and device).
 
+    A checkpoint whose metadata says ``architecture=studio-segnet-v1`` runs the studio's small
+    reference net (:func:`init_checkpoint`). Any other file is taken as the benchmark's: it is
+    loaded strictly into the benchmark's network for ``name`` (:data:`BENCHMARK_NETWORKS`), every
+    tensor name, shape and dtype checked; a missing, unexpected or mis-shaped tensor is a
+    ``ModelUnavailableError`` naming it. A model whose benchmark network the studio does not hold
+    yet is a ``ModelUnavailableError`` saying so. The model's ``studio_architecture`` attribute
+    names what runs."""
     spec = _spec(name)
     path = checkpoint_path(name, checkpoint_dir, tool=tool)
     dev = device or device_name()
@@ -293,32 +269,12 @@ def load_model(name: str, checkpoint_dir: Path | None, *, tool: str | None = Non
         tensors, meta = read_safetensors(path)
     except (ValueError, KeyError, OSError) as exc:
         raise ModelUnavailableError(f"cannot read checkpoint {path.name}: {exc}", tool=tool,
-                                    expected=f"a safetensors file of {ARCHITECTURE}") from None
-    arch = meta.get("architecture", ARCHITECTURE)
-    if arch != ARCHITECTURE:
-        raise ModelUnavailableError(
-            f"checkpoint {path.name} is for architecture {arch!r}; this studio runs "
-            f"{ARCHITECTURE!r}", tool=tool, expected=f"a {ARCHITECTURE} checkpoint")
-    w0 = tensors.get("body.0.weight")
-    if w0 is None or w0.ndim != 4:
-        raise ModelUnavailableError(f"checkpoint {path.name} has no tensor 'body.0.weight' of "
-                                    f"{ARCHITECTURE}", tool=tool)
-    width, in_ch = int(w0.shape[0]), int(w0.shape[1])
-    head = tensors.get("head.weight")
-    n_cls = int(head.shape[0]) if head is not None and head.ndim == 4 else -1
-    if (in_ch, n_cls) != (spec.in_channels, spec.num_classes):
-        raise ModelUnavailableError(
-            f"checkpoint {path.name} takes {in_ch} input channels and predicts {n_cls} classes; "
-            f"model {name!r} needs {spec.in_channels} and {spec.num_classes}", tool=tool,
-            expected=f"{spec.in_channels} channels, {spec.num_classes} classes")
-    net = _build(spec.in_channels, spec.num_classes, width)
-    state = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in tensors.items()}
-    missing, unexpected = net.load_state_dict(state, strict=False)
-    bad_shape = [k for k, v in net.state_dict().items() if k in state and state[k].shape != v.shape]
-    if missing or unexpected or bad_shape:
-        raise ModelUnavailableError(
-            f"checkpoint {path.name} does not fit {ARCHITECTURE}: missing {sorted(missing)}, "
-            f"unexpected {sorted(unexpected)}, mis-shaped {sorted(bad_shape)}", tool=tool)
+                                    expected="a safetensors file") from None
+    if meta.get("architecture") == ARCHITECTURE:
+        net = _load_segnet(spec, path, tensors, tool)
+        net.studio_architecture = ARCHITECTURE
+    else:
+        net = _load_benchmark(spec, path, tensors, tool)
     try:
         net = net.to(dev).eval()
     except (RuntimeError, AssertionError) as exc:
@@ -329,6 +285,121 @@ def load_model(name: str, checkpoint_dir: Path | None, *, tool: str | None = Non
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return net, path
+
+
+def _load_segnet(spec: ModelSpec, path: Path, tensors: dict, tool: str | None):
+    import torch
+
+    w0 = tensors.get("body.0.weight")
+    if w0 is None or w0.ndim != 4:
+        raise ModelUnavailableError(f"checkpoint {path.name} has no tensor 'body.0.weight' of "
+                                    f"{ARCHITECTURE}", tool=tool)
+    width, in_ch = int(w0.shape[0]), int(w0.shape[1])
+    head = tensors.get("head.weight")
+    n_cls = int(head.shape[0]) if head is not None and head.ndim == 4 else -1
+    if (in_ch, n_cls) != (spec.in_channels, spec.num_classes):
+        raise ModelUnavailableError(
+            f"checkpoint {path.name} takes {in_ch} input channels and predicts {n_cls} classes; "
+            f"model {spec.name!r} needs {spec.in_channels} and {spec.num_classes}", tool=tool,
+            expected=f"{spec.in_channels} channels, {spec.num_classes} classes")
+    net = _build(spec.in_channels, spec.num_classes, width)
+    state = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in tensors.items()}
+    missing, unexpected = net.load_state_dict(state, strict=False)
+    bad_shape = [k for k, v in net.state_dict().items() if k in state and state[k].shape != v.shape]
+    if missing or unexpected or bad_shape:
+        raise ModelUnavailableError(
+            f"checkpoint {path.name} does not fit {ARCHITECTURE}: missing {sorted(missing)}, "
+            f"unexpected {sorted(unexpected)}, mis-shaped {sorted(bad_shape)}", tool=tool)
+    return net
+
+
+#: benchmark architecture → builder of the studio's implementation, (in_channels, classes) → Module
+BENCHMARK_NETWORKS = {"SegFormer mit_b0": build_segformer, "HRNet-W48": build_hrnet,
+                      "Swin-UperNet": build_swin_upernet}
+
+
+def benchmark_network(name: str):
+    """A fresh (unloaded) instance of the benchmark's network for model ``name``, or
+    ``ModelUnavailableError`` when the studio does not implement it yet."""
+    spec = _spec(name)
+    build = BENCHMARK_NETWORKS.get(spec.benchmark_arch)
+    if build is None:
+        raise ModelUnavailableError(
+            f"the benchmark's {spec.benchmark_arch} network of model {name!r} is not implemented in "
+            f"the studio yet (implemented: {', '.join(sorted(BENCHMARK_NETWORKS))}); a "
+            f"{ARCHITECTURE} checkpoint runs instead", tool=None,
+            expected=f"a checkpoint of {', '.join(sorted(BENCHMARK_NETWORKS))}")
+    return build(spec.in_channels, spec.num_classes)
+
+
+def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None):
+    """Strict load, as the benchmark's ``safetensors.torch.load_model(model, path, strict=True)``:
+    the file's tensors must be exactly the network's, each of its shape and dtype."""
+    import torch
+
+    try:
+        net = benchmark_network(spec.name)
+    except ModelUnavailableError as exc:
+        raise exc.with_context(tool)
+    want = net.state_dict()
+    for alias, name in SHARED_PREFIXES.items():  # a shared module's second name (Swin-UperNet)
+        if not any(k.startswith(name) for k in tensors):
+            tensors = {(name + k[len(alias):] if k.startswith(alias) else k): v
+                       for k, v in tensors.items()}
+    missing = sorted(set(want) - set(tensors))
+    unexpected = sorted(set(tensors) - set(want))
+    bad = [f"{k} {tuple(tensors[k].shape)} {tensors[k].dtype} (want {tuple(want[k].shape)} "
+           f"{str(want[k].dtype).replace('torch.', '')})"
+           for k in sorted(set(want) & set(tensors))
+           if tuple(tensors[k].shape) != tuple(want[k].shape)
+           or str(tensors[k].dtype) != str(want[k].dtype).replace("torch.", "")]
+    if missing or unexpected or bad:
+        def some(xs):
+            return ", ".join(xs[:5]) + (f" and {len(xs) - 5} more" if len(xs) > 5 else "")
+        parts = [f"{label}: {some(xs)}" for label, xs in
+                 (("missing", missing), ("unexpected", unexpected), ("mis-shaped", bad)) if xs]
+        raise ModelUnavailableError(
+            f"checkpoint {path.name} does not fit the benchmark's {spec.benchmark_arch} for "
+            f"{spec.name!r}: {'; '.join(parts)}", tool=tool,
+            expected=f"the benchmark's {spec.file}")
+    net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=True)
+    net.studio_architecture = spec.benchmark_arch
+    return net
+
+
+def seeded_value(name: str, shape: tuple, dtype: str, seed: int) -> np.ndarray:
+    """The deterministic value of tensor ``name`` in a seeded test checkpoint: a generator seeded
+    by ``(seed, crc32(name))``; ``num_batches_tracked`` 0; BatchNorm ``running_var`` in [1, 1.5),
+    ``running_mean`` N(0, 0.1²); other 1-D ``weight`` 1 + N(0, 0.1²), other 1-D tensors
+    N(0, 0.05²); the rest N(0, 1/fan_in) with fan_in the product of the trailing dimensions.
+    The parity runs of the benchmark's own code use the same rule (``docs/perception.md``)."""
+    rng = np.random.default_rng([int(seed), zlib.crc32(name.encode())])
+    if name.endswith("num_batches_tracked"):
+        return np.zeros(shape, np.dtype(dtype))
+    if name.endswith("running_var"):
+        return (1 + 0.5 * rng.random(shape)).astype(np.float32)
+    if name.endswith("running_mean"):
+        return (0.1 * rng.standard_normal(shape)).astype(np.float32)
+    if len(shape) == 1 and name.endswith("weight"):
+        return (1 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+    if len(shape) == 1:
+        return (0.05 * rng.standard_normal(shape)).astype(np.float32)
+    fan_in = int(np.prod(shape[1:]))
+    return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+
+
+def write_benchmark_checkpoint(name: str, path: Path, *, seed: int = 0) -> Path:
+    """Write a checkpoint in the benchmark's format for model ``name`` (its network's tensor
+    names, shapes and dtypes, no metadata), every floating-point value from :func:`seeded_value`
+    and the integer buffers as the network builds them (``num_batches_tracked`` 0, Swin's
+    ``relative_position_index``): what the parity tests load in the studio and in the
+    benchmark's own code."""
+    net = benchmark_network(name)
+    tensors = {k: (seeded_value(k, tuple(v.shape), str(v.dtype).replace("torch.", ""), seed)
+                   if v.is_floating_point() else v.numpy().copy())  # integer buffers: their values
+               for k, v in net.state_dict().items()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return write_safetensors(path, tensors)
 
 
 # ============================================================================================
@@ -363,17 +434,186 @@ def prepare_input(name: str, images: list[np.ndarray], *, tool: str | None = Non
     return x
 
 
+#: the benchmark's 14-band input statistics (``dora/tools/perception.py``,
+#: ``landslide4sense_sliding_infer``): the image is divided by ``MS14_BAND_MEAN`` per band, then
+#: normalised as albumentations' ``Normalize(mean, std, max_pixel_value=1)`` does, in float32
+MS14_BAND_MEAN = (1111.81236406, 824.63171476, 663.41636217, 445.17289745, 645.8582926,
+                  1547.73508126, 1960.44401001, 1941.32229668, 674.07572865, 9.04787384,
+                  1113.98338755, 519.90397929, 20.29228266, 772.83144788)
+MS14_NORM_MEAN = (-0.4914, -0.3074, -0.1277, -0.0625, 0.0439, 0.0803, 0.0644, 0.0802, 0.3000,
+                  0.4082, 0.0823, 0.0516, 0.3338, 0.7819)
+MS14_NORM_STD = (0.9325, 0.8775, 0.8860, 0.8869, 0.8857, 0.8418, 0.8354, 0.8491, 0.9061, 1.6072,
+                 0.8848, 0.9232, 0.9018, 1.2913)
+#: window and stride of the 14-band models (px), and the benchmark's window batch size
+MS14_WINDOW, MS14_STRIDE, WINDOW_BATCH = 512, 256, 2
+
+
+def window_boxes(h: int, w: int, kernel: int, stride: int) -> list[tuple[int, int, int, int]]:
+    """Windows ``(x0, y0, x1, y1)`` covering an ``h`` × ``w`` image, rows outer, columns inner:
+    the window is clipped to the image, starts every ``stride`` px and the last one of a row or
+    column is moved back to end at the border (the grid of the benchmark's
+    ``segmentation/inference.py:sliding_window``, itself EVER's ``AutoPatchSegm``)."""
+    def starts(n: int) -> tuple[int, list[int]]:
+        k = min(kernel, n)
+        return k, sorted(set(range(0, n - k, stride)) | {n - k})
+    kh, ys = starts(h)
+    kw, xs = starts(w)
+    return [(x, y, x + kw, y + kh) for y in ys for x in xs]
+
+
+def average_windows(net, image, kernel: int, stride: int, *, batch: int = WINDOW_BATCH,
+                    forward=None):
+    """(K, H, W) float32 torch tensor: the net's outputs on the windows of ``image`` (an
+    (H, W, C) float32 array), ``batch`` windows a forward pass, summed per pixel and divided by
+    the number of windows covering it (the benchmark's ``predict_probs``: raw logits for the
+    SegFormer, Swin-UperNet and HRNet models). ``forward``: what runs on a (N, C, k, k) batch
+    instead of ``net`` itself (the low-resolution building model's resize around the net)."""
+    import torch
+
+    h, w = image.shape[:2]
+    dev = next(net.parameters()).device
+    forward = forward or net
+    boxes = window_boxes(h, w, kernel, stride)
+    acc = counts = None
+    with torch.inference_mode():
+        for i in range(0, len(boxes), batch):
+            part = boxes[i:i + batch]
+            x = torch.stack([torch.from_numpy(np.ascontiguousarray(image[y0:y1, x0:x1]))
+                             for x0, y0, x1, y1 in part]).to(dev).permute(0, 3, 1, 2).float()
+            out = forward(x).cpu()
+            if acc is None:
+                acc = torch.zeros(out.shape[1], h, w, dtype=torch.float32)
+                counts = torch.zeros(h, w, dtype=torch.float32)
+            for o, (x0, y0, x1, y1) in zip(out, part):
+                counts[y0:y1, x0:x1] += 1
+                acc[:, y0:y1, x0:x1] += o
+    return acc / counts.unsqueeze(0)
+
+
+#: scenes above this many pixels are merged on disk (the benchmark's ``LARGE_IMAGE_PIXELS``,
+#: ``segmentation/inference.py``, used by its DPT and Swin-UperNet tools)
+LARGE_IMAGE_PIXELS = 4000 * 4000
+
+
+def window_labels(net, image, kernel: int, stride: int, *,
+                  out_of_core_above: int = LARGE_IMAGE_PIXELS) -> np.ndarray:
+    """(H, W) uint8 argmax of :func:`average_windows`; above ``out_of_core_above`` pixels the sums
+    and counts live in temporary memory-mapped files and the argmax is taken in 1024 px blocks
+    (the benchmark's ``predict_labels_out_of_core``: the same float32 sums, so the same labels)."""
+    import tempfile
+
+    import torch
+
+    h, w = image.shape[:2]
+    if h * w <= out_of_core_above:
+        return average_windows(net, image, kernel, stride).argmax(dim=0).numpy().astype(np.uint8)
+    dev = next(net.parameters()).device
+    boxes = window_boxes(h, w, kernel, stride)
+    with tempfile.TemporaryFile() as fa, tempfile.TemporaryFile() as fc:
+        acc = counts = None
+        with torch.inference_mode():
+            for i in range(0, len(boxes), WINDOW_BATCH):
+                part = boxes[i:i + WINDOW_BATCH]
+                x = torch.stack([torch.from_numpy(np.ascontiguousarray(image[y0:y1, x0:x1]))
+                                 for x0, y0, x1, y1 in part]).to(dev).permute(0, 3, 1, 2).float()
+                out = net(x).cpu().permute(0, 2, 3, 1).numpy()
+                if acc is None:
+                    acc = np.memmap(fa, shape=(h, w, out.shape[3]), dtype=np.float32, mode="w+")
+                    counts = np.memmap(fc, shape=(h, w, 1), dtype=np.float32, mode="w+")
+                for o, (x0, y0, x1, y1) in zip(out, part):
+                    acc[y0:y1, x0:x1] += o
+                    counts[y0:y1, x0:x1] += 1.0
+        labels = np.empty((h, w), dtype=np.uint8)
+        for x0, y0, x1, y1 in window_boxes(h, w, 1024, 1024):
+            labels[y0:y1, x0:x1] = (np.asarray(acc[y0:y1, x0:x1]) /
+                                    np.asarray(counts[y0:y1, x0:x1])).argmax(axis=2)
+        del acc, counts
+    return labels
+
+
+def ms14_input(image: np.ndarray) -> np.ndarray:
+    """The (H, W, 14) float32 network input of the 14-band models from a (14, H, W) array:
+    ``image / MS14_BAND_MEAN`` (float64), then ``(x - MS14_NORM_MEAN) * (1 / MS14_NORM_STD)`` in
+    float32 (albumentations' Normalize with ``max_pixel_value=1``)."""
+    x = np.moveaxis(np.asarray(image, dtype=np.float64), 0, -1) / np.asarray(MS14_BAND_MEAN)
+    x = x.astype(np.float32)
+    return (x - np.asarray(MS14_NORM_MEAN, np.float32)) * np.reciprocal(
+        np.asarray(MS14_NORM_STD, np.float32))
+
+
+#: the bi-temporal models (``perception.py:model_sliding_infer``): pre and post RGB stacked (6
+#: channels), ImageNet-normalised on the 0-255 scale, 518 px windows every 518 px
+BITEMPORAL_WINDOW = 518
+
+
+def bitemporal_input(pre: np.ndarray, post: np.ndarray) -> np.ndarray:
+    """(H, W, 6) float32: pre then post RGB ((bands, H, W) arrays; a 1-band image repeated, extra
+    bands dropped), ``(x - mean) * (1 / std)`` with the ImageNet statistics twice, as
+    albumentations' ``Normalize(mean*2, std*2, max_pixel_value=1)``."""
+    x = np.concatenate([np.moveaxis(_rgb(np.asarray(pre)), 0, -1),
+                        np.moveaxis(_rgb(np.asarray(post)), 0, -1)], axis=-1).astype(np.float32)
+    return (x - np.asarray(IMAGENET_MEAN * 2, np.float32)) * np.reciprocal(
+        np.asarray(IMAGENET_STD * 2, np.float32))
+
+
+#: the low-resolution building model (``perception.py:seg_building_lowres``): 480 px windows of
+#: the native image every 240 px, each resized ×3 to the 1440 px network input, the logits
+#: resized back to 480 px (bilinear, ``align_corners=False`` both ways)
+LOWRES_SCALE, LOWRES_NET_INPUT = 3, 1440
+LOWRES_WINDOW = LOWRES_NET_INPUT // LOWRES_SCALE
+LOWRES_STRIDE = LOWRES_WINDOW // 2
+
+
+def lowres_building_labels(net, image: np.ndarray) -> np.ndarray:
+    """(H, W) uint8, 1 = building, of the benchmark's HRNet on a (bands, H, W) image: the first
+    three bands, zero-padded at the bottom/right to at least ``LOWRES_WINDOW`` px, normalised as
+    albumentations' ``Normalize(0.5, 0.5, max_pixel_value=255)`` (``(v - 127.5) / 127.5`` in
+    float32), windows :data:`LOWRES_WINDOW`/:data:`LOWRES_STRIDE` resized around the net, raw
+    logits averaged, then **inverted**: the benchmark's mask is ``(1 - argmax) * 255``, so the
+    network's class 0 is the building."""
+    import torch.nn.functional as F
+
+    x = np.moveaxis(_rgb(np.asarray(image)), 0, -1)
+    h, w = x.shape[:2]
+    ph, pw = max(LOWRES_WINDOW - h, 0), max(LOWRES_WINDOW - w, 0)
+    if ph or pw:
+        x = np.pad(x, ((0, ph), (0, pw), (0, 0)), mode="constant", constant_values=0)
+    x = ((x.astype(np.float32) - np.float32(127.5)) * np.float32(1 / 127.5)).astype(np.float32)
+
+    def forward(t):
+        up = F.interpolate(t, size=(LOWRES_NET_INPUT, LOWRES_NET_INPUT), mode="bilinear",
+                           align_corners=False)
+        return F.interpolate(net(up), size=(LOWRES_WINDOW, LOWRES_WINDOW), mode="bilinear",
+                             align_corners=False)
+
+    logits = average_windows(net, x, LOWRES_WINDOW, LOWRES_STRIDE, forward=forward)
+    return (1 - logits.argmax(dim=0).numpy()).astype(np.uint8)[:h, :w]
+
+
 def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | None, *,
                    tool: str | None = None, device: str | None = None
                    ) -> tuple[np.ndarray, Path]:
-    """(uint8 (H, W) class-index map = argmax of the logits, checkpoint path).
+    """(uint8 (H, W) class-index map, checkpoint path) of model ``name`` on ``images``
+    ((bands, H, W) arrays: one image, or [pre, post] for the bi-temporal models).
 
-    Runs on strips of ``STRIP_ROWS`` rows with a ``HALO``-row margin, which equals the
-    whole-image result because the net's receptive-field radius is ``RADIUS`` < ``HALO``.
+    The benchmark's SegFormer (``landslide_ms``, ``reservoir``): :func:`ms14_input`, windows of
+    512 px every 256 px, raw logits averaged (:func:`average_windows`), argmax. The studio's
+    reference net: strips of ``STRIP_ROWS`` rows with a ``HALO``-row margin, which equals the
+    whole-image result because its receptive-field radius is ``RADIUS`` < ``HALO``.
     """
     import torch
 
     net, path = load_model(name, checkpoint_dir, tool=tool, device=device)
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "SegFormer mit_b0":
+        x = prepare_input(name, images, tool=tool)  # the 14-band check
+        logits = average_windows(net, ms14_input(x), MS14_WINDOW, MS14_STRIDE)
+        return logits.argmax(dim=0).numpy().astype(np.uint8), path
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "Swin-UperNet":
+        pre, post = images
+        return window_labels(net, bitemporal_input(pre, post), BITEMPORAL_WINDOW,
+                             BITEMPORAL_WINDOW), path
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "HRNet-W48":
+        return lowres_building_labels(net, images[0]), path
     x = prepare_input(name, images, tool=tool)
     _, h, w = x.shape
     dev = next(net.parameters()).device

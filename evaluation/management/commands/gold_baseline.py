@@ -4,7 +4,9 @@ The paper's "Gold Trajectory" baseline: every task's expert trajectory executed 
 perception (checkpoints from ``STUDIO_CHECKPOINT_DIR``, not the GT masks), written as an agent run
 in the benchmark's run layout (``DIR/<agent>_GT/<dimension>/benchmark.jsonl``, trajectories,
 run_stats.json) and scored like any agent run. A perception step without a checkpoint fails:
-that task's record carries the error (and scores 0), as an agent's would.
+that task's record carries the error (and scores 0), as an agent's would. The run records its
+perception mode (``AgentRun.perception_mode``); ``--mode gt`` is oracle perception, ranked apart
+from the benchmark's protocol.
 """
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ class Command(BaseCommand):
         if o["json"]:
             self.stdout.write(json.dumps(summary, indent=2, default=str))
             return
-        self.stdout.write(f"{summary['records']} record(s) in {run_dir}; {len(summary['failed'])} with errors; "
+        label = {"gt": "gt (oracle perception)", "model": "model (the benchmark's networks)"}.get(o["mode"], o["mode"])
+        self.stdout.write(f"perception: {label}; {summary['records']} record(s) in {run_dir}; {len(summary['failed'])} with errors; "
                           f"{len(summary['skipped_no_gold'])} task(s) without an accepted gold skipped")
         if agent_run is not None:
             self.stdout.write(f"agent run {agent_run.pk} ({o['agent']}): DORA score {agent_run.dora_score}")

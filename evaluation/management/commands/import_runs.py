@@ -32,6 +32,9 @@ class Command(BaseCommand):
                             help="share 0-1 of the records to queue for human scoring (default: STUDIO_QUEUE_ON_IMPORT_SHARE)")
         parser.add_argument("--queue-n", type=int, default=None,
                             help="human verdicts per queued record (default: STUDIO_HUMAN_VERDICTS_PER_RECORD)")
+        parser.add_argument("--perception", choices=["model", "gt", "classical", "unknown"], default=None,
+                            help="how the run's seg.* calls were answered (default: the records' "
+                                 "studio_session.perception_mode, else unknown); gt = oracle perception")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
@@ -51,7 +54,7 @@ class Command(BaseCommand):
         try:
             run = import_run_dir(user, run_dir, opts["agent"], tasks_dir=Path(opts["tasks_dir"]) if opts["tasks_dir"] else None,
                                  mode=opts["mode"], tau_r=opts["tau_r"], tau_a=opts["tau_a"], release=release,
-                                 protocol=opts["protocol"], scaffold=opts["scaffold"])
+                                 protocol=opts["protocol"], scaffold=opts["scaffold"], perception_mode=opts["perception"])
             queued = queue_share_of_run(user, run, opts["queue_share"], opts["queue_n"])
         except (RunImportError, ValueError) as exc:
             raise CommandError(str(exc))

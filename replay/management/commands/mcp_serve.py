@@ -2,7 +2,7 @@
 
     python manage.py mcp_serve --task QUESTION_ID [--transport stdio|http] [--port N]
                                [--record DIR] [--agent NAME] [--run-dir DIR | --temp_dir DIR]
-                               [--dotted-names]
+                               [--dotted-names] [--perception model|gt|classical]
 
 * ``stdio`` (default): the MCP client starts this command as its server process; stdout carries
   the protocol only, diagnostics go to stderr.
@@ -22,17 +22,26 @@
 * ``--dotted-names``: list the tools under the benchmark's dotted names (``seg.flood``), as the
   benchmark's servers do; its harness renames them to the underscore aliases itself.
 
+* ``--perception MODE``: how the ``seg.*`` tools answer. ``model`` (default, the benchmark's
+  protocol): the benchmark's networks from ``STUDIO_CHECKPOINT_DIR``; a tool whose checkpoint is
+  missing (or no directory configured) answers the benchmark's ``status: "stub"`` observation, as
+  the benchmark's server does without checkpoints. ``gt``: the task's ground-truth masks
+  ("oracle perception": an easier task whose scores are never ranked with the benchmark's).
+  ``classical``: training-free baselines where one exists. The mode is kept in the record's
+  ``studio_session.perception_mode``.
+
 A robustness variant (``annotation.models.TaskVariant``) is served with its own tool set
 (``replay.variant_tools``: distractors, the broken tool and its alternative, removed tools absent).
 
 Tool paths resolve to the task's event layers; artifacts go to
-``STUDIO_ARTIFACT_ROOT/sessions/<session id>/`` (or the run dir); perception runs in GT mode.
+``STUDIO_ARTIFACT_ROOT/sessions/<session id>/`` (or the run dir).
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from replay.variant_tools import published_tools
@@ -40,6 +49,7 @@ from annotation.models import Task
 from kernel.paths import OutsideRoot
 
 HTTP_HOST = "127.0.0.1"
+PERCEPTION_MODES = ("model", "gt", "classical")
 
 
 class Command(BaseCommand):
@@ -55,6 +65,9 @@ class Command(BaseCommand):
                             help="one run across server processes: artifacts and session state in DIR")
         parser.add_argument("--dotted-names", action="store_true",
                             help="list tools under the benchmark's dotted names (seg.flood)")
+        parser.add_argument("--perception", choices=list(PERCEPTION_MODES), default="model",
+                            help="seg.* tools: model (the benchmark's networks; stub answers "
+                                 "without checkpoints), gt (oracle perception) or classical")
 
     def handle(self, *args, **opts):
         from replay.mcp_server import build_server, registry_tools
@@ -67,6 +80,7 @@ class Command(BaseCommand):
             raise CommandError(f"--task: task '{opts['task']}' has no revision")
         if not (0 < opts["port"] < 65536):
             raise CommandError(f"--port: {opts['port']} is not a TCP port")
+        perception = opts.get("perception") or "model"
         run_dir, session_id, work_dir, started_at = None, None, None, None
         if opts.get("run_dir"):
             run_dir = RunDirectory(Path(opts["run_dir"]).resolve())
@@ -80,13 +94,19 @@ class Command(BaseCommand):
         if opts.get("record"):
             recorder = SessionRecorder.for_task(Path(opts["record"]).resolve(), task, agent=opts.get("agent") or "",
                                                 session_id=session_id, persistent=run_dir is not None,
-                                                started_at=started_at)
+                                                started_at=started_at, perception_mode=perception)
         server = build_server(task, recorder=recorder, session_id=session_id, work_dir=work_dir,
-                              tool_names="dotted" if opts.get("dotted_names") else "alias")
+                              tool_names="dotted" if opts.get("dotted_names") else "alias",
+                              perception_mode=perception)
         err = sys.stderr  # stdout belongs to the protocol in stdio mode
+        if perception == "model" and not settings.STUDIO_CHECKPOINT_DIR:
+            err.write("mcp_serve: STUDIO_CHECKPOINT_DIR is not set: every seg.* call answers the "
+                      "benchmark's stub observation (status \"stub\"); --perception gt serves "
+                      "the GT masks (oracle perception)\n")
         where = (f"http://{HTTP_HOST}:{opts['port']}/mcp" if opts["transport"] == "http" else "stdio")
         err.write(f"mcp_serve: {len(published_tools(task, registry_tools()))} tools for {task.question_id} on {where}; "
                   f"session {server.binding.session_id}, artifacts in {server.binding.work_dir}"
+                  + f"; perception {perception}"
                   + (f"; recording to {recorder.jsonl_path}" if recorder else "") + "\n")
         err.flush()
         try:

@@ -307,7 +307,7 @@ def test_model_perception_without_checkpoints_answers_the_benchmarks_stub(tmp_pa
             seen["seg"] = await client.call_tool("seg_building_damage",
                                                  {"pre_image_path": PRE, "post_image_path": POST})
 
-    _run(main)
+    run_async(main)
     seg = seen["seg"]
     assert not seg.is_error
     obs = obs_of(seg)

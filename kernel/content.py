@@ -282,3 +282,19 @@ def accept_proposals(answer_spec: list, proposals: list[dict], *, fields: Iterab
             spec.append(f)
             rows.append({**p, "bound": False, "why_not": why})
     return spec, rows
+
+
+def answer_renames(old_spec: Any, new_spec: Any) -> dict[str, str]:
+    """The answer fields renamed between two ``answer_spec`` lists: ``{old name: new name}``.
+
+    The rule (the editor's ``answerRenames`` in ``frontend/static/studio/editor/state.js`` is the
+    same): the field at position *i* is renamed when its name differs between the two lists, the
+    old name is gone from the new list and the new name was not in the old one. A field removed or
+    added shifts the positions after it, so their names reappear elsewhere and nothing is taken for a
+    rename; two fields whose names are swapped are not renamed either. Entries that are not dicts
+    and empty names are ignored. Used to keep comments pinned to an answer field on that field.
+    """
+    def names(spec: Any) -> list[str]:
+        return [str(f.get("name") or "") if isinstance(f, dict) else "" for f in (spec if isinstance(spec, list) else [])]
+    old, new = names(old_spec), names(new_spec)
+    return {a: b for a, b in zip(old, new) if a and b and a != b and a not in new and b not in old}

@@ -317,3 +317,36 @@ def test_answer_geometry_drawn_on_the_map(live_server, browser, make_user, clien
         assert not p._errors, p._errors
     finally:
         ctx.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_comments_follow_an_answer_field_renamed_in_the_editor(live_server, browser, make_user):
+    """A comment pinned to answer field ``intersecting_a_count`` is listed under the new name as the
+    author types it (no save, no reload), and stays there once saved: the server moved its pin."""
+    from annotation.models import TaskComment
+    from annotation.services.review import add_comment
+    from annotation.services.tasks import build_input_data, create_task
+
+    ada = make_user("ada", "author", password="ada-pass-1")
+    event = import_joplin()
+    payload = t2_payload(event)
+    task = create_task(ada, event, dimension="t2", content={
+        **{k: payload[k] for k in ("question", "trajectory", "answer_spec", "task_category", "task_category_code")},
+        "input_data": build_input_data(event, payload["input_layers"])})
+    comment = add_comment(ada, task, "Is 20 m the benchmark's buffer?", answer_field="intersecting_a_count")
+    ctx, page = _login(browser, live_server, "ada", "ada-pass-1")
+    try:
+        page.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
+        _wait_saved(page)
+        pin = page.locator(f'#comment-list [data-comment="{comment.pk}"] .pin')
+        assert pin.text_content() == "answer intersecting_a_count"
+        page.locator("#answers .ans-name").first.fill("footprints_near_destroyed")
+        page.wait_for_function(f"""() => document.querySelector('#comment-list [data-comment="{comment.pk}"] .pin')
+                                   .textContent === 'answer footprints_near_destroyed'""")
+        page.click("#save-task")
+        page.wait_for_function("() => document.querySelector('#save-state').textContent.includes('r2')")
+        assert pin.text_content() == "answer footprints_near_destroyed"
+        assert TaskComment.objects.get(pk=comment.pk).answer_field == "footprints_near_destroyed"
+        assert not page._errors, page._errors
+    finally:
+        ctx.close()

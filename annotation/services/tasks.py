@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 
 from annotation import qc
 from annotation.errors import AnnotationConflict, AnnotationInputError, AnnotationLocked
-from annotation.models import Event, Task, TaskDraft, TaskRevision
+from annotation.models import Event, Task, TaskComment, TaskDraft, TaskRevision
 from annotation.services.content import derived_manifest, layer_manifest_entry, revision_content
 from studio.permissions import require
 
@@ -29,6 +29,7 @@ from kernel.catalogue import result_types  # noqa: E402
 from kernel.content import CONTENT_FIELDS  # noqa: E402
 from kernel.content import accept_proposals as kernel_accept_proposals  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
+from kernel.content import answer_renames  # noqa: E402
 from kernel.taskfile import from_storage, json_problem, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
@@ -293,7 +294,9 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     between (nothing is written), ``TaskLockedError`` when the status locks the content,
     ``ValueError`` naming the field for content that cannot be stored (:func:`content_problem`),
     ``PermissionDenied`` for the role, ``BrokenReferenceError`` when a reference of the merged
-    content is broken (nothing is written; the editor's draft keeps the work).
+    content is broken (nothing is written; the editor's draft keeps the work). Comments pinned to
+    an answer field the new content renames (:func:`kernel.content.answer_renames`) are pinned to
+    its new name.
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
     require(user, "task.edit", locked)
@@ -308,6 +311,8 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     rev = _write_revision(user, locked, merged, message or "edited",
                           source=source if source is not None else (head.source if head else ""))
     TaskDraft.objects.filter(task=locked, user=user).delete()
+    for old, new in answer_renames(head.answer_spec if head else [], merged.get("answer_spec")).items():
+        TaskComment.objects.filter(task=locked, answer_field=old).update(answer_field=new)
     return rev
 
 

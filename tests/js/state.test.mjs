@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  UndoLog, changeOutcome, changeTool, createState, deleteStepAt, duplicateStepAt, insertStepAt, moveStepBy, offersDraft,
+  UndoLog, answerRenames, changeOutcome, changeTool, createState, deleteStepAt, duplicateStepAt, insertStepAt, moveStepBy, offersDraft,
 } from "../../frontend/static/studio/editor/state.js";
 
 test("createState: a new task is an editable draft; a task its author may not edit is read-only", () => {
@@ -88,4 +88,16 @@ test("offersDraft: never read-only, never a draft equal to the saved revision", 
   assert.equal(offersDraft({ content: { question: "q" } }, false, baseline), false);
   assert.equal(offersDraft({ content: { question: "q2" } }, true, baseline), false);
   assert.equal(offersDraft(null, false, baseline), false);
+});
+
+test("answerRenames: a field renamed in place is a rename; a removal, an addition or a swap is not (the server's rule)", () => {
+  const spec = (...names) => names.map((name) => ({ name, eval_type: "scalar_count", source: 1 }));
+  assert.deepEqual(answerRenames(spec("count", "area"), spec("total", "area")), { count: "total" });
+  assert.deepEqual(answerRenames(spec("count", "area"), spec("n", "km2")), { count: "n", area: "km2" });
+  assert.deepEqual(answerRenames(spec("count", "area"), spec("area")), {});
+  assert.deepEqual(answerRenames(spec("count", "area"), spec("area", "extra")), {});
+  assert.deepEqual(answerRenames(spec("count"), spec("count", "extra")), {});
+  assert.deepEqual(answerRenames(spec("a", "b"), spec("b", "a")), {});
+  assert.deepEqual(answerRenames(spec("count"), spec("")), {});
+  assert.deepEqual(answerRenames(undefined, spec("x")), {});
 });

@@ -5,8 +5,11 @@ import { $, $$, el } from "./dom.js";
 
 /**
  * @param {Object} ctx  {task (editor-config's task, null for a new task), state, userName, toast(text),
- *   showMarkers(threads) (map_glue.js)}
- * @returns {{render(), threads: Array}}  render() draws every thread again (after the steps are drawn)
+ *   showMarkers(threads) (map_glue.js), renames() ({old answer field: new name} of the unsaved edits,
+ *   state.js answerRenames)}
+ * @returns {{render(), followRenames(renames), threads: Array}}  render() draws every thread again
+ *   (after the steps are drawn), a comment pinned to a renamed answer field under its new name;
+ *   followRenames pins the threads to the new names (the server did so when the revision was saved)
  */
 export function initComments(ctx) {
   const T = ctx.task;
@@ -50,8 +53,10 @@ export function initComments(ctx) {
     const open = threads.filter((c) => !c.resolved);
     $("#comments-card").hidden = !threads.length;
     if (threads.length) $("#comments-card h2").textContent = `Review comments (${open.length} open)`;
+    const renames = ctx.renames ? ctx.renames() : {};
     threads.forEach((c) => {
-      const where = c.step_index !== null && c.step_index !== undefined ? `step ${c.step_index}` : c.answer_field ? `answer ${c.answer_field}` : c.location ? "map" : "task";
+      const field = renames[c.answer_field] || c.answer_field;
+      const where = c.step_index !== null && c.step_index !== undefined ? `step ${c.step_index}` : field ? `answer ${field}` : c.location ? "map" : "task";
       const node = commentNode(c);
       node.prepend(el("span", { class: "pin", text: where }));
       list.appendChild(node);
@@ -62,5 +67,8 @@ export function initComments(ctx) {
     });
     ctx.showMarkers(threads);
   }
-  return { render, threads };
+  function followRenames(renames) {
+    threads.forEach((c) => { if (renames[c.answer_field]) c.answer_field = renames[c.answer_field]; });
+  }
+  return { render, followRenames, threads };
 }

@@ -30,7 +30,8 @@ import { initQc } from "./qc.js";
 import * as refs from "./references.js";
 import { REF_LIKE, isRef, refInfo, typeFamily } from "./references.js";
 import {
-  UndoLog, changeOutcome, changeTool, createState, deleteStepAt, duplicateStepAt, insertStepAt, moveStepBy, offersDraft,
+  UndoLog, answerRenames, changeOutcome, changeTool, createState, deleteStepAt, duplicateStepAt, insertStepAt, moveStepBy,
+  offersDraft,
 } from "./state.js";
 
 (function () {
@@ -551,6 +552,16 @@ import {
   }
   let draftTimer = null;
   let baseline = "";
+  // answer fields renamed since the saved revision ({old: new}, state.js answerRenames): comments
+  // pinned to the old name are shown under the new one as it is typed, and follow it on save
+  function pendingRenames(spec) {
+    return baseline ? answerRenames(JSON.parse(baseline).answer_spec, spec || payload().answer_spec) : {};
+  }
+  let shownRenames = "{}";
+  function relabelComments() {
+    const key = JSON.stringify(pendingRenames());
+    if (key !== shownRenames) { shownRenames = key; renderPinnedComments(); }
+  }
   function changed(opts) {
     if (state.readOnly || restoring) return;
     if (!(opts && opts.restoring)) record(opts);
@@ -558,6 +569,7 @@ import {
     const outcome = changeOutcome(now, lastChecked, baseline, draftKept);
     if (outcome.stale) { markReplayStale(); scheduleQc(); }
     lastChecked = now;
+    relabelComments();
     state.dirty = outcome.dirty;
     if (!state.dirty) {  // back to the saved revision (undo): a draft of the edits undone is not kept
       setSaveState("saved", savedText());
@@ -643,7 +655,9 @@ import {
         $("#event").disabled = true;
         addTaskLinks(data.id);
       }
+      comments.followRenames(pendingRenames(body.answer_spec));  // the server moved their pins too
       markClean();
+      relabelComments();
       renderQc(data.qc || [], null, data.version);
       renderTransitions(data.actions || []);
       $("#conflict").hidden = true;
@@ -889,7 +903,8 @@ import {
     location.href = `/tasks/${state.id}/`;
   }
   // review comments (comments.js): drawn again with the steps
-  const comments = initComments({ task: T, state, userName: CFG.user.name, toast, showMarkers: (threads) => map.showCommentMarkers(threads) });
+  const comments = initComments({ task: T, state, userName: CFG.user.name, toast, showMarkers: (threads) => map.showCommentMarkers(threads),
+    renames: () => pendingRenames() });
   const threads = comments.threads;
   function renderPinnedComments() { comments.render(); }
 

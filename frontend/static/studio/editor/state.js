@@ -141,3 +141,20 @@ export function changeOutcome(now, lastChecked, baseline, draftKept) {
 export function offersDraft(draft, readOnly, baseline) {
   return !!draft && !readOnly && JSON.stringify(draft.content) !== baseline;
 }
+
+/**
+ * The answer fields renamed between two answer_spec lists ([{name, ...}]): {old name: new name}.
+ * The server's rule (kernel.content.answer_renames), the same: the field at position i is renamed
+ * when its name differs, the old name is gone from the new list and the new name was not in the
+ * old one (a field removed or added, or two names swapped, is no rename). Empty names are ignored.
+ */
+export function answerRenames(oldSpec, newSpec) {
+  const names = (spec) => (Array.isArray(spec) ? spec : []).map((f) => (f && typeof f === "object" ? String(f.name || "") : ""));
+  const [before, after] = [names(oldSpec), names(newSpec)];
+  const out = {};
+  before.forEach((a, i) => {
+    const b = after[i];
+    if (a && b && a !== b && !after.includes(a) && !before.includes(b)) out[a] = b;
+  });
+  return out;
+}

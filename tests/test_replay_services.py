@@ -164,6 +164,16 @@ def test_mask_change_needs_acceptance(task, florence, maintainer, make_user, cli
         accept_gold(maintainer, gold)
 
 
+def test_first_replay_block_shows_no_gold_before_not_null(task, maintainer, client, settings):
+    """The first gold replay has no gold before it: the block says so instead of a ``null`` gold
+    for every field (the demo's task page read 'gold null, this replay 60' under a 'gold' badge)."""
+    start_replay(maintainer, task)
+    client.force_login(maintainer)
+    settings.ROOT_URLCONF = __name__
+    html = client.get(f"/tasks/{task.pk}/replay-diff/").content.decode()
+    assert "no gold before" in html and "<code>null</code>" not in html and "6691.5" in html
+
+
 def test_unchanged_replay_after_approval_stays_gold_and_edit_is_pending(task, maintainer):
     gold = accept_gold(maintainer, start_replay(maintainer, task))
     same = start_replay(maintainer, task)

@@ -56,6 +56,11 @@ def test_a_returned_task_reaches_its_author_through_the_bell(live_server, browse
         page.wait_for_url(f"{live_server.url}/notifications/")
         item = page.locator("#notifications li.unread")
         assert item.count() == 1 and REASON in item.inner_text() and "rey returned s0_task0" in item.inner_text()
+        # its buttons read as links on the light page (they were white on white, styled for the dark
+        # top bar); the top bar's Log out stays white
+        colours = page.evaluate("""() => ['#notifications .open-notification', '#notifications .mark-read', '.topbar .linkbutton']
+            .map((q) => getComputedStyle(document.querySelector(q)).color)""")
+        assert colours == ["rgb(31, 95, 153)", "rgb(31, 95, 153)", "rgb(255, 255, 255)"]  # --link #1f5f99; #fff
         item.locator("button.open-notification").click()
         page.wait_for_url(f"{live_server.url}/tasks/{task.pk}/")
         assert REASON in page.locator("#returned-banner").inner_text()

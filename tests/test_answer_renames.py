@@ -1,7 +1,7 @@
 """Renaming an answer field: the rule that tells a rename from a removal plus an addition
 (``kernel.content.answer_renames``, the editor's ``answerRenames`` is the same and has its node
-test in tests/js/state.test.mjs), and comments pinned to the old name following the rename when
-the revision is saved. Expected values worked out by hand from the rule's docstring."""
+test in tests/js/state.test.mjs), comments pinned to the old name following the rename when
+the revision is saved, and the revision diff showing it as one renamed field. Expected values worked out by hand from the rule's docstring."""
 from __future__ import annotations
 
 from kernel.content import answer_renames
@@ -40,3 +40,20 @@ def test_comments_on_a_renamed_answer_field_follow_it(client, joplin_once, peopl
     assert put.status_code == 200, put.content
     fields = [(c["body"], c["answer_field"]) for c in client.get(f"/api/tasks/{tid}/comments/").json()["results"]]
     assert fields == [("check the buffer", "footprints_near_destroyed"), ("other field", "gone_before")]
+
+
+def test_the_revision_diff_shows_a_rename_as_one_row(client, joplin_once, people):
+    from annotation.models import Task
+    from annotation.services.tasks import diff_revisions
+
+    client.force_login(people["ada"])
+    task = create_t2(client, joplin_once)
+    renamed = [{**T2_ANSWER[0], "name": "footprints_near_destroyed"}]
+    client.put(f"/api/tasks/{task['id']}/", {**t2_payload(joplin_once, answer_spec=renamed), "expected_version": 1},
+               content_type="application/json")
+    revs = {r.number: r for r in Task.objects.get(pk=task["id"]).revisions.all()}
+    diff = diff_revisions(revs[1], revs[2])
+    assert diff["answer"] == [{"key": "intersecting_a_count → footprints_near_destroyed", "change": "renamed",
+                               "old": T2_ANSWER[0], "new": renamed[0]}]
+    page = client.get(f"/tasks/{task['id']}/history/?a=1&b=2").content.decode()
+    assert "intersecting_a_count → footprints_near_destroyed</th><td>renamed" in page

@@ -415,13 +415,31 @@ def diff_steps(old: list[dict], new: list[dict]) -> list[dict]:
     return out
 
 
+def _answer_changes(spec_a: Any, spec_b: Any, answers_a: dict, answers_b: dict) -> list[dict]:
+    """:func:`_dict_changes` of the answer fields by name, a rename (old, new) as one ``renamed`` row
+    where the removal of the old name was."""
+    renames = answer_renames(spec_a, spec_b)
+    added = set(renames.values())
+    out = []
+    for row in _dict_changes(answers_a, answers_b):
+        if row["change"] == "added" and row["key"] in added:
+            continue
+        if row["change"] == "removed" and row["key"] in renames:
+            new = renames[row["key"]]
+            row = {"key": f"{row['key']} → {new}", "change": "renamed", "old": row["old"], "new": answers_b[new]}
+        out.append(row)
+    return out
+
+
 def diff_revisions(a: TaskRevision, b: TaskRevision) -> dict:
     """What changed from revision ``a`` to revision ``b`` (any two, either order).
 
     ``{"a": number, "b": number, "fields": [{key, change, old, new}] (question, category, code,
     disaster type), "input_data": [{key, ...}] (per input_data key), "classes": [...],
     "steps": diff_steps(...), "answer": [{key: field name, change, old, new}] (whole field
-    entries: eval_type, source, answer_format), "changed": bool}``.
+    entries: eval_type, source, answer_format; a field renamed in place,
+    :func:`kernel.content.answer_renames`, is one row ``{key: "old → new", change: "renamed"}``, not a
+    removal and an addition), "changed": bool}``.
     """
     scalar = ("question", "task_category", "task_category_code", "disaster_type")
     fields = _dict_changes({k: getattr(a, k) for k in scalar}, {k: getattr(b, k) for k in scalar})
@@ -433,7 +451,7 @@ def diff_revisions(a: TaskRevision, b: TaskRevision) -> dict:
         "input_data": _dict_changes(a.input_data, b.input_data),
         "classes": _dict_changes(a.classes, b.classes),
         "steps": steps,
-        "answer": _dict_changes(answers_a, answers_b),
+        "answer": _answer_changes(a.answer_spec, b.answer_spec, answers_a, answers_b),
     }
     result["changed"] = bool(fields or result["input_data"] or result["classes"] or result["answer"]
                              or any(s["op"] != "equal" for s in steps))

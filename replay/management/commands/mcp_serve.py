@@ -54,6 +54,9 @@ PERCEPTION_MODES = ("model", "gt", "classical")
 
 class Command(BaseCommand):
     help = "Serve every registry tool over MCP (stdio or Streamable HTTP on 127.0.0.1), bound to one task."
+    #: a server per tool call (the benchmark's harness): no system checks, whose URL check alone
+    #: imports every view of the site (``manage.py check`` runs them)
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument("--task", required=True, metavar="QUESTION_ID", help="question id of the task")

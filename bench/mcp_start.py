@@ -1,6 +1,6 @@
 """Start of the studio's tool server (``manage.py mcp_serve``) against a bare MCP server.
 
-    .venv/bin/python bench/mcp_start.py [--rounds 9] [--scratch DIR] [--keep]
+    .venv/bin/python bench/mcp_start.py [--rounds 9] [--scratch DIR] [--keep] [--studio-root DIR]
 
 The benchmark's harness starts a new MCP server process for every tool call
 (``dora/agent/mcp_tools.py``: ``--temp_dir``, a server per call), and so will the studio's
@@ -21,7 +21,8 @@ round by round (the side that goes first alternating), median of ``--rounds``:
   process has exited (the harness's call). The two sides must return the same counts
   (hand-checked: value 3 on 26,492 px and value 4 on 274 px, tests/support/florence.py).
 
-Also printed (info): ``manage.py mcp_serve --help`` and ``manage.py evaluate_runs --help`` (wall,
+Also printed (info): the same two ratios in the server process's CPU time (user + system, less
+moved by the load of a shared machine than its wall time), ``manage.py mcp_serve --help`` and ``manage.py evaluate_runs --help`` (wall,
 median), and the spread (min–max) of every side. Target (issue 35): start and call ≤ 1.3×.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -96,7 +98,7 @@ def setup(scratch: Path) -> dict:
 
 async def one(params, *, call: bool, mask: str = MASK) -> float:
     """Seconds from spawn to the tool list (``call=False``) or to the exited process after one
-    ``ras.count_pixels`` (``call=True``)."""
+    ``ras.count_pixels`` (``call=True``). The server's CPU time is read by ``timed``."""
     from mcp.client.session import ClientSession
     from mcp.client.stdio import stdio_client
 
@@ -119,6 +121,17 @@ async def one(params, *, call: bool, mask: str = MASK) -> float:
     return time.perf_counter() - t0
 
 
+def timed(params, *, call: bool, mask: str) -> tuple[float, float]:
+    """(wall seconds of ``one``, CPU seconds of the server process: user + system of the
+    children this process waited for, the server exiting when the client closes its stdin)."""
+    import anyio
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = anyio.run(lambda: one(params, call=call, mask=mask))
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+
+
 def timed_cli(args: list[str], env: dict) -> float:
     import subprocess
 
@@ -136,6 +149,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--scratch", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--studio-root", default=str(ROOT),
+                    help="the checkout whose manage.py is the studio side (another commit, `git archive`d, "
+                         "for a before/after against the same database and bare server)")
     args = ap.parse_args()
     base = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench"))
     base.mkdir(parents=True, exist_ok=True)
@@ -143,7 +159,6 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     try:
         env = setup(scratch)
-        import anyio
         from mcp.client.stdio import StdioServerParameters
 
         from annotation.models import Layer
@@ -155,32 +170,39 @@ def main() -> None:
         work = scratch / "bare-work"
         run_dir = scratch / "temp_dir"
         sides = {
-            "studio": StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env, args=[
-                str(ROOT / "manage.py"), "mcp_serve", "--task", QID, "--temp_dir", str(run_dir)]),
+            "studio": StdioServerParameters(command=sys.executable, cwd=args.studio_root,
+                                            env={**env, "PYTHONPATH": args.studio_root}, args=[
+                str(Path(args.studio_root) / "manage.py"), "mcp_serve", "--task", QID, "--temp_dir", str(run_dir)]),
             "bare": StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env, args=[
                 str(ROOT / "bench" / "_mcp_bare.py"), data_dir, str(work)]),
         }
         times = {(side, call): [] for side in sides for call in (False, True)}
         for side in sides:  # one warm-up each (file caches, .pyc)
-            anyio.run(lambda: one(sides[side], call=True, mask=masks[side]))
+            timed(sides[side], call=True, mask=masks[side])
+        cpu = {key: [] for key in times}
         for r in range(args.rounds):
             order = list(sides) if r % 2 == 0 else list(sides)[::-1]
             for call in (False, True):
                 for side in order:
-                    times[side, call].append(anyio.run(lambda: one(sides[side], call=call, mask=masks[side])))
+                    wall, used = timed(sides[side], call=call, mask=masks[side])
+                    times[side, call].append(wall)
+                    cpu[side, call].append(used)
         helps = {"mcp_serve": [], "evaluate_runs": []}
         for _ in range(max(3, args.rounds // 3)):
             for cmd in helps:
                 helps[cmd].append(timed_cli([str(ROOT / "manage.py"), cmd, "--help"], env))
         print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {args.rounds} rounds, interleaved")
         for (side, call), xs in times.items():
-            print(f"  {side:6s} {'call ' if call else 'start'}: median {fmt(xs)}")
+            print(f"  {side:6s} {'call ' if call else 'start'}: median {fmt(xs)}; server CPU {fmt(cpu[side, call])}")
         for label, call in (("spawn → tool list", False), ("spawn → one ras.count_pixels → exit", True)):
             s, b = statistics.median(times["studio", call]), statistics.median(times["bare", call])
             ratio = s / b
             print(f"BENCH\tmcp_start: {label}, mcp_serve vs a bare MCP server (median of {args.rounds})\t"
                   f"{ratio:.2f}× ({fmt(times['studio', call])} vs {fmt(times['bare', call])})\t"
                   f"≤ {TARGET}×\t{'ok' if ratio <= TARGET else 'OVER'}")
+            c = statistics.median(cpu["studio", call]) / statistics.median(cpu["bare", call])
+            print(f"BENCH\tmcp_start: {label}, server CPU time, mcp_serve vs bare (median of {args.rounds})\t"
+                  f"{c:.2f}× ({fmt(cpu['studio', call])} vs {fmt(cpu['bare', call])})\t—\tinfo")
         h_mcp, h_eval = statistics.median(helps["mcp_serve"]), statistics.median(helps["evaluate_runs"])
         print(f"BENCH\tmcp_start: manage.py mcp_serve --help vs evaluate_runs --help (wall)\t"
               f"{h_mcp / h_eval:.2f}× ({fmt(helps['mcp_serve'])} vs {fmt(helps['evaluate_runs'])})\t—\tinfo")

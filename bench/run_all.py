@@ -9,7 +9,7 @@ kept. A benchmark reports its figures for the table by printing
 lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, FAIL or info); for a
 script that prints none, its last printed lines stand in as the figure. ``--quick`` runs every
 benchmark that has a target at small sizes (``QUICK_ARGS``: a few thousand tasks or records, 40
-replays, 30 tiles; ``tools``, which has none, is left out) so that a reviewer can run the whole
+replays, 30 tiles, 3 rounds of ``mcp_start``; ``tools``, which has none, is left out) so that a reviewer can run the whole
 table quickly: its sizes are chosen for about three minutes on a quiet 2-CPU machine (183 s at load
 average 1.0–1.5 on 2026-12-01; 26 minutes the same day with the machine loaded to 6–17). Its
 figures are a smoke test of the same code, not the issue's sizes, and the table says so.

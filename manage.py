@@ -4,7 +4,18 @@ import os
 import sys
 
 
+#: commands whose module imports without Django's app registry: their ``--help`` is printed
+#: without starting Django (a tool server's ``--help`` as fast as ``evaluate_runs``'s)
+HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve"}
+
+
 def main() -> None:
+    command, rest = (sys.argv[1:2] or [""])[0], sys.argv[2:]
+    if command in HELP_WITHOUT_DJANGO and rest and set(rest) <= {"-h", "--help"}:
+        from importlib import import_module
+
+        import_module(HELP_WITHOUT_DJANGO[command]).Command().print_help("manage.py", command)
+        sys.exit(0)
     if sys.argv[1:2] == ["evaluate_runs"]:
         # The official evaluator's computation needs no settings and no database: run it before
         # Django starts, so that scoring a run folder starts in tens of milliseconds.

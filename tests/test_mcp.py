@@ -239,6 +239,21 @@ def test_mcp_serve_over_stdio(tmp_path):
     assert rec["studio_session"]["perception_mode"] == "gt"
 
 
+def test_mcp_serve_help_is_printed_without_starting_django():
+    # manage.py prints the command's help before Django starts (as evaluate_runs does): the app
+    # registry is never populated and no model module is imported; the text is Django's own
+    # (the same parser: the harness's --temp_dir spelling and the perception modes are listed)
+    probe = ("import runpy, sys; sys.argv = ['manage.py', 'mcp_serve', '--help']\ntry:\n"
+             "    runpy.run_path('manage.py', run_name='__main__')\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+             "from django.apps import apps\n"
+             "print(apps.ready, sorted(m for m in ('annotation.models', 'django.db.models', 'mcp') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"})
+    assert done.returncode == 0, done.stderr
+    assert "--run-dir DIR, --temp_dir DIR" in done.stdout and "{model,gt,classical}" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "False []"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_mcp_serve_over_streamable_http_on_loopback(tmp_path):
     _, task = make_task()

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyproj import CRS
-
 from kernel.references import get_obs_value, parse_reference
 from kernel.tools.logical import loop_over_reference
 
@@ -535,6 +533,8 @@ def _crs_is_lonlat(crs: Any) -> bool | None:
     text = str(crs).strip()
     if text.lower() in _LONLAT_CRS:
         return True
+    from pyproj import CRS  # PROJ's database loads only when QC reads a CRS (not at Django's start)
+
     try:
         parsed = CRS.from_user_input(text)
     except Exception:

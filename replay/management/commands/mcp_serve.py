@@ -44,16 +44,15 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from replay.variant_tools import published_tools
-from annotation.models import Task
-from kernel.paths import OutsideRoot
-
 HTTP_HOST = "127.0.0.1"
 PERCEPTION_MODES = ("model", "gt", "classical")
 
 
 class Command(BaseCommand):
     help = "Serve every registry tool over MCP (stdio or Streamable HTTP on 127.0.0.1), bound to one task."
+    #: a server per tool call (the benchmark's harness): no system checks, whose URL check alone
+    #: imports every view of the site (``manage.py check`` runs them)
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument("--task", required=True, metavar="QUESTION_ID", help="question id of the task")
@@ -70,8 +69,13 @@ class Command(BaseCommand):
                                  "without checkpoints), gt (oracle perception) or classical")
 
     def handle(self, *args, **opts):
+        # imported here, not at the top: ``manage.py mcp_serve --help`` loads this module without
+        # starting Django (manage.py), and the server's start pays only for what it uses
+        from annotation.models import Task
+        from kernel.paths import OutsideRoot
         from replay.mcp_server import build_server, registry_tools
         from replay.sessions import RunDirectory, SessionRecorder
+        from replay.variant_tools import published_tools
 
         task = Task.objects.select_related("head", "event").filter(question_id=opts["task"]).first()
         if task is None:

@@ -15,7 +15,6 @@ from evaluation.selectors.judge import judge_configs, judge_jobs
 from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
 from evaluation.selectors.verdicts import agreement_rows
 from evaluation import leaderboard as lb
-from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
@@ -32,6 +31,7 @@ from evaluation.services.queue import (QueueFilter, claim_item, claim_next, note
                                        submit_item, submit_record_verdict)
 from evaluation.services.runs import rerun_run_import, start_rescore
 from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
+from kernel.errors import InvalidInput
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
@@ -463,7 +463,7 @@ def _reading_param(request) -> str:
     try:
         return normalize_reading(request.query_params.get("reading"))
     except ValueError as exc:
-        raise EvaluationInputError(f"reading: {exc}", field="reading") from None
+        raise InvalidInput(f"reading: {exc}", field="reading") from None
 
 
 class AgreementView(APIView):
@@ -474,7 +474,7 @@ class AgreementView(APIView):
         require(request.user, "agreement.view")
         tie = request.query_params.get("tie_break", "exclude")
         if tie not in ("exclude", "incorrect"):
-            raise EvaluationInputError("tie_break: exclude or incorrect")
+            raise InvalidInput("tie_break: exclude or incorrect")
         reading = _reading_param(request)
         return Response(agreement_report(reread_agreement_rows(agreement_rows(), reading),
                                          tie_break=tie, reading=reading))
@@ -620,7 +620,7 @@ class LeaderboardCompareView(APIView):
         q.is_valid(raise_exception=True)
         out = compare_runs(q.validated_data["a"], q.validated_data["b"])
         if "error" in out:
-            raise EvaluationInputError(out["error"])
+            raise InvalidInput(out["error"])
         return Response(lb.json_ready(out))
 
 

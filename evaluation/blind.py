@@ -30,15 +30,26 @@ from __future__ import annotations
 from typing import Iterable
 
 from evaluation.models import RunRecord, ScoringItem, Verdict, VerdictsSeen
+from kernel.errors import Conflict
 from studio.permissions import can
 
 __all__ = [
     "own_verdict", "is_blind", "sees_verdicts", "visible_verdicts", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
-    "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS",
+    "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS", "NotBlind",
 ]
 
 #: the keys of ``RunRecord.robustness`` that are an outcome (by rule or by the judge): hidden while blind
 HIDDEN_ROBUSTNESS_KEYS = ("outcome", "decided_by", "judge_verdict", "recovered", "e5", "answer_ok")
+
+
+
+class NotBlind(Conflict):
+    """409: the person was shown the record's other verdicts or its judge outcome, so they cannot
+    score it blind and never become one of its raters (:func:`seen_refusal` says where and when;
+    ``evaluation.services.verdicts.submit_human_verdict`` raises it). Body: ``"blind": false``."""
+
+    def context(self) -> dict:
+        return {"blind": False}
 
 
 def own_verdict(user, record: RunRecord) -> Verdict | None:

@@ -38,8 +38,8 @@ from annotation.models import TaskComment
 from evaluation.background import dispatch
 from evaluation.blind import sees_verdicts, shows_agent
 from kernel.egress import resolve_checked, url_problem
+from kernel.errors import InvalidInput
 from notifications import jobs
-from notifications.errors import WebhookInputError
 from notifications.models import Notification, NotificationSetting, Webhook, WebhookAttempt, WebhookDelivery
 from studio.background import job_running, worker_lost, worker_tag
 from studio.events import EVENT_TYPES, EventType, emit
@@ -219,11 +219,11 @@ def mark_read(user, ids: Iterable[int] | None = None) -> int:
 
 def save_settings(user, *, muted: Iterable[str], email: bool) -> NotificationSetting:
     """Save ``user``'s muted event types (names of ``studio.events.EVENT_TYPES``; an unknown one
-    raises :class:`WebhookInputError` naming it) and e-mail choice."""
+    raises :class:`InvalidInput` naming it) and e-mail choice."""
     muted = sorted(set(muted))
     unknown = [m for m in muted if m not in EVENT_TYPES]
     if unknown:
-        raise WebhookInputError(f"muted: unknown event type(s) {', '.join(unknown)}")
+        raise InvalidInput(f"muted: unknown event type(s) {', '.join(unknown)}")
     row, _ = NotificationSetting.objects.update_or_create(user=user, defaults={"muted": muted, "email": bool(email)})
     return row
 
@@ -254,16 +254,16 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
 def _check_hook(url: str, event_types: Iterable[str]) -> list[str]:
     problem = url_problem(url, settings.STUDIO_WEBHOOK_ALLOWED_HOSTS)
     if problem:
-        raise WebhookInputError(problem)
+        raise InvalidInput(problem)
     parts = urlsplit(url)
     _, problem = resolve_checked(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
                                  settings.STUDIO_WEBHOOK_PRIVATE_HOSTS)
     if problem:
-        raise WebhookInputError(f"url: {problem}")
+        raise InvalidInput(f"url: {problem}")
     types = sorted(set(event_types))
     unknown = [t for t in types if t not in EVENT_TYPES]
     if unknown or not types:
-        raise WebhookInputError(f"event_types: {'unknown ' + ', '.join(unknown) if unknown else 'choose at least one'}")
+        raise InvalidInput(f"event_types: {'unknown ' + ', '.join(unknown) if unknown else 'choose at least one'}")
     return types
 
 
@@ -272,11 +272,11 @@ def create_webhook(user, *, url: str, event_types: Iterable[str], secret: str = 
     """Register a webhook of ``user`` (``webhook.create``, maintainers). ``url`` must pass the egress
     rules (``kernel.egress``: allowed host, no private address unless that host is allowed one);
     ``secret`` blank: one is made (:func:`new_secret`). Raises ``PermissionDenied``,
-    :class:`WebhookInputError` naming the field."""
+    :class:`InvalidInput` naming the field."""
     require(user, "webhook.create")
     types = _check_hook(url.strip(), event_types)
     if secret and len(secret) < 16:
-        raise WebhookInputError("secret: at least 16 characters (or leave it blank for one made here)")
+        raise InvalidInput("secret: at least 16 characters (or leave it blank for one made here)")
     return Webhook.objects.create(created_by=user, url=url.strip(), event_types=types, secret=secret or new_secret())
 
 

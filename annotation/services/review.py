@@ -29,10 +29,10 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation import qc
-from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Task, TaskComment
 from annotation.services.qc import qc_for_task
 from annotation.services.tasks import TaskValidationError, require_unreleased
+from kernel.errors import Conflict, InvalidInput
 from kernel.taskfile import json_problem
 from studio.events import emit
 from studio.permissions import can, require
@@ -40,18 +40,15 @@ from studio.permissions import can, require
 S = Task.Status
 
 
-class TransitionError(AnnotationInputError):
+class TransitionError(InvalidInput):
     """The transition is not allowed from the task's current status (or lacks its reason)."""
 
 
-class OpenCommentsError(TransitionError, AnnotationConflict):
+class OpenCommentsError(Conflict):
     """Approving a task whose review comments are still open needs an explicit confirmation
     (``acknowledge_open_comments=True``), which the audit event then records. ``open_count``.
-    A ``TransitionError`` (callers catching that keep working) answered as a 409 with
-    ``open_comments`` in the body (the editor asks for the confirmation then)."""
-
-    status_code = AnnotationConflict.status_code
-    code = AnnotationConflict.code
+    Answered as a 409 with ``open_comments`` in the body (the editor asks for the confirmation
+    then)."""
 
     def __init__(self, task: Task, open_count: int):
         self.task = task
@@ -285,29 +282,29 @@ def _clean_location(location) -> dict | None:
     if location in (None, "", {}):
         return None
     if not isinstance(location, dict):
-        raise AnnotationInputError("location: expected {frame, x, y} or a GeoJSON geometry")
+        raise InvalidInput("location: expected {frame, x, y} or a GeoJSON geometry")
     if "type" in location and "coordinates" in location:
         problem = json_problem(location["coordinates"], "location.coordinates")
         if problem:
-            raise AnnotationInputError(problem)
+            raise InvalidInput(problem)
         _require_geometry(location)
         return {"type": str(location["type"]), "coordinates": location["coordinates"],
                 **({"frame": location["frame"]} if location.get("frame") in ("pixel", "geographic") else {})}
     frame = location.get("frame")
     if frame not in ("pixel", "geographic"):
-        raise AnnotationInputError("location.frame: must be 'pixel' or 'geographic'")
+        raise InvalidInput("location.frame: must be 'pixel' or 'geographic'")
     try:
         x, y = float(location["x"]), float(location["y"])
     except (KeyError, TypeError, ValueError, OverflowError):
-        raise AnnotationInputError("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
+        raise InvalidInput("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
     if not (math.isfinite(x) and math.isfinite(y)):  # NaN, 1e999: no JSON number, no place on a map
-        raise AnnotationInputError("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
+        raise InvalidInput("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
     out = {"frame": frame, "x": x, "y": y}
     if location.get("layer"):
         out["layer"] = str(location["layer"])
         if len(out["layer"]) > COMMENT_TEXT_LIMIT:
-            raise AnnotationInputError(f"location.layer: {len(out['layer'])} characters, more than the "
-                                       f"{COMMENT_TEXT_LIMIT} it may hold")
+            raise InvalidInput(f"location.layer: {len(out['layer'])} characters, more than the "
+                               f"{COMMENT_TEXT_LIMIT} it may hold")
     return out
 
 
@@ -319,7 +316,7 @@ COMMENT_TEXT_LIMIT = 200
 
 
 def _require_geometry(location: dict) -> None:
-    """``AnnotationInputError`` naming ``location`` unless it is a GeoJSON geometry of
+    """``InvalidInput`` naming ``location`` unless it is a GeoJSON geometry of
     :data:`GEOMETRY_TYPES` that shapely builds (``shapely.geometry.shape``: positions of 2 or 3
     numbers, a line of 2 or more, closed rings of 4 or more) and that is not empty."""
     from shapely.errors import GeometryTypeError, ShapelyError
@@ -327,17 +324,17 @@ def _require_geometry(location: dict) -> None:
 
     kind = location.get("type")
     if kind not in GEOMETRY_TYPES:
-        raise AnnotationInputError(f"location.type: {str(kind)[:40]!r} is not one of {', '.join(GEOMETRY_TYPES)}")
+        raise InvalidInput(f"location.type: {str(kind)[:40]!r} is not one of {', '.join(GEOMETRY_TYPES)}")
     if not _numbers_only(location["coordinates"]):  # shapely reads "1" and true as 1.0; the studio would keep them
-        raise AnnotationInputError(f"location.coordinates: the positions of a GeoJSON {str(kind)} must be numbers "
-                                   "(not strings or true/false)")
+        raise InvalidInput(f"location.coordinates: the positions of a GeoJSON {str(kind)} must be numbers "
+                           "(not strings or true/false)")
     try:
         geom = shape({"type": kind, "coordinates": location["coordinates"]})
     except (GeometryTypeError, ShapelyError, ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
-        raise AnnotationInputError(f"location.coordinates: not the coordinates of a GeoJSON {kind} "
-                                   f"({str(exc)[:200]})") from None
+        raise InvalidInput(f"location.coordinates: not the coordinates of a GeoJSON {kind} "
+                           f"({str(exc)[:200]})") from None
     if geom.is_empty:
-        raise AnnotationInputError(f"location.coordinates: an empty {kind}")
+        raise InvalidInput(f"location.coordinates: an empty {kind}")
 
 
 def _numbers_only(coordinates) -> bool:
@@ -366,13 +363,13 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     require(user, "task.comment", task)
     body = (body or "").strip()
     if not body:
-        raise AnnotationInputError("body: a comment needs text")
+        raise InvalidInput("body: a comment needs text")
     if len(answer_field or "") > COMMENT_TEXT_LIMIT:
-        raise AnnotationInputError(f"answer_field: {len(answer_field)} characters, more than the "
-                                   f"{COMMENT_TEXT_LIMIT} it may hold")
+        raise InvalidInput(f"answer_field: {len(answer_field)} characters, more than the "
+                           f"{COMMENT_TEXT_LIMIT} it may hold")
     if parent is not None:
         if parent.task_id != task.pk:
-            raise AnnotationInputError("parent: that comment belongs to another task")
+            raise InvalidInput("parent: that comment belongs to another task")
         root = parent if parent.parent_id is None else parent.parent
         comment = TaskComment.objects.create(
             task=task, parent=root, author=user, body=body, revision_number=task.version,
@@ -384,7 +381,7 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     steps = len((task.head.trajectory if task.head_id else None) or [])
     if step_index is not None:
         if not isinstance(step_index, int) or not 0 <= step_index < max(steps, 1) or steps == 0:
-            raise AnnotationInputError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
+            raise InvalidInput(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
     comment = TaskComment.objects.create(
         task=task, author=user, body=body, revision_number=task.version, step_index=step_index,
         answer_field=answer_field or "", location=_clean_location(location),

@@ -32,8 +32,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from evaluation.judge.verdict import E_CODES
+from kernel.errors import Conflict, InvalidInput
 from kernel.taxonomy import plan_is_correct
-from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.blind import seen_refusal
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services.verdicts import GRADES, submit_human_verdict
@@ -42,7 +42,7 @@ from studio.events import emit
 from studio.permissions import require
 
 
-class QueueError(EvaluationConflict):
+class QueueError(Conflict):
     """A queue action that cannot be done in the item's state (the message says why; HTTP 409)."""
 
 
@@ -103,7 +103,7 @@ def enqueue_records(user, records: Iterable[RunRecord | int], n: int | None = No
     require(user, "queue.manage")
     n = verdicts_per_record() if n is None else int(n)
     if not 1 <= n <= 20:
-        raise EvaluationInputError(f"n: {n} human verdicts per record; use 1 to 20")
+        raise InvalidInput(f"n: {n} human verdicts per record; use 1 to 20")
     ids = [r.pk if isinstance(r, RunRecord) else int(r) for r in records]
     have = set(ScoringItem.objects.filter(record_id__in=ids).values_list("record_id", "slot"))
     rows = [ScoringItem(record_id=rid, slot=s) for rid in ids for s in range(1, n + 1) if (rid, s) not in have]
@@ -135,7 +135,7 @@ def queue_share_of_run(user, run: AgentRun, share: float | None = None, n: int |
 
     share = import_queue_share() if share is None else float(share)
     if not 0.0 <= share <= 1.0:
-        raise EvaluationInputError(f"share: {share} is not a share between 0 and 1")
+        raise InvalidInput(f"share: {share} is not a share between 0 and 1")
     if share == 0.0:
         return {"records": 0, "slots": 0}
     ids = sorted(run.records.values_list("id", flat=True))
@@ -158,14 +158,14 @@ def add_gold_check(user, record: RunRecord, expected: dict[str, Any] | None = No
     if expected is None:
         final = record.verdicts.filter(is_final=True, status="ok").order_by("-id").first()
         if final is None:
-            raise EvaluationInputError(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
+            raise InvalidInput(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
         expected = _verdict_expectation(final)
     errors = expected.get("errors")
     if not isinstance(errors, dict) or set(errors) - set(E_CODES):
-        raise EvaluationInputError("expected.errors: a mapping of E1–E6 to true/false")
+        raise InvalidInput("expected.errors: a mapping of E1–E6 to true/false")
     grade = expected.get("grade")
     if grade is not None and not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
-        raise EvaluationInputError(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
+        raise InvalidInput(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
     flags = {c: bool(errors.get(c)) for c in E_CODES}
     clean = {"is_correct": plan_is_correct(flags) if expected.get("is_correct") is None else bool(expected["is_correct"]),
              "grade": None if grade is None else float(grade), "errors": flags}
@@ -334,7 +334,7 @@ def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
     import json
 
     if not isinstance(draft, dict) or len(json.dumps(draft)) > 20000:
-        raise EvaluationInputError("draft: a JSON object of at most 20,000 characters")
+        raise InvalidInput("draft: a JSON object of at most 20,000 characters")
     item = _held(user, item)
     now = timezone.now()
     ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(

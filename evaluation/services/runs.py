@@ -33,9 +33,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.services.tasks import TASK_FILES
+from kernel.errors import Conflict, InvalidInput
 from releases.models import Release
 from evaluation.background import dispatch, job_runner
-from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
 from evaluation.jobs import run_import
 from evaluation.models import Agent, AgentRun, RunAggregate, RunImportJob, RunRecord
@@ -49,7 +49,7 @@ from studio.events import emit
 from studio.permissions import require
 
 
-class RunImportError(EvaluationInputError):
+class RunImportError(InvalidInput):
     """A run folder cannot be imported; the message names the file and the problem (HTTP 400)."""
 
 
@@ -508,10 +508,8 @@ KIND = "run-import"  # the job kind in studio.background
 logger = logging.getLogger(__name__)
 
 
-class RunImportStateError(RunImportError, EvaluationConflict):
+class RunImportStateError(Conflict):
     """The import job cannot be run again in its state (not failed, or its zip is gone): HTTP 409."""
-
-    status_code, code = EvaluationConflict.status_code, EvaluationConflict.code
 
 
 def _store(upload, filename: str) -> Path:

@@ -22,6 +22,7 @@ from releases.selectors import (
 from releases.services import lifecycle
 from releases.services.release_export import start_export
 from annotation.services import review as review_services
+from kernel.errors import Conflict
 from kernel.paths import OutsideRoot, confine
 from studio.permissions import can
 
@@ -38,7 +39,7 @@ def release_list_page(request):
             return redirect("release_list")
         try:
             release = lifecycle.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
-        except (lifecycle.ReleaseError, PermissionDenied) as exc:
+        except (lifecycle.ReleaseError, Conflict, PermissionDenied) as exc:
             messages.error(request, str(exc))
             return redirect("release_list")
         messages.success(request, f"Draft release {release.version} created with its tasks pinned.")
@@ -82,7 +83,7 @@ def release_publish(request, version: str):
     try:
         lifecycle.publish_release(request.user, release, acknowledge_open_comments=acknowledge)
         messages.success(request, f"Release {version} published; it can no longer be changed.")
-    except (lifecycle.ReleaseError, PermissionDenied) as exc:
+    except (lifecycle.ReleaseError, Conflict, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)
 
@@ -95,7 +96,7 @@ def release_acknowledge_stale(request, version: str):
     try:
         lifecycle.acknowledge_stale(request.user, release, question_id=task, reason=request.POST.get("reason", ""))
         messages.success(request, f"Stale derived values of {task} acknowledged.")
-    except (lifecycle.ReleaseError, PermissionDenied) as exc:
+    except (lifecycle.ReleaseError, Conflict, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)
 

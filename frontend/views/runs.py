@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
-from evaluation.services.runs import (RunImportError, can_rerun, is_stale, rerun_run_import, start_rescore,
+from evaluation.services.runs import (RunImportError, RunImportStateError, can_rerun, is_stale, rerun_run_import, start_rescore,
                                       start_run_import)
 from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
 from evaluation import blind
@@ -87,7 +87,7 @@ def run_import_rerun(request, pk: int):
     job = get_object_or_404(RunImportJob, pk=pk)
     try:
         rerun_run_import(request.user, job)
-    except RunImportError as exc:
+    except (RunImportError, RunImportStateError) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Import {job.pk} ({job.filename}) started again.")

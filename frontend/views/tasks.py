@@ -27,11 +27,11 @@ from annotation.selectors_variants import variant_row, variants_of
 from annotation.services import review as review_services
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
-from annotation.errors import AnnotationError
 from annotation.services.content import revision_content
 from annotation.services.tasks import (EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived,
                                        run_fast_qc)
 from frontend.views.events import map_config
+from kernel.errors import DomainError
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
 from replay.rendering import class_labels
@@ -356,7 +356,7 @@ def task_refresh_derived(request, pk: int):
     task = get_object_or_404(Task, pk=pk)
     try:
         rev = refresh_derived(request.user, task, expected_version=int(request.POST.get("expected_version") or -1))
-    except (AnnotationError, PermissionDenied) as exc:
+    except (DomainError, PermissionDenied) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"r{rev.number} saved: {rev.message}. Replay it for the gold.")

@@ -25,11 +25,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
-from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import Layer, QcAcknowledgement, Task
 from annotation.services import review
 from annotation.services.qc import DERIVED_CONTENT_FIELDS, DERIVED_RUN_FIELDS, derived_findings
 from annotation.services.review import release_for_release
+from kernel.errors import Conflict, InvalidInput
 from releases.models import Release, ReleaseFile, ReleaseTask
 from releases.selectors import release_entries
 from releases.services import release_variants
@@ -51,18 +51,16 @@ RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 
 
-class ReleaseError(AnnotationInputError):
+class ReleaseError(InvalidInput):
     """A release cannot be created, changed or published; the message names the field or task."""
 
 
 
-class ReleaseOpenCommentsError(ReleaseError, AnnotationConflict):
+class ReleaseOpenCommentsError(Conflict):
     """Publishing a release whose tasks have open review comments needs a confirmation
     (``acknowledge_open_comments=True``), which each such task's audit trail then records (HTTP
     409 with ``open_comments``, a count, and ``open_comment_threads``, the threads as
     ``review.open_comment_threads`` gives them)."""
-
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
     def __init__(self, release: Release, open_comments: list[dict]):
         self.open_comments = open_comments
@@ -75,29 +73,23 @@ class ReleaseOpenCommentsError(ReleaseError, AnnotationConflict):
 
 
 
-class ReleaseExistsError(ReleaseError, AnnotationConflict):
+class ReleaseExistsError(Conflict):
     """A release of that version exists already (HTTP 409), also when another request created it
     a moment ago."""
 
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
 
-
-class ReleaseImmutableError(ReleaseError, AnnotationConflict):
+class ReleaseImmutableError(Conflict):
     """The release is published: it cannot be edited, re-published or deleted (HTTP 409)."""
 
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
 
-
-class ReleaseStaleError(ReleaseError, AnnotationConflict):
+class ReleaseStaleError(Conflict):
     """A pinned task holds a derived value that no longer equals its source (``derived.*`` QC
     findings: a manifest GSD/CRS its layer changed since, a gold replay whose inputs changed)
     and no maintainer acknowledged it (HTTP 409 with ``stale``: ``[{task, revision, check,
     field, message}]``). Refresh the task (then re-pin it: edit the release's tasks) or
     acknowledge it (:func:`acknowledge_stale`)."""
-
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
     def __init__(self, release: Release, stale: list[dict]):
         self.stale = stale

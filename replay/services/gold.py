@@ -18,7 +18,7 @@ from annotation.models import AuditEvent, Task
 from annotation.services.review import TransitionError
 from annotation.services.tasks import require_unreleased
 from kernel.engine import replay_hash
-from replay.errors import ReplayConflict
+from kernel.errors import Conflict
 from replay.models import ReplayRun
 from replay.selectors import GOLD_MODE, current_gold, latest_successful_replay
 from studio.permissions import require
@@ -29,7 +29,7 @@ ACCEPT_ACTION = "task.replay"
 
 
 
-class ReplayStateError(ReplayConflict):
+class ReplayStateError(Conflict):
     """A replay is not in a state that allows the operation; the message says why (HTTP 409)."""
 
 

@@ -25,7 +25,7 @@ from kernel.errors import InvalidInput, NotFound
 from studio.api_fields import ID_BOUNDS, INT_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
-from studio.permissions import can
+from studio.permissions import Action, can
 
 
 class LayerOut(serializers.ModelSerializer):
@@ -198,7 +198,7 @@ class TaskOut(TaskListOut):
 
     def get_can_edit(self, task) -> bool:
         user = self._user()
-        return bool(user) and task.status in task_services.EDITABLE_STATUSES and can(user, "task.edit", task)
+        return bool(user) and task.status in task_services.EDITABLE_STATUSES and can(user, Action.TASK_EDIT, task)
 
 
 class RevisionListOut(serializers.Serializer):

@@ -21,7 +21,7 @@ from annotation import qc
 from annotation.models import Layer, LayerAuditEvent, Task
 from kernel.errors import InvalidInput
 from kernel.inputs import input_entries
-from studio.permissions import require
+from studio.permissions import Action, require
 
 #: the largest GSD accepted (m/px): coarser than any imagery the benchmark uses (Sentinel-1/2: 10-20 m,
 #: DEMs: 30 m, MODIS: 250-1000 m); a value above is almost surely a unit slip (cm, km)
@@ -78,7 +78,7 @@ def set_layer_georeferencing(user, layer: Layer, *, gsd_m=None, crs=None, reason
     maintainers) and ``ValueError`` naming the field (no reason, a GSD out of (0, 1000] m/px, an
     unknown CRS, nothing changed); nothing is written then.
     """
-    require(user, "layer.edit_metadata", layer)
+    require(user, Action.LAYER_EDIT_METADATA, layer)
     reason = str(reason or "").strip()
     if not reason:
         raise InvalidInput("reason: say where the value comes from (e.g. the product's metadata)")

@@ -35,7 +35,7 @@ from annotation.services.tasks import TaskValidationError, require_unreleased
 from kernel.errors import Conflict, InvalidInput
 from kernel.taskfile import json_problem
 from studio.events import emit
-from studio.permissions import can, require
+from studio.permissions import Action, can, require
 
 S = Task.Status
 
@@ -76,13 +76,13 @@ class Transition:
 
 
 TRANSITIONS: dict[str, Transition] = {t.name: t for t in (
-    Transition("submit", (S.DRAFT, S.RETURNED), S.SUBMITTED, "task.submit", label="Submit for review"),
-    Transition("withdraw", (S.SUBMITTED, S.IN_REVIEW), S.DRAFT, "task.withdraw", label="Withdraw"),
-    Transition("start_review", (S.SUBMITTED,), S.IN_REVIEW, "task.review", label="Start review"),
-    Transition("return", (S.SUBMITTED, S.IN_REVIEW, S.APPROVED), S.RETURNED, "task.return", needs_reason=True,
+    Transition("submit", (S.DRAFT, S.RETURNED), S.SUBMITTED, Action.TASK_SUBMIT, label="Submit for review"),
+    Transition("withdraw", (S.SUBMITTED, S.IN_REVIEW), S.DRAFT, Action.TASK_WITHDRAW, label="Withdraw"),
+    Transition("start_review", (S.SUBMITTED,), S.IN_REVIEW, Action.TASK_REVIEW, label="Start review"),
+    Transition("return", (S.SUBMITTED, S.IN_REVIEW, S.APPROVED), S.RETURNED, Action.TASK_RETURN, needs_reason=True,
                label="Return to author"),
-    Transition("approve", (S.IN_REVIEW,), S.APPROVED, "task.approve", label="Approve"),
-    Transition("release", (S.APPROVED,), S.RELEASED, "task.release", label="Mark released"),
+    Transition("approve", (S.IN_REVIEW,), S.APPROVED, Action.TASK_APPROVE, label="Approve"),
+    Transition("release", (S.APPROVED,), S.RELEASED, Action.TASK_RELEASE, label="Mark released"),
 )}
 
 
@@ -240,7 +240,7 @@ def approve_imported(user, task: Task, *, from_status: str, reason: str) -> Task
     task is locked (``annotation.services.tasks.require_unreleased``). Raises ``PermissionDenied``,
     ``TaskLockedError``."""
     if user is not None:
-        require(user, "data.import")
+        require(user, Action.DATA_IMPORT)
     locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
     require_unreleased(locked, "an import with other content")
     return _record(locked, user, "imported", S.APPROVED, reason, from_status=from_status)
@@ -360,7 +360,7 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     attaches to the thread's first comment) and takes its pin. Replying to a resolved thread
     reopens it. Raises ``PermissionDenied`` (``task.comment``) or ``ValueError`` naming the field.
     """
-    require(user, "task.comment", task)
+    require(user, Action.TASK_COMMENT, task)
     body = (body or "").strip()
     if not body:
         raise InvalidInput("body: a comment needs text")
@@ -401,7 +401,7 @@ def _comment_event(comment: TaskComment, task: Task, user) -> TaskComment:
 def resolve_comment(user, comment: TaskComment, *, resolved: bool = True) -> TaskComment:
     """Mark a thread resolved (or open again). Only a thread's first comment carries the state."""
     task = comment.task
-    require(user, "comment.resolve", task)
+    require(user, Action.COMMENT_RESOLVE, task)
     root = comment if comment.parent_id is None else comment.parent
     root.resolved = resolved
     root.resolved_by = user if resolved else None

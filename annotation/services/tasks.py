@@ -22,7 +22,7 @@ from annotation import qc
 from annotation.models import Event, Task, TaskDraft, TaskRevision
 from annotation.services.content import derived_manifest, layer_manifest_entry, revision_content
 from kernel.errors import Conflict, InvalidInput, Locked
-from studio.permissions import require
+from studio.permissions import Action, require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
 from kernel.catalogue import result_types  # noqa: E402
@@ -215,7 +215,7 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
     :class:`TaskExistsError` (``sample_id`` given and its question id taken),
     ``BrokenReferenceError`` (a broken reference in the trajectory or the answer; nothing written).
     """
-    require(user, "task.create")
+    require(user, Action.TASK_CREATE)
     if dimension not in TASK_FILES:
         raise InvalidInput(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
     _require_storable(_content(content), message)
@@ -272,7 +272,7 @@ def write_imported_revision(user, task: Task | None, *, event: Event, sample_id:
     ``PermissionDenied``, ``TaskLockedError`` (released). Returns ``(task, revision)``.
     """
     if user is not None:
-        require(user, "data.import")
+        require(user, Action.DATA_IMPORT)
     if task is None:
         task = Task.objects.create(event=event, sample_id=sample_id, task_index=task_index, question_id=question_id,
                                    dimension=dimension, created_by=user)
@@ -296,7 +296,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     content is broken (nothing is written; the editor's draft keeps the work).
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
-    require(user, "task.edit", locked)
+    require(user, Action.TASK_EDIT, locked)
     _require_editable(locked)
     if locked.version != expected_version:
         raise StaleVersionError(locked, expected_version)
@@ -333,7 +333,7 @@ def save_draft(user, task: Task, *, base_version: int, content: dict) -> TaskDra
     as ``1e309``, no NUL, no deeper nesting than ``kernel.taskfile.MAX_JSON_DEPTH``, else
     ``InvalidInput`` naming the place). Raises ``PermissionDenied`` or ``TaskLockedError``.
     """
-    require(user, "task.edit", task)
+    require(user, Action.TASK_EDIT, task)
     _require_editable(task)
     if not isinstance(content, dict):
         raise InvalidInput("content: a draft is a JSON object")
@@ -494,7 +494,7 @@ def refresh_derived(user, task: Task, *, expected_version: int) -> TaskRevision:
     stale); nothing is written then.
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head", "event").get(pk=task.pk)
-    require(user, "task.edit", locked)
+    require(user, Action.TASK_EDIT, locked)
     require_unreleased(locked, "a refresh of derived values")
     if locked.version != expected_version:
         raise StaleVersionError(locked, expected_version)

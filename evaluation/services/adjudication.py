@@ -20,7 +20,7 @@ from kernel.taxonomy import plan_is_correct
 from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
 from evaluation.selectors.adjudication import considered
 from evaluation.services.verdicts import submit_human_verdict
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 def scored_by(user, record: RunRecord) -> str:
@@ -47,7 +47,7 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     ``ValueError`` naming the field (``rationale``, ``grade``, ``errors``, ``is_correct``).
     A resubmitted form (same ``idempotency_key``) returns the first adjudication.
     """
-    require(user, "verdict.adjudicate")
+    require(user, Action.VERDICT_ADJUDICATE)
     conflict = scored_by(user, record)
     if conflict:
         raise PermissionDenied(f"you {conflict} {record.question_id}, so you cannot adjudicate it; another reviewer must")

@@ -66,7 +66,7 @@ from kernel.egress import host_allowed
 from kernel.errors import Conflict, InvalidInput
 from studio.background import job_running, worker_lost, worker_tag
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 from kernel.catalogue import catalogue_by_name
 from replay.selectors import latest_successful_replay
 
@@ -177,7 +177,7 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
     variable must be allowed by the settings (:func:`egress_problem`). Raises ``ValueError``
     naming the field.
     """
-    require(user, "judge.configure")
+    require(user, Action.JUDGE_CONFIGURE)
     name, model, base_url, api_key_env = name.strip(), model.strip(), base_url.strip(), api_key_env.strip()
     if not name:
         raise InvalidInput("name: required")
@@ -214,7 +214,7 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
 @transaction.atomic
 def resume_config(user, config: JudgeConfig) -> JudgeConfig:
     """Clear the pause of ``config`` (after the key or endpoint was fixed)."""
-    require(user, "judge.configure")
+    require(user, Action.JUDGE_CONFIGURE)
     config.paused, config.paused_reason = False, ""
     config.save(update_fields=["paused", "paused_reason"])
     return config
@@ -618,7 +618,7 @@ def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, pro
     :class:`JudgePaused` for a paused configuration.
     """
     if user is not None:
-        require(user, "judge.run")
+        require(user, Action.JUDGE_RUN)
     if config.paused:
         raise JudgePaused(f"judge configuration {config.name!r} is paused: {config.paused_reason}")
     if protocol not in PROTOCOLS:
@@ -679,7 +679,7 @@ def try_judge_config(user, config: JudgeConfig, *, backend=None) -> dict[str, An
     json_ok, answer, error}``: whether the endpoint answered, in how many seconds, which model it
     says it is, and whether the answer parses as a JSON object (that JSON mode works). Needs
     ``judge.configure``; stores nothing (no verdict, no cache entry, no pause)."""
-    require(user, "judge.configure")
+    require(user, Action.JUDGE_CONFIGURE)
     out: dict[str, Any] = {"ok": False, "latency_s": None, "model": None, "json_mode": config.json_mode,
                            "json_ok": None, "answer": "", "error": ""}
     started = time.monotonic()

@@ -39,7 +39,7 @@ from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, Verdict
 from evaluation.services.verdicts import GRADES, submit_human_verdict
 from evaluation.selectors.adjudication import record_disagreements
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 class QueueError(Conflict):
@@ -100,7 +100,7 @@ class QueueFilter:
 def enqueue_records(user, records: Iterable[RunRecord | int], n: int | None = None) -> int:
     """Make sure each record has ``n`` (default: the setting) scoring slots; return how many
     items were created (existing slots are kept, so this is idempotent)."""
-    require(user, "queue.manage")
+    require(user, Action.QUEUE_MANAGE)
     n = verdicts_per_record() if n is None else int(n)
     if not 1 <= n <= 20:
         raise InvalidInput(f"n: {n} human verdicts per record; use 1 to 20")
@@ -154,7 +154,7 @@ def add_gold_check(user, record: RunRecord, expected: dict[str, Any] | None = No
     (``{is_correct, grade, errors}``; default: the record's adjudicated final verdict). Returns
     the number of slots marked. Raises ``ValueError`` when there is no expected verdict or it is
     malformed (field named)."""
-    require(user, "queue.manage")
+    require(user, Action.QUEUE_MANAGE)
     if expected is None:
         final = record.verdicts.filter(is_final=True, status="ok").order_by("-id").first()
         if final is None:
@@ -229,7 +229,7 @@ def claim_item(user, item: ScoringItem, *, now=None) -> ScoringItem:
     scorer holds it with a live lease, the user holds, held or gave a verdict on another slot of
     its record, or the user was shown the record's other verdicts (blind until final; an item they
     hold then goes back to the queue)."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     now = now or timezone.now()
     item = ScoringItem.objects.select_related("record").get(pk=item.pk)
     if item.verdict_id:
@@ -264,7 +264,7 @@ def claim_next(user, queue: QueueFilter | None = None, *, now=None) -> ScoringIt
     other verdicts the user was shown (:func:`note_verdicts_seen`); an item the user holds on such
     a record goes back to the queue.
     """
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     queue = queue or QueueFilter()
     now = now or timezone.now()
     until = now + lease_duration()
@@ -330,7 +330,7 @@ def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
     """Autosave the scorer's unfinished form on their item and renew the lease. ``draft`` is the
     form state as JSON (kept as given, at most 20,000 characters of JSON). Raises ``QueueError``
     when the user does not hold the item."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     import json
 
     if not isinstance(draft, dict) or len(json.dumps(draft)) > 20000:
@@ -346,7 +346,7 @@ def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
 @transaction.atomic
 def release_item(user, item: ScoringItem) -> None:
     """Give a held item back to the queue (its draft is dropped)."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     item = _held(user, item)
     ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(
         scorer=None, claimed_at=None, lease_expires_at=None, draft=None)
@@ -361,7 +361,7 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
     and creates nothing. An item whose lease expired is still accepted while no one else took it.
     Raises ``QueueError`` (not yours, already submitted, or you were shown the record's other
     verdicts meanwhile) or ``ValueError`` (a bad field)."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     with transaction.atomic():
         locked = ScoringItem.objects.select_for_update().get(pk=item.pk)
         if locked.verdict_id and idempotency_key:

@@ -11,7 +11,7 @@ from evaluation.blind import NotBlind, seen_refusal
 from evaluation.models import Adjudication, RunRecord, Verdict, VerdictRevision
 from kernel.errors import Conflict, InvalidInput
 from kernel.taxonomy import E_CODES, plan_is_correct
-from studio.permissions import require
+from studio.permissions import Action, require
 
 ERROR_CODES = E_CODES
 GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -84,7 +84,7 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     or its judge outcome (blind scoring: they never become one of its raters), and
     ``PermissionDenied`` when the person adjudicated this record (they cannot also score it).
     """
-    require(user, "verdict.create")
+    require(user, Action.VERDICT_CREATE)
     if idempotency_key:
         idempotency_key = str(idempotency_key)[:80]
         existing = _by_token(idempotency_key, record, user)

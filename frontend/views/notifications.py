@@ -17,7 +17,7 @@ from notifications import selectors as sel
 from notifications import services as svc
 from studio.events import EVENT_TYPES
 from studio.pagination import InvalidCursor, paginate
-from studio.permissions import can
+from studio.permissions import Action, can
 
 PAGE_SIZE = 25
 #: the event types a person can be notified of (a ping goes to webhooks only)
@@ -79,7 +79,7 @@ def webhook_list_page(request):
         return redirect("webhook-detail", pk=hook.pk)
     return render(request, "frontend/webhooks.html", {
         "hooks": list(sel.webhooks_of(request.user)), "types": list(EVENT_TYPES.values()),
-        "can_create": can(request.user, "webhook.create")})
+        "can_create": can(request.user, Action.WEBHOOK_CREATE)})
 
 
 @require_safe

@@ -41,7 +41,7 @@ from releases.services.export import (
 from releases.services.pins import pin_layers
 from replay.models import ReplayRun
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 
@@ -146,7 +146,7 @@ def acknowledge_stale(user, release: Release, *, question_id: str, reason: str) 
     Needs ``release.publish`` (maintainers). Raises ``PermissionDenied``,
     :class:`ReleaseImmutableError` (published), :class:`ReleaseError` naming the field (no reason,
     the task is not pinned, nothing of it is stale)."""
-    require(user, "release.publish", release)
+    require(user, Action.RELEASE_PUBLISH, release)
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "acknowledge a stale value")
     reason = str(reason or "").strip()
@@ -283,7 +283,7 @@ def create_release(user, version: str, changelog: str = "", tasks=None) -> Relea
     field (``version``) or the task that cannot be released; one transaction: an error leaves no
     release and no pinned row.
     """
-    require(user, "release.export")
+    require(user, Action.RELEASE_EXPORT)
     version = (version or "").strip()
     if not SEMVER_RE.match(version):
         raise ReleaseError(f"version: '{version}' is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.2.0)")
@@ -308,7 +308,7 @@ def update_release(user, release: Release, *, changelog: str | None = None, task
     Raises :class:`ReleaseImmutableError` for a published release, :class:`ReleaseError` naming a
     task that cannot be released (nothing changed then: one transaction).
     """
-    require(user, "release.export", release)
+    require(user, Action.RELEASE_EXPORT, release)
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "update")
     if changelog is not None:
@@ -324,7 +324,7 @@ def update_release(user, release: Release, *, changelog: str | None = None, task
 @transaction.atomic
 def delete_release(user, release: Release) -> None:
     """Delete a draft release; :class:`ReleaseImmutableError` for a published one."""
-    require(user, "release.export", release)
+    require(user, Action.RELEASE_EXPORT, release)
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "delete")
     ReleaseTask.objects.filter(release=locked).delete()
@@ -377,7 +377,7 @@ def publish_release(user, release: Release, *, acknowledge_open_comments: bool =
     acknowledged), :class:`ReleaseImmutableError` if it is already published,
     :class:`ReleaseError` if a task cannot be exported.
     """
-    require(user, "release.publish", release)
+    require(user, Action.RELEASE_PUBLISH, release)
     stale = stale_items(release)
     if stale:
         raise ReleaseStaleError(release, [{k: s[k] for k in ("task", "revision", "check", "field", "message")}

@@ -64,7 +64,7 @@ from releases.services.export import (
 from releases.services.lifecycle import SEMVER_RE, ReleaseError, ReleaseImmutableError, _publish
 from releases.services.pins import pin_layers
 from replay.services.gold import record_imported_gold
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 class ReleaseImportError(Exception):
@@ -428,7 +428,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     """
 
     if user is not None:
-        require(user, "data.import")
+        require(user, Action.DATA_IMPORT)
     parsed = read_release_dir(path, event_slug=event_slug)
     report = ImportReport(images_missing=sorted(parsed.missing.values(), key=lambda m: m["path"]))
     sidecar = parsed.sidecar or {}

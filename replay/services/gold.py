@@ -21,11 +21,11 @@ from kernel.engine import replay_hash
 from kernel.errors import Conflict
 from replay.models import ReplayRun
 from replay.selectors import GOLD_MODE, current_gold, latest_successful_replay
-from studio.permissions import require
+from studio.permissions import Action, require
 
 #: the permission that accepting a changed gold answer needs (see the report: a dedicated
 #: ``gold.accept`` row would be stricter)
-ACCEPT_ACTION = "task.replay"
+ACCEPT_ACTION = Action.TASK_REPLAY
 
 
 

@@ -14,7 +14,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from annotation.errors import AnnotationInputError, AnnotationNotFound
 from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
 from annotation.selectors_tasks import (task_audit, task_comment_threads, task_detail, task_list, task_revision,
                                         task_revisions, user_draft)
@@ -22,10 +21,11 @@ from annotation.services import layers as layer_services
 from annotation.services import qc as qc_services
 from annotation.services import review as review_services
 from annotation.services import tasks as task_services
+from kernel.errors import InvalidInput, NotFound
 from studio.api_fields import ID_BOUNDS, INT_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
-from studio.permissions import can
+from studio.permissions import Action, can
 
 
 class LayerOut(serializers.ModelSerializer):
@@ -198,7 +198,7 @@ class TaskOut(TaskListOut):
 
     def get_can_edit(self, task) -> bool:
         user = self._user()
-        return bool(user) and task.status in task_services.EDITABLE_STATUSES and can(user, "task.edit", task)
+        return bool(user) and task.status in task_services.EDITABLE_STATUSES and can(user, Action.TASK_EDIT, task)
 
 
 class RevisionListOut(serializers.Serializer):
@@ -321,7 +321,7 @@ class QcView(APIView):
         task = _task_or_404(v["task"]) if v.get("task") else None
         if v.get("content") is None:
             if task is None:
-                raise AnnotationInputError("task: give a task (its head revision is checked) or content")
+                raise InvalidInput("task: give a task (its head revision is checked) or content")
             findings = review_services.submission_findings(task)
             return Response({"task": task.pk, "version": task.version, "findings": [f.as_dict() for f in findings]})
         if task is not None:
@@ -329,7 +329,7 @@ class QcView(APIView):
         elif v.get("event"):
             event = get_object_or_404(Event, slug=v["event"])
         else:
-            raise AnnotationInputError("event: new content needs its event")
+            raise InvalidInput("event: new content needs its event")
         body = QcContentIn(data=v["content"])
         if not body.is_valid():
             return Response({"content": body.errors}, status=400)
@@ -354,11 +354,11 @@ def _task_or_404(pk: int) -> Task:
 
 
 def _revision_or_404(task: Task, number: int) -> TaskRevision:
-    """Revision ``number`` of ``task``; ``AnnotationNotFound`` (404) naming the range otherwise."""
+    """Revision ``number`` of ``task``; ``NotFound`` (404) naming the range otherwise."""
     try:
         return task_revision(task, number)
     except TaskRevision.DoesNotExist:
-        raise AnnotationNotFound(f"revision: task {task.pk} has revisions r1..r{task.version}, not r{number}") from None
+        raise NotFound(f"revision: task {task.pk} has revisions r1..r{task.version}, not r{number}") from None
 
 
 class DiffQuery(serializers.Serializer):
@@ -565,7 +565,7 @@ class CommentListView(APIView):
         if v.get("parent"):
             parent = TaskComment.objects.filter(pk=v["parent"], task=task).first()
             if parent is None:
-                raise AnnotationInputError(f"parent: comment {v['parent']} is not a comment of this task")
+                raise InvalidInput(f"parent: comment {v['parent']} is not a comment of this task")
         comment = review_services.add_comment(request.user, task, v["body"], step_index=v.get("step_index"),
                                               answer_field=v.get("answer_field", ""), location=v.get("location"),
                                               parent=parent)

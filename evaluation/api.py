@@ -15,7 +15,6 @@ from evaluation.selectors.judge import judge_configs, judge_jobs
 from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
 from evaluation.selectors.verdicts import agreement_rows
 from evaluation import leaderboard as lb
-from evaluation.errors import EvaluationInputError
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
@@ -32,10 +31,11 @@ from evaluation.services.queue import (QueueFilter, claim_item, claim_next, note
                                        submit_item, submit_record_verdict)
 from evaluation.services.runs import rerun_run_import, start_rescore
 from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
+from kernel.errors import InvalidInput
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 class RunOut(serializers.Serializer):
@@ -304,7 +304,7 @@ class JudgeJobListView(APIView):
         data = JudgeJobIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
-        require(request.user, "judge.run")
+        require(request.user, Action.JUDGE_RUN)
         config = get_object_or_404(JudgeConfig, name=d["config"])
         ids = select_records(run_id=d["run"], release=d["release"] or None, agent=d["agent"] or None,
                              dimension=d["dimension"] or None, sample=d["sample"])
@@ -442,7 +442,7 @@ class AdjudicationQueueOut(serializers.Serializer):
 class AdjudicationQueueView(APIView):
     @extend_schema(responses=AdjudicationQueueOut(many=True))
     def get(self, request):
-        require(request.user, "verdict.adjudicate")
+        require(request.user, Action.VERDICT_ADJUDICATE)
         items = adjudication_queue()
         hide = blind.blind_record_ids(request.user, [x["record"].pk for x in items])
         return Response(AdjudicationQueueOut([x for x in items if x["record"].pk not in hide], many=True).data)
@@ -463,7 +463,7 @@ def _reading_param(request) -> str:
     try:
         return normalize_reading(request.query_params.get("reading"))
     except ValueError as exc:
-        raise EvaluationInputError(f"reading: {exc}", field="reading") from None
+        raise InvalidInput(f"reading: {exc}", field="reading") from None
 
 
 class AgreementView(APIView):
@@ -471,10 +471,10 @@ class AgreementView(APIView):
                                OpenApiParameter("reading", str, enum=list(READINGS))],
                    responses={200: dict})
     def get(self, request):
-        require(request.user, "agreement.view")
+        require(request.user, Action.AGREEMENT_VIEW)
         tie = request.query_params.get("tie_break", "exclude")
         if tie not in ("exclude", "incorrect"):
-            raise EvaluationInputError("tie_break: exclude or incorrect")
+            raise InvalidInput("tie_break: exclude or incorrect")
         reading = _reading_param(request)
         return Response(agreement_report(reread_agreement_rows(agreement_rows(), reading),
                                          tie_break=tie, reading=reading))
@@ -517,7 +517,7 @@ class StepwisePredictionsView(APIView):
         data = StepwisePredictionsIn(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data
-        require(request.user, "run.import")
+        require(request.user, Action.RUN_IMPORT)
         new = import_stepwise_predictions(request.user, run, d["planner"], d["predictions"],
                                           positions=d["positions"], horizons=d["horizons"], name=d.get("name"),
                                           source="predictions")
@@ -544,7 +544,7 @@ class RunImportJobView(APIView):
 
     @extend_schema(responses=RunImportJobOut)
     def get(self, request, pk: int):
-        require(request.user, "run.import")
+        require(request.user, Action.RUN_IMPORT)
         return Response(RunImportJobOut(get_object_or_404(RunImportJob, pk=pk)).data)
 
 
@@ -582,7 +582,7 @@ class JudgeReportView(APIView):
     def get(self, request):
         """``?reading=studio|apb`` (default studio): apb re-reads the stored raw answers as the planning
         benchmark's code does, without a judge call; the body's ``reading`` names it."""
-        require(request.user, "agreement.view")
+        require(request.user, Action.AGREEMENT_VIEW)
         reading = _reading_param(request)
         return Response(judge_report(judge_report_rows(reading=reading), reading=reading))
 
@@ -620,7 +620,7 @@ class LeaderboardCompareView(APIView):
         q.is_valid(raise_exception=True)
         out = compare_runs(q.validated_data["a"], q.validated_data["b"])
         if "error" in out:
-            raise EvaluationInputError(out["error"])
+            raise InvalidInput(out["error"])
         return Response(lb.json_ready(out))
 
 

@@ -30,15 +30,26 @@ from __future__ import annotations
 from typing import Iterable
 
 from evaluation.models import RunRecord, ScoringItem, Verdict, VerdictsSeen
-from studio.permissions import can
+from kernel.errors import Conflict
+from studio.permissions import Action, can
 
 __all__ = [
     "own_verdict", "is_blind", "sees_verdicts", "visible_verdicts", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
-    "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS",
+    "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS", "NotBlind",
 ]
 
 #: the keys of ``RunRecord.robustness`` that are an outcome (by rule or by the judge): hidden while blind
 HIDDEN_ROBUSTNESS_KEYS = ("outcome", "decided_by", "judge_verdict", "recovered", "e5", "answer_ok")
+
+
+
+class NotBlind(Conflict):
+    """409: the person was shown the record's other verdicts or its judge outcome, so they cannot
+    score it blind and never become one of its raters (:func:`seen_refusal` says where and when;
+    ``evaluation.services.verdicts.submit_human_verdict`` raises it). Body: ``"blind": false``."""
+
+    def context(self) -> dict:
+        return {"blind": False}
 
 
 def own_verdict(user, record: RunRecord) -> Verdict | None:
@@ -66,7 +77,7 @@ def is_blind(user, record: RunRecord) -> bool:
         return mine.sealed_at is None
     if _holds_slot(user, record.pk):
         return True
-    return can(user, "verdict.create") and not can(user, "verdict.view_all")
+    return can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL)
 
 
 def sees_verdicts(user, record: RunRecord) -> bool:
@@ -76,7 +87,7 @@ def sees_verdicts(user, record: RunRecord) -> bool:
     if is_blind(user, record):
         return False
     mine = own_verdict(user, record)
-    return (mine is not None and mine.sealed_at is not None) or can(user, "verdict.view_all")
+    return (mine is not None and mine.sealed_at is not None) or can(user, Action.VERDICT_VIEW_ALL)
 
 
 def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
@@ -100,7 +111,7 @@ def blind_record_ids(user, record_ids: Iterable[int]) -> set[int]:
                                       is_final=False).values_list("record_id", "sealed_at"))
     held = set(ScoringItem.objects.filter(record_id__in=ids, scorer_id=user.pk, verdict__isnull=True)
                .values_list("record_id", flat=True))
-    scorer = can(user, "verdict.create") and not can(user, "verdict.view_all")
+    scorer = can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL)
     out = set()
     for rid in ids:
         if rid in own:
@@ -169,7 +180,7 @@ def sees_queue_agents(user) -> bool:
     agent): only to those who manage queues (``queue.manage``) and are scoring nothing blind
     themselves (no queue slot held, no verdict still revisable); a scorer's queue never does.
     Up to two queries."""
-    if not can(user, "queue.manage"):
+    if not can(user, Action.QUEUE_MANAGE):
         return False
     if ScoringItem.objects.filter(scorer_id=user.pk, verdict__isnull=True).exists():
         return False

@@ -13,11 +13,14 @@ class                  status  ``code``               when
 :class:`Locked`        423     ``locked``             the object's status locks it
 =====================  ======  =====================  ==========================================
 
-Each app has one base class (``annotation.errors.AnnotationError``, ``replay.errors.ReplayError``,
-``evaluation.errors.EvaluationError``) and subclasses that also derive from one of these, so both
-``except AnnotationError`` and ``except Conflict`` work. :class:`InvalidInput` is a ``ValueError``
-so that callers written against ``ValueError`` keep working. ``studio.errors.exception_handler``
-turns them into responses.
+One class per concept, single inheritance: a service raises one of these, or a subclass of
+exactly one of them defined next to the rule that refuses (``annotation.services.tasks.TaskLockedError``
+is a :class:`Locked`, ``releases.services.lifecycle.ReleaseExistsError`` a :class:`Conflict`), so
+``status_code`` and ``code`` always come from one concept and a caller catches the concept it means
+(``except Conflict``). There are no per-app base classes. The one exception to single inheritance:
+:class:`InvalidInput` is also a ``ValueError`` so that callers written against ``ValueError`` keep
+working (a 409 or 423 is not one). ``tests/test_api_errors.py`` checks every subclass in the project
+against this. ``studio.errors.exception_handler`` turns them into responses.
 """
 from __future__ import annotations
 

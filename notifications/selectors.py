@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from notifications.errors import WebhookNotFound
+from kernel.errors import NotFound
 from notifications.models import Notification, Webhook, WebhookDelivery
-from studio.permissions import can
+from studio.permissions import Action, can
 
 
 def notifications_of(user, *, unread: bool = False) -> QuerySet:
@@ -29,11 +29,11 @@ def webhooks_of(user) -> QuerySet:
 
 
 def webhook(user, pk: int) -> Webhook:
-    """Webhook ``pk`` if ``user`` may manage it (``webhook.manage``), else :class:`WebhookNotFound`
+    """Webhook ``pk`` if ``user`` may manage it (``webhook.manage``), else :class:`NotFound`
     (another maintainer's webhook is not told apart from a missing one)."""
     hook = Webhook.objects.select_related("created_by").filter(pk=pk).first()
-    if hook is None or not can(user, "webhook.manage", hook):
-        raise WebhookNotFound(f"webhook {pk}: not found")
+    if hook is None or not can(user, Action.WEBHOOK_MANAGE, hook):
+        raise NotFound(f"webhook {pk}: not found")
     return hook
 
 
@@ -43,8 +43,8 @@ def deliveries(hook: Webhook) -> QuerySet:
 
 
 def delivery(user, pk: int) -> WebhookDelivery:
-    """Delivery ``pk`` if ``user`` may manage its webhook, else :class:`WebhookNotFound`."""
+    """Delivery ``pk`` if ``user`` may manage its webhook, else :class:`NotFound`."""
     d = WebhookDelivery.objects.select_related("webhook").filter(pk=pk).first()
-    if d is None or not can(user, "webhook.manage", d.webhook):
-        raise WebhookNotFound(f"delivery {pk}: not found")
+    if d is None or not can(user, Action.WEBHOOK_MANAGE, d.webhook):
+        raise NotFound(f"delivery {pk}: not found")
     return d

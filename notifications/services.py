@@ -38,12 +38,12 @@ from annotation.models import TaskComment
 from evaluation.background import dispatch
 from evaluation.blind import sees_verdicts, shows_agent
 from kernel.egress import resolve_checked, url_problem
+from kernel.errors import InvalidInput
 from notifications import jobs
-from notifications.errors import WebhookInputError
 from notifications.models import Notification, NotificationSetting, Webhook, WebhookAttempt, WebhookDelivery
 from studio.background import job_running, worker_lost, worker_tag
 from studio.events import EVENT_TYPES, EventType, emit
-from studio.permissions import owner_ids, require, roles_for
+from studio.permissions import Action, owner_ids, require, roles_for
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def receivers(event_type: str, data: dict, context: dict) -> list:
     task = context.get("task")
     if event_type == "task.submitted":
         owners = owner_ids(task)
-        return [u for u in _users_with_roles(set(roles_for("task.review")) | set(roles_for("task.return")))
+        return [u for u in _users_with_roles(set(roles_for(Action.TASK_REVIEW)) | set(roles_for(Action.TASK_RETURN)))
                 if u.pk not in owners]
     if event_type in ("task.returned", "task.approved"):
         return _users(owner_ids(task))
@@ -90,12 +90,12 @@ def receivers(event_type: str, data: dict, context: dict) -> list:
         user = context.get("user")
         return _users(set(owner_ids(task) if task is not None else ()) | {getattr(user, "pk", None)})
     if event_type == "release.published":
-        return _users_with_roles(roles_for("release.publish"))
+        return _users_with_roles(roles_for(Action.RELEASE_PUBLISH))
     if event_type == "run.scored":
         extra = _users([getattr(context.get("user"), "pk", None)])
-        return list({u.pk: u for u in _users_with_roles(roles_for("run.import")) + extra}.values())
+        return list({u.pk: u for u in _users_with_roles(roles_for(Action.RUN_IMPORT)) + extra}.values())
     if event_type == "adjudication.needed":
-        return _users_with_roles(roles_for("verdict.adjudicate"))
+        return _users_with_roles(roles_for(Action.VERDICT_ADJUDICATE))
     if event_type in ("judge.finished", "judge.failed", "webhook.disabled"):
         return _users([getattr(context.get("user"), "pk", None)])
     return []
@@ -219,11 +219,11 @@ def mark_read(user, ids: Iterable[int] | None = None) -> int:
 
 def save_settings(user, *, muted: Iterable[str], email: bool) -> NotificationSetting:
     """Save ``user``'s muted event types (names of ``studio.events.EVENT_TYPES``; an unknown one
-    raises :class:`WebhookInputError` naming it) and e-mail choice."""
+    raises :class:`InvalidInput` naming it) and e-mail choice."""
     muted = sorted(set(muted))
     unknown = [m for m in muted if m not in EVENT_TYPES]
     if unknown:
-        raise WebhookInputError(f"muted: unknown event type(s) {', '.join(unknown)}")
+        raise InvalidInput(f"muted: unknown event type(s) {', '.join(unknown)}")
     row, _ = NotificationSetting.objects.update_or_create(user=user, defaults={"muted": muted, "email": bool(email)})
     return row
 
@@ -254,16 +254,16 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
 def _check_hook(url: str, event_types: Iterable[str]) -> list[str]:
     problem = url_problem(url, settings.STUDIO_WEBHOOK_ALLOWED_HOSTS)
     if problem:
-        raise WebhookInputError(problem)
+        raise InvalidInput(problem)
     parts = urlsplit(url)
     _, problem = resolve_checked(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
                                  settings.STUDIO_WEBHOOK_PRIVATE_HOSTS)
     if problem:
-        raise WebhookInputError(f"url: {problem}")
+        raise InvalidInput(f"url: {problem}")
     types = sorted(set(event_types))
     unknown = [t for t in types if t not in EVENT_TYPES]
     if unknown or not types:
-        raise WebhookInputError(f"event_types: {'unknown ' + ', '.join(unknown) if unknown else 'choose at least one'}")
+        raise InvalidInput(f"event_types: {'unknown ' + ', '.join(unknown) if unknown else 'choose at least one'}")
     return types
 
 
@@ -272,11 +272,11 @@ def create_webhook(user, *, url: str, event_types: Iterable[str], secret: str = 
     """Register a webhook of ``user`` (``webhook.create``, maintainers). ``url`` must pass the egress
     rules (``kernel.egress``: allowed host, no private address unless that host is allowed one);
     ``secret`` blank: one is made (:func:`new_secret`). Raises ``PermissionDenied``,
-    :class:`WebhookInputError` naming the field."""
-    require(user, "webhook.create")
+    :class:`InvalidInput` naming the field."""
+    require(user, Action.WEBHOOK_CREATE)
     types = _check_hook(url.strip(), event_types)
     if secret and len(secret) < 16:
-        raise WebhookInputError("secret: at least 16 characters (or leave it blank for one made here)")
+        raise InvalidInput("secret: at least 16 characters (or leave it blank for one made here)")
     return Webhook.objects.create(created_by=user, url=url.strip(), event_types=types, secret=secret or new_secret())
 
 
@@ -286,7 +286,7 @@ def update_webhook(user, hook: Webhook, *, url: str | None = None, event_types: 
     """Change a webhook (``webhook.manage``: its owner). A new URL or event list is checked as on
     creation (egress rules); switching it on or off alone is not (a host that no longer resolves can
     still be disabled). Re-activating one resets its failure count."""
-    require(user, "webhook.manage", hook)
+    require(user, Action.WEBHOOK_MANAGE, hook)
     hook = Webhook.objects.select_for_update().get(pk=hook.pk)
     if url is not None or event_types is not None:
         hook.event_types = _check_hook((url if url is not None else hook.url).strip(),
@@ -303,14 +303,14 @@ def update_webhook(user, hook: Webhook, *, url: str | None = None, event_types: 
 @transaction.atomic
 def delete_webhook(user, hook: Webhook) -> None:
     """Delete a webhook and its delivery log (``webhook.manage``)."""
-    require(user, "webhook.manage", hook)
+    require(user, Action.WEBHOOK_MANAGE, hook)
     hook.delete()
 
 
 @transaction.atomic
 def ping(user, hook: Webhook) -> WebhookDelivery:
     """Queue a ``webhook.ping`` delivery to ``hook`` (``webhook.manage``), sent after commit."""
-    require(user, "webhook.manage", hook)
+    require(user, Action.WEBHOOK_MANAGE, hook)
     spec = EVENT_TYPES["webhook.ping"]
     body = event_body(f"evt_{uuid.uuid4().hex}", spec, {"webhook_id": hook.pk, "actor": user.get_username()}, timezone.now())
     d = WebhookDelivery.objects.create(webhook=hook, message_id=f"msg_{uuid.uuid4().hex}", event_type=spec.name,
@@ -323,7 +323,7 @@ def ping(user, hook: Webhook) -> WebhookDelivery:
 def redeliver(user, delivery: WebhookDelivery) -> WebhookDelivery:
     """Send ``delivery`` again (``webhook.manage`` on its webhook): a new outbox row with the same
     body and ``webhook-id`` (a receiver that saw it already can tell), sent after commit."""
-    require(user, "webhook.manage", delivery.webhook)
+    require(user, Action.WEBHOOK_MANAGE, delivery.webhook)
     d = WebhookDelivery.objects.create(webhook=delivery.webhook, message_id=delivery.message_id,
                                        event_type=delivery.event_type, body=delivery.body, next_attempt_at=timezone.now())
     transaction.on_commit(lambda: start_delivery(d.pk), robust=True)

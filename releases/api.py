@@ -22,9 +22,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from annotation.errors import AnnotationInputError, AnnotationNotFound
 from annotation.models import Task
 
+from kernel.errors import InvalidInput, NotFound
 from releases.models import Release
 from releases.selectors import (
     export_job, export_jobs, release_counts, release_diff, release_items, release_list, release_variant_count,
@@ -212,7 +212,7 @@ class ReleaseExportJobView(APIView):
     def get(self, request, version: str, job: str, **kw):
         found = export_job(version, job)
         if found is None:
-            raise AnnotationNotFound(f"job: no export job {job} of release {version}")
+            raise NotFound(f"job: no export job {job} of release {version}")
         return Response(ExportJobOut(found).data)
 
 
@@ -224,7 +224,7 @@ class ReleaseDiffView(APIView):
         rels = {r.version: r for r in Release.objects.filter(version__in=[a, b])}
         for name, v in (("a", a), ("b", b)):
             if v not in rels:
-                raise AnnotationInputError(f"{name}: no release '{v}'")
+                raise InvalidInput(f"{name}: no release '{v}'")
         return Response(DiffOut(release_diff(rels[a], rels[b])).data)
 
 

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from annotation.models import Task
-from replay.errors import ReplayNotFound
+from kernel.errors import NotFound
 from replay.models import ReplayRun
 from replay.selectors import replay_diff, task_replay_diff
 from replay.services.gold import accept_gold
@@ -156,7 +156,7 @@ class TaskReplayDiffView(APIView):
         task = get_object_or_404(Task, pk=pk)
         diff = task_replay_diff(task)
         if diff is None:
-            raise ReplayNotFound("the task has no succeeded replay")
+            raise NotFound("the task has no succeeded replay")
         return Response(ReplayDiffOut(diff).data)
 
 

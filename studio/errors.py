@@ -1,8 +1,8 @@
 """The API's one error contract: the DRF exception handler (``REST_FRAMEWORK["EXCEPTION_HANDLER"]``).
 
 Services raise domain errors (``kernel.errors``: :class:`InvalidInput` 400, :class:`Forbidden` 403,
-:class:`NotFound` 404, :class:`Conflict` 409, :class:`Locked` 423, through one base class per app:
-``annotation.errors``, ``replay.errors``, ``evaluation.errors``); API views do not catch them.
+:class:`NotFound` 404, :class:`Conflict` 409, :class:`Locked` 423, or a subclass of exactly one
+of them); API views do not catch them.
 :func:`exception_handler` turns each into one response whose body is the shape the API has always
 used, with a stable ``code`` added::
 

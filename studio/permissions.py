@@ -10,7 +10,8 @@ Owners (:func:`owner_ids`): the creator of the object (``created_by``, else ``au
 ``annotator``) and, for a task, the author of its head revision, the revision under review. So a
 maintainer who rewrites another author's task is an owner of it until someone else saves a new
 revision: four eyes hold on the revision being approved, not only on the task's creator. Services call :func:`require`; views may call :func:`can` to hide
-buttons.
+buttons. Callers name actions by their :class:`Action` constant (``require(user, Action.TASK_EDIT,
+task)``); an action that no row grants raises :class:`UnknownAction` rather than denying everyone.
 
 Superusers pass every check except the four-eyes rule: an action that only ``not_own`` rows grant
 (``task.approve``) is refused on the superuser's own objects too — nobody approves their own task.
@@ -34,64 +35,116 @@ class Rule:
 RELATIONS = ("any", "own", "not_own")
 
 
+class Action:
+    """The actions of the permission table, one named constant each (the value is the string the
+    403 message and page show: ``ada may not task.release``). Pass these to :func:`require`,
+    :func:`can` and :func:`roles_for`: a misspelt constant fails at import, and an action that is
+    no row of :data:`PERMISSIONS` raises :class:`UnknownAction` instead of denying everyone."""
+
+    TASK_CREATE = "task.create"
+    TASK_EDIT = "task.edit"
+    TASK_REPLAY = "task.replay"
+    TASK_SUBMIT = "task.submit"
+    TASK_WITHDRAW = "task.withdraw"
+    TASK_REVIEW = "task.review"
+    TASK_RETURN = "task.return"
+    TASK_APPROVE = "task.approve"
+    TASK_RELEASE = "task.release"
+    RELEASE_PUBLISH = "release.publish"
+    TASK_COMMENT = "task.comment"
+    COMMENT_RESOLVE = "comment.resolve"
+    DATA_IMPORT = "data.import"
+    LAYER_EDIT_METADATA = "layer.edit_metadata"
+    RUN_IMPORT = "run.import"
+    RELEASE_EXPORT = "release.export"
+    VERDICT_CREATE = "verdict.create"
+    JUDGE_RUN = "judge.run"
+    JUDGE_CONFIGURE = "judge.configure"
+    QUEUE_MANAGE = "queue.manage"
+    QUEUE_CLAIM = "queue.claim"
+    VERDICT_ADJUDICATE = "verdict.adjudicate"
+    VERDICT_VIEW_ALL = "verdict.view_all"
+    AGREEMENT_VIEW = "agreement.view"
+    WEBHOOK_CREATE = "webhook.create"
+    WEBHOOK_MANAGE = "webhook.manage"
+
+
 PERMISSIONS: tuple[Rule, ...] = (
-    Rule("author", "task.create", "any"),
-    Rule("author", "task.edit", "own"),
-    Rule("author", "task.replay", "own"),
-    Rule("reviewer", "task.replay", "any"),
+    Rule("author", Action.TASK_CREATE, "any"),
+    Rule("author", Action.TASK_EDIT, "own"),
+    Rule("author", Action.TASK_REPLAY, "own"),
+    Rule("reviewer", Action.TASK_REPLAY, "any"),
     # review workflow (annotation.services.review): draft → submitted → in review → approved /
     # returned → released. Restoring an old revision is an edit (task.edit).
-    Rule("author", "task.submit", "own"),
-    Rule("author", "task.withdraw", "own"),
-    Rule("reviewer", "task.review", "not_own"),
-    Rule("reviewer", "task.return", "not_own"),
-    Rule("reviewer", "task.approve", "not_own"),
-    Rule("maintainer", "task.submit", "any"),
-    Rule("maintainer", "task.withdraw", "any"),
-    Rule("maintainer", "task.return", "any"),
-    Rule("maintainer", "task.approve", "not_own"),
-    Rule("maintainer", "task.release", "any"),
+    Rule("author", Action.TASK_SUBMIT, "own"),
+    Rule("author", Action.TASK_WITHDRAW, "own"),
+    Rule("reviewer", Action.TASK_REVIEW, "not_own"),
+    Rule("reviewer", Action.TASK_RETURN, "not_own"),
+    Rule("reviewer", Action.TASK_APPROVE, "not_own"),
+    Rule("maintainer", Action.TASK_SUBMIT, "any"),
+    Rule("maintainer", Action.TASK_WITHDRAW, "any"),
+    Rule("maintainer", Action.TASK_RETURN, "any"),
+    Rule("maintainer", Action.TASK_APPROVE, "not_own"),
+    Rule("maintainer", Action.TASK_RELEASE, "any"),
     # publishing a release turns its tasks released (task.release): the maintainer's decision
-    Rule("maintainer", "release.publish", "any"),
+    Rule("maintainer", Action.RELEASE_PUBLISH, "any"),
     # comments pinned to a step / answer field / map location; resolving one closes its thread
-    Rule("author", "task.comment", "own"),
-    Rule("reviewer", "task.comment", "any"),
-    Rule("maintainer", "task.comment", "any"),
-    Rule("author", "comment.resolve", "own"),
-    Rule("reviewer", "comment.resolve", "any"),
-    Rule("maintainer", "comment.resolve", "any"),
-    Rule("maintainer", "task.create", "any"),
-    Rule("maintainer", "task.edit", "any"),
-    Rule("maintainer", "task.replay", "any"),
-    Rule("maintainer", "data.import", "any"),
+    Rule("author", Action.TASK_COMMENT, "own"),
+    Rule("reviewer", Action.TASK_COMMENT, "any"),
+    Rule("maintainer", Action.TASK_COMMENT, "any"),
+    Rule("author", Action.COMMENT_RESOLVE, "own"),
+    Rule("reviewer", Action.COMMENT_RESOLVE, "any"),
+    Rule("maintainer", Action.COMMENT_RESOLVE, "any"),
+    Rule("maintainer", Action.TASK_CREATE, "any"),
+    Rule("maintainer", Action.TASK_EDIT, "any"),
+    Rule("maintainer", Action.TASK_REPLAY, "any"),
+    Rule("maintainer", Action.DATA_IMPORT, "any"),
     # a layer's georeferencing (GSD, CRS) recorded by hand, with a reason (annotation.services.layers)
-    Rule("maintainer", "layer.edit_metadata", "any"),
-    Rule("maintainer", "run.import", "any"),
-    Rule("maintainer", "release.export", "any"),
-    Rule("reviewer", "release.export", "any"),
-    Rule("scorer", "verdict.create", "any"),
-    Rule("reviewer", "verdict.create", "any"),
-    Rule("maintainer", "verdict.create", "any"),
+    Rule("maintainer", Action.LAYER_EDIT_METADATA, "any"),
+    Rule("maintainer", Action.RUN_IMPORT, "any"),
+    Rule("maintainer", Action.RELEASE_EXPORT, "any"),
+    Rule("reviewer", Action.RELEASE_EXPORT, "any"),
+    Rule("scorer", Action.VERDICT_CREATE, "any"),
+    Rule("reviewer", Action.VERDICT_CREATE, "any"),
+    Rule("maintainer", Action.VERDICT_CREATE, "any"),
     # judging, the human scoring queue, adjudication and agreement
-    Rule("maintainer", "judge.run", "any"),
-    Rule("maintainer", "judge.configure", "any"),
-    Rule("maintainer", "queue.manage", "any"),
-    Rule("reviewer", "queue.manage", "any"),
-    Rule("scorer", "queue.claim", "any"),
-    Rule("reviewer", "queue.claim", "any"),
-    Rule("maintainer", "queue.claim", "any"),
-    Rule("reviewer", "verdict.adjudicate", "any"),
-    Rule("maintainer", "verdict.adjudicate", "any"),
-    Rule("reviewer", "verdict.view_all", "any"),
-    Rule("maintainer", "verdict.view_all", "any"),
-    Rule("reviewer", "agreement.view", "any"),
-    Rule("maintainer", "agreement.view", "any"),
+    Rule("maintainer", Action.JUDGE_RUN, "any"),
+    Rule("maintainer", Action.JUDGE_CONFIGURE, "any"),
+    Rule("maintainer", Action.QUEUE_MANAGE, "any"),
+    Rule("reviewer", Action.QUEUE_MANAGE, "any"),
+    Rule("scorer", Action.QUEUE_CLAIM, "any"),
+    Rule("reviewer", Action.QUEUE_CLAIM, "any"),
+    Rule("maintainer", Action.QUEUE_CLAIM, "any"),
+    Rule("reviewer", Action.VERDICT_ADJUDICATE, "any"),
+    Rule("maintainer", Action.VERDICT_ADJUDICATE, "any"),
+    Rule("reviewer", Action.VERDICT_VIEW_ALL, "any"),
+    Rule("maintainer", Action.VERDICT_VIEW_ALL, "any"),
+    Rule("reviewer", Action.AGREEMENT_VIEW, "any"),
+    Rule("maintainer", Action.AGREEMENT_VIEW, "any"),
     # webhooks (notifications): a maintainer registers one; only its owner changes, pings or
     # redelivers it (its secret and delivery log are the owner's). A person's own notifications
     # need no row: every query of them is filtered to the person.
-    Rule("maintainer", "webhook.create", "any"),
-    Rule("maintainer", "webhook.manage", "own"),
+    Rule("maintainer", Action.WEBHOOK_CREATE, "any"),
+    Rule("maintainer", Action.WEBHOOK_MANAGE, "own"),
 )
+
+
+#: every action some row grants: what :func:`require`, :func:`can` and :func:`roles_for` accept
+ACTIONS = frozenset(r.action for r in PERMISSIONS)
+
+
+class UnknownAction(LookupError):
+    """A programming error: an action that no row of :data:`PERMISSIONS` grants (a misspelling
+    would otherwise deny everyone silently). Not a ``ValueError``, so no view's ``except
+    ValueError`` turns it into a message; it reaches the error page as a 500."""
+
+
+def _known(action: str) -> str:
+    """``action`` itself if it is a row's action, else :class:`UnknownAction` naming it."""
+    if action not in ACTIONS:
+        raise UnknownAction(f"{action!r} is not an action of the permission table (studio.permissions.PERMISSIONS); "
+                            f"use a constant of studio.permissions.Action")
+    return action
 
 
 #: actions granted by ``not_own`` rows only: the owner never gets them, not even as a superuser
@@ -128,7 +181,9 @@ def owner_ids(obj) -> frozenset[int]:
 
 
 def can(user, action: str, obj=None) -> bool:
-    """True when a row of :data:`PERMISSIONS` grants ``action`` on ``obj`` to ``user``."""
+    """True when a row of :data:`PERMISSIONS` grants ``action`` (an :class:`Action` constant) on
+    ``obj`` to ``user``. Raises :class:`UnknownAction` for an action no row grants."""
+    _known(action)
     if not getattr(user, "is_authenticated", False):
         return False
     owns = obj is not None and user.pk in owner_ids(obj)
@@ -148,13 +203,16 @@ def can(user, action: str, obj=None) -> bool:
 
 
 def roles_for(action: str) -> list[str]:
-    """The roles that some row of :data:`PERMISSIONS` grants ``action`` (in ``ROLES`` order)."""
+    """The roles that some row of :data:`PERMISSIONS` grants ``action`` (in ``ROLES`` order);
+    :class:`UnknownAction` for an action no row grants."""
+    _known(action)
     return [r for r in ROLES if any(p.role == r and p.action == action for p in PERMISSIONS)]
 
 
 def require(user, action: str, obj=None) -> None:
     """Raise ``PermissionDenied`` naming the action unless :func:`can` allows it. The exception
-    carries ``action`` and ``roles`` (:func:`roles_for`) for the 403 page."""
+    carries ``action`` and ``roles`` (:func:`roles_for`) for the 403 page. ``action``: an
+    :class:`Action` constant; :class:`UnknownAction` (a programming error) for one no row grants."""
     if not can(user, action, obj):
         exc = PermissionDenied(f"{getattr(user, 'username', 'anonymous')} may not {action}")
         exc.action, exc.roles = action, roles_for(action)
@@ -164,14 +222,17 @@ def require(user, action: str, obj=None) -> None:
 #: pages offered in the navigation only to users who may act on them: page → the actions, any of
 #: which makes the page useful (the views check their own actions again)
 PAGE_ACTIONS: dict[str, tuple[str, ...]] = {
-    "review": ("task.review", "task.return"),
-    "scoring": ("queue.claim", "queue.manage"),
-    "adjudication": ("verdict.adjudicate",),
-    "agreement": ("agreement.view",),
-    "judges": ("judge.configure", "judge.run"),
-    "task-new": ("task.create",),
-    "webhooks": ("webhook.create",),
+    "review": (Action.TASK_REVIEW, Action.TASK_RETURN),
+    "scoring": (Action.QUEUE_CLAIM, Action.QUEUE_MANAGE),
+    "adjudication": (Action.VERDICT_ADJUDICATE,),
+    "agreement": (Action.AGREEMENT_VIEW,),
+    "judges": (Action.JUDGE_CONFIGURE, Action.JUDGE_RUN),
+    "task-new": (Action.TASK_CREATE,),
+    "webhooks": (Action.WEBHOOK_CREATE,),
 }
+for _actions in PAGE_ACTIONS.values():  # a misspelt page action fails at import, not by hiding the page
+    for _action in _actions:
+        _known(_action)
 
 
 def can_use_page(user, page: str) -> bool:

@@ -24,7 +24,7 @@ from evaluation import blind
 from evaluation.selectors.runs import record_detail_qs
 from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
-from evaluation.errors import NotBlind
+from evaluation.blind import NotBlind
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.robustness import record_robustness, settle_by_judge
 from evaluation.services.verdicts import submit_human_verdict

@@ -1,9 +1,27 @@
-"""The permission table: one test per row, plus refusals the table implies."""
+"""The permission table: one test per row, plus refusals the table implies, plus the actions
+named in code (each an ``Action`` constant that is a row of the table)."""
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from studio.permissions import FOUR_EYES_ACTIONS, PERMISSIONS, RELATIONS, ROLES, can
+from annotation.services.review import TRANSITIONS
+from studio.permissions import (ACTIONS, FOUR_EYES_ACTIONS, PAGE_ACTIONS, PERMISSIONS, RELATIONS, ROLES, Action,
+                                UnknownAction, can, require, roles_for)
+
+ROOT = Path(__file__).resolve().parent.parent
+#: the packages whose code asks the table (tests/ and bench/ excluded: tests pass strings on purpose)
+APP_DIRS = ("kernel", "annotation", "replay", "releases", "evaluation", "notifications", "frontend", "studio")
+#: the functions whose action argument is checked, and that argument's position
+ACTION_ARG = {"require": 1, "can": 1, "roles_for": 0}
+#: call sites whose action is a variable, each with the values it can take (checked below)
+DYNAMIC_SITES = {
+    ("annotation/services/review.py", "spec.permission"): {t.permission for t in TRANSITIONS.values()},
+    ("annotation/services/review.py", "t.permission"): {t.permission for t in TRANSITIONS.values()},
+    ("frontend/views/errors.py", "action"): set(),  # the action a PermissionDenied from require carried
+    ("studio/permissions.py", "action"): set(),  # require → can / roles_for, passing its own argument on
+}
 
 # Which relation kinds reach an object the user created ("own") or someone else created ("foreign").
 REACHES = {"own": {"any", "own"}, "foreign": {"any", "not_own"}}
@@ -70,3 +88,72 @@ def test_nobody_approves_their_own_task_not_even_a_superuser(make_user):
     assert not can(root, "task.approve", SimpleNamespace(created_by_id=root.pk))
     assert can(root, "task.approve", SimpleNamespace(created_by_id=other.pk))
     assert can(root, "task.edit", SimpleNamespace(created_by_id=root.pk))  # only four-eyes actions are held back
+
+
+def test_every_action_constant_is_a_row_of_the_table_and_back():
+    constants = {v for k, v in vars(Action).items() if k.isupper()}
+    assert constants == ACTIONS == {r.action for r in PERMISSIONS}
+    assert Action.TASK_EDIT == "task.edit" and Action.LAYER_EDIT_METADATA == "layer.edit_metadata"  # the 403 text
+    assert all(a in ACTIONS for actions in PAGE_ACTIONS.values() for a in actions)
+
+
+@pytest.mark.django_db
+def test_an_action_outside_the_table_is_a_programming_error_not_a_silent_deny(make_user):
+    user = make_user("m-typo", "maintainer")
+    for ask in (lambda: can(user, "task.edti"), lambda: require(user, "task.edti"), lambda: roles_for("task.edti"),
+                lambda: can(SimpleNamespace(is_authenticated=False), "task.edti")):
+        with pytest.raises(UnknownAction, match=r"'task\.edti' is not an action of the permission table"):
+            ask()
+    assert not issubclass(UnknownAction, ValueError)  # no view's ``except ValueError`` hides it
+
+
+def _resolve(node: ast.expr, module_names: dict[str, ast.expr]):
+    """The action string of an argument: a literal, ``Action.X``, or a module-level name bound to one
+    of these; None when it is a variable."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Action":
+        assert hasattr(Action, node.attr), f"Action.{node.attr} does not exist"
+        return getattr(Action, node.attr)
+    if isinstance(node, ast.Name) and node.id in module_names:
+        return _resolve(module_names[node.id], {})
+    return None
+
+
+def _action_arguments():
+    """(file, source text of the argument, resolved action or None) of every ``require``/``can``/
+    ``roles_for`` call in the apps' code."""
+    for app in APP_DIRS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            tree = ast.parse(path.read_text(), filename=str(path))
+            names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name)}
+            for call in ast.walk(tree):
+                if not isinstance(call, ast.Call):
+                    continue
+                func = call.func.id if isinstance(call.func, ast.Name) else None
+                if func not in ACTION_ARG:
+                    continue
+                keyword = [k.value for k in call.keywords if k.arg == "action"]
+                args = call.args[ACTION_ARG[func]:ACTION_ARG[func] + 1] or keyword
+                assert args, f"{path.relative_to(ROOT)}:{call.lineno}: {func}() without an action"
+                yield str(path.relative_to(ROOT)), ast.unparse(args[0]), _resolve(args[0], names), call.lineno
+
+
+def test_every_action_named_in_code_is_a_row_of_the_table():
+    """An AST scan of every ``require``/``can``/``roles_for`` call in the apps: its action argument
+    (``Action.X`` resolved, a literal, or a module constant) is a row's action; a variable must be
+    one of the known dynamic sites, whose possible values are rows too."""
+    calls = list(_action_arguments())
+    assert len(calls) > 80  # the scan reaches the services and views (96 literal call sites when written)
+    for file, source, action, line in calls:
+        if action is None:
+            assert (file, source) in DYNAMIC_SITES, f"{file}:{line}: action {source} cannot be checked"
+        else:
+            assert action in ACTIONS, f"{file}:{line}: {source} = {action!r} is not a row of the table"
+    for values in DYNAMIC_SITES.values():
+        assert values <= ACTIONS
+    transitions = {"task.submit", "task.withdraw", "task.review", "task.return", "task.approve", "task.release"}
+    assert {t.permission for t in TRANSITIONS.values()} == transitions

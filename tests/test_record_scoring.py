@@ -19,7 +19,7 @@ from evaluation.agreement import agreement_report
 from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.trajectory import align_by_tool, lcs_length
-from evaluation.errors import NotBlind
+from evaluation.blind import NotBlind
 from evaluation.services.verdicts import VerdictLocked, submit_human_verdict
 from evaluation.services.adjudication import adjudicate
 from support.judging import flags

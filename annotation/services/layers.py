@@ -18,10 +18,10 @@ import math
 from django.db import transaction
 
 from annotation import qc
-from annotation.errors import AnnotationInputError
 from annotation.models import Layer, LayerAuditEvent, Task
+from kernel.errors import InvalidInput
 from kernel.inputs import input_entries
-from studio.permissions import require
+from studio.permissions import Action, require
 
 #: the largest GSD accepted (m/px): coarser than any imagery the benchmark uses (Sentinel-1/2: 10-20 m,
 #: DEMs: 30 m, MODIS: 250-1000 m); a value above is almost surely a unit slip (cm, km)
@@ -34,9 +34,9 @@ def _clean_gsd(value) -> float | None:
     try:
         gsd = float(value)
     except (TypeError, ValueError):
-        raise AnnotationInputError(f"gsd_m: '{value}' is not a number (metres per pixel)")
+        raise InvalidInput(f"gsd_m: '{value}' is not a number (metres per pixel)")
     if not math.isfinite(gsd) or gsd <= 0 or gsd > MAX_GSD_M:
-        raise AnnotationInputError(f"gsd_m: {value} m/px is out of range (0, {MAX_GSD_M:g}]")
+        raise InvalidInput(f"gsd_m: {value} m/px is out of range (0, {MAX_GSD_M:g}]")
     return gsd
 
 
@@ -50,7 +50,7 @@ def _clean_crs(value) -> str:
     try:
         crs = CRS.from_user_input(text)
     except CRSError as exc:
-        raise AnnotationInputError(f"crs: '{text[:80]}' is not a coordinate reference system pyproj knows ({exc})")
+        raise InvalidInput(f"crs: '{text[:80]}' is not a coordinate reference system pyproj knows ({exc})")
     auth = crs.to_authority()
     return f"{auth[0]}:{auth[1]}" if auth else crs.to_wkt()
 
@@ -78,10 +78,10 @@ def set_layer_georeferencing(user, layer: Layer, *, gsd_m=None, crs=None, reason
     maintainers) and ``ValueError`` naming the field (no reason, a GSD out of (0, 1000] m/px, an
     unknown CRS, nothing changed); nothing is written then.
     """
-    require(user, "layer.edit_metadata", layer)
+    require(user, Action.LAYER_EDIT_METADATA, layer)
     reason = str(reason or "").strip()
     if not reason:
-        raise AnnotationInputError("reason: say where the value comes from (e.g. the product's metadata)")
+        raise InvalidInput("reason: say where the value comes from (e.g. the product's metadata)")
     locked = Layer.objects.select_for_update().get(pk=layer.pk)
     new = {}
     if gsd_m is not None:
@@ -90,7 +90,7 @@ def set_layer_georeferencing(user, layer: Layer, *, gsd_m=None, crs=None, reason
         new["crs"] = _clean_crs(crs)
     changes = {k: {"old": getattr(locked, k), "new": v} for k, v in new.items() if getattr(locked, k) != v}
     if not changes:
-        raise AnnotationInputError("gsd_m, crs: nothing changes (give a new GSD or CRS)")
+        raise InvalidInput("gsd_m, crs: nothing changes (give a new GSD or CRS)")
     for k, c in changes.items():
         setattr(locked, k, c["new"])
     locked.save(update_fields=list(changes))

@@ -29,29 +29,26 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation import qc
-from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import AuditEvent, Task, TaskComment
 from annotation.services.qc import qc_for_task
 from annotation.services.tasks import TaskValidationError, require_unreleased
+from kernel.errors import Conflict, InvalidInput
 from kernel.taskfile import json_problem
 from studio.events import emit
-from studio.permissions import can, require
+from studio.permissions import Action, can, require
 
 S = Task.Status
 
 
-class TransitionError(AnnotationInputError):
+class TransitionError(InvalidInput):
     """The transition is not allowed from the task's current status (or lacks its reason)."""
 
 
-class OpenCommentsError(TransitionError, AnnotationConflict):
+class OpenCommentsError(Conflict):
     """Approving a task whose review comments are still open needs an explicit confirmation
     (``acknowledge_open_comments=True``), which the audit event then records. ``open_count``.
-    A ``TransitionError`` (callers catching that keep working) answered as a 409 with
-    ``open_comments`` in the body (the editor asks for the confirmation then)."""
-
-    status_code = AnnotationConflict.status_code
-    code = AnnotationConflict.code
+    Answered as a 409 with ``open_comments`` in the body (the editor asks for the confirmation
+    then)."""
 
     def __init__(self, task: Task, open_count: int):
         self.task = task
@@ -79,13 +76,13 @@ class Transition:
 
 
 TRANSITIONS: dict[str, Transition] = {t.name: t for t in (
-    Transition("submit", (S.DRAFT, S.RETURNED), S.SUBMITTED, "task.submit", label="Submit for review"),
-    Transition("withdraw", (S.SUBMITTED, S.IN_REVIEW), S.DRAFT, "task.withdraw", label="Withdraw"),
-    Transition("start_review", (S.SUBMITTED,), S.IN_REVIEW, "task.review", label="Start review"),
-    Transition("return", (S.SUBMITTED, S.IN_REVIEW, S.APPROVED), S.RETURNED, "task.return", needs_reason=True,
+    Transition("submit", (S.DRAFT, S.RETURNED), S.SUBMITTED, Action.TASK_SUBMIT, label="Submit for review"),
+    Transition("withdraw", (S.SUBMITTED, S.IN_REVIEW), S.DRAFT, Action.TASK_WITHDRAW, label="Withdraw"),
+    Transition("start_review", (S.SUBMITTED,), S.IN_REVIEW, Action.TASK_REVIEW, label="Start review"),
+    Transition("return", (S.SUBMITTED, S.IN_REVIEW, S.APPROVED), S.RETURNED, Action.TASK_RETURN, needs_reason=True,
                label="Return to author"),
-    Transition("approve", (S.IN_REVIEW,), S.APPROVED, "task.approve", label="Approve"),
-    Transition("release", (S.APPROVED,), S.RELEASED, "task.release", label="Mark released"),
+    Transition("approve", (S.IN_REVIEW,), S.APPROVED, Action.TASK_APPROVE, label="Approve"),
+    Transition("release", (S.APPROVED,), S.RELEASED, Action.TASK_RELEASE, label="Mark released"),
 )}
 
 
@@ -243,7 +240,7 @@ def approve_imported(user, task: Task, *, from_status: str, reason: str) -> Task
     task is locked (``annotation.services.tasks.require_unreleased``). Raises ``PermissionDenied``,
     ``TaskLockedError``."""
     if user is not None:
-        require(user, "data.import")
+        require(user, Action.DATA_IMPORT)
     locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
     require_unreleased(locked, "an import with other content")
     return _record(locked, user, "imported", S.APPROVED, reason, from_status=from_status)
@@ -285,29 +282,29 @@ def _clean_location(location) -> dict | None:
     if location in (None, "", {}):
         return None
     if not isinstance(location, dict):
-        raise AnnotationInputError("location: expected {frame, x, y} or a GeoJSON geometry")
+        raise InvalidInput("location: expected {frame, x, y} or a GeoJSON geometry")
     if "type" in location and "coordinates" in location:
         problem = json_problem(location["coordinates"], "location.coordinates")
         if problem:
-            raise AnnotationInputError(problem)
+            raise InvalidInput(problem)
         _require_geometry(location)
         return {"type": str(location["type"]), "coordinates": location["coordinates"],
                 **({"frame": location["frame"]} if location.get("frame") in ("pixel", "geographic") else {})}
     frame = location.get("frame")
     if frame not in ("pixel", "geographic"):
-        raise AnnotationInputError("location.frame: must be 'pixel' or 'geographic'")
+        raise InvalidInput("location.frame: must be 'pixel' or 'geographic'")
     try:
         x, y = float(location["x"]), float(location["y"])
     except (KeyError, TypeError, ValueError, OverflowError):
-        raise AnnotationInputError("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
+        raise InvalidInput("location: x and y must be numbers (pixel column/row, or lon/lat)") from None
     if not (math.isfinite(x) and math.isfinite(y)):  # NaN, 1e999: no JSON number, no place on a map
-        raise AnnotationInputError("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
+        raise InvalidInput("location: x and y must be finite numbers (pixel column/row, or lon/lat)")
     out = {"frame": frame, "x": x, "y": y}
     if location.get("layer"):
         out["layer"] = str(location["layer"])
         if len(out["layer"]) > COMMENT_TEXT_LIMIT:
-            raise AnnotationInputError(f"location.layer: {len(out['layer'])} characters, more than the "
-                                       f"{COMMENT_TEXT_LIMIT} it may hold")
+            raise InvalidInput(f"location.layer: {len(out['layer'])} characters, more than the "
+                               f"{COMMENT_TEXT_LIMIT} it may hold")
     return out
 
 
@@ -319,7 +316,7 @@ COMMENT_TEXT_LIMIT = 200
 
 
 def _require_geometry(location: dict) -> None:
-    """``AnnotationInputError`` naming ``location`` unless it is a GeoJSON geometry of
+    """``InvalidInput`` naming ``location`` unless it is a GeoJSON geometry of
     :data:`GEOMETRY_TYPES` that shapely builds (``shapely.geometry.shape``: positions of 2 or 3
     numbers, a line of 2 or more, closed rings of 4 or more) and that is not empty."""
     from shapely.errors import GeometryTypeError, ShapelyError
@@ -327,17 +324,17 @@ def _require_geometry(location: dict) -> None:
 
     kind = location.get("type")
     if kind not in GEOMETRY_TYPES:
-        raise AnnotationInputError(f"location.type: {str(kind)[:40]!r} is not one of {', '.join(GEOMETRY_TYPES)}")
+        raise InvalidInput(f"location.type: {str(kind)[:40]!r} is not one of {', '.join(GEOMETRY_TYPES)}")
     if not _numbers_only(location["coordinates"]):  # shapely reads "1" and true as 1.0; the studio would keep them
-        raise AnnotationInputError(f"location.coordinates: the positions of a GeoJSON {str(kind)} must be numbers "
-                                   "(not strings or true/false)")
+        raise InvalidInput(f"location.coordinates: the positions of a GeoJSON {str(kind)} must be numbers "
+                           "(not strings or true/false)")
     try:
         geom = shape({"type": kind, "coordinates": location["coordinates"]})
     except (GeometryTypeError, ShapelyError, ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
-        raise AnnotationInputError(f"location.coordinates: not the coordinates of a GeoJSON {kind} "
-                                   f"({str(exc)[:200]})") from None
+        raise InvalidInput(f"location.coordinates: not the coordinates of a GeoJSON {kind} "
+                           f"({str(exc)[:200]})") from None
     if geom.is_empty:
-        raise AnnotationInputError(f"location.coordinates: an empty {kind}")
+        raise InvalidInput(f"location.coordinates: an empty {kind}")
 
 
 def _numbers_only(coordinates) -> bool:
@@ -363,16 +360,16 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     attaches to the thread's first comment) and takes its pin. Replying to a resolved thread
     reopens it. Raises ``PermissionDenied`` (``task.comment``) or ``ValueError`` naming the field.
     """
-    require(user, "task.comment", task)
+    require(user, Action.TASK_COMMENT, task)
     body = (body or "").strip()
     if not body:
-        raise AnnotationInputError("body: a comment needs text")
+        raise InvalidInput("body: a comment needs text")
     if len(answer_field or "") > COMMENT_TEXT_LIMIT:
-        raise AnnotationInputError(f"answer_field: {len(answer_field)} characters, more than the "
-                                   f"{COMMENT_TEXT_LIMIT} it may hold")
+        raise InvalidInput(f"answer_field: {len(answer_field)} characters, more than the "
+                           f"{COMMENT_TEXT_LIMIT} it may hold")
     if parent is not None:
         if parent.task_id != task.pk:
-            raise AnnotationInputError("parent: that comment belongs to another task")
+            raise InvalidInput("parent: that comment belongs to another task")
         root = parent if parent.parent_id is None else parent.parent
         comment = TaskComment.objects.create(
             task=task, parent=root, author=user, body=body, revision_number=task.version,
@@ -384,7 +381,7 @@ def add_comment(user, task: Task, body: str, *, step_index: int | None = None, a
     steps = len((task.head.trajectory if task.head_id else None) or [])
     if step_index is not None:
         if not isinstance(step_index, int) or not 0 <= step_index < max(steps, 1) or steps == 0:
-            raise AnnotationInputError(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
+            raise InvalidInput(f"step_index: {step_index} is not a step of r{task.version} (0..{steps - 1})")
     comment = TaskComment.objects.create(
         task=task, author=user, body=body, revision_number=task.version, step_index=step_index,
         answer_field=answer_field or "", location=_clean_location(location),
@@ -404,7 +401,7 @@ def _comment_event(comment: TaskComment, task: Task, user) -> TaskComment:
 def resolve_comment(user, comment: TaskComment, *, resolved: bool = True) -> TaskComment:
     """Mark a thread resolved (or open again). Only a thread's first comment carries the state."""
     task = comment.task
-    require(user, "comment.resolve", task)
+    require(user, Action.COMMENT_RESOLVE, task)
     root = comment if comment.parent_id is None else comment.parent
     root.resolved = resolved
     root.resolved_by = user if resolved else None

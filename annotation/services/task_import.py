@@ -11,7 +11,6 @@ from pathlib import Path
 
 from django.db import transaction
 
-from annotation.errors import AnnotationInputError
 from annotation.models import Layer, Task
 from annotation.qc import reference_accepts
 from annotation.services.content import revision_content
@@ -21,6 +20,7 @@ from kernel.content import accept_proposals as _accept_proposals
 from kernel.content import answer_proposals as _answer_proposals
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.engine import authored_steps
+from kernel.errors import InvalidInput
 from kernel.inputs import base_name, walk_data_paths
 from kernel.taskfile import TaskFileError, read_task_file, source_text, to_storage
 from kernel.vocabulary import dimension_of_code, dimension_of_file
@@ -34,7 +34,7 @@ def _jsonable(value):
 # ============================================================================================
 # Importing a task file in the benchmark's layout
 # ============================================================================================
-class TaskImportError(AnnotationInputError):
+class TaskImportError(InvalidInput):
     """A task file cannot be imported; the message names the file, sample, task and field (HTTP 400)."""
 
 

@@ -19,10 +19,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from annotation import qc
-from annotation.errors import AnnotationConflict, AnnotationInputError, AnnotationLocked
 from annotation.models import Event, Task, TaskComment, TaskDraft, TaskRevision
 from annotation.services.content import derived_manifest, layer_manifest_entry, revision_content
-from studio.permissions import require
+from kernel.errors import Conflict, InvalidInput, Locked
+from studio.permissions import Action, require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
 from kernel.catalogue import result_types  # noqa: E402
@@ -34,7 +34,7 @@ from kernel.taskfile import from_storage, json_problem, source_text  # noqa: E40
 from kernel.vocabulary import TASK_FILES  # noqa: E402
 
 
-class StaleVersionError(AnnotationConflict):
+class StaleVersionError(Conflict):
     """A save named a version that is no longer the head. ``current`` is the head revision."""
 
     def __init__(self, task: Task, expected: int):
@@ -45,7 +45,7 @@ class StaleVersionError(AnnotationConflict):
                          field="expected_version")
 
 
-class TaskLockedError(AnnotationLocked):
+class TaskLockedError(Locked):
     """The task's status does not allow content edits (it is with a reviewer, or released)."""
 
 
@@ -74,7 +74,7 @@ def require_unreleased(task: Task, what: str) -> None:
                               "(released tasks never change: copy it into a new task)")
 
 
-class BrokenReferenceError(AnnotationInputError):
+class BrokenReferenceError(InvalidInput):
     """The content wires the gold trajectory wrong: a reference to a later or the same step, to a
     key the step's tool does not return, or a reference-like text that names no step (the editor
     writes ``<key> from trajectory[deleted].obs`` for a reference to a deleted step). ``findings``
@@ -102,7 +102,7 @@ def check_reference_integrity(content: dict) -> None:
         raise BrokenReferenceError(broken)
 
 
-class TaskValidationError(AnnotationInputError):
+class TaskValidationError(InvalidInput):
     """The task cannot move on (submission) because QC found errors. ``findings`` lists them."""
 
     def __init__(self, findings: list[qc.Finding]):
@@ -127,10 +127,10 @@ def build_input_data(event: Event, layer_keys: dict[str, int], base: dict | None
     for key, layer_id in layer_keys.items():
         layer = layers.get(int(layer_id))
         if layer is None:
-            raise AnnotationInputError(f"input_data.{key}: layer {layer_id} is not a layer of event {event.slug}")
+            raise InvalidInput(f"input_data.{key}: layer {layer_id} is not a layer of event {event.slug}")
         parts = [p.strip() for p in str(key).split(".")]
         if not all(parts):
-            raise AnnotationInputError(f"input_data.{key}: a key needs a name on each side of every dot")
+            raise InvalidInput(f"input_data.{key}: a key needs a name on each side of every dot")
         node = out
         for part in parts[:-1]:
             if not isinstance(node.get(part), dict):
@@ -176,7 +176,7 @@ def content_problem(content: dict, message: str = "") -> str | None:
 def _require_storable(content: dict, message: str = "") -> None:
     problem = content_problem(content, message)
     if problem:
-        raise AnnotationInputError(problem)
+        raise InvalidInput(problem)
 
 
 def _next_sample_id(event: Event) -> str:
@@ -192,7 +192,7 @@ def _content(data: dict) -> dict:
     return {k: data[k] for k in CONTENT_FIELDS if k in data}
 
 
-class TaskExistsError(AnnotationConflict):
+class TaskExistsError(Conflict):
     """A task with that question id exists already (an explicit ``sample_id`` that collides):
     HTTP 409 in the API."""
 
@@ -216,9 +216,9 @@ def create_task(user, event: Event, *, dimension: str, content: dict, sample_id:
     :class:`TaskExistsError` (``sample_id`` given and its question id taken),
     ``BrokenReferenceError`` (a broken reference in the trajectory or the answer; nothing written).
     """
-    require(user, "task.create")
+    require(user, Action.TASK_CREATE)
     if dimension not in TASK_FILES:
-        raise AnnotationInputError(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
+        raise InvalidInput(f"dimension: '{dimension}' is not one of {', '.join(TASK_FILES)}")
     _require_storable(_content(content), message)
     check_reference_integrity(_content(content))
     if not sample_id:
@@ -273,7 +273,7 @@ def write_imported_revision(user, task: Task | None, *, event: Event, sample_id:
     ``PermissionDenied``, ``TaskLockedError`` (released). Returns ``(task, revision)``.
     """
     if user is not None:
-        require(user, "data.import")
+        require(user, Action.DATA_IMPORT)
     if task is None:
         task = Task.objects.create(event=event, sample_id=sample_id, task_index=task_index, question_id=question_id,
                                    dimension=dimension, created_by=user)
@@ -299,7 +299,7 @@ def save_revision(user, task: Task, *, expected_version: int, content: dict, mes
     its new name.
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head").get(pk=task.pk)
-    require(user, "task.edit", locked)
+    require(user, Action.TASK_EDIT, locked)
     _require_editable(locked)
     if locked.version != expected_version:
         raise StaleVersionError(locked, expected_version)
@@ -336,15 +336,15 @@ def save_draft(user, task: Task, *, base_version: int, content: dict) -> TaskDra
     ``content`` is the editor's payload as it stands (any JSON object, even invalid as a task: a
     draft is never checked as a task, only that a JSON column can hold it: no NaN or infinity such
     as ``1e309``, no NUL, no deeper nesting than ``kernel.taskfile.MAX_JSON_DEPTH``, else
-    ``AnnotationInputError`` naming the place). Raises ``PermissionDenied`` or ``TaskLockedError``.
+    ``InvalidInput`` naming the place). Raises ``PermissionDenied`` or ``TaskLockedError``.
     """
-    require(user, "task.edit", task)
+    require(user, Action.TASK_EDIT, task)
     _require_editable(task)
     if not isinstance(content, dict):
-        raise AnnotationInputError("content: a draft is a JSON object")
+        raise InvalidInput("content: a draft is a JSON object")
     problem = json_problem(content, "content")  # never checked as a task, but it must be storable
     if problem:
-        raise AnnotationInputError(problem)
+        raise InvalidInput(problem)
     draft, _ = TaskDraft.objects.update_or_create(task=task, user=user,
                                                   defaults={"base_version": base_version, "content": content})
     return draft
@@ -484,11 +484,11 @@ def accept_answer_proposal(user, task: Task, *, field: str, expected_version: in
                                      for f in head.answer_spec or [])
     if not blank:
         names = [f.get("name") for f in (head.answer_spec if head else []) or [] if isinstance(f, dict)]
-        raise AnnotationInputError(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
+        raise InvalidInput(f"answer_spec.{field}: " + ("its source is not blank" if field in names else "no such answer field"))
     spec, rows = kernel_accept_proposals(head.answer_spec, answer_proposals(head), fields=[field])
     row = rows[0]
     if not row["bound"]:
-        raise AnnotationInputError(f"answer_spec.{field}: {row['why_not']}")
+        raise InvalidInput(f"answer_spec.{field}: {row['why_not']}")
     return save_revision(user, task, expected_version=expected_version, content={"answer_spec": spec},
                          message=f"accepted proposed source of {field}: {row['source']}")
 
@@ -513,20 +513,20 @@ def refresh_derived(user, task: Task, *, expected_version: int) -> TaskRevision:
     Unlike an edit it is allowed in every status but released (derived values are not authored
     content: a reviewer's approval stays, and a release pins the new revision once it is
     replayed). Needs ``task.edit``. Raises ``PermissionDenied``, ``TaskLockedError`` (released),
-    ``StaleVersionError`` (someone saved in between), ``AnnotationInputError`` (nothing is
+    ``StaleVersionError`` (someone saved in between), ``InvalidInput`` (nothing is
     stale); nothing is written then.
     """
     locked = Task.objects.select_for_update(of=("self",)).select_related("head", "event").get(pk=task.pk)
-    require(user, "task.edit", locked)
+    require(user, Action.TASK_EDIT, locked)
     require_unreleased(locked, "a refresh of derived values")
     if locked.version != expected_version:
         raise StaleVersionError(locked, expected_version)
     head = locked.head
     if head is None:
-        raise AnnotationInputError("input_data: the task has no revision to refresh")
+        raise InvalidInput("input_data: the task has no revision to refresh")
     stale = qc.stale_manifest_values(head.input_data, derived_manifest(head.input_data, locked.event.layers.all()))
     if not stale:
-        raise AnnotationInputError("input_data: no derived value is stale; nothing to refresh")
+        raise InvalidInput("input_data: no derived value is stale; nothing to refresh")
     content = revision_content(head)
     content["input_data"] = json.loads(json.dumps(head.input_data))
     for s in stale:

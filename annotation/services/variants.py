@@ -19,7 +19,7 @@ from annotation import variants as spec_maker
 from annotation.models import Layer, Task, TaskVariant
 from annotation.services.tasks import CONTENT_FIELDS, create_task
 from kernel.tools.registry import all_tools
-from studio.permissions import require
+from studio.permissions import Action, require
 
 __all__ = ["tool_catalogue", "create_variant", "unreadable_layers", "is_unreadable_file", "VariantError", "UNREADABLE_BYTES"]
 
@@ -103,7 +103,7 @@ def create_variant(user, base: Task, kind: str, **params) -> tuple[TaskVariant, 
     The permission is checked first: a refused request writes nothing (no row, and no unreadable
     image under ``STUDIO_DATA_ROOT/variants/``).
     """
-    require(user, "task.create")
+    require(user, Action.TASK_CREATE)
     base = Task.objects.select_related("head", "event").get(pk=base.pk)
     if base.status not in BASE_STATUSES or base.head is None:
         raise VariantError(f"task {base.question_id} is {base.status}: variants are made from approved or released tasks")

@@ -15,12 +15,12 @@ from django.db import transaction
 
 from evaluation.disagreement import DisagreementRules, disagreement_reasons
 from evaluation.judge.verdict import E_CODES
+from kernel.errors import InvalidInput
 from kernel.taxonomy import plan_is_correct
-from evaluation.errors import EvaluationInputError
 from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
 from evaluation.selectors.adjudication import considered
 from evaluation.services.verdicts import submit_human_verdict
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 def scored_by(user, record: RunRecord) -> str:
@@ -47,7 +47,7 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     ``ValueError`` naming the field (``rationale``, ``grade``, ``errors``, ``is_correct``).
     A resubmitted form (same ``idempotency_key``) returns the first adjudication.
     """
-    require(user, "verdict.adjudicate")
+    require(user, Action.VERDICT_ADJUDICATE)
     conflict = scored_by(user, record)
     if conflict:
         raise PermissionDenied(f"you {conflict} {record.question_id}, so you cannot adjudicate it; another reviewer must")
@@ -64,7 +64,7 @@ def adjudicate(user, record: RunRecord, *, errors: dict, grade: float, reasons: 
     probe = {"is_correct": derived if is_correct is None else is_correct, "grade": float(grade), "errors": flags}
     overrides_all = bool(pool) and all(disagreement_reasons(probe, v, rules) for v in pool)
     if overrides_all and not rationale.strip():
-        raise EvaluationInputError("rationale: required when the final verdict overrides every verdict considered")
+        raise InvalidInput("rationale: required when the final verdict overrides every verdict considered")
     # an earlier adjudicated verdict stays ``is_final``: the newest one is the record's reference, an
     # older one is neither reference nor rater (it never turns back into its reviewer's person verdict)
     final = submit_human_verdict(user, record, errors=errors, grade=grade, reasons=reasons, reasoning=reasoning,

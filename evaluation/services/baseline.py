@@ -21,7 +21,7 @@ from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from replay.models import ReplayRun, ReplayStep
 from replay.selectors import latest_successful_replay
 from replay.services.runs import create_run, execute_replay
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 # ============================================================================================
@@ -73,7 +73,7 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
     (``gt``: oracle perception, ranked apart). Returns ``(run_dir, AgentRun | None, summary)``;
     the summary names the mode (``perception_mode``).
     Tasks without an accepted gold are skipped (listed in the summary)."""
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     tasks = Task.objects.select_related("head", "event").order_by("sample_id", "task_index")
     if event_slug:
         tasks = tasks.filter(event__slug=event_slug)

@@ -42,7 +42,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluation.background import dispatch, job_runner
-from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.jobs import judge_batch
 from evaluation.judge import (
     JudgeConfigError,
@@ -64,9 +63,10 @@ from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from kernel.egress import host_allowed
+from kernel.errors import Conflict, InvalidInput
 from studio.background import job_running, worker_lost, worker_tag
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 from kernel.catalogue import catalogue_by_name
 from replay.selectors import latest_successful_replay
 
@@ -80,11 +80,11 @@ RULES_VERSION = "rules_v1"
 RULES_NAME = "rule-checker"
 
 
-class JudgePaused(EvaluationConflict):
+class JudgePaused(Conflict):
     """The judge configuration is paused (its ``paused_reason`` says why); nothing was called (HTTP 409)."""
 
 
-class JudgeInputError(EvaluationInputError):
+class JudgeInputError(InvalidInput):
     """A record cannot be judged under the requested protocol (the message says why)."""
 
 
@@ -177,31 +177,31 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
     variable must be allowed by the settings (:func:`egress_problem`). Raises ``ValueError``
     naming the field.
     """
-    require(user, "judge.configure")
+    require(user, Action.JUDGE_CONFIGURE)
     name, model, base_url, api_key_env = name.strip(), model.strip(), base_url.strip(), api_key_env.strip()
     if not name:
-        raise EvaluationInputError("name: required")
+        raise InvalidInput("name: required")
     if not model:
-        raise EvaluationInputError("model: required")
+        raise InvalidInput("model: required")
     if base_url and not base_url.startswith(("http://", "https://")):
-        raise EvaluationInputError("base_url: must start with http:// or https://")
+        raise InvalidInput("base_url: must start with http:// or https://")
     if json_mode not in ("json_schema", "json_object", "none"):
-        raise EvaluationInputError("json_mode: one of json_schema, json_object, none")
+        raise InvalidInput("json_mode: one of json_schema, json_object, none")
     if api_key_env and not all(c.isalnum() or c == "_" for c in api_key_env):
-        raise EvaluationInputError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
+        raise InvalidInput("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
     if api_key_env.lower().startswith(("sk-", "sk_", "pk-", "rk-")) or (len(api_key_env) > 40 and not api_key_env.isupper()):
-        raise EvaluationInputError("api_key_env: this looks like a key; give the name of the variable that holds it")
+        raise InvalidInput("api_key_env: this looks like a key; give the name of the variable that holds it")
     problem = egress_problem(base_url, api_key_env)
     if problem:
-        raise EvaluationInputError(problem)
+        raise InvalidInput(problem)
     if not (1 <= int(max_concurrency) <= 32):
-        raise EvaluationInputError("max_concurrency: between 1 and 32")
+        raise InvalidInput("max_concurrency: between 1 and 32")
     if not (0.0 <= float(temperature) <= 2.0):
-        raise EvaluationInputError("temperature: between 0 and 2")
+        raise InvalidInput("temperature: between 0 and 2")
     if float(cost_per_1k_in) < 0 or float(cost_per_1k_out) < 0:
-        raise EvaluationInputError("cost_per_1k_in / cost_per_1k_out: not negative")
+        raise InvalidInput("cost_per_1k_in / cost_per_1k_out: not negative")
     if JudgeConfig.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
-        raise EvaluationInputError(f"name: a judge configuration named {name!r} exists")
+        raise InvalidInput(f"name: a judge configuration named {name!r} exists")
     cfg = instance or JudgeConfig()
     cfg.name, cfg.base_url, cfg.model, cfg.json_mode, cfg.api_key_env = name, base_url, model, json_mode, api_key_env
     cfg.temperature, cfg.max_concurrency = float(temperature), int(max_concurrency)
@@ -214,7 +214,7 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
 @transaction.atomic
 def resume_config(user, config: JudgeConfig) -> JudgeConfig:
     """Clear the pause of ``config`` (after the key or endpoint was fixed)."""
-    require(user, "judge.configure")
+    require(user, Action.JUDGE_CONFIGURE)
     config.paused, config.paused_reason = False, ""
     config.save(update_fields=["paused", "paused_reason"])
     return config
@@ -600,7 +600,7 @@ def select_records(*, run_id: int | None = None, release: str | None = None, age
     if not ids:
         what = ", ".join(f"{k}={v}" for k, v in (("run", run_id), ("release", release), ("agent", agent),
                                                     ("dimension", dimension)) if v)
-        raise EvaluationInputError(f"no run record matches {what or 'the selection'}")
+        raise InvalidInput(f"no run record matches {what or 'the selection'}")
     if sample is not None and 0 < sample < len(ids):
         ids = sorted(random.Random(seed).sample(ids, sample))
     return ids
@@ -618,20 +618,20 @@ def start_judge_job(user, config: JudgeConfig, record_ids: Sequence[int], *, pro
     :class:`JudgePaused` for a paused configuration.
     """
     if user is not None:
-        require(user, "judge.run")
+        require(user, Action.JUDGE_RUN)
     if config.paused:
         raise JudgePaused(f"judge configuration {config.name!r} is paused: {config.paused_reason}")
     if protocol not in PROTOCOLS:
-        raise EvaluationInputError(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        raise InvalidInput(f"protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
     bad = [c for c in cuts if c not in CUTS]
     if protocol == "stepwise" and (bad or not cuts):
-        raise EvaluationInputError(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
+        raise InvalidInput(f"cut: {', '.join(bad) or '(none)'} — use early, middle, late")
     badh = [h for h in horizons if h not in HORIZONS]
     if protocol == "stepwise" and (badh or not horizons):
-        raise EvaluationInputError(f"next: {badh or '(none)'} — use 1, 2, 3")
+        raise InvalidInput(f"next: {badh or '(none)'} — use 1, 2, 3")
     ids = list(dict.fromkeys(int(i) for i in record_ids))
     if not ids:
-        raise EvaluationInputError("records: none selected")
+        raise InvalidInput("records: none selected")
     per = 1 if protocol == "holistic" else len(cuts) * len(horizons)
     job = JudgeJob.objects.create(
         config=config, created_by=user if user is not None and user.is_authenticated else None, protocol=protocol,
@@ -679,7 +679,7 @@ def try_judge_config(user, config: JudgeConfig, *, backend=None) -> dict[str, An
     json_ok, answer, error}``: whether the endpoint answered, in how many seconds, which model it
     says it is, and whether the answer parses as a JSON object (that JSON mode works). Needs
     ``judge.configure``; stores nothing (no verdict, no cache entry, no pause)."""
-    require(user, "judge.configure")
+    require(user, Action.JUDGE_CONFIGURE)
     out: dict[str, Any] = {"ok": False, "latency_s": None, "model": None, "json_mode": config.json_mode,
                            "json_ok": None, "answer": "", "error": ""}
     started = time.monotonic()

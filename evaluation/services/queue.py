@@ -32,17 +32,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from evaluation.judge.verdict import E_CODES
+from kernel.errors import Conflict, InvalidInput
 from kernel.taxonomy import plan_is_correct
-from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.blind import seen_refusal
 from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.services.verdicts import GRADES, submit_human_verdict
 from evaluation.selectors.adjudication import record_disagreements
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
-class QueueError(EvaluationConflict):
+class QueueError(Conflict):
     """A queue action that cannot be done in the item's state (the message says why; HTTP 409)."""
 
 
@@ -100,10 +100,10 @@ class QueueFilter:
 def enqueue_records(user, records: Iterable[RunRecord | int], n: int | None = None) -> int:
     """Make sure each record has ``n`` (default: the setting) scoring slots; return how many
     items were created (existing slots are kept, so this is idempotent)."""
-    require(user, "queue.manage")
+    require(user, Action.QUEUE_MANAGE)
     n = verdicts_per_record() if n is None else int(n)
     if not 1 <= n <= 20:
-        raise EvaluationInputError(f"n: {n} human verdicts per record; use 1 to 20")
+        raise InvalidInput(f"n: {n} human verdicts per record; use 1 to 20")
     ids = [r.pk if isinstance(r, RunRecord) else int(r) for r in records]
     have = set(ScoringItem.objects.filter(record_id__in=ids).values_list("record_id", "slot"))
     rows = [ScoringItem(record_id=rid, slot=s) for rid in ids for s in range(1, n + 1) if (rid, s) not in have]
@@ -135,7 +135,7 @@ def queue_share_of_run(user, run: AgentRun, share: float | None = None, n: int |
 
     share = import_queue_share() if share is None else float(share)
     if not 0.0 <= share <= 1.0:
-        raise EvaluationInputError(f"share: {share} is not a share between 0 and 1")
+        raise InvalidInput(f"share: {share} is not a share between 0 and 1")
     if share == 0.0:
         return {"records": 0, "slots": 0}
     ids = sorted(run.records.values_list("id", flat=True))
@@ -154,18 +154,18 @@ def add_gold_check(user, record: RunRecord, expected: dict[str, Any] | None = No
     (``{is_correct, grade, errors}``; default: the record's adjudicated final verdict). Returns
     the number of slots marked. Raises ``ValueError`` when there is no expected verdict or it is
     malformed (field named)."""
-    require(user, "queue.manage")
+    require(user, Action.QUEUE_MANAGE)
     if expected is None:
         final = record.verdicts.filter(is_final=True, status="ok").order_by("-id").first()
         if final is None:
-            raise EvaluationInputError(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
+            raise InvalidInput(f"expected: record {record.question_id} has no final verdict; give the expected verdict")
         expected = _verdict_expectation(final)
     errors = expected.get("errors")
     if not isinstance(errors, dict) or set(errors) - set(E_CODES):
-        raise EvaluationInputError("expected.errors: a mapping of E1–E6 to true/false")
+        raise InvalidInput("expected.errors: a mapping of E1–E6 to true/false")
     grade = expected.get("grade")
     if grade is not None and not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
-        raise EvaluationInputError(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
+        raise InvalidInput(f"expected.grade: {grade} is not one of 0, 0.2, …, 1.0")
     flags = {c: bool(errors.get(c)) for c in E_CODES}
     clean = {"is_correct": plan_is_correct(flags) if expected.get("is_correct") is None else bool(expected["is_correct"]),
              "grade": None if grade is None else float(grade), "errors": flags}
@@ -229,7 +229,7 @@ def claim_item(user, item: ScoringItem, *, now=None) -> ScoringItem:
     scorer holds it with a live lease, the user holds, held or gave a verdict on another slot of
     its record, or the user was shown the record's other verdicts (blind until final; an item they
     hold then goes back to the queue)."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     now = now or timezone.now()
     item = ScoringItem.objects.select_related("record").get(pk=item.pk)
     if item.verdict_id:
@@ -264,7 +264,7 @@ def claim_next(user, queue: QueueFilter | None = None, *, now=None) -> ScoringIt
     other verdicts the user was shown (:func:`note_verdicts_seen`); an item the user holds on such
     a record goes back to the queue.
     """
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     queue = queue or QueueFilter()
     now = now or timezone.now()
     until = now + lease_duration()
@@ -330,11 +330,11 @@ def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
     """Autosave the scorer's unfinished form on their item and renew the lease. ``draft`` is the
     form state as JSON (kept as given, at most 20,000 characters of JSON). Raises ``QueueError``
     when the user does not hold the item."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     import json
 
     if not isinstance(draft, dict) or len(json.dumps(draft)) > 20000:
-        raise EvaluationInputError("draft: a JSON object of at most 20,000 characters")
+        raise InvalidInput("draft: a JSON object of at most 20,000 characters")
     item = _held(user, item)
     now = timezone.now()
     ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(
@@ -346,7 +346,7 @@ def save_draft(user, item: ScoringItem, draft: dict[str, Any]) -> ScoringItem:
 @transaction.atomic
 def release_item(user, item: ScoringItem) -> None:
     """Give a held item back to the queue (its draft is dropped)."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     item = _held(user, item)
     ScoringItem.objects.filter(pk=item.pk, scorer=user, verdict__isnull=True).update(
         scorer=None, claimed_at=None, lease_expires_at=None, draft=None)
@@ -361,7 +361,7 @@ def submit_item(user, item: ScoringItem, *, errors: dict, grade: float, reasons:
     and creates nothing. An item whose lease expired is still accepted while no one else took it.
     Raises ``QueueError`` (not yours, already submitted, or you were shown the record's other
     verdicts meanwhile) or ``ValueError`` (a bad field)."""
-    require(user, "queue.claim")
+    require(user, Action.QUEUE_CLAIM)
     with transaction.atomic():
         locked = ScoringItem.objects.select_for_update().get(pk=item.pk)
         if locked.verdict_id and idempotency_key:

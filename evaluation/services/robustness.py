@@ -13,7 +13,7 @@ from django.db import transaction
 from evaluation.models import JudgeConfig, RunRecord
 from evaluation.robustness import JUDGE_NEEDED, judge_case, settle_by_judge
 from evaluation.services.judge_settings import judge_setting_case
-from studio.permissions import require
+from studio.permissions import Action, require
 
 __all__ = ["judge_robustness"]
 
@@ -25,7 +25,7 @@ def judge_robustness(user, config: JudgeConfig, record: RunRecord, *, backend=No
     variant task, a broken record that never calls the broken tool, or a verdict that does not
     decide (a failed answer); ``PermissionDenied`` without ``judge.run``; the judge's own errors
     (paused configuration, transport) as ``judge_setting_case`` raises them."""
-    require(user, "judge.run")
+    require(user, Action.JUDGE_RUN)
     rob = record.robustness or {}
     if not rob.get("kind"):
         raise ValueError(f"record {record.pk} ({record.question_id}) is not a record of a variant task")

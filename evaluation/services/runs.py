@@ -33,9 +33,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.services.tasks import TASK_FILES
+from kernel.errors import Conflict, InvalidInput
 from releases.models import Release
 from evaluation.background import dispatch, job_runner
-from evaluation.errors import EvaluationConflict, EvaluationInputError
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
 from evaluation.jobs import run_import
 from evaluation.models import Agent, AgentRun, RunAggregate, RunImportJob, RunRecord
@@ -46,10 +46,10 @@ from evaluation.services.queue import queue_share_of_run
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
 from studio.background import job_running, worker_lost, worker_tag, write_failure
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
-class RunImportError(EvaluationInputError):
+class RunImportError(InvalidInput):
     """A run folder cannot be imported; the message names the file and the problem (HTTP 400)."""
 
 
@@ -160,7 +160,7 @@ def import_run_dir(user, run_dir: Path, agent_name: str, *, tasks_dir: Path | No
     task has no succeeded replay (no gold).
     """
     _claim_sqlite_write_lock()  # before any read of this transaction (the permission check reads roles)
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     run_dir = Path(run_dir)
     for label, value in (("--agent", agent_name), ("run folder name", run_dir.name)):
         if not value or len(value) > NAME_MAX:
@@ -310,7 +310,7 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
     run is a step-wise planner run, a record names a question the set does not hold, or the gold
     cannot be read; ``PermissionDenied`` without ``run.import``."""
     _claim_sqlite_write_lock()
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     if run.scoring_mode == "stepwise":
         raise RunImportError(f"run {run.pk}: a step-wise planner run has no DORA score to re-score")
     records_by_dim = run_records_as_files(run)
@@ -429,7 +429,7 @@ def import_run_zip(user, upload, agent_name: str, *, filename: str = "run.zip", 
     import zipfile
     from pathlib import PurePosixPath
 
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     if not str(agent_name or "").strip():
         raise RunImportError("agent: give the agent's name")
     try:
@@ -508,10 +508,8 @@ KIND = "run-import"  # the job kind in studio.background
 logger = logging.getLogger(__name__)
 
 
-class RunImportStateError(RunImportError, EvaluationConflict):
+class RunImportStateError(Conflict):
     """The import job cannot be run again in its state (not failed, or its zip is gone): HTTP 409."""
-
-    status_code, code = EvaluationConflict.status_code, EvaluationConflict.code
 
 
 def _store(upload, filename: str) -> Path:
@@ -537,7 +535,7 @@ def start_run_import(user, upload, agent_name: str, *, filename: str = "run.zip"
     scores) is the job's, and a problem there ends the job failed with the message. ``protocol``
     None: read from the folder name; ``queue_share``/``queue_n`` None: the settings.
     Raises ``RunImportError`` naming the field or file."""
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     agent_name = str(agent_name or "").strip()
     if not agent_name:
         raise RunImportError("agent: give the agent's name")
@@ -571,7 +569,7 @@ def start_rescore(user, run: AgentRun, release: str = "") -> RunImportJob:
     without a zip (``options["rescore_of"]``), listed and followed like the uploads on the runs
     page. Raises ``RunImportError`` for an unknown release or a step-wise planner run;
     ``PermissionDenied`` without ``run.import``."""
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     release = str(release or "").strip()
     if release and not Release.objects.filter(version=release).exists():
         raise RunImportError(f"release: no release {release!r}")
@@ -600,7 +598,7 @@ def rerun_run_import(user, job: RunImportJob) -> RunImportJob:
     a lost one is swept first (failed, its folder removed), so a re-run after a dead worker is
     taken at once. Raises ``RunImportStateError`` (409) when the job is still alive or done, or
     its zip is gone."""
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     sweep_run_imports(only=job.pk)
     with transaction.atomic():
         job = RunImportJob.objects.select_for_update().get(pk=job.pk)

@@ -17,7 +17,7 @@ from evaluation.judge.stepwise import (
 )
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.services.judge import record_inputs
-from studio.permissions import require
+from studio.permissions import Action, require
 
 SCORING_MODE = "stepwise"  # AgentRun.scoring_mode of an imported planner run (no DORA score)
 
@@ -64,7 +64,7 @@ def import_stepwise_predictions(user, run: AgentRun, planner: str, predictions_t
     Every case needs a prediction.  Raises :class:`~evaluation.judge.stepwise.StepwiseCaseError`
     naming the line and field (nothing is written), ``PermissionDenied`` without ``run.import``.
     """
-    require(user, "run.import")
+    require(user, Action.RUN_IMPORT)
     planner = (planner or "").strip()
     if not planner:
         raise StepwiseCaseError("planner: the planner's name is missing")

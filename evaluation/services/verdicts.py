@@ -7,11 +7,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from evaluation.blind import seen_refusal
-from evaluation.errors import EvaluationConflict, EvaluationInputError, NotBlind
+from evaluation.blind import NotBlind, seen_refusal
 from evaluation.models import Adjudication, RunRecord, Verdict, VerdictRevision
+from kernel.errors import Conflict, InvalidInput
 from kernel.taxonomy import E_CODES, plan_is_correct
-from studio.permissions import require
+from studio.permissions import Action, require
 
 ERROR_CODES = E_CODES
 GRADES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -22,7 +22,7 @@ def derive_correctness(errors: dict) -> bool:
     return plan_is_correct(errors)
 
 
-class VerdictLocked(EvaluationConflict):
+class VerdictLocked(Conflict):
     """A person's verdict that can no longer change: marked final (others' verdicts are visible to
     its author), or the record was adjudicated. The message says which and since when."""
 
@@ -30,13 +30,13 @@ class VerdictLocked(EvaluationConflict):
 def _check_fields(errors: dict, grade: float, is_correct: bool | None, override_reason: str) -> tuple[dict, bool]:
     unknown = set(errors) - set(ERROR_CODES)
     if unknown:
-        raise EvaluationInputError(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
+        raise InvalidInput(f"errors: unknown flag(s) {', '.join(sorted(unknown))}; use E1–E6")
     if not any(abs(float(grade) - g) < 1e-9 for g in GRADES):
-        raise EvaluationInputError(f"grade: {grade} is not one of 0, 0.2, 0.4, 0.6, 0.8, 1.0")
+        raise InvalidInput(f"grade: {grade} is not one of 0, 0.2, 0.4, 0.6, 0.8, 1.0")
     flags = {code: bool(errors.get(code, False)) for code in ERROR_CODES}
     derived = derive_correctness(flags)
     if is_correct is not None and is_correct != derived and not override_reason.strip():
-        raise EvaluationInputError("is_correct: overriding the correctness the flags imply needs a reason")
+        raise InvalidInput("is_correct: overriding the correctness the flags imply needs a reason")
     return flags, derived
 
 
@@ -48,7 +48,7 @@ def _by_token(idempotency_key: str, record: RunRecord, user) -> Verdict | None:
         rev = VerdictRevision.objects.filter(idempotency_key=idempotency_key).select_related("verdict").first()
         existing = rev.verdict if rev is not None else None
     if existing is not None and (existing.record_id != record.pk or existing.annotator_id != user.pk):
-        raise EvaluationInputError("idempotency_key: this form token was already used for another verdict")
+        raise InvalidInput("idempotency_key: this form token was already used for another verdict")
     return existing
 
 
@@ -80,11 +80,11 @@ def submit_human_verdict(user, record: RunRecord, *, errors: dict, grade: float,
     Raises ``ValueError`` naming the field for a grade off the 0–1 step-0.2 scale, an unknown flag,
     an override without a reason, or a key already used for another record or person;
     :class:`VerdictLocked` when the person's verdict is final or the record was adjudicated,
-    :class:`~evaluation.errors.NotBlind` (409) when the person was shown the record's other verdicts
+    :class:`~evaluation.blind.NotBlind` (409) when the person was shown the record's other verdicts
     or its judge outcome (blind scoring: they never become one of its raters), and
     ``PermissionDenied`` when the person adjudicated this record (they cannot also score it).
     """
-    require(user, "verdict.create")
+    require(user, Action.VERDICT_CREATE)
     if idempotency_key:
         idempotency_key = str(idempotency_key)[:80]
         existing = _by_token(idempotency_key, record, user)

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_safe
 from annotation import selectors, tiles
 from annotation.models import Event, Layer, LayerAuditEvent
 from kernel.paths import OutsideRoot, confine
-from studio.permissions import can
+from studio.permissions import Action, can
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def event_detail(request, slug: str):
         "event": event,
         "rows": rows,
         "map_config": map_config(layers),
-        "can_edit_meta": can(request.user, "layer.edit_metadata"),
+        "can_edit_meta": can(request.user, Action.LAYER_EDIT_METADATA),
     })
 
 

@@ -12,7 +12,7 @@ from evaluation.judge.report import judge_report
 from evaluation.judge.verdict import E_CODES, READINGS, TOOL_BROKEN_OUTCOMES, UNSOLVABLE_TYPES, normalize_reading
 from evaluation.selectors.judge_report import judge_report_rows
 from evaluation.leaderboard import figure_png
-from studio.permissions import require
+from studio.permissions import Action, require
 
 PLOTS = ("correctness", "errors", "tool-broken", "unsolvable")
 
@@ -37,7 +37,7 @@ def _report(request) -> dict | HttpResponseBadRequest:
 def judge_report_page(request):
     """The report as tables and plots (permission ``agreement.view``), under ``?reading=`` (studio by
     default, or apb: the stored raw answers re-read as the planning benchmark's code does, no judge call)."""
-    require(request.user, "agreement.view")
+    require(request.user, Action.AGREEMENT_VIEW)
     report = _report(request)
     if isinstance(report, HttpResponseBadRequest):
         return report
@@ -55,7 +55,7 @@ def judge_report_plot(request, name: str):
     """PNG plots (matplotlib, Agg): ``correctness`` (CR % derived and the judge's per group),
     ``errors`` (E1-E6 % per group), ``tool-broken`` (outcome shares, stacked), ``unsolvable``
     (refusal rate per type)."""
-    require(request.user, "agreement.view")
+    require(request.user, Action.AGREEMENT_VIEW)
     if name not in PLOTS:
         raise Http404("no such plot")
     import matplotlib

@@ -12,13 +12,12 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from kernel.errors import DomainError
+from kernel.errors import DomainError, NotFound
 from notifications import selectors as sel
 from notifications import services as svc
-from notifications.errors import WebhookNotFound
 from studio.events import EVENT_TYPES
 from studio.pagination import InvalidCursor, paginate
-from studio.permissions import can
+from studio.permissions import Action, can
 
 PAGE_SIZE = 25
 #: the event types a person can be notified of (a ping goes to webhooks only)
@@ -80,7 +79,7 @@ def webhook_list_page(request):
         return redirect("webhook-detail", pk=hook.pk)
     return render(request, "frontend/webhooks.html", {
         "hooks": list(sel.webhooks_of(request.user)), "types": list(EVENT_TYPES.values()),
-        "can_create": can(request.user, "webhook.create")})
+        "can_create": can(request.user, Action.WEBHOOK_CREATE)})
 
 
 @require_safe
@@ -88,7 +87,7 @@ def webhook_detail_page(request, pk: int):
     """GET: a webhook of yours with its latest 50 deliveries and every attempt of each."""
     try:
         hook = sel.webhook(request.user, pk)
-    except WebhookNotFound as exc:
+    except NotFound as exc:
         raise Http404(str(exc)) from None
     return render(request, "frontend/webhook_detail.html", {
         "hook": hook, "deliveries": list(sel.deliveries(hook)[:50]), "types": list(EVENT_TYPES.values())})
@@ -109,7 +108,7 @@ def webhook_action(request, pk: int, action: str):
             return redirect("webhooks")
         else:
             raise Http404(action)
-    except WebhookNotFound as exc:
+    except NotFound as exc:
         raise Http404(str(exc)) from None
     except DomainError as exc:
         messages.error(request, str(exc))
@@ -121,7 +120,7 @@ def delivery_redeliver(request, pk: int):
     """POST: send delivery ``pk`` again (same body and ``webhook-id``)."""
     try:
         d = sel.delivery(request.user, pk)
-    except WebhookNotFound as exc:
+    except NotFound as exc:
         raise Http404(str(exc)) from None
     svc.redeliver(request.user, d)
     messages.success(request, "Redelivery queued.")

@@ -22,8 +22,9 @@ from releases.selectors import (
 from releases.services import lifecycle
 from releases.services.release_export import start_export
 from annotation.services import review as review_services
+from kernel.errors import Conflict
 from kernel.paths import OutsideRoot, confine
-from studio.permissions import can
+from studio.permissions import Action, can
 
 
 def release_list_page(request):
@@ -38,14 +39,14 @@ def release_list_page(request):
             return redirect("release_list")
         try:
             release = lifecycle.create_release(request.user, data.validated_data["version"], data.validated_data["changelog"])
-        except (lifecycle.ReleaseError, PermissionDenied) as exc:
+        except (lifecycle.ReleaseError, Conflict, PermissionDenied) as exc:
             messages.error(request, str(exc))
             return redirect("release_list")
         messages.success(request, f"Draft release {release.version} created with its tasks pinned.")
         return redirect("release_detail", version=release.version)
     releases = list(release_list())
     return render(request, "frontend/release_list.html", {
-        "releases": releases, "can_release": can(request.user, "release.export"),
+        "releases": releases, "can_release": can(request.user, Action.RELEASE_EXPORT),
         "n_releasable": tasks_for_release_form().count(), "versions": [r.version for r in releases],
     })
 
@@ -58,8 +59,8 @@ def release_detail_page(request, version: str):
         "release": release, "items": release_items(release), "counts": counts, "n_tasks": sum(counts.values()),
         "n_variants": release_variant_count(release),
         "jobs": export_jobs(release.version), "runs": release_runs(release),
-        "can_release": can(request.user, "release.export", release),
-        "can_publish": can(request.user, "release.publish", release),
+        "can_release": can(request.user, Action.RELEASE_EXPORT, release),
+        "can_publish": can(request.user, Action.RELEASE_PUBLISH, release),
         "open_comments": review_services.open_comments_of_release(release) if release.status == "draft" else {},
         # drafts: what publishing would refuse (and what was acknowledged); published: what went out acknowledged
         "stale": lifecycle.stale_items(release, acknowledged=None) if release.status == "draft" else [],
@@ -82,7 +83,7 @@ def release_publish(request, version: str):
     try:
         lifecycle.publish_release(request.user, release, acknowledge_open_comments=acknowledge)
         messages.success(request, f"Release {version} published; it can no longer be changed.")
-    except (lifecycle.ReleaseError, PermissionDenied) as exc:
+    except (lifecycle.ReleaseError, Conflict, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)
 
@@ -95,7 +96,7 @@ def release_acknowledge_stale(request, version: str):
     try:
         lifecycle.acknowledge_stale(request.user, release, question_id=task, reason=request.POST.get("reason", ""))
         messages.success(request, f"Stale derived values of {task} acknowledged.")
-    except (lifecycle.ReleaseError, PermissionDenied) as exc:
+    except (lifecycle.ReleaseError, Conflict, PermissionDenied) as exc:
         messages.error(request, str(exc))
     return redirect("release_detail", version=version)
 

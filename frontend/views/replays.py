@@ -11,7 +11,7 @@ from replay.services.paths import artifact_path
 from annotation.models import Task
 from replay.selectors import task_replay_diff
 from replay.services.gold import ReplayStateError, accept_gold
-from studio.permissions import can
+from studio.permissions import Action, can
 
 
 def _artifact(pk: int, name: str):
@@ -52,7 +52,7 @@ def replay_diff_block(request, pk: int):
     diff = task_replay_diff(task)
     return render(request, "frontend/replay_diff.html", {
         "task": task, "diff": diff, "diff_loaded": True,
-        "can_accept": can(request.user, "task.replay", task),
+        "can_accept": can(request.user, Action.TASK_REPLAY, task),
     })
 
 

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
-from evaluation.services.runs import (RunImportError, can_rerun, is_stale, rerun_run_import, start_rescore,
+from evaluation.services.runs import (RunImportError, RunImportStateError, can_rerun, is_stale, rerun_run_import, start_rescore,
                                       start_run_import)
 from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
 from evaluation import blind
@@ -22,7 +22,7 @@ from frontend.views.events import map_config
 from releases.selectors import release_list
 from frontend.views.scoring import evidence, verdict_form_context
 from replay.selectors import latest_successful_replay
-from studio.permissions import can, require
+from studio.permissions import Action, can, require
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 
@@ -55,13 +55,13 @@ def run_list_page(request):
                          initial={"queue_share": import_queue_share(), "queue_n": verdicts_per_record()})
     status = 200
     if request.method == "POST":
-        require(request.user, "run.import")
+        require(request.user, Action.RUN_IMPORT)
         if form.is_valid():
             job = _start_upload(form, request.user)
             if job is not None:
                 return redirect(f"{reverse('run-list')}#import-{job.pk}")
         status = 400
-    can_import = can(request.user, "run.import")
+    can_import = can(request.user, Action.RUN_IMPORT)
     return render(request, "frontend/run_list.html", {
         "runs": run_list(), "form": form, "can_import": can_import,
         "imports": [{"job": j, "stale": is_stale(j), "rerun": can_rerun(j)} for j in run_import_jobs()]
@@ -87,7 +87,7 @@ def run_import_rerun(request, pk: int):
     job = get_object_or_404(RunImportJob, pk=pk)
     try:
         rerun_run_import(request.user, job)
-    except RunImportError as exc:
+    except (RunImportError, RunImportStateError) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Import {job.pk} ({job.filename}) started again.")
@@ -113,7 +113,7 @@ def run_rescore(request, pk: int):
 def run_detail_page(request, pk: int):
     run = get_object_or_404(run_list(), pk=pk)
     dims = [{"dim": d, **v} for d, v in sorted((run.dimensions or {}).items())]
-    can_judge = can(request.user, "judge.run") and _url("run-judge", run.pk) is not None
+    can_judge = can(request.user, Action.JUDGE_RUN) and _url("run-judge", run.pk) is not None
     # blind scoring (evaluation.blind): the records the viewer must still score blind are not listed
     # with their agent here, nor their robustness outcome; a judge outcome shown counts as seen
     records = list(run_records(run))
@@ -125,11 +125,11 @@ def run_detail_page(request, pk: int):
         "metrics": METRICS,
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),
-        "can_queue": can(request.user, "queue.manage") and _url("scoring-enqueue") is not None,
+        "can_queue": can(request.user, Action.QUEUE_MANAGE) and _url("scoring-enqueue") is not None,
         "judge_configs": list(judge_configs().filter(paused=False)) if can_judge else [],
         "robustness": robustness,
         "rescore_releases": list(release_list().values_list("version", flat=True))
-        if can(request.user, "run.import") and run.scoring_mode != "stepwise" else None,
+        if can(request.user, Action.RUN_IMPORT) and run.scoring_mode != "stepwise" else None,
     })
 
 
@@ -150,7 +150,7 @@ def record_detail_page(request, pk: int):
         "code_verdicts": split["code"], "hidden": hidden,
         "vf": verdict_form_context(request.user, record, "record"),
         "adjudicate_url": _url("adjudication-record", record.pk)
-        if can(request.user, "verdict.adjudicate") and not hidden and blind.sees_verdicts(request.user, record) else None,
+        if can(request.user, Action.VERDICT_ADJUDICATE) and not hidden and blind.sees_verdicts(request.user, record) else None,
         "metrics": [{"label": lb.METRIC_LABELS[m], "help": lb.METRIC_HELP[m], "value": getattr(record, m)} for m in METRICS],
         "gold_replay_id": replay.pk if replay else None,
         "map_config": map_config(record.task.event.layers.all()) if replay else None,

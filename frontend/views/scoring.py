@@ -35,7 +35,7 @@ from evaluation.services.verdicts import GRADES
 from evaluation.services.adjudication import scored_by
 from evaluation.services.judge import key_variable_unset, try_judge_config
 from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
-from studio.permissions import can, require
+from studio.permissions import Action, can, require
 from evaluation.agreement import agreement_report
 from evaluation.disagreement import DisagreementRules
 from evaluation.selectors.adjudication import considered, record_disagreements
@@ -93,7 +93,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
         elif blind.sees_verdicts(user, record):
             locked = ("You can see the other verdicts of this record, so you cannot score it blind. "
                       "Reviewers settle disagreements on the adjudication page instead.")
-        elif not can(user, "verdict.create"):
+        elif not can(user, Action.VERDICT_CREATE):
             locked = "Your role does not give verdicts."
     elif mode == "adjudicate" and scored_by(user, record):
         locked = f"You {scored_by(user, record)} this record, so you cannot adjudicate it; another reviewer must."
@@ -157,14 +157,14 @@ class GoldForm(forms.Form):
 def scoring_home(request):
     """Queues with their counts, the start buttons, and (for managers) scorer accuracy."""
 
-    manage = can(request.user, "queue.manage")
+    manage = can(request.user, Action.QUEUE_MANAGE)
     held = list(scoring_item_qs().filter(scorer=request.user, verdict__isnull=True).order_by("id")[:20])
     by_agent = blind.sees_queue_agents(request.user)  # a scorer's queue list names no agent (blind scoring)
     return render(request, "frontend/scoring_home.html", {
         "queues": queue_overview(by_agent=by_agent), "by_agent": by_agent, "held": held, "manage": manage,
         "accuracy": scorer_accuracy() if manage else None, "per_record": verdicts_per_record(),
         "runs": AgentRun.objects.select_related("agent").order_by("-id")[:50] if manage and by_agent else [],
-        "can_claim": can(request.user, "queue.claim"),
+        "can_claim": can(request.user, Action.QUEUE_CLAIM),
     })
 
 
@@ -183,7 +183,7 @@ def scoring_next(request):
     queue = _queue(request)
     if request.method != "POST":
         return render(request, "frontend/scoring_next.html", {
-            "queue": queue, "queue_query": urlencode(queue.as_params()), "can_claim": can(request.user, "queue.claim")})
+            "queue": queue, "queue_query": urlencode(queue.as_params()), "can_claim": can(request.user, Action.QUEUE_CLAIM)})
     item = claim_next(request.user, queue)
     if item is None:
         url = reverse("scoring-done")
@@ -197,7 +197,7 @@ def scoring_next(request):
 def scoring_item(request, pk: int):
     """The keyboard-first scoring form of a held item (blind: no other verdict is shown)."""
 
-    require(request.user, "queue.claim")
+    require(request.user, Action.QUEUE_CLAIM)
     item = get_object_or_404(scoring_item_qs(), pk=pk)
     if item.scorer_id != request.user.pk or item.verdict_id:
         messages.warning(request, "That item is not yours to score (submitted, or claimed by someone else).")
@@ -220,7 +220,7 @@ def scoring_item(request, pk: int):
 def scoring_done(request):
     """The end of a queue: what you scored in it (each verdict one click from its record page,
     where a revisable one can still change), and what is left for others."""
-    require(request.user, "queue.claim")
+    require(request.user, Action.QUEUE_CLAIM)
     queue = _queue(request)
     items = my_queue_verdicts(request.user, queue)
     hide = blind.blind_record_ids(request.user, [it.record_id for it in items])
@@ -273,7 +273,7 @@ def scoring_gold(request):
 
 
 def adjudication_queue(request):
-    require(request.user, "verdict.adjudicate")
+    require(request.user, Action.VERDICT_ADJUDICATE)
     mine = records_scored_by(request.user)
     queue = adjudication_reads.adjudication_queue()
     hide = blind.blind_record_ids(request.user, [x["record"].pk for x in queue])  # records you still score blind
@@ -303,7 +303,7 @@ def _verdict_columns(record) -> list[dict]:
 def adjudication_record(request, pk: int):
     """All verdicts with reasons, the trajectories aligned, and the final-verdict form."""
 
-    require(request.user, "verdict.adjudicate")
+    require(request.user, Action.VERDICT_ADJUDICATE)
     record = get_object_or_404(adjudication_record_qs(), pk=pk)
     if not blind.sees_verdicts(request.user, record):
         raise PermissionDenied(f"You score {record.question_id} blind (a verdict not yet final, or a queue slot you "
@@ -367,7 +367,7 @@ def _report(request):
 def agreement_page(request):
     """Judges and the code checker against the human reference; human–human ceiling; bias;
     breakdowns per dimension, protocol and judge model + prompt version."""
-    require(request.user, "agreement.view")
+    require(request.user, Action.AGREEMENT_VIEW)
     report, tie = _report(request)
     breakdowns = []
     for key, groups in (report.get("breakdowns") or {}).items():
@@ -385,7 +385,7 @@ PLOTS = ("correctness", "flags", "grade")
 def agreement_plot(request, name: str):
     """PNG plots of the dashboard (matplotlib, Agg): ``correctness`` (agreement and κ per rater),
     ``flags`` (F1 per flag and rater), ``grade`` (MAE and within-0.2 per rater)."""
-    require(request.user, "agreement.view")
+    require(request.user, Action.AGREEMENT_VIEW)
     if name not in PLOTS:
         raise Http404("no such plot")
     import matplotlib
@@ -483,11 +483,11 @@ class JudgeConfigForm(forms.Form):
 def judge_configs(request):
     """List judge configurations; maintainers create them here."""
 
-    manage = can(request.user, "judge.configure")
+    manage = can(request.user, Action.JUDGE_CONFIGURE)
     form = JudgeConfigForm(request.POST or None)
     status = 200
     if request.method == "POST":
-        require(request.user, "judge.configure")
+        require(request.user, Action.JUDGE_CONFIGURE)
         if form.is_valid():
             try:
                 cfg = save_judge_config(request.user, **form.cleaned_data)
@@ -538,7 +538,7 @@ def run_judge(request, pk: int):
     is read by the API's input serializer (``evaluation.api.JudgeJobIn``) and goes to the same
     services as ``POST /api/judge/jobs/``: one parsing of the same operation."""
 
-    require(request.user, "judge.run")
+    require(request.user, Action.JUDGE_RUN)
     run = get_object_or_404(AgentRun, pk=pk)
     post = request.POST.copy()
     post["run"] = str(run.pk)  # the run of the page, whatever the form says
@@ -567,7 +567,7 @@ def judge_jobs(request):
 
 def judge_job(request, pk: int):
     job = get_object_or_404(JudgeJob.objects.select_related("config", "created_by"), pk=pk)
-    return render(request, "frontend/judge_job.html", {"job": job, "can_rerun": can(request.user, "judge.run")})
+    return render(request, "frontend/judge_job.html", {"job": job, "can_rerun": can(request.user, Action.JUDGE_RUN)})
 
 
 @require_POST

@@ -27,17 +27,17 @@ from annotation.selectors_variants import variant_row, variants_of
 from annotation.services import review as review_services
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
-from annotation.errors import AnnotationError
 from annotation.services.content import revision_content
 from annotation.services.tasks import (EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived,
                                        run_fast_qc)
 from frontend.views.events import map_config
+from kernel.errors import DomainError
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
 from replay.rendering import class_labels
 from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
 from kernel.tools.perception import GTLabelError, remap_gt
-from studio.permissions import can, require, user_roles
+from studio.permissions import Action, can, require, user_roles
 from kernel.catalogue import catalogue_path
 from replay.services.paths import artifact_path
 
@@ -271,8 +271,8 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
             "id": task.pk, "question_id": task.question_id, "version": task.version, "status": task.status,
             "dimension": task.dimension, "created_by": task.created_by.username if task.created_by_id else None,
             "content": revision_content(head) if head else {},
-            "can_edit": task.status in EDITABLE_STATUSES and can(user, "task.edit", task),
-            "can_comment": can(user, "task.comment", task),
+            "can_edit": task.status in EDITABLE_STATUSES and can(user, Action.TASK_EDIT, task),
+            "can_comment": can(user, Action.TASK_COMMENT, task),
             "actions": [{"name": t.name, "label": t.label, "needs_reason": t.needs_reason}
                         for t in review_services.available_transitions(user, task)],
             "latest_replay": latest.pk if latest else None,
@@ -294,7 +294,7 @@ def _editor_context(request, event: Event, task: Task | None) -> dict:
 def task_new_page(request):
     """The editor for a new task on ``?event=<slug>`` (default: the first event). Only for roles
     that create tasks (``task.create``); others get the 403 page naming the role."""
-    require(request.user, "task.create")
+    require(request.user, Action.TASK_CREATE)
     slug = request.GET.get("event")
     event = get_object_or_404(Event, slug=slug) if slug else Event.objects.order_by("slug").first()
     if event is None:
@@ -332,7 +332,7 @@ def task_detail_page(request, pk: int):
     findings = _qc(task)
     return render(request, "frontend/task_detail.html", {
         "task": task, "rev": task.head, "qc": findings, "revisions": task_revisions(task)[:20],
-        "can_refresh_derived": task.status != Task.Status.RELEASED and can(request.user, "task.edit", task)
+        "can_refresh_derived": task.status != Task.Status.RELEASED and can(request.user, Action.TASK_EDIT, task)
         and any(f.check.startswith("derived.manifest_") for f in findings),
         "latest_replay_id": latest.pk if latest else None,
         "layers": list(task.event.layers.values("id", "file_name", "kind", "frame", "width", "height", "bounds", "class_map")),
@@ -341,9 +341,9 @@ def task_detail_page(request, pk: int):
         "audit": task_audit(task),
         "actions": [{"name": t.name, "label": t.label, "needs_reason": t.needs_reason}
                     for t in review_services.available_transitions(request.user, task)],
-        "can_comment": can(request.user, "task.comment", task),
-        "can_resolve": can(request.user, "comment.resolve", task),
-        "can_edit": task.status in EDITABLE_STATUSES and can(request.user, "task.edit", task),
+        "can_comment": can(request.user, Action.TASK_COMMENT, task),
+        "can_resolve": can(request.user, Action.COMMENT_RESOLVE, task),
+        "can_edit": task.status in EDITABLE_STATUSES and can(request.user, Action.TASK_EDIT, task),
         "returned": last_return(task) if task.status == Task.Status.RETURNED else None,
         **_variant_context(request.user, task),
     })
@@ -356,7 +356,7 @@ def task_refresh_derived(request, pk: int):
     task = get_object_or_404(Task, pk=pk)
     try:
         rev = refresh_derived(request.user, task, expected_version=int(request.POST.get("expected_version") or -1))
-    except (AnnotationError, PermissionDenied) as exc:
+    except (DomainError, PermissionDenied) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"r{rev.number} saved: {rev.message}. Replay it for the gold.")
@@ -368,7 +368,7 @@ def _variant_context(user, task) -> dict:
     from it, and the "Make a variant" form's choices when the user may make one (an approved or
     released task and the ``task.create`` permission, as ``create_variant`` demands)."""
     return {"variant_of": variant_row(task), "variants": list(variants_of(task)),
-            "can_make_variant": task.status in BASE_STATUSES and can(user, "task.create"),
+            "can_make_variant": task.status in BASE_STATUSES and can(user, Action.TASK_CREATE),
             "variant_kinds": KINDS, "variant_levels": EXTRANEOUS_LEVELS, "variant_strategies": STRATEGIES}
 
 
@@ -388,7 +388,7 @@ def task_history_page(request, pk: int):
         raise Http404("no such revision")
     return render(request, "frontend/task_history.html", {
         "task": task, "revisions": revisions, "a": a, "b": b, "ra": ra, "rb": rb, "diff": diff_revisions(ra, rb),
-        "can_restore": task.status in EDITABLE_STATUSES and can(request.user, "task.edit", task),
+        "can_restore": task.status in EDITABLE_STATUSES and can(request.user, Action.TASK_EDIT, task),
     })
 
 

@@ -25,11 +25,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
-from annotation.errors import AnnotationConflict, AnnotationInputError
 from annotation.models import Layer, QcAcknowledgement, Task
 from annotation.services import review
 from annotation.services.qc import DERIVED_CONTENT_FIELDS, DERIVED_RUN_FIELDS, derived_findings
 from annotation.services.review import release_for_release
+from kernel.errors import Conflict, InvalidInput
 from releases.models import Release, ReleaseFile, ReleaseTask
 from releases.selectors import release_entries
 from releases.services import release_variants
@@ -41,7 +41,7 @@ from releases.services.export import (
 from releases.services.pins import pin_layers
 from replay.models import ReplayRun
 from studio.events import emit
-from studio.permissions import require
+from studio.permissions import Action, require
 
 SEMVER_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 
@@ -51,18 +51,16 @@ RELEASABLE = (Task.Status.APPROVED, Task.Status.RELEASED)
 
 
 
-class ReleaseError(AnnotationInputError):
+class ReleaseError(InvalidInput):
     """A release cannot be created, changed or published; the message names the field or task."""
 
 
 
-class ReleaseOpenCommentsError(ReleaseError, AnnotationConflict):
+class ReleaseOpenCommentsError(Conflict):
     """Publishing a release whose tasks have open review comments needs a confirmation
     (``acknowledge_open_comments=True``), which each such task's audit trail then records (HTTP
     409 with ``open_comments``, a count, and ``open_comment_threads``, the threads as
     ``review.open_comment_threads`` gives them)."""
-
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
     def __init__(self, release: Release, open_comments: list[dict]):
         self.open_comments = open_comments
@@ -75,29 +73,23 @@ class ReleaseOpenCommentsError(ReleaseError, AnnotationConflict):
 
 
 
-class ReleaseExistsError(ReleaseError, AnnotationConflict):
+class ReleaseExistsError(Conflict):
     """A release of that version exists already (HTTP 409), also when another request created it
     a moment ago."""
 
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
 
-
-class ReleaseImmutableError(ReleaseError, AnnotationConflict):
+class ReleaseImmutableError(Conflict):
     """The release is published: it cannot be edited, re-published or deleted (HTTP 409)."""
 
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
 
-
-class ReleaseStaleError(ReleaseError, AnnotationConflict):
+class ReleaseStaleError(Conflict):
     """A pinned task holds a derived value that no longer equals its source (``derived.*`` QC
     findings: a manifest GSD/CRS its layer changed since, a gold replay whose inputs changed)
     and no maintainer acknowledged it (HTTP 409 with ``stale``: ``[{task, revision, check,
     field, message}]``). Refresh the task (then re-pin it: edit the release's tasks) or
     acknowledge it (:func:`acknowledge_stale`)."""
-
-    status_code, code = AnnotationConflict.status_code, AnnotationConflict.code
 
     def __init__(self, release: Release, stale: list[dict]):
         self.stale = stale
@@ -154,7 +146,7 @@ def acknowledge_stale(user, release: Release, *, question_id: str, reason: str) 
     Needs ``release.publish`` (maintainers). Raises ``PermissionDenied``,
     :class:`ReleaseImmutableError` (published), :class:`ReleaseError` naming the field (no reason,
     the task is not pinned, nothing of it is stale)."""
-    require(user, "release.publish", release)
+    require(user, Action.RELEASE_PUBLISH, release)
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "acknowledge a stale value")
     reason = str(reason or "").strip()
@@ -291,7 +283,7 @@ def create_release(user, version: str, changelog: str = "", tasks=None) -> Relea
     field (``version``) or the task that cannot be released; one transaction: an error leaves no
     release and no pinned row.
     """
-    require(user, "release.export")
+    require(user, Action.RELEASE_EXPORT)
     version = (version or "").strip()
     if not SEMVER_RE.match(version):
         raise ReleaseError(f"version: '{version}' is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.2.0)")
@@ -316,7 +308,7 @@ def update_release(user, release: Release, *, changelog: str | None = None, task
     Raises :class:`ReleaseImmutableError` for a published release, :class:`ReleaseError` naming a
     task that cannot be released (nothing changed then: one transaction).
     """
-    require(user, "release.export", release)
+    require(user, Action.RELEASE_EXPORT, release)
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "update")
     if changelog is not None:
@@ -332,7 +324,7 @@ def update_release(user, release: Release, *, changelog: str | None = None, task
 @transaction.atomic
 def delete_release(user, release: Release) -> None:
     """Delete a draft release; :class:`ReleaseImmutableError` for a published one."""
-    require(user, "release.export", release)
+    require(user, Action.RELEASE_EXPORT, release)
     locked = Release.objects.select_for_update().get(pk=release.pk)
     _refuse_published(locked, "delete")
     ReleaseTask.objects.filter(release=locked).delete()
@@ -385,7 +377,7 @@ def publish_release(user, release: Release, *, acknowledge_open_comments: bool =
     acknowledged), :class:`ReleaseImmutableError` if it is already published,
     :class:`ReleaseError` if a task cannot be exported.
     """
-    require(user, "release.publish", release)
+    require(user, Action.RELEASE_PUBLISH, release)
     stale = stale_items(release)
     if stale:
         raise ReleaseStaleError(release, [{k: s[k] for k in ("task", "revision", "check", "field", "message")}

@@ -42,7 +42,7 @@ from releases.services.export import (
     staging_dir_for,
 )
 from studio.background import job_running, worker_lost, worker_tag
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 def release_info(release: Release) -> dict:
@@ -224,7 +224,7 @@ def start_export(user, release: Release) -> dict:
     total, error, folder, zip, content_sha256, requested_by, created_at, started_at, finished_at,
     worker, heartbeat_at}`` as it stands after dispatch (finished, in-process).
     """
-    require(user, "release.export", release)
+    require(user, Action.RELEASE_EXPORT, release)
     job = _save_job({"id": uuid.uuid4().hex, "release": release.version, "status": "queued", "stage": "",
                      "done": 0, "total": 0, "error": "", "folder": "", "zip": "", "content_sha256": "",
                      "requested_by": getattr(user, "username", None), "created_at": timezone.now().isoformat(),

@@ -61,10 +61,10 @@ from releases.services.export import (
     sample_and_task,
     sha256_file,
 )
-from releases.services.lifecycle import SEMVER_RE, ReleaseError, _publish
+from releases.services.lifecycle import SEMVER_RE, ReleaseError, ReleaseImmutableError, _publish
 from releases.services.pins import pin_layers
 from replay.services.gold import record_imported_gold
-from studio.permissions import require
+from studio.permissions import Action, require
 
 
 class ReleaseImportError(Exception):
@@ -428,7 +428,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     """
 
     if user is not None:
-        require(user, "data.import")
+        require(user, Action.DATA_IMPORT)
     parsed = read_release_dir(path, event_slug=event_slug)
     report = ImportReport(images_missing=sorted(parsed.missing.values(), key=lambda m: m["path"]))
     sidecar = parsed.sidecar or {}
@@ -585,6 +585,6 @@ def _import_release(user, version: str, side_release: dict, pinned, report: Impo
     if publish and side_release.get("status", "published") == "published":
         try:
             _publish(user, release)
-        except ReleaseError as exc:
+        except (ReleaseError, ReleaseImmutableError) as exc:
             raise ReleaseImportError(MANIFEST_NAME, str(exc), field="release") from exc
 

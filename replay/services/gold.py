@@ -18,18 +18,18 @@ from annotation.models import AuditEvent, Task
 from annotation.services.review import TransitionError
 from annotation.services.tasks import require_unreleased
 from kernel.engine import replay_hash
-from replay.errors import ReplayConflict
+from kernel.errors import Conflict
 from replay.models import ReplayRun
 from replay.selectors import GOLD_MODE, current_gold, latest_successful_replay
-from studio.permissions import require
+from studio.permissions import Action, require
 
 #: the permission that accepting a changed gold answer needs (see the report: a dedicated
 #: ``gold.accept`` row would be stricter)
-ACCEPT_ACTION = "task.replay"
+ACCEPT_ACTION = Action.TASK_REPLAY
 
 
 
-class ReplayStateError(ReplayConflict):
+class ReplayStateError(Conflict):
     """A replay is not in a state that allows the operation; the message says why (HTTP 409)."""
 
 

@@ -64,7 +64,7 @@ from replay.services.sql import (
 )
 from replay.variant_tools import published_tools_for
 from studio.events import emit
-from studio.permissions import can, require
+from studio.permissions import Action, can, require
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def start_replay(user, task: Task, mode: str = "gt") -> ReplayRun:
 
     Returns the run; with a broker configured it is still queued when this returns.
     """
-    require(user, "task.replay", task)
+    require(user, Action.TASK_REPLAY, task)
     run = create_run(task, mode=mode, user=user)
     run_replay.delay(run.pk)
     run.refresh_from_db()
@@ -90,7 +90,7 @@ def replay_new_variant(user, variant) -> ReplayRun | None:
     """Start the gold replay of a robustness variant just made (``annotation.services.variants``'
     hook, run after its commit), when ``user`` may replay it; None when they may not (the author
     starts it later, as for any task)."""
-    if not can(user, "task.replay", variant.task):
+    if not can(user, Action.TASK_REPLAY, variant.task):
         return None
     return start_replay(user, variant.task)
 

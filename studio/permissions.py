@@ -86,6 +86,9 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("maintainer", "verdict.view_all", "any"),
     Rule("reviewer", "agreement.view", "any"),
     Rule("maintainer", "agreement.view", "any"),
+    # experiments: running agents on an endpoint spends money, so maintainers only (experiments.services)
+    Rule("maintainer", "experiment.configure", "any"),
+    Rule("maintainer", "experiment.run", "any"),
     # webhooks (notifications): a maintainer registers one; only its owner changes, pings or
     # redelivers it (its secret and delivery log are the owner's). A person's own notifications
     # need no row: every query of them is filtered to the person.
@@ -171,6 +174,7 @@ PAGE_ACTIONS: dict[str, tuple[str, ...]] = {
     "judges": ("judge.configure", "judge.run"),
     "task-new": ("task.create",),
     "webhooks": ("webhook.create",),
+    "experiments": ("experiment.run",),
 }
 
 

@@ -1,5 +1,6 @@
-"""Celery tasks of the experiments app, on their own queue ``experiments`` (a worker started with
-``-Q experiments``); without a broker they run in-process (``evaluation.background``)."""
+"""Celery tasks of the experiments app, routed to their own queue ``experiments`` (``CELERY_TASK_ROUTES``
+in ``studio/settings.py``; a worker started with ``-Q experiments``); without a broker they run
+in-process (``evaluation.background``)."""
 from __future__ import annotations
 
 from celery import shared_task
@@ -7,7 +8,7 @@ from celery import shared_task
 from studio.background import run_guarded
 
 
-@shared_task(acks_late=True, name="experiments.run", queue="experiments")
+@shared_task(acks_late=True, name="experiments.run")
 def run(exp_id: int) -> dict:
     """Run :class:`~experiments.models.Experiment` ``exp_id`` (:func:`experiments.services.run_experiment`;
     a crash is written on the row by :func:`studio.background.run_guarded`); returns its state."""

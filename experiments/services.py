@@ -316,7 +316,7 @@ def offered_tools(server, question: dict, protocol: str) -> list[dict]:
         wanted = {harness.model_tool_name(n) for n in harness.required_tool_names(question)}
         tools = [t for t in tools if t.name in wanted] or tools
     return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                              "parameters": t.inputSchema}} for t in tools]
+                                              "parameters": t.input_schema}} for t in tools]
 
 
 def _check_cancel(exp: Experiment) -> None:
@@ -451,7 +451,8 @@ def _claim(exp_id: int) -> bool:
 
 
 def _beat(exp_id: int) -> None:
-    Experiment.objects.filter(pk=exp_id, status=Experiment.Status.RUNNING).update(heartbeat_at=timezone.now())
+    Experiment.objects.filter(pk=exp_id, status__in=[Experiment.Status.RUNNING, Experiment.Status.SCORING]).update(
+        heartbeat_at=timezone.now())
 
 
 def _end(exp: Experiment, status: str, reason: str = "", error: str = "") -> None:

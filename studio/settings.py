@@ -289,6 +289,8 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 # The queue tasks are sent to and a worker consumes by default: separate studios (or CI runs) may share
 # one broker with different queue names.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# experiments run on their own queue (a worker started with -Q experiments; experiments/jobs.py)
+CELERY_TASK_ROUTES = {"experiments.run": {"queue": "experiments"}}
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -20,7 +20,7 @@ class ConfigOut(serializers.ModelSerializer):
     class Meta:
         model = ExperimentConfig
         fields = ["id", "name", "version", "base_url", "model", "api_key_env", "protocol", "temperature", "top_p",
-                  "max_tokens", "seed", "max_steps", "question_timeout_s", "request_timeout_s", "budget_tokens",
+                  "max_tokens", "seed", "tool_results", "max_steps", "question_timeout_s", "request_timeout_s", "budget_tokens",
                   "budget_cost", "price_prompt_per_m", "price_completion_per_m", "created_at"]
 
 
@@ -36,6 +36,7 @@ class ConfigIn(serializers.Serializer):
     max_tokens = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
                                           max_value=1_000_000)
     seed = serializers.IntegerField(default=0, min_value=-(2**31), max_value=2**31 - 1)
+    tool_results = serializers.ChoiceField(choices=["tool", "user"], default="tool")
     max_steps = serializers.IntegerField(default=50, min_value=2, max_value=1000)
     question_timeout_s = serializers.FloatField(default=900.0, min_value=1, max_value=86400)
     request_timeout_s = serializers.FloatField(default=1200.0, min_value=1, max_value=86400)

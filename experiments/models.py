@@ -36,6 +36,10 @@ class ExperimentConfig(models.Model):
     top_p = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="completion tokens per model call")
     seed = models.IntegerField(default=0, help_text="sent as the request's seed (+ the repeat index)")
+    tool_results = models.CharField(
+        max_length=4, choices=[("tool", "tool messages (OpenAI, the harness's)"),
+                               ("user", "user messages (servers whose template drops tool messages)")],
+        default="tool", help_text="how a tool's answer goes back to the model (docs/experiments.md, Measured)")
     max_steps = models.PositiveIntegerField(default=50, help_text="LangGraph recursion limit per question")
     question_timeout_s = models.FloatField(default=900.0, help_text="wall-clock seconds per question")
     request_timeout_s = models.FloatField(default=1200.0, help_text="read timeout of one model request")

@@ -91,12 +91,15 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
                 temperature: float = 0.1, top_p: float | None = None, max_tokens: int | None = None, seed: int = 0,
                 max_steps: int = harness.RECURSION_LIMIT, question_timeout_s: float = harness.QUESTION_TIMEOUT_S,
                 request_timeout_s: float = 1200.0, budget_tokens: int | None = None, budget_cost: float | None = None,
-                price_prompt_per_m: float = 0.0, price_completion_per_m: float = 0.0) -> ExperimentConfig:
+                price_prompt_per_m: float = 0.0, price_completion_per_m: float = 0.0,
+                tool_results: str = "tool") -> ExperimentConfig:
     """Save version ``n + 1`` of configuration ``name`` (1 for a new name); a saved version is never
     changed. ``api_key_env`` is the *name* of the variable holding the key (one of
     ``STUDIO_JUDGE_KEY_VARIABLES``); the endpoint's host must be an allowed judge host
     (``STUDIO_JUDGE_ALLOWED_HOSTS``). Defaults: the harness's (temperature 0.1, recursion limit
-    50, 900 s a question, 1200 s a request). Raises ``ExperimentInputError`` naming the field;
+    50, 900 s a question, 1200 s a request). ``tool_results``: ``"tool"`` (a ``tool`` message per
+    call, as the harness sends them) or ``"user"`` (a ``user`` message, for a server whose chat
+    template drops tool messages: docs/experiments.md, "Measured"). Raises ``ExperimentInputError`` naming the field;
     ``PermissionDenied`` without ``experiment.configure``."""
     require(user, "experiment.configure")
     name, base_url, model, api_key_env = (str(v or "").strip() for v in (name, base_url, model, api_key_env))
@@ -109,6 +112,8 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
         raise ExperimentInputError("base_url: an http:// or https:// URL of an OpenAI-compatible endpoint")
     if protocol not in ("AP", "IF"):
         raise ExperimentInputError("protocol: AP (auto-planning) or IF (instruction-following)")
+    if tool_results not in ("tool", "user"):
+        raise ExperimentInputError("tool_results: tool (OpenAI tool messages) or user (user messages)")
     if api_key_env and (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", api_key_env)
                         or api_key_env.lower().startswith(("sk-", "sk_"))):
         raise ExperimentInputError("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key")
@@ -130,7 +135,8 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
     )
     newest = ExperimentConfig.objects.select_for_update().filter(name=name).aggregate(n=Max("version"))["n"] or 0
     return ExperimentConfig.objects.create(name=name, version=newest + 1, base_url=base_url, model=model,
-                                           api_key_env=api_key_env, protocol=protocol, created_by=user, **fields)
+                                           api_key_env=api_key_env, protocol=protocol, tool_results=tool_results,
+                                           created_by=user, **fields)
 
 
 # ------------------------------------------------------------------ gold sets and questions
@@ -273,13 +279,15 @@ def model_call(exp: Experiment, row: ExperimentQuestion, body: dict, api_key: st
 
 
 def chat_body(cfg: ExperimentConfig, messages: list[dict], tools: list[dict], repeat: int) -> dict:
-    """The request body of one model call (the OpenAI chat format): model, messages, tools,
-    temperature, the seed (configuration seed + repeat − 1, so repeats differ and each is
-    reproducible), ``top_p`` and ``max_tokens`` when set."""
+    """The request body of one model call (the OpenAI chat format): model, messages, tools with
+    ``tool_choice: "auto"`` (OpenAI's default when tools are given, sent because llama-cpp-python's
+    function-calling format ignores the tools without it), temperature, the seed (configuration
+    seed + repeat − 1, so repeats differ and each is reproducible), ``top_p`` and ``max_tokens`` when set."""
     body: dict[str, Any] = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
                             "seed": cfg.seed + repeat - 1}
     if tools:
         body["tools"] = tools
+        body["tool_choice"] = "auto"
     if cfg.top_p is not None:
         body["top_p"] = cfg.top_p
     if cfg.max_tokens:
@@ -317,6 +325,19 @@ def offered_tools(server, question: dict, protocol: str) -> list[dict]:
         tools = [t for t in tools if t.name in wanted] or tools
     return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
                                               "parameters": t.input_schema}} for t in tools]
+
+
+#: the user message carrying a tool's answer when the configuration says ``tool_results = "user"``
+USER_TOOL_RESULT = "Result of the tool call {id} ({name}):\n{content}"
+
+
+def tool_message(cfg: ExperimentConfig, call_id: str, name: str, content: str) -> dict:
+    """The message that gives the model a tool's answer: ``{"role": "tool", "tool_call_id", "name",
+    "content"}`` (OpenAI, the harness's), or a ``user`` message :data:`USER_TOOL_RESULT` when the
+    configuration's ``tool_results`` is ``"user"``."""
+    if cfg.tool_results == "user":
+        return {"role": "user", "content": USER_TOOL_RESULT.format(id=call_id, name=name, content=content)}
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
 
 
 def _check_cancel(exp: Experiment) -> None:
@@ -386,7 +407,7 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
                 else:
                     content = _call_tool(server, name, harness.normalize_arguments(args))
                 step["obs"] = harness.normalize_observation(content)
-                messages.append({"role": "tool", "tool_call_id": tc["id"], "name": name, "content": content})
+                messages.append(tool_message(cfg, tc["id"], name, content))
                 ExperimentQuestion.objects.filter(pk=row.pk).update(steps=len(trajectory), trajectory=trajectory,
                                                                     seconds=time.monotonic() - started)
     except (BudgetReached, Cancelled):

@@ -15,7 +15,7 @@ from releases.models import Release
 from studio.permissions import can
 
 _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "temperature", "max_tokens", "max_steps",
-                  "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m")
+                  "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "tool_results")
 
 
 def experiment_list(request):
@@ -45,7 +45,7 @@ def experiment_config_save(request):
     for k in ("max_tokens", "budget_tokens", "budget_cost"):
         values[k] = values[k] or None
     for k, default in (("temperature", 0.1), ("max_steps", 50), ("question_timeout_s", 900.0),
-                       ("price_prompt_per_m", 0.0), ("price_completion_per_m", 0.0)):
+                       ("price_prompt_per_m", 0.0), ("price_completion_per_m", 0.0), ("tool_results", "tool")):
         values[k] = values[k] or default
     try:
         cfg = services.save_config(request.user, **values)

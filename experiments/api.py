@@ -39,7 +39,7 @@ class ConfigIn(serializers.Serializer):
     tool_results = serializers.ChoiceField(choices=["tool", "user"], default="tool")
     max_steps = serializers.IntegerField(default=50, min_value=2, max_value=1000)
     question_timeout_s = serializers.FloatField(default=900.0, min_value=1, max_value=86400)
-    request_timeout_s = serializers.FloatField(default=1200.0, min_value=1, max_value=86400)
+    request_timeout_s = serializers.FloatField(default=1200.0, min_value=0.01, max_value=86400)
     budget_tokens = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
                                              max_value=2**62)
     budget_cost = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)

@@ -127,7 +127,7 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
         seed=_num("seed", seed, low=-2**31, high=2**31 - 1, integer=True),
         max_steps=_num("max_steps", max_steps, low=2, high=1000, integer=True),
         question_timeout_s=_num("question_timeout_s", question_timeout_s, low=1, high=86400),
-        request_timeout_s=_num("request_timeout_s", request_timeout_s, low=1, high=86400),
+        request_timeout_s=_num("request_timeout_s", request_timeout_s, low=0.01, high=86400),
         budget_tokens=_num("budget_tokens", budget_tokens, low=1, integer=True, optional=True),
         budget_cost=_num("budget_cost", budget_cost, low=0, optional=True),
         price_prompt_per_m=_num("price_prompt_per_m", price_prompt_per_m, low=0),

@@ -614,7 +614,7 @@ def resume_experiment(user, exp: Experiment) -> Experiment:
             raise ExperimentStateError(f"experiment {exp.pk} is {exp.status}")
         if exp.status == Experiment.Status.DONE and not redo.exists():
             raise ExperimentStateError(f"experiment {exp.pk} is done without errors: nothing to resume")
-        n_redo = redo.filter(status__in=[ExperimentQuestion.Status.ERROR, ExperimentQuestion.Status.RUNNING]).count()
+        n_redo = redo.filter(status=ExperimentQuestion.Status.ERROR).count()  # counted as finished (done)
         redo.update(status=ExperimentQuestion.Status.PENDING)
         Experiment.objects.filter(pk=exp.pk).update(
             status=Experiment.Status.QUEUED, cancel_requested=False, stop_reason="", error="", finished_at=None,

@@ -115,3 +115,30 @@ def test_the_pages_list_and_offer_start_only_to_who_may_run(client, maintainer, 
     client.force_login(make_user("writer", "author"))
     page = client.get("/experiments/").content.decode()
     assert 'id="experiments"' in page and 'id="start-experiment"' not in page
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+def test_the_experiment_page_and_api_show_questions_accounting_and_the_buttons(client,
+                                                                             django_capture_on_commit_callbacks):
+    from replay.services import start_replay
+
+    user, task = make_task()
+    assert start_replay(user, task).status == "succeeded"
+    with django_capture_on_commit_callbacks():  # stays queued: nothing is called
+        exp = services.start_experiment(user, _config(user, protocol="IF"), question_ids=[task.question_id], repeats=2)
+    client.force_login(user)
+    body = client.get(f"/api/experiments/{exp.pk}/").json()
+    assert body["status"] == "queued" and [q["repeat"] for q in body["questions"]] == [1, 2]
+    assert body["accounting"]["by_task"][0] == {
+        "question_id": "florence_mcp01_task0", "dimension": "t1", "finished": 0, "repeats": 2, "mean_task_score": None,
+        "solved": None, "prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "seconds": 0.0, "model_calls": 0,
+        "cached_calls": 0}
+    page = client.get(f"/experiments/{exp.pk}/").content.decode()
+    assert 'id="exp-cancel"' in page and 'id="exp-resume"' not in page and 'data-live="1"' in page
+    assert client.post(f"/api/experiments/{exp.pk}/cancel/").json()["status"] == "cancelled"
+    page = client.get(f"/experiments/{exp.pk}/").content.decode()
+    assert 'id="exp-resume"' in page and 'id="exp-cancel"' not in page
+    q = exp.questions.first()
+    detail = client.get(f"/api/experiments/{exp.pk}/questions/{q.pk}/").json()
+    assert detail["trajectory"] == [] and detail["record"] is None

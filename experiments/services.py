@@ -41,6 +41,7 @@ from evaluation.services_judge import egress_problem, key_variable_unset
 from experiments import harness
 from experiments.client import EndpointError, post_chat
 from experiments.errors import ExperimentInputError, ExperimentStateError
+from experiments.jobs import run as celery_run
 from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion, ModelCall
 from kernel.vocabulary import TASK_STEMS
 from releases.models import Release
@@ -454,8 +455,6 @@ def write_folder(exp: Experiment, repeat: int, dimension: str) -> Path:
 def dispatch_experiment(exp_id: int):
     """Hand experiment ``exp_id`` to the background runner (``evaluation.background.dispatch``:
     the Celery task ``experiments.run`` on the queue ``experiments``, a thread on the embedded setup)."""
-    from experiments.jobs import run as celery_run
-
     return dispatch(exp_id, run_experiment, celery_run, record_crash, kind=KIND)
 
 

@@ -141,10 +141,19 @@ class ExperimentCancelView(APIView):
         return Response(ExperimentOut(selectors.experiment(exp.pk)).data)
 
 
+class ResumeIn(serializers.Serializer):
+    config = serializers.IntegerField(required=False, allow_null=True, default=None, **ID_BOUNDS,
+                                      help_text="go on with this version of the same configuration (a raised budget)")
+
+
 class ExperimentResumeView(APIView):
-    @extend_schema(request=None, responses=ExperimentOut)
+    @extend_schema(request=ResumeIn, responses=ExperimentOut)
     def post(self, request, pk: int):
-        exp = services.resume_experiment(request.user, get_object_or_404(Experiment, pk=pk))
+        data = ResumeIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        cfg = data.validated_data["config"]
+        config = get_object_or_404(ExperimentConfig, pk=cfg) if cfg else None
+        exp = services.resume_experiment(request.user, get_object_or_404(Experiment, pk=pk), config)
         return Response(ExperimentOut(selectors.experiment(exp.pk)).data)
 
 

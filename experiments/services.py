@@ -599,12 +599,17 @@ def cancel_experiment(user, exp: Experiment) -> Experiment:
     return exp
 
 
-def resume_experiment(user, exp: Experiment) -> Experiment:
+def resume_experiment(user, exp: Experiment, config: ExperimentConfig | None = None) -> Experiment:
     """Run ``exp`` again (failed, cancelled, stopped, done with errors, or running with its worker
     lost): questions that errored or never finished go back to pending, those done are kept, and
     the job is handed to the runner. Answers the endpoint already gave come from the cache.
-    Raises ``ExperimentStateError`` when it is queued, alive, or done without errors."""
+    ``config``: continue with another version of the same configuration (e.g. a raised budget;
+    requests that did not change are still answered by the cache). Raises ``ExperimentStateError``
+    when it is queued, alive, or done without errors; ``ExperimentInputError`` for a ``config`` of
+    another name."""
     require(user, "experiment.run")
+    if config is not None and config.name != exp.config.name:
+        raise ExperimentInputError(f"config: {config} is not a version of {exp.config.name!r}")
     sweep_experiments(only=exp.pk)
     with transaction.atomic():
         exp = Experiment.objects.select_for_update().get(pk=exp.pk)
@@ -617,7 +622,7 @@ def resume_experiment(user, exp: Experiment) -> Experiment:
         redo.update(status=ExperimentQuestion.Status.PENDING)
         Experiment.objects.filter(pk=exp.pk).update(
             status=Experiment.Status.QUEUED, cancel_requested=False, stop_reason="", error="", finished_at=None,
-            done=F("done") - n_redo)
+            done=F("done") - n_redo, config=config or exp.config)
         exp.runs.clear()
         transaction.on_commit(lambda: dispatch_experiment(exp.pk))
     exp.refresh_from_db()

@@ -142,3 +142,23 @@ def test_the_experiment_page_and_api_show_questions_accounting_and_the_buttons(c
     q = exp.questions.first()
     detail = client.get(f"/api/experiments/{exp.pk}/questions/{q.pk}/").json()
     assert detail["trajectory"] == [] and detail["record"] is None
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+def test_resume_goes_on_with_a_new_version_of_the_same_configuration_only(django_capture_on_commit_callbacks):
+    from replay.services import start_replay
+
+    user, task = make_task()
+    assert start_replay(user, task).status == "succeeded"
+    v1 = _config(user, budget_tokens=100)
+    with django_capture_on_commit_callbacks():
+        exp = services.start_experiment(user, v1, question_ids=[task.question_id])
+    services.cancel_experiment(user, exp)
+    other = _config(user, name="other")
+    with pytest.raises(ExperimentInputError, match="config: other v1 is not a version of 'smol'"):
+        services.resume_experiment(user, exp, other)
+    v2 = _config(user, budget_tokens=10_000)  # a raised budget: version 2 of "smol"
+    with django_capture_on_commit_callbacks() as hooks:  # queued again, not run here
+        exp = services.resume_experiment(user, exp, v2)
+    assert len(hooks) == 1 and exp.status == "queued" and exp.config_id == v2.pk

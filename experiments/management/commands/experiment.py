@@ -8,7 +8,7 @@
     manage.py experiment status ID        (JSON: the experiment, its questions and accounting)
     manage.py experiment list
     manage.py experiment cancel ID
-    manage.py experiment resume ID
+    manage.py experiment resume ID [--config N[:VERSION]]   (e.g. a version with a raised budget)
 
 ``--as-user NAME`` acts as that user (default: the first superuser). Without a Celery broker,
 ``start`` and ``resume`` run the experiment in this process to its end; with one they queue it on
@@ -59,8 +59,11 @@ class Command(BaseCommand):
         s.add_argument("--tasks", default="", help="comma-separated question ids of studio tasks (a pilot)")
         s.add_argument("--repeats", type=int, default=1)
         s.add_argument("--agent", default="")
-        for name in ("status", "cancel", "resume"):
+        for name in ("status", "cancel"):
             sub.add_parser(name).add_argument("id", type=int)
+        r = sub.add_parser("resume", help="run what errored or never finished (answers received come from the cache)")
+        r.add_argument("id", type=int)
+        r.add_argument("--config", default="", help="go on with this version of the same configuration (NAME[:VERSION])")
         sub.add_parser("list")
 
     def _user(self, name):
@@ -116,7 +119,8 @@ class Command(BaseCommand):
                                                 question_ids=tasks, repeats=o["repeats"], agent_name=o["agent"])
                 self.stdout.write(json.dumps(self._status(exp), indent=2, default=str))
             elif action == "resume":
-                exp = services.resume_experiment(user, self._experiment(o["id"]))
+                exp = services.resume_experiment(user, self._experiment(o["id"]),
+                                                 self._config(o["config"]) if o["config"] else None)
                 self.stdout.write(json.dumps(self._status(exp), indent=2, default=str))
             elif action == "cancel":
                 exp = services.cancel_experiment(user, self._experiment(o["id"]))

@@ -1,4 +1,5 @@
-"""The experiments' REST API (``/api/experiments/``, ``/api/experiment-configs/``): thin views over
+"""The experiments' REST API (``/api/experiments/``, ``/api/experiment-configs/``,
+``/api/experiment-questions/<id>/``: one question with its live trajectory): thin views over
 :mod:`experiments.services`; lists cursor-paginated (``studio.pagination``); every write checks
 its permission row in the service (``experiment.configure``, ``experiment.run``: maintainers)."""
 from __future__ import annotations
@@ -130,8 +131,8 @@ class ExperimentDetailView(APIView):
 
 class ExperimentQuestionView(APIView):
     @extend_schema(responses=QuestionDetailOut)
-    def get(self, request, pk: int, qpk: int):
-        return Response(QuestionDetailOut(get_object_or_404(ExperimentQuestion, experiment_id=pk, pk=qpk)).data)
+    def get(self, request, pk: int):
+        return Response(QuestionDetailOut(get_object_or_404(ExperimentQuestion, pk=pk)).data)
 
 
 class ExperimentCancelView(APIView):
@@ -161,7 +162,7 @@ urlpatterns = [
     path("experiment-configs/", ConfigListView.as_view(), name="api-experiment-configs"),
     path("experiments/", ExperimentListView.as_view(), name="api-experiments"),
     path("experiments/<int:pk>/", ExperimentDetailView.as_view(), name="api-experiment"),
-    path("experiments/<int:pk>/questions/<int:qpk>/", ExperimentQuestionView.as_view(), name="api-experiment-question"),
+    path("experiment-questions/<int:pk>/", ExperimentQuestionView.as_view(), name="api-experiment-question"),
     path("experiments/<int:pk>/cancel/", ExperimentCancelView.as_view(), name="api-experiment-cancel"),
     path("experiments/<int:pk>/resume/", ExperimentResumeView.as_view(), name="api-experiment-resume"),
 ]

@@ -113,10 +113,20 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
                                               body=json.dumps({"data": {"note": text}}), next_attempt_at=timezone.now())
     notification = Notification.objects.create(user=user, event_type="task.returned", event_id="evt_populate", text=f"returned: {text}",
                                 url=f"/tasks/{task.pk}/", data={"reason": text})
+    from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion
+
+    exp_config = ExperimentConfig.objects.create(name=f"agent {text}"[:100], base_url="http://127.0.0.1:9/v1",
+                                                 model="smollm2-135m", protocol="IF", created_by=user)
+    experiment = Experiment.objects.create(config=exp_config, question_ids=[draft.question_id], agent_name=text[:200],
+                                           status=Experiment.Status.DONE, total=1, done=1, created_by=user)
+    # done without errors: a generated cancel or resume is refused (409), nothing runs
+    experiment_question = ExperimentQuestion.objects.create(
+        experiment=experiment, dimension="t1", question_id=draft.question_id, task=draft,
+        status=ExperimentQuestion.Status.DONE, trajectory=[{"call": "vis_legend()", "args": {}, "obs": {"note": text}}])
     return {"task": task, "draft_task": draft, "event": event, "layer": pre, "replay": replay, "run": run, "record": record,
             "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
             "export": export["id"], "run_import": run_import, "webhook": hook, "delivery": delivery,
-            "notification": notification}
+            "notification": notification, "experiment": experiment, "experiment_question": experiment_question}
 
 
 @pytest.fixture
@@ -186,7 +196,8 @@ def test_api_schema_has_no_server_errors(maintainer, wsgi_app, server_errors, se
         "/api/runs/": ids["run"].pk, "/api/records/": ids["record"].pk, "/api/comments/": ids["comment"].pk,
         "/api/judge/jobs/": ids["job"].pk, "/api/scoring/items/": ids["item"].pk,
         "/api/run-imports/": ids["run_import"].pk, "/api/webhooks/": ids["webhook"].pk,
-        "/api/webhook-deliveries/": ids["delivery"].pk,
+        "/api/webhook-deliveries/": ids["delivery"].pk, "/api/experiments/": ids["experiment"].pk,
+        "/api/experiment-questions/": ids["experiment_question"].pk,
     }
     real = {"slug": ids["event"].slug, "version": ids["release"].version, "number": 1, "job": ids["export"]}
     real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"},

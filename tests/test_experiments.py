@@ -140,7 +140,7 @@ def test_the_experiment_page_and_api_show_questions_accounting_and_the_buttons(c
     page = client.get(f"/experiments/{exp.pk}/").content.decode()
     assert 'id="exp-resume"' in page and 'id="exp-cancel"' not in page
     q = exp.questions.first()
-    detail = client.get(f"/api/experiments/{exp.pk}/questions/{q.pk}/").json()
+    detail = client.get(f"/api/experiment-questions/{q.pk}/").json()
     assert detail["trajectory"] == [] and detail["record"] is None
 
 

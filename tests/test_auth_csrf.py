@@ -52,7 +52,8 @@ def sample_url(route: str, ids: dict) -> str:
            "comments": ids["comment"].pk, "scoring": ids["item"].pk, "judge/jobs": ids["job"].pk,
            "judge/configs": ids["config"].pk, "adjudication": ids["record"].pk, "layers": ids["layer"].pk,
            "notifications": ids["notification"].pk, "webhooks": ids["webhook"].pk,
-           "webhook-deliveries": ids["delivery"].pk}
+           "webhook-deliveries": ids["delivery"].pk, "experiments": ids["experiment"].pk,
+           "experiment-questions": ids["experiment_question"].pk}
     path = route.replace("^", "").replace("$", "")
     bare = path[4:] if path.startswith("api/") else path
     values["pk"] = next(v for k, v in pks.items() if bare.startswith(k)) if "<int:pk>" in path else None

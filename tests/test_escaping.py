@@ -52,6 +52,7 @@ def pages(ids) -> dict[str, str]:
         "release diff": f"/releases/diff/?a={ids['release'].version}&b={ids['release'].version}",
         "leaderboard": "/leaderboard/", "agreement": "/agreement/",
         "judge configs": "/judge/configs/", "judge jobs": "/judge/jobs/", "judge job": f"/judge/jobs/{ids['job'].pk}/",
+        "experiments": "/experiments/", "experiment": f"/experiments/{ids['experiment'].pk}/",
     }
 
 

@@ -8,4 +8,5 @@ urlpatterns = [
     path("", include("frontend.urls_leaderboard")),
     path("", include("frontend.urls_scoring")),
     path("", include("frontend.urls_notifications")),
+    path("", include("frontend.urls_experiments")),
 ]

@@ -1,4 +1,4 @@
-"""REST API routes: events, layers, tasks, tools, replays, releases, runs, records, verdicts."""
+"""REST API routes: events, layers, tasks, tools, replays, releases, runs, records, verdicts, experiments."""
 from django.urls import include, path
 
 urlpatterns = [
@@ -7,5 +7,6 @@ urlpatterns = [
     path("", include("annotation.api_variants")),
     path("", include("replay.api")),
     path("", include("evaluation.api")),
+    path("", include("experiments.api")),
     path("", include("notifications.api")),
 ]

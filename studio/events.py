@@ -35,6 +35,7 @@ class EventType:
         return f"EventType({self.name!r}, v{self.version})"
 
 
+_EXPERIMENT = ("experiment_id", "status", "agent", "n_questions", "n_done", "n_errors", "run_ids", "reason", "actor")
 _TASK = ("task_id", "question_id", "dimension", "event", "actor", "revision")
 
 #: every event type the studio emits, by name (the one list: settings, webhooks and docs read it)
@@ -57,6 +58,9 @@ EVENT_TYPES: dict[str, EventType] = {e.name: e for e in (
               "a judge job finished"),
     EventType("judge.failed", 1, ("job_id", "status", "n_ok", "n_failed", "config", "actor"),
               "a judge job failed or stopped"),
+    EventType("experiment.finished", 1, _EXPERIMENT, "an experiment ran every question and its runs were scored"),
+    EventType("experiment.stopped", 1, _EXPERIMENT,
+              "an experiment stopped before its end: its budget was reached, it was cancelled or it failed (reason)"),
     EventType("webhook.disabled", 1, ("webhook_id", "url", "reason"),
               "a webhook kept failing and was disabled (to its owner only)"),
     EventType("webhook.ping", 1, ("webhook_id", "actor"), "a test delivery asked for from the webhook's page or API"),

@@ -67,6 +67,8 @@ class Action:
     AGREEMENT_VIEW = "agreement.view"
     WEBHOOK_CREATE = "webhook.create"
     WEBHOOK_MANAGE = "webhook.manage"
+    EXPERIMENT_CONFIGURE = "experiment.configure"
+    EXPERIMENT_RUN = "experiment.run"
 
 
 PERMISSIONS: tuple[Rule, ...] = (
@@ -121,6 +123,9 @@ PERMISSIONS: tuple[Rule, ...] = (
     Rule("maintainer", Action.VERDICT_VIEW_ALL, "any"),
     Rule("reviewer", Action.AGREEMENT_VIEW, "any"),
     Rule("maintainer", Action.AGREEMENT_VIEW, "any"),
+    # experiments: running agents on an endpoint spends money, so maintainers only (experiments.services)
+    Rule("maintainer", Action.EXPERIMENT_CONFIGURE, "any"),
+    Rule("maintainer", Action.EXPERIMENT_RUN, "any"),
     # webhooks (notifications): a maintainer registers one; only its owner changes, pings or
     # redelivers it (its secret and delivery log are the owner's). A person's own notifications
     # need no row: every query of them is filtered to the person.
@@ -229,6 +234,7 @@ PAGE_ACTIONS: dict[str, tuple[str, ...]] = {
     "judges": (Action.JUDGE_CONFIGURE, Action.JUDGE_RUN),
     "task-new": (Action.TASK_CREATE,),
     "webhooks": (Action.WEBHOOK_CREATE,),
+    "experiments": (Action.EXPERIMENT_RUN,),
 }
 for _actions in PAGE_ACTIONS.values():  # a misspelt page action fails at import, not by hiding the page
     for _action in _actions:

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "replay",
     "releases",
     "evaluation",
+    "experiments",
     "notifications",
     "frontend",
 ]
@@ -269,6 +270,10 @@ STUDIO_JUDGE_BACKOFF_S = _env_float("STUDIO_JUDGE_BACKOFF_S", 1.0)
 STUDIO_JUDGE_TIMEOUT_S = _env_float("STUDIO_JUDGE_TIMEOUT_S", 120.0)
 STUDIO_JUDGE_MAX_RETRIES = _env_int("STUDIO_JUDGE_MAX_RETRIES", 3)
 STUDIO_JUDGE_MAX_REASKS = _env_int("STUDIO_JUDGE_MAX_REASKS", 1)
+# Model requests of experiments (experiments/services.py, experiments/client.py): retries of a request
+# answered 429/5xx or refused at connect (a read timeout is never re-sent), the first wait (doubling, at most 30 s).
+STUDIO_EXPERIMENT_MAX_RETRIES = _env_int("STUDIO_EXPERIMENT_MAX_RETRIES", 6)
+STUDIO_EXPERIMENT_BACKOFF_S = _env_float("STUDIO_EXPERIMENT_BACKOFF_S", 1.0)
 # Read by the pure cores from the environment itself (they import no Django, so not from here; see
 # the README): STUDIO_PERCEPTION_DEVICE (kernel/tools/perception_models.py), STUDIO_TOOL_CATALOGUE and
 # STUDIO_SHARED (kernel/catalogue.py), DORA_DATA (evaluation/scoring/cli.py, the evaluator's CLI).
@@ -284,6 +289,8 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 # The queue tasks are sent to and a worker consumes by default: separate studios (or CI runs) may share
 # one broker with different queue names.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# experiments run on their own queue (a worker started with -Q experiments; experiments/jobs.py)
+CELERY_TASK_ROUTES = {"experiments.run": {"queue": "experiments"}}
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -68,7 +68,9 @@ def start_llm_server(*, chat_format: str | None = None, n_ctx: int = 2048, extra
     model = model_file(python)
     port = _free_port()
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"studio-llm-{port}.log"
-    cmd = [str(python), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+    # tests/llm_server_boot.py: llama_cpp.server with llama.cpp's extra buffer types off (their AMX
+    # kernels die of SIGILL on this machine's kernel on the first real prompt)
+    cmd = [str(python), str(REPO / "tests" / "llm_server_boot.py"), "--model", str(model), "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "smollm2-135m",
            *extra]
     if chat_format:

@@ -90,7 +90,8 @@ def test_api_schema_has_no_server_errors(maintainer, wsgi_app, server_errors, se
         "/api/runs/": ids["run"].pk, "/api/records/": ids["record"].pk, "/api/comments/": ids["comment"].pk,
         "/api/judge/jobs/": ids["job"].pk, "/api/scoring/items/": ids["item"].pk,
         "/api/run-imports/": ids["run_import"].pk, "/api/webhooks/": ids["webhook"].pk,
-        "/api/webhook-deliveries/": ids["delivery"].pk,
+        "/api/webhook-deliveries/": ids["delivery"].pk, "/api/experiments/": ids["experiment"].pk,
+        "/api/experiment-questions/": ids["experiment_question"].pk,
     }
     real = {"slug": ids["event"].slug, "version": ids["release"].version, "number": 1, "job": ids["export"]}
     real_query = {"/api/releases/diff/": {"a": "1.0.0", "b": "1.0.0"},

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ("kernel", "annotation", "replay", "releases", "evaluation", "notifications", "frontend")
+ORDER = ("kernel", "annotation", "replay", "releases", "evaluation", "experiments", "notifications", "frontend")
 RANK = {name: i for i, name in enumerate(ORDER)}
 SKIP = {"tests", "bench", "migrations", ".venv", "node_modules", "var", "staticfiles"}
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ["annotation", "replay", "evaluation", "frontend", "studio", "kernel"]
+APPS = ["annotation", "replay", "evaluation", "experiments", "frontend", "studio", "kernel"]
 
 
 def _sources():

@@ -104,10 +104,20 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
                                               body=json.dumps({"data": {"note": text}}), next_attempt_at=timezone.now())
     notification = Notification.objects.create(user=user, event_type="task.returned", event_id="evt_populate", text=f"returned: {text}",
                                 url=f"/tasks/{task.pk}/", data={"reason": text})
+    from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion
+
+    exp_config = ExperimentConfig.objects.create(name=f"agent {text}"[:100], base_url="http://127.0.0.1:9/v1",
+                                                 model="smollm2-135m", protocol="IF", created_by=user)
+    experiment = Experiment.objects.create(config=exp_config, question_ids=[draft.question_id], agent_name=text[:200],
+                                           status=Experiment.Status.DONE, total=1, done=1, created_by=user)
+    # done without errors: a generated cancel or resume is refused (409), nothing runs
+    experiment_question = ExperimentQuestion.objects.create(
+        experiment=experiment, dimension="t1", question_id=draft.question_id, task=draft,
+        status=ExperimentQuestion.Status.DONE, trajectory=[{"call": "vis_legend()", "args": {}, "obs": {"note": text}}])
     return {"task": task, "draft_task": draft, "event": event, "layer": pre, "replay": replay, "run": run, "record": record,
             "comment": comment, "verdict": verdict, "item": item, "release": release, "config": config, "job": job,
             "export": export["id"], "run_import": run_import, "webhook": hook, "delivery": delivery,
-            "notification": notification}
+            "notification": notification, "experiment": experiment, "experiment_question": experiment_question}
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +186,8 @@ def sample_url(route: str, ids: dict) -> str:
            "comments": ids["comment"].pk, "scoring": ids["item"].pk, "judge/jobs": ids["job"].pk,
            "judge/configs": ids["config"].pk, "adjudication": ids["record"].pk, "layers": ids["layer"].pk,
            "notifications": ids["notification"].pk, "webhooks": ids["webhook"].pk,
-           "webhook-deliveries": ids["delivery"].pk}
+           "webhook-deliveries": ids["delivery"].pk, "experiments": ids["experiment"].pk,
+           "experiment-questions": ids["experiment_question"].pk}
     path = route.replace("^", "").replace("$", "")
     bare = path[4:] if path.startswith("api/") else path
     values["pk"] = next(v for k, v in pks.items() if bare.startswith(k)) if "<int:pk>" in path else None
@@ -211,4 +222,5 @@ def pages(ids) -> dict[str, str]:
         "release diff": f"/releases/diff/?a={ids['release'].version}&b={ids['release'].version}",
         "leaderboard": "/leaderboard/", "agreement": "/agreement/",
         "judge configs": "/judge/configs/", "judge jobs": "/judge/jobs/", "judge job": f"/judge/jobs/{ids['job'].pk}/",
+        "experiments": "/experiments/", "experiment": f"/experiments/{ids['experiment'].pk}/",
     }

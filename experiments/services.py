@@ -1,0 +1,655 @@
+"""Experiments: configure, start, run, cancel, resume, account for and score agent runs made by the
+studio as the benchmark's harness makes them (``docs/experiments.md``).
+
+* :func:`save_config` — a new version of an agent configuration (the endpoint checked by the
+  judge's egress rules, ``evaluation.services_judge.egress_problem``; the key variable's *name* only);
+* :func:`start_experiment` — a gold set (a release, or studio tasks for a pilot) × a configuration
+  × repeats: one :class:`~experiments.models.ExperimentQuestion` per question and repeat, handed
+  to the background runner (:func:`dispatch_experiment`, the Celery queue ``experiments``);
+* :func:`run_experiment` — the job: each pending question through :func:`run_question` (the
+  harness's ReAct loop over the studio's MCP server of the task), its record written to the run
+  folder at once (a worker killed mid-question loses nothing that finished), then every repeat's
+  folder imported and scored as an ``AgentRun`` against the experiment's gold set;
+* :func:`cancel_experiment` / :func:`resume_experiment` — resume runs only the questions that
+  errored or never finished; model answers already received come from the cache (:func:`model_call`);
+* a budget (tokens and/or cost of the requests sent) stops the experiment cleanly (``stopped``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from annotation.models import Task
+from evaluation.background import dispatch
+from evaluation.goldset import GoldSetError, release_gold_set, studio_gold_set
+from evaluation.services.runs import RunImportError, import_run_dir
+from evaluation.services.judge import egress_problem, key_variable_unset
+from experiments import harness
+from experiments.client import EndpointError, post_chat
+from experiments.jobs import run as celery_run
+from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion, ModelCall
+from kernel.errors import Conflict, InvalidInput
+from kernel.vocabulary import TASK_STEMS
+from releases.models import Release
+from replay.mcp_server import build_server
+from studio.background import job_running, worker_lost, worker_tag
+from studio.events import emit
+from studio.permissions import Action, require
+
+logger = logging.getLogger(__name__)
+
+KIND = "experiment"  # the job kind in studio.background
+EXPERIMENTS_DIR = "experiments"  # under STUDIO_DATA_ROOT
+#: the images folder the context's input paths are shown under (the harness shows absolute paths
+#: under its data root; the studio's tools take any path ending in a layer's file name)
+IMAGES_DIR = "/dora/images"
+#: LangGraph's ToolNode answer to a call of a tool the agent was not given, and to a tool's error
+#: (langgraph.prebuilt.tool_node: INVALID_TOOL_NAME_ERROR_TEMPLATE, TOOL_CALL_ERROR_TEMPLATE)
+INVALID_TOOL = "Error: {name} is not a valid tool, try one of [{names}]."
+TOOL_FAILED = "Error: {error}\n Please fix your mistakes."
+
+
+class ExperimentStateError(Conflict):
+    """409: the experiment's state refuses the step (resume a running one, cancel a finished one)."""
+
+
+
+class BudgetReached(Exception):
+    """The experiment's budget is spent: the question stops unfinished and the experiment ``stopped``."""
+
+
+class Cancelled(Exception):
+    """A cancel was asked for while the question ran."""
+
+
+# ------------------------------------------------------------------ configurations
+
+
+def _num(name: str, value, *, low: float | None = None, high: float | None = None, integer: bool = False,
+         optional: bool = False):
+    if value in (None, "") and optional:
+        return None
+    try:
+        v = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name}: a number, not {value!r}") from None
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise InvalidInput(f"{name}: between {low} and {high}")
+    return v
+
+
+@transaction.atomic
+def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str = "", protocol: str = "AP",
+                temperature: float = 0.1, top_p: float | None = None, max_tokens: int | None = None, seed: int = 0,
+                max_steps: int = harness.RECURSION_LIMIT, question_timeout_s: float = harness.QUESTION_TIMEOUT_S,
+                request_timeout_s: float = 1200.0, budget_tokens: int | None = None, budget_cost: float | None = None,
+                price_prompt_per_m: float = 0.0, price_completion_per_m: float = 0.0,
+                tool_results: str = "tool") -> ExperimentConfig:
+    """Save version ``n + 1`` of configuration ``name`` (1 for a new name); a saved version is never
+    changed. ``api_key_env`` is the *name* of the variable holding the key (one of
+    ``STUDIO_JUDGE_KEY_VARIABLES``); the endpoint's host must be an allowed judge host
+    (``STUDIO_JUDGE_ALLOWED_HOSTS``). Defaults: the harness's (temperature 0.1, recursion limit
+    50, 900 s a question, 1200 s a request). ``tool_results``: ``"tool"`` (a ``tool`` message per
+    call, as the harness sends them) or ``"user"`` (a ``user`` message, for a server whose chat
+    template drops tool messages: docs/experiments.md, "Measured"). Raises ``InvalidInput`` naming the field;
+    ``PermissionDenied`` without ``experiment.configure``."""
+    require(user, Action.EXPERIMENT_CONFIGURE)
+    name, base_url, model, api_key_env = (str(v or "").strip() for v in (name, base_url, model, api_key_env))
+    protocol = str(protocol or "").strip().upper()
+    if not name or len(name) > 100:
+        raise InvalidInput("name: 1 to 100 characters")
+    if not model:
+        raise InvalidInput("model: required")
+    if not base_url.startswith(("http://", "https://")):
+        raise InvalidInput("base_url: an http:// or https:// URL of an OpenAI-compatible endpoint")
+    if protocol not in ("AP", "IF"):
+        raise InvalidInput("protocol: AP (auto-planning) or IF (instruction-following)")
+    if tool_results not in ("tool", "user"):
+        raise InvalidInput("tool_results: tool (OpenAI tool messages) or user (user messages)")
+    if api_key_env and (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", api_key_env)
+                        or api_key_env.lower().startswith(("sk-", "sk_"))):
+        raise InvalidInput("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key")
+    problem = egress_problem(base_url, api_key_env)
+    if problem:
+        raise InvalidInput(problem)
+    fields = dict(
+        temperature=_num("temperature", temperature, low=0, high=2),
+        top_p=_num("top_p", top_p, low=0, high=1, optional=True),
+        max_tokens=_num("max_tokens", max_tokens, low=1, high=1_000_000, integer=True, optional=True),
+        seed=_num("seed", seed, low=-2**31, high=2**31 - 1, integer=True),
+        max_steps=_num("max_steps", max_steps, low=2, high=1000, integer=True),
+        question_timeout_s=_num("question_timeout_s", question_timeout_s, low=1, high=86400),
+        request_timeout_s=_num("request_timeout_s", request_timeout_s, low=0.01, high=86400),
+        budget_tokens=_num("budget_tokens", budget_tokens, low=1, integer=True, optional=True),
+        budget_cost=_num("budget_cost", budget_cost, low=0, optional=True),
+        price_prompt_per_m=_num("price_prompt_per_m", price_prompt_per_m, low=0),
+        price_completion_per_m=_num("price_completion_per_m", price_completion_per_m, low=0),
+    )
+    newest = ExperimentConfig.objects.select_for_update().filter(name=name).aggregate(n=Max("version"))["n"] or 0
+    return ExperimentConfig.objects.create(name=name, version=newest + 1, base_url=base_url, model=model,
+                                           api_key_env=api_key_env, protocol=protocol, tool_results=tool_results,
+                                           created_by=user, **fields)
+
+
+# ------------------------------------------------------------------ gold sets and questions
+
+
+def gold_of(experiment: Experiment):
+    """The experiment's gold set (``evaluation.goldset``): its release's, else its studio tasks'."""
+    if experiment.release_id:
+        return release_gold_set(experiment.release)
+    return studio_gold_set(experiment.question_ids)
+
+
+def questions_of(gold) -> list[tuple[str, dict]]:
+    """``[(dimension, question)]`` of a gold set's benchmark tasks (robustness variants are not
+    run: they are outside the DORA score), in the dimensions' order, as the harness builds them
+    (:func:`experiments.harness.questions_from_samples`)."""
+    out = []
+    for dim in TASK_STEMS:
+        out += [(dim, q) for q in harness.questions_from_samples(gold.samples.get(dim) or [], IMAGES_DIR)]
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:60] or "model"
+
+
+def run_folder(experiment: Experiment, repeat: int) -> Path:
+    """The run folder of one repeat: ``<experiment folder>/<model>-r<repeat>_<AP|IF>`` (the
+    protocol read back from the name by the run import, ``protocol_from_dir_name``)."""
+    return Path(experiment.folder) / f"{_slug(experiment.config.model)}-r{repeat}_{experiment.config.protocol}"
+
+
+def start_experiment(user, config: ExperimentConfig, *, release: Release | str | None = None, question_ids=(),
+                     repeats: int = 1, agent_name: str = "") -> Experiment:
+    """Create an experiment of ``config`` on a release (a ``Release`` or its version) or, for a
+    pilot, on the studio tasks ``question_ids`` (each needs a succeeded replay: its gold), with
+    ``repeats`` runs of every question, and hand it to the background runner after commit.
+    Raises ``InvalidInput`` (no gold set, an unknown release or question, a gold set
+    without tasks, repeats outside 1–20); ``PermissionDenied`` without ``experiment.run``."""
+    require(user, Action.EXPERIMENT_RUN)
+    repeats = _num("repeats", repeats, low=1, high=20, integer=True)
+    if isinstance(release, str):
+        found = Release.objects.filter(version=release.strip()).first() if release.strip() else None
+        if release.strip() and found is None:
+            raise InvalidInput(f"release: no release {release!r}")
+        release = found
+    qids = sorted({str(q).strip() for q in question_ids or () if str(q).strip()})
+    if (release is None) == (not qids):
+        raise InvalidInput("release: give a release, or question_ids of studio tasks for a pilot (not both)")
+    if qids:
+        missing = sorted(set(qids) - set(Task.objects.filter(question_id__in=qids).values_list("question_id", flat=True)))
+        if missing:
+            raise InvalidInput(f"question_ids: no studio task {', '.join(missing[:10])}")
+    probe = Experiment(config=config, release=release, question_ids=qids)
+    try:
+        questions = questions_of(gold_of(probe))
+    except GoldSetError as exc:
+        raise InvalidInput(f"gold: {exc}") from None
+    if not questions:
+        raise InvalidInput("gold: the gold set has no benchmark task to run")
+    agent_name = (str(agent_name or "").strip() or f"{config.model} ({config.name} v{config.version})")[:200]
+    with transaction.atomic():
+        exp = Experiment.objects.create(config=config, release=release, question_ids=qids, repeats=repeats,
+                                        agent_name=agent_name, created_by=user, total=len(questions) * repeats)
+        exp.folder = str(Path(settings.STUDIO_DATA_ROOT) / EXPERIMENTS_DIR / str(exp.pk))
+        exp.save(update_fields=["folder"])
+        tasks = {q: t for q, t in Task.objects.filter(question_id__in=[q["question_id"] for _, q in questions])
+                 .values_list("question_id", "pk")}
+        ExperimentQuestion.objects.bulk_create([
+            ExperimentQuestion(experiment=exp, repeat=r, dimension=dim, question_id=q["question_id"],
+                               task_id=tasks.get(q["question_id"]))
+            for r in range(1, repeats + 1) for dim, q in questions])
+        transaction.on_commit(lambda: dispatch_experiment(exp.pk))
+    return exp
+
+
+# ------------------------------------------------------------------ the model call and its cache
+
+
+def request_key(url: str, body: dict) -> str:
+    """SHA-256 (hex) of the whole request: the endpoint URL and the JSON body, keys sorted, compact."""
+    text = json.dumps({"url": url, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _usage(response: dict) -> tuple[int, int]:
+    usage = response.get("usage") or {}
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+def _cost(config: ExperimentConfig, prompt: int, completion: int) -> float:
+    return (prompt * config.price_prompt_per_m + completion * config.price_completion_per_m) / 1e6
+
+
+def _budget_problem(exp: Experiment) -> str:
+    cfg = exp.config
+    if cfg.budget_tokens is not None and exp.prompt_tokens + exp.completion_tokens >= cfg.budget_tokens:
+        return f"budget reached: {exp.prompt_tokens + exp.completion_tokens} tokens of {cfg.budget_tokens}"
+    if cfg.budget_cost is not None and exp.cost >= cfg.budget_cost:
+        return f"budget reached: cost {exp.cost:.6f} of {cfg.budget_cost:g}"
+    return ""
+
+
+def model_call(exp: Experiment, row: ExperimentQuestion, body: dict, api_key: str | None) -> tuple[dict, bool]:
+    """The endpoint's answer to ``body``: from the cache (:class:`ModelCall`, by :func:`request_key`)
+    at no cost, else sent (:func:`experiments.client.post_chat`; the budget checked first,
+    :class:`BudgetReached`) and kept. Adds the tokens, cost and seconds to the question row and
+    (requests sent only) to the experiment. Returns ``(response, cached)``."""
+    url = exp.config.base_url.rstrip("/") + "/chat/completions"
+    key = request_key(url, body)
+    hit = ModelCall.objects.filter(key=key).first()
+    if hit is not None:
+        p, c = hit.prompt_tokens, hit.completion_tokens
+        ExperimentQuestion.objects.filter(pk=row.pk).update(
+            model_calls=F("model_calls") + 1, cached_calls=F("cached_calls") + 1,
+            prompt_tokens=F("prompt_tokens") + p, completion_tokens=F("completion_tokens") + c)
+        return hit.response, True
+    exp.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "cost"])
+    problem = _budget_problem(exp)
+    if problem:
+        raise BudgetReached(problem)
+    response, latency, attempts = post_chat(
+        exp.config.base_url, body, api_key=api_key, read_timeout_s=exp.config.request_timeout_s,
+        max_retries=int(settings.STUDIO_EXPERIMENT_MAX_RETRIES), backoff_s=float(settings.STUDIO_EXPERIMENT_BACKOFF_S))
+    p, c = _usage(response)
+    ModelCall.objects.get_or_create(key=key, defaults=dict(
+        request={"url": url, "body": body}, response=response, prompt_tokens=p, completion_tokens=c,
+        latency_s=latency, attempts=attempts))
+    cost = _cost(exp.config, p, c)
+    ExperimentQuestion.objects.filter(pk=row.pk).update(
+        model_calls=F("model_calls") + 1, prompt_tokens=F("prompt_tokens") + p,
+        completion_tokens=F("completion_tokens") + c, cost=F("cost") + cost)
+    Experiment.objects.filter(pk=exp.pk).update(
+        prompt_tokens=F("prompt_tokens") + p, completion_tokens=F("completion_tokens") + c, cost=F("cost") + cost,
+        model_seconds=F("model_seconds") + latency)
+    return response, False
+
+
+# ------------------------------------------------------------------ one question
+
+
+def chat_body(cfg: ExperimentConfig, messages: list[dict], tools: list[dict], repeat: int) -> dict:
+    """The request body of one model call (the OpenAI chat format): model, messages, tools with
+    ``tool_choice: "auto"`` (OpenAI's default when tools are given, sent because llama-cpp-python's
+    function-calling format ignores the tools without it), temperature, the seed (configuration
+    seed + repeat − 1, so repeats differ and each is reproducible), ``top_p`` and ``max_tokens`` when set."""
+    body: dict[str, Any] = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
+                            "seed": cfg.seed + repeat - 1}
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = "auto"
+    if cfg.top_p is not None:
+        body["top_p"] = cfg.top_p
+    if cfg.max_tokens:
+        body["max_tokens"] = cfg.max_tokens
+    return body
+
+
+def _tool_text(result) -> tuple[str, bool]:
+    texts = [getattr(c, "text", "") for c in (getattr(result, "content", None) or []) if getattr(c, "type", "") == "text"]
+    return "\n".join(texts), bool(getattr(result, "is_error", False))
+
+
+def _call_tool(server, name: str, args: dict) -> str:
+    """The tool message's text of one call on the task's MCP server (``replay.mcp_server``, the
+    ``mcp_serve`` code path): the tool's JSON text, or the ToolNode's error text for a refused call."""
+    async def call():
+        return await server.call_tool(name, args)
+
+    try:
+        text, is_error = _tool_text(anyio.run(call))
+    except Exception as exc:  # noqa: BLE001 — the MCP layer's refusal (unknown tool, bad arguments)
+        return TOOL_FAILED.format(error=f"ToolException({str(exc)!r})")
+    return TOOL_FAILED.format(error=f"ToolException({text!r})") if is_error else text
+
+
+def offered_tools(server, question: dict, protocol: str) -> list[dict]:
+    """The tools the model is given, in the OpenAI format, in the server's order (the benchmark's
+    server order): all of them under AP; under IF only the gold tools (all when none matches)."""
+    async def listing():
+        return await server.list_tools()
+
+    tools = anyio.run(listing)
+    if protocol == "IF":
+        wanted = {harness.model_tool_name(n) for n in harness.required_tool_names(question)}
+        tools = [t for t in tools if t.name in wanted] or tools
+    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                              "parameters": t.input_schema}} for t in tools]
+
+
+#: the user message carrying a tool's answer when the configuration says ``tool_results = "user"``
+USER_TOOL_RESULT = "Result of the tool call {id} ({name}):\n{content}"
+
+
+def tool_message(cfg: ExperimentConfig, call_id: str, name: str, content: str) -> dict:
+    """The message that gives the model a tool's answer: ``{"role": "tool", "tool_call_id", "name",
+    "content"}`` (OpenAI, the harness's), or a ``user`` message :data:`USER_TOOL_RESULT` when the
+    configuration's ``tool_results`` is ``"user"``."""
+    if cfg.tool_results == "user":
+        return {"role": "user", "content": USER_TOOL_RESULT.format(id=call_id, name=name, content=content)}
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
+def _check_cancel(exp: Experiment) -> None:
+    if Experiment.objects.filter(pk=exp.pk, cancel_requested=True).exists():
+        raise Cancelled()
+
+
+def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task: Task, api_key: str | None) -> dict:
+    """Answer one question as the harness does and return its ``benchmark.jsonl`` record.
+
+    The loop is LangGraph's prebuilt ReAct agent's: the prompt as one user message; a model call
+    with the offered tools; every tool call of its answer run on the task's MCP server (arguments
+    sent as JSON text normalised first) and answered by a ``tool`` message; again until an
+    answer without tool calls, or the recursion limit (the harness's "Sorry, need more steps"
+    answer when the model still asks for tools), or the seconds per question (an error, as the
+    harness's ``question_timeout``). The live trajectory is saved on the row after every call.
+    Raises :class:`BudgetReached` and :class:`Cancelled` (the question stays unfinished)."""
+    cfg = exp.config
+    work_dir = run_folder(exp, row.repeat) / "workers" / "w0" / "tmp" / question["question_id"].replace("/", "_")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    server = build_server(task, work_dir=work_dir)
+    tools = offered_tools(server, question, cfg.protocol)
+    names = {t["function"]["name"] for t in tools}
+    messages: list[dict] = [{"role": "user", "content": harness.build_prompt(question, cfg.protocol)}]
+    trajectory: list[dict] = []
+    ai_texts: list[str] = []
+    started = time.monotonic()
+    error = None
+    calls = 0
+    try:
+        while True:
+            _check_cancel(exp)
+            if time.monotonic() - started > cfg.question_timeout_s:
+                raise TimeoutError(f"question_timeout after {cfg.question_timeout_s:g}s")
+            response, _cached = model_call(exp, row, chat_body(cfg, messages, tools, row.repeat), api_key)
+            calls += 1
+            message = ((response.get("choices") or [{}])[0].get("message") or {})
+            text = harness.message_text(message.get("content"))
+            tool_calls = [tc for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
+            if tool_calls and harness.steps_left(calls - 1, cfg.max_steps) < 2:
+                ai_texts.append(harness.OUT_OF_STEPS)
+                messages.append({"role": "assistant", "content": harness.OUT_OF_STEPS})
+                break
+            ai_texts.append(text)
+            assistant = {"role": "assistant", "content": text}  # "" rather than null (docs/experiments.md)
+            if tool_calls:
+                assistant["tool_calls"] = [
+                    {"id": tc.get("id") or f"call_{calls}_{i}", "type": "function",
+                     "function": {"name": (tc.get("function") or {}).get("name") or "",
+                                  "arguments": (tc.get("function") or {}).get("arguments") or "{}"}}
+                    for i, tc in enumerate(tool_calls)]
+            messages.append(assistant)
+            if not tool_calls:
+                break
+            for tc in assistant["tool_calls"]:
+                name, raw = tc["function"]["name"], tc["function"]["arguments"]
+                try:
+                    args = json.loads(raw) if isinstance(raw, str) else raw
+                except ValueError:
+                    args = None
+                step = {"call": harness.call_text(name, args), "args": args if isinstance(args, dict) else {}, "obs": None}
+                trajectory.append(step)
+                if name not in names:
+                    content = INVALID_TOOL.format(name=name, names=", ".join(sorted(names)))
+                elif not isinstance(args, dict):
+                    content = TOOL_FAILED.format(error=f"arguments of {name} are not a JSON object: {str(raw)[:200]!r}")
+                else:
+                    content = _call_tool(server, name, harness.normalize_arguments(args))
+                step["obs"] = harness.normalize_observation(content)
+                messages.append(tool_message(cfg, tc["id"], name, content))
+                ExperimentQuestion.objects.filter(pk=row.pk).update(steps=len(trajectory), trajectory=trajectory,
+                                                                    seconds=time.monotonic() - started)
+    except (BudgetReached, Cancelled):
+        raise
+    except (EndpointError, TimeoutError) as exc:
+        error = str(exc)
+    elapsed = time.monotonic() - started
+    answer = f"Error: {error}" if error else harness.extract_answer(ai_texts)
+    return harness.record_of(question, predicted_answer=answer, error=error, trajectory=trajectory,
+                             elapsed_time=elapsed, timestamp=datetime.now().isoformat())
+
+
+# ------------------------------------------------------------------ the run folder
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_folder(exp: Experiment, repeat: int, dimension: str) -> Path:
+    """Write the finished records of ``repeat`` in ``dimension`` as the harness lays them out:
+    ``<stem>/benchmark.jsonl`` (one line per question, question order), ``<stem>/run_stats.json``
+    and ``<stem>/trajectories/<id>_trajectory.json``; every file replaced atomically. Returns the
+    run folder."""
+    folder = run_folder(exp, repeat)
+    task_dir = folder / TASK_STEMS[dimension]
+    records = list(ExperimentQuestion.objects.filter(experiment=exp, repeat=repeat, dimension=dimension,
+                                                     record__isnull=False).order_by("id").values_list("record", flat=True))
+    for rec in records:
+        _atomic_write(task_dir / "trajectories" / harness.trajectory_file_name(rec),
+                      json.dumps(harness.trajectory_document(rec), ensure_ascii=False, indent=2))
+    _atomic_write(task_dir / "benchmark.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    _atomic_write(task_dir / "run_stats.json",
+                  json.dumps(harness.run_stats(records, datetime.now().isoformat()), indent=2))
+    return folder
+
+
+# ------------------------------------------------------------------ the job
+
+
+def dispatch_experiment(exp_id: int):
+    """Hand experiment ``exp_id`` to the background runner (``evaluation.background.dispatch``:
+    the Celery task ``experiments.run`` on the queue ``experiments``, a thread on the embedded setup)."""
+    return dispatch(exp_id, run_experiment, celery_run, record_crash, kind=KIND)
+
+
+def record_crash(exp_id: int, exc: Exception) -> None:
+    """A crashed job ends ``failed`` with the crash as its error (resume runs what is left)."""
+    Experiment.objects.filter(pk=exp_id).update(status=Experiment.Status.FAILED, finished_at=timezone.now(),
+                                                error=f"the job crashed: {type(exc).__name__}: {exc}")
+
+
+def _claim(exp_id: int) -> bool:
+    now = timezone.now()
+    return bool(Experiment.objects.filter(pk=exp_id, status=Experiment.Status.QUEUED).update(
+        status=Experiment.Status.RUNNING, worker=worker_tag(), heartbeat_at=now, started_at=now, error=""))
+
+
+def _beat(exp_id: int) -> None:
+    Experiment.objects.filter(pk=exp_id, status__in=[Experiment.Status.RUNNING, Experiment.Status.SCORING]).update(
+        heartbeat_at=timezone.now())
+
+
+def _end(exp: Experiment, status: str, reason: str = "", error: str = "") -> None:
+    Experiment.objects.filter(pk=exp.pk).update(status=status, stop_reason=reason, error=error,
+                                                finished_at=timezone.now())
+    exp.refresh_from_db()
+    if status != Experiment.Status.DONE:  # stopped by the budget, cancelled or failed
+        emit("experiment.stopped", _payload(exp, reason or error), experiment=exp, user=exp.created_by, actor=None)
+
+
+def _payload(exp: Experiment, reason: str = "") -> dict:
+    n_err = exp.questions.filter(status=ExperimentQuestion.Status.ERROR).count()
+    return {"experiment_id": exp.pk, "status": exp.status, "agent": exp.agent_name, "n_questions": exp.total,
+            "n_done": exp.done, "n_errors": n_err, "run_ids": sorted(exp.runs.values_list("pk", flat=True)),
+            "reason": reason, "actor": getattr(exp.created_by, "username", None)}
+
+
+def _api_key(cfg: ExperimentConfig) -> str | None:
+    unset = key_variable_unset(cfg.api_key_env)
+    if unset:
+        raise ExperimentStateError(unset)
+    return os.environ.get(cfg.api_key_env, "").strip() if cfg.api_key_env else None
+
+
+def run_experiment(exp_id: int) -> Experiment:
+    """Run experiment ``exp_id`` (queued) to its end: every pending question of every repeat
+    (:func:`run_question`; its record saved and the folder rewritten at once), then the repeats'
+    folders imported and scored (:func:`score_experiment`). Ends ``done``, ``cancelled``,
+    ``stopped`` (the budget; the question in flight stays pending) or ``failed`` (the endpoint or
+    key refused before any question ran: the message says why). A job that is not queued (taken,
+    ended) is returned unchanged. While it runs the row carries this worker's tag and a heartbeat."""
+    if not _claim(exp_id):
+        return Experiment.objects.get(pk=exp_id)
+    exp = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
+    with job_running(KIND, exp_id, lambda: _beat(exp_id)):
+        problem = egress_problem(exp.config.base_url, exp.config.api_key_env)
+        try:
+            if problem:
+                raise ExperimentStateError(problem)
+            api_key = _api_key(exp.config)
+            gold = gold_of(exp)
+        except (ExperimentStateError, GoldSetError) as exc:
+            _end(exp, Experiment.Status.FAILED, error=str(exc))
+            return exp
+        questions = {q["question_id"]: q for _, q in questions_of(gold)}
+        rows = ExperimentQuestion.objects.filter(experiment=exp).exclude(status=ExperimentQuestion.Status.DONE)
+        for row in rows.order_by("repeat", "id"):
+            question, task = questions.get(row.question_id), gold.task_by_qid.get(row.question_id)
+            if question is None or task is None:
+                ExperimentQuestion.objects.filter(pk=row.pk).update(
+                    status=ExperimentQuestion.Status.ERROR, error="the question is no longer in the gold set")
+                continue
+            ExperimentQuestion.objects.filter(pk=row.pk).update(
+                status=ExperimentQuestion.Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(),
+                steps=0, trajectory=[], error="", model_calls=0, cached_calls=0, prompt_tokens=0,
+                completion_tokens=0, cost=0.0, seconds=0.0)
+            try:
+                record = run_question(exp, row, question, task, api_key)
+            except BudgetReached as exc:
+                ExperimentQuestion.objects.filter(pk=row.pk).update(status=ExperimentQuestion.Status.PENDING)
+                _end(exp, Experiment.Status.STOPPED, reason=str(exc))
+                return exp
+            except Cancelled:
+                ExperimentQuestion.objects.filter(pk=row.pk).update(status=ExperimentQuestion.Status.PENDING)
+                _end(exp, Experiment.Status.CANCELLED, reason="cancelled")
+                return exp
+            status = ExperimentQuestion.Status.ERROR if record["error"] else ExperimentQuestion.Status.DONE
+            ExperimentQuestion.objects.filter(pk=row.pk).update(
+                status=status, record=record, error=record["error"] or "", trajectory=record["trajectory"],
+                steps=len(record["trajectory"]), seconds=record["elapsed_time"], finished_at=timezone.now())
+            Experiment.objects.filter(pk=exp.pk).update(done=F("done") + 1)
+            write_folder(exp, row.repeat, row.dimension)
+        Experiment.objects.filter(pk=exp.pk).update(status=Experiment.Status.SCORING)
+        try:
+            score_experiment(exp)
+        except RunImportError as exc:
+            _end(exp, Experiment.Status.FAILED, error=f"scoring: {exc}")
+            return exp
+        _end(exp, Experiment.Status.DONE)
+        emit("experiment.finished", _payload(exp), experiment=exp, user=exp.created_by, actor=None)
+    return exp
+
+
+def score_experiment(exp: Experiment) -> list:
+    """Import every repeat's run folder as an ``AgentRun`` scored against the experiment's gold set
+    (``evaluation.services.import_run_dir``: the release, else the studio's tasks; protocol from
+    the configuration, scaffold ReAct; ``run.scored`` emitted by the import) and link it."""
+    runs = []
+    for repeat in range(1, exp.repeats + 1):
+        folder = run_folder(exp, repeat)
+        if not folder.is_dir():
+            continue
+        run = import_run_dir(exp.created_by, folder, exp.agent_name, release=exp.release,
+                             protocol=exp.config.protocol, scaffold="ReAct")
+        exp.runs.add(run)
+        runs.append(run)
+    return runs
+
+
+# ------------------------------------------------------------------ cancel, resume, sweep
+
+
+def lost_reason(exp: Experiment) -> str:
+    """Why a running experiment will not end by itself (``studio.background.worker_lost``), or ""."""
+    if exp.status != Experiment.Status.RUNNING:
+        return ""
+    return worker_lost(KIND, exp.pk, exp.worker, exp.heartbeat_at or exp.started_at or exp.created_at)
+
+
+def cancel_experiment(user, exp: Experiment) -> Experiment:
+    """Cancel ``exp``: a queued one at once; a running one at its next model call (the question
+    in flight stays unfinished, resume runs it). Raises ``ExperimentStateError`` when it has ended."""
+    require(user, Action.EXPERIMENT_RUN)
+    with transaction.atomic():
+        exp = Experiment.objects.select_for_update().get(pk=exp.pk)
+        if exp.status == Experiment.Status.QUEUED:
+            exp.status, exp.stop_reason, exp.finished_at = Experiment.Status.CANCELLED, "cancelled", timezone.now()
+            exp.save(update_fields=["status", "stop_reason", "finished_at"])
+        elif exp.status == Experiment.Status.RUNNING:
+            exp.cancel_requested = True
+            exp.save(update_fields=["cancel_requested"])
+        else:
+            raise ExperimentStateError(f"experiment {exp.pk} is {exp.status}: only a queued or running one is cancelled")
+    return exp
+
+
+def resume_experiment(user, exp: Experiment, config: ExperimentConfig | None = None) -> Experiment:
+    """Run ``exp`` again (failed, cancelled, stopped, done with errors, or running with its worker
+    lost): questions that errored or never finished go back to pending, those done are kept, and
+    the job is handed to the runner. Answers the endpoint already gave come from the cache.
+    ``config``: continue with another version of the same configuration (e.g. a raised budget;
+    requests that did not change are still answered by the cache). Raises ``ExperimentStateError``
+    when it is queued, alive, or done without errors; ``InvalidInput`` for a ``config`` of
+    another name."""
+    require(user, Action.EXPERIMENT_RUN)
+    if config is not None and config.name != exp.config.name:
+        raise InvalidInput(f"config: {config} is not a version of {exp.config.name!r}")
+    sweep_experiments(only=exp.pk)
+    with transaction.atomic():
+        exp = Experiment.objects.select_for_update().get(pk=exp.pk)
+        redo = exp.questions.exclude(status=ExperimentQuestion.Status.DONE)
+        if exp.status in (Experiment.Status.QUEUED, Experiment.Status.RUNNING, Experiment.Status.SCORING):
+            raise ExperimentStateError(f"experiment {exp.pk} is {exp.status}")
+        if exp.status == Experiment.Status.DONE and not redo.exists():
+            raise ExperimentStateError(f"experiment {exp.pk} is done without errors: nothing to resume")
+        n_redo = redo.filter(status=ExperimentQuestion.Status.ERROR).count()  # counted as finished (done)
+        redo.update(status=ExperimentQuestion.Status.PENDING)
+        Experiment.objects.filter(pk=exp.pk).update(
+            status=Experiment.Status.QUEUED, cancel_requested=False, stop_reason="", error="", finished_at=None,
+            done=F("done") - n_redo, config=config or exp.config)
+        exp.runs.clear()
+        transaction.on_commit(lambda: dispatch_experiment(exp.pk))
+    exp.refresh_from_db()
+    return exp
+
+
+def sweep_experiments(stale_after: float | None = None, *, only: int | None = None) -> list[dict]:
+    """The sweeper of experiments (``studio.background.register_sweeper``): a running experiment
+    whose worker is lost ends ``failed`` ("the worker was lost …; resume it"); its question in
+    flight stays ``running`` until resume sets it pending. Returns ``{kind, id, action, why, removed}``."""
+    out = []
+    rows = Experiment.objects.filter(status__in=[Experiment.Status.RUNNING, Experiment.Status.SCORING])
+    if only is not None:
+        rows = rows.filter(pk=only)
+    for exp in rows:
+        why = worker_lost(KIND, exp.pk, exp.worker, exp.heartbeat_at or exp.started_at or exp.created_at,
+                          stale_after=stale_after)
+        if not why:
+            continue
+        n = Experiment.objects.filter(pk=exp.pk, status=exp.status, worker=exp.worker).update(
+            status=Experiment.Status.FAILED, finished_at=timezone.now(), error=f"the worker was lost ({why}); resume it")
+        if n:
+            out.append({"kind": KIND, "id": exp.pk, "action": "failed", "why": why, "removed": []})
+    return out
+

@@ -1,0 +1,369 @@
+"""Experiments end to end against the REAL model server (``conftest_llm``: llama-cpp-python serving
+SmolLM2-135M-Instruct on 127.0.0.1), on a pilot of one real studio task (the xBD hurricane-florence
+tile, ``test_mcp.make_task``: its gold is seg.building_damage then ras.count_pixels).
+
+A 135M model plans badly, so these tests assert the pipeline, never the model's skill: the requests
+reach the endpoint and the studio's tools, the trajectory and answer are recorded in the harness's
+run folder, the folder is scored by ``evaluate_runs`` exactly as by the studio's import, a re-run is
+answered by the cache, a worker killed mid-experiment resumes with only its unfinished questions and
+the same records, a budget stops cleanly, a 429 storm is ridden out and a read timeout is never
+re-sent. The server runs with the chat format and message shape ``docs/experiments.md`` chose by
+measurement (``CHAT_FORMAT``).
+"""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from conftest import REPO, ChildDatabase
+from conftest_llm import start_llm_server
+from evaluation.scoring.cli import run as evaluate_runs
+from experiments import harness, services
+from experiments.models import Experiment, ModelCall
+from kernel.taskfile import write_task_file
+from test_mcp import FLORENCE, make_task
+
+pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+
+#: llama-cpp-python's chat format the tests serve with (docs/experiments.md, "Measured")
+CHAT_FORMAT = "chatml-function-calling"
+#: tool answers as user messages: that chat format drops tool messages (docs/experiments.md, "Measured")
+TOOL_RESULTS = "user"
+#: the server's context: also the bound of a runaway tool-call generation, which that chat format
+#: does not stop at max_tokens (measured: 3 700 tokens, until the context was full)
+N_CTX = 2048
+#: completion tokens per model call: bounds every call to about a second of generation here
+MAX_TOKENS = 48
+#: recursion limit 6: at most 4 model calls and 3 tool rounds a question (harness.steps_left)
+MAX_STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def served():
+    with start_llm_server(chat_format=CHAT_FORMAT, n_ctx=N_CTX) as s:
+        yield s
+
+
+@pytest.fixture
+def inline(settings):
+    settings.STUDIO_JUDGE_RUNNER = "inline"
+    settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
+    settings.STUDIO_JOB_HEARTBEAT_S = 3600  # the run is in this thread: a second writer only meets SQLite's lock
+
+
+class _started:
+    """Run the experiment the block starts (its dispatch, on commit) at the block's end, in this
+    thread (the inline runner); hooks the run itself registers (the leaderboard's bootstrap after
+    an import) are left unrun: they would close the test's database connection."""
+
+    def __init__(self, capture):
+        self.capture = capture(execute=False)
+
+    def __enter__(self):
+        self.hooks = self.capture.__enter__()
+        return self.hooks
+
+    def __exit__(self, *exc):
+        self.capture.__exit__(*exc)
+        if exc[0] is None:
+            for hook in list(self.hooks):
+                hook()
+
+
+def _pilot(base_url: str, model: str, *, repeats: int = 1, **cfg):
+    from replay.services.runs import start_replay
+
+    user, task = make_task()
+    assert start_replay(user, task).status == "succeeded"
+    config = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
+                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS, tool_results=TOOL_RESULTS, **cfg)
+    return user, task, config
+
+
+def _comparable(record: dict) -> dict:
+    """A record without what differs between two runs of the same answers (when, how long)."""
+    return {k: v for k, v in record.items() if k not in ("timestamp", "elapsed_time")}
+
+
+def _gold_folder(exp: Experiment, tmp_path: Path) -> Path:
+    """The experiment's gold set as task files in the benchmark's layout (what evaluate_runs reads)."""
+    gold = services.gold_of(exp)
+    folder = tmp_path / "gold_tasks"
+    folder.mkdir()
+    from kernel.vocabulary import TASK_FILES
+
+    for dim, samples in gold.samples.items():
+        if samples:
+            (folder / TASK_FILES[dim]).write_text(write_task_file(samples), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.django_db
+def test_an_experiment_reaches_the_tools_writes_the_harness_folder_and_scores_like_evaluate_runs(
+        served, inline, tmp_path, django_capture_on_commit_callbacks):
+    base_url, model = served
+    user, task, config = _pilot(base_url, model)
+    with _started(django_capture_on_commit_callbacks):
+        exp = services.start_experiment(user, config, question_ids=[task.question_id])
+    exp.refresh_from_db()
+    assert exp.status == "done", (exp.error, exp.stop_reason)
+    row = exp.questions.get()
+    assert row.status in ("done", "error") and row.record is not None
+    print("record:", json.dumps(row.record)[:3000])  # what the model did, for the log
+
+    # every request kept; the first is the harness's IF prompt with only the two gold tools
+    calls = list(ModelCall.objects.order_by("id"))
+    assert len(calls) == row.model_calls >= 1 and row.cached_calls == 0
+    first = calls[0].request["body"]
+    (question,) = [q for _, q in services.questions_of(services.gold_of(exp))]
+    assert first["messages"] == [{"role": "user", "content": harness.build_prompt(question, "IF")}]
+    # IF: only the gold tools, in the servers' order (Analysis before Perception)
+    assert [t["function"]["name"] for t in first["tools"]] == ["ras_count_pixels", "seg_building_damage"]
+    assert first["max_tokens"] == MAX_TOKENS and first["seed"] == 0 and first["tool_choice"] == "auto"
+    # every later request carries the conversation so far: assistant turns with content "" (never
+    # null) and the tools' answers as user messages, the format chosen by measurement
+    for call in calls[1:]:
+        for m in call.request["body"]["messages"][1:]:
+            assert m["role"] in ("assistant", "user") and m["content"] is not None
+    # accounting: the experiment's tokens are the sum of the requests sent, read from the server's usage
+    assert exp.prompt_tokens == sum(c.prompt_tokens for c in calls) == row.prompt_tokens > 0
+    assert exp.completion_tokens == sum(c.completion_tokens for c in calls) == row.completion_tokens
+
+    # the run folder in the harness's layout
+    folder = services.run_folder(exp, 1)
+    assert folder.name == "smollm2-135m-r1_IF"
+    lines = (folder / "t1_perception_and_assessment" / "benchmark.jsonl").read_text().splitlines()
+    (rec,) = [json.loads(line) for line in lines]
+    assert _comparable(rec) == _comparable(row.record) and rec["question_id"] == "florence_mcp01_task0"
+    traj_file = folder / "t1_perception_and_assessment" / "trajectories" / \
+        "perception_and_assessment__florence_mcp01_task0_trajectory.json"
+    assert json.loads(traj_file.read_text())["final_answer"] == rec["predicted_answer"]
+    stats = json.loads((folder / "t1_perception_and_assessment" / "run_stats.json").read_text())
+    assert stats["total"] == 1
+    # every tool call the model made reached the studio's tools: its observation is a tool's answer
+    for step in rec["trajectory"]:
+        assert step["obs"] is not None
+
+    # scored as an AgentRun against the pilot's gold, identically to evaluate_runs on the same folder
+    (run,) = exp.runs.all()
+    assert run.protocol == "IF" and run.agent.name == "smollm2-135m (smol v1)"
+    out = evaluate_runs(folder, False, _gold_folder(exp, tmp_path), tmp_path / "eval.json")
+    official = json.loads(out.read_text())
+    assert run.dora_score == pytest.approx(official["dora_score"], abs=1e-9)
+    (scored,) = official["full"]["t1"]["tasks"]
+    assert (scored["sample_id"], scored["task_idx"]) == ("florence_mcp01", 0)
+    assert run.records.get().task_score == pytest.approx(scored["task_score"], abs=1e-6)  # the file rounds to 6
+
+    # a second experiment of the same configuration is answered by the cache: free and identical
+    with _started(django_capture_on_commit_callbacks):
+        again = services.start_experiment(user, config, question_ids=[task.question_id])
+    again.refresh_from_db()
+    row2 = again.questions.get()
+    assert again.status == "done" and again.prompt_tokens == again.completion_tokens == 0 and again.cost == 0
+    assert row2.cached_calls == row2.model_calls == row.model_calls
+    assert _comparable(row2.record) == _comparable(row.record)
+    assert ModelCall.objects.count() == len(calls)
+
+
+class _Storm(http.server.ThreadingHTTPServer):
+    """A real local HTTP proxy: answers 429 to the first ``n_429`` requests, then forwards each
+    request to the model server; counts what it saw."""
+
+    def __init__(self, target: str, n_429: int):
+        self.target, self.left, self.seen, self.lock = target, n_429, [], threading.Lock()
+        super().__init__(("127.0.0.1", 0), _StormHandler)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _StormHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        with self.server.lock:
+            storm = self.server.left > 0
+            self.server.left -= 1
+            self.server.seen.append(429 if storm else 200)
+        if storm:
+            self.send_response(429)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Type", "application/json")
+            out = b'{"error": {"type": "rate_limit_exceeded", "message": "slow down"}}'
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
+        req = urllib.request.Request(self.server.target + self.path[len("/v1"):], data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=600) as resp:
+                out, status = resp.read(), resp.status
+        except urllib.error.HTTPError as exc:
+            out, status = exc.read(), exc.code
+        except OSError:
+            return  # the client gave up (its read timeout): nothing to answer
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def storm(served):
+    servers = []
+
+    def make(n_429: int) -> _Storm:
+        s = _Storm(served[0], n_429)
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+@pytest.mark.django_db
+def test_a_429_storm_is_ridden_out_and_a_read_timeout_is_never_re_sent(served, storm, inline,
+                                                                      django_capture_on_commit_callbacks):
+    proxy = storm(4)
+    user, task, config = _pilot(proxy.base_url, served[1])
+    with _started(django_capture_on_commit_callbacks):
+        exp = services.start_experiment(user, config, question_ids=[task.question_id])
+    exp.refresh_from_db()
+    assert exp.status == "done"
+    first = ModelCall.objects.order_by("id").first()
+    assert first.attempts == 5  # four 429s, then the answer (STUDIO_EXPERIMENT_MAX_RETRIES is 6)
+    assert proxy.seen[:5] == [429, 429, 429, 429, 200]
+
+    # a request that gets no answer within its read timeout ends the question with that error and
+    # is sent once: the server may still be generating, a second request would queue behind it
+    slow = storm(0)
+    cfg2 = services.save_config(user, name="impatient", base_url=slow.base_url, model=served[1], protocol="IF",
+                                max_tokens=MAX_TOKENS, max_steps=MAX_STEPS, seed=7, request_timeout_s=0.05,
+                                tool_results=TOOL_RESULTS)
+    with _started(django_capture_on_commit_callbacks):
+        exp2 = services.start_experiment(user, cfg2, question_ids=[task.question_id])
+    exp2.refresh_from_db()
+    row = exp2.questions.get()
+    assert row.status == "error" and "no answer within 0.05 s (not re-sent" in row.error
+    assert slow.seen == [200] and row.record["predicted_answer"].startswith("Error: no answer within")
+    # an errored question is re-run on resume (here it errs again the same way)
+    with _started(django_capture_on_commit_callbacks):
+        services.resume_experiment(user, exp2)
+    row.refresh_from_db()
+    assert row.attempts == 2 and slow.seen == [200, 200]
+
+
+@pytest.mark.django_db
+def test_a_budget_stops_the_experiment_cleanly_with_a_clear_state(served, inline, django_capture_on_commit_callbacks):
+    base_url, model = served
+    user, task, config = _pilot(base_url, model, budget_tokens=1, price_prompt_per_m=2.0,
+                                price_completion_per_m=8.0)
+    with _started(django_capture_on_commit_callbacks):
+        exp = services.start_experiment(user, config, question_ids=[task.question_id], repeats=2)
+    exp.refresh_from_db()
+    call = ModelCall.objects.get()  # the budget (1 token) is spent by the first request; none is sent after it
+    assert exp.status == "stopped" and exp.stop_reason == (
+        f"budget reached: {call.prompt_tokens + call.completion_tokens} tokens of 1")
+    # cost: prompt × 2 + completion × 8 per million tokens, worked out from the server's usage
+    assert exp.cost == pytest.approx((call.prompt_tokens * 2.0 + call.completion_tokens * 8.0) / 1e6)
+    # the question whose next request was refused is pending again (the first may have finished
+    # when the model answered at once); nothing was scored
+    statuses = list(exp.questions.order_by("id").values_list("status", flat=True))
+    assert statuses in (["pending", "pending"], ["done", "pending"], ["error", "pending"]) and not exp.runs.exists()
+    from notifications.models import Notification
+
+    note = Notification.objects.get(user=user, event_type="experiment.stopped")
+    assert note.url == f"/experiments/{exp.pk}/" and "budget reached" in note.text
+    # resume: answers already received come from the cache (free); the next request is refused again
+    with _started(django_capture_on_commit_callbacks):
+        services.resume_experiment(user, exp)
+    exp.refresh_from_db()
+    assert exp.status == "stopped" and ModelCall.objects.count() == 1
+    assert exp.questions.filter(cached_calls__gte=1).exists() or statuses[0] != "pending"
+
+
+def _child_env(tmp_path: Path, db: ChildDatabase) -> dict:
+    env = dict(os.environ)
+    env.update({"DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
+                "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
+                "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO),
+                "STUDIO_JUDGE_ALLOWED_HOSTS": "127.0.0.1", "STUDIO_EXPERIMENT_BACKOFF_S": "0.05",
+                "CELERY_BROKER_URL": ""})
+    return env
+
+
+def _manage(env, *args, timeout=600):
+    out = subprocess.run([sys.executable, str(REPO / "manage.py"), "experiment", "--as-user", "ada", *args],
+                         cwd=str(REPO), env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_experiment_resumes_only_its_unfinished_questions_with_the_same_records(served, tmp_path):
+    base_url, model = served
+    user, task, config = _pilot(base_url, model)
+    db = ChildDatabase(tmp_path, "experiments.sqlite3")
+    env = _child_env(tmp_path, db)
+    worker = subprocess.Popen([sys.executable, str(REPO / "manage.py"), "experiment", "--as-user", "ada", "start",
+                               "--config", "smol", "--tasks", task.question_id, "--repeats", "2"],
+                              cwd=str(REPO), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    sql = ("SELECT q.repeat, q.status, q.model_calls FROM experiments_experimentquestion q "
+           "ORDER BY q.repeat")
+    deadline = time.monotonic() + 300
+    try:
+        while True:  # kill the worker while repeat 2 is in flight, after repeat 1 finished
+            rows = db.rows(sql)
+            if len(rows) == 2 and rows[0][1] in ("done", "error") and rows[1][1] == "running":
+                break
+            assert worker.poll() is None, f"the worker ended before it was killed: {rows}"
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.05)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    (exp_id,) = db.rows("SELECT id FROM experiments_experiment")[0]
+    assert db.rows("SELECT status FROM experiments_experiment")[0][0] == "running"  # nothing wrote its end
+    sent_before = db.rows("SELECT COUNT(*) FROM experiments_modelcall")[0][0]
+
+    _manage(env, "resume", str(exp_id))  # the sweep sees the dead worker; only repeat 2 runs again
+    status = json.loads(_manage(env, "status", str(exp_id)).stdout)
+    assert status["status"] == "done" and len(status["runs"]) == 2
+    attempts = dict(db.rows("SELECT repeat, attempts FROM experiments_experimentquestion"))
+    assert attempts == {1: 1, 2: 2}
+    # what the killed worker had received is not asked for again: it comes from the cache
+    assert db.rows("SELECT cached_calls FROM experiments_experimentquestion WHERE repeat = 2")[0][0] >= sent_before - \
+        db.rows("SELECT model_calls FROM experiments_experimentquestion WHERE repeat = 1")[0][0]
+
+    # an uninterrupted run of the same configuration gives the same records (every answer cached)
+    _manage(env, "start", "--config", "smol", "--tasks", task.question_id, "--repeats", "2")
+    records = {}
+    for eid, rep, rec in db.rows("SELECT experiment_id, repeat, record FROM experiments_experimentquestion"):
+        records[(eid, rep)] = _comparable(json.loads(rec))
+    other = max(e for e, _ in records)
+    assert other != exp_id
+    assert records[(exp_id, 1)] == records[(other, 1)] and records[(exp_id, 2)] == records[(other, 2)]
+    assert db.rows("SELECT prompt_tokens, cost FROM experiments_experiment WHERE id = %s", other) == [(0, 0.0)]

@@ -56,6 +56,13 @@ def project_imports(root: Path, packages: set[str]):
     return out
 
 
+def _entry_point(rel: str) -> bool:
+    """A command entry point (``manage.py``, ``*/management/commands/*.py``) or a Celery ``jobs.py``:
+    the places where a function-local project import is allowed (a lazy import keeps a command's
+    start and ``--help`` fast; a job imports its service when it runs)."""
+    return rel == "manage.py" or "/management/commands/" in rel or rel.endswith("/jobs.py")
+
+
 def violations(root: Path) -> list[str]:
     """What breaks the layer rules under ``root`` (empty when none)."""
     packages = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name not in SKIP}
@@ -72,7 +79,7 @@ def violations(root: Path) -> list[str]:
             bad.append(f"{where}: package outside the layer order {ORDER}")
         elif dst != "studio" and RANK[dst] > RANK[src]:
             bad.append(f"{where}: upward import")
-        if local and not (rel.endswith("/apps.py") and func == "ready"):
+        if local and not (rel.endswith("/apps.py") and func == "ready") and not _entry_point(rel):
             bad.append(f"{where}: function-local import in {func}()")
     return bad
 

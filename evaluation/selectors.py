@@ -107,7 +107,8 @@ from django.db.models import Count, Max, Prefetch, Q  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from evaluation.judge.verdict import E_CODES  # noqa: E402
-from evaluation.models import Adjudication, JudgeConfig, JudgeJob, ScoringItem, Verdict, VerdictsSeen  # noqa: E402
+from evaluation.models import (Adjudication, JudgeCall, JudgeConfig, JudgeJob, ScoringItem, Verdict,  # noqa: E402
+                               VerdictsSeen)
 
 
 def is_decided(v: Verdict) -> bool:
@@ -339,3 +340,12 @@ def release_adjudications(task_ids: list[int], release_id: int | None) -> dict[i
     for task_id, records in adjudicated.items():
         out[task_id]["adjudicated"] = len(records)
     return out
+
+
+def record_judge_calls(record) -> list:
+    """The judge calls of ``record``, newest first, with their configuration (one query): every
+    raw answer each call received (``JudgeCall.raw_texts``, unreadable ones and those of a failed
+    re-ask included), its status, error, tokens, latency and what was trimmed from its prompt.
+    Callers show them only to a person who may see the record's verdicts
+    (:func:`evaluation.blind.sees_verdicts`): a raw answer is a judge outcome."""
+    return list(JudgeCall.objects.filter(record_id=record.pk).select_related("config").order_by("-id"))

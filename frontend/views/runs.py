@@ -145,6 +145,7 @@ def record_detail_page(request, pk: int):
         "record": record, "run": record.run, "agent": blind.agent_name(request.user, record), "rob": rob,
         "ev": evidence(record), "verdicts": split["people"] + split["judges"],
         "code_verdicts": split["code"], "hidden": hidden,
+        "judge_calls": selectors.record_judge_calls(record) if blind.sees_verdicts(request.user, record) else [],
         "vf": verdict_form_context(request.user, record, "record"),
         "adjudicate_url": _url("adjudication-record", record.pk)
         if can(request.user, "verdict.adjudicate") and not hidden and blind.sees_verdicts(request.user, record) else None,

@@ -128,7 +128,7 @@ class EvidenceOut(serializers.Serializer):
 class JudgeCallOut(serializers.Serializer):
     id = serializers.IntegerField()
     config = serializers.CharField(source="config.name")
-    config_version = serializers.IntegerField(source="config.version")
+    config_version = serializers.IntegerField(help_text="the configuration's version when the call was made")
     model = serializers.CharField(source="config.model")
     protocol = serializers.CharField()
     prompt_version = serializers.CharField()

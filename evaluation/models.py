@@ -209,6 +209,7 @@ class JudgeCall(models.Model):
     tokens_out = models.IntegerField(default=0)
     latency_s = models.FloatField(default=0.0)
     cost_usd = models.FloatField(null=True, blank=True)
+    config_version = models.IntegerField(default=1, help_text="the configuration's version when the call was made")
     trimmed = models.JSONField(default=dict, blank=True,
                                help_text="what was cut from the prompt to fit the context: max_obs_chars, chars_removed, estimated tokens, budget")
     verdict = models.ForeignKey(Verdict, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -527,6 +527,7 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
             status="ok" if verdict.status == "ok" else "failed", raw_texts=list(outcome.raw_texts),
             error=outcome.error or "", tokens_in=outcome.tokens_in, tokens_out=outcome.tokens_out,
             latency_s=outcome.latency_s, cost_usd=round(cost, 8), verdict=verdict, trimmed=trimmed,
+            config_version=config.version,
         ))
     elif repoint:
         JudgeCall.objects.filter(cache_key=prep.cache_key).update(verdict=verdict)
@@ -540,7 +541,7 @@ def _store_error(config: JudgeConfig, prep: PreparedJudgement, message: str) -> 
     JudgeCall.objects.update_or_create(cache_key=prep.cache_key, defaults=dict(
         config=config, record_id=prep.record_id, protocol=prep.protocol, prompt_version=prep.version,
         prompt=prep.prompt, status="error", raw_texts=[], error=message[:2000], verdict=None,
-        trimmed=dict(prep.meta.get("trimmed") or {}),
+        trimmed=dict(prep.meta.get("trimmed") or {}), config_version=config.version,
     ))
 
 

@@ -86,6 +86,7 @@ def test_unreadable_answers_are_stored_and_shown_on_the_record_page_and_api(clie
     api = client.get(f"/api/records/{rec.pk}/").json()
     assert [c["raw_texts"] for c in api["judge_calls"]] == [["first: no JSON", "second: still none"]]
     assert api["judge_calls"][0]["config"] == "local" and api["judge_calls"][0]["status"] == "failed"
+    assert api["judge_calls"][0]["config_version"] == 1
 
 
 @pytest.mark.django_db
@@ -115,5 +116,7 @@ def test_max_tokens_is_sent_and_two_configurations_of_one_model_are_two_judges(r
                               context_tokens=8192, instance=other)
     assert again.version == 2
     judge_server.reply(GOOD)
-    assert judge_record(again, rec).judge_name == "local-schema v2@holistic_v2"
+    newest = judge_record(again, rec)
+    assert newest.judge_name == "local-schema v2@holistic_v2"
+    assert JudgeCall.objects.get(verdict=newest).config_version == 2 and JudgeCall.objects.get(verdict=b).config_version == 1
     assert Verdict.objects.filter(source="judge").count() == 3

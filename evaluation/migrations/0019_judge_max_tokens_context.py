@@ -1,6 +1,6 @@
 """Judge configurations cap the answer (``max_tokens``, sent with every request), say their
 endpoint's context size (``context_tokens``; prompts are trimmed to fit) and carry a ``version``
-that names their verdicts; ``json_mode`` gains ``json_object_schema`` (llama.cpp's JSON mode with
+that names their verdicts (and is kept on each call); ``json_mode`` gains ``json_object_schema`` (llama.cpp's JSON mode with
 its schema). A judge call records what was trimmed. Existing configurations get the defaults
 (1024, 8192, version 1)."""
 
@@ -14,6 +14,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name='judgecall',
+            name='config_version',
+            field=models.IntegerField(default=1, help_text="the configuration's version when the call was made"),
+        ),
         migrations.AddField(
             model_name='judgecall',
             name='trimmed',

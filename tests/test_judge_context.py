@@ -2,8 +2,8 @@
 
 Hand-worked values:
 - ``fit_prompt`` with context 4096 and max_tokens 1024: the budget is 4096 − 1024 − the re-ask
-  reserve (ceil((600 + 1000) / 2) + 2·16 = 832) − one message's overhead (16) = 2224 tokens, i.e.
-  4448 bytes at 2 bytes a token.
+  reserve ((600 + 1000) / 1 + 2·16 = 1632) − one message's overhead (16) = 1424 tokens, i.e.
+  1424 bytes at the bound of 1 byte a token.
 - A 5000-character first answer is repeated in the re-ask as its first 600 characters plus
   `` …[4400 more characters not repeated]``.
 """
@@ -23,8 +23,8 @@ from test_judging_support import GOOD, judge_config, judge_server, perms, run_a 
 
 
 def test_reask_reserve_and_budget_by_hand():
-    assert REASK_RESERVE_TOKENS == 832
-    assert prompt_budget(4096, 1024) == 2224
+    assert REASK_RESERVE_TOKENS == 1632
+    assert prompt_budget(4096, 1024) == 1424
     assert prompt_budget(0, 1024) is None  # 0: not checked
 
 
@@ -34,15 +34,15 @@ def test_fit_prompt_clips_observations_until_the_prompt_fits():
     def render(n: int) -> str:
         return "head " + obs[:n] + " tail"
 
-    # whole: 1500 + 10 bytes → 755 tokens, within a budget of 2224: nothing trimmed
-    assert fit_prompt(render, 4096, 1024) == ("head " + "x" * 1500 + " tail", {})
-    # context 2400, max_tokens 1024: budget 2400 − 1024 − 832 − 16 = 528 tokens = 1056 bytes: 600 fits (305 tokens)
-    text, trimmed = fit_prompt(render, 2400, 1024)
+    # whole: 1500 + 10 bytes → 1510 tokens, within a budget of 8192 − 1024 − 1632 − 16 = 5520: nothing trimmed
+    assert fit_prompt(render, 8192, 1024) == ("head " + "x" * 1500 + " tail", {})
+    # context 4096: budget 1424 tokens; 1510 is over, observations of 600 characters fit (610 tokens)
+    text, trimmed = fit_prompt(render, 4096, 1024)
     assert text == "head " + "x" * 600 + " tail"
-    assert trimmed == {"context_tokens": 2400, "max_tokens": 1024, "budget_tokens": 528, "estimated_tokens_before": 755,
-                       "max_obs_chars": 600, "chars_removed": 900, "estimated_tokens": 305}
-    with pytest.raises(PromptTooLong, match="does not fit the context of 1900 tokens with max_tokens 1024"):
-        fit_prompt(lambda n: "y" * 5000, 1900, 1024)  # budget 28 tokens: nothing can be cut from this prompt
+    assert trimmed == {"context_tokens": 4096, "max_tokens": 1024, "budget_tokens": 1424, "estimated_tokens_before": 1510,
+                       "max_obs_chars": 600, "chars_removed": 900, "estimated_tokens": 610}
+    with pytest.raises(PromptTooLong, match="does not fit the context of 4096 tokens with max_tokens 1024"):
+        fit_prompt(lambda n: "y" * 5000, 4096, 1024)  # nothing can be cut from this prompt
 
 
 def test_reask_repeats_a_clipped_answer_and_says_it_was_cut(judge_server):
@@ -96,7 +96,7 @@ def test_max_tokens_is_sent_and_two_configurations_of_one_model_are_two_judges(r
 
     other = save_judge_config(maintainer, name="local-schema", base_url=judge_server.base_url, model="judge-m",
                               json_mode="json_object_schema", api_key_env=judge_config.api_key_env, max_tokens=300,
-                              context_tokens=8192)
+                              context_tokens=32768)
     rec = run_a.records.get(question_id="t1_s05_task0")
     judge_server.reply(GOOD)
     judge_server.reply(GOOD)
@@ -113,7 +113,7 @@ def test_max_tokens_is_sent_and_two_configurations_of_one_model_are_two_judges(r
     # a saved change of what the judge is sent is a new version, named apart from the old verdicts
     again = save_judge_config(maintainer, name="local-schema", base_url=judge_server.base_url, model="judge-m",
                               json_mode="json_object_schema", api_key_env=judge_config.api_key_env, max_tokens=400,
-                              context_tokens=8192, instance=other)
+                              context_tokens=32768, instance=other)
     assert again.version == 2
     judge_server.reply(GOOD)
     newest = judge_record(again, rec)

@@ -6,23 +6,25 @@ A configuration says how many tokens its endpoint holds (``context_tokens``) and
 judge can most do without: tool outputs such as GeoJSON, the plan and the answer stay whole), and
 what was cut is recorded with the call (:func:`fit_prompt`'s ``trimmed``).
 
-Tokens are estimated, not counted, so that preparing a judgement makes no call:
-:func:`estimate_tokens` is ``ceil(UTF-8 bytes / CHARS_PER_TOKEN)``. The bound was measured with
-SmolLM2-135M's tokenizer (a 49k-entry BPE that splits digits one by one, the worst tokenizer for
-this text among the judge's usual models) through llama-cpp-python's ``/extras/tokenize`` on every
-holistic prompt of the scoring examples: 2.6–3.1 bytes per token (JSON trajectories with
-coordinates at the low end); ``CHARS_PER_TOKEN = 2.0`` over-counts each of them by at least 23 %
-(``tests/test_judge_llm_server.py`` checks it against the real tokenizer). A tokenizer that needs
-fewer than 2 bytes a token (dense CJK text) is under-counted: the endpoint then refuses the prompt
-with a context error, which the backend reports naming the context setting.
+Tokens are bounded, not counted, so that preparing a judgement makes no call:
+:func:`estimate_tokens` is the text's UTF-8 length in bytes (``CHARS_PER_TOKEN = 1``). That is an
+upper bound for the byte-level BPE tokenizers of the judge's usual models (GPT-2 style: SmolLM2,
+Llama 3, Qwen, OpenAI's; SentencePiece with byte fallback too): each token stands for at least one
+byte, special tokens aside (:data:`MESSAGE_OVERHEAD_TOKENS`). It is far above the typical count —
+measured with SmolLM2-135M's tokenizer (llama-cpp-python's ``/extras/tokenize``), the holistic and
+step-wise prompts of the scoring examples take 3.5–4.1 bytes a token — but text made of numbers
+does not: SmolLM2 splits digits one by one, and a GeoJSON coordinate list took 1.14 bytes a token,
+a list of integers 1.0. A bound of 2 bytes would have under-counted such observations; this one
+over-trims a prose prompt instead (the plan and the answer are never cut, only observations).
+``tests/test_judge_llm_server.py`` checks the bound against the real tokenizer.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
-#: bytes of UTF-8 text per token, a lower bound measured on the judge's prompts (module docstring)
-CHARS_PER_TOKEN = 2.0
+#: bytes of UTF-8 text per token, a lower bound for byte-level BPE tokenizers (module docstring)
+CHARS_PER_TOKEN = 1.0
 #: tokens a chat template adds around each message (role markers; 4–8 in the templates we know)
 MESSAGE_OVERHEAD_TOKENS = 16
 #: the first answer's characters that a re-ask repeats (the rest is cut; a whole answer cut at the
@@ -39,10 +41,12 @@ OBS_STEPS: tuple[int, ...] = (1500, 600, 250, 100, 40, 1)
 #: reasoning is 150–400 tokens; the cap stops a model that never closes its JSON from running to
 #: its context limit (SmolLM2-135M did: 173–188 s a call).
 DEFAULT_MAX_TOKENS = 1024
-#: A new configuration's context size (tokens): 8192 holds the holistic prompts of the scoring
-#: examples whole; set the endpoint's own (llama-cpp-python's server starts with 2048 unless given
-#: ``--n_ctx``; OpenAI's models hold far more), or 0 not to check.
-DEFAULT_CONTEXT_TOKENS = 8192
+#: A new configuration's context size (tokens): 32768, the smallest window of the hosted and served
+#: judge models in use (Qwen2.5 32k; OpenAI's and Llama 3.1's 128k). With the byte bound and the
+#: default cap it admits a 30,096-byte prompt, so the 6.5–8.1 kB prompts of the scoring examples
+#: go whole. Set the endpoint's own (a local server's ``--n_ctx``: llama-cpp-python's starts with
+#: 2048; SmolLM2 was trained on 8192), or 0 not to check.
+DEFAULT_CONTEXT_TOKENS = 32768
 
 
 class PromptTooLong(ValueError):
@@ -90,7 +94,7 @@ def fit_prompt(render: Callable[[int], str], context_tokens: int, max_tokens: in
                 return text, {**facts, "max_obs_chars": obs, "chars_removed": len(full) - len(text),
                               "estimated_tokens": n}
     raise PromptTooLong(
-        f"the prompt needs about {before} tokens (estimated at {CHARS_PER_TOKEN:g} bytes a token) and does not fit "
+        f"the prompt may need {before} tokens (bounded at {CHARS_PER_TOKEN:g} byte(s) a token) and does not fit "
         f"the context of {context_tokens} tokens with max_tokens {max_tokens} and a re-ask's {REASK_RESERVE_TOKENS}, "
         f"even with observations cut to {OBS_STEPS[-1]} character(s): raise the configuration's context size "
         f"or lower its max tokens")

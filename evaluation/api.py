@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from evaluation import blind
 from evaluation.agreement import agreement_report
 from evaluation.selectors.adjudication import adjudication_queue
-from evaluation.selectors.judge import judge_configs, judge_jobs
+from evaluation.selectors.judge import judge_configs, judge_jobs, record_judge_calls
 from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
 from evaluation.selectors.verdicts import agreement_rows
 from evaluation import leaderboard as lb
@@ -133,6 +133,25 @@ class EvidenceOut(serializers.Serializer):
     geometries = GeometryOut(many=True, help_text="gold and predicted geometry of polygon and point fields")
 
 
+class JudgeCallOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    config = serializers.CharField(source="config.name")
+    config_version = serializers.IntegerField(help_text="the configuration's version when the call was made")
+    model = serializers.CharField(source="config.model")
+    protocol = serializers.CharField()
+    prompt_version = serializers.CharField()
+    status = serializers.CharField(help_text="ok (read as a verdict), failed (no answer could be read) or error (no answer)")
+    raw_texts = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                      help_text="every answer the judge gave, first one first (re-asks after it), "
+                                                "unreadable ones included")
+    error = serializers.CharField(help_text="why the last answer could not be read, or why no answer came")
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    latency_s = serializers.FloatField()
+    trimmed = serializers.JSONField(help_text="what was cut from the prompt to fit the context ({}: nothing)")
+    created_at = serializers.DateTimeField()
+
+
 class RecordOut(RecordListOut):
     run = serializers.IntegerField(source="run_id", allow_null=True,
                                    help_text="the record's run (null while you score the record blind: its run names the agent)")
@@ -149,6 +168,8 @@ class RecordOut(RecordListOut):
     verdicts = VerdictOut(many=True, help_text="blind scoring: only the caller's own verdict until they mark it final "
                                                "(without one: all for reviewers and maintainers, none for scorers)")
     verdicts_hidden = serializers.IntegerField(help_text="how many verdicts the blind rule hides")
+    judge_calls = JudgeCallOut(many=True, required=False,
+                               help_text="the judge's calls with their raw answers (empty while you score the record blind)")
     evidence = EvidenceOut(help_text="the answer field by field and the steps aligned, as the record page shows them")
 
 
@@ -211,6 +232,8 @@ class RecordDetailView(APIView):
             data["run"] = None
         data["verdicts"] = VerdictOut(sorted(shown, key=lambda v: -v.pk), many=True).data
         data["verdicts_hidden"] = hidden
+        data["judge_calls"] = JudgeCallOut(record_judge_calls(record) if blind.sees_verdicts(
+            request.user, record) else [], many=True).data
         return Response(data)
 
 
@@ -236,6 +259,10 @@ class JudgeConfigOut(serializers.Serializer):
     api_key_env = serializers.CharField(help_text="the name of the variable holding the key (never the key)")
     temperature = serializers.FloatField()
     max_concurrency = serializers.IntegerField()
+    max_tokens = serializers.IntegerField(help_text="cap on each answer, sent as max_tokens")
+    context_tokens = serializers.IntegerField(help_text="the endpoint's context size; prompts are trimmed to fit (0: not checked)")
+    version = serializers.IntegerField(help_text="bumped when what the judge is sent changes; verdicts are named "
+                                                 "'<name> v<version>@<prompt version>'")
     paused = serializers.BooleanField()
     paused_reason = serializers.CharField()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS
+
 
 class Agent(models.Model):
     name = models.CharField(max_length=200, unique=True)
@@ -179,12 +181,17 @@ class JudgeConfig(models.Model):
     name = models.CharField(max_length=100, unique=True)
     base_url = models.CharField(max_length=500)
     model = models.CharField(max_length=200)
-    json_mode = models.CharField(max_length=12, default="json_object", help_text="json_schema, json_object or none")
+    json_mode = models.CharField(max_length=20, default="json_object",
+                                 help_text="json_schema, json_object, json_object_schema (llama.cpp) or none")
     api_key_env = models.CharField(max_length=100, blank=True, help_text="environment variable with the key")
     temperature = models.FloatField(default=0.0)
     max_concurrency = models.IntegerField(default=2)
     cost_per_1k_in = models.FloatField(default=0.0)
     cost_per_1k_out = models.FloatField(default=0.0)
+    max_tokens = models.IntegerField(default=DEFAULT_MAX_TOKENS, help_text="cap on the judge's answer, sent as max_tokens")
+    context_tokens = models.IntegerField(
+        default=DEFAULT_CONTEXT_TOKENS, help_text="the endpoint's context size in tokens; prompts are trimmed to fit (0: not checked)")
+    version = models.IntegerField(default=1, help_text="bumped when a saved change alters what the judge is sent")
     paused = models.BooleanField(default=False)
     paused_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -209,6 +216,9 @@ class JudgeCall(models.Model):
     tokens_out = models.IntegerField(default=0)
     latency_s = models.FloatField(default=0.0)
     cost_usd = models.FloatField(null=True, blank=True)
+    config_version = models.IntegerField(default=1, help_text="the configuration's version when the call was made")
+    trimmed = models.JSONField(default=dict, blank=True,
+                               help_text="what was cut from the prompt to fit the context: max_obs_chars, chars_removed, estimated tokens, budget")
     verdict = models.ForeignKey(Verdict, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

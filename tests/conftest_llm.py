@@ -90,6 +90,7 @@ def start_llm_server(*, chat_format: str | None = None, n_ctx: int = 2048, extra
                 break
             except OSError:
                 time.sleep(0.3)
+        _first_token(base, proc, log_path)
         yield base, "smollm2-135m"
     finally:
         if proc.poll() is None:
@@ -99,6 +100,34 @@ def start_llm_server(*, chat_format: str | None = None, n_ctx: int = 2048, extra
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def _first_token(base: str, proc: subprocess.Popen, log_path: Path) -> None:
+    """Generate one token, so that a server that dies at its first generation fails here, saying
+    why, instead of as a connection error in the test (a llama.cpp built for a CPU that lists AMX
+    its kernel refuses dies of SIGILL unless started through ``tests/llm_server_boot.py``)."""
+    body = json.dumps({"model": "smollm2-135m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
+    req = urllib.request.Request(base + "/chat/completions", data=body.encode(),
+                                 headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=START_TIMEOUT_S) as resp:
+            json.load(resp)
+    except OSError as exc:
+        time.sleep(0.5)
+        code = proc.poll()
+        why = " (SIGILL: an instruction this CPU's kernel refuses; see tests/llm_server_boot.py)" if code in (-4, 132) else ""
+        tail = log_path.read_text(errors="replace")[-1500:]
+        pytest.fail(f"the model server failed its first generation: {exc}; exit {code}{why}: {tail}")
+
+
+def count_tokens(base_url: str, text: str) -> int:
+    """The served model's own token count of ``text`` (llama-cpp-python's ``/extras/tokenize``;
+    ``base_url`` as :func:`start_llm_server` yields it, ending in ``/v1``)."""
+    root = base_url.rsplit("/v1", 1)[0]
+    req = urllib.request.Request(root + "/extras/tokenize", data=json.dumps({"input": text}).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return len(json.load(resp)["tokens"])
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,8 @@ from experiments import services
 from experiments.services import ExperimentStateError
 from kernel.errors import InvalidInput
 from experiments.models import Experiment, ExperimentConfig
-from test_mcp import FLORENCE, make_task
+from support.florence import FLORENCE
+from support.mcp import make_task
 
 URL = "http://127.0.0.1:9/v1"  # an allowed test host (tests/conftest.py); nothing is called here
 

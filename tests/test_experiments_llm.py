@@ -32,7 +32,8 @@ from evaluation.scoring.cli import run as evaluate_runs
 from experiments import harness, services
 from experiments.models import Experiment, ModelCall
 from kernel.taskfile import write_task_file
-from test_mcp import FLORENCE, make_task
+from support.florence import FLORENCE
+from support.mcp import make_task
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 

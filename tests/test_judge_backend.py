@@ -140,11 +140,23 @@ def test_auth_errors_raise_config_error_without_key(server, backend, sleeps, sta
 
 
 def test_bad_request_is_request_error(server, backend):
-    server.fail(400, {"error": {"message": "context length exceeded"}})
+    server.fail(400, {"error": {"message": "messages[0] is malformed: <echoed text>"}})
     with pytest.raises(JudgeRequestError) as ei:
         backend.judge("p")
     # the body's text is never echoed (an endpoint may put anything there)
     assert str(ei.value) == "judge endpoint rejected the request for model 'judge-m': HTTP 400"
+    assert len(server.requests) == 1
+
+
+def test_context_overflow_names_the_context_setting(server, backend):
+    # OpenAI's code for a prompt longer than the context; the message points at the setting to change
+    server.fail(400, {"error": {"message": "maximum context length is 2048 tokens", "code": "context_length_exceeded"}})
+    with pytest.raises(JudgeRequestError) as ei:
+        backend.judge("p")
+    assert str(ei.value) == (
+        "judge endpoint refused the prompt for model 'judge-m': HTTP 400 (context_length_exceeded): prompt and "
+        "max_tokens (None) exceed the model's context; lower the configuration's context size so that prompts "
+        "are trimmed to fit")
     assert len(server.requests) == 1
 
 

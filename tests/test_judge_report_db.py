@@ -58,7 +58,7 @@ def test_report_over_stored_verdicts(judged, client, make_user):
     # judged under the studio's own-trajectory cut, which is not a benchmark split
     assert (s["n"], s["mean_grade"], s["e_rates_pct"]["E4"], s["split"]) == (1, 0.6, 100.0, "step_wise_own_cut")
     assert s["protocol"] == "stepwise-middle-3"
-    assert h["judge"] == "judge-m@holistic_v2" and h["tested_model"] == "agent_a"
+    assert h["judge"] == "local v1@holistic_v2" and h["tested_model"] == "agent_a"
 
     out = io.StringIO()
     call_command("judge_report", "--json", stdout=out)

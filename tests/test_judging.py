@@ -39,7 +39,7 @@ def test_good_verdict_stored_with_provenance_then_cached(run_a, judge_config, ju
     rec = _first(run_a)
     v = judge_record(judge_config, rec)
     assert (v.source, v.status, v.protocol, v.prompt_version) == ("judge", "ok", "holistic", "holistic_v2")
-    assert v.judge_name == "judge-m@holistic_v2"
+    assert v.judge_name == "local v1@holistic_v2"
     assert v.errors == {"E1": False, "E2": False, "E3": False, "E4": True, "E5": False, "E6": False}
     assert v.is_correct is False and v.grade == 0.6 and v.reasons == {"E4": "step 2 uses trajectory[3]"}
     assert v.raw == GOOD

@@ -47,7 +47,7 @@ def test_run_page_button_starts_a_job(client, maintainer, run_a, judge_config, j
     # a judge verdict on a record page is shown to a maintainer, the rule checker apart
     rec_id = job.record_ids[0]
     rec_page = client.get(f"/records/{rec_id}/").content.decode()
-    assert "judge-m@holistic_v2" in rec_page and 'id="code-verdicts"' in rec_page
+    assert "local v1@holistic_v2" in rec_page and 'id="code-verdicts"' in rec_page
     # scorers see no judge button
     client.force_login(make_user("sam", "scorer"))
     assert 'id="judge-run-form"' not in client.get(f"/runs/{run_a.pk}/").content.decode()

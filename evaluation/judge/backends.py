@@ -11,7 +11,12 @@ Errors:
   judge configuration, retrying will not help;
 * :class:`JudgeRequestError`: any other 4xx (bad request, context too long...): this prompt
   fails, others may work;
-* :class:`JudgeTransientError`: 429 / 5xx / timeouts still failing after the retries.
+* :class:`JudgeTransientError`: 429 / 5xx / connection errors still failing after the retries,
+  or a read timeout, which is never retried: the server may still be generating the first
+  answer, and a second request would queue behind it (the message gives the seconds waited).
+
+A JSON mode the server refuses (llama.cpp's server answers ``json_schema`` with HTTP 500) is a
+:class:`JudgeConfigError` naming the mode (:func:`json_mode_refusal`), never retried.
 
 The API key is never put into an exception message, a repr or a log line: messages are built
 here from the status code, the model name and the error body's ``type``/``code`` identifiers
@@ -34,7 +39,11 @@ from .verdict import VERDICT_JSON_SCHEMA
 
 logger = logging.getLogger(__name__)
 
-JSON_MODES = ("json_schema", "json_object", "none")
+#: ``json_schema``: OpenAI's structured output (``response_format.json_schema``); ``json_object``:
+#: OpenAI's JSON mode; ``json_object_schema``: JSON mode with the verdict schema beside it
+#: (``{"type": "json_object", "schema": ...}``, what llama.cpp / llama-cpp-python's server reads
+#: as a grammar); ``none``: no ``response_format``.
+JSON_MODES = ("json_schema", "json_object", "json_object_schema", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 CONFIG_STATUS = frozenset({401, 403, 404})
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an error body's type / code, not free text
@@ -300,6 +309,8 @@ class OpenAICompatibleBackend(JudgeBackend):
             req["max_tokens"] = self.max_tokens
         if self.json_mode == "json_object":
             req["response_format"] = {"type": "json_object"}
+        elif self.json_mode == "json_object_schema":
+            req["response_format"] = {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}
         elif self.json_mode == "json_schema":
             req["response_format"] = {
                 "type": "json_schema",
@@ -338,6 +349,15 @@ class OpenAICompatibleBackend(JudgeBackend):
                     raise JudgeConfigError(
                         f"judge endpoint refused model {self.model!r}: HTTP {status}{body}", status=status
                     ) from None
+                refusal = json_mode_refusal(self.json_mode, status, getattr(exc, "body", None),
+                                            _response_text(exc))
+                if refusal:
+                    raise JudgeConfigError(f"{refusal} (model {self.model!r}){body}", status=status) from None
+                if status == 400 and _is_context_overflow(getattr(exc, "body", None), _response_text(exc)):
+                    raise JudgeRequestError(
+                        f"judge endpoint refused the prompt for model {self.model!r}: HTTP 400{body}: prompt and "
+                        f"max_tokens ({self.max_tokens}) exceed the model's context; lower the configuration's "
+                        "context size so that prompts are trimmed to fit", status=status) from None
                 if status is not None and (status in RETRYABLE_STATUS or status >= 500):
                     if attempt <= self.max_retries:
                         delay = self._delay(attempt, exc)
@@ -354,7 +374,14 @@ class OpenAICompatibleBackend(JudgeBackend):
                     f"judge endpoint rejected the request for model {self.model!r}: HTTP {status}{body}", status=status
                 ) from None
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection error"
+                if isinstance(exc, openai.APITimeoutError) and not _connect_timeout(exc):
+                    # the request reached the server, which is still working on it: sending it
+                    # again would queue a second generation behind the first (never retried)
+                    raise JudgeTransientError(
+                        f"judge endpoint did not answer within {self.timeout:g} s for model {self.model!r} "
+                        f"(read timeout, attempt {attempt}; not retried: the server may still be generating)"
+                    ) from None
+                kind = "connect timeout" if isinstance(exc, openai.APITimeoutError) else "connection error"
                 if attempt <= self.max_retries:
                     delay = self._delay(attempt, None)
                     logger.warning("judge %s: %s, retry %d/%d in %.2fs", self.model, kind, attempt, self.max_retries, delay)
@@ -438,3 +465,67 @@ class OpenAICompatibleBackend(JudgeBackend):
         except Exception:  # noqa: BLE001 - best effort only
             ids = []
         return f" ({', '.join(ids)})" if ids else ""
+
+
+# --------------------------------------------------------------------------------------------
+# Error classification (deterministic refusals are not retried)
+# --------------------------------------------------------------------------------------------
+
+
+def _connect_timeout(exc: BaseException) -> bool:
+    """Whether an ``openai.APITimeoutError`` was a timeout before the request reached the server
+    (httpx's ``ConnectTimeout`` / ``PoolTimeout``, the SDK's cause), which is safe to retry; a
+    read or write timeout is not."""
+    cause = exc.__cause__ or exc.__context__
+    return type(cause).__name__ in ("ConnectTimeout", "PoolTimeout")
+
+
+def _response_text(exc: Any) -> str:
+    """The error response's body text (at most 4000 characters), for classification only: it is
+    never put into a message (an endpoint may echo anything)."""
+    try:
+        return str(exc.response.text or "")[:4000]
+    except Exception:  # noqa: BLE001 - best effort only (a streamed or absent body)
+        return ""
+
+
+_JSON_MODE_WORDS = re.compile(r"response_format|json_schema|json_object|\bschema\b|grammar", re.I)
+_CONTEXT_WORDS = re.compile(r"context[_ ]length|context window|maximum context|n_ctx|too many tokens|"
+                            r"exceeds? the (?:model'?s )?context", re.I)
+
+
+def json_mode_refusal(json_mode: str, status: int | None, body: Any, text: str = "") -> str | None:
+    """Why an error answer means the server does not support ``json_mode``, or None.
+
+    A 4xx/5xx answer to a request that carried a ``response_format`` whose error body (its
+    ``message``/``type``/``code`` or the raw text) mentions ``response_format``, ``json_schema``,
+    ``json_object``, ``schema`` or ``grammar`` is deterministic: llama-cpp-python's server answers
+    ``json_schema`` with HTTP 500 (stack-notes: it wants ``json_object`` plus its own ``schema``),
+    and retrying changes nothing. The sentence names the mode and the alternatives, e.g.
+    ``judge endpoint refused json_mode 'json_schema' (HTTP 500): this server does not support it;
+    choose another JSON mode (json_object, json_object_schema, none)``."""
+    if json_mode == "none" or status is None or status < 400 or status in CONFIG_STATUS or status == 429:
+        return None
+    words = [text or ""]
+    err = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(err, Mapping):
+        words += [str(err.get(k) or "") for k in ("message", "type", "code", "param", "detail")]
+    elif isinstance(err, str):
+        words.append(err)
+    if not any(_JSON_MODE_WORDS.search(w) for w in words):
+        return None
+    others = ", ".join(m for m in JSON_MODES if m != json_mode)
+    return (f"judge endpoint refused json_mode {json_mode!r} (HTTP {status}): this server does not support it; "
+            f"choose another JSON mode ({others})")
+
+
+def _is_context_overflow(body: Any, text: str = "") -> bool:
+    """Whether a 400 answer says the prompt does not fit the model's context (OpenAI's
+    ``context_length_exceeded`` code, or the words llama.cpp and vLLM use)."""
+    words = [text or ""]
+    err = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(err, Mapping):
+        words += [str(err.get(k) or "") for k in ("message", "type", "code")]
+    elif isinstance(err, str):
+        words.append(err)
+    return any(_CONTEXT_WORDS.search(w) for w in words)

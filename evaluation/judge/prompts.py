@@ -542,7 +542,8 @@ def render_unsolvable_prompt(
 
 
 def render_prompt(setting: str, case: Mapping[str, Any], *, regime: str | None = None,
-                  blind: bool = False, version: str | None = None) -> tuple[str, str]:
+                  blind: bool = False, version: str | None = None,
+                  max_obs_chars: int = DEFAULT_MAX_OBS_CHARS) -> tuple[str, str]:
     """One entry point for all five settings, fed by a case mapping (what a robustness variant
     provides); returns ``(prompt_text, prompt_version)``.
 
@@ -551,7 +552,8 @@ def render_prompt(setting: str, case: Mapping[str, Any], *, regime: str | None =
     ``reference_steps``, ``predicted_steps``; tool-extraneous: ``distractors``; tool-broken:
     ``failing_step_index``, ``replacement_tool``; unsolvable: ``unsolvable_type`` (and
     ``unsolvable_detail``); optional ``constraints``.  ``blind`` exists for holistic and
-    step-wise.  Raises ``ValueError`` / ``PromptTemplateError`` naming the missing key.
+    step-wise.  ``max_obs_chars`` clips each observation (characters; the judge's context fitting
+    lowers it).  Raises ``ValueError`` / ``PromptTemplateError`` naming the missing key.
     """
     setting = normalize_setting(setting)
     regime = normalize_regime(regime or DEFAULT_REGIME[setting] or "holistic")
@@ -568,24 +570,27 @@ def render_prompt(setting: str, case: Mapping[str, Any], *, regime: str | None =
     if setting == "tool-broken":
         need("prefix_trajectory", "failing_step_index", "replacement_tool", "predicted_steps")
         return render_tool_broken_prompt(q, tools, case["prefix_trajectory"], case["failing_step_index"],
-                                         case["replacement_tool"], case["predicted_steps"], version=version)
+                                         case["replacement_tool"], case["predicted_steps"], version=version,
+                                         max_obs_chars=max_obs_chars)
     if setting == "unsolvable":
         need("unsolvable_type", "predicted_trajectory")
         return render_unsolvable_prompt(q, tools, case["unsolvable_type"], case["predicted_trajectory"],
                                         case.get("predicted_answer"), detail=case.get("unsolvable_detail", ""),
-                                        version=version, constraints=cons)
+                                        version=version, constraints=cons, max_obs_chars=max_obs_chars)
     if setting == "tool-extraneous":
         need("distractors")
         return render_extraneous_prompt(
             q, tools, case["distractors"], regime=regime, gold_trajectory=case.get("gold_trajectory"),
             predicted_trajectory=case.get("predicted_trajectory"), predicted_answer=case.get("predicted_answer"),
             prefix_trajectory=case.get("prefix_trajectory"), reference_steps=case.get("reference_steps"),
-            predicted_steps=case.get("predicted_steps"), version=version, constraints=cons)
+            predicted_steps=case.get("predicted_steps"), version=version, constraints=cons,
+            max_obs_chars=max_obs_chars)
     if regime == "holistic":
         need("predicted_trajectory")
         return render_holistic_prompt(q, tools, case.get("gold_trajectory"), case["predicted_trajectory"],
-                                      case.get("predicted_answer"), version=version, blind=blind, constraints=cons)
+                                      case.get("predicted_answer"), version=version, blind=blind, constraints=cons,
+                                      max_obs_chars=max_obs_chars)
     need("prefix_trajectory", "predicted_steps")
     return render_stepwise_prompt(q, tools, case["prefix_trajectory"], case.get("reference_steps"),
-                                  case["predicted_steps"], blind=blind, constraints=cons,
+                                  case["predicted_steps"], blind=blind, constraints=cons, max_obs_chars=max_obs_chars,
                                   version=version or (DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_GOLD_VERSION))

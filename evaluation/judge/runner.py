@@ -1,7 +1,12 @@
 """Run one judgement: call the backend, parse, re-ask once on a malformed answer.
 
 A malformed answer is never turned into a default verdict: after the bounded re-ask the
-outcome is ``status="failed"`` with every raw text kept.  Backend errors
+outcome is ``status="failed"`` with every raw text kept.  The re-ask repeats at most
+:data:`~evaluation.judge.fit.REASK_ANSWER_CHARS` characters of the unreadable answer (a whole
+answer cut at the length limit would overflow the context; the prompt was fitted with room for
+this, :mod:`evaluation.judge.fit`), and says so when the answer was cut at the length limit.  A
+re-ask that gets no answer (request or transient error) ends the outcome ``failed`` with the
+answers already received and the error, so no answer is lost.  Backend errors of the first call
 (:class:`~evaluation.judge.backends.JudgeConfigError`, ``JudgeRequestError``,
 ``JudgeTransientError``) propagate to the caller, which decides whether to pause the
 configuration or retry the job later.
@@ -11,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import JudgeBackend, JudgeResponse
+from .backends import JudgeBackend, JudgeRequestError, JudgeResponse, JudgeTransientError
+from .fit import REASK_ANSWER_CHARS
 from .verdict import Verdict, VerdictParseError, normalize_setting, parse_verdict
 
 CORRECTION_TEMPLATE = (
@@ -56,7 +62,8 @@ class JudgeOutcome:
     latency_s: float = 0.0
     model: str | None = None
     calls: int = 0  # judge calls made (1, or 2 with the re-ask)
-    error: str | None = None  # parse error of the last answer when failed
+    error: str | None = None  # parse error of the last answer when failed (or the re-ask's error)
+    finish_reasons: list[str | None] = field(default_factory=list)  # one per answer ("length": cut at max_tokens)
 
     @property
     def ok(self) -> bool:
@@ -77,6 +84,7 @@ class JudgeOutcome:
             "model": self.model,
             "calls": self.calls,
             "error": self.error,
+            "finish_reasons": list(self.finish_reasons),
         }
 
 
@@ -89,11 +97,17 @@ def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1, s
     for round_no in range(max(0, max_reasks) + 1):
         if round_no == 0:
             resp: JudgeResponse = backend.judge(prompt_text)
-        elif hasattr(backend, "judge_messages"):
-            resp = backend.judge_messages(messages)
-        else:  # a duck-typed backend with judge() only: flatten the chat into one prompt
-            resp = JudgeBackend.judge_messages(backend, messages)  # type: ignore[arg-type]
+        else:
+            try:
+                if hasattr(backend, "judge_messages"):
+                    resp = backend.judge_messages(messages)
+                else:  # a duck-typed backend with judge() only: flatten the chat into one prompt
+                    resp = JudgeBackend.judge_messages(backend, messages)  # type: ignore[arg-type]
+            except (JudgeRequestError, JudgeTransientError) as exc:  # keep the answers already received
+                outcome.error = f"{outcome.error}; the re-ask got no answer: {exc}"
+                return outcome
         outcome.calls += 1
+        outcome.finish_reasons.append(getattr(resp, "finish_reason", None))
         outcome.raw_texts.append(resp.text or "")
         outcome.tokens_in += resp.tokens_in or 0
         outcome.tokens_out += resp.tokens_out or 0
@@ -103,10 +117,12 @@ def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1, s
             verdict = parse_verdict(resp.text or "", setting=setting, regime=regime, distractors_used=distractors_used)
         except VerdictParseError as exc:
             outcome.error = exc.reason
-            messages += [
-                {"role": "assistant", "content": resp.text or ""},
-                {"role": "user", "content": correction_for(setting).format(reason=exc.reason)},
-            ]
+            if round_no < max(0, max_reasks):
+                # the prompt and the latest answer only: a later re-ask replaces an earlier one, so
+                # the chat never grows past the reserve the prompt was fitted with
+                messages = messages[:1] + reask_messages(
+                    resp.text or "", correction_for(setting).format(reason=exc.reason[:200]),
+                    cut=getattr(resp, "finish_reason", None) == "length")
             continue
         if round_no > 0:
             verdict.notes.append(f"parsed after {round_no} re-ask(s)")
@@ -115,3 +131,21 @@ def judge_run(backend: JudgeBackend, prompt_text: str, *, max_reasks: int = 1, s
         outcome.error = None
         return outcome
     return outcome
+
+
+#: Said in the re-ask when the first answer stopped at the answer cap (``finish_reason`` "length").
+LENGTH_NOTE = ("Your previous answer was cut off at the length limit before the JSON object was complete: "
+               "keep every reason to one short sentence and the reasoning to two sentences.")
+
+
+def reask_messages(answer: str, correction: str, *, cut: bool = False) -> list[dict[str, str]]:
+    """The two messages a re-ask appends: the unreadable answer, clipped to its first
+    :data:`~evaluation.judge.fit.REASK_ANSWER_CHARS` characters (with ``…[N more characters
+    not repeated]``), then the correction, preceded by :data:`LENGTH_NOTE` when ``cut`` (the answer
+    ended at the length limit). Their size is bounded whatever the answer's, which is what
+    :data:`~evaluation.judge.fit.REASK_RESERVE_TOKENS` reserves in the context."""
+    shown = answer[:REASK_ANSWER_CHARS]
+    if len(answer) > REASK_ANSWER_CHARS:
+        shown += f" …[{len(answer) - REASK_ANSWER_CHARS} more characters not repeated]"
+    text = f"{LENGTH_NOTE} {correction}" if cut else correction
+    return [{"role": "assistant", "content": shown or "(empty answer)"}, {"role": "user", "content": text}]

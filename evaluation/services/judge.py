@@ -56,7 +56,8 @@ from evaluation.judge import (
     render_stepwise_prompt,
     tool_specs_from_catalogue,
 )
-from evaluation.judge.backends import JudgeError, _redact
+from evaluation.judge.backends import JSON_MODES, JudgeError, _redact
+from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS, PromptTooLong, fit_prompt
 from evaluation.judge.prompts import DEFAULT_STEPWISE_BLIND_VERSION, DEFAULT_STEPWISE_GOLD_VERSION
 from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
@@ -133,6 +134,7 @@ def backend_for(config: JudgeConfig) -> OpenAICompatibleBackend:
         base_url=config.base_url or None, model=config.model, api_key=key, json_mode=config.json_mode,
         timeout=float(settings.STUDIO_JUDGE_TIMEOUT_S), max_retries=int(settings.STUDIO_JUDGE_MAX_RETRIES),
         temperature=config.temperature, backoff_base=backoff, backoff_max=max(backoff, min(30.0, backoff * 30)),
+        max_tokens=int(config.max_tokens) if config.max_tokens else None,
     )
 
 
@@ -147,10 +149,12 @@ def key_variable_unset(api_key_env: str) -> str | None:
 
 
 def _config_parameters(config: JudgeConfig) -> dict[str, Any]:
-    """Provenance and cache parameters of a configuration (no secret)."""
+    """Provenance and cache parameters of a configuration (no secret): what decides the answer,
+    the answer cap and the context size (which decides what is trimmed) included."""
     return {
         "model": config.model, "base_url": config.base_url, "json_mode": config.json_mode,
         "temperature": config.temperature, "max_reasks": int(settings.STUDIO_JUDGE_MAX_REASKS),
+        "max_tokens": int(config.max_tokens or 0), "context_tokens": int(config.context_tokens or 0),
     }
 
 
@@ -169,8 +173,15 @@ def pause_config(config: JudgeConfig, reason: str) -> JudgeConfig:
 def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: str = "json_object",
                       api_key_env: str = "", temperature: float = 0.0, max_concurrency: int = 2,
                       cost_per_1k_in: float = 0.0, cost_per_1k_out: float = 0.0,
+                      max_tokens: int = DEFAULT_MAX_TOKENS, context_tokens: int = DEFAULT_CONTEXT_TOKENS,
                       instance: JudgeConfig | None = None) -> JudgeConfig:
     """Create (or update ``instance``) a judge configuration; saving resumes a paused one.
+
+    ``max_tokens`` caps each answer (sent as ``max_tokens``; 16–32768); ``context_tokens`` is the
+    endpoint's context size (0: not checked; else at least ``max_tokens`` + 1024), to which prompts
+    are trimmed (:func:`fitted_prompt`). Updating an instance so that what the judge is sent changes
+    (model, endpoint, JSON mode, temperature, max tokens, context size) bumps its ``version``, which
+    names its verdicts from then on (:func:`judge_display_name`).
 
     ``api_key_env`` is the *name* of an environment variable (letters, digits, underscores); a
     value that looks like a key is refused so a key is never stored; the endpoint's host and the
@@ -185,8 +196,12 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
         raise InvalidInput("model: required")
     if base_url and not base_url.startswith(("http://", "https://")):
         raise InvalidInput("base_url: must start with http:// or https://")
-    if json_mode not in ("json_schema", "json_object", "none"):
-        raise InvalidInput("json_mode: one of json_schema, json_object, none")
+    if json_mode not in JSON_MODES:
+        raise InvalidInput(f"json_mode: one of {', '.join(JSON_MODES)}")
+    if not (16 <= int(max_tokens) <= 32768):
+        raise InvalidInput("max_tokens: between 16 and 32768")
+    if int(context_tokens) and int(context_tokens) < int(max_tokens) + 1024:
+        raise InvalidInput(f"context_tokens: 0 (not checked) or at least max_tokens + 1024 = {int(max_tokens) + 1024}")
     if api_key_env and not all(c.isalnum() or c == "_" for c in api_key_env):
         raise InvalidInput("api_key_env: the name of an environment variable (A-Z, 0-9, _), never the key itself")
     if api_key_env.lower().startswith(("sk-", "sk_", "pk-", "rk-")) or (len(api_key_env) > 40 and not api_key_env.isupper()):
@@ -203,8 +218,12 @@ def save_judge_config(user, *, name: str, base_url: str, model: str, json_mode: 
     if JudgeConfig.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
         raise InvalidInput(f"name: a judge configuration named {name!r} exists")
     cfg = instance or JudgeConfig()
+    before = _config_parameters(cfg) if cfg.pk else None
     cfg.name, cfg.base_url, cfg.model, cfg.json_mode, cfg.api_key_env = name, base_url, model, json_mode, api_key_env
     cfg.temperature, cfg.max_concurrency = float(temperature), int(max_concurrency)
+    cfg.max_tokens, cfg.context_tokens = int(max_tokens), int(context_tokens)
+    if before is not None and _config_parameters(cfg) != before:
+        cfg.version = (cfg.version or 1) + 1
     cfg.cost_per_1k_in, cfg.cost_per_1k_out = float(cost_per_1k_in), float(cost_per_1k_out)
     cfg.paused, cfg.paused_reason = False, ""
     cfg.save()
@@ -356,15 +375,19 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
     case = (record.gold or {}).get("stepwise")
     if case:  # a step-wise case of the benchmark's protocol is judged under its own protocol only
         predicted = record.trajectory if record.trajectory else record.predicted_answer
-        prompt, version = render_stepwise_prompt(inputs["query"], tools, case["prefix"], case["expected"], predicted,
-                                                 version=DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_GOLD_VERSION)
+
+        def render(obs: int) -> tuple[str, str]:
+            return render_stepwise_prompt(inputs["query"], tools, case["prefix"], case["expected"], predicted,
+                                          version=DEFAULT_STEPWISE_BLIND_VERSION if blind else DEFAULT_STEPWISE_GOLD_VERSION,
+                                          max_obs_chars=obs)
         label = case["protocol"]
         meta = {"position": case["position"], "n_next": case["horizon"], "cut_index": case["cut_index"], "blind": blind}
         key_inputs = {"query": inputs["query"], "tools": tools, "prefix": case["prefix"], "reference": case["expected"],
                       "predicted": predicted, "protocol": label, "blind": blind}
     elif protocol == "holistic":
-        prompt, version = render_holistic_prompt(inputs["query"], tools, inputs["gold"], inputs["predicted"],
-                                                 inputs["answer"], blind=blind)
+        def render(obs: int) -> tuple[str, str]:
+            return render_holistic_prompt(inputs["query"], tools, inputs["gold"], inputs["predicted"],
+                                          inputs["answer"], blind=blind, max_obs_chars=obs)
         label = "holistic"
         meta: dict[str, Any] = {"blind": blind}
         key_inputs = {**inputs, "tools": tools, "protocol": label, "blind": blind}
@@ -380,11 +403,15 @@ def prepare_judgement(config: JudgeConfig, record: RunRecord, protocol: str = "h
                 break
         predicted_steps = pred[k:k + n_next]
         reference = inputs["gold"][g:g + n_next]
-        prompt, version = render_stepwise_prompt(inputs["query"], tools, pred[:k], reference, predicted_steps)
+        def render(obs: int) -> tuple[str, str]:
+            return render_stepwise_prompt(inputs["query"], tools, pred[:k], reference, predicted_steps, max_obs_chars=obs)
         label = protocol_label("stepwise", cut, n_next)
         meta = {"cut": cut, "cut_index": k, "gold_index": g, "n_next": n_next, "n_predicted": len(predicted_steps)}
         key_inputs = {"query": inputs["query"], "tools": tools, "prefix": pred[:k], "reference": reference,
                       "predicted": predicted_steps, "protocol": label}
+    prompt, version, trimmed = fitted_prompt(config, render)
+    if trimmed:
+        meta["trimmed"] = trimmed
     return PreparedJudgement(record.pk, label, prompt, version, cache_key(version, params, key_inputs), meta)
 
 
@@ -404,9 +431,12 @@ STORED_READING = "studio"
 RE_ASK_SEPARATOR = "\n\n----- re-ask -----\n\n"
 
 
-def judge_display_name(model: str, version: str) -> str:
-    """``Verdict.judge_name``: ``<model>@<prompt version>``."""
-    return f"{model}@{version}"
+def judge_display_name(config: JudgeConfig, version: str) -> str:
+    """``Verdict.judge_name``: ``<configuration name> v<configuration version>@<prompt version>``,
+    e.g. ``local-json v2@holistic_v2``: unique to the configuration (names are unique, the version
+    changes with what it sends), so two configurations of one model (say two JSON modes) stay two
+    judges in the report, its CSV and the agreement tables. The model is the configuration's."""
+    return f"{config.name} v{config.version}@{version}"
 
 
 def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
@@ -422,7 +452,7 @@ def cached_verdict(prep: PreparedJudgement) -> Verdict | None:
         return call.verdict
     raw = (call.raw_texts or [""])[-1]
     copy = Verdict.objects.filter(record_id=prep.record_id, source=Verdict.Source.JUDGE, status="ok",
-                                  judge_name=judge_display_name(call.config.model, prep.version),
+                                  judge_name=judge_display_name(call.config, prep.version),
                                   protocol=prep.protocol, prompt_version=prep.version, raw=raw).order_by("-id").first()
     if copy is not None:
         return copy
@@ -468,7 +498,8 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
            count_call: bool = True, repoint: bool = False) -> Verdict:
     """Store a judge outcome: a Verdict (ok or failed) and its JudgeCall (tokens, latency, cost)."""
     rid = record_id or prep.record_id
-    name = judge_display_name(config.model, prep.version)
+    name = judge_display_name(config, prep.version)
+    trimmed = dict(prep.meta.get("trimmed") or {})
     if outcome.ok and outcome.verdict is not None:
         v = outcome.verdict
         verdict = Verdict.objects.create(
@@ -478,13 +509,16 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
             reasoning=_reasoning_with_flags(v), prompt=prep.prompt, raw=(outcome.raw_texts or [""])[-1],
             protocol=prep.protocol, prompt_version=prep.version, **_setting_fields(v, prep.meta),
         )
+        if trimmed:
+            verdict.details = {**verdict.details, "trimmed": trimmed}
+            verdict.save(update_fields=["details"])
     else:
         verdict = Verdict.objects.create(
             record_id=rid, source=Verdict.Source.JUDGE, judge_name=name, status="failed", is_correct=None, grade=None,
             errors={}, reasons={}, reasoning=f"unreadable judge answer after {outcome.calls} call(s): {outcome.error}",
             prompt=prep.prompt, raw=RE_ASK_SEPARATOR.join(outcome.raw_texts), protocol=prep.protocol,
             prompt_version=prep.version, setting=protocol_setting(prep.protocol)[0],
-            regime=protocol_setting(prep.protocol)[1],
+            regime=protocol_setting(prep.protocol)[1], details={"trimmed": trimmed} if trimmed else {},
         )
     if count_call:
         cost = (outcome.tokens_in / 1000.0) * config.cost_per_1k_in + (outcome.tokens_out / 1000.0) * config.cost_per_1k_out
@@ -492,7 +526,8 @@ def _store(config: JudgeConfig, prep: PreparedJudgement, outcome: JudgeOutcome, 
             config=config, record_id=rid, protocol=prep.protocol, prompt_version=prep.version, prompt=prep.prompt,
             status="ok" if verdict.status == "ok" else "failed", raw_texts=list(outcome.raw_texts),
             error=outcome.error or "", tokens_in=outcome.tokens_in, tokens_out=outcome.tokens_out,
-            latency_s=outcome.latency_s, cost_usd=round(cost, 8), verdict=verdict,
+            latency_s=outcome.latency_s, cost_usd=round(cost, 8), verdict=verdict, trimmed=trimmed,
+            config_version=config.version,
         ))
     elif repoint:
         JudgeCall.objects.filter(cache_key=prep.cache_key).update(verdict=verdict)
@@ -506,6 +541,7 @@ def _store_error(config: JudgeConfig, prep: PreparedJudgement, message: str) -> 
     JudgeCall.objects.update_or_create(cache_key=prep.cache_key, defaults=dict(
         config=config, record_id=prep.record_id, protocol=prep.protocol, prompt_version=prep.version,
         prompt=prep.prompt, status="error", raw_texts=[], error=message[:2000], verdict=None,
+        trimmed=dict(prep.meta.get("trimmed") or {}), config_version=config.version,
     ))
 
 
@@ -887,3 +923,26 @@ def rerun_job(user, job: JudgeJob, *, enqueue: bool = True) -> JudgeJob:
     """A new job with the same selection and protocol (cached judgements are not called again)."""
     return start_judge_job(user, job.config, job.record_ids, protocol=job.protocol, cuts=job.cuts or ("middle",),
                            horizons=job.horizons or (1,), blind=job.blind, with_code=job.with_code, enqueue=enqueue)
+
+
+# --------------------------------------------------------------------------------------------
+# Fitting prompts into the endpoint's context
+# --------------------------------------------------------------------------------------------
+
+def fitted_prompt(config: JudgeConfig, render: Callable[[int], tuple[str, str]]) -> tuple[str, str, dict[str, Any]]:
+    """``(prompt, prompt version, trimmed)``: ``render(max_obs_chars) -> (prompt, version)`` fitted
+    into ``config``'s context with room for its ``max_tokens`` answer and a re-ask
+    (:func:`evaluation.judge.fit.fit_prompt`; ``trimmed`` says what was cut, ``{}`` when nothing).
+    Raises :class:`JudgeInputError` when the prompt cannot fit (the message gives the numbers)."""
+    versions: list[str] = []
+
+    def text(obs: int) -> str:
+        prompt, version = render(obs)
+        versions.append(version)
+        return prompt
+
+    try:
+        prompt, trimmed = fit_prompt(text, int(config.context_tokens or 0), int(config.max_tokens or 0))
+    except PromptTooLong as exc:
+        raise JudgeInputError(f"context: {exc}") from None
+    return prompt, versions[-1], trimmed

@@ -32,6 +32,7 @@ from evaluation.services.judge import (
     backend_for,
     cache_key,
     cached_verdict,
+    fitted_prompt,
     pause_config,
     record_inputs,
 )
@@ -61,10 +62,13 @@ def prepare_setting_judgement(config: JudgeConfig, record: RunRecord, setting: s
             "predicted_trajectory": inputs["predicted"], "predicted_answer": inputs["answer"], **dict(case)}
     try:
         label = setting_protocol(setting, regime)
-        prompt, version = render_prompt(setting, full, regime=regime)
+        prompt, version, trimmed = fitted_prompt(
+            config, lambda obs: render_prompt(setting, full, regime=regime, max_obs_chars=obs))
     except (PromptTemplateError, ValueError) as exc:
         raise JudgeInputError(str(exc)) from None
     meta: dict[str, Any] = {"setting": setting}
+    if trimmed:
+        meta["trimmed"] = trimmed
     if setting == "tool-extraneous":
         predicted = full.get("predicted_steps") if label.endswith("-s") else full.get("predicted_trajectory")
         meta["distractors_used"] = distractor_calls(predicted, [d if isinstance(d, str) else d.get("name")

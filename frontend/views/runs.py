@@ -14,7 +14,7 @@ from evaluation.services.runs import (RunImportError, RunImportStateError, can_r
                                       start_run_import)
 from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
 from evaluation import blind
-from evaluation.selectors.judge import judge_configs
+from evaluation.selectors.judge import judge_configs, record_judge_calls
 from evaluation.selectors.runs import record_detail_qs, run_import_jobs, run_list, run_records
 from evaluation.selectors.verdicts import record_verdicts
 from evaluation.selectors.robustness import run_robustness
@@ -148,6 +148,7 @@ def record_detail_page(request, pk: int):
         "record": record, "run": record.run, "agent": blind.agent_name(request.user, record), "rob": rob,
         "ev": evidence(record), "verdicts": split["people"] + split["judges"],
         "code_verdicts": split["code"], "hidden": hidden,
+        "judge_calls": record_judge_calls(record) if blind.sees_verdicts(request.user, record) else [],
         "vf": verdict_form_context(request.user, record, "record"),
         "adjudicate_url": _url("adjudication-record", record.pk)
         if can(request.user, Action.VERDICT_ADJUDICATE) and not hidden and blind.sees_verdicts(request.user, record) else None,

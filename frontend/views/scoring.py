@@ -34,6 +34,7 @@ from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.services.verdicts import GRADES
 from evaluation.services.adjudication import scored_by
 from evaluation.services.judge import key_variable_unset, try_judge_config
+from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS
 from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
 from studio.permissions import Action, can, require
 from evaluation.agreement import agreement_report
@@ -459,13 +460,31 @@ class JudgeConfigForm(forms.Form):
     name = forms.CharField(max_length=100)
     base_url = forms.CharField(max_length=500, required=False, help_text="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     model = forms.CharField(max_length=200)
-    json_mode = forms.ChoiceField(choices=[("json_object", "json_object"), ("json_schema", "json_schema"), ("none", "none")])
+    json_mode = forms.ChoiceField(
+        choices=[("json_object", "json_object (OpenAI JSON mode)"),
+                 ("json_schema", "json_schema (OpenAI structured output; llama.cpp answers 500)"),
+                 ("json_object_schema", "json_object + schema (llama.cpp / llama-cpp-python server)"),
+                 ("none", "none (no response_format)")],
+        label="JSON mode", help_text="how the answer is asked to be JSON; 'Test this configuration' tells whether the server accepts it")
     api_key_env = forms.CharField(max_length=100, required=False, label="API key variable",
                                   help_text="the NAME of the environment variable holding the key (the key is never stored)")
     temperature = forms.FloatField(initial=0.0, min_value=0, max_value=2)
     max_concurrency = forms.IntegerField(initial=2, min_value=1, max_value=32)
     cost_per_1k_in = forms.FloatField(initial=0.0, min_value=0, label="$ per 1k input tokens")
     cost_per_1k_out = forms.FloatField(initial=0.0, min_value=0, label="$ per 1k output tokens")
+    max_tokens = forms.IntegerField(initial=DEFAULT_MAX_TOKENS, min_value=16, max_value=32768, label="max tokens", required=False,
+                                    help_text="cap on each answer, sent as max_tokens (a verdict needs 150–400)")
+    context_tokens = forms.IntegerField(initial=DEFAULT_CONTEXT_TOKENS, min_value=0, label="context size (tokens)", required=False,
+                                        help_text="the endpoint's context window; long observations are trimmed so that "
+                                                  "the prompt, the answer and a re-ask fit (0: not checked)")
+
+    def clean_max_tokens(self):  # left empty: the default, as a form posted before the field existed
+        v = self.cleaned_data.get("max_tokens")
+        return DEFAULT_MAX_TOKENS if v is None else v
+
+    def clean_context_tokens(self):
+        v = self.cleaned_data.get("context_tokens")
+        return DEFAULT_CONTEXT_TOKENS if v is None else v
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

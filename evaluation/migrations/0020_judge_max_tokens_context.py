@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluation', '0018_adjudicated_verdicts_stay_final'),
+        ('evaluation', '0019_perception_mode_of_runs'),
     ]
 
     operations = [

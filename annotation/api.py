@@ -15,8 +15,15 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from annotation.models import Event, Layer, Task, TaskComment, TaskRevision
-from annotation.selectors_tasks import (task_audit, task_comment_threads, task_detail, task_list, task_revision,
-                                        task_revisions, user_draft)
+from annotation.selectors_tasks import (
+    task_audit,
+    task_comment_threads,
+    task_detail,
+    task_list,
+    task_revision,
+    task_revisions,
+    user_draft,
+)
 from annotation.services import layers as layer_services
 from annotation.services import qc as qc_services
 from annotation.services import review as review_services

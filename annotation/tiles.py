@@ -51,6 +51,7 @@ import numpy as np
 from django.conf import settings
 from rasterio.errors import NotGeoreferencedWarning
 from rio_tiler.errors import NoOverviewWarning
+
 from kernel.palette import display_hex, label_hex
 from kernel.paths import OutsideRoot, confine
 
@@ -663,7 +664,7 @@ def pixel_values(layer, x: float, y: float, lnglat: bool = False) -> dict:
             window = rasterio.windows.Window(col, row, 1, 1)
             data = src.read(window=window)[:, 0, 0]
     except rasterio.errors.RasterioIOError as exc:
-        raise LayerFileError(f"cannot read {path.name}: {exc}")
+        raise LayerFileError(f"cannot read {path.name}: {exc}") from exc
     except (OverflowError, ValueError):  # a point far off the globe: its transform is not finite
         return outside
     values = [v.item() for v in data]

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from kernel.inputs import base_name, walk_data_paths
 from kernel.errors import InvalidInput
+from kernel.inputs import base_name, walk_data_paths
 
 __all__ = [
     "KINDS", "STRATEGIES", "EXTRANEOUS_LEVELS", "REFUSAL", "VariantError",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 #: files a DORA checkout must hold for ``scripts/evaluate.py --run`` (what it imports, nothing else)
 REQUIRED = ("scripts/evaluate.py", "dora/__init__.py", "dora/paths.py", "dora/benchmark.py", "dora/evaluation.py")
@@ -27,7 +27,7 @@ ENV = "STUDIO_BENCH_DORA"
 DEFAULT = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench") + "-dora")
 
 
-def checkout(arg: Optional[str]) -> Optional[Path]:
+def checkout(arg: str | None) -> Path | None:
     """The DORA checkout to measure: ``arg`` (``--official``), else ``$STUDIO_BENCH_DORA``, else
     ``DEFAULT`` (where ``make bench-dora`` clones it) when that holds a checkout, else None.
 

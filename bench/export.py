@@ -60,9 +60,10 @@ def one(tasks: int, runs: int, fresh: bool) -> dict:
     import django
 
     django.setup()
+    from django.db import connection
+
     from annotation.models import Task
     from releases.models import Release
-    from django.db import connection
     from studio.accounts import upsert_user
 
     n_tasks = Task.objects.filter(status="approved").count()
@@ -100,6 +101,7 @@ def create_child(version: str, username: str) -> None:
 
     django.setup()
     from django.contrib.auth import get_user_model
+
     from releases.services.lifecycle import create_release
 
     user = get_user_model().objects.get(username=username)

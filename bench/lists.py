@@ -99,15 +99,13 @@ def measure_pages(repeat: int, page_timeout: float, import_records: int = 1000) 
     import django
 
     django.setup()
-    from django.db import connection
+    from django.core import signals
+    from django.db import close_old_connections, connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
 
     from annotation.models import Task
     from studio.accounts import upsert_user
-
-    from django.core import signals
-    from django.db import close_old_connections
 
     setup_test_environment()  # the test Client's response hooks (templates, context)
     # keep one connection across requests (as CONN_MAX_AGE > 0 would), so queries can be counted

@@ -3,7 +3,16 @@ format: does turn 1 return tool calls (with and without ``tool_choice``), and do
 assistant turn with ``content`` null or "" and see a tool's answer given as a ``tool`` or a ``user``
 message (prompt tokens grow by the answer's size or not). The table in docs/experiments.md
 ("Measured") is this script's output. Run: ``.venv/bin/python bench/llm_tool_calling.py`` (minutes)."""
-import json, os, signal, socket, subprocess, sys, time, urllib.request, urllib.error
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from kernel.tools.registry import all_tools

@@ -159,11 +159,10 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     try:
         env = setup(scratch)
+        from django.conf import settings
         from mcp.client.stdio import StdioServerParameters
 
         from annotation.models import Layer
-
-        from django.conf import settings
 
         stored = Path(settings.STUDIO_DATA_ROOT) / Layer.objects.get(file_name=MASK).path
         data_dir, masks = str(stored.parent), {"studio": MASK, "bare": stored.name}

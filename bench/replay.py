@@ -83,7 +83,6 @@ def scratch_postgres(name: str) -> str:
 
 def drop_postgres(name: str) -> None:
     import psycopg
-
     from django.db import connections
 
     connections.close_all()
@@ -176,9 +175,9 @@ def build(n_tasks: int, n_events: int = 45, scratch: Path | None = None):
     from annotation.models import Layer
     from annotation.services.imports import import_xbd_folder
     from annotation.services.tasks import create_task
-    from replay.services.layers import LayerResolver
     from kernel.tools.base import ToolContext
     from kernel.tools.registry import call_tool
+    from replay.services.layers import LayerResolver
     from studio.accounts import upsert_user
 
     user = upsert_user("bench", "bench-pw-123", ["maintainer", "author"], is_superuser=True)
@@ -351,11 +350,11 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
     one-item list the engine's ``call_tool`` adds its seconds to (``main``'s wrapper), so that
     the engine side's time outside the tool calls comes out (``engine_own_s``)."""
     from annotation.models import Layer
+    from kernel.tools.base import ToolContext
+    from kernel.tools.registry import call_tool
     from replay.models import ReplayStep
     from replay.services.layers import LayerResolver
     from replay.services.runs import create_run, execute_replay
-    from kernel.tools.base import ToolContext
-    from kernel.tools.registry import call_tool
 
     layers = {}
     direct_s = engine_s = create_s = 0.0
@@ -380,8 +379,8 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
             if collections:
                 collections.side = "direct"
             c0, t0 = time.process_time(), time.perf_counter()
-            ctx = ToolContext(work_dir=scratch / f"direct{tag}" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)
-            for name, args, direct in seq:
+            ctx = ToolContext(work_dir=scratch / f"direct{tag}" / str(i), resolve_path=res, gt_lookup=res.gt_lookup)  # noqa: B023 (called within this iteration)
+            for name, args, direct in seq:  # noqa: B023 (called within this iteration)
                 call_tool(name, args, ctx, direct=direct)
             c1, t1 = time.process_time(), time.perf_counter()
             return c1 - c0, t1 - t0
@@ -391,7 +390,7 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
             if collections:
                 collections.side = "engine"
             c0, t0 = time.process_time(), time.perf_counter()
-            pk = create_run(t).pk
+            pk = create_run(t).pk  # noqa: B023 (called within this iteration)
             tc = time.perf_counter()
             r = execute_replay(pk, use_cache=False)
             c1, t1 = time.process_time(), time.perf_counter()
@@ -431,8 +430,8 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
 
 def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None:
     """Wall time of no-cache replays of ``tasks`` on ``n_workers`` Celery worker processes."""
-    from replay.services.runs import create_run
     from replay.jobs import run_replay
+    from replay.services.runs import create_run
     from studio.celery import app
 
     queue = f"bench-{os.getpid()}"

@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import _dora_official as official_side  # noqa: E402  (bench/_dora_official.py, beside this file)
+
 from evaluation.scoring import load_task_files  # noqa: E402
 from evaluation.scoring.loaders import TASKS  # noqa: E402
 
@@ -262,7 +263,7 @@ def main():
         verdict = "FAIL" if not same else ("info" if target is None else ("ok" if ratio >= target else "OVER"))
         print(f"BENCH\tscoring: evaluate_runs vs the plain path, {records:,} records (CPU)\t{ratio:.2f}× "
               f"({records / studio:,.0f} vs {records / plain:,.0f} records/s)\t"
-              f"{'≥ %.2f×' % target if target else '—'}\t{verdict}")
+              f"{f'≥ {target:.2f}×' if target else '—'}\t{verdict}")
         if dora:
             agree = official_side.compare_files(where / "official.json", where / "studio.json")
             for d in agree["differences"][:10]:
@@ -273,7 +274,7 @@ def main():
                   f"{agree['numbers']:,} numbers; byte-identical without 'mode': {agree['bytes_identical']}")
             ok_out = not agree["differences"]
             print(f"BENCH\tscoring: eval.json of evaluate_runs vs the official evaluator's, {records:,} records\t"
-                  f"{'every value equal' if ok_out else '%d differences' % len(agree['differences'])} "
+                  f"{'every value equal' if ok_out else str(len(agree['differences'])) + ' differences'} "
                   f"({agree['numbers']:,} numbers; bytes identical without mode: {agree['bytes_identical']})\t"
                   f"identical\t{'ok' if ok_out else 'FAIL'}")
             oratio = off / studio
@@ -283,7 +284,7 @@ def main():
             print(f"BENCH\tscoring: evaluate_runs vs the official evaluator, {records:,} records (CPU)\t{oratio:.2f}× "
                   f"({records / studio:,.0f} vs {records / off:,.0f} records/s; "
                   f"the plain path at {off / plain:.2f}× the official)\t"
-                  f"{'≥ %g×' % otarget if otarget else '—'}\t{overdict}")
+                  f"{f'≥ {otarget:g}×' if otarget else '—'}\t{overdict}")
         shutil.rmtree(where, ignore_errors=True)
 
 

@@ -49,12 +49,21 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 from evaluation.judge.stepwise import protocol_horizon
-from evaluation.judge.verdict import (DEFAULT_READING, E_CODES, GRADES, VerdictParseError, normalize_reading,
-                                      parse_verdict, protocol_setting, snap_grade)
+from evaluation.judge.verdict import (
+    DEFAULT_READING,
+    E_CODES,
+    GRADES,
+    VerdictParseError,
+    normalize_reading,
+    parse_verdict,
+    protocol_setting,
+    snap_grade,
+)
 
 SOURCES: tuple[str, ...] = ("human", "judge", "code")
 #: Keys that describe the agent run itself; every verdict row of a run must agree on them.

@@ -9,28 +9,36 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from evaluation import blind
-from evaluation.agreement import agreement_report
-from evaluation.selectors.adjudication import adjudication_queue
-from evaluation.selectors.judge import judge_configs, judge_jobs, record_judge_calls
-from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
-from evaluation.selectors.verdicts import agreement_rows
 from evaluation import leaderboard as lb
+from evaluation.agreement import agreement_report
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
 from evaluation.judge.stepwise import planner_view
-from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.judge.verdict import READINGS, normalize_reading
+from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
+from evaluation.selectors.adjudication import adjudication_queue
+from evaluation.selectors.judge import judge_configs, judge_jobs, record_judge_calls
 from evaluation.selectors.judge_report import judge_report_rows, reread_agreement_rows
 from evaluation.selectors.leaderboard import compare_runs
-from evaluation.services.leaderboard import leaderboard_of_set
-from evaluation.services.verdicts import ERROR_CODES
+from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.adjudication import adjudicate
 from evaluation.services.judge import STORED_READING, select_records, start_judge_job
-from evaluation.services.queue import (QueueFilter, claim_item, claim_next, note_verdicts_seen, release_item, save_draft,
-                                       submit_item, submit_record_verdict)
+from evaluation.services.leaderboard import leaderboard_of_set
+from evaluation.services.queue import (
+    QueueFilter,
+    claim_item,
+    claim_next,
+    note_verdicts_seen,
+    release_item,
+    save_draft,
+    submit_item,
+    submit_record_verdict,
+)
 from evaluation.services.runs import rerun_run_import, start_rescore
 from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
+from evaluation.services.verdicts import ERROR_CODES
 from kernel.errors import InvalidInput
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
@@ -624,7 +632,7 @@ class LeaderboardView(APIView):
     def get(self, request):
         """``{gold_set: {key, label, n_runs, newest_run, published}, sets: [...], dimensions, rows:
         [{run_id, agent, label, mode, avg, dims, ..., gold_set, gold_set_key}]}``; every row names its set."""
-        _runs, data = leaderboard_of_set((request.query_params.get("set") or None))
+        _runs, data = leaderboard_of_set(request.query_params.get("set") or None)
         shown = data["gold_set"] or {}
         rows = [{**row, "gold_set": shown.get("label"), "gold_set_key": shown.get("key")} for row in data["official"]]
         return Response(lb.json_ready({"gold_set": data["gold_set"], "sets": data["sets"],

@@ -12,7 +12,8 @@ fresh connection, the sweep of jobs whose worker died) is :mod:`studio.backgroun
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 

@@ -27,7 +27,7 @@ never a rater (:func:`is_rater`).
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from evaluation.models import RunRecord, ScoringItem, Verdict, VerdictsSeen
 from kernel.errors import Conflict

@@ -144,7 +144,7 @@ def images() -> tuple[np.ndarray, np.ndarray]:
         pre[y0:y1, :] = (128, 128, 124)
     roofs = [(176, 92, 72), (150, 150, 158), (196, 180, 150), (112, 116, 128)]
     blds = buildings()
-    for i, b in enumerate(blds):
+    for _i, b in enumerate(blds):
         pre[b["y0"]:b["y1"], b["x0"]:b["x1"]] = roofs[int(rng.integers(len(roofs)))]
     post = pre.copy()
     # muddy water over the lower-left ground (not over roofs: drawn before the damage below)

@@ -17,8 +17,9 @@ disagreement and no final verdict is in the reviewers' queue
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from evaluation.judge.verdict import E_CODES
 
@@ -35,7 +36,7 @@ class DisagreementRules:
     sources: tuple[str, ...] = ("human", "judge")
 
     @classmethod
-    def from_settings(cls) -> "DisagreementRules":
+    def from_settings(cls) -> DisagreementRules:
         """The rules the studio's settings set (``STUDIO_DISAGREEMENT_*``, ``studio/settings.py``)."""
         from django.conf import settings  # read when asked: the rules themselves need no Django
 

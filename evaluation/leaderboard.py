@@ -27,7 +27,8 @@ from __future__ import annotations
 import io
 import math
 from collections import Counter, defaultdict
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.loaders import TASKS
@@ -35,8 +36,8 @@ from evaluation.scoring.normalize import normalize_tool_name
 from evaluation.scoring.trajectory import _Context, flatten_trajectory, is_file_path, lcs_pairs, match_value, output_map
 from kernel.inputs import modality_config as _modality_config
 
-DIMENSIONS: Tuple[str, ...] = tuple(TASKS)  # t1 … t5
-METRICS: Tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
+DIMENSIONS: tuple[str, ...] = tuple(TASKS)  # t1 … t5
+METRICS: tuple[str, ...] = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 METRIC_LABELS = {"t_any": "T-Any", "t_ord": "T-Ord", "t_em": "T-EM", "par_acc": "ParAcc", "eff": "Eff"}
 #: What each trajectory metric measures (the official evaluator's definitions, dora/evaluation.py), shown in place.
 METRIC_HELP = {
@@ -55,9 +56,9 @@ GOLD_AGENT = "gold"
 # Gold-trajectory length buckets. The paper's Fig. 9 starts at 2 steps; 1-step tasks get their own
 # bucket "1" (listed first) rather than being folded into "2–3". A gold trajectory with 0 steps
 # after flattening (e.g. only a loop wrapper) is in no bucket.
-LENGTH_BUCKETS: Tuple[str, ...] = ("1", "2–3", "4–5", "6–7", "8–10", "≥11")
+LENGTH_BUCKETS: tuple[str, ...] = ("1", "2–3", "4–5", "6–7", "8–10", "≥11")
 
-ROW_COLUMNS: Tuple[str, ...] = (
+ROW_COLUMNS: tuple[str, ...] = (
     "record_id", "run_id", "run_name", "agent", "mode", "gold_set", "dimension", "question_id", "task_id",
     "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff",
     "gold_len", "length_bucket", "modality",
@@ -67,12 +68,12 @@ ROW_COLUMNS: Tuple[str, ...] = (
 
 # ── per-record helpers ───────────────────────────────────────────────────
 
-def _tool_names(traj: Any) -> List[str]:
+def _tool_names(traj: Any) -> list[str]:
     names = (normalize_tool_name(s.get("call", "")) for s in flatten_trajectory(traj))
     return [n for n in names if n]
 
 
-def gold_length(trajectory: Any) -> Optional[int]:
+def gold_length(trajectory: Any) -> int | None:
     """|G| as the evaluator counts it: the flattened gold steps with a tool name (loop wrappers
     dropped). None when there is no trajectory (not a list)."""
     if not isinstance(trajectory, list):
@@ -80,7 +81,7 @@ def gold_length(trajectory: Any) -> Optional[int]:
     return len(_tool_names(trajectory))
 
 
-def length_bucket(n: Optional[int]) -> Optional[str]:
+def length_bucket(n: int | None) -> str | None:
     """``1``, ``2–3``, ``4–5``, ``6–7``, ``8–10``, ``≥11``; None for None or < 1."""
     if n is None or n < 1:
         return None
@@ -97,7 +98,7 @@ def length_bucket(n: Optional[int]) -> Optional[str]:
     return "≥11"
 
 
-def modality_config(input_data: Any) -> Optional[str]:
+def modality_config(input_data: Any) -> str | None:
     """The modality configuration of a manifest (``optical+sar``, ``optical+vector``), the one
     rule of ``kernel.inputs.modality_config`` (also the release report's); None when it names no file."""
     return _modality_config(input_data) or None
@@ -170,7 +171,7 @@ def extraneous_calls(pred_names: Sequence[str], gold_names: Sequence[str]) -> in
     return len(pred_names) - sum(common.values())
 
 
-def record_extras(pred_traj: Any, gold_traj: Any, tau_r: float = 0.2, tau_a: float = 1.0) -> Dict[str, Any]:
+def record_extras(pred_traj: Any, gold_traj: Any, tau_r: float = 0.2, tau_a: float = 1.0) -> dict[str, Any]:
     """The per-record extras: ``n_pred_steps`` (always), and ``lcs_par_acc``, ``multiset_recall``,
     ``extraneous_calls`` when a gold trajectory is known (``gold_traj`` a list), else None."""
     pred_names = _tool_names(pred_traj)
@@ -189,14 +190,14 @@ def is_gold(run: dict) -> bool:
     return str(run.get("agent", "")).strip().lower() == GOLD_AGENT
 
 
-def run_labels(runs: Sequence[dict]) -> Dict[Any, str]:
+def run_labels(runs: Sequence[dict]) -> dict[Any, str]:
     """``agent [mode]``, with `` #<run id>`` added where two runs would share a label."""
     base = {r["run_id"]: f"{r['agent']} [{r['mode']}]" for r in runs}
     counts = Counter(base.values())
     return {rid: (f"{lab} #{rid}" if counts[lab] > 1 else lab) for rid, lab in base.items()}
 
 
-def order_runs(runs: Sequence[dict]) -> List[dict]:
+def order_runs(runs: Sequence[dict]) -> list[dict]:
     """Gold runs first (as in the paper's Table 4), then by DORA score, best first; ties by id."""
     def key(r):
         score = r.get("dora_score")
@@ -204,7 +205,7 @@ def order_runs(runs: Sequence[dict]) -> List[dict]:
     return sorted(runs, key=key)
 
 
-def gold_run_for(run: dict, runs: Sequence[dict]) -> Optional[dict]:
+def gold_run_for(run: dict, runs: Sequence[dict]) -> dict | None:
     """The reference gold run of ``run``: the newest (highest id) run of agent ``gold`` scored in
     the same mode; None when there is none."""
     golds = [r for r in runs if is_gold(r) and r.get("mode") == run.get("mode")]
@@ -213,12 +214,12 @@ def gold_run_for(run: dict, runs: Sequence[dict]) -> Optional[dict]:
 
 # ── official table ───────────────────────────────────────────────────────
 
-def _mean(values: Iterable[float]) -> Optional[float]:
+def _mean(values: Iterable[float]) -> float | None:
     vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return sum(vals) / len(vals) if vals else None
 
 
-def official_row(run: dict, rows: Sequence[dict] = (), dim_means: Optional[Dict[Tuple[str, str], Optional[float]]] = None) -> dict:
+def official_row(run: dict, rows: Sequence[dict] = (), dim_means: dict[tuple[str, str], float | None] | None = None) -> dict:
     """One Table 4 row: ``{run_id, agent, run_name, mode, label, avg, dims: {t1..t5: score|None},
     metrics: {t_any..eff}, source}``.
 
@@ -262,7 +263,7 @@ def official_row(run: dict, rows: Sequence[dict] = (), dim_means: Optional[Dict[
 
 
 def official_table(runs: Sequence[dict], rows: Sequence[dict] = (),
-                   dim_means: Optional[Dict[Any, Dict[Tuple[str, str], Optional[float]]]] = None) -> List[dict]:
+                   dim_means: dict[Any, dict[tuple[str, str], float | None]] | None = None) -> list[dict]:
     """Table 4 rows of every run, gold first, then by DORA score; each has a ``label``.
     ``dim_means``: ``{run_id: {(dimension, metric): mean}}`` in place of ``rows`` (aggregates)."""
     labels = run_labels(runs)
@@ -276,10 +277,10 @@ def official_table(runs: Sequence[dict], rows: Sequence[dict] = (),
 
 # ── breakdowns ───────────────────────────────────────────────────────────
 
-def group_accuracy(rows: Sequence[dict], key: str) -> Dict[Any, Dict[str, Tuple[float, int]]]:
+def group_accuracy(rows: Sequence[dict], key: str) -> dict[Any, dict[str, tuple[float, int]]]:
     """``{run_id: {group: (pooled mean task score, n records)}}`` over records with a task score
     and a non-None ``key`` value."""
-    sums: Dict[Any, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
+    sums: dict[Any, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
     for r in rows:
         group, score = r.get(key), r.get("task_score")
         if group is None or score is None or (isinstance(score, float) and math.isnan(score)):
@@ -291,8 +292,8 @@ def group_accuracy(rows: Sequence[dict], key: str) -> Dict[Any, Dict[str, Tuple[
 
 
 def bucket_breakdown(runs: Sequence[dict], rows: Sequence[dict], key: str,
-                     groups: Optional[Sequence[str]] = None, with_gap: bool = False,
-                     acc: Optional[Dict[Any, Dict[str, Tuple[float, int]]]] = None) -> dict:
+                     groups: Sequence[str] | None = None, with_gap: bool = False,
+                     acc: dict[Any, dict[str, tuple[float, int]]] | None = None) -> dict:
     """Accuracy by group per run: ``{groups: [...], rows: [{run_id, label, mode, cells: [{group,
     acc, n, gap, gold}]}]}``.
 
@@ -349,14 +350,14 @@ def modality_breakdown(runs: Sequence[dict], rows: Sequence[dict], acc=None) -> 
 # ── protocols and scaffolds (the paper's Tables 5 and 6) ─────────────────
 
 def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = (),
-                    dim_means: Optional[Dict[Any, dict]] = None) -> List[dict]:
+                    dim_means: dict[Any, dict] | None = None) -> list[dict]:
     """Table 5: per agent and scoring mode with both an AP (auto-planning) and an IF
     (instruction-following) run, the newest of each and ``IF − AP`` for the answer accuracy (AVG)
     and every trajectory metric. Rows ``{agent, mode, ap, if, delta}``; ``ap``/``if`` are
     :func:`official_row` results, ``delta`` ``{avg, t_any, …}`` with None where a side has no data.
     Agents without both protocols are left out. ``dim_means`` (``{run_id: …}`` of
     :func:`dim_means_from_aggregate`) stands in for the records, as in :func:`official_row`."""
-    newest: Dict[tuple, Dict[str, dict]] = defaultdict(dict)
+    newest: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for run in sorted(runs, key=lambda r: r["run_id"]):
         if run.get("protocol") in ("AP", "IF") and not is_gold(run):
             newest[(run["agent"], run["mode"])][run["protocol"]] = run
@@ -375,8 +376,8 @@ def protocol_deltas(runs: Sequence[dict], rows: Sequence[dict] = (),
     return out
 
 
-def scaffold_table(runs: Sequence[dict], rows: Sequence[dict] = (), dim_means: Optional[Dict[Any, dict]] = None,
-                   elapsed: Optional[Dict[Any, List[float]]] = None) -> List[dict]:
+def scaffold_table(runs: Sequence[dict], rows: Sequence[dict] = (), dim_means: dict[Any, dict] | None = None,
+                   elapsed: dict[Any, list[float]] | None = None) -> list[dict]:
     """Table 6: per scaffold (runs that name one) and scoring mode, the mean over its runs of the
     answer accuracy (the DORA score), T-EM and ParAcc (:func:`official_row`), and the latency in
     seconds per task: the mean ``elapsed_s`` of its records that carry one (None without).
@@ -384,7 +385,7 @@ def scaffold_table(runs: Sequence[dict], rows: Sequence[dict] = (), dim_means: O
     ``dim_means`` and ``elapsed`` (``{run_id: [latency sum, n]}`` of :func:`run_aggregate`) stand in
     for the records (the latency's sum is then added per run: equal to the record-by-record mean up
     to float rounding)."""
-    groups: Dict[tuple, List[dict]] = defaultdict(list)
+    groups: dict[tuple, list[dict]] = defaultdict(list)
     for run in runs:
         if run.get("scaffold") and not is_gold(run):
             groups[(run["scaffold"], run["mode"])].append(run)
@@ -413,7 +414,7 @@ def scaffold_table(runs: Sequence[dict], rows: Sequence[dict] = (), dim_means: O
 # ── extras ───────────────────────────────────────────────────────────────
 
 def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0,
-                 level: float = 0.95, min_n: int = BOOTSTRAP_MIN_N) -> List[dict]:
+                 level: float = 0.95, min_n: int = BOOTSTRAP_MIN_N) -> list[dict]:
     """EXTRA. Percentile bootstrap intervals of each dimension's accuracy and of the macro score.
 
     Per run, tasks are resampled with replacement within each dimension (stratified, so every
@@ -430,7 +431,7 @@ def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000,
 
     rng = np.random.default_rng(seed)
     lo_q, hi_q = (1 - level) / 2 * 100, (1 + level) / 2 * 100
-    by_run: Dict[Any, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
+    by_run: dict[Any, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         s = r.get("task_score")
         if s is not None and not (isinstance(s, float) and math.isnan(s)):
@@ -468,7 +469,7 @@ def bootstrap_ci(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000,
     return out
 
 
-def trajectory_extras(runs: Sequence[dict], rows: Sequence[dict]) -> List[dict]:
+def trajectory_extras(runs: Sequence[dict], rows: Sequence[dict]) -> list[dict]:
     """EXTRA, per run over the records that have a studio gold trajectory: mean LCS-aligned
     parameter accuracy, mean multiset tool recall (record means, pooled over dimensions), and the
     extraneous-call rate = Σ extraneous calls / Σ predicted calls (pooled over calls, None when no
@@ -516,9 +517,9 @@ def run_aggregate(rows: Iterable[dict]) -> dict:
     trajectory extras (records with a studio gold, :func:`trajectory_extras`), ``elapsed``
     ``[sum, n]`` of the records' latencies in seconds (:func:`scaffold_table`).
     """
-    dims: Dict[str, Dict[str, List[float]]] = {}
-    groups: Dict[str, Dict[str, List[float]]] = {"length_bucket": {}, "modality": {}}
-    traj: Dict[str, Any] = {"n": 0, "calls": 0, "extraneous": 0, **{m: [0.0, 0] for m in _TRAJ_MEANS}}
+    dims: dict[str, dict[str, list[float]]] = {}
+    groups: dict[str, dict[str, list[float]]] = {"length_bucket": {}, "modality": {}}
+    traj: dict[str, Any] = {"n": 0, "calls": 0, "extraneous": 0, **{m: [0.0, 0] for m in _TRAJ_MEANS}}
     elapsed = [0.0, 0]
     n_records = n_no_task = 0
     for r in rows:
@@ -556,17 +557,17 @@ def run_aggregate(rows: Iterable[dict]) -> dict:
     return {"n_records": n_records, "n_no_task": n_no_task, "dims": dims, **groups, "traj": traj, "elapsed": elapsed}
 
 
-def _ratio(pair: Sequence[float]) -> Optional[float]:
+def _ratio(pair: Sequence[float]) -> float | None:
     return pair[0] / pair[1] if pair[1] else None
 
 
-def dim_means_from_aggregate(agg: dict) -> Dict[Tuple[str, str], Optional[float]]:
+def dim_means_from_aggregate(agg: dict) -> dict[tuple[str, str], float | None]:
     """``{(dimension, metric): mean of the run's record values or None}`` from a
     :func:`run_aggregate` (what :func:`official_row` recomputes a missing stored metric from)."""
     return {(d, m): _ratio(pair) for d, per_dim in (agg.get("dims") or {}).items() for m, pair in per_dim.items()}
 
 
-def group_accuracy_from_aggregates(aggs: Dict[Any, dict], key: str) -> Dict[Any, Dict[str, Tuple[float, int]]]:
+def group_accuracy_from_aggregates(aggs: dict[Any, dict], key: str) -> dict[Any, dict[str, tuple[float, int]]]:
     """:func:`group_accuracy`'s ``{run_id: {group: (mean, n)}}`` from ``{run_id: run_aggregate}``;
     ``key`` is ``length_bucket`` or ``modality``."""
     out = {}
@@ -577,7 +578,7 @@ def group_accuracy_from_aggregates(aggs: Dict[Any, dict], key: str) -> Dict[Any,
     return out
 
 
-def trajectory_extras_from_aggregates(runs: Sequence[dict], aggs: Dict[Any, dict]) -> List[dict]:
+def trajectory_extras_from_aggregates(runs: Sequence[dict], aggs: dict[Any, dict]) -> list[dict]:
     """:func:`trajectory_extras` from ``{run_id: run_aggregate}`` (same keys and values)."""
     labels = run_labels(runs)
     out = []
@@ -593,7 +594,7 @@ def trajectory_extras_from_aggregates(runs: Sequence[dict], aggs: Dict[Any, dict
     return out
 
 
-def build_from_aggregates(runs: Sequence[dict], aggs: Dict[Any, dict]) -> dict:
+def build_from_aggregates(runs: Sequence[dict], aggs: dict[Any, dict]) -> dict:
     """What :func:`build` returns, except ``bootstrap`` (None: computed apart, in the background),
     from the runs and ``{run_id: run_aggregate}``; with ``n_records`` and ``n_no_task``."""
     seen = {g for agg in aggs.values() for g, c in (agg.get("length_bucket") or {}).items() if c[2]}
@@ -690,7 +691,7 @@ def figure_png(fig, gold_set: str = "") -> bytes:
     return buf.getvalue()
 
 
-def _mark_missing(ax, xs: Sequence[float], values: Sequence[Optional[float]]) -> None:
+def _mark_missing(ax, xs: Sequence[float], values: Sequence[float | None]) -> None:
     """Tell "no data" from 0 in a bar plot: a value of None gets the words "no data" at its
     position; a 0 gets a short visible stroke on the axis (a bar of height 0 is invisible)."""
     for x, v in zip(xs, values):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def _macro(diffs_by_dim: Sequence[np.ndarray], signs: np.ndarray) -> np.ndarray:
     return out / len(diffs_by_dim)
 
 
-def sign_flip_p(diffs_by_dim: Sequence[Sequence[float]], n_perm: int = 10000, seed: int = 0) -> Tuple[Optional[float], bool]:
+def sign_flip_p(diffs_by_dim: Sequence[Sequence[float]], n_perm: int = 10000, seed: int = 0) -> tuple[float | None, bool]:
     """Two-sided p-value of the paired sign-flip permutation test on the macro mean of the
     per-dimension mean differences (one dimension: its mean difference), and whether it is exact.
     ``(None, True)`` without a pair. See the module docstring for the method and its sources."""
@@ -78,7 +78,7 @@ def sign_flip_p(diffs_by_dim: Sequence[Sequence[float]], n_perm: int = 10000, se
 
 
 def paired_bootstrap_ci(diffs_by_dim: Sequence[Sequence[float]], n_boot: int = 2000,
-                        seed: int = 0) -> Tuple[Optional[float], Optional[float]]:
+                        seed: int = 0) -> tuple[float | None, float | None]:
     """The 95 % percentile interval of the macro mean difference over ``n_boot`` paired bootstrap
     resamples (pairs drawn with replacement within each dimension); ``(None, None)`` without a pair."""
     groups = [np.asarray(d, dtype=float) for d in diffs_by_dim if len(d)]
@@ -95,14 +95,14 @@ def paired_bootstrap_ci(diffs_by_dim: Sequence[Sequence[float]], n_boot: int = 2
     return float(lo), float(hi)
 
 
-def _row(dimension: str, pairs: List[Tuple[str, float, float, str]], per_dim: List[List[float]], n_boot: int,
+def _row(dimension: str, pairs: list[tuple[str, float, float, str]], per_dim: list[list[float]], n_boot: int,
          n_perm: int, seed: int) -> dict:
     diffs = [p[2] - p[1] for p in pairs]
     groups = [g for g in per_dim if g]
     p, exact = sign_flip_p(groups, n_perm, seed)
     lo, hi = paired_bootstrap_ci(groups, n_boot, seed)
 
-    def macro(values_by_dim: Iterable[List[float]]) -> Optional[float]:
+    def macro(values_by_dim: Iterable[list[float]]) -> float | None:
         means = [sum(v) / len(v) for v in values_by_dim if v]
         return sum(means) / len(means) if means else None
 
@@ -114,15 +114,15 @@ def _row(dimension: str, pairs: List[Tuple[str, float, float, str]], per_dim: Li
     }
 
 
-def _by_dim_values(pairs, which: int) -> List[List[float]]:
+def _by_dim_values(pairs, which: int) -> list[list[float]]:
     """The A (``which`` 1) or B (2) scores of ``(question id, a, b, dimension)`` pairs, per dimension."""
-    groups: Dict[str, List[float]] = {}
+    groups: dict[str, list[float]] = {}
     for item in pairs:
         groups.setdefault(item[3], []).append(item[which])
     return list(groups.values())
 
 
-def paired_comparison(a: Dict[str, Tuple[str, Optional[float]]], b: Dict[str, Tuple[str, Optional[float]]],
+def paired_comparison(a: dict[str, tuple[str, float | None]], b: dict[str, tuple[str, float | None]],
                       n_boot: int = 2000, n_perm: int = 10000, seed: int = 0) -> dict:
     """The paired comparison of run B against run A (``diff`` = B - A); see the module docstring.
     ``tasks``: one entry per pair ``{question_id, dimension, a, b, diff, outcome}`` (``outcome``:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from evaluation.scoring.normalize import normalize_tool_name
 
@@ -109,7 +110,7 @@ def _invented(answer: Any) -> bool:
     return False
 
 
-def unsolvable_outcome(answer: Any, trajectory: Any = None) -> Optional[str]:
+def unsolvable_outcome(answer: Any, trajectory: Any = None) -> str | None:
     """``"Pass"``, ``"Fail"`` or ``None`` (the judge decides) for an unsolvable variant's record.
 
     Pass: the answer refuses explicitly (``REJECT``, or text that says the task cannot be done or
@@ -130,8 +131,8 @@ def unsolvable_outcome(answer: Any, trajectory: Any = None) -> Optional[str]:
     return "Fail"
 
 
-def broken_outcome(trajectory: Any, broken: dict, answer_ok: Optional[bool] = None,
-                   answer: Any = None) -> Optional[str]:
+def broken_outcome(trajectory: Any, broken: dict, answer_ok: bool | None = None,
+                   answer: Any = None) -> str | None:
     """The tool-broken class of a record, or ``None`` when the rule cannot decide (the judge does).
 
     ``broken``: the variant's spec ``{step, tool, alternative}``. The failure happens at the first
@@ -168,7 +169,7 @@ def broken_outcome(trajectory: Any, broken: dict, answer_ok: Optional[bool] = No
 JUDGE_NEEDED = "judge needed"
 
 
-def answer_ok(field_scores: Any) -> Optional[bool]:
+def answer_ok(field_scores: Any) -> bool | None:
     """True when every scored answer field scored 1.0, False when one scored less, None when no
     field was scored (``field_scores`` empty: the answer was not scored)."""
     scores = [v for v in (field_scores or {}).values() if isinstance(v, (int, float))] \
@@ -217,7 +218,7 @@ def record_robustness(variant: dict, trajectory: Any, predicted_answer: Any, fie
     return out
 
 
-def _rate(k: int, n: int) -> Optional[float]:
+def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
@@ -322,7 +323,7 @@ def judge_case(robustness: dict, trajectory: Any) -> tuple[str, dict]:
     raise ValueError(f"a record of kind {kind!r} is not a robustness case")
 
 
-def settle_by_judge(robustness: dict, *, outcome: Optional[str], is_correct: Optional[bool], verdict_id: int) -> dict:
+def settle_by_judge(robustness: dict, *, outcome: str | None, is_correct: bool | None, verdict_id: int) -> dict:
     """The stored outcome completed by a judge's verdict (``outcome``: its tool-broken class;
     ``is_correct``: its derived correctness, Pass for unsolvable): ``outcome`` set,
     ``decided_by`` ``"judge"``, ``judge_verdict`` its id. Raises ``ValueError`` when the verdict

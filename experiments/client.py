@@ -19,9 +19,8 @@ import http.client
 import json
 import random
 import re
-import socket
 import time
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 __all__ = ["EndpointError", "EndpointTimeout", "EndpointRefused", "EndpointUnavailable", "RETRYABLE_STATUS",
@@ -101,7 +100,7 @@ def post_chat(base_url: str, body: dict, *, api_key: str | None = None, read_tim
                     conn.request("POST", path, body=payload, headers=headers)
                     resp = conn.getresponse()
                     data = resp.read()
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     raise EndpointTimeout(f"no answer within {read_timeout_s:g} s (not re-sent: the server may still "
                                           "be generating)", attempts=attempt) from None
                 except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine) as exc:

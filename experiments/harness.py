@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["PROMPT_HEADER", "PROMPT_GUIDELINES", "IF_SEQUENCE_TITLE", "ANSWER_FIELDS_TITLE", "TYPE_DISPLAY",
            "RECURSION_LIMIT", "QUESTION_TIMEOUT_S", "OUT_OF_STEPS", "NO_ANSWER", "model_tool_name",

@@ -36,8 +36,8 @@ from django.utils import timezone
 from annotation.models import Task
 from evaluation.background import dispatch
 from evaluation.goldset import GoldSetError, release_gold_set, studio_gold_set
-from evaluation.services.runs import RunImportError, import_run_dir
 from evaluation.services.judge import egress_problem, key_variable_unset
+from evaluation.services.runs import RunImportError, import_run_dir
 from experiments import harness
 from experiments.client import EndpointError, post_chat
 from experiments.jobs import run as celery_run

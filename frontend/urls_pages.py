@@ -1,7 +1,9 @@
 """Task, review, replay and run pages."""
 from django.urls import path
 
-from frontend.views import replays as views_replays, runs as views_runs, tasks as views_tasks
+from frontend.views import replays as views_replays
+from frontend.views import runs as views_runs
+from frontend.views import tasks as views_tasks
 
 urlpatterns = [
     path("tasks/", views_tasks.task_list_page, name="task-list"),

@@ -27,7 +27,8 @@ so that an unchanged task is written back exactly as it came in.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kernel.steps import step_args
 from kernel.taskfile import same_value

@@ -46,19 +46,19 @@ import os
 import re
 import shutil
 import time
-from glob import escape as glob_escape
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from .references import (format_path, get_obs_value, parse_reference, resolve_value,
-                         unresolved_references)
-from .tools.base import (ToolContext, ToolError, UnknownToolError, canonical_json,
-                         file_sha256, jsonable)
-from .tools.logical import LOOP_TOOL, _loop_items, loop_output, loop_plan, run_loop_items
-from .tools.registry import call_tool, get_tool, validate_args
 from kernel.steps import step_args as _kernel_step_args
 from kernel.steps import step_call  # noqa: F401  (re-exported: kernel.engine.step_call)
+
+from .references import format_path, get_obs_value, parse_reference, resolve_value, unresolved_references
+from .tools.base import ToolContext, ToolError, UnknownToolError, canonical_json, file_sha256, jsonable
+from .tools.logical import LOOP_TOOL, _loop_items, loop_output, loop_plan, run_loop_items
+from .tools.registry import call_tool, get_tool, validate_args
 
 __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
            "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call", "authored_steps",
@@ -526,7 +526,7 @@ class _Runner:
         try:
             items = _loop_items(self.ctx, values["loop_over"], traj, LOOP_TOOL)
         except ToolError as exc:
-            raise exc.with_context(LOOP_TOOL)
+            raise exc.with_context(LOOP_TOOL) from exc
         cached_flags: list[bool] = []
 
         def call(spec, a):

@@ -23,7 +23,8 @@ diff passes a relative tolerance), ``skip`` drops leaf paths (the recorded diff 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: the stand-in of a leaf that one side does not have
 ABSENT = "<absent>"

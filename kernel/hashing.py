@@ -27,8 +27,8 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 #: digests kept (an entry is ~200 bytes: the cache stays under a megabyte)
 CACHE_SIZE = 4096
@@ -85,7 +85,7 @@ def tree_digest(files: dict[str, str]) -> str:
     for path in sorted(files):
         if "\n" in path or "\r" in path:
             raise ValueError(f"{path!r}: a path with a line break cannot be digested")
-        h.update(f"{files[path]}  {path}\n".encode("utf-8"))
+        h.update(f"{files[path]}  {path}\n".encode())
     return h.hexdigest()
 
 

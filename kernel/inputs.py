@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import PurePosixPath
-from typing import Any, Iterator
+from typing import Any
 
 #: suffixes of strings the benchmark resolves under images/ (``PATH_SUFFIXES`` in dora/benchmark.py)
 PATH_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".geojson", ".json", ".shp")

@@ -195,13 +195,13 @@ def read_task_file(data: str | bytes, where: str = "task file") -> TaskFile:
     try:
         text = bytes(data).decode("utf-8") if isinstance(data, (bytes, bytearray)) else str(data)
     except UnicodeDecodeError as exc:
-        raise TaskFileError(where, f"not UTF-8 text ({exc})")
+        raise TaskFileError(where, f"not UTF-8 text ({exc})") from exc
     try:
         samples = bounded_loads(text)
     except JSONNestingError as exc:
         raise TaskFileError(where, exc.problem, field=f"line {exc.line}, column {exc.column}") from None
     except json.JSONDecodeError as exc:
-        raise TaskFileError(where, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        raise TaskFileError(where, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
     check_samples(samples, where)
     return TaskFile(samples, "benchmark" if dumps(samples) == text else "other")
 

@@ -2,7 +2,8 @@
 ../shared/spec/judge.md) and its one rule: a plan is correct exactly when no flag is set."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 E_CODES: tuple[str, ...] = ("E1", "E2", "E3", "E4", "E5", "E6")
 #: The one place the studio names E1–E6 (the judge's prompts, forms and pages take them from here):

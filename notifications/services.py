@@ -23,8 +23,8 @@ import secrets
 import socket
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Iterable
 from urllib.parse import urlsplit
 
 from django.conf import settings

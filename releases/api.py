@@ -23,11 +23,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from annotation.models import Task
-
 from kernel.errors import InvalidInput, NotFound
 from releases.models import Release
 from releases.selectors import (
-    export_job, export_jobs, release_counts, release_diff, release_items, release_list, release_variant_count,
+    export_job,
+    export_jobs,
+    release_counts,
+    release_diff,
+    release_items,
+    release_list,
+    release_variant_count,
 )
 from releases.services import lifecycle, release_export
 from studio.api_fields import ID_BOUNDS

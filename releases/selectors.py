@@ -9,10 +9,9 @@ from django.conf import settings
 from django.db.models import Count
 
 from annotation.models import QcAcknowledgement, Task, TaskRevision
-
+from kernel.golddiff import step_diff
 from releases.models import Release, ReleaseTask
 from releases.services.export import Entry, SortedEntries, canonical, import_source, sample_and_task
-from kernel.golddiff import step_diff
 
 #: the fields the diff compares, in display order (sample-level ones first)
 DIFF_FIELDS = ("question", "input_data", "classes", "disaster_type", "task_category", "task_category_code",

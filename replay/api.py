@@ -8,13 +8,13 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from annotation.models import Task
+from kernel import golddiff
 from kernel.errors import NotFound
+from kernel.tools.registry import all_tools
 from replay.models import ReplayRun
 from replay.selectors import replay_diff, task_replay_diff
 from replay.services.gold import accept_gold
 from replay.services.runs import start_replay
-from kernel import golddiff
-from kernel.tools.registry import all_tools
 from studio.api_views import APIView
 
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 from django.conf import settings
@@ -40,10 +41,10 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-from replay.services.layers import GT_IMAGE_ARGS, LayerResolver, task_layers
-from replay.sessions import SessionRecorder, new_session_id
 from kernel.tools.base import GTMask, ToolContext, ToolError
 from kernel.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
+from replay.services.layers import GT_IMAGE_ARGS, LayerResolver, task_layers
+from replay.sessions import SessionRecorder, new_session_id
 from replay.variant_tools import published_tools
 
 log = logging.getLogger(__name__)

@@ -168,7 +168,7 @@ def recorded_trajectory(task: Task, path: str | Path) -> list[dict]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise TaskImportError(f"{path}: cannot read a task file: {exc}")
+        raise TaskImportError(f"{path}: cannot read a task file: {exc}") from exc
     for sample in data if isinstance(data, list) else []:
         if isinstance(sample, dict) and str(sample.get("sample_id")) == task.sample_id:
             tasks = sample.get("tasks") or []

@@ -39,7 +39,7 @@ import secrets
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ from kernel.vocabulary import TASK_STEMS as TASK_FILE_STEMS  # noqa: E402
 
 def new_session_id() -> str:
     """``<UTC time>-<6 hex>``: sortable and unique enough for one studio."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def task_file_stem(dimension: str) -> str:
@@ -117,7 +117,7 @@ class SessionRecorder:
         self.write()
 
     @classmethod
-    def for_task(cls, run_dir, task, **kw) -> "SessionRecorder":
+    def for_task(cls, run_dir, task, **kw) -> SessionRecorder:
         """A recorder for a studio ``annotation.models.Task`` (its head revision)."""
         rev = task.head
         meta = {

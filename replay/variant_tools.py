@@ -37,14 +37,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from pydantic import create_model
 
 from annotation import variants as variant_specs
-from kernel.tools.base import ToolContext, ToolError, UnknownToolError
 from annotation.models import TaskVariant
+from kernel.tools.base import ToolContext, ToolError, UnknownToolError
 from kernel.tools.registry import ToolSpec, call_tool, model_alias
 
 __all__ = ["PublishedTool", "BrokenToolError", "published_tools", "published_tools_for", "variant_tool_set"]

@@ -17,7 +17,8 @@ version. Every delivered event carries ``{"id", "type", "version", "occurred_at"
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 

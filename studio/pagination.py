@@ -55,8 +55,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import urlencode
 
 from django.core import signing
@@ -186,8 +187,8 @@ class KeysetPaginator:
     def _read(self, cursor: str) -> dict:
         try:
             position = signing.loads(cursor, salt=f"{_SALT}:{self.key}")
-        except signing.BadSignature:
-            raise InvalidCursor(f"cursor: not a cursor of this list (ordered by {self.key}); start from the first page")
+        except signing.BadSignature as exc:
+            raise InvalidCursor(f"cursor: not a cursor of this list (ordered by {self.key}); start from the first page") from exc
         if not isinstance(position, dict) or position.get("dir") not in ("next", "prev") or "pk" not in position:
             raise InvalidCursor("cursor: malformed position")
         if not self.unique_key and "v" not in position:
@@ -263,8 +264,8 @@ def paginate(request_or_params, queryset: QuerySet, *, key: str = "-id", page_si
     size = params.get("page_size") or page_size
     try:
         size = int(size)
-    except (TypeError, ValueError):
-        raise InvalidCursor(f"page_size: '{size}' is not a whole number")
+    except (TypeError, ValueError) as exc:
+        raise InvalidCursor(f"page_size: '{size}' is not a whole number") from exc
     if not 1 <= size <= max_page_size:
         raise InvalidCursor(f"page_size: {size} is not between 1 and {max_page_size}")
     paginator = KeysetPaginator(queryset, key=key, page_size=size, max_page_size=max_page_size)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from support.judging import flags
 
+from evaluation.agreement import agreement_report
+from evaluation.disagreement import DisagreementRules, disagreement_reasons
+from evaluation.models import Adjudication, Verdict
 from evaluation.selectors.adjudication import adjudication_queue
 from evaluation.selectors.verdicts import agreement_rows
-from evaluation.agreement import agreement_report
-from evaluation.models import Adjudication, Verdict
-from evaluation.disagreement import DisagreementRules, disagreement_reasons
 from evaluation.services.adjudication import adjudicate
-from support.judging import flags
 
 REPO = Path(__file__).resolve().parents[1]
 

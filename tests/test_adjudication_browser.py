@@ -7,10 +7,10 @@ import os
 import re
 
 import pytest
+from support.judging import flags
 
 from evaluation.models import Adjudication, Verdict
 from evaluation.services.verdicts import submit_human_verdict
-from support.judging import flags
 
 pytestmark = [
     pytest.mark.browser,

@@ -4,8 +4,9 @@ test in tests/js/state.test.mjs), comments pinned to the old name following the 
 the revision is saved, and the revision diff showing it as one renamed field. Expected values worked out by hand from the rule's docstring."""
 from __future__ import annotations
 
-from kernel.content import answer_renames
 from support.joplin import T2_ANSWER, create_t2, post_json, t2_payload
+
+from kernel.content import answer_renames
 
 
 def _spec(*names):

@@ -15,12 +15,14 @@ import pkgutil
 import pytest
 from django.core.exceptions import PermissionDenied
 from rest_framework.test import APIRequestFactory, force_authenticate
-from support.joplin import create_t2 as _create, post_json as _post, t2_payload
+from support.joplin import create_t2 as _create
+from support.joplin import post_json as _post
+from support.joplin import t2_payload
 
 from annotation.models import Task
 from annotation.services import review
-from annotation.services.task_import import TaskImportError
 from annotation.services import tasks as task_services
+from annotation.services.task_import import TaskImportError
 from evaluation.blind import NotBlind
 from evaluation.services.runs import RunImportError, RunImportStateError
 from kernel.errors import Conflict, DomainError, Forbidden, InvalidInput, Locked, NotFound

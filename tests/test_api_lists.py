@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.models import (AuditEvent, Event, Layer, LayerAuditEvent, Task, TaskComment, TaskRevision,
-                               TaskVariant)
-from releases.models import Release
+from annotation.models import AuditEvent, Event, Layer, LayerAuditEvent, Task, TaskComment, TaskRevision, TaskVariant
 from evaluation.models import Agent, AgentRun, JudgeConfig, JudgeJob
+from releases.models import Release
 
 N = 17
 PAGE = 7

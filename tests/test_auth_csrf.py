@@ -14,8 +14,7 @@ import json
 import pytest
 from django.conf import settings
 from django.test import Client
-
-from support.populated import LOGIN, all_urls, basic_auth_header, populate
+from support.populated import LOGIN, all_urls, basic_auth_header
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -88,7 +87,7 @@ def test_admin_needs_staff_login(client, maintainer):
 def test_logged_in_pages_are_reachable(ids, client, maintainer):
     """The positive control of the anonymous test: logged in, no page GET goes to the login page."""
     client.force_login(maintainer)
-    for name, url in all_urls(ids):
+    for _name, url in all_urls(ids):
         r = client.get(url)
         assert not (r.status_code == 302 and r["Location"].startswith(LOGIN)), url
         assert r.status_code < 500, (url, r.status_code)
@@ -108,8 +107,8 @@ def test_session_writes_without_csrf_token_are_refused(ids, csrf_client):
     """A logged-in session's state-changing request without the token: 403 everywhere (Django's
     middleware for pages, DRF's SessionAuthentication for the API); nothing changed."""
     from annotation.models import Task, TaskComment
-    from releases.models import Release
     from evaluation.models import Verdict
+    from releases.models import Release
 
     before = (Task.objects.count(), TaskComment.objects.count(), Verdict.objects.count(),
               list(Release.objects.values_list("status", flat=True)), list(Task.objects.values_list("status", flat=True)))

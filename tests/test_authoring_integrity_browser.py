@@ -20,11 +20,11 @@ import os
 import re
 
 import pytest
-
 from support.browser import open_signed_in
+from support.joplin import T2_TRAJECTORY, import_joplin, t2_payload
 
 from annotation.models import Task, TaskDraft, TaskRevision
-from support.joplin import T2_TRAJECTORY, import_joplin, t2_payload
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),

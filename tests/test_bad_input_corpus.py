@@ -12,11 +12,11 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from django.apps import apps
 from django.core.management import CommandError, call_command
 
 from annotation.models import Event, Layer, Task
-from conftest import SCORING_EXAMPLES
 
 CORPUS = Path(__file__).parent / "bad_input"
 CASES = sorted(CORPUS.glob("*.json"))
@@ -30,8 +30,8 @@ def _counts() -> dict:
 
 @pytest.fixture
 def corpus_setup(db, make_user, tmp_path):
-    from annotation.services.tasks import create_task
     from annotation.services.task_import import import_task_file
+    from annotation.services.tasks import create_task
 
     mia = make_user("mia", "maintainer", "author", "reviewer", "scorer")
     make_user("sam", "scorer")

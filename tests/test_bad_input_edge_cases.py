@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 import pytest
 from affine import Affine
+from conftest import REALDATA
 
 from annotation.importers.errors import DataImportError
 from annotation.models import Event, Layer
 from annotation.services.imports import import_raster_file, import_vector_file
-from conftest import REALDATA
 
 pytestmark = pytest.mark.django_db
 

@@ -35,6 +35,7 @@ import io
 import morecantile
 import numpy as np
 import pytest
+from conftest import REALDATA
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -42,7 +43,6 @@ from annotation.importers.errors import DataImportError
 from annotation.models import Event, Layer
 from annotation.services.imports import import_raster_file, import_vector_file
 from annotation.tiles import render_image, render_tile, tile_zoom_range
-from conftest import REALDATA
 
 FOLDERS = ("rasterio-testdata", "rio-tiler-fixtures", "antimeridian-geojson")
 TMS = morecantile.tms.get("WebMercatorQuad")

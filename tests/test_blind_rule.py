@@ -17,19 +17,19 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from conftest import SCORING_EXAMPLES
 from evaluation import blind
-from evaluation.selectors.runs import record_detail_qs
-from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
 from evaluation.blind import NotBlind
 from evaluation.models import JudgeConfig, JudgeJob, RunRecord, ScoringItem, Verdict, VerdictsSeen
 from evaluation.robustness import record_robustness, settle_by_judge
-from evaluation.services.verdicts import submit_human_verdict
+from evaluation.selectors.runs import record_detail_qs
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.adjudication import adjudicate
 from evaluation.services.queue import QueueError, claim_item, claim_next, enqueue_records, submit_item
+from evaluation.services.verdicts import submit_human_verdict
 
 AGENT = "agent-SECRET-model"
 CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
@@ -105,7 +105,7 @@ def _fill(route: str, ints: list[int], strs: list[str]) -> list[str]:
     if not names:
         return ["/" + route]
     paths = [route]
-    for conv, name, group in names:
+    for conv, name, _group in names:
         values = [str(i) for i in ints] if conv == "int" or name in ("pk", "job", "layer_id") else strs
         if conv == "slug":
             values = ["no-such-event"]

@@ -22,10 +22,10 @@ import signal
 import uuid
 
 import pytest
+from conftest import REALDATA
 
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task
-from conftest import REALDATA
 from replay.models import ReplayRun, ReplayStep
 from replay.services.runs import create_run, execute_replay, start_replay
 

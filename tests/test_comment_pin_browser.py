@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from annotation.models import TaskComment as Comment
 from conftest import sign_in
 from support.joplin import import_joplin, t2_payload
+
+from annotation.models import TaskComment as Comment
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),

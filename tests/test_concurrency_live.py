@@ -24,12 +24,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from django.conf import settings
 from django.test import Client
 
 from annotation.models import Event
 from releases.services import release_import
-from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -217,8 +217,8 @@ def test_concurrent_scorers_claim_distinct_items_and_submit_without_500(studio, 
     """16 scorers claim and submit at once (the issue: 64 of 96 scorer submissions answered 500
     "database is locked" on SQLite). agent_a's 12 records with two verdict slots each (24 items):
     each scorer gets an item of their own (200), every submission is 201, 16 verdicts stored."""
-    from evaluation.services.runs import import_run_dir
     from evaluation.services.queue import enqueue_run
+    from evaluation.services.runs import import_run_dir
 
     owner = make_user("importer", "maintainer")
     run = import_run_dir(owner, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")

@@ -20,7 +20,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from support.children import child_env, manage
 from support.judge_server import GOOD, completion

@@ -8,8 +8,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import SCORING_EXAMPLES
+
 from evaluation.services.runs import import_run_dir
 
 pytestmark = pytest.mark.urls("support.judging")

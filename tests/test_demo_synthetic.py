@@ -141,8 +141,8 @@ def test_synthetic_demo_tasks_walk_review_release_and_scoring(settings, tmp_path
     from annotation.services import review
     from evaluation.scoring import evaluate_sanity
     from evaluation.services.runs import import_run_dir
-    from releases.services.release_export import export_release
     from releases.services.lifecycle import create_release, publish_release
+    from releases.services.release_export import export_release
 
     settings.STUDIO_DEMO_DATA = tmp_path / "missing"
     call_command("demo", stdout=io.StringIO())

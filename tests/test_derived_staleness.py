@@ -17,14 +17,14 @@ import json
 import os
 
 import pytest
+from conftest import sign_in
 from django.core.management import call_command
+from support.replay import florence_max_polygon_task
 
 from annotation import qc
 from annotation.models import QcAcknowledgement, Task
 from annotation.services.layers import set_layer_georeferencing
 from annotation.services.tasks import StaleVersionError, TaskLockedError, refresh_derived
-from conftest import sign_in
-from support.replay import florence_max_polygon_task
 
 REASON = "xBD WorldView imagery, GSD under 0.8 m (Gupta et al. 2019)"
 

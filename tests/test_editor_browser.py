@@ -16,10 +16,10 @@ import os
 import re
 
 import pytest
+from support.browser import open_signed_in as _login
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
 
 from annotation.models import AuditEvent, Task, TaskDraft
-from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
-from support.browser import open_signed_in as _login
 
 pytestmark = [
     pytest.mark.browser,

@@ -8,10 +8,11 @@ import re
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
 
 from annotation.models import Task
-from annotation.services import review, tasks as task_services
-from support.joplin import T2_ANSWER, T2_TRAJECTORY, import_joplin, t2_payload
+from annotation.services import review
+from annotation.services import tasks as task_services
 
 
 @pytest.fixture

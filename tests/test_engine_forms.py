@@ -6,14 +6,13 @@ import json
 
 import numpy as np
 import pytest
+from support.replay import count_calls
 
 import kernel.engine as engine
-from kernel.engine import (ArtifactStore, MemoryStepCache, collapse_expanded, fill_answer, replay_hash,
-                           run_trajectory)
+from kernel.engine import ArtifactStore, MemoryStepCache, collapse_expanded, fill_answer, replay_hash, run_trajectory
 from kernel.tools import GTMask
 from kernel.tools.registry import call_tool, get_tool
 from kernel.tools.testing import XBD_CLASSES, make_ctx, write_geojson, write_png
-from support.replay import count_calls
 
 GT = np.array([[0, 1, 4, 4],
                [3, 3, 0, 0]], dtype=np.uint8)  # remapped to the damage convention: 1 intact px,

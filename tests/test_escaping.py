@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import REPO
 from support.populated import pages, populate
 

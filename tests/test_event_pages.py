@@ -35,8 +35,9 @@ def joplin_cog(tmp_path_factory):
 @pytest.fixture
 def event(db, settings, joplin_cog):
     """An event with a geographic raster, a pixel-frame pre/post pair with a GT mask, and vectors."""
-    from annotation.models import Event, Layer
     from rasterio.warp import transform_bounds
+
+    from annotation.models import Event, Layer
 
     root = Path(settings.STUDIO_DATA_ROOT)
     shutil.copy(joplin_cog, root / "joplin_3857.tif")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import PermissionDenied
-
-from experiments import services
-from experiments.services import ExperimentStateError
-from kernel.errors import InvalidInput
-from experiments.models import Experiment, ExperimentConfig
 from support.florence import FLORENCE
 from support.mcp import make_task
+
+from experiments import services
+from experiments.models import Experiment, ExperimentConfig
+from experiments.services import ExperimentStateError
+from kernel.errors import InvalidInput
 
 URL = "http://127.0.0.1:9/v1"  # an allowed test host (tests/conftest.py); nothing is called here
 

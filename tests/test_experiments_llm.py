@@ -24,16 +24,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-
 from conftest import REPO, ChildDatabase
 from conftest_llm import start_llm_server
+from django.conf import settings
+from support.florence import FLORENCE
+from support.mcp import make_task
+
 from evaluation.scoring.cli import run as evaluate_runs
 from experiments import harness, services
 from experiments.models import Experiment, ModelCall
 from kernel.taskfile import write_task_file
-from support.florence import FLORENCE
-from support.mcp import make_task
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.florence import MASK, POST, PRE
+from support.replay import TOOL_CASES, run_cmd
 
 from annotation.models import Task
 from kernel.golddiff import step_diff
-from support.florence import MASK, POST, PRE
-from support.replay import TOOL_CASES, run_cmd
 
 MISSING = object()  # a step written without an "obs" key
 

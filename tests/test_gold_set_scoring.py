@@ -16,9 +16,8 @@ import json
 import shutil
 
 import pytest
-from django.core.management import call_command
-
 from conftest import REPO
+from django.core.management import call_command
 
 DEMO_T1 = "hurricane-florence_demo01_task0"
 
@@ -159,7 +158,6 @@ def test_rescore_makes_a_new_run_on_the_new_set_and_the_old_scores_stay(release_
 
     from evaluation.models import AgentRun
     from evaluation.services.runs import import_run_dir
-
     from notifications.models import Notification
     from studio.accounts import upsert_user
 

@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
 from django.conf import settings
 from rasterio.transform import from_origin
 
 from annotation.models import Event, Layer, Task
 from annotation.services import imports
-from releases.services import release_import
 from annotation.services.imports import DataImportError
-from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
 from kernel.processes import host_tag
+from releases.services import release_import
 
 
 def _tmp_entries() -> list[str]:

@@ -8,18 +8,18 @@ import json
 import shutil
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
 from annotation.models import AuditEvent, Task, TaskRevision
-
-from releases.models import Release, ReleaseTask
-from releases.services import lifecycle, release_import
 from annotation.services import review
 from annotation.services import tasks as task_services
-from conftest import SCORING_EXAMPLES
-from replay.services import gold as replay_gold, runs as replay_runs
+from releases.models import Release, ReleaseTask
+from releases.services import lifecycle, release_import
 from replay.models import ReplayRun
+from replay.services import gold as replay_gold
+from replay.services import runs as replay_runs
 from studio.permissions import can
 
 T1 = "t1_perception_and_assessment.json"

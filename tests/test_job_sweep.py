@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-
 from conftest import REPO, ChildDatabase
-from kernel.processes import host_tag
+from django.conf import settings
 from support.children import child_env, manage
-from support.populated import populate
 from support.judging import TASKS, run_zip
+from support.populated import populate
+
+from kernel.processes import host_tag
 
 #: the child's preamble: Django set up, ``pause()`` tells the test and sleeps until killed
 PREAMBLE = r"""
@@ -256,7 +256,6 @@ def test_a_job_whose_thread_cannot_connect_ends_failed_not_queued(maintainer, se
     database's error, never ``queued``."""
     import logging
 
-    from evaluation.models import RunImportJob
     from evaluation.services.runs import dispatch_run_import
     from studio import background
 
@@ -283,8 +282,8 @@ def test_a_job_left_queued_by_an_unreachable_database_is_sent_again_by_the_sweep
     again and it completes: agent_a's 12 records (the scoring examples' README)."""
     import logging
 
-    from evaluation.services import runs as services
     from evaluation.models import RunImportJob
+    from evaluation.services import runs as services
     from evaluation.services.runs import dispatch_run_import, sweep_run_imports
     from studio import background
 
@@ -363,8 +362,8 @@ def test_a_job_delivered_again_after_its_worker_died_is_taken_and_completes(main
     worker may be alive (another host, fresh heartbeat) is not taken twice."""
     from django.utils import timezone
 
-    from evaluation.services import runs as services
     from evaluation.models import RunImportJob
+    from evaluation.services import runs as services
     from evaluation.services.runs import execute_run_import
 
     real = services.import_run_dir

@@ -8,6 +8,7 @@ import pickle
 import traceback
 
 import pytest
+from support.judge_server import GOOD, GOOD_CLEAN, SECRET, FakeServer
 
 from evaluation.judge import (
     JudgeConfigError,
@@ -18,7 +19,6 @@ from evaluation.judge import (
     judge_run,
 )
 from evaluation.judge.runner import JudgeOutcome
-from support.judge_server import GOOD, GOOD_CLEAN, SECRET, FakeServer
 
 
 @pytest.fixture

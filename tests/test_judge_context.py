@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.judge_server import completion
+from support.judging import GOOD
 
 from evaluation.judge import OpenAICompatibleBackend, judge_run
 from evaluation.judge.fit import REASK_RESERVE_TOKENS, PromptTooLong, fit_prompt, prompt_budget
 from evaluation.judge.runner import LENGTH_NOTE
 from evaluation.models import JudgeCall, Verdict
 from evaluation.services.judge import judge_record, save_judge_config
-from support.judge_server import completion
-from support.judging import GOOD
 
 
 def test_reask_reserve_and_budget_by_hand():

@@ -7,11 +7,11 @@ endpoint; the listener received ``Authorization: Bearer <OTHER_SECRET's value>``
 from __future__ import annotations
 
 import pytest
+from support.judge_server import FakeServer
 
 from evaluation.judge.backends import JudgeConfigError, JudgeRequestError, OpenAICompatibleBackend
 from evaluation.models import JudgeConfig
 from evaluation.services.judge import backend_for, save_judge_config
-from support.judge_server import FakeServer
 
 OTHER = "other-secret-value-0123456789"
 

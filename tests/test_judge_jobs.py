@@ -7,10 +7,10 @@ import threading
 import time
 
 import pytest
-
-from evaluation.services import judge as services_judge
-from evaluation.models import JudgeJob, Verdict
 from support.judging import GOOD
+
+from evaluation.models import JudgeJob, Verdict
+from evaluation.services import judge as services_judge
 
 pytestmark = pytest.mark.urls("support.judging")
 

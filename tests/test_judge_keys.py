@@ -15,9 +15,8 @@ import logging
 
 import pytest
 from django.core.management import CommandError, call_command
-
-from support.populated import all_urls, pages, populate
 from support.judge_server import GOOD, FakeServer
+from support.populated import all_urls, pages, populate
 
 SENTINEL = "sk-SENTINEL-9f8e7d6c5b4a3210-KEYVALUE"
 PIECES = (SENTINEL, SENTINEL[:8] + SENTINEL[8:14], SENTINEL[-6:])  # the key, and echoes of its ends
@@ -60,9 +59,9 @@ def judged(db, maintainer, server, monkeypatch, settings, caplog, tmp_path):
 
 
 def test_the_key_is_sent_and_nowhere_else(judged, server, client, maintainer, caplog, tmp_path):
+    from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, Verdict
     from releases.models import Release
     from releases.services.release_export import export_release
-    from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, Verdict
 
     ids, output = judged
     # it was used: every request carried it, as a bearer token (13 requests: 12 records + 1 retry)

@@ -21,8 +21,8 @@ import threading
 import time
 
 import pytest
-
 from conftest_llm import count_tokens, start_llm_server
+
 from evaluation.judge import JudgeConfigError, JudgeTransientError, OpenAICompatibleBackend
 from evaluation.judge.fit import estimate_tokens
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, Verdict

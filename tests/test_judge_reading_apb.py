@@ -14,8 +14,16 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from evaluation.judge.verdict import (APB_PATHS, FLAT_KEYS, KNOWN_DIFFERENCES, READINGS, Verdict, VerdictParseError,
-                                      normalize_reading, parse_verdict)
+from evaluation.judge.verdict import (
+    APB_PATHS,
+    FLAT_KEYS,
+    KNOWN_DIFFERENCES,
+    READINGS,
+    Verdict,
+    VerdictParseError,
+    normalize_reading,
+    parse_verdict,
+)
 
 DROPPED = "dropped"
 NO_FLAGS = {k: False for k in FLAT_KEYS.values()}
@@ -266,7 +274,9 @@ def test_docs_list_every_known_difference():
 
 # -- any answer: the apb reading gives a verdict or a failed judgement, never another exception --
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 _KEYS = st.sampled_from(["is_correct", "grade", "error_list", "score", "reasoning", "category", "category_name",
                          "reason", "verdict", *FLAT_KEYS.values(), "E4", "x"])

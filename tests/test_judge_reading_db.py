@@ -148,6 +148,7 @@ def test_a_verdict_copied_from_a_cached_call_is_reread_from_that_calls_first_ans
     # cached verdict (no call); the copy keeps the last answer (CLEAN3), and the apb reading still
     # reads the call's first one (NO_SCORE: E5, grade 0.0), as for the original
     from conftest import SCORING_EXAMPLES
+
     from evaluation.models import Verdict
     from evaluation.services.runs import import_run_dir
 

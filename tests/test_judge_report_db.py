@@ -14,6 +14,7 @@ import json
 
 import pytest
 from django.core.management import call_command
+
 from evaluation.judge.report import judge_report
 from evaluation.selectors.judge_report import judge_report_rows
 from evaluation.services.judge import judge_record

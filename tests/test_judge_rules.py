@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-
 from evaluation.judge import check_trajectory, normalize_tool_name, tool_specs_from_catalogue
 from evaluation.judge.rules import RuleVerdict, tool_sequence
 

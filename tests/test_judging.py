@@ -13,6 +13,7 @@ import io
 
 import pytest
 from django.core.management import call_command
+from support.judging import CLEAN, GOOD, SECRET
 
 from evaluation.judge import JudgeConfigError, JudgeTransientError
 from evaluation.models import JudgeCall, JudgeJob, Verdict
@@ -26,7 +27,6 @@ from evaluation.services.judge import (
     save_judge_config,
     start_judge_job,
 )
-from support.judging import CLEAN, GOOD, SECRET
 
 
 def _first(run):
@@ -63,6 +63,7 @@ def test_good_verdict_stored_with_provenance_then_cached(run_a, judge_config, ju
 def test_cache_hit_for_another_record_with_the_same_inputs_copies_the_verdict(run_a, judge_config, judge_server,
                                                                               maintainer):
     from conftest import SCORING_EXAMPLES
+
     from evaluation.services.runs import import_run_dir
 
     twin = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a_again",

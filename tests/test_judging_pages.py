@@ -3,9 +3,9 @@ page (runs eagerly against the local fake server), the job's progress page and t
 from __future__ import annotations
 
 import pytest
+from support.judging import GOOD, SECRET
 
 from evaluation.models import JudgeConfig, JudgeJob, Verdict
-from support.judging import GOOD, SECRET
 
 pytestmark = pytest.mark.urls("support.judging")
 

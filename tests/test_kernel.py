@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import SCORING_EXAMPLES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from kernel import catalogue, content, inputs, steps, taskfile, taxonomy, vocabulary
 
 REPO = Path(__file__).resolve().parents[1]

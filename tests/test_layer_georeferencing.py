@@ -15,13 +15,13 @@ import os
 import re
 
 import pytest
+from conftest import REALDATA
+from support.joplin import import_joplin
+from support.replay import florence_max_polygon_task
 
 from annotation.models import Event, LayerAuditEvent, Task
 from annotation.services import imports, review
 from annotation.services.tasks import refresh_derived
-from conftest import REALDATA
-from support.joplin import import_joplin
-from support.replay import florence_max_polygon_task
 
 
 def _checks(findings):
@@ -112,7 +112,7 @@ def test_the_event_page_form_records_the_gsd(live_server, browser, make_user):
         ctx = browser.new_context(viewport={"width": 1440, "height": 900})
         p = ctx.new_page()
         errors = []
-        p.on("pageerror", lambda e: errors.append(str(e)))
+        p.on("pageerror", lambda e: errors.append(str(e)))  # noqa: B023 (called within this iteration)
         p.goto(f"{live_server.url}/accounts/login/")
         p.fill("input[name=username]", user)
         p.fill("input[name=password]", pw)

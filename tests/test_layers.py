@@ -300,13 +300,13 @@ def test_replay_plugs_into_review_and_qc_by_registration(db):
     """Review's "a succeeded replay exists" gate and QC's replays come from the replay app's
     ``ready()``, not from imports of replay inside annotation."""
     from annotation.services import qc, review, variants
+    from evaluation.selectors.adjudication import release_adjudication
+    from releases.services.export import SIDECAR_FIELDS
     from replay.selectors import succeeded_runs_of_head
     from replay.services.gold import require_succeeded_replay
     from replay.services.layers import input_fingerprint
     from replay.services.paths import artifact_path
     from replay.services.runs import replay_new_variant
-    from releases.services.export import SIDECAR_FIELDS
-    from evaluation.selectors.adjudication import release_adjudication
 
     assert require_succeeded_replay in review.submission_checks()
     assert qc._REPLAY_SOURCE == [qc.ReplaySource(succeeded_runs=succeeded_runs_of_head, artifact_path=artifact_path,
@@ -318,10 +318,11 @@ def test_replay_plugs_into_review_and_qc_by_registration(db):
 def test_the_old_tool_path_is_the_same_modules():
     """``replay.tools.<name>`` (imported by ``../shared/tools/check_tool_examples.py``) is the very
     module ``kernel.tools.<name>``: one registry and one ``ToolError`` class, not a second copy."""
-    import kernel.tools.base
-    import kernel.tools.registry
     import replay.tools.base
     import replay.tools.registry
+
+    import kernel.tools.base
+    import kernel.tools.registry
 
     assert replay.tools.registry is kernel.tools.registry and replay.tools.base is kernel.tools.base
     assert replay.tools.registry.REGISTRY is kernel.tools.registry.REGISTRY

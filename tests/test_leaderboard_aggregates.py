@@ -13,11 +13,11 @@ import math
 import time
 
 import pytest
+from conftest import REALDATA, SCORING_EXAMPLES
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import include, path
 
-from conftest import REALDATA, SCORING_EXAMPLES
 from evaluation import leaderboard as lb
 
 urlpatterns = [path("", include("frontend.urls_leaderboard")), path("", include("studio.urls"))]
@@ -172,9 +172,9 @@ def test_seeded_benchmark_tables_equal_the_from_records_ones(seeded, maintainer,
 
 
 def test_import_writes_the_sums_in_its_transaction(seeded, maintainer, tmp_path, monkeypatch):
-    from evaluation.services import runs as services
     from evaluation.models import AgentRun, RunAggregate, RunRecord
     from evaluation.selectors.leaderboard import newest_revision_id
+    from evaluation.services import runs as services
 
     folder = _write_run_folder(tmp_path, AgentRun.objects.order_by("id").first())
     before = (AgentRun.objects.count(), RunRecord.objects.count(), RunAggregate.objects.count())
@@ -196,7 +196,7 @@ def test_import_writes_the_sums_in_its_transaction(seeded, maintainer, tmp_path,
 
 def test_a_gold_change_and_a_task_deletion_rebuild_only_the_runs_they_touch(seeded, maintainer):
     from annotation.models import Task, TaskRevision
-    from evaluation.models import AgentRun, Agent, RunAggregate, RunRecord
+    from evaluation.models import Agent, AgentRun, RunAggregate, RunRecord
 
     _assert_identical()
     # a fourth run with a record on one task only
@@ -328,8 +328,8 @@ def test_a_failed_bootstrap_says_so(seeded, logged_in, monkeypatch):
 
 
 def test_with_a_broker_the_bootstrap_goes_to_the_worker(monkeypatch, settings):
-    from evaluation.services import leaderboard as services_leaderboard
     from evaluation.jobs import leaderboard_bootstrap
+    from evaluation.services import leaderboard as services_leaderboard
 
     settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
     sent = []

@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import SCORING_EXAMPLES
+
 from evaluation import leaderboard as lb
 
 

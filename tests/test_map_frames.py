@@ -15,14 +15,14 @@ import io
 import json
 
 import morecantile
-from affine import Affine
 import pytest
+from affine import Affine
+from conftest import REALDATA
 from PIL import Image
 from shapely.geometry import shape
 
 from annotation import tiles
 from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from frontend.views.events import map_config
 
 WMQ = morecantile.tms.get("WebMercatorQuad")
@@ -49,7 +49,8 @@ def _rgba_at(layer, lon: float, lat: float, z: int) -> tuple[int, int, int, int]
 
 
 def _hex(rgba) -> str:
-    return "#%02x%02x%02x" % tuple(rgba[:3])
+    r, g, b = rgba[:3]
+    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 @pytest.mark.django_db
@@ -114,8 +115,9 @@ def test_replay_mask_png_and_legend_use_the_tools_classes_and_the_remap(data_roo
     draws has exactly those pixel counts (the mask's class_counts) in the legend's colours."""
     import collections
 
-    from replay.services.runs import start_replay
     from support.replay import florence_max_polygon_task
+
+    from replay.services.runs import start_replay
 
     ada = make_user("ada", "author")
     event, _post, task = florence_max_polygon_task(ada)

@@ -20,14 +20,14 @@ import os
 import re
 
 import pytest
+from conftest import REALDATA
+from support.browser import open_signed_in
+from support.replay import florence_max_polygon_task
 
 from annotation import tiles
 from annotation.models import Event, Task
 from annotation.services import imports
-from conftest import REALDATA
 from replay.services.runs import start_replay
-from support.browser import open_signed_in
-from support.replay import florence_max_polygon_task
 
 pytestmark = [
     pytest.mark.browser,

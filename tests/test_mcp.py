@@ -29,16 +29,16 @@ from pathlib import Path
 
 import anyio
 import pytest
+from conftest import REPO
 from django.conf import settings
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from support.florence import FLORENCE, POST, PRE
+from support.mcp import GT_COUNTS, make_task, obs_of, run_async, subprocess_env
 
-from conftest import REPO
 from kernel.tools.registry import all_tools
 from replay.mcp_server import SUBMIT_TOOL, build_server
 from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
-from support.florence import FLORENCE, POST, PRE
-from support.mcp import GT_COUNTS, make_task, obs_of, run_async, subprocess_env
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 

@@ -18,13 +18,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
-from replay.mcp_server import SUBMIT_TOOL
-from replay.sessions import RunDirectory, SessionRecorder
-from kernel.tools.registry import all_tools
 from support.florence import FLORENCE
 from support.mcp import GT_COUNTS, make_task, subprocess_env
+
+from kernel.tools.registry import all_tools
+from replay.mcp_server import SUBMIT_TOOL
+from replay.sessions import RunDirectory, SessionRecorder
 
 CLIENT_PY = REPO / ".venv-mcp-client" / "bin" / "python"
 DRIVER = REPO / "tests" / "mcp_client" / "drive_gold.py"
@@ -142,7 +142,7 @@ def test_a_session_marker_naming_a_link_out_of_the_run_folder_is_refused(tmp_pat
     (run / "q7").symlink_to(outside, target_is_directory=True)
     (run / ".session").write_text("q7\n")
     with pytest.raises(OutsideRoot, match="lies outside the run's folder"):
-        rd.work_dir
+        _ = rd.work_dir
     # a link that stays inside the run folder is fine, and resolves to its target
     (run / "inner").mkdir()
     (run / "q8").symlink_to(run / "inner", target_is_directory=True)

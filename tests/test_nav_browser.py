@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import sign_in
+
 from frontend.templatetags.studio_nav import NAV
 
 pytestmark = [

@@ -33,20 +33,20 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from django.core import mail
 from django.utils import timezone
+from support.judging import GOOD
 
 from annotation.models import Event, Task, TaskRevision
-from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from evaluation.models import ScoringItem
-from evaluation.services.runs import import_run_dir
 from evaluation.services.queue import claim_item, enqueue_records, submit_item
+from evaluation.services.runs import import_run_dir
 from kernel.egress import address_problem, host_allowed
 from kernel.processes import process_tag
 from notifications import services as svc
 from notifications.models import Notification, Webhook, WebhookAttempt, WebhookDelivery
 from studio.background import sweep_jobs
-from support.judging import GOOD
 
 CODES = ("E1", "E2", "E3", "E4", "E5", "E6")
 
@@ -503,12 +503,13 @@ def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, main
     """Florence tile 18 (tests/test_replay_services.py has the hand-worked values): a null pixel size
     fails step 1; clearing the destroyed pixels after a person accepted the gold changes the answer,
     which then waits for acceptance."""
+    from conftest import REALDATA
+    from support.replay import ANSWER, STEPS, clear_destroyed
+
     from annotation.services.imports import import_xbd_folder
     from annotation.services.tasks import create_task
-    from conftest import REALDATA
     from replay.services.gold import accept_gold
     from replay.services.runs import start_replay
-    from support.replay import ANSWER, STEPS, clear_destroyed
 
     florence = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
     ada = make_user("ada", "author")

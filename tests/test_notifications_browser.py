@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import sign_in
 
 from annotation.models import Event, Task, TaskRevision
-from conftest import sign_in
 
 pytestmark = [
     pytest.mark.browser,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.messages import get_messages
 
-from releases.models import Release
 from evaluation.models import JudgeJob
+from releases.models import Release
 
 pytestmark = pytest.mark.urls("support.judging")
 

@@ -107,8 +107,8 @@ def test_the_digest_cache_is_bounded(tmp_path, monkeypatch):
 
 def test_every_former_hasher_is_the_kernels():
     from annotation.importers import common
-    from releases.services import export
     from kernel.tools import base
+    from releases.services import export
 
     assert common.sha256_file is export.sha256_file is base.file_sha256 is hashing.file_sha256
     assert common.sha256_files is hashing.sha256_files
@@ -127,8 +127,8 @@ def test_sha256_files_digests_names_and_contents_in_path_order(tmp_path):
 
 def test_the_palette_is_the_benchmarks_and_tiles_overlays_and_vis_share_it(tmp_path):
     from annotation import tiles
-    from replay import rendering
     from kernel.tools import vis
+    from replay import rendering
 
     assert palette.BENCHMARK_RGB == {1: (255, 215, 0), 2: (255, 140, 0), 3: (220, 20, 60), 4: (128, 0, 128),
                                      5: (30, 144, 255), 6: (0, 191, 255)}

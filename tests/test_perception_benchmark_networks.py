@@ -200,7 +200,6 @@ SWIN = {
 @pytest.fixture(scope="module")
 def volcano():
     import rasterio
-
     from conftest import REALDATA
 
     base = REALDATA / "xbd-guatemala-volcano" / "guatemala-volcano_00000000_"

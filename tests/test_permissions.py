@@ -7,8 +7,19 @@ from types import SimpleNamespace
 import pytest
 
 from annotation.services.review import TRANSITIONS
-from studio.permissions import (ACTIONS, FOUR_EYES_ACTIONS, PAGE_ACTIONS, PERMISSIONS, RELATIONS, ROLES, Action,
-                                UnknownAction, can, require, roles_for)
+from studio.permissions import (
+    ACTIONS,
+    FOUR_EYES_ACTIONS,
+    PAGE_ACTIONS,
+    PERMISSIONS,
+    RELATIONS,
+    ROLES,
+    Action,
+    UnknownAction,
+    can,
+    require,
+    roles_for,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the packages whose code asks the table (tests/ and bench/ excluded: tests pass strings on purpose)

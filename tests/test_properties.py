@@ -18,9 +18,10 @@ import math
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
-
 from conftest import SCORING_EXAMPLES
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from evaluation.judge.verdict import Verdict, VerdictParseError, parse_verdict
 from evaluation.scoring import evaluate_samples, load_run_records, load_task_files, parse_prediction
 from evaluation.scoring.loaders import TASKS
@@ -328,7 +329,7 @@ def test_import_run_dir_stores_non_finite_numbers_as_null(importer, tmp_path, an
 
     (tmp_path / TASKS["t1"]).mkdir()
     (tmp_path / TASKS["t1"] / "benchmark.jsonl").write_text(
-        '{"question_id": "t1_s05_task0", "predicted_answer": %s}' % answer)
+        '{"question_id": "t1_s05_task0", "predicted_answer": ' + answer + '}')
     before = _counts()
     run = import_run_dir(importer, tmp_path, "fuzz-agent", tasks_dir=TASKS_DIR)
     assert _counts()[2] == before[2] + 1

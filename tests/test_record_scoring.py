@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from support.judging import flags
 
-from evaluation.selectors.verdicts import agreement_rows
 from evaluation.agreement import agreement_report
+from evaluation.blind import NotBlind
 from evaluation.models import RunRecord, Verdict, VerdictRevision
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.trajectory import align_by_tool, lcs_length
-from evaluation.blind import NotBlind
-from evaluation.services.verdicts import VerdictLocked, submit_human_verdict
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.adjudication import adjudicate
-from support.judging import flags
+from evaluation.services.verdicts import VerdictLocked, submit_human_verdict
 
 pytestmark = pytest.mark.urls("support.judging")
 

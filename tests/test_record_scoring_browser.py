@@ -9,18 +9,17 @@ Hand-worked values: agent_a's t3_s09_task1 answers 14.4 teams for a gold 12 (|14
 """
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
 import zipfile
 
 import pytest
-
 from conftest import SCORING_EXAMPLES
+from support.judging import GOOD, flags
+
 from evaluation.models import AgentRun, JudgeJob, Verdict
 from evaluation.services.verdicts import submit_human_verdict
-from support.judging import GOOD, flags
 
 pytestmark = [
     pytest.mark.browser,

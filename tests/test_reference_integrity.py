@@ -13,10 +13,10 @@ import json
 
 import pytest
 from django.core.management import call_command
+from support.joplin import T2_ANSWER, T2_TRAJECTORY, t2_payload
 
 from annotation.models import Task, TaskRevision
 from annotation.services import tasks as task_services
-from support.joplin import T2_ANSWER, T2_TRAJECTORY, t2_payload
 
 
 @pytest.fixture

@@ -1,9 +1,18 @@
 """Every reference form of dora-format.md §b."""
 import pytest
 
-from kernel.references import (FoundReference, apply_bind, find_all_references, find_references,
-                               format_path, get_obs_value, parse_reference, resolve_args,
-                               resolve_value, unresolved_references)
+from kernel.references import (
+    FoundReference,
+    apply_bind,
+    find_all_references,
+    find_references,
+    format_path,
+    get_obs_value,
+    parse_reference,
+    resolve_args,
+    resolve_value,
+    unresolved_references,
+)
 
 TRAJ = [
     {"call": "seg.flood", "args": {}, "obs": {"mask_path": "m.tif", "classes": {"1": "water"},

@@ -30,10 +30,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from support.joplin import JOPLIN
 
 from annotation.models import Layer, LayerVersion, Task
 from releases.models import Release, ReleaseFile, ReleaseLayerPin
-from support.joplin import JOPLIN
 
 pytestmark = pytest.mark.django_db
 

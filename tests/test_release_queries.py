@@ -14,12 +14,12 @@ docs/benchmarks.md).
 from __future__ import annotations
 
 import pytest
+from conftest import REALDATA
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Task
 from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import Adjudication, AgentRun, RunRecord, Verdict
 from evaluation.selectors.adjudication import release_adjudication, release_adjudications
@@ -137,6 +137,7 @@ def test_release_entries_stream_in_export_order(seeded):
     index, then the others by sample id; tasks by task index. Three samples get imported
     positions in the reverse of their sample-id order. The spool folder is gone after close."""
     import os
+
     from annotation.models import TaskRevision
     from releases.selectors import release_entries
 
@@ -145,7 +146,7 @@ def test_release_entries_stream_in_export_order(seeded):
     assert len(t1_samples) == 4  # 40 tasks, 8 per dimension, 2 per sample
     imported = {t1_samples[1]: 2, t1_samples[2]: 1, t1_samples[3]: 0}  # reverse order
     for task in Task.objects.filter(sample_id__in=imported):
-        TaskRevision.objects.filter(pk=task.head_id).update(source='{"sample_index": %d}' % imported[task.sample_id])
+        TaskRevision.objects.filter(pk=task.head_id).update(source=f'{{"sample_index": {imported[task.sample_id]:d}}}')
     expected = []
     for dim in ("t1", "t2", "t3", "t4", "t5"):
         samples = sorted(set(Task.objects.filter(dimension=dim).values_list("sample_id", flat=True)))

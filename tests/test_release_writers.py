@@ -10,11 +10,11 @@ a reviewer cannot release tasks through a release whatever the release rows allo
 from __future__ import annotations
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from django.core.exceptions import PermissionDenied
 
 from annotation.models import AuditEvent, Task
 from annotation.services import review
-from conftest import SCORING_EXAMPLES
 from releases.models import Release
 from releases.services import lifecycle, release_import
 from studio import permissions

@@ -10,17 +10,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import REALDATA, SCORING_EXAMPLES
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
 from annotation.models import Event, Layer, Task, TaskRevision
-
 from releases.models import Release, ReleaseTask
 from releases.services import lifecycle, release_export, release_import
 from releases.services.export import SampleArrayWriter, data_paths, dumps, load_schema, schema_problems
-from conftest import REALDATA, SCORING_EXAMPLES
 from replay.models import ReplayRun
 
 TASK_NAMES = ["t1_perception_and_assessment.json", "t2_spatial_relation_analysis.json", "t3_operational_planning.json",

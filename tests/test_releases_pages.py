@@ -5,10 +5,10 @@ import io
 import zipfile
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from django.urls import include, path
 
 from releases.services import lifecycle, release_import
-from conftest import SCORING_EXAMPLES
 
 # The lead includes these in studio/api_urls.py and frontend/urls.py; until then the tests mount them here.
 urlpatterns = [

@@ -23,13 +23,14 @@ import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.replay import run_layers_variant_statements
 
 from kernel import taskfile
 from kernel.tools.base import canonical_json, jsonable
 from replay.models import ReplayRun, StepCacheEntry
 from replay.services.runs import create_run, execute_replay
-from support.replay import run_layers_variant_statements
 
 
 @pytest.fixture

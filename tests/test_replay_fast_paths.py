@@ -15,14 +15,13 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from support.replay import run_layers_variant_statements
 
 import kernel.engine as engine
 import replay.services.progress as progress_module
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.services.runs import create_run, execute_replay
 from replay.services.sql import insert_rows, update_by
-
-from support.replay import run_layers_variant_statements
 
 
 @pytest.fixture

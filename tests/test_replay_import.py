@@ -10,10 +10,10 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from support.florence import POST, PRE
 
 from annotation.models import Task
 from evaluation.models import AgentRun
-from support.florence import POST, PRE
 
 
 @pytest.fixture

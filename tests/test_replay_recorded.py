@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from support.florence import POST, PRE
 from support.replay import TMP, benchmark_task_file, run_cmd
 
@@ -132,9 +131,10 @@ def test_a_recorded_tool_observation_the_replay_does_not_give_exits_2(florence, 
 
 
 def test_an_edited_plan_is_not_compared_with_the_imported_observations(florence, tmp_path):
+    from django.contrib.auth import get_user_model
+
     from annotation.models import Task
     from annotation.services.tasks import save_revision
-    from django.contrib.auth import get_user_model
 
     run_cmd("import_tasks", str(benchmark_task_file(tmp_path)), "--event", florence.slug)
     task = Task.objects.get(question_id="flo_0003_task0")

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import pytest
 from django.urls import include, path
+from support.replay import ANSWER, STEPS, clear_destroyed, count_calls
 
 import kernel.engine as engine
 from annotation.services.tasks import create_task, save_revision
+
+# the task page's block needs two page routes (frontend/urls_pages.py); the tests add them here
+from frontend.views import replays as views_replays  # noqa: E402
 from replay.models import ReplayRun, ReplayStep, StepCacheEntry
 from replay.selectors import latest_successful_replay, replay_diff
 from replay.services.gold import ReplayStateError, accept_gold
 from replay.services.runs import create_run, execute_replay, resume_stuck_replays, start_replay
-from support.replay import ANSWER, STEPS, clear_destroyed, count_calls
-
-# the task page's block needs two page routes (frontend/urls_pages.py); the tests add them here
-from frontend.views import replays as views_replays  # noqa: E402
 
 urlpatterns = [
     path("tasks/<int:pk>/replay-diff/", views_replays.replay_diff_block, name="replay-diff"),

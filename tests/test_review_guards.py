@@ -13,11 +13,13 @@ import os
 import re
 
 import pytest
+from conftest import drop_published_releases, sign_in
+from support.joplin import import_joplin, t2_payload
 
 from annotation.models import AuditEvent, Task
 from annotation.services import review
-from conftest import drop_published_releases, sign_in
-from support.joplin import import_joplin, t2_payload
+
+
 def _approvable(client, people, event):
     """A submitted T2 task with a succeeded replay, in review by rey, with one open comment."""
     client.force_login(people["ada"])

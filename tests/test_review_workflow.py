@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from support.joplin import (
+    T2_ANSWER,
+    T2_QUESTION,
+    T2_TRAJECTORY,
+    import_joplin,
+    t2_payload,
+)
+from support.joplin import (
+    create_t2 as _create,
+)
+from support.joplin import (
+    post_json as _post,
+)
 
 from annotation.models import AuditEvent, Task, TaskDraft
-from annotation.services import review, tasks as task_services
-from support.joplin import (
-    T2_ANSWER, T2_QUESTION, T2_TRAJECTORY, create_t2 as _create, import_joplin, post_json as _post, t2_payload,
-)
+from annotation.services import review
+from annotation.services import tasks as task_services
 
 
 @pytest.fixture

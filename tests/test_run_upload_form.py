@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from support.judging import run_zip
 
 from evaluation.models import RunImportJob
 from releases.models import Release
-from support.judging import run_zip
 
 
 @pytest.mark.django_db

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from evaluation.services import runs as services
-from evaluation.models import AgentRun, RunImportJob
 from support.judging import TASKS, run_zip
+
+from evaluation.models import AgentRun, RunImportJob
+from evaluation.services import runs as services
 
 pytestmark = pytest.mark.urls("support.judging")
 

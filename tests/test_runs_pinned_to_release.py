@@ -4,12 +4,12 @@ tests/test_skeleton_flow.py's docstring)."""
 from __future__ import annotations
 
 import pytest
+from conftest import REPO
 from django.core.management import call_command
 
 from annotation.models import Task
-from releases.services.lifecycle import create_release, publish_release
-from conftest import REPO
 from evaluation.services.runs import RunImportError, import_run_dir
+from releases.services.lifecycle import create_release, publish_release
 
 
 @pytest.mark.django_db

@@ -15,8 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation.scoring.config import ScoringConfig
-from evaluation.scoring.trajectory import (_Context, flatten_trajectory, is_file_path, lcs_length, match_value,
-                                           output_map, parameter_accuracy, tool_sequence, trajectory_metrics)
+from evaluation.scoring.trajectory import (
+    _Context,
+    flatten_trajectory,
+    is_file_path,
+    lcs_length,
+    match_value,
+    output_map,
+    parameter_accuracy,
+    tool_sequence,
+    trajectory_metrics,
+)
 
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True)
 names = st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=7)

@@ -14,7 +14,12 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.scoring import (
-    evaluate_run_dir, evaluate_samples, evaluate_sanity, load_run_records, load_task_files, score_task,
+    evaluate_run_dir,
+    evaluate_samples,
+    evaluate_sanity,
+    load_run_records,
+    load_task_files,
+    score_task,
 )
 from evaluation.scoring.loaders import TASKS
 from evaluation.scoring.trajectory import flatten_trajectory
@@ -133,7 +138,7 @@ def test_missing_dimension_is_skipped(tmp_path):
 def test_duplicate_records_keep_earlier_parts(tmp_path):
     # the evaluator overwrites a task with each record, but only with what the record carries
     run = tmp_path / "run"
-    for dim, name in TASKS.items():
+    for _dim, name in TASKS.items():
         (run / name).mkdir(parents=True)
         (run / name / "benchmark.jsonl").write_text(
             (EXAMPLES / "runs" / "agent_a" / name / "benchmark.jsonl").read_text())

@@ -13,7 +13,13 @@ from evaluation.scoring import evaluate_samples, parse_prediction, score_task
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.normalize import canonical_exact, normalize_dict_key, normalize_tool_name
 from evaluation.scoring.operators import (
-    haversine_m, score_answer, score_exact, score_ranking_kendall, score_ratio, score_scalar, score_scalar_dict,
+    haversine_m,
+    score_answer,
+    score_exact,
+    score_ranking_kendall,
+    score_ratio,
+    score_scalar,
+    score_scalar_dict,
     score_set_f1,
 )
 from evaluation.scoring.parsing import parse_string_prediction

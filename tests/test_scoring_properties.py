@@ -13,8 +13,15 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluation.scoring.operators import (score_answer, score_exact, score_point_field, score_ranking_kendall,
-                                          score_scalar, score_scalar_dict, score_set_f1)
+from evaluation.scoring.operators import (
+    score_answer,
+    score_exact,
+    score_point_field,
+    score_ranking_kendall,
+    score_scalar,
+    score_scalar_dict,
+    score_set_f1,
+)
 
 SETTINGS = settings(max_examples=150, deadline=None)
 finite = st.floats(min_value=-1e9, max_value=1e9, allow_nan=False, allow_infinity=False)

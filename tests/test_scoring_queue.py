@@ -15,8 +15,10 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import OperationalError, connection
 from django.utils import timezone
+from support.judging import flags
 
 from evaluation.models import ScoringItem, Verdict
+from evaluation.selectors.queue import scorer_accuracy
 from evaluation.services.queue import (
     QueueError,
     QueueFilter,
@@ -27,9 +29,7 @@ from evaluation.services.queue import (
     save_draft,
     submit_item,
 )
-from evaluation.selectors.queue import scorer_accuracy
 from evaluation.services.verdicts import submit_human_verdict
-from support.judging import flags
 
 pytestmark = pytest.mark.urls("support.judging")
 
@@ -111,7 +111,7 @@ def test_two_scorers_at_once_never_get_the_same_item(run_a, maintainer, make_use
                 if item is None:
                     break
                 got[user.username].append(item.pk)
-                retry(lambda: _submit(user, item))
+                retry(lambda: _submit(user, item))  # noqa: B023 (called within this iteration)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(repr(exc))
         finally:

@@ -9,12 +9,17 @@ slot first then record id, so a fresh claimer's first item is slot 1 of the lowe
 from __future__ import annotations
 
 import pytest
+from support.judging import flags
 
 from evaluation.models import ScoringItem, VerdictsSeen
 from evaluation.services.queue import (
-    QueueError, claim_item, claim_next, enqueue_run, note_verdicts_seen, submit_item,
+    QueueError,
+    claim_item,
+    claim_next,
+    enqueue_run,
+    note_verdicts_seen,
+    submit_item,
 )
-from support.judging import flags
 
 pytestmark = pytest.mark.urls("support.judging")
 

@@ -6,10 +6,10 @@ import os
 import re
 
 import pytest
+from conftest import sign_in
 
 from evaluation.models import ScoringItem, Verdict
 from evaluation.services.queue import enqueue_run
-from conftest import sign_in
 
 pytestmark = [
     pytest.mark.browser,

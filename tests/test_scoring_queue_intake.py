@@ -13,10 +13,10 @@ import shutil
 
 import pytest
 from django.core.management import call_command
+from support.judging import AGENT_A, TASKS, flags, run_zip
 
 from evaluation.models import AgentRun, ScoringItem
 from evaluation.services.queue import claim_next, submit_item
-from support.judging import AGENT_A, TASKS, flags, run_zip
 
 pytestmark = pytest.mark.urls("support.judging")
 
@@ -47,8 +47,8 @@ def test_setting_queues_every_import(tmp_path, maintainer, settings):
 @pytest.mark.django_db
 def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_path, monkeypatch,
                                              django_capture_on_commit_callbacks):
-    from evaluation.services import runs as services
     from evaluation.models import RunImportJob
+    from evaluation.services import runs as services
 
     settings.STUDIO_JUDGE_RUNNER = "inline"  # the background job runs to its end after the commit
 

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluation.scoring.runtime import dumps_indented, leave_to_exit, paused_gc
 
@@ -85,10 +86,11 @@ def test_manage_py_evaluate_runs_runs_without_django_and_writes_the_official_byt
     # file it writes is the official evaluator's eval.json (shared/scoring-examples/expected) plus
     # the documented "mode" key.
     out = tmp_path / "eval.json"
-    probe = ("import runpy, sys; sys.argv = ['manage.py', 'evaluate_runs', '--run', %r, '--tasks-dir', %r, "
-             "'--output', %r]\ntry:\n    runpy.run_path('manage.py', run_name='__main__')\nexcept SystemExit as e:\n"
-             "    assert e.code == 0, e.code\nassert 'django.conf' not in sys.modules, 'Django was imported'\n"
-             % (str(EXAMPLES / "runs" / agent), str(EXAMPLES / "tasks"), str(out)))
+    run_dir, tasks_dir = str(EXAMPLES / "runs" / agent), str(EXAMPLES / "tasks")
+    probe = (f"import runpy, sys; sys.argv = ['manage.py', 'evaluate_runs', '--run', {run_dir!r}, '--tasks-dir', "
+             f"{tasks_dir!r}, '--output', {str(out)!r}]\ntry:\n    runpy.run_path('manage.py', run_name='__main__')\n"
+             "except SystemExit as e:\n"
+             "    assert e.code == 0, e.code\nassert 'django.conf' not in sys.modules, 'Django was imported'\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     official = (EXAMPLES / "expected" / f"{agent}.eval.json").read_text(encoding="utf-8")

@@ -141,9 +141,10 @@ def test_xbd_folder_accepts_a_link_inside_it(tmp_path):
 
 @pytest.mark.django_db
 def test_shapefile_sidecar_linked_from_outside_is_refused(tmp_path, settings):
+    from conftest import REALDATA
+
     from annotation.models import Layer
     from annotation.services.imports import import_vector_file
-    from conftest import REALDATA
 
     src = REALDATA / "xview2-deploy-joplin"
     assert (src / "intersect_polys.shp").exists(), f"{src}: the real test data (../shared/realdata) is missing"

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 STRONG_KEY = "k7Qw-2pL9xZr4Vb8Nc1Hs6Jt3Md5Fg0Ya7Ue2Io9Pw4Rx8Tq1Sv6Ln3Kj5Hb0Gm"  # 64 chars, many distinct

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import CommandError, call_command
+from support.florence import FLORENCE
 
 from annotation.models import Event, Layer, Task
-from releases.services.export import dora_samples
 from annotation.services.imports import import_xbd_folder
 from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
+from releases.services.export import dora_samples
 from replay.models import ReplayRun
-from support.florence import FLORENCE
 
 
 def _records_by_dim(run):

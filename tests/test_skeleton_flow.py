@@ -174,7 +174,7 @@ def test_import_runs_against_a_task_folder_matches_the_official_evaluator(tmp_pa
 
     run = AgentRun.objects.get(agent__name="agent_a")
     assert run.dora_score == expected["dora_score"]
-    for dim, block in expected["full"].items():
+    for _dim, block in expected["full"].items():
         for t in block["tasks"]:
             rec = RunRecord.objects.get(run=run, question_id=f"{t['sample_id']}_task{t['task_idx']}")
             assert rec.task_score == t["task_score"] and rec.field_scores == t["field_scores"]

@@ -84,11 +84,11 @@ def test_prediction_shapes():
 @pytest.mark.django_db
 def test_cases_are_judged_scored_and_compared(run_a, judge_config, judge_server, make_user):
     from evaluation.models import Verdict
-    from evaluation.selectors.verdicts import agreement_rows
-    from evaluation.services.verdicts import submit_human_verdict
     from evaluation.selectors.adjudication import considered
+    from evaluation.selectors.verdicts import agreement_rows
     from evaluation.services.judge import judge_record
     from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
+    from evaluation.services.verdicts import submit_human_verdict
 
     cases, _ = stepwise_cases(run_a, ("middle",), (1,))
     assert cases and all(c["cut_index"] == max(1, len(c["prefix"] + c["expected"] + c["remaining"]) // 2) for c in cases)

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from annotation.models import Event, Task
-
+from kernel.taskfile import dumps, from_storage
 from releases.models import Release
 from releases.services import release_export, release_import
-from kernel.taskfile import dumps, from_storage
 from replay.models import ReplayRun
 
 T1 = "t1_perception_and_assessment.json"
@@ -175,8 +176,8 @@ def test_held_back_release_with_nan_and_list_args_round_trips(db, tmp_path):
     assert (out / "tasks" / T1).read_bytes() == data
     # the scorer sees the NaN gold as a float again: gold against itself (the evaluator's --sanity)
     # scores the field 1.0, NaN against NaN passing as in the official evaluator
-    from releases.services.export import release_samples
     from evaluation.scoring import evaluate_samples
+    from releases.services.export import release_samples
 
     samples, _ = release_samples(Release.objects.get(version="3.0.0"))
     assert math.isnan(samples["t1"][0]["tasks"][0]["final_answer"]["mean_depth_m"])
@@ -216,8 +217,8 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
     """Any file the loader accepts is imported by import_tasks, or refused with TaskImportError
     (here: an input_data path that names no layer of the event); the stored values are
     storage-tagged (no raw NaN reaches the JSON columns) and the kept source reads back equal."""
-    from kernel.taskfile import same_value
     from annotation.services.task_import import TaskImportError, import_task_file
+    from kernel.taskfile import same_value
 
     files, _ = folder
     user = make_user("root", "maintainer", "author")
@@ -274,8 +275,8 @@ def test_nan_in_args_or_classes_is_kept_not_refused(db, tmp_path, make_user, cas
     """NaN in a step's args or in classes once ended in a traceback; the benchmark's loader
     accepts them (``json.load`` reads NaN), so they import losslessly instead of being refused:
     stored tagged, written back as the same token."""
-    from kernel.taskfile import read_task_file
     from annotation.services.task_import import import_task_file
+    from kernel.taskfile import read_task_file
 
     text = {"import_tasks_nan_in_args": '[{"sample_id": "s1", "input_data": {}, "tasks": [{"task_category": '
             '"perception_and_assessment", "task_category_code": "T1", "question": "How many?", "trajectory": '

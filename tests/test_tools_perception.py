@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import rasterio
 
-from kernel.tools import (GTMask, GTMissingError, ModelUnavailableError,
-                          ToolError, ToolInputError, call_tool)
+from kernel.tools import GTMask, GTMissingError, ModelUnavailableError, ToolError, ToolInputError, call_tool
 from kernel.tools._io import read_mask_tags
 from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
 

@@ -7,9 +7,16 @@ import numpy as np
 import pytest
 import rasterio
 
-from kernel.tools import (GTMask, GTMissingError, ModelUnavailableError, ToolError,
-                          ToolInputError, all_tools, call_tool)
-from kernel.tools import classical
+from kernel.tools import (
+    GTMask,
+    GTMissingError,
+    ModelUnavailableError,
+    ToolError,
+    ToolInputError,
+    all_tools,
+    call_tool,
+    classical,
+)
 from kernel.tools._io import read_mask_tags
 from kernel.tools.perception import TOOLS, GTLabelError
 from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif

@@ -5,8 +5,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel.tools import (REGISTRY, ToolContext, ToolError, ToolInputError, UnknownToolError,
-                          all_tools, call_tool, get_tool)
+from kernel.tools import (
+    REGISTRY,
+    ToolContext,
+    ToolError,
+    ToolInputError,
+    UnknownToolError,
+    all_tools,
+    call_tool,
+    get_tool,
+)
 from kernel.tools.registry import catalogue_params
 from kernel.tools.testing import make_ctx, write_png
 

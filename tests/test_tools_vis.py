@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 from PIL import Image
+from shapely.geometry import Point, box
 
 from kernel.tools import ToolError, ToolInputError, call_tool
 from kernel.tools.testing import make_ctx, write_geojson, write_png, write_tif
-from shapely.geometry import Point, box
 
 
 def setup_data(tmp_path, work="work"):

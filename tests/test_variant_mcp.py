@@ -13,6 +13,7 @@ import sys
 
 import anyio
 import pytest
+from conftest import REPO
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from support.florence import FLORENCE, POST, PRE
@@ -21,10 +22,9 @@ from support.mcp import GT_COUNTS, make_task, obs_of, run_async, subprocess_env
 from annotation.models import Task
 from annotation.services.variants import create_variant
 from annotation.variants import broken_observation, inert_observation
-from conftest import REPO
+from kernel.tools.registry import all_tools
 from replay.mcp_server import SUBMIT_TOOL, build_server
 from replay.sessions import SessionRecorder
-from kernel.tools.registry import all_tools
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 

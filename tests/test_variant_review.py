@@ -13,7 +13,6 @@ step 0 (seg.building_damage reads both images); contradictory constraints leave 
 from __future__ import annotations
 
 import pytest
-
 from support.replay import VARIANTS
 
 
@@ -88,9 +87,9 @@ def test_an_alternative_that_computes_something_else_is_a_qc_error_with_its_loca
     from annotation.services.qc import qc_for_task
     from annotation.services.tasks import TaskValidationError
     from annotation.services.variants import create_variant
+    from kernel.tools.base import ToolError
     from replay import variant_tools
     from replay.services.runs import create_run, execute_replay, start_replay
-    from kernel.tools.base import ToolError
 
     variant, _ = create_variant(people["ada"], approved_florence, "broken", step=1)
     task = variant.task

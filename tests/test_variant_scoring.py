@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-
-from evaluation.robustness import JUDGE_NEEDED, answer_ok, judge_case, record_robustness, robustness_table
 from support.florence import FLORENCE
 from support.mcp import GT_COUNTS, make_task
+
+from evaluation.robustness import JUDGE_NEEDED, answer_ok, judge_case, record_robustness, robustness_table
 
 EXT = {"kind": "extraneous", "params": {"n": 2, "seed": 0},
        "tools": {"removed": [], "broken": None, "distractors": [

@@ -8,8 +8,16 @@ from __future__ import annotations
 import pytest
 
 from annotation.variants import (
-    EXTRANEOUS_LEVELS, REFUSAL, VariantError, broken_variant, extraneous_variant, gold_tools, inert_observation,
-    make_distractors, make_variant, unsolvable_variant,
+    EXTRANEOUS_LEVELS,
+    REFUSAL,
+    VariantError,
+    broken_variant,
+    extraneous_variant,
+    gold_tools,
+    inert_observation,
+    make_distractors,
+    make_variant,
+    unsolvable_variant,
 )
 from evaluation.robustness import broken_outcome, distractor_use, is_refusal_text, unsolvable_outcome
 

@@ -12,10 +12,9 @@ import os
 import re
 
 import pytest
+from conftest import REALDATA
 
 from annotation.services.imports import import_raster_file, import_xbd_folder
-
-from conftest import REALDATA
 
 pytestmark = [
     pytest.mark.browser,

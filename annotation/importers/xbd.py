@@ -266,8 +266,8 @@ def footprints_lnglat(label: XbdLabel, fit: AffineFit | None = None) -> dict | N
         geom = b.lng_lat
         if geom is None and fit is not None and b.xy is not None:
             a, bb, c, d, e, f = fit.transform
-            geom = shapely.transform(b.xy, lambda p: np.c_[a * p[:, 0] + bb * p[:, 1] + c,
-                                                            d * p[:, 0] + e * p[:, 1] + f])
+            geom = shapely.transform(b.xy, lambda p: np.c_[a * p[:, 0] + bb * p[:, 1] + c,  # noqa: B023 (called now)
+                                                            d * p[:, 0] + e * p[:, 1] + f])  # noqa: B023
         if geom is None:
             continue
         feats.append({"type": "Feature", "geometry": mapping(geom), "properties": _props(b)})

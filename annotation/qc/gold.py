@@ -88,12 +88,14 @@ def check_sanity(a: Analysis, replay: dict, polygons: dict | None):
                 factor = 1e6 if "km2" in lname or "sqkm" in lname else 1e4 if re.search(r"_ha$|hectare", lname) else 1.0
                 m2 = v * factor
                 if m2 < 0 or (scene["area_m2"] and m2 > scene["area_m2"] * 1.001):
-                    a.add("sanity.area", f"Answer field '{name}'{key} = {v:g} {'is negative' if m2 < 0 else 'exceeds the scene area (%.0f m²)' % scene['area_m2']}; check units and pixel_size_m.", loc)
+                    what = "is negative" if m2 < 0 else f"exceeds the scene area ({scene['area_m2']:.0f} m²)"
+                    a.add("sanity.area", f"Answer field '{name}'{key} = {v:g} {what}; check units and pixel_size_m.", loc)
         if etype in ("scalar_continuous", "scalar_count", "scalar_dict") and DIST_NAME.search(lname) and "px" not in lname and "pixel" not in lname:
             for key, v in _numbers(value):
                 m = v * (1000.0 if "km" in lname else 1.0)
                 if m < 0 or (scene["diagonal_m"] and m > scene["diagonal_m"] * 1.001):
-                    a.add("sanity.distance", f"Answer field '{name}'{key} = {v:g} {'is negative' if m < 0 else 'exceeds the scene diagonal (%.0f m)' % scene['diagonal_m']}; check units and pixel_size_m.", loc)
+                    what = "is negative" if m < 0 else f"exceeds the scene diagonal ({scene['diagonal_m']:.0f} m)"
+                    a.add("sanity.distance", f"Answer field '{name}'{key} = {v:g} {what}; check units and pixel_size_m.", loc)
         if etype == "point_pixel":
             _pixel_point(a, name, value, answer, scene, loc)
         if etype == "point_haversine":

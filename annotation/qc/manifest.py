@@ -14,8 +14,19 @@ from kernel.inputs import input_entries, normalise_modality
 from kernel.paths import OutsideRoot, confine
 from kernel.references import find_all_references, parse_reference
 
-from .layers import (BINARY, CLASS_ARGS, CRS_TOOLS, GSD_RTOL, METRIC_TOOLS, MODALITY_RULES, as_number, basename,
-                     georeferenced, int_list, is_file_string)
+from .layers import (
+    BINARY,
+    CLASS_ARGS,
+    CRS_TOOLS,
+    GSD_RTOL,
+    METRIC_TOOLS,
+    MODALITY_RULES,
+    as_number,
+    basename,
+    georeferenced,
+    int_list,
+    is_file_string,
+)
 from .plan import Analysis, Scope
 from .registry import declare
 from .tool_info import ToolInfo

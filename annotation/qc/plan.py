@@ -16,7 +16,7 @@ from kernel.inputs import input_entries
 from kernel.references import parse_reference
 from kernel.steps import step_args, step_call_raw
 
-from .layers import MASK_KEYS, basename, class_set, georeferenced, is_file_string, as_number, layers_from_input_data
+from .layers import MASK_KEYS, as_number, basename, class_set, georeferenced, is_file_string, layers_from_input_data
 from .registry import Finding, finding
 from .tool_info import ToolInfo
 

@@ -6,7 +6,8 @@ or answer type; text written like a reference that the benchmark does not read i
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kernel.references import find_all_references, format_path, parse_reference
 

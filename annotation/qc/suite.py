@@ -8,8 +8,8 @@ concern, in the order the docs and pages list them.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .answers import ALIGNMENT_CHECKS, EVAL_SPEC_CHECKS, check_alignment, check_eval_spec
 from .derived import CHECKS as DERIVED_CHECKS

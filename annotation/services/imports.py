@@ -33,9 +33,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
@@ -46,13 +46,18 @@ from annotation.importers import raster as raster_imp
 from annotation.importers import vector as vector_imp
 from annotation.importers import xbd as xbd_imp
 from annotation.importers.common import (
+    BUILDING_CLASS_MAP,
+    DAMAGE_CLASS_MAP,
+    disaster_type_for,
+    normalize_class_map,
+    sha256_file,
+    sha256_files,
     with_crs84,
-    BUILDING_CLASS_MAP, DAMAGE_CLASS_MAP, disaster_type_for, normalize_class_map, sha256_file, sha256_files,
 )
 from annotation.importers.errors import DataImportError
 from annotation.models import Event, Layer
-from kernel.processes import process_gone, process_tag
 from annotation.services import layer_versions
+from kernel.processes import process_gone, process_tag
 
 __all__ = [
     "DataImportError", "ImportResult", "import_xbd_folder", "import_raster_file", "import_vector_file",

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction

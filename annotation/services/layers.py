@@ -33,8 +33,8 @@ def _clean_gsd(value) -> float | None:
         return None
     try:
         gsd = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"gsd_m: '{value}' is not a number (metres per pixel)")
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"gsd_m: '{value}' is not a number (metres per pixel)") from exc
     if not math.isfinite(gsd) or gsd <= 0 or gsd > MAX_GSD_M:
         raise InvalidInput(f"gsd_m: {value} m/px is out of range (0, {MAX_GSD_M:g}]")
     return gsd
@@ -50,7 +50,7 @@ def _clean_crs(value) -> str:
     try:
         crs = CRS.from_user_input(text)
     except CRSError as exc:
-        raise InvalidInput(f"crs: '{text[:80]}' is not a coordinate reference system pyproj knows ({exc})")
+        raise InvalidInput(f"crs: '{text[:80]}' is not a coordinate reference system pyproj knows ({exc})") from exc
     auth = crs.to_authority()
     return f"{auth[0]}:{auth[1]}" if auth else crs.to_wkt()
 

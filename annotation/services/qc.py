@@ -32,8 +32,8 @@ from annotation.services.content import derived_manifest, revision_content
 from kernel.content import CONTENT_FIELDS
 from kernel.engine import collapse_expanded
 from kernel.inputs import input_entries
-from kernel.taskfile import loads
 from kernel.paths import OutsideRoot, confine
+from kernel.taskfile import loads
 
 __all__ = ["layer_info", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
 

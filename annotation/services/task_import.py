@@ -16,9 +16,9 @@ from annotation.qc import reference_accepts
 from annotation.services.content import revision_content
 from annotation.services.tasks import content_problem, create_task, save_revision
 from kernel.catalogue import result_types
+from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.content import accept_proposals as _accept_proposals
 from kernel.content import answer_proposals as _answer_proposals
-from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.engine import authored_steps
 from kernel.errors import InvalidInput
 from kernel.inputs import base_name, walk_data_paths
@@ -114,11 +114,11 @@ def import_task_file(user, path: str | Path, event, *, accept_proposals: bool = 
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise TaskImportError(f"{path}: cannot read: {exc}")
+        raise TaskImportError(f"{path}: cannot read: {exc}") from exc
     try:
         parsed = read_task_file(data, path.name)
     except TaskFileError as exc:
-        raise TaskImportError(str(exc))
+        raise TaskImportError(str(exc)) from exc
     except RecursionError:
         raise TaskImportError(f"{path}: not valid JSON: nested too deeply to read") from None
     layer_names = set(Layer.objects.filter(event=event).values_list("file_name", flat=True))

@@ -21,17 +21,19 @@ from django.db import IntegrityError, transaction
 from annotation import qc
 from annotation.models import Event, Task, TaskComment, TaskDraft, TaskRevision
 from annotation.services.content import derived_manifest, layer_manifest_entry, revision_content
-from kernel.errors import Conflict, InvalidInput, Locked
-from studio.permissions import Action, require
 
 # DORA's task-file names per dimension and the content fields of a revision: kernel/
 from kernel.catalogue import result_types  # noqa: E402
-from kernel.content import CONTENT_FIELDS  # noqa: E402
+from kernel.content import (
+    CONTENT_FIELDS,  # noqa: E402
+    answer_renames,  # noqa: E402
+)
 from kernel.content import accept_proposals as kernel_accept_proposals  # noqa: E402
 from kernel.content import answer_proposals as kernel_answer_proposals  # noqa: E402
-from kernel.content import answer_renames  # noqa: E402
+from kernel.errors import Conflict, InvalidInput, Locked
 from kernel.taskfile import from_storage, json_problem, source_text  # noqa: E402
 from kernel.vocabulary import TASK_FILES  # noqa: E402
+from studio.permissions import Action, require
 
 
 class StaleVersionError(Conflict):

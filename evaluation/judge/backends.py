@@ -25,15 +25,15 @@ here from the status code, the model name and the error body's ``type``/``code``
 from __future__ import annotations
 
 import abc
-
 import logging
 import os
 import random
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from .verdict import VERDICT_JSON_SCHEMA
 
@@ -145,7 +145,7 @@ class StudioJudgeConfig:
             raise JudgeConfigError(f"json_mode must be one of {JSON_MODES}, got {self.json_mode!r}")
 
     @classmethod
-    def from_env(cls, prefix: str = "STUDIO_JUDGE_", environ: Mapping[str, str] | None = None) -> "StudioJudgeConfig":
+    def from_env(cls, prefix: str = "STUDIO_JUDGE_", environ: Mapping[str, str] | None = None) -> StudioJudgeConfig:
         """Read ``<prefix>BASE_URL``, ``MODEL``, ``API_KEY``, ``JSON_MODE`` (and optionally
         ``TIMEOUT``, ``MAX_RETRIES``, ``MAX_TOKENS``).  Missing MODEL -> :class:`JudgeConfigError`."""
         env = os.environ if environ is None else environ
@@ -185,7 +185,7 @@ class StudioJudgeConfig:
             "max_tokens": self.max_tokens,
         }
 
-    def build_backend(self, **kwargs: Any) -> "OpenAICompatibleBackend":
+    def build_backend(self, **kwargs: Any) -> OpenAICompatibleBackend:
         return OpenAICompatibleBackend(
             base_url=self.base_url,
             model=self.model,

@@ -21,7 +21,8 @@ over-trims a prose prompt instead (the plan and the answer are never cut, only o
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: bytes of UTF-8 text per token, a lower bound for byte-level BPE tokenizers (module docstring)
 CHARS_PER_TOKEN = 1.0

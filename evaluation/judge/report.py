@@ -35,7 +35,8 @@ Input rows (one verdict each; :func:`normalize_row` says what is required)::
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from kernel.taxonomy import E2_SUBTYPE_NAMES
 

@@ -26,7 +26,8 @@ Formats:
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from kernel.errors import InvalidInput
 from kernel.taskfile import JSONNestingError, bounded_loads

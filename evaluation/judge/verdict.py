@@ -40,8 +40,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -669,7 +670,7 @@ class Verdict(BaseModel):
         return normalize_reading(value)
 
     @model_validator(mode="after")
-    def _check_consistency(self) -> "Verdict":
+    def _check_consistency(self) -> Verdict:
         if self.reading == "apb":
             # The benchmark's own parse result, as its code counts it (APB_* quirks in
             # KNOWN_DIFFERENCES): correctness and grade may be uncounted (None), off the scale,
@@ -724,7 +725,7 @@ class Verdict(BaseModel):
         return self.model_dump()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         return cls.model_validate(dict(data))
 
     def to_reference(self, dialect: str = "error_list") -> dict[str, Any]:
@@ -766,7 +767,7 @@ class Verdict(BaseModel):
         passed: bool | None = None,
         error_counts: Mapping[str, int] | None = None,
         distractors_used: Sequence[str] | None = None,
-    ) -> "Verdict":
+    ) -> Verdict:
         """Build a verdict from flags and a grade, recording any contradiction.
 
         ``setting`` (one of :data:`SETTINGS`) decides how correctness is derived (see

@@ -49,12 +49,20 @@ against the plain rules.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
 
 from .aggregate import format_results_table, get_gsd, official_document, run_evaluation, score_pair, task_entry
 from .config import MODES, ScoringConfig
-from .loaders import TASKS, apply_record, check_task_samples, load_run_records, load_task_files, merge_predictions, split_question_id
+from .loaders import (
+    TASKS,
+    apply_record,
+    check_task_samples,
+    load_run_records,
+    load_task_files,
+    merge_predictions,
+    split_question_id,
+)
 from .parsing import parse_prediction, parse_string_prediction
 from .runtime import paused_gc
 
@@ -65,7 +73,7 @@ __all__ = [
 ]
 
 
-def _roots_for(gold_polygons_dir: Optional[Path], extra: Iterable[Path] = ()) -> tuple:
+def _roots_for(gold_polygons_dir: Path | None, extra: Iterable[Path] = ()) -> tuple:
     roots = []
     if gold_polygons_dir is not None:
         d = Path(gold_polygons_dir)
@@ -77,7 +85,7 @@ def _roots_for(gold_polygons_dir: Optional[Path], extra: Iterable[Path] = ()) ->
 
 
 def evaluate_run_dir(run_dir, tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0, mode: str = "dora", *,
-                     include_step_matches: bool = False, log: Optional[list] = None) -> dict:
+                     include_step_matches: bool = False, log: list | None = None) -> dict:
     """Score a run folder like ``scripts/evaluate.py --run``; see the module docstring."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
     with paused_gc():
@@ -97,10 +105,10 @@ def evaluate_sanity(tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0, mode: str
         return official_document(results, mode, keep_step_matches=include_step_matches)
 
 
-def evaluate_samples(samples_by_dim: Dict[str, List[dict]], records_by_dim: Optional[Dict[str, List[dict]]],
-                     gold_polygons_dir: Optional[Path] = None, tau_r: float = 0.2, tau_a: float = 1.0,
+def evaluate_samples(samples_by_dim: dict[str, list[dict]], records_by_dim: dict[str, list[dict]] | None,
+                     gold_polygons_dir: Path | None = None, tau_r: float = 0.2, tau_a: float = 1.0,
                      mode: str = "dora", *, polygon_roots: Iterable[Path] = (), include_step_matches: bool = False,
-                     log: Optional[list] = None) -> dict:
+                     log: list | None = None) -> dict:
     """Score in-memory gold samples and run records; see the module docstring."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
     for d in TASKS:
@@ -113,7 +121,7 @@ def evaluate_samples(samples_by_dim: Dict[str, List[dict]], records_by_dim: Opti
         return official_document(results, mode, keep_step_matches=include_step_matches)
 
 
-def score_task(task: dict, sample: dict, record: Optional[dict], gold_polygons_dir: Optional[Path] = None,
+def score_task(task: dict, sample: dict, record: dict | None, gold_polygons_dir: Path | None = None,
                tau_r: float = 0.2, tau_a: float = 1.0, mode: str = "dora", *,
                polygon_roots: Iterable[Path] = ()) -> dict:
     """Score one gold task (an item of ``sample["tasks"]``) against one run record; see the module

@@ -8,16 +8,20 @@ dimension scores, rounded. The summary table's DORA row averages the rounded dim
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any
 
 from .config import ScoringConfig
 from .loaders import TASKS
 from .operators import score_answer
 from .trajectory import METRICS, trajectory_metrics
 
+#: the official evaluator's settings (an immutable value: one instance serves every default argument)
+DEFAULT_CONFIG = ScoringConfig()
 
-def get_gsd(sample: Any) -> Optional[float]:
+
+def get_gsd(sample: Any) -> float | None:
     """``pixel_size_m`` of ``input_data.pre_image``, else ``post_image``, else the first
     ``temporal_images`` entry that has one; None when absent."""
     data = sample.get("input_data", {}) if isinstance(sample, dict) else {}
@@ -35,7 +39,7 @@ def get_gsd(sample: Any) -> Optional[float]:
     return None
 
 
-def _gsd_value(value: Any) -> Optional[float]:
+def _gsd_value(value: Any) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):  # the evaluator raises here; an unreadable GSD counts as unknown
@@ -46,8 +50,8 @@ def round6(value: float) -> float:
     return round(value, 6)
 
 
-def task_entry(sample_id: Any, task_idx: int, task_score: float, field_scores: Dict[str, float],
-               metrics: Dict[str, float]) -> dict:
+def task_entry(sample_id: Any, task_idx: int, task_score: float, field_scores: dict[str, float],
+               metrics: dict[str, float]) -> dict:
     """One ``full.<dim>.tasks[]`` item, rounded like the evaluator (NaN task score → None)."""
     entry = {
         "sample_id": sample_id,
@@ -61,7 +65,7 @@ def task_entry(sample_id: Any, task_idx: int, task_score: float, field_scores: D
     return entry
 
 
-def score_pair(gold_task: dict, pred_task: dict, gsd: Optional[float], roots: tuple, cfg: ScoringConfig,
+def score_pair(gold_task: dict, pred_task: dict, gsd: float | None, roots: tuple, cfg: ScoringConfig,
                explain: bool = False):
     """Answer and trajectory scores of one gold task against one prediction task (unrounded)."""
     task_score, field_scores = score_answer(pred_task.get("final_answer", {}), gold_task.get("final_answer", {}),
@@ -70,8 +74,8 @@ def score_pair(gold_task: dict, pred_task: dict, gsd: Optional[float], roots: tu
     return task_score, field_scores, metrics, table
 
 
-def evaluate_dimension(gold_samples: List[dict], pred_samples: Optional[List[dict]], roots: tuple = (),
-                       cfg: ScoringConfig = ScoringConfig(), explain: bool = False) -> dict:
+def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None, roots: tuple = (),
+                       cfg: ScoringConfig = DEFAULT_CONFIG, explain: bool = False) -> dict:
     """One dimension; ``pred_samples=None`` scores gold against itself.
 
     Prediction samples are matched to gold by ``sample_id`` (the last one with an id wins), else by
@@ -124,8 +128,8 @@ def _lookup(mapping: dict, key: Any):
         return None
 
 
-def run_evaluation(gold_data: Dict[str, List[dict]], pred_data: Optional[Dict[str, List[dict]]],
-                   roots: Iterable[Path] = (), cfg: ScoringConfig = ScoringConfig(), explain: bool = False) -> dict:
+def run_evaluation(gold_data: dict[str, list[dict]], pred_data: dict[str, list[dict]] | None,
+                   roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT_CONFIG, explain: bool = False) -> dict:
     """``{dora_score, dimensions, full}`` over the dimensions in gold (and in predictions unless
     ``pred_data`` is None, i.e. sanity). Dimensions with no task are listed but not averaged."""
     roots = tuple(roots)

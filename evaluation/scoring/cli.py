@@ -19,8 +19,9 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence, TextIO
+from typing import TextIO
 
 from .aggregate import official_document, run_evaluation
 from .config import MODES, ScoringConfig
@@ -61,7 +62,7 @@ def build_parser(prog: str = "python -m evaluation.scoring") -> argparse.Argumen
     return parser
 
 
-def run(run_dir: Optional[Path], sanity: bool, tasks_dir: Optional[Path], output: Optional[Path],
+def run(run_dir: Path | None, sanity: bool, tasks_dir: Path | None, output: Path | None,
         tau_r: float = 0.2, tau_a: float = 1.0, mode: str = "dora", *,
         stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr, exiting: bool = False) -> Path:
     """Score, write eval.json and its .txt table, print the log, warnings and table; return the JSON path.
@@ -112,7 +113,7 @@ def run(run_dir: Optional[Path], sanity: bool, tasks_dir: Optional[Path], output
     return output
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m evaluation.scoring") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m evaluation.scoring") -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) and ``run``; the exit status."""
     args = build_parser(prog).parse_args(argv)
     try:

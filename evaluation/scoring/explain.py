@@ -9,8 +9,9 @@ comparison the operator makes, e.g. ``|9 − 5| = 4 > 1 + 0.2·|5| = 2``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any
 
 from .config import TAU_IOU, TAU_PX, ScoringConfig
 from .measures import _string_set, detect_point_pairs, extract_point, haversine_m, pixel_distance
@@ -27,7 +28,7 @@ def _num(x: float) -> str:
     return f"{x:.6g}"
 
 
-def _float(v: Any) -> Optional[float]:
+def _float(v: Any) -> float | None:
     try:
         f = float(v.strip().rstrip("%").strip()) if isinstance(v, str) else float(v)
     except (TypeError, ValueError, AttributeError):
@@ -35,7 +36,7 @@ def _float(v: Any) -> Optional[float]:
     return f
 
 
-def tolerance_text(field: str, etype: str, gsd_m: Optional[float], cfg: ScoringConfig = DEFAULT) -> str:
+def tolerance_text(field: str, etype: str, gsd_m: float | None, cfg: ScoringConfig = DEFAULT) -> str:
     """The pass rule of a field type in words, e.g. ``"|pred − gold| ≤ 1 + 0.2·|gold|"``."""
     if etype in SCALAR_TYPES and not (etype == "scalar_continuous" and is_percent_like(field)):
         return f"|pred − gold| ≤ {_num(cfg.tau_a)} + {_num(cfg.tau_r)}·|gold|"
@@ -82,14 +83,14 @@ def _scalar_why(pred: Any, gold: Any, tau_r: float, tau_a: float, percent: bool)
     return text
 
 
-def _plain(v: Any) -> Optional[float]:
+def _plain(v: Any) -> float | None:
     try:
         return float(v)
     except (TypeError, ValueError):
         return None
 
 
-def _why(field: str, etype: str, pred: Any, gold: Any, score: float, gsd_m: Optional[float],
+def _why(field: str, etype: str, pred: Any, gold: Any, score: float, gsd_m: float | None,
          roots: Iterable[Path], cfg: ScoringConfig) -> str:
     if etype in SCALAR_TYPES and not (etype == "scalar_continuous" and is_percent_like(field)):
         return _scalar_why(pred, gold, cfg.tau_r, cfg.tau_a, percent=False)
@@ -143,8 +144,8 @@ def _why(field: str, etype: str, pred: Any, gold: Any, score: float, gsd_m: Opti
     return f"{canonical_exact(pred)!r} {'=' if same else '≠'} {canonical_exact(gold)!r} after normalisation"
 
 
-def explain_answer(predicted: Any, gold_answer: Any, eval_spec: Any, gsd_m: Optional[float] = None,
-                   polygon_roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT) -> Dict[str, Any]:
+def explain_answer(predicted: Any, gold_answer: Any, eval_spec: Any, gsd_m: float | None = None,
+                   polygon_roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT) -> dict[str, Any]:
     """Field by field comparison of a record's answer with the gold answer.
 
     ``predicted``: the record's ``predicted_answer`` as stored (dict, string or None) — parsed
@@ -162,7 +163,7 @@ def explain_answer(predicted: Any, gold_answer: Any, eval_spec: Any, gsd_m: Opti
     spec = eval_spec if isinstance(eval_spec, dict) else {}
     pairs = detect_point_pairs(spec)
     paired = {f for info in pairs.values() for role, f in info.items() if role != "type"}
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for field, etype in spec.items():
         gold, pred = gold_answer.get(field), parsed.get(field)
         if etype == "ignore":

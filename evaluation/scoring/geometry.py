@@ -19,19 +19,20 @@ Points: ``point_haversine`` as lon/lat, ``point_pixel`` as (col, row), taken wit
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any
 
 from .measures import extract_point
 from .polygons import EMPTY_ANSWERS, largest_polygon, resolve_polygon_path
 
 
-def _crs_name(doc: Any) -> Optional[str]:
+def _crs_name(doc: Any) -> str | None:
     crs = doc.get("crs") if isinstance(doc, dict) else None
     return (crs or {}).get("properties", {}).get("name") if isinstance(crs, dict) else None
 
 
-def _feature(geom, role: str) -> Dict[str, Any]:
+def _feature(geom, role: str) -> dict[str, Any]:
     from shapely.geometry import mapping
 
     return {"type": "Feature", "properties": {"role": role}, "geometry": json.loads(json.dumps(mapping(geom)))}
@@ -56,13 +57,13 @@ def _to_lonlat(geom, crs: str):
     return shapely.transform(geom, project, interleaved=False)
 
 
-def polygon_pair(pred: Any, gold: Any, roots: Iterable[Path] = ()) -> Dict[str, Any]:
+def polygon_pair(pred: Any, gold: Any, roots: Iterable[Path] = ()) -> dict[str, Any]:
     """The polygons a ``polygon_iou`` field compares, ready for a map:
     ``{frame: "geographic" | "pixel", gold: Feature | None, pred: Feature | None, notes: [str]}``
     (GeoJSON Features, lon/lat in the geographic frame, col/row in the pixel frame; ``notes`` say
     why a side is missing or how it was read). Never raises: an unreadable file is a note."""
     roots = tuple(roots)
-    notes: List[str] = []
+    notes: list[str] = []
     gold_doc = grid = None
     gold_poly = pred_poly = None
     gold_s = str(gold)
@@ -124,7 +125,7 @@ def polygon_pair(pred: Any, gold: Any, roots: Iterable[Path] = ()) -> Dict[str, 
             "pred": _feature(pred_poly, "predicted") if pred_poly is not None else None, "notes": notes}
 
 
-def _point(value: Any, kind: str, role: str) -> Optional[Dict[str, Any]]:
+def _point(value: Any, kind: str, role: str) -> dict[str, Any] | None:
     a, b = extract_point(value, kind)
     if a is None or b is None:
         return None
@@ -137,13 +138,13 @@ def _point(value: Any, kind: str, role: str) -> Optional[Dict[str, Any]]:
     return {"type": "Feature", "properties": {"role": role}, "geometry": {"type": "Point", "coordinates": coords}}
 
 
-def answer_geometries(fields: Iterable[Dict[str, Any]], roots: Iterable[Path] = ()) -> List[Dict[str, Any]]:
+def answer_geometries(fields: Iterable[dict[str, Any]], roots: Iterable[Path] = ()) -> list[dict[str, Any]]:
     """Map geometry of the polygon and point rows of :func:`.explain.explain_answer`:
     ``[{field, type, frame, gold: Feature | None, pred: Feature | None, notes: [str]}]``, one per
     ``polygon_iou``, ``point_haversine`` or ``point_pixel`` row with a geometry on at least one
     side (rows typed otherwise are left out)."""
     roots = tuple(roots)
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for row in fields:
         etype = row.get("type")
         if etype == "polygon_iou":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from kernel.taskfile import loads
 from kernel.vocabulary import TASK_STEMS as TASKS
@@ -36,7 +36,7 @@ def check_task_samples(samples, where: str) -> None:
                 raise ValueError(f"{where}: sample {i}: tasks[{j}] must be an object, not {type(task).__name__}")
 
 
-def load_task_files(tasks_dir: Path) -> Dict[str, List[dict]]:
+def load_task_files(tasks_dir: Path) -> dict[str, list[dict]]:
     """``{"t1": [sample, ...], ...}`` for each ``<tasks_dir>/<task name>.json`` that exists.
 
     Raises ``ValueError`` naming the file for unreadable JSON or a wrong shape (``check_task_samples``).
@@ -66,7 +66,7 @@ def _loads_line(line: str) -> Any:
     return value if end == len(line) else json.loads(line)
 
 
-def read_jsonl(path: Path) -> List[dict]:
+def read_jsonl(path: Path) -> list[dict]:
     """Records of a ``benchmark.jsonl``; blank lines skipped. A line that is not a JSON object is
     skipped with a warning (the official evaluator would stop with an exception)."""
     records = []
@@ -76,16 +76,16 @@ def read_jsonl(path: Path) -> List[dict]:
         try:
             record = _loads_line(line)
         except ValueError as exc:
-            warnings.warn(f"{path}:{n}: not JSON ({exc}); line skipped")
+            warnings.warn(f"{path}:{n}: not JSON ({exc}); line skipped", stacklevel=2)
             continue
         if not isinstance(record, dict):
-            warnings.warn(f"{path}:{n}: not a JSON object; line skipped")
+            warnings.warn(f"{path}:{n}: not a JSON object; line skipped", stacklevel=2)
             continue
         records.append(record)
     return records
 
 
-def load_run_records(run_dir: Path) -> Dict[str, List[dict]]:
+def load_run_records(run_dir: Path) -> dict[str, list[dict]]:
     """``{"t1": [record, ...], ...}`` for each ``<run_dir>/<task name>/benchmark.jsonl`` that exists
     (a dimension whose file is missing is absent). Records are the parsed JSON lines, in order;
     a missing ``question_id`` is set to ``""``."""
@@ -100,7 +100,7 @@ def load_run_records(run_dir: Path) -> Dict[str, List[dict]]:
     return out
 
 
-def split_question_id(question_id: Any, sample_id: Any = "") -> Tuple[Any, int]:
+def split_question_id(question_id: Any, sample_id: Any = "") -> tuple[Any, int]:
     """``(sample id, task index)`` from ``<sample_id>_task<i>``: split on the *last* ``_task``;
     an index that ``int()`` rejects reads as 0; the record's own ``sample_id`` wins when truthy."""
     qid = question_id if isinstance(question_id, str) else ("" if question_id is None else str(question_id))
@@ -114,7 +114,7 @@ def split_question_id(question_id: Any, sample_id: Any = "") -> Tuple[Any, int]:
     return (sample_id or qid), 0
 
 
-def empty_predictions(gold_samples: List[dict]) -> Tuple[List[dict], Dict[tuple, dict]]:
+def empty_predictions(gold_samples: list[dict]) -> tuple[list[dict], dict[tuple, dict]]:
     """Prediction skeletons mirroring the gold samples (same sample ids and task count, empty
     answers and trajectories) and the ``(sample_id, task index) → task`` lookup (a later sample
     with the same id wins, as in the evaluator)."""
@@ -145,8 +145,8 @@ def apply_record(target: dict, record: dict) -> None:
         target["trajectory"] = record["trajectory"]
 
 
-def merge_predictions(gold_data: Dict[str, List[dict]], records_by_dim: Dict[str, List[dict]],
-                      log: Optional[list] = None, run_dir: Optional[Path] = None) -> Dict[str, List[dict]]:
+def merge_predictions(gold_data: dict[str, list[dict]], records_by_dim: dict[str, list[dict]],
+                      log: list | None = None, run_dir: Path | None = None) -> dict[str, list[dict]]:
     """Per dimension present in both: prediction samples built from the records. ``log`` collects
     the evaluator's progress lines (``run_dir`` only names the missing files in them)."""
     pred_data = {}

@@ -5,11 +5,10 @@ distances, and the pairing of ``_row``/``_col`` and ``_lat``/``_lon`` fields int
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from .config import EARTH_RADIUS_M
 from .normalize import normalize_string
-
 
 # ── sets ──────────────────────────────────────────────────────────────────
 
@@ -40,7 +39,7 @@ _PIXEL_KEYS = (("pixel_row", "pixel_col"), ("row", "col"), ("r", "c"), ("y", "x"
 _GEO_KEYS = (("latitude", "longitude"), ("lat", "lon"), ("lat", "lng"), ("y", "x"))
 
 
-def extract_point(value: Any, kind: str) -> Tuple[Optional[float], Optional[float]]:
+def extract_point(value: Any, kind: str) -> tuple[float | None, float | None]:
     """(row, col) for ``kind="pixel"`` or (lat, lon) for ``"geo"`` from a 2-list/tuple or a dict
     with one of the known key pairs; (None, None) when no pair parses."""
     if value is None:
@@ -81,11 +80,11 @@ _GEO_SUFFIXES = (("_latitude", "lat"), ("_longitude", "lon"), ("_lat", "lat"), (
 _PX_SUFFIXES = (("_row", "row"), ("_col", "col"))
 
 
-def detect_point_pairs(eval_spec: Dict[str, str]) -> Dict[str, Dict[str, str]]:
+def detect_point_pairs(eval_spec: dict[str, str]) -> dict[str, dict[str, str]]:
     """``{base: {"type": "geo"|"pixel", "lat"/"row": field, "lon"/"col": field}}`` for fields typed
     point_haversine (suffix _latitude/_longitude/_lat/_lon) or point_pixel (_row/_col). A base
     keeps the type of its first field. A lone half is recorded too (and then never scored)."""
-    pairs: Dict[str, Dict[str, str]] = {}
+    pairs: dict[str, dict[str, str]] = {}
     for field, etype in eval_spec.items():
         if etype == "point_haversine":
             suffixes, kind = _GEO_SUFFIXES, "geo"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any
 
 from .config import METRES_PER_DEGREE, TAU_PX, ScoringConfig
 from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
@@ -124,7 +125,7 @@ def score_ranking_kendall(pred: Any, gold: Any) -> float:
 # ── dicts ────────────────────────────────────────────────────────────────
 
 def score_scalar_dict(pred: Any, gold: Any, tau_r: float = DEFAULT.tau_r, tau_a: float = DEFAULT.tau_a,
-                      gsd_m: Optional[float] = None) -> float:
+                      gsd_m: float | None = None) -> float:
     """Mean over the gold keys (after :func:`normalize_dict_key`); a missing key scores 0.
     ``id``/``*_id``/``*osmid`` keys: exact match. Lat/lon keys: |p−g| ≤ 20·GSD m (or 20 m) in
     degrees (÷ 111 320). Numbers: ratio rule with tau_a = 0 when |g| ≤ 1.5, else ratio rule with
@@ -160,7 +161,7 @@ def score_scalar_dict(pred: Any, gold: Any, tau_r: float = DEFAULT.tau_r, tau_a:
 
 # ── points ───────────────────────────────────────────────────────────────
 
-def score_point_field(pred: Any, gold: Any, etype: str, gsd_m: Optional[float] = None,
+def score_point_field(pred: Any, gold: Any, etype: str, gsd_m: float | None = None,
                       cfg: ScoringConfig = DEFAULT) -> float:
     """A point held in one field (dict or 2-list). Pixel: distance ≤ 20 px. Geo: haversine ≤
     20·GSD m (20 m without GSD). When either side has no extractable point: 1 if equal, else
@@ -181,8 +182,8 @@ def _pair_value(answer: dict, field: str) -> float:
     return float(answer.get(field, 0))
 
 
-def score_point_pair(pred_answer: dict, gold_answer: dict, info: Dict[str, str], gsd_m: Optional[float],
-                     cfg: ScoringConfig = DEFAULT) -> Optional[float]:
+def score_point_pair(pred_answer: dict, gold_answer: dict, info: dict[str, str], gsd_m: float | None,
+                     cfg: ScoringConfig = DEFAULT) -> float | None:
     """Score one detected pair; None when the pair is incomplete (not scored at all). A missing
     field reads as 0; a non-numeric one makes the pair score 0."""
     if info["type"] == "geo" and "lat" in info and "lon" in info:
@@ -204,7 +205,7 @@ def score_point_pair(pred_answer: dict, gold_answer: dict, info: Dict[str, str],
 
 # ── task level ───────────────────────────────────────────────────────────
 
-def score_field(field: str, etype: str, pred: Any, gold: Any, gsd_m: Optional[float] = None,
+def score_field(field: str, etype: str, pred: Any, gold: Any, gsd_m: float | None = None,
                 polygon_roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT) -> float:
     """Score one (non-paired, non-ignored) field in dora mode."""
     if etype in SCALAR_TYPES:
@@ -228,8 +229,8 @@ def score_field(field: str, etype: str, pred: Any, gold: Any, gsd_m: Optional[fl
     return score_exact(pred, gold)  # unknown type (scalar_numeric, text_bleu, line, ...)
 
 
-def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: Dict[str, str], gsd_m: Optional[float] = None,
-                 polygon_roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT) -> Tuple[float, Dict[str, float]]:
+def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: dict[str, str], gsd_m: float | None = None,
+                 polygon_roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT) -> tuple[float, dict[str, float]]:
     """``(task_score, field_scores)`` for one task: the mean of the scored fields, NaN when none.
 
     Paired point fields are scored once, under ``<base>__point_px`` / ``<base>__point_geo``, after
@@ -242,7 +243,7 @@ def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: Dict[str, str], 
     eval_spec = eval_spec if isinstance(eval_spec, dict) else {}
     pairs = detect_point_pairs(eval_spec)
     paired = {f for info in pairs.values() for role, f in info.items() if role != "type"}
-    scores: Dict[str, float] = {}
+    scores: dict[str, float] = {}
     for field, etype in eval_spec.items():
         if etype == "ignore" or field in paired:
             continue

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 from .config import TAU_PX, ScoringConfig
-from .normalize import normalize_string
 from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
+from .normalize import normalize_string
 from .polygons import score_polygon_iou
 
 PAPER_SCALAR_TYPES = ("scalar_count", "scalar_continuous", "ratio_pct", "scalar_numeric")
@@ -42,7 +43,7 @@ LINE_TYPES = ("line", "polyline")
 _SEPARATORS = re.compile(r"[\s\-]+")
 
 
-def paper_number(value: Any) -> Optional[float]:
+def paper_number(value: Any) -> float | None:
     """A float from a number or numeric text (one trailing ``%`` allowed); None otherwise."""
     if isinstance(value, bool) or value is None:
         return None
@@ -123,11 +124,11 @@ def paper_ranking(pred: Any, gold: Any) -> float:
     return sum(paper_string(p, g) for p, g in zip(pred, gold)) / n
 
 
-def _geo_to_px(metres: float, gsd_m: Optional[float]) -> float:
+def _geo_to_px(metres: float, gsd_m: float | None) -> float:
     return metres / gsd_m if gsd_m else metres
 
 
-def paper_point(pred: Any, gold: Any, etype: str, gsd_m: Optional[float]) -> float:
+def paper_point(pred: Any, gold: Any, etype: str, gsd_m: float | None) -> float:
     """Pixel distance ≤ 20 px; geographic points go through the GSD (see module docstring)."""
     if pred == gold:
         return 1.0
@@ -141,7 +142,7 @@ def paper_point(pred: Any, gold: Any, etype: str, gsd_m: Optional[float]) -> flo
     return 1.0 if _geo_to_px(haversine_m(p1, p2, g1, g2), gsd_m) <= TAU_PX else 0.0
 
 
-def _line_points(value: Any) -> Optional[List[Tuple[float, float]]]:
+def _line_points(value: Any) -> list[tuple[float, float]] | None:
     if isinstance(value, dict):
         if value.get("type") == "Feature":
             return _line_points(value.get("geometry"))
@@ -188,7 +189,7 @@ def paper_line(pred: Any, gold: Any, tau_r: float) -> float:
     return (start + end + length) / 3.0
 
 
-def score_field_paper(field: str, etype: str, pred: Any, gold: Any, gsd_m: Optional[float],
+def score_field_paper(field: str, etype: str, pred: Any, gold: Any, gsd_m: float | None,
                       polygon_roots: Iterable[Path], cfg: ScoringConfig) -> float:
     """One field in paper mode."""
     if etype in PAPER_SCALAR_TYPES:
@@ -208,15 +209,15 @@ def score_field_paper(field: str, etype: str, pred: Any, gold: Any, gsd_m: Optio
     return paper_string(pred, gold)
 
 
-def score_answer_paper(pred_answer: Any, gold_answer: Any, eval_spec: Dict[str, str], gsd_m: Optional[float],
-                       polygon_roots: Iterable[Path], cfg: ScoringConfig) -> Tuple[float, Dict[str, float]]:
+def score_answer_paper(pred_answer: Any, gold_answer: Any, eval_spec: dict[str, str], gsd_m: float | None,
+                       polygon_roots: Iterable[Path], cfg: ScoringConfig) -> tuple[float, dict[str, float]]:
     """``(task_score, field_scores)`` in paper mode; same field keys and pairing as dora mode."""
     pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
     gold_answer = gold_answer if isinstance(gold_answer, dict) else {}
     eval_spec = eval_spec if isinstance(eval_spec, dict) else {}
     pairs = detect_point_pairs(eval_spec)
     paired = {f for info in pairs.values() for role, f in info.items() if role != "type"}
-    scores: Dict[str, float] = {}
+    scores: dict[str, float] = {}
     for field, etype in eval_spec.items():
         if etype == "ignore" or field in paired:
             continue

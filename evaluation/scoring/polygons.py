@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from .config import TAU_IOU
 
@@ -18,7 +19,7 @@ EMPTY_ANSWERS = frozenset({"", "none", "null", "n/a", "na", "nan", "[]", "{}"})
 _warned: set = set()
 
 
-def resolve_polygon_path(value: str, roots: Iterable[Path] = ()) -> Optional[Path]:
+def resolve_polygon_path(value: str, roots: Iterable[Path] = ()) -> Path | None:
     """Find a polygon file: the path itself (relative to the working directory, as the evaluator
     does), else the longest trailing part of the path that exists under one of ``roots`` (longer
     suffixes first; for one suffix, roots in order)."""
@@ -42,7 +43,7 @@ def _warn_once(kind: str, path: str) -> None:
         warnings.warn(f"polygon_iou: cannot locate {kind} polygon file: {path}", stacklevel=3)
 
 
-def largest_polygon(geojson: Any, grid: Optional[dict] = None):
+def largest_polygon(geojson: Any, grid: dict | None = None):
     """The largest non-empty Polygon of a GeoJSON object (multi-geometries exploded one level),
     optionally brought into the world frame of ``grid`` (see the module docstring)."""
     from shapely.affinity import affine_transform

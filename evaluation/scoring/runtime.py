@@ -22,7 +22,8 @@ import contextlib
 import gc
 import json
 import json.encoder
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["paused_gc", "dumps_indented", "leave_to_exit"]
 

@@ -12,7 +12,7 @@ import math
 import posixpath
 import re
 from functools import lru_cache
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from .config import ScoringConfig
 from .normalize import _tool_name, normalize_string, normalize_tool_name
@@ -29,14 +29,14 @@ _HASH_SEGMENT = re.compile(r"_[0-9a-f]{6,10}(?=_|$)")
 _PATH_PREFIXES = ("/", "D:", "C:", "./", "../", "~")
 
 
-def _steps(traj: Any) -> Tuple[List[int], List[dict], List[str]]:
+def _steps(traj: Any) -> tuple[list[int], list[dict], list[str]]:
     """The steps kept by flattening as three parallel lists: raw indices (positions in ``traj``),
     the steps, and their normalised tool names (:func:`normalize_tool_name` of ``call``; empty
     names kept). The names are worked out here once per step so that the tool sequences, par_acc
     and path matching do not normalise them again."""
-    raw: List[int] = []
-    kept: List[dict] = []
-    names: List[str] = []
+    raw: list[int] = []
+    kept: list[dict] = []
+    names: list[str] = []
     if not isinstance(traj, list):
         return raw, kept, names  # the evaluator iterates whatever it gets; a dict or string yields no dict steps
     for raw_index, step in enumerate(traj):
@@ -54,7 +54,7 @@ def _steps(traj: Any) -> Tuple[List[int], List[dict], List[str]]:
     return raw, kept, names
 
 
-def flatten_trajectory(traj: Any) -> List[dict]:
+def flatten_trajectory(traj: Any) -> list[dict]:
     """Drop non-dict entries, ``tool.loop``/``tool.reduce`` wrappers and steps with a falsy ``call``.
 
     A step whose call normalises to an empty name (e.g. ``"(x)"``) is kept here, so it counts in
@@ -63,21 +63,21 @@ def flatten_trajectory(traj: Any) -> List[dict]:
     return _steps(traj)[1]
 
 
-def tool_sequence(traj_or_flat: Any, flat: bool = False) -> List[str]:
+def tool_sequence(traj_or_flat: Any, flat: bool = False) -> list[str]:
     """Normalised tool names of the flattened trajectory (empty names dropped)."""
     steps = traj_or_flat if flat else flatten_trajectory(traj_or_flat)
     names = (normalize_tool_name(s.get("call", "")) for s in steps)
     return [n for n in names if n]
 
 
-def tool_any_order(pred: List[str], gold: List[str]) -> float:
+def tool_any_order(pred: list[str], gold: list[str]) -> float:
     if not gold:
         return 1.0 if not pred else 0.0
     gold_set = set(gold)
     return len(gold_set & set(pred)) / len(gold_set)
 
 
-def lcs_length(a: List[str], b: List[str]) -> int:
+def lcs_length(a: list[str], b: list[str]) -> int:
     """Length of a longest common subsequence of two name lists.
 
     A common prefix and a common suffix belong to some longest common subsequence (if
@@ -107,13 +107,13 @@ def lcs_length(a: List[str], b: List[str]) -> int:
     return head + tail + prev[-1]
 
 
-def tool_in_order(pred: List[str], gold: List[str]) -> float:
+def tool_in_order(pred: list[str], gold: list[str]) -> float:
     if not gold:
         return 1.0 if not pred else 0.0
     return lcs_length(gold, pred) / len(gold)
 
 
-def tool_exact_match(pred: List[str], gold: List[str]) -> float:
+def tool_exact_match(pred: list[str], gold: list[str]) -> float:
     if not gold:
         return 1.0 if not pred else 0.0
     n = 0
@@ -124,7 +124,7 @@ def tool_exact_match(pred: List[str], gold: List[str]) -> float:
     return n / len(gold)
 
 
-def efficiency(pred: List[str], gold: List[str]) -> float:
+def efficiency(pred: list[str], gold: list[str]) -> float:
     if not gold:
         return 1.0 if not pred else 0.0
     return len(gold) / max(len(pred), len(gold))
@@ -159,7 +159,7 @@ def _loads_or_none(text: Any) -> Any:
         return None
 
 
-def _dict_paths(d: dict) -> Tuple[Tuple[str, Any], ...]:
+def _dict_paths(d: dict) -> tuple[tuple[str, Any], ...]:
     """``(str(value), key)`` of an obs dict's top-level values that are file paths, in order."""
     out = []
     for k, v in d.items():
@@ -170,7 +170,7 @@ def _dict_paths(d: dict) -> Tuple[Tuple[str, Any], ...]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _text_paths(text: str) -> Tuple[Tuple[str, Any], ...]:
+def _text_paths(text: str) -> tuple[tuple[str, Any], ...]:
     """:func:`_dict_paths` of a JSON observation text (``()`` when it is not a JSON object).
 
     Cached per text: the same tool output (``{"mask_path": "..."}``) comes back in many records,
@@ -180,16 +180,16 @@ def _text_paths(text: str) -> Tuple[Tuple[str, Any], ...]:
     return _dict_paths(parsed) if isinstance(parsed, dict) else ()
 
 
-def _parsed_paths(text: Any) -> Tuple[Tuple[str, Any], ...]:
+def _parsed_paths(text: Any) -> tuple[tuple[str, Any], ...]:
     """:func:`_text_paths` without the cache (a ``str`` subclass, or a value ``json.loads`` refuses)."""
     parsed = _loads_or_none(text)
     return _dict_paths(parsed) if isinstance(parsed, dict) else ()
 
 
-def output_map(flat: List[dict]) -> Dict[str, Tuple[int, str]]:
+def output_map(flat: list[dict]) -> dict[str, tuple[int, str]]:
     """``{path: (step index, key)}`` of paths in each step's obs (top-level values), and in args
     whose name starts with ``output``. A later step producing the same path wins."""
-    produced: Dict[str, Tuple[int, str]] = {}
+    produced: dict[str, tuple[int, str]] = {}
     for idx, step in enumerate(flat):
         obs = step.get("obs", [])
         for item in (obs if isinstance(obs, list) else (obs,)):
@@ -252,14 +252,14 @@ class _Context:
 
 
 @lru_cache(maxsize=1 << 16)
-def _file_names(path: str) -> Tuple[str, str]:
+def _file_names(path: str) -> tuple[str, str]:
     """(basename, basename without ``_<6–10 hex>`` hash segments) of a path text, ``\\`` read as
     ``/``; cached per text (the same paths come back in many steps), as it depends on it alone."""
     base = posixpath.basename(path.replace("\\", "/"))
     return base, _canonical_stem(base)
 
 
-def _same_source(gv: str, pv: str, ctx: _Context, reasons: bool) -> Optional[str]:
+def _same_source(gv: str, pv: str, ctx: _Context, reasons: bool) -> str | None:
     """The reason two path texts match by where they come from (both raw inputs, the same
     producing step, or producing steps at one index that call the same tool), else None."""
     g_src = ctx.gold_out.get(gv)
@@ -283,7 +283,7 @@ def _same_source(gv: str, pv: str, ctx: _Context, reasons: bool) -> Optional[str
     return None
 
 
-def match_path(gv: str, pv: str, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
+def match_path(gv: str, pv: str, ctx: _Context, reasons: bool = True) -> tuple[bool, str]:
     """File-path arguments match by role: same text, both raw inputs, produced by the same step
     index, produced at an index where both trajectories call the same tool, same basename, or same
     basename once ``_<6–10 hex>`` hash segments are removed; the reason names the first of these
@@ -323,7 +323,7 @@ def is_symbolic_reference(value: Any) -> bool:
     return isinstance(value, str) and bool(_TRAJ_REF.match(value))
 
 
-def match_value(gv: Any, pv: Any, ctx: _Context, reasons: bool = True) -> Tuple[bool, str]:
+def match_value(gv: Any, pv: Any, ctx: _Context, reasons: bool = True) -> tuple[bool, str]:
     """One gold argument value against the predicted one; returns (ok, reason).
 
     ``reasons=False`` (par_acc without a step table): ``ok`` is the same, and a reason that would
@@ -380,7 +380,7 @@ def match_value(gv: Any, pv: Any, ctx: _Context, reasons: bool = True) -> Tuple[
 
 
 def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT,
-                       explain: bool = False, _pre: Optional[tuple] = None) -> Tuple[float, Optional[List[dict]]]:
+                       explain: bool = False, _pre: tuple | None = None) -> tuple[float, list[dict] | None]:
     """Positional argument accuracy and, with ``explain``, the per-step match table.
 
     For each flattened gold step i with a predicted step i of the same normalised name: the
@@ -393,7 +393,7 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
     """
     (g_raw, gold_flat, g_names), (p_raw, pred_flat, p_names) = (
         _pre if _pre is not None else (_steps(gold_traj), _steps(pred_traj)))
-    table: Optional[List[dict]] = [] if explain else None
+    table: list[dict] | None = [] if explain else None
     if not gold_flat:
         return (1.0 if not pred_flat else 0.0), table
     ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
@@ -451,7 +451,7 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
 
 
 def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT,
-                       explain: bool = False) -> Tuple[Dict[str, float], Optional[List[dict]]]:
+                       explain: bool = False) -> tuple[dict[str, float], list[dict] | None]:
     """``({t_any, t_ord, t_em, par_acc, eff}, step table or None)``, unrounded."""
     gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
     pred_seq = [n for n in pred_steps[2] if n]  # tool_sequence of the flattened steps
@@ -468,7 +468,7 @@ def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
 
 # ── alignment by tool, for reading (not a metric) ───────────────────────────
 
-def lcs_pairs(a: List[str], b: List[str]) -> List[Tuple[int, int]]:
+def lcs_pairs(a: list[str], b: list[str]) -> list[tuple[int, int]]:
     """Index pairs ``(i, j)`` of one longest common subsequence of two name lists (the LCS whose
     length :func:`lcs_length` gives and ``t_ord`` divides by |G|); empty names never match. Ties
     resolve towards skipping in ``a`` first, so a repeated tool pairs with its earliest
@@ -491,7 +491,7 @@ def lcs_pairs(a: List[str], b: List[str]) -> List[Tuple[int, int]]:
     return out
 
 
-def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT) -> List[dict]:
+def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT) -> list[dict]:
     """Gold and predicted steps aligned by tool name along their LCS (the alignment behind T-ORD),
     for people reading a trajectory. ParAcc itself stays positional (:func:`parameter_accuracy`),
     as in the evaluator; this table only shows where the agent inserted or skipped a step.
@@ -505,7 +505,7 @@ def align_by_tool(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
     """
     (g_raw, gold_flat, g_names), (p_raw, pred_flat, p_names) = _steps(gold_traj), _steps(pred_traj)
     ctx = _Context(gold_flat, pred_flat, cfg, g_names, p_names)
-    rows: List[dict] = []
+    rows: list[dict] = []
 
     def gold_row(i: int) -> dict:
         return {"kind": "skipped", "gold_index": i, "gold_raw_index": g_raw[i], "gold": gold_flat[i],

@@ -3,7 +3,8 @@ whose verdicts disagree, :mod:`evaluation.disagreement`), recent adjudications, 
 release's tasks (a sidecar field of the release export)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from django.db.models import Count, Prefetch, Q
 
@@ -93,7 +94,7 @@ def release_adjudications(task_ids: list[int], release_id: int | None) -> dict[i
         summary = out[task_of[record_id]]
         adjudicated.setdefault(task_of[record_id], set()).add(record_id)
         summary["overrides_all"] += bool(overrides_all)
-    for record_id, task_id in task_of.items():
+    for task_id in task_of.values():
         out[task_id]["records"] += 1
     for task_id, records in adjudicated.items():
         out[task_id]["adjudicated"] = len(records)

@@ -8,13 +8,21 @@ without any judge call.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from evaluation.judge.stepwise import parse_protocol_label, protocol_horizon
-from evaluation.judge.verdict import (DEFAULT_READING, E_CODES, SETTING_PROTOCOLS, VerdictParseError,
-                                      normalize_reading, parse_verdict, protocol_setting)
+from evaluation.judge.verdict import (
+    DEFAULT_READING,
+    E_CODES,
+    SETTING_PROTOCOLS,
+    VerdictParseError,
+    normalize_reading,
+    parse_verdict,
+    protocol_setting,
+)
 from evaluation.models import JudgeCall, Verdict
 from evaluation.services.judge import RE_ASK_SEPARATOR
+
 
 def first_answers(verdicts: Iterable[Verdict]) -> dict[int, str]:
     """The judge's first answer of each verdict's call, by verdict id: what the benchmark, which

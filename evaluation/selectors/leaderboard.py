@@ -14,8 +14,8 @@ from django.db.models import Count, Max, Sum
 from annotation.models import TaskRevision
 from evaluation import leaderboard as lb
 from evaluation.goldset import is_studio_key, perception_of_key, ranking_key, ranking_q
-from evaluation.paired import paired_comparison
 from evaluation.models import AgentRun, LeaderboardBootstrap, RunAggregate, RunRecord
+from evaluation.paired import paired_comparison
 
 _RECORD_FIELDS = (
     "id", "run_id", "run__name", "run__agent__name", "run__scoring_mode", "run__tau_r", "run__tau_a", "run__gold_set",

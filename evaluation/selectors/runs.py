@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from releases.services.export import ExportError, dora_samples
+from evaluation.models import AgentRun, RunImportJob, RunRecord
 from evaluation.scoring import get_gsd
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.explain import explain_answer
 from evaluation.scoring.geometry import answer_geometries
 from evaluation.scoring.trajectory import align_by_tool
-from evaluation.models import AgentRun, RunImportJob, RunRecord
+from releases.services.export import ExportError, dora_samples
 from replay.selectors import latest_successful_replay
 from replay.services.paths import artifact_path
 

@@ -15,11 +15,11 @@ from django.db import transaction
 
 from evaluation.disagreement import DisagreementRules, disagreement_reasons
 from evaluation.judge.verdict import E_CODES
-from kernel.errors import InvalidInput
-from kernel.taxonomy import plan_is_correct
 from evaluation.models import Adjudication, RunRecord, ScoringItem, Verdict
 from evaluation.selectors.adjudication import considered
 from evaluation.services.verdicts import submit_human_verdict
+from kernel.errors import InvalidInput
+from kernel.taxonomy import plan_is_correct
 from studio.permissions import Action, require
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time as _time
-from datetime import datetime, timezone as _tz
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +104,7 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
         (d / "run_stats.json").write_text(json.dumps({
             "total": len(records), "success": n_ok, "failed": len(records) - n_ok,
             "avg_time": round(sum(r["elapsed_time"] for r in records) / len(records), 3),
-            "timestamp": datetime.now(_tz.utc).isoformat()}, indent=2), encoding="utf-8")
+            "timestamp": datetime.now(UTC).isoformat()}, indent=2), encoding="utf-8")
     summary = {"run_dir": str(run_dir), "perception_mode": mode, "records": sum(len(v) for v in by_dim.values()),
                "failed": failed, "skipped_no_gold": skipped}
     agent_run = None

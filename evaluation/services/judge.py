@@ -33,9 +33,10 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -63,13 +64,13 @@ from evaluation.judge.rules import normalize_tool_name, tool_sequence
 from evaluation.judge.runner import JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
+from kernel.catalogue import catalogue_by_name
 from kernel.egress import host_allowed
 from kernel.errors import Conflict, InvalidInput
+from replay.selectors import latest_successful_replay
 from studio.background import job_running, worker_lost, worker_tag
 from studio.events import emit
 from studio.permissions import Action, require
-from kernel.catalogue import catalogue_by_name
-from replay.selectors import latest_successful_replay
 
 logger = logging.getLogger(__name__)
 

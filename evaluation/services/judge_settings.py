@@ -10,7 +10,8 @@ calls (the rule-based count, as the benchmark's ``used_redundant_tools``).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evaluation.judge import JudgeConfigError, JudgeRequestError, JudgeTransientError
 from evaluation.judge.prompts import PromptTemplateError, render_prompt

@@ -20,11 +20,22 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from evaluation import leaderboard as lb
-from evaluation.models import LeaderboardBootstrap, RunAggregate
-from evaluation.selectors.leaderboard import (aggregated_runs, bootstrap_inputs, bootstrap_row, bootstrap_version,
-                                             default_gold_set, gold_set_key, gold_sets, leaderboard_rows, leaderboard_runs,
-                                             newest_revision_id, records_state, stale_aggregates)
 from evaluation.jobs import leaderboard_bootstrap
+from evaluation.models import LeaderboardBootstrap, RunAggregate
+from evaluation.selectors.leaderboard import (
+    aggregated_runs,
+    bootstrap_inputs,
+    bootstrap_row,
+    bootstrap_version,
+    default_gold_set,
+    gold_set_key,
+    gold_sets,
+    leaderboard_rows,
+    leaderboard_runs,
+    newest_revision_id,
+    records_state,
+    stale_aggregates,
+)
 
 #: the page's bootstrap: resamples and seed (docs/leaderboard: B = 1000, seed 0)
 N_BOOT = 1000

@@ -22,22 +22,23 @@ item; :func:`evaluation.selectors.queue.scorer_accuracy` compares each scorer's 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluation.blind import seen_refusal
 from evaluation.judge.verdict import E_CODES
+from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
+from evaluation.selectors.adjudication import record_disagreements
+from evaluation.services.verdicts import GRADES, submit_human_verdict
 from kernel.errors import Conflict, InvalidInput
 from kernel.taxonomy import plan_is_correct
-from evaluation.blind import seen_refusal
-from evaluation.models import AgentRun, RunRecord, ScoringItem, Verdict, VerdictsSeen
-from evaluation.services.verdicts import GRADES, submit_human_verdict
-from evaluation.selectors.adjudication import record_disagreements
 from studio.events import emit
 from studio.permissions import Action, require
 
@@ -65,7 +66,7 @@ class QueueFilter:
     dimension: str | None = None
 
     @classmethod
-    def from_params(cls, params) -> "QueueFilter":
+    def from_params(cls, params) -> QueueFilter:
         """From a query dict (``release``, ``agent``, ``dimension``; blanks ignored)."""
         def get(k):
             v = (params.get(k) or "").strip()

@@ -33,8 +33,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.services.tasks import TASK_FILES
-from kernel.errors import Conflict, InvalidInput
-from releases.models import Release
 from evaluation.background import dispatch, job_runner
 from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_gold_set, studio_gold_set
 from evaluation.jobs import run_import
@@ -43,7 +41,9 @@ from evaluation.robustness import record_robustness
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
 from evaluation.services.leaderboard import schedule_bootstrap, write_run_aggregate
 from evaluation.services.queue import queue_share_of_run
+from kernel.errors import Conflict, InvalidInput
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
+from releases.models import Release
 from studio.background import job_running, worker_lost, worker_tag, write_failure
 from studio.events import emit
 from studio.permissions import Action, require
@@ -82,7 +82,7 @@ def _load_records(run_dir: Path) -> dict:
     """``load_run_records`` with its failures as :class:`RunImportError` naming the file: bytes
     that are not UTF-8, a line nested deeper than ``kernel.taskfile.MAX_JSON_DEPTH`` (found by
     ``kernel.taskfile.nesting_position`` before the reader parses it; no column could store it)."""
-    for dim, name in TASK_FILES.items():
+    for _dim, name in TASK_FILES.items():
         path = run_dir / name[:-5] / "benchmark.jsonl"
         if not path.is_file():
             continue

@@ -5,7 +5,8 @@ agreement like any record).  The pure part is :mod:`evaluation.judge.stepwise`.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from django.db import transaction
 

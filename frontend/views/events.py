@@ -11,7 +11,14 @@ import logging
 import math
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseBadRequest, HttpResponseNotModified, JsonResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotModified,
+    JsonResponse,
+)
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -230,8 +237,8 @@ def event_list(request):
 def event_detail(request, slug: str):
     try:
         event = selectors.event_with_layers(slug)
-    except Event.DoesNotExist:
-        raise Http404("no such event")
+    except Event.DoesNotExist as exc:
+        raise Http404("no such event") from exc
     layers = list(event.layers.all())
     by_id = {la.id: la for la in layers}
     audits = {}
@@ -259,8 +266,8 @@ def event_detail(request, slug: str):
 def _layer_or_404(layer_id: int) -> Layer:
     try:
         return selectors.layer_by_id(layer_id)
-    except Layer.DoesNotExist:
-        raise Http404("no such layer")
+    except Layer.DoesNotExist as exc:
+        raise Http404("no such layer") from exc
 
 
 def _png(data: bytes) -> HttpResponse:
@@ -285,7 +292,7 @@ def layer_tile(request, layer_id: int, z: int, x: int, y: int):
         else:
             response = _png(tiles.cached_tile(layer, z, x, y, signature))
     except tiles.LayerFileError as exc:
-        raise Http404(str(exc))
+        raise Http404(str(exc)) from exc
     # A tile's identity is its ETag (the layer's file and drawing inputs, z/x/y): a browser may
     # keep it for a day and then revalidate it with a 304.
     response["ETag"] = etag
@@ -308,7 +315,7 @@ def layer_image(request, layer_id: int):
     try:
         return _png(tiles.render_image(layer))
     except tiles.LayerFileError as exc:
-        raise Http404(str(exc))
+        raise Http404(str(exc)) from exc
 
 
 @require_safe
@@ -330,7 +337,7 @@ def layer_value(request, layer_id: int):
         lnglat = request.GET.get("frame") == "geographic"
         return JsonResponse({"layer": layer.id, "name": layer.name, **tiles.pixel_values(layer, x, y, lnglat=lnglat)})
     except tiles.LayerFileError as exc:
-        raise Http404(str(exc))
+        raise Http404(str(exc)) from exc
 
 
 @require_safe

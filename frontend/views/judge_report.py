@@ -4,14 +4,13 @@ robustness figures (tool-broken outcome shares, unsolvable refusal per type, dis
 with PNG plots."""
 from __future__ import annotations
 
-
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 
 from evaluation.judge.report import judge_report
 from evaluation.judge.verdict import E_CODES, READINGS, TOOL_BROKEN_OUTCOMES, UNSOLVABLE_TYPES, normalize_reading
-from evaluation.selectors.judge_report import judge_report_rows
 from evaluation.leaderboard import figure_png
+from evaluation.selectors.judge_report import judge_report_rows
 from studio.permissions import Action, require
 
 PLOTS = ("correctness", "errors", "tool-broken", "unsolvable")

@@ -16,8 +16,7 @@ from evaluation import blind
 from evaluation import leaderboard as lb
 from evaluation.selectors.leaderboard import compare_runs, leaderboard_rows
 from evaluation.selectors.robustness import leaderboard_robustness
-from evaluation.services.leaderboard import leaderboard_of_set
-from evaluation.services.leaderboard import N_BOOT, SEED, current_bootstrap
+from evaluation.services.leaderboard import N_BOOT, SEED, current_bootstrap, leaderboard_of_set
 from frontend.views.robustness import robustness_section
 
 #: how long a rendered plot may be served; its key changes whenever the numbers it shows change

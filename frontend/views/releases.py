@@ -4,7 +4,6 @@ Thin: services (``releases.services.lifecycle``, ``release_export``) act, select
 """
 from __future__ import annotations
 
-
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -12,18 +11,26 @@ from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from releases.models import Release
-from releases.api import ReleaseCreateIn, ReleasePublishIn
+from annotation.services import review as review_services
 from evaluation.selectors.runs import release_runs
+from kernel.errors import Conflict
+from kernel.paths import OutsideRoot, confine
+from releases.api import ReleaseCreateIn, ReleasePublishIn
+from releases.models import Release
 from releases.selectors import (
-    export_job, export_jobs, exports_dir, release_counts, release_diff, release_items, release_list, release_variant_count,
-    stale_acknowledgements, tasks_for_release_form,
+    export_job,
+    export_jobs,
+    exports_dir,
+    release_counts,
+    release_diff,
+    release_items,
+    release_list,
+    release_variant_count,
+    stale_acknowledgements,
+    tasks_for_release_form,
 )
 from releases.services import lifecycle
 from releases.services.release_export import start_export
-from annotation.services import review as review_services
-from kernel.errors import Conflict
-from kernel.paths import OutsideRoot, confine
 from studio.permissions import Action, can
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
+from annotation.models import Task
 from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun, ReplayStep
 from replay.rendering import class_labels, raster_png
-from replay.services.paths import artifact_path
-from annotation.models import Task
 from replay.selectors import task_replay_diff
 from replay.services.gold import ReplayStateError, accept_gold
+from replay.services.paths import artifact_path
 from studio.permissions import Action, can
 
 
@@ -18,8 +18,8 @@ def _artifact(pk: int, name: str):
     run = get_object_or_404(ReplayRun, pk=pk)
     try:
         path = artifact_path(run, name)
-    except ValueError:
-        raise Http404("no such artifact")
+    except ValueError as exc:
+        raise Http404("no such artifact") from exc
     if not path.is_file():
         raise Http404("no such artifact")
     return path

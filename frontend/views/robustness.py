@@ -5,7 +5,7 @@ this module only turns them into display strings with the leaderboard's own form
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from evaluation.robustness import OUTCOMES
 

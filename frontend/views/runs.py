@@ -8,19 +8,26 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+from evaluation import blind
 from evaluation import leaderboard as lb
 from evaluation.models import RunImportJob
-from evaluation.services.runs import (RunImportError, RunImportStateError, can_rerun, is_stale, rerun_run_import, start_rescore,
-                                      start_run_import)
-from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
-from evaluation import blind
 from evaluation.selectors.judge import judge_configs, record_judge_calls
+from evaluation.selectors.robustness import run_robustness
 from evaluation.selectors.runs import record_detail_qs, run_import_jobs, run_list, run_records
 from evaluation.selectors.verdicts import record_verdicts
-from evaluation.selectors.robustness import run_robustness
+from evaluation.services.queue import import_queue_share, note_outcomes_seen, note_verdicts_seen, verdicts_per_record
+from evaluation.services.runs import (
+    RunImportError,
+    RunImportStateError,
+    can_rerun,
+    is_stale,
+    rerun_run_import,
+    start_rescore,
+    start_run_import,
+)
 from frontend.views.events import map_config
-from releases.selectors import release_list
 from frontend.views.scoring import evidence, verdict_form_context
+from releases.selectors import release_list
 from replay.selectors import latest_successful_replay
 from studio.permissions import Action, can, require
 

@@ -18,32 +18,56 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import blind
+from evaluation.agreement import agreement_report
+from evaluation.api import AdjudicationIn, JudgeJobIn
+from evaluation.disagreement import DisagreementRules
+from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS
+from evaluation.judge.verdict import DEFAULT_READING, E_CODES, E_DEFINITIONS, READINGS
+from evaluation.leaderboard import figure_png, plot_text
+from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
 from evaluation.selectors import adjudication as adjudication_reads
 from evaluation.selectors import judge as judge_reads  # its names are also this module's views
-from evaluation.selectors.adjudication import adjudication_record_qs, recent_adjudications
-from evaluation.selectors.queue import (my_queue_verdicts, queue_overview, records_scored_by, scorer_accuracy,
-                                        scorer_progress, scoring_item_qs)
+from evaluation.selectors.adjudication import (
+    adjudication_record_qs,
+    considered,
+    recent_adjudications,
+    record_disagreements,
+)
+from evaluation.selectors.judge_report import reread_agreement_rows
+from evaluation.selectors.queue import (
+    my_queue_verdicts,
+    queue_overview,
+    records_scored_by,
+    scorer_accuracy,
+    scorer_progress,
+    scoring_item_qs,
+)
 from evaluation.selectors.runs import record_evidence
 from evaluation.selectors.verdicts import agreement_rows
-from evaluation.api import AdjudicationIn, JudgeJobIn
-from evaluation.judge.verdict import DEFAULT_READING, E_CODES, E_DEFINITIONS, READINGS
-from evaluation.selectors.judge_report import reread_agreement_rows
-from kernel.taxonomy import plan_is_correct
-from evaluation.leaderboard import plot_text
-from evaluation.models import AgentRun, JudgeConfig, JudgeJob, RunRecord
+from evaluation.services.adjudication import adjudicate, scored_by
+from evaluation.services.judge import (
+    JudgePaused,
+    key_variable_unset,
+    rerun_job,
+    resume_config,
+    save_judge_config,
+    select_records,
+    start_judge_job,
+    try_judge_config,
+)
+from evaluation.services.queue import (
+    QueueError,
+    QueueFilter,
+    add_gold_check,
+    claim_item,
+    claim_next,
+    enqueue_run,
+    note_verdicts_seen,
+    verdicts_per_record,
+)
 from evaluation.services.verdicts import GRADES
-from evaluation.services.adjudication import scored_by
-from evaluation.services.judge import key_variable_unset, try_judge_config
-from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS
-from evaluation.services.queue import QueueError, QueueFilter, claim_item, note_verdicts_seen
+from kernel.taxonomy import plan_is_correct
 from studio.permissions import Action, can, require
-from evaluation.agreement import agreement_report
-from evaluation.disagreement import DisagreementRules
-from evaluation.selectors.adjudication import considered, record_disagreements
-from evaluation.services.adjudication import adjudicate
-from evaluation.services.judge import JudgePaused, rerun_job, resume_config, save_judge_config, select_records, start_judge_job
-from evaluation.services.queue import add_gold_check, claim_next, enqueue_run, verdicts_per_record
-from evaluation.leaderboard import figure_png
 
 GRADE_KEYS = ("q", "w", "e", "r", "t", "y")  # 0.0 … 1.0, the row under the flag keys 1–6
 

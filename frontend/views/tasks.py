@@ -20,26 +20,35 @@ from django.views.decorators.http import require_POST, require_safe
 from annotation import tiles
 from annotation.models import Event, Layer, Task, TaskRevision
 from annotation.qc import EVAL_TYPES
-from annotation.selectors_tasks import (QUEUE_TABS, last_return, queue_counts, task_audit, task_authors,
-                                        task_comments, task_detail, task_page, task_revision, task_revisions,
-                                        user_draft)
+from annotation.selectors_tasks import (
+    QUEUE_TABS,
+    last_return,
+    queue_counts,
+    task_audit,
+    task_authors,
+    task_comments,
+    task_detail,
+    task_page,
+    task_revision,
+    task_revisions,
+    user_draft,
+)
 from annotation.selectors_variants import variant_row, variants_of
 from annotation.services import review as review_services
+from annotation.services.content import revision_content
+from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived, run_fast_qc
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
-from annotation.services.content import revision_content
-from annotation.services.tasks import (EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived,
-                                       run_fast_qc)
 from frontend.views.events import map_config
+from kernel.catalogue import catalogue_path
 from kernel.errors import DomainError
+from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
+from kernel.tools.perception import GTLabelError, remap_gt
 from replay.api import tool_catalogue
 from replay.models import ReplayRun
 from replay.rendering import class_labels
-from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
-from kernel.tools.perception import GTLabelError, remap_gt
-from studio.permissions import Action, can, require, user_roles
-from kernel.catalogue import catalogue_path
 from replay.services.paths import artifact_path
+from studio.permissions import Action, can, require, user_roles
 
 # DORA's category codes per dimension (dora-format.md: task_category_code is T1..T5).
 CATEGORY_CODES = {"t1": "T1", "t2": "T2", "t3": "T3", "t4": "T4", "t5": "T5"}
@@ -307,8 +316,8 @@ def task_edit_page(request, pk: int):
     """The editor on a task's head revision (read-only when its status or the user's role locks it)."""
     try:
         task = task_detail(pk)
-    except Task.DoesNotExist:
-        raise Http404("no such task")
+    except Task.DoesNotExist as exc:
+        raise Http404("no such task") from exc
     return render(request, "frontend/task_edit.html", _editor_context(request, task.event, task))
 
 
@@ -325,8 +334,8 @@ def task_detail_page(request, pk: int):
     """The review page: content, QC, replay, comments, transitions, audit trail, revisions."""
     try:
         task = task_detail(pk)
-    except Task.DoesNotExist:
-        raise Http404("no such task")
+    except Task.DoesNotExist as exc:
+        raise Http404("no such task") from exc
     latest = ReplayRun.objects.filter(task=task).order_by("-id").only("id").first()
     threads = task_comments(task)
     findings = _qc(task)
@@ -377,15 +386,15 @@ def task_history_page(request, pk: int):
     """Every revision (who, when, message); the diff between any two (``?a=&b=``); restore buttons."""
     try:
         task = task_detail(pk)
-    except Task.DoesNotExist:
-        raise Http404("no such task")
+    except Task.DoesNotExist as exc:
+        raise Http404("no such task") from exc
     revisions = list(task_revisions(task))
     try:
         b = int(request.GET.get("b") or task.version)
         a = int(request.GET.get("a") or max(b - 1, 1))
         ra, rb = task_revision(task, a), task_revision(task, b)
-    except (ValueError, TaskRevision.DoesNotExist):
-        raise Http404("no such revision")
+    except (ValueError, TaskRevision.DoesNotExist) as exc:
+        raise Http404("no such revision") from exc
     return render(request, "frontend/task_history.html", {
         "task": task, "revisions": revisions, "a": a, "b": b, "ra": ra, "rb": rb, "diff": diff_revisions(ra, rb),
         "can_restore": task.status in EDITABLE_STATUSES and can(request.user, Action.TASK_EDIT, task),
@@ -504,8 +513,8 @@ def replay_artifact_wgs84(request, pk: int, name: str):
     run = get_object_or_404(ReplayRun, pk=pk)
     try:
         path = artifact_path(run, name)
-    except ValueError:
-        raise Http404("no such artifact")
+    except ValueError as exc:
+        raise Http404("no such artifact") from exc
     if not path.is_file() or path.suffix.lower() not in (".geojson", ".json"):
         raise Http404("no such artifact")
     gdf = gpd.read_file(path)

@@ -14,11 +14,33 @@ every tool module, and this package imports ``registry``, so any import from ``k
 the registry filled (the tools' heavy dependencies, such as GDAL, torch and matplotlib, load only
 when a tool runs).
 """
-from .base import (ClassIndexError, GTMask, GTMissingError, ModalityError, ModelUnavailableError,
-                   ToolContext, ToolError, ToolInputError, UnknownToolError, canonical_json,
-                   directory_resolver, file_sha256, jsonable)
-from .registry import (PAPER_ALIASES, REGISTRY, ParamSpec, ToolSpec, all_tools, call_tool,
-                       get_tool, model_alias, normalize_tool_name, validate_args)
+from .base import (
+                   ClassIndexError,
+                   GTMask,
+                   GTMissingError,
+                   ModalityError,
+                   ModelUnavailableError,
+                   ToolContext,
+                   ToolError,
+                   ToolInputError,
+                   UnknownToolError,
+                   canonical_json,
+                   directory_resolver,
+                   file_sha256,
+                   jsonable,
+)
+from .registry import (
+                   PAPER_ALIASES,
+                   REGISTRY,
+                   ParamSpec,
+                   ToolSpec,
+                   all_tools,
+                   call_tool,
+                   get_tool,
+                   model_alias,
+                   normalize_tool_name,
+                   validate_args,
+)
 
 __all__ = [
     "ToolContext", "GTMask", "ToolError", "ToolInputError", "ClassIndexError", "ModalityError",

@@ -61,7 +61,7 @@ def lossy_creation_options(path: Path) -> dict | None:
                                  "interleave") if prof.get(k) is not None}
 
 
-def source_profile_unwritable(meta: "RasterMeta", *, float32: bool = False) -> str | None:
+def source_profile_unwritable(meta: RasterMeta, *, float32: bool = False) -> str | None:
     """Why the benchmark's write of a one-band (or recompressed) result with ``meta``'s source
     profile fails, or None when it works.
 
@@ -128,7 +128,7 @@ def raster_meta(path: Path, *, tool: str | None = None, argument: str | None = N
                               photometric.lower() if photometric else None)
     except rasterio.errors.RasterioIOError as exc:
         raise ToolInputError(f"cannot read {Path(path).name} as a raster: {exc}", tool=tool,
-                             argument=argument, expected="a raster image (GeoTIFF, PNG, ...)")
+                             argument=argument, expected="a raster image (GeoTIFF, PNG, ...)") from exc
     finally:
         ctx.__exit__(None, None, None)
 
@@ -360,7 +360,7 @@ def read_vector_path(path: Path, *, ctx: ToolContext | None = None, tool: str | 
             data = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ToolInputError(f"{path.name} is not valid JSON: {exc}", tool=tool,
-                                 argument=argument, expected="a GeoJSON file")
+                                 argument=argument, expected="a GeoJSON file") from exc
         crs = None
         if isinstance(data, dict):
             if data.get("type") == "Feature":
@@ -372,7 +372,7 @@ def read_vector_path(path: Path, *, ctx: ToolContext | None = None, tool: str | 
                     crs = _crs_from_member(data["crs"])
                 except Exception as exc:
                     raise ToolInputError(f"{path.name}: unreadable crs member: {exc}", tool=tool,
-                                         argument=argument)
+                                         argument=argument) from exc
         elif isinstance(data, list):
             features = data
         else:
@@ -395,7 +395,7 @@ def read_vector_path(path: Path, *, ctx: ToolContext | None = None, tool: str | 
                 geoms.append(shape(geom) if geom else None)
             except Exception as exc:
                 raise ToolInputError(f"{path.name}: feature {i} has an invalid geometry: {exc}",
-                                     tool=tool, argument=argument)
+                                     tool=tool, argument=argument) from exc
             rows.append(dict(props))
         import pandas as pd
 
@@ -407,7 +407,7 @@ def read_vector_path(path: Path, *, ctx: ToolContext | None = None, tool: str | 
         gdf = gpd.read_file(path)
     except Exception as exc:
         raise ToolInputError(f"cannot read {path.name} as a vector layer: {exc}", tool=tool,
-                             argument=argument, expected="GeoJSON, Shapefile or GeoPackage")
+                             argument=argument, expected="GeoJSON, Shapefile or GeoPackage") from exc
     return gdf
 
 

@@ -16,9 +16,10 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kernel.hashing import file_sha256  # noqa: F401  (re-exported: kernel.tools.base.file_sha256)
 from kernel.paths import is_inside
@@ -71,7 +72,7 @@ class ToolError(Exception):
             text += f" (expected: {self.expected})"
         return text
 
-    def with_context(self, tool: str | None = None, argument: str | None = None) -> "ToolError":
+    def with_context(self, tool: str | None = None, argument: str | None = None) -> ToolError:
         """Fill in tool/argument when they are still unknown; returns self."""
         if self.tool is None and tool:
             self.tool = tool
@@ -180,7 +181,7 @@ class ToolContext:
             try:
                 found = Path(self.resolve_path(text))
             except ToolError as exc:
-                raise exc.with_context(tool, argument)
+                raise exc.with_context(tool, argument) from exc
             except (OSError, ValueError, KeyError) as exc:
                 raise ToolInputError(f"cannot resolve path {text!r}: {exc}", tool=tool,
                                      argument=argument) from exc

@@ -130,7 +130,7 @@ def _features_of_file(ctx: ToolContext, value: str, tool: str) -> list:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ToolInputError(f"{path.name} is not valid JSON: {exc}", tool=tool,
-                             argument="loop_over")
+                             argument="loop_over") from exc
     if isinstance(data, dict):
         data = data.get("features", [])
     elif not isinstance(data, list):
@@ -456,9 +456,9 @@ def tool_chart_data(ctx: ToolContext, values: list[dict] | dict, value_field: st
             continue
         try:
             num = float(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as exc:
             raise ToolInputError(f"record {idx}: {value_field!r} is {raw!r}, not a number",
-                                 tool=tool, argument="value_field")
+                                 tool=tool, argument="value_field") from exc
         label = _render_label(label_template, item).strip() if label_template else None
         if not label and label_field:
             label = _label(_get_field(item, label_field))

@@ -56,9 +56,9 @@ GT label mapping (by normalised label: lower case, ``_``/``-``/spaces → ``-``)
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -66,9 +66,9 @@ import numpy as np
 # __init__ imports the registry, which imports this module
 import kernel.tools.classical as _classical
 import kernel.tools.perception_models as pm
+
 from ._io import _quiet, raster_meta, read_mask, read_raster, write_mask
-from .base import (GTMask, GTMissingError, ModelUnavailableError, ToolContext, ToolError,
-                   ToolInputError, file_sha256)
+from .base import GTMask, GTMissingError, ModelUnavailableError, ToolContext, ToolError, ToolInputError, file_sha256
 from .spec import register
 
 __all__ = ["DAMAGE_CLASSES", "DAMAGE_LABELS", "ROAD_CLASSES", "TOOLS", "GTLabelError",

@@ -239,7 +239,7 @@ def checkpoint_path(name: str, checkpoint_dir: Path | None, *, tool: str | None 
     return path
 
 
-_CACHE: "OrderedDict[tuple, object]" = OrderedDict()
+_CACHE: OrderedDict[tuple, object] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 2
 
@@ -279,7 +279,7 @@ def load_model(name: str, checkpoint_dir: Path | None, *, tool: str | None = Non
         net = net.to(dev).eval()
     except (RuntimeError, AssertionError) as exc:
         raise ModelUnavailableError(f"torch device {dev!r} is not available: {exc}", tool=tool,
-                                    expected="STUDIO_PERCEPTION_DEVICE=cpu or a visible GPU")
+                                    expected="STUDIO_PERCEPTION_DEVICE=cpu or a visible GPU") from exc
     with _CACHE_LOCK:
         _CACHE[key] = net
         while len(_CACHE) > _CACHE_SIZE:
@@ -340,7 +340,7 @@ def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None
     try:
         net = benchmark_network(spec.name)
     except ModelUnavailableError as exc:
-        raise exc.with_context(tool)
+        raise exc.with_context(tool) from exc
     want = net.state_dict()
     for alias, name in SHARED_PREFIXES.items():  # a shared module's second name (Swin-UperNet)
         if not any(k.startswith(name) for k in tensors):

@@ -17,8 +17,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import CLASS_TAG, PIXEL_TAG, _quiet, lossy_creation_options, raster_meta, read_band, read_mask_tags, \
-    read_raster, source_profile_unwritable, values_present, write_mask, write_raster, write_vector
+from ._io import (
+    CLASS_TAG,
+    PIXEL_TAG,
+    _quiet,
+    lossy_creation_options,
+    raster_meta,
+    read_band,
+    read_mask_tags,
+    read_raster,
+    source_profile_unwritable,
+    values_present,
+    write_mask,
+    write_raster,
+    write_vector,
+)
 from .base import ToolContext, ToolError, ToolInputError
 from .spec import register
 

@@ -22,8 +22,19 @@ import kernel.tools.vector  # noqa: F401
 import kernel.tools.vis  # noqa: F401
 
 from .base import UnknownToolError
-from .spec import (PAPER_ALIASES, REGISTRY, SERVERS, ParamSpec, ToolSpec, call_tool, get_tool,
-                   model_alias, normalize_tool_name, register, validate_args)
+from .spec import (
+    PAPER_ALIASES,
+    REGISTRY,
+    SERVERS,
+    ParamSpec,
+    ToolSpec,
+    call_tool,
+    get_tool,
+    model_alias,
+    normalize_tool_name,
+    register,
+    validate_args,
+)
 
 __all__ = ["ParamSpec", "ToolSpec", "REGISTRY", "SERVERS", "register", "get_tool", "call_tool",
            "validate_args", "normalize_tool_name", "PAPER_ALIASES", "model_alias", "all_tools",

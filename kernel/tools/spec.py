@@ -17,8 +17,9 @@ import inspect
 import json
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -106,9 +107,9 @@ def _type_str(tp: Any) -> str:
         return inner
     if tp is Any or tp is inspect.Parameter.empty:
         return "any"
-    if origin in (list, typing.List):
+    if origin in (list, list):
         return f"list[{_type_str(args[0])}]" if args else "list"
-    if origin in (dict, typing.Dict):
+    if origin in (dict, dict):
         return f"dict[{_type_str(args[0])},{_type_str(args[1])}]" if args else "dict"
     if isinstance(tp, type):
         return {"str": "str", "int": "int", "float": "float", "bool": "bool",
@@ -123,7 +124,7 @@ def _is_container(tp: Any) -> bool:
         return _is_container(args[0])
     if origin in (typing.Union, types.UnionType):
         return any(_is_container(a) for a in args if a is not type(None))
-    return origin in (list, dict, typing.List, typing.Dict) or tp in (list, dict)
+    return origin in (list, dict, list, dict) or tp in (list, dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,7 +227,7 @@ def _prepare_args(spec: ToolSpec, args: dict) -> dict:
         try:
             args = json.loads(args)
         except ValueError as exc:
-            raise ToolInputError(f"arguments are not a JSON object: {exc}", tool=spec.name)
+            raise ToolInputError(f"arguments are not a JSON object: {exc}", tool=spec.name) from exc
     if not isinstance(args, dict):
         raise ToolInputError(f"arguments must be an object, got {type(args).__name__}",
                              tool=spec.name)
@@ -312,7 +313,7 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext, *,
     try:
         result = spec.func(ctx, **values)
     except ToolError as exc:
-        raise exc.with_context(spec.name)
+        raise exc.with_context(spec.name) from exc
     except (FileNotFoundError, IsADirectoryError) as exc:
         raise ToolInputError(f"file not found: {exc}", tool=spec.name) from exc
     except (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OSError) as exc:

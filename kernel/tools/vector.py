@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import (metric_frame, raster_meta, read_band, read_raster, read_vector, read_vector_path,
-                  write_vector)
+from ._io import metric_frame, raster_meta, read_band, read_raster, read_vector, read_vector_path, write_vector
 from .base import ToolContext, ToolInputError
 from .raster import named_output, resolve_or_missing
 from .spec import register
@@ -353,7 +352,7 @@ def _read_file_as_benchmark(path: Path, *, tool: str, argument: str):
             gdf = gpd.read_file(path)
     except Exception as exc:
         raise ToolInputError(f"cannot read {path.name} as a vector layer: {exc}", tool=tool,
-                             argument=argument, expected="GeoJSON, Shapefile or GeoPackage")
+                             argument=argument, expected="GeoJSON, Shapefile or GeoPackage") from exc
     if path.name.lower().endswith(".geojson"):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -376,7 +375,7 @@ def _save_as_benchmark(gdf, out_path: Path, *, tool: str) -> None:
         except (TypeError, ValueError) as exc:
             raise ToolInputError(f"the kept features cannot be written as GeoJSON: {exc} (a "
                                  f"list-valued property, read by GDAL as an array)", tool=tool,
-                                 argument="vector_path")
+                                 argument="vector_path") from exc
         doc.pop("crs", None)
         out_path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
         return
@@ -737,7 +736,7 @@ def vec_nearest(ctx: ToolContext, vector_a_path: str, vector_b_path: str,
         b_ids = [int(v) for v in b["id"]] if "id" in b.columns else list(range(1, len(b) + 1))
     except (TypeError, ValueError) as exc:
         raise ToolInputError(f"an id property is not an integer: {exc}", tool=tool,
-                             argument="vector_a_path", expected="integer id properties")
+                             argument="vector_a_path", expected="integer id properties") from exc
     a_m, unit = metric_frame(a, px)
     b_m = b.to_crs(a_m.crs) if a_m.crs is not None and b.crs is not None else b
     rows, links = [], []
@@ -1243,7 +1242,7 @@ def _read_graphml_for(ctx, tool, graph_path):
         return load_road_graphml(path), path
     except Exception as exc:
         raise ToolInputError(f"cannot read {_stem(graph_path)} as a road graph: {exc}", tool=tool,
-                             argument="graph_path", expected="a .graphml file from vec.build_graph")
+                             argument="graph_path", expected="a .graphml file from vec.build_graph") from exc
 
 
 @register("vec.build_graph", server="Analysis", module="vector", version=2,
@@ -1572,7 +1571,7 @@ def _repair_graph(ctx, tool, graph_path, blocked_attr):
     except Exception as exc:
         raise ToolInputError(f"cannot read {_stem(graph_path)} as a graph: {exc}", tool=tool,
                              argument="graph_path",
-                             expected=".graphml (vec.build_graph) or JSON {nodes, edges}")
+                             expected=".graphml (vec.build_graph) or JSON {nodes, edges}") from exc
     return g
 
 
@@ -1619,7 +1618,7 @@ def vec_repair_min_edges(ctx: ToolContext, graph_path: str, source: str | int | 
             s = sorted(comp.nodes)[0]
         except TypeError as exc:
             raise ToolInputError(f"node ids cannot be ordered: {exc}", tool=tool,
-                                 argument="graph_path")
+                                 argument="graph_path") from exc
         hops = nx.single_source_shortest_path_length(comp, s)
         t = max(hops, key=hops.get)
         auto = True
@@ -1766,7 +1765,7 @@ def vec_dissolve(ctx: ToolContext, vector_path: str, by: str | None = None,
                 out = gdf.dissolve()
     except Exception as exc:
         raise ToolInputError(f"cannot dissolve {_stem(vector_path)}: {exc}", tool=tool,
-                             argument="vector_path")
+                             argument="vector_path") from exc
     dst = _out_vector(ctx, tool, {"vector": path, "by": by, "v": 2}, out_path)
     write_vector(dst, out)
     return {"tool": tool, "output_path": ctx.artifact_name(dst),
@@ -1794,7 +1793,7 @@ def vec_simplify(ctx: ToolContext, vector_path: str, tolerance: float,
                                                        preserve_topology=bool(preserve_topology))
     except Exception as exc:
         raise ToolInputError(f"cannot simplify with tolerance {tolerance}: {exc}", tool=tool,
-                             argument="tolerance", expected="a distance in the layer's units")
+                             argument="tolerance", expected="a distance in the layer's units") from exc
     after = sum(count_vertices(g) for g in out.geometry)
     dst = _out_vector(ctx, tool, {"vector": path, "tol": float(tolerance),
                                   "keep": bool(preserve_topology), "v": 2}, out_path)

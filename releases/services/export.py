@@ -42,15 +42,20 @@ import tempfile
 import uuid
 import weakref
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from itertools import groupby
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from django.conf import settings
 
+from annotation import qc
 from annotation.models import AuditEvent, Layer, Task, TaskRevision, TaskVariant
+from annotation.services.content import revision_content
+from annotation.services.layer_versions import pinned_layer
+from annotation.services.qc import layer_info
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.hashing import file_sha256 as sha256_file
 from kernel.hashing import tree_digest
@@ -58,13 +63,9 @@ from kernel.inputs import PATH_SUFFIXES, data_paths  # noqa: F401  (data_paths i
 from kernel.steps import step_call
 from kernel.taskfile import JSON_INDENT, dumps, from_storage, same_value, source_from_text  # noqa: F401
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
-from annotation import qc
-from annotation.services.layer_versions import pinned_layer
-from annotation.services.qc import layer_info
-from annotation.services.content import revision_content
+from releases.services.pins import release_layer_pins
 from replay.models import ReplayRun
 from replay.services.paths import artifact_path
-from releases.services.pins import release_layer_pins
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
 IMPORT_ARTIFACTS = "imports"
@@ -120,13 +121,13 @@ def write_text_hashed(path: Path, text: str) -> dict:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> dict:
     """The JSON Schema ``name`` (a key of :data:`SCHEMA_FILES`) from ``releases/schemas/``."""
     return json.loads((SCHEMA_DIR / SCHEMA_FILES[name]).read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str, ref: str | None):
     from jsonschema import Draft202012Validator
 
@@ -418,8 +419,8 @@ def attach_positions(entries: list[Entry]) -> list[Entry]:
             src = source_from_text(text)
             if isinstance(src, dict) and isinstance(src.get("sample_index"), int):
                 by_rev[rev_id].position = (src["sample_index"],)
-    rows = sorted((row for chunk in chunks for row in ReplayRun.objects.filter(
-        revision_id__in=chunk, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/").values_list("id", "revision_id", "artifact_dir")))
+    rows = sorted(row for chunk in chunks for row in ReplayRun.objects.filter(
+        revision_id__in=chunk, artifact_dir__startswith=f"{IMPORT_ARTIFACTS}/").values_list("id", "revision_id", "artifact_dir"))
     seen = set()
     for _, rev_id, adir in rows:
         if rev_id in seen:
@@ -514,7 +515,7 @@ class SortedEntries:
         if batch:
             yield batch
 
-    def without(self, task_ids: set[int], count: int) -> "SortedEntries":
+    def without(self, task_ids: set[int], count: int) -> SortedEntries:
         """A view of these entries without those of ``task_ids`` (``count`` of them are here);
         it shares the runs (this instance must outlive it)."""
         return SortedEntries((), _runs=self._runs, _exclude=self._exclude | frozenset(task_ids),
@@ -525,7 +526,7 @@ class SortedEntries:
         if finalizer is not None:
             finalizer()
 
-    def __enter__(self) -> "SortedEntries":
+    def __enter__(self) -> SortedEntries:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -789,7 +790,7 @@ class LayoutWriter:
             try:
                 doc = json.loads(src.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise ExportError(f"{e.question_id}: final_answer.{name}: gold polygon {src.name} is not JSON ({exc})")
+                raise ExportError(f"{e.question_id}: final_answer.{name}: gold polygon {src.name} is not JSON ({exc})") from exc
             rewrite = False
             if not from_source and isinstance(doc, dict) and "dora_grid" not in doc:
                 doc["dora_grid"] = self._grid(sample, event)

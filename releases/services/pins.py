@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from annotation.models import Layer, LayerVersion
 from annotation.services.layer_versions import ensure_version
-
 from releases.models import Release, ReleaseLayerPin, ReleaseTask
 
 __all__ = ["pin_layers", "release_layer_pins", "task_layer_pins", "version_is_pinned"]

@@ -17,8 +17,7 @@ import os
 import shutil
 import uuid
 import zipfile
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -309,7 +308,7 @@ def _last_beat(job: dict, base: Path):
         except (KeyError, TypeError, ValueError):
             pass
     try:
-        times.append(datetime.fromtimestamp((base / HEARTBEAT_FILE).stat().st_mtime, tz=dt_timezone.utc))
+        times.append(datetime.fromtimestamp((base / HEARTBEAT_FILE).stat().st_mtime, tz=UTC))
     except OSError:
         pass
     return max(times) if times else None

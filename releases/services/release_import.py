@@ -147,13 +147,13 @@ def _load_json(path: Path, rel: str):
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReleaseImportError(rel, f"cannot be read ({exc})")
+        raise ReleaseImportError(rel, f"cannot be read ({exc})") from exc
     try:
         return bounded_loads(text)
     except JSONNestingError as exc:
         raise ReleaseImportError(rel, exc.problem, field=f"line {exc.line}, column {exc.column}") from None
     except json.JSONDecodeError as exc:
-        raise ReleaseImportError(rel, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        raise ReleaseImportError(rel, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
 
 
 
@@ -163,7 +163,7 @@ def _read_task_file(path: Path, rel: str) -> list:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ReleaseImportError(rel, f"cannot be read ({exc})")
+        raise ReleaseImportError(rel, f"cannot be read ({exc})") from exc
     try:
         return read_task_file(data, rel).samples
     except TaskFileError as exc:
@@ -278,7 +278,7 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
                 if slugify(ev) != ev:
                     raise ReleaseImportError(MANIFEST_NAME, f"event '{ev}' is not a slug", field=f"questions.{qid}.event")
                 planned.append(_Planned(dim, rel, si, ti, sample, task, qid, ev))
-                for name, value in _polygon_answers(task):
+                for _name, value in _polygon_answers(task):
                     if not value.strip():
                         continue
                     vrel = safe_relative(value)
@@ -532,7 +532,7 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 adir = f"{IMPORT_ARTIFACTS}/{key}"
                 (art_root / adir).mkdir(parents=True, exist_ok=True)
                 (art_root / adir / SOURCE_FILE).write_text(dumps(source), encoding="utf-8")
-                for name, value in _polygon_answers(pl.task):
+                for _name, value in _polygon_answers(pl.task):
                     if value in parsed.polygons:
                         vrel = safe_relative(value)
                         dst = art_root / adir / (vrel.as_posix() if vrel else f"gold_polygons/{Path(value).name}")

@@ -39,13 +39,19 @@ from pathlib import Path
 from django.conf import settings
 
 from annotation.models import Task, TaskRevision, TaskVariant
-from releases.models import Release, ReleaseTask
-from releases.services.export import (
-    Entry, ExportError, LayoutWriter, SortedEntries, content_digest, copy_schemas, folder_files,
-)
 from annotation.services.variants import is_unreadable_file, unreadable_layers
 from kernel.content import CONTENT_FIELDS
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
+from releases.models import Release, ReleaseTask
+from releases.services.export import (
+    Entry,
+    ExportError,
+    LayoutWriter,
+    SortedEntries,
+    content_digest,
+    copy_schemas,
+    folder_files,
+)
 
 __all__ = ["VARIANTS_DIR", "is_unreadable_file", "split_entries", "write_layout", "release_files", "variants_section",
            "authored_number", "link_imported_variants", "VariantReleaseError"]

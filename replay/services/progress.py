@@ -59,7 +59,7 @@ class _Progress:
 
     FIELDS = ["status", "duration_ms", "resolved_args", "obs", "error", "artifacts", "cached", "expanded"]
 
-    def __init__(self, run: ReplayRun, cache: "DbStepCache", steps: list, start: dict, restarted: bool):
+    def __init__(self, run: ReplayRun, cache: DbStepCache, steps: list, start: dict, restarted: bool):
         import time as _time
 
         self.run = run

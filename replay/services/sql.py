@@ -12,7 +12,8 @@ run unchanged on SQLite and PostgreSQL. Nothing here knows a model; callers own 
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from django.db import connections, models, router
 from django.db.models import Model

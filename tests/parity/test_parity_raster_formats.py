@@ -19,9 +19,9 @@ import pytest
 import rasterio
 
 from kernel.taskfile import from_storage, to_storage
-from replay.mcp_server import _text
 from kernel.tools import ToolContext, ToolError, call_tool, directory_resolver
 from kernel.tools.testing import write_png, write_tif
+from replay.mcp_server import _text
 
 #: z = col: 1 unit per pixel eastwards, constant along the rows
 RAMP = np.array([[0, 1, 2], [0, 1, 2]], dtype=np.uint8)

@@ -7,9 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from django.conf import settings
-
 from conftest import REPO, ChildDatabase
+from django.conf import settings
 
 
 def child_env(db: ChildDatabase, tmp_path: Path) -> dict:

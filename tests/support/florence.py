@@ -7,10 +7,10 @@ value 3 (major) on 26,492 px and 4 (destroyed) on 274 px.
 from __future__ import annotations
 
 import pytest
+from conftest import REALDATA
 from django.contrib.auth import get_user_model
 
 from annotation.services.imports import import_xbd_folder
-from conftest import REALDATA
 
 FLORENCE = REALDATA / "xbd-hurricane-florence"
 PRE = "hurricane-florence_00000018_pre_original.png"

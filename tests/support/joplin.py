@@ -11,12 +11,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from conftest import REALDATA
 from django.test import override_settings
 
 from annotation.models import Event, Task
 from annotation.services import tasks as task_services
 from annotation.services.imports import import_raster_file, import_vector_file
-from conftest import REALDATA
 from support.db import module_transaction
 
 JOPLIN = REALDATA / "xview2-deploy-joplin"

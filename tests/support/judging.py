@@ -12,12 +12,13 @@ import json
 import zipfile
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from django.urls import include, path
 
-from conftest import SCORING_EXAMPLES
 from evaluation.models import Verdict
 from evaluation.services.verdicts import submit_human_verdict
-from support.judge_server import GOOD_CLEAN as CLEAN, SECRET, FakeServer, completion  # noqa: F401  (re-exported)
+from support.judge_server import GOOD_CLEAN as CLEAN  # noqa: F401  (re-exported)
+from support.judge_server import SECRET, FakeServer
 
 #: agent_a's run of the scoring examples (12 records) and the task folder it is scored against.
 AGENT_A = SCORING_EXAMPLES / "runs" / "agent_a"

@@ -12,12 +12,12 @@ import json
 import threading
 
 import anyio
+from conftest import REPO, ChildDatabase
 from django.conf import settings
 
 from annotation.models import Layer
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import build_input_data, create_task
-from conftest import REPO, ChildDatabase
 from studio.accounts import upsert_user
 from support.florence import FLORENCE, POST, PRE
 

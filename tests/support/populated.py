@@ -10,11 +10,11 @@ import re
 import shutil
 
 import pytest
+from conftest import REALDATA, SCORING_EXAMPLES
 from django.db import models
 from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from conftest import REALDATA, SCORING_EXAMPLES
 from support.db import module_transaction
 
 #: The demo's T1 task over the hurricane-florence tile (fixtures/demo_tasks.json), layers by role.
@@ -32,13 +32,13 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     """
     from annotation.models import Event, Layer, Task
     from annotation.services import imports, review
-    from releases.services.lifecycle import create_release
-    from releases.services.release_export import start_export
     from annotation.services.tasks import build_input_data, create_task
     from evaluation.models import Agent, JudgeConfig, JudgeJob
+    from evaluation.services.queue import enqueue_run
     from evaluation.services.runs import import_run_dir
     from evaluation.services.verdicts import submit_human_verdict
-    from evaluation.services.queue import enqueue_run
+    from releases.services.lifecycle import create_release
+    from releases.services.release_export import start_export
     from replay.services.runs import start_replay
     from studio.accounts import upsert_user
 
@@ -96,6 +96,7 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
                         sample_id="hurricane-florence_sec02")
     start_replay(user, draft)
     from django.utils import timezone
+
     from notifications.models import Notification, Webhook, WebhookDelivery
 
     hook = Webhook.objects.create(created_by=user, url="https://hooks.example.org/studio", secret="whsec_" + "QUJD" * 8,

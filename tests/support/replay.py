@@ -15,16 +15,16 @@ from io import StringIO
 
 import numpy as np
 import pytest
-from PIL import Image
+from conftest import REALDATA
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
+from PIL import Image
 
 import kernel.engine as engine
 from annotation.models import Event, Layer, Task
 from annotation.services import imports
 from annotation.services.tasks import build_input_data, create_task, save_revision
-from conftest import REALDATA
 from replay.services.paths import data_path
 from support.florence import FLORENCE, MASK, POST, PRE
 

@@ -23,8 +23,8 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Event
-from annotation.services.tasks import TaskLockedError
 from annotation.services.task_import import TaskImportError, import_task_file, proposal_lines
+from annotation.services.tasks import TaskLockedError
 
 
 class Command(BaseCommand):
@@ -53,7 +53,7 @@ class Command(BaseCommand):
         try:
             rows = import_task_file(user, path, event, accept_proposals=o["accept_proposals"])
         except TaskImportError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         except TaskLockedError as exc:  # a re-import over a released (or reviewed) task
             raise CommandError(f"{path.name}: {exc}") from None
         except PermissionDenied as exc:

@@ -17,7 +17,6 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 
-
 class Command(BaseCommand):
     help = "Run QC on tasks (database) or on a benchmark task file; exit 1 if any error is found."
     requires_system_checks: list = []
@@ -37,7 +36,7 @@ class Command(BaseCommand):
             try:
                 result = qc_for_task_file(opts["task_file"], opts["data_root"])
             except (OSError, ValueError) as exc:
-                raise CommandError(f"{opts['task_file']}: {exc}")
+                raise CommandError(f"{opts['task_file']}: {exc}") from exc
             report = {
                 "file": result["file"],
                 "findings": [f.as_dict() for f in result["findings"]],

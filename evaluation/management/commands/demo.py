@@ -16,8 +16,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation.models import Event, Task
 from annotation.importers.common import DAMAGE_CLASS_MAP
+from annotation.models import Event, Task
 from annotation.services import imports
 from annotation.services.tasks import build_input_data, create_task
 from evaluation import demo_synthetic
@@ -131,7 +131,7 @@ class Command(BaseCommand):
         for t in spec["tasks"]:
             event = Event.objects.get(slug=t["event"])
             names = placeholders(event)
-            fill = lambda v: _fill(v, names)  # noqa: E731
+            fill = lambda v: _fill(v, names)  # noqa: E731, B023 (used within this iteration)
             qid = f"{t['sample_id']}_task0"
             task = Task.objects.filter(question_id=qid).first()
             if task is None:

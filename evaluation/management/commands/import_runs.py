@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.services.runs import RunImportError, import_run_dir
 from evaluation.services.queue import queue_share_of_run
+from evaluation.services.runs import RunImportError, import_run_dir
 from releases.models import Release
 
 
@@ -57,7 +57,7 @@ class Command(BaseCommand):
                                  protocol=opts["protocol"], scaffold=opts["scaffold"], perception_mode=opts["perception"])
             queued = queue_share_of_run(user, run, opts["queue_share"], opts["queue_n"])
         except (RunImportError, ValueError) as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         except PermissionDenied as exc:
             raise CommandError(f"--as-user: {exc} (a maintainer imports runs)") from None
         summary = {"run_id": run.pk, "agent": run.agent.name, "mode": run.scoring_mode, "dora_score": run.dora_score,

@@ -20,8 +20,16 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import JudgeConfig
-from evaluation.services.judge import (CUTS, STORED_READING, STUCK_AFTER_S, JudgePaused, run_judge_job, sweep_judge_jobs,
-                                       select_records, start_judge_job)
+from evaluation.services.judge import (
+    CUTS,
+    STORED_READING,
+    STUCK_AFTER_S,
+    JudgePaused,
+    run_judge_job,
+    select_records,
+    start_judge_job,
+    sweep_judge_jobs,
+)
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -80,7 +88,7 @@ class Command(BaseCommand):
             job = start_judge_job(user, config, ids, protocol=opts["protocol"], cuts=cuts, horizons=horizons,
                                   blind=opts["blind"], with_code=not opts["no_code"], enqueue=False)
         except (ValueError, JudgePaused) as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
 
         err = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
         tty = hasattr(err, "isatty") and err.isatty()

@@ -40,7 +40,7 @@ class Command(BaseCommand):
         try:
             new = rescore_run(user, run, release=release)
         except (RunImportError, ValueError) as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         except PermissionDenied as exc:
             raise CommandError(f"--as-user: {exc} (a maintainer re-scores runs)") from None
         summary = {"run_id": new.pk, "rescored_from": run.pk, "agent": new.agent.name, "gold_set": new.gold_set,

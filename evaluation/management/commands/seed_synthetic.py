@@ -36,13 +36,13 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.models import Event, Layer, Task, TaskRevision
-from releases.services.export import CATEGORY_BY_DIM
 from annotation.services.content import layer_manifest_entry
 from evaluation.models import Agent, AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6
 from evaluation.services.leaderboard import write_run_aggregate
 from kernel.engine import replay_hash
+from releases.services.export import CATEGORY_BY_DIM
 from replay.models import ReplayRun
 
 PREFIX = "synthetic-"
@@ -331,7 +331,7 @@ def seed_synthetic(n_tasks: int, n_runs: int, *, batch: int = 5000, seed: int = 
                         for m in METRICS:
                             a[m] += e[m]
                 rows = []
-                for t, (c, _scene, dim), pred in zip(tasks, contents, preds):
+                for t, (_c, _scene, dim), pred in zip(tasks, contents, preds):
                     e = scored[(t.sample_id, t.task_index)]
                     rows.append(RunRecord(
                         run=run, task_id=t.pk, question_id=t.question_id, sample_id=t.sample_id, task_index=t.task_index,
@@ -383,7 +383,7 @@ class Command(BaseCommand):
                                  tasks_per_sample=opts["tasks_per_sample"], status=opts["status"], replace=opts["replace"],
                                  log=(lambda m: None) if quiet else (lambda m: self.stdout.write(m)))
         except ValueError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         if not quiet:
             self.stdout.write(f"synthetic benchmark: {out['tasks']:,} tasks over {out['events']} synthetic events, "
                               f"{out['runs']} runs, {out['records']:,} records in {out['seconds']} s")

@@ -33,7 +33,7 @@ class Command(BaseCommand):
         try:
             manifest = export_release(release, Path(opts["out"]), force=opts["force"], progress=progress)
         except ExportError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         if opts["zip"]:
             zip_folder(Path(opts["out"]), Path(opts["zip"]))
         c = manifest["counts"]

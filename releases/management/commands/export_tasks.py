@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 variant_paths, variant_missing = write_task_files(variants, out / VARIANTS_DIR)
                 paths, missing = paths + variant_paths, missing + variant_missing
         except ExportError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         for p in paths:
             self.stdout.write(str(p))
         for m in missing:  # a named input the studio has no file for: said, never silently left out

@@ -45,7 +45,7 @@ class Command(BaseCommand):
                                         release_version=opts["release_version"], make_release=not opts["no_release"],
                                         publish=not opts["draft"], accept_proposals=opts["accept_proposals"])
         except ReleaseImportError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         except PermissionDenied as exc:
             raise CommandError(f"--as-user: {exc} (a maintainer imports releases)") from None
         s = report.summary()

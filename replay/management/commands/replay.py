@@ -37,9 +37,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Layer, Task
+from annotation.services.task_import import TaskImportError
 from annotation.services.tasks import TaskLockedError
 from replay.models import ReplayRun
-from annotation.services.task_import import TaskImportError
 from replay.selectors import GOLD_MODE, recorded_diff, recorded_trajectory, task_recorded_diff
 from replay.services.layers import LAYER_FIELDS, input_fingerprint
 from replay.services.runs import create_run, execute_replay, resume_stuck_replays
@@ -89,7 +89,7 @@ class Command(BaseCommand):
             try:
                 recorded = recorded_trajectory(task, o["against"])
             except TaskImportError as exc:
-                raise CommandError(f"--against: {exc}")
+                raise CommandError(f"--against: {exc}") from exc
         try:
             run = create_run(task, mode=o["mode"])
         except TaskLockedError as exc:

@@ -2,7 +2,7 @@
 studio as the benchmark's harness makes them (``docs/experiments.md``).
 
 * :func:`save_config` — a new version of an agent configuration (the endpoint checked by the
-  judge's egress rules, ``evaluation.services_judge.egress_problem``; the key variable's *name* only);
+  judge's egress rules, ``evaluation.services.judge.egress_problem``; the key variable's *name* only);
 * :func:`start_experiment` — a gold set (a release, or studio tasks for a pilot) × a configuration
   × repeats: one :class:`~experiments.models.ExperimentQuestion` per question and repeat, handed
   to the background runner (:func:`dispatch_experiment`, the Celery queue ``experiments``);

@@ -1,4 +1,6 @@
-"""Celery tasks of the annotation app (in-process unless CELERY_BROKER_URL is set)."""
+"""Celery tasks of the releases app (in-process unless CELERY_BROKER_URL is set). The task keeps its
+name from the days releases lived in the annotation app (`annotation.tasks.export_release_job`): the
+workers and queued messages know it by that name."""
 from celery import shared_task
 
 

@@ -340,6 +340,7 @@ def test_a_worker_killed_mid_experiment_resumes_only_its_unfinished_questions_wi
         while True:  # kill the worker while repeat 2 is in flight, after repeat 1 finished
             rows = db.rows(sql)
             if len(rows) == 2 and rows[0][1] in ("done", "error") and rows[1][1] == "running":
+                first_status = rows[0][1]
                 break
             assert worker.poll() is None, f"the worker ended before it was killed: {rows}"
             assert time.monotonic() < deadline, rows
@@ -355,7 +356,9 @@ def test_a_worker_killed_mid_experiment_resumes_only_its_unfinished_questions_wi
     status = json.loads(_manage(env, "status", str(exp_id)).stdout)
     assert status["status"] == "done" and len(status["runs"]) == 2
     attempts = dict(db.rows("SELECT repeat, attempts FROM experiments_experimentquestion"))
-    assert attempts == {1: 1, 2: 2}
+    # resume re-runs what never finished (repeat 2) and what errored: repeat 1 too when its question
+    # ended in an error (the small model's tool calls sometimes make the server answer 500)
+    assert attempts == {1: 1 if first_status == "done" else 2, 2: 2}, (first_status, attempts)
     # what the killed worker had received is not asked for again: it comes from the cache
     assert db.rows("SELECT cached_calls FROM experiments_experimentquestion WHERE repeat = 2")[0][0] >= sent_before - \
         db.rows("SELECT model_calls FROM experiments_experimentquestion WHERE repeat = 1")[0][0]

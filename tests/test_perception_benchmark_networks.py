@@ -251,11 +251,14 @@ def test_out_of_core_merge_gives_the_in_memory_labels(tmp_path_factory, volcano)
     assert hashlib.sha256((on_disk * 255).tobytes()).hexdigest() == SWIN[(0, 0, 530, 40)][0]
 
 
-def test_an_absent_torch_device_is_a_clear_error(tmp_path, monkeypatch):
+def _cuda_visible() -> bool:
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is visible: STUDIO_PERCEPTION_DEVICE=cuda works here")
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_cuda_visible(), reason="a GPU is visible: STUDIO_PERCEPTION_DEVICE=cuda works there")
+def test_an_absent_torch_device_is_a_clear_error(tmp_path, monkeypatch):
     pm.write_benchmark_checkpoint("reservoir", tmp_path / "seg_reservoir.safetensors", seed=1)
     monkeypatch.setenv("STUDIO_PERCEPTION_DEVICE", "cuda")
     with pytest.raises(ModelUnavailableError, match="torch device 'cuda' is not available"):

@@ -276,3 +276,25 @@ def test_qc_variant_checks_on_plain_content():
     broken["tools"]["broken"]["alternative"] = "ras.area"  # an existing tool's name
     assert checks(broken) == {"variant.alternative_name"}
     assert checks(None) == set()  # a plain task
+
+
+def test_qc_flags_an_unsolvable_variant_whose_replayed_answer_is_any_json_but_the_refusal():
+    """The replayed gold answer of an unsolvable variant must be the refusal ``REJECT`` in every
+    field (``unsolvable_variant``'s docstring); a replay may return any JSON value, lists and
+    objects included, and the check names it instead of failing on an unhashable value."""
+    from annotation.qc.suite import full_qc
+
+    made = unsolvable_variant(CONTENT, "tool_removal", TOOLS)
+    content = {**made["content"], "variant": made["variant"]}
+
+    def refusal_findings(final_answer):
+        found = full_qc(content, replay={"final_answer": final_answer})
+        return [f.message for f in found if f.check == "variant.refusal_gold"]
+
+    assert refusal_findings({"answer": "REJECT"}) == []
+    assert refusal_findings("REJECT") == []
+    assert refusal_findings(None) == []  # no replay answer yet: nothing to compare
+    for wrong in ({"answer": ["REJECT", 3]}, {"answer": {"count": 3}}, {"answer": "REJECT", "n": [1]},
+                  ["REJECT"], 42):
+        (message,) = refusal_findings(wrong)
+        assert "not the refusal REJECT" in message, wrong

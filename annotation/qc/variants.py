@@ -109,6 +109,8 @@ def run(a: Any, replay: dict | None = None, known_tools: frozenset = frozenset()
                   f"An unsolvable variant's gold answer is the refusal {REFUSAL}: keep one answer field whose "
                   f"source is the literal {REFUSAL}.", "answer_spec")
         answer = (replay or {}).get("final_answer") if isinstance(replay, dict) else None
-        if isinstance(answer, dict) and answer and set(answer.values()) != {REFUSAL}:
+        # any JSON value may come back from a replay: compare, never hash (a list value is unhashable)
+        refused = all(v == REFUSAL for v in answer.values()) if isinstance(answer, dict) else answer == REFUSAL
+        if answer not in (None, {}) and not refused:
             a.add("variant.refusal_gold", f"The replayed gold answer is {answer}, not the refusal {REFUSAL}.",
                   "final_answer")

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from html import escape
 from typing import Any
 
 from evaluation.scoring.config import ScoringConfig
@@ -63,7 +65,12 @@ ROW_COLUMNS: tuple[str, ...] = (
     "task_score", "t_any", "t_ord", "t_em", "par_acc", "eff",
     "gold_len", "length_bucket", "modality",
     "n_pred_steps", "lcs_par_acc", "multiset_recall", "extraneous_calls",
+    "run_prompt_tokens", "run_completion_tokens", "run_cost", "run_seconds",
 )
+#: a run's accounting (``AgentRun`` fields, stored for the runs the studio ran itself: an
+#: experiment's repeats): prompt and completion tokens, cost (the configuration's price currency)
+#: and wall-clock seconds of its questions; None for an imported run (shown blank, never 0)
+ACCOUNTING: tuple[str, ...] = ("prompt_tokens", "completion_tokens", "cost", "seconds")
 
 
 # ── per-record helpers ───────────────────────────────────────────────────
@@ -221,7 +228,8 @@ def _mean(values: Iterable[float]) -> float | None:
 
 def official_row(run: dict, rows: Sequence[dict] = (), dim_means: dict[tuple[str, str], float | None] | None = None) -> dict:
     """One Table 4 row: ``{run_id, agent, run_name, mode, label, avg, dims: {t1..t5: score|None},
-    metrics: {t_any..eff}, source}``.
+    metrics: {t_any..eff}, source, prompt_tokens, completion_tokens, cost, seconds}`` (the last
+    four: the run's :data:`ACCOUNTING`, None when it has none).
 
     ``avg`` is the stored DORA score; ``dims`` the stored ``dim_score`` of every dimension with
     tasks. A metric is the mean over those dimensions of the stored (rounded) dimension metric,
@@ -258,7 +266,7 @@ def official_row(run: dict, rows: Sequence[dict] = (), dim_means: dict[tuple[str
         "mode": run["mode"], "avg": run.get("dora_score"),
         "dims": {d: (stored[d]["dim_score"] if d in active else None) for d in DIMENSIONS},
         "n_tasks": {d: (stored[d].get("n_tasks") if d in active else None) for d in DIMENSIONS},
-        "metrics": metrics, "source": source,
+        "metrics": metrics, "source": source, **{k: run.get(k) for k in ACCOUNTING},
     }
 
 
@@ -623,7 +631,9 @@ def records_frame(rows: Sequence[dict]):
     frame = pd.DataFrame([{c: r.get(c) for c in ROW_COLUMNS} for r in rows], columns=list(ROW_COLUMNS))
     for c in ("task_score", "t_any", "t_ord", "t_em", "par_acc", "eff", "lcs_par_acc", "multiset_recall"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
-    for c in ("gold_len", "n_pred_steps", "extraneous_calls", "task_id"):
+    for c in ("run_cost", "run_seconds"):
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
+    for c in ("gold_len", "n_pred_steps", "extraneous_calls", "task_id", "run_prompt_tokens", "run_completion_tokens"):
         frame[c] = frame[c].astype("Int64")
     return frame
 
@@ -689,6 +699,30 @@ def figure_png(fig, gold_set: str = "") -> bytes:
     fig.tight_layout()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def figure_svg(fig, gold_set: str = "", *, title: str, desc: str) -> bytes:
+    """SVG bytes of a matplotlib ``Figure`` laid out as :func:`figure_png` lays it out (same
+    ``gold_set`` line), for a plot whose words must stay text: text is written as SVG text, not
+    paths (``svg.fonttype`` none: readable by a screen reader and searchable), the document gets a
+    ``<title>`` and a ``<desc>`` (``title``, ``desc``) and ``role="img"`` with ``aria-labelledby``
+    naming both, and its ids are fixed (``svg.hashsalt``, no date) so the same figures give the
+    same bytes. No script, no external reference: it renders offline."""
+    import matplotlib
+
+    if gold_set:
+        fig.suptitle(f"gold set: {plot_text(gold_set)}", fontsize=8, color="0.3")
+    buf = io.BytesIO()
+    fig.tight_layout()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "studio-plot"}):
+        fig.savefig(buf, format="svg", metadata={"Title": title, "Date": None, "Creator": None})
+    text = buf.getvalue().decode("utf-8")
+    text = re.sub(r"<title>.*?</title>", "", text, count=1, flags=re.S)  # matplotlib's, written again below
+    opening = re.search(r"<svg\b[^>]*>", text)
+    tag = opening.group(0).replace("<svg", '<svg role="img" aria-labelledby="plot-title plot-desc"', 1)
+    text = (text[:opening.start()] + tag + f'\n <title id="plot-title">{escape(title)}</title>'
+            f'\n <desc id="plot-desc">{escape(desc)}</desc>' + text[opening.end():])
+    return text.encode("utf-8")
 
 
 def _mark_missing(ax, xs: Sequence[float], values: Sequence[float | None]) -> None:
@@ -857,6 +891,60 @@ def plot_paired(comparison: dict, gold_set: str = "") -> bytes:
     a, b = comparison.get("a", {}), comparison.get("b", {})
     ax.set_title(plot_text(f"{b.get('agent', 'B')} #{b.get('id', '')} vs {a.get('agent', 'A')} #{a.get('id', '')}"))
     return figure_png(fig, gold_set)
+
+
+def cost_points(table: Sequence[dict]) -> dict:
+    """What :func:`plot_cost` draws, from :func:`official_table` rows (no query): ``{"x": "cost" |
+    "tokens", "points": [{run_id, label, x, y}], "left_out": [labels]}``. A point per run with a
+    DORA score and accounting (:data:`ACCOUNTING`); ``y`` the DORA score in %; ``x`` the run's cost
+    when every such run has one (a price set on its configuration), else its prompt + completion
+    tokens for all (one axis, one unit). Runs without accounting (imported) or without a DORA score
+    are ``left_out``."""
+    placed = [r for r in table if r.get("prompt_tokens") is not None and r.get("avg") is not None]
+    by_cost = bool(placed) and all(r.get("cost") is not None for r in placed)
+    points = [{"run_id": r["run_id"], "label": r["label"], "y": 100 * r["avg"],
+               "x": r["cost"] if by_cost else r["prompt_tokens"] + (r.get("completion_tokens") or 0)} for r in placed]
+    kept = {p["run_id"] for p in points}
+    return {"x": "cost" if by_cost else "tokens", "points": points,
+            "left_out": [r["label"] for r in table if r["run_id"] not in kept]}
+
+
+def plot_cost(table: Sequence[dict], gold_set: str = "") -> bytes:
+    """Scatter (SVG, :func:`figure_svg`): DORA score (%) against cost (or tokens when a run has no
+    price; :func:`cost_points`), one labelled point per run of ``table`` (:func:`official_table`
+    rows) that has accounting."""
+    data = cost_points(table)
+    fig = _figure(8.0, 4.6)
+    ax = fig.add_subplot()
+    unit = "cost per run (the configuration's price currency; requests sent)" if data["x"] == "cost" else \
+        "tokens per run (prompt + completion; no price set)"
+    title = "DORA score against cost per run" if data["x"] == "cost" else "DORA score against tokens per run"
+    points = data["points"]
+    if not points:
+        _empty(ax, "no run with accounting (runs of experiments) in this set")
+        desc = "No point: no run of this gold set was run by an experiment, so none has a cost."
+    else:
+        xs, ys = [p["x"] for p in points], [p["y"] for p in points]
+        ax.scatter(xs, ys, color="#2b7bba", zorder=3)
+        for p in points:
+            ax.annotate(plot_text(f"{p['label']}"), (p["x"], p["y"]), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7)
+        ax.set_xlabel(unit)
+        ax.set_ylabel("DORA score (%)")
+        ax.set_ylim(0, 105)
+        ax.set_xlim(left=0, right=max(xs) * 1.15 if max(xs) > 0 else 1)
+        ax.grid(alpha=0.3)
+        ax.set_title(title)
+        fmt = (lambda v: f"{v:.6f}") if data["x"] == "cost" else (lambda v: f"{int(v)} tokens")
+        desc = "; ".join(f"{p['label']}: DORA {p['y']:.2f} %, {fmt(p['x'])}" for p in points) + "."
+    if data["left_out"]:
+        n = len(data["left_out"])
+        desc += f" {n} run{'s' if n != 1 else ''} not plotted (no accounting or no DORA score)."
+    return figure_svg(fig, gold_set, title=title, desc=desc)
+
+
+#: plots drawn as SVG (``/leaderboard/plot/<name>.svg``)
+SVG_PLOTS = ("cost",)
 
 
 def build(runs: Sequence[dict], rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:

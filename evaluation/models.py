@@ -60,6 +60,18 @@ class AgentRun(models.Model):
         help_text="how the agent's seg.* calls were answered: model (the benchmark's protocol), gt (oracle "
                   "perception: never ranked with the benchmark's protocol), classical, or unknown (an imported "
                   "run that does not say)")
+    # accounting of a run the studio ran itself (an experiment's repeat: experiments.services.score_experiment
+    # stores it through evaluation.services.runs.record_run_accounting); null: an imported run, not known
+    prompt_tokens = models.BigIntegerField(null=True, blank=True,
+                                           help_text="prompt tokens of the run's model answers (cache hits included); "
+                                                     "null: not known (an imported run)")
+    completion_tokens = models.BigIntegerField(null=True, blank=True,
+                                               help_text="completion tokens of the run's model answers; null: not known")
+    cost = models.FloatField(null=True, blank=True,
+                             help_text="cost of the run's requests sent, in the configuration's price currency; null: "
+                                       "not known, or no price set on the configuration")
+    seconds = models.FloatField(null=True, blank=True,
+                                help_text="wall-clock seconds of the run's questions (model and tools); null: not known")
     imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

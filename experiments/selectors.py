@@ -26,6 +26,35 @@ def _round(x: float) -> float:
     return round(float(x or 0.0), 6)
 
 
+_ACCOUNTED = ("prompt_tokens", "completion_tokens", "cost", "seconds", "model_calls", "cached_calls")
+
+
+def _sums(items) -> dict:
+    """Sums of question rows (dicts with :data:`_ACCOUNTED`): tokens and calls as integers, cost
+    and seconds rounded to 6 decimals."""
+    return {"prompt_tokens": sum(i["prompt_tokens"] for i in items),
+            "completion_tokens": sum(i["completion_tokens"] for i in items),
+            "cost": _round(sum(i["cost"] for i in items)), "seconds": _round(sum(i["seconds"] for i in items)),
+            "model_calls": sum(i["model_calls"] for i in items), "cached_calls": sum(i["cached_calls"] for i in items)}
+
+
+def has_price(config) -> bool:
+    """Whether a configuration sets a price (per million prompt or completion tokens above 0):
+    without one its cost is not known (shown blank, never 0), and the score-against-cost plot
+    falls back to tokens."""
+    return bool(config.price_prompt_per_m or config.price_completion_per_m)
+
+
+def repeat_sums(exp: Experiment, repeat: int) -> dict:
+    """The accounting of one repeat (= one run) of ``exp``, over its questions (one query):
+    ``{prompt_tokens, completion_tokens, cost, seconds, model_calls, cached_calls}`` as in
+    :func:`accounting`'s ``by_repeat``; ``cost`` None when the configuration sets no price."""
+    out = _sums(list(exp.questions.filter(repeat=repeat).values(*_ACCOUNTED)))
+    if not has_price(exp.config):
+        out["cost"] = None
+    return out
+
+
 def accounting(exp: Experiment) -> dict:
     """Tokens, seconds and cost of ``exp``: ``{"questions": n, "by_repeat": [...], "by_task": [...],
     "total": {...}}``. Per repeat (one run): prompt and completion tokens, cost, model calls (and
@@ -46,11 +75,7 @@ def accounting(exp: Experiment) -> dict:
     for rec in RunRecord.objects.filter(run_id__in=list(runs)).values("run_id", "question_id", "task_score"):
         scores[rec["question_id"]][repeat_of_run.get(rec["run_id"])] = rec["task_score"]
 
-    def sums(items):
-        return {"prompt_tokens": sum(i["prompt_tokens"] for i in items),
-                "completion_tokens": sum(i["completion_tokens"] for i in items),
-                "cost": _round(sum(i["cost"] for i in items)), "seconds": _round(sum(i["seconds"] for i in items)),
-                "model_calls": sum(i["model_calls"] for i in items), "cached_calls": sum(i["cached_calls"] for i in items)}
+    sums = _sums
 
     by_repeat = []
     for rep in range(1, exp.repeats + 1):

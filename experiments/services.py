@@ -37,8 +37,8 @@ from annotation.models import Task
 from evaluation.background import dispatch
 from evaluation.goldset import GoldSetError, release_gold_set, studio_gold_set
 from evaluation.services.judge import egress_problem, key_variable_unset
-from evaluation.services.runs import RunImportError, import_run_dir
-from experiments import harness
+from evaluation.services.runs import RunImportError, import_run_dir, record_run_accounting
+from experiments import harness, selectors
 from experiments.client import EndpointError, post_chat
 from experiments.jobs import run as celery_run
 from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion, ModelCall
@@ -564,7 +564,9 @@ def run_experiment(exp_id: int) -> Experiment:
 def score_experiment(exp: Experiment) -> list:
     """Import every repeat's run folder as an ``AgentRun`` scored against the experiment's gold set
     (``evaluation.services.import_run_dir``: the release, else the studio's tasks; protocol from
-    the configuration, scaffold ReAct; ``run.scored`` emitted by the import) and link it."""
+    the configuration, scaffold ReAct; ``run.scored`` emitted by the import), store its accounting on
+    it (``evaluation.services.runs.record_run_accounting``: the sums of the repeat's questions,
+    :func:`experiments.selectors.repeat_sums`, which the leaderboard shows) and link it."""
     runs = []
     for repeat in range(1, exp.repeats + 1):
         folder = run_folder(exp, repeat)
@@ -572,6 +574,9 @@ def score_experiment(exp: Experiment) -> list:
             continue
         run = import_run_dir(exp.created_by, folder, exp.agent_name, release=exp.release,
                              protocol=exp.config.protocol, scaffold="ReAct")
+        spent = selectors.repeat_sums(exp, repeat)
+        record_run_accounting(exp.created_by, run, prompt_tokens=spent["prompt_tokens"],
+                              completion_tokens=spent["completion_tokens"], cost=spent["cost"], seconds=spent["seconds"])
         exp.runs.add(run)
         runs.append(run)
     return runs

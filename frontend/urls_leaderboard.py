@@ -10,4 +10,5 @@ urlpatterns = [
     path("leaderboard/compare/", views_leaderboard.compare_page, name="leaderboard-compare"),
     path("leaderboard/compare.png", views_leaderboard.compare_plot, name="leaderboard-compare-plot"),
     path("leaderboard/plot/<str:name>.png", views_leaderboard.leaderboard_plot, name="leaderboard-plot"),
+    path("leaderboard/plot/<str:name>.svg", views_leaderboard.leaderboard_svg, name="leaderboard-svg"),
 ]

@@ -159,6 +159,9 @@ def test_an_experiment_reaches_the_tools_writes_the_harness_folder_and_scores_li
     # scored as an AgentRun against the pilot's gold, identically to evaluate_runs on the same folder
     (run,) = exp.runs.all()
     assert run.protocol == "IF" and run.agent.name == "smollm2-135m (smol v1)"
+    # its accounting, for the leaderboard: the question's tokens and seconds; no price set, so no cost
+    assert (run.prompt_tokens, run.completion_tokens, run.cost) == (row.prompt_tokens, row.completion_tokens, None)
+    assert run.seconds == pytest.approx(row.seconds, abs=1e-6)
     out = evaluate_runs(folder, False, _gold_folder(exp, tmp_path), tmp_path / "eval.json")
     official = json.loads(out.read_text())
     assert run.dora_score == pytest.approx(official["dora_score"], abs=1e-9)
@@ -175,6 +178,10 @@ def test_an_experiment_reaches_the_tools_writes_the_harness_folder_and_scores_li
     assert row2.cached_calls == row2.model_calls == row.model_calls
     assert _comparable(row2.record) == _comparable(row.record)
     assert ModelCall.objects.count() == len(calls)
+    # its run counts the same tokens (every answer used, cache hits included): on the leaderboard it
+    # is as expensive in tokens as the first, though this experiment sent nothing
+    (run2,) = again.runs.all()
+    assert (run2.prompt_tokens, run2.completion_tokens) == (row.prompt_tokens, row.completion_tokens)
 
 
 class _Storm(http.server.ThreadingHTTPServer):

@@ -24,18 +24,19 @@ _RECORD_FIELDS = (
 
 
 def leaderboard_runs(gold_set: str | None = None) -> list[dict]:
-    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions, protocol, scaffold}``
-    (one query); only the runs of gold set ``gold_set`` (its key, :func:`gold_set_key`) when given.
+    """Every run as ``{run_id, agent, run_name, mode, dora_score, dimensions, protocol, scaffold,
+    prompt_tokens, completion_tokens, cost, seconds}`` (one query; the last four:
+    :data:`evaluation.leaderboard.ACCOUNTING`, None for a run without accounting); only the runs of gold set ``gold_set`` (its key, :func:`gold_set_key`) when given.
     Planner runs of the step-wise protocol (``scoring_mode="stepwise"``) have no DORA score and
     are left out."""
     qs = AgentRun.objects.exclude(scoring_mode="stepwise")
     if gold_set is not None:
         qs = qs.filter(ranking_q(gold_set))
     qs = qs.order_by("id").values(
-        "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold")
+        "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold", *lb.ACCOUNTING)
     return [{"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
              "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
-             "scaffold": r["scaffold"]} for r in qs]
+             "scaffold": r["scaffold"], **{k: r[k] for k in lb.ACCOUNTING}} for r in qs]
 
 
 def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
@@ -49,9 +50,13 @@ def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = N
     ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
     task (or the task no head revision): such records are left out of those breakdowns. With
     ``extras`` the per-record extras are computed from the record's predicted trajectory and the
-    head revision's gold trajectory (None without a task; ``n_pred_steps`` always).
+    head revision's gold trajectory (None without a task; ``n_pred_steps`` always). ``run_prompt_tokens``,
+    ``run_completion_tokens``, ``run_cost`` and ``run_seconds`` are the run's accounting
+    (:data:`evaluation.leaderboard.ACCOUNTING`; the same on every record of a run, None for a run
+    without it).
     """
-    fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory")
+    fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory") + tuple(
+        f"run__{k}" for k in lb.ACCOUNTING)
     if extras:
         fields += ("trajectory",)
     qs = (RunRecord.objects.filter(in_gold_set=True).exclude(run__scoring_mode="stepwise")
@@ -77,6 +82,7 @@ def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = N
             **{m: r[m] for m in lb.METRICS},
             "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
             "n_pred_steps": None, "lcs_par_acc": None, "multiset_recall": None, "extraneous_calls": None,
+            **{f"run_{k}": r[f"run__{k}"] for k in lb.ACCOUNTING},
         }
         if extras:
             row.update(lb.record_extras(r["trajectory"], gold_traj, r["run__tau_r"], r["run__tau_a"]))
@@ -106,14 +112,15 @@ def aggregated_runs() -> tuple[list[dict], dict, dict]:
     qs = AgentRun.objects.exclude(scoring_mode="stepwise").order_by("id").values(
         "id", "name", "agent__name", "scoring_mode", "dora_score", "dimensions", "protocol", "scaffold",
         "gold_set", "gold_set_digest", "perception_mode", "release__version", "release__status", "release__published_at", "aggregate__id", "aggregate__sums", "aggregate__gold_revision", "aggregate__n_no_task",
-        "aggregate__n_records", "aggregate__newest_record")
+        "aggregate__n_records", "aggregate__newest_record", *lb.ACCOUNTING)
     runs, sums, state = [], {}, {}
     for r in qs:
         runs.append({"run_id": r["id"], "agent": r["agent__name"], "run_name": r["name"], "mode": r["scoring_mode"],
                      "dora_score": r["dora_score"], "dimensions": r["dimensions"] or {}, "protocol": r["protocol"],
                      "scaffold": r["scaffold"], "gold_set": r["gold_set"], "gold_set_key": ranking_key(r["gold_set"], r["gold_set_digest"], r["perception_mode"]),
                      "perception_mode": r["perception_mode"],
-                     "published": r["release__published_at"] if r["release__status"] == "published" else None})
+                     "published": r["release__published_at"] if r["release__status"] == "published" else None,
+                     **{k: r[k] for k in lb.ACCOUNTING}})
         if r["aggregate__id"] is not None:
             sums[r["id"]] = r["aggregate__sums"] or {}
             state[r["id"]] = (r["aggregate__gold_revision"], r["aggregate__n_no_task"], r["aggregate__n_records"],

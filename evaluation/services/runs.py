@@ -301,6 +301,28 @@ def run_records_as_files(run: AgentRun) -> dict[str, list[dict]]:
 
 
 @transaction.atomic
+def record_run_accounting(user, run: AgentRun, *, prompt_tokens: int, completion_tokens: int,
+                          cost: float | None, seconds: float) -> AgentRun:
+    """Store what a run the studio ran itself spent (an experiment's repeat, written by
+    ``experiments.services.score_experiment`` when it scores the repeat): ``prompt_tokens`` and
+    ``completion_tokens`` of every model answer its questions used (cache hits included), ``cost``
+    of the requests sent in the configuration's price currency (None: no price set), ``seconds``
+    the wall-clock seconds of its questions. The leaderboard shows them beside the run's scores
+    (blank for an imported run, whose fields stay null). Raises ``InvalidInput`` for a negative or
+    non-finite figure, ``PermissionDenied`` without ``run.import``."""
+    require(user, Action.RUN_IMPORT)
+    values = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "cost": cost, "seconds": seconds}
+    for name, value in values.items():
+        if value is None and name == "cost":
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise InvalidInput(f"{name}: {value!r} is not a finite number >= 0", field=name)
+    AgentRun.objects.filter(pk=run.pk).update(**values)
+    for name, value in values.items():
+        setattr(run, name, value)
+    return run
+
+
 def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
     """Score the predictions of ``run`` again against another gold set without re-running the
     agent: ``release`` (a ``releases.Release``), or the studio's current tasks when None. A new
@@ -319,7 +341,8 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
     gold = resolve_gold_set(f"run {run.pk}", records_by_dim, release=release)
     new = AgentRun(agent=run.agent, name=run.name, source_dir=run.source_dir, scoring_mode=run.scoring_mode,
                    tau_r=run.tau_r, tau_a=run.tau_a, imported_by=user, protocol=run.protocol, scaffold=run.scaffold,
-                   perception_mode=run.perception_mode, rescored_from=run)
+                   perception_mode=run.perception_mode, rescored_from=run, prompt_tokens=run.prompt_tokens,
+                   completion_tokens=run.completion_tokens, cost=run.cost, seconds=run.seconds)
     roots = [Path(run.source_dir)] if run.source_dir and Path(run.source_dir).is_dir() else []
     new = _score_into(new, records_by_dim, gold, roots)
     _announce_scored(user, new, sum(len(recs) for recs in records_by_dim.values()))

@@ -3,8 +3,11 @@
 trajectories as they arrive, accounting per repeat and per task)."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -12,7 +15,13 @@ from experiments import selectors, services
 from experiments.models import Experiment, ExperimentConfig
 from kernel.errors import DomainError
 from releases.models import Release
+from studio.pagination import InvalidCursor, paginate
 from studio.permissions import can
+
+#: questions (one row per question and repeat) a page of the experiment page
+QUESTION_PAGE_SIZE = 50
+#: tasks a page of the experiment page's per-task accounting
+TASK_PAGE_SIZE = 50
 
 _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "temperature", "max_tokens", "max_steps",
                   "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "tool_results")
@@ -56,10 +65,34 @@ def experiment_config_save(request):
     return redirect("experiments")
 
 
+def _task_page(request, rows: list) -> tuple[list, int, int]:
+    """Page ``?tasks=<n>`` (from 1) of the per-task accounting rows: ``(rows, n, pages)``; an
+    unknown page number gives the nearest page."""
+    pages = max(1, -(-len(rows) // TASK_PAGE_SIZE))
+    try:
+        n = min(max(1, int(request.GET.get("tasks") or 1)), pages)
+    except ValueError:
+        n = 1
+    return rows[(n - 1) * TASK_PAGE_SIZE:n * TASK_PAGE_SIZE], n, pages
+
+
 def experiment_detail(request, pk: int):
+    """One experiment: progress, the questions (:data:`QUESTION_PAGE_SIZE` a page, ``?cursor=``,
+    in the order they run), accounting per run (repeat) with the total, and per task over repeats
+    (:data:`TASK_PAGE_SIZE` a page, ``?tasks=<n>``; :func:`experiments.selectors.accounting`)."""
     exp = get_object_or_404(selectors.experiment_list(), pk=pk)
+    try:
+        questions = paginate(request.GET, exp.questions.all(), key="id", page_size=QUESTION_PAGE_SIZE)
+    except InvalidCursor as exc:
+        raise Http404(str(exc)) from None
+    acc = selectors.accounting(exp)
+    tasks, task_page, task_pages = _task_page(request, acc["by_task"])
+    keep = {k: v for k, v in request.GET.items() if k != "tasks"}
     return render(request, "frontend/experiment_detail.html", {
-        "exp": exp, "questions": exp.questions.order_by("repeat", "id"), "acc": selectors.accounting(exp),
+        "exp": exp, "questions": questions, "acc": acc, "tasks": tasks, "task_page": task_page,
+        "task_pages": task_pages, "priced": selectors.has_price(exp.config),
+        "task_prev": urlencode({**keep, "tasks": task_page - 1}) if task_page > 1 else "",
+        "task_next": urlencode({**keep, "tasks": task_page + 1}) if task_page < task_pages else "",
         "can_run": can(request.user, "experiment.run"), "live": exp.status in ("queued", "running", "scoring")})
 
 

@@ -1,5 +1,6 @@
-"""Leaderboard pages: the official Table 4 numbers, the paper's breakdowns, labelled extras,
-plots (PNG) and the per-record exports (CSV, Parquet)."""
+"""Leaderboard pages: the official Table 4 numbers with the runs' accounting (tokens, cost,
+seconds of experiment runs), the paper's breakdowns, labelled extras, plots (PNG; the score
+against cost as SVG) and the per-record exports (CSV, Parquet)."""
 from __future__ import annotations
 
 import hashlib
@@ -57,6 +58,20 @@ def pct(value, signed: bool = False) -> str:
     return text.replace("-", "−")
 
 
+def accounting_text(run: dict) -> dict:
+    """A run's accounting (:data:`evaluation.leaderboard.ACCOUNTING`) as display strings:
+    ``prompt_tokens_text`` and ``completion_tokens_text`` (integers, thin-space thousands: 1 200),
+    ``cost_text`` (6 decimals), ``seconds_text`` (1 decimal); "" where the run has none (an
+    imported run: blank, never 0)."""
+    def tokens(v):
+        return "" if v is None else f"{int(v):,}".replace(",", "\u202f")
+
+    return {"prompt_tokens_text": tokens(run.get("prompt_tokens")),
+            "completion_tokens_text": tokens(run.get("completion_tokens")),
+            "cost_text": "" if run.get("cost") is None else f"{run['cost']:.6f}",
+            "seconds_text": "" if run.get("seconds") is None else f"{run['seconds']:.1f}"}
+
+
 def _display(data: dict) -> dict:
     """Numbers of :func:`evaluation.leaderboard.build` as display strings (percent, 2 decimals)."""
     official = [{
@@ -85,6 +100,8 @@ def _display(data: dict) -> dict:
     extras = [{**e, "lcs_pct": pct(e["lcs_par_acc"]), "par_pct": pct(e["par_acc"]),
                "recall_pct": pct(e["multiset_recall"]), "extra_pct": pct(e["extraneous_rate"])}
               for e in data["traj_extras"]]
+    for r in official:
+        r.update(accounting_text(r))
     gold_runs = [r["label"] for r in data["official"] if lb.is_gold(r)]
     protocols = [{**d, "ap_pct": pct(d["ap"]["avg"]), "if_pct": pct(d["if"]["avg"]),
                   "delta_pct": [pct(d["delta"][k], signed=True) for k in ("avg", *lb.METRICS)]}
@@ -106,6 +123,7 @@ def leaderboard_page(request):
         **data, **_display(data), "dimensions": [d.upper() for d in lb.DIMENSIONS],
         "metric_labels": [lb.METRIC_LABELS[m] for m in lb.METRICS], "plots": lb.PLOTS,
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in lb.METRICS], "min_n": lb.BOOTSTRAP_MIN_N,
+        "cost_plot": lb.cost_points(data["official"]),
         "n_boot": N_BOOT, "seed": SEED, "robustness": robustness_section(data["robustness"], pct),
         "set_qs": "?" + urlencode({"set": data["gold_set"]["key"]}) if data["gold_set"] else "",
     })
@@ -174,6 +192,29 @@ def leaderboard_plot(request, name: str):
         cache.set(key, png, CACHE_SECONDS)
     resp = HttpResponse(png, content_type="image/png")
     resp["Cache-Control"] = "no-store"
+    return resp
+
+
+@require_GET
+def leaderboard_svg(request, name: str):
+    """The SVG plots (:data:`evaluation.leaderboard.SVG_PLOTS`): ``cost``, the DORA score against
+    the cost (tokens when a run has no price) of every run of the gold set that has accounting
+    (:func:`evaluation.leaderboard.plot_cost`); cached like the PNG plots under a key of what it
+    shows."""
+    if name not in lb.SVG_PLOTS:
+        raise Http404(f"no plot {name!r}; SVG plots: {', '.join(lb.SVG_PLOTS)}")
+    _runs, data = _tables(_asked(request))
+    label = data["gold_set"]["label"] if data["gold_set"] else ""
+    shown = lb.cost_points(data["official"])
+    digest = hashlib.sha256(json.dumps([label, shown], sort_keys=True, default=str).encode()).hexdigest()[:32]
+    key = f"studio:leaderboard-svg:{name}:{digest}"
+    svg = cache.get(key)
+    if svg is None:
+        svg = lb.plot_cost(data["official"], label)
+        cache.set(key, svg, CACHE_SECONDS)
+    resp = HttpResponse(svg, content_type="image/svg+xml; charset=utf-8")
+    resp["Cache-Control"] = "no-store"
+    resp["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
     return resp
 
 

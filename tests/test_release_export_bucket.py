@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -154,6 +156,9 @@ def test_an_export_lives_in_the_bucket_and_downloads_by_a_presigned_link_with_th
     assert r.status_code == 200 and (r.json()["status"], r.json()["zip"]) == ("succeeded", "dora-1.0.0.zip")
     assert [j["id"] for j in client.get("/api/releases/1.0.0/").json()["exports"]] == [jid]
 
+    # the release page lists the job (read from the bucket) with its download link, never a signed URL
+    page = client.get("/releases/1.0.0/").content.decode()
+    assert f"/releases/1.0.0/exports/{jid}/download/" in page and "X-Amz-Signature" not in page
     # the page's download: a 302 to a presigned GET URL of the bucket, fetched by a plain HTTP client
     r = client.get(f"/releases/1.0.0/exports/{jid}/download/")
     assert r.status_code == 302 and r["Cache-Control"] == "no-store"
@@ -258,3 +263,113 @@ def test_the_sweep_ends_dead_export_jobs_kept_in_the_bucket(release, maintainer,
     assert sweep_export_jobs(stale_after=60) == []  # B is alive; nothing else is left
     # a new export of the release succeeds beside them
     assert start_export(maintainer, Release.objects.get(version="1.0.0"))["status"] == "succeeded"
+
+
+# ── another machine: a child process with its own data root, sharing the database and the bucket ─
+
+#: machine B's export of release 1.0.0, paused inside the first task file (its scratch is written)
+EXPORT_PAUSED_ON_B = r"""
+import os, sys, time
+sys.path.insert(0, {repo!r})
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+import django
+django.setup()
+from releases.services import export
+real_write = export.SampleArrayWriter.write
+def write(self, sample):
+    real_write(self, sample)
+    self._fh.flush()
+    print("PAUSED", flush=True)
+    time.sleep(600)
+export.SampleArrayWriter.write = write
+from django.contrib.auth import get_user_model
+from releases.models import Release
+from releases.services.release_export import start_export
+start_export(get_user_model().objects.get(username={user!r}), Release.objects.get(version="1.0.0"))
+"""
+
+#: machine B's whole export of release 1.0.0; prints the job's id
+EXPORT_ON_B = r"""
+import os, sys
+sys.path.insert(0, {repo!r})
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from releases.models import Release
+from releases.services.release_export import start_export
+job = start_export(get_user_model().objects.get(username={user!r}), Release.objects.get(version="1.0.0"))
+print(job["id"], job["status"], flush=True)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_on_another_machine_is_followed_swept_and_downloaded_from_this_one(
+        release, maintainer, client, settings, bucket, seaweedfs, tmp_path):
+    """Machine B is a child process with its own empty ``STUDIO_DATA_ROOT`` that shares only the
+    database and the bucket with this process (machine A, another data root). B's export, paused
+    mid-way, shows as running with B's worker tag through the bucket on A; B is killed and A's
+    sweep fails the job (B's pid is gone); B's own sweep then removes its scratch. A second export
+    on B succeeds and A downloads its zip through the presigned link; A's disk never holds an
+    export file."""
+    from conftest import REPO, ChildDatabase
+    from support.children import child_env
+
+    from releases.services.release_export import sweep_export_jobs
+
+    db = ChildDatabase(tmp_path)
+    root_b = tmp_path / "machine-b"
+    env = {**child_env(db, tmp_path), "STUDIO_DATA_ROOT": str(root_b), "STUDIO_ARTIFACT_ROOT": str(root_b / "artifacts"),
+           "STUDIO_STORAGE_URL": f"s3://{bucket}", "AWS_S3_ENDPOINT_URL": seaweedfs.endpoint,
+           "AWS_ACCESS_KEY_ID": settings.AWS_ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": settings.AWS_SECRET_ACCESS_KEY,
+           "AWS_S3_REGION_NAME": "us-east-1", "AWS_S3_ADDRESSING_STYLE": "path"}
+    if os.environ.get("PYTHONPATH"):  # a venv extended by PYTHONPATH: the child sees the same packages
+        env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
+    script = tmp_path / "paused.py"
+    script.write_text(EXPORT_PAUSED_ON_B.format(repo=str(REPO), user=maintainer.username))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "PAUSED", proc.stderr.read()[-3000:] if proc.poll() is not None else line
+        client.force_login(maintainer)
+        jobs = client.get("/api/releases/1.0.0/").json()["exports"]
+        assert [(j["status"], j["stage"]) for j in jobs] == [("running", "tasks")]
+        jid = jobs[0]["id"]
+        assert export_job_state(jid)["worker"] == f"{proc.pid}.{host_tag()}"
+        scratch_b = root_b / "exports" / "1.0.0" / jid
+        assert any(p.name.endswith(".questions") for p in scratch_b.iterdir())  # B's half-written export
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+    rows = sweep_export_jobs()  # on A: B's process is gone; B's disk is out of A's reach
+    assert [(r["id"], r["action"], r["why"], r["removed"]) for r in rows] == [
+        (jid, "failed", f"its worker process ({proc.pid}) is gone", [])]
+    assert export_job_state(jid)["status"] == "failed" and scratch_b.is_dir()
+    # B's own sweep (a worker's start, manage.py sweep_jobs there) removes its scratch
+    out = subprocess.run([sys.executable, str(REPO / "manage.py"), "sweep_jobs", "--json"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    swept = json.loads(out.stdout)
+    assert [(r["id"], r["action"], r["why"]) for r in swept] == [(jid, "scratch-removed", "the job is failed")]
+    assert not scratch_b.exists()
+
+    script = tmp_path / "whole.py"
+    script.write_text(EXPORT_ON_B.format(repo=str(REPO), user=maintainer.username))
+    out = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    second, status = out.stdout.split()
+    assert status == "succeeded"
+    r = client.get(f"/releases/1.0.0/exports/{second}/download/")
+    assert r.status_code == 302
+    status, body, _ = _get(r["Location"])
+    assert status == 200 and "dora-1.0.0/tasks/t5_multi_modal_report_synthesis.json" in _members(body)
+    assert not (root_b / "exports" / "1.0.0" / second).exists()  # B kept nothing either
+    assert not (Path(settings.STUDIO_DATA_ROOT) / "exports").exists()  # nor A
+
+
+def export_job_state(job_id: str) -> dict:
+    from releases.selectors import export_job
+
+    return export_job("1.0.0", job_id)

@@ -404,6 +404,30 @@ def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
                    finished_at=timezone.now().isoformat())
         _save_job(job)
         out.append({"kind": EXPORT_KIND, "id": job["id"], "action": "failed", "why": why, "removed": removed})
+    if storage.uses_bucket():
+        out += _sweep_scratch()
+    return out
+
+
+def _sweep_scratch() -> list[dict]:
+    """With a bucket: remove this machine's scratch folders (``STUDIO_DATA_ROOT/exports/<version>/<job>``)
+    of export jobs that are no longer queued or running in the bucket (ended, maybe swept by another
+    machine after this one's worker died) or that the bucket does not know; each machine's sweep (a
+    worker's start, a web process, ``manage.py sweep_jobs``) cleans its own disk. A folder holding a
+    ``job.json`` (an export kept locally before the bucket was configured) is kept. Returns
+    ``{kind, id, action: "scratch-removed", why, removed}`` per folder."""
+    root = Path(settings.STUDIO_DATA_ROOT) / "exports"
+    out = []
+    for base in sorted(root.glob("*/*")) if root.is_dir() else []:
+        if not base.is_dir() or base.is_symlink() or (base / JOB_FILE).exists():
+            continue  # a job.json: an export kept locally before the bucket was configured, not scratch
+        job = export_job(base.parent.name, base.name)
+        if job is not None and job.get("status") in ("queued", "running"):
+            continue
+        removed = sorted(p.name for p in base.iterdir())
+        shutil.rmtree(base, ignore_errors=True)
+        why = f"the job is {job['status']}" if job is not None else "the bucket has no such job"
+        out.append({"kind": EXPORT_KIND, "id": base.name, "action": "scratch-removed", "why": why, "removed": removed})
     return out
 
 

@@ -265,6 +265,21 @@ def test_the_sweep_ends_dead_export_jobs_kept_in_the_bucket(release, maintainer,
     assert start_export(maintainer, Release.objects.get(version="1.0.0"))["status"] == "succeeded"
 
 
+def test_a_file_over_the_multipart_threshold_arrives_whole(bucket, seaweedfs, tmp_path):
+    """boto3 uploads a file above 8 MiB (s3transfer's default threshold) in parts; SeaweedFS publishes
+    it whole: the object's ETag is a multipart one (``"<md5 of the part md5s>-<parts>"``: 9 MiB in
+    8 MiB parts is 2) and the presigned GET returns the file's bytes (same SHA-256)."""
+    data = hashlib.sha256(b"seed").digest() * (9 * 2**20 // 32)  # 9 MiB, not compressible to nothing
+    path = tmp_path / "big.zip"
+    path.write_bytes(data)
+    storage.upload_file("exports/9.9.9/big/big.zip", path)
+    head = seaweedfs.client().head_object(Bucket=bucket, Key="exports/9.9.9/big/big.zip")
+    assert head["ContentLength"] == 9 * 2**20 and head["ETag"].strip('"').endswith("-2")
+    status, body, headers = _get(storage.download_url("exports/9.9.9/big/big.zip", "big.zip"))
+    assert status == 200 and hashlib.sha256(body).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert headers["Content-Type"] == "application/zip"
+
+
 # ── another machine: a child process with its own data root, sharing the database and the bucket ─
 
 #: machine B's export of release 1.0.0, paused inside the first task file (its scratch is written)

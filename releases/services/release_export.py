@@ -8,8 +8,8 @@ enqueue, the job imports this module lazily); the job writes the release folder 
 :mod:`studio.storage`) the job's state (``job.json``) and heartbeat live in the bucket under the same
 keys, the folder and zip are written in the worker's local scratch folder (the same path), the zip is
 uploaded as ``exports/<version>/<job id>/dora-<version>.zip`` and the scratch is removed: nothing of
-the job stays on the worker's disk, and the download is a presigned link. A re-export of a published release that would ship a
-different file is refused. Lost jobs are ended by the sweep of background jobs
+the job stays on the worker's disk, and the download is a presigned link. A re-export of a published
+release that would ship a different file is refused. Lost jobs are ended by the sweep of background jobs
 (:func:`sweep_export_jobs`).
 
 Permissions: ``release.export`` for exporting.
@@ -359,8 +359,8 @@ def _last_beat(job: dict, base: Path):
             times.append(datetime.fromisoformat(job[key]))
         except (KeyError, TypeError, ValueError):
             pass
-    if storage.uses_bucket():
-        beat = storage.modified_at(export_key(job["release"], job["id"], HEARTBEAT_FILE))
+    if storage.uses_bucket():  # base is exports/<version>/<job id> (the scratch): its names are the key's
+        beat = storage.modified_at(export_key(base.parent.name, base.name, HEARTBEAT_FILE))
         if beat is not None:
             times.append(beat)
         return max(times) if times else None
@@ -399,7 +399,7 @@ def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
         if storage.uses_bucket():
             if base.is_dir() and not any(base.iterdir()):
                 base.rmdir()
-            removed += _clear_bucket_job(job["release"], job["id"])
+            removed += _clear_bucket_job(base.parent.name, base.name)
         job.update(status="failed", error=f"the export's worker was lost ({why}); export again",
                    finished_at=timezone.now().isoformat())
         _save_job(job)

@@ -12,6 +12,7 @@ it are skipped, and fail under CI (``CI=true``), where the Makefile installs it.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -38,6 +39,15 @@ def weed_binary() -> str | None:
     return str(here) if here.is_file() else shutil.which("weed")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM it when the process that started it dies, so a
+    pytest killed outright (no teardown) leaves no server behind."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct ports of 127.0.0.1 that were free a moment ago (bound to 0, then closed)."""
     socks, ports = [], []
@@ -61,6 +71,7 @@ class SeaweedS3:
     proc: subprocess.Popen
     folder: Path
     log: Path
+    ports: tuple[int, ...] = ()
 
     def client(self, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):
         """A boto3 S3 client of this server (path addressing, SigV4)."""
@@ -97,13 +108,15 @@ def start_seaweedfs(folder: Path) -> SeaweedS3:
            f"-volume.port={volume}", f"-volume.port.grpc={volumeg}", f"-filer.port={filer}",
            f"-filer.port.grpc={filerg}", f"-webdav.port={webdav}", f"-admin.port={admin}",
            f"-admin.port.grpc={adming}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-           "-master.telemetry=false", "-admin.ui=false"]
+           "-master.telemetry=false", "-admin.ui=false",
+           f"-s3.localSocket={folder / 's3.sock'}", f"-filer.localSocket={folder / 'filer.sock'}"]
     log = folder / "weed.log"
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=folder, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    server = SeaweedS3(endpoint=f"http://127.0.0.1:{s3}", proc=proc, folder=folder, log=log)
+                                start_new_session=True, preexec_fn=_die_with_parent)
+    server = SeaweedS3(endpoint=f"http://127.0.0.1:{s3}", proc=proc, folder=folder, log=log,
+                       ports=(s3, s3g, master, masterg, volume, volumeg, filer, filerg, webdav, admin, adming))
     deadline, last = time.monotonic() + START_TIMEOUT_S, None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -121,7 +134,10 @@ def start_seaweedfs(folder: Path) -> SeaweedS3:
 
 
 def stop_seaweedfs(server: SeaweedS3) -> None:
-    """Stop the server by its PID (SIGTERM, then SIGKILL after 15 s) and wait for it."""
+    """Stop the server by its PID (SIGTERM, then SIGKILL after 15 s; it takes 2–5 s) and wait for
+    it, then remove the unix sockets it leaves in /tmp whatever its flags say
+    (``seaweedfs-admin-grpc-<port>.sock``, ``seaweedfs-s3-grpc-<port>.sock``): those named by its own
+    ports, which no other server held while it ran."""
     if server.proc.poll() is None:
         os.kill(server.proc.pid, signal.SIGTERM)
         try:
@@ -129,6 +145,10 @@ def stop_seaweedfs(server: SeaweedS3) -> None:
         except subprocess.TimeoutExpired:
             os.kill(server.proc.pid, signal.SIGKILL)
             server.proc.wait(timeout=15)
+    for port in server.ports:
+        for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+            if sock.is_socket():
+                sock.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

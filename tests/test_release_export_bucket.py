@@ -265,6 +265,30 @@ def test_the_sweep_ends_dead_export_jobs_kept_in_the_bucket(release, maintainer,
     assert start_export(maintainer, Release.objects.get(version="1.0.0"))["status"] == "succeeded"
 
 
+def test_a_queued_bucket_export_no_worker_took_is_sent_again_and_finishes(release, maintainer, settings, bucket,
+                                                                          seaweedfs):
+    """With a broker (``CELERY_TASK_ALWAYS_EAGER`` off: the sweep re-sends instead of failing) a job
+    left ``queued`` in the bucket for two hours by no worker is re-sent; the tests' Celery app runs
+    it in-process, and it ends ``succeeded`` with its zip in the bucket."""
+    from django.utils import timezone
+
+    from releases.selectors import export_job
+    from releases.services.release_export import sweep_export_jobs
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    jid = "b" * 32
+    old = (timezone.now() - timezone.timedelta(hours=2)).isoformat()
+    storage.write_bytes(f"exports/1.0.0/{jid}/job.json", json.dumps({
+        "id": jid, "release": "1.0.0", "status": "queued", "stage": "", "done": 0, "total": 0, "error": "",
+        "folder": "", "zip": "", "content_sha256": "", "requested_by": "mia", "created_at": old, "started_at": None,
+        "finished_at": None, "worker": "", "heartbeat_at": None}).encode())
+    rows = sweep_export_jobs(stale_after=60)
+    assert [(r["id"], r["action"], r["why"]) for r in rows] == [(jid, "requeued", "no heartbeat for 60 s")]
+    job = export_job("1.0.0", jid)
+    assert (job["status"], job["done"], job["zip"]) == ("succeeded", 12, "dora-1.0.0.zip")
+    assert seaweedfs.keys(bucket, f"exports/1.0.0/{jid}/dora-") == [f"exports/1.0.0/{jid}/dora-1.0.0.zip"]
+
+
 def test_a_file_over_the_multipart_threshold_arrives_whole(bucket, seaweedfs, tmp_path):
     """boto3 uploads a file above 8 MiB (s3transfer's default threshold) in parts; SeaweedFS publishes
     it whole: the object's ETag is a multipart one (``"<md5 of the part md5s>-<parts>"``: 9 MiB in

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 from studio.background import register_sweeper
 
@@ -10,10 +11,13 @@ class ReleasesConfig(AppConfig):
     def ready(self) -> None:
         """The sweep of background jobs (``studio.background``) ends this app's lost exports; annotation
         (below releases) asks which layer versions releases pin: the import keeps their files, a replay
-        of a released task reads them (``annotation.services.layer_versions``)."""
+        of a released task reads them (``annotation.services.layer_versions``). A malformed ``STUDIO_STORAGE_URL`` is refused here, at
+        start (``ImproperlyConfigured``), not at the first export."""
         from annotation.services.layer_versions import register_pin_reader
         from releases.services.pins import task_layer_pins, version_is_pinned
         from releases.services.release_export import EXPORT_KIND, sweep_export_jobs
+        from studio.storage import parse_storage_url
 
+        parse_storage_url(settings.STUDIO_STORAGE_URL)  # a malformed STUDIO_STORAGE_URL fails at start
         register_sweeper(EXPORT_KIND, sweep_export_jobs)
         register_pin_reader(is_pinned=version_is_pinned, task_pins=task_layer_pins)

@@ -12,6 +12,7 @@ from annotation.models import QcAcknowledgement, Task, TaskRevision
 from kernel.golddiff import step_diff
 from releases.models import Release, ReleaseTask
 from releases.services.export import Entry, SortedEntries, canonical, import_source, sample_and_task
+from studio import storage
 
 #: the fields the diff compares, in display order (sample-level ones first)
 DIFF_FIELDS = ("question", "input_data", "classes", "disaster_type", "task_category", "task_category_code",
@@ -100,14 +101,33 @@ def release_entries(release: Release, *, chunk: int = 5000, spool_dir: Path | No
 
 
 def exports_dir(version: str) -> Path:
+    """The local folder of release ``version``'s export jobs (``STUDIO_DATA_ROOT/exports/<version>``):
+    the jobs themselves without a bucket, a worker's scratch with one."""
     return Path(settings.STUDIO_DATA_ROOT) / "exports" / version
+
+
+def export_key(version: str, job_id: str, name: str) -> str:
+    """The storage key of file ``name`` of export job ``job_id`` of release ``version``
+    (``exports/<version>/<job id>/<name>``, :func:`studio.storage.key`)."""
+    return storage.key("exports", version, job_id, name)
 
 
 def export_job(version: str, job_id: str) -> dict | None:
     """The status dict of export job ``job_id`` of release ``version`` (see
-    ``releases.services.release_export.start_export``), or None."""
+    ``releases.services.release_export.start_export``), or None: its ``job.json`` in the bucket
+    when ``STUDIO_STORAGE_URL`` names one (any web process on any machine reads the same), else
+    in the local folder."""
     if not job_id.isalnum():
         return None
+    if storage.uses_bucket():
+        try:
+            raw = storage.read_bytes(export_key(version, job_id, "job.json"))
+        except ValueError:  # a version no key can hold
+            return None
+        try:
+            return json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None
     p = exports_dir(version) / job_id / "job.json"
     try:
         return json.loads(p.read_text(encoding="utf-8"))
@@ -115,11 +135,34 @@ def export_job(version: str, job_id: str) -> dict | None:
         return None
 
 
+def export_job_ids(version: str) -> list[str]:
+    """The ids of release ``version``'s export jobs that have a folder (in the bucket with one,
+    else locally), sorted."""
+    if storage.uses_bucket():
+        try:
+            return storage.list_dir(storage.key("exports", version))[0]
+        except ValueError:
+            return []
+    d = exports_dir(version)
+    return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+
 def export_jobs(version: str) -> list[dict]:
     """Export jobs of a release, newest first."""
-    d = exports_dir(version)
-    jobs = [export_job(version, p.name) for p in d.iterdir() if p.is_dir()] if d.is_dir() else []
+    jobs = [export_job(version, job_id) for job_id in export_job_ids(version)]
     return sorted((j for j in jobs if j), key=lambda j: j.get("created_at", ""), reverse=True)
+
+
+def export_zip_link(version: str, job_id: str, job: dict) -> str | None:
+    """A presigned GET URL (``studio.storage.download_url``, ``STUDIO_STORAGE_LINK_TTL_S`` seconds)
+    of finished export job ``job``'s zip in the bucket, or None without a bucket (the zip is then a
+    local file under :func:`exports_dir`) or when the zip is not in the bucket."""
+    if not storage.uses_bucket() or not job.get("zip"):
+        return None
+    name = export_key(version, job_id, job["zip"])
+    if not storage.storage().exists(name):
+        return None
+    return storage.download_url(name, job["zip"])
 
 
 # ------------------------------------------------------------------ diff

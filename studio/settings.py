@@ -6,6 +6,10 @@
 | CELERY_BROKER_URL | "" (tasks run in-process) | e.g. redis://127.0.0.1:6379/0 |
 | CELERY_RESULT_BACKEND | same as broker, or none | |
 | STUDIO_DATA_ROOT | <repo>/var/data | imported layers and replay artifacts |
+| STUDIO_STORAGE_URL | "" (files under STUDIO_DATA_ROOT) | s3://BUCKET[/PREFIX]: release exports (zip and job state) live in that bucket (studio/storage.py) |
+| AWS_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY | unset (AWS, boto3's credential chain) | django-storages' own settings: the S3 API and its keys |
+| AWS_S3_REGION_NAME, AWS_S3_ADDRESSING_STYLE, AWS_S3_SIGNATURE_VERSION | unset, unset, s3v4 | region, "path" or "virtual" addressing (SeaweedFS, MinIO: us-east-1, path) |
+| STUDIO_STORAGE_LINK_TTL_S | 300 | seconds a presigned download link of the bucket stays valid |
 | STUDIO_DEMO_DATA | <repo>/../shared/realdata | the real sample data the demo reads |
 | STUDIO_SECRET_KEY | a development key | set it in production |
 | STUDIO_DEBUG | 0 | 1 turns Django's debug pages on (development only: they show settings) |
@@ -202,6 +206,17 @@ STUDIO_DATA_ROOT = Path(os.environ.get("STUDIO_DATA_ROOT", VAR_DIR / "data")).re
 STUDIO_DEMO_DATA = Path(os.environ.get("STUDIO_DEMO_DATA", BASE_DIR.parent / "shared" / "realdata")).resolve()
 STUDIO_ARTIFACT_ROOT = Path(os.environ.get("STUDIO_ARTIFACT_ROOT", STUDIO_DATA_ROOT / "artifacts")).resolve()
 STUDIO_CHECKPOINT_DIR = os.environ.get("STUDIO_CHECKPOINT_DIR", "")
+# Object storage (studio/storage.py): "" keeps every file under STUDIO_DATA_ROOT (Django's FileSystemStorage);
+# s3://BUCKET[/PREFIX] keeps release exports in that bucket through django-storages' S3Storage (boto3), read
+# with django-storages' own AWS_* settings below. A presigned download link lives STUDIO_STORAGE_LINK_TTL_S s.
+STUDIO_STORAGE_URL = os.environ.get("STUDIO_STORAGE_URL", "").strip()
+AWS_S3_ENDPOINT_URL = os.environ.get("AWS_S3_ENDPOINT_URL") or None
+AWS_ACCESS_KEY_ID = os.environ.get("AWS_ACCESS_KEY_ID") or None
+AWS_SECRET_ACCESS_KEY = os.environ.get("AWS_SECRET_ACCESS_KEY") or None
+AWS_S3_REGION_NAME = os.environ.get("AWS_S3_REGION_NAME") or None
+AWS_S3_ADDRESSING_STYLE = os.environ.get("AWS_S3_ADDRESSING_STYLE") or None
+AWS_S3_SIGNATURE_VERSION = os.environ.get("AWS_S3_SIGNATURE_VERSION") or "s3v4"
+STUDIO_STORAGE_LINK_TTL_S = int(os.environ.get("STUDIO_STORAGE_LINK_TTL_S", "300"))
 # How the leaderboard's bootstrap intervals are computed after an import: "" (a thread of the process
 # when Celery runs in-process, else a Celery worker) or "inline" (at once, in the request; tests).
 STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = os.environ.get("STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER", "").strip()

@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytest_plugins = ["conftest_celery", "conftest_llm", "support.judging", "support.joplin", "support.florence", "support.replay",
-                  "support.populated"]
+                  "support.populated", "support.seaweedfs"]
 
 # Property tests draw the same examples on every run (a red CI is then reproducible, never luck);
 # HYPOTHESIS_PROFILE=explore searches afresh each time.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
@@ -20,6 +20,7 @@ from releases.models import Release
 from releases.selectors import (
     export_job,
     export_jobs,
+    export_zip_link,
     exports_dir,
     release_counts,
     release_diff,
@@ -31,6 +32,7 @@ from releases.selectors import (
 )
 from releases.services import lifecycle
 from releases.services.release_export import start_export
+from studio import storage
 from studio.permissions import Action, can
 
 
@@ -125,9 +127,20 @@ def release_export(request, version: str):
 
 @require_safe
 def release_export_zip(request, version: str, job: str):
+    """The zip of a finished export, to any signed-in user (as the release page): streamed from the
+    local folder, or with a bucket (``STUDIO_STORAGE_URL``) a 302 to a presigned GET URL of it that
+    lives ``STUDIO_STORAGE_LINK_TTL_S`` seconds, minted here after the sign-in check; 404 when the
+    job did not finish or its zip is gone."""
     found = export_job(version, job)
     if found is None or found.get("status") != "succeeded" or not found.get("zip"):
         raise Http404("no finished export with this id")
+    if storage.uses_bucket():
+        link = export_zip_link(version, job, found)
+        if link is None:
+            raise Http404("the export's zip is gone")
+        response = HttpResponseRedirect(link)
+        response["Cache-Control"] = "no-store"  # a signed link is never reused from a cache
+        return response
     try:
         path = confine(settings.STUDIO_DATA_ROOT, exports_dir(version) / job / found["zip"])
     except OutsideRoot:

@@ -4,8 +4,12 @@
 ``start_export`` records a job (``STUDIO_DATA_ROOT/exports/<version>/<job id>/job.json``) and
 dispatches ``releases.jobs.export_release_job`` (in-process without a broker; imported here to
 enqueue, the job imports this module lazily); the job writes the release folder with
-:func:`export_release` and a zip beside it. A re-export of a published release that would ship a
-different file is refused. Lost jobs are ended by the sweep of background jobs
+:func:`export_release` and a zip beside it. With a bucket (``STUDIO_STORAGE_URL``,
+:mod:`studio.storage`) the job's state (``job.json``) and heartbeat live in the bucket under the same
+keys, the folder and zip are written in the worker's local scratch folder (the same path), the zip is
+uploaded as ``exports/<version>/<job id>/dora-<version>.zip`` and the scratch is removed: nothing of
+the job stays on the worker's disk, and the download is a presigned link. A re-export of a published
+release that would ship a different file is refused. Lost jobs are ended by the sweep of background jobs
 (:func:`sweep_export_jobs`).
 
 Permissions: ``release.export`` for exporting.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 import zipfile
 from datetime import UTC, datetime
@@ -26,7 +31,7 @@ from django.utils import timezone
 from kernel.taskfile import JSON_INDENT
 from releases.jobs import export_release_job
 from releases.models import Release, ReleaseFile
-from releases.selectors import export_job, exports_dir, release_entries
+from releases.selectors import export_job, export_job_ids, export_key, exports_dir, release_entries
 from releases.services import release_variants
 from releases.services.export import (
     MANIFEST_NAME,
@@ -40,6 +45,7 @@ from releases.services.export import (
     schema_problems,
     staging_dir_for,
 )
+from studio import storage
 from studio.background import job_running, worker_lost, worker_tag
 from studio.permissions import Action, require
 
@@ -196,7 +202,11 @@ def _job_path(version: str, job_id: str) -> Path:
 
 
 def _save_job(job: dict) -> dict:
-    """Write an export job's state (``job.json``) through a temporary name in the job folder."""
+    """Write an export job's state (``job.json``) through a temporary name in the job folder, or
+    with a bucket as one PUT of its key (readers see the old state or the new, whole)."""
+    if storage.uses_bucket():
+        storage.write_bytes(export_key(job["release"], job["id"], JOB_FILE), json.dumps(job, indent=1).encode())
+        return job
     p = _job_path(job["release"], job["id"])
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".job-{uuid.uuid4().hex[:8]}.json")  # a sweep of the folder spares only job.json
@@ -208,6 +218,12 @@ def _save_job(job: dict) -> dict:
 
 #: the export job's kind in :mod:`studio.background`
 EXPORT_KIND = "release-export"
+
+
+
+#: with a bucket, the least seconds between two progress writes of a job's state (a stage change or
+#: the last task is written at once); without one every sample's progress is written
+BUCKET_PROGRESS_EVERY_S = 1.0
 
 
 
@@ -260,13 +276,34 @@ def _touch(path: Path) -> None:
     path.touch()
 
 
+def _beat(version: str, job_id: str, base: Path) -> None:
+    """One heartbeat of a running export: the mtime of the job folder's ``heartbeat`` file, or with
+    a bucket a fresh empty ``heartbeat`` object (its Last-Modified)."""
+    if storage.uses_bucket():
+        storage.write_bytes(export_key(version, job_id, HEARTBEAT_FILE), b"")
+    else:
+        _touch(base / HEARTBEAT_FILE)
+
+
+def _clear_bucket_job(version: str, job_id: str) -> list[str]:
+    """Remove every object of an export job's key folder but its ``job.json`` (a heartbeat, a zip
+    of a job being failed); returns the names."""
+    removed = []
+    for name in storage.list_dir(storage.key("exports", version, job_id))[1]:
+        if name != JOB_FILE:
+            storage.delete(export_key(version, job_id, name))
+            removed.append(name)
+    return removed
+
+
 
 def run_export_job(version: str, job_id: str) -> dict:
     """The body of the export job: write the folder and the zip, recording progress in job.json.
     A failure is recorded in the job (``status: failed``, ``error``), not raised. While it runs
     the job carries this process's tag (``worker``) and a heartbeat (the mtime of the job folder's
     ``heartbeat`` file, :func:`studio.background.job_running`); what a dead earlier delivery left
-    in the job folder is removed first."""
+    in the job folder is removed first. With a bucket the zip is uploaded to it, the local folder
+    (scratch) removed, and ``folder`` stays "" (the unzipped folder is not kept)."""
     job = export_job(version, job_id)
     if job is None:
         raise ValueError(f"no export job {job_id} of release {version}")
@@ -274,39 +311,59 @@ def run_export_job(version: str, job_id: str) -> dict:
         return job
     base = exports_dir(version) / job_id
     _clear_job_folder(base)
+    base.mkdir(parents=True, exist_ok=True)  # with a bucket: this worker's scratch, made here
     job.update(status="running", started_at=timezone.now().isoformat(), stage="tasks", worker=worker_tag(),
                heartbeat_at=timezone.now().isoformat(), error="")
     _save_job(job)
     folder = base / f"dora-{version}"
+    in_bucket = storage.uses_bucket()
+    last_put = [time.monotonic()]
 
     def progress(stage: str, done: int, total: int) -> None:
+        changed = stage != job["stage"] or done >= total
         job.update(stage=stage, done=done, total=total, heartbeat_at=timezone.now().isoformat())
+        if in_bucket and not changed and time.monotonic() - last_put[0] < BUCKET_PROGRESS_EVERY_S:
+            return  # a PUT per sample would cost more than the sample: at most one a second
         _save_job(job)
+        last_put[0] = time.monotonic()
 
-    with job_running(EXPORT_KIND, job_id, lambda: _touch(base / HEARTBEAT_FILE)):
+    with job_running(EXPORT_KIND, job_id, lambda: _beat(version, job_id, base)):
         try:
             release = Release.objects.get(version=version)
             manifest = export_release(release, folder, force=True, progress=progress)
             progress("zip", job["done"], job["total"])
-            zip_folder(folder, base / f"dora-{version}.zip")
-            job.update(status="succeeded", stage="done", folder=str(folder.relative_to(settings.STUDIO_DATA_ROOT)),
-                       zip=f"dora-{version}.zip", content_sha256=manifest["release"]["content_sha256"])
+            zip_path = zip_folder(folder, base / f"dora-{version}.zip")
+            if in_bucket:
+                progress("upload", job["done"], job["total"])
+                storage.upload_file(export_key(version, job_id, zip_path.name), zip_path)
+            job.update(status="succeeded", stage="done", zip=zip_path.name,
+                       folder="" if in_bucket else str(folder.relative_to(settings.STUDIO_DATA_ROOT)),
+                       content_sha256=manifest["release"]["content_sha256"])
         except Exception as exc:  # recorded for the UI; the job never stays "running"
             job.update(status="failed", error=str(exc))
+        finally:
+            if in_bucket:  # the worker's scratch: the result is in the bucket (or the job failed)
+                shutil.rmtree(base, ignore_errors=True)
         job["finished_at"] = timezone.now().isoformat()
         return _save_job(job)
 
 
 
 def _last_beat(job: dict, base: Path):
-    """The newest sign of life of an export job: its heartbeat file's mtime, its last progress, its
-    start or its creation (an aware datetime), or None."""
+    """The newest sign of life of an export job: its heartbeat file's mtime (with a bucket: its
+    heartbeat object's Last-Modified), its last progress, its start or its creation (an aware
+    datetime), or None."""
     times = []
     for key in ("heartbeat_at", "started_at", "created_at"):
         try:
             times.append(datetime.fromisoformat(job[key]))
         except (KeyError, TypeError, ValueError):
             pass
+    if storage.uses_bucket():  # base is exports/<version>/<job id> (the scratch): its names are the key's
+        beat = storage.modified_at(export_key(base.parent.name, base.name, HEARTBEAT_FILE))
+        if beat is not None:
+            times.append(beat)
+        return max(times) if times else None
     try:
         times.append(datetime.fromtimestamp((base / HEARTBEAT_FILE).stat().st_mtime, tz=UTC))
     except OSError:
@@ -320,18 +377,14 @@ def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
     ``queued`` or ``running`` whose worker is lost (:func:`studio.background.worker_lost`) ends
     ``failed`` ("the export's worker was lost …; export again") and its folder keeps only
     ``job.json``: the staging folder, the spool files and a partial zip are removed. (With a
-    broker a queued export that no worker took is sent again instead.) Returns
+    broker a queued export that no worker took is sent again instead.) With a bucket the jobs are
+    read from it; the job's other objects (its heartbeat) are removed there and, when this machine
+    ran it, its local scratch folder too (``removed`` names both, scratch first). Returns
     ``{kind, id, action, why, removed}`` per job."""
-    root = Path(settings.STUDIO_DATA_ROOT) / "exports"
     out = []
-    for jf in sorted(root.glob(f"*/*/{JOB_FILE}")) if root.is_dir() else []:
-        try:
-            job = json.loads(jf.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for job, base in _export_job_states():
         if not isinstance(job, dict) or job.get("status") not in ("queued", "running") or not job.get("id"):
             continue
-        base = jf.parent
         why = worker_lost(EXPORT_KIND, job["id"], job.get("worker") or "", _last_beat(job, base),
                           stale_after=stale_after)
         if not why:
@@ -343,9 +396,55 @@ def sweep_export_jobs(stale_after: float | None = None) -> list[dict]:
             out.append({"kind": EXPORT_KIND, "id": job["id"], "action": "requeued", "why": why, "removed": []})
             continue
         removed = _clear_job_folder(base)
+        if storage.uses_bucket():
+            if base.is_dir() and not any(base.iterdir()):
+                base.rmdir()
+            removed += _clear_bucket_job(base.parent.name, base.name)
         job.update(status="failed", error=f"the export's worker was lost ({why}); export again",
                    finished_at=timezone.now().isoformat())
         _save_job(job)
         out.append({"kind": EXPORT_KIND, "id": job["id"], "action": "failed", "why": why, "removed": removed})
+    if storage.uses_bucket():
+        out += _sweep_scratch()
     return out
 
+
+def _sweep_scratch() -> list[dict]:
+    """With a bucket: remove this machine's scratch folders (``STUDIO_DATA_ROOT/exports/<version>/<job>``)
+    of export jobs that are no longer queued or running in the bucket (ended, maybe swept by another
+    machine after this one's worker died) or that the bucket does not know; each machine's sweep (a
+    worker's start, a web process, ``manage.py sweep_jobs``) cleans its own disk. A folder holding a
+    ``job.json`` (an export kept locally before the bucket was configured) is kept. Returns
+    ``{kind, id, action: "scratch-removed", why, removed}`` per folder."""
+    root = Path(settings.STUDIO_DATA_ROOT) / "exports"
+    out = []
+    for base in sorted(root.glob("*/*")) if root.is_dir() else []:
+        if not base.is_dir() or base.is_symlink() or (base / JOB_FILE).exists():
+            continue  # a job.json: an export kept locally before the bucket was configured, not scratch
+        job = export_job(base.parent.name, base.name)
+        if job is not None and job.get("status") in ("queued", "running"):
+            continue
+        removed = sorted(p.name for p in base.iterdir())
+        shutil.rmtree(base, ignore_errors=True)
+        why = f"the job is {job['status']}" if job is not None else "the bucket has no such job"
+        out.append({"kind": EXPORT_KIND, "id": base.name, "action": "scratch-removed", "why": why, "removed": removed})
+    return out
+
+
+def _export_job_states():
+    """``(job dict, local job folder)`` of every export job: the ``job.json`` objects of the bucket
+    with one (the local folder is then the scratch, maybe absent), else the local ``job.json``
+    files; an unreadable state is skipped."""
+    if storage.uses_bucket():
+        for version in storage.list_dir("exports")[0]:
+            for job_id in export_job_ids(version):
+                job = export_job(version, job_id)
+                if job is not None:
+                    yield job, exports_dir(version) / job_id
+        return
+    root = Path(settings.STUDIO_DATA_ROOT) / "exports"
+    for jf in sorted(root.glob(f"*/*/{JOB_FILE}")) if root.is_dir() else []:
+        try:
+            yield json.loads(jf.read_text(encoding="utf-8")), jf.parent
+        except (OSError, ValueError):
+            continue

@@ -1,0 +1,166 @@
+"""Where the studio keeps the files every web process and worker must see: the local folder
+``STUDIO_DATA_ROOT`` (the embedded default, Django's ``FileSystemStorage``) or an S3 bucket
+(``STUDIO_STORAGE_URL=s3://BUCKET[/PREFIX]``: django-storages' ``S3Storage`` over boto3, configured by
+django-storages' own ``AWS_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_S3_REGION_NAME``, ``AWS_S3_ADDRESSING_STYLE`` and ``AWS_S3_SIGNATURE_VERSION``; docs/deployment.md,
+"Object storage").
+
+**Key scheme.** A file's key is its path relative to ``STUDIO_DATA_ROOT`` written with ``/`` (built
+by :func:`key`, whose parts may hold no ``/``, ``\\``, NUL, ``.`` or ``..``), so one name means the same
+file in the folder and in the bucket (under ``PREFIX/`` when the URL names one). Release exports:
+``exports/<version>/<job id>/job.json`` (the job's state), ``…/heartbeat`` (its worker's sign of life:
+the object's last-modified time) and ``…/dora-<version>.zip`` (the result).
+
+**What lives in the bucket today.** Release exports only (``releases.services.release_export``): with
+a bucket a worker writes the export in its own local scratch folder (``STUDIO_DATA_ROOT/exports/…``),
+uploads the zip, keeps the job's state in the bucket and removes the scratch; the download is a
+presigned GET URL (:func:`download_url`). Layers, replay artifacts, uploads and run folders are still
+local files under ``STUDIO_DATA_ROOT`` (the issue's later slices).
+
+**Writes are whole.** An S3 PUT (or a completed multipart upload) publishes the object whole or not
+at all, so a reader never sees half an object; a worker killed mid-upload leaves nothing under the key
+(an incomplete multipart upload is invisible to GET and LIST).
+
+boto3 and django-storages are imported only when a bucket is configured: the embedded default loads
+neither.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.base import ContentFile, File
+from django.core.files.storage import FileSystemStorage, Storage
+
+#: ``s3://BUCKET[/PREFIX]``: an S3 bucket name (3–63 lower-case letters, digits, dots, hyphens) and
+#: an optional key prefix
+STORAGE_URL_RE = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^\x00]*?))?/?")
+
+
+def parse_storage_url(url: str) -> tuple[str, str] | None:
+    """``(bucket, prefix)`` of ``STUDIO_STORAGE_URL`` (``s3://BUCKET[/PREFIX]``; prefix without
+    leading or trailing ``/``, "" for none), or None for "" (the local folder). Raises
+    ``ImproperlyConfigured`` for any other value."""
+    url = (url or "").strip()
+    if not url:
+        return None
+    m = STORAGE_URL_RE.fullmatch(url)
+    if not m:
+        raise ImproperlyConfigured(f"STUDIO_STORAGE_URL: {url!r} is not s3://BUCKET[/PREFIX] "
+                                   "(unset it to keep files under STUDIO_DATA_ROOT)")
+    return m["bucket"], (m["prefix"] or "").strip("/")
+
+
+def uses_bucket() -> bool:
+    """True when ``STUDIO_STORAGE_URL`` names a bucket (the files this module serves live there)."""
+    return parse_storage_url(settings.STUDIO_STORAGE_URL) is not None
+
+
+def key(*parts: str) -> str:
+    """The key of a file from its path parts below the data root, e.g. ``key("exports", "1.0.0",
+    job_id, "job.json") == "exports/1.0.0/<job id>/job.json"``. Raises ``ValueError`` for an empty
+    part or one holding ``/``, ``\\`` or NUL, or being ``.`` or ``..`` (a key never climbs)."""
+    for p in parts:
+        if not isinstance(p, str) or not p or p in (".", "..") or any(c in p for c in "/\\\x00"):
+            raise ValueError(f"storage key part {p!r}: must be a non-empty name without '/', '\\\\' or NUL")
+    return "/".join(parts)
+
+
+def _bucket_settings() -> tuple:
+    """The settings an ``S3Storage`` is built from (its cache key: a changed setting builds anew)."""
+    bucket, prefix = parse_storage_url(settings.STUDIO_STORAGE_URL)
+    return (bucket, prefix, settings.AWS_S3_ENDPOINT_URL, settings.AWS_ACCESS_KEY_ID,
+            settings.AWS_SECRET_ACCESS_KEY, settings.AWS_S3_REGION_NAME, settings.AWS_S3_ADDRESSING_STYLE,
+            settings.AWS_S3_SIGNATURE_VERSION)
+
+
+@functools.lru_cache(maxsize=4)
+def _s3_storage(config: tuple) -> Storage:
+    from storages.backends.s3 import S3Storage  # boto3 only where a bucket is configured
+
+    bucket, prefix, endpoint, access_key, secret_key, region, addressing, signature = config
+    return S3Storage(bucket_name=bucket, location=prefix, endpoint_url=endpoint, access_key=access_key,
+                     secret_key=secret_key, region_name=region, addressing_style=addressing,
+                     signature_version=signature, file_overwrite=True, querystring_auth=True,
+                     default_acl=None, custom_domain=None)
+
+
+def storage() -> Storage:
+    """The studio's file storage: ``S3Storage`` of the configured bucket (one per configuration,
+    kept), else a ``FileSystemStorage`` rooted at ``STUDIO_DATA_ROOT``."""
+    if uses_bucket():
+        return _s3_storage(_bucket_settings())
+    return FileSystemStorage(location=settings.STUDIO_DATA_ROOT, allow_overwrite=True)
+
+
+def read_bytes(name: str) -> bytes | None:
+    """The bytes of the file at key ``name``, or None when there is none."""
+    try:
+        with storage().open(name, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_bytes(name: str, data: bytes) -> None:
+    """Write ``data`` as the whole file at key ``name``, replacing what was there (in a bucket one
+    PUT: readers see the old object or the new one, never a mix)."""
+    storage().save(name, ContentFile(data))
+
+
+def upload_file(name: str, path: Path) -> None:
+    """Copy the local file ``path`` to key ``name`` (replacing it; boto3 switches to a multipart
+    upload above 8 MiB, published whole when it completes)."""
+    with open(path, "rb") as fh:
+        storage().save(name, File(fh, name=Path(path).name))
+
+
+def delete(name: str) -> None:
+    """Remove the file at key ``name`` (nothing when there is none)."""
+    storage().delete(name)
+
+
+def list_dir(prefix: str) -> tuple[list[str], list[str]]:
+    """``(folders, files)`` directly below key ``prefix`` (names, not keys; each sorted); empty
+    lists when there is nothing."""
+    try:
+        dirs, files = storage().listdir(prefix)
+    except FileNotFoundError:
+        return [], []
+    return sorted(dirs), sorted(files)
+
+
+def modified_at(name: str) -> datetime | None:
+    """When the file at key ``name`` was last written (an aware datetime; in a bucket the object's
+    Last-Modified, whole seconds), or None when there is none."""
+    st = storage()
+    if not st.exists(name):
+        return None
+    try:
+        return st.get_modified_time(name)
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def link_lifetime_s() -> int:
+    """``STUDIO_STORAGE_LINK_TTL_S``: seconds a presigned download link stays valid (default 300)."""
+    return int(settings.STUDIO_STORAGE_LINK_TTL_S)
+
+
+def download_url(name: str, filename: str, expires_s: int | None = None) -> str:
+    """A presigned GET URL of the object at key ``name`` that answers it as an attachment named
+    ``filename`` (``Content-Disposition``), valid ``expires_s`` seconds (default
+    :func:`link_lifetime_s`). Anyone holding the URL can fetch the object until it expires, so mint
+    it per request, after the permission check. Raises ``ImproperlyConfigured`` without a bucket
+    (a local file is streamed by the view instead)."""
+    if not uses_bucket():
+        raise ImproperlyConfigured("download_url needs a bucket (STUDIO_STORAGE_URL=s3://…)")
+    safe = re.sub(r'[^A-Za-z0-9._-]', "_", filename)
+    return storage().url(name, parameters={"ResponseContentDisposition": f'attachment; filename="{safe}"',
+                                           "ResponseContentType": "application/zip" if safe.endswith(".zip")
+                                           else "application/octet-stream"},
+                         expire=link_lifetime_s() if expires_s is None else int(expires_s))

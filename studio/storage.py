@@ -9,13 +9,18 @@ django-storages' own ``AWS_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRE
 by :func:`key`, whose parts may hold no ``/``, ``\\``, NUL, ``.`` or ``..``), so one name means the same
 file in the folder and in the bucket (under ``PREFIX/`` when the URL names one). Release exports:
 ``exports/<version>/<job id>/job.json`` (the job's state), ``…/heartbeat`` (its worker's sign of life:
-the object's last-modified time) and ``…/dora-<version>.zip`` (the result).
+the object's last-modified time) and ``…/dora-<version>.zip`` (the result). Uploaded run zips:
+``uploads/<random>.zip``.
 
-**What lives in the bucket today.** Release exports only (``releases.services.release_export``): with
+**What lives in the bucket today.** Release exports (``releases.services.release_export``): with
 a bucket a worker writes the export in its own local scratch folder (``STUDIO_DATA_ROOT/exports/…``),
 uploads the zip, keeps the job's state in the bucket and removes the scratch; the download is a
-presigned GET URL (:func:`download_url`). Layers, replay artifacts, uploads and run folders are still
-local files under ``STUDIO_DATA_ROOT`` (the issue's later slices).
+presigned GET URL (:func:`download_url`). Uploaded run zips (``evaluation.services.runs``): the
+request streams the zip to its key (:func:`upload_fileobj`), the import job's worker downloads it to
+its own scratch (:func:`download_file`; ``STUDIO_DATA_ROOT/uploads/scratch/<worker tag>/<job id>.zip``),
+imports it, removes the scratch, and deletes the object once the job is done. Layers, replay
+artifacts and unpacked run folders are still local files under ``STUDIO_DATA_ROOT`` (the issue's
+later slices).
 
 **Writes are whole.** An S3 PUT (or a completed multipart upload) publishes the object whole or not
 at all, so a reader never sees half an object; a worker killed mid-upload leaves nothing under the key
@@ -116,7 +121,38 @@ def upload_file(name: str, path: Path) -> None:
     """Copy the local file ``path`` to key ``name`` (replacing it; boto3 switches to a multipart
     upload above 8 MiB, published whole when it completes)."""
     with open(path, "rb") as fh:
-        storage().save(name, File(fh, name=Path(path).name))
+        upload_fileobj(name, fh)
+
+
+def upload_fileobj(name: str, fh) -> None:
+    """Copy the binary file object ``fh`` (an open file, a Django ``UploadedFile``, a ``BytesIO``)
+    from its start to key ``name``, replacing it; as :func:`upload_file` (streamed: multipart above
+    8 MiB, published whole when it completes)."""
+    if hasattr(fh, "seek"):
+        fh.seek(0)
+    storage().save(name, File(fh, name=name.rpartition("/")[2]))
+
+
+def download_file(name: str, path: Path) -> None:
+    """Copy the file at key ``name`` to the local file ``path`` (made or replaced; its folder is
+    made). In a bucket the object is streamed to ``path`` by boto3's transfer (ranged GETs above
+    8 MiB), never held in memory. Raises ``FileNotFoundError`` when there is no such file (nothing
+    is written then)."""
+    import shutil
+
+    st = storage()
+    with st.open(name, "rb") as src:  # S3: a HEAD first, FileNotFoundError for a missing object
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as out:
+            if hasattr(src, "obj"):  # django-storages' S3File: download straight into the file
+                src.obj.download_fileobj(out, Config=st.transfer_config)
+            else:
+                shutil.copyfileobj(src, out, 1 << 20)
+
+
+def exists(name: str) -> bool:
+    """Whether there is a file at key ``name``."""
+    return storage().exists(name)
 
 
 def delete(name: str) -> None:

@@ -12,6 +12,15 @@ mechanism, :mod:`evaluation.background`) unpacks it, scores the run as the offic
 (:func:`evaluation.services.queue.queue_share_of_run`). The runs page follows the job; a failed
 one shows its first error and can be re-run (the stored zip is kept until the job succeeds).
 
+Where the zip is stored: without a bucket ``STUDIO_DATA_ROOT/uploads/<random>.zip`` (``job.archive``
+its absolute path; the worker reads it there, so web and workers share that folder). With a bucket
+(``STUDIO_STORAGE_URL``, :mod:`studio.storage`) the request uploads it to the key
+``uploads/<random>.zip`` (``job.archive`` the key: relative, never absolute) and nothing of it stays
+on the web process's disk; the worker, on any machine sharing the database and the bucket, downloads
+it to its own scratch (``STUDIO_DATA_ROOT/uploads/scratch/<worker tag>/<job id>.zip``), imports it and
+removes the scratch; the object is deleted when the job succeeds (kept for a re-run otherwise). The
+unpacked run folder stays local (``runs/``) either way.
+
 A job's worker (``studio.background``): the process that claims it writes its tag and a
 heartbeat while it runs; a crash is written on a fresh connection; :func:`sweep_run_imports`
 (registered with :func:`studio.background.register_sweeper`) fails a running job whose worker
@@ -42,8 +51,10 @@ from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, scor
 from evaluation.services.leaderboard import schedule_bootstrap, write_run_aggregate
 from evaluation.services.queue import queue_share_of_run
 from kernel.errors import Conflict, InvalidInput
+from kernel.processes import process_gone
 from kernel.taskfile import MAX_JSON_DEPTH, nesting_position
 from releases.models import Release
+from studio import storage
 from studio.background import job_running, worker_lost, worker_tag, write_failure
 from studio.events import emit
 from studio.permissions import Action, require
@@ -525,7 +536,8 @@ def gold_snapshot(task: dict, sample: dict | None = None) -> dict:
 # The import as a background job
 # --------------------------------------------------------------------------------------------------
 
-UPLOAD_DIR = "uploads"  # under STUDIO_DATA_ROOT
+UPLOAD_DIR = "uploads"  # under STUDIO_DATA_ROOT (with a bucket: the keys' first part)
+SCRATCH_DIR = "scratch"  # under UPLOAD_DIR, with a bucket: <worker tag>/<job id>.zip, a worker's local copy
 RUNS_DIR = "runs"  # under STUDIO_DATA_ROOT: where a job unpacks its zip (kept: records read it)
 KIND = "run-import"  # the job kind in studio.background
 logger = logging.getLogger(__name__)
@@ -535,8 +547,13 @@ class RunImportStateError(Conflict):
     """The import job cannot be run again in its state (not failed, or its zip is gone): HTTP 409."""
 
 
-def _store(upload, filename: str) -> Path:
-    """Copy the uploaded file to ``STUDIO_DATA_ROOT/uploads/<random>.zip`` (in chunks)."""
+def _store(upload, filename: str) -> Path | str:
+    """Copy the uploaded file to ``STUDIO_DATA_ROOT/uploads/<random>.zip`` (in chunks; its path), or
+    with a bucket to the key ``uploads/<random>.zip`` (streamed, published whole; the key)."""
+    if storage.uses_bucket():
+        name = storage.key(UPLOAD_DIR, f"{uuid.uuid4().hex[:16]}.zip")
+        storage.upload_fileobj(name, upload)
+        return name
     folder = Path(settings.STUDIO_DATA_ROOT) / UPLOAD_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{uuid.uuid4().hex[:16]}.zip"
@@ -628,7 +645,7 @@ def rerun_run_import(user, job: RunImportJob) -> RunImportJob:
         if job.status != RunImportJob.Status.FAILED:
             raise RunImportStateError(f"import job {job.pk} is {job.status}: only a failed job (or one whose worker "
                                       "was lost) is re-run")
-        if not (job.options or {}).get("rescore_of") and not Path(job.archive).is_file():
+        if not (job.options or {}).get("rescore_of") and not _archive_exists(job.archive):
             raise RunImportStateError(f"import job {job.pk}: its stored zip is gone; upload the run again")
         RunImportJob.objects.filter(pk=job.pk).update(
             status=RunImportJob.Status.QUEUED, stage="waiting for a worker", error="", started_at=None,
@@ -648,6 +665,41 @@ def record_crash(job_id: int, exc: Exception) -> None:
 def dispatch_run_import(job_id: int):
     """Hand import job ``job_id`` to the background runner (:func:`evaluation.background.dispatch`)."""
     return dispatch(job_id, execute_run_import, run_import, record_crash, kind=KIND)
+
+
+def in_bucket(archive: str) -> bool:
+    """Whether a job's ``archive`` is a key of the bucket (``uploads/<random>.zip``, relative) rather
+    than the absolute path of a local file (an upload made without a bucket)."""
+    return bool(archive) and not Path(archive).is_absolute()
+
+
+def _archive_exists(archive: str) -> bool:
+    return storage.exists(archive) if in_bucket(archive) else Path(archive).is_file()
+
+
+def _scratch_path(job_id: int) -> Path:
+    """Where this process downloads job ``job_id``'s zip from the bucket:
+    ``STUDIO_DATA_ROOT/uploads/scratch/<worker tag>/<job id>.zip``."""
+    return Path(settings.STUDIO_DATA_ROOT) / UPLOAD_DIR / SCRATCH_DIR / worker_tag() / f"{job_id}.zip"
+
+
+def _sweep_scratch() -> list[dict]:
+    """Remove the scratch folders (``uploads/scratch/<worker tag>/``) of this host's worker processes
+    that are gone (killed mid-import: the finished ones removed their copy); each machine's sweep
+    cleans its own disk, the zip stays in the bucket for the re-run. Returns ``{kind, id, action:
+    "scratch-removed", why, removed}`` per zip (``id`` the job's, from the file name)."""
+    root = Path(settings.STUDIO_DATA_ROOT) / UPLOAD_DIR / SCRATCH_DIR
+    out = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if not folder.is_dir() or folder.is_symlink() or not process_gone(folder.name):
+            continue
+        why = f"its worker process ({folder.name.partition('.')[0]}) is gone"
+        for f in sorted(folder.iterdir()):
+            stem = f.name.removesuffix(".zip")
+            out.append({"kind": KIND, "id": int(stem) if stem.isdigit() else f.name, "action": "scratch-removed",
+                        "why": why, "removed": [str(f)]})
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
 
 
 def _remove_folder(folder: str) -> list[str]:
@@ -672,7 +724,8 @@ def sweep_run_imports(stale_after: float | None = None, *, only: int | None = No
     worker is lost (:func:`lost_reason`) ends ``failed`` ("the job's worker was lost: <why>; run it
     again") and its unpacked folder is removed; a queued job that no worker took is sent again
     (runners celery and thread; a second delivery finds it taken) or, inline, failed. ``only``:
-    that job alone. Returns ``{kind, id, action, why, removed}`` per job."""
+    that job alone. With a bucket this machine's scratch copies of dead workers are removed too
+    (:func:`_sweep_scratch`; not for ``only``). Returns ``{kind, id, action, why, removed}`` per job."""
     out = []
     rows = RunImportJob.objects.filter(status__in=[RunImportJob.Status.QUEUED, RunImportJob.Status.RUNNING])
     if only is not None:
@@ -696,6 +749,8 @@ def sweep_run_imports(stale_after: float | None = None, *, only: int | None = No
         if n:
             out.append({"kind": KIND, "id": job.pk, "action": "failed", "why": why,
                         "removed": _remove_folder(job.folder)})
+    if only is None and storage.uses_bucket():
+        out += _sweep_scratch()
     return out
 
 
@@ -738,7 +793,9 @@ def execute_run_import(job_id: int) -> RunImportJob:
     ``job.queued``; the stored zip is removed) or ``failed`` (``job.error``: the import's message, or
     ``the job crashed: <type>: <message>`` for any other error). A job that is not queued (taken by
     another delivery, or ended) is returned as it is. While it runs the job carries this process's
-    tag and a heartbeat (:func:`studio.background.job_running`)."""
+    tag and a heartbeat (:func:`studio.background.job_running`). A zip in the bucket
+    (:func:`in_bucket`) is downloaded to this process's scratch first and the scratch removed at the
+    end, whatever the end; a missing object fails the job (``<filename>: the stored zip is gone``)."""
     folder = Path(settings.STUDIO_DATA_ROOT) / RUNS_DIR / uuid.uuid4().hex[:12]
     if not _claim(job_id, folder):
         return RunImportJob.objects.get(pk=job_id)  # already taken by another worker, or ended
@@ -755,8 +812,9 @@ def execute_run_import(job_id: int) -> RunImportJob:
                     raise RunImportError(f"run {opts['rescore_of']}: deleted since the re-score was asked for")
                 run, queued = rescore_run(job.created_by, source, release=release), {}
             else:
+                archive = _local_archive(job)  # with a bucket: downloaded before the transaction
                 with transaction.atomic():
-                    with open(job.archive, "rb") as fh:
+                    with open(archive, "rb") as fh:
                         run = import_run_zip(job.created_by, fh, job.agent_name, filename=job.filename,
                                              release=release, folder=folder, protocol=opts.get("protocol") or None,
                                              scaffold=opts.get("scaffold") or "")
@@ -769,8 +827,38 @@ def execute_run_import(job_id: int) -> RunImportJob:
             logger.exception("run import job %s crashed", job_id)
             _fail(job_id, lambda crash=exc: record_crash(job_id, crash))
             return RunImportJob.objects.get(pk=job_id)
+        finally:
+            if in_bucket(job.archive):
+                _remove_scratch(job_id)
         _stage(job_id, f"done: {run.records.count()} records scored", status=RunImportJob.Status.DONE,
                finished_at=timezone.now(), run=run, queued=queued, error="")
-    if job.archive:
+    if in_bucket(job.archive):
+        storage.delete(job.archive)
+    elif job.archive:
         Path(job.archive).unlink(missing_ok=True)
     return RunImportJob.objects.get(pk=job_id)
+
+
+def _local_archive(job: RunImportJob) -> Path:
+    """The local file of ``job``'s zip: its path (no bucket), or a copy of the bucket's object in this
+    process's scratch (:func:`_scratch_path`). Raises ``RunImportError`` when the object is gone."""
+    if not in_bucket(job.archive):
+        return Path(job.archive)
+    path = _scratch_path(job.pk)
+    try:
+        storage.download_file(job.archive, path)
+    except FileNotFoundError:
+        path.unlink(missing_ok=True)
+        raise RunImportError(f"{job.filename}: the stored zip is gone from the bucket ({job.archive}); "
+                             "upload the run again") from None
+    return path
+
+
+def _remove_scratch(job_id: int) -> None:
+    """Remove this process's scratch copy of job ``job_id``'s zip, and its folder once empty."""
+    path = _scratch_path(job_id)
+    path.unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass  # another job of this process has its copy there, or there is no folder

@@ -164,6 +164,75 @@ def test_hostile_zips_are_refused_as_before_and_nothing_reaches_the_bucket(clien
     assert seaweedfs.keys(bucket) == [] and not RunImportJob.objects.exists()
 
 
+def test_a_zip_over_the_multipart_threshold_goes_up_and_comes_down_whole(bucket, seaweedfs, tmp_path):
+    """``upload_fileobj`` of 9 MiB (boto3: two parts of 8 MiB and 1 MiB) and ``download_file`` of it
+    (ranged GETs): the same SHA-256 both ways; a missing key raises ``FileNotFoundError`` and writes
+    nothing."""
+    import io
+
+    data = hashlib.sha256(b"seed").digest() * (9 * 2**20 // 32)  # 9 MiB
+    storage.upload_fileobj("uploads/big.zip", io.BytesIO(data))
+    head = seaweedfs.client().head_object(Bucket=bucket, Key="uploads/big.zip")
+    assert head["ContentLength"] == 9 * 2**20 and head["ETag"].strip('"').endswith("-2")
+    storage.download_file("uploads/big.zip", tmp_path / "copy" / "big.zip")
+    assert hashlib.sha256((tmp_path / "copy" / "big.zip").read_bytes()).digest() == hashlib.sha256(data).digest()
+    with pytest.raises(FileNotFoundError):
+        storage.download_file("uploads/none.zip", tmp_path / "none" / "none.zip")
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.django_db
+def test_a_done_import_whose_object_cannot_be_deleted_stays_done(maintainer, scored, bucket, seaweedfs, monkeypatch,
+                                                                  caplog):
+    """The zip's delete after success fails (the bucket refuses it: injected here): the job is done
+    all the same, with its 12 records, and the log names the object left behind."""
+    def refuse(name):
+        raise OSError("the bucket refused the delete")
+
+    monkeypatch.setattr(storage, "delete", refuse)
+    job = services.start_run_import(maintainer, run_zip("qwen_AP"), "qwen", filename="qwen_AP.zip", queue_share=0)
+    services.execute_run_import(job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.run.records.count()) == ("done", 12)
+    assert seaweedfs.keys(bucket) == [job.archive]
+    assert f"its zip {job.archive} was not deleted from the bucket" in caplog.text
+
+
+@pytest.mark.django_db
+def test_an_upload_queued_before_the_bucket_is_read_from_its_local_path(maintainer, scored, settings, bucket,
+                                                                         seaweedfs):
+    """A job whose ``archive`` is an absolute path (stored before ``STUDIO_STORAGE_URL`` was set) is
+    imported from that file and the file removed, as without a bucket; the bucket is not touched."""
+    uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
+    uploads.mkdir(parents=True)
+    archive = uploads / "0123456789abcdef.zip"
+    archive.write_bytes(run_zip("qwen_AP").getvalue())
+    job = RunImportJob.objects.create(archive=str(archive), filename="qwen_AP.zip", agent_name="qwen",
+                                      created_by=maintainer, options={"release": "", "protocol": None, "queue_n": 0})
+    services.execute_run_import(job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.run.records.count()) == ("done", 12)
+    assert not archive.exists() and seaweedfs.keys(bucket) == []
+
+
+@pytest.mark.django_db
+def test_the_sweep_removes_the_scratch_of_gone_workers_of_this_host_only(settings, bucket):
+    """Three scratch folders: a process of this host that has ended (removed, one row per zip),
+    this process (alive: kept), a process of another host (its pid says nothing here: kept)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    root = Path(settings.STUDIO_DATA_ROOT) / "uploads" / "scratch"
+    tags = {"gone": f"{gone.pid}.{host_tag()}", "me": services.worker_tag(), "other": "4242.0badc0de"}
+    for tag in tags.values():
+        (root / tag).mkdir(parents=True)
+        (root / tag / "7.zip").write_bytes(b"PK")
+    rows = services.sweep_run_imports()
+    assert rows == [{"kind": "run-import", "id": 7, "action": "scratch-removed",
+                     "why": f"its worker process ({gone.pid}) is gone", "removed": [str(root / tags["gone"] / "7.zip")]}]
+    assert sorted(p.name for p in root.iterdir()) == sorted([tags["me"], tags["other"]])
+    assert services.sweep_run_imports() == []
+
+
 # ── another machine: a child process with its own data root, sharing the database and the bucket ─
 
 PREAMBLE = r"""

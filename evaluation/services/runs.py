@@ -724,7 +724,7 @@ def sweep_run_imports(stale_after: float | None = None, *, only: int | None = No
     worker is lost (:func:`lost_reason`) ends ``failed`` ("the job's worker was lost: <why>; run it
     again") and its unpacked folder is removed; a queued job that no worker took is sent again
     (runners celery and thread; a second delivery finds it taken) or, inline, failed. ``only``:
-    that job alone. With a bucket this machine's scratch copies of dead workers are removed too
+    that job alone. This machine's scratch copies (bucket zips) of dead workers are removed too
     (:func:`_sweep_scratch`; not for ``only``). Returns ``{kind, id, action, why, removed}`` per job."""
     out = []
     rows = RunImportJob.objects.filter(status__in=[RunImportJob.Status.QUEUED, RunImportJob.Status.RUNNING])
@@ -749,8 +749,8 @@ def sweep_run_imports(stale_after: float | None = None, *, only: int | None = No
         if n:
             out.append({"kind": KIND, "id": job.pk, "action": "failed", "why": why,
                         "removed": _remove_folder(job.folder)})
-    if only is None and storage.uses_bucket():
-        out += _sweep_scratch()
+    if only is None:
+        out += _sweep_scratch()  # nothing without a bucket (no scratch folder), unless one was used before
     return out
 
 
@@ -833,7 +833,11 @@ def execute_run_import(job_id: int) -> RunImportJob:
         _stage(job_id, f"done: {run.records.count()} records scored", status=RunImportJob.Status.DONE,
                finished_at=timezone.now(), run=run, queued=queued, error="")
     if in_bucket(job.archive):
-        storage.delete(job.archive)
+        try:
+            storage.delete(job.archive)
+        except Exception:  # noqa: BLE001 — the job is done; an object left behind is only garbage
+            logger.warning("run import job %s: its zip %s was not deleted from the bucket", job_id, job.archive,
+                           exc_info=True)
     elif job.archive:
         Path(job.archive).unlink(missing_ok=True)
     return RunImportJob.objects.get(pk=job_id)

@@ -5,16 +5,19 @@ from collections import defaultdict
 
 from django.db.models import QuerySet
 
+from evaluation.blind import blind_record_ids
 from evaluation.models import RunRecord
 from experiments.models import Experiment, ExperimentQuestion
+from studio.permissions import Action, can
 
 #: a question is *solved* by a repeat when that repeat's record scored full marks (task score 1)
 SOLVED_SCORE = 1.0
 
 
 def experiment_list() -> QuerySet:
-    """Experiments, newest first, with their configuration, release and runs (three queries a page)."""
-    return Experiment.objects.select_related("config", "release").prefetch_related("runs").order_by("-id")
+    """Experiments, newest first, with their configuration, release, judge configuration and runs
+    (three queries a page)."""
+    return Experiment.objects.select_related("config", "release", "judge_config").prefetch_related("runs").order_by("-id")
 
 
 def experiment(pk: int) -> Experiment:
@@ -68,3 +71,56 @@ def accounting(exp: Experiment) -> dict:
                         "repeats": len(items), "mean_task_score": _round(sum(got) / len(got)) if got else None,
                         "solved": sum(1 for s in got if s >= SOLVED_SCORE) if got else None, **sums(items)})
     return {"questions": len(rows), "by_repeat": by_repeat, "by_task": by_task, "total": sums(rows)}
+
+
+def _repeat_of_run_name(name: str) -> int | None:
+    tail = name.rsplit("-r", 1)[-1].split("_", 1)[0]
+    return int(tail) if tail.isdigit() else None
+
+
+def task_experiments(user, task) -> dict:
+    """The experiments that ran ``task`` (pilots and releases), as its task page shows them to
+    ``user``: ``{"rows": [...], "hidden": n}``, newest experiment first. A row: ``experiment``
+    (id), ``status``, ``agent``, ``config`` (name vN), ``pilot`` (no release), ``repeats`` (M),
+    ``scored`` (repeats with a scored record), ``solved`` (N: repeats whose record has task score
+    1, :data:`SOLVED_SCORE`, the DORA task score stored on ``RunRecord.task_score`` at import) and
+    ``by_repeat``: ``[{repeat, question (the ExperimentQuestion id), status, record (RunRecord id
+    or None), task_score, solved}]``.
+
+    Blindness (``evaluation.blind``): a scorer blind on every record (``verdict.create`` without
+    ``verdict.view_all``) gets no row and no query; an experiment with a record ``user`` must
+    still score blind (a queue slot held, a verdict not yet final) is left out and counted in
+    ``hidden``. Queries: one without experiments, else three (question rows, records, and the
+    two of :func:`evaluation.blind.blind_record_ids` when there are records), whatever the
+    number of experiments or repeats."""
+    if can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL):
+        return {"rows": [], "hidden": 0}
+    qrows = list(ExperimentQuestion.objects.filter(task=task).order_by("-experiment_id", "repeat").values(
+        "id", "repeat", "status", "experiment_id", "experiment__status", "experiment__agent_name",
+        "experiment__repeats", "experiment__release_id", "experiment__config__name", "experiment__config__version"))
+    if not qrows:
+        return {"rows": [], "hidden": 0}
+    exp_ids = sorted({r["experiment_id"] for r in qrows})
+    records = {}  # (experiment id, repeat) → record
+    for rec in RunRecord.objects.filter(run__experiments__in=exp_ids, question_id=task.question_id).values(
+            "id", "task_score", "run__name", "run__experiments"):
+        records[(rec["run__experiments"], _repeat_of_run_name(rec["run__name"]))] = rec
+    blind = blind_record_ids(user, [r["id"] for r in records.values()]) if records else set()
+    out, hidden = {}, set()
+    for r in qrows:
+        eid = r["experiment_id"]
+        rec = records.get((eid, r["repeat"]))
+        if rec is not None and rec["id"] in blind:
+            hidden.add(eid)
+        row = out.setdefault(eid, {
+            "experiment": eid, "status": r["experiment__status"], "agent": r["experiment__agent_name"],
+            "config": f"{r['experiment__config__name']} v{r['experiment__config__version']}",
+            "pilot": r["experiment__release_id"] is None, "repeats": r["experiment__repeats"], "scored": 0,
+            "solved": 0, "by_repeat": []})
+        score = rec["task_score"] if rec else None
+        solved = score is not None and score >= SOLVED_SCORE
+        row["scored"] += score is not None
+        row["solved"] += solved
+        row["by_repeat"].append({"repeat": r["repeat"], "question": r["id"], "status": r["status"],
+                                 "record": rec["id"] if rec else None, "task_score": score, "solved": solved})
+    return {"rows": [row for eid, row in out.items() if eid not in hidden], "hidden": len(hidden)}

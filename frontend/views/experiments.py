@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from evaluation.selectors.judge import judge_configs
 from experiments import selectors, services
 from experiments.models import Experiment, ExperimentConfig
 from kernel.errors import DomainError
@@ -22,6 +23,7 @@ def experiment_list(request):
     return render(request, "frontend/experiment_list.html", {
         "experiments": selectors.experiment_list()[:200], "configs": ExperimentConfig.objects.order_by("name", "-version"),
         "releases": Release.objects.order_by("-id"), "can_run": can(request.user, "experiment.run"),
+        "judge_configs": judge_configs().filter(paused=False),
         "can_configure": can(request.user, "experiment.configure")})
 
 
@@ -32,7 +34,9 @@ def experiment_start(request):
     try:
         exp = services.start_experiment(request.user, config, release=request.POST.get("release") or None,
                                         question_ids=qids, repeats=request.POST.get("repeats") or 1,
-                                        agent_name=request.POST.get("agent") or "")
+                                        agent_name=request.POST.get("agent") or "",
+                                        judge_config=request.POST.get("judge_config") or None,
+                                        human_share=request.POST.get("human_share") or 0.0)
     except (DomainError, PermissionDenied) as exc:
         messages.error(request, str(exc))
         return redirect("experiments")

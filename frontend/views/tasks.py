@@ -39,6 +39,7 @@ from annotation.services.content import revision_content
 from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived, run_fast_qc
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
+from experiments.selectors import task_experiments
 from frontend.views.events import map_config
 from kernel.catalogue import catalogue_path
 from kernel.errors import DomainError
@@ -354,6 +355,7 @@ def task_detail_page(request, pk: int):
         "can_resolve": can(request.user, Action.COMMENT_RESOLVE, task),
         "can_edit": task.status in EDITABLE_STATUSES and can(request.user, Action.TASK_EDIT, task),
         "returned": last_return(task) if task.status == Task.Status.RETURNED else None,
+        "experiments": task_experiments(request.user, task),
         **_variant_context(request.user, task),
     })
 

@@ -1,7 +1,9 @@
 """The experiments' REST API (``/api/experiments/``, ``/api/experiment-configs/``,
 ``/api/experiment-questions/<id>/``: one question with its live trajectory): thin views over
 :mod:`experiments.services`; lists cursor-paginated (``studio.pagination``); every write checks
-its permission row in the service (``experiment.configure``, ``experiment.run``: maintainers)."""
+its permission row in the service (``experiment.configure``, ``experiment.run``: maintainers); reads
+show only the experiments the person is not blind on (``selectors.visible_experiments``: a scorer
+sees none, a person holding a queue slot of an experiment's record not that one; 404)."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
@@ -115,7 +117,7 @@ class ExperimentListView(APIView):
 
     @extend_schema(responses=ExperimentOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.experiment_list(), ExperimentOut)
+        return self.paginated(selectors.visible_experiments(request.user), ExperimentOut)
 
     @extend_schema(request=ExperimentIn, responses={201: ExperimentOut})
     def post(self, request):
@@ -132,7 +134,7 @@ class ExperimentListView(APIView):
 class ExperimentDetailView(APIView):
     @extend_schema(responses=ExperimentOut)
     def get(self, request, pk: int):
-        exp = get_object_or_404(selectors.experiment_list(), pk=pk)
+        exp = get_object_or_404(selectors.visible_experiments(request.user), pk=pk)
         body = ExperimentOut(exp).data
         body["questions"] = QuestionOut(exp.questions.order_by("repeat", "id"), many=True).data
         body["accounting"] = selectors.accounting(exp)
@@ -142,7 +144,8 @@ class ExperimentDetailView(APIView):
 class ExperimentQuestionView(APIView):
     @extend_schema(responses=QuestionDetailOut)
     def get(self, request, pk: int):
-        return Response(QuestionDetailOut(get_object_or_404(ExperimentQuestion, pk=pk)).data)
+        visible = selectors.visible_experiments(request.user).values("pk")
+        return Response(QuestionDetailOut(get_object_or_404(ExperimentQuestion, pk=pk, experiment__in=visible)).data)
 
 
 class ExperimentCancelView(APIView):

@@ -248,6 +248,40 @@ def test_the_task_page_shows_an_author_how_many_repeats_solved_it_and_hides_it_f
     assert item.record.question_id == Q1  # half of 2 per run: Q1 (its hash is the lower)
     html = _task_page(client, mia, task).content.decode()
     assert "solved by" not in html and 'id="task-experiments-hidden"' in html
+    assert "1 experiment hidden: you score its records blind" in html
+
+
+@pytest.mark.django_db
+@needs_florence
+def test_the_experiment_pages_and_api_are_not_shown_to_whom_scores_their_records_blind(
+        client, make_user, django_capture_on_commit_callbacks):
+    from evaluation.services.queue import claim_next
+    from replay.services.runs import start_replay
+
+    user, task = make_task()
+    assert start_replay(user, task).status == "succeeded"
+    with django_capture_on_commit_callbacks():
+        exp = services.start_experiment(user, _config(user), question_ids=[Q1], repeats=2, human_share=1.0)
+    _finish(exp, lambda row: RIGHT)
+    with django_capture_on_commit_callbacks():
+        services.run_experiment(exp.pk)
+    q = exp.questions.first()
+    urls = [f"/experiments/{exp.pk}/", f"/api/experiments/{exp.pk}/", f"/api/experiment-questions/{q.pk}/"]
+
+    def seen(person) -> tuple[list[int], list[int]]:
+        client.force_login(person)
+        listed = [e["id"] for e in client.get("/api/experiments/").json()["results"]]
+        on_page = f'id="experiment-{exp.pk}"' in client.get("/experiments/").content.decode()
+        return listed + ([exp.pk] if on_page else []), [client.get(u).status_code for u in urls]
+
+    # an author (no verdict.create) sees it all; a scorer (blind on every record) nothing
+    assert seen(make_user("writer", "author")) == ([exp.pk, exp.pk], [200, 200, 200])
+    assert seen(make_user("sam", "scorer")) == ([], [404, 404, 404])
+    # a maintainer until they hold a queue slot of one of its records, then not
+    mia = make_user("mia", "maintainer")
+    assert seen(mia) == ([exp.pk, exp.pk], [200, 200, 200])
+    claim_next(mia)
+    assert seen(mia) == ([], [404, 404, 404])
 
 
 @pytest.mark.django_db

@@ -1,6 +1,7 @@
 """Pages of experiments: the list (start one, save a configuration version) and one experiment
 (live progress per question by polling ``/api/experiments/<id>/``, cancel, resume, the
-trajectories as they arrive, accounting per repeat and per task)."""
+trajectories as they arrive, accounting per repeat and per task). Both show only the experiments
+the person is not blind on (``experiments.selectors.visible_experiments``; 404 for the others)."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -21,7 +22,7 @@ _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "tempe
 
 def experiment_list(request):
     return render(request, "frontend/experiment_list.html", {
-        "experiments": selectors.experiment_list()[:200], "configs": ExperimentConfig.objects.order_by("name", "-version"),
+        "experiments": selectors.visible_experiments(request.user)[:200], "configs": ExperimentConfig.objects.order_by("name", "-version"),
         "releases": Release.objects.order_by("-id"), "can_run": can(request.user, "experiment.run"),
         "judge_configs": judge_configs().filter(paused=False),
         "can_configure": can(request.user, "experiment.configure")})
@@ -61,7 +62,7 @@ def experiment_config_save(request):
 
 
 def experiment_detail(request, pk: int):
-    exp = get_object_or_404(selectors.experiment_list(), pk=pk)
+    exp = get_object_or_404(selectors.visible_experiments(request.user), pk=pk)
     return render(request, "frontend/experiment_detail.html", {
         "exp": exp, "questions": exp.questions.order_by("repeat", "id"), "acc": selectors.accounting(exp),
         "can_run": can(request.user, "experiment.run"), "live": exp.status in ("queued", "running", "scoring")})

@@ -191,7 +191,7 @@ def _judge_config(judge_config: JudgeConfig | str | int | None) -> JudgeConfig |
     else:
         text = str(judge_config).strip()
         found = JudgeConfig.objects.filter(name=text).first()
-        if found is None and text.isdigit():
+        if found is None and re.fullmatch(r"[0-9]{1,9}", text):
             found = JudgeConfig.objects.filter(pk=int(text)).first()
         if found is None:
             raise InvalidInput(f"judge_config: no judge configuration {text!r}")

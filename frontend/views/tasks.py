@@ -332,7 +332,8 @@ def _qc(task: Task):
 
 @require_safe
 def task_detail_page(request, pk: int):
-    """The review page: content, QC, replay, comments, transitions, audit trail, revisions."""
+    """The review page: content, QC, replay, comments, transitions, audit trail, revisions, and the
+    experiments that ran the task (``experiments.selectors.task_experiments``: solved by N of M repeats)."""
     try:
         task = task_detail(pk)
     except Task.DoesNotExist as exc:

@@ -309,7 +309,7 @@ def test_the_task_page_query_count_is_pinned_and_does_not_grow_with_experiments_
     with django_capture_on_commit_callbacks():
         services.run_experiment(exp.pk)
     one = count()
-    # with experiments: the question rows, the records, and blind_record_ids' two (own verdicts, held slots)
+    # with experiments: the question rows, the records, and the blind check's two (held slots, open verdicts)
     assert one == none + 3
     for repeats in (3, 5):
         with django_capture_on_commit_callbacks():

@@ -1,7 +1,9 @@
 """The experiments' REST API (``/api/experiments/``, ``/api/experiment-configs/``,
 ``/api/experiment-questions/<id>/``: one question with its live trajectory): thin views over
 :mod:`experiments.services`; lists cursor-paginated (``studio.pagination``); every write checks
-its permission row in the service (``experiment.configure``, ``experiment.run``: maintainers)."""
+its permission row in the service (``experiment.configure``, ``experiment.run``: maintainers); reads
+show only the experiments the person is not blind on (``selectors.visible_experiments``: a scorer
+sees none, a person holding a queue slot of an experiment's record not that one; 404)."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
@@ -64,15 +66,20 @@ class ExperimentOut(serializers.ModelSerializer):
     config = ConfigOut()
     release = serializers.SerializerMethodField()
     runs = serializers.SerializerMethodField()
+    judge_config = serializers.SerializerMethodField()
 
     class Meta:
         model = Experiment
         fields = ["id", "config", "release", "question_ids", "repeats", "agent_name", "status", "stop_reason", "error",
                   "total", "done", "prompt_tokens", "completion_tokens", "cost", "model_seconds", "runs", "created_at",
-                  "started_at", "finished_at"]
+                  "started_at", "finished_at", "judge_config", "human_share", "judge_job", "human_queued",
+                  "followup_note"]
 
     def get_release(self, obj) -> str | None:
         return obj.release.version if obj.release_id else None
+
+    def get_judge_config(self, obj) -> str | None:
+        return obj.judge_config.name if obj.judge_config_id else None
 
     def get_runs(self, obj) -> list[int]:
         return sorted(r.pk for r in obj.runs.all())
@@ -85,6 +92,10 @@ class ExperimentIn(serializers.Serializer):
                                          max_length=1000)
     repeats = serializers.IntegerField(default=1, min_value=1, max_value=20)
     agent = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    judge_config = serializers.CharField(required=False, allow_blank=True, default="", max_length=100,
+                                         help_text="a judge configuration's name: the runs get a judge job at the end")
+    human_share = serializers.FloatField(default=0.0, min_value=0, max_value=1,
+                                         help_text="share of each run's records queued for human scoring at the end")
 
 
 class ConfigListView(APIView):
@@ -106,7 +117,7 @@ class ExperimentListView(APIView):
 
     @extend_schema(responses=ExperimentOut(many=True))
     def get(self, request):
-        return self.paginated(selectors.experiment_list(), ExperimentOut)
+        return self.paginated(selectors.visible_experiments(request.user), ExperimentOut)
 
     @extend_schema(request=ExperimentIn, responses={201: ExperimentOut})
     def post(self, request):
@@ -115,14 +126,15 @@ class ExperimentListView(APIView):
         d = data.validated_data
         config = get_object_or_404(ExperimentConfig, pk=d["config"])
         exp = services.start_experiment(request.user, config, release=d["release"] or None,
-                                        question_ids=d["question_ids"], repeats=d["repeats"], agent_name=d["agent"])
+                                        question_ids=d["question_ids"], repeats=d["repeats"], agent_name=d["agent"],
+                                        judge_config=d["judge_config"] or None, human_share=d["human_share"])
         return Response(ExperimentOut(selectors.experiment(exp.pk)).data, status=201)
 
 
 class ExperimentDetailView(APIView):
     @extend_schema(responses=ExperimentOut)
     def get(self, request, pk: int):
-        exp = get_object_or_404(selectors.experiment_list(), pk=pk)
+        exp = get_object_or_404(selectors.visible_experiments(request.user), pk=pk)
         body = ExperimentOut(exp).data
         body["questions"] = QuestionOut(exp.questions.order_by("repeat", "id"), many=True).data
         body["accounting"] = selectors.accounting(exp)
@@ -132,7 +144,8 @@ class ExperimentDetailView(APIView):
 class ExperimentQuestionView(APIView):
     @extend_schema(responses=QuestionDetailOut)
     def get(self, request, pk: int):
-        return Response(QuestionDetailOut(get_object_or_404(ExperimentQuestion, pk=pk)).data)
+        visible = selectors.visible_experiments(request.user).values("pk")
+        return Response(QuestionDetailOut(get_object_or_404(ExperimentQuestion, pk=pk, experiment__in=visible)).data)
 
 
 class ExperimentCancelView(APIView):

@@ -87,6 +87,16 @@ class Experiment(models.Model):
     cost = models.FloatField(default=0.0, help_text="of requests sent (cache hits cost nothing)")
     model_seconds = models.FloatField(default=0.0)
     runs = models.ManyToManyField("evaluation.AgentRun", blank=True, related_name="experiments")
+    judge_config = models.ForeignKey(
+        "evaluation.JudgeConfig", null=True, blank=True, on_delete=models.PROTECT, related_name="experiments",
+        help_text="when set, the scored runs' records get a judge job with it at the end")
+    human_share = models.FloatField(
+        default=0.0, help_text="0 to 1: the share of each run's records queued for human E1-E6 scoring at the end")
+    judge_job = models.ForeignKey("evaluation.JudgeJob", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+", help_text="the judge job queued at the end (the newest)")
+    human_queued = models.JSONField(default=dict, blank=True,
+                                    help_text="{records, slots} queued for human scoring at the end")
+    followup_note = models.TextField(blank=True, help_text="why no judge job or human queue came at the end")
     worker = models.CharField(max_length=100, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)

@@ -5,16 +5,46 @@ from collections import defaultdict
 
 from django.db.models import QuerySet
 
-from evaluation.models import RunRecord
+from evaluation.models import RunRecord, ScoringItem, Verdict
 from experiments.models import Experiment, ExperimentQuestion
+from studio.permissions import Action, can
 
 #: a question is *solved* by a repeat when that repeat's record scored full marks (task score 1)
 SOLVED_SCORE = 1.0
 
 
 def experiment_list() -> QuerySet:
-    """Experiments, newest first, with their configuration, release and runs (three queries a page)."""
-    return Experiment.objects.select_related("config", "release").prefetch_related("runs").order_by("-id")
+    """Experiments, newest first, with their configuration, release, judge configuration and runs
+    (three queries a page)."""
+    return Experiment.objects.select_related("config", "release", "judge_config").prefetch_related("runs").order_by("-id")
+
+
+def blind_experiment_ids(user) -> set[int] | None:
+    """The experiments ``user`` must not be shown (``evaluation.blind``: an experiment's page names
+    its agent beside its questions, its runs and their task scores): ``None`` for all of them (not
+    logged in, or a scorer: ``verdict.create`` without ``verdict.view_all``, blind on every
+    record), else the ids of experiments with a run record the user must still score blind (a
+    queue slot they hold, a person verdict of theirs neither sealed nor adjudicated). Two queries
+    (the roles are cached on the user), read from the user's own slots and verdicts, so the cost
+    does not grow with the experiments."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    if can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL):
+        return None
+    held = ScoringItem.objects.filter(scorer_id=user.pk, verdict__isnull=True).values_list(
+        "record__run__experiments", flat=True)
+    own = Verdict.objects.filter(annotator_id=user.pk, source=Verdict.Source.HUMAN, is_final=False,
+                                 sealed_at__isnull=True).values_list("record__run__experiments", flat=True)
+    return {i for i in (*held, *own) if i is not None}
+
+
+def visible_experiments(user) -> QuerySet:
+    """:func:`experiment_list` without the experiments ``user`` is blind on
+    (:func:`blind_experiment_ids`): pages and the API show, and 404 for, exactly these."""
+    blind = blind_experiment_ids(user)
+    if blind is None:
+        return experiment_list().none()
+    return experiment_list().exclude(pk__in=blind) if blind else experiment_list()
 
 
 def experiment(pk: int) -> Experiment:
@@ -93,3 +123,55 @@ def accounting(exp: Experiment) -> dict:
                         "repeats": len(items), "mean_task_score": _round(sum(got) / len(got)) if got else None,
                         "solved": sum(1 for s in got if s >= SOLVED_SCORE) if got else None, **sums(items)})
     return {"questions": len(rows), "by_repeat": by_repeat, "by_task": by_task, "total": sums(rows)}
+
+
+def _repeat_of_run_name(name: str) -> int | None:
+    tail = name.rsplit("-r", 1)[-1].split("_", 1)[0]
+    return int(tail) if tail.isdigit() else None
+
+
+def task_experiments(user, task) -> dict:
+    """The experiments that ran ``task`` (pilots and releases), as its task page shows them to
+    ``user``: ``{"rows": [...], "hidden": n}``, newest experiment first. A row: ``experiment``
+    (id), ``status``, ``agent``, ``config`` (name vN), ``pilot`` (no release), ``repeats`` (M),
+    ``scored`` (repeats with a scored record), ``solved`` (N: repeats whose record has task score
+    1, :data:`SOLVED_SCORE`, the DORA task score stored on ``RunRecord.task_score`` at import) and
+    ``by_repeat``: ``[{repeat, question (the ExperimentQuestion id), status, record (RunRecord id
+    or None), task_score, solved}]``.
+
+    Blindness (``evaluation.blind``, as the experiment pages: :func:`blind_experiment_ids`): a
+    scorer blind on every record (``verdict.create`` without ``verdict.view_all``) gets no row and
+    no query; an experiment with a record ``user`` must still score blind (a queue slot held, a
+    verdict not yet final) is left out and counted in ``hidden``. Queries: one without
+    experiments, else four (question rows, records, and the user's held slots and open
+    verdicts), whatever the number of experiments or repeats."""
+    if not getattr(user, "is_authenticated", False) or (
+            can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL)):
+        return {"rows": [], "hidden": 0}
+    qrows = list(ExperimentQuestion.objects.filter(task=task).order_by("-experiment_id", "repeat").values(
+        "id", "repeat", "status", "experiment_id", "experiment__status", "experiment__agent_name",
+        "experiment__repeats", "experiment__release_id", "experiment__config__name", "experiment__config__version"))
+    if not qrows:
+        return {"rows": [], "hidden": 0}
+    exp_ids = sorted({r["experiment_id"] for r in qrows})
+    records = {}  # (experiment id, repeat) → record
+    for rec in RunRecord.objects.filter(run__experiments__in=exp_ids, question_id=task.question_id).values(
+            "id", "task_score", "run__name", "run__experiments"):
+        records[(rec["run__experiments"], _repeat_of_run_name(rec["run__name"]))] = rec
+    hidden = (blind_experiment_ids(user) or set()) & set(exp_ids)
+    out = {}
+    for r in qrows:
+        eid = r["experiment_id"]
+        rec = records.get((eid, r["repeat"]))
+        row = out.setdefault(eid, {
+            "experiment": eid, "status": r["experiment__status"], "agent": r["experiment__agent_name"],
+            "config": f"{r['experiment__config__name']} v{r['experiment__config__version']}",
+            "pilot": r["experiment__release_id"] is None, "repeats": r["experiment__repeats"], "scored": 0,
+            "solved": 0, "by_repeat": []})
+        score = rec["task_score"] if rec else None
+        solved = score is not None and score >= SOLVED_SCORE
+        row["scored"] += score is not None
+        row["solved"] += solved
+        row["by_repeat"].append({"repeat": r["repeat"], "question": r["id"], "status": r["status"],
+                                 "record": rec["id"] if rec else None, "task_score": score, "solved": solved})
+    return {"rows": [row for eid, row in out.items() if eid not in hidden], "hidden": len(hidden)}

@@ -12,13 +12,18 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
   folder imported and scored as an ``AgentRun`` against the experiment's gold set;
 * :func:`cancel_experiment` / :func:`resume_experiment` — resume runs only the questions that
   errored or never finished; model answers already received come from the cache (:func:`model_call`);
-* a budget (tokens and/or cost of the requests sent) stops the experiment cleanly (``stopped``).
+* a budget (tokens and/or cost of the requests sent) stops the experiment cleanly (``stopped``);
+* :func:`judge_and_queue` — at the end, the scored runs' records get a judge job with the
+  experiment's judge configuration (``evaluation.services.judge.start_judge_job``) and a share of
+  each run's records (:func:`human_sample`) is queued for human scoring
+  (``evaluation.services.queue.enqueue_records``).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -29,6 +34,7 @@ from typing import Any
 
 import anyio
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
@@ -36,13 +42,15 @@ from django.utils import timezone
 from annotation.models import Task
 from evaluation.background import dispatch
 from evaluation.goldset import GoldSetError, release_gold_set, studio_gold_set
-from evaluation.services.judge import egress_problem, key_variable_unset
+from evaluation.models import JudgeConfig, RunRecord
+from evaluation.services.judge import egress_problem, key_variable_unset, start_judge_job
+from evaluation.services.queue import enqueue_records
 from evaluation.services.runs import RunImportError, import_run_dir, record_run_accounting
 from experiments import harness, selectors
 from experiments.client import EndpointError, post_chat
 from experiments.jobs import run as celery_run
 from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion, ModelCall
-from kernel.errors import Conflict, InvalidInput
+from kernel.errors import Conflict, DomainError, InvalidInput
 from kernel.vocabulary import TASK_STEMS
 from releases.models import Release
 from replay.mcp_server import build_server
@@ -175,15 +183,44 @@ def run_folder(experiment: Experiment, repeat: int) -> Path:
     return Path(experiment.folder) / f"{_slug(experiment.config.model)}-r{repeat}_{experiment.config.protocol}"
 
 
+def _judge_config(judge_config: JudgeConfig | str | int | None) -> JudgeConfig | None:
+    if judge_config in (None, ""):
+        return None
+    if isinstance(judge_config, JudgeConfig):
+        found = judge_config
+    else:
+        text = str(judge_config).strip()
+        found = JudgeConfig.objects.filter(name=text).first()
+        if found is None and re.fullmatch(r"[0-9]{1,9}", text):
+            found = JudgeConfig.objects.filter(pk=int(text)).first()
+        if found is None:
+            raise InvalidInput(f"judge_config: no judge configuration {text!r}")
+    if found.paused:
+        raise InvalidInput(f"judge_config: {found.name!r} is paused: {found.paused_reason}")
+    return found
+
+
 def start_experiment(user, config: ExperimentConfig, *, release: Release | str | None = None, question_ids=(),
-                     repeats: int = 1, agent_name: str = "") -> Experiment:
+                     repeats: int = 1, agent_name: str = "", judge_config: JudgeConfig | str | int | None = None,
+                     human_share: float = 0.0) -> Experiment:
     """Create an experiment of ``config`` on a release (a ``Release`` or its version) or, for a
     pilot, on the studio tasks ``question_ids`` (each needs a succeeded replay: its gold), with
     ``repeats`` runs of every question, and hand it to the background runner after commit.
+    ``judge_config`` (a ``JudgeConfig``, its name or id; optional): at the end the scored runs'
+    records get a judge job with it; ``human_share`` (0 to 1, default 0): at the end that share of
+    each run's records is queued for human scoring (:func:`judge_and_queue`).
     Raises ``InvalidInput`` (no gold set, an unknown release or question, a gold set
-    without tasks, repeats outside 1–20); ``PermissionDenied`` without ``experiment.run``."""
+    without tasks, repeats outside 1–20, an unknown or paused judge configuration, a share outside
+    0–1); ``PermissionDenied`` without ``experiment.run``, and without ``judge.run`` (a judge
+    configuration) or ``queue.manage`` (a share above 0), which the end needs."""
     require(user, Action.EXPERIMENT_RUN)
     repeats = _num("repeats", repeats, low=1, high=20, integer=True)
+    human_share = _num("human_share", human_share if human_share not in (None, "") else 0.0, low=0, high=1)
+    judge = _judge_config(judge_config)
+    if judge is not None:
+        require(user, Action.JUDGE_RUN)
+    if human_share > 0:
+        require(user, Action.QUEUE_MANAGE)
     if isinstance(release, str):
         found = Release.objects.filter(version=release.strip()).first() if release.strip() else None
         if release.strip() and found is None:
@@ -206,7 +243,8 @@ def start_experiment(user, config: ExperimentConfig, *, release: Release | str |
     agent_name = (str(agent_name or "").strip() or f"{config.model} ({config.name} v{config.version})")[:200]
     with transaction.atomic():
         exp = Experiment.objects.create(config=config, release=release, question_ids=qids, repeats=repeats,
-                                        agent_name=agent_name, created_by=user, total=len(questions) * repeats)
+                                        agent_name=agent_name, created_by=user, total=len(questions) * repeats,
+                                        judge_config=judge, human_share=human_share)
         exp.folder = str(Path(settings.STUDIO_DATA_ROOT) / EXPERIMENTS_DIR / str(exp.pk))
         exp.save(update_fields=["folder"])
         tasks = {q: t for q, t in Task.objects.filter(question_id__in=[q["question_id"] for _, q in questions])
@@ -552,10 +590,11 @@ def run_experiment(exp_id: int) -> Experiment:
             write_folder(exp, row.repeat, row.dimension)
         Experiment.objects.filter(pk=exp.pk).update(status=Experiment.Status.SCORING)
         try:
-            score_experiment(exp)
+            runs = score_experiment(exp)
         except RunImportError as exc:
             _end(exp, Experiment.Status.FAILED, error=f"scoring: {exc}")
             return exp
+        judge_and_queue(exp, runs)
         _end(exp, Experiment.Status.DONE)
         emit("experiment.finished", _payload(exp), experiment=exp, user=exp.created_by, actor=None)
     return exp
@@ -580,6 +619,62 @@ def score_experiment(exp: Experiment) -> list:
         exp.runs.add(run)
         runs.append(run)
     return runs
+
+
+# ------------------------------------------------------------------ judged and human-scored like every run
+
+
+def human_sample(records, share: float) -> list[int]:
+    """The records of one run queued for human scoring: ``records`` are ``(record id, question
+    id)`` pairs; each is ranked by the SHA-256 (hex) of its question id's UTF-8 bytes, and the
+    ``ceil(share × n)`` lowest (at least one when ``share`` > 0; ties by record id) are chosen.
+    Returns their ids, ascending. Reproducible without any stored seed: every repeat, resume and
+    experiment on the same gold set picks the same questions, so human scores of different
+    repeats and agents are of the same questions. Raises ``InvalidInput`` for a share outside 0–1."""
+    share = _num("human_share", share, low=0, high=1)
+    rows = list(records)
+    if share == 0 or not rows:
+        return []
+    k = min(len(rows), max(1, math.ceil(share * len(rows) - 1e-9)))
+    ranked = sorted(rows, key=lambda r: (hashlib.sha256(str(r[1]).encode("utf-8")).hexdigest(), r[0]))
+    return sorted(rid for rid, _ in ranked[:k])
+
+
+def judge_and_queue(exp: Experiment, runs) -> dict:
+    """The end of a scored experiment: with a judge configuration, one judge job (holistic, the
+    rule checker too) over every record of ``runs`` (``evaluation.services.judge.start_judge_job``,
+    queued like any judge job; as ``exp.created_by``, who needs ``judge.run``); with
+    ``human_share`` > 0, each run's :func:`human_sample` queued for the setting's number of human
+    verdicts (``evaluation.services.queue.enqueue_records``, ``queue.manage``). Human scorers stay
+    blind to the judge's verdicts (``evaluation.blind``). A refusal (a configuration paused since
+    the start, a permission withdrawn) does not fail the experiment: it is written on
+    ``followup_note``. Saves ``judge_job``, ``human_queued`` (``{records, slots}``) and the note;
+    returns ``{judge_job, human_queued, note}``."""
+    rows = list(RunRecord.objects.filter(run__in=[r.pk for r in runs]).order_by("run_id", "id")
+                .values_list("id", "run_id", "question_id"))
+    user, notes, job_id, queued = exp.created_by, [], None, {}
+    if exp.judge_config_id and rows:
+        if user is None:
+            notes.append("judge: the experiment's user is gone; start a judge job by hand")
+        else:
+            try:
+                job_id = start_judge_job(user, exp.judge_config, [rid for rid, _, _ in rows]).pk
+            except (DomainError, PermissionDenied) as exc:
+                notes.append(f"judge: {exc}")
+    if exp.human_share > 0 and rows:
+        chosen = []
+        for run in runs:
+            chosen += human_sample([(rid, qid) for rid, run_id, qid in rows if run_id == run.pk], exp.human_share)
+        try:
+            if user is None:
+                raise PermissionDenied("the experiment's user is gone")
+            queued = {"records": len(chosen), "slots": enqueue_records(user, chosen)}
+        except (DomainError, PermissionDenied) as exc:
+            notes.append(f"human scoring: {exc}")
+    note = "; ".join(notes)
+    Experiment.objects.filter(pk=exp.pk).update(judge_job_id=job_id, human_queued=queued, followup_note=note)
+    exp.judge_job_id, exp.human_queued, exp.followup_note = job_id, queued, note
+    return {"judge_job": job_id, "human_queued": queued, "note": note}
 
 
 # ------------------------------------------------------------------ cancel, resume, sweep
@@ -632,7 +727,7 @@ def resume_experiment(user, exp: Experiment, config: ExperimentConfig | None = N
         redo.update(status=ExperimentQuestion.Status.PENDING)
         Experiment.objects.filter(pk=exp.pk).update(
             status=Experiment.Status.QUEUED, cancel_requested=False, stop_reason="", error="", finished_at=None,
-            done=F("done") - n_redo, config=config or exp.config)
+            done=F("done") - n_redo, config=config or exp.config, judge_job=None, human_queued={}, followup_note="")
         exp.runs.clear()
         transaction.on_commit(lambda: dispatch_experiment(exp.pk))
     exp.refresh_from_db()

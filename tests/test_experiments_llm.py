@@ -48,6 +48,9 @@ N_CTX = 2048
 MAX_TOKENS = 48
 #: recursion limit 6: at most 4 model calls and 3 tool rounds a question (harness.steps_left)
 MAX_STEPS = 6
+#: the judge's server context (tests/test_judge_llm_server.py): holds a holistic prompt at the
+#: judge's bound of 1 byte a token
+JUDGE_N_CTX = 16384
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +185,52 @@ def test_an_experiment_reaches_the_tools_writes_the_harness_folder_and_scores_li
     # is as expensive in tokens as the first, though this experiment sent nothing
     (run2,) = again.runs.all()
     assert (run2.prompt_tokens, run2.completion_tokens) == (row.prompt_tokens, row.completion_tokens)
+
+
+@pytest.mark.django_db
+def test_an_experiment_with_a_judge_is_judged_by_the_same_server_and_queues_its_share_blind(
+        served, inline, settings, client, make_user, django_capture_on_commit_callbacks):
+    from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, Verdict
+    from evaluation.services.judge import run_judge_job
+    from evaluation.services.queue import claim_next
+
+    base_url, model = served
+    settings.STUDIO_JUDGE_TIMEOUT_S = 600
+    user, task, config = _pilot(base_url, model)
+    # the judge: the same model served by the same code with the judge's context (this task's holistic
+    # prompt is bounded at 7 755 tokens, 1 byte a token: more than the agent server's 2 048, and a
+    # judge configuration refuses a prompt that may not fit), as tests/test_judge_llm_server.py
+    # serves it; no response_format (llama.cpp's grammar sampling is very slow here), answers capped
+    with start_llm_server(n_ctx=JUDGE_N_CTX) as (judge_url, judge_model):
+        judge = JudgeConfig.objects.create(name="smol-judge", base_url=judge_url, model=judge_model,
+                                           json_mode="none", max_tokens=MAX_TOKENS, context_tokens=JUDGE_N_CTX,
+                                           max_concurrency=1)
+        with _started(django_capture_on_commit_callbacks):
+            exp = services.start_experiment(user, config, question_ids=[task.question_id], judge_config=judge,
+                                            human_share=0.5)
+        exp.refresh_from_db()
+        assert exp.status == "done", (exp.error, exp.stop_reason)
+        (run,) = exp.runs.all()
+        (record,) = run.records.all()
+        # the end queued one judge job over the run's one record (its dispatch, on commit, is left
+        # unrun by _started: run here as the inline runner runs it) and half of one record:
+        # ceil(0.5) = 1 record, 2 slots (STUDIO_HUMAN_VERDICTS_PER_RECORD)
+        assert exp.followup_note == "" and exp.human_queued == {"records": 1, "slots": 2}
+        job = JudgeJob.objects.get(pk=exp.judge_job_id)
+        assert (job.config_id, job.record_ids, job.total, job.status) == (judge.pk, [record.pk], 1, "queued")
+        job = run_judge_job(job.pk)
+    assert job.status == JudgeJob.Status.DONE and job.done == 1 and job.errors == [], job.errors
+    call = JudgeCall.objects.get(record=record, config=judge)
+    assert call.raw_texts and call.tokens_in > 0  # the server answered the judge's prompt
+    verdict = Verdict.objects.get(record=record, source="judge")
+    assert verdict.judge_name.startswith("smol-judge v1@holistic")
+    print("judge:", verdict.status, verdict.grade, call.tokens_in, call.latency_s, call.raw_texts[0][:300])
+    # blind: the scorer who claims the queued record is shown no verdict of it (the judge's hidden)
+    sam = make_user("sam", "scorer")
+    assert claim_next(sam).record_id == record.pk
+    client.force_login(sam)
+    shown = client.get(f"/api/records/{record.pk}/").json()
+    assert shown["verdicts"] == [] and shown["verdicts_hidden"] >= 1 and shown["agent"] is None
 
 
 class _Storm(http.server.ThreadingHTTPServer):

@@ -1,6 +1,7 @@
 """Pages of experiments: the list (start one, save a configuration version) and one experiment
 (live progress per question by polling ``/api/experiments/<id>/``, cancel, resume, the
-trajectories as they arrive, accounting per repeat and per task)."""
+trajectories as they arrive, accounting per repeat and per task). Both show only the experiments
+the person is not blind on (``experiments.selectors.visible_experiments``; 404 for the others)."""
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -11,6 +12,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from evaluation.selectors.judge import judge_configs
 from experiments import selectors, services
 from experiments.models import Experiment, ExperimentConfig
 from kernel.errors import DomainError
@@ -29,8 +31,9 @@ _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "tempe
 
 def experiment_list(request):
     return render(request, "frontend/experiment_list.html", {
-        "experiments": selectors.experiment_list()[:200], "configs": ExperimentConfig.objects.order_by("name", "-version"),
+        "experiments": selectors.visible_experiments(request.user)[:200], "configs": ExperimentConfig.objects.order_by("name", "-version"),
         "releases": Release.objects.order_by("-id"), "can_run": can(request.user, "experiment.run"),
+        "judge_configs": judge_configs().filter(paused=False),
         "can_configure": can(request.user, "experiment.configure")})
 
 
@@ -41,7 +44,9 @@ def experiment_start(request):
     try:
         exp = services.start_experiment(request.user, config, release=request.POST.get("release") or None,
                                         question_ids=qids, repeats=request.POST.get("repeats") or 1,
-                                        agent_name=request.POST.get("agent") or "")
+                                        agent_name=request.POST.get("agent") or "",
+                                        judge_config=request.POST.get("judge_config") or None,
+                                        human_share=request.POST.get("human_share") or 0.0)
     except (DomainError, PermissionDenied) as exc:
         messages.error(request, str(exc))
         return redirect("experiments")
@@ -80,7 +85,7 @@ def experiment_detail(request, pk: int):
     """One experiment: progress, the questions (:data:`QUESTION_PAGE_SIZE` a page, ``?cursor=``,
     in the order they run), accounting per run (repeat) with the total, and per task over repeats
     (:data:`TASK_PAGE_SIZE` a page, ``?tasks=<n>``; :func:`experiments.selectors.accounting`)."""
-    exp = get_object_or_404(selectors.experiment_list(), pk=pk)
+    exp = get_object_or_404(selectors.visible_experiments(request.user), pk=pk)
     try:
         questions = paginate(request.GET, exp.questions.all(), key="id", page_size=QUESTION_PAGE_SIZE)
     except InvalidCursor as exc:

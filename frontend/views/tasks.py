@@ -39,6 +39,7 @@ from annotation.services.content import revision_content
 from annotation.services.tasks import EDITABLE_STATUSES, answer_proposals, diff_revisions, refresh_derived, run_fast_qc
 from annotation.services.variants import BASE_STATUSES
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
+from experiments.selectors import task_experiments
 from frontend.views.events import map_config
 from kernel.catalogue import catalogue_path
 from kernel.errors import DomainError
@@ -331,7 +332,8 @@ def _qc(task: Task):
 
 @require_safe
 def task_detail_page(request, pk: int):
-    """The review page: content, QC, replay, comments, transitions, audit trail, revisions."""
+    """The review page: content, QC, replay, comments, transitions, audit trail, revisions, and the
+    experiments that ran the task (``experiments.selectors.task_experiments``: solved by N of M repeats)."""
     try:
         task = task_detail(pk)
     except Task.DoesNotExist as exc:
@@ -354,6 +356,7 @@ def task_detail_page(request, pk: int):
         "can_resolve": can(request.user, Action.COMMENT_RESOLVE, task),
         "can_edit": task.status in EDITABLE_STATUSES and can(request.user, Action.TASK_EDIT, task),
         "returned": last_return(task) if task.status == Task.Status.RETURNED else None,
+        "experiments": task_experiments(request.user, task),
         **_variant_context(request.user, task),
     })
 

@@ -5,6 +5,7 @@
                                 [--budget-tokens N] [--budget-cost X] [--price-prompt X] [--price-completion X]
                                 [--tool-results tool|user]
     manage.py experiment start --config N[:VERSION] (--release V | --tasks QID,QID) [--repeats 1] [--agent A]
+                               [--judge-config NAME] [--human-share 0..1]
     manage.py experiment status ID        (JSON: the experiment, its questions and accounting)
     manage.py experiment list
     manage.py experiment cancel ID
@@ -59,6 +60,9 @@ class Command(BaseCommand):
         s.add_argument("--tasks", default="", help="comma-separated question ids of studio tasks (a pilot)")
         s.add_argument("--repeats", type=int, default=1)
         s.add_argument("--agent", default="")
+        s.add_argument("--judge-config", default="", help="a judge configuration's name: the runs get a judge job at the end")
+        s.add_argument("--human-share", type=float, default=0.0,
+                       help="0 to 1: share of each run's records queued for human E1-E6 scoring at the end")
         for name in ("status", "cancel"):
             sub.add_parser(name).add_argument("id", type=int)
         r = sub.add_parser("resume", help="run what errored or never finished (answers received come from the cache)")
@@ -93,6 +97,9 @@ class Command(BaseCommand):
         return {"id": exp.pk, "status": exp.status, "stop_reason": exp.stop_reason, "error": exp.error,
                 "config": str(exp.config), "done": exp.done, "total": exp.total,
                 "runs": sorted(r.pk for r in exp.runs.all()), "folder": exp.folder,
+                "judge_config": exp.judge_config.name if exp.judge_config_id else None,
+                "human_share": exp.human_share, "judge_job": exp.judge_job_id, "human_queued": exp.human_queued,
+                "followup_note": exp.followup_note,
                 "questions": list(exp.questions.order_by("repeat", "id").values(
                     "repeat", "question_id", "status", "steps", "prompt_tokens", "completion_tokens", "cost",
                     "seconds", "error")),
@@ -116,7 +123,8 @@ class Command(BaseCommand):
             elif action == "start":
                 tasks = [t for t in o["tasks"].split(",") if t.strip()]
                 exp = services.start_experiment(user, self._config(o["config"]), release=o["release"] or None,
-                                                question_ids=tasks, repeats=o["repeats"], agent_name=o["agent"])
+                                                question_ids=tasks, repeats=o["repeats"], agent_name=o["agent"],
+                                                judge_config=o["judge_config"] or None, human_share=o["human_share"])
                 self.stdout.write(json.dumps(self._status(exp), indent=2, default=str))
             elif action == "resume":
                 exp = services.resume_experiment(user, self._experiment(o["id"]),

@@ -241,13 +241,14 @@ def test_the_experiment_page_shows_accounting_per_question_task_and_run_paginate
     html2 = client.get(f"/experiments/{exp.pk}/?{nxt}").content.decode()
     assert html2.count('<tr id="q-') == 1 and 'id="questions-prev"' in html2
     assert re.findall(r'<tr id="q-(\d+)"', html) != re.findall(r'<tr id="q-(\d+)"', html2)
-    assert n == EXPERIMENT_PAGE_QUERIES, [q["sql"][:90] for q in queries.captured_queries]
+    assert n == EXPERIMENT_PAGE_QUERIES, [q["sql"][:150] for q in queries.captured_queries]
 
 
-#: session, user, the experiment (with configuration and release), its runs (prefetched), the
-#: page of questions, the questions' accounting rows, the runs' records (task scores), the
-#: permission check's roles, the bell's unread count
-EXPERIMENT_PAGE_QUERIES = 9
+#: session, user, the permission check's roles, the blind rule's two reads (the person's own open
+#: queue slots and unsealed verdicts: ``experiments.selectors.blind_experiment_ids``), the
+#: experiment (with configuration and release), its runs (prefetched), the page of questions, the
+#: questions' accounting rows, the runs' records (task scores), the bell's unread count
+EXPERIMENT_PAGE_QUERIES = 11
 
 
 @pytest.mark.django_db

@@ -4,6 +4,8 @@ states they must, the API lists and writes with its permission rows. The end-to-
 the real model server are in ``test_experiments_llm.py``."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.exceptions import PermissionDenied
 from support.florence import FLORENCE
@@ -117,6 +119,39 @@ def test_the_pages_list_and_offer_start_only_to_who_may_run(client, maintainer, 
     client.force_login(make_user("writer", "author"))
     page = client.get("/experiments/").content.decode()
     assert 'id="experiments"' in page and 'id="start-experiment"' not in page
+
+
+@pytest.mark.django_db
+def test_the_list_page_pages_the_experiments_newest_first_in_constant_queries(client, maintainer, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from frontend.views import experiments as views
+
+    cfg = _config(maintainer)
+
+    def add(n):  # rows as start_experiment leaves them (queued; nothing runs here)
+        return [Experiment.objects.create(config=cfg, question_ids=["q"], agent_name=f"agent {i}", total=1,
+                                          created_by=maintainer).pk for i in range(n)]
+
+    client.force_login(maintainer)
+    ids = add(1)
+
+    def listed(query=""):
+        with CaptureQueriesContext(connection) as q:
+            html = client.get(f"/experiments/{query}").content.decode()
+        return [int(i) for i in re.findall(r'<tr id="experiment-(\d+)"', html)], html, len(q)
+
+    shown, _, n_one = listed()
+    assert shown == ids
+    ids += add(4)
+    monkeypatch.setattr(views, "EXPERIMENT_PAGE_SIZE", 2)
+    shown, html, n_many = listed()
+    assert shown == sorted(ids, reverse=True)[:2] and n_many == n_one  # newest first; no query per row
+    nxt = re.search(r'href="\?([^"]+)" id="experiments-next"', html).group(1).replace("&amp;", "&")
+    shown2, html2, _ = listed("?" + nxt)
+    assert shown2 == sorted(ids, reverse=True)[2:4] and 'id="experiments-prev"' in html2
+    assert client.get("/experiments/?cursor=garbage").status_code == 404
 
 
 @pytest.mark.django_db

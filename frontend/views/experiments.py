@@ -20,6 +20,8 @@ from releases.models import Release
 from studio.pagination import InvalidCursor, paginate
 from studio.permissions import can
 
+#: experiments a page of the list page (newest first)
+EXPERIMENT_PAGE_SIZE = 50
 #: questions (one row per question and repeat) a page of the experiment page
 QUESTION_PAGE_SIZE = 50
 #: tasks a page of the experiment page's per-task accounting
@@ -30,8 +32,15 @@ _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "tempe
 
 
 def experiment_list(request):
+    """The experiments the person is not blind on, newest first (:data:`EXPERIMENT_PAGE_SIZE` a
+    page, ``?cursor=``), the start form and the configuration form (each for who may use it)."""
+    try:
+        experiments = paginate(request.GET, selectors.visible_experiments(request.user), key="-id",
+                               page_size=EXPERIMENT_PAGE_SIZE)
+    except InvalidCursor as exc:
+        raise Http404(str(exc)) from None
     return render(request, "frontend/experiment_list.html", {
-        "experiments": selectors.visible_experiments(request.user)[:200], "configs": ExperimentConfig.objects.order_by("name", "-version"),
+        "experiments": experiments, "configs": ExperimentConfig.objects.order_by("name", "-version"),
         "releases": Release.objects.order_by("-id"), "can_run": can(request.user, "experiment.run"),
         "judge_configs": judge_configs().filter(paused=False),
         "can_configure": can(request.user, "experiment.configure")})

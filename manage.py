@@ -21,6 +21,10 @@ def main() -> None:
         from evaluation.scoring.cli import main as evaluate_runs
 
         sys.exit(evaluate_runs(sys.argv[2:], prog="manage.py evaluate_runs"))
+    if command == "mcp_serve":
+        # a tool server (a process per tool call in the benchmark's harness) loads only the apps
+        # it reads and no Celery app (studio/settings.py, TOOL_SERVER_APPS)
+        os.environ.setdefault("STUDIO_APP_SET", "tool-server")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
     from django.core.management import execute_from_command_line
 

@@ -73,9 +73,8 @@ class Command(BaseCommand):
         # starting Django (manage.py), and the server's start pays only for what it uses
         from annotation.models import Task
         from kernel.paths import OutsideRoot
-        from replay.mcp_server import build_server, registry_tools
+        from replay.mcp_server import build_server
         from replay.sessions import RunDirectory, SessionRecorder
-        from replay.variant_tools import published_tools
 
         task = Task.objects.select_related("head", "event").filter(question_id=opts["task"]).first()
         if task is None:
@@ -108,7 +107,7 @@ class Command(BaseCommand):
                       "benchmark's stub observation (status \"stub\"); --perception gt serves "
                       "the GT masks (oracle perception)\n")
         where = (f"http://{HTTP_HOST}:{opts['port']}/mcp" if opts["transport"] == "http" else "stdio")
-        err.write(f"mcp_serve: {len(published_tools(task, registry_tools()))} tools for {task.question_id} on {where}; "
+        err.write(f"mcp_serve: {server.tool_count} tools for {task.question_id} on {where}; "
                   f"session {server.binding.session_id}, artifacts in {server.binding.work_dir}"
                   + f"; perception {perception}"
                   + (f"; recording to {recorder.jsonl_path}" if recorder else "") + "\n")

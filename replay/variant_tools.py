@@ -107,7 +107,7 @@ def _renamed(spec: ToolSpec, name: str, description: str) -> ToolSpec:
     schema's title follows the new alias (``<alias>_input``, as the registry titles its own)."""
     alias = model_alias(name)
     model = create_model(f"{alias}_input", __base__=spec.input_model)
-    return dataclasses.replace(spec, name=name, alias=alias, description=description, input_model=model)
+    return dataclasses.replace(spec, name=name, alias=alias, description=description, model=model)
 
 
 def _inert(distractor: dict) -> Call:

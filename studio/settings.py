@@ -81,9 +81,12 @@ INSTALLED_APPS = [
 #: apps above these (evaluation, experiments, notifications, frontend) are never imported by them
 #: (packages import downward only) and only register hooks the server does not use (sweeps,
 #: release sidecars, event handlers); the admin, the API and the pages serve no request there.
+#: replay and releases come with configurations that register only what a server reads (the pin
+#: reader), not the QC, review, variant and sweep hooks, whose services load the QC suite and Celery.
 #: ``manage.py`` sets ``STUDIO_APP_SET=tool-server`` for ``mcp_serve``; ``studio/__init__.py``
 #: then leaves the Celery app unloaded (a tool server enqueues nothing).
-TOOL_SERVER_APPS = ["django.contrib.auth", "django.contrib.contenttypes", "annotation", "replay", "releases"]
+TOOL_SERVER_APPS = ["django.contrib.auth", "django.contrib.contenttypes", "annotation",
+                    "replay.apps.ReplayToolServerConfig", "releases.apps.ReleasesToolServerConfig"]
 APP_SET = os.environ.get("STUDIO_APP_SET", "")
 if APP_SET == "tool-server":
     INSTALLED_APPS = TOOL_SERVER_APPS

@@ -69,8 +69,9 @@ class ParamSpec:
 @dataclass
 class ToolSpec:
     """One registered tool: dotted ``name``, model-facing ``alias``, MCP ``server``, its parameters
-    and pydantic ``input_model`` (built from ``func``'s signature by ``register``), the keys its
-    observation carries, and ``func(ctx, **params)`` itself."""
+    and pydantic ``input_model`` (built from ``func``'s signature by ``register``, on first use:
+    ``model_fields_`` holds its fields until then, so registering 108 tools builds no model), the
+    keys its observation carries, and ``func(ctx, **params)`` itself."""
 
     name: str
     alias: str
@@ -80,11 +81,24 @@ class ToolSpec:
     description: str
     params: list[ParamSpec]
     result_keys: list[str]
-    input_model: type[BaseModel]
     func: Callable[..., Any]
     json_params: frozenset = field(default_factory=frozenset)
     #: optional parameters that refuse an explicit null (see ``register``)
     non_null: frozenset = field(default_factory=frozenset)
+    #: the input model's fields, ``{name: (type, default or ...)}`` (pydantic ``create_model``'s)
+    model_fields_: dict = field(default_factory=dict, repr=False)
+    #: the input model once built (or given: a variant's renamed tool, ``replay.variant_tools``)
+    model: type[BaseModel] | None = field(default=None, repr=False)
+
+    @property
+    def input_model(self) -> type[BaseModel]:
+        """The pydantic model of the tool's arguments (``<alias>_input``, extra arguments
+        forbidden), built on first use."""
+        if self.model is None:
+            self.model = create_model(f"{self.alias}_input",
+                                      __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+                                      **self.model_fields_)
+        return self.model
 
     def param(self, name: str) -> ParamSpec | None:
         return next((p for p in self.params if p.name == name), None)
@@ -174,14 +188,11 @@ def register(name: str, *, server: str, module: str, result_keys: list[str], ver
                                    note=notes.get(p.name, "")))
             if _is_container(tp):
                 json_params.add(p.name)
-        model = create_model(f"{model_alias(name)}_input",
-                             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
-                             **fields)
         doc = inspect.getdoc(func) or ""
         spec = ToolSpec(name=name, alias=model_alias(name), server=server, module=module,
                         version=version, description=doc.split("\n\n")[0].strip(), params=specs,
-                        result_keys=list(result_keys), input_model=model, func=func,
-                        json_params=frozenset(json_params), non_null=frozenset(non_null))
+                        result_keys=list(result_keys), func=func, json_params=frozenset(json_params),
+                        non_null=frozenset(non_null), model_fields_=fields)
         if name in REGISTRY:
             raise ValueError(f"tool {name!r} registered twice")
         if spec.alias in _ALIASES:

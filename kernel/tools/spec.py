@@ -13,7 +13,6 @@ so any import from ``kernel.tools`` finds the registry filled).
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib
 import inspect
@@ -400,11 +399,13 @@ class ListedTool:
     schema: dict | None
 
     def input_schema(self) -> dict:
-        """The cached JSON schema (a fresh copy); raises ``ValueError`` where none could be built
-        (the caller publishes a loose schema, as for a ``ToolSpec`` whose ``input_schema`` raises)."""
+        """The cached JSON schema (this listing's own dict: ``tool_manifest`` reads a fresh one per
+        call; not copied, as the registry's ``model_json_schema`` is not); raises ``ValueError``
+        where none could be built (the caller publishes a loose schema, as for a ``ToolSpec``
+        whose ``input_schema`` raises)."""
         if self.schema is None:
             raise ValueError(f"{self.name}: no JSON schema from its input model")
-        return copy.deepcopy(self.schema)
+        return self.schema
 
 
 def _sources_key() -> str:
@@ -460,11 +461,22 @@ def tool_manifest(cache_dir: str | os.PathLike | None = None) -> list[ListedTool
     entries = _manifest_entries(list(all_tools().values()))
     try:
         text = json.dumps({"key": path.stem, "tools": entries}, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON-able (a parameter default of an odd type): no cache
+        return _listed(entries)
+    tmp = None
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tool-manifest-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):  # not JSON-able (a default of an odd type) or read-only
-        return _listed(entries)
+        tmp = None
+        for old in path.parent.glob("tool-manifest-*.json"):  # the manifests of earlier sources
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:  # a read-only or full disk: list from the registry, uncached
+        pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
     return _listed(json.loads(text)["tools"])

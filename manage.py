@@ -5,7 +5,8 @@ import sys
 
 #: commands whose module imports without Django's app registry: their ``--help`` is printed
 #: without starting Django (a tool server's ``--help`` as fast as ``evaluate_runs``'s)
-HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve"}
+HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
+                       "qc": "annotation.management.commands.qc"}
 
 
 def main() -> None:

@@ -6,7 +6,10 @@
   ``replay.variant_tools``) under its model-facing alias (``seg_flood``), in
   the benchmark's server order (Analysis, Calculate, Perception, Vis, Model, POI), with the tool's
   description and the JSON schema of its pydantic input model (so the schema is exactly what the
-  tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark);
+  tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark). A plain
+  task's list is read from ``kernel.tools.spec.tool_manifest`` (the registry's values, cached
+  under ``STUDIO_VAR_DIR/cache``), so a server's start imports no tool module: the benchmark's
+  harness starts a server per tool call, and the registry is filled by the first call;
 * runs a call through ``registry.call_tool`` with a ``ToolContext`` bound to the task: paths
   resolve through ``LayerResolver`` over ``replay.services.layers.task_layers(task)`` (layer file names,
   or the stored file of a layer; a released task's layers at the versions its release pinned; artifacts of earlier calls by their bare name), artifacts go to

@@ -2,8 +2,8 @@
 
 The tool modules ``raster``, ``vector``, ``logical``, ``perception``, ``poi``, ``vis`` and
 ``summarize`` register their tools with ``@register(...)`` from ``kernel.tools.spec``; this module
-imports them all (the package's ``__init__`` imports this module, so the registry is filled by any
-import from ``kernel.tools``). Their heavy third-party dependencies (GDAL, geopandas, torch,
+imports them all (``from kernel.tools import <a name of this module>`` imports it too, through the
+package's ``__getattr__``). Their heavy third-party dependencies (GDAL, geopandas, torch,
 matplotlib) load only when a tool runs. What a tool is and how it is looked up and called lives in
 ``spec`` and is re-exported here, where the project imports it from. Importing this module loads
 every tool module; the lookups of ``spec`` load it on first use (a module that only looks tools

@@ -6,7 +6,10 @@ import sys
 #: commands whose module imports without Django's app registry: their ``--help`` is printed
 #: without starting Django (a tool server's ``--help`` as fast as ``evaluate_runs``'s)
 HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
-                       "qc": "annotation.management.commands.qc"}
+                       "qc": "annotation.management.commands.qc",
+                       "agreement": "evaluation.management.commands.agreement",
+                       "sweep_jobs": "evaluation.management.commands.sweep_jobs",
+                       "tools": "replay.management.commands.tools"}
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import socket
 import subprocess
@@ -325,6 +326,19 @@ def test_mcp_serve_help_is_printed_without_starting_django():
     assert done.returncode == 0, done.stderr
     assert "--run-dir DIR, --temp_dir DIR" in done.stdout and "{model,gt,classical}" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "False []"
+
+
+@pytest.mark.parametrize("command", sorted(set(runpy.run_path(str(REPO / "manage.py"), run_name="manage")
+                                                ["HELP_WITHOUT_DJANGO"]) - {"mcp_serve"}))
+def test_the_other_commands_listed_in_manage_py_print_their_help_without_starting_django(command):
+    # every command manage.py lists in HELP_WITHOUT_DJANGO: exit 0, Django's usage line, apps not populated
+    probe = (f"import runpy, sys; sys.argv = ['manage.py', {command!r}, '--help']\ntry:\n"
+             "    runpy.run_path('manage.py', run_name='__main__')\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+             "from django.apps import apps\nprint(apps.ready)\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: manage.py {command} ") and done.stdout.strip().splitlines()[-1] == "False"
 
 
 @pytest.mark.django_db(transaction=True)

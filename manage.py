@@ -3,13 +3,22 @@
 import os
 import sys
 
-#: commands whose module imports without Django's app registry: their ``--help`` is printed
-#: without starting Django (a tool server's ``--help`` as fast as ``evaluate_runs``'s)
+#: commands whose module imports without Django's app registry (project imports in ``handle``):
+#: their ``--help`` is printed without starting Django, nearly as fast as ``evaluate_runs``'s
+#: (tests/test_mcp.py runs each)
 HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
                        "qc": "annotation.management.commands.qc",
                        "agreement": "evaluation.management.commands.agreement",
                        "sweep_jobs": "evaluation.management.commands.sweep_jobs",
-                       "tools": "replay.management.commands.tools"}
+                       "tools": "replay.management.commands.tools",
+                       "gold_baseline": "evaluation.management.commands.gold_baseline",
+                       "send_webhooks": "notifications.management.commands.send_webhooks",
+                       "release_diff": "releases.management.commands.release_diff",
+                       "import_release": "releases.management.commands.import_release",
+                       "import_xbd": "annotation.management.commands.import_xbd",
+                       "import_osm": "annotation.management.commands.import_osm",
+                       "import_raster": "annotation.management.commands.import_raster",
+                       "import_vector": "annotation.management.commands.import_vector"}
 
 
 def main() -> None:

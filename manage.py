@@ -18,7 +18,13 @@ HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
                        "import_xbd": "annotation.management.commands.import_xbd",
                        "import_osm": "annotation.management.commands.import_osm",
                        "import_raster": "annotation.management.commands.import_raster",
-                       "import_vector": "annotation.management.commands.import_vector"}
+                       "import_vector": "annotation.management.commands.import_vector",
+                       "export_release": "releases.management.commands.export_release",
+                       "export_tasks": "releases.management.commands.export_tasks",
+                       "import_runs": "evaluation.management.commands.import_runs",
+                       "import_tasks": "annotation.management.commands.import_tasks",
+                       "judge_robustness": "evaluation.management.commands.judge_robustness",
+                       "rescore_run": "evaluation.management.commands.rescore_run"}
 
 
 def main() -> None:

@@ -3,9 +3,28 @@
 import os
 import sys
 
-#: commands whose module imports without Django's app registry: their ``--help`` is printed
-#: without starting Django (a tool server's ``--help`` as fast as ``evaluate_runs``'s)
-HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve"}
+#: commands whose module imports without Django's app registry (project imports in ``handle``):
+#: their ``--help`` is printed without starting Django, nearly as fast as ``evaluate_runs``'s
+#: (tests/test_mcp.py runs each)
+HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
+                       "qc": "annotation.management.commands.qc",
+                       "agreement": "evaluation.management.commands.agreement",
+                       "sweep_jobs": "evaluation.management.commands.sweep_jobs",
+                       "tools": "replay.management.commands.tools",
+                       "gold_baseline": "evaluation.management.commands.gold_baseline",
+                       "send_webhooks": "notifications.management.commands.send_webhooks",
+                       "release_diff": "releases.management.commands.release_diff",
+                       "import_release": "releases.management.commands.import_release",
+                       "import_xbd": "annotation.management.commands.import_xbd",
+                       "import_osm": "annotation.management.commands.import_osm",
+                       "import_raster": "annotation.management.commands.import_raster",
+                       "import_vector": "annotation.management.commands.import_vector",
+                       "export_release": "releases.management.commands.export_release",
+                       "export_tasks": "releases.management.commands.export_tasks",
+                       "import_runs": "evaluation.management.commands.import_runs",
+                       "import_tasks": "annotation.management.commands.import_tasks",
+                       "judge_robustness": "evaluation.management.commands.judge_robustness",
+                       "rescore_run": "evaluation.management.commands.rescore_run"}
 
 
 def main() -> None:
@@ -21,6 +40,10 @@ def main() -> None:
         from evaluation.scoring.cli import main as evaluate_runs
 
         sys.exit(evaluate_runs(sys.argv[2:], prog="manage.py evaluate_runs"))
+    if command == "mcp_serve":
+        # a tool server (a process per tool call in the benchmark's harness) loads only the apps
+        # it reads and no Celery app (studio/settings.py, TOOL_SERVER_APPS)
+        os.environ.setdefault("STUDIO_APP_SET", "tool-server")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
     from django.core.management import execute_from_command_line
 

@@ -7,6 +7,6 @@ class AnnotationConfig(AppConfig):
 
     def ready(self):
         """Start-up: remove the staging folders a killed import left under the data root."""
-        from annotation.services.imports import sweep_staging
+        from annotation.services.staging import sweep_staging
 
         sweep_staging()

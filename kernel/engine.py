@@ -58,7 +58,7 @@ from kernel.steps import step_call  # noqa: F401  (re-exported: kernel.engine.st
 from .references import format_path, get_obs_value, parse_reference, resolve_value, unresolved_references
 from .tools.base import ToolContext, ToolError, UnknownToolError, canonical_json, file_sha256, jsonable
 from .tools.logical import LOOP_TOOL, _loop_items, loop_output, loop_plan, run_loop_items
-from .tools.registry import call_tool, get_tool, validate_args
+from .tools.spec import call_tool, get_tool, validate_args
 
 __all__ = ["StepResult", "ReplayResult", "CachedStep", "StepCache", "MemoryStepCache",
            "ArtifactStore", "run_trajectory", "fill_answer", "replay_hash", "step_call", "authored_steps",

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "TRAJECTORY_REF", "STEP_REF", "ITEM_REF", "Reference", "FoundReference", "parse_reference",
     "get_obs_value", "resolve_value", "resolve_args", "apply_bind", "find_references",
-    "find_all_references", "unresolved_references", "format_path",
+    "find_all_references", "unresolved_references", "format_path", "LOOP_OVER_REF", "loop_over_reference",
 ]
 
 TRAJECTORY_REF = re.compile(r"<(\w+)>\s+from\s+trajectory\[(\d+)\]\.obs", re.IGNORECASE)
@@ -206,3 +206,16 @@ def format_path(path: tuple) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out
+
+
+#: how ``analysis.py:tool_loop`` reads a string ``loop_over`` as a reference: whitespace around
+#: ``from`` optional (``\s*``), unlike the task files' reference syntax (this module's,
+#: ``\s+``, as the evaluator's ParAcc reads it); so ``"<k>from trajectory[0].obs"`` is a reference here
+LOOP_OVER_REF = re.compile(r"<(\w+)>\s*from\s*trajectory\[(\d+)\]\.obs", re.IGNORECASE)
+
+
+def loop_over_reference(value: Any) -> tuple[str, int] | None:
+    """``(key, step index)`` when a string ``loop_over`` is a trajectory reference as the
+    benchmark's tool_loop reads one (:data:`LOOP_OVER_REF`), else None."""
+    match = LOOP_OVER_REF.fullmatch(value.strip()) if isinstance(value, str) else None
+    return (match.group(1), int(match.group(2))) if match else None

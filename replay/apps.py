@@ -26,3 +26,15 @@ class ReplayConfig(AppConfig):
         register_submission_check(require_succeeded_replay)
         register_variant_made_hook(replay_new_variant)
         register_sweeper(REPLAY_KIND, sweep_replays)  # the sweep of background jobs re-queues stuck replays
+
+
+class ReplayToolServerConfig(ReplayConfig):
+    """The replay app of a tool server process (``studio.settings.TOOL_SERVER_APPS``, ``manage.py
+    mcp_serve``): its models, none of the hooks above. They serve QC, review, new variants and the
+    sweep of replays, none of which a tool server runs, and loading them (the QC suite, the
+    replay services and their Celery jobs) was a fifth of the server's start."""
+
+    default = False
+
+    def ready(self):
+        """Nothing to register (see the class docstring)."""

@@ -6,7 +6,10 @@
   ``replay.variant_tools``) under its model-facing alias (``seg_flood``), in
   the benchmark's server order (Analysis, Calculate, Perception, Vis, Model, POI), with the tool's
   description and the JSON schema of its pydantic input model (so the schema is exactly what the
-  tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark);
+  tool validates; list/dict arguments may also arrive as JSON text, as in the benchmark). A plain
+  task's list is read from ``kernel.tools.spec.tool_manifest`` (the registry's values, cached
+  under ``STUDIO_VAR_DIR/cache``), so a server's start imports no tool module: the benchmark's
+  harness starts a server per tool call, and the registry is filled by the first call;
 * runs a call through ``registry.call_tool`` with a ``ToolContext`` bound to the task: paths
   resolve through ``LayerResolver`` over ``replay.services.layers.task_layers(task)`` (layer file names,
   or the stored file of a layer; a released task's layers at the versions its release pinned; artifacts of earlier calls by their bare name), artifacts go to
@@ -42,24 +45,34 @@ from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from kernel.tools.base import GTMask, ToolContext, ToolError
-from kernel.tools.registry import SERVERS, ToolSpec, all_tools, call_tool
+from kernel.tools.spec import SERVERS, ListedTool, ToolSpec, all_tools, call_tool, tool_manifest
 from replay.services.layers import GT_IMAGE_ARGS, LayerResolver, task_layers
 from replay.sessions import SessionRecorder, new_session_id
-from replay.variant_tools import published_tools
+from replay.variant_tools import PublishedTool, published_tools_for, variant_tool_set
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build_server", "registry_tools", "TaskBinding", "SUBMIT_TOOL", "session_work_dir"]
+__all__ = ["build_server", "registry_tools", "listed_tools", "TaskBinding", "SUBMIT_TOOL", "session_work_dir"]
 
 #: name of the studio-only answer tool (present only when recording)
 SUBMIT_TOOL = "studio_submit_answer"
 
 
-def registry_tools() -> list[ToolSpec]:
-    """Registry tools in the benchmark's server order; registration order within a server."""
-    specs = list(all_tools().values())
+def _server_order(specs: list) -> list:
     order = {s: i for i, s in enumerate(SERVERS)}
     return sorted(specs, key=lambda s: order.get(s.server, len(order)))  # stable
+
+
+def registry_tools() -> list[ToolSpec]:
+    """Registry tools in the benchmark's server order; registration order within a server."""
+    return _server_order(list(all_tools().values()))
+
+
+def listed_tools() -> list[ListedTool]:
+    """What ``registry_tools()`` lists, in its order, without importing the tools: from
+    ``kernel.tools.spec.tool_manifest``'s cache under ``<STUDIO_VAR_DIR>/cache`` (written from the
+    registry when the tools' sources change)."""
+    return _server_order(tool_manifest(Path(settings.VAR_DIR) / "cache"))
 
 
 def session_work_dir(session_id: str) -> Path:
@@ -140,7 +153,7 @@ def _ok_result(obs: Any) -> CallToolResult:
                           structured_content=obs if isinstance(obs, dict) else None)
 
 
-def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | None,
+def _make_handler(spec: ToolSpec | ListedTool, ctx: ToolContext, recorder: SessionRecorder | None,
                   call: Callable[[dict, ToolContext], Any] | None = None):
     """``call(args, ctx)`` answers the tool (default: the registry's ``call_tool``; a variant's
     tool set brings its own, ``replay.variant_tools``). A ``ToolError`` carrying an
@@ -182,7 +195,7 @@ def _make_handler(spec: ToolSpec, ctx: ToolContext, recorder: SessionRecorder | 
     return handle
 
 
-def _input_schema(spec: ToolSpec) -> dict:
+def _input_schema(spec: ToolSpec | ListedTool) -> dict:
     """The pydantic input model's JSON schema; if pydantic cannot build one (an exotic type
     hint), a plain object schema naming the parameters, so one tool never takes the server down."""
     try:
@@ -194,7 +207,7 @@ def _input_schema(spec: ToolSpec) -> dict:
                 "required": [p.name for p in spec.params if p.required]}
 
 
-def _tool_description(spec: ToolSpec) -> str:
+def _tool_description(spec: ToolSpec | ListedTool) -> str:
     text = spec.description or spec.name
     return f"{text}\n\n[{spec.name}; server {spec.server}; returns {', '.join(spec.result_keys)}]"
 
@@ -241,7 +254,12 @@ def build_server(task, *, recorder: SessionRecorder | None = None, session_id: s
     binding = TaskBinding(task, session_id=sid, work_dir=work_dir, perception_mode=perception_mode)
     meta_fn = func_metadata(_no_args, structured_output=False)
     tools: list[Tool] = []
-    for entry in published_tools(task, registry_tools()):  # a variant's own tool set, or the registry's
+    tool_set = variant_tool_set(task)
+    if tool_set:  # a variant's own tool set, over the registry's tools
+        published = published_tools_for(tool_set, registry_tools())
+    else:  # every registry tool, listed from the manifest: no tool module is imported until a call
+        published = [PublishedTool(spec, None) for spec in listed_tools()]
+    for entry in published:
         spec = entry.spec
         tools.append(RegistryTool(
             fn=_no_args, name=spec.alias if tool_names == "alias" else spec.name, title=spec.name,
@@ -259,6 +277,7 @@ def build_server(task, *, recorder: SessionRecorder | None = None, session_id: s
         _add_submit_tool(server, task, recorder)
     server.binding = binding  # type: ignore[attr-defined]
     server.recorder = recorder  # type: ignore[attr-defined]
+    server.tool_count = len(tools)  # type: ignore[attr-defined]  (the task's tools, the submit tool not counted)
     return server
 
 

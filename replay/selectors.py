@@ -18,7 +18,7 @@ from kernel.engine import collapse_expanded
 from kernel.golddiff import DIFFERS, step_diff
 from kernel.taskfile import from_storage, same_value, source_from_text, to_storage
 from kernel.tools.base import ToolError
-from kernel.tools.registry import get_tool
+from kernel.tools.spec import get_tool
 from replay.models import ReplayRun
 
 #: the perception mode whose replays give the gold (model/classical runs never become gold)

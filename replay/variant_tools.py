@@ -46,7 +46,7 @@ from pydantic import create_model
 from annotation import variants as variant_specs
 from annotation.models import TaskVariant
 from kernel.tools.base import ToolContext, ToolError, UnknownToolError
-from kernel.tools.registry import ToolSpec, call_tool, model_alias
+from kernel.tools.spec import ListedTool, ToolSpec, call_tool, model_alias
 
 __all__ = ["PublishedTool", "BrokenToolError", "published_tools", "published_tools_for", "variant_tool_set"]
 
@@ -58,12 +58,14 @@ Call = Callable[[dict, ToolContext], Any]
 
 @dataclass(frozen=True)
 class PublishedTool:
-    """One listed tool: ``spec`` (name, alias, description, server, input schema as listed) and
-    ``call(args, ctx) -> observation`` (raises ``ToolError`` for a refused call); ``role`` is
-    ``tool`` (a registry tool as it is), ``distractor``, ``broken`` or ``alternative``."""
+    """One listed tool: ``spec`` (name, alias, description, server, input schema as listed: a
+    ``ToolSpec``, or the ``kernel.tools.spec.ListedTool`` of a listing from the manifest) and
+    ``call(args, ctx) -> observation`` (raises ``ToolError`` for a refused call; None: the
+    registry's ``call_tool`` of the spec's name); ``role`` is ``tool`` (a registry tool as it is),
+    ``distractor``, ``broken`` or ``alternative``."""
 
-    spec: ToolSpec
-    call: Call
+    spec: ToolSpec | ListedTool
+    call: Call | None
     role: str = "tool"
 
 
@@ -105,7 +107,7 @@ def _renamed(spec: ToolSpec, name: str, description: str) -> ToolSpec:
     schema's title follows the new alias (``<alias>_input``, as the registry titles its own)."""
     alias = model_alias(name)
     model = create_model(f"{alias}_input", __base__=spec.input_model)
-    return dataclasses.replace(spec, name=name, alias=alias, description=description, input_model=model)
+    return dataclasses.replace(spec, name=name, alias=alias, description=description, model=model)
 
 
 def _inert(distractor: dict) -> Call:

@@ -17,6 +17,7 @@
 | STUDIO_DB_CONN_MAX_AGE | 0 (a connection per request) | seconds a server thread keeps its database connection (docs/deployment.md: 600) |
 | STUDIO_CACHE_URL | unset (per-process memory) | redis://… to share the page cache (rendered leaderboard plots) between processes |
 | STUDIO_TEST_DB_NAME | unset (test_<NAME>) | fixed test database name, for a worker beside the tests |
+| STUDIO_APP_SET | "" (every app) | "tool-server": only the apps a tool server reads (`TOOL_SERVER_APPS`), no Celery app; `manage.py mcp_serve` sets it for itself |
 | STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER | "" (a thread, or a Celery worker with a broker) | "inline" computes the leaderboard's bootstrap at once (tests) |
 | STUDIO_TILE_CACHE_BYTES | 67108864 (64 MiB) | rendered map tiles kept per server process; 0 turns the cache off |
 | STUDIO_JUDGE_RUNNER | celery with a broker, else thread | how background jobs (judge jobs, run zip imports) run: celery, thread (background, this process) or inline |
@@ -77,6 +78,22 @@ INSTALLED_APPS = [
     "notifications",
     "frontend",
 ]
+
+#: the apps a tool server process reads (``manage.py mcp_serve``, one process per tool call in the
+#: benchmark's harness, so its start is paid on every step): a task, its event's layers and their
+#: pinned versions (``releases`` registers the pin reader), and the users its rows point to. The
+#: apps above these (evaluation, experiments, notifications, frontend) are never imported by them
+#: (packages import downward only) and only register hooks the server does not use (sweeps,
+#: release sidecars, event handlers); the admin, the API and the pages serve no request there.
+#: replay and releases come with configurations that register only what a server reads (the pin
+#: reader), not the QC, review, variant and sweep hooks, whose services load the QC suite and Celery.
+#: ``manage.py`` sets ``STUDIO_APP_SET=tool-server`` for ``mcp_serve``; ``studio/__init__.py``
+#: then leaves the Celery app unloaded (a tool server enqueues nothing).
+TOOL_SERVER_APPS = ["django.contrib.auth", "django.contrib.contenttypes", "annotation",
+                    "replay.apps.ReplayToolServerConfig", "releases.apps.ReleasesToolServerConfig"]
+APP_SET = os.environ.get("STUDIO_APP_SET", "")
+if APP_SET == "tool-server":
+    INSTALLED_APPS = TOOL_SERVER_APPS
 
 MIDDLEWARE = [
     "studio.middleware.RejectNulMiddleware",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import socket
 import subprocess
@@ -37,7 +38,8 @@ from support.florence import FLORENCE, POST, PRE
 from support.mcp import GT_COUNTS, make_task, obs_of, run_async, subprocess_env
 
 from kernel.tools.registry import all_tools
-from replay.mcp_server import SUBMIT_TOOL, build_server
+from kernel.tools.spec import tool_manifest
+from replay.mcp_server import SUBMIT_TOOL, _tool_description, build_server, registry_tools
 from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
 
 pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
@@ -107,6 +109,51 @@ def test_in_process_lists_every_tool_and_calls_three():
         for w in words:
             assert w in text, (key, text)
     assert "Traceback" not in seen["missing"].content[0].text
+
+
+def test_the_tool_list_from_the_manifest_cache_is_the_registrys(tmp_path):
+    # the server lists a plain task's tools from kernel.tools.spec.tool_manifest, not from the
+    # registry: the first call writes the cache, the second reads it; both must carry exactly
+    # what the registry's ToolSpecs give (names, order, descriptions, JSON schemas)
+    written = tool_manifest(tmp_path)
+    files = list(tmp_path.glob("tool-manifest-*.json"))
+    assert len(files) == 1 and len(files[0].stem) == len("tool-manifest-") + 64  # a SHA-256 key
+    read = tool_manifest(tmp_path)
+    specs = list(all_tools().values())
+    for listing in (written, read):
+        assert [t.name for t in listing] == [s.name for s in specs]  # registration order
+        for t, s in zip(listing, specs):
+            assert (t.alias, t.server, t.module, t.version, t.description, list(t.result_keys)) == \
+                   (s.alias, s.server, s.module, s.version, s.description, s.result_keys), s.name
+            assert json.dumps(t.input_schema()) == json.dumps(s.input_schema()), s.name  # key order too
+            assert [p.as_dict() for p in t.params] == [p.as_dict() for p in s.params], s.name
+    # a second cache directory gets the same file: the key is the sources', not the process's
+    assert [f.name for f in (tmp_path / "again").glob("*")] == [] and tool_manifest(tmp_path / "again")
+    assert [f.name for f in (tmp_path / "again").glob("tool-manifest-*.json")] == [files[0].name]
+
+
+@pytest.mark.django_db
+def test_the_served_tool_list_is_the_registrys_byte_for_byte():
+    # what build_server lists (from the manifest) against what the registry's specs give, as an
+    # MCP client reads it: name, title, description, input schema and the dora meta, in order
+    _, task = make_task()
+    server = build_server(task)
+    seen = {}
+
+    async def main():
+        async with Client(server) as client:
+            seen["tools"] = (await client.list_tools()).tools
+
+    run_async(main)
+    listed = [t.model_dump(mode="json", by_alias=True) for t in seen["tools"]]
+    want = [{"name": s.alias, "title": s.name, "description": _tool_description(s), "inputSchema": s.input_schema(),
+             "_meta": {"dora": {"name": s.name, "server": s.server, "module": s.module, "version": s.version,
+                                "result_keys": list(s.result_keys)}}} for s in registry_tools()]
+    assert len(listed) == len(want) == 108
+    for got, exp in zip(listed, want):
+        # the client's Tool model puts "type" first in the schema it parsed; the key order of the
+        # schema itself is checked in the manifest test above
+        assert json.dumps({k: got.get(k) for k in exp}, sort_keys=True) == json.dumps(exp, sort_keys=True), exp["name"]
 
 
 # ── recording → run folder → import and score ───────────────────────────────
@@ -239,6 +286,33 @@ def test_mcp_serve_over_stdio(tmp_path):
     assert rec["studio_session"]["perception_mode"] == "gt"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_mcp_serve_starts_without_the_tools_numpy_celery_or_the_upper_apps(tmp_path):
+    # the harness starts a server per tool call: up to its tool list, a server loads no tool module
+    # (nor numpy), no Celery app and no app above releases (STUDIO_APP_SET=tool-server, set by
+    # manage.py); run to the end of a stdio session whose client sends nothing (stdin at EOF). The
+    # first start in a fresh STUDIO_VAR_DIR writes the tool manifest's cache from the registry
+    # (so it loads the tools); the second reads it
+    _, task = make_task()
+    env = {**os.environ, **subprocess_env(tmp_path)}
+    probe = ("import runpy, sys; sys.argv = ['manage.py', 'mcp_serve', '--task', sys.argv[1]]\n"
+             "runpy.run_path('manage.py', run_name='__main__')\n"
+             "import gc\nfrom django.conf import settings\n"
+             "print(settings.APP_SET, gc.get_freeze_count() > 0, sorted(m for m in ('numpy', 'celery', 'studio.celery', 'kernel.tools.registry',"
+             " 'kernel.tools.raster', 'torch', 'rasterio', 'evaluation.models', 'experiments.models') if m in sys.modules))\n")
+    lines = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", probe, task.question_id], cwd=REPO, capture_output=True,
+                              text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        lines.append(done.stdout.strip().splitlines()[-1])
+    # ... and Django's start is frozen for the cyclic GC (mcp_serve's handle: gc.freeze)
+    assert lines == ["tool-server True ['kernel.tools.raster', 'kernel.tools.registry', 'numpy']",
+                     "tool-server True []"]
+    assert len(list((Path(env["STUDIO_VAR_DIR"]) / "cache").glob("tool-manifest-*.json"))) == 1
+    assert f"108 tools for {task.question_id} on stdio" in done.stderr
+
+
 def test_mcp_serve_help_is_printed_without_starting_django():
     # manage.py prints the command's help before Django starts (as evaluate_runs does): the app
     # registry is never populated and no model module is imported; the text is Django's own
@@ -252,6 +326,19 @@ def test_mcp_serve_help_is_printed_without_starting_django():
     assert done.returncode == 0, done.stderr
     assert "--run-dir DIR, --temp_dir DIR" in done.stdout and "{model,gt,classical}" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "False []"
+
+
+@pytest.mark.parametrize("command", sorted(set(runpy.run_path(str(REPO / "manage.py"), run_name="manage")
+                                                ["HELP_WITHOUT_DJANGO"]) - {"mcp_serve"}))
+def test_the_other_commands_listed_in_manage_py_print_their_help_without_starting_django(command):
+    # every command manage.py lists in HELP_WITHOUT_DJANGO: exit 0, Django's usage line, apps not populated
+    probe = (f"import runpy, sys; sys.argv = ['manage.py', {command!r}, '--help']\ntry:\n"
+             "    runpy.run_path('manage.py', run_name='__main__')\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+             "from django.apps import apps\nprint(apps.ready)\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: manage.py {command} ") and done.stdout.strip().splitlines()[-1] == "False"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,7 +16,8 @@ from functools import lru_cache
 from typing import Any
 
 from kernel.catalogue import catalogue_by_name, parse_returns
-from kernel.tools.registry import PAPER_ALIASES, UnknownToolError, all_tools, get_tool
+from kernel.tools.base import UnknownToolError
+from kernel.tools.spec import PAPER_ALIASES, all_tools, get_tool
 
 __all__ = ["LOOP_TOOL", "ParamInfo", "ToolInfo", "EXTRA_RESULT_KEYS", "catalogue", "known_tool_names", "clean_call",
            "resolve_tool", "result_kind", "param_kinds", "compatible"]

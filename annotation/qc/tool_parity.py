@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.references import get_obs_value, parse_reference
-from kernel.tools.logical import loop_over_reference
+from kernel.references import get_obs_value, loop_over_reference, parse_reference
 
 from .registry import declare
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from annotation import variants as spec_maker
 from annotation.models import Layer, Task, TaskVariant
 from annotation.services.tasks import CONTENT_FIELDS, create_task
-from kernel.tools.registry import all_tools
+from kernel.tools.spec import all_tools
 from studio.permissions import Action, require
 
 __all__ = ["tool_catalogue", "create_variant", "unreadable_layers", "is_unreadable_file", "VariantError", "UNREADABLE_BYTES"]

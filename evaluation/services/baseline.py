@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from annotation.models import Task
 from evaluation.services.runs import import_run_dir
-from kernel.tools.registry import get_tool, model_alias
+from kernel.tools.spec import get_tool, model_alias
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from replay.models import ReplayRun, ReplayStep
 from replay.selectors import latest_successful_replay

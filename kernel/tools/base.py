@@ -35,6 +35,7 @@ __all__ = [
     "ModelUnavailableError",
     "UnknownToolError",
     "directory_resolver",
+    "resolve_or_missing",
     "file_sha256",
     "canonical_json",
     "jsonable",
@@ -349,3 +350,21 @@ def canonical_json(value: Any) -> str:
             pass
     return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)
+
+
+def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str,
+                       empty_is_missing: bool = False) -> Path | None:
+    """The file ``value`` names, or None when no such file exists (the benchmark answers a
+    missing mask with an empty, non-error result in ``ras.count_pixels`` and
+    ``ras.vectorize``). A blank name ("   ") is missing too; the empty string only with
+    ``empty_is_missing`` (``ras.vectorize`` tests ``os.path.exists("")``, False, while
+    ``ras.count_pixels``' imread("") reads the working directory and fails). A path outside
+    the data roots or a non-string still raises ToolInputError."""
+    if isinstance(value, str) and not value.strip() and (value or empty_is_missing):
+        return None
+    try:
+        return ctx.resolve(value, tool=tool, argument=argument)
+    except ToolError as exc:
+        if isinstance(value, str) and value.strip() and exc.message.startswith("file not found"):
+            return None
+        raise

@@ -21,9 +21,8 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from ..references import apply_bind, get_obs_value, resolve_value
-from .base import ToolContext, ToolError, ToolInputError
-from .raster import resolve_or_missing
+from ..references import LOOP_OVER_REF, apply_bind, get_obs_value, loop_over_reference, resolve_value  # noqa: F401
+from .base import ToolContext, ToolError, ToolInputError, resolve_or_missing
 from .spec import call_tool, get_tool, register
 
 NESTABLE_SERVERS = ("Analysis", "Calculate", "Perception")
@@ -147,19 +146,6 @@ def _as_items(value: Any, tool: str) -> list:
         return list(value)
     raise ToolInputError(f"cannot loop over a {type(value).__name__}", tool=tool,
                          argument="loop_over", expected="a list of items")
-
-
-#: how ``analysis.py:tool_loop`` reads a string ``loop_over`` as a reference: whitespace around
-#: ``from`` optional (``\s*``), unlike the task files' reference syntax (``kernel.references``,
-#: ``\s+``, as the evaluator's ParAcc reads it); so ``"<k>from trajectory[0].obs"`` is a reference here
-LOOP_OVER_REF = re.compile(r"<(\w+)>\s*from\s*trajectory\[(\d+)\]\.obs", re.IGNORECASE)
-
-
-def loop_over_reference(value: Any) -> tuple[str, int] | None:
-    """``(key, step index)`` when a string ``loop_over`` is a trajectory reference as the
-    benchmark's tool_loop reads one (:data:`LOOP_OVER_REF`), else None."""
-    match = LOOP_OVER_REF.fullmatch(value.strip()) if isinstance(value, str) else None
-    return (match.group(1), int(match.group(2))) if match else None
 
 
 def _loop_items(ctx: ToolContext, loop_over: Any, trajectory: list, tool: str) -> list:

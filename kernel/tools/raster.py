@@ -32,7 +32,7 @@ from ._io import (
     write_raster,
     write_vector,
 )
-from .base import ToolContext, ToolError, ToolInputError
+from .base import ToolContext, ToolError, ToolInputError, resolve_or_missing  # noqa: F401  (re-exported: kernel.tools.raster.resolve_or_missing)
 from .spec import register
 
 #: RescueNet / aerial labels (benchmark's table), used to name composed classes
@@ -97,24 +97,6 @@ def image_values(path: Path, *, tool: str, argument: str) -> np.ndarray:
 #: the ``note`` of the benchmark's result for a missing input file (``_tool_guard`` /
 #: ``ras_vectorize`` in ``dora/tools/analysis.py``)
 MISSING_INPUT_NOTE = "No input data available; returning empty result."
-
-
-def resolve_or_missing(ctx: ToolContext, value, *, tool: str, argument: str,
-                       empty_is_missing: bool = False) -> Path | None:
-    """The file ``value`` names, or None when no such file exists (the benchmark answers a
-    missing mask with an empty, non-error result in ``ras.count_pixels`` and
-    ``ras.vectorize``). A blank name ("   ") is missing too; the empty string only with
-    ``empty_is_missing`` (``ras.vectorize`` tests ``os.path.exists("")``, False, while
-    ``ras.count_pixels``' imread("") reads the working directory and fails). A path outside
-    the data roots or a non-string still raises ToolInputError."""
-    if isinstance(value, str) and not value.strip() and (value or empty_is_missing):
-        return None
-    try:
-        return ctx.resolve(value, tool=tool, argument=argument)
-    except ToolError as exc:
-        if isinstance(value, str) and value.strip() and exc.message.startswith("file not found"):
-            return None
-        raise
 
 
 # --------------------------------------------------------------------------------------------

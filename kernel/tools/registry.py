@@ -2,10 +2,12 @@
 
 The tool modules ``raster``, ``vector``, ``logical``, ``perception``, ``poi``, ``vis`` and
 ``summarize`` register their tools with ``@register(...)`` from ``kernel.tools.spec``; this module
-imports them all (the package's ``__init__`` imports this module, so the registry is filled by any
-import from ``kernel.tools``). Their heavy third-party dependencies (GDAL, geopandas, torch,
+imports them all (``from kernel.tools import <a name of this module>`` imports it too, through the
+package's ``__getattr__``). Their heavy third-party dependencies (GDAL, geopandas, torch,
 matplotlib) load only when a tool runs. What a tool is and how it is looked up and called lives in
-``spec`` and is re-exported here, where the project imports it from.
+``spec`` and is re-exported here, where the project imports it from. Importing this module loads
+every tool module; the lookups of ``spec`` load it on first use (a module that only looks tools
+up when it runs imports ``spec`` and starts without them).
 """
 from __future__ import annotations
 
@@ -26,24 +28,40 @@ from .spec import (
     PAPER_ALIASES,
     REGISTRY,
     SERVERS,
+    ListedTool,
     ParamSpec,
     ToolSpec,
+    all_tools,
     call_tool,
     get_tool,
     model_alias,
     normalize_tool_name,
     register,
+    tool_manifest,
     validate_args,
 )
 
 __all__ = ["ParamSpec", "ToolSpec", "REGISTRY", "SERVERS", "register", "get_tool", "call_tool",
            "validate_args", "normalize_tool_name", "PAPER_ALIASES", "model_alias", "all_tools",
-           "catalogue_params", "UnknownToolError"]
+           "catalogue_params", "UnknownToolError", "tool_manifest", "ListedTool"]
 
 
-def all_tools() -> dict[str, ToolSpec]:
-    """Every registered tool, dotted name → ``ToolSpec`` (the ``REGISTRY`` itself)."""
-    return REGISTRY
+#: the order of the tool modules' registrations when this module is the first to import them
+#: (``logical`` imports ``raster``): ``REGISTRY`` is put in this order below, whichever tool module
+#: was imported first (``annotation.qc.tool_parity`` imports ``logical`` itself), so the tool list's
+#: order never depends on what a process happened to import before
+MODULE_ORDER = ("kernel.tools.raster", "kernel.tools.logical", "kernel.tools.perception", "kernel.tools.poi",
+                "kernel.tools.summarize", "kernel.tools.vector", "kernel.tools.vis")
+
+
+def _in_module_order() -> None:
+    rank = {m: i for i, m in enumerate(MODULE_ORDER)}
+    specs = sorted(REGISTRY.values(), key=lambda s: rank.get(s.func.__module__, len(rank)))  # stable
+    REGISTRY.clear()
+    REGISTRY.update((s.name, s) for s in specs)
+
+
+_in_module_order()
 
 
 def catalogue_params(name: str, catalogue_path) -> list[dict]:

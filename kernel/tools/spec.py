@@ -13,20 +13,28 @@ so any import from ``kernel.tools`` finds the registry filled).
 """
 from __future__ import annotations
 
+import hashlib
+import importlib
 import inspect
 import json
+import os
+import sys
+import tempfile
 import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .base import ToolContext, ToolError, ToolInputError, UnknownToolError, jsonable
 
 __all__ = ["ParamSpec", "ToolSpec", "REGISTRY", "SERVERS", "PAPER_ALIASES", "register", "get_tool",
-           "call_tool", "validate_args", "normalize_tool_name", "model_alias"]
+           "call_tool", "validate_args", "normalize_tool_name", "model_alias", "all_tools",
+           "tool_manifest", "ListedTool"]
 
 #: the paper's / README's names → the code's names
 PAPER_ALIASES = {
@@ -60,8 +68,9 @@ class ParamSpec:
 @dataclass
 class ToolSpec:
     """One registered tool: dotted ``name``, model-facing ``alias``, MCP ``server``, its parameters
-    and pydantic ``input_model`` (built from ``func``'s signature by ``register``), the keys its
-    observation carries, and ``func(ctx, **params)`` itself."""
+    and pydantic ``input_model`` (built from ``func``'s signature by ``register``, on first use:
+    ``model_fields_`` holds its fields until then, so registering 108 tools builds no model), the
+    keys its observation carries, and ``func(ctx, **params)`` itself."""
 
     name: str
     alias: str
@@ -71,11 +80,24 @@ class ToolSpec:
     description: str
     params: list[ParamSpec]
     result_keys: list[str]
-    input_model: type[BaseModel]
     func: Callable[..., Any]
     json_params: frozenset = field(default_factory=frozenset)
     #: optional parameters that refuse an explicit null (see ``register``)
     non_null: frozenset = field(default_factory=frozenset)
+    #: the input model's fields, ``{name: (type, default or ...)}`` (pydantic ``create_model``'s)
+    model_fields_: dict = field(default_factory=dict, repr=False)
+    #: the input model once built (or given: a variant's renamed tool, ``replay.variant_tools``)
+    model: type[BaseModel] | None = field(default=None, repr=False)
+
+    @property
+    def input_model(self) -> type[BaseModel]:
+        """The pydantic model of the tool's arguments (``<alias>_input``, extra arguments
+        forbidden), built on first use."""
+        if self.model is None:
+            self.model = create_model(f"{self.alias}_input",
+                                      __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+                                      **self.model_fields_)
+        return self.model
 
     def param(self, name: str) -> ParamSpec | None:
         return next((p for p in self.params if p.name == name), None)
@@ -165,14 +187,11 @@ def register(name: str, *, server: str, module: str, result_keys: list[str], ver
                                    note=notes.get(p.name, "")))
             if _is_container(tp):
                 json_params.add(p.name)
-        model = create_model(f"{model_alias(name)}_input",
-                             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
-                             **fields)
         doc = inspect.getdoc(func) or ""
         spec = ToolSpec(name=name, alias=model_alias(name), server=server, module=module,
                         version=version, description=doc.split("\n\n")[0].strip(), params=specs,
-                        result_keys=list(result_keys), input_model=model, func=func,
-                        json_params=frozenset(json_params), non_null=frozenset(non_null))
+                        result_keys=list(result_keys), func=func, json_params=frozenset(json_params),
+                        non_null=frozenset(non_null), model_fields_=fields)
         if name in REGISTRY:
             raise ValueError(f"tool {name!r} registered twice")
         if spec.alias in _ALIASES:
@@ -187,6 +206,28 @@ def register(name: str, *, server: str, module: str, result_keys: list[str], ver
 # --------------------------------------------------------------------------------------------
 # Lookup
 # --------------------------------------------------------------------------------------------
+#: the module that imports every tool module (its @register decorators fill ``REGISTRY``)
+REGISTRY_MODULE = "kernel.tools.registry"
+
+
+def registry_module() -> types.ModuleType:
+    """``kernel.tools.registry``, imported by name if no one has yet (the one place the tool
+    modules are loaded lazily: ``_filled`` and ``kernel.tools.__getattr__`` come here)."""
+    return sys.modules.get(REGISTRY_MODULE) or importlib.import_module(REGISTRY_MODULE)
+
+
+def _filled() -> dict[str, ToolSpec]:
+    """``REGISTRY`` with every tool registered (``registry_module``); a dict lookup once filled."""
+    if REGISTRY_MODULE not in sys.modules:
+        registry_module()
+    return REGISTRY
+
+
+def all_tools() -> dict[str, ToolSpec]:
+    """Every registered tool, dotted name → ``ToolSpec`` (the ``REGISTRY`` itself, filled)."""
+    return _filled()
+
+
 def normalize_tool_name(name: str) -> str:
     """Dotted code name for any accepted spelling; raises ``UnknownToolError``."""
     return get_tool(name).name
@@ -203,6 +244,7 @@ def get_tool(name: str) -> ToolSpec:
     if text.startswith("functions."):
         text = text[len("functions."):]
     text = PAPER_ALIASES.get(text, text)
+    _filled()
     if text in REGISTRY:
         return REGISTRY[text]
     if text in _ALIASES:
@@ -331,3 +373,110 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext, *,
     # NaN / Infinity stay floats, as in the benchmark's observations (its servers json.dumps
     # them as NaN tokens and its harness json.loads them back)
     return jsonable(result, keep_non_finite=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The tool list without the tools: a cache of what listing shows
+# --------------------------------------------------------------------------------------------
+#: bump when the manifest's layout changes (part of the cache key)
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    """What a tool list shows of one registered tool, without its implementation: the fields of
+    its ``ToolSpec`` that a listing reads and ``input_schema()`` (its input model's JSON schema,
+    or None where pydantic could not build one). Read from ``tool_manifest``'s cache."""
+
+    name: str
+    alias: str
+    server: str
+    module: str
+    version: int
+    description: str
+    params: tuple[ParamSpec, ...]
+    result_keys: tuple[str, ...]
+    schema: dict | None
+
+    def input_schema(self) -> dict:
+        """The cached JSON schema (this listing's own dict: ``tool_manifest`` reads a fresh one per
+        call; not copied, as the registry's ``model_json_schema`` is not); raises ``ValueError``
+        where none could be built (the caller publishes a loose schema, as for a ``ToolSpec``
+        whose ``input_schema`` raises)."""
+        if self.schema is None:
+            raise ValueError(f"{self.name}: no JSON schema from its input model")
+        return self.schema
+
+
+def _sources_key() -> str:
+    """SHA-256 of what a listing depends on: the source of every module of this package (the tools'
+    signatures, docstrings and registrations), the pydantic and Python versions and the manifest
+    layout. About 0.4 MB read and hashed: ~1 ms."""
+    h = hashlib.sha256(f"{MANIFEST_VERSION}|{pydantic.VERSION}|{sys.version}".encode())
+    here = Path(__file__).resolve().parent
+    for path in sorted(here.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _manifest_entries(specs: list[ToolSpec]) -> list[dict]:
+    out = []
+    for spec in specs:
+        try:
+            schema = spec.input_schema()
+        except Exception:  # an exotic hint: the listing publishes a loose schema (replay.mcp_server)
+            schema = None
+        out.append({"name": spec.name, "alias": spec.alias, "server": spec.server, "module": spec.module,
+                    "version": spec.version, "description": spec.description,
+                    "params": [p.as_dict() for p in spec.params], "result_keys": list(spec.result_keys),
+                    "schema": schema})
+    return out
+
+
+def _listed(entries: list[dict]) -> list[ListedTool]:
+    return [ListedTool(name=e["name"], alias=e["alias"], server=e["server"], module=e["module"],
+                       version=e["version"], description=e["description"],
+                       params=tuple(ParamSpec(**p) for p in e["params"]),
+                       result_keys=tuple(e["result_keys"]), schema=e["schema"]) for e in entries]
+
+
+def tool_manifest(cache_dir: str | os.PathLike | None = None) -> list[ListedTool]:
+    """Every registered tool as a ``ListedTool``, in registration order (``REGISTRY``'s).
+
+    With ``cache_dir``: read from ``<cache_dir>/tool-manifest-<key>.json``, ``key`` the SHA-256 of
+    this package's sources and the pydantic and Python versions (``_sources_key``), so the tools
+    are not imported and no input model is built; a missing or unreadable file is written from
+    the filled registry (atomically; a cache that cannot be written is skipped). What is listed is
+    the same either way: the cache holds the registry's own values, written as JSON and read
+    back (``tests/test_mcp.py`` compares a listing from the cache with one from the registry).
+    Without ``cache_dir``: from the registry.
+    """
+    if cache_dir is None:
+        return _listed(_manifest_entries(list(all_tools().values())))
+    path = Path(cache_dir) / f"tool-manifest-{_sources_key()}.json"
+    try:
+        return _listed(json.loads(path.read_text(encoding="utf-8"))["tools"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    entries = _manifest_entries(list(all_tools().values()))
+    try:
+        text = json.dumps({"key": path.stem, "tools": entries}, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON-able (a parameter default of an odd type): no cache
+        return _listed(entries)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tool-manifest-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+        tmp = None
+        for old in path.parent.glob("tool-manifest-*.json"):  # the manifests of earlier sources
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:  # a read-only or full disk: list from the registry, uncached
+        pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    return _listed(json.loads(text)["tools"])

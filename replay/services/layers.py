@@ -13,7 +13,7 @@ from annotation.models import Layer, Task
 from annotation.services.layer_versions import pinned_layer, task_pins
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import GTMask, ToolInputError, canonical_json, file_sha256
-from kernel.tools.registry import get_tool
+from kernel.tools.spec import get_tool
 from replay.services.paths import data_path, stored_path
 
 # The image arguments a perception tool's GT lookup follows, most specific first.

@@ -45,7 +45,7 @@ from kernel.engine import fill_answer, replay_hash, run_trajectory
 from kernel.golddiff import leaf_changes
 from kernel.taskfile import to_storage
 from kernel.tools.base import ToolContext, ToolError
-from kernel.tools.registry import get_tool
+from kernel.tools.spec import get_tool
 from replay.jobs import run_replay
 from replay.models import ReplayRun, ReplayStep
 from replay.selectors import GOLD_MODE, _close, _names_a_file

@@ -5,10 +5,11 @@ import json
 
 from django.core.management.base import CommandError
 
-from annotation.services.imports import DataImportError
-
 
 def run_and_report(command, func, *args, as_json: bool = False, **kwargs):
+    # imported here: the import commands' ``--help`` loads this module before Django starts
+    from annotation.services.imports import DataImportError
+
     try:
         result = func(*args, **kwargs)
     except DataImportError as exc:

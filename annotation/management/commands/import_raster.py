@@ -2,7 +2,6 @@
 from django.core.management.base import BaseCommand
 
 from annotation.management.commands._import_common import run_and_report
-from annotation.services.imports import import_raster_file
 
 
 class Command(BaseCommand):
@@ -23,6 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from annotation.services.imports import import_raster_file
+
         run_and_report(self, import_raster_file, o["file"], event_slug=o["event"], modality=o["modality"],
                        phase=o["phase"], gsd=o["gsd"], kind=o["kind"], class_map=o["class_map"], band=o["band"],
                        annotates=o["annotates"], name=o["name"], disaster_type=o["disaster_type"],

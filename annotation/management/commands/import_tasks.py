@@ -22,10 +22,6 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Event
-from annotation.services.task_import import TaskImportError, import_task_file, proposal_lines
-from annotation.services.tasks import TaskLockedError
-
 
 class Command(BaseCommand):
     help = "Import tasks from a task file in the benchmark's layout into an event."
@@ -39,6 +35,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from annotation.models import Event
+        from annotation.services.task_import import TaskImportError, import_task_file, proposal_lines
+        from annotation.services.tasks import TaskLockedError
+
         event = Event.objects.filter(slug=o["event"]).first()
         if event is None:
             raise CommandError(f"--event: no event '{o['event']}' (import its layers first)")

@@ -2,7 +2,6 @@
 from django.core.management.base import BaseCommand
 
 from annotation.management.commands._import_common import run_and_report
-from annotation.services.imports import import_vector_file
 
 
 class Command(BaseCommand):
@@ -17,5 +16,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from annotation.services.imports import import_vector_file
+
         run_and_report(self, import_vector_file, o["file"], event_slug=o["event"], layer=o["layer"],
                        modality=o["modality"], disaster_type=o["disaster_type"], as_json=o["json"])

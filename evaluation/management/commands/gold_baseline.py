@@ -17,8 +17,6 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.services.baseline import gold_baseline
-
 
 class Command(BaseCommand):
     help = "Run the gold trajectories with model perception as an agent run and score it."
@@ -33,6 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from evaluation.services.baseline import gold_baseline
+
         User = get_user_model()
         user = (User.objects.filter(username=o["as_user"]).first() if o["as_user"]
                 else User.objects.filter(is_superuser=True).order_by("id").first())

@@ -7,10 +7,6 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.services.queue import queue_share_of_run
-from evaluation.services.runs import RunImportError, import_run_dir
-from releases.models import Release
-
 
 class Command(BaseCommand):
     help = ("Import an agent run folder (per-dimension benchmark.jsonl, the benchmark's run layout) and score it "
@@ -38,6 +34,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from evaluation.services.queue import queue_share_of_run
+        from evaluation.services.runs import RunImportError, import_run_dir
+        from releases.models import Release
+
         User = get_user_model()
         user = (User.objects.filter(username=opts["as_user"]).first() if opts["as_user"]
                 else User.objects.filter(is_superuser=True).order_by("id").first())

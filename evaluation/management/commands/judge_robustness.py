@@ -14,12 +14,6 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.judge import JudgeConfigError, JudgeRequestError, JudgeTransientError
-from evaluation.models import AgentRun, JudgeConfig
-from evaluation.robustness import JUDGE_NEEDED
-from evaluation.services.judge import JudgeInputError, JudgePaused
-from evaluation.services.robustness import judge_robustness
-
 
 class Command(BaseCommand):
     help = "Let the judge decide the robustness outcomes of a run that the rule left open."
@@ -31,6 +25,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from evaluation.judge import JudgeConfigError, JudgeRequestError, JudgeTransientError
+        from evaluation.models import AgentRun, JudgeConfig
+        from evaluation.robustness import JUDGE_NEEDED
+        from evaluation.services.judge import JudgeInputError, JudgePaused
+        from evaluation.services.robustness import judge_robustness
+
         run = AgentRun.objects.filter(pk=o["run"]).first()
         if run is None:
             raise CommandError(f"--run: no run {o['run']}")

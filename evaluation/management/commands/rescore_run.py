@@ -5,10 +5,6 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.models import AgentRun
-from evaluation.services.runs import RunImportError, rescore_run
-from releases.models import Release
-
 
 class Command(BaseCommand):
     help = ("Score the stored predictions of an agent run again against another gold set (a release version, or the "
@@ -24,6 +20,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from evaluation.models import AgentRun
+        from evaluation.services.runs import RunImportError, rescore_run
+        from releases.models import Release
+
         User = get_user_model()
         user = (User.objects.filter(username=opts["as_user"]).first() if opts["as_user"]
                 else User.objects.filter(is_superuser=True).order_by("id").first())

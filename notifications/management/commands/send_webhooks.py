@@ -7,9 +7,6 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from notifications.models import WebhookDelivery
-from notifications.services import send_due
-
 
 class Command(BaseCommand):
     help = "Send every due webhook delivery now (retries included)."
@@ -18,6 +15,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the counts as JSON")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from notifications.models import WebhookDelivery
+        from notifications.services import send_due
+
         n = send_due()
         pending = WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).count()
         if opts["json"]:

@@ -3,10 +3,6 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from releases.models import Release
-from releases.services.export import ExportError
-from releases.services.release_export import export_release, zip_folder
-
 
 class Command(BaseCommand):
     help = ("Write release VERSION as tasks/t1_…json … t5_…json, tasks/gold_polygons/, images/, schemas/ and "
@@ -19,6 +15,11 @@ class Command(BaseCommand):
         parser.add_argument("--zip", default=None, help="also write a zip of the folder to this file")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from releases.models import Release
+        from releases.services.export import ExportError
+        from releases.services.release_export import export_release, zip_folder
+
         release = Release.objects.filter(version=opts["version"]).first()
         if release is None:
             known = ", ".join(Release.objects.order_by("id").values_list("version", flat=True)) or "none"

@@ -9,10 +9,6 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Task, TaskVariant
-from releases.services.export import ExportError, write_task_files
-from releases.services.release_variants import VARIANTS_DIR
-
 
 class Command(BaseCommand):
     help = ("Write tasks/t1_…json … t5_…json (the benchmark's layout) from each task's newest succeeded replay, "
@@ -23,6 +19,11 @@ class Command(BaseCommand):
         parser.add_argument("--event", default=None)
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from annotation.models import Task, TaskVariant
+        from releases.services.export import ExportError, write_task_files
+        from releases.services.release_variants import VARIANTS_DIR
+
         qs = Task.objects.select_related("event", "head")
         if opts["event"]:
             qs = qs.filter(event__slug=opts["event"])

@@ -12,9 +12,6 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.services.task_import import proposal_lines
-from releases.services.release_import import ReleaseImportError, import_release_dir
-
 
 class Command(BaseCommand):
     help = ("Import a benchmark folder in the release layout (tasks/t*.json, images/, optional studio_manifest.json): "
@@ -33,6 +30,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from annotation.services.task_import import proposal_lines
+        from releases.services.release_import import ReleaseImportError, import_release_dir
+
         User = get_user_model()
         if opts["as_user"]:
             user = User.objects.filter(username=opts["as_user"]).first()

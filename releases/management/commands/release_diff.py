@@ -3,9 +3,6 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from releases.models import Release
-from releases.selectors import format_diff, release_diff
-
 
 class Command(BaseCommand):
     help = "Print the diff between two releases: tasks added, removed, changed (query, trajectory, answer, eval spec)."
@@ -16,6 +13,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from releases.models import Release
+        from releases.selectors import format_diff, release_diff
+
         rels = {r.version: r for r in Release.objects.filter(version__in=[opts["a"], opts["b"]])}
         for v in (opts["a"], opts["b"]):
             if v not in rels:

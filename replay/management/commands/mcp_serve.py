@@ -38,6 +38,7 @@ Tool paths resolve to the task's event layers; artifacts go to
 """
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -69,13 +70,18 @@ class Command(BaseCommand):
                                  "without checkpoints), gt (oracle perception) or classical")
 
     def handle(self, *args, **opts):
+        # Django's start (settings, the app registry, the models) lives as long as this process:
+        # freeze it, so that the cyclic GC's passes during the rest of the start (the mcp SDK's
+        # import above all, whose pydantic types allocate heavily) do not rescan it each time
+        # (a server per tool call: 0.96 → 0.78 s CPU of a start, docs/benchmarks.md). The frozen
+        # objects are never collected; they are the start's own.
+        gc.freeze()
         # imported here, not at the top: ``manage.py mcp_serve --help`` loads this module without
         # starting Django (manage.py), and the server's start pays only for what it uses
         from annotation.models import Task
         from kernel.paths import OutsideRoot
-        from replay.mcp_server import build_server, registry_tools
+        from replay.mcp_server import build_server
         from replay.sessions import RunDirectory, SessionRecorder
-        from replay.variant_tools import published_tools
 
         task = Task.objects.select_related("head", "event").filter(question_id=opts["task"]).first()
         if task is None:
@@ -108,7 +114,7 @@ class Command(BaseCommand):
                       "benchmark's stub observation (status \"stub\"); --perception gt serves "
                       "the GT masks (oracle perception)\n")
         where = (f"http://{HTTP_HOST}:{opts['port']}/mcp" if opts["transport"] == "http" else "stdio")
-        err.write(f"mcp_serve: {len(published_tools(task, registry_tools()))} tools for {task.question_id} on {where}; "
+        err.write(f"mcp_serve: {server.tool_count} tools for {task.question_id} on {where}; "
                   f"session {server.binding.session_id}, artifacts in {server.binding.work_dir}"
                   + f"; perception {perception}"
                   + (f"; recording to {recorder.jsonl_path}" if recorder else "") + "\n")

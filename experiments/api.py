@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from experiments import selectors, services
 from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion
+from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE
 from studio.api_fields import ID_BOUNDS
 from studio.api_views import APIView
 from studio.pagination import CursorPagination
@@ -23,7 +24,7 @@ class ConfigOut(serializers.ModelSerializer):
     class Meta:
         model = ExperimentConfig
         fields = ["id", "name", "version", "base_url", "model", "api_key_env", "protocol", "temperature", "top_p",
-                  "max_tokens", "seed", "tool_results", "max_steps", "question_timeout_s", "request_timeout_s", "budget_tokens",
+                  "max_tokens", "seed", "tool_results", "perception_mode", "max_steps", "question_timeout_s", "request_timeout_s", "budget_tokens",
                   "budget_cost", "price_prompt_per_m", "price_completion_per_m", "created_at"]
 
 
@@ -40,6 +41,9 @@ class ConfigIn(serializers.Serializer):
                                           max_value=1_000_000)
     seed = serializers.IntegerField(default=0, min_value=-(2**31), max_value=2**31 - 1)
     tool_results = serializers.ChoiceField(choices=["tool", "user"], default="tool")
+    perception_mode = serializers.ChoiceField(
+        choices=list(PERCEPTION_MODES), default=SERVING_PERCEPTION_MODE,
+        help_text="how the seg.* tools answer: model (the benchmark's protocol), gt (oracle perception) or classical")
     max_steps = serializers.IntegerField(default=50, min_value=2, max_value=1000)
     question_timeout_s = serializers.FloatField(default=900.0, min_value=1, max_value=86400)
     request_timeout_s = serializers.FloatField(default=1200.0, min_value=0.01, max_value=86400)

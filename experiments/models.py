@@ -17,6 +17,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE
+
 
 class ExperimentConfig(models.Model):
     """One version of an agent configuration. The API key is never stored: ``api_key_env`` names
@@ -40,6 +42,10 @@ class ExperimentConfig(models.Model):
         max_length=4, choices=[("tool", "tool messages (OpenAI, the harness's)"),
                                ("user", "user messages (servers whose template drops tool messages)")],
         default="tool", help_text="how a tool's answer goes back to the model (docs/experiments.md, Measured)")
+    perception_mode = models.CharField(
+        max_length=10, choices=[(m, m) for m in PERCEPTION_MODES], default=SERVING_PERCEPTION_MODE,
+        help_text="how the seg.* tools answer the agent: model (the benchmark's protocol), gt (oracle "
+                  "perception, never ranked with it) or classical; the scored runs record it")
     max_steps = models.PositiveIntegerField(default=50, help_text="LangGraph recursion limit per question")
     question_timeout_s = models.FloatField(default=900.0, help_text="wall-clock seconds per question")
     request_timeout_s = models.FloatField(default=1200.0, help_text="read timeout of one model request")

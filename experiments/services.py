@@ -51,7 +51,7 @@ from experiments.client import EndpointError, post_chat
 from experiments.jobs import run as celery_run
 from experiments.models import Experiment, ExperimentConfig, ExperimentQuestion, ModelCall
 from kernel.errors import Conflict, DomainError, InvalidInput
-from kernel.vocabulary import TASK_STEMS
+from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE, TASK_STEMS
 from releases.models import Release
 from replay.mcp_server import build_server
 from studio.background import job_running, worker_lost, worker_tag
@@ -106,14 +106,17 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
                 max_steps: int = harness.RECURSION_LIMIT, question_timeout_s: float = harness.QUESTION_TIMEOUT_S,
                 request_timeout_s: float = 1200.0, budget_tokens: int | None = None, budget_cost: float | None = None,
                 price_prompt_per_m: float = 0.0, price_completion_per_m: float = 0.0,
-                tool_results: str = "tool") -> ExperimentConfig:
+                tool_results: str = "tool", perception_mode: str = SERVING_PERCEPTION_MODE) -> ExperimentConfig:
     """Save version ``n + 1`` of configuration ``name`` (1 for a new name); a saved version is never
     changed. ``api_key_env`` is the *name* of the variable holding the key (one of
     ``STUDIO_JUDGE_KEY_VARIABLES``); the endpoint's host must be an allowed judge host
     (``STUDIO_JUDGE_ALLOWED_HOSTS``). Defaults: the harness's (temperature 0.1, recursion limit
     50, 900 s a question, 1200 s a request). ``tool_results``: ``"tool"`` (a ``tool`` message per
     call, as the harness sends them) or ``"user"`` (a ``user`` message, for a server whose chat
-    template drops tool messages: docs/experiments.md, "Measured"). Raises ``InvalidInput`` naming the field;
+    template drops tool messages: docs/experiments.md, "Measured"). ``perception_mode``: how the
+    ``seg.*`` tools answer the agent (``kernel.vocabulary.PERCEPTION_MODES``; default the benchmark's
+    ``model``, whose stub observation stands where no checkpoint is configured; ``gt`` is oracle
+    perception, whose runs are never ranked with the benchmark's). Raises ``InvalidInput`` naming the field;
     ``PermissionDenied`` without ``experiment.configure``."""
     require(user, Action.EXPERIMENT_CONFIGURE)
     name, base_url, model, api_key_env = (str(v or "").strip() for v in (name, base_url, model, api_key_env))
@@ -126,6 +129,8 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
         raise InvalidInput("base_url: an http:// or https:// URL of an OpenAI-compatible endpoint")
     if protocol not in ("AP", "IF"):
         raise InvalidInput("protocol: AP (auto-planning) or IF (instruction-following)")
+    if perception_mode not in PERCEPTION_MODES:
+        raise InvalidInput(f"perception_mode: one of {', '.join(PERCEPTION_MODES)}", field="perception_mode")
     if tool_results not in ("tool", "user"):
         raise InvalidInput("tool_results: tool (OpenAI tool messages) or user (user messages)")
     if api_key_env and (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", api_key_env)
@@ -150,7 +155,7 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
     newest = ExperimentConfig.objects.select_for_update().filter(name=name).aggregate(n=Max("version"))["n"] or 0
     return ExperimentConfig.objects.create(name=name, version=newest + 1, base_url=base_url, model=model,
                                            api_key_env=api_key_env, protocol=protocol, tool_results=tool_results,
-                                           created_by=user, **fields)
+                                           perception_mode=perception_mode, created_by=user, **fields)
 
 
 # ------------------------------------------------------------------ gold sets and questions
@@ -402,7 +407,7 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
     cfg = exp.config
     work_dir = run_folder(exp, row.repeat) / "workers" / "w0" / "tmp" / question["question_id"].replace("/", "_")
     shutil.rmtree(work_dir, ignore_errors=True)
-    server = build_server(task, work_dir=work_dir)
+    server = build_server(task, work_dir=work_dir, perception_mode=cfg.perception_mode)
     tools = offered_tools(server, question, cfg.protocol)
     names = {t["function"]["name"] for t in tools}
     messages: list[dict] = [{"role": "user", "content": harness.build_prompt(question, cfg.protocol)}]
@@ -612,7 +617,8 @@ def score_experiment(exp: Experiment) -> list:
         if not folder.is_dir():
             continue
         run = import_run_dir(exp.created_by, folder, exp.agent_name, release=exp.release,
-                             protocol=exp.config.protocol, scaffold="ReAct")
+                             protocol=exp.config.protocol, scaffold="ReAct",
+                             perception_mode=exp.config.perception_mode)
         spent = selectors.repeat_sums(exp, repeat)
         record_run_accounting(exp.created_by, run, prompt_tokens=spent["prompt_tokens"],
                               completion_tokens=spent["completion_tokens"], cost=spent["cost"], seconds=spent["seconds"])

@@ -68,3 +68,14 @@ def dimension_of_file(name: str) -> str | None:
         if base in (d.file_name, d.stem) or base.lower().startswith(f"{d.key}_"):
             return d.key
     return None
+
+
+#: how the ``seg.*`` perception tools answer (``kernel.tools.base.ToolContext.perception_mode``):
+#: ``model`` the benchmark's networks (its stub observation without a checkpoint, as the
+#: benchmark's own tools answer), ``gt`` the ground-truth masks ("oracle perception": an easier
+#: task whose scores are never ranked with the benchmark's), ``classical`` the studio's
+#: classical baselines
+PERCEPTION_MODES = ("model", "gt", "classical")
+#: the perception an agent is served with unless it says otherwise: the benchmark's protocol
+#: (``manage.py mcp_serve``, experiments)
+SERVING_PERCEPTION_MODE = "model"

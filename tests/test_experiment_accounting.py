@@ -112,6 +112,7 @@ def test_an_unpriced_configuration_leaves_the_cost_blank_and_the_plot_uses_token
     (run,) = services.score_experiment(exp)
     run.refresh_from_db()
     assert (run.prompt_tokens, run.completion_tokens, run.cost) == (1200, 300, None)
+    assert run.perception_mode == "model"  # the configuration's default: the benchmark's protocol
     table = lb.official_table([{"run_id": run.pk, "agent": "free-agent", "mode": "dora", "dora_score": 0.0,
                                 "prompt_tokens": 1200, "completion_tokens": 300, "cost": None, "seconds": 12.5}])
     points = lb.cost_points(table)

@@ -122,6 +122,37 @@ def test_the_pages_list_and_offer_start_only_to_who_may_run(client, maintainer, 
 
 
 @pytest.mark.django_db
+def test_a_configuration_names_its_perception_mode_by_default_the_benchmarks(client, maintainer):
+    """How the seg.* tools answer the agent is part of a configuration: ``model`` unless it says
+    otherwise (the benchmark's protocol, as ``mcp_serve`` serves), ``gt`` (oracle perception) only
+    when chosen; anything else is refused naming the field, from the service, the API and the
+    command line."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    assert _config(maintainer).perception_mode == "model"
+    assert _config(maintainer, perception_mode="gt").perception_mode == "gt"
+    with pytest.raises(InvalidInput, match="perception_mode"):
+        _config(maintainer, perception_mode="oracle")
+    client.force_login(maintainer)
+    body = {"name": "api", "base_url": URL, "model": "m"}
+    r = client.post("/api/experiment-configs/", body, content_type="application/json")
+    assert r.status_code == 201 and r.json()["perception_mode"] == "model"
+    r = client.post("/api/experiment-configs/", dict(body, perception_mode="classical"), content_type="application/json")
+    assert r.json()["perception_mode"] == "classical"
+    assert client.post("/api/experiment-configs/", dict(body, perception_mode="x"),
+                       content_type="application/json").status_code == 400
+    call_command("experiment", "--as-user", maintainer.username, "config", "--name", "cli", "--base-url", URL,
+                 "--model", "m", "--perception", "gt")
+    assert ExperimentConfig.objects.get(name="cli").perception_mode == "gt"
+    with pytest.raises(CommandError):
+        call_command("experiment", "--as-user", maintainer.username, "config", "--name", "cli", "--base-url", URL,
+                     "--model", "m", "--perception", "oracle")
+    page = client.get("/experiments/").content.decode()
+    assert 'name="perception_mode"' in page and "oracle perception" in page
+
+
+@pytest.mark.django_db
 def test_the_list_page_pages_the_experiments_newest_first_in_constant_queries(client, maintainer, monkeypatch):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

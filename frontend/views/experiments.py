@@ -16,6 +16,7 @@ from evaluation.selectors.judge import judge_configs
 from experiments import selectors, services
 from experiments.models import Experiment, ExperimentConfig
 from kernel.errors import DomainError
+from kernel.vocabulary import SERVING_PERCEPTION_MODE
 from releases.models import Release
 from studio.pagination import InvalidCursor, paginate
 from studio.permissions import can
@@ -28,7 +29,7 @@ QUESTION_PAGE_SIZE = 50
 TASK_PAGE_SIZE = 50
 
 _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "temperature", "max_tokens", "max_steps",
-                  "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "tool_results")
+                  "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "tool_results", "perception_mode")
 
 
 def experiment_list(request):
@@ -68,7 +69,8 @@ def experiment_config_save(request):
     for k in ("max_tokens", "budget_tokens", "budget_cost"):
         values[k] = values[k] or None
     for k, default in (("temperature", 0.1), ("max_steps", 50), ("question_timeout_s", 900.0),
-                       ("price_prompt_per_m", 0.0), ("price_completion_per_m", 0.0), ("tool_results", "tool")):
+                       ("price_prompt_per_m", 0.0), ("price_completion_per_m", 0.0), ("tool_results", "tool"),
+                       ("perception_mode", SERVING_PERCEPTION_MODE)):
         values[k] = values[k] or default
     try:
         cfg = services.save_config(request.user, **values)

@@ -3,7 +3,7 @@
     manage.py experiment config --name N --base-url URL --model M [--api-key-env VAR] [--protocol AP|IF]
                                 [--temperature T] [--max-tokens N] [--max-steps 50] [--question-timeout 900]
                                 [--budget-tokens N] [--budget-cost X] [--price-prompt X] [--price-completion X]
-                                [--tool-results tool|user]
+                                [--tool-results tool|user] [--perception model|gt|classical]
     manage.py experiment start --config N[:VERSION] (--release V | --tasks QID,QID) [--repeats 1] [--agent A]
                                [--judge-config NAME] [--human-share 0..1]
     manage.py experiment status ID        (JSON: the experiment, its questions and accounting)
@@ -27,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments import selectors, services
 from experiments.models import Experiment, ExperimentConfig
 from kernel.errors import DomainError
+from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE
 
 
 class Command(BaseCommand):
@@ -47,6 +48,9 @@ class Command(BaseCommand):
         c.add_argument("--seed", type=int, default=0)
         c.add_argument("--tool-results", default="tool", choices=["tool", "user"],
                        help="tool answers as tool messages (OpenAI) or user messages (docs/experiments.md)")
+        c.add_argument("--perception", default=SERVING_PERCEPTION_MODE, choices=list(PERCEPTION_MODES),
+                       help="how the seg.* tools answer: model (the benchmark's protocol; its stub without a "
+                            "checkpoint), gt (oracle perception, never ranked with it) or classical")
         c.add_argument("--max-steps", type=int, default=50)
         c.add_argument("--question-timeout", type=float, default=900.0)
         c.add_argument("--request-timeout", type=float, default=1200.0)
@@ -118,7 +122,8 @@ class Command(BaseCommand):
                     seed=o["seed"], max_steps=o["max_steps"], question_timeout_s=o["question_timeout"],
                     request_timeout_s=o["request_timeout"], budget_tokens=o["budget_tokens"],
                     budget_cost=o["budget_cost"], price_prompt_per_m=o["price_prompt"],
-                    price_completion_per_m=o["price_completion"], tool_results=o["tool_results"])
+                    price_completion_per_m=o["price_completion"], tool_results=o["tool_results"],
+                    perception_mode=o["perception"])
                 self.stdout.write(f"configuration {cfg} (id {cfg.pk})")
             elif action == "start":
                 tasks = [t for t in o["tasks"].split(",") if t.strip()]

@@ -45,8 +45,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE
+
 HTTP_HOST = "127.0.0.1"
-PERCEPTION_MODES = ("model", "gt", "classical")
 
 
 class Command(BaseCommand):
@@ -65,7 +66,7 @@ class Command(BaseCommand):
                             help="one run across server processes: artifacts and session state in DIR")
         parser.add_argument("--dotted-names", action="store_true",
                             help="list tools under the benchmark's dotted names (seg.flood)")
-        parser.add_argument("--perception", choices=list(PERCEPTION_MODES), default="model",
+        parser.add_argument("--perception", choices=list(PERCEPTION_MODES), default=SERVING_PERCEPTION_MODE,
                             help="seg.* tools: model (the benchmark's networks; stub answers "
                                  "without checkpoints), gt (oracle perception) or classical")
 
@@ -90,7 +91,7 @@ class Command(BaseCommand):
             raise CommandError(f"--task: task '{opts['task']}' has no revision")
         if not (0 < opts["port"] < 65536):
             raise CommandError(f"--port: {opts['port']} is not a TCP port")
-        perception = opts.get("perception") or "model"
+        perception = opts.get("perception") or SERVING_PERCEPTION_MODE
         run_dir, session_id, work_dir, started_at = None, None, None, None
         if opts.get("run_dir"):
             run_dir = RunDirectory(Path(opts["run_dir"]).resolve())

@@ -11,6 +11,7 @@ from annotation.models import Task
 from kernel import golddiff
 from kernel.errors import NotFound
 from kernel.tools.registry import all_tools
+from kernel.vocabulary import PERCEPTION_MODES
 from replay.models import ReplayRun
 from replay.selectors import replay_diff, task_replay_diff
 from replay.services.gold import accept_gold
@@ -83,7 +84,7 @@ class ReplayOut(serializers.Serializer):
 
 
 class ReplayStartIn(serializers.Serializer):
-    mode = serializers.ChoiceField(choices=["gt", "model", "classical"], default="gt")
+    mode = serializers.ChoiceField(choices=list(PERCEPTION_MODES), default="gt")
 
 
 class TaskReplayView(APIView):

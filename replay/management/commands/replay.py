@@ -39,6 +39,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Layer, Task
 from annotation.services.task_import import TaskImportError
 from annotation.services.tasks import TaskLockedError
+from kernel.vocabulary import PERCEPTION_MODES
 from replay.models import ReplayRun
 from replay.selectors import GOLD_MODE, recorded_diff, recorded_trajectory, task_recorded_diff
 from replay.services.layers import LAYER_FIELDS, input_fingerprint
@@ -61,7 +62,7 @@ class Command(BaseCommand):
         what.add_argument("--resume-stuck", action="store_true")
         parser.add_argument("--event", default=None, help="with --all: only this event's tasks")
         parser.add_argument("--changed-only", action="store_true")
-        parser.add_argument("--mode", choices=["gt", "model", "classical"], default="gt")
+        parser.add_argument("--mode", choices=list(PERCEPTION_MODES), default="gt")
         parser.add_argument("--no-cache", action="store_true", help="call every tool (the cache is still filled)")
         parser.add_argument("--timeout", type=float, default=900.0)
         parser.add_argument("--json", action="store_true")

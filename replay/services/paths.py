@@ -1,6 +1,12 @@
 """Where a replay's files live: stored layer files under ``STUDIO_DATA_ROOT`` and artifacts under
 ``STUDIO_ARTIFACT_ROOT``, each confined to its root (``kernel.paths.confine``).
 
+With a bucket (``STUDIO_STORAGE_URL``) the layer files live there and ``STUDIO_DATA_ROOT`` is this
+worker's cache of them: :func:`data_path` and :func:`layer_file_path` (the one place the replay asks
+for a layer's local path) fill it on demand through ``studio.storage.local_copy`` (content checked
+against the layer's SHA-256, written whole by an atomic rename), so a worker on any machine with an
+empty data root replays a task whose layers were imported elsewhere.
+
 Storage (all under ``STUDIO_ARTIFACT_ROOT``)
     ``cas/<sha256[:2]>/<sha256>``: every artifact, content-addressed (``ArtifactStore``).
     ``replays/<run id>/<name>``: the run's folder; each artifact a hard link into ``cas/`` (a copy
@@ -17,6 +23,7 @@ from django.conf import settings
 from kernel.engine import ArtifactStore
 from kernel.paths import confine
 from replay.models import ReplayRun
+from studio import storage
 
 
 def stored_path(relative: str) -> str:
@@ -38,10 +45,25 @@ def _stored_path(root: str, relative: str) -> str:
 
 
 
-def data_path(relative: str) -> Path:
+def data_path(relative: str, sha256: str = "") -> Path:
     """Absolute path of a file stored under STUDIO_DATA_ROOT (symbolic links resolved);
-    ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it escapes the root."""
+    ``kernel.paths.OutsideRoot`` (a ``ValueError``) if it escapes the root. With a bucket the file
+    is first made present in this worker's cache (``storage.local_copy``: downloaded when missing
+    or, given ``sha256``, when its content differs); ``FileNotFoundError`` when the bucket has no
+    such object, ``ValueError`` when its content is not ``sha256``."""
+    if storage.uses_bucket():
+        stored_path(relative)  # lexically inside the root before anything is written
+        storage.local_copy(Path(relative).as_posix(), sha256)
     return confine(settings.STUDIO_DATA_ROOT, relative)
+
+
+def layer_file_path(relative: str, sha256: str = "") -> str:
+    """The local path to read a layer's stored file at: ``stored_path(relative)`` (the file is not
+    touched) without a bucket, else ``str(data_path(relative, sha256))`` (filled from the bucket).
+    Errors as :func:`data_path`."""
+    if storage.uses_bucket():
+        return str(data_path(relative, sha256))
+    return stored_path(relative)
 
 
 

@@ -4,7 +4,8 @@ SeaweedFS (``tests/support/seaweedfs.py``; no mock of S3): the import writes eac
 straight from the bucket through GDAL (``/vsis3/``); a worker's local cache (the data root) is filled
 on demand, content-checked (``storage.local_copy``); a second "machine" (a child process with its own
 empty data root, sharing only the database and the bucket) replays a task whose layers were imported
-here.
+here. A new version replaces the object (a failed upload puts the old bytes back) and a pinned
+superseded version keeps its file under ``versions/`` in the bucket.
 
 What the checks compare: the keys in the bucket and the files the same import writes under a local
 data root without a bucket (the same names and the same SHA-256 each); tiles, the whole-layer image
@@ -195,6 +196,33 @@ def test_a_new_version_replaces_the_object_and_a_failed_upload_puts_the_old_one_
     storage.download_file(new.path, stale)
     stale.write_bytes(b"old")
     assert _sha(storage.local_copy(new.path, new.sha256).read_bytes()) == new.sha256
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pinned_version_superseded_by_a_re_import_keeps_its_file_in_the_bucket(settings, bucket, seaweedfs,
+                                                                                 monkeypatch):
+    """Version 1 of ``chip.tif`` pinned (the releases' pin reader answering yes for it, as
+    ``ReleasesConfig.ready`` registers one), a re-import from another file archives its files to
+    ``events/j/versions/<layer>/v1/`` in the bucket with their bytes; the pinned version reads them
+    back through the cache; nothing stays on this disk."""
+    from annotation.models import LayerVersion
+    from annotation.services import layer_versions
+
+    root = Path(settings.STUDIO_DATA_ROOT)
+    first = import_raster_file(JOPLIN_CHIP.parent / "output_chips_pre_0_pre.tif", event_slug="j",
+                               file_name="chip.tif").layers[0]
+    v1 = LayerVersion.objects.get(layer=first, number=1)
+    monkeypatch.setitem(layer_versions._pin_reader, "is_pinned", lambda pk: pk == v1.pk)
+    assert import_raster_file(JOPLIN_CHIP, event_slug="j", file_name="chip.tif").status == {"chip.tif": "new version"}
+    v1.refresh_from_db()
+    archived = v1.snapshot["path"]
+    assert archived == f"events/j/versions/{first.pk}/v1/chip.tif" and v1.snapshot["sha256"] == first.sha256
+    in_bucket = _bucket_tree(seaweedfs, bucket)
+    assert in_bucket[archived] == first.sha256
+    assert {k for k in in_bucket if "/versions/" in k} == set(v1.files)
+    assert _local_tree(root) == {}
+    pinned = layer_versions.as_layer(Layer.objects.get(pk=first.pk), v1)
+    assert _sha(storage.local_copy(pinned.path, pinned.sha256).read_bytes()) == first.sha256
 
 
 #: machine B: replays task ``task`` (no step cache) with its own empty data root

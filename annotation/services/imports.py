@@ -270,8 +270,9 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
     existing_event = Event.objects.filter(slug=slug).first()
     existing = {l.file_name: l for l in existing_event.layers.all()} if existing_event else {}
     in_bucket = storage.uses_bucket()
+    fetched: list[Path] = []
     if in_bucket:  # this machine's cache holds the event's current files: compared, archived, backed up
-        _fill_cache(existing.values())
+        fetched = _fill_cache(existing.values(), root)
 
     def unchanged(spec: LayerSpec) -> bool:
         layer = existing.get(spec.file_name)
@@ -401,7 +402,7 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
                 for dst, keep in written:
                     storage.upload_file(_key_of(dst, root), dst)
                     uploaded.append((dst, keep))
-                transaction.on_commit(lambda done=[d for d, _ in uploaded]: _drop_local(done, event_dir))
+                transaction.on_commit(lambda done=[d for d, _ in uploaded] + fetched: _drop_local(done, event_dir))
     except BaseException:
         for dst, keep in reversed(uploaded):  # the bucket as it was: replaced objects back, new ones gone
             try:
@@ -440,27 +441,33 @@ def _key_of(path: Path, root: Path) -> str:
     return storage.key(*path.relative_to(root).parts)
 
 
-def _fill_cache(layers) -> None:
+def _fill_cache(layers, root: Path) -> list[Path]:
     """With a bucket: make this machine's data root hold the current files of ``layers`` (stored
     file checked against ``Layer.sha256``, tile file, originals) through ``storage.local_copy``, so
     the import compares, archives and backs them up as it does on a local data root. A file the
     bucket lacks, or whose object is not the row's content, stays missing here (read as missing,
-    as on a local data root)."""
+    as on a local data root). Returns the files it downloaded (not here before), which the import
+    removes again once committed."""
+    fetched = []
     for layer in layers:
         rels = [(layer.path, layer.sha256 or ""), (layer.tiles_path, "")]
         rels += [(r, "") for r in (layer.metadata or {}).get("original_paths") or []]
         for rel, sha in rels:
             if not rel:
                 continue
+            was_here = (root / rel).is_file()
             try:
-                storage.local_copy(rel, sha)
+                path = storage.local_copy(rel, sha)
             except (FileNotFoundError, ValueError):
-                pass
+                continue
+            if not was_here:
+                fetched.append(path)
+    return fetched
 
 
 def _drop_local(paths: list[Path], event_dir: Path) -> None:
-    """After an import's commit with a bucket: remove the local files it wrote (they are in the
-    bucket; a reader here fills its cache again on demand) and the folders left empty."""
+    """After an import's commit with a bucket: remove the local files it wrote or fetched (they are
+    in the bucket; a reader here fills its cache again on demand) and the folders left empty."""
     for p in paths:
         p.unlink(missing_ok=True)
     for d in sorted((d for d in event_dir.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)) + [event_dir]:

@@ -36,7 +36,7 @@ from kernel.paths import OutsideRoot, confine
 from kernel.taskfile import loads
 from studio import storage
 
-__all__ = ["layer_info", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
+__all__ = ["layer_info", "fill_layer_cache", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
 
 
 def layer_info(layer) -> dict:
@@ -175,12 +175,12 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
             hashes = [r.replay_hash for r in runs]
     polygons = _polygon_golds(content, replay) if isinstance(replay, dict) else None
     if data_root is None:
-        _fill_cache(layer_rows, content)
+        fill_layer_cache(layer_rows, content)
     return qc.full_qc(content, layers=layers, replay=replay, data_root=data_root or settings.STUDIO_DATA_ROOT,
                       replay_hashes=hashes if len(hashes) >= 2 else None, polygons=polygons, derived=derived)
 
 
-def _fill_cache(layer_rows, content: dict) -> None:
+def fill_layer_cache(layer_rows, content: dict) -> None:
     """With a bucket (``STUDIO_STORAGE_URL``): the stored files of the layers ``content``'s
     ``input_data`` names made present in this machine's data root, its cache of the bucket
     (``storage.local_copy``, checked against ``Layer.sha256``), so the manifest check finds a file
@@ -213,7 +213,7 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
     layers = {l.file_name: layer_info(l) for l in layer_rows}
     derived = {"manifest": derived_manifest(merged.get("input_data"), layer_rows), "gold": None}
     if data_root is None:
-        _fill_cache(layer_rows, merged)
+        fill_layer_cache(layer_rows, merged)
     return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT,
                       derived=derived)
 

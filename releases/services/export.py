@@ -55,7 +55,7 @@ from annotation import qc
 from annotation.models import AuditEvent, Layer, Task, TaskRevision, TaskVariant
 from annotation.services.content import revision_content
 from annotation.services.layer_versions import pinned_layer
-from annotation.services.qc import layer_info
+from annotation.services.qc import fill_layer_cache, layer_info
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.hashing import file_sha256 as sha256_file
 from kernel.hashing import tree_digest
@@ -868,6 +868,7 @@ class LayoutWriter:
         if variant is not None:  # a robustness variant: its own checks, as on the task page
             content["variant"] = variant
         try:
+            fill_layer_cache(self._event_layers(task.event).values(), content)  # with a bucket: its files here
             findings = qc.full_qc(content, layers=self._layer_infos[task.event_id],
                                   replay={"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
                                           "hash": run.replay_hash, "variant_check": run.variant_check},

@@ -225,6 +225,33 @@ def test_a_pinned_version_superseded_by_a_re_import_keeps_its_file_in_the_bucket
     assert _sha(storage.local_copy(pinned.path, pinned.sha256).read_bytes()) == first.sha256
 
 
+@pytest.mark.django_db(transaction=True)
+def test_push_layers_uploads_what_was_imported_before_the_bucket_once(settings, bucket, seaweedfs, tmp_path):
+    """Florence imported on a local data root, then the bucket turned on: ``push_layers`` uploads its
+    files (the keys are the local files with the same bytes), a second run uploads nothing, and a
+    machine with an empty data root reads each layer's stored file back with the row's SHA-256."""
+    import io
+
+    from django.core.management import call_command
+
+    root = Path(settings.STUDIO_DATA_ROOT)
+    settings.STUDIO_STORAGE_URL = ""
+    event = import_xbd_folder(FLORENCE).event
+    local = _local_tree(root)
+    settings.STUDIO_STORAGE_URL = f"s3://{bucket}"
+    out = io.StringIO()
+    call_command("push_layers", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert (sorted(report["uploaded"]), report["present"], report["missing"]) == (sorted(local), 0, [])
+    assert _bucket_tree(seaweedfs, bucket) == local
+    out = io.StringIO()
+    call_command("push_layers", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {"uploaded": [], "present": len(local), "missing": []}
+    settings.STUDIO_DATA_ROOT = tmp_path / "empty"
+    for la in event.layers.all():
+        assert _sha(storage.local_copy(la.path, la.sha256).read_bytes()) == la.sha256
+
+
 #: machine B: replays task ``task`` (no step cache) with its own empty data root
 REPLAY_ON_B = r"""
 import json, os, sys

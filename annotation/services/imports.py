@@ -62,14 +62,14 @@ from annotation.importers.common import (
     with_crs84,
 )
 from annotation.importers.errors import DataImportError
-from annotation.models import Event, Layer
+from annotation.models import Event, Layer, LayerVersion
 from annotation.services import layer_versions
 from kernel.processes import process_gone, process_tag
 from studio import storage
 
 __all__ = [
     "DataImportError", "ImportResult", "import_xbd_folder", "import_raster_file", "import_vector_file",
-    "import_osm_file", "load_class_map",
+    "import_osm_file", "load_class_map", "push_layers_to_bucket",
 ]
 
 logger = logging.getLogger(__name__)
@@ -463,6 +463,41 @@ def _fill_cache(layers, root: Path) -> list[Path]:
             if not was_here:
                 fetched.append(path)
     return fetched
+
+
+def push_layers_to_bucket() -> dict:
+    """Copy the layer files of this machine's data root that the bucket lacks to their keys: what a
+    deployment runs once when it turns ``STUDIO_STORAGE_URL`` on over layers imported before
+    (``manage.py push_layers``). For each ``Layer`` its stored file (only when its SHA-256 is the
+    row's), tile file and originals, and the files of every ``LayerVersion`` (archived versions a
+    release pins); an object already there is left alone, so a second run uploads nothing.
+    Returns ``{"uploaded": [keys], "present": number already there, "missing": [keys with no
+    usable local file]}``. Raises ``ValueError`` without a bucket."""
+    if not storage.uses_bucket():
+        raise ValueError("STUDIO_STORAGE_URL names no bucket: there is nowhere to push the layers to")
+    root = _data_root()
+    wanted: dict[str, str] = {}  # key -> expected sha256 ("" unknown)
+    for layer in Layer.objects.order_by("id").iterator():
+        for rel, sha in [(layer.path, layer.sha256 or ""), (layer.tiles_path, "")] + [
+                (r, "") for r in (layer.metadata or {}).get("original_paths") or []]:
+            if rel:
+                wanted.setdefault(rel, sha)
+    for version in LayerVersion.objects.order_by("id").iterator():
+        for rel in version.files or []:
+            wanted.setdefault(rel, version.snapshot.get("sha256", "") if rel == version.snapshot.get("path") else "")
+    report = {"uploaded": [], "present": 0, "missing": []}
+    for rel, sha in sorted(wanted.items()):
+        name = storage.key(*rel.split("/"))
+        if storage.exists(name):
+            report["present"] += 1
+            continue
+        local = root / rel
+        if not local.is_file() or (sha and sha256_file(local) != sha):
+            report["missing"].append(name)
+            continue
+        storage.upload_file(name, local)
+        report["uploaded"].append(name)
+    return report
 
 
 def _drop_local(paths: list[Path], event_dir: Path) -> None:

@@ -203,19 +203,21 @@ def transparent_tile() -> bytes:
 
 def _stamp(path) -> tuple[str, float, int]:
     """What identifies a tile source's content: ``(path, mtime, size)`` of a local file; a
-    ``(/vsis3/… path, sha256, 0)`` bucket source (``_BucketFile``) is its own stamp."""
+    ``(/vsis3/… path, content, 0)`` bucket source (``_BucketFile``) is its own stamp."""
     if isinstance(path, _BucketFile):
-        return (str(path), path.sha256, 0)
+        return (str(path), path.content, 0)
     st = path.stat()
     return (str(path), st.st_mtime, st.st_size)
 
 
 class _BucketFile(str):
     """A layer file read from the bucket: its GDAL path (``/vsis3/BUCKET/[PREFIX/]key``,
-    ``studio.storage.gdal_path``) carrying the layer's stored-file SHA-256, which names its content
-    (the tile file is derived from the stored file), so the tiles need no HEAD per request."""
+    ``studio.storage.gdal_path``) carrying what names its content, ``"<Layer.sha256>:<import
+    fingerprint>"`` (the tile file is built from the stored file by the import's options and
+    importer version, both in ``metadata.fingerprint``), so the tiles need no HEAD per request and a
+    re-import that changes either opens the new object afresh."""
 
-    sha256: str = ""
+    content: str = ""
     name: str = ""
 
 
@@ -232,7 +234,8 @@ def _source(layer, prefer_tiles: bool = True):
         out = _BucketFile(storage.gdal_path(rel))
     except ValueError:
         raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT") from None
-    out.sha256, out.name = layer.sha256 or "", rel.rsplit("/", 1)[-1]
+    out.content = f"{layer.sha256 or ''}:{(layer.metadata or {}).get('fingerprint') or ''}"
+    out.name = rel.rsplit("/", 1)[-1]
     return out
 
 
@@ -304,7 +307,7 @@ def _kept_dataset(path: Path):
     import rasterio
 
     if isinstance(path, _BucketFile):
-        key = (str(path), path.sha256)
+        key = (str(path), path.content)
     else:
         st = path.stat()
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
@@ -382,7 +385,7 @@ def _source_info(stamp: tuple[str, float, int], georef: tuple | None = None) -> 
 
 def _bucket_file(stamp: tuple) -> _BucketFile:
     out = _BucketFile(stamp[0])
-    out.sha256, out.name = stamp[1], stamp[0].rsplit("/", 1)[-1]
+    out.content, out.name = stamp[1], stamp[0].rsplit("/", 1)[-1]
     return out
 
 
@@ -644,7 +647,7 @@ def tile_signature(layer) -> str:
     """
     path = _source(layer)
     if isinstance(path, _BucketFile):  # the bucket's object is named by its key and content
-        file = [str(path), path.sha256]
+        file = [str(path), path.content]
     else:
         st = path.stat()
         file = [str(path), st.st_size, st.st_mtime_ns]

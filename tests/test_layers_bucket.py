@@ -252,6 +252,24 @@ def test_push_layers_uploads_what_was_imported_before_the_bucket_once(settings, 
         assert _sha(storage.local_copy(la.path, la.sha256).read_bytes()) == la.sha256
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_unreadable_variant_image_is_written_to_the_bucket_too(settings, bucket, seaweedfs, make_user):
+    """A ``visual_inaccessible`` variant's replacement image (``unreadable_layers``) is a layer like
+    the imported ones: its object is at its key with the row's SHA-256."""
+    from annotation.services.variants import UNREADABLE_BYTES, unreadable_layers
+
+    user = make_user("author", "author")
+    event = import_xbd_folder(FLORENCE).event
+    task = create_task(user, event, dimension="t1", content={
+        "question": "How many pixels show partially damaged or destroyed buildings?", "trajectory": DAMAGE,
+        "answer_spec": [{"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"}],
+    })
+    unreadable_layers(task, {POST: "unreadable_post.png"})
+    layer = event.layers.get(file_name="unreadable_post.png")
+    assert layer.path == "variants/hurricane-florence/unreadable_post.png"
+    assert storage.read_bytes(layer.path) == UNREADABLE_BYTES and _sha(UNREADABLE_BYTES) == layer.sha256
+
+
 #: machine B: replays task ``task`` (no step cache) with its own empty data root
 REPLAY_ON_B = r"""
 import json, os, sys

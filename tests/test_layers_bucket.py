@@ -280,7 +280,7 @@ django.setup()
 from replay.services.runs import create_run, execute_replay
 from annotation.models import Task
 run = execute_replay(create_run(Task.objects.get(pk={task})).pk, use_cache=False)
-print(json.dumps([run.status, run.final_answer, run.replay_hash, run.error]))
+print(json.dumps([run.status, run.final_answer, run.replay_hash, run.error, run.input_fingerprint]))
 """
 
 
@@ -288,8 +288,9 @@ print(json.dumps([run.status, run.final_answer, run.replay_hash, run.error]))
 def test_a_task_imported_here_replays_on_another_machine_from_the_bucket(
         settings, bucket, seaweedfs, make_user, tmp_path):
     """Florence imported here (files only in the bucket); machine B, a child with an empty data root,
-    replays the damage count: 26,766 as here, the same replay hash, and its cache holds the two
-    images it read with the rows' SHA-256."""
+    replays the damage count: 26,766 as here, the same replay hash and input fingerprint (a
+    bucket's replay fingerprints the rows' checked SHA-256, the bytes' own digest, as a local one
+    does the files'), and its cache holds the two images it read with the rows' SHA-256."""
     user = make_user("author", "author")
     event = import_xbd_folder(FLORENCE).event
     task = create_task(user, event, dimension="t1", content={
@@ -312,9 +313,16 @@ def test_a_task_imported_here_replays_on_another_machine_from_the_bucket(
     out = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    status, answer, replay_hash, error = json.loads(out.stdout.strip().splitlines()[-1])
+    status, answer, replay_hash, error, fingerprint = json.loads(out.stdout.strip().splitlines()[-1])
     assert (status, answer, error) == ("succeeded", {"damaged_pixels": 26766}, "")
-    assert replay_hash == here.replay_hash
+    assert replay_hash == here.replay_hash and fingerprint == here.input_fingerprint
+    # the rows' digests are the bytes' own: without the bucket, over every layer's file fetched
+    # here (the replay fetched the three rasters it read, not the bounding boxes), the same fingerprint
+    from replay.services.layers import input_fingerprint
+    for la in event.layers.all():
+        storage.local_copy(la.path, la.sha256)
+    settings.STUDIO_STORAGE_URL = ""
+    assert input_fingerprint(task, task.head, here.mode) == here.input_fingerprint
     layers = {la.file_name: la for la in event.layers.all()}
     cached = _local_tree(root_b)
     for name in (PRE, POST):

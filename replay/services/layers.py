@@ -14,7 +14,7 @@ from annotation.services.layer_versions import pinned_layer, task_pins
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import GTMask, ToolInputError, canonical_json, file_sha256
 from kernel.tools.registry import get_tool
-from replay.services.paths import data_path, layer_file_path, stored_path
+from replay.services.paths import data_path, layer_content_sha256, stored_path
 
 # The image arguments a perception tool's GT lookup follows, most specific first.
 GT_IMAGE_ARGS = ("post_image_path", "post_image", "image_path", "pre_image_path", "pre_image")
@@ -146,7 +146,7 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
     rows = []
     for l in sorted(layers, key=lambda l: (l.file_name, l.pk)):
         try:  # the file's bytes (cached on path, inode, size and mtime), not the import-time checksum
-            ident = file_sha256(layer_file_path(l.path, l.sha256 or ""))
+            ident = layer_content_sha256(l.path, l.sha256 or "")  # (with a bucket: the checked row's)
         except (OSError, ValueError):
             ident = f"{l.path}:missing"
         rows.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m, l.crs or ""])

@@ -22,6 +22,7 @@ from django.conf import settings
 
 from kernel.engine import ArtifactStore
 from kernel.paths import confine
+from kernel.tools.base import file_sha256
 from replay.models import ReplayRun
 from studio import storage
 
@@ -57,13 +58,16 @@ def data_path(relative: str, sha256: str = "") -> Path:
     return confine(settings.STUDIO_DATA_ROOT, relative)
 
 
-def layer_file_path(relative: str, sha256: str = "") -> str:
-    """The local path to read a layer's stored file at: ``stored_path(relative)`` (the file is not
-    touched) without a bucket, else ``str(data_path(relative, sha256))`` (filled from the bucket).
-    Errors as :func:`data_path`."""
-    if storage.uses_bucket():
-        return str(data_path(relative, sha256))
-    return stored_path(relative)
+def layer_content_sha256(relative: str, sha256: str = "") -> str:
+    """The SHA-256 of a layer's stored file as a replay reads it. Without a bucket: the bytes of
+    ``stored_path(relative)`` (``kernel.tools.base.file_sha256``, cached on path, inode, size and
+    mtime). With a bucket: ``sha256`` (the row's) when given, since a replay reads only a copy checked
+    against it (:func:`data_path`), the same value the bytes give, without fetching a layer the task
+    does not use; else the bytes of the copy :func:`data_path` fills. Raises ``OSError`` for a file
+    that cannot be read, ``ValueError`` as :func:`data_path`."""
+    if not storage.uses_bucket():
+        return file_sha256(stored_path(relative))
+    return sha256 or file_sha256(data_path(relative))
 
 
 

@@ -54,6 +54,7 @@ from rio_tiler.errors import NoOverviewWarning
 
 from kernel.palette import display_hex, label_hex
 from kernel.paths import OutsideRoot, confine
+from studio import storage
 
 # Expected, harmless warnings of the readers, silenced once here rather than with
 # ``warnings.catch_warnings`` per request (which is not thread-safe under a threaded server).
@@ -200,9 +201,59 @@ def transparent_tile() -> bytes:
     return _empty_png()
 
 
-def _stamp(path: Path) -> tuple[str, float, int]:
+def _stamp(path) -> tuple[str, float, int]:
+    """What identifies a tile source's content: ``(path, mtime, size)`` of a local file; a
+    ``(/vsis3/… path, content, 0)`` bucket source (``_BucketFile``) is its own stamp."""
+    if isinstance(path, _BucketFile):
+        return (str(path), path.content, 0)
     st = path.stat()
     return (str(path), st.st_mtime, st.st_size)
+
+
+class _BucketFile(str):
+    """A layer file read from the bucket: its GDAL path (``/vsis3/BUCKET/[PREFIX/]key``,
+    ``studio.storage.gdal_path``) carrying what names its content, ``"<Layer.sha256>:<import
+    fingerprint>"`` (the tile file is built from the stored file by the import's options and
+    importer version, both in ``metadata.fingerprint``), so the tiles need no HEAD per request and a
+    re-import that changes either opens the new object afresh."""
+
+    content: str = ""
+    name: str = ""
+
+
+def _source(layer, prefer_tiles: bool = True):
+    """The tile source of a layer: its local file (``layer_file``) without a bucket, else a
+    :class:`_BucketFile` that GDAL reads straight from the bucket (ranged GETs, inside
+    ``storage.gdal_env()``); a missing object is said by GDAL when opened (``LayerFileError``)."""
+    if not storage.uses_bucket():
+        return layer_file(layer, prefer_tiles)
+    rel = (layer.tiles_path if prefer_tiles and layer.tiles_path else "") or layer.path
+    if not rel:
+        raise LayerFileError("layer has no stored file")
+    try:
+        out = _BucketFile(storage.gdal_path(rel))
+    except ValueError:
+        raise LayerFileError("layer file lies outside STUDIO_DATA_ROOT") from None
+    out.content = f"{layer.sha256 or ''}:{(layer.metadata or {}).get('fingerprint') or ''}"
+    out.name = rel.rsplit("/", 1)[-1]
+    return out
+
+
+@contextlib.contextmanager
+def _env():
+    """GDAL's configuration for the layer's source: none for a local file; the bucket's
+    (``storage.gdal_env``) otherwise, where an object GDAL cannot read (gone, refused) is a
+    ``LayerFileError``, as a missing local file is."""
+    if not storage.uses_bucket():
+        yield
+        return
+    from rasterio.errors import RasterioIOError
+
+    with storage.gdal_env():
+        try:
+            yield
+        except RasterioIOError as exc:
+            raise LayerFileError(f"cannot read the layer file from the bucket: {exc}") from exc
 
 
 def display_georeference(layer) -> tuple[str, tuple[float, ...]] | None:
@@ -255,8 +306,11 @@ def _kept_dataset(path: Path):
     """
     import rasterio
 
-    st = path.stat()
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if isinstance(path, _BucketFile):
+        key = (str(path), path.content)
+    else:
+        st = path.stat()
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
     kept = getattr(_DATASETS, "open", None)
     if kept is None:
         kept = _DATASETS.open = OrderedDict()
@@ -309,7 +363,8 @@ def _source_info(stamp: tuple[str, float, int], georef: tuple | None = None) -> 
     and the display georeference, if any)."""
     from rio_tiler.utils import non_alpha_indexes
 
-    with _tile_reader(Path(stamp[0]), georef) as src:
+    path = _bucket_file(stamp) if isinstance(stamp[1], str) else Path(stamp[0])
+    with _env(), _tile_reader(path, georef) as src:
         indexes = list(non_alpha_indexes(src.dataset))
         info = {
             "minzoom": int(src.minzoom),
@@ -328,11 +383,17 @@ def _source_info(stamp: tuple[str, float, int], georef: tuple | None = None) -> 
     return info
 
 
+def _bucket_file(stamp: tuple) -> _BucketFile:
+    out = _BucketFile(stamp[0])
+    out.content, out.name = stamp[1], stamp[0].rsplit("/", 1)[-1]
+    return out
+
+
 def _tile_source(layer) -> tuple[Path, tuple | None]:
     """The file ``render_tile`` reads and the display georeference it reads it through."""
     georef = display_georeference(layer)
     # a pixel-frame layer's tiles_path is a pixel-frame COG, as good as the stored file
-    return layer_file(layer), georef
+    return _source(layer), georef
 
 
 def tile_zoom_range(layer) -> tuple[int, int]:
@@ -448,7 +509,7 @@ def render_tile(layer, z: int, x: int, y: int) -> bytes:
     from rio_tiler.errors import TileOutsideBounds
 
     indexes = [1] if layer.kind == "mask" else _band_indexes(layer, info["indexes"])
-    with _tile_reader(path, georef) as src:
+    with _env(), _tile_reader(path, georef) as src:
         if not src.tile_exists(x, y, z):
             return transparent_tile()
         try:
@@ -477,9 +538,9 @@ def render_image(layer, max_size: int = IMAGE_MAX_SIZE) -> bytes:
     from rasterio.enums import Resampling
     from rio_tiler.utils import non_alpha_indexes
 
-    path = layer_file(layer, prefer_tiles=layer.frame == "pixel")
+    path = _source(layer, prefer_tiles=layer.frame == "pixel")
     info = {"stretch": None}  # stretch, when needed, from the percentiles of this read
-    with rasterio.open(path) as src:
+    with _env(), rasterio.open(path) as src:
         available = list(non_alpha_indexes(src))
         indexes = [1] if layer.kind == "mask" else _band_indexes(layer, available)
         scale = min(1.0, max_size / max(src.width, src.height))
@@ -584,11 +645,15 @@ def tile_signature(layer) -> str:
     stored file's SHA-256 when known); and every drawing input: kind, frame, modality, dtype,
     bands, class map and metadata. Raises ``LayerFileError`` when the file is missing.
     """
-    path = layer_file(layer)
-    st = path.stat()
+    path = _source(layer)
+    if isinstance(path, _BucketFile):  # the bucket's object is named by its key and content
+        file = [str(path), path.content]
+    else:
+        st = path.stat()
+        file = [str(path), st.st_size, st.st_mtime_ns]
     parts = {
         "renderer": RENDERER_VERSION,
-        "file": [str(path), st.st_size, st.st_mtime_ns],
+        "file": file,
         "sha256": layer.sha256 or "",
         "kind": layer.kind, "frame": layer.frame, "modality": layer.modality, "dtype": layer.dtype,
         "bands": layer.bands, "class_map": layer.class_map, "metadata": layer.metadata,
@@ -638,9 +703,9 @@ def pixel_values(layer, x: float, y: float, lnglat: bool = False) -> dict:
         return xs[0], ys[0]
 
     outside = {"col": None, "row": None, "values": None, "label": None}
-    path = layer_file(layer, prefer_tiles=False)
+    path = _source(layer, prefer_tiles=False)
     try:
-        with rasterio.open(path) as src:
+        with _env(), rasterio.open(path) as src:
             georef = display_georeference(layer) if lnglat else None
             if layer.frame == "geographic" and src.crs is not None:
                 point = from_lnglat(src.crs)

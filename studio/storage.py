@@ -10,7 +10,7 @@ by :func:`key`, whose parts may hold no ``/``, ``\\``, NUL, ``.`` or ``..``), so
 file in the folder and in the bucket (under ``PREFIX/`` when the URL names one). Release exports:
 ``exports/<version>/<job id>/job.json`` (the job's state), ``…/heartbeat`` (its worker's sign of life:
 the object's last-modified time) and ``…/dora-<version>.zip`` (the result). Uploaded run zips:
-``uploads/<random>.zip``.
+``uploads/<random>.zip``. Layers: ``events/<slug>/<file>`` (as ``Layer.path`` and ``tiles_path``).
 
 **What lives in the bucket today.** Release exports (``releases.services.release_export``): with
 a bucket a worker writes the export in its own local scratch folder (``STUDIO_DATA_ROOT/exports/…``),
@@ -18,9 +18,17 @@ uploads the zip, keeps the job's state in the bucket and removes the scratch; th
 presigned GET URL (:func:`download_url`). Uploaded run zips (``evaluation.services.runs``): the
 request streams the zip to its key (:func:`upload_fileobj`), the import job's worker downloads it to
 its own scratch (:func:`download_file`; ``STUDIO_DATA_ROOT/uploads/scratch/<worker tag>/<job id>.zip``),
-imports it, removes the scratch, and deletes the object once the job is done. Layers, replay
-artifacts and unpacked run folders are still local files under ``STUDIO_DATA_ROOT`` (the issue's
-later slices).
+imports it, removes the scratch, and deletes the object once the job is done. Imported layers
+(``annotation.services.imports``): ``events/<slug>/…`` (stored file, ``tiles/*.3857.tif``,
+``original/*``, ``versions/<layer id>/v<n>/*``) and ``variants/<event>/*``; the import uploads the
+files it moved into place as its transaction's last step (putting replaced objects back when it
+fails) and removes its local copies once committed. The map reads them straight from the bucket
+through GDAL (:func:`gdal_path` inside :func:`gdal_env`); readers that need a local path (the
+replay's tools through ``replay.services.paths``, QC, the export) get one from
+:func:`local_copy`, which makes ``STUDIO_DATA_ROOT`` this machine's cache of the bucket (filled on
+demand, checked against the layer's SHA-256, written by an atomic rename). Replay artifacts and
+unpacked run folders are still local files under ``STUDIO_DATA_ROOT`` / ``STUDIO_ARTIFACT_ROOT``
+(the issue's later slices).
 
 **Writes are whole.** An S3 PUT (or a completed multipart upload) publishes the object whole or not
 at all, so a reader never sees half an object; a worker killed mid-upload leaves nothing under the key
@@ -200,3 +208,114 @@ def download_url(name: str, filename: str, expires_s: int | None = None) -> str:
                                            "ResponseContentType": "application/zip" if safe.endswith(".zip")
                                            else "application/octet-stream"},
                          expire=link_lifetime_s() if expires_s is None else int(expires_s))
+
+
+# ---------------------------------------------------------------- layers: local copies and GDAL reads
+
+
+def _local_sha_ok(path: Path, sha256: str) -> bool:
+    """Whether the local file ``path`` has SHA-256 ``sha256`` (remembered per path, size and
+    modification time: a replay asks for each layer twice, a tile server for every tile)."""
+    st = path.stat()
+    return _file_sha(str(path), st.st_size, st.st_mtime_ns) == sha256
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_sha(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def local_copy(name: str, sha256: str = "") -> Path:
+    """A local file with the content of key ``name``, for readers that need a path (the kernel's
+    tools, QC, the export). Without a bucket: ``STUDIO_DATA_ROOT/<name>`` itself, untouched (it may
+    not exist; the caller checks, as before). With a bucket the data root is this machine's cache of
+    the bucket: ``STUDIO_DATA_ROOT/<name>`` is returned when it is there and, given ``sha256`` (hex),
+    has that content; else the object is downloaded to a part file beside it
+    (``.<file>.part-<pid>-<random>``), its SHA-256 checked against ``sha256``, and renamed onto the
+    path (atomic: a reader sees the old file or the whole new one; two workers filling the same file
+    both rename whole copies). Raises ``FileNotFoundError`` when the bucket has no such object and
+    ``ValueError`` when its content is not ``sha256`` (the part file is removed: a row and an object
+    that disagree, e.g. a re-import elsewhere not committed yet)."""
+    import os
+    import uuid
+
+    path = Path(settings.STUDIO_DATA_ROOT) / name
+    if not uses_bucket():
+        return path
+    key(*name.split("/"))  # a key never climbs out of the data root
+    try:
+        if path.is_file() and (not sha256 or _local_sha_ok(path, sha256)):
+            return path
+    except OSError:
+        pass
+    part = path.with_name(f".{path.name}.part-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        download_file(name, part)
+        got = _file_sha(str(part), *_stat_key(part))
+        if sha256 and got != sha256:
+            raise ValueError(f"{name}: the bucket's object has SHA-256 {got}, not the expected {sha256}")
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return path
+
+
+def _stat_key(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def gdal_path(name: str) -> str:
+    """What GDAL (rasterio, rio-tiler) opens for key ``name``: ``/vsis3/BUCKET/[PREFIX/]name`` with a
+    bucket (read inside :func:`gdal_env`), else the local file ``STUDIO_DATA_ROOT/<name>``."""
+    parsed = parse_storage_url(settings.STUDIO_STORAGE_URL)
+    if parsed is None:
+        return str(Path(settings.STUDIO_DATA_ROOT) / name)
+    key(*name.split("/"))
+    bucket, prefix = parsed
+    return f"/vsis3/{bucket}/{prefix + '/' if prefix else ''}{name}"
+
+
+def gdal_options() -> dict:
+    """GDAL's configuration (besides the credentials, which :func:`gdal_env` passes in a rasterio
+    ``AWSSession``) for reading the bucket through ``/vsis3/``: ``AWS_HTTPS`` (NO for an ``http://``
+    endpoint such as SeaweedFS's), ``AWS_VIRTUAL_HOSTING`` (FALSE: path addressing, as a custom
+    endpoint or ``AWS_S3_ADDRESSING_STYLE=path`` wants) and no directory listing on open. Empty
+    without a bucket."""
+    from urllib.parse import urlsplit
+
+    if not uses_bucket():
+        return {}
+    opts = {"GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR"}
+    if settings.AWS_S3_ENDPOINT_URL:
+        opts["AWS_HTTPS"] = "NO" if urlsplit(settings.AWS_S3_ENDPOINT_URL).scheme == "http" else "YES"
+        opts["AWS_VIRTUAL_HOSTING"] = "FALSE"
+    elif settings.AWS_S3_ADDRESSING_STYLE == "path":
+        opts["AWS_VIRTUAL_HOSTING"] = "FALSE"
+    return opts
+
+
+def gdal_env():
+    """A ``rasterio.Env`` to open and read :func:`gdal_path` datasets in: GDAL signs its own ranged
+    GETs with django-storages' credentials through ``rasterio.session.AWSSession`` (endpoint
+    ``host:port`` of ``AWS_S3_ENDPOINT_URL``, region ``AWS_S3_REGION_NAME``; without keys, boto3's
+    credential chain) and :func:`gdal_options`. A plain ``rasterio.Env()`` without a bucket."""
+    from urllib.parse import urlsplit
+
+    import rasterio
+
+    if not uses_bucket():
+        return rasterio.Env()
+    from rasterio.session import AWSSession
+
+    endpoint = urlsplit(settings.AWS_S3_ENDPOINT_URL).netloc if settings.AWS_S3_ENDPOINT_URL else None
+    session = AWSSession(aws_access_key_id=settings.AWS_ACCESS_KEY_ID,
+                         aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY,
+                         region_name=settings.AWS_S3_REGION_NAME or "us-east-1", endpoint_url=endpoint)
+    return rasterio.Env(session=session, **gdal_options())

@@ -23,6 +23,12 @@ Stored layout of an event (paths in Layer rows are relative to ``STUDIO_DATA_ROO
     events/<slug>/original/<source file>    the source file unchanged (release export, checksums)
     events/<slug>/versions/<layer id>/v<n>/…  the files of a superseded version a release pins
 
+With a bucket (``STUDIO_STORAGE_URL``, ``studio.storage``) the same happens on this machine's data
+root, which is then its cache of the bucket: the event's current files are fetched first
+(:func:`_fill_cache`), and the files moved into place are uploaded to their keys as the
+transaction's last step; a failure puts the replaced objects' old bytes back and deletes the new
+ones, and after the commit the local files are removed (:func:`_drop_local`).
+
 For pixel-frame rasters (xBD PNGs) ``tiles_path`` equals ``path`` (a COG without CRS, shown
 under ``L.CRS.Simple``); the pixel → lon/lat fit of the tile's labels is in
 ``metadata.georeference``.
@@ -30,6 +36,7 @@ under ``L.CRS.Simple``); the pixel → lon/lat fit of the tile's labels is in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -54,14 +61,17 @@ from annotation.importers.common import (
     with_crs84,
 )
 from annotation.importers.errors import DataImportError
-from annotation.models import Event, Layer
+from annotation.models import Event, Layer, LayerVersion
 from annotation.services import layer_versions
 from annotation.services.staging import STAGING_PREFIXES, staging_name, sweep_staging  # noqa: F401  (re-exported)
+from studio import storage
 
 __all__ = [
     "DataImportError", "ImportResult", "import_xbd_folder", "import_raster_file", "import_vector_file",
-    "import_osm_file", "load_class_map",
+    "import_osm_file", "load_class_map", "push_layers_to_bucket",
 ]
+
+logger = logging.getLogger(__name__)
 
 IMPORTER_VERSION = 1  # part of every fingerprint: bump to rebuild stored files on re-import
 
@@ -213,6 +223,10 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
 
     existing_event = Event.objects.filter(slug=slug).first()
     existing = {l.file_name: l for l in existing_event.layers.all()} if existing_event else {}
+    in_bucket = storage.uses_bucket()
+    fetched: list[Path] = []
+    if in_bucket:  # this machine's cache holds the event's current files: compared, archived, backed up
+        fetched = _fill_cache(existing.values(), root)
 
     def unchanged(spec: LayerSpec) -> bool:
         layer = existing.get(spec.file_name)
@@ -225,6 +239,7 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
     staging.mkdir()
     backup = staging.with_name(staging.name + "-backup")
     moved: list[tuple[Path, Path | None]] = []  # (destination, backup copy or None)
+    uploaded: list[tuple[Path, Path | None]] = []  # with a bucket: the objects written, as ``moved``
     renamed_dir = False
     try:
         built: dict[str, dict] = {}
@@ -335,7 +350,22 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
                         os.replace(src, dst)
             for layer in versioned:  # the new content in place: its version (content digest of the files)
                 layer_versions.ensure_version(layer)
+            if in_bucket:  # the bucket is where every machine reads them: each file to its key
+                written = ([(p, None) for p in sorted(event_dir.rglob("*")) if p.is_file()] if renamed_dir
+                           else list(moved))
+                for dst, keep in written:
+                    storage.upload_file(_key_of(dst, root), dst)
+                    uploaded.append((dst, keep))
+                transaction.on_commit(lambda done=[d for d, _ in uploaded] + fetched: _drop_local(done, event_dir))
     except BaseException:
+        for dst, keep in reversed(uploaded):  # the bucket as it was: replaced objects back, new ones gone
+            try:
+                if keep is not None:
+                    storage.upload_file(_key_of(dst, root), keep)
+                else:
+                    storage.delete(_key_of(dst, root))
+            except Exception:  # noqa: BLE001 - the import's own error is the one to raise
+                logger.exception("import %s: could not restore the bucket's object of %s", slug, dst)
         if renamed_dir:
             shutil.rmtree(event_dir, ignore_errors=True)
         for dst, keep in reversed(moved):
@@ -358,6 +388,82 @@ def _run_import(*, slug: str, source: str, specs: list[LayerSpec], event_default
     ordered = [layers[s.file_name] for s in specs]
     return ImportResult(event=event, event_created=created, layers=ordered, status=status,
                         skipped_files=list(skipped_files or []))
+
+
+def _key_of(path: Path, root: Path) -> str:
+    """The bucket key of a file under the data root (``storage.key`` of its relative parts)."""
+    return storage.key(*path.relative_to(root).parts)
+
+
+def _fill_cache(layers, root: Path) -> list[Path]:
+    """With a bucket: make this machine's data root hold the current files of ``layers`` (stored
+    file checked against ``Layer.sha256``, tile file, originals) through ``storage.local_copy``, so
+    the import compares, archives and backs them up as it does on a local data root. A file the
+    bucket lacks, or whose object is not the row's content, stays missing here (read as missing,
+    as on a local data root). Returns the files it downloaded (not here before), which the import
+    removes again once committed."""
+    fetched = []
+    for layer in layers:
+        rels = [(layer.path, layer.sha256 or ""), (layer.tiles_path, "")]
+        rels += [(r, "") for r in (layer.metadata or {}).get("original_paths") or []]
+        for rel, sha in rels:
+            if not rel:
+                continue
+            was_here = (root / rel).is_file()
+            try:
+                path = storage.local_copy(rel, sha)
+            except (FileNotFoundError, ValueError):
+                continue
+            if not was_here:
+                fetched.append(path)
+    return fetched
+
+
+def push_layers_to_bucket() -> dict:
+    """Copy the layer files of this machine's data root that the bucket lacks to their keys: what a
+    deployment runs once when it turns ``STUDIO_STORAGE_URL`` on over layers imported before
+    (``manage.py push_layers``). For each ``Layer`` its stored file (only when its SHA-256 is the
+    row's), tile file and originals, and the files of every ``LayerVersion`` (archived versions a
+    release pins); an object already there is left alone, so a second run uploads nothing.
+    Returns ``{"uploaded": [keys], "present": number already there, "missing": [keys with no
+    usable local file]}``. Raises ``ValueError`` without a bucket."""
+    if not storage.uses_bucket():
+        raise ValueError("STUDIO_STORAGE_URL names no bucket: there is nowhere to push the layers to")
+    root = _data_root()
+    wanted: dict[str, str] = {}  # key -> expected sha256 ("" unknown)
+    for layer in Layer.objects.order_by("id").iterator():
+        for rel, sha in [(layer.path, layer.sha256 or ""), (layer.tiles_path, "")] + [
+                (r, "") for r in (layer.metadata or {}).get("original_paths") or []]:
+            if rel:
+                wanted.setdefault(rel, sha)
+    for version in LayerVersion.objects.order_by("id").iterator():
+        for rel in version.files or []:
+            wanted.setdefault(rel, version.snapshot.get("sha256", "") if rel == version.snapshot.get("path") else "")
+    report = {"uploaded": [], "present": 0, "missing": []}
+    for rel, sha in sorted(wanted.items()):
+        name = storage.key(*rel.split("/"))
+        if storage.exists(name):
+            report["present"] += 1
+            continue
+        local = root / rel
+        if not local.is_file() or (sha and sha256_file(local) != sha):
+            report["missing"].append(name)
+            continue
+        storage.upload_file(name, local)
+        report["uploaded"].append(name)
+    return report
+
+
+def _drop_local(paths: list[Path], event_dir: Path) -> None:
+    """After an import's commit with a bucket: remove the local files it wrote or fetched (they are
+    in the bucket; a reader here fills its cache again on demand) and the folders left empty."""
+    for p in paths:
+        p.unlink(missing_ok=True)
+    for d in sorted((d for d in event_dir.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)) + [event_dir]:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def _staged_fields(fields: dict, event_rel: Path) -> dict:

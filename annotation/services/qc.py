@@ -31,11 +31,12 @@ from annotation.models import TaskVariant
 from annotation.services.content import derived_manifest, revision_content
 from kernel.content import CONTENT_FIELDS
 from kernel.engine import collapse_expanded
-from kernel.inputs import input_entries
+from kernel.inputs import base_name, input_entries
 from kernel.paths import OutsideRoot, confine
 from kernel.taskfile import loads
+from studio import storage
 
-__all__ = ["layer_info", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
+__all__ = ["layer_info", "fill_layer_cache", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
 
 
 def layer_info(layer) -> dict:
@@ -173,8 +174,27 @@ def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
         if len(set(hashes)) == 1 and len(runs) >= 2:
             hashes = [r.replay_hash for r in runs]
     polygons = _polygon_golds(content, replay) if isinstance(replay, dict) else None
+    if data_root is None:
+        fill_layer_cache(layer_rows, content)
     return qc.full_qc(content, layers=layers, replay=replay, data_root=data_root or settings.STUDIO_DATA_ROOT,
                       replay_hashes=hashes if len(hashes) >= 2 else None, polygons=polygons, derived=derived)
+
+
+def fill_layer_cache(layer_rows, content: dict) -> None:
+    """With a bucket (``STUDIO_STORAGE_URL``): the stored files of the layers ``content``'s
+    ``input_data`` names made present in this machine's data root, its cache of the bucket
+    (``storage.local_copy``, checked against ``Layer.sha256``), so the manifest check finds a file
+    the bucket holds and reports one it lacks as missing, as on a local data root. Nothing without
+    a bucket."""
+    if not storage.uses_bucket():
+        return
+    named = {base_name(p) for _, p, _ in input_entries(content.get("input_data") or {})}
+    for layer in layer_rows:
+        if layer.file_name in named and layer.path:
+            try:
+                storage.local_copy(layer.path, layer.sha256 or "")
+            except (FileNotFoundError, ValueError):
+                pass
 
 
 def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[qc.Finding]:
@@ -192,6 +212,8 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
     layer_rows = list(event.layers.all())
     layers = {l.file_name: layer_info(l) for l in layer_rows}
     derived = {"manifest": derived_manifest(merged.get("input_data"), layer_rows), "gold": None}
+    if data_root is None:
+        fill_layer_cache(layer_rows, merged)
     return qc.full_qc(merged, layers=layers, replay=None, data_root=data_root or settings.STUDIO_DATA_ROOT,
                       derived=derived)
 

@@ -19,6 +19,7 @@ from annotation import variants as spec_maker
 from annotation.models import Layer, Task, TaskVariant
 from annotation.services.tasks import CONTENT_FIELDS, create_task
 from kernel.tools.spec import all_tools
+from studio import storage
 from studio.permissions import Action, require
 
 __all__ = ["tool_catalogue", "create_variant", "unreadable_layers", "is_unreadable_file", "VariantError", "UNREADABLE_BYTES"]
@@ -66,6 +67,8 @@ def unreadable_layers(base: Task, replaced: dict[str, str]) -> None:
         source = base.event.layers.filter(file_name=original).first()
         path = folder / new
         path.write_bytes(UNREADABLE_BYTES)
+        if storage.uses_bucket():  # where every machine reads layers (this folder is a cache then)
+            storage.write_bytes(path.relative_to(root).as_posix(), UNREADABLE_BYTES)
         Layer.objects.get_or_create(
             event=base.event, file_name=new,
             defaults=dict(name=f"{source.name if source else original} (unreadable)", kind=Layer.Kind.RASTER,

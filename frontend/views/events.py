@@ -26,6 +26,7 @@ from django.views.decorators.http import require_safe
 from annotation import selectors, tiles
 from annotation.models import Event, Layer, LayerAuditEvent
 from kernel.paths import OutsideRoot, confine
+from studio import storage
 from studio.permissions import Action, can
 
 log = logging.getLogger(__name__)
@@ -351,7 +352,9 @@ def layer_geojson(request, layer_id: int):
         raise Http404("layer has no stored file")
     try:
         path = confine(settings.STUDIO_DATA_ROOT, rel)
-    except OutsideRoot:
+        if storage.uses_bucket():  # the data root is this machine's cache of the bucket
+            storage.local_copy(rel, layer.sha256 if rel == layer.path else "")
+    except (OutsideRoot, FileNotFoundError, ValueError):
         raise Http404("layer file is missing") from None
     if not path.is_file():
         raise Http404("layer file is missing")

@@ -55,7 +55,7 @@ from annotation import qc
 from annotation.models import AuditEvent, Layer, Task, TaskRevision, TaskVariant
 from annotation.services.content import revision_content
 from annotation.services.layer_versions import pinned_layer
-from annotation.services.qc import layer_info
+from annotation.services.qc import fill_layer_cache, layer_info
 from kernel.content import CONTENT_FIELDS, file_task
 from kernel.hashing import file_sha256 as sha256_file
 from kernel.hashing import tree_digest
@@ -66,6 +66,7 @@ from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from releases.services.pins import release_layer_pins
 from replay.models import ReplayRun
 from replay.services.paths import artifact_path
+from studio import storage
 
 DIM_BY_FILE = {name: dim for dim, name in TASK_FILES.items()}
 IMPORT_ARTIFACTS = "imports"
@@ -234,6 +235,14 @@ def layer_source_file(layer: Layer, path: str) -> Path | None:
     else its only original of the same suffix, else the stored file (``Layer.path``)."""
     root = Path(settings.STUDIO_DATA_ROOT)
     base = PurePosixPath(str(path).replace("\\", "/")).name
+    if storage.uses_bucket():  # the data root is this machine's cache of the bucket: fill it
+        shas = (layer.metadata or {}).get("source_sha256") or {}
+        wanted = [(p, shas.get(PurePosixPath(p).name, "")) for p in (layer.metadata or {}).get("original_paths") or []]
+        for rel, sha in wanted + ([(layer.path, layer.sha256 or "")] if layer.path else []):
+            try:
+                storage.local_copy(rel, sha)
+            except (FileNotFoundError, ValueError):
+                pass  # missing here as on a local data root
     originals = [root / p for p in ((layer.metadata or {}).get("original_paths") or [])]
     for o in originals:
         if o.name == base and o.is_file():
@@ -859,6 +868,7 @@ class LayoutWriter:
         if variant is not None:  # a robustness variant: its own checks, as on the task page
             content["variant"] = variant
         try:
+            fill_layer_cache(self._event_layers(task.event).values(), content)  # with a bucket: its files here
             findings = qc.full_qc(content, layers=self._layer_infos[task.event_id],
                                   replay={"trajectory": run.filled_trajectory or [], "final_answer": run.final_answer or {},
                                           "hash": run.replay_hash, "variant_check": run.variant_check},

@@ -14,7 +14,7 @@ from annotation.services.layer_versions import pinned_layer, task_pins
 from kernel.engine import ENGINE_CACHE_VERSION, step_call
 from kernel.tools.base import GTMask, ToolInputError, canonical_json, file_sha256
 from kernel.tools.spec import get_tool
-from replay.services.paths import data_path, stored_path
+from replay.services.paths import data_path, layer_content_sha256, stored_path
 
 # The image arguments a perception tool's GT lookup follows, most specific first.
 GT_IMAGE_ARGS = ("post_image_path", "post_image", "image_path", "pre_image_path", "pre_image")
@@ -22,7 +22,7 @@ GT_IMAGE_ARGS = ("post_image_path", "post_image", "image_path", "pre_image_path"
 
 
 #: the ``Layer`` fields that ``LayerResolver`` and ``input_fingerprint`` read
-LAYER_FIELDS = ("id", "event_id", "file_name", "path", "kind", "class_map", "annotates_id", "gsd_m", "crs")
+LAYER_FIELDS = ("id", "event_id", "file_name", "path", "kind", "class_map", "annotates_id", "gsd_m", "crs", "sha256")
 
 
 
@@ -69,7 +69,7 @@ class LayerResolver:
         replay: the engine asks for the same layers at every step's cache key)."""
         path = self._files.get(layer.pk)
         if path is None:
-            path = self._files[layer.pk] = data_path(layer.path)
+            path = self._files[layer.pk] = data_path(layer.path, layer.sha256 or "")
         return path
 
     def _mask_for(self, args: dict) -> tuple[Layer, Layer] | None:
@@ -146,7 +146,7 @@ def input_fingerprint(task: Task, revision, mode: str, layers: list[Layer] | Non
     rows = []
     for l in sorted(layers, key=lambda l: (l.file_name, l.pk)):
         try:  # the file's bytes (cached on path, inode, size and mtime), not the import-time checksum
-            ident = file_sha256(stored_path(l.path))
+            ident = layer_content_sha256(l.path, l.sha256 or "")  # (with a bucket: the checked row's)
         except (OSError, ValueError):
             ident = f"{l.path}:missing"
         rows.append([l.file_name, ident, l.class_map or {}, l.annotates_id, l.gsd_m, l.crs or ""])

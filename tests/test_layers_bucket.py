@@ -28,6 +28,7 @@ import pytest
 from conftest import REALDATA, REPO, ChildDatabase
 from django.conf import settings as dj_settings
 from support.children import child_env
+from support.seaweedfs import machine_env
 
 from annotation import tiles
 from annotation.models import Event, Layer
@@ -304,10 +305,7 @@ def test_a_task_imported_here_replays_on_another_machine_from_the_bucket(
 
     db = ChildDatabase(tmp_path)
     root_b = tmp_path / "machine-b"
-    env = {**child_env(db, tmp_path), "STUDIO_DATA_ROOT": str(root_b), "STUDIO_ARTIFACT_ROOT": str(root_b / "artifacts"),
-           "STUDIO_STORAGE_URL": f"s3://{bucket}", "AWS_S3_ENDPOINT_URL": seaweedfs.endpoint,
-           "AWS_ACCESS_KEY_ID": settings.AWS_ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": settings.AWS_SECRET_ACCESS_KEY,
-           "AWS_S3_REGION_NAME": "us-east-1", "AWS_S3_ADDRESSING_STYLE": "path"}
+    env = machine_env(child_env(db, tmp_path), root_b, seaweedfs, bucket)
     script = tmp_path / "replay_b.py"
     script.write_text(REPLAY_ON_B.format(repo=str(REPO), task=task.pk))
     out = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True,

@@ -29,6 +29,7 @@ import pytest
 from conftest import SCORING_EXAMPLES
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import FileSystemStorage
+from support.seaweedfs import machine_env
 
 from kernel.processes import host_tag
 from releases.models import Release
@@ -358,10 +359,7 @@ def test_an_export_on_another_machine_is_followed_swept_and_downloaded_from_this
 
     db = ChildDatabase(tmp_path)
     root_b = tmp_path / "machine-b"
-    env = {**child_env(db, tmp_path), "STUDIO_DATA_ROOT": str(root_b), "STUDIO_ARTIFACT_ROOT": str(root_b / "artifacts"),
-           "STUDIO_STORAGE_URL": f"s3://{bucket}", "AWS_S3_ENDPOINT_URL": seaweedfs.endpoint,
-           "AWS_ACCESS_KEY_ID": settings.AWS_ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": settings.AWS_SECRET_ACCESS_KEY,
-           "AWS_S3_REGION_NAME": "us-east-1", "AWS_S3_ADDRESSING_STYLE": "path"}
+    env = machine_env(child_env(db, tmp_path), root_b, seaweedfs, bucket)
     if os.environ.get("PYTHONPATH"):  # a venv extended by PYTHONPATH: the child sees the same packages
         env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
     script = tmp_path / "paused.py"

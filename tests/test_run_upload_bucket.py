@@ -24,6 +24,7 @@ import pytest
 from conftest import REPO, ChildDatabase
 from support.children import child_env, manage
 from support.judging import TASKS, run_zip
+from support.seaweedfs import machine_env
 
 from evaluation.models import AgentRun, RunImportJob
 from evaluation.services import runs as services
@@ -286,10 +287,7 @@ def test_an_upload_made_here_is_imported_on_another_machine_after_a_killed_worke
 
     db = ChildDatabase(tmp_path)
     root_b = tmp_path / "machine-b"
-    env = {**child_env(db, tmp_path), "STUDIO_DATA_ROOT": str(root_b), "STUDIO_ARTIFACT_ROOT": str(root_b / "artifacts"),
-           "STUDIO_STORAGE_URL": f"s3://{bucket}", "AWS_S3_ENDPOINT_URL": seaweedfs.endpoint,
-           "AWS_ACCESS_KEY_ID": settings.AWS_ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": settings.AWS_SECRET_ACCESS_KEY,
-           "AWS_S3_REGION_NAME": "us-east-1", "AWS_S3_ADDRESSING_STYLE": "path"}
+    env = machine_env(child_env(db, tmp_path), root_b, seaweedfs, bucket)
     script = tmp_path / "paused.py"
     script.write_text(IMPORT_PAUSED_ON_B.format(repo=str(REPO), job=job.pk))
     proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, env=env, stdout=subprocess.PIPE,

@@ -177,3 +177,13 @@ def bucket(seaweedfs, settings):
     settings.AWS_S3_REGION_NAME, settings.AWS_S3_ADDRESSING_STYLE = REGION, "path"
     settings.AWS_S3_SIGNATURE_VERSION = "s3v4"
     return name
+
+
+def machine_env(base_env: dict, root: Path, server: SeaweedS3, bucket_name: str) -> dict:
+    """The environment of a second "machine": a child process with its own data root ``root``
+    (empty: it shares nothing with this process but the database named in ``base_env`` and the
+    bucket ``bucket_name`` on ``server``, configured as :func:`bucket` configures this process)."""
+    return {**base_env, "STUDIO_DATA_ROOT": str(root), "STUDIO_ARTIFACT_ROOT": str(root / "artifacts"),
+            "STUDIO_STORAGE_URL": f"s3://{bucket_name}", "AWS_S3_ENDPOINT_URL": server.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_S3_REGION_NAME": REGION, "AWS_S3_ADDRESSING_STYLE": "path"}

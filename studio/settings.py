@@ -211,8 +211,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # one name for the step-wise protocol's cut positions (early/middle/late), used by several fields
-    "ENUM_NAME_OVERRIDES": {"StepwisePositionEnum": "evaluation.judge.stepwise.POSITIONS"},
+    # one name per choice set used by several fields: the step-wise protocol's cut positions
+    # (early/middle/late) and the perception modes (replay's mode, an experiment configuration's)
+    "ENUM_NAME_OVERRIDES": {"StepwisePositionEnum": "evaluation.judge.stepwise.POSITIONS",
+                            "PerceptionModeEnum": "kernel.vocabulary.PERCEPTION_MODES"},
 }
 
 # Offline map: no base map from the internet; the studio's own tiles are the layers.

@@ -74,7 +74,7 @@ def receivers(event_type: str, data: dict, context: dict) -> list:
     - ``release.published``: the maintainers (``release.publish``);
     - ``run.scored``: the maintainers (``run.import``) and who imported it;
     - ``adjudication.needed``: the adjudicators (``verdict.adjudicate``);
-    - ``judge.finished``/``judge.failed``, ``experiment.finished``/``experiment.stopped``: who started
+    - ``judge.finished``/``judge.failed``/``judge.paused``, ``experiment.finished``/``experiment.stopped``: who started
       the job or experiment; ``webhook.disabled``: its owner.
     """
     task = context.get("task")
@@ -97,7 +97,7 @@ def receivers(event_type: str, data: dict, context: dict) -> list:
         return list({u.pk: u for u in _users_with_roles(roles_for(Action.RUN_IMPORT)) + extra}.values())
     if event_type == "adjudication.needed":
         return _users_with_roles(roles_for(Action.VERDICT_ADJUDICATE))
-    if event_type in ("judge.finished", "judge.failed", "webhook.disabled", "experiment.finished",
+    if event_type in ("judge.finished", "judge.failed", "judge.paused", "webhook.disabled", "experiment.finished",
                       "experiment.stopped"):
         return _users([getattr(context.get("user"), "pk", None)])
     return []
@@ -147,6 +147,9 @@ def describe(event_type: str, d: dict) -> tuple[str, str]:
     if event_type in ("judge.finished", "judge.failed"):
         return (f"judge job {d.get('job_id')} ({d.get('config')}) {d.get('status')}: {d.get('n_ok')} ok, "
                 f"{d.get('n_failed')} failed", f"/judge/jobs/{d.get('job_id')}/")
+    if event_type == "judge.paused":
+        return (f"judge job {d.get('job_id')} ({d.get('config')}) paused after {d.get('n_ok')} ok: "
+                f"{d.get('reason')}; resume the configuration, then run the job again", f"/judge/jobs/{d.get('job_id')}/")
     if event_type in ("experiment.finished", "experiment.stopped"):
         why = f": {d.get('reason')}" if d.get("reason") else ""
         return (f"experiment {d.get('experiment_id')} ({d.get('agent')}) {d.get('status')}{why}: {d.get('n_done')} of "

@@ -59,6 +59,9 @@ EVENT_TYPES: dict[str, EventType] = {e.name: e for e in (
               "a judge job finished"),
     EventType("judge.failed", 1, ("job_id", "status", "n_ok", "n_failed", "config", "actor"),
               "a judge job failed or stopped"),
+    EventType("judge.paused", 1, ("job_id", "status", "n_ok", "n_failed", "config", "actor", "reason"),
+              "a judge job paused because its configuration was paused (the reason: a refused key, a "
+              "configuration error); resuming the configuration and running the job again finishes it"),
     EventType("experiment.finished", 1, _EXPERIMENT, "an experiment ran every question and its runs were scored"),
     EventType("experiment.stopped", 1, _EXPERIMENT,
               "an experiment stopped before its end: its budget was reached, it was cancelled or it failed (reason)"),

@@ -499,6 +499,28 @@ def test_a_finished_judge_job_tells_who_started_it(run_a, judge_config, judge_se
     assert n.url == f"/judge/jobs/{job.pk}/" and n.text == f"judge job {job.pk} (local) done: 1 ok, 0 failed"
 
 
+def test_a_judge_job_paused_by_a_refused_key_tells_who_started_it_why(run_a, judge_config, judge_server, make_user):
+    """The endpoint answers 401 (a refused key: ``evaluation.judge.backend`` raises a configuration
+    error, never retried), so the configuration is paused and the job ends ``paused``: its starter
+    hears of it with the configuration's reason, and nothing else is announced."""
+    from evaluation.models import JudgeJob
+    from evaluation.services.judge import run_judge_job
+
+    starter = make_user("jo", "maintainer")
+    record = run_a.records.order_by("id").first()
+    job = JudgeJob.objects.create(config=judge_config, record_ids=[record.pk], total=1, created_by=starter, with_code=False)
+    judge_server.fail(401)
+    assert run_judge_job(job.pk).status == "paused"
+    judge_config.refresh_from_db()
+    assert judge_config.paused and judge_config.paused_reason
+    [n] = Notification.objects.filter(user=starter)
+    assert (n.event_type, n.data["job_id"], n.data["status"], n.data["n_ok"], n.data["reason"]) == (
+        "judge.paused", job.pk, "paused", 0, judge_config.paused_reason)
+    assert n.url == f"/judge/jobs/{job.pk}/"
+    assert n.text == (f"judge job {job.pk} (local) paused after 0 ok: {judge_config.paused_reason}; "
+                      "resume the configuration, then run the job again")
+
+
 def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, maintainer):
     """Florence tile 18 (tests/test_replay_services.py has the hand-worked values): a null pixel size
     fails step 1; clearing the destroyed pixels after a person accepted the gold changes the answer,

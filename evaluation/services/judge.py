@@ -788,6 +788,7 @@ def _run_judge_job(job: JudgeJob, *, progress, backend) -> JudgeJob:
         job.errors.append({"record": None, "protocol": None, "error": f"configuration paused: {config.paused_reason}"})
         job.status, job.finished_at = JudgeJob.Status.PAUSED, timezone.now()
         job.save()
+        announce_end(job)
         return job
 
     to_call: list[PreparedJudgement] = []
@@ -858,18 +859,28 @@ def _run_judge_job(job: JudgeJob, *, progress, backend) -> JudgeJob:
     job.status = JudgeJob.Status.PAUSED if paused else (JudgeJob.Status.FAILED if hard else JudgeJob.Status.DONE)
     job.finished_at = timezone.now()
     job.save()
-    if job.status in (JudgeJob.Status.DONE, JudgeJob.Status.FAILED):
-        announce_end(job)
+    announce_end(job)
     return job
 
 
+#: the event a judge job's end emits, by its status (a job still queued or running emits none)
+_END_EVENTS = {JudgeJob.Status.DONE: "judge.finished", JudgeJob.Status.FAILED: "judge.failed",
+               JudgeJob.Status.PAUSED: "judge.paused"}
+
+
 def announce_end(job: JudgeJob) -> None:
-    """Emit ``judge.finished`` (done) or ``judge.failed`` (failed, also by the sweep) for ``job``;
-    who started it hears of it (``docs/notifications.md``)."""
-    emit("judge.finished" if job.status == JudgeJob.Status.DONE else "judge.failed",
-         {"job_id": job.pk, "status": job.status, "n_ok": job.n_ok, "n_failed": job.n_failed,
-          "config": job.config.name, "actor": job.created_by.get_username() if job.created_by_id else None},
-         user=job.created_by)
+    """Emit ``judge.finished`` (done), ``judge.failed`` (failed, also by the sweep) or
+    ``judge.paused`` (its configuration paused: the payload's ``reason`` is the configuration's
+    ``paused_reason``, the key's value already redacted by :func:`pause_config`) for ``job``; who
+    started it hears of it (``docs/notifications.md``). Nothing for any other status."""
+    event_type = _END_EVENTS.get(job.status)
+    if event_type is None:
+        return
+    payload = {"job_id": job.pk, "status": job.status, "n_ok": job.n_ok, "n_failed": job.n_failed,
+               "config": job.config.name, "actor": job.created_by.get_username() if job.created_by_id else None}
+    if event_type == "judge.paused":
+        payload["reason"] = job.config.paused_reason
+    emit(event_type, payload, user=job.created_by)
 
 
 #: ``manage.py judge --stuck-after``'s default: no progress of a running job for this long means its

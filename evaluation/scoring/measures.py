@@ -5,6 +5,7 @@ distances, and the pairing of ``_row``/``_col`` and ``_lat``/``_lon`` fields int
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .config import EARTH_RADIUS_M
@@ -98,3 +99,33 @@ def detect_point_pairs(eval_spec: dict[str, str]) -> dict[str, dict[str, str]]:
                 pairs.setdefault(base, {"type": kind})[role] = field
                 break
     return pairs
+
+
+def walk_answer(pred_answer: Any, gold_answer: Any, eval_spec: Any,
+                score_field: Callable[[str, str, Any, Any], float],
+                score_pair: Callable[[dict, dict, dict[str, str]], float | None]) -> tuple[float, dict[str, float]]:
+    """The task-level walk both scoring modes share (``dora/evaluation.py``'s per-task loop):
+    ``(task_score, field_scores)``, the task score the mean of the field scores, NaN when none.
+
+    A non-dict answer or ``eval_spec`` reads as ``{}``. Every field but ``ignore`` ones and the
+    halves of a point pair (:func:`detect_point_pairs`) is scored by
+    ``score_field(field, etype, pred_value, gold_value)``; then each pair by
+    ``score_pair(pred_answer, gold_answer, info)`` under ``<base>__point_geo`` or
+    ``<base>__point_px``, unless it answers None (an incomplete pair is not scored). Unrounded."""
+    pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
+    gold_answer = gold_answer if isinstance(gold_answer, dict) else {}
+    eval_spec = eval_spec if isinstance(eval_spec, dict) else {}
+    pairs = detect_point_pairs(eval_spec)
+    paired = {f for info in pairs.values() for role, f in info.items() if role != "type"}
+    scores: dict[str, float] = {}
+    for field, etype in eval_spec.items():
+        if etype == "ignore" or field in paired:
+            continue
+        scores[field] = score_field(field, etype, pred_answer.get(field), gold_answer.get(field))
+    for base, info in pairs.items():
+        s = score_pair(pred_answer, gold_answer, info)
+        if s is not None:
+            scores[f"{base}__point_{'geo' if info['type'] == 'geo' else 'px'}"] = s
+    if not scores:
+        return float("nan"), scores
+    return sum(scores.values()) / len(scores), scores

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import METRES_PER_DEGREE, TAU_PX, ScoringConfig
-from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
+from .measures import extract_point, haversine_m, pixel_distance, score_set_f1, walk_answer
 from .normalize import canonical_exact, normalize_dict_key
 from .paper import score_answer_paper
 from .polygons import score_polygon_iou
@@ -238,21 +238,7 @@ def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: dict[str, str], 
     """
     if cfg.mode == "paper":
         return score_answer_paper(pred_answer, gold_answer, eval_spec, gsd_m, polygon_roots, cfg)
-    pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
-    gold_answer = gold_answer if isinstance(gold_answer, dict) else {}
-    eval_spec = eval_spec if isinstance(eval_spec, dict) else {}
-    pairs = detect_point_pairs(eval_spec)
-    paired = {f for info in pairs.values() for role, f in info.items() if role != "type"}
-    scores: dict[str, float] = {}
-    for field, etype in eval_spec.items():
-        if etype == "ignore" or field in paired:
-            continue
-        scores[field] = score_field(field, etype, pred_answer.get(field), gold_answer.get(field),
-                                    gsd_m, polygon_roots, cfg)
-    for base, info in pairs.items():
-        s = score_point_pair(pred_answer, gold_answer, info, gsd_m, cfg)
-        if s is not None:
-            scores[f"{base}__point_{'geo' if info['type'] == 'geo' else 'px'}"] = s
-    if not scores:
-        return float("nan"), scores
-    return sum(scores.values()) / len(scores), scores
+    return walk_answer(
+        pred_answer, gold_answer, eval_spec,
+        lambda field, etype, pred, gold: score_field(field, etype, pred, gold, gsd_m, polygon_roots, cfg),
+        lambda pred, gold, info: score_point_pair(pred, gold, info, gsd_m, cfg))

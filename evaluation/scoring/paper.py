@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import TAU_PX, ScoringConfig
-from .measures import detect_point_pairs, extract_point, haversine_m, pixel_distance, score_set_f1
+from .measures import extract_point, haversine_m, pixel_distance, score_set_f1, walk_answer
 from .normalize import normalize_string
 from .polygons import score_polygon_iou
 
@@ -212,26 +212,14 @@ def score_field_paper(field: str, etype: str, pred: Any, gold: Any, gsd_m: float
 def score_answer_paper(pred_answer: Any, gold_answer: Any, eval_spec: dict[str, str], gsd_m: float | None,
                        polygon_roots: Iterable[Path], cfg: ScoringConfig) -> tuple[float, dict[str, float]]:
     """``(task_score, field_scores)`` in paper mode; same field keys and pairing as dora mode."""
-    pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
-    gold_answer = gold_answer if isinstance(gold_answer, dict) else {}
-    eval_spec = eval_spec if isinstance(eval_spec, dict) else {}
-    pairs = detect_point_pairs(eval_spec)
-    paired = {f for info in pairs.values() for role, f in info.items() if role != "type"}
-    scores: dict[str, float] = {}
-    for field, etype in eval_spec.items():
-        if etype == "ignore" or field in paired:
-            continue
-        scores[field] = score_field_paper(field, etype, pred_answer.get(field), gold_answer.get(field),
-                                          gsd_m, polygon_roots, cfg)
-    for base, info in pairs.items():
+    def score_pair(pred: dict, gold: dict, info: dict[str, str]) -> float | None:
         roles = ("lat", "lon") if info["type"] == "geo" else ("row", "col")
         if not all(r in info for r in roles):
-            continue
-        gold_pt = [gold_answer.get(info[r]) for r in roles]
-        pred_pt = [pred_answer.get(info[r]) for r in roles]
+            return None
         etype = "point_haversine" if info["type"] == "geo" else "point_pixel"
-        key = f"{base}__point_{'geo' if info['type'] == 'geo' else 'px'}"
-        scores[key] = paper_point(pred_pt, gold_pt, etype, gsd_m)
-    if not scores:
-        return float("nan"), scores
-    return sum(scores.values()) / len(scores), scores
+        return paper_point([pred.get(info[r]) for r in roles], [gold.get(info[r]) for r in roles], etype, gsd_m)
+
+    return walk_answer(
+        pred_answer, gold_answer, eval_spec,
+        lambda field, etype, pred, gold: score_field_paper(field, etype, pred, gold, gsd_m, polygon_roots, cfg),
+        score_pair)

@@ -353,7 +353,8 @@ def test_comments_follow_an_answer_field_renamed_in_the_editor(live_server, brow
     """A comment pinned to answer field ``intersecting_a_count`` follows its rename in the editor at
     once: listed under the new name as the author types it (no save), back under the old one on
     undo, the new one again on redo; saved, the server moved its pin (an undo past the save shows
-    the old name again, a redo the new one), so a reload shows the new name.
+    the old name again, a redo the new one), so a reload shows the new name, and the
+    task page too.
     A rename done and undone before a save leaves no trace: the pin keeps its name, and that
     revision's diff has no answer row. Each label is the editor's "answer <field name>" (comments.js)."""
     from annotation.models import TaskComment
@@ -393,6 +394,10 @@ def test_comments_follow_an_answer_field_renamed_in_the_editor(live_server, brow
         page.reload()
         _wait_saved(page)
         assert labels() == ["answer footprints_near_destroyed"] * 2
+        page.goto(f"{live_server.url}/tasks/{task.pk}/")  # the task page's comment list (task_comment.html)
+        assert page.locator(f'[data-comment="{comment.pk}"] .pin').text_content() == "answer footprints_near_destroyed"
+        page.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
+        _wait_saved(page)
         # ---- renamed again and undone before the save: nothing of it stays
         name.fill("buildings_near_destroyed")
         wait_label("answer buildings_near_destroyed")

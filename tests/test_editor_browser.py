@@ -319,34 +319,135 @@ def test_answer_geometry_drawn_on_the_map(live_server, browser, make_user, clien
         ctx.close()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_comments_follow_an_answer_field_renamed_in_the_editor(live_server, browser, make_user):
-    """A comment pinned to answer field ``intersecting_a_count`` is listed under the new name as the
-    author types it (no save, no reload), and stays there once saved: the server moved its pin."""
-    from annotation.models import TaskComment
+def _task_with_answer_comment(author):
+    """The T2 task on the Joplin chips (r1, by ``author``) and a comment of ``author`` pinned to its
+    answer field ``intersecting_a_count``: (event, task, comment)."""
     from annotation.services.review import add_comment
     from annotation.services.tasks import build_input_data, create_task
 
-    ada = make_user("ada", "author", password="ada-pass-1")
     event = import_joplin()
     payload = t2_payload(event)
-    task = create_task(ada, event, dimension="t2", content={
+    task = create_task(author, event, dimension="t2", content={
         **{k: payload[k] for k in ("question", "trajectory", "answer_spec", "task_category", "task_category_code")},
         "input_data": build_input_data(event, payload["input_layers"])})
-    comment = add_comment(ada, task, "Is 20 m the benchmark's buffer?", answer_field="intersecting_a_count")
+    return event, task, add_comment(author, task, "Is 20 m the benchmark's buffer?", answer_field="intersecting_a_count")
+
+
+def _pin_labels(page, comment):
+    """For ``comment`` in the editor on ``page``: labels() -> the texts of its pin in the comment
+    list and on the answer fields; wait_label(text) waits until both read ``text``."""
+    listed = f'#comment-list [data-comment="{comment.pk}"] .pin'
+    on_field = f'#answer-comments [data-comment="{comment.pk}"] .pin'
+
+    def labels():
+        return [page.locator(listed).text_content(), page.locator(on_field).text_content()]
+
+    def wait_label(text):
+        page.wait_for_function("""([a, b, text]) => [a, b].every((s) => document.querySelector(s)
+                                  && document.querySelector(s).textContent === text)""", arg=[listed, on_field, text])
+    return labels, wait_label
+
+
+@pytest.mark.django_db(transaction=True)
+def test_comments_follow_an_answer_field_renamed_in_the_editor(live_server, browser, make_user, client):
+    """A comment pinned to answer field ``intersecting_a_count`` follows its rename in the editor at
+    once: listed under the new name as the author types it (no save), back under the old one on
+    undo, the new one again on redo; saved, the server moved its pin (an undo past the save shows
+    the old name again, a redo the new one), so a reload shows the new name, and the
+    task page too.
+    A rename done and undone before a save leaves no trace: the pin keeps its name, and that
+    revision's diff has no answer row. Each label is the editor's "answer <field name>" (comments.js)."""
+    from annotation.models import TaskComment
+
+    ada = make_user("ada", "author", password="ada-pass-1")
+    event, task, comment = _task_with_answer_comment(ada)
+    payload = t2_payload(event)
     ctx, page = _login(browser, live_server, "ada", "ada-pass-1")
+    labels, wait_label = _pin_labels(page, comment)
     try:
         page.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
         _wait_saved(page)
-        pin = page.locator(f'#comment-list [data-comment="{comment.pk}"] .pin')
-        assert pin.text_content() == "answer intersecting_a_count"
-        page.locator("#answers .ans-name").first.fill("footprints_near_destroyed")
-        page.wait_for_function(f"""() => document.querySelector('#comment-list [data-comment="{comment.pk}"] .pin')
-                                   .textContent === 'answer footprints_near_destroyed'""")
+        assert labels() == ["answer intersecting_a_count"] * 2
+        name = page.locator("#answers .ans-name").first
+        # ---- renamed: the pin follows as the name is typed, nothing saved yet
+        name.fill("footprints_near_destroyed")
+        wait_label("answer footprints_near_destroyed")
+        assert page.locator("#save-state").get_attribute("data-state") in ("dirty", "draft")
+        # ---- undo: the old name, in the field and on the pin; redo: the new one
+        page.click("#undo")
+        wait_label("answer intersecting_a_count")
+        assert name.input_value() == "intersecting_a_count"
+        page.click("#redo")
+        wait_label("answer footprints_near_destroyed")
+        assert name.input_value() == "footprints_near_destroyed"
+        # ---- saved: the server moved the pin; the label stays, and after a reload too
         page.click("#save-task")
         page.wait_for_function("() => document.querySelector('#save-state').textContent.includes('r2')")
-        assert pin.text_content() == "answer footprints_near_destroyed"
+        assert labels() == ["answer footprints_near_destroyed"] * 2
         assert TaskComment.objects.get(pk=comment.pk).answer_field == "footprints_near_destroyed"
+        # ---- undo past the save: the saved revision's field would be renamed back, the pin says so
+        page.click("#undo")
+        wait_label("answer intersecting_a_count")
+        page.click("#redo")
+        wait_label("answer footprints_near_destroyed")
+        _wait_saved(page)
+        page.reload()
+        _wait_saved(page)
+        assert labels() == ["answer footprints_near_destroyed"] * 2
+        page.goto(f"{live_server.url}/tasks/{task.pk}/")  # the task page's comment list (task_comment.html)
+        assert page.locator(f'[data-comment="{comment.pk}"] .pin').text_content() == "answer footprints_near_destroyed"
+        page.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
+        _wait_saved(page)
+        # ---- renamed again and undone before the save: nothing of it stays
+        name.fill("buildings_near_destroyed")
+        wait_label("answer buildings_near_destroyed")
+        page.click("#undo")
+        wait_label("answer footprints_near_destroyed")
+        page.fill("#question", payload["question"] + " Count each footprint once.")
+        page.click("#save-task")
+        page.wait_for_function("() => document.querySelector('#save-state').textContent.includes('r3')")
+        assert labels() == ["answer footprints_near_destroyed"] * 2
+        assert TaskComment.objects.get(pk=comment.pk).answer_field == "footprints_near_destroyed"
+        client.force_login(ada)
+        history = client.get(f"/tasks/{task.pk}/history/?a=2&b=3").content.decode()
+        assert "buildings_near_destroyed" not in history and "renamed" not in history
+        assert not page._errors, page._errors
+    finally:
+        ctx.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_taking_theirs_over_a_conflict_shows_the_servers_answer_pins(live_server, browser, make_user, client):
+    """The author edits r1 while two revisions are saved elsewhere: r2 adds field ``w_count`` after
+    ``intersecting_a_count``, r3 removes ``intersecting_a_count``. Neither is a rename (the rule:
+    a removal or an addition is none), so the server left the comment on ``intersecting_a_count``.
+    Taking theirs (r3, fields [w_count]) in the editor must show that pin, "answer
+    intersecting_a_count", though from r1's fields to r3's the position rule alone reads a rename
+    to w_count: the editor reads the server's pins after loading their revision."""
+    from annotation.models import TaskComment
+
+    ada = make_user("ada", "author", password="ada-pass-1")
+    event, task, comment = _task_with_answer_comment(ada)
+    ctx, page = _login(browser, live_server, "ada", "ada-pass-1")
+    labels, wait_label = _pin_labels(page, comment)
+    try:
+        page.goto(f"{live_server.url}/tasks/{task.pk}/edit/")
+        _wait_saved(page)
+        assert labels() == ["answer intersecting_a_count"] * 2
+        w = {**T2_ANSWER[0], "name": "w_count"}
+        client.force_login(ada)
+        for version, spec in ((1, [T2_ANSWER[0], w]), (2, [w])):
+            put = client.put(f"/api/tasks/{task.pk}/", {**t2_payload(event, answer_spec=spec), "expected_version": version},
+                             content_type="application/json")
+            assert put.status_code == 200, put.content
+        assert TaskComment.objects.get(pk=comment.pk).answer_field == "intersecting_a_count"
+        page.fill("#question", "Mine: count the footprints within 20 m of destroyed buildings.")
+        page.click("#save-task")
+        page.wait_for_selector("#conflict:not([hidden])")
+        page.click("#conflict-take-theirs")
+        page.wait_for_function("() => document.querySelector('#save-state').textContent.includes('r3')")
+        assert page.locator("#answers .ans-name").evaluate_all("xs => xs.map((x) => x.value)") == ["w_count"]
+        wait_label("answer intersecting_a_count")
         assert not page._errors, page._errors
     finally:
         ctx.close()

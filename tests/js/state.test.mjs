@@ -1,12 +1,14 @@
 // The editor's state rules (frontend/static/studio/editor/state.js), run by `node --test tests/js`.
 // Expected values worked out by hand from the rules the module documents: structural edits keep
 // uids (references follow them), undo coalesces typing in one field within a second, and a change
-// back to the saved revision drops the autosaved draft.
+// back to the saved revision drops the autosaved draft; a comment pinned to an answer field shows the
+// field's name in the unsaved edits (answerRenames), and the server's pins replace the editor's.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  UndoLog, answerRenames, changeOutcome, changeTool, createState, deleteStepAt, duplicateStepAt, insertStepAt, moveStepBy, offersDraft,
+  UndoLog, answerRenames, applyServerFields, changeOutcome, changeTool, commentPinLabel, createState, deleteStepAt, duplicateStepAt,
+  followRenames, insertStepAt, moveStepBy, offersDraft, pinnedField,
 } from "../../frontend/static/studio/editor/state.js";
 
 test("createState: a new task is an editable draft; a task its author may not edit is read-only", () => {
@@ -100,4 +102,39 @@ test("answerRenames: a field renamed in place is a rename; a removal, an additio
   assert.deepEqual(answerRenames(spec("a", "b"), spec("b", "a")), {});
   assert.deepEqual(answerRenames(spec("count"), spec("")), {});
   assert.deepEqual(answerRenames(undefined, spec("x")), {});
+});
+
+test("commentPinLabel: a comment on an answer field is labelled with the field's name in the unsaved edits", () => {
+  const onField = { step_index: null, answer_field: "count", location: null };
+  assert.equal(commentPinLabel(onField, {}), "answer count");
+  assert.equal(commentPinLabel(onField, { count: "total" }), "answer total");
+  assert.equal(commentPinLabel(onField, { area: "km2" }), "answer count");
+  // a field named like an Object property is a name like any other, not a lookup into Object.prototype
+  assert.equal(commentPinLabel({ answer_field: "constructor" }, {}), "answer constructor");
+  assert.equal(commentPinLabel({ answer_field: "toString" }, { constructor: "x" }), "answer toString");
+  // step, map and task pins do not change with renames
+  assert.equal(commentPinLabel({ step_index: 0, answer_field: "" }, { count: "total" }), "step 0");
+  assert.equal(commentPinLabel({ step_index: null, answer_field: "", location: { x: 1, y: 2 } }, {}), "map");
+  assert.equal(commentPinLabel({ step_index: null, answer_field: "", location: null }, {}), "task");
+  assert.equal(pinnedField({ answer_field: "" }, { "": "x" }), null);
+});
+
+test("followRenames: comments move to the new names, others stay; the count of those moved", () => {
+  const threads = [{ id: 1, answer_field: "count" }, { id: 2, answer_field: "area" }, { id: 3, answer_field: "" }];
+  assert.equal(followRenames(threads, { count: "total" }), 1);
+  assert.deepEqual(threads.map((c) => c.answer_field), ["total", "area", ""]);
+  assert.equal(followRenames(threads, {}), 0);
+  // a rename undone before the save is no rename: answerRenames gives {}, nothing moves
+  const spec = (...names) => names.map((name) => ({ name }));
+  assert.equal(followRenames(threads, answerRenames(spec("total", "area"), spec("total", "area"))), 0);
+  assert.deepEqual(threads.map((c) => c.answer_field), ["total", "area", ""]);
+});
+
+test("applyServerFields: the server's pins replace the editor's; comments it did not list stay", () => {
+  const threads = [{ id: 1, answer_field: "w_count" }, { id: 2, answer_field: "area" }, { id: 3, answer_field: "x" }];
+  assert.equal(applyServerFields(threads, { 1: "intersecting_a_count", 2: "area" }), 1);
+  assert.deepEqual(threads.map((c) => c.answer_field), ["intersecting_a_count", "area", "x"]);
+  assert.equal(applyServerFields(threads, { 3: "" }), 1);
+  assert.equal(threads[2].answer_field, "");
+  assert.equal(applyServerFields(threads, null), 0);
 });

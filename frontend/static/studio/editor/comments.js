@@ -2,14 +2,20 @@
 // on its step or answer field and, pinned to a location, on the map; reply and resolve through the API.
 import { send } from "../api.js";
 import { $, $$, el } from "./dom.js";
+import { applyServerFields, commentPinLabel, followRenames as followRenamesIn } from "./state.js";
 
 /**
  * @param {Object} ctx  {task (editor-config's task, null for a new task), state, userName, toast(text),
  *   showMarkers(threads) (map_glue.js), renames() ({old answer field: new name} of the unsaved edits,
  *   state.js answerRenames)}
- * @returns {{render(), followRenames(renames), threads: Array}}  render() draws every thread again
- *   (after the steps are drawn), a comment pinned to a renamed answer field under its new name;
- *   followRenames pins the threads to the new names (the server did so when the revision was saved)
+ * @returns {{render(), followRenames(renames), syncFields(), threads: Array}}  render() draws every
+ *   thread again (after the steps are drawn), a comment pinned to an answer field renamed in the
+ *   unsaved edits under its new name (state.js commentPinLabel), in the list and on the answer
+ *   fields; followRenames pins the threads to the new names at once (the server did so when the
+ *   revision was saved); syncFields() then reads the server's pins (every page of GET
+ *   /api/tasks/<id>/comments/) and draws them again when one differs: resolves to the number of
+ *   threads changed (0 at once when there are none), null when not read (no task, an error, or a
+ *   save in the meantime)
  */
 export function initComments(ctx) {
   const T = ctx.task;
@@ -55,20 +61,39 @@ export function initComments(ctx) {
     if (threads.length) $("#comments-card h2").textContent = `Review comments (${open.length} open)`;
     const renames = ctx.renames ? ctx.renames() : {};
     threads.forEach((c) => {
-      const field = renames[c.answer_field] || c.answer_field;
-      const where = c.step_index !== null && c.step_index !== undefined ? `step ${c.step_index}` : field ? `answer ${field}` : c.location ? "map" : "task";
+      const where = commentPinLabel(c, renames);  // a renamed answer field's comments under its new name
       const node = commentNode(c);
       node.prepend(el("span", { class: "pin", text: where }));
       list.appendChild(node);
       if (!c.resolved && c.step_index !== null && c.step_index !== undefined) {
         const li = $$("#steps > li")[c.step_index];
         if (li) $(".step-comments", li).appendChild(commentNode(c));
-      } else if (!c.resolved && c.answer_field) $("#answer-comments").appendChild(commentNode(c));
+      } else if (!c.resolved && c.answer_field) {
+        const onField = commentNode(c);
+        onField.prepend(el("span", { class: "pin", text: where }));  // which field: the same label
+        $("#answer-comments").appendChild(onField);
+      }
     });
     ctx.showMarkers(threads);
   }
-  function followRenames(renames) {
-    threads.forEach((c) => { if (renames[c.answer_field]) c.answer_field = renames[c.answer_field]; });
+  function followRenames(renames) { followRenamesIn(threads, renames); }
+  async function syncFields() {
+    if (!T || !state.id) return null;
+    if (!threads.length) return 0;  // nothing to pin (the editor lists the threads it was opened with)
+    const version = state.version;
+    const fields = {};
+    let url = `/api/tasks/${state.id}/comments/?page_size=200`;
+    while (url) {
+      const resp = await send("GET", url).catch(() => null);
+      if (!resp || !resp.ok) return null;
+      const page = await resp.json();
+      page.results.forEach((c) => { fields[c.id] = c.answer_field; });
+      url = page.next;
+    }
+    if (state.version !== version) return null;  // saved again meanwhile: that save reads them again
+    const changed = applyServerFields(threads, fields);
+    if (changed) render();
+    return changed;
   }
-  return { render, followRenames, threads };
+  return { render, followRenames, syncFields, threads };
 }

@@ -658,6 +658,7 @@ import {
       comments.followRenames(pendingRenames(body.answer_spec));  // the server moved their pins too
       markClean();
       relabelComments();
+      comments.syncFields();  // then the server's pins (a save over a conflict renames from its head)
       renderQc(data.qc || [], null, data.version);
       renderTransitions(data.actions || []);
       $("#conflict").hidden = true;
@@ -718,9 +719,15 @@ import {
   };
   $("#conflict-take-theirs").onclick = () => {
     const mine = payload();
+    const ours = baseline ? JSON.parse(baseline).answer_spec : [];
     state.version = conflictTheirs.version;
+    // their revisions may have renamed answer fields, and the server moved those pins: follow at
+    // once by the rule (from the revision this editor loaded to theirs), then read the server's
+    comments.followRenames(answerRenames(ours, (conflictTheirs.head || {}).answer_spec));
     load(conflictTheirs.head);
     markClean();
+    relabelComments();
+    comments.syncFields();
     $("#conflict").hidden = true;
     // keep mine retrievable: the server draft holds them (autosaved on the conflict); say so
     toast(`Loaded r${state.version}. Your edits stay in the server draft until you save.`, { label: "Put mine back", run: () => { load(mine); changed(); } });

@@ -158,3 +158,58 @@ export function answerRenames(oldSpec, newSpec) {
   });
   return out;
 }
+
+/**
+ * The answer field a review comment is pinned to as the editor shows it now: its saved name
+ * (`comment.answer_field`), or the name that field has in the unsaved edits when `renames`
+ * ({old: new}, answerRenames between the saved revision and the edits) renames it; null when the
+ * comment is not pinned to an answer field.
+ */
+export function pinnedField(comment, renames) {
+  const field = comment && comment.answer_field;
+  if (!field) return null;
+  return (renames && Object.prototype.hasOwnProperty.call(renames, field) && renames[field]) || field;
+}
+
+/**
+ * The label of a review comment's pin: "step N" (pinned to step N), "answer <field>" (to an answer
+ * field, under its name in the unsaved edits: pinnedField), "map" (to a location), "task" (none).
+ * @param {Object} comment  {step_index, answer_field, location} (editor-config's task.comments)
+ * @param {Object} renames  {old field name: new name} of the unsaved edits ({} for none)
+ */
+export function commentPinLabel(comment, renames) {
+  if (comment.step_index !== null && comment.step_index !== undefined) return `step ${comment.step_index}`;
+  const field = pinnedField(comment, renames);
+  if (field) return `answer ${field}`;
+  return comment.location ? "map" : "task";
+}
+
+/**
+ * Pin comments to the new names of their answer fields (`renames`, {old: new}: what the server
+ * did when the revision that renamed them was saved). Changes `threads` in place; returns the
+ * number of comments moved.
+ */
+export function followRenames(threads, renames) {
+  let moved = 0;
+  (threads || []).forEach((c) => {
+    const to = pinnedField(c, renames);
+    if (to && to !== c.answer_field) { c.answer_field = to; moved++; }
+  });
+  return moved;
+}
+
+/**
+ * Pin comments to the answer fields the server holds (`serverFields`: {comment id: answer_field},
+ * "" for none, from GET /api/tasks/<id>/comments/): after a save or on loading another revision the
+ * server's pins are the truth, whatever the editor guessed. Comments the server did not list are
+ * left as they are. Changes `threads` in place; returns the number of comments whose field changed.
+ */
+export function applyServerFields(threads, serverFields) {
+  let changed = 0;
+  (threads || []).forEach((c) => {
+    if (!serverFields || !Object.prototype.hasOwnProperty.call(serverFields, c.id)) return;
+    const field = serverFields[c.id] || "";
+    if (field !== (c.answer_field || "")) { c.answer_field = field; changed++; }
+  });
+  return changed;
+}

@@ -1,4 +1,4 @@
-"""manage.py seed_synthetic --tasks N --runs M: a large synthetic benchmark over the real scenes.
+"""A large synthetic benchmark over the real scenes (``manage.py seed_synthetic --tasks N --runs M``).
 
 For load tests and benchmarks (``bench/lists.py``, ``bench/export.py``): N tasks and M scored agent
 runs, bulk-created in batches (100,000 tasks with 2 runs in a few minutes on 2 cores; see
@@ -30,7 +30,6 @@ import random
 import time
 from dataclasses import dataclass
 
-from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
@@ -361,31 +360,3 @@ def seed_synthetic(n_tasks: int, n_runs: int, *, batch: int = 5000, seed: int = 
             dora_scores[run.name] = run.dora_score
     return {"tasks": n_tasks, "runs": n_runs, "records": n_records, "events": len({s.event.pk for s in scenes}),
             "seconds": round(time.monotonic() - t0, 1), "dora_scores": dora_scores}
-
-
-class Command(BaseCommand):
-    help = ("Create a synthetic benchmark of N tasks over the real scenes and M scored agent runs "
-            "(everything named synthetic-*, questions prefixed [synthetic]).")
-
-    def add_arguments(self, parser):
-        parser.add_argument("--tasks", type=int, required=True, help="number of tasks")
-        parser.add_argument("--runs", type=int, default=0, help="number of agent runs (one record per task each)")
-        parser.add_argument("--batch", type=int, default=5000, help="tasks per transaction (default 5000)")
-        parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-        parser.add_argument("--tasks-per-sample", type=int, default=2, help="tasks sharing one sample (default 2)")
-        parser.add_argument("--status", default="approved", help="'approved' (default) or 'mix' of workflow states")
-        parser.add_argument("--replace", action="store_true", help="delete earlier synthetic data first")
-
-    def handle(self, *args, **opts):
-        quiet = opts["verbosity"] == 0
-        try:
-            out = seed_synthetic(opts["tasks"], opts["runs"], batch=opts["batch"], seed=opts["seed"],
-                                 tasks_per_sample=opts["tasks_per_sample"], status=opts["status"], replace=opts["replace"],
-                                 log=(lambda m: None) if quiet else (lambda m: self.stdout.write(m)))
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
-        if not quiet:
-            self.stdout.write(f"synthetic benchmark: {out['tasks']:,} tasks over {out['events']} synthetic events, "
-                              f"{out['runs']} runs, {out['records']:,} records in {out['seconds']} s")
-            for name, score in out["dora_scores"].items():
-                self.stdout.write(f"  {name}: DORA score {score:.6f}")

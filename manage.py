@@ -3,9 +3,11 @@
 import os
 import sys
 
-#: commands whose module imports without Django's app registry (project imports in ``handle``):
-#: their ``--help`` is printed without starting Django, nearly as fast as ``evaluate_runs``'s
-#: (tests/test_mcp.py runs each)
+#: commands whose module imports without Django's app registry (project imports in ``handle``, or
+#: in a service module that ``handle`` imports; at module top only pure modules such as
+#: ``kernel.vocabulary`` or ``evaluation.judge.*``): their ``--help`` is printed without starting
+#: Django, nearly as fast as ``evaluate_runs``'s (tests/test_mcp.py runs each). Every command of
+#: the project is listed; ``evaluate_runs`` runs before Django starts below.
 HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
                        "qc": "annotation.management.commands.qc",
                        "agreement": "evaluation.management.commands.agreement",
@@ -24,7 +26,16 @@ HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
                        "import_runs": "evaluation.management.commands.import_runs",
                        "import_tasks": "annotation.management.commands.import_tasks",
                        "judge_robustness": "evaluation.management.commands.judge_robustness",
-                       "rescore_run": "evaluation.management.commands.rescore_run"}
+                       "rescore_run": "evaluation.management.commands.rescore_run",
+                       "demo": "evaluation.management.commands.demo",
+                       "experiment": "experiments.management.commands.experiment",
+                       "judge": "evaluation.management.commands.judge",
+                       "judge_report": "evaluation.management.commands.judge_report",
+                       "make_variants": "annotation.management.commands.make_variants",
+                       "replay": "replay.management.commands.replay",
+                       "seed_synthetic": "evaluation.management.commands.seed_synthetic",
+                       "stepwise_cases": "evaluation.management.commands.stepwise_cases",
+                       "push_layers": "annotation.management.commands.push_layers"}
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ def logged_in(client, settings):
 @pytest.fixture
 def seeded(db):
     from annotation.services.imports import import_xbd_folder
-    from evaluation.management.commands.seed_synthetic import seed_synthetic
+    from evaluation.services.seeding import seed_synthetic
 
     import_xbd_folder(FLORENCE)
     return seed_synthetic(40, 3, batch=10, tasks_per_sample=2, seed=3)

@@ -341,6 +341,17 @@ def test_the_other_commands_listed_in_manage_py_print_their_help_without_startin
     assert done.stdout.startswith(f"usage: manage.py {command} ") and done.stdout.strip().splitlines()[-1] == "False"
 
 
+def test_manage_py_prints_the_help_of_every_project_command_without_starting_django():
+    # every command module of the project's apps (*/management/commands/*.py, not the package's
+    # __init__ nor a _private helper) is in HELP_WITHOUT_DJANGO under its own name and dotted path,
+    # but evaluate_runs, which manage.py runs before Django starts for any arguments (manage.py)
+    listed = runpy.run_path(str(REPO / "manage.py"), run_name="manage")["HELP_WITHOUT_DJANGO"]
+    found = {f.stem: ".".join(f.relative_to(REPO).with_suffix("").parts)
+             for f in REPO.glob("*/management/commands/*.py") if not f.stem.startswith("_")}
+    assert found.pop("evaluate_runs") == "evaluation.management.commands.evaluate_runs"
+    assert listed == found
+
+
 @pytest.mark.django_db(transaction=True)
 def test_mcp_serve_over_streamable_http_on_loopback(tmp_path):
     _, task = make_task()

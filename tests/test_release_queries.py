@@ -20,9 +20,9 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Task
 from annotation.services.imports import import_xbd_folder
-from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import Adjudication, AgentRun, RunRecord, Verdict
 from evaluation.selectors.adjudication import release_adjudication, release_adjudications
+from evaluation.services.seeding import seed_synthetic
 from releases.models import Release, ReleaseTask
 from releases.services import export as export_svc
 from releases.services import lifecycle, release_export

@@ -15,9 +15,9 @@ from support.florence import FLORENCE
 
 from annotation.models import Event, Layer, Task
 from annotation.services.imports import import_xbd_folder
-from evaluation.management.commands.seed_synthetic import seed_synthetic
 from evaluation.models import AgentRun, RunRecord
 from evaluation.scoring import evaluate_samples
+from evaluation.services.seeding import seed_synthetic
 from releases.services.export import dora_samples
 from replay.models import ReplayRun
 

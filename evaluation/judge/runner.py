@@ -20,6 +20,13 @@ from .backends import JudgeBackend, JudgeRequestError, JudgeResponse, JudgeTrans
 from .fit import REASK_ANSWER_CHARS
 from .verdict import Verdict, VerdictParseError, normalize_setting, parse_verdict
 
+#: ``manage.py judge --stuck-after``'s default (``evaluation.services.judge.fail_stuck_judge_jobs``'s
+#: too): no progress of a running job for this long means its worker is gone. Since the heartbeat
+#: thread (``studio.background``) beats during a call too, the sweep's own limit is
+#: ``STUDIO_JOB_STALE_AFTER_S``; this stays the command's historical default. Here, in the pure
+#: judge core, so that the command's ``--help`` needs no app registry (manage.py).
+STUCK_AFTER_S = 900.0
+
 CORRECTION_TEMPLATE = (
     "Your previous answer could not be read as a verdict ({reason}). Reply again with only one "
     "JSON object, with no markdown fences and no text before or after it, with exactly these "

@@ -61,7 +61,7 @@ from evaluation.judge.backends import JSON_MODES, JudgeError, _redact
 from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS, PromptTooLong, fit_prompt
 from evaluation.judge.prompts import DEFAULT_STEPWISE_BLIND_VERSION, DEFAULT_STEPWISE_GOLD_VERSION
 from evaluation.judge.rules import normalize_tool_name, tool_sequence
-from evaluation.judge.runner import JudgeOutcome
+from evaluation.judge.runner import STUCK_AFTER_S, JudgeOutcome
 from evaluation.judge.verdict import E_CODES, protocol_setting
 from evaluation.models import JudgeCall, JudgeConfig, JudgeJob, RunRecord, Verdict
 from kernel.catalogue import catalogue_by_name
@@ -881,12 +881,6 @@ def announce_end(job: JudgeJob) -> None:
     if event_type == "judge.paused":
         payload["reason"] = job.config.paused_reason
     emit(event_type, payload, user=job.created_by)
-
-
-#: ``manage.py judge --stuck-after``'s default: no progress of a running job for this long means its
-#: worker is gone. Since the heartbeat thread (``studio.background``) beats during a call too, the
-#: sweep's own limit is ``STUDIO_JOB_STALE_AFTER_S``; this stays the command's historical default.
-STUCK_AFTER_S = 900.0
 
 
 def fail_stuck_judge_jobs(timeout_s: float | None = STUCK_AFTER_S) -> list[int]:

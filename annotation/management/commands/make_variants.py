@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.api_variants import VariantIn, variant_params
-from annotation.models import Task
-from annotation.services.variants import VariantError, create_variant
 from annotation.variants import EXTRANEOUS_LEVELS, KINDS, STRATEGIES
 
 
@@ -42,6 +38,14 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py make_variants --help`` loads this module before Django starts
+        # (manage.py; django.contrib.auth too, a tenth of a second of imports)
+        from django.contrib.auth import get_user_model
+
+        from annotation.api_variants import VariantIn, variant_params
+        from annotation.models import Task
+        from annotation.services.variants import VariantError, create_variant
+
         base = Task.objects.filter(question_id=o["task"]).first()
         if base is None:
             raise CommandError(f"--task: no task '{o['task']}'")

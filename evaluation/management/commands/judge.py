@@ -16,20 +16,9 @@ from __future__ import annotations
 import json
 import sys
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.models import JudgeConfig
-from evaluation.services.judge import (
-    CUTS,
-    STORED_READING,
-    STUCK_AFTER_S,
-    JudgePaused,
-    run_judge_job,
-    select_records,
-    start_judge_job,
-    sweep_judge_jobs,
-)
+from evaluation.judge.runner import STUCK_AFTER_S
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -61,6 +50,21 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py judge --help`` loads this module before Django starts (manage.py;
+        # django.contrib.auth too, a tenth of a second of imports)
+        from django.contrib.auth import get_user_model
+
+        from evaluation.models import JudgeConfig
+        from evaluation.services.judge import (
+            CUTS,
+            STORED_READING,
+            JudgePaused,
+            run_judge_job,
+            select_records,
+            start_judge_job,
+            sweep_judge_jobs,
+        )
+
         if opts["run"] is None and not opts["release"]:
             raise CommandError("give --release VERSION or --run ID")
         config = JudgeConfig.objects.filter(name=opts["config"]).first()

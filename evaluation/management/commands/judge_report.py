@@ -19,8 +19,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.judge.report import DEFAULT_EXTRA_KEYS, ReportRowError, judge_report
 from evaluation.judge.verdict import DEFAULT_READING, E_CODES, READINGS
-from evaluation.selectors.judge_report import judge_report_rows
-from evaluation.services.judge import STORED_READING
 
 
 def _f(x, digits: int = 2) -> str:
@@ -40,6 +38,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, **opts):
+        # imported here: ``manage.py judge_report --help`` loads this module before Django starts (manage.py)
+        from evaluation.selectors.judge_report import judge_report_rows
+        from evaluation.services.judge import STORED_READING
+
         if opts["verdicts"]:
             path = Path(opts["verdicts"])
             if not path.is_file():

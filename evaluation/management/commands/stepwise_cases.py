@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.judge.stepwise import (
@@ -21,8 +20,6 @@ from evaluation.judge.stepwise import (
     StepwiseCaseError,
     export_jsonl,
 )
-from evaluation.models import AgentRun
-from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 
 
 class Command(BaseCommand):
@@ -39,6 +36,13 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="import: the studio user recorded as importer (needs run.import)")
 
     def handle(self, *args, **o):
+        # imported here: ``manage.py stepwise_cases --help`` loads this module before Django starts
+        # (manage.py; django.contrib.auth too, a tenth of a second of imports)
+        from django.contrib.auth import get_user_model
+
+        from evaluation.models import AgentRun
+        from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
+
         run = AgentRun.objects.filter(pk=o["run"]).first()
         if run is None:
             raise CommandError(f"--run: no run {o['run']}")

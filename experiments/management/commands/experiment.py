@@ -20,12 +20,9 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import selectors, services
-from experiments.models import Experiment, ExperimentConfig
 from kernel.errors import DomainError
 from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE
 
@@ -75,6 +72,8 @@ class Command(BaseCommand):
         sub.add_parser("list")
 
     def _user(self, name):
+        from django.contrib.auth import get_user_model  # a tenth of a second of imports: not for --help
+
         User = get_user_model()
         user = (User.objects.filter(username=name).first() if name
                 else User.objects.filter(is_superuser=True).order_by("id").first())
@@ -82,7 +81,10 @@ class Command(BaseCommand):
             raise CommandError("no user: pass --as-user NAME (a maintainer) or create a superuser")
         return user
 
-    def _config(self, spec: str) -> ExperimentConfig:
+    def _config(self, spec: str):
+        """The configuration ``NAME`` (its newest version) or ``NAME:VERSION`` (an ExperimentConfig)."""
+        from experiments.models import ExperimentConfig
+
         name, _, version = spec.partition(":")
         rows = ExperimentConfig.objects.filter(name=name)
         cfg = rows.filter(version=int(version)).first() if version.isdigit() else rows.order_by("-version").first()
@@ -90,13 +92,18 @@ class Command(BaseCommand):
             raise CommandError(f"--config: no configuration {spec!r}")
         return cfg
 
-    def _experiment(self, pk: int) -> Experiment:
+    def _experiment(self, pk: int):
+        """The Experiment ``pk``; CommandError when there is none."""
+        from experiments.models import Experiment
+
         exp = Experiment.objects.filter(pk=pk).first()
         if exp is None:
             raise CommandError(f"no experiment {pk}")
         return exp
 
-    def _status(self, exp: Experiment) -> dict:
+    def _status(self, exp) -> dict:
+        from experiments import selectors
+
         exp = selectors.experiment(exp.pk)
         return {"id": exp.pk, "status": exp.status, "stop_reason": exp.stop_reason, "error": exp.error,
                 "config": str(exp.config), "done": exp.done, "total": exp.total,
@@ -110,6 +117,10 @@ class Command(BaseCommand):
                 "accounting": selectors.accounting(exp)}
 
     def handle(self, *args, **o):
+        # imported here (and in the helpers above): ``manage.py experiment --help`` loads this module
+        # before Django starts (manage.py)
+        from experiments import selectors, services
+
         user = self._user(o["as_user"])
         if not settings.CELERY_BROKER_URL:
             settings.STUDIO_JUDGE_RUNNER = "inline"  # no worker: run it here, to its end

@@ -36,14 +36,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Layer, Task
-from annotation.services.task_import import TaskImportError
-from annotation.services.tasks import TaskLockedError
 from kernel.vocabulary import PERCEPTION_MODES
-from replay.models import ReplayRun
-from replay.selectors import GOLD_MODE, recorded_diff, recorded_trajectory, task_recorded_diff
-from replay.services.layers import LAYER_FIELDS, input_fingerprint
-from replay.services.runs import create_run, execute_replay, resume_stuck_replays
 
 
 def progress_bar(done: int, total: int, label: str = "", width: int = 30) -> str:
@@ -72,6 +65,10 @@ class Command(BaseCommand):
                                  "default: those of the file the task was imported from, if any")
 
     def handle(self, *args, **o):
+        # the project's modules are imported in the methods: ``manage.py replay --help`` loads this
+        # module before Django starts (manage.py)
+        from replay.services.runs import resume_stuck_replays
+
         if o["resume_stuck"]:
             ids = resume_stuck_replays(o["timeout"])
             self.stdout.write(json.dumps({"requeued": ids}) if o["json"] else
@@ -82,6 +79,13 @@ class Command(BaseCommand):
         return self._all(o)
 
     def _one(self, o):
+        from annotation.models import Task
+        from annotation.services.task_import import TaskImportError
+        from annotation.services.tasks import TaskLockedError
+        from replay.models import ReplayRun
+        from replay.selectors import recorded_diff, recorded_trajectory, task_recorded_diff
+        from replay.services.runs import create_run, execute_replay
+
         task = Task.objects.select_related("head").filter(question_id=o["task"]).first()
         if task is None:
             raise CommandError(f"--task: no task with question id '{o['task']}'")
@@ -137,7 +141,12 @@ class Command(BaseCommand):
             sys.exit(2)
 
     def _all(self, o):
+        from annotation.models import Layer, Task
         from replay.jobs import run_replay
+        from replay.models import ReplayRun
+        from replay.selectors import GOLD_MODE
+        from replay.services.layers import LAYER_FIELDS, input_fingerprint
+        from replay.services.runs import create_run, execute_replay
 
         tasks = Task.objects.select_related("head", "event").order_by("id")
         if o["event"]:
@@ -221,6 +230,9 @@ class Command(BaseCommand):
     def _recorded(run_ids: list[int]) -> dict[str, dict]:
         """``{question_id: task_recorded_diff}`` of the succeeded runs among ``run_ids`` whose
         revision keeps a task file's recorded observations (``replay.selectors.task_recorded_diff``)."""
+        from replay.models import ReplayRun
+        from replay.selectors import task_recorded_diff
+
         out = {}
         for run in (ReplayRun.objects.filter(pk__in=run_ids, status=ReplayRun.Status.SUCCEEDED)
                     .select_related("task", "revision")):

@@ -1,7 +1,6 @@
 """manage.py rescore_run --run ID [--release VERSION | --studio] [--as-user NAME] [--json]"""
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
@@ -21,6 +20,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         # imported here: ``manage.py --help`` loads this module before Django starts (manage.py)
+        from django.contrib.auth import get_user_model
+
         from evaluation.models import AgentRun
         from evaluation.services.runs import RunImportError, rescore_run
         from releases.models import Release

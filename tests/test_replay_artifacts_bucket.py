@@ -9,8 +9,11 @@ What the checks compare: the bucket's keys against the names the runs' manifests
 distinct SHA-256) and each object's bytes against its name (their SHA-256); the overlay image of the
 damage mask (``replay-artifact-png``: the PNG the map draws over the event) and the overlays document
 (``replay-overlays``: bounds, legend and the vectorized polygons inline) as machine A and machine B
-serve them (the same bytes: the same mask bytes read by the same renderer); machine B's local copies
-(their SHA-256 against the manifest's); the manifests and replay hashes of B's replays against A's.
+serve them (the same bytes: the same mask bytes read by the same renderer); the files
+``releases.services.export.write_task_files`` writes for the task on A and on B (task file, gold
+polygon, images: the same paths, the same SHA-256 each); QC's check ids on A and B; machine B's local
+copies (their SHA-256 against the manifest's); the manifests and replay hashes of B's replays
+against A's.
 The answer is worked out by hand in tests/test_celery_worker.py: the Florence mask holds 26,492 px of
 class 3 and 274 px of class 4, mapped to 2 and 3, so ``ras.count_pixels(classes=[2, 3])`` is 26,766.
 """
@@ -30,6 +33,7 @@ from support.seaweedfs import machine_env
 from annotation.services.imports import import_xbd_folder
 from annotation.services.qc import qc_for_task
 from annotation.services.tasks import create_task
+from releases.services.export import write_task_files
 from replay.services.paths import artifact_key
 from replay.services.runs import create_run, execute_replay
 from studio import storage
@@ -99,7 +103,7 @@ def test_each_artifact_is_one_object_named_by_its_content_however_many_runs_writ
     assert sorted(uploads) == sorted(expected)  # nothing uploaded again
 
 
-#: machine B: runs QC on task ``task`` (on an artifact root of its own), reads run ``run``'s folder for
+#: machine B: runs QC on task ``task`` and exports it (each on an artifact root of its own), reads run ``run``'s folder for
 #: scoring and its artifacts through the pages as ``user``, replays task ``other`` with the step cache
 #: (on another empty artifact root), then replays ``task`` with the cache (the whole run reused) and
 #: without it (every tool run there)
@@ -117,6 +121,7 @@ from django.test.utils import setup_test_environment
 from django.urls import reverse
 from annotation.models import Task
 from annotation.services.qc import qc_for_task
+from releases.services.export import write_task_files
 from replay.models import ReplayRun
 from replay.services.paths import artifact_folder
 from replay.services.runs import create_run, execute_replay
@@ -133,6 +138,10 @@ main_root = settings.STUDIO_ARTIFACT_ROOT
 settings.STUDIO_ARTIFACT_ROOT = Path(main_root).parent / "qc-artifacts"  # QC first, on its own empty root
 out["qc"] = sorted({{f.check for f in qc_for_task(Task.objects.get(pk={task}))}})
 out["qc_cas"] = tree(Path(settings.STUDIO_ARTIFACT_ROOT) / "cas")
+settings.STUDIO_ARTIFACT_ROOT = Path(main_root).parent / "export-artifacts"  # the export, on another
+written, missing = write_task_files([Task.objects.get(pk={task})], Path(main_root).parent / "export")
+out["export"] = [tree(Path(main_root).parent / "export"), missing,
+                 tree(Path(settings.STUDIO_ARTIFACT_ROOT) / "cas")]
 settings.STUDIO_ARTIFACT_ROOT = main_root
 folder = artifact_folder(run, (".geojson", ".json"))
 out["folder_vectors"] = tree(folder)
@@ -163,7 +172,8 @@ def test_another_machine_reads_reuses_and_reproduces_a_runs_artifacts_from_the_b
         settings, bucket, seaweedfs, make_user, client, tmp_path):
     """Machine A replays the damage task; machine B (empty data and artifact roots) fetches only the
     polygons for scoring's folder, serves the mask's overlay PNG and the overlays document with
-    A's bytes, runs QC with the same findings (its polygon check reads the gold polygons), fills
+    A's bytes, runs QC with the same findings (its polygon check reads the gold polygons), writes
+    the task's export (task file, gold polygon, images) with A's bytes, fills
     its local store with the artifacts checked against their names, answers every step of another
     task with the same steps from the step cache (A's entries), reuses the run whole (no tool runs)
     and replays it without the cache to the same manifest and replay hash; the bucket still holds
@@ -185,6 +195,11 @@ def test_another_machine_reads_reuses_and_reproduces_a_runs_artifacts_from_the_b
     qc_here = sorted({f.check for f in qc_for_task(task)})
     assert "sanity.polygon" not in qc_here  # QC read the gold polygons (a finding when it cannot)
     assert {o["file_name"]: o["kind"] for o in overlays["overlays"]} == {mask: "mask", vectors: "vector"}
+    exported_here = tmp_path / "export-a"
+    assert write_task_files([task], exported_here)[1] == []
+    export_here = {p.relative_to(exported_here).as_posix(): _sha(p.read_bytes())
+                   for p in sorted(exported_here.rglob("*")) if p.is_file()}
+    assert f"tasks/gold_polygons/{vectors}" in export_here  # the polygons, as the export writes them
 
     db = ChildDatabase(tmp_path)
     root_b = tmp_path / "machine-b"
@@ -204,6 +219,10 @@ def test_another_machine_reads_reuses_and_reproduces_a_runs_artifacts_from_the_b
     # QC (on an artifact root of its own) read the polygons on B too, through the registered replay
     # source, and fetched nothing else
     assert b["qc"] == qc_here and b["qc_cas"] == {f"{manifest[vectors][:2]}/{manifest[vectors]}": manifest[vectors]}
+    # the export's task files, gold polygon and images (on an artifact root of its own): A's bytes
+    export_b, missing_b, export_cas = b["export"]
+    assert (export_b, missing_b) == (export_here, [])
+    assert export_cas == {f"{manifest[vectors][:2]}/{manifest[vectors]}": manifest[vectors]}
     assert b["folder"] == manifest  # each artifact the pages read, with its manifest hash
     assert b["cas"] == {f"{sha[:2]}/{sha}": sha for sha in manifest.values()}
     # the other task's steps all answered by the step cache from A's run, their artifacts fetched

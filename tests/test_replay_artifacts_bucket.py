@@ -235,3 +235,50 @@ def test_another_machine_reads_reuses_and_reproduces_a_runs_artifacts_from_the_b
     status, tool_calls, fresh_manifest, fresh_hash = b["fresh"]
     assert (status, tool_calls, fresh_manifest, fresh_hash) == ("succeeded", 3, manifest, run.replay_hash)
     assert _bucket_artifacts(seaweedfs, bucket) == {artifact_key(sha): sha for sha in manifest.values()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_artifacts_uploads_what_was_replayed_before_the_bucket_once(settings, bucket, seaweedfs, make_user,
+                                                                           tmp_path):
+    """A replay on a local data root, then the bucket turned on: ``push_artifacts`` uploads each
+    artifact the runs and the step cache name (the keys are the manifest's hashes, each object's
+    bytes hashing to its name), a second run uploads nothing, an artifact whose local file is gone
+    or altered is reported missing (exit 1), and a machine with an empty artifact root reads the
+    run's mask back with its manifest hash."""
+    import io
+
+    from django.core.management import call_command
+
+    from replay.services.paths import artifact_path
+
+    settings.STUDIO_STORAGE_URL = ""
+    _, task = _florence_task(make_user)
+    run = execute_replay(create_run(task).pk)
+    manifest = run.artifact_manifest
+    settings.STUDIO_STORAGE_URL = f"s3://{bucket}"
+    out = io.StringIO()
+    call_command("push_artifacts", "--json", stdout=out)
+    expected = {artifact_key(sha): sha for sha in manifest.values()}
+    assert json.loads(out.getvalue()) == {"uploaded": sorted(expected), "present": 0, "missing": []}
+    assert _bucket_artifacts(seaweedfs, bucket) == expected
+    out = io.StringIO()
+    call_command("push_artifacts", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {"uploaded": [], "present": len(expected), "missing": []}
+
+    local_root = settings.STUDIO_ARTIFACT_ROOT
+    settings.STUDIO_ARTIFACT_ROOT = tmp_path / "empty-artifacts"
+    (mask,) = [n for n in manifest if not n.endswith(".geojson")]
+    assert _sha(artifact_path(run, mask).read_bytes()) == manifest[mask]
+
+    # an artifact the bucket lost, whose local file was altered since: reported, not uploaded
+    settings.STUDIO_ARTIFACT_ROOT = local_root
+    sha = manifest[mask]
+    storage.delete(artifact_key(sha))
+    altered = local_root / "cas" / sha[:2] / sha
+    altered.unlink()  # a hard link of the run's folder: replace, not write through
+    altered.write_bytes(b"not the mask")
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command("push_artifacts", "--json", stdout=out)
+    assert exited.value.code == 1
+    assert json.loads(out.getvalue()) == {"uploaded": [], "present": len(expected) - 1, "missing": [artifact_key(sha)]}

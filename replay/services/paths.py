@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -184,9 +185,15 @@ def artifact_folder(run: ReplayRun, suffixes: tuple[str, ...] = ()) -> Path:
 
 def _link_from_store(sha: str, path: Path) -> None:
     """Link artifact ``sha`` from the content store to ``path`` (fetched from the bucket when
-    missing here); nothing when the bucket has no such object either."""
+    missing here); nothing when the bucket has no such object either. Linked under a name of its
+    own, then renamed onto ``path``: two requests filling the same artifact at once (two threads of a
+    web process) each put a whole link in place, and neither writes through the other's."""
+    tmp = path.with_name(f".{path.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        artifact_store().materialize(sha, path)
+        artifact_store().materialize(sha, tmp)
+        os.replace(tmp, path)
     except FileNotFoundError:
         pass
+    finally:
+        tmp.unlink(missing_ok=True)
 

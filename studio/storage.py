@@ -11,6 +11,7 @@ file in the folder and in the bucket (under ``PREFIX/`` when the URL names one).
 ``exports/<version>/<job id>/job.json`` (the job's state), ``…/heartbeat`` (its worker's sign of life:
 the object's last-modified time) and ``…/dora-<version>.zip`` (the result). Uploaded run zips:
 ``uploads/<random>.zip``. Layers: ``events/<slug>/<file>`` (as ``Layer.path`` and ``tiles_path``).
+Replay artifacts: ``artifacts/cas/<sha256[:2]>/<sha256>`` whatever ``STUDIO_ARTIFACT_ROOT`` is.
 
 **What lives in the bucket today.** Release exports (``releases.services.release_export``): with
 a bucket a worker writes the export in its own local scratch folder (``STUDIO_DATA_ROOT/exports/…``),
@@ -26,8 +27,11 @@ fails) and removes its local copies once committed. The map reads them straight 
 through GDAL (:func:`gdal_path` inside :func:`gdal_env`); readers that need a local path (the
 replay's tools through ``replay.services.paths``, QC, the export) get one from
 :func:`local_copy`, which makes ``STUDIO_DATA_ROOT`` this machine's cache of the bucket (filled on
-demand, checked against the layer's SHA-256, written by an atomic rename). Replay artifacts and
-unpacked run folders are still local files under ``STUDIO_DATA_ROOT`` / ``STUDIO_ARTIFACT_ROOT``
+demand, checked against the layer's SHA-256, written by an atomic rename). Replay artifacts
+(``replay.services.paths.BucketArtifactStore``): content-addressed, ``artifacts/cas/<sha[:2]>/<sha>``,
+uploaded once per distinct content; ``STUDIO_ARTIFACT_ROOT/cas/`` is this machine's cache of them,
+filled by :func:`local_copy` with its ``path``. Unpacked run folders, imported golds' folders and
+session work folders are still local files under ``STUDIO_DATA_ROOT`` / ``STUDIO_ARTIFACT_ROOT``
 (the issue's later slices).
 
 **Writes are whole.** An S3 PUT (or a completed multipart upload) publishes the object whole or not
@@ -231,12 +235,13 @@ def _file_sha(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
-def local_copy(name: str, sha256: str = "") -> Path:
+def local_copy(name: str, sha256: str = "", path: Path | None = None) -> Path:
     """A local file with the content of key ``name``, for readers that need a path (the kernel's
-    tools, QC, the export). Without a bucket: ``STUDIO_DATA_ROOT/<name>`` itself, untouched (it may
-    not exist; the caller checks, as before). With a bucket the data root is this machine's cache of
-    the bucket: ``STUDIO_DATA_ROOT/<name>`` is returned when it is there and, given ``sha256`` (hex),
-    has that content; else the object is downloaded to a part file beside it
+    tools, QC, the export). ``path``: where the copy goes (default ``STUDIO_DATA_ROOT/<name>``; the
+    replay's content store passes its own file, ``STUDIO_ARTIFACT_ROOT/cas/…``). Without a bucket:
+    that path itself, untouched (it may not exist; the caller checks, as before). With a bucket the
+    data root is this machine's cache of the bucket: the path is returned when it is there and,
+    given ``sha256`` (hex), has that content; else the object is downloaded to a part file beside it
     (``.<file>.part-<pid>-<random>``), its SHA-256 checked against ``sha256``, and renamed onto the
     path (atomic: a reader sees the old file or the whole new one; two workers filling the same file
     both rename whole copies). Raises ``FileNotFoundError`` when the bucket has no such object and
@@ -245,7 +250,7 @@ def local_copy(name: str, sha256: str = "") -> Path:
     import os
     import uuid
 
-    path = Path(settings.STUDIO_DATA_ROOT) / name
+    path = Path(settings.STUDIO_DATA_ROOT) / name if path is None else Path(path)
     if not uses_bucket():
         return path
     key(*name.split("/"))  # a key never climbs out of the data root

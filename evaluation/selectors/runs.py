@@ -12,7 +12,7 @@ from evaluation.scoring.geometry import answer_geometries
 from evaluation.scoring.trajectory import align_by_tool
 from releases.services.export import ExportError, dora_samples
 from replay.selectors import latest_successful_replay
-from replay.services.paths import artifact_path
+from replay.services.paths import artifact_folder
 
 
 def run_list():
@@ -48,17 +48,22 @@ def record_gold(record: RunRecord) -> dict:
     return gold
 
 
+#: the artifacts of a gold replay that may be polygon files (GeoJSON), made present for scoring
+POLYGON_SUFFIXES = (".geojson", ".json")
+
+
 def polygon_roots(record: RunRecord) -> list[Path]:
     """Where a record's polygon files are looked for (:func:`evaluation.scoring.polygons.resolve_polygon_path`):
     the run folder (predicted files), then the tasks folder the run was scored against
     (``AgentRun.gold_dir``: its ``gold_polygons/``), then the artifacts of its task's gold replay
-    (the gold files of a studio task)."""
+    (the gold files of a studio task; with a bucket its vector artifacts, ``POLYGON_SUFFIXES``, are
+    fetched into this machine's copy of that folder first: ``replay.services.paths.artifact_folder``)."""
     roots = [Path(record.run.source_dir)] if record.run.source_dir else []
     if record.run.gold_dir:
         roots.append(Path(record.run.gold_dir))
     replay = latest_successful_replay(record.task) if record.task_id else None
     if replay is not None and replay.artifact_dir:
-        roots.append(artifact_path(replay, "."))
+        roots.append(artifact_folder(replay, POLYGON_SUFFIXES))
     return roots
 
 

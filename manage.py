@@ -35,7 +35,8 @@ HELP_WITHOUT_DJANGO = {"mcp_serve": "replay.management.commands.mcp_serve",
                        "replay": "replay.management.commands.replay",
                        "seed_synthetic": "evaluation.management.commands.seed_synthetic",
                        "stepwise_cases": "evaluation.management.commands.stepwise_cases",
-                       "push_layers": "annotation.management.commands.push_layers"}
+                       "push_layers": "annotation.management.commands.push_layers",
+                       "push_artifacts": "replay.management.commands.push_artifacts"}
 
 
 def main() -> None:

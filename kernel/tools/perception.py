@@ -7,9 +7,10 @@ Modes (``ToolContext.perception_mode``)
     differently). No linked mask → ``GTMissingError`` naming the image; a mask whose labels do
     not fit the tool → ``GTLabelError`` listing the labels.
     ``model``: a torch model of the tool's family from ``<checkpoint_dir>/<file>.safetensors``
-    (``perception_models``): the benchmark's network where the studio implements it (SegFormer
-    mit_b0 for ``seg.landslide_ms`` / ``seg.reservoir``), else the studio's small reference net
-    for a checkpoint that names it; ``_meta.architecture`` says which ran.
+    (``perception_models``): the benchmark's network of the tool's model for the benchmark's
+    file (SegFormer mit_b0, HRNet-W48, Swin-UperNet, DINOv3 ViT-L/16 DPT or bi-temporal DPT),
+    or the studio's small reference net for a checkpoint that names it;
+    ``_meta.architecture`` says which ran.
     No directory configured, or no file → ``ModelUnavailableError`` carrying the benchmark's
     stub observation (:func:`stub_observation`, ``status: "stub"``), which the MCP server
     answers to the agent as the benchmark's server does; an unreadable

@@ -17,17 +17,21 @@ The benchmark's networks
     SegFormer mit_b0 for ``landslide_ms`` and ``reservoir`` (``perception_segformer``; 14-band
     input statistics, 512 px windows every 256 px, raw logits averaged) and HRNet-W48 for
     ``building_lowres`` (``perception_hrnet``; 480 px windows every 240 px resized ×3 around
-    the net, raw logits averaged, the mask inverted) and Swin-T UPerNet for
+    the net, raw logits averaged, the mask inverted), Swin-T UPerNet for
     ``landslide_bitemporal`` (``perception_swin``; pre + post RGB ImageNet-normalised, 518 px
-    windows, raw logits averaged). Not yet: the DINOv3 ViT-L DPT models: their benchmark files
-    are refused with a message saying so.
+    windows, raw logits averaged), and the DINOv3 ViT-L/16 DPT models (``perception_dinov3``):
+    ``BitemporalDPT`` for ``building_damage``, ``building_damage_opt_sar``, ``road_damage``,
+    ``lava``, ``reconstruction_building`` (pre + post RGB as Swin's, not padded) and ``DPT`` for
+    ``isaid``, ``landcover``, ``water``, ``aerial`` (RGB reflect-padded to a square multiple of
+    518 px, cropped back); 518 px windows every 518 px, softmax probabilities averaged. Their
+    300 M parameters are built on torch's ``meta`` device and the file's tensors assigned.
     :func:`write_benchmark_checkpoint` writes a seeded file in the benchmark's format (parity
     tests; ``docs/perception.md``).
 
 Reference architecture (``studio-segnet-v1``)
     The studio's own small fully convolutional net, the same for every family, differing only
-    in input channels and classes, for checkpoints that name it (tests, and the families whose
-    benchmark network the studio does not implement yet)::
+    in input channels and classes, for checkpoints that name it (tests, and a light stand-in
+    for the benchmark's networks, whose ViT-L forward takes tens of seconds a window on CPU)::
 
         x -> (x - mean) / std                      per-channel buffers stored in the checkpoint
           -> conv3x3(C->w) ReLU -> conv3x3 dil 2 (w->w) ReLU -> conv3x3 dil 4 (w->w) ReLU
@@ -54,6 +58,7 @@ requirements.txt), the library the benchmark loads its checkpoints with
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import zlib
@@ -64,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import ModelUnavailableError, ToolInputError, file_sha256
+from .perception_dinov3 import build_bitemporal_dpt, build_dpt, fixed_tensor
 from .perception_hrnet import build_hrnet
 from .perception_segformer import build_segformer
 from .perception_swin import SHARED_PREFIXES, build_swin_upernet
@@ -121,9 +127,11 @@ def device_name() -> str:
 # ============================================================================================
 # safetensors (the ``safetensors`` package)
 # ============================================================================================
-def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(tensors as numpy arrays keyed by name, the file's ``__metadata__`` map) of a
-    safetensors file, read with the ``safetensors`` package (``safe_open``, numpy framework).
+def read_safetensors(path: Path, *, framework: str = "numpy") -> tuple[dict, dict[str, str]]:
+    """(tensors keyed by name, the file's ``__metadata__`` map) of a safetensors file, read with
+    the ``safetensors`` package (``safe_open``): numpy arrays, or torch tensors with
+    ``framework="pt"`` (the only way to read the bfloat16 tensors of the DINOv3 checkpoints,
+    numpy having no bfloat16).
 
     Raises ``ValueError`` naming the file when it is not a readable safetensors file.
     """
@@ -131,7 +139,7 @@ def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]
 
     path = Path(path)
     try:
-        with safe_open(str(path), framework="numpy") as f:
+        with safe_open(str(path), framework=framework) as f:
             metadata = dict(f.metadata() or {})
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except (SafetensorError, OSError) as exc:
@@ -139,17 +147,27 @@ def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]
     return tensors, metadata
 
 
-def write_safetensors(path: Path, tensors: dict[str, np.ndarray],
+def write_safetensors(path: Path, tensors: dict,
                       metadata: dict[str, str] | None = None) -> Path:
-    """Write numpy arrays (name → array) and a string metadata map as a safetensors file with
-    the ``safetensors`` package (``save_file``). The tensor table is deterministic; the order
+    """Write numpy arrays or torch tensors (name → value) and a string metadata map as a
+    safetensors file with the ``safetensors`` package (``save_file``; its torch flavour when a
+    value is a torch tensor, e.g. a bfloat16 one). The tensor table is deterministic; the order
     of the metadata keys in the header is not (the package keeps them in a hash map), so
     compare files by their tensors and metadata, not by their bytes."""
+    path = Path(path)
+    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    if any(type(v).__module__.startswith("torch") for v in tensors.values()):
+        import torch
+        from safetensors.torch import save_file as save_torch
+
+        save_torch({k: (v.contiguous() if torch.is_tensor(v)
+                        else torch.from_numpy(np.array(v, order="C")))
+                    for k, v in tensors.items()}, str(path), metadata=meta)
+        return path
     from safetensors.numpy import save_file
 
-    path = Path(path)
     arrays = {k: np.array(v, order="C") for k, v in tensors.items()}  # 0-d arrays stay 0-d
-    save_file(arrays, str(path), metadata={str(k): str(v) for k, v in (metadata or {}).items()})
+    save_file(arrays, str(path), metadata=meta)
     return path
 
 
@@ -266,12 +284,12 @@ def load_model(name: str, checkpoint_dir: Path | None, *, tool: str | None = Non
             _CACHE.move_to_end(key)
             return hit, path
     try:
-        tensors, meta = read_safetensors(path)
+        tensors, meta = read_safetensors(path, framework="pt")
     except (ValueError, KeyError, OSError) as exc:
         raise ModelUnavailableError(f"cannot read checkpoint {path.name}: {exc}", tool=tool,
                                     expected="a safetensors file") from None
     if meta.get("architecture") == ARCHITECTURE:
-        net = _load_segnet(spec, path, tensors, tool)
+        net = _load_segnet(spec, path, {k: v.float().numpy() for k, v in tensors.items()}, tool)
         net.studio_architecture = ARCHITECTURE
     else:
         net = _load_benchmark(spec, path, tensors, tool)
@@ -315,12 +333,20 @@ def _load_segnet(spec: ModelSpec, path: Path, tensors: dict, tool: str | None):
 
 #: benchmark architecture → builder of the studio's implementation, (in_channels, classes) → Module
 BENCHMARK_NETWORKS = {"SegFormer mit_b0": build_segformer, "HRNet-W48": build_hrnet,
-                      "Swin-UperNet": build_swin_upernet}
+                      "Swin-UperNet": build_swin_upernet, "DPT": build_dpt,
+                      "BitemporalDPT": build_bitemporal_dpt}
+#: networks built on torch's ``meta`` device before loading (the loaded tensors are assigned, not
+#: copied): the DINOv3 ViT-L models, whose 300 M parameters would otherwise be allocated and
+#: initialised only to be overwritten
+META_BUILT = frozenset({"DPT", "BitemporalDPT"})
 
 
-def benchmark_network(name: str):
-    """A fresh (unloaded) instance of the benchmark's network for model ``name``, or
-    ``ModelUnavailableError`` when the studio does not implement it yet."""
+def benchmark_network(name: str, *, device=None):
+    """A fresh (unloaded) instance of the benchmark's network for model ``name`` (its tensors on
+    ``device``, e.g. ``"meta"`` for names, shapes and dtypes only), or ``ModelUnavailableError``
+    when the studio does not implement it."""
+    import torch
+
     spec = _spec(name)
     build = BENCHMARK_NETWORKS.get(spec.benchmark_arch)
     if build is None:
@@ -329,7 +355,12 @@ def benchmark_network(name: str):
             f"the studio yet (implemented: {', '.join(sorted(BENCHMARK_NETWORKS))}); a "
             f"{ARCHITECTURE} checkpoint runs instead", tool=None,
             expected=f"a checkpoint of {', '.join(sorted(BENCHMARK_NETWORKS))}")
-    return build(spec.in_channels, spec.num_classes)
+    with torch.device(device) if device is not None else contextlib.nullcontext():
+        return build(spec.in_channels, spec.num_classes)
+
+
+def _dtype(t) -> str:
+    return str(t.dtype).replace("torch.", "")
 
 
 def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None):
@@ -337,8 +368,9 @@ def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None
     the file's tensors must be exactly the network's, each of its shape and dtype."""
     import torch
 
+    on_meta = spec.benchmark_arch in META_BUILT
     try:
-        net = benchmark_network(spec.name)
+        net = benchmark_network(spec.name, device="meta" if on_meta else None)
     except ModelUnavailableError as exc:
         raise exc.with_context(tool) from exc
     want = net.state_dict()
@@ -348,11 +380,10 @@ def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None
                        for k, v in tensors.items()}
     missing = sorted(set(want) - set(tensors))
     unexpected = sorted(set(tensors) - set(want))
-    bad = [f"{k} {tuple(tensors[k].shape)} {tensors[k].dtype} (want {tuple(want[k].shape)} "
-           f"{str(want[k].dtype).replace('torch.', '')})"
+    bad = [f"{k} {tuple(tensors[k].shape)} {_dtype(tensors[k])} (want {tuple(want[k].shape)} "
+           f"{_dtype(want[k])})"
            for k in sorted(set(want) & set(tensors))
-           if tuple(tensors[k].shape) != tuple(want[k].shape)
-           or str(tensors[k].dtype) != str(want[k].dtype).replace("torch.", "")]
+           if tuple(tensors[k].shape) != tuple(want[k].shape) or _dtype(tensors[k]) != _dtype(want[k])]
     if missing or unexpected or bad:
         def some(xs):
             return ", ".join(xs[:5]) + (f" and {len(xs) - 5} more" if len(xs) > 5 else "")
@@ -362,7 +393,8 @@ def _load_benchmark(spec: ModelSpec, path: Path, tensors: dict, tool: str | None
             f"checkpoint {path.name} does not fit the benchmark's {spec.benchmark_arch} for "
             f"{spec.name!r}: {'; '.join(parts)}", tool=tool,
             expected=f"the benchmark's {spec.file}")
-    net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=True)
+    net.load_state_dict({k: (v if torch.is_tensor(v) else torch.from_numpy(np.array(v)))
+                         for k, v in tensors.items()}, strict=True, assign=on_meta)
     net.studio_architecture = spec.benchmark_arch
     return net
 
@@ -392,12 +424,21 @@ def write_benchmark_checkpoint(name: str, path: Path, *, seed: int = 0) -> Path:
     """Write a checkpoint in the benchmark's format for model ``name`` (its network's tensor
     names, shapes and dtypes, no metadata), every floating-point value from :func:`seeded_value`
     and the integer buffers as the network builds them (``num_batches_tracked`` 0, Swin's
-    ``relative_position_index``): what the parity tests load in the studio and in the
-    benchmark's own code."""
-    net = benchmark_network(name)
-    tensors = {k: (seeded_value(k, tuple(v.shape), str(v.dtype).replace("torch.", ""), seed)
-                   if v.is_floating_point() else v.numpy().copy())  # integer buffers: their values
-               for k, v in net.state_dict().items()}
+    ``relative_position_index``), DINOv3's rope ``periods`` (bfloat16) and qkv ``bias_mask`` as
+    :func:`perception_dinov3.fixed_tensor` gives them: what the parity tests load in the studio
+    and in the benchmark's own code. A DINOv3 ViT-L file is about 1.2 GB."""
+    spec = _spec(name)
+    on_meta = spec.benchmark_arch in META_BUILT
+    net = benchmark_network(name, device="meta" if on_meta else None)
+    tensors = {}
+    for k, v in net.state_dict().items():
+        fixed = fixed_tensor(k, tuple(v.shape)) if on_meta else None
+        if fixed is not None:  # DINOv3's rope periods (bfloat16) and qkv bias mask
+            tensors[k] = fixed
+        elif v.is_floating_point() or k.endswith("num_batches_tracked"):
+            tensors[k] = seeded_value(k, tuple(v.shape), _dtype(v), seed)
+        else:  # integer buffers: their values
+            tensors[k] = v.numpy().copy()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return write_safetensors(path, tensors)
 
@@ -590,6 +631,49 @@ def lowres_building_labels(net, image: np.ndarray) -> np.ndarray:
     return (1 - logits.argmax(dim=0).numpy()).astype(np.uint8)[:h, :w]
 
 
+#: the DPT models' window and stride (px; the benchmark's ``DPT_PATCH``)
+DPT_WINDOW = 518
+
+
+def dpt_padding(h: int, w: int) -> tuple[int, int]:
+    """(rows, columns) the single-image DPT tools add at the bottom/right of an ``h`` × ``w`` image
+    (``perception.py:single_temporal_model_sliding_infer``): ``max(0, 518 - n) + (518 - n % 518)
+    % 518`` per axis (so an image smaller than a window is padded by twice its shortfall: 100 px
+    become 936), then the shorter side padded further to make the result square."""
+    k = DPT_WINDOW
+    ph = max(0, k - h) + (k - h % k) % k
+    pw = max(0, k - w) + (k - w % k) % k
+    if h + ph != w + pw:
+        side = max(h + ph, w + pw)
+        ph, pw = side - h, side - w
+    return ph, pw
+
+
+def single_image_dpt_input(image: np.ndarray) -> np.ndarray:
+    """(H', W', 3) float32 input of the single-image DPT models from a (bands, H, W) array: the
+    first three bands (one band repeated), reflect-padded by :func:`dpt_padding` (numpy's
+    ``reflect``, the edge pixel not repeated), ``(x - mean) * (1 / std)`` with the ImageNet
+    statistics on the 0-255 scale (albumentations' ``Normalize(max_pixel_value=1)``)."""
+    x = np.moveaxis(_rgb(np.asarray(image)), 0, -1)
+    ph, pw = dpt_padding(*x.shape[:2])
+    if ph or pw:
+        x = np.pad(x, ((0, ph), (0, pw), (0, 0)), mode="reflect")
+    x = x.astype(np.float32)
+    return (x - np.asarray(IMAGENET_MEAN, np.float32)) * np.reciprocal(
+        np.asarray(IMAGENET_STD, np.float32))
+
+
+def _dpt_labels(net, x: np.ndarray, tool: str | None) -> np.ndarray:
+    try:
+        return window_labels(net, x, DPT_WINDOW, DPT_WINDOW)
+    except ValueError as exc:
+        if "square grid of tokens" not in str(exc):
+            raise
+        raise ToolInputError(f"{exc} (this image is {x.shape[0]} x {x.shape[1]} px)", tool=tool,
+                             argument="pre_image_path",
+                             expected="images at least 518 px on each side, or square") from None
+
+
 def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | None, *,
                    tool: str | None = None, device: str | None = None
                    ) -> tuple[np.ndarray, Path]:
@@ -597,7 +681,12 @@ def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | N
     ((bands, H, W) arrays: one image, or [pre, post] for the bi-temporal models).
 
     The benchmark's SegFormer (``landslide_ms``, ``reservoir``): :func:`ms14_input`, windows of
-    512 px every 256 px, raw logits averaged (:func:`average_windows`), argmax. The studio's
+    512 px every 256 px, raw logits averaged (:func:`average_windows`), argmax. Its DPT models:
+    bi-temporal ones on :func:`bitemporal_input` (no padding), single-image ones on
+    :func:`single_image_dpt_input` (reflect-padded, the labels cropped back), windows of 518 px
+    every 518 px, the networks' softmax probabilities averaged (:func:`window_labels`, out of core
+    above 4000 × 4000 px); a window smaller than 518 px that is not square is a
+    ``ToolInputError`` (the benchmark's decoder refuses it). The studio's
     reference net: strips of ``STRIP_ROWS`` rows with a ``HALO``-row margin, which equals the
     whole-image result because its receptive-field radius is ``RADIUS`` < ``HALO``.
     """
@@ -614,6 +703,12 @@ def predict_labels(name: str, images: list[np.ndarray], checkpoint_dir: Path | N
                              BITEMPORAL_WINDOW), path
     if getattr(net, "studio_architecture", ARCHITECTURE) == "HRNet-W48":
         return lowres_building_labels(net, images[0]), path
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "BitemporalDPT":
+        pre, post = images
+        return _dpt_labels(net, bitemporal_input(pre, post), tool), path
+    if getattr(net, "studio_architecture", ARCHITECTURE) == "DPT":
+        h, w = np.asarray(images[0]).shape[1:3]
+        return _dpt_labels(net, single_image_dpt_input(images[0]), tool)[:h, :w], path
     x = prepare_input(name, images, tool=tool)
     _, h, w = x.shape
     dev = next(net.parameters()).device

@@ -80,6 +80,13 @@ def test_experiment_form_names_the_allowed_hosts_and_warns_of_an_unset_key(live_
         hint = page.locator("#config-hosts").inner_text()
         assert "this server allows api.openai.com (STUDIO_JUDGE_ALLOWED_HOSTS;" in hint
         assert "one of STUDIO_JUDGE_API_KEY, OPENAI_API_KEY (STUDIO_JUDGE_KEY_VARIABLES)" in hint
+        # each field is one box, its label over its input: an inline label wrapped over two lines put
+        # "max tokens per call" at a line's end and its input at the next line's start, beside another label
+        split = page.evaluate("""() => [...document.querySelectorAll('#save-config label, #start-experiment label')]
+            .filter(l => { const rects = l.getClientRects(); const i = l.querySelector('input, select').getBoundingClientRect();
+                           const t = rects[0]; return rects.length !== 1 || i.top < t.top || i.bottom > t.bottom + 0.5; })
+            .map(l => l.textContent.trim())""")
+        assert split == [], split
         placeholder = page.get_attribute("#save-config input[name=base_url]", "placeholder")
         assert placeholder == "https://api.openai.com/v1"  # an example the defaults accept
         page.fill("#save-config input[name=name]", "gpt-mini")

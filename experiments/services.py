@@ -538,6 +538,16 @@ def _payload(exp: Experiment, reason: str = "") -> dict:
             "reason": reason, "actor": getattr(exp.created_by, "username", None)}
 
 
+def key_variable_unset_for(cfg: ExperimentConfig) -> str | None:
+    """What is wrong with ``cfg``'s key variable as this process sees it: None when it names none
+    (a local server without a key) or the variable holds a non-blank value; else the sentence
+    ``the environment variable NAME (the model endpoint's API key) is not set``. The experiments
+    page warns with it when a configuration is saved; starting a run refuses (:func:`_api_key`)."""
+    if cfg.api_key_env and not os.environ.get(cfg.api_key_env, "").strip():
+        return f"the environment variable {cfg.api_key_env} (the model endpoint's API key) is not set"
+    return None
+
+
 def _api_key(cfg: ExperimentConfig) -> str | None:
     unset = key_variable_unset(cfg.api_key_env)
     if unset:

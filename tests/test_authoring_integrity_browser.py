@@ -245,7 +245,9 @@ def test_one_qc_jump_stale_replay_and_failed_replay(live_server, browser, make_u
 @pytest.mark.django_db(transaction=True)
 def test_a_broken_reference_reads_the_same_in_every_place(live_server, browser, make_user, client):
     """A numeric argument bound to a deleted step said only 'expects float' while the answer row said
-    the step was deleted: the reference's message comes first, the same wording in every place."""
+    the step was deleted: the reference's message comes first, the same wording in every place, the
+    QC list included (it read "'<total_filtered> from trajectory[deleted].obs' is not a reference the
+    benchmark reads", the server's words for the text the editor sends for a deleted step)."""
     ada = make_user("ada", "author", password="ada-pass-1")
     event = import_joplin(raster=False)
     trajectory = copy.deepcopy(FIVE)
@@ -269,6 +271,19 @@ def test_a_broken_reference_reads_the_same_in_every_place(live_server, browser, 
         assert step0.locator(".arg-row:has(.arg[data-name=vector_path]) .field-error").text_content() == expected
         assert p.locator("#answers tbody tr").nth(0).locator(".field-error").text_content() == expected
         assert "expects" not in step0.text_content()
+        # the QC of the unsaved edit: one finding per broken place (step 0's two arguments, the answer's
+        # source), each in the editor's words, and no other finding about those values (the server's
+        # tools.invalid_value said the deleted reference's text was no float)
+        p.wait_for_function("""() => document.querySelectorAll('#qc-box li[data-location]').length >= 3""", timeout=10000)
+        findings = p.evaluate("""() => [...document.querySelectorAll('#qc-box li[data-location]')]
+            .map(li => [li.dataset.location, li.textContent])""")
+        broken = {loc: text for loc, text in findings if text.startswith("references.")}
+        assert set(broken) == {"trajectory[0].args.vector_path", "trajectory[0].args.meter",
+                               "answer_spec[0].source"}, findings
+        for loc, text in broken.items():
+            assert text == f"references.malformed ({loc}): {expected}", text
+        assert [loc for loc, _ in findings].count("trajectory[0].args.meter") == 1, findings
+        assert "trajectory[deleted]" not in p.locator("#qc-box").text_content()
         assert not p._errors, p._errors
     finally:
         ctx.close()

@@ -149,7 +149,7 @@ def test_pinned_comment_tooltip_does_not_run_markup(browser, live_server, mainta
         page.click("button[type=submit], input[type=submit]")
         for url in (f"/tasks/{task.pk}/", f"/tasks/{task.pk}/edit/"):
             page.goto(live_server.url + url)
-            marker = page.locator("path.leaflet-interactive[stroke='#ffb300']").first
+            marker = page.locator("path.studio-comment-pin").first
             marker.wait_for(timeout=15000)
             marker.dispatch_event("mouseover")
             tip = page.locator(".leaflet-tooltip").first

@@ -181,6 +181,32 @@ def test_a_variant_made_over_the_api_has_its_gold_replay_at_once_and_no_false_al
     assert [f.check for f in qc_for_task(variant_task) if f.check.startswith("alignment.")] == []
 
 
+@pytest.mark.django_db
+def test_an_unsolvable_variants_unsaved_edit_gets_no_false_alignment_warning(
+        approved_florence, people, client, django_capture_on_commit_callbacks):
+    """The editor's live QC of an unsaved edit (``POST /api/qc/`` with the task and its content)
+    checks the variant as the variant it is, as the task page does: its question still asks "how
+    many" while its only answer field is the refusal (exact_match), which alignment.count and
+    alignment.quantity_missing flagged there (seen in the walk of issue 39) but not on the task page."""
+    client.force_login(people["ada"])
+    with django_capture_on_commit_callbacks(execute=True):
+        made = client.post(f"/api/tasks/{approved_florence.pk}/variants/", {"kind": "unsolvable", "strategy": "tool_removal"},
+                           content_type="application/json")
+    assert made.status_code == 201, made.content
+    vid = made.json()["id"]
+    from annotation.models import Task
+
+    head = Task.objects.get(pk=vid).head
+    assert "how many" in head.question.lower() and [f["eval_type"] for f in head.answer_spec] == ["exact_match"]
+    from annotation.services.content import revision_content
+
+    content = dict(revision_content(head), question=head.question + " (edited)")  # the whole content, as the editor sends it
+    edited = client.post("/api/qc/", {"task": vid, "content": content}, content_type="application/json")
+    assert edited.status_code == 200, edited.content
+    assert edited.json()["version"] is None  # the unsaved-content path, not the head's
+    assert [f["check"] for f in edited.json()["findings"] if f["check"].startswith("alignment.")] == []
+
+
 def _post_variant(client, task, **body):
     return client.post(f"/api/tasks/{task.pk}/variants/", body, content_type="application/json")
 

@@ -151,13 +151,19 @@ def derived_findings(task, revision, run=None, *, layers=None) -> list[qc.Findin
     return qc.check_derived(content, derived_sources(task, revision, run, layers=layers))
 
 
+def _with_variant(task, content: dict) -> dict:
+    """``content`` with ``task``'s robustness variant record (``{kind, params, tools}``) under
+    ``"variant"`` when it is one (annotation.qc.variants and the variant-aware checks read it)."""
+    variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
+    if variant is not None:
+        content["variant"] = variant
+    return content
+
+
 def qc_for_task(task, replay=None, *, data_root=None) -> list[qc.Finding]:
     """The full QC suite on ``task``'s head revision (see the module docstring)."""
     rev = task.head
-    content = revision_content(rev)
-    variant = TaskVariant.objects.filter(task=task).values("kind", "params", "tools").first()
-    if variant is not None:  # a robustness variant: annotation.qc.variants checks it
-        content["variant"] = variant
+    content = _with_variant(task, revision_content(rev))
     layer_rows = list(task.event.layers.all())
     layers = {l.file_name: layer_info(l) for l in layer_rows}
     runs = list(_REPLAY_SOURCE[0].succeeded_runs(task))[:2] if _REPLAY_SOURCE else []
@@ -201,7 +207,8 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
     """The full QC suite on content that is not saved yet (the editor's live QC, ``POST /api/qc/``).
 
     ``content`` holds fields of ``CONTENT_FIELDS`` (``input_data`` already built from the layers);
-    with ``task``, absent fields are taken from its head revision, as a save would merge them. The
+    with ``task``, absent fields are taken from its head revision, as a save would merge them, and a
+    robustness variant is checked as the variant it is (as :func:`qc_for_task` does). The
     event's layers and files are checked as for a saved task; there is no replay of unsaved
     content, so the sanity and determinism checks wait for a save and a replay. A saved revision is
     checked with :func:`qc_for_task` (the task page and ``manage.py qc`` use that one), so the two
@@ -209,6 +216,8 @@ def qc_for_content(event, content: dict, *, task=None, data_root=None) -> list[q
     """
     merged = revision_content(task.head) if task is not None and task.head_id else {}
     merged.update({k: v for k, v in content.items() if k in CONTENT_FIELDS})
+    if task is not None:  # a variant's edit is checked as the variant it stays (no alignment.* on a refusal)
+        merged = _with_variant(task, merged)
     layer_rows = list(event.layers.all())
     layers = {l.file_name: layer_info(l) for l in layer_rows}
     derived = {"manifest": derived_manifest(merged.get("input_data"), layer_rows), "gold": None}

@@ -13,7 +13,7 @@ NAV = (
     ("Events", "/", None, ("/events/",)),
     ("Tasks", "/tasks/", None, ("/tasks/",)),
     ("Review", "/review/", "review", ("/review/",)),
-    ("Runs", "/runs/", None, ("/runs/", "/records/")),
+    ("Runs", "/runs/", None, ("/runs/", "/records/", "/experiments/")),  # experiments: runs the studio makes
     ("Leaderboard", "/leaderboard/", None, ("/leaderboard",)),
     ("Releases", "/releases/", None, ("/releases/",)),
     ("Scoring", "/scoring/", "scoring", ("/scoring/",)),

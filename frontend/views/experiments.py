@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -44,7 +45,10 @@ def experiment_list(request):
         "experiments": experiments, "configs": ExperimentConfig.objects.order_by("name", "-version"),
         "releases": Release.objects.order_by("-id"), "can_run": can(request.user, "experiment.run"),
         "judge_configs": judge_configs().filter(paused=False),
-        "can_configure": can(request.user, "experiment.configure")})
+        "can_configure": can(request.user, "experiment.configure"),
+        # said at the form, so that its example endpoint and key variable are not refused on save
+        "allowed_hosts": ", ".join(settings.STUDIO_JUDGE_ALLOWED_HOSTS) or "none",
+        "key_variables": ", ".join(settings.STUDIO_JUDGE_KEY_VARIABLES) or "none"})
 
 
 @require_POST
@@ -77,7 +81,12 @@ def experiment_config_save(request):
     except (DomainError, PermissionDenied) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"saved configuration {cfg}")
+        unset = services.key_variable_unset_for(cfg)
+        if unset:
+            messages.warning(request, f"saved configuration {cfg}, but {unset} in this server's environment: "
+                                      f"its experiments fail until it is.")
+        else:
+            messages.success(request, f"saved configuration {cfg}")
     return redirect("experiments")
 
 

@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
 from evaluation import blind
@@ -35,7 +36,8 @@ METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 
 
 class RunUploadForm(forms.Form):
-    archive = forms.FileField(label="Run folder (zip)", help_text="the benchmark's run layout: <dimension task name>/benchmark.jsonl")
+    archive = forms.FileField(label="Run folder (zip)", help_text=escape(  # Django renders help_text as HTML
+                                  "the benchmark's run layout: <model>_<AP|IF>/<dimension>/benchmark.jsonl"))
     agent = forms.CharField(max_length=200, help_text="the agent (model) the run belongs to")
     release = forms.ChoiceField(choices=[], required=False, label="Gold set",
                                 help_text="the gold set the run is scored against (docs/gold-sets.md)")

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  bind, brokenRefs, compatible, isRef, rankRefs, refGroups, refInfo, refProblem, refRank, refText, showArg, typeFamily, wire,
+  bind, brokenRefAt, brokenRefs, compatible, isRef, rankRefs, refGroups, refInfo, refProblem, refRank, refText, showArg, typeFamily, wire,
 } from "../../frontend/static/studio/editor/references.js";
 
 const TOOLS = {
@@ -66,6 +66,23 @@ test("brokenRefs lists step arguments then answer sources, an unnamed field as '
     "trajectory[0].args.p: trajectory[0] does not exist (there are 2 steps)",
     "answer_spec[1].source (field): step 1 (vec.count) returns no 'area': it returns count",
   ]);
+});
+
+test("brokenRefAt finds the editor's message for a QC finding's location, or inside it; nothing elsewhere", () => {
+  const lines = [
+    "trajectory[1].args.vector_b_path: step 1 (vec.buffer) was deleted: undo (u) or rebind",
+    "answer_spec[0].source (count): step 1 (vec.buffer) was deleted: undo (u) or rebind",
+  ];
+  assert.equal(brokenRefAt(lines, "answer_spec[0].source"), "step 1 (vec.buffer) was deleted: undo (u) or rebind");
+  assert.equal(brokenRefAt(lines, "trajectory[1].args.vector_b_path"), "step 1 (vec.buffer) was deleted: undo (u) or rebind");
+  assert.equal(brokenRefAt(lines, "trajectory[1].args.vector_b_path[0]"), "step 1 (vec.buffer) was deleted: undo (u) or rebind");
+  assert.equal(brokenRefAt(lines, "trajectory[1].args.vector_b"), "");       // another argument, a prefix of the name
+  assert.equal(brokenRefAt(lines, "answer_spec[0].source_x"), "");
+  assert.equal(brokenRefAt(lines, "answer_spec[1].source"), "");
+  assert.equal(brokenRefAt([], "answer_spec[0].source"), "");
+  // a message with a colon of its own is kept whole
+  assert.equal(brokenRefAt(["answer_spec[1].source (field): step 1 (vec.count) returns no 'area': it returns count"],
+    "answer_spec[1].source"), "step 1 (vec.count) returns no 'area': it returns count");
 });
 
 test("typeFamily and compatible: what the picker marks as fitting a parameter", () => {

@@ -36,6 +36,9 @@
  *   StudioMap.makeLayer(spec, {pane, opacity}) -> L.Layer;  StudioMap.PIXEL_CRS;  StudioMap.sync(mapA, mapB)
  *   StudioMap.fromScript(scriptId)  -> parses a {{ config|json_script:"id" }} block
  *   StudioMap.wheelWithModifier(leafletMap)  -> the Ctrl/⌘ + wheel rule and its hint, for a bare L.map
+ *   StudioMap.commentPinStyle(resolved)  -> the L.circleMarker options of a comment's map pin: a white
+ *       dot ringed in near-black, which stands out on every class colour of the damage palette and on
+ *       dark or bright imagery (an amber ring vanished on a no-damage building's yellow); resolved: grey
  *
  * Pixel frame: L.CRS.Simple with L.Transformation(1, 0, 1, 0) (y grows down), so GeoJSON in pixel
  * [x = column, y = row] lines up with an image overlay over [[0, 0], [height, width]].
@@ -778,6 +781,13 @@ export const StudioMap = (function () {
 
   function addOverlay(target, spec, opts) { return target.addOverlay(spec, opts); }
 
+  /** A comment pin's L.circleMarker options (see the header): open ones white in a near-black ring. */
+  function commentPinStyle(resolved) {
+    return resolved
+      ? { radius: 7, color: "#37474f", weight: 2, fillColor: "#b0bec5", fillOpacity: 0.8, className: "studio-comment-pin resolved" }
+      : { radius: 8, color: "#111111", weight: 3, fillColor: "#ffffff", fillOpacity: 0.9, className: "studio-comment-pin" };
+  }
+
   function fromScript(id) {
     var node = document.getElementById(id);
     return node ? JSON.parse(node.textContent) : null;
@@ -795,6 +805,7 @@ export const StudioMap = (function () {
     sync: sync,
     attachSwipe: attachSwipe,
     fromScript: fromScript,
+    commentPinStyle: commentPinStyle,
     wheelWithModifier: wheelWithModifier,
     popupHtml: popupHtml
   };

@@ -4,6 +4,7 @@
 // reloads to show the new state.
 import { send } from "./api.js";
 import { pageViewer } from "./replay_view.js";
+import { StudioMap } from "./map.js";
 
 (function () {
   const $ = (s, r) => (r || document).querySelector(s);
@@ -69,7 +70,7 @@ import { pageViewer } from "./replay_view.js";
       const digits = m.frame === "pixel" ? 1 : 7;
       location_ = { frame: m.frame, x: +latlng.lng.toFixed(digits), y: +latlng.lat.toFixed(digits) };
       if (marker) marker.remove();
-      marker = L.circleMarker(latlng, { radius: 8, color: "#ffb300", weight: 3 }).addTo(m.map);
+      marker = L.circleMarker(latlng, StudioMap.commentPinStyle(false)).addTo(m.map);
       $("#comment-location").textContent = `${m.frame} x=${location_.x}, y=${location_.y}`;
       $("#comment-body").focus();
     });
@@ -121,7 +122,7 @@ import { pageViewer } from "./replay_view.js";
     $$("#comments .comment[data-location]").forEach((c) => {
       const loc = JSON.parse(c.dataset.location);
       if (loc.x === undefined || (loc.frame || "geographic") !== m.frame) return;
-      L.circleMarker([loc.y, loc.x], { radius: 8, color: c.classList.contains("resolved") ? "#90a4ae" : "#ffb300", weight: 3, fillOpacity: 0.3 })
+      L.circleMarker([loc.y, loc.x], StudioMap.commentPinStyle(c.classList.contains("resolved")))
         .bindTooltip(textTip($("p", c).textContent)).addTo(m.map);
     });
   }

@@ -841,7 +841,8 @@ import {
 
   // ------------------------------------------------------------------ QC, transitions, comments
   // QC (qc.js): the server's suite a moment after each change; findings jump to their step or field
-  const qc = initQc({ state, eventSlug: CFG.event.slug, payload: () => payload(), flatten, jumpTo: (loc) => jumpTo(loc) });
+  const qc = initQc({ state, eventSlug: CFG.event.slug, payload: () => payload(), flatten, jumpTo: (loc) => jumpTo(loc),
+    brokenRefAt: (loc) => refs.brokenRefAt(brokenRefs(), loc) });
   function scheduleQc(now) { qc.schedule(now); }
   function renderQc(findings, failure, version) { qc.render(findings, failure, version); }
   function jumpTo(location) {  // "trajectory[2].args.meter", "answer_spec[0].source", "final_answer.x", "question", "input_data.k"

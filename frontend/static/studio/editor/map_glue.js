@@ -90,7 +90,7 @@ export function initMap(ctx) {
     commentMarkers = [];
     if (m) threads.filter((c) => c.location && !c.resolved && c.location.x !== undefined).forEach((c) => {
       if ((c.location.frame || "geographic") !== m.frame) return;
-      commentMarkers.push(L.circleMarker([c.location.y, c.location.x], { radius: 8, color: "#ffb300", weight: 3, fillOpacity: 0.3 })
+      commentMarkers.push(L.circleMarker([c.location.y, c.location.x], StudioMap.commentPinStyle(false))
         .bindTooltip(textTip(`${c.author}: ${c.body}`)).addTo(m.map));
     });
   }

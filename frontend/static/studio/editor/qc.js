@@ -7,7 +7,8 @@ import { $, el } from "./dom.js";
 
 /**
  * Wire the QC card and the findings next to Submit.
- * @param {Object} ctx  {state, eventSlug, payload() -> the task's JSON, flatten(body) -> lines, jumpTo(location)}
+ * @param {Object} ctx  {state, eventSlug, payload() -> the task's JSON, flatten(body) -> lines, jumpTo(location),
+ *   brokenRefAt(location) -> the editor's message for a broken reference there, or ""}
  * @returns {{schedule(now?: boolean), render(findings, failure, version), refused(data, status)}}
  */
 export function initQc(ctx) {
@@ -43,10 +44,16 @@ export function initQc(ctx) {
     if (!box) { box = el("section", { class: "card", id: "qc-box" }); $("#answer-card").after(box); }
     return box;
   }
+  // a broken reference reads as the editor says it next to the field (ctx.brokenRefAt), not as the
+  // server's "'<key> from trajectory[deleted].obs' is not a reference…"
+  function message(f) {
+    const own = f.check.startsWith("references.") && ctx.brokenRefAt ? ctx.brokenRefAt(f.location) : "";
+    return own || f.message;
+  }
   function findingNode(f) {
     return el("li", { class: `${f.severity} jump`, "data-location": f.location, title: "Show it", tabindex: "0",
       onclick: () => ctx.jumpTo(f.location), onkeydown: (e) => { if (e.key === "Enter") ctx.jumpTo(f.location); } },
-    el("b", { text: f.check }), ` (${f.location}): ${f.message}`);
+    el("b", { text: f.check }), ` (${f.location}): ${message(f)}`);
   }
   function render(findings, failure, version) {
     const box = qcBox();
@@ -54,6 +61,9 @@ export function initQc(ctx) {
     box.dataset.state = failure ? "failed" : "done";
     box.appendChild(el("h2", { text: "Quality control" }, el("small", { text: version ? ` r${version} (as on the task page)` : " unsaved edits (replay checks follow the save)" })));
     if (failure) { box.appendChild(el("p", { class: "field-error", text: `QC could not run: ${failure}` })); return; }
+    // a value the editor knows is a broken reference is reported once, as that reference: not again by
+    // a check of the value itself (tools.invalid_value on "<key> from trajectory[deleted].obs")
+    findings = findings.filter((f) => f.check.startsWith("references.") || !(ctx.brokenRefAt && ctx.brokenRefAt(f.location)));
     lastFindings = findings;
     if (!findings.length) box.appendChild(el("p", { class: "ok", id: "qc-clean", text: "No finding: the checks pass." }));
     else {

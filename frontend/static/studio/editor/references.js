@@ -121,6 +121,26 @@ export function brokenRefs(m, answers) {
   return out;
 }
 
+/**
+ * The editor's own message for what a QC finding at `location` reports, when the editor knows that
+ * reference is broken: one message for a broken reference everywhere (its field, a refused save, the
+ * QC list), where the server can only say that "<key> from trajectory[deleted].obs" is malformed.
+ * @param {string[]} lines  brokenRefs(...)'s lines
+ * @param {string} location  a finding's location: "answer_spec[0].source", "trajectory[2].args.mask_path",
+ *   or a place inside one ("trajectory[2].args.paths[1]")
+ * @returns {string}  the "why" of the line at that location, "" when the editor has none
+ */
+export function brokenRefAt(lines, location) {
+  const at = String(location || "");
+  for (const line of lines) {
+    const m = /^([^\s:]+)(?: \(.*?\))?: ([\s\S]*)$/.exec(line);
+    if (!m) continue;
+    const where = m[1];
+    if (at === where || at.startsWith(where + ".") || at.startsWith(where + "[")) return m[2];
+  }
+  return "";
+}
+
 // ------------------------------------------------------------------ the reference picker
 
 /**

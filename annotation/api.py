@@ -341,6 +341,9 @@ class QcView(APIView):
         if not body.is_valid():
             return Response({"content": body.errors}, status=400)
         content = _content(body.validated_data, event)
+        if task is not None:  # absent fields come from the head (qc_for_content), not the serializer's defaults
+            given = set(v["content"]) | ({"input_data"} if "input_layers" in v["content"] else set())
+            content = {k: val for k, val in content.items() if k in given}
         findings = qc_services.qc_for_content(event, content, task=task)
         return Response({"task": task.pk if task else None, "version": None, "findings": [f.as_dict() for f in findings]})
 

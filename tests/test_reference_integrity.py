@@ -117,6 +117,26 @@ def test_task_page_editor_api_and_manage_qc_show_the_same_findings(joplin, make_
     assert "hygiene.unused_step" not in {f["check"] for f in unsaved["findings"]}
 
 
+def test_qc_api_takes_the_fields_a_task_edit_leaves_out_from_the_head(joplin, make_user, client):
+    """``POST /api/qc/`` with a task and partial content checks the head with those fields changed,
+    as a save merges them (``annotation.services.qc.qc_for_content``): a question alone keeps the
+    head's trajectory and answer, so the findings equal the head's (nothing about an empty
+    trajectory or eval_spec), where a missing trajectory used to be read as ``[]``."""
+    ada = make_user("ada", "author")
+    client.force_login(ada)
+    resp = client.post("/api/tasks/", t2_payload(joplin), content_type="application/json")
+    assert resp.status_code == 201, resp.content
+    tid = resp.json()["id"]
+    head = client.post("/api/qc/", {"task": tid}, content_type="application/json").json()["findings"]
+    partial = client.post("/api/qc/", {"task": tid, "content": {"question": t2_payload(joplin)["question"]}},
+                          content_type="application/json").json()["findings"]
+    assert _canon(partial) == _canon(head)
+    assert not {"structure.trajectory", "eval_spec.empty"} & {f["check"] for f in partial}
+    # the field given is the one checked: an empty question is reported on top of the head's findings
+    blank = client.post("/api/qc/", {"task": tid, "content": {"question": ""}}, content_type="application/json").json()
+    assert {f["check"] for f in blank["findings"]} - {f["check"] for f in head} == {"structure.question"}
+
+
 def test_qc_api_names_bad_input(joplin, make_user, client):
     client.force_login(make_user("ada", "author"))
     assert client.post("/api/qc/", {}, content_type="application/json").status_code == 400

@@ -32,3 +32,17 @@ def test_the_upload_form_offers_the_releases_and_the_current_tasks(client, maint
         r = client.post("/runs/", {"archive": run_zip("qwen_AP"), "agent": "qwen", "release": "1.0.0"})
     assert r.status_code == 302, r.content.decode()[:2000]
     assert RunImportJob.objects.get().options["release"] == "1.0.0"
+
+
+@pytest.mark.django_db
+def test_the_upload_form_preselects_the_newest_published_release(client, maintainer):
+    """With releases published, the gold set a run is usually scored on is the newest published one:
+    1.1.0 is published, 1.2.0 a newer draft, so 1.1.0 is selected; without a published release the
+    studio's current tasks are (the first test's page). Setup shortcut: statuses set directly."""
+    Release.objects.create(version="1.0.0", changelog="first", created_by=maintainer, status=Release.Status.PUBLISHED)
+    Release.objects.create(version="1.1.0", changelog="second", created_by=maintainer, status=Release.Status.PUBLISHED)
+    Release.objects.create(version="1.2.0", changelog="draft", created_by=maintainer)
+    client.force_login(maintainer)
+    html = client.get("/runs/").content.decode()
+    select = re.search(r'<select name="release"[^>]*>(.*?)</select>', html, re.S).group(1)
+    assert re.findall(r'<option value="([^"]*)" selected>', select) == ["1.1.0"]

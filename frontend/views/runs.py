@@ -51,9 +51,12 @@ class RunUploadForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # the releases to pick from, newest first, and the studio's current tasks (was a free-text box)
+        releases = list(release_list())
         self.fields["release"].choices = [("", "the studio's current tasks (unversioned, dated)")] + [
-            (r.version, f"release {r.version} ({r.status}, {r.n_tasks} tasks)")
-            for r in release_list()]
+            (r.version, f"release {r.version} ({r.status}, {r.n_tasks} tasks)") for r in releases]
+        # preselected: the newest published release, the gold set a run is usually scored on
+        # (the studio's current tasks where none is published)
+        self.fields["release"].initial = next((r.version for r in releases if r.status == "published"), "")
 
 
 def run_list_page(request):

@@ -63,6 +63,20 @@ def test_a_failed_job_looks_failed_with_its_first_error(client, maintainer, judg
     assert 'id="job-live"' not in html
 
 
+def test_a_paused_job_says_why_once_even_after_the_configuration_is_resumed(client, maintainer, judge_config):
+    """A job paused on a refused key keeps its reason in its own errors (the configuration's
+    ``paused_reason`` is cleared when it is resumed): the page says it once, in the pause line,
+    and lists only the further errors (here none)."""
+    reason = "judge endpoint refused model 'm': HTTP 401"
+    job = JudgeJob.objects.create(config=judge_config, record_ids=[1], total=1, done=0, status=JudgeJob.Status.PAUSED,
+                                  errors=[{"record": None, "protocol": None, "error": reason, "kind": "config"}])
+    client.force_login(maintainer)
+    html = client.get(f"/judge/jobs/{job.pk}/").content.decode()
+    assert f'id="job-paused">The job paused: {reason} — fix the configuration' in html.replace("&#x27;", "'")
+    assert html.replace("&#x27;", "'").count(reason) == 1
+    assert 'id="job-first-error"' not in html and '<ul id="job-errors"></ul>' in html
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_crashed_background_job_ends_failed(judge_config, monkeypatch, settings):
     settings.STUDIO_JUDGE_RUNNER = "thread"

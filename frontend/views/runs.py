@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape
 from django.views.decorators.http import require_POST
@@ -53,7 +54,7 @@ class RunUploadForm(forms.Form):
         # the releases to pick from, newest first, and the studio's current tasks (was a free-text box)
         releases = list(release_list())
         self.fields["release"].choices = [("", "the studio's current tasks (unversioned, dated)")] + [
-            (r.version, f"release {r.version} ({r.status}, {r.n_tasks} tasks)") for r in releases]
+            (r.version, f"release {r.version} ({r.status}, {r.n_tasks} task{pluralize(r.n_tasks)})") for r in releases]
         # preselected: the newest published release, the gold set a run is usually scored on
         # (the studio's current tasks where none is published)
         self.fields["release"].initial = next((r.version for r in releases if r.status == "published"), "")

@@ -156,7 +156,8 @@ def test_mask_change_needs_acceptance(task, florence, maintainer, make_user, cli
     assert new.gold_accepted and new.accepted_by == maintainer
     assert latest_successful_replay(task).pk == new.pk
     html = client.get(f"/tasks/{task.pk}/replay-diff/").content.decode()
-    assert "accepted by mia" in html and 'id="accept-gold"' not in html
+    assert f"replay {new.pk} against the gold before it, replay " in html  # the replay is the gold now
+    assert "accepted as gold by mia" in html and 'id="accept-gold"' not in html
     # accepting the older replay now is refused
     settings.ROOT_URLCONF = "studio.urls"
     assert client.post(f"/api/replays/{gold.pk}/accept/").status_code == 409

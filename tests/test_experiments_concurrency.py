@@ -199,6 +199,36 @@ def test_a_cancel_met_by_the_questions_in_flight_puts_them_back_and_starts_no_ot
     assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
 
 
+@pytest.mark.django_db(transaction=True)
+@needs_florence
+def test_a_question_that_crashes_stops_the_others_and_the_job_fails_saying_why(tmp_path, queued, monkeypatch):
+    from experiments.jobs import run as celery_run
+
+    user, task, other = _two_tasks()
+    exp = queued(user, _config(user, max_concurrency=2), 2)
+    _cache_answers(exp, tmp_path, RIGHT)
+    real = services.run_question
+
+    def crashes_on_q2(exp, row, *args, **kwargs):  # a bug in the studio's code, not the endpoint's answer
+        if row.question_id == Q2:
+            raise RuntimeError("a bug")
+        return real(exp, row, *args, **kwargs)
+
+    monkeypatch.setattr(services, "run_question", crashes_on_q2)
+    celery_run(exp.pk)  # the Celery task's body: a crash is written on the row (studio.background.run_guarded)
+    exp.refresh_from_db()
+    assert (exp.status, exp.error) == ("failed", "the job crashed: RuntimeError: a bug")
+    rows = {(r.repeat, r.question_id): r for r in exp.questions.all()}
+    # the crashed question stays running (as a crash one at a time leaves it); the other thread's
+    # question ended or went back to pending at its next model call: none is left running
+    assert rows.pop((1, Q2)).status == "running"
+    assert {r.status for r in rows.values()} <= {"done", "pending"}
+    monkeypatch.setattr(services, "run_question", real)
+    services.resume_experiment(user, exp)
+    exp = services.run_experiment(exp.pk)
+    assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
+
+
 @pytest.mark.django_db
 def test_inside_a_transaction_the_questions_run_one_at_a_time_in_the_caller(maintainer):
     """A test's (or an inline caller's) transaction holds rows no other connection sees: the job

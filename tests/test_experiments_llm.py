@@ -49,6 +49,9 @@ N_CTX = 2048
 MAX_TOKENS = 48
 #: recursion limit 6: at most 4 model calls and 3 tool rounds a question (harness.steps_left)
 MAX_STEPS = 6
+#: recursion limit 2 for the tests of several questions at once: at most 2 model calls and one
+#: tool round a question (harness.steps_left), enough to show the pipeline, half the time
+MAX_STEPS_AT_ONCE = 2
 #: the judge's server context (tests/test_judge_llm_server.py): holds a holistic prompt at the
 #: judge's bound of 1 byte a token
 JUDGE_N_CTX = 16384
@@ -509,7 +512,7 @@ def test_two_questions_run_at_once_and_a_second_experiment_one_at_a_time_answers
     settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
     user, qids = _tasks(3)
     two = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
-                               max_tokens=MAX_TOKENS, max_steps=MAX_STEPS, tool_results=TOOL_RESULTS,
+                               max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
                                max_concurrency=2)
     exp = services.start_experiment(user, two, question_ids=qids)
     exp.refresh_from_db()
@@ -535,7 +538,7 @@ def test_two_questions_run_at_once_and_a_second_experiment_one_at_a_time_answers
     # the same configuration one question at a time (version 2: max_concurrency is not part of a
     # request, so every request is the same): every answer from the cache, the same records
     one = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
-                               max_tokens=MAX_TOKENS, max_steps=MAX_STEPS, tool_results=TOOL_RESULTS,
+                               max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
                                max_concurrency=1)
     again = services.start_experiment(user, one, question_ids=qids)
     again.refresh_from_db()
@@ -554,7 +557,7 @@ def test_a_budget_reached_by_one_question_stops_the_others_in_flight(served, set
     settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
     user, qids = _tasks(2)
     config = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
-                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS, tool_results=TOOL_RESULTS,
+                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
                                   max_concurrency=2, budget_tokens=1)
     exp = services.start_experiment(user, config, question_ids=qids, repeats=2)
     exp.refresh_from_db()
@@ -596,9 +599,10 @@ def test_an_experiment_runs_end_to_end_on_a_worker_of_the_experiments_queue(serv
     assert app.amqp.router.route({}, "experiments.run", (1,), {})["queue"].name == "experiments"
     settings.STUDIO_JUDGE_RUNNER = "celery"  # dispatched as the Celery task, whatever the broker
     settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
-    user, qids = _tasks(2)
+    with celery_worker.eager():  # the gold replays in this process (a worker of the default queue need not run)
+        user, qids = _tasks(2)
     config = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
-                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS, tool_results=TOOL_RESULTS,
+                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
                                   max_concurrency=2)
     worker = celery_worker.start_own_worker("experiments") if celery_worker.real else None
     exp = services.start_experiment(user, config, question_ids=qids)

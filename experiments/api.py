@@ -24,8 +24,8 @@ class ConfigOut(serializers.ModelSerializer):
     class Meta:
         model = ExperimentConfig
         fields = ["id", "name", "version", "base_url", "model", "api_key_env", "protocol", "temperature", "top_p",
-                  "max_tokens", "seed", "tool_results", "perception_mode", "max_steps", "question_timeout_s", "request_timeout_s", "budget_tokens",
-                  "budget_cost", "price_prompt_per_m", "price_completion_per_m", "created_at"]
+                  "max_tokens", "seed", "tool_results", "perception_mode", "max_steps", "question_timeout_s", "request_timeout_s", "max_concurrency",
+                  "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "created_at"]
 
 
 class ConfigIn(serializers.Serializer):
@@ -47,6 +47,10 @@ class ConfigIn(serializers.Serializer):
     max_steps = serializers.IntegerField(default=50, min_value=2, max_value=1000)
     question_timeout_s = serializers.FloatField(default=900.0, min_value=1, max_value=86400)
     request_timeout_s = serializers.FloatField(default=1200.0, min_value=0.01, max_value=86400)
+    max_concurrency = serializers.IntegerField(
+        default=1, min_value=1, max_value=services.MAX_CONCURRENCY,
+        help_text="questions in flight at once (threads of the job); more than 1 only where the endpoint "
+                  "serves requests side by side")
     budget_tokens = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
                                              max_value=2**62)
     budget_cost = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)

@@ -49,6 +49,8 @@ class ExperimentConfig(models.Model):
     max_steps = models.PositiveIntegerField(default=50, help_text="LangGraph recursion limit per question")
     question_timeout_s = models.FloatField(default=900.0, help_text="wall-clock seconds per question")
     request_timeout_s = models.FloatField(default=1200.0, help_text="read timeout of one model request")
+    max_concurrency = models.PositiveSmallIntegerField(
+        default=1, help_text="questions in flight at once in the job (1-16; threads of the worker)")
     budget_tokens = models.BigIntegerField(null=True, blank=True, help_text="prompt + completion tokens, all repeats")
     budget_cost = models.FloatField(null=True, blank=True, help_text="in the prices' currency, all repeats")
     price_prompt_per_m = models.FloatField(default=0.0, help_text="price per million prompt tokens")

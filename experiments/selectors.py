@@ -86,8 +86,9 @@ def repeat_sums(exp: Experiment, repeat: int) -> dict:
 
 
 def accounting(exp: Experiment) -> dict:
-    """Tokens, seconds and cost of ``exp``: ``{"questions": n, "by_repeat": [...], "by_task": [...],
-    "total": {...}}``. Per repeat (one run): prompt and completion tokens, cost, model calls (and
+    """Tokens, seconds and cost of ``exp``: ``{"questions": n, "running": n, "by_repeat": [...],
+    "by_task": [...], "total": {...}}`` (``running``: the questions in flight now, several when the
+    configuration's ``max_concurrency`` allows). Per repeat (one run): prompt and completion tokens, cost, model calls (and
     how many the cache answered), seconds, and the run's DORA score once scored. Per task (question
     id, over repeats): the same sums, the repeats that finished and, once scored, the mean task
     score and the repeats that solved it (task score 1). Tokens count every answer the question
@@ -122,7 +123,8 @@ def accounting(exp: Experiment) -> dict:
                                                                              ExperimentQuestion.Status.ERROR)),
                         "repeats": len(items), "mean_task_score": _round(sum(got) / len(got)) if got else None,
                         "solved": sum(1 for s in got if s >= SOLVED_SCORE) if got else None, **sums(items)})
-    return {"questions": len(rows), "by_repeat": by_repeat, "by_task": by_task, "total": sums(rows)}
+    running = sum(1 for r in rows if r["status"] == ExperimentQuestion.Status.RUNNING)
+    return {"questions": len(rows), "running": running, "by_repeat": by_repeat, "by_task": by_task, "total": sums(rows)}
 
 
 def _repeat_of_run_name(name: str) -> int | None:

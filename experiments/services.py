@@ -8,11 +8,13 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
   to the background runner (:func:`dispatch_experiment`, the Celery queue ``experiments``);
 * :func:`run_experiment` — the job: each pending question through :func:`run_question` (the
   harness's ReAct loop over the studio's MCP server of the task), its record written to the run
-  folder at once (a worker killed mid-question loses nothing that finished), then every repeat's
+  folder at once (a worker killed mid-question loses nothing that finished), up to the
+  configuration's ``max_concurrency`` questions at once in threads of the job, then every repeat's
   folder imported and scored as an ``AgentRun`` against the experiment's gold set;
 * :func:`cancel_experiment` / :func:`resume_experiment` — resume runs only the questions that
   errored or never finished; model answers already received come from the cache (:func:`model_call`);
-* a budget (tokens and/or cost of the requests sent) stops the experiment cleanly (``stopped``);
+* a budget (tokens and/or cost of the requests sent) stops the experiment cleanly (``stopped``;
+  overshot by at most the requests already in flight when several questions run at once);
 * :func:`judge_and_queue` — at the end, the scored runs' records get a judge job with the
   experiment's judge configuration (``evaluation.services.judge.start_judge_job``) and a share of
   each run's records (:func:`human_sample`) is queued for human scoring
@@ -27,6 +29,7 @@ import math
 import os
 import re
 import shutil
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +38,7 @@ from typing import Any
 import anyio
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -68,6 +71,8 @@ IMAGES_DIR = "/dora/images"
 #: LangGraph's ToolNode answer to a call of a tool the agent was not given, and to a tool's error
 #: (langgraph.prebuilt.tool_node: INVALID_TOOL_NAME_ERROR_TEMPLATE, TOOL_CALL_ERROR_TEMPLATE)
 INVALID_TOOL = "Error: {name} is not a valid tool, try one of [{names}]."
+#: the most questions a configuration may run at once (``ExperimentConfig.max_concurrency``)
+MAX_CONCURRENCY = 16
 TOOL_FAILED = "Error: {error}\n Please fix your mistakes."
 
 
@@ -106,7 +111,8 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
                 max_steps: int = harness.RECURSION_LIMIT, question_timeout_s: float = harness.QUESTION_TIMEOUT_S,
                 request_timeout_s: float = 1200.0, budget_tokens: int | None = None, budget_cost: float | None = None,
                 price_prompt_per_m: float = 0.0, price_completion_per_m: float = 0.0,
-                tool_results: str = "tool", perception_mode: str = SERVING_PERCEPTION_MODE) -> ExperimentConfig:
+                tool_results: str = "tool", perception_mode: str = SERVING_PERCEPTION_MODE,
+                max_concurrency: int = 1) -> ExperimentConfig:
     """Save version ``n + 1`` of configuration ``name`` (1 for a new name); a saved version is never
     changed. ``api_key_env`` is the *name* of the variable holding the key (one of
     ``STUDIO_JUDGE_KEY_VARIABLES``); the endpoint's host must be an allowed judge host
@@ -116,7 +122,10 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
     template drops tool messages: docs/experiments.md, "Measured"). ``perception_mode``: how the
     ``seg.*`` tools answer the agent (``kernel.vocabulary.PERCEPTION_MODES``; default the benchmark's
     ``model``, whose stub observation stands where no checkpoint is configured; ``gt`` is oracle
-    perception, whose runs are never ranked with the benchmark's). Raises ``InvalidInput`` naming the field;
+    perception, whose runs are never ranked with the benchmark's). ``max_concurrency``: questions
+    in flight at once in the job (1 to :data:`MAX_CONCURRENCY`, default 1: one at a time; more
+    only where the endpoint serves requests side by side, :func:`run_experiment`). Raises
+    ``InvalidInput`` naming the field;
     ``PermissionDenied`` without ``experiment.configure``."""
     require(user, Action.EXPERIMENT_CONFIGURE)
     name, base_url, model, api_key_env = (str(v or "").strip() for v in (name, base_url, model, api_key_env))
@@ -151,6 +160,8 @@ def save_config(user, *, name: str, base_url: str, model: str, api_key_env: str 
         budget_cost=_num("budget_cost", budget_cost, low=0, optional=True),
         price_prompt_per_m=_num("price_prompt_per_m", price_prompt_per_m, low=0),
         price_completion_per_m=_num("price_completion_per_m", price_completion_per_m, low=0),
+        max_concurrency=_num("max_concurrency", 1 if max_concurrency in (None, "") else max_concurrency,
+                             low=1, high=MAX_CONCURRENCY, integer=True),
     )
     newest = ExperimentConfig.objects.select_for_update().filter(name=name).aggregate(n=Max("version"))["n"] or 0
     return ExperimentConfig.objects.create(name=name, version=newest + 1, base_url=base_url, model=model,
@@ -389,12 +400,56 @@ def tool_message(cfg: ExperimentConfig, call_id: str, name: str, content: str) -
     return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
 
 
-def _check_cancel(exp: Experiment) -> None:
+class StopSignal:
+    """What the questions in flight of one job share: the first stop (a budget reached, a cancel,
+    a crash) that any of them met. Each question checks it before every model call
+    (:meth:`check`), so one question's stop ends the others at their next call, cached or not."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.stop: BudgetReached | Cancelled | None = None  # the first budget or cancel
+        self.crash: BaseException | None = None  # the first unexpected exception of a question
+
+    def set(self, exc: BudgetReached | Cancelled) -> None:
+        with self._lock:
+            if self.stop is None and self.crash is None:
+                self.stop = exc
+
+    def set_crash(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.crash is None:
+                self.crash = exc
+
+    def is_set(self) -> bool:
+        return self.stop is not None or self.crash is not None
+
+    def check(self) -> None:
+        """Raise for a stop met by another question: its kind (:class:`BudgetReached` with its
+        reason, :class:`Cancelled`), or :class:`Cancelled` after another question's crash."""
+        if self.crash is not None:
+            raise Cancelled("another question of the job crashed")
+        if isinstance(self.stop, BudgetReached):
+            raise BudgetReached(str(self.stop))
+        if self.stop is not None:
+            raise Cancelled(str(self.stop))
+
+
+def _check_cancel(exp: Experiment, stop: StopSignal | None = None) -> None:
+    if stop is not None:
+        stop.check()
     if Experiment.objects.filter(pk=exp.pk, cancel_requested=True).exists():
         raise Cancelled()
 
 
-def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task: Task, api_key: str | None) -> dict:
+def work_dir_of(exp: Experiment, repeat: int, question_id: str, worker: int = 0) -> Path:
+    """The working folder of one question (the tools' outputs): the harness's layout
+    ``<run folder>/workers/w<worker>/tmp/<question id>`` (``/`` in the id replaced by ``_``);
+    ``worker`` is the index (from 0) of the job's thread that runs it."""
+    return run_folder(exp, repeat) / "workers" / f"w{int(worker)}" / "tmp" / question_id.replace("/", "_")
+
+
+def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task: Task, api_key: str | None, *,
+                 worker: int = 0, stop: StopSignal | None = None) -> dict:
     """Answer one question as the harness does and return its ``benchmark.jsonl`` record.
 
     The loop is LangGraph's prebuilt ReAct agent's: the prompt as one user message; a model call
@@ -403,9 +458,11 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
     answer without tool calls, or the recursion limit (the harness's "Sorry, need more steps"
     answer when the model still asks for tools), or the seconds per question (an error, as the
     harness's ``question_timeout``). The live trajectory is saved on the row after every call.
+    ``worker``: the index of the job's thread running it (its work folder, :func:`work_dir_of`);
+    ``stop``: the job's :class:`StopSignal`, checked before every model call with the cancel.
     Raises :class:`BudgetReached` and :class:`Cancelled` (the question stays unfinished)."""
     cfg = exp.config
-    work_dir = run_folder(exp, row.repeat) / "workers" / "w0" / "tmp" / question["question_id"].replace("/", "_")
+    work_dir = work_dir_of(exp, row.repeat, question["question_id"], worker)
     shutil.rmtree(work_dir, ignore_errors=True)
     server = build_server(task, work_dir=work_dir, perception_mode=cfg.perception_mode)
     tools = offered_tools(server, question, cfg.protocol)
@@ -418,7 +475,7 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
     calls = 0
     try:
         while True:
-            _check_cancel(exp)
+            _check_cancel(exp, stop)
             if time.monotonic() - started > cfg.question_timeout_s:
                 raise TimeoutError(f"question_timeout after {cfg.question_timeout_s:g}s")
             response, _cached = model_call(exp, row, chat_body(cfg, messages, tools, row.repeat), api_key)
@@ -474,18 +531,36 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+#: ``{task folder: lock}``: one writer at a time of a repeat's dimension in this process
+_folder_locks: dict[str, threading.Lock] = {}
+_folder_locks_lock = threading.Lock()
+
+
+def _folder_lock(task_dir: Path) -> threading.Lock:
+    with _folder_locks_lock:
+        return _folder_locks.setdefault(str(task_dir), threading.Lock())
 
 
 def write_folder(exp: Experiment, repeat: int, dimension: str) -> Path:
     """Write the finished records of ``repeat`` in ``dimension`` as the harness lays them out:
     ``<stem>/benchmark.jsonl`` (one line per question, question order), ``<stem>/run_stats.json``
     and ``<stem>/trajectories/<id>_trajectory.json``; every file replaced atomically. Returns the
-    run folder."""
+    run folder. Two questions of the same repeat and dimension that end together (a job running
+    several at once) write one after the other, each reading the records under the lock, so the
+    last write holds every record saved before it."""
     folder = run_folder(exp, repeat)
     task_dir = folder / TASK_STEMS[dimension]
+    with _folder_lock(task_dir):
+        _write_task_dir(exp, repeat, dimension, task_dir)
+    return folder
+
+
+def _write_task_dir(exp: Experiment, repeat: int, dimension: str, task_dir: Path) -> None:
     records = list(ExperimentQuestion.objects.filter(experiment=exp, repeat=repeat, dimension=dimension,
                                                      record__isnull=False).order_by("id").values_list("record", flat=True))
     for rec in records:
@@ -494,7 +569,6 @@ def write_folder(exp: Experiment, repeat: int, dimension: str) -> Path:
     _atomic_write(task_dir / "benchmark.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     _atomic_write(task_dir / "run_stats.json",
                   json.dumps(harness.run_stats(records, datetime.now().isoformat()), indent=2))
-    return folder
 
 
 # ------------------------------------------------------------------ the job
@@ -559,9 +633,15 @@ def run_experiment(exp_id: int) -> Experiment:
     """Run experiment ``exp_id`` (queued) to its end: every pending question of every repeat
     (:func:`run_question`; its record saved and the folder rewritten at once), then the repeats'
     folders imported and scored (:func:`score_experiment`). Ends ``done``, ``cancelled``,
-    ``stopped`` (the budget; the question in flight stays pending) or ``failed`` (the endpoint or
+    ``stopped`` (the budget; the questions in flight stay pending) or ``failed`` (the endpoint or
     key refused before any question ran: the message says why). A job that is not queued (taken,
-    ended) is returned unchanged. While it runs the row carries this worker's tag and a heartbeat."""
+    ended) is returned unchanged. While it runs the row carries this worker's tag and a heartbeat.
+
+    Up to the configuration's ``max_concurrency`` questions run at once, in that many threads of
+    this job (:func:`_run_questions`), in the order ``(repeat, id)`` they are taken; one question's
+    stop (the budget, a cancel) or crash ends the others at their next model call (they go back to
+    pending) and no further question starts. Inside a database transaction (an inline caller's:
+    other connections would not see its rows) they run one at a time in the calling thread."""
     if not _claim(exp_id):
         return Experiment.objects.get(pk=exp_id)
     exp = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
@@ -575,34 +655,17 @@ def run_experiment(exp_id: int) -> Experiment:
         except (ExperimentStateError, GoldSetError) as exc:
             _end(exp, Experiment.Status.FAILED, error=str(exc))
             return exp
-        questions = {q["question_id"]: q for _, q in questions_of(gold)}
-        rows = ExperimentQuestion.objects.filter(experiment=exp).exclude(status=ExperimentQuestion.Status.DONE)
-        for row in rows.order_by("repeat", "id"):
-            question, task = questions.get(row.question_id), gold.task_by_qid.get(row.question_id)
-            if question is None or task is None:
-                ExperimentQuestion.objects.filter(pk=row.pk).update(
-                    status=ExperimentQuestion.Status.ERROR, error="the question is no longer in the gold set")
-                continue
-            ExperimentQuestion.objects.filter(pk=row.pk).update(
-                status=ExperimentQuestion.Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(),
-                steps=0, trajectory=[], error="", model_calls=0, cached_calls=0, prompt_tokens=0,
-                completion_tokens=0, cost=0.0, seconds=0.0)
-            try:
-                record = run_question(exp, row, question, task, api_key)
-            except BudgetReached as exc:
-                ExperimentQuestion.objects.filter(pk=row.pk).update(status=ExperimentQuestion.Status.PENDING)
-                _end(exp, Experiment.Status.STOPPED, reason=str(exc))
-                return exp
-            except Cancelled:
-                ExperimentQuestion.objects.filter(pk=row.pk).update(status=ExperimentQuestion.Status.PENDING)
-                _end(exp, Experiment.Status.CANCELLED, reason="cancelled")
-                return exp
-            status = ExperimentQuestion.Status.ERROR if record["error"] else ExperimentQuestion.Status.DONE
-            ExperimentQuestion.objects.filter(pk=row.pk).update(
-                status=status, record=record, error=record["error"] or "", trajectory=record["trajectory"],
-                steps=len(record["trajectory"]), seconds=record["elapsed_time"], finished_at=timezone.now())
-            Experiment.objects.filter(pk=exp.pk).update(done=F("done") + 1)
-            write_folder(exp, row.repeat, row.dimension)
+        rows = list(ExperimentQuestion.objects.filter(experiment=exp).exclude(status=ExperimentQuestion.Status.DONE)
+                    .order_by("repeat", "id"))
+        stop = _run_questions(exp, rows, gold, api_key)
+        if stop.crash is not None:
+            raise stop.crash
+        if isinstance(stop.stop, BudgetReached):
+            _end(exp, Experiment.Status.STOPPED, reason=str(stop.stop))
+            return exp
+        if stop.stop is not None:
+            _end(exp, Experiment.Status.CANCELLED, reason="cancelled")
+            return exp
         Experiment.objects.filter(pk=exp.pk).update(status=Experiment.Status.SCORING)
         try:
             runs = score_experiment(exp)
@@ -613,6 +676,89 @@ def run_experiment(exp_id: int) -> Experiment:
         _end(exp, Experiment.Status.DONE)
         emit("experiment.finished", _payload(exp), experiment=exp, user=exp.created_by, actor=None)
     return exp
+
+
+def concurrency_of(config: ExperimentConfig, n_questions: int) -> int:
+    """How many questions a job of ``config`` runs at once for ``n_questions`` left: the
+    configuration's ``max_concurrency`` (1 to :data:`MAX_CONCURRENCY`), at most ``n_questions``,
+    and 1 inside a database transaction (the caller's rows are not visible to other connections)."""
+    n = max(1, min(int(config.max_concurrency or 1), MAX_CONCURRENCY, n_questions))
+    return 1 if connections[DEFAULT_DB_ALIAS].in_atomic_block else n
+
+
+def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_key: str | None) -> StopSignal:
+    """Run ``rows`` (in order) in :func:`concurrency_of` threads; returns the job's
+    :class:`StopSignal` (set when a question met the budget, a cancel or a crash). One thread:
+    this one. Several: threads ``experiment-<id>-w<i>``, each with its own copy of the experiment
+    and its own database connections (closed when the thread ends), taking the next row until
+    none is left or the signal is set."""
+    stop = StopSignal()
+    questions = {q["question_id"]: q for _, q in questions_of(gold)}
+    n = concurrency_of(exp.config, len(rows))
+    if n == 1:
+        for row in rows:
+            if stop.is_set():
+                break
+            _run_one(exp, row, questions, gold.task_by_qid, api_key, 0, stop)
+        return stop
+    queue = iter(rows)
+    take = threading.Lock()
+
+    def work(worker: int) -> None:
+        try:
+            mine = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp.pk)
+            while not stop.is_set():
+                with take:
+                    row = next(queue, None)
+                if row is None:
+                    return
+                _run_one(mine, row, questions, gold.task_by_qid, api_key, worker, stop, own_task=True)
+        except BaseException as exc:  # noqa: BLE001 — re-raised by the job after the others stopped
+            logger.exception("experiment %s: worker %d crashed", exp.pk, worker)
+            stop.set_crash(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"experiment-{exp.pk}-w{i}", daemon=True)
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return stop
+
+
+def _run_one(exp: Experiment, row: ExperimentQuestion, questions: dict, tasks: dict, api_key: str | None,
+             worker: int, stop: StopSignal, own_task: bool = False) -> None:
+    """Run one question row: marked running (attempts + 1, its counters reset), answered
+    (:func:`run_question`), its record saved and its repeat's folder rewritten (:func:`write_folder`).
+    ``questions``: the gold set's questions by id; ``tasks``: its studio tasks by question id.
+    A stop (budget, cancel) sets ``stop`` and puts the row back to pending; a question no longer in
+    the gold set ends ``error``. ``own_task``: load the task afresh (a thread of its own must not
+    share the gold set's model instance with the others)."""
+    question, task = questions.get(row.question_id), tasks.get(row.question_id)
+    if question is None or task is None:
+        ExperimentQuestion.objects.filter(pk=row.pk).update(
+            status=ExperimentQuestion.Status.ERROR, error="the question is no longer in the gold set")
+        return
+    if own_task:
+        task = Task.objects.select_related("event", "head").get(pk=task.pk)
+    ExperimentQuestion.objects.filter(pk=row.pk).update(
+        status=ExperimentQuestion.Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(),
+        steps=0, trajectory=[], error="", model_calls=0, cached_calls=0, prompt_tokens=0,
+        completion_tokens=0, cost=0.0, seconds=0.0)
+    try:
+        record = run_question(exp, row, question, task, api_key, worker=worker, stop=stop)
+    except (BudgetReached, Cancelled) as exc:
+        ExperimentQuestion.objects.filter(pk=row.pk).update(status=ExperimentQuestion.Status.PENDING)
+        stop.set(exc)
+        return
+    status = ExperimentQuestion.Status.ERROR if record["error"] else ExperimentQuestion.Status.DONE
+    ExperimentQuestion.objects.filter(pk=row.pk).update(
+        status=status, record=record, error=record["error"] or "", trajectory=record["trajectory"],
+        steps=len(record["trajectory"]), seconds=record["elapsed_time"], finished_at=timezone.now())
+    Experiment.objects.filter(pk=exp.pk).update(done=F("done") + 1)
+    write_folder(exp, row.repeat, row.dimension)
 
 
 def score_experiment(exp: Experiment) -> list:
@@ -704,8 +850,8 @@ def lost_reason(exp: Experiment) -> str:
 
 
 def cancel_experiment(user, exp: Experiment) -> Experiment:
-    """Cancel ``exp``: a queued one at once; a running one at its next model call (the question
-    in flight stays unfinished, resume runs it). Raises ``ExperimentStateError`` when it has ended."""
+    """Cancel ``exp``: a queued one at once; a running one at its next model call (the questions
+    in flight go back to pending, resume runs them). Raises ``ExperimentStateError`` when it has ended."""
     require(user, Action.EXPERIMENT_RUN)
     with transaction.atomic():
         exp = Experiment.objects.select_for_update().get(pk=exp.pk)

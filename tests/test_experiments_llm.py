@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,9 @@ N_CTX = 2048
 MAX_TOKENS = 48
 #: recursion limit 6: at most 4 model calls and 3 tool rounds a question (harness.steps_left)
 MAX_STEPS = 6
+#: recursion limit 2 for the tests of several questions at once: at most 2 model calls and one
+#: tool round a question (harness.steps_left), enough to show the pipeline, half the time
+MAX_STEPS_AT_ONCE = 2
 #: the judge's server context (tests/test_judge_llm_server.py): holds a holistic prompt at the
 #: judge's bound of 1 byte a token
 JUDGE_N_CTX = 16384
@@ -454,3 +458,172 @@ def test_a_worker_killed_mid_experiment_resumes_only_its_unfinished_questions_wi
             assert cached[(other, rep)] == received[(exp_id, rep)], rep
     if all(records[(exp_id, rep)]["error"] is None for rep in (1, 2)):
         assert db.rows("SELECT prompt_tokens, cost FROM experiments_experiment WHERE id = %s", other) == [(0, 0.0)]
+
+
+# ------------------------------------------------------------------ several questions at once
+
+
+def _tasks(n: int):
+    """The Florence T1 task (``florence_mcp01_task0``) and copies under ``florence_mcp02`` … ``mcp0<n>``,
+    each replayed (its gold); returns ``(user, [question ids])``."""
+    from annotation.services.content import revision_content
+    from annotation.services.tasks import create_task
+    from replay.services.runs import start_replay
+
+    user, task = make_task()
+    tasks = [task] + [create_task(user, task.event, dimension="t1", content=revision_content(task.head),
+                                  sample_id=f"florence_mcp{i:02d}") for i in range(2, n + 1)]
+    for t in tasks:
+        assert start_replay(user, t).status == "succeeded"
+    return user, [t.question_id for t in tasks]
+
+
+def _most_at_once(rows) -> int:
+    """The most questions running at the same instant, from the rows' [started_at, finished_at]."""
+    edges = sorted([(r.started_at, 1) for r in rows] + [(r.finished_at, -1) for r in rows],
+                   key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def _same_answers(first, second) -> None:
+    """``second`` (a later experiment of the same requests) used the cache for every answer
+    ``first`` received, and has the same records, except where ``first`` ended in an endpoint
+    error: an error is never cached, so ``second`` asked that request again and a real server may
+    answer it differently (llama.cpp is not bit-deterministic across server states; see the
+    killed-worker test): there the records agree up to the error."""
+    for a, b in zip(first, second, strict=True):
+        assert (a.repeat, a.question_id) == (b.repeat, b.question_id)
+        if not a.error:
+            assert b.cached_calls == b.model_calls == a.model_calls, a.question_id
+            assert _comparable(b.record) == _comparable(a.record), a.question_id
+        else:
+            assert b.cached_calls == a.model_calls, a.question_id
+            assert b.record["trajectory"][:len(a.record["trajectory"])] == a.record["trajectory"], a.question_id
+
+
+@pytest.mark.django_db(transaction=True)  # the job's threads have their own connections: committed rows
+def test_two_questions_run_at_once_and_a_second_experiment_one_at_a_time_answers_from_the_cache(served, settings):
+    base_url, model = served
+    settings.STUDIO_JUDGE_RUNNER = "inline"  # the job in this thread; its questions in two threads of its own
+    settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
+    user, qids = _tasks(3)
+    two = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
+                               max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
+                               max_concurrency=2)
+    exp = services.start_experiment(user, two, question_ids=qids)
+    exp.refresh_from_db()
+    assert exp.status == "done", (exp.error, exp.stop_reason)
+    rows = list(exp.questions.order_by("repeat", "id"))
+    assert [r.question_id for r in rows] == qids and all(r.status in ("done", "error") for r in rows)
+    print("at once:", [(r.question_id, r.started_at.time(), r.finished_at.time(), r.model_calls, r.error[:80])
+                       for r in rows])
+    # two in flight at once, never three: the first two questions started together, the third when one ended
+    assert _most_at_once(rows) == 2
+    assert max(rows[0].started_at, rows[1].started_at) < min(rows[0].finished_at, rows[1].finished_at)
+    assert rows[2].started_at >= min(rows[0].finished_at, rows[1].finished_at)
+    # every answer received was sent once and kept; the experiment's tokens are those requests'
+    calls = list(ModelCall.objects.all())
+    assert len(calls) == sum(r.model_calls for r in rows) and all(r.cached_calls == 0 for r in rows)
+    assert exp.prompt_tokens == sum(c.prompt_tokens for c in calls) > 0
+    # scored: one run, one record per question, the folder holding them in question order
+    (run,) = exp.runs.all()
+    assert sorted(run.records.values_list("question_id", flat=True)) == qids and run.dora_score is not None
+    lines = (services.run_folder(exp, 1) / "t1_perception_and_assessment" / "benchmark.jsonl").read_text()
+    assert [json.loads(line)["question_id"] for line in lines.splitlines()] == qids
+
+    # the same configuration one question at a time (version 2: max_concurrency is not part of a
+    # request, so every request is the same): every answer from the cache, the same records
+    one = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
+                               max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
+                               max_concurrency=1)
+    again = services.start_experiment(user, one, question_ids=qids)
+    again.refresh_from_db()
+    assert again.status == "done"
+    rows2 = list(again.questions.order_by("repeat", "id"))
+    assert _most_at_once(rows2) == 1
+    _same_answers(rows, rows2)
+    if not any(r.error for r in rows):
+        assert (again.prompt_tokens, again.completion_tokens) == (0, 0) and ModelCall.objects.count() == len(calls)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_budget_reached_by_one_question_stops_the_others_in_flight(served, settings):
+    base_url, model = served
+    settings.STUDIO_JUDGE_RUNNER = "inline"
+    settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
+    user, qids = _tasks(2)
+    config = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
+                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
+                                  max_concurrency=2, budget_tokens=1)
+    exp = services.start_experiment(user, config, question_ids=qids, repeats=2)
+    exp.refresh_from_db()
+    calls = list(ModelCall.objects.all())
+    spent = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    # the first answer spends the 1-token budget; each of the two questions in flight could have
+    # sent its first request before any answer came back, none after: at most 2 requests, and the
+    # budget overshot by at most the request in flight beside the one that crossed it
+    assert exp.status == "stopped" and 1 <= len(calls) <= 2
+    assert (exp.prompt_tokens + exp.completion_tokens) == spent
+    n = int(re.fullmatch(r"budget reached: (\d+) tokens of 1", exp.stop_reason).group(1))
+    assert 0 < n <= spent
+    # every question stopped unfinished is pending again (one may have finished when the model
+    # answered at once without a tool call), nothing was scored, and every request sent is one of
+    # the questions' (a stopped question keeps its counts until it runs again)
+    rows = list(exp.questions.order_by("repeat", "id"))
+    assert all(r.status == "pending" or r.record is not None for r in rows), [(r.status, r.error) for r in rows]
+    assert sum(1 for r in rows if r.status == "pending") >= len(rows) - 2 and not exp.runs.exists()
+    assert sum(r.model_calls - r.cached_calls for r in rows) == len(calls)
+    from notifications.models import Notification
+
+    assert Notification.objects.filter(user=user, event_type="experiment.stopped").count() == 1
+
+
+# ------------------------------------------------------------------ the experiments queue on a real worker
+
+
+@pytest.mark.celery_worker
+def test_an_experiment_runs_end_to_end_on_a_worker_of_the_experiments_queue(served, settings, celery_worker):
+    """The Celery task ``experiments.run`` is routed to the queue ``experiments``; with a broker
+    (CI's PostgreSQL configuration) a worker started here with ``-Q experiments`` (the default
+    queue's worker does not serve it) runs the experiment, its questions two at a time in threads
+    of the worker's process, on the test's database and data root. Without a broker the same task
+    runs eagerly in this process and the same is asserted (tests/conftest_celery.py)."""
+    from studio.background import worker_tag
+    from studio.celery import app
+
+    base_url, model = served
+    assert app.amqp.router.route({}, "experiments.run", (1,), {})["queue"].name == "experiments"
+    settings.STUDIO_JUDGE_RUNNER = "celery"  # dispatched as the Celery task, whatever the broker
+    settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
+    with celery_worker.eager():  # the gold replays in this process (a worker of the default queue need not run)
+        user, qids = _tasks(2)
+    config = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
+                                  max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
+                                  max_concurrency=2)
+    worker = celery_worker.start_own_worker("experiments") if celery_worker.real else None
+    exp = services.start_experiment(user, config, question_ids=qids)
+    deadline = time.monotonic() + 900
+    while True:
+        exp.refresh_from_db()
+        if exp.status in ("done", "failed", "cancelled", "stopped"):
+            break
+        assert time.monotonic() < deadline, f"experiment {exp.pk} still {exp.status}{celery_worker._log_tail()}"
+        time.sleep(0.2)
+    assert exp.status == "done", (exp.error, exp.stop_reason, celery_worker._log_tail())
+    if worker is not None:  # run by the pool process of the worker started here, not by this process
+        (child,) = celery_worker.pool_children(worker)
+        assert exp.worker.partition(".")[0] == str(child)
+    else:
+        assert exp.worker == worker_tag()
+    rows = list(exp.questions.order_by("id"))
+    assert [r.question_id for r in rows] == qids and all(r.status in ("done", "error") for r in rows)
+    assert _most_at_once(rows) == 2  # the two questions at once, in the worker's threads
+    assert sum(r.model_calls for r in rows) == ModelCall.objects.count() >= 2
+    (run,) = exp.runs.all()
+    assert sorted(run.records.values_list("question_id", flat=True)) == qids and run.dora_score is not None
+    folder = services.run_folder(exp, 1)
+    assert (folder / "t1_perception_and_assessment" / "benchmark.jsonl").read_text().count("\n") == 2

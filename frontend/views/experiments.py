@@ -30,7 +30,8 @@ QUESTION_PAGE_SIZE = 50
 TASK_PAGE_SIZE = 50
 
 _CONFIG_FIELDS = ("name", "base_url", "model", "api_key_env", "protocol", "temperature", "max_tokens", "max_steps",
-                  "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "tool_results", "perception_mode")
+                  "question_timeout_s", "budget_tokens", "budget_cost", "price_prompt_per_m", "price_completion_per_m", "tool_results", "perception_mode",
+                  "max_concurrency")
 
 
 def experiment_list(request):
@@ -74,7 +75,7 @@ def experiment_config_save(request):
         values[k] = values[k] or None
     for k, default in (("temperature", 0.1), ("max_steps", 50), ("question_timeout_s", 900.0),
                        ("price_prompt_per_m", 0.0), ("price_completion_per_m", 0.0), ("tool_results", "tool"),
-                       ("perception_mode", SERVING_PERCEPTION_MODE)):
+                       ("perception_mode", SERVING_PERCEPTION_MODE), ("max_concurrency", 1)):
         values[k] = values[k] or default
     try:
         cfg = services.save_config(request.user, **values)
@@ -118,7 +119,8 @@ def experiment_detail(request, pk: int):
         "task_pages": task_pages, "priced": selectors.has_price(exp.config),
         "task_prev": urlencode({**keep, "tasks": task_page - 1}) if task_page > 1 else "",
         "task_next": urlencode({**keep, "tasks": task_page + 1}) if task_page < task_pages else "",
-        "can_run": can(request.user, "experiment.run"), "live": exp.status in ("queued", "running", "scoring")})
+        "can_run": can(request.user, "experiment.run"), "live": exp.status in ("queued", "running", "scoring"),
+        "n_running": acc["running"]})
 
 
 @require_POST

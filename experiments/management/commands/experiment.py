@@ -4,6 +4,7 @@
                                 [--temperature T] [--max-tokens N] [--max-steps 50] [--question-timeout 900]
                                 [--budget-tokens N] [--budget-cost X] [--price-prompt X] [--price-completion X]
                                 [--tool-results tool|user] [--perception model|gt|classical]
+                                [--max-concurrency 1..16]
     manage.py experiment start --config N[:VERSION] (--release V | --tasks QID,QID) [--repeats 1] [--agent A]
                                [--judge-config NAME] [--human-share 0..1]
     manage.py experiment status ID        (JSON: the experiment, its questions and accounting)
@@ -51,6 +52,9 @@ class Command(BaseCommand):
         c.add_argument("--max-steps", type=int, default=50)
         c.add_argument("--question-timeout", type=float, default=900.0)
         c.add_argument("--request-timeout", type=float, default=1200.0)
+        c.add_argument("--max-concurrency", type=int, default=1,
+                       help="questions in flight at once (1-16; more only where the endpoint serves requests "
+                            "side by side)")
         c.add_argument("--budget-tokens", type=int, default=None)
         c.add_argument("--budget-cost", type=float, default=None)
         c.add_argument("--price-prompt", type=float, default=0.0, help="price per million prompt tokens")
@@ -134,7 +138,7 @@ class Command(BaseCommand):
                     request_timeout_s=o["request_timeout"], budget_tokens=o["budget_tokens"],
                     budget_cost=o["budget_cost"], price_prompt_per_m=o["price_prompt"],
                     price_completion_per_m=o["price_completion"], tool_results=o["tool_results"],
-                    perception_mode=o["perception"])
+                    perception_mode=o["perception"], max_concurrency=o["max_concurrency"])
                 self.stdout.write(f"configuration {cfg} (id {cfg.pk})")
             elif action == "start":
                 tasks = [t for t in o["tasks"].split(",") if t.strip()]

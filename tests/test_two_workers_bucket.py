@@ -19,7 +19,12 @@ The scenario, and on which machine each part runs (worker A, worker B, the web):
   * web: the replay pages of A's run (the mask's overlay PNG, the overlays document) and the map's
     tiles and layer images;
   * A: the release export (its zip, in the bucket, fetched through the presigned download link);
-  * B: a run zip's import (agent_a's twelve records, scored against the studio's tasks).
+  * B: two run zips' imports (agent_a's twelve records, scored against the studio's tasks; a run
+    answering the damage task, its predicted polygon a file of the run);
+  * web: that run's record page, which reads the predicted polygon from the run's folder (with a
+    bucket this machine's copy, fetched from the keys B uploaded: ``evaluation.run_folders``); B's
+    folders are moved out of reach first (on one host the absolute ``AgentRun.source_dir`` would
+    reach them).
 
 What the checks compare, single machine against two workers: the layer files (``{key: SHA-256}``:
 the local data root's ``events/`` against the bucket's); the map's PNG bytes (centre tile and whole
@@ -27,8 +32,9 @@ image of every raster and mask layer, ``/tiles/…`` and ``/layers/<id>/image.pn
 status, tool calls, step-cache hits, artifact manifest (``{name: SHA-256}``) and replay hash; the
 mask's overlay PNG bytes and the overlays document (JSON); the export's zip (file list and each
 member's SHA-256; ``studio_manifest.json`` compared without its ``generated_at``, the export's
-clock) and its ``content_sha256``; the run's per-record scores (every ``RunRecord`` score column)
-and its DORA score. Which worker ran each job is read from the workers' own logs (the task id's
+clock) and its ``content_sha256``; the runs' per-record scores (every ``RunRecord`` score column)
+and DORA scores; the record page's HTML (its form tokens apart; it shows the predicted polygon and
+re-scores it from the files: IoU 1, the prediction being the gold's polygons). Which worker ran each job is read from the workers' own logs (the task id's
 ``received`` line) and their data roots.
 """
 from __future__ import annotations
@@ -36,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import time
 import urllib.request
 import uuid
@@ -63,6 +70,7 @@ from releases.services import lifecycle, release_import
 from releases.services.release_export import start_export
 from replay.jobs import run_replay
 from replay.models import ReplayRun
+from replay.services.paths import artifact_path
 from replay.services.runs import create_run, start_replay
 from studio import storage
 
@@ -189,9 +197,10 @@ class Machines:
 
 
 def _scenario(machines: Machines, client, make_user, *, a: str | None, b: str | None, web_root: Path,
-              logs=()) -> dict:
+              logs=(), hide_worker_disk=None) -> dict:
     """Import, replay, export and score, with the jobs on worker ``a`` or ``b`` (None: in this
-    process); returns what is compared (see the module docstring)."""
+    process); returns what is compared (see the module docstring). ``hide_worker_disk()``: called
+    before the web reads a run's record page (another machine's folders are out of its reach)."""
     out = {}
     maintainer = make_user("mia", "maintainer", "author", "reviewer", "scorer")
     client.force_login(maintainer)
@@ -257,6 +266,20 @@ def _scenario(machines: Machines, client, make_user, *, a: str | None, b: str | 
                 lambda j: j.status in ("done", "failed"), logs=logs)
     assert imp.status == "done", imp.error
     out["run"] = _scores(imp.run)
+    # B: a run answering the damage task, its polygon a file of the run (the gold's polygons);
+    # then the web's record page, which reads that file from the run's folder
+    (vectors,) = [n for n in first.artifact_manifest if n.endswith(".geojson")]
+    imp = start_run_import(maintainer, _damage_run(task, artifact_path(first, vectors).read_bytes()), "florence",
+                           filename="florence_AP.zip", queue_share=0)
+    imp = _wait("the damage run's import on B", lambda: RunImportJob.objects.get(pk=imp.pk),
+                lambda j: j.status in ("done", "failed"), logs=logs)
+    assert imp.status == "done", imp.error
+    out["damage_run"] = _scores(imp.run)
+    if hide_worker_disk:
+        hide_worker_disk()
+    page = client.get(f"/records/{imp.run.records.get().pk}/")
+    assert page.status_code == 200
+    out["record_page"] = re.sub(r'(name="(?:csrfmiddlewaretoken|token)" value=")[^"]*', r"\1", page.content.decode())
     return out
 
 
@@ -264,6 +287,21 @@ def _scores(run) -> list:
     """Every scored record's score columns (``SCORE_FIELDS``, by question id) and the run's DORA score."""
     return [[tuple(json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for v in row)
              for row in run.records.order_by("question_id").values_list(*SCORE_FIELDS)], run.dora_score]
+
+
+def _damage_run(task, polygons: bytes) -> io.BytesIO:
+    """A run zip answering the damage task: 26,766 pixels and ``damage_pred.geojson`` (``polygons``),
+    a file of the run."""
+    record = {"question_id": task.question_id, "task_category": "perception_and_assessment",
+              "predicted_answer": {"damaged_pixels": 26766, "damaged_area": "damage_pred.geojson"},
+              "trajectory": DAMAGE["trajectory"]}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("florence_AP/t1_perception_and_assessment/benchmark.jsonl", json.dumps(record) + "\n")
+        zf.writestr("florence_AP/damage_pred.geojson", polygons)
+    buf.seek(0)
+    buf.name = "florence_AP.zip"
+    return buf
 
 
 _BUCKET = {}
@@ -324,7 +362,15 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     for m in ("a", "b"):
         celery_worker.start_own_worker(queues[m], concurrency=1, env=env_of[m], log_dir=tmp_path)
     logs = [tmp_path / f"{q}.log" for q in queues.values()]
-    got = _scenario(machines, client, make_user, a=queues["a"], b=queues["b"], web_root=web, logs=logs)
+
+    def hide_worker_disk():  # on one host the web could read B's folders by their absolute paths
+        for m in ("a", "b"):
+            root = tmp_path / f"machine-{m}"
+            if (root / "runs").exists():
+                (root / "runs").rename(root / "runs-out-of-reach")
+
+    got = _scenario(machines, client, make_user, a=queues["a"], b=queues["b"], web_root=web, logs=logs,
+                    hide_worker_disk=hide_worker_disk)
 
     # each worker ran its jobs (its log names the task ids it received) and no other's
     for m, other in (("a", "b"), ("b", "a")):
@@ -342,6 +388,14 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     assert got["overlays"] == expected["overlays"]
     assert got["export"] == expected["export"]
     assert got["run"] == expected["run"]
+    assert got["damage_run"] == expected["damage_run"]
+    # the page's answer map draws the predicted polygon, and its check re-scores the field from the
+    # files: the prediction is the gold's polygons, so IoU 1 (the stored import score is the
+    # single machine's, compared above)
+    assert '"role": "predicted"' in expected["record_page"] and "IoU 1.0000 vs gate 0.5" in expected["record_page"]
+    assert got["record_page"] == expected["record_page"]
+    assert (tmp_path / "machine-b" / "runs-out-of-reach").is_dir()  # B unpacked the runs; the web read its copy
+    assert [p for p in _tree(web, "runs") if p.endswith("damage_pred.geojson")]
     # nothing of a layer was written on the web machine (the map read the bucket); the workers'
     # roots hold only their own caches: B fetched A's artifacts, A wrote them
     assert _tree(web, "events") == []

@@ -11,8 +11,8 @@ rather than run eagerly: run eagerly, both "workers" would be this process on on
 is the single-machine path the test compares against.
 
 The scenario, and on which machine each part runs (worker A, worker B, the web):
-  * web: the layer imports (Florence's xBD folder; the scoring examples' release folder, whose
-    images are imported as layers and whose golds as imported replays), the tasks, the release;
+  * web: the layer import (Florence's xBD folder), the release import of the scoring examples
+    (twelve tasks and their golds; that folder has no images), the tasks, the release;
   * A: the gold replay of the Florence damage task (its tools run: artifacts written there);
   * B: a replay of another task with the same steps (every step answered by the step cache with
     A's artifacts, fetched from the bucket), and a replay of the damage task without the cache;
@@ -31,11 +31,13 @@ the local data root's ``events/`` against the bucket's); the map's PNG bytes (ce
 image of every raster and mask layer, ``/tiles/…`` and ``/layers/<id>/image.png``); each replay's
 status, tool calls, step-cache hits, artifact manifest (``{name: SHA-256}``) and replay hash; the
 mask's overlay PNG bytes and the overlays document (JSON); the export's zip (file list and each
-member's SHA-256; ``studio_manifest.json`` compared without its ``generated_at``, the export's
-clock) and its ``content_sha256``; the runs' per-record scores (every ``RunRecord`` score column)
-and DORA scores; the record page's HTML (its form tokens apart; it shows the predicted polygon and
-re-scores it from the files: IoU 1, the prediction being the gold's polygons). Which worker ran each job is read from the workers' own logs (the task id's
-``received`` line) and their data roots.
+member's SHA-256; ``studio_manifest.json`` compared without its two clocks, ``generated_at`` and
+``release.created_at``) and its ``content_sha256``; the runs' per-record scores (every ``RunRecord``
+score column) and DORA scores; the record page's HTML (its form tokens apart; it shows the predicted
+polygon and re-scores it from the files: IoU 1, the prediction being the gold's polygons). Between
+the two paths the database is flushed (sequences reset), so the same rows get the same ids. Which
+worker ran each job is read from the workers' own logs (the task id's ``received`` line) and their
+data roots.
 """
 from __future__ import annotations
 
@@ -197,18 +199,20 @@ class Machines:
 
 
 def _scenario(machines: Machines, client, make_user, *, a: str | None, b: str | None, web_root: Path,
-              logs=(), hide_worker_disk=None) -> dict:
+              logs=(), hide_worker_disk=None, bucket: tuple | None = None) -> dict:
     """Import, replay, export and score, with the jobs on worker ``a`` or ``b`` (None: in this
     process); returns what is compared (see the module docstring). ``hide_worker_disk()``: called
-    before the web reads a run's record page (another machine's folders are out of its reach)."""
+    before the web reads a run's record page (another machine's folders are out of its reach);
+    ``bucket``: ``(SeaweedFS server, bucket name)`` when the studio keeps its files there."""
     out = {}
     maintainer = make_user("mia", "maintainer", "author", "reviewer", "scorer")
     client.force_login(maintainer)
     # web: the layer imports
     florence = import_xbd_folder(FLORENCE).event
     release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
-    if storage.uses_bucket():
-        out["layer_files"] = out_of_bucket("events/")
+    if bucket:
+        assert storage.uses_bucket()
+        out["layer_files"] = out_of_bucket(*bucket, "events/")
     else:
         base = web_root / "events"
         out["layer_files"] = {p.relative_to(web_root).as_posix(): _sha(p.read_bytes())
@@ -304,12 +308,8 @@ def _damage_run(task, polygons: bytes) -> io.BytesIO:
     return buf
 
 
-_BUCKET = {}
-
-
-def out_of_bucket(prefix: str) -> dict[str, str]:
-    """``{key: SHA-256}`` of the objects under ``prefix`` of the test's bucket."""
-    server, name = _BUCKET["server"], _BUCKET["name"]
+def out_of_bucket(server, name: str, prefix: str) -> dict[str, str]:
+    """``{key: SHA-256}`` of the objects under ``prefix`` of bucket ``name`` on SeaweedFS ``server``."""
     client = server.client()
     return {k: _sha(client.get_object(Bucket=name, Key=k)["Body"].read()) for k in server.keys(name, prefix)}
 
@@ -337,12 +337,13 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     assert [r[:3] for r in expected["replays"]] == [["succeeded", 3, 0], ["succeeded", 0, 3], ["succeeded", 3, 0]]
     assert [r[5]["damaged_pixels"] for r in expected["replays"]] == [26766] * 3
     assert len(expected["run"][0]) == 12, expected["run"]
+    # the damage run's pixel count is the gold's 26,766: an exact count scores 1
+    assert json.loads(expected["damage_run"][0][0][3])["damaged_pixels"] == 1.0
     call_command("flush", interactive=False, verbosity=0)  # the same rows (and ids) again below
     client.logout()
 
     # ── three machines: two workers and this web process, sharing the database, Redis, the bucket ─
     name = seaweedfs.new_bucket()
-    _BUCKET.update(server=seaweedfs, name=name)
     web = tmp_path / "web"
     settings.STUDIO_DATA_ROOT, settings.STUDIO_ARTIFACT_ROOT = web, web / "artifacts"
     env_of = {}
@@ -370,7 +371,7 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
                 (root / "runs").rename(root / "runs-out-of-reach")
 
     got = _scenario(machines, client, make_user, a=queues["a"], b=queues["b"], web_root=web, logs=logs,
-                    hide_worker_disk=hide_worker_disk)
+                    hide_worker_disk=hide_worker_disk, bucket=(seaweedfs, name))
 
     # each worker ran its jobs (its log names the task ids it received) and no other's
     for m, other in (("a", "b"), ("b", "a")):
@@ -390,8 +391,10 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     assert got["run"] == expected["run"]
     assert got["damage_run"] == expected["damage_run"]
     # the page's answer map draws the predicted polygon, and its check re-scores the field from the
-    # files: the prediction is the gold's polygons, so IoU 1 (the stored import score is the
-    # single machine's, compared above)
+    # files: the prediction is the gold's polygons, so IoU 1. (The score stored at import is the
+    # single machine's, compared above: 0.0 for damaged_area on both paths, because the import's
+    # scorer looks for a studio task's gold polygon file in the run folder only, not in its gold
+    # replay's artifacts; a limitation of the scorer, not of the machines.)
     assert '"role": "predicted"' in expected["record_page"] and "IoU 1.0000 vs gate 0.5" in expected["record_page"]
     assert got["record_page"] == expected["record_page"]
     assert (tmp_path / "machine-b" / "runs-out-of-reach").is_dir()  # B unpacked the runs; the web read its copy
@@ -405,4 +408,4 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     cas = {f"artifacts/cas/{sha[:2]}/{sha}" for sha in manifest.values()}
     for m in ("a", "b"):
         assert cas <= set(_tree(tmp_path / f"machine-{m}", "artifacts/cas")), m
-    assert set(out_of_bucket("artifacts/")) == cas
+    assert set(out_of_bucket(seaweedfs, name, "artifacts/")) == cas

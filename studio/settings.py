@@ -6,7 +6,7 @@
 | CELERY_BROKER_URL | "" (tasks run in-process) | e.g. redis://127.0.0.1:6379/0 |
 | CELERY_RESULT_BACKEND | same as broker, or none | |
 | STUDIO_DATA_ROOT | <repo>/var/data | imported layers and replay artifacts |
-| STUDIO_STORAGE_URL | "" (files under STUDIO_DATA_ROOT) | s3://BUCKET[/PREFIX]: release exports (zip and job state), uploaded run zips and imported layers live in that bucket (studio/storage.py) |
+| STUDIO_STORAGE_URL | "" (files under STUDIO_DATA_ROOT) | s3://BUCKET[/PREFIX]: release exports (zip and job state), uploaded run zips, unpacked run folders, imported layers and replay artifacts live in that bucket (studio/storage.py) |
 | AWS_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY | unset (AWS, boto3's credential chain) | django-storages' own settings: the S3 API and its keys |
 | AWS_S3_REGION_NAME, AWS_S3_ADDRESSING_STYLE, AWS_S3_SIGNATURE_VERSION | unset, unset, s3v4 | region, "path" or "virtual" addressing (SeaweedFS, MinIO: us-east-1, path) |
 | STUDIO_STORAGE_LINK_TTL_S | 300 | seconds a presigned download link of the bucket stays valid |

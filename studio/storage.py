@@ -10,7 +10,7 @@ by :func:`key`, whose parts may hold no ``/``, ``\\``, NUL, ``.`` or ``..``), so
 file in the folder and in the bucket (under ``PREFIX/`` when the URL names one). Release exports:
 ``exports/<version>/<job id>/job.json`` (the job's state), ``…/heartbeat`` (its worker's sign of life:
 the object's last-modified time) and ``…/dora-<version>.zip`` (the result). Uploaded run zips:
-``uploads/<random>.zip``. Layers: ``events/<slug>/<file>`` (as ``Layer.path`` and ``tiles_path``).
+``uploads/<random>.zip``. Unpacked run folders: ``runs/<random>/<run folder>/…``. Layers: ``events/<slug>/<file>`` (as ``Layer.path`` and ``tiles_path``).
 Replay artifacts: ``artifacts/cas/<sha256[:2]>/<sha256>`` whatever ``STUDIO_ARTIFACT_ROOT`` is.
 
 **What lives in the bucket today.** Release exports (``releases.services.release_export``): with
@@ -30,9 +30,11 @@ replay's tools through ``replay.services.paths``, QC, the export) get one from
 demand, checked against the layer's SHA-256, written by an atomic rename). Replay artifacts
 (``replay.services.paths.BucketArtifactStore``): content-addressed, ``artifacts/cas/<sha[:2]>/<sha>``,
 uploaded once per distinct content; ``STUDIO_ARTIFACT_ROOT/cas/`` is this machine's cache of them,
-filled by :func:`local_copy` with its ``path``. Unpacked run folders, imported golds' folders and
-session work folders are still local files under ``STUDIO_DATA_ROOT`` / ``STUDIO_ARTIFACT_ROOT``
-(the issue's later slices).
+filled by :func:`local_copy` with its ``path``. Unpacked run folders (``evaluation.run_folders``):
+``runs/<random>/…``, uploaded by the import job once the run is scored; another machine's readers
+fetch the polygon files they need into their own data root. Imported golds' folders and session work
+folders are still local files under ``STUDIO_DATA_ROOT`` / ``STUDIO_ARTIFACT_ROOT`` (the issue's later
+slices).
 
 **Writes are whole.** An S3 PUT (or a completed multipart upload) publishes the object whole or not
 at all, so a reader never sees half an object; a worker killed mid-upload leaves nothing under the key

@@ -120,19 +120,24 @@ class CeleryWorker:
         return "".join(tails)
 
     # --- a worker the test owns -------------------------------------------------------------------
-    def start_own_worker(self, queue: str, concurrency: int = 1, timeout: float = 60.0) -> subprocess.Popen:
+    def start_own_worker(self, queue: str, concurrency: int = 1, timeout: float = 60.0, *,
+                         env: dict | None = None, log_dir: Path | None = None) -> subprocess.Popen:
         """Start ``celery -A studio worker -Q queue`` on the test's database and data root; wait until
-        it answers a ping. The fixture stops it (SIGTERM, then SIGKILL) at the end of the test."""
+        it answers a ping. The fixture stops it (SIGTERM, then SIGKILL) at the end of the test.
+
+        ``env``: variables laid over that environment, e.g. another machine's own data root and the
+        bucket (``support.seaweedfs.machine_env``); ``log_dir``: where its log ``<queue>.log`` goes
+        (default beside the data root)."""
         if not self.real:
             raise RuntimeError("start_own_worker needs CELERY_BROKER_URL")
         from django.db import connection
 
-        env = dict(os.environ, DATABASE_URL=_database_url(connection.settings_dict),
-                   STUDIO_DATA_ROOT=str(self.data_root), STUDIO_ARTIFACT_ROOT=str(self.data_root / "artifacts"),
-                   CELERY_TASK_DEFAULT_QUEUE=queue)
+        env = {**os.environ, "DATABASE_URL": _database_url(connection.settings_dict),
+               "STUDIO_DATA_ROOT": str(self.data_root), "STUDIO_ARTIFACT_ROOT": str(self.data_root / "artifacts"),
+               **(env or {}), "CELERY_TASK_DEFAULT_QUEUE": queue}
         env.pop("STUDIO_TEST_DB_NAME", None)
         hostname = f"{queue}@%h"
-        log = self.data_root.parent / f"{queue}.log"
+        log = (log_dir or self.data_root.parent) / f"{queue}.log"
         self.logs.append(log)
         with open(log, "wb") as fh:
             proc = subprocess.Popen(

@@ -2,9 +2,10 @@
 SeaweedFS (``tests/support/seaweedfs.py``; no mock of S3): the runs page stores the zip as the object
 ``uploads/<random>.zip`` and nothing on the web process's disk; the worker downloads it to its own
 scratch (``uploads/scratch/<worker tag>/<job id>.zip``), imports and scores it, removes the scratch and,
-once done, the object. A second "machine" (a child process with its own empty data root, sharing only
-the database and the bucket) imports an upload made here, after a first worker there was killed
-mid-import, swept, and the job re-run.
+once done, the object; the unpacked run folder is uploaded to ``runs/<random>/…`` (the record pages of
+other machines read its predicted polygon files: ``evaluation.run_folders``). A second "machine" (a
+child process with its own empty data root, sharing only the database and the bucket) imports an
+upload made here, after a first worker there was killed mid-import, swept, and the job re-run.
 
 What the checks compare: the object's bytes and the uploaded zip's (same SHA-256); the records of a
 run uploaded with a bucket and of the same zip uploaded without one (same question ids and the same
@@ -27,6 +28,7 @@ from support.judging import TASKS, run_zip
 from support.seaweedfs import machine_env
 
 from evaluation.models import AgentRun, RunImportJob
+from evaluation.run_folders import folder_key
 from evaluation.services import runs as services
 from kernel.processes import host_tag
 from studio import storage
@@ -49,6 +51,11 @@ def scored(monkeypatch, settings):
 def _scores(run: AgentRun) -> list[tuple]:
     return [tuple(json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for v in row)
             for row in run.records.order_by("question_id").values_list(*SCORE_FIELDS)]
+
+
+def _not_runs(keys: list[str]) -> list[str]:
+    """The keys but the unpacked run folders' (``runs/…``: uploaded when an import succeeds)."""
+    return [k for k in keys if not k.startswith("runs/")]
 
 
 def _local_files(root: Path, folder: str) -> list[str]:
@@ -88,9 +95,10 @@ def test_an_upload_with_a_bucket_lives_there_and_scores_as_the_same_zip_without_
     scratch, digest = seen[job.archive]
     assert scratch == root / "uploads" / "scratch" / services.worker_tag() / f"{job.pk}.zip"
     assert digest == hashlib.sha256(data).hexdigest()
-    # the scratch is removed, the object deleted (the job succeeded); the unpacked run folder stays local
+    # the scratch is removed, the object deleted (the job succeeded); the unpacked run folder stays
+    # here and is uploaded, file by file, to its keys (for the record pages of other machines)
     assert _local_files(root, "uploads") == [] and not (root / "uploads" / "scratch" / services.worker_tag()).exists()
-    assert seaweedfs.keys(bucket) == []
+    assert seaweedfs.keys(bucket) == _local_files(root, "runs") and len(_local_files(root, "runs")) == 5
     assert Path(job.folder).parent == root / "runs" and Path(job.run.source_dir).is_dir()
 
     # the same zip without a bucket: today's local file, and the same scores
@@ -134,7 +142,7 @@ def test_a_failed_bucket_import_keeps_its_object_for_the_rerun_and_a_gone_object
     again[0]()
     job.refresh_from_db()
     assert (job.status, job.attempts, job.run.records.count()) == ("done", 2, 12)
-    assert seaweedfs.keys(bucket) == []
+    assert _not_runs(seaweedfs.keys(bucket)) == []
 
     # an upload whose object is removed behind the studio's back: the job fails saying so, and the
     # re-run is refused (409) as for a local zip that is gone
@@ -195,15 +203,49 @@ def test_a_done_import_whose_object_cannot_be_deleted_stays_done(maintainer, sco
     services.execute_run_import(job.pk)
     job.refresh_from_db()
     assert (job.status, job.run.records.count()) == ("done", 12)
-    assert seaweedfs.keys(bucket) == [job.archive]
+    assert _not_runs(seaweedfs.keys(bucket)) == [job.archive]
     assert f"its zip {job.archive} was not deleted from the bucket" in caplog.text
+
+
+def test_the_key_of_a_run_folder_is_found_in_the_path_its_import_job_unpacked_it_to():
+    """``AgentRun.source_dir`` is the importing machine's absolute path; the key is its part from
+    ``runs/<12 hex>`` on; any other folder (``import_runs`` of a folder on disk) has none."""
+    assert folder_key("/srv/b/data/runs/0123456789ab/qwen_AP") == "runs/0123456789ab/qwen_AP"
+    assert folder_key("/srv/b/data/runs/0123456789ab/") == "runs/0123456789ab"
+    for other in ("/home/me/qwen_AP", "/srv/runs/not-hex-here/x", "/srv/runs/0123456789ab/../x", ""):
+        assert folder_key(other) is None, other
+
+
+@pytest.mark.django_db
+def test_a_run_folder_whose_upload_fails_fails_its_import_and_leaves_nothing(maintainer, scored, settings, bucket,
+                                                                             seaweedfs, monkeypatch):
+    """The third file's upload fails (the bucket refuses it: injected): the job fails with the
+    error, its rows roll back, the two objects already uploaded are deleted and the unpacked folder
+    removed; the zip's object stays for the re-run."""
+    real, calls = storage.upload_file, []
+
+    def third_fails(name, path):
+        calls.append(name)
+        if len(calls) == 3:
+            raise OSError("the bucket went away")
+        real(name, path)
+
+    job = services.start_run_import(maintainer, run_zip("qwen_AP"), "qwen", filename="qwen_AP.zip", queue_share=0)
+    monkeypatch.setattr(storage, "upload_file", third_fails)
+    services.execute_run_import(job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("failed", "the job crashed: OSError: the bucket went away")
+    assert len(calls) == 3 and all(c.startswith("runs/") for c in calls)
+    assert seaweedfs.keys(bucket) == [job.archive] and job.run is None
+    assert _local_files(Path(settings.STUDIO_DATA_ROOT), "runs") == []
 
 
 @pytest.mark.django_db
 def test_an_upload_queued_before_the_bucket_is_read_from_its_local_path(maintainer, scored, settings, bucket,
                                                                          seaweedfs):
     """A job whose ``archive`` is an absolute path (stored before ``STUDIO_STORAGE_URL`` was set) is
-    imported from that file and the file removed, as without a bucket; the bucket is not touched."""
+    imported from that file and the file removed, as without a bucket; the bucket gets only the
+    unpacked run folder (as for any import while a bucket is configured)."""
     uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
     uploads.mkdir(parents=True)
     archive = uploads / "0123456789abcdef.zip"
@@ -213,7 +255,7 @@ def test_an_upload_queued_before_the_bucket_is_read_from_its_local_path(maintain
     services.execute_run_import(job.pk)
     job.refresh_from_db()
     assert (job.status, job.run.records.count()) == ("done", 12)
-    assert not archive.exists() and seaweedfs.keys(bucket) == []
+    assert not archive.exists() and _not_runs(seaweedfs.keys(bucket)) == []
 
 
 @pytest.mark.django_db
@@ -326,7 +368,8 @@ def test_an_upload_made_here_is_imported_on_another_machine_after_a_killed_worke
     status, error, folder_b, dora_b, rows_b = json.loads(again.stdout.strip().splitlines()[-1])
     assert (status, error, len(rows_b)) == ("done", "", 12)
     assert Path(folder_b).parent == root_b / "runs" and _local_files(root_b, "uploads") == []
-    assert seaweedfs.keys(bucket) == [] and _local_files(root_a, "uploads") == []
+    assert _not_runs(seaweedfs.keys(bucket)) == [] and _local_files(root_a, "uploads") == []
+    assert seaweedfs.keys(bucket) == _local_files(root_b, "runs")  # B's unpacked folder, uploaded
     assert not (root_a / "runs").exists() or not any((root_a / "runs").iterdir())
 
     # the same zip imported here without a bucket: the same scores

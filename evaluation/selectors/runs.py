@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluation.models import AgentRun, RunImportJob, RunRecord
+from evaluation.run_folders import local_run_folder
 from evaluation.scoring import get_gsd
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.explain import explain_answer
@@ -54,11 +55,12 @@ POLYGON_SUFFIXES = (".geojson", ".json")
 
 def polygon_roots(record: RunRecord) -> list[Path]:
     """Where a record's polygon files are looked for (:func:`evaluation.scoring.polygons.resolve_polygon_path`):
-    the run folder (predicted files), then the tasks folder the run was scored against
+    the run folder (predicted files; with a bucket this machine's copy of it, its polygon files
+    fetched first: :func:`evaluation.run_folders.local_run_folder`), then the tasks folder the run was scored against
     (``AgentRun.gold_dir``: its ``gold_polygons/``), then the artifacts of its task's gold replay
     (the gold files of a studio task; with a bucket its vector artifacts, ``POLYGON_SUFFIXES``, are
     fetched into this machine's copy of that folder first: ``replay.services.paths.artifact_folder``)."""
-    roots = [Path(record.run.source_dir)] if record.run.source_dir else []
+    roots = [local_run_folder(record.run.source_dir)] if record.run.source_dir else []
     if record.run.gold_dir:
         roots.append(Path(record.run.gold_dir))
     replay = latest_successful_replay(record.task) if record.task_id else None

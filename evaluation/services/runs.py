@@ -47,6 +47,7 @@ from evaluation.goldset import GoldSet, GoldSetError, folder_gold_set, release_g
 from evaluation.jobs import run_import
 from evaluation.models import Agent, AgentRun, RunAggregate, RunImportJob, RunRecord
 from evaluation.robustness import record_robustness
+from evaluation.run_folders import local_run_folder, upload_run_folder
 from evaluation.scoring import evaluate_samples, get_gsd, load_run_records, score_task
 from evaluation.services.leaderboard import schedule_bootstrap, write_run_aggregate
 from evaluation.services.queue import queue_share_of_run
@@ -338,7 +339,8 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
     """Score the predictions of ``run`` again against another gold set without re-running the
     agent: ``release`` (a ``releases.Release``), or the studio's current tasks when None. A new
     run is made (``rescored_from`` = ``run``, same agent, name, mode, thresholds, protocol and
-    scaffold; predicted polygon files read from the original run folder when it is still there);
+    scaffold; predicted polygon files read from the original run folder when it is still there: with
+    a bucket, this machine's copy of it, :func:`evaluation.run_folders.local_run_folder`);
     the old run and its scores stay, each named by its own set. Raises ``RunImportError`` when the
     run is a step-wise planner run, a record names a question the set does not hold, or the gold
     cannot be read; ``PermissionDenied`` without ``run.import``."""
@@ -354,7 +356,8 @@ def rescore_run(user, run: AgentRun, *, release=None) -> AgentRun:
                    tau_r=run.tau_r, tau_a=run.tau_a, imported_by=user, protocol=run.protocol, scaffold=run.scaffold,
                    perception_mode=run.perception_mode, rescored_from=run, prompt_tokens=run.prompt_tokens,
                    completion_tokens=run.completion_tokens, cost=run.cost, seconds=run.seconds)
-    roots = [Path(run.source_dir)] if run.source_dir and Path(run.source_dir).is_dir() else []
+    folder = local_run_folder(run.source_dir) if run.source_dir else None
+    roots = [folder] if folder is not None and folder.is_dir() else []
     new = _score_into(new, records_by_dim, gold, roots)
     _announce_scored(user, new, sum(len(recs) for recs in records_by_dim.values()))
     return new
@@ -818,6 +821,11 @@ def execute_run_import(job_id: int) -> RunImportJob:
                         run = import_run_zip(job.created_by, fh, job.agent_name, filename=job.filename,
                                              release=release, folder=folder, protocol=opts.get("protocol") or None,
                                              scaffold=opts.get("scaffold") or "")
+                    try:  # with a bucket: the unpacked folder for readers on other machines
+                        upload_run_folder(folder)
+                    except BaseException:
+                        shutil.rmtree(folder, ignore_errors=True)
+                        raise
                     queued = queue_share_of_run(job.created_by, run, opts.get("queue_share"), opts.get("queue_n"))
         except (RunImportError, ValueError, FileNotFoundError) as exc:
             _fail(job_id, lambda message=str(exc): _stage(job_id, "failed", status=RunImportJob.Status.FAILED,

@@ -5,7 +5,7 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
   judge's egress rules, ``evaluation.services.judge.egress_problem``; the key variable's *name* only);
 * :func:`start_experiment` — a gold set (a release, or studio tasks for a pilot) × a configuration
   × repeats: one :class:`~experiments.models.ExperimentQuestion` per question and repeat, handed
-  to the background runner (:func:`dispatch_experiment`, the Celery queue ``experiments``);
+  to the background runner (:func:`dispatch_experiment`, the Celery queue ``<STUDIO_QUEUE_PREFIX>experiments``);
 * :func:`run_experiment` — the job: each pending question through :func:`run_question` (the
   harness's ReAct loop over the studio's MCP server of the task), its record written to the run
   folder at once (a worker killed mid-question loses nothing that finished), up to the

@@ -576,7 +576,7 @@ def _write_task_dir(exp: Experiment, repeat: int, dimension: str, task_dir: Path
 
 def dispatch_experiment(exp_id: int):
     """Hand experiment ``exp_id`` to the background runner (``evaluation.background.dispatch``:
-    the Celery task ``experiments.run`` on the queue ``experiments``, a thread on the embedded setup)."""
+    the Celery task ``experiments.run`` on the queue ``<STUDIO_QUEUE_PREFIX>experiments``, a thread on the embedded setup)."""
     return dispatch(exp_id, run_experiment, celery_run, record_crash, kind=KIND)
 
 

@@ -1,6 +1,6 @@
-"""Celery tasks of the experiments app, routed to their own queue ``experiments`` (``CELERY_TASK_ROUTES``
-in ``studio/settings.py``; a worker started with ``-Q experiments``); without a broker they run
-in-process (``evaluation.background``)."""
+"""Celery tasks of the experiments app, routed to their own queue ``<STUDIO_QUEUE_PREFIX>experiments``
+(``CELERY_TASK_ROUTES`` in ``studio/settings.py``; a worker started with ``-Q`` that queue, or one
+without ``-Q``); without a broker they run in-process (``evaluation.background``)."""
 from __future__ import annotations
 
 from celery import shared_task

@@ -5,7 +5,7 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
   judge's egress rules, ``evaluation.services.judge.egress_problem``; the key variable's *name* only);
 * :func:`start_experiment` — a gold set (a release, or studio tasks for a pilot) × a configuration
   × repeats: one :class:`~experiments.models.ExperimentQuestion` per question and repeat, handed
-  to the background runner (:func:`dispatch_experiment`, the Celery queue ``experiments``);
+  to the background runner (:func:`dispatch_experiment`, the Celery queue ``<STUDIO_QUEUE_PREFIX>experiments``);
 * :func:`run_experiment` — the job: each pending question through :func:`run_question` (the
   harness's ReAct loop over the studio's MCP server of the task), its record written to the run
   folder at once (a worker killed mid-question loses nothing that finished), up to the
@@ -576,7 +576,7 @@ def _write_task_dir(exp: Experiment, repeat: int, dimension: str, task_dir: Path
 
 def dispatch_experiment(exp_id: int):
     """Hand experiment ``exp_id`` to the background runner (``evaluation.background.dispatch``:
-    the Celery task ``experiments.run`` on the queue ``experiments``, a thread on the embedded setup)."""
+    the Celery task ``experiments.run`` on the queue ``<STUDIO_QUEUE_PREFIX>experiments``, a thread on the embedded setup)."""
     return dispatch(exp_id, run_experiment, celery_run, record_crash, kind=KIND)
 
 

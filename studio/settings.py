@@ -323,8 +323,29 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 # The queue tasks are sent to and a worker consumes by default: separate studios (or CI runs) may share
 # one broker with different queue names.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
-# experiments run on their own queue (a worker started with -Q experiments; experiments/jobs.py)
-CELERY_TASK_ROUTES = {"experiments.run": {"queue": "experiments"}}
+# A queue per workload (docs/deployment.md, "Queues"), each named <STUDIO_QUEUE_PREFIX><workload>, so that
+# studios or CI runs sharing one broker never meet. The one table of routes: a task not named here
+# (webhook sends, the leaderboard's bootstrap, replay resume sweeps) goes to the default queue.
+STUDIO_QUEUE_PREFIX = os.environ.get("STUDIO_QUEUE_PREFIX", "")
+CELERY_TASK_ROUTES = {
+    "replay.tasks.run_replay": {"queue": f"{STUDIO_QUEUE_PREFIX}replay"},                  # replay/jobs.py
+    "evaluation.judge_batch": {"queue": f"{STUDIO_QUEUE_PREFIX}judge"},                    # evaluation/jobs.py
+    "experiments.run": {"queue": f"{STUDIO_QUEUE_PREFIX}experiments"},                     # experiments/jobs.py
+    "annotation.tasks.export_release_job": {"queue": f"{STUDIO_QUEUE_PREFIX}exports"},     # releases/jobs.py
+    "evaluation.run_import": {"queue": f"{STUDIO_QUEUE_PREFIX}imports"},                   # evaluation/jobs.py
+}
+# Every queue declared: a worker started without -Q consumes all six (one machine runs everything); a
+# worker of one workload is started with -Q <prefix><workload>. Exchange and routing key named after the
+# queue, as Celery declares a queue it creates on demand; as {name: options} (Celery's mapping form), not
+# kombu Queue objects, so that loading the settings imports no kombu (a tool server's start pays for it).
+CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in dict.fromkeys(
+    [CELERY_TASK_DEFAULT_QUEUE, *(route["queue"] for route in CELERY_TASK_ROUTES.values())])}
+# Redis holds a delivered, not yet acknowledged job for this long before it delivers it again (jobs are
+# acknowledged when they end: CELERY_TASK_ACKS_LATE). It must exceed the longest job, or a job still
+# running is delivered a second time: 24 h, since an experiment can run for hours (Redis's own default is
+# 1 h). A job whose worker died is re-run sooner by the studio's sweep (studio/background.py, heartbeat).
+STUDIO_BROKER_VISIBILITY_TIMEOUT_S = _env_float("STUDIO_BROKER_VISIBILITY_TIMEOUT_S", 24 * 3600.0)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": STUDIO_BROKER_VISIBILITY_TIMEOUT_S}
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -13,10 +13,12 @@ Loaded from ``tests/conftest.py`` through ``pytest_plugins``.
 
 A real worker must see the test's database and files. CI (``.ci/run``) arranges it: it sets
 ``STUDIO_TEST_DB_NAME`` (the test database's fixed name, see ``studio/settings.py``),
-``STUDIO_DATA_ROOT`` and ``CELERY_TASK_DEFAULT_QUEUE``, and starts
-``celery -A studio worker`` with ``DATABASE_URL`` naming that test database and the same data root
-and queue. :meth:`CeleryWorker.start_own_worker` starts a further worker that a test owns (and may
-kill); it derives the database URL from the test's live connection.
+``STUDIO_DATA_ROOT``, ``STUDIO_QUEUE_PREFIX`` and ``CELERY_TASK_DEFAULT_QUEUE``, and starts
+``celery -A studio worker -X <prefix>experiments`` with ``DATABASE_URL`` naming that test database
+and the same data root and queues: it consumes every queue of the run but the experiments queue,
+whose test starts a worker of its own. :meth:`CeleryWorker.start_own_worker` starts a further worker
+that a test owns (and may kill) on one queue, optionally under a queue prefix of its own (queues no
+other worker consumes); it derives the database URL from the test's live connection.
 """
 from __future__ import annotations
 
@@ -121,13 +123,16 @@ class CeleryWorker:
 
     # --- a worker the test owns -------------------------------------------------------------------
     def start_own_worker(self, queue: str, concurrency: int = 1, timeout: float = 60.0, *,
-                         env: dict | None = None, log_dir: Path | None = None) -> subprocess.Popen:
+                         env: dict | None = None, log_dir: Path | None = None,
+                         queue_prefix: str | None = None) -> subprocess.Popen:
         """Start ``celery -A studio worker -Q queue`` on the test's database and data root; wait until
-        it answers a ping. The fixture stops it (SIGTERM, then SIGKILL) at the end of the test.
+        it answers a ping. The fixture stops it (SIGTERM, then SIGKILL) at the end of the test and
+        deletes the Redis keys of ``queue`` (and of every queue under ``queue_prefix``).
 
         ``env``: variables laid over that environment, e.g. another machine's own data root and the
         bucket (``support.seaweedfs.machine_env``); ``log_dir``: where its log ``<queue>.log`` goes
-        (default beside the data root)."""
+        (default beside the data root); ``queue_prefix``: the worker's ``STUDIO_QUEUE_PREFIX``
+        (default: this process's)."""
         if not self.real:
             raise RuntimeError("start_own_worker needs CELERY_BROKER_URL")
         from django.db import connection
@@ -136,6 +141,8 @@ class CeleryWorker:
                "STUDIO_DATA_ROOT": str(self.data_root), "STUDIO_ARTIFACT_ROOT": str(self.data_root / "artifacts"),
                **(env or {}), "CELERY_TASK_DEFAULT_QUEUE": queue}
         env.pop("STUDIO_TEST_DB_NAME", None)
+        if queue_prefix is not None:
+            env["STUDIO_QUEUE_PREFIX"] = queue_prefix
         hostname = f"{queue}@%h"
         log = (log_dir or self.data_root.parent) / f"{queue}.log"
         self.logs.append(log)
@@ -148,6 +155,8 @@ class CeleryWorker:
             )
         self._own.append(proc)
         self._queues.append(queue)
+        if queue_prefix:
+            self._queues.append(queue_prefix)
         from studio.celery import app
 
         deadline = time.monotonic() + timeout

@@ -587,16 +587,18 @@ def test_a_budget_reached_by_one_question_stops_the_others_in_flight(served, set
 
 @pytest.mark.celery_worker
 def test_an_experiment_runs_end_to_end_on_a_worker_of_the_experiments_queue(served, settings, celery_worker):
-    """The Celery task ``experiments.run`` is routed to the queue ``experiments``; with a broker
-    (CI's PostgreSQL configuration) a worker started here with ``-Q experiments`` (the default
-    queue's worker does not serve it) runs the experiment, its questions two at a time in threads
-    of the worker's process, on the test's database and data root. Without a broker the same task
-    runs eagerly in this process and the same is asserted (tests/conftest_celery.py)."""
+    """The Celery task ``experiments.run`` is routed to the queue ``<STUDIO_QUEUE_PREFIX>experiments``;
+    with a broker (CI's PostgreSQL configuration) a worker started here with ``-Q`` that queue (CI's
+    worker consumes every queue of the run but this one: ``-X``, .ci/run) runs the experiment, its
+    questions two at a time in threads of the worker's process, on the test's database and data root.
+    Without a broker the same task runs eagerly in this process and the same is asserted
+    (tests/conftest_celery.py)."""
     from studio.background import worker_tag
     from studio.celery import app
 
     base_url, model = served
-    assert app.amqp.router.route({}, "experiments.run", (1,), {})["queue"].name == "experiments"
+    queue = f"{settings.STUDIO_QUEUE_PREFIX}experiments"  # the workload's queue (studio/settings.py)
+    assert app.amqp.router.route({}, "experiments.run", (1,), {})["queue"].name == queue
     settings.STUDIO_JUDGE_RUNNER = "celery"  # dispatched as the Celery task, whatever the broker
     settings.STUDIO_EXPERIMENT_BACKOFF_S = 0.05
     with celery_worker.eager():  # the gold replays in this process (a worker of the default queue need not run)
@@ -604,7 +606,7 @@ def test_an_experiment_runs_end_to_end_on_a_worker_of_the_experiments_queue(serv
     config = services.save_config(user, name="smol", base_url=base_url, model=model, protocol="IF",
                                   max_tokens=MAX_TOKENS, max_steps=MAX_STEPS_AT_ONCE, tool_results=TOOL_RESULTS,
                                   max_concurrency=2)
-    worker = celery_worker.start_own_worker("experiments") if celery_worker.real else None
+    worker = celery_worker.start_own_worker(queue) if celery_worker.real else None
     exp = services.start_experiment(user, config, question_ids=qids)
     deadline = time.monotonic() + 900
     while True:

@@ -35,7 +35,8 @@ member's SHA-256; ``studio_manifest.json`` compared without its two clocks, ``ge
 ``release.created_at``) and its ``content_sha256``; the runs' per-record scores (every ``RunRecord``
 score column) and DORA scores; the record page's HTML (its form tokens apart; it shows the predicted
 polygon and re-scores it from the files: IoU 1, the prediction being the gold's polygons). Between
-the two paths the database is flushed (sequences reset), so the same rows get the same ids. Which
+the two paths, and before the first, the database is flushed (sequences reset), so the same rows get the
+same ids. Which
 worker ran each job is read from the workers' own logs (the task id's ``received`` line) and their
 data roots.
 """
@@ -329,6 +330,9 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     single = tmp_path / "single"
     settings.STUDIO_STORAGE_URL = ""
     settings.STUDIO_DATA_ROOT, settings.STUDIO_ARTIFACT_ROOT = single, single / "artifacts"
+    # sequences reset first too: the tests before this one left them advanced (a flush between
+    # tests keeps them), and both paths must start from the same ids
+    call_command("flush", interactive=False, verbosity=0)
     with celery_worker.eager():
         expected = _scenario(machines, client, make_user, a=None, b=None, web_root=single)
     # the damage task's tools ran once (3 calls), the other task's 3 steps came from the step cache;

@@ -12,6 +12,10 @@ square of 10 x 10 px at pixel (10,000, 10,000), far outside the 1024 px tile, ov
 IoU 0, so 0.0. Before gold polygons were resolved from the gold replay, the import stored 0.0 for
 both ("gold polygon file not found": it looked in the run folder only).
 
+The gold baseline (``gold_baseline``, oracle perception) replays the damage task to the same
+polygons; its run folder holds that file at the answer's path, as an agent's would, so it scores
+IoU 1 (1.0) like the gold. (Without the file the evaluator cannot read the prediction: 0.)
+
 Two imported tasks (two benchmark folders, samples ``s1`` and ``s2``) whose gold files share the
 path ``gold_polygons/area.geojson`` with different squares (identity ``dora_grid``, pixel units):
 ``s1`` the 10 x 10 square at the origin (area 100), ``s2`` the 10 x 4 one (area 40, inside it).
@@ -30,6 +34,7 @@ from annotation.models import Task
 from annotation.services.tasks import create_task
 from evaluation.scoring import evaluate_run_dir
 from evaluation.selectors.runs import record_evidence
+from evaluation.services.baseline import gold_baseline
 from evaluation.services.runs import import_run_dir
 from releases.services import lifecycle, release_import
 from releases.services.export import dumps
@@ -175,3 +180,14 @@ def test_two_tasks_whose_gold_files_share_a_name_are_each_scored_against_their_o
             assert rec.gold["final_answer"]["area"] == "gold_polygons/area.geojson"
             row = _page_row(rec, "area")
             assert row["score"] == got[rec.question_id] and "recomputed" not in row, (name, rec.question_id, row)
+
+
+@pytest.mark.django_db
+def test_gold_baseline_run_folder_holds_its_polygon_files_and_scores_them(damage, tmp_path):
+    user, task, gold_bytes = damage
+    run_dir, run, summary = gold_baseline(user, tmp_path / "runs", mode="gt")
+    assert summary["records"] == 1 and summary["failed"] == []
+    (rec,) = run.records.all()
+    value = rec.predicted_answer["damaged_area"]
+    assert (run_dir / value).read_bytes() == gold_bytes  # the replay's polygons, at the answer's path
+    assert rec.field_scores == {"damaged_pixels": 1.0, "damaged_area": 1.0} and run.dora_score == 1.0

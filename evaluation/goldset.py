@@ -215,7 +215,8 @@ def _split(samples_by_dim: dict, task_by_qid: dict) -> tuple[dict, dict, dict]:
 
 def release_gold_set(release) -> GoldSet:
     """The gold set of release ``release`` (see the module docstring). Raises
-    :class:`GoldSetError` when a pinned task has no gold replay."""
+    :class:`GoldSetError` when a pinned task has no gold replay, or a gold polygon file is not
+    JSON or not a gold polygon (as the export would)."""
     polygons = GoldPolygons(release.pk)
     try:
         samples, task_by_qid = release_samples(release, polygons)
@@ -235,7 +236,8 @@ def release_gold_set(release) -> GoldSet:
 def studio_gold_set(question_ids) -> GoldSet:
     """The studio's current tasks named by ``question_ids``, each at its head revision's gold
     replay, as of now (see the module docstring). Raises :class:`GoldSetError` for a task whose
-    head revision has no succeeded replay."""
+    head revision has no succeeded replay, or whose gold polygon file is not JSON or not a gold
+    polygon (as the export would)."""
     tasks = sorted(Task.objects.filter(question_id__in=set(question_ids)).select_related("event", "head"),
                    key=lambda t: (t.sample_id, t.task_index))
     by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}

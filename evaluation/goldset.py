@@ -25,6 +25,17 @@ breakdowns; their records are scored field by field against the variant's own go
 robustness rules, :mod:`evaluation.robustness`) and kept apart (``RunRecord.in_gold_set`` False).
 A record whose question is not a benchmark task of the set is likewise outside it.
 
+Gold polygon files (``polygon_iou`` answers): a folder set has its ``gold_polygons/``. A release's
+or the studio's task has the files its gold replay wrote, in the form the release export writes
+them (``releases.services.export.GoldPolygons``: the answer value ``gold_polygons/<name>`` or the
+imported path, ``dora_grid`` added when the file has none); the set resolves them per task, from
+that task's own replay (two replays may write artifacts of one name with different polygons), and
+keeps them in a folder of that task's own (:func:`polygon_folder`), looked in first when the task
+is scored (``GoldSet.task_polygon_roots``), as the evaluator looks in the exported ``tasks/``. So a
+run's stored field scores are the evaluator's on the exported files, and the record page
+(:func:`task_polygon_folder`) re-scores with the same files. Only tasks with a ``polygon_iou``
+field read any file.
+
 The run importer (:func:`evaluation.services.runs.import_run_dir`), the re-scorer
 (:func:`evaluation.services.runs.rescore_run`), the gold baseline and the step-wise import all read
 their gold from here; the leaderboard's selectors read only records ``in_gold_set``.
@@ -33,18 +44,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import uuid
 from datetime import datetime
 from pathlib import Path
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Task, TaskVariant
 from annotation.services.tasks import TASK_FILES
 from evaluation.scoring import load_task_files
-from releases.services.export import ExportError, gold_replay, import_source, release_samples, sample_and_task
+from releases.services.export import (
+    ExportError,
+    GoldPolygon,
+    GoldPolygons,
+    gold_replay,
+    import_source,
+    release_samples,
+    sample_and_task,
+)
 
 __all__ = ["GoldSet", "release_gold_set", "studio_gold_set", "folder_gold_set", "GoldSetError", "variant_specs",
+           "polygon_folder", "task_polygon_folder", "POLYGON_CACHE",
            "record_key", "ranking_key", "ranking_q", "is_studio_key", "perception_of_key", "PERCEPTION_KEY_SUFFIX", "STUDIO_LABEL", "STUDIO_KEY"]
 
 STUDIO, RELEASE, FOLDER = "studio", "release", "folder"
@@ -129,25 +153,33 @@ class GoldSet:
     ``variant_samples``: the robustness variants' samples (``variants/tasks/``), scored per record
     only; ``task_by_qid``: the studio tasks by question id (both kinds); ``variants``: ``{task pk:
     spec}`` (:func:`variant_specs`); ``polygons``: the folder's ``gold_polygons`` (a folder set) or
-    None; ``missing``: how to name a record's question id the set does not hold (None: such
-    records are allowed, outside the set)."""
+    None; ``task_polygon_roots``: ``{dim: {(sample id, task index): (folder,)}}``, the folder of
+    each release or studio task's gold polygon files (:func:`polygon_folder`; tasks with a
+    ``polygon_iou`` field and a file only); ``missing``: how to name a record's question id the
+    set does not hold (None: such records are allowed, outside the set)."""
 
     __slots__ = ("kind", "label", "digest", "as_of", "release", "samples", "variant_samples", "task_by_qid",
-                 "variants", "polygons", "missing", "_keys")
+                 "variants", "polygons", "task_polygon_roots", "missing", "_keys")
 
     def __init__(self, *, kind: str, label: str, digest: str, as_of: datetime | None, release=None,
                  samples: dict, variant_samples: dict | None = None, task_by_qid: dict | None = None,
-                 variants: dict | None = None, polygons: Path | None = None, missing: str | None = None):
+                 variants: dict | None = None, polygons: Path | None = None,
+                 task_polygon_roots: dict | None = None, missing: str | None = None):
         self.kind, self.label, self.digest, self.as_of, self.release = kind, label, digest, as_of, release
         self.samples, self.variant_samples = samples, variant_samples or {}
         self.task_by_qid, self.variants = task_by_qid or {}, variants or {}
         self.polygons, self.missing = polygons, missing
+        self.task_polygon_roots = task_polygon_roots or {}
         self._keys = {record_key(d, s.get("sample_id"), i) for d, ss in samples.items() for s in ss
                       for i in range(len(s.get("tasks") or []))}
 
     def holds(self, dimension: str, sample_id, task_index: int) -> bool:
         """Whether the question is a benchmark task of the set (counted in its scores)."""
         return record_key(dimension, sample_id, task_index) in self._keys
+
+    def polygon_roots_of(self, dimension: str, sample_id, task_index: int) -> tuple:
+        """The task's own gold polygon folder(s), looked in before the run's folder (``()``: none)."""
+        return self.task_polygon_roots.get(dimension, {}).get((str(sample_id), int(task_index)), ())
 
     def n_tasks(self) -> int:
         """The number of benchmark tasks in the set (variants not counted)."""
@@ -183,9 +215,11 @@ def _split(samples_by_dim: dict, task_by_qid: dict) -> tuple[dict, dict, dict]:
 
 def release_gold_set(release) -> GoldSet:
     """The gold set of release ``release`` (see the module docstring). Raises
-    :class:`GoldSetError` when a pinned task has no gold replay."""
+    :class:`GoldSetError` when a pinned task has no gold replay, or a gold polygon file is not
+    JSON or not a gold polygon (as the export would)."""
+    polygons = GoldPolygons(release.pk)
     try:
-        samples, task_by_qid = release_samples(release)
+        samples, task_by_qid = release_samples(release, polygons)
     except ExportError as exc:
         raise GoldSetError(str(exc)) from None
     plain, var, specs = _split(samples, task_by_qid)
@@ -195,29 +229,39 @@ def release_gold_set(release) -> GoldSet:
     label = f"release {release.version}" + ("" if published else " (draft)")
     return GoldSet(kind=RELEASE, label=label, digest=digest, as_of=release.published_at if published else timezone.now(),
                    release=release, samples=plain, variant_samples=var, task_by_qid=task_by_qid, variants=specs,
+                   task_polygon_roots=_polygon_roots(samples, polygons),
                    missing=f"question ids not in release {release.version}")
 
 
 def studio_gold_set(question_ids) -> GoldSet:
     """The studio's current tasks named by ``question_ids``, each at its head revision's gold
     replay, as of now (see the module docstring). Raises :class:`GoldSetError` for a task whose
-    head revision has no succeeded replay."""
+    head revision has no succeeded replay, or whose gold polygon file is not JSON or not a gold
+    polygon (as the export would)."""
     tasks = sorted(Task.objects.filter(question_id__in=set(question_ids)).select_related("event", "head"),
                    key=lambda t: (t.sample_id, t.task_index))
     by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
     rows = []
+    polygons = GoldPolygons()
     for task in tasks:
         run = gold_replay(task.pk, task.head_id)
         if run is None:
             raise GoldSetError(f"{task.question_id}: no succeeded replay of revision {task.head.number}; replay it first")
-        head, tdict = sample_and_task(task, task.head, run, import_source(task.head))
-        by_dim[task.dimension].setdefault(task.sample_id, head)["tasks"].append(tdict)
+        source = import_source(task.head)
+        head, tdict = sample_and_task(task, task.head, run, source)
+        sample = by_dim[task.dimension].setdefault(task.sample_id, head)
+        try:
+            polygons.add(task.question_id, tdict, run, sample, task.event, bool(source))
+        except ExportError as exc:
+            raise GoldSetError(str(exc)) from None
+        sample["tasks"].append(tdict)
         rows.append([task.question_id, task.head_id, run.pk])
     task_by_qid = {t.question_id: t for t in tasks}
     plain, var, specs = _split({d: list(s.values()) for d, s in by_dim.items()}, task_by_qid)
     now = timezone.now()
     return GoldSet(kind=STUDIO, label=f"{STUDIO_LABEL} {now:%Y-%m-%d %H:%M} UTC", digest=_rows_digest(rows),
                    as_of=now, samples=plain, variant_samples=var, task_by_qid=task_by_qid, variants=specs,
+                   task_polygon_roots=_polygon_roots(by_dim, polygons),
                    missing="question ids with no task in the studio")
 
 
@@ -235,3 +279,76 @@ def folder_gold_set(tasks_dir: Path, question_ids=()) -> GoldSet:
     return GoldSet(kind=FOLDER, label=f"folder {tasks_dir.resolve()}", digest=h.hexdigest(), as_of=None,
                    samples=load_task_files(tasks_dir), task_by_qid=task_by_qid,
                    variants=variant_specs(task_by_qid.values()), polygons=tasks_dir / "gold_polygons")
+
+
+#: the folder under ``STUDIO_DATA_ROOT`` that keeps the tasks' gold polygon folders (:func:`polygon_folder`)
+POLYGON_CACHE = "gold-polygons"
+
+
+def polygon_folder(files: list[GoldPolygon]) -> Path:
+    """A folder holding one task's gold polygon files at their paths under the export's
+    ``tasks/`` (``GoldPolygon.target``, e.g. ``gold_polygons/vectorize_1.geojson``) with the bytes
+    the export writes: a tasks folder of that task alone, for the polygon roots. Named by its
+    content (``STUDIO_DATA_ROOT/gold-polygons/<aa>/<SHA-256 over the paths and the files'
+    SHA-256>``), written once on this machine (into a folder of its own, then renamed: two
+    processes writing it at once leave one whole copy) and reused by every set that needs it."""
+    datas = [(f.target, f.data()) for f in files]
+    h = hashlib.sha256()
+    for target, data in sorted(datas):
+        h.update(target.encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+    key = h.hexdigest()
+    folder = Path(settings.STUDIO_DATA_ROOT) / POLYGON_CACHE / key[:2] / key
+    if folder.is_dir():
+        return folder
+    tmp = folder.with_name(f".{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        for target, data in datas:
+            path = tmp / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        os.rename(tmp, folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _polygon_roots(samples_by_dim: dict, polygons: GoldPolygons) -> dict:
+    """``{dim: {(sample id, task index): (folder,)}}`` of the tasks of ``samples_by_dim`` (samples
+    or ``{sample id: sample}``) that ``polygons`` holds files of (:func:`polygon_folder`)."""
+    out: dict = {}
+    if not polygons.by_question:
+        return out
+    for dim, samples in samples_by_dim.items():
+        for sample in (samples.values() if isinstance(samples, dict) else samples):
+            for i in range(len(sample.get("tasks") or [])):
+                files = polygons.by_question.get(f"{sample['sample_id']}_task{i}")
+                if files:
+                    out.setdefault(dim, {})[(str(sample["sample_id"]), i)] = (polygon_folder(files),)
+    return out
+
+
+def task_polygon_folder(task, release=None) -> Path | None:
+    """The folder of ``task``'s gold polygon files (:func:`polygon_folder`) as a gold set scores
+    it: of the replay ``release`` pins for it, else of its head revision's gold replay (the studio
+    set's rule, ``releases.services.export.gold_replay``). None when that replay is missing, the
+    task has no ``polygon_iou`` answer with a file, or a file is not a gold polygon (the record
+    page then shows what the other roots give). A few queries; reads only this task's files."""
+    if release is not None:
+        item = release.items.select_related("revision", "replay").filter(task_id=task.pk).first()
+        rev, run = (item.revision, item.replay) if item is not None else (None, None)
+    else:
+        rev = task.head
+        run = gold_replay(task.pk, task.head_id) if task.head_id else None
+    if rev is None or run is None:
+        return None
+    source = import_source(rev)
+    head, tdict = sample_and_task(task, rev, run, source)
+    try:
+        files, _ = GoldPolygons(release.pk if release is not None else None).resolve(
+            task.question_id, tdict, run, head, task.event, bool(source))
+    except ExportError:
+        return None
+    return polygon_folder(files) if files else None

@@ -34,9 +34,9 @@ mask's overlay PNG bytes and the overlays document (JSON); the export's zip (fil
 member's SHA-256; ``studio_manifest.json`` compared without its two clocks, ``generated_at`` and
 ``release.created_at``) and its ``content_sha256``; the runs' per-record scores (every ``RunRecord``
 score column) and DORA scores; the record page's HTML (its form tokens apart; it shows the predicted
-polygon and re-scores it from the files: IoU 1, the prediction being the gold's polygons). Between
-the two paths, and before the first, the database is flushed (sequences reset), so the same rows get the
-same ids. Which
+polygon and re-scores it from the files: IoU 1, the prediction being the gold's polygons, as stored at
+import). Between the two paths, and before the first, the database is flushed (sequences reset), so
+the same rows get the same ids. Which
 worker ran each job is read from the workers' own logs (the task id's ``received`` line) and their
 data roots.
 """
@@ -341,8 +341,11 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     assert [r[:3] for r in expected["replays"]] == [["succeeded", 3, 0], ["succeeded", 0, 3], ["succeeded", 3, 0]]
     assert [r[5]["damaged_pixels"] for r in expected["replays"]] == [26766] * 3
     assert len(expected["run"][0]) == 12, expected["run"]
-    # the damage run's pixel count is the gold's 26,766: an exact count scores 1
-    assert json.loads(expected["damage_run"][0][0][3])["damaged_pixels"] == 1.0
+    # the damage run's pixel count is the gold's 26,766: an exact count scores 1; its polygon file is
+    # the gold replay's own polygons: IoU 1, so 1 (the gold read from the replay's artifacts as the
+    # export writes it, evaluation.goldset; tests/test_gold_polygon_scoring.py checks it against
+    # the evaluator on the exported tasks)
+    assert json.loads(expected["damage_run"][0][0][3]) == {"damaged_pixels": 1.0, "damaged_area": 1.0}
     call_command("flush", interactive=False, verbosity=0)  # the same rows (and ids) again below
     client.logout()
 
@@ -395,11 +398,11 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     assert got["run"] == expected["run"]
     assert got["damage_run"] == expected["damage_run"]
     # the page's answer map draws the predicted polygon, and its check re-scores the field from the
-    # files: the prediction is the gold's polygons, so IoU 1. (The score stored at import is the
-    # single machine's, compared above: 0.0 for damaged_area on both paths, because the import's
-    # scorer looks for a studio task's gold polygon file in the run folder only, not in its gold
-    # replay's artifacts; a limitation of the scorer, not of the machines.)
+    # files: the prediction is the gold's polygons, so IoU 1, the score stored at import (1.0 for
+    # damaged_area on both paths, compared above: on B the gold replay's polygons fetched from the
+    # bucket, on the web too), so the page shows no recomputed value beside it
     assert '"role": "predicted"' in expected["record_page"] and "IoU 1.0000 vs gate 0.5" in expected["record_page"]
+    assert "if scored now" not in expected["record_page"]
     assert got["record_page"] == expected["record_page"]
     assert (tmp_path / "machine-b" / "runs-out-of-reach").is_dir()  # B unpacked the runs; the web read its copy
     assert [p for p in _tree(web, "runs") if p.endswith("damage_pred.geojson")]

@@ -12,7 +12,7 @@ Public API
     (polygon files resolved under ``tasks_dir`` then ``run_dir``).
 ``evaluate_sanity(tasks_dir, tau_r=0.2, tau_a=1.0, mode="dora", *, include_step_matches=False) -> dict``
     Gold against gold (every number is 1.0 on a consistent task set).
-``evaluate_samples(samples_by_dim, records_by_dim, gold_polygons_dir=None, tau_r=0.2, tau_a=1.0, mode="dora", *, polygon_roots=(), include_step_matches=False, log=None) -> dict``
+``evaluate_samples(samples_by_dim, records_by_dim, gold_polygons_dir=None, tau_r=0.2, tau_a=1.0, mode="dora", *, polygon_roots=(), task_polygon_roots=None, include_step_matches=False, log=None) -> dict``
     The same from memory. ``samples_by_dim``: ``{"t1": [DORA sample dict, ...], ...}``;
     ``records_by_dim``: ``{"t1": [run record dict, ...], ...}`` (records carry ``question_id``
     ``<sample_id>_task<i>``, optional ``sample_id``, ``predicted_answer``, ``trajectory``). A
@@ -21,7 +21,9 @@ Public API
     Polygon roots: ``gold_polygons_dir``'s parent when the folder is named ``gold_polygons`` (so
     gold values like ``gold_polygons/x.geojson`` resolve as in the evaluator, whose root is the
     tasks folder), then ``gold_polygons_dir`` itself, then ``polygon_roots`` (e.g. the run folder,
-    where predicted polygon files live).
+    where predicted polygon files live); ``task_polygon_roots`` (``{dim: {(sample id, task index):
+    (folder, ...)}}``) puts a task's own folders before all of them (a release's or the studio's
+    task, its gold polygon files as the export writes them: ``evaluation.goldset``).
 
     All three return the eval.json dict: ``summary_table`` (text), ``dora_score``, ``dimensions``
     (``{dim: {dim_score, n_tasks, n_scored_tasks, t_any, t_ord, t_em, par_acc, eff}}``), ``full``
@@ -107,8 +109,8 @@ def evaluate_sanity(tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0, mode: str
 
 def evaluate_samples(samples_by_dim: dict[str, list[dict]], records_by_dim: dict[str, list[dict]] | None,
                      gold_polygons_dir: Path | None = None, tau_r: float = 0.2, tau_a: float = 1.0,
-                     mode: str = "dora", *, polygon_roots: Iterable[Path] = (), include_step_matches: bool = False,
-                     log: list | None = None) -> dict:
+                     mode: str = "dora", *, polygon_roots: Iterable[Path] = (), task_polygon_roots: dict | None = None,
+                     include_step_matches: bool = False, log: list | None = None) -> dict:
     """Score in-memory gold samples and run records; see the module docstring."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
     for d in TASKS:
@@ -117,7 +119,8 @@ def evaluate_samples(samples_by_dim: dict[str, list[dict]], records_by_dim: dict
     gold = {d: samples_by_dim[d] for d in TASKS if d in samples_by_dim}
     with paused_gc():
         preds = None if records_by_dim is None else merge_predictions(gold, records_by_dim, log)
-        results = run_evaluation(gold, preds, _roots_for(gold_polygons_dir, polygon_roots), cfg, include_step_matches)
+        results = run_evaluation(gold, preds, _roots_for(gold_polygons_dir, polygon_roots), cfg, include_step_matches,
+                                 task_polygon_roots)
         return official_document(results, mode, keep_step_matches=include_step_matches)
 
 

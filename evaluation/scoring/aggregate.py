@@ -75,8 +75,12 @@ def score_pair(gold_task: dict, pred_task: dict, gsd: float | None, roots: tuple
 
 
 def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None, roots: tuple = (),
-                       cfg: ScoringConfig = DEFAULT_CONFIG, explain: bool = False) -> dict:
+                       cfg: ScoringConfig = DEFAULT_CONFIG, explain: bool = False,
+                       task_roots: dict | None = None) -> dict:
     """One dimension; ``pred_samples=None`` scores gold against itself.
+
+    ``task_roots``: ``{(sample id, task index): (folder, ...)}``, polygon roots of one task looked
+    in before ``roots`` (a task's own gold polygon files, as a tasks folder holds them).
 
     Prediction samples are matched to gold by ``sample_id`` (the last one with an id wins), else by
     position, else an empty stub. With ``explain`` each task entry also has ``step_matches``.
@@ -104,7 +108,9 @@ def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None
                 pred_task = gold_task
             else:
                 pred_task = pred_tasks[t_idx] if t_idx < len(pred_tasks) else {}
-            task_score, field_scores, metrics, table = score_pair(gold_task, pred_task, gsd, roots, cfg, explain)
+            own = task_roots.get((gold_sid, t_idx)) if task_roots else None
+            task_score, field_scores, metrics, table = score_pair(gold_task, pred_task, gsd,
+                                                                  own + roots if own else roots, cfg, explain)
             entry = task_entry(gold.get("sample_id", f"sample_{s_idx}"), t_idx, task_score, field_scores, metrics)
             if explain:
                 entry["step_matches"] = table
@@ -129,15 +135,18 @@ def _lookup(mapping: dict, key: Any):
 
 
 def run_evaluation(gold_data: dict[str, list[dict]], pred_data: dict[str, list[dict]] | None,
-                   roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT_CONFIG, explain: bool = False) -> dict:
+                   roots: Iterable[Path] = (), cfg: ScoringConfig = DEFAULT_CONFIG, explain: bool = False,
+                   task_roots: dict | None = None) -> dict:
     """``{dora_score, dimensions, full}`` over the dimensions in gold (and in predictions unless
-    ``pred_data`` is None, i.e. sanity). Dimensions with no task are listed but not averaged."""
+    ``pred_data`` is None, i.e. sanity). Dimensions with no task are listed but not averaged.
+    ``task_roots``: ``{dim: {(sample id, task index): (folder, ...)}}`` (see :func:`evaluate_dimension`)."""
     roots = tuple(roots)
     full, dim_scores = {}, []
     for dim in TASKS:
         if dim not in gold_data or (pred_data is not None and dim not in pred_data):
             continue
-        full[dim] = evaluate_dimension(gold_data[dim], None if pred_data is None else pred_data[dim], roots, cfg, explain)
+        full[dim] = evaluate_dimension(gold_data[dim], None if pred_data is None else pred_data[dim], roots, cfg, explain,
+                                       (task_roots or {}).get(dim))
         if full[dim]["n_tasks"] > 0:
             dim_scores.append(full[dim]["dim_score"])
     dora = sum(dim_scores) / len(dim_scores) if dim_scores else 0.0

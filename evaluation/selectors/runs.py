@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaluation.goldset import task_polygon_folder
 from evaluation.models import AgentRun, RunImportJob, RunRecord
 from evaluation.run_folders import local_run_folder
 from evaluation.scoring import get_gsd
@@ -55,18 +56,34 @@ POLYGON_SUFFIXES = (".geojson", ".json")
 
 def polygon_roots(record: RunRecord) -> list[Path]:
     """Where a record's polygon files are looked for (:func:`evaluation.scoring.polygons.resolve_polygon_path`):
-    the run folder (predicted files; with a bucket this machine's copy of it, its polygon files
-    fetched first: :func:`evaluation.run_folders.local_run_folder`), then the tasks folder the run was scored against
-    (``AgentRun.gold_dir``: its ``gold_polygons/``), then the artifacts of its task's gold replay
-    (the gold files of a studio task; with a bucket its vector artifacts, ``POLYGON_SUFFIXES``, are
-    fetched into this machine's copy of that folder first: ``replay.services.paths.artifact_folder``)."""
-    roots = [local_run_folder(record.run.source_dir)] if record.run.source_dir else []
-    if record.run.gold_dir:
-        roots.append(Path(record.run.gold_dir))
+    for a run on a release or the studio's tasks whose gold has a ``polygon_iou`` field, first
+    its task's gold polygon files as the gold set scored them and the export writes them
+    (:func:`evaluation.goldset.task_polygon_folder`: of the replay the run's release pins, else of
+    the head revision's gold replay); then the run folder (predicted files; with a bucket this
+    machine's copy of it, its polygon files fetched first: :func:`evaluation.run_folders.local_run_folder`),
+    then the tasks folder the run was scored against (``AgentRun.gold_dir``: its ``gold_polygons/``),
+    then the artifacts of its task's newest succeeded replay (a record stored before its gold
+    values were in the export's form; with a bucket its vector artifacts, ``POLYGON_SUFFIXES``,
+    are fetched into this machine's copy of that folder first: ``replay.services.paths.artifact_folder``)."""
+    run = record.run
+    roots = []
+    if not run.gold_dir and record.task_id and _has_polygon_field(record):
+        folder = task_polygon_folder(record.task, run.release)
+        if folder is not None:
+            roots.append(folder)
+    if run.source_dir:
+        roots.append(local_run_folder(run.source_dir))
+    if run.gold_dir:
+        roots.append(Path(run.gold_dir))
     replay = latest_successful_replay(record.task) if record.task_id else None
     if replay is not None and replay.artifact_dir:
         roots.append(artifact_folder(replay, POLYGON_SUFFIXES))
     return roots
+
+
+def _has_polygon_field(record: RunRecord) -> bool:
+    spec = (record.gold or {}).get("eval_spec") or record_gold(record).get("eval_spec")
+    return isinstance(spec, dict) and "polygon_iou" in spec.values()
 
 
 def record_evidence(record: RunRecord) -> dict:

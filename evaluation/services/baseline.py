@@ -7,6 +7,7 @@ it drives replays through ``replay.services.runs`` below it.
 from __future__ import annotations
 
 import json
+import shutil
 import time as _time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +17,12 @@ from django.utils import timezone
 
 from annotation.models import Task
 from evaluation.services.runs import import_run_dir
+from kernel.taskfile import from_storage
 from kernel.tools.spec import get_tool, model_alias
 from kernel.vocabulary import CATEGORY_BY_DIM, TASK_FILES
 from replay.models import ReplayRun, ReplayStep
 from replay.selectors import latest_successful_replay
+from replay.services.paths import artifact_path
 from replay.services.runs import create_run, execute_replay
 from studio.permissions import Action, require
 
@@ -34,6 +37,26 @@ def _runner_call(name: str, args: Any) -> str:
     except Exception:
         alias = model_alias(str(name))
     return f"{alias}({', '.join(args) if isinstance(args, dict) else ''})"
+
+
+def polygon_outputs(run: ReplayRun) -> dict[str, Path]:
+    """``{answer value: the replay's artifact}`` of ``run``'s ``polygon_iou`` answers that name one
+    of its artifacts: the files an agent's run folder holds beside its records (the evaluator
+    resolves a predicted polygon path under the run folder)."""
+    spec = [f for f in from_storage(run.revision.answer_spec or []) if isinstance(f, dict)]
+    answer = run.final_answer if isinstance(run.final_answer, dict) else {}
+    out = {}
+    for f in spec:
+        value = answer.get(f.get("name"))
+        if f.get("eval_type") != "polygon_iou" or not isinstance(value, str) or not value.strip() or not run.artifact_dir:
+            continue
+        try:
+            path = artifact_path(run, value)
+        except ValueError:
+            continue
+        if path.is_file():
+            out[value] = path
+    return out
 
 
 def baseline_record(task: Task, run: ReplayRun, elapsed_s: float) -> dict:
@@ -68,7 +91,8 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
                   mode: str = "model", score: bool = True):
     """Replay every task's gold trajectory with ``mode`` perception (default: the checkpoints in
     ``STUDIO_CHECKPOINT_DIR``), write the records in the benchmark's run layout under
-    ``out_dir/<agent>_GT/`` and, with ``score``, import and score them like any agent run
+    ``out_dir/<agent>_GT/`` (each ``polygon_iou`` answer's file beside them: :func:`polygon_outputs`,
+    at the answer's path) and, with ``score``, import and score them like any agent run
     (``evaluation.services.runs.import_run_dir``), the run recording ``mode`` as its perception mode
     (``gt``: oracle perception, ranked apart). Returns ``(run_dir, AgentRun | None, summary)``;
     the summary names the mode (``perception_mode``).
@@ -80,6 +104,7 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
     run_dir = Path(out_dir) / f"{agent}_GT"
     by_dim: dict[str, list[dict]] = {}
     skipped, failed = [], []
+    files: dict[str, Path] = {}  # the predicted polygon files, copied into the run folder
     for task in tasks:
         if task.head_id is None or latest_successful_replay(task) is None:
             skipped.append(task.question_id)
@@ -89,6 +114,8 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
         rec = baseline_record(task, run, _time.perf_counter() - t0)
         if rec["error"]:
             failed.append(task.question_id)
+        else:
+            files.update(polygon_outputs(run))
         by_dim.setdefault(task.dimension, []).append(rec)
     for dim, records in by_dim.items():
         d = run_dir / TASK_FILES[dim][:-5]
@@ -105,6 +132,10 @@ def gold_baseline(user, out_dir: str | Path, *, agent: str = "gold-model", event
             "total": len(records), "success": n_ok, "failed": len(records) - n_ok,
             "avg_time": round(sum(r["elapsed_time"] for r in records) / len(records), 3),
             "timestamp": datetime.now(UTC).isoformat()}, indent=2), encoding="utf-8")
+    for value, src in files.items():
+        dst = run_dir / value
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
     summary = {"run_dir": str(run_dir), "perception_mode": mode, "records": sum(len(v) for v in by_dim.values()),
                "failed": failed, "skipped_no_gold": skipped}
     agent_run = None

@@ -240,12 +240,15 @@ def _score_into(run: AgentRun, records_by_dim: dict, gold: GoldSet, polygon_root
     """Score ``records_by_dim`` against ``gold`` and store ``run`` (unsaved) with its records and
     leaderboard sums. The run's score is the evaluator's over the set's benchmark samples (records
     of other questions are ignored by it, as ``evaluate_runs`` ignores them); the records of
-    robustness variants are scored against the variants' samples apart."""
+    robustness variants are scored against the variants' samples apart. ``polygon_roots``: where
+    predicted polygon files are looked for (the run folder); a release's or the studio's task's
+    gold polygon files come from the set (``GoldSet.task_polygon_roots``, looked in first)."""
     mode, tau_r, tau_a = run.scoring_mode, run.tau_r, run.tau_a
     result = evaluate_samples(gold.samples, records_by_dim, gold.polygons, tau_r=tau_r, tau_a=tau_a, mode=mode,
-                              polygon_roots=polygon_roots)
+                              polygon_roots=polygon_roots, task_polygon_roots=gold.task_polygon_roots)
     by_variant = (evaluate_samples(gold.variant_samples, records_by_dim, None, tau_r=tau_r, tau_a=tau_a, mode=mode,
-                                   polygon_roots=polygon_roots) if gold.variant_samples else {})
+                                   polygon_roots=polygon_roots, task_polygon_roots=gold.task_polygon_roots)
+                  if gold.variant_samples else {})
     for field, value in gold.run_fields().items():
         setattr(run, field, value)
     run.dora_score, run.dimensions = result.get("dora_score"), result.get("dimensions", {})
@@ -272,7 +275,8 @@ def _score_into(run: AgentRun, records_by_dim: dict, gold: GoldSet, polygon_root
             if sample is not None and task_idx < len(sample["tasks"]):
                 snapshot = gold_snapshot(sample["tasks"][task_idx], sample)
                 detail = score_task(sample["tasks"][task_idx], sample, rec, gold.polygons, tau_r=tau_r, tau_a=tau_a,
-                                    mode=mode, polygon_roots=polygon_roots)
+                                    mode=mode, polygon_roots=(*gold.polygon_roots_of(dim, sample_id, task_idx),
+                                                              *polygon_roots))
                 step_matches = detail.get("step_matches", [])
             task = task_by_qid.get(qid)
             rows.append(RunRecord(

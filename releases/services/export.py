@@ -361,11 +361,13 @@ def sample_and_task(task: Task, rev: TaskRevision, run, source: dict | None = No
     return dora_sample_head(task, rev), dora_task(task, rev, trajectory, final)
 
 
-def dora_samples(tasks) -> dict[str, list[dict]]:
+def dora_samples(tasks, polygons: GoldPolygons | None = None) -> dict[str, list[dict]]:
     """Group tasks (their head revisions) into samples per dimension: ``{"t1": [sample, ...], ...}``.
 
-    In memory (for scoring a few questions); the release writer streams instead. Raises
-    ``ExportError`` for a task whose head revision has no succeeded replay.
+    In memory (for scoring a few questions); the release writer streams instead. With
+    ``polygons`` (:class:`GoldPolygons`), each ``polygon_iou`` answer is in the export's form and
+    its gold files are added there. Raises ``ExportError`` for a task whose head revision has no
+    succeeded replay, or a gold polygon file that is not one.
     """
     by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
     for task in sorted(tasks, key=lambda t: (t.sample_id, t.task_index)):
@@ -373,15 +375,20 @@ def dora_samples(tasks) -> dict[str, list[dict]]:
         run = gold_replay(task.pk, task.head_id)
         if run is None:
             raise ExportError(f"{task.question_id}: no succeeded replay of revision {rev.number}; replay it first")
-        head, tdict = sample_and_task(task, rev, run, import_source(rev))
+        source = import_source(rev)
+        head, tdict = sample_and_task(task, rev, run, source)
         sample = by_dim[task.dimension].setdefault(task.sample_id, head)
+        if polygons is not None:
+            polygons.add(task.question_id, tdict, run, sample, task.event, bool(source))
         sample["tasks"].append(tdict)
     return {d: list(s.values()) for d, s in by_dim.items()}
 
 
-def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
+def release_samples(release, polygons: GoldPolygons | None = None) -> tuple[dict[str, list[dict]], dict[str, Task]]:
     """The gold of a release as samples per dimension (its pinned revisions and replays), and the
-    release's tasks by question id. In memory, for scoring runs pinned to the release."""
+    release's tasks by question id. In memory, for scoring runs pinned to the release. With
+    ``polygons`` (:class:`GoldPolygons` of the release), each ``polygon_iou`` answer is in the
+    export's form and its gold files are added there (``ExportError`` as the export)."""
     by_dim: dict[str, dict[str, dict]] = {d: {} for d in TASK_FILES}
     tasks = {}
     items = release.items.select_related("task__event", "revision", "replay").order_by("task__sample_id", "task__task_index")
@@ -389,10 +396,132 @@ def release_samples(release) -> tuple[dict[str, list[dict]], dict[str, Task]]:
         task, rev, run = item.task, item.revision, item.replay
         if run is None:
             raise ExportError(f"{item.question_id}: release {release.version} pins no gold replay")
-        head, tdict = sample_and_task(task, rev, run, import_source(rev))
-        by_dim[task.dimension].setdefault(task.sample_id, head)["tasks"].append(tdict)
+        source = import_source(rev)
+        head, tdict = sample_and_task(task, rev, run, source)
+        sample = by_dim[task.dimension].setdefault(task.sample_id, head)
+        if polygons is not None:
+            polygons.add(item.question_id, tdict, run, sample, task.event, bool(source))
+        sample["tasks"].append(tdict)
         tasks[item.question_id] = task
     return {d: list(s.values()) for d, s in by_dim.items()}, tasks
+
+
+# ------------------------------------------------------------------ gold polygon files
+
+
+@dataclass(frozen=True)
+class GoldPolygon:
+    """One gold polygon file of a task, as the release export writes it: ``field`` (the
+    ``polygon_iou`` answer field), ``target`` (its path under the export's ``tasks/`` folder, and
+    the answer's value in the exported task file: the imported path, else ``gold_polygons/<name>``),
+    ``src`` (the gold replay's artifact it comes from) and ``text`` (the file's text when the
+    export rewrites it, ``dora_grid`` added; None: ``src``'s bytes as they are)."""
+    field: str
+    target: str
+    src: Path
+    text: str | None = None
+
+    def data(self) -> bytes:
+        """The bytes the export writes to ``tasks/<target>``."""
+        return self.text.encode("utf-8") if self.text is not None else self.src.read_bytes()
+
+
+class GoldPolygons:
+    """The gold polygon files of tasks in the release export's form: the one place that resolves a
+    ``polygon_iou`` answer's gold file from its gold replay's artifacts (``replay.services.paths.
+    artifact_path``: with a bucket, fetched to this machine first), names it (``target``) and adds
+    ``dora_grid`` when the file has none. The export (:class:`LayoutWriter`) writes what it gives;
+    ``evaluation.goldset`` scores a release's or the studio's tasks with it, so a run's stored scores
+    are the official evaluator's on the exported files. ``release_id``: the release whose layer
+    pins give the georeferencing (None: the layers as they are). Resolved per task, from that
+    task's own replay: two replays may write artifacts of one name with different polygons.
+    ``by_question``: ``{question id: [GoldPolygon]}`` of the tasks passed to :meth:`add`."""
+
+    def __init__(self, release_id: int | None = None):
+        self.release_id = release_id
+        self._pins = None
+        self._layers: dict[int, dict[str, Layer]] = {}
+        self.by_question: dict[str, list[GoldPolygon]] = {}
+
+    def event_layers(self, event) -> dict[str, Layer]:
+        """The event's layers by file name, each at the version the release pins
+        (``releases.services.pins``), loaded once per event."""
+        if event.pk not in self._layers:
+            if self._pins is None:
+                self._pins = release_layer_pins(self.release_id)
+            self._layers[event.pk] = {l.file_name: pinned_layer(l, self._pins) for l in Layer.objects.filter(event=event)}
+        return self._layers[event.pk]
+
+    def grid(self, sample: dict, event) -> dict:
+        """dora_grid of the sample's first georeferenced raster (post image first); identity pixel grid otherwise."""
+        layers = self.event_layers(event)
+        inputs = sample.get("input_data") or {}
+        for part in (inputs.get("post_image"), inputs.get("pre_image"), inputs):
+            for p in data_paths(part):
+                layer = find_layer(layers, p)
+                if layer is not None and layer.kind != Layer.Kind.VECTOR and (layer.metadata or {}).get("transform"):
+                    return {"transform": [float(x) for x in layer.metadata["transform"][:6]], "crs": layer.crs or None}
+        return {"transform": IDENTITY_GRID, "crs": None}
+
+    def resolve(self, question_id: str, tdict: dict, run, sample: dict, event,
+                from_source: bool) -> tuple[list[GoldPolygon], list[str]]:
+        """``(files, missing values)`` of one task dict (``sample_and_task``'s, of replay ``run``;
+        ``sample``: its sample head, for the grid; ``from_source``: an imported revision, whose
+        answers keep their paths and files their bytes). Rewrites ``tdict["final_answer"]``'s
+        polygon values to their ``target`` (a new dict). A value whose file is not among the
+        replay's artifacts is returned in ``missing`` and left as it is. Raises ``ExportError``
+        when a gold file is not JSON or not a gold polygon (``dora_gold_polygon.schema.json``)."""
+        spec, answer = tdict.get("eval_spec"), tdict.get("final_answer")
+        files: list[GoldPolygon] = []
+        missing: list[str] = []
+        if not isinstance(spec, dict) or not isinstance(answer, dict):
+            return files, missing
+        for name, typ in spec.items():
+            value = answer.get(name)
+            if typ != "polygon_iou" or not isinstance(value, str) or not value.strip():
+                continue
+            base = PurePosixPath(value.replace("\\", "/")).name
+            src = None
+            for cand in (value, base, f"gold_polygons/{base}"):
+                try:
+                    p = artifact_path(run, cand) if run.artifact_dir else None
+                except ValueError:
+                    p = None
+                if p is not None and p.is_file():
+                    src = p
+                    break
+            if src is None:
+                missing.append(value)
+                continue
+            rel = safe_relative(value)
+            if rel is not None and (from_source or (rel.parts[0] == "gold_polygons" and len(rel.parts) == 2)):
+                target = value  # an imported answer keeps its path; the file goes to tasks/<path>
+            else:
+                target = f"gold_polygons/{base}"
+            if target != value:
+                answer = dict(answer)
+                answer[name] = target
+                tdict["final_answer"] = answer
+            try:
+                doc = json.loads(src.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ExportError(f"{question_id}: final_answer.{name}: gold polygon {src.name} is not JSON ({exc})") from exc
+            text = None
+            if not from_source and isinstance(doc, dict) and "dora_grid" not in doc:
+                doc["dora_grid"] = self.grid(sample, event)
+                text = dumps(doc)
+            problems = schema_problems("gold_polygon", doc)
+            if problems:
+                raise ExportError(f"tasks/{target}: {problems[0][0]}: {problems[0][1]} (question {question_id})")
+            files.append(GoldPolygon(name, target, src, text))
+        return files, missing
+
+    def add(self, question_id: str, tdict: dict, run, sample: dict, event, from_source: bool) -> None:
+        """:meth:`resolve`, keeping the files in ``by_question`` (only tasks with a ``polygon_iou``
+        field and a file found)."""
+        files, _ = self.resolve(question_id, tdict, run, sample, event, from_source)
+        if files:
+            self.by_question[question_id] = files
 
 
 # ------------------------------------------------------------------ the streaming writer
@@ -597,8 +726,7 @@ class LayoutWriter:
         self.progress = progress or (lambda stage, done, total: None)
         self.question_sink = question_sink or self._keep_question
         self.result = LayoutResult()
-        self._layers: dict[int, dict[str, Layer]] = {}
-        self._pins = None  # {layer id: LayerVersion} the release pins (``_event_layers``)
+        self._gold = GoldPolygons(release_id)  # the gold polygon files, and the event layers as the release pins them
         self._layer_infos: dict[int, dict] = {}
         self._image_src: dict[str, Path] = {}
         self._people: dict[int, tuple[list, list]] = {}  # task id → (revision (number, author) rows, approvers)
@@ -723,12 +851,8 @@ class LayoutWriter:
     def _event_layers(self, event) -> dict[str, Layer]:
         """The event's layers by file name; for a release, each at the version the release pins
         (``releases.services.pins``: its files, georeferencing and metadata), so a re-import after
-        the release changes nothing it ships."""
-        if event.pk not in self._layers:
-            if self._pins is None:
-                self._pins = release_layer_pins(self.release_id)
-            self._layers[event.pk] = {l.file_name: pinned_layer(l, self._pins) for l in Layer.objects.filter(event=event)}
-        return self._layers[event.pk]
+        the release changes nothing it ships (:meth:`GoldPolygons.event_layers`)."""
+        return self._gold.event_layers(event)
 
     def _missing(self, path: str, qids: list[str], reason: str) -> None:
         m = self.result.missing.setdefault(path, {"path": path, "question_ids": [], "reason": reason})
@@ -766,66 +890,20 @@ class LayoutWriter:
 
     # -- polygon golds
     def _gold_polygons(self, e: Entry, tdict: dict, run, sample: dict, event, from_source: bool) -> None:
-        spec, answer = tdict.get("eval_spec"), tdict.get("final_answer")
-        if not isinstance(spec, dict) or not isinstance(answer, dict):
-            return
-        for name, typ in spec.items():
-            value = answer.get(name)
-            if typ != "polygon_iou" or not isinstance(value, str) or not value.strip():
-                continue
-            base = PurePosixPath(value.replace("\\", "/")).name
-            src = None
-            for cand in (value, base, f"gold_polygons/{base}"):
-                try:
-                    p = artifact_path(run, cand) if run.artifact_dir else None
-                except ValueError:
-                    p = None
-                if p is not None and p.is_file():
-                    src = p
-                    break
-            if src is None:
-                self._missing(value, [e.question_id], "gold polygon file not found among the replay's artifacts")
-                continue
-            rel = safe_relative(value)
-            if rel is not None and (from_source or (rel.parts[0] == "gold_polygons" and len(rel.parts) == 2)):
-                target = value  # an imported answer keeps its path; the file goes to tasks/<path>
-            else:
-                target = f"gold_polygons/{base}"
-            if target != value:
-                answer = dict(answer)
-                answer[name] = target
-                tdict["final_answer"] = answer
-            key = f"tasks/{target}"
-            try:
-                doc = json.loads(src.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise ExportError(f"{e.question_id}: final_answer.{name}: gold polygon {src.name} is not JSON ({exc})") from exc
-            rewrite = False
-            if not from_source and isinstance(doc, dict) and "dora_grid" not in doc:
-                doc["dora_grid"] = self._grid(sample, event)
-                rewrite = True
-            problems = schema_problems("gold_polygon", doc)
-            if problems:
-                raise ExportError(f"{key}: {problems[0][0]}: {problems[0][1]} (question {e.question_id})")
-            info = (write_text_hashed(self.out / key, dumps(doc)) if rewrite else None)
+        """Write the task's gold polygon files (:meth:`GoldPolygons.resolve`: the answer values
+        rewritten to their paths under ``tasks/``); two different files of one path are an error."""
+        files, missing = self._gold.resolve(e.question_id, tdict, run, sample, event, from_source)
+        for value in missing:
+            self._missing(value, [e.question_id], "gold polygon file not found among the replay's artifacts")
+        for gp in files:
+            key = f"tasks/{gp.target}"
+            info = write_text_hashed(self.out / key, gp.text) if gp.text is not None else None
             if key in self.result.files:
-                new_sha = info["sha256"] if info else sha256_file(src)
+                new_sha = info["sha256"] if info else sha256_file(gp.src)
                 if new_sha != self.result.files[key]["sha256"]:
                     raise ExportError(f"{key}: two different gold polygons would share this name (question {e.question_id})")
                 continue
-            self.result.files[key] = info or copy_hashed(src, self.out / key)
-
-    def _grid(self, sample: dict, event) -> dict:
-        """dora_grid of the sample's first georeferenced raster (post image first); identity pixel grid otherwise."""
-        layers = self._event_layers(event)
-        inputs = sample.get("input_data") or {}
-        ordered = [inputs.get("post_image"), inputs.get("pre_image"), inputs]
-        for part in ordered:
-            for p in data_paths(part):
-                layer = find_layer(layers, p)
-                if layer is not None and layer.kind != Layer.Kind.VECTOR and (layer.metadata or {}).get("transform"):
-                    return {"transform": [float(x) for x in layer.metadata["transform"][:6]], "crs": layer.crs or None}
-        return {"transform": IDENTITY_GRID, "crs": None}
+            self.result.files[key] = info or copy_hashed(gp.src, self.out / key)
 
     # -- sidecar
     def _keep_question(self, question_id: str, meta: dict) -> None:

@@ -9,7 +9,7 @@ kept. A benchmark reports its figures for the table by printing
 lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, FAIL or info); for a
 script that prints none, its last printed lines stand in as the figure. ``--quick`` runs every
 benchmark that has a target at small sizes (``QUICK_ARGS``: a few thousand tasks or records, 40
-replays, 30 tiles, 3 rounds of ``mcp_start``; ``tools``, which has none, is left out) so that a reviewer can run the whole
+replays, 30 tiles, 3 rounds of ``mcp_start``; ``tools`` and ``perception``, which have none, are left out) so that a reviewer can run the whole
 table quickly: its sizes are chosen for about three minutes on a quiet 2-CPU machine (183 s at load
 average 1.0–1.5 on 2026-12-01; 26 minutes the same day with the machine loaded to 6–17). Its
 figures are a smoke test of the same code, not the issue's sizes, and the table says so.
@@ -38,8 +38,8 @@ ROOT = HERE.parent
 #: took 10.5 min on each database at full size on 2026-12-03 with its floor rounds, and a VM of this
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
-            "export": 5400, "serve": 600, "mcp_start": 900}
-ORDER = ("scoring", "tiles", "replay", "replay_pg", "lists", "export", "serve", "mcp_start", "tools")
+            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600}
+ORDER = ("scoring", "tiles", "replay", "replay_pg", "lists", "export", "serve", "mcp_start", "tools", "perception")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
 EXTRA = {"replay_pg": ("replay", ["--postgres"])}
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
@@ -48,8 +48,8 @@ QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--t
               "lists": ["--tasks", "2000", "--repeat", "3", "--import-records", "200"],
               "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"],
               "mcp_start": ["--rounds", "3"]}
-#: left out of ``--quick`` (no target of issue 16)
-QUICK_SKIP = {"tools"}
+#: left out of ``--quick`` (no target: information tables; perception's ViT-L windows take minutes on CPU)
+QUICK_SKIP = {"tools", "perception"}
 
 
 def machine() -> dict:

@@ -605,13 +605,13 @@ LOWRES_WINDOW = LOWRES_NET_INPUT // LOWRES_SCALE
 LOWRES_STRIDE = LOWRES_WINDOW // 2
 
 
-def lowres_building_labels(net, image: np.ndarray) -> np.ndarray:
-    """(H, W) uint8, 1 = building, of the benchmark's HRNet on a (bands, H, W) image: the first
-    three bands, zero-padded at the bottom/right to at least ``LOWRES_WINDOW`` px, normalised as
-    albumentations' ``Normalize(0.5, 0.5, max_pixel_value=255)`` (``(v - 127.5) / 127.5`` in
-    float32), windows :data:`LOWRES_WINDOW`/:data:`LOWRES_STRIDE` resized around the net, raw
-    logits averaged, then **inverted**: the benchmark's mask is ``(1 - argmax) * 255``, so the
-    network's class 0 is the building."""
+def lowres_building_logits(net, image: np.ndarray):
+    """(2, H', W') float32 torch tensor: the benchmark's HRNet logits on a (bands, H, W) image,
+    averaged over its windows (``perception.py:seg_building_lowres``): the first three bands,
+    zero-padded at the bottom/right to at least ``LOWRES_WINDOW`` px (H' = max(H, 480), W' the
+    same), normalised as albumentations' ``Normalize(0.5, 0.5, max_pixel_value=255)``
+    (``(v - 127.5) / 127.5`` in float32), windows :data:`LOWRES_WINDOW`/:data:`LOWRES_STRIDE`
+    resized to :data:`LOWRES_NET_INPUT` px before the net and the raw logits back after it."""
     import torch.nn.functional as F
 
     x = np.moveaxis(_rgb(np.asarray(image)), 0, -1)
@@ -627,7 +627,15 @@ def lowres_building_labels(net, image: np.ndarray) -> np.ndarray:
         return F.interpolate(net(up), size=(LOWRES_WINDOW, LOWRES_WINDOW), mode="bilinear",
                              align_corners=False)
 
-    logits = average_windows(net, x, LOWRES_WINDOW, LOWRES_STRIDE, forward=forward)
+    return average_windows(net, x, LOWRES_WINDOW, LOWRES_STRIDE, forward=forward)
+
+
+def lowres_building_labels(net, image: np.ndarray) -> np.ndarray:
+    """(H, W) uint8, 1 = building, of the benchmark's HRNet on a (bands, H, W) image: the argmax
+    of :func:`lowres_building_logits`, cropped back, then **inverted**: the benchmark's mask is
+    ``(1 - argmax) * 255``, so the network's class 0 is the building."""
+    h, w = np.asarray(image).shape[1:3]
+    logits = lowres_building_logits(net, image)
     return (1 - logits.argmax(dim=0).numpy()).astype(np.uint8)[:h, :w]
 
 

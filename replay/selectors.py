@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from annotation.models import Task
+from annotation.models import Layer, Task
 from annotation.services.task_import import TaskImportError
 from kernel.engine import collapse_expanded
 from kernel.golddiff import DIFFERS, step_diff
@@ -237,4 +237,31 @@ def task_replay_diff(task: Task) -> dict | None:
     if run is None:
         return None
     return {**replay_diff(run), "recorded": task_recorded_diff(run), "variant_check": run.variant_check}
+
+
+def task_of_question(question_id: str) -> Task | None:
+    """The task whose question id is ``question_id`` (its head revision loaded), or None
+    (``manage.py replay --task``)."""
+    return Task.objects.select_related("head").filter(question_id=question_id).first()
+
+
+def tasks_to_replay(event_slug: str | None, mode: str) -> list[Task]:
+    """The tasks ``manage.py replay`` replays, by id: those with a head revision, of one event
+    (its slug) or all; in ``GOLD_MODE`` not the released ones (their gold is frozen:
+    ``annotation.services.tasks.require_unreleased``)."""
+    tasks = Task.objects.select_related("head", "event").order_by("id")
+    if event_slug:
+        tasks = tasks.filter(event__slug=event_slug)
+    tasks = [t for t in tasks if t.head_id]
+    if mode == GOLD_MODE:
+        tasks = [t for t in tasks if t.status != Task.Status.RELEASED]
+    return tasks
+
+
+def layers_by_event(event_ids, fields) -> dict[int, list[Layer]]:
+    """``{event id: [Layer]}`` of the events ``event_ids``, only ``fields`` loaded: one query."""
+    out: dict[int, list[Layer]] = {}
+    for layer in Layer.objects.filter(event_id__in=set(event_ids)).only(*fields):
+        out.setdefault(layer.event_id, []).append(layer)
+    return out
 

@@ -88,6 +88,21 @@ def test_the_tree_keeps_its_layers():
     assert violations(ROOT) == []
 
 
+#: ``../shared/tools/check_layers.py``'s bound on function-local imports of another project package
+#: (allowed places included: ``AppConfig.ready``, commands, ``jobs.py``); it exits 1 above it
+MAX_CROSS_PACKAGE_LOCAL = 15
+
+
+def test_function_local_imports_of_other_packages_stay_within_the_checkers_bound():
+    """A command reaches another package through its own package's selectors and services where it
+    can (``replay.selectors.task_of_question`` for ``manage.py replay``), so the count of lazy
+    cross-package imports stays within what ``check_layers.py`` accepts."""
+    packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name not in SKIP}
+    local = [f"{rel}:{line} -> {dst} in {func}()" for rel, line, _src, dst, is_local, func
+             in project_imports(ROOT, packages) if is_local]
+    assert len(local) <= MAX_CROSS_PACKAGE_LOCAL, "\n".join(local)
+
+
 # --------------------------------------------------------------------------------------------
 # Between modules: loops and function-local imports (the rules of check_modules.py)
 # --------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.paths import OutsideRoot
 from kernel.vocabulary import PERCEPTION_MODES, SERVING_PERCEPTION_MODE
 
 HTTP_HOST = "127.0.0.1"
@@ -80,7 +81,6 @@ class Command(BaseCommand):
         # imported here, not at the top: ``manage.py mcp_serve --help`` loads this module without
         # starting Django (manage.py), and the server's start pays only for what it uses
         from annotation.models import Task
-        from kernel.paths import OutsideRoot
         from replay.mcp_server import build_server
         from replay.sessions import RunDirectory, SessionRecorder
 

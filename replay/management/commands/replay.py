@@ -36,6 +36,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.errors import InvalidInput, Locked
 from kernel.vocabulary import PERCEPTION_MODES
 
 
@@ -79,25 +80,22 @@ class Command(BaseCommand):
         return self._all(o)
 
     def _one(self, o):
-        from annotation.models import Task
-        from annotation.services.task_import import TaskImportError
-        from annotation.services.tasks import TaskLockedError
         from replay.models import ReplayRun
-        from replay.selectors import recorded_diff, recorded_trajectory, task_recorded_diff
+        from replay.selectors import recorded_diff, recorded_trajectory, task_of_question, task_recorded_diff
         from replay.services.runs import create_run, execute_replay
 
-        task = Task.objects.select_related("head").filter(question_id=o["task"]).first()
+        task = task_of_question(o["task"])
         if task is None:
             raise CommandError(f"--task: no task with question id '{o['task']}'")
         recorded = None
         if o["against"]:
             try:
                 recorded = recorded_trajectory(task, o["against"])
-            except TaskImportError as exc:
+            except InvalidInput as exc:  # the file is not a task file of it (TaskImportError)
                 raise CommandError(f"--against: {exc}") from exc
         try:
             run = create_run(task, mode=o["mode"])
-        except TaskLockedError as exc:
+        except Locked as exc:  # a released task's gold is frozen (TaskLockedError)
             raise CommandError(f"--task: {exc}") from None
         run = execute_replay(run.pk, use_cache=not o["no_cache"])
         out = {"question_id": task.question_id, "run": run.pk, "status": run.status, "error": run.error or None,
@@ -141,19 +139,13 @@ class Command(BaseCommand):
             sys.exit(2)
 
     def _all(self, o):
-        from annotation.models import Layer, Task
         from replay.jobs import run_replay
         from replay.models import ReplayRun
-        from replay.selectors import GOLD_MODE
+        from replay.selectors import layers_by_event, tasks_to_replay
         from replay.services.layers import LAYER_FIELDS, input_fingerprint
         from replay.services.runs import create_run, execute_replay
 
-        tasks = Task.objects.select_related("head", "event").order_by("id")
-        if o["event"]:
-            tasks = tasks.filter(event__slug=o["event"])
-        tasks = [t for t in tasks if t.head_id]
-        if o["mode"] == GOLD_MODE:  # a released task's gold is frozen (require_unreleased)
-            tasks = [t for t in tasks if t.status != Task.Status.RELEASED]
+        tasks = tasks_to_replay(o["event"], o["mode"])
         todo = []
         if o["changed_only"]:
             # the newest succeeded run's fingerprint per (task, revision), and each event's layers:
@@ -163,9 +155,7 @@ class Command(BaseCommand):
                 runs = runs.filter(task__event__slug=o["event"])
             last_fp = {(task_id, rev_id): fp for task_id, rev_id, fp in
                        runs.order_by("id").values_list("task_id", "revision_id", "input_fingerprint")}
-            layers: dict[int, list] = {}
-            for layer in Layer.objects.filter(event_id__in={t.event_id for t in tasks}).only(*LAYER_FIELDS):
-                layers.setdefault(layer.event_id, []).append(layer)
+            layers = layers_by_event({t.event_id for t in tasks}, LAYER_FIELDS)
         for t in tasks:
             if o["changed_only"]:
                 last = last_fp.get((t.pk, t.head_id))

@@ -22,6 +22,7 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ import re
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -360,6 +362,19 @@ def _tool_text(result) -> tuple[str, bool]:
     return "\n".join(texts), bool(getattr(result, "is_error", False))
 
 
+def _run_async(fn):
+    """``fn()`` (an async callable) run to its end from synchronous code: ``anyio.run`` in this
+    thread, or in a short-lived thread of its own where this thread already has a running event
+    loop (an async caller, or Playwright's sync API left in the tests' main thread), which
+    ``anyio.run`` refuses ("Cannot run the event loop while another loop is running")."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(fn)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="experiment-mcp") as pool:
+        return pool.submit(anyio.run, fn).result()
+
+
 def _call_tool(server, name: str, args: dict) -> str:
     """The tool message's text of one call on the task's MCP server (``replay.mcp_server``, the
     ``mcp_serve`` code path): the tool's JSON text, or the ToolNode's error text for a refused call."""
@@ -367,7 +382,7 @@ def _call_tool(server, name: str, args: dict) -> str:
         return await server.call_tool(name, args)
 
     try:
-        text, is_error = _tool_text(anyio.run(call))
+        text, is_error = _tool_text(_run_async(call))
     except Exception as exc:  # noqa: BLE001 — the MCP layer's refusal (unknown tool, bad arguments)
         return TOOL_FAILED.format(error=f"ToolException({str(exc)!r})")
     return TOOL_FAILED.format(error=f"ToolException({text!r})") if is_error else text
@@ -379,7 +394,7 @@ def offered_tools(server, question: dict, protocol: str) -> list[dict]:
     async def listing():
         return await server.list_tools()
 
-    tools = anyio.run(listing)
+    tools = _run_async(listing)
     if protocol == "IF":
         wanted = {harness.model_tool_name(n) for n in harness.required_tool_names(question)}
         tools = [t for t in tools if t.name in wanted] or tools

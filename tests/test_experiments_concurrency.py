@@ -252,3 +252,25 @@ def test_each_thread_has_its_own_work_folder_in_the_harness_layout(tmp_path):
                      config=ExperimentConfig(model="smollm2-135m", protocol="IF"))
     assert services.work_dir_of(exp, 2, "a/b_task0", 3) == (
         tmp_path / "experiments" / "7" / "smollm2-135m-r2_IF" / "workers" / "w3" / "tmp" / "a_b_task0")
+
+
+def test_a_tool_server_call_from_a_thread_with_a_running_event_loop_still_answers():
+    """The job may run where the thread already has an event loop running (an async caller; in the
+    suite, Playwright's sync API leaves one in the main thread after a browser test), where
+    ``anyio.run`` refuses to start another: the call then runs in a thread of its own and answers
+    the same (here 6 * 7 = 42, and the thread it ran in is not the caller's)."""
+    import asyncio
+    import threading
+
+    from experiments.services import _run_async
+
+    async def answer():
+        return 6 * 7, threading.get_ident()
+
+    assert _run_async(answer)[0] == 42  # no loop here: in this thread
+
+    async def caller():
+        return _run_async(answer), threading.get_ident()
+
+    (value, inner), outer = asyncio.run(caller())
+    assert value == 42 and inner != outer

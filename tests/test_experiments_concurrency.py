@@ -272,5 +272,10 @@ def test_a_tool_server_call_from_a_thread_with_a_running_event_loop_still_answer
     async def caller():
         return _run_async(answer), threading.get_ident()
 
-    (value, inner), outer = asyncio.run(caller())
+    # the caller's loop runs in a thread of its own: this one may already hold Playwright's
+    got = {}
+    loop_thread = threading.Thread(target=lambda: got.update(result=asyncio.run(caller())))
+    loop_thread.start()
+    loop_thread.join(30)
+    (value, inner), outer = got["result"]
     assert value == 42 and inner != outer

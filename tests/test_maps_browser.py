@@ -39,6 +39,15 @@ def _login(browser, live_server, username, password):
     return open_signed_in(browser, live_server, username, password, viewport=(1440, 900))
 
 
+def _boxes(p, *selectors):
+    """The page-space boxes ({x, y, width, height}, CSS px) of the first element of each selector, read
+    in one script run, so from one layout: separate reads can straddle a reflow while the page loads."""
+    return p.evaluate("""sels => sels.map(sel => {
+        const r = document.querySelector(sel).getBoundingClientRect();
+        return {x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height};
+    })""", list(selectors))
+
+
 def _proxy(page, root):
     """Leaflet's zoom proxy transform: it changes exactly when the map zooms."""
     return page.evaluate(f"() => (document.querySelector('{root} .leaflet-proxy') || {{style: {{}}}}).style.transform || ''")
@@ -123,8 +132,9 @@ def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, 
     try:
         p.goto(f"{live_server.url}/tasks/{task.pk}/")
         p.wait_for_selector("#replay-map .leaflet-container")
-        comments = p.locator("#comments").bounding_box()
-        mapbox = p.locator("#replay-map").bounding_box()
+        # both boxes from one layout: the replay's steps and answer above them fill in while the page
+        # loads, so two separate reads can straddle a reflow and see the rows hundreds of pixels apart
+        comments, mapbox = _boxes(p, "#comments", "#replay-map")
         # side by side: the map right of the comment box, their rows overlapping
         assert comments["x"] + comments["width"] <= mapbox["x"]
         assert mapbox["y"] < comments["y"] + comments["height"] and comments["y"] < mapbox["y"] + mapbox["height"]
@@ -140,14 +150,12 @@ def test_task_page_map_beside_comments_with_the_replay_mask_legend(live_server, 
         assert "0 · background  ← GT 0 background, 5 un-classified" in legend, legend
         assert "seg.building_damage reads hurricane-florence_00000018_mask.png through a class remap" in legend
         # the review map is small: its layer panel starts folded, covering a corner only; one click unfolds it
-        shown = p.locator("#replay-map .leaflet-container").bounding_box()
-        folded = p.locator("#replay-map .studio-panel").bounding_box()
+        shown, folded = _boxes(p, "#replay-map .leaflet-container", "#replay-map .studio-panel")
         assert "collapsed" in p.locator("#replay-map .studio-panel").get_attribute("class")
         assert folded["width"] * folded["height"] < 0.05 * shown["width"] * shown["height"], (folded, shown)
         p.locator("#replay-map .studio-panel-toggle").click()
         # the legend can be read: the panel scrolls within the map instead of running past its edge
-        panel = p.locator("#replay-map .studio-panel").bounding_box()
-        shown = p.locator("#replay-map .leaflet-container").bounding_box()
+        panel, shown = _boxes(p, "#replay-map .studio-panel", "#replay-map .leaflet-container")
         assert panel["y"] + panel["height"] <= shown["y"] + shown["height"], (panel, shown)
         p.locator("#replay-map .studio-legend-note").scroll_into_view_if_needed()
         assert p.locator("#replay-map .studio-legend-note").is_visible()

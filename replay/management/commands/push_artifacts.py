@@ -8,31 +8,9 @@ bucket nor here (replay its task again to make it anew).
 """
 from __future__ import annotations
 
-import json
-import sys
-
-from django.core.management.base import BaseCommand, CommandError
+from studio.commands import PushToBucketCommand
 
 
-class Command(BaseCommand):
+class Command(PushToBucketCommand):
     help = "Upload the replay artifacts the bucket lacks from this machine's artifact store (once, when turning the bucket on)."
-
-    def add_arguments(self, parser):
-        parser.add_argument("--json", action="store_true", help="print one JSON document")
-
-    def handle(self, *args, **opts):
-        from replay.services.artifacts import push_artifacts_to_bucket
-
-        try:
-            report = push_artifacts_to_bucket()
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
-        if opts["json"]:
-            self.stdout.write(json.dumps(report, indent=2))
-        else:
-            self.stdout.write(f"uploaded {len(report['uploaded'])}, already in the bucket {report['present']}, "
-                              f"missing {len(report['missing'])}")
-            for name in report["missing"]:
-                self.stdout.write(f"  missing: {name}")
-        if report["missing"]:
-            sys.exit(1)
+    push = "replay.services.artifacts:push_artifacts_to_bucket"

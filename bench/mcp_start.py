@@ -44,6 +44,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _scratch_studio import scratch_studio  # noqa: E402  (bench/_scratch_studio.py, beside this file)
+
 REAL = ROOT.parent / "shared" / "realdata"
 FLORENCE = REAL / "xbd-hurricane-florence"
 MASK = "hurricane-florence_00000018_mask.png"
@@ -57,48 +61,15 @@ TARGET = 1.3
 
 def setup(scratch: Path) -> dict:
     """A scratch database and data root with the Florence tile and one task; the child's environment."""
-    env = {
-        "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
-        "STUDIO_VAR_DIR": str(scratch),
-        "STUDIO_DATA_ROOT": str(scratch / "data"),
-        "STUDIO_ARTIFACT_ROOT": str(scratch / "data" / "artifacts"),
-        "DJANGO_SETTINGS_MODULE": "studio.settings",
-        "STUDIO_DEBUG": "0",
-        "STUDIO_CHECKPOINT_DIR": "",
-        "PYTHONPATH": str(ROOT),
-    }
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from annotation.models import Layer, Task
-    from annotation.services.imports import import_xbd_folder
-    from annotation.services.tasks import build_input_data, create_task
-    from studio.accounts import upsert_user
-
-    if not Task.objects.filter(question_id=QID).exists():
-        user = upsert_user("bench", "pw-bench-123", ["author", "maintainer"])
-        event = import_xbd_folder(FLORENCE).event
-        layers = {l.file_name: l for l in Layer.objects.filter(event=event)}
-        content = {
-            "question": "How many pixels show major damage or destruction, per class?",
-            "task_category": "perception_and_assessment", "task_category_code": "T1",
-            "disaster_type": "hurricane",
-            "input_data": build_input_data(event, {"pre_image": layers[PRE].pk, "post_image": layers[POST].pk}),
-            "trajectory": [{"call": "ras.count_pixels", "args": {"mask_path": MASK, "classes": [3, 4]}}],
-            "answer_spec": [{"name": "pixels_by_class", "eval_type": "scalar_dict",
-                             "source": "<counts> from trajectory[0].obs"}],
-        }
-        task = create_task(user, event, dimension="t1", content=content, sample_id="bench_mcp")
-        Task.objects.filter(pk=task.pk).update(question_id=QID)
-    from django.db import connections
-
-    connections.close_all()
-    return env
+    return scratch_studio(scratch, FLORENCE, question_id=QID, sample_id="bench_mcp", content=lambda layers: {
+        "question": "How many pixels show major damage or destruction, per class?",
+        "task_category": "perception_and_assessment", "task_category_code": "T1",
+        "disaster_type": "hurricane",
+        "input_layers": {"pre_image": PRE, "post_image": POST},
+        "trajectory": [{"call": "ras.count_pixels", "args": {"mask_path": MASK, "classes": [3, 4]}}],
+        "answer_spec": [{"name": "pixels_by_class", "eval_type": "scalar_dict",
+                         "source": "<counts> from trajectory[0].obs"}],
+    })
 
 
 async def one(params, *, call: bool, mask: str = MASK) -> float:

@@ -53,6 +53,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _scratch_studio import scratch_studio  # noqa: E402  (bench/_scratch_studio.py, beside this file)
+
 REAL = ROOT.parent / "shared" / "realdata"
 FLORENCE = REAL / "xbd-hurricane-florence"
 TILE = "hurricane-florence_00000018_"
@@ -170,51 +174,18 @@ def setup_server_db(scratch: Path, ckpt: Path) -> dict:
                        "dtype": arr.dtype.name}
         with rasterio.open(crop_dir / f"{TILE}{suffix}", "w", **profile) as dst:
             dst.write(np.ascontiguousarray(arr))
-    env = {
-        "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
-        "STUDIO_VAR_DIR": str(scratch),
-        "STUDIO_DATA_ROOT": str(scratch / "data"),
-        "STUDIO_ARTIFACT_ROOT": str(scratch / "data" / "artifacts"),
-        "DJANGO_SETTINGS_MODULE": "studio.settings",
-        "STUDIO_DEBUG": "0",
-        "STUDIO_CHECKPOINT_DIR": str(ckpt),
-        "PYTHONPATH": str(ROOT),
-    }
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from annotation.models import Layer, Task
-    from annotation.services.imports import import_xbd_folder
-    from annotation.services.tasks import build_input_data, create_task
-    from studio.accounts import upsert_user
-
-    if not Task.objects.filter(question_id=QID).exists():
-        user = upsert_user("bench", "pw-bench-123", ["author", "maintainer"])
-        event = import_xbd_folder(crop_dir).event
-        layers = {l.file_name: l for l in Layer.objects.filter(event=event)}
-        content = {
-            "question": "How many pixels show damaged buildings?",
-            "task_category": "perception_and_assessment", "task_category_code": "T1",
-            "disaster_type": "hurricane",
-            "input_data": build_input_data(event, {"pre_image": layers[f"{TILE}pre_original.png"].pk,
-                                                   "post_image": layers[f"{TILE}post_original.png"].pk}),
-            "trajectory": [{"call": "seg.building_damage",
-                            "args": {"pre_image_path": f"{TILE}pre_original.png",
-                                     "post_image_path": f"{TILE}post_original.png"}}],
-            "answer_spec": [{"name": "mask", "eval_type": "scalar",
-                             "source": "<mask_path> from trajectory[0].obs"}],
-        }
-        task = create_task(user, event, dimension="t1", content=content, sample_id="bench_perception")
-        Task.objects.filter(pk=task.pk).update(question_id=QID)
-    from django.db import connections
-
-    connections.close_all()
-    return env
+    return scratch_studio(scratch, crop_dir, question_id=QID, sample_id="bench_perception",
+                          checkpoint_dir=str(ckpt), content=lambda layers: {
+        "question": "How many pixels show damaged buildings?",
+        "task_category": "perception_and_assessment", "task_category_code": "T1",
+        "disaster_type": "hurricane",
+        "input_layers": {"pre_image": f"{TILE}pre_original.png", "post_image": f"{TILE}post_original.png"},
+        "trajectory": [{"call": "seg.building_damage",
+                        "args": {"pre_image_path": f"{TILE}pre_original.png",
+                                 "post_image_path": f"{TILE}post_original.png"}}],
+        "answer_spec": [{"name": "mask", "eval_type": "scalar",
+                         "source": "<mask_path> from trajectory[0].obs"}],
+    })
 
 
 def _server_pid() -> int:

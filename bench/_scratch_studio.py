@@ -1,0 +1,62 @@
+"""A scratch studio for the tool server benchmarks (``bench/mcp_start.py``, ``bench/perception.py``):
+a SQLite database and data root in a scratch folder, one xBD folder imported and one T1 task on it.
+
+Both benchmarks time ``manage.py mcp_serve`` children, which read this database; the environment this
+returns is theirs (and this process's, which it also sets up as a Django process).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scratch_studio(scratch: Path, xbd_folder: Path, *, question_id: str, sample_id: str,
+                   content: Callable[[dict], dict], checkpoint_dir: str = "") -> dict[str, str]:
+    """Set up a studio in ``scratch`` (``bench.sqlite3``, ``data/``) and return its environment.
+
+    ``content(layers)`` gets ``{file name: Layer}`` of the imported ``xbd_folder`` and returns the task's
+    content without ``input_data``, which is built from its ``input_layers`` entry (``{"pre_image":
+    file name, "post_image": file name}``). The task is made once, keyed by ``question_id``; a second
+    call on the same scratch folder reuses it. ``checkpoint_dir``: ``STUDIO_CHECKPOINT_DIR`` ("" for no
+    network weights).
+    """
+    env = {
+        "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
+        "STUDIO_VAR_DIR": str(scratch),
+        "STUDIO_DATA_ROOT": str(scratch / "data"),
+        "STUDIO_ARTIFACT_ROOT": str(scratch / "data" / "artifacts"),
+        "DJANGO_SETTINGS_MODULE": "studio.settings",
+        "STUDIO_DEBUG": "0",
+        "STUDIO_CHECKPOINT_DIR": checkpoint_dir,
+        "PYTHONPATH": str(ROOT),
+    }
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from annotation.models import Layer, Task
+    from annotation.services.imports import import_xbd_folder
+    from annotation.services.tasks import build_input_data, create_task
+    from studio.accounts import upsert_user
+
+    if not Task.objects.filter(question_id=question_id).exists():
+        user = upsert_user("bench", "pw-bench-123", ["author", "maintainer"])
+        event = import_xbd_folder(xbd_folder).event
+        layers = {layer.file_name: layer for layer in Layer.objects.filter(event=event)}
+        body = content(layers)
+        inputs = body.pop("input_layers")
+        body["input_data"] = build_input_data(event, {role: layers[name].pk for role, name in inputs.items()})
+        task = create_task(user, event, dimension="t1", content=body, sample_id=sample_id)
+        Task.objects.filter(pk=task.pk).update(question_id=question_id)
+    from django.db import connections
+
+    connections.close_all()
+    return env

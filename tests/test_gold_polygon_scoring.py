@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.florence import POST, PRE
+from support.florence import DAMAGE_TASK as DAMAGE
 
 from annotation.models import Task
 from annotation.services.tasks import create_task
@@ -42,16 +42,6 @@ from releases.services.release_export import export_release
 from replay.services.paths import artifact_path
 from replay.services.runs import start_replay
 
-DAMAGE = {
-    "question": "How many pixels show partially damaged or destroyed buildings?",
-    "trajectory": [
-        {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
-        {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-        {"call": "ras.vectorize", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-    ],
-    "answer_spec": [{"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"},
-                    {"name": "damaged_area", "eval_type": "polygon_iou", "source": "<vector_path> from trajectory[2].obs"}],
-}
 T1 = "t1_perception_and_assessment"
 FAR_SQUARE = {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {}, "geometry": {
     "type": "Polygon", "coordinates": [[[10000, 10000], [10010, 10000], [10010, 10010], [10000, 10010], [10000, 10000]]]}}]}

@@ -25,9 +25,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REALDATA, REPO, ChildDatabase
+from conftest import REPO, ChildDatabase
 from django.urls import reverse
 from support.children import child_env
+from support.florence import DAMAGE_TASK as CONTENT
+from support.florence import FLORENCE
 from support.seaweedfs import machine_env
 
 from annotation.services.imports import import_xbd_folder
@@ -37,20 +39,6 @@ from releases.services.export import write_task_files
 from replay.services.paths import artifact_key
 from replay.services.runs import create_run, execute_replay
 from studio import storage
-
-FLORENCE = REALDATA / "xbd-hurricane-florence"
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-CONTENT = {
-    "question": "How many pixels show partially damaged or destroyed buildings?",
-    "trajectory": [
-        {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
-        {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-        {"call": "ras.vectorize", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-    ],
-    "answer_spec": [{"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"},
-                    {"name": "damaged_area", "eval_type": "polygon_iou", "source": "<vector_path> from trajectory[2].obs"}],
-}
 
 
 def _sha(data: bytes) -> str:

@@ -54,9 +54,11 @@ from pathlib import Path
 
 import morecantile
 import pytest
-from conftest import REALDATA, SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES
 from conftest_celery import broker_url
 from django.core.management import call_command
+from support.florence import DAMAGE_TASK as DAMAGE
+from support.florence import FLORENCE
 from support.judging import run_zip
 from support.seaweedfs import machine_env
 
@@ -82,19 +84,6 @@ pytestmark = pytest.mark.skipif(
                              "2); the embedded memory:// broker is private to one process")
 
 WMQ = morecantile.tms.get("WebMercatorQuad")
-FLORENCE = REALDATA / "xbd-hurricane-florence"
-PRE = "hurricane-florence_00000018_pre_original.png"
-POST = "hurricane-florence_00000018_post_original.png"
-DAMAGE = {
-    "question": "How many pixels show partially damaged or destroyed buildings?",
-    "trajectory": [
-        {"call": "seg.building_damage", "args": {"pre_image_path": PRE, "post_image_path": POST}},
-        {"call": "ras.count_pixels", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-        {"call": "ras.vectorize", "args": {"mask_path": "<mask_path> from trajectory[0].obs", "classes": [2, 3]}},
-    ],
-    "answer_spec": [{"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"},
-                    {"name": "damaged_area", "eval_type": "polygon_iou", "source": "<vector_path> from trajectory[2].obs"}],
-}
 #: the columns of a scored record compared between the two paths
 SCORE_FIELDS = ("question_id", "dimension", "task_score", "field_scores", "n_scored_fields", "t_any", "t_ord",
                 "t_em", "par_acc", "eff", "error")

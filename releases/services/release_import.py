@@ -64,6 +64,7 @@ from releases.services.export import (
 from releases.services.lifecycle import SEMVER_RE, ReleaseError, ReleaseImmutableError, _publish
 from releases.services.pins import pin_layers
 from replay.services.gold import record_imported_gold
+from replay.services.paths import artifact_store
 from studio.permissions import Action, require
 
 
@@ -308,6 +309,16 @@ def read_release_dir(path, *, event_slug: str | None = None) -> _Parsed:
 
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    """Write ``path`` as a new file (a temporary name, then a rename), never through an existing one:
+    the file there may be a hard link of the snapshot's backup or of the content store
+    (``ArtifactStore.put``), whose bytes must not change."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 class _DataRootSnapshot:
     """Hard-link snapshot of folders under the data root, to undo file changes of a failed import."""
 
@@ -449,6 +460,9 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
     art_root = Path(settings.STUDIO_ARTIFACT_ROOT)
     slugs = sorted({pl.event for pl in parsed.planned})
     snapshot = _DataRootSnapshot([data_root / "events" / s for s in slugs] + [art_root / IMPORT_ARTIFACTS])
+    # the gold folders' files also enter the content store (with a bucket, uploaded there), as a replay's
+    # artifacts do: a rolled-back import leaves them there unnamed, as a failed replay leaves its outputs
+    store = artifact_store()
     snapshot.take()
     try:
         with transaction.atomic():
@@ -531,20 +545,22 @@ def import_release_dir(user, path, *, event_slug: str | None = None, release_ver
                 key = hashlib.sha256(canonical(source).encode("utf-8")).hexdigest()[:32]
                 adir = f"{IMPORT_ARTIFACTS}/{key}"
                 (art_root / adir).mkdir(parents=True, exist_ok=True)
-                (art_root / adir / SOURCE_FILE).write_text(dumps(source), encoding="utf-8")
+                _write_new(art_root / adir / SOURCE_FILE, dumps(source).encode("utf-8"))
+                manifest = {SOURCE_FILE: store.put(art_root / adir / SOURCE_FILE)}
                 for _name, value in _polygon_answers(pl.task):
                     if value in parsed.polygons:
                         vrel = safe_relative(value)
-                        dst = art_root / adir / (vrel.as_posix() if vrel else f"gold_polygons/{Path(value).name}")
-                        dst.parent.mkdir(parents=True, exist_ok=True)
-                        shutil.copyfile(parsed.polygons[value], dst)
+                        name = vrel.as_posix() if vrel else f"gold_polygons/{Path(value).name}"
+                        dst = art_root / adir / name
+                        _write_new(dst, Path(parsed.polygons[value]).read_bytes())
+                        manifest[name] = store.put(dst)
                 final = to_storage(pl.task.get("final_answer"))
                 stored_trajectory = to_storage(trajectory)
                 run = record_imported_gold(
                     user, task, rev, filled_trajectory=stored_trajectory, final_answer=final,
                     eval_spec=to_storage(pl.task.get("eval_spec") or {}),
                     answer_format=to_storage(pl.task.get("answer_format") or {}), artifact_dir=adir, at=now,
-                    auto_accepted=blank_gold)
+                    auto_accepted=blank_gold, artifact_manifest=manifest)
                 pinned.append((task, rev.pk, run.pk))
 
             variant_questions = {pl.question_id: pin for pl, pin in zip(parsed.planned, pinned)

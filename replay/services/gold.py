@@ -23,6 +23,9 @@ from replay.models import ReplayRun
 from replay.selectors import GOLD_MODE, current_gold, latest_successful_replay
 from studio.permissions import Action, require
 
+#: the ``ReplayRun.mode`` of a gold imported from a release's files (nothing executed)
+IMPORT_MODE = "import"
+
 #: the permission that accepting a changed gold answer needs (see the report: a dedicated
 #: ``gold.accept`` row would be stricter)
 ACCEPT_ACTION = Action.TASK_REPLAY
@@ -46,22 +49,26 @@ def require_succeeded_replay(task: Task) -> None:
 
 @transaction.atomic
 def record_imported_gold(user, task: Task, revision, *, filled_trajectory: list, final_answer, eval_spec: dict,
-                         answer_format: dict, artifact_dir: str, at, auto_accepted: bool = False) -> ReplayRun:
+                         answer_format: dict, artifact_dir: str, at, auto_accepted: bool = False,
+                         artifact_manifest: dict[str, str] | None = None) -> ReplayRun:
     """The gold of a task imported from a release: a succeeded replay run of ``revision`` in mode
     ``import``, accepted, holding the file's trajectory with its observations (stored form), final
     answer, eval spec and answer format, and ``artifact_dir`` (relative to the artifact root: the
-    file's own sample and task and its gold polygons). Nothing is executed; ``replay_hash`` is the
+    file's own sample and task and its gold polygons) with ``artifact_manifest`` (``{name in that
+    folder: SHA-256}``, the files already put in the content store, ``replay.services.paths``: with a
+    bucket, every machine reads them as it reads a replay's artifacts). Nothing is executed; ``replay_hash`` is the
     engine's hash of trajectory and answer, so a later replay of the same content compares equal.
     ``at``: the import's time (started and finished). Accepted by ``user``, or with
     ``auto_accepted`` by nobody (accepted automatically), so that the next replay takes its place
     by itself (a file whose gold is blank: ``import_release --accept-proposals``)."""
     steps = len(filled_trajectory)
     return ReplayRun.objects.create(
-        task=task, revision=revision, mode="import", status=ReplayRun.Status.SUCCEEDED,
+        task=task, revision=revision, mode=IMPORT_MODE, status=ReplayRun.Status.SUCCEEDED,
         steps_total=steps, steps_done=steps, final_answer=final_answer, eval_spec=eval_spec,
         answer_format=answer_format, filled_trajectory=filled_trajectory,
         replay_hash=replay_hash(filled_trajectory, final_answer), gold_accepted=True,
-        accepted_by=None if auto_accepted else user, requested_by=user, artifact_dir=artifact_dir, started_at=at, finished_at=at)
+        accepted_by=None if auto_accepted else user, requested_by=user, artifact_dir=artifact_dir,
+        artifact_manifest=dict(artifact_manifest or {}), started_at=at, finished_at=at)
 
 
 

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 import rasterio
 import rasterio.shutil
+from support.stored import remove_file, store_file
 
 REPO = Path(__file__).resolve().parents[1]
 # Expected reader warnings, which annotation.tiles silences at import (pytest resets filters per test):
@@ -39,22 +40,24 @@ def event(db, settings, joplin_cog):
 
     from annotation.models import Event, Layer
 
-    root = Path(settings.STUDIO_DATA_ROOT)
-    shutil.copy(joplin_cog, root / "joplin_3857.tif")
+    # a key of its own per test: GDAL remembers what it read of an object (and, with a bucket, that it
+    # exists) for its process's life, and every test of the session shares the process and the bucket
+    joplin = store_file(f"joplin-{uuid.uuid4().hex[:8]}/joplin_3857.tif", copy_from=joplin_cog)
+    joplin = joplin.relative_to(settings.STUDIO_DATA_ROOT).as_posix()
     for name in ("pre_original.png", "post_original.png", "mask.png"):
-        shutil.copy(FLORENCE / f"hurricane-florence_00000018_{name}", root / name)
-    (root / "roads.geojson").write_text(json.dumps({"type": "FeatureCollection", "features": [
+        store_file(name, copy_from=FLORENCE / f"hurricane-florence_00000018_{name}")
+    store_file("roads.geojson", data=json.dumps({"type": "FeatureCollection", "features": [
         {"type": "Feature", "properties": {"name": "Main St", "highway": "primary"},
-         "geometry": {"type": "LineString", "coordinates": [[-94.499, 37.07], [-94.493, 37.074]]}}]}))
-    (root / "buildings.geojson").write_text(json.dumps({"type": "FeatureCollection", "features": [
+         "geometry": {"type": "LineString", "coordinates": [[-94.499, 37.07], [-94.493, 37.074]]}}]}).encode())
+    store_file("buildings.geojson", data=json.dumps({"type": "FeatureCollection", "features": [
         {"type": "Feature", "properties": {"subtype": "destroyed", "uid": "b1"},
-         "geometry": {"type": "Polygon", "coordinates": [[[10, 10], [60, 10], [60, 60], [10, 60], [10, 10]]]}}]}))
+         "geometry": {"type": "Polygon", "coordinates": [[[10, 10], [60, 10], [60, 60], [10, 60], [10, 10]]]}}]}).encode())
     with rasterio.open(JOPLIN) as src:
         bounds = list(transform_bounds(src.crs, "EPSG:4326", *src.bounds))
     ev = Event.objects.create(slug="florence-joplin", name="Florence & Joplin sample", disaster_type="flood",
                               source="xBD / xView2 samples")
     Layer.objects.create(event=ev, name="Joplin post", kind="raster", phase="post", modality="optical",
-                         file_name="joplin_post.tif", path="joplin_3857.tif", tiles_path="joplin_3857.tif",
+                         file_name="joplin_post.tif", path=joplin, tiles_path=joplin,
                          frame="geographic", crs="EPSG:32615", gsd_m=0.6, width=1024, height=1024, bounds=bounds)
     Layer.objects.create(event=ev, name="Roads", kind="vector", file_name="roads.geojson", path="roads.geojson",
                          frame="geographic", feature_count=1, bounds=bounds)
@@ -222,7 +225,9 @@ def test_pixel_layers_are_grouped_by_tile(client_in, event):
 
 @pytest.mark.django_db
 def test_event_page_survives_a_missing_file(client_in, event, settings):
-    (Path(settings.STUDIO_DATA_ROOT) / "joplin_3857.tif").unlink()
+    from annotation.models import Layer
+
+    remove_file(Layer.objects.get(event=event, name="Joplin post").path)
     r = client_in.get(f"/events/{event.slug}/")
     assert r.status_code == 200
     geo = next(s for s in _config(r)["layers"] if s["name"] == "Joplin post")

@@ -149,11 +149,12 @@ def test_an_import_killed_mid_way_is_failed_cleaned_and_rerun_at_once(tmp_path, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_export_killed_mid_way_is_failed_cleaned_and_exported_again(tmp_path, maintainer):
+def test_an_export_killed_mid_way_is_failed_cleaned_and_exported_again(tmp_path, maintainer, settings):
     """The issue's attack: the process running a release export is killed part-way (inside a task
     file). Its ``job.json`` says ``running`` with the child's tag, beside the hidden staging folder
     and the spool files; the sweep fails it and leaves only ``job.json`` in its folder; a new
-    export succeeds."""
+    export succeeds. (On a local data root; with a bucket: tests/test_release_export_bucket.py.)"""
+    settings.STUDIO_STORAGE_URL = ""
     from releases.models import Release
     from releases.selectors import export_jobs, exports_dir
     from releases.services.release_export import start_export
@@ -315,7 +316,9 @@ def test_a_web_process_sweeps_every_kind_in_the_background_at_most_every_so_ofte
     first request of a process sweeps (on a thread), the next ones within
     STUDIO_JOB_SWEEP_EVERY_S do not. Jobs of a process of this host that has exited (its pid taken
     from a child that ended): a running import, a running judge job and a running export, all
-    failed by that one sweep; a running judge job of another host with a fresh heartbeat is left."""
+    failed by that one sweep; a running judge job of another host with a fresh heartbeat is left.
+    (The export's folder is written here as a local data root holds it: no bucket.)"""
+    settings.STUDIO_STORAGE_URL = ""
     from django.core.signals import request_started
     from django.utils import timezone
 

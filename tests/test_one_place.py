@@ -73,6 +73,8 @@ def test_the_former_copies_of_confinement_call_kernel_paths():
 def test_the_services_refuse_paths_outside_the_data_root(settings):
     from replay.services.paths import data_path, stored_path
 
+    # the local data root's rule (with a bucket, data_path first fetches the file: tests/test_layers_bucket.py)
+    settings.STUDIO_STORAGE_URL = ""
     assert data_path("ev/a.tif") == (Path(settings.STUDIO_DATA_ROOT) / "ev" / "a.tif").resolve()
     for fn in (data_path, stored_path):
         with pytest.raises(OutsideRoot, match="lies outside the data root"):

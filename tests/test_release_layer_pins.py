@@ -31,6 +31,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from support.joplin import JOPLIN
+from support.stored import republish_file
 
 from annotation.models import Layer, LayerVersion, Task
 from releases.models import Release, ReleaseFile, ReleaseLayerPin
@@ -196,6 +197,7 @@ def test_a_re_export_that_would_ship_another_file_is_refused_naming_it(published
     damage = Layer.objects.get(event__slug="joplin-tornado", file_name="damage.geojson")
     kept = data / LayerVersion.objects.get(layer=damage, number=1).snapshot["path"]
     kept.write_bytes(kept.read_bytes()[:-10])  # the pinned version's file changed behind the studio
+    republish_file(LayerVersion.objects.get(layer=damage, number=1).snapshot["path"])  # there, with a bucket
     out = tmp_path / "export-refused"
     with pytest.raises(ExportError, match=r"images/damage\.geojson differs from what was published"):
         export_release(published["release"], out)

@@ -7,6 +7,7 @@ import zipfile
 import pytest
 from conftest import SCORING_EXAMPLES
 from django.urls import include, path
+from support.stored import downloaded
 
 from releases.services import lifecycle, release_import
 
@@ -79,8 +80,9 @@ def test_pages_list_detail_publish_export_download_diff(maint, client):
     page = client.get("/releases/1.0.0/").content.decode()
     assert f"/releases/1.0.0/exports/{job['id']}/download/" in page
     r = client.get(f"/releases/1.0.0/exports/{job['id']}/download/")
-    assert r.status_code == 200 and r["Content-Type"] == "application/zip"
-    names = zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content))).namelist()
+    if r.status_code == 200:  # without a bucket the view streams the zip (with one, a presigned link)
+        assert r["Content-Type"] == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(downloaded(r))).namelist()
     assert "dora-1.0.0/tasks/t5_multi_modal_report_synthesis.json" in names
     page = client.get("/releases/diff/", {"a": "1.0.0", "b": "1.0.0"}).content.decode()
     assert "0 added, 0 removed, 0 changed, 12 unchanged." in page

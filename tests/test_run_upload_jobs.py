@@ -16,6 +16,7 @@ from support.judging import TASKS, run_zip
 
 from evaluation.models import AgentRun, RunImportJob
 from evaluation.services import runs as services
+from studio import storage
 
 pytestmark = pytest.mark.urls("support.judging")
 
@@ -25,12 +26,17 @@ def inline(settings):
     settings.STUDIO_JUDGE_RUNNER = "inline"
 
 
+def _stored(archive: str) -> bool:
+    """Whether the uploaded zip is kept: a key of the bucket with one, else a local file."""
+    return storage.exists(archive) if storage.uses_bucket() else Path(archive).is_file()
+
+
 def _upload(client, capture, name="qwen_AP", **extra):
     with capture() as after_commit:
         r = client.post("/runs/", {"archive": run_zip(name), "agent": "qwen", **extra})
     assert r.status_code == 302, r.content.decode()[:2000]
     job = RunImportJob.objects.order_by("-id").first()
-    assert job.status == "queued" and Path(job.archive).is_file()
+    assert job.status == "queued" and _stored(job.archive)
     return job, after_commit
 
 
@@ -43,7 +49,7 @@ def test_a_failed_import_shows_its_first_error_styled_failed(client, maintainer,
         cb()
     job.refresh_from_db()
     assert job.status == "failed" and "question ids with no task in the studio" in job.error
-    assert not AgentRun.objects.exists() and Path(job.archive).is_file()  # kept for a re-run
+    assert not AgentRun.objects.exists() and _stored(job.archive)  # kept for a re-run
     page = client.get("/runs/").content.decode()
     assert f'id="import-{job.pk}" class="import-job status-row-failed"' in page
     assert 'class="import-status status-failed">failed</b><div class="progress failed">' in page
@@ -81,7 +87,7 @@ def test_a_crashed_job_is_rerun_from_its_stored_zip(client, maintainer, inline, 
     run = AgentRun.objects.get()
     assert (job.status, job.run_id, job.attempts, run.protocol) == ("done", run.pk, 2, "AP")
     assert run.records.count() == 12 and job.queued == {"records": 0, "slots": 0}
-    assert not Path(job.archive).exists()
+    assert not _stored(job.archive)
     # a done job is not re-run
     r = client.post(f"/api/run-imports/{job.pk}/rerun/")
     assert r.status_code == 409 and "is done: only a failed job" in r.json()["detail"]

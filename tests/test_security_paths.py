@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.stored import store_file
 
 from annotation.importers.errors import DataImportError
 
@@ -29,6 +30,8 @@ def test_data_path_refuses_escapes(rel):
 def test_data_path_accepts_inside(settings):
     from replay.services.paths import data_path
 
+    settings.STUDIO_STORAGE_URL = ""  # the local rule (with a bucket data_path first fetches the file)
+
     assert data_path("events/x/a.tif") == Path(settings.STUDIO_DATA_ROOT).resolve() / "events/x/a.tif"
 
 
@@ -39,6 +42,7 @@ def test_layer_resolver_refuses_escaping_names_and_rows(secret):
     from replay.services.layers import LayerResolver
 
     event = Event.objects.create(slug="e", name="e")
+    store_file("events/e/a.geojson", data=b'{"type": "FeatureCollection", "features": []}')
     Layer.objects.create(event=event, name="a", kind="vector", file_name="a.geojson", path="events/e/a.geojson")
     resolver = LayerResolver(event.pk)
     for name in ("../../etc/passwd", "../secret.geojson", str(secret)):

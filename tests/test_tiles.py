@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from pathlib import Path
 
 import morecantile
@@ -12,6 +11,7 @@ import pytest
 import rasterio
 import rasterio.shutil
 from PIL import Image
+from support.stored import store_file
 
 from annotation import tiles
 
@@ -72,12 +72,10 @@ def _bounds(path: Path) -> list[float]:
 def make_layer(db, settings, cogs):
     from annotation.models import Event, Layer
 
-    root = Path(settings.STUDIO_DATA_ROOT)
     event, _ = Event.objects.get_or_create(slug="joplin-test", defaults={"name": "Joplin test", "disaster_type": "tornado"})
 
     def make(cog: str, *, kind="raster", source=JOPLIN, **fields):
-        (root / "layers").mkdir(exist_ok=True)
-        shutil.copy(cogs / cog, root / "layers" / cog)
+        store_file(f"layers/{cog}", copy_from=cogs / cog)
         defaults = dict(name=cog, kind=kind, file_name=cog.replace("_3857", ""), path=f"layers/{cog}",
                         tiles_path=f"layers/{cog}", frame="geographic", bounds=_bounds(source), modality="optical")
         defaults.update(fields)
@@ -187,9 +185,8 @@ def test_class_colours_follow_labels_then_index():
 def test_pixel_frame_image_and_mask(settings):
     from annotation.models import Event, Layer
 
-    root = Path(settings.STUDIO_DATA_ROOT)
-    shutil.copy(FLORENCE_POST, root / "post.png")
-    shutil.copy(FLORENCE_MASK, root / "mask.png")
+    store_file("post.png", copy_from=FLORENCE_POST)
+    store_file("mask.png", copy_from=FLORENCE_MASK)
     event = Event.objects.create(slug="florence", name="Florence")
     img_layer = Layer.objects.create(event=event, name="post", kind="raster", frame="pixel", file_name="post.png",
                                      path="post.png", width=1024, height=1024, phase="post")
@@ -299,8 +296,7 @@ def test_geojson_endpoint_serves_the_stored_file_inside_the_root(settings, clien
 def test_image_endpoint(settings, client_in):
     from annotation.models import Event, Layer
 
-    root = Path(settings.STUDIO_DATA_ROOT)
-    shutil.copy(FLORENCE_MASK, root / "mask.png")
+    store_file("mask.png", copy_from=FLORENCE_MASK)
     event = Event.objects.create(slug="florence", name="Florence")
     mask = Layer.objects.create(event=event, name="gt", kind="mask", frame="pixel", file_name="mask.png",
                                 path="mask.png", width=1024, height=1024, class_map=DAMAGE)

@@ -12,10 +12,18 @@ from django.conf import settings
 
 
 def child_env(db: ChildDatabase, tmp_path: Path) -> dict:
-    """The environment of a ``manage.py`` child that works on ``db`` and this test's data root."""
+    """The environment of a ``manage.py`` child that works on ``db`` and this test's data root, with
+    this test's storage (``STUDIO_STORAGE_URL`` and the ``AWS_*`` settings as the test has them: a
+    bucket, or none where the test turned CI's off)."""
     return {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
             "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
-            "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": ""}
+            "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": "",
+            **{name: str(getattr(settings, name, None) or "") for name in STORAGE_SETTINGS}}
+
+
+#: the settings that say where the studio keeps its files (``studio/settings.py``, read from the environment)
+STORAGE_SETTINGS = ("STUDIO_STORAGE_URL", "AWS_S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                    "AWS_S3_REGION_NAME", "AWS_S3_ADDRESSING_STYLE")
 
 
 def manage(*args: str, env: dict) -> list[str]:

@@ -12,7 +12,6 @@ winning save.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import pytest
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from django.conf import settings
 from django.test import Client
+from support.children import child_env
 
 from annotation.models import Event
 from releases.services import release_import
@@ -50,10 +50,7 @@ class LiveStudio:
     def __init__(self, db: ChildDatabase, tmp_path: Path, gunicorn: bool = False):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
-               "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
-               "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": "",
-               "STUDIO_DEBUG": "0"}
+        env = {**child_env(db, tmp_path), "STUDIO_DEBUG": "0"}
         env.pop("STUDIO_TEST_DB_NAME", None)
         self.log = tmp_path / "server.log"
         self._fh = open(self.log, "wb")

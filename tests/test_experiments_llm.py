@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ChildDatabase
 from conftest_llm import start_llm_server
-from django.conf import settings
+from support.children import child_env
 from support.florence import FLORENCE
 from support.mcp import make_task
 
@@ -378,13 +378,8 @@ def test_a_budget_stops_the_experiment_cleanly_with_a_clear_state(served, inline
 
 
 def _child_env(tmp_path: Path, db: ChildDatabase) -> dict:
-    env = dict(os.environ)
-    env.update({"DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
-                "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
-                "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO),
-                "STUDIO_JUDGE_ALLOWED_HOSTS": "127.0.0.1", "STUDIO_EXPERIMENT_BACKOFF_S": "0.05",
-                "CELERY_BROKER_URL": ""})
-    return env
+    return {**child_env(db, tmp_path), "STUDIO_JUDGE_ALLOWED_HOSTS": "127.0.0.1",
+            "STUDIO_EXPERIMENT_BACKOFF_S": "0.05"}
 
 
 def _manage(env, *args, timeout=600):

@@ -17,6 +17,7 @@ import rasterio
 from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
 from django.conf import settings
 from rasterio.transform import from_origin
+from support.children import child_env
 
 from annotation.models import Event, Layer, Task
 from annotation.services import imports
@@ -130,9 +131,7 @@ def test_a_killed_import_leaves_staging_that_start_up_sweeps(tmp_path):
     """The reproduction: an import SIGKILLed part-way leaves var/data/tmp/import-*; the next
     process's start-up (django.setup → AnnotationConfig.ready) removes it."""
     db = ChildDatabase(tmp_path)
-    env = {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
-           "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "DJANGO_SETTINGS_MODULE": "studio.settings",
-           "PYTHONPATH": str(REPO), "STUDIO_VAR_DIR": str(tmp_path / "var")}
+    env = child_env(db, tmp_path)
     env.pop("STUDIO_TEST_DB_NAME", None)
     src = REALDATA / "rasterio-testdata" / "float_nan.tif"
     r = subprocess.run([sys.executable, "-c", KILL_DURING_BUILD, str(src)], cwd=REPO, env=env, capture_output=True,

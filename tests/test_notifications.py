@@ -24,7 +24,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import pytest
 from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
 from django.core import mail
 from django.utils import timezone
+from support.children import child_env
 from support.judging import GOOD
 
 from annotation.models import Event, Task, TaskRevision
@@ -431,9 +431,7 @@ def test_a_worker_killed_mid_delivery_loses_nothing(tmp_path, maintainer, receiv
     d = WebhookDelivery.objects.create(webhook=hook, message_id="msg_kill", event_type="release.published", body=body,
                                        next_attempt_at=timezone.now())
     db = ChildDatabase(tmp_path)
-    env = {**os.environ, "DATABASE_URL": db.url, "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO),
-           "CELERY_BROKER_URL": "", "STUDIO_JUDGE_RUNNER": "inline", "STUDIO_WEBHOOK_PRIVATE_HOSTS": "127.0.0.1",
-           "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT)}
+    env = {**child_env(db, tmp_path), "STUDIO_JUDGE_RUNNER": "inline", "STUDIO_WEBHOOK_PRIVATE_HOSTS": "127.0.0.1"}
     worker = subprocess.Popen([sys.executable, str(REPO / "manage.py"), "send_webhooks"], cwd=REPO, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -18,7 +18,13 @@ def child_env(db: ChildDatabase, tmp_path: Path) -> dict:
     return {**os.environ, "DATABASE_URL": db.url, "STUDIO_DATA_ROOT": str(settings.STUDIO_DATA_ROOT),
             "STUDIO_ARTIFACT_ROOT": str(settings.STUDIO_ARTIFACT_ROOT), "STUDIO_VAR_DIR": str(tmp_path / "var"),
             "DJANGO_SETTINGS_MODULE": "studio.settings", "PYTHONPATH": str(REPO), "CELERY_BROKER_URL": "",
-            **{name: str(getattr(settings, name, None) or "") for name in STORAGE_SETTINGS}}
+            **storage_env()}
+
+
+def storage_env() -> dict[str, str]:
+    """The environment variables of this test's storage: ``STORAGE_SETTINGS`` as its settings have
+    them now ("" for unset), for a child process that must keep its files where this one does."""
+    return {name: str(getattr(settings, name, None) or "") for name in STORAGE_SETTINGS}
 
 
 #: the settings that say where the studio keeps its files (``studio/settings.py``, read from the environment)

@@ -19,6 +19,7 @@ from annotation.models import Layer
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import build_input_data, create_task
 from studio.accounts import upsert_user
+from support.children import storage_env
 from support.florence import FLORENCE, POST, PRE
 
 
@@ -79,7 +80,7 @@ def obs_of(result) -> dict:
 def subprocess_env(tmp_path) -> dict:
     """Environment for a ``manage.py mcp_serve`` subprocess: the test's committed rows
     (``ChildDatabase``: a file copy on SQLite, the test database itself on PostgreSQL) and the
-    test's data root."""
+    test's data root and storage (a bucket or none, as the test has it)."""
     db = ChildDatabase(tmp_path, "mcp.sqlite3")
     return {
         "DATABASE_URL": db.url,
@@ -88,4 +89,5 @@ def subprocess_env(tmp_path) -> dict:
         "STUDIO_VAR_DIR": str(tmp_path / "var"),
         "DJANGO_SETTINGS_MODULE": "studio.settings",
         "PYTHONPATH": str(REPO),
+        **storage_env(),
     }

@@ -38,13 +38,14 @@ ROOT = HERE.parent
 #: took 10.5 min on each database at full size on 2026-12-03 with its floor rounds, and a VM of this
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
-            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600}
-ORDER = ("scoring", "tiles", "replay", "replay_pg", "lists", "export", "serve", "mcp_start", "tools", "perception")
+            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 3600}
+ORDER = ("scoring", "tiles", "replay", "replay_pg", "scale", "lists", "export", "serve", "mcp_start", "tools", "perception")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
 EXTRA = {"replay_pg": ("replay", ["--postgres"])}
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
 QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
               "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4"],
+              "scale": ["--tasks", "120", "--events", "4"],
               "lists": ["--tasks", "2000", "--repeat", "3", "--import-records", "200"],
               "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"],
               "mcp_start": ["--rounds", "3"]}

@@ -404,4 +404,9 @@ def test_two_workers_sharing_only_the_database_the_broker_and_the_bucket_give_th
     cas = {f"artifacts/cas/{sha[:2]}/{sha}" for sha in manifest.values()}
     for m in ("a", "b"):
         assert cas <= set(_tree(tmp_path / f"machine-{m}", "artifacts/cas")), m
-    assert set(out_of_bucket(seaweedfs, name, "artifacts/")) == cas
+    # and the bucket's artifacts are those and the files of the golds the web imported from the release
+    # (each gold's source.json and gold polygons, named in its import run's manifest): nothing else
+    imported = {f"artifacts/cas/{sha[:2]}/{sha}" for manifest in ReplayRun.objects.filter(mode="import")
+                .values_list("artifact_manifest", flat=True) for sha in manifest.values()}
+    assert imported and not imported & cas
+    assert set(out_of_bucket(seaweedfs, name, "artifacts/")) == cas | imported

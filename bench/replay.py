@@ -428,8 +428,9 @@ def paired_pass(tasks, cold_runs, scratch: Path, tag: str = "", tool_clock: list
             "failed": failed}
 
 
-def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None:
-    """Wall time of no-cache replays of ``tasks`` on ``n_workers`` Celery worker processes."""
+def worker_pass(env: dict, tasks, n_workers: int, scratch: Path, limit_s: float = 1800) -> float | None:
+    """Wall time of no-cache replays of ``tasks`` on ``n_workers`` Celery worker processes; None when
+    a replay failed, the workers exited or the pass ran past ``limit_s`` seconds."""
     from replay.jobs import run_replay
     from replay.services.runs import create_run
     from studio.celery import app
@@ -446,7 +447,7 @@ def worker_pass(env: dict, tasks, n_workers: int, scratch: Path) -> float | None
         t0 = time.perf_counter()
         results = [run_replay.apply_async((pk,), {"use_cache": False}, queue=queue) for pk in runs]
         while not all(r.ready() for r in results):
-            if proc.poll() is not None or time.perf_counter() - t0 > 1800:
+            if proc.poll() is not None or time.perf_counter() - t0 > limit_s:
                 return None
             time.sleep(0.2)
         elapsed = time.perf_counter() - t0

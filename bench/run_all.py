@@ -38,7 +38,7 @@ ROOT = HERE.parent
 #: took 10.5 min on each database at full size on 2026-12-03 with its floor rounds, and a VM of this
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
-            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 3600}
+            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200}
 ORDER = ("scoring", "tiles", "replay", "replay_pg", "scale", "lists", "export", "serve", "mcp_start", "tools", "perception")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
 EXTRA = {"replay_pg": ("replay", ["--postgres"])}

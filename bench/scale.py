@@ -3,6 +3,8 @@ whose files live in an S3 bucket, 1 worker against 2, and what the bucket costs.
 
     CELERY_BROKER_URL=redis://127.0.0.1:6379/15 .venv/bin/python bench/scale.py [--tasks 5150] [--events 45]
 
+At the default size it runs about an hour on a 2-CPU machine (``run_all.py`` gives it two).
+
 The task set is ``bench/replay.py``'s (its ``build``: the three xBD scenes of ../shared/realdata and
 events derived from them, four templates of 4–9 authored steps, "[synthetic]" in every question), on
 a scratch PostgreSQL database (two writing workers need a server database) and a scratch data root.
@@ -40,6 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.7
+#: the longest a pass may run: one worker on the bucket took 1,750 s for 5,150 replays (2026-12-06)
+PASS_LIMIT_S = 5400
 
 
 def _module(name: str, path: Path):
@@ -120,7 +124,7 @@ def main() -> None:
             before = _objects(server, bucket, f"{label}/") if in_bucket else (0, 0)
             print(f"{label}: {len(tasks)} no-cache replays on {workers} worker(s)"
                   f"{' with the bucket as the data root' if in_bucket else ''} …", flush=True)
-            seconds = replay_bench.worker_pass(pass_env, tasks, workers, scratch)
+            seconds = replay_bench.worker_pass(pass_env, tasks, workers, scratch, limit_s=PASS_LIMIT_S)
             if seconds is None:
                 sys.exit(f"{label}: the pass failed or ran past its limit (see {scratch}/worker{workers}.log)")
             passes[label] = _hashes(len(tasks))

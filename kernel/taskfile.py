@@ -103,12 +103,57 @@ def nesting_position(text: str, limit: int = MAX_JSON_DEPTH) -> tuple[int, int] 
     return None  # pragma: no cover - the two scans count the same brackets
 
 
-def bounded_loads(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
+#: bytes that :func:`_valid_json_within` keeps: quotes and brackets (``{}`` read as ``[]``)
+_QUOTES_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
+_QUOTED = re.compile(rb'"[^"]*"')
+
+
+def _valid_json_within(data: bytes, limit: int) -> bool:
+    """True when ``data``, *if it is valid JSON* (UTF-8), nests no array or object deeper than
+    ``limit`` levels; False when it may (then :func:`nesting_position` decides). For valid JSON
+    the answer is exact and :func:`nesting_position` would find nothing; for text that is not
+    JSON it means nothing, which is why :func:`bounded_loads` trusts it only when ``json.loads``
+    then succeeds.
+
+    Everything runs in C over bytes (a tenth of :func:`nesting_position`'s time on a task file:
+    0.15 s against 1.9 s for the 143 MB of 100,000 SYNTHETIC tasks, 2026-12-06): escape pairs
+    ``\\\\`` then ``\\"`` are removed (in valid JSON a backslash occurs only in a string,
+    where escapes pair from the left, as ``bytes.replace`` does), every byte but quotes and
+    brackets is deleted (UTF-8 continuation bytes are never ASCII), empty strings ``""`` and then
+    the rest of each string are cut (the quotes left pair up as strings' ends), and the innermost
+    pairs ``[]`` are removed once per level: a balanced bracket text is empty after exactly as
+    many passes as it has levels."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    bare = data.translate(_QUOTES_BRACKETS, _NOT_QUOTE_OR_BRACKET).replace(b'""', b"")
+    if b'"' in bare:
+        bare = _QUOTED.sub(b"", bare)
+    for _ in range(limit):
+        if not bare:
+            return True
+        bare = bare.replace(b"[]", b"")
+    return not bare
+
+
+def bounded_loads(text: str, limit: int = MAX_JSON_DEPTH, *, data: bytes | None = None) -> Any:
     """``json.loads(text)`` for JSON from an untrusted file (a task file, a release manifest, a
     label file, a prediction line): the one reader that bounds nesting. Raises
     :class:`JSONNestingError` (line, column) before parsing when an array or object lies deeper
     than ``limit`` levels (so never ``RecursionError``), ``json.JSONDecodeError`` as ``json.loads``
-    does otherwise. NaN tokens are read as ``json.loads`` reads them."""
+    does otherwise. NaN tokens are read as ``json.loads`` reads them.
+
+    ``data``: the UTF-8 bytes ``text`` was decoded from, if the caller has them (else ``text`` is
+    encoded). A text that is valid JSON within the limit (:func:`_valid_json_within`, then
+    ``json.loads`` succeeding) is parsed without :func:`nesting_position`'s scan; any other text
+    takes the checks below in their order, so its error is the same."""
+    if data is None:
+        data = text.encode("utf-8", "surrogatepass")
+    if _valid_json_within(data, limit):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            pass  # not JSON: the scan below decides which error comes first, as without this path
     where = nesting_position(text, limit)
     if where is not None:
         raise JSONNestingError(*where, limit)
@@ -154,7 +199,8 @@ def loads(text: str | bytes) -> Any:
     key keeps its last value), nesting bounded (:func:`bounded_loads`). Bytes are decoded as
     UTF-8. Raises ``ValueError`` (:class:`JSONNestingError` for nesting too deep)."""
     if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8")
+        data = bytes(text)
+        return bounded_loads(data.decode("utf-8"), data=data)
     return bounded_loads(text)
 
 

@@ -247,3 +247,73 @@ def test_bounded_loads_refuses_nesting_over_the_limit_with_line_and_column():
     assert math.isnan(bounded_loads('[NaN]')[0])
     with pytest.raises(JSONNestingError):
         loads(("[" * 200_000 + "]" * 200_000).encode())
+
+
+def _bounded_loads_plain(text):
+    """bounded_loads as it was before its shortcut: the nesting scan first, then json.loads."""
+    from kernel.taskfile import MAX_JSON_DEPTH, JSONNestingError, nesting_position
+
+    where = nesting_position(text)
+    if where is not None:
+        raise JSONNestingError(*where, MAX_JSON_DEPTH)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise JSONNestingError(1, 1, MAX_JSON_DEPTH) from None
+
+
+def _outcome(read, text):
+    try:
+        return "value", json.dumps(read(text))
+    except ValueError as exc:
+        return type(exc).__name__, str(exc)
+
+
+_NESTING_TEXTS = [
+    "", " ", "[]", "{}", "[NaN]", '"x"', "1", "[" * 64 + "]" * 64, "[" * 65 + "]" * 65, "[" * 63 + "]" * 63,
+    "[{" * 32 + "}]" * 32, "[{" * 32 + "[]" + "}]" * 32, '{"a":' * 64 + "1" + "}" * 64, '{"a":' * 65 + "1" + "}" * 65,
+    '["[[[[\\"[[[[", "]]"]', '["\\\\", "[", "\\\\\\"]", "]"]', '["]]]]", ' + "[" * 64 + "]" * 64 + "]",
+    '["[[[[", ' + "[" * 62 + "]" * 62 + "]", '["\\u005b", "\\n[", "\\\\"]', '[1, "a\nb"]',
+    '\\"[' + "[" * 70 + "]" * 70 + "]", "[" * 70 + '"]' + "]" * 70, '"' + "[" * 70 + "]" * 70,
+    "[" * 80, "]" * 80, "[" * 65 + "]" * 64, '{"a": [1, 2}', "[1,]", '["é", "ü[", {"ß": ["]"]}]',
+    "[" * 2000 + "]" * 2000, "[" * 1500 + "x" + "]" * 1500, '["\ud800"]', '["\\ud800"]',
+]
+
+
+@pytest.mark.parametrize("text", _NESTING_TEXTS)
+def test_bounded_loads_shortcut_gives_what_the_scan_first_gave(text):
+    """bounded_loads parses a valid JSON text within the limit without the nesting scan
+    (_valid_json_within): for every text, valid or not, deep or not, with brackets, quotes and
+    backslashes inside and outside strings, it returns or raises exactly what the scan-first
+    reading did, from text and from bytes."""
+    from kernel.taskfile import bounded_loads, loads
+
+    expected = _outcome(_bounded_loads_plain, text)
+    assert _outcome(bounded_loads, text) == expected
+    if text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") == text:  # a text UTF-8 can carry
+        assert _outcome(lambda t: loads(t.encode()), text) == expected
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
+    | st.text(alphabet='ab[]{}"\\/\n\t é', max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='k[]{}"\\', max_size=4), inner,
+                                                               max_size=4),
+    max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_JSON_VALUES, wrap=st.integers(min_value=0, max_value=70), garble=st.sampled_from(["", "x", "]", '"', "\\"]),
+       cut=st.integers(min_value=0, max_value=3))
+def test_bounded_loads_shortcut_property(value, wrap, garble, cut):
+    """The same on generated JSON: values with brackets, quotes and backslashes in strings and
+    keys, wrapped in up to 70 arrays (around the limit of 64), sometimes made invalid (a stray
+    character inserted, the end cut off)."""
+    from kernel.taskfile import bounded_loads
+
+    text = "[" * wrap + json.dumps(value, ensure_ascii=False) + "]" * wrap
+    if garble:
+        text = text[: len(text) // 2] + garble + text[len(text) // 2:]
+    if cut:
+        text = text[:-cut]
+    assert _outcome(bounded_loads, text) == _outcome(_bounded_loads_plain, text)

@@ -317,3 +317,76 @@ def test_bounded_loads_shortcut_property(value, wrap, garble, cut):
     if cut:
         text = text[:-cut]
     assert _outcome(bounded_loads, text) == _outcome(_bounded_loads_plain, text)
+
+
+def _json_outcome(read, text):
+    try:
+        value = read(text)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return type(exc).__name__, str(exc)
+    return "value", repr(value), json.dumps(value)  # repr: types and key order; dumps: NaN, -0.0
+
+
+_DECODE_TEXTS = [
+    b'{"a":1,"b":2,"a":3}', b"[1e400]", b"[-1e400]", b"[1e-400]", b"[-0]", b"[-0.0]", b"[0e0]", b"[0E-0]", b"[-0e+0]",
+    b"[1e05, 1.5E+3, 123456789.123456789e-5, 2.2250738585072011e-308, 4.9406564584124654e-324, 1.7976931348623157e308]",
+    b"[123456789012345678901234567890, -9223372036854775809, 18446744073709551616, 1" + b"0" * 400 + b"]",
+    b"[1." + b"1" * 800 + b"]", b"[NaN, Infinity, -Infinity]", b'["\\ud800", "\\udc00x"]', b'["a\x01b"]', b'["a\x7fb"]',
+    b'["\\u0000", "\\/", "\\"\\\\"]', b"\xef\xbb\xbf[1]", b"[01]", b"[1.]", b"[.5]", b"[1e]", b'{"a":1,}', b"[1,]", b"",
+    b"  ", b" [1] \n", b"[1]\r\n", b"[1,\x0c2]", b"[1,\x0b2]", b"[1] x", b"[1]\x00", b'{"\\u00e9": 1, "\xc3\xa9": 2}',
+    b'["\xed\xa0\x80"]', b'["\xc0\xaf"]', b'["\xf4\x90\x80\x80"]', b'["\xe2\x82"]', b'["ok\xf0\x9f\x98\x80", "\xef\xbf\xbf"]',
+    b'["\xe2\x80\xa8", "\xc2\x85"]', b"[" * 3000 + b"]" * 3000, b"[true, false, null, tru]",
+]
+
+
+@pytest.mark.parametrize("data", _DECODE_TEXTS)
+def test_decode_json_is_json_loads(data):
+    """kernel.taskfile.decode_json (msgspec's decoder where it accepts the text, else json.loads)
+    gives json.loads' value or error on texts where the two decoders could part: number
+    spellings, integers past 64 bits, NaN and infinity tokens, lone surrogates, control
+    characters, invalid UTF-8, a BOM, trailing data, repeated keys, deep nesting; from text and
+    from bytes; and loads (the task-file reader) gives what the scan-first reading gave."""
+    from kernel.taskfile import decode_json, loads
+
+    def plain(b):
+        try:
+            return json.loads(b.decode("utf-8"))
+        except RecursionError:
+            return "RecursionError"
+
+    def fast(b):
+        try:
+            return decode_json(b)
+        except RecursionError:
+            return "RecursionError"
+
+    expected = _json_outcome(plain, data)
+    assert _json_outcome(fast, data) == expected
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        assert _json_outcome(fast, text) == expected
+    assert _json_outcome(loads, data) == _json_outcome(lambda b: _bounded_loads_plain(b.decode("utf-8")), data)
+
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=-(2 ** 80), max_value=2 ** 80)
+    | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5),
+    max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_ANY_JSON, ascii_only=st.booleans(), indent=st.sampled_from([None, 1, "\t"]))
+def test_decode_json_property(value, ascii_only, indent):
+    """The same on generated values (floats of every kind, integers past 64 bits, any text)
+    written by json.dumps in several styles: decode_json's value is json.loads', from text and
+    from bytes."""
+    from kernel.taskfile import decode_json
+
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
+    assert _json_outcome(decode_json, text) == _json_outcome(json.loads, text)
+    data = text.encode("utf-8", "surrogatepass")
+    assert _json_outcome(decode_json, data) == _json_outcome(lambda b: json.loads(b.decode("utf-8")), data)

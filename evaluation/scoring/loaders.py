@@ -2,12 +2,11 @@
 the way the official evaluator does (``load_gold`` / ``load_predictions``)."""
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
-from kernel.taskfile import loads
+from kernel.taskfile import decode_json, loads
 from kernel.vocabulary import TASK_STEMS as TASKS
 
 from .parsing import parse_prediction, record_answer
@@ -50,22 +49,6 @@ def load_task_files(tasks_dir: Path) -> dict[str, list[dict]]:
     return out
 
 
-_scan_once = json.JSONDecoder().scan_once  # json.loads' own decoder settings
-
-
-def _loads_line(line: str) -> Any:
-    """``json.loads(line)``, with the decoder's scanner called directly when the line is one JSON
-    value from its first character to its last (a run's lines are): the same object, without
-    ``json.loads``' Python-level wrapping per line. Anything else (leading or trailing blanks,
-    extra text, invalid JSON) goes to ``json.loads`` itself, so its result and its error message
-    are the standard library's."""
-    try:
-        value, end = _scan_once(line, 0)
-    except (StopIteration, ValueError):
-        return json.loads(line)
-    return value if end == len(line) else json.loads(line)
-
-
 def read_jsonl(path: Path) -> list[dict]:
     """Records of a ``benchmark.jsonl``; blank lines skipped. A line that is not a JSON object is
     skipped with a warning (the official evaluator would stop with an exception)."""
@@ -74,7 +57,7 @@ def read_jsonl(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            record = _loads_line(line)
+            record = decode_json(line)  # json.loads' value or error, decoded by msgspec where it can
         except ValueError as exc:
             warnings.warn(f"{path}:{n}: not JSON ({exc}); line skipped", stacklevel=2)
             continue

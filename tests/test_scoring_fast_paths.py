@@ -2,8 +2,9 @@
 
 * ``lcs_length`` counts a common prefix and suffix without its table: checked against the plain
   dynamic programme (the textbook recurrence, written out here) and on hand-worked pairs;
-* ``match_value(..., reasons=False)`` (par_acc without a step table) gives the same ``ok`` as with
-  reasons, and ``parameter_accuracy`` the same value with and without its table;
+* ``match_value(..., reasons=False)`` and ``_match_ok`` (par_acc without a step table) give the
+  same ``ok`` as with reasons, and ``parameter_accuracy`` (``_par_acc`` without its table) and
+  ``trajectory_metrics`` the same values with and without the table;
 * the per-text caches (``is_file_path``, observation path lists) answer like a fresh computation
   when the same text comes back.
 """
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.trajectory import (
     _Context,
+    _match_ok,
     flatten_trajectory,
     is_file_path,
     lcs_length,
@@ -81,6 +83,7 @@ def test_par_acc_and_ok_are_the_same_with_and_without_reasons(gold, pred):
             if row["name_ok"] and arg["why"] != "argument missing in the prediction":
                 assert match_value(arg["gold"], arg["pred"], ctx, reasons=False)[0] == arg["ok"]
                 assert match_value(arg["gold"], arg["pred"], ctx)[0] == arg["ok"]
+                assert _match_ok(arg["gold"], arg["pred"], ctx) is arg["ok"]
 
 
 def test_empty_tool_name_quirk_kept():

@@ -6,7 +6,9 @@
   same ``ok`` as with reasons, and ``parameter_accuracy`` (``_par_acc`` without its table) and
   ``trajectory_metrics`` the same values with and without the table;
 * the per-text caches (``is_file_path``, observation path lists) answer like a fresh computation
-  when the same text comes back.
+  when the same text comes back;
+* ``merge_predictions`` (a sample-id lookup, the record loop written out) fills the tasks the
+  evaluator's (sample id, task index) lookup fills.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation.scoring.config import ScoringConfig
+from evaluation.scoring.loaders import apply_record, merge_predictions, split_question_id
 from evaluation.scoring.trajectory import (
     _Context,
     _match_ok,
@@ -100,3 +103,52 @@ def test_per_text_caches_answer_like_a_fresh_computation():
         flat = [{"call": "a.b", "obs": [{"type": "text", "text": text}], "args": {"output_path": "/o/x.png"}},
                 {"call": "a.c", "obs": {"mask": "/runs/a/m.png"}}]
         assert output_map(flat) == {"/runs/a/m.png": (1, "mask"), "/o/x.png": (0, "output_path")}
+
+
+def _plain_merge(gold_samples, records):
+    """The evaluator's merge (load_predictions), written out: a (sample id, task index) lookup
+    filled sample by sample, each record applied to the task its question id names."""
+    preds, lookup = [], {}
+    for sample in gold_samples:
+        pred = {"tasks": [{"final_answer": {}, "trajectory": []} for _ in sample.get("tasks") or []]}
+        if "sample_id" in sample:
+            pred["sample_id"] = sample["sample_id"]
+        for ti, task in enumerate(pred["tasks"]):
+            lookup[(sample.get("sample_id", ""), ti)] = task
+        preds.append(pred)
+    matched = 0
+    for record in records:
+        sid, ti = split_question_id(record.get("question_id", ""), record.get("sample_id", ""))
+        try:
+            target = lookup.get((sid, ti))
+        except TypeError:
+            target = None
+        if target is not None:
+            apply_record(target, record)
+            matched += 1
+    return preds, f"  Loaded t1: {matched} predictions matched to {len(lookup)} tasks"
+
+
+gold_samples = st.lists(st.builds(
+    lambda sid, n: ({} if sid is None else {"sample_id": sid}) | {"tasks": [{"final_answer": {"k": i}} for i in range(n)]},
+    st.sampled_from([None, "a", "b", "", "a_task1", 7]), st.integers(0, 3)), max_size=6)
+run_records = st.lists(st.fixed_dictionaries(
+    {"question_id": st.sampled_from(["a_task0", "a_task1", "a_task2", "b_task0", "b_task-1", "b_taskx", "_task0",
+                                     "a_task1_task0", "a", "7_task0", "", 3]),
+     "predicted_answer": st.sampled_from([None, {"k": 1}, '{"k": 2}', "text", ["k"]]),
+     "trajectory": st.sampled_from([[], [{"call": "a.b"}]])},
+    optional={"sample_id": st.sampled_from(["a", "b", "", 7, ["unhashable"]]), "final_answer": st.just({"k": 3})}),
+    max_size=8)
+
+
+@SETTINGS
+@given(gold_samples, run_records)
+def test_merge_is_the_evaluators_lookup(gold, records):
+    """merge_predictions (a sample-id lookup of task lists, the record loop written out) fills
+    the same prediction tasks as the evaluator's (sample id, task index) lookup, with repeated,
+    missing and falsy sample ids, out-of-range, negative and unreadable task indices, a record's
+    own sample id (unhashable too) and answers of every kind; and logs the same counts."""
+    log = []
+    preds = merge_predictions({"t1": gold}, {"t1": records}, log)["t1"]
+    expected, line = _plain_merge(gold, records)
+    assert preds == expected and log == [line]

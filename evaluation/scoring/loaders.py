@@ -97,23 +97,42 @@ def split_question_id(question_id: Any, sample_id: Any = "") -> tuple[Any, int]:
     return (sample_id or qid), 0
 
 
-def empty_predictions(gold_samples: list[dict]) -> tuple[list[dict], dict[tuple, dict]]:
+#: the answer and trajectory of a task no record answers, shared by every skeleton: the scorer
+#: never changes the values it scores, and a record's answer or trajectory replaces them
+_NO_ANSWER: dict = {}
+_NO_STEPS: list = []
+
+
+def empty_predictions(gold_samples: list[dict]) -> tuple[list[dict], dict[Any, list[dict]], int]:
     """Prediction skeletons mirroring the gold samples (same sample ids and task count, empty
-    answers and trajectories) and the ``(sample_id, task index) → task`` lookup (a later sample
-    with the same id wins, as in the evaluator)."""
-    preds, lookup = [], {}
+    answers and trajectories), the lookup ``{sample_id: [task, ...]}`` and the number of
+    ``(sample_id, task index)`` pairs it answers.
+
+    The lookup answers ``(sid, i)`` with ``lookup[sid][i]``: the task of the *last* sample with
+    that id that has an ``i``-th task, as a dict keyed by ``(sid, i)`` filled sample by sample
+    answers it (the evaluator's); a later sample with fewer tasks replaces only its first ones."""
+    preds: list[dict] = []
+    lookup: dict[Any, list[dict]] = {}
+    n_pairs = 0
     for sample in gold_samples:
-        pred = {"tasks": []}
-        if isinstance(sample, dict) and "sample_id" in sample:
-            pred["sample_id"] = sample["sample_id"]
-        sid = sample.get("sample_id", "") if isinstance(sample, dict) else ""
-        tasks = (sample.get("tasks") if isinstance(sample, dict) else None) or []
-        for ti in range(len(tasks)):
-            task = {"final_answer": {}, "trajectory": []}
-            pred["tasks"].append(task)
-            lookup[(sid, ti)] = task
+        pred: dict = {"tasks": []}
+        sid: Any = ""
+        tasks = None
+        if isinstance(sample, dict):
+            if "sample_id" in sample:
+                sid = pred["sample_id"] = sample["sample_id"]
+            tasks = sample.get("tasks")
+        if tasks:
+            skeletons = pred["tasks"] = [{"final_answer": _NO_ANSWER, "trajectory": _NO_STEPS} for _ in range(len(tasks))]
+            earlier = lookup.get(sid)
+            if earlier is None:
+                lookup[sid] = skeletons
+                n_pairs += len(skeletons)
+            else:  # a repeated sample id: its first tasks replace the earlier ones
+                n_pairs += max(0, len(skeletons) - len(earlier))
+                lookup[sid] = skeletons + earlier[len(skeletons):]
         preds.append(pred)
-    return preds, lookup
+    return preds, lookup, n_pairs
 
 
 def apply_record(target: dict, record: dict) -> None:
@@ -141,21 +160,42 @@ def merge_predictions(gold_data: dict[str, list[dict]], records_by_dim: dict[str
                 where = Path(run_dir) / name / "benchmark.jsonl" if run_dir is not None else f"{name}/benchmark.jsonl"
                 log.append(f"  WARNING: {where} not found, skipping {dim}")
             continue
-        preds, lookup = empty_predictions(gold_data[dim])
+        preds, lookup, n_pairs = empty_predictions(gold_data[dim])
         matched = 0
+        find = lookup.get
         for record in records_by_dim[dim] or []:
             if not isinstance(record, dict):
                 continue
-            sid, ti = split_question_id(record.get("question_id", ""), record.get("sample_id", ""))
+            # split_question_id and apply_record, written out: this runs once per record
+            qid = record.get("question_id", "")
+            sid = record.get("sample_id", "")
+            if type(qid) is str:
+                head, cut, tail = qid.rpartition("_task")  # qid.rsplit("_task", 1)
+                if cut:
+                    try:
+                        ti = int(tail)
+                    except ValueError:
+                        ti = 0
+                    sid = sid or head
+                else:
+                    ti, sid = 0, sid or qid
+            else:
+                sid, ti = split_question_id(qid, sid)
             try:
-                target = lookup.get((sid, ti))
+                tasks = find(sid)
             except TypeError:  # an unhashable sample_id in the record
-                target = None
-            if target is None:
                 continue
-            apply_record(target, record)
+            if tasks is None or not 0 <= ti < len(tasks):
+                continue
+            target = tasks[ti]
+            answer = record.get("predicted_answer", record.get("final_answer"))  # record_answer
+            if answer is not None:
+                target["final_answer"] = answer if isinstance(answer, dict) else parse_prediction(answer)
+            trajectory = record.get("trajectory")
+            if trajectory:
+                target["trajectory"] = trajectory
             matched += 1
         pred_data[dim] = preds
         if log is not None:
-            log.append(f"  Loaded {dim}: {matched} predictions matched to {len(lookup)} tasks")
+            log.append(f"  Loaded {dim}: {matched} predictions matched to {n_pairs} tasks")
     return pred_data

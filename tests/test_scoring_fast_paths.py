@@ -8,17 +8,21 @@
 * the per-text caches (``is_file_path``, observation path lists) answer like a fresh computation
   when the same text comes back;
 * ``merge_predictions`` (a sample-id lookup, the record loop written out) fills the tasks the
-  evaluator's (sample id, task index) lookup fills.
+  evaluator's (sample id, task index) lookup fills;
+* ``score_answer`` without point fields (its own loop) gives the shared ``walk_answer``'s scores.
 """
 from __future__ import annotations
 
 import json
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.loaders import apply_record, merge_predictions, split_question_id
+from evaluation.scoring.measures import walk_answer
+from evaluation.scoring.operators import score_answer, score_field, score_point_pair
 from evaluation.scoring.trajectory import (
     _Context,
     _match_ok,
@@ -152,3 +156,27 @@ def test_merge_is_the_evaluators_lookup(gold, records):
     preds = merge_predictions({"t1": gold}, {"t1": records}, log)["t1"]
     expected, line = _plain_merge(gold, records)
     assert preds == expected and log == [line]
+
+
+answer_values = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(allow_nan=True),
+                          st.sampled_from(["12%", "0.4", "phase 2", "North", "a,b", ""]),
+                          st.lists(st.sampled_from(["a", "b", "c"]), max_size=3),
+                          st.dictionaries(st.sampled_from(["p1", "phase_1", "zone_id", "lat", "n"]),
+                                          st.integers(0, 9) | st.floats(0, 2), max_size=3))
+field_types = st.sampled_from(["scalar_count", "scalar_continuous", "ratio_pct", "exact_match", "scalar_dict", "set_f1",
+                               "ranking_kendall", "ignore", "text_bleu"])
+field_names = st.sampled_from(["count", "flooded_pct", "share", "zone", "classes", "order", "stats"])
+
+
+@SETTINGS
+@given(st.dictionaries(field_names, field_types, max_size=4), st.dictionaries(field_names, answer_values, max_size=4),
+       st.dictionaries(field_names, answer_values, max_size=4), st.sampled_from([None, 0.5]))
+def test_answer_without_point_fields_is_the_shared_walk(spec, pred, gold, gsd):
+    """score_answer's loop for an eval_spec without point fields (no pairs to detect) gives
+    walk_answer's task score and field scores, field for field, in the same order."""
+    cfg = ScoringConfig()
+    fast = score_answer(pred, gold, spec, gsd, (), cfg)
+    plain = walk_answer(pred, gold, spec, lambda f, t, p, g: score_field(f, t, p, g, gsd, (), cfg),
+                        lambda p, g, info: score_point_pair(p, g, info, gsd, cfg))
+    assert list(fast[1].items()) == list(plain[1].items())
+    assert fast[0] == plain[0] or (math.isnan(fast[0]) and math.isnan(plain[0]))

@@ -15,7 +15,7 @@ from typing import Any
 from .config import ScoringConfig
 from .loaders import TASKS
 from .operators import score_answer
-from .trajectory import METRICS, trajectory_metrics
+from .trajectory import METRICS, metric_values, trajectory_metrics
 
 #: the official evaluator's settings (an immutable value: one instance serves every default argument)
 DEFAULT_CONFIG = ScoringConfig()
@@ -92,7 +92,7 @@ def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None
         if sid:
             by_id[sid] = ps
     for s_idx, gold in enumerate(gold_samples):
-        gold_sid = gold.get("sample_id", f"sample_{s_idx}")
+        gold_sid = gold["sample_id"] if "sample_id" in gold else f"sample_{s_idx}"  # .get(), no default built
         if pred_samples is None:
             pred = gold
         elif _lookup(by_id, gold_sid) is not None:
@@ -109,12 +109,27 @@ def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None
             else:
                 pred_task = pred_tasks[t_idx] if t_idx < len(pred_tasks) else {}
             own = task_roots.get((gold_sid, t_idx)) if task_roots else None
-            task_score, field_scores, metrics, table = score_pair(gold_task, pred_task, gsd,
-                                                                  own + roots if own else roots, cfg, explain)
-            entry = task_entry(gold.get("sample_id", f"sample_{s_idx}"), t_idx, task_score, field_scores, metrics)
             if explain:
+                task_score, field_scores, metrics, table = score_pair(gold_task, pred_task, gsd,
+                                                                      own + roots if own else roots, cfg, explain)
+                entry = task_entry(gold_sid, t_idx, task_score, field_scores, metrics)
                 entry["step_matches"] = table
-            results.append(entry)
+                results.append(entry)
+                continue
+            # score_pair and task_entry written out (this runs once per task): the same values
+            task_score, field_scores = score_answer(pred_task.get("final_answer", {}), gold_task.get("final_answer", {}),
+                                                    gold_task.get("eval_spec", {}), gsd, own + roots if own else roots, cfg)
+            t_any, t_ord, t_em, par_acc, eff = metric_values(pred_task.get("trajectory", []),
+                                                             gold_task.get("trajectory", []), cfg)
+            results.append({
+                "sample_id": gold_sid,
+                "task_idx": t_idx,
+                "task_score": None if math.isnan(task_score) else round(task_score, 6),
+                "field_scores": {k: round(v, 6) for k, v in field_scores.items()},
+                "n_scored_fields": len(field_scores),
+                "t_any": round(t_any, 6), "t_ord": round(t_ord, 6), "t_em": round(t_em, 6),
+                "par_acc": round(par_acc, 6), "eff": round(eff, 6),
+            })
     n = len(results)
     if n == 0:
         return {"tasks": [], "n_tasks": 0, "n_scored_tasks": 0}

@@ -238,6 +238,18 @@ def score_answer(pred_answer: Any, gold_answer: Any, eval_spec: dict[str, str], 
     """
     if cfg.mode == "paper":
         return score_answer_paper(pred_answer, gold_answer, eval_spec, gsd_m, polygon_roots, cfg)
+    if type(eval_spec) is dict and "point_pixel" not in eval_spec.values() and "point_haversine" not in eval_spec.values():
+        # no point field, so no pair: walk_answer's loop written out (this runs once per task)
+        pred_answer = pred_answer if isinstance(pred_answer, dict) else {}
+        gold_answer = gold_answer if isinstance(gold_answer, dict) else {}
+        scores: dict[str, float] = {}
+        for field, etype in eval_spec.items():
+            if etype != "ignore":
+                scores[field] = score_field(field, etype, pred_answer.get(field), gold_answer.get(field), gsd_m,
+                                            polygon_roots, cfg)
+        if not scores:
+            return float("nan"), scores
+        return sum(scores.values()) / len(scores), scores
     return walk_answer(
         pred_answer, gold_answer, eval_spec,
         lambda field, etype, pred, gold: score_field(field, etype, pred, gold, gsd_m, polygon_roots, cfg),

@@ -566,21 +566,23 @@ def parameter_accuracy(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEF
     return matched / len(gold_flat), table
 
 
+def metric_values(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT) -> tuple[float, ...]:
+    """The values of :func:`trajectory_metrics`, in :data:`METRICS` order (t_any, t_ord, t_em,
+    par_acc, eff), unrounded, with no step table."""
+    gold_flat, g_names = _kept_steps(gold_traj)
+    pred_flat, p_names = _kept_steps(pred_traj)
+    gold_seq = g_names if "" not in g_names else [n for n in g_names if n]
+    pred_seq = p_names if "" not in p_names else [n for n in p_names if n]
+    return (tool_any_order(pred_seq, gold_seq), tool_in_order(pred_seq, gold_seq),
+            tool_exact_match(pred_seq, gold_seq), _par_acc(gold_flat, g_names, pred_flat, p_names, cfg),
+            efficiency(pred_seq, gold_seq))
+
+
 def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT,
                        explain: bool = False) -> tuple[dict[str, float], list[dict] | None]:
     """``({t_any, t_ord, t_em, par_acc, eff}, step table or None)``, unrounded."""
     if not explain:  # the same numbers without the table's bookkeeping (tests/test_scoring_fast_paths.py)
-        gold_flat, g_names = _kept_steps(gold_traj)
-        pred_flat, p_names = _kept_steps(pred_traj)
-        gold_seq = g_names if "" not in g_names else [n for n in g_names if n]
-        pred_seq = p_names if "" not in p_names else [n for n in p_names if n]
-        return {
-            "t_any": tool_any_order(pred_seq, gold_seq),
-            "t_ord": tool_in_order(pred_seq, gold_seq),
-            "t_em": tool_exact_match(pred_seq, gold_seq),
-            "par_acc": _par_acc(gold_flat, g_names, pred_flat, p_names, cfg),
-            "eff": efficiency(pred_seq, gold_seq),
-        }, None
+        return dict(zip(METRICS, metric_values(pred_traj, gold_traj, cfg))), None
     gold_steps, pred_steps = _steps(gold_traj), _steps(pred_traj)
     pred_seq = [n for n in pred_steps[2] if n]  # tool_sequence of the flattened steps
     gold_seq = [n for n in gold_steps[2] if n]

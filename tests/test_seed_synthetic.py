@@ -10,14 +10,18 @@ t5 k = 4, 9 (4): 25 in all.
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from support.florence import FLORENCE
 
 from annotation.models import Event, Layer, Task
 from annotation.services.imports import import_xbd_folder
-from evaluation.models import AgentRun, RunRecord
+from evaluation.agreement import agreement_report
+from evaluation.models import AgentRun, RunRecord, Verdict
 from evaluation.scoring import evaluate_samples
+from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.seeding import seed_synthetic
+from kernel.taxonomy import plan_is_correct
 from releases.services.export import dora_samples
 from replay.models import ReplayRun
 
@@ -97,3 +101,28 @@ def test_command_line_and_errors(db, capsys):
     text = capsys.readouterr().out
     assert "10 tasks over 1 synthetic events, 1 runs, 10 records" in text and "synthetic-run-1: DORA score" in text
     assert set(Task.objects.values_list("status", flat=True)) <= {"approved", "draft", "submitted", "in_review", "returned"}
+
+
+def test_a_verdict_sample_gives_the_agreement_report_real_rows(florence):
+    # 12 tasks, 2 runs, the first 5 records of each run judged: 10 records × (judge + 2 people) =
+    # 30 verdicts; the people's are marked final, so all 30 are decided rows of the report, and
+    # each record is one unit with two human raters (humans_per_run {2: 10})
+    out = seed_synthetic(12, 2, seed=5, verdicts=5)
+    assert out["verdicts"] == 30
+    judged = Verdict.objects.values_list("record_id", flat=True).distinct()
+    first5 = [set(RunRecord.objects.filter(run=run).order_by("id").values_list("id", flat=True)[:5])
+              for run in AgentRun.objects.order_by("id")]
+    assert set(judged) == first5[0] | first5[1]
+    people = Verdict.objects.filter(source="human")
+    assert people.count() == 20 and not people.filter(sealed_at__isnull=True).exists()
+    assert set(people.values_list("annotator__username", flat=True)) == {"synthetic-scorer-1", "synthetic-scorer-2"}
+    assert Verdict.objects.filter(source="judge", judge_name="synthetic-judge").count() == 10
+    for v in Verdict.objects.all():  # the taxonomy's rule: correct exactly when no flag is set
+        assert v.is_correct == plan_is_correct(v.errors) and (v.grade == 1.0) == v.is_correct
+    rows = agreement_rows()
+    assert len(rows) == 30
+    assert agreement_report(rows)["reference"]["humans_per_run"] == {2: 10}
+    # --replace deletes them with the runs; the scorers stay, without a usable password
+    seed_synthetic(12, 2, seed=5, replace=True)
+    assert not Verdict.objects.exists()
+    assert not get_user_model().objects.get(username="synthetic-scorer-1").has_usable_password()

@@ -18,7 +18,15 @@ docs/benchmarks.md). Everything it makes is marked synthetic and never mixes wit
   by ``evaluation.scoring.evaluate_samples`` (the official evaluator's computation), and the run's
   ``dora_score`` / ``dimensions`` aggregate the records exactly as the evaluator does (the same
   sums in the same order: equal to one ``evaluate_samples`` call over the whole set); each run's
-  leaderboard sums (``RunAggregate``) are written with its final scores, as an import writes them.
+  leaderboard sums (``RunAggregate``) are written with its final scores, as an import writes them;
+* with ``verdicts=K`` (``--verdicts K``), the first K records of each run carry three verdicts each, as
+  a scoring sample would: one of the judge ``synthetic-judge`` and one of each of two people,
+  ``synthetic-scorer-1`` and ``synthetic-scorer-2`` (users with the scorer role and an unusable
+  password). Their E1–E6 flags are drawn (each flag with probability 0.1 on a record whose
+  ``task_score`` is under 0.5, 0.02 otherwise; the second person and the judge each disagree with
+  the first on a flag with probability 0.1 and 0.15; the people's verdicts marked final), ``is_correct`` follows the flags (the
+  taxonomy's rule) and the grade is 1.0 for a correct plan, else 0.2 to 0.8 on the 0.2 grid; so the
+  agreement and judge-report pages have real statistics to compute.
 
 Re-running refuses while synthetic data exist unless ``--replace`` (which deletes the earlier
 synthetic events, tasks, replays, agents and runs first). Needs at least one imported real scene: a
@@ -27,6 +35,7 @@ GT mask layer that annotates an image (``manage.py import_xbd DIR``).
 from __future__ import annotations
 
 import random
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -36,13 +45,15 @@ from django.utils import timezone
 
 from annotation.models import Event, Layer, Task, TaskRevision
 from annotation.services.content import layer_manifest_entry
-from evaluation.models import Agent, AgentRun, RunRecord
+from evaluation.models import Agent, AgentRun, RunRecord, Verdict
 from evaluation.scoring import evaluate_samples
 from evaluation.scoring.aggregate import round6
 from evaluation.services.leaderboard import write_run_aggregate
 from kernel.engine import replay_hash
+from kernel.taxonomy import E_CODES, plan_is_correct
 from releases.services.export import CATEGORY_BY_DIM
 from replay.models import ReplayRun
+from studio.accounts import upsert_user
 
 PREFIX = "synthetic-"
 QUESTION_PREFIX = "[synthetic] "
@@ -50,6 +61,8 @@ DIMS = ("t1", "t2", "t3", "t4", "t5")
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
 DAMAGE_CLASSES = {"1": "intact", "2": "partially damaged", "3": "totally destroyed"}
 SAMPLE_CLASSES = {"building_damage": DAMAGE_CLASSES}  # a sample's classes: {layer name: {value: name}}
+JUDGE_NAME = f"{PREFIX}judge"
+SCORERS = (f"{PREFIX}scorer-1", f"{PREFIX}scorer-2")
 STATUS_MIX = (("approved", 0.60), ("draft", 0.15), ("submitted", 0.10), ("in_review", 0.10), ("returned", 0.05))
 
 
@@ -205,6 +218,7 @@ def delete_synthetic() -> dict:
     """Delete every synthetic agent, run, replay, task and event (``--replace``); returns counts."""
     with transaction.atomic():
         n_runs = AgentRun.objects.filter(agent__name__startswith=PREFIX).count()
+        Verdict.objects.filter(record__run__agent__name__startswith=PREFIX).delete()
         RunRecord.objects.filter(run__agent__name__startswith=PREFIX).delete()
         AgentRun.objects.filter(agent__name__startswith=PREFIX).delete()
         Agent.objects.filter(name__startswith=PREFIX).delete()
@@ -220,15 +234,47 @@ def delete_synthetic() -> dict:
     return {"tasks": n_tasks, "runs": n_runs}
 
 
+def _verdict_rows(records: list[tuple[int, float | None]], scorers: list, rng: random.Random) -> list[Verdict]:
+    """The sample's verdicts of ``records`` (``(record id, task_score)``): per record one of each of
+    ``scorers`` (users) and one of the judge :data:`JUDGE_NAME`, drawn as the module docstring says."""
+    rows, now = [], timezone.now()
+    for record_id, score in records:
+        p = 0.1 if score is None or score < 0.5 else 0.02
+        first = {c: rng.random() < p for c in E_CODES}
+        for who, flip in ((scorers[0], 0.0), (scorers[1], 0.1), (None, 0.15)):
+            flags = {c: (not v) if rng.random() < flip else v for c, v in first.items()}
+            ok = plan_is_correct(flags)
+            grade = 1.0 if ok else rng.choice((0.2, 0.4, 0.6, 0.8))
+            common = dict(record_id=record_id, is_correct=ok, grade=grade, errors=flags)
+            if who is None:
+                rows.append(Verdict(source=Verdict.Source.JUDGE, judge_name=JUDGE_NAME, judge_is_correct=ok,
+                                    prompt_version="synthetic", **common))
+            else:  # marked final by the person, so it counts in agreement (a decided verdict)
+                rows.append(Verdict(source=Verdict.Source.HUMAN, annotator=who, sealed_at=now, **common))
+    return rows
+
+
+def _scorers() -> list:
+    """The users :data:`SCORERS` with the scorer role and no usable password (nobody logs in as them)."""
+    users = []
+    for name in SCORERS:
+        user = upsert_user(name, secrets.token_urlsafe(16), ["scorer"])
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        users.append(user)
+    return users
+
+
 def seed_synthetic(n_tasks: int, n_runs: int, *, batch: int = 5000, seed: int = 0, tasks_per_sample: int = 2,
-                   status: str = "approved", replace: bool = False, log=lambda msg: None) -> dict:
+                   status: str = "approved", replace: bool = False, verdicts: int = 0, log=lambda msg: None) -> dict:
     """Create the synthetic benchmark (see the module docstring); returns
-    ``{"tasks", "runs", "records", "events", "seconds", "dora_scores": {run name: score}}``.
+    ``{"tasks", "runs", "records", "verdicts", "events", "seconds", "dora_scores": {run name: score}}``.
+    ``verdicts``: records of each run (its first, by id) given a judge's and two people's verdicts.
 
     Raises ``ValueError`` for bad sizes, no real scene, or synthetic data present without ``replace``.
     """
-    if n_tasks < 1 or n_runs < 0 or batch < 1 or tasks_per_sample < 1:
-        raise ValueError("--tasks, --batch and --tasks-per-sample must be at least 1, --runs at least 0")
+    if n_tasks < 1 or n_runs < 0 or batch < 1 or tasks_per_sample < 1 or verdicts < 0:
+        raise ValueError("--tasks, --batch and --tasks-per-sample must be at least 1, --runs and --verdicts at least 0")
     if status not in ("approved", "mix"):
         raise ValueError(f"--status: '{status}' is not 'approved' or 'mix'")
     t0 = time.monotonic()
@@ -358,5 +404,15 @@ def seed_synthetic(n_tasks: int, n_runs: int, *, batch: int = 5000, seed: int = 
             run.save(update_fields=["dora_score", "dimensions"])
             write_run_aggregate(run.pk)  # the leaderboard's sums, as an import writes them
             dora_scores[run.name] = run.dora_score
-    return {"tasks": n_tasks, "runs": n_runs, "records": n_records, "events": len({s.event.pk for s in scenes}),
+    n_verdicts = 0
+    if verdicts and runs:
+        with transaction.atomic():
+            scorers, rng = _scorers(), random.Random(f"{seed}:verdicts")
+            for run in runs:
+                sample = list(RunRecord.objects.filter(run=run).order_by("id").values_list("id", "task_score")[:verdicts])
+                made = Verdict.objects.bulk_create(_verdict_rows(sample, scorers, rng), batch_size=2000)
+                n_verdicts += len(made)
+        log(f"{n_verdicts:,} verdicts on {min(verdicts, n_tasks) * len(runs):,} records")
+    return {"tasks": n_tasks, "runs": n_runs, "records": n_records, "verdicts": n_verdicts,
+            "events": len({s.event.pk for s in scenes}),
             "seconds": round(time.monotonic() - t0, 1), "dora_scores": dora_scores}

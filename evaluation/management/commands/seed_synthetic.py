@@ -19,6 +19,8 @@ class Command(BaseCommand):
         parser.add_argument("--tasks-per-sample", type=int, default=2, help="tasks sharing one sample (default 2)")
         parser.add_argument("--status", default="approved", help="'approved' (default) or 'mix' of workflow states")
         parser.add_argument("--replace", action="store_true", help="delete earlier synthetic data first")
+        parser.add_argument("--verdicts", type=int, default=0,
+                            help="records of each run given a judge's and two people's verdicts (default 0)")
 
     def handle(self, *args, **opts):
         # imported here: ``manage.py seed_synthetic --help`` loads this module before Django starts (manage.py)
@@ -27,7 +29,7 @@ class Command(BaseCommand):
         quiet = opts["verbosity"] == 0
         try:
             out = seed_synthetic(opts["tasks"], opts["runs"], batch=opts["batch"], seed=opts["seed"],
-                                 tasks_per_sample=opts["tasks_per_sample"], status=opts["status"], replace=opts["replace"],
+                                 tasks_per_sample=opts["tasks_per_sample"], status=opts["status"], replace=opts["replace"], verdicts=opts["verdicts"],
                                  log=(lambda m: None) if quiet else (lambda m: self.stdout.write(m)))
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

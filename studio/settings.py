@@ -26,6 +26,7 @@
 | STUDIO_JOB_STALE_AFTER_S | 600 | seconds without a heartbeat after which a background job's worker is taken as dead and the sweep ends the job (studio/background.py) |
 | STUDIO_JOB_HEARTBEAT_S | 15 | seconds between two heartbeats of a running background job |
 | STUDIO_JOB_SWEEP_EVERY_S | 60 | a web process sweeps dead jobs at its first request and then at most this often (0: only manage.py sweep_jobs and worker start) |
+| STUDIO_WARM_UP | 1 | a web process built on studio.wsgi (gunicorn) imports its views and compiles its templates before its first request (studio/warmup.py); 0 leaves them to the first request |
 | STUDIO_RUN_UPLOAD_MAX_ENTRIES | 10000 | the most files and folders an uploaded run zip may hold |
 | STUDIO_JUDGE_ALLOWED_HOSTS | api.openai.com and the host of STUDIO_JUDGE_BASE_URL | hosts a judge endpoint may name |
 | STUDIO_JUDGE_KEY_VARIABLES | STUDIO_JUDGE_API_KEY,OPENAI_API_KEY | environment variables a judge configuration may name as its key |
@@ -285,6 +286,7 @@ STUDIO_RUN_UPLOAD_MAX_MB = _env_float("STUDIO_RUN_UPLOAD_MAX_MB", 200.0)
 STUDIO_JOB_STALE_AFTER_S = _env_float("STUDIO_JOB_STALE_AFTER_S", 600.0)
 STUDIO_JOB_HEARTBEAT_S = _env_float("STUDIO_JOB_HEARTBEAT_S", 15.0)
 STUDIO_JOB_SWEEP_EVERY_S = _env_float("STUDIO_JOB_SWEEP_EVERY_S", 60.0)
+STUDIO_WARM_UP = _env_bool("STUDIO_WARM_UP", True)
 STUDIO_RUN_UPLOAD_MAX_ENTRIES = _env_int("STUDIO_RUN_UPLOAD_MAX_ENTRIES", 10000)
 # The human scoring queue (evaluation/services/queue.py): verdicts wanted per record, and how long a
 # claimed item stays with its scorer before it returns to the queue.

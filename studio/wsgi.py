@@ -1,5 +1,6 @@
 import os
 
+from django.conf import settings
 from django.core.signals import request_started
 from django.core.wsgi import get_wsgi_application
 
@@ -11,3 +12,9 @@ application = get_wsgi_application()
 from studio.background import maybe_sweep  # noqa: E402 — after the settings are configured
 
 request_started.connect(maybe_sweep, dispatch_uid="studio.background.maybe_sweep")
+
+# ... and is ready before its first request: views imported, templates compiled (studio/warmup.py).
+if settings.STUDIO_WARM_UP:
+    from studio.warmup import warm_up  # noqa: E402
+
+    warm_up()

@@ -29,17 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db.models import Exists, OuterRef, Q
+
 from evaluation.models import RunRecord, ScoringItem, Verdict, VerdictsSeen
 from kernel.errors import Conflict
 from studio.permissions import Action, can
 
 __all__ = [
-    "own_verdict", "is_blind", "sees_verdicts", "visible_verdicts", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
+    "own_verdict", "is_blind", "sees_verdicts", "visible_verdicts", "blind_filter", "blind_record_ids", "visible_rows", "shows_agent", "agent_name",
     "robustness_for", "seen_refusal", "is_rater", "queue_params", "sees_queue_agents", "HIDDEN_ROBUSTNESS_KEYS", "NotBlind",
 ]
 
 #: the keys of ``RunRecord.robustness`` that are an outcome (by rule or by the judge): hidden while blind
 HIDDEN_ROBUSTNESS_KEYS = ("outcome", "decided_by", "judge_verdict", "recovered", "e5", "answer_ok")
+#: record ids per query of :func:`blind_record_ids`
+_ID_CHUNK = 10_000
 
 
 
@@ -100,26 +104,39 @@ def visible_verdicts(user, record: RunRecord) -> tuple[list[Verdict], int]:
     return mine, len(allv) - len(mine)
 
 
+def blind_filter(user):
+    """The rule of the module docstring as one condition on ``RunRecord`` rows (a filter keeps the
+    records ``user`` is blind on, an exclude those they may be shown), so a list can count and page
+    them in the database: a person verdict of theirs not final, else a held queue slot, else the
+    scorer case. Anonymous users: every record (``Q(pk__isnull=False)``); a person who is no scorer
+    and has neither a verdict still open nor a held slot: no record (``Q(pk__in=[])``, which the ORM
+    answers without scanning)."""
+    if not getattr(user, "is_authenticated", False):
+        return Q(pk__isnull=False)
+    own = Verdict.objects.filter(annotator_id=user.pk, source=Verdict.Source.HUMAN, is_final=False)
+    mine = own.filter(record_id=OuterRef("pk"))
+    open_own = Exists(mine.filter(sealed_at__isnull=True))
+    no_own = ~Exists(mine)
+    if can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL):
+        return open_own | no_own
+    held_slots = ScoringItem.objects.filter(scorer_id=user.pk, verdict__isnull=True)
+    if not own.filter(sealed_at__isnull=True).exists() and not held_slots.exists():
+        return Q(pk__in=[])  # no open verdict, no held slot: blind on no record (two small queries, no scan)
+    held = Exists(held_slots.filter(record_id=OuterRef("pk")))
+    return open_own | (no_own & held)
+
+
 def blind_record_ids(user, record_ids: Iterable[int]) -> set[int]:
-    """The ids among ``record_ids`` that ``user`` must score blind (:func:`is_blind` for many
-    records in two queries): lists drop these rows, or mask their outcome and agent. Anonymous
-    users: all."""
+    """The ids among ``record_ids`` that ``user`` must score blind (:func:`blind_filter`, one query):
+    lists drop these rows, or mask their outcome and agent. Anonymous users: all."""
     ids = set(record_ids)
     if not ids or not getattr(user, "is_authenticated", False):
         return ids
-    own = dict(Verdict.objects.filter(record_id__in=ids, annotator_id=user.pk, source=Verdict.Source.HUMAN,
-                                      is_final=False).values_list("record_id", "sealed_at"))
-    held = set(ScoringItem.objects.filter(record_id__in=ids, scorer_id=user.pk, verdict__isnull=True)
-               .values_list("record_id", flat=True))
-    scorer = can(user, Action.VERDICT_CREATE) and not can(user, Action.VERDICT_VIEW_ALL)
-    out = set()
-    for rid in ids:
-        if rid in own:
-            blind = own[rid] is None
-        else:
-            blind = rid in held or scorer
-        if blind:
-            out.add(rid)
+    out: set[int] = set()
+    chunk = sorted(ids)
+    for at in range(0, len(chunk), _ID_CHUNK):  # SQLite takes at most 32,766 parameters a query
+        out.update(RunRecord.objects.filter(pk__in=chunk[at:at + _ID_CHUNK]).filter(blind_filter(user))
+                   .values_list("pk", flat=True))
     return out
 
 

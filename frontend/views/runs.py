@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import NoReverseMatch, reverse
@@ -31,6 +32,7 @@ from frontend.views.events import map_config
 from frontend.views.scoring import evidence, verdict_form_context
 from releases.selectors import release_list
 from replay.selectors import latest_successful_replay
+from studio.pagination import InvalidCursor, paginate
 from studio.permissions import Action, can, require
 
 METRICS = ("t_any", "t_ord", "t_em", "par_acc", "eff")
@@ -123,18 +125,29 @@ def run_rescore(request, pk: int):
     return redirect(f"{reverse('run-list')}#import-{job.pk}")
 
 
+#: records a page of a run's page lists (``?cursor=``, in question id order)
+RECORD_PAGE_SIZE = 100
+
+
 def run_detail_page(request, pk: int):
+    """A run: its scores by dimension, its robustness outcomes, and its records
+    (:data:`RECORD_PAGE_SIZE` a page, in question id order), those the viewer scores blind left
+    out and counted (``evaluation.blind.blind_filter``)."""
     run = get_object_or_404(run_list(), pk=pk)
     dims = [{"dim": d, **v} for d, v in sorted((run.dimensions or {}).items())]
     can_judge = can(request.user, Action.JUDGE_RUN) and _url("run-judge", run.pk) is not None
     # blind scoring (evaluation.blind): the records the viewer must still score blind are not listed
     # with their agent here, nor their robustness outcome; a judge outcome shown counts as seen
-    records = list(run_records(run))
-    hide = blind.blind_record_ids(request.user, [r.pk for r in records])
-    robustness = [r for r in run_robustness(run) if r.pk not in hide]
+    hidden = blind.blind_filter(request.user)
+    try:
+        records = paginate(request.GET, run_records(run).exclude(hidden), key="question_id",
+                           page_size=RECORD_PAGE_SIZE)
+    except InvalidCursor as exc:
+        raise Http404(str(exc)) from None
+    robustness = list(run_robustness(run).exclude(hidden))
     note_outcomes_seen(request.user, [r for r in robustness if r.robustness.get("decided_by") == "judge"], "run page")
     return render(request, "frontend/run_detail.html", {
-        "run": run, "dims": dims, "records": [r for r in records if r.pk not in hide], "n_blind": len(hide),
+        "run": run, "dims": dims, "records": records, "n_blind": run_records(run).filter(hidden).count(),
         "metrics": METRICS,
         "metric_help": [(lb.METRIC_LABELS[m], lb.METRIC_HELP[m]) for m in METRICS],
         "can_judge": can_judge, "judge_url": _url("run-judge", run.pk), "enqueue_url": _url("scoring-enqueue"),

@@ -10,7 +10,6 @@ from rest_framework.response import Response
 
 from evaluation import blind
 from evaluation import leaderboard as lb
-from evaluation.agreement import agreement_report
 from evaluation.judge.report import judge_report
 from evaluation.judge.stepwise import HORIZONS as STEPWISE_HORIZONS
 from evaluation.judge.stepwise import POSITIONS as STEPWISE_POSITIONS
@@ -19,10 +18,9 @@ from evaluation.judge.verdict import READINGS, normalize_reading
 from evaluation.models import JudgeConfig, JudgeJob, RunImportJob, RunRecord, ScoringItem
 from evaluation.selectors.adjudication import adjudication_queue
 from evaluation.selectors.judge import judge_configs, judge_jobs, record_judge_calls
-from evaluation.selectors.judge_report import judge_report_rows, reread_agreement_rows
+from evaluation.selectors.judge_report import judge_report_rows
 from evaluation.selectors.leaderboard import compare_runs
 from evaluation.selectors.runs import record_detail_qs, record_evidence, run_list, run_records
-from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.adjudication import adjudicate
 from evaluation.services.judge import STORED_READING, select_records, start_judge_job
 from evaluation.services.leaderboard import leaderboard_of_set
@@ -36,6 +34,7 @@ from evaluation.services.queue import (
     submit_item,
     submit_record_verdict,
 )
+from evaluation.services.reports import agreement as stored_agreement
 from evaluation.services.runs import rerun_run_import, start_rescore
 from evaluation.services.stepwise import import_stepwise_predictions, stepwise_cases
 from evaluation.services.verdicts import ERROR_CODES
@@ -511,8 +510,7 @@ class AgreementView(APIView):
         if tie not in ("exclude", "incorrect"):
             raise InvalidInput("tie_break: exclude or incorrect")
         reading = _reading_param(request)
-        return Response(agreement_report(reread_agreement_rows(agreement_rows(), reading),
-                                         tie_break=tie, reading=reading))
+        return Response(stored_agreement(tie_break=tie, reading=reading))
 
 
 class StepwiseCasesQuery(serializers.Serializer):

@@ -122,7 +122,10 @@ class RunRecord(models.Model):
         ordering = ["run_id", "dimension", "question_id"]
         constraints = [models.UniqueConstraint(fields=["run", "question_id"], name="unique_record_per_run")]
         indexes = [models.Index(fields=["run", "question_id"], condition=models.Q(has_robustness=True),
-                                name="runrecord_robustness_idx")]
+                                name="runrecord_robustness_idx"),
+                   # the records in their listing order: exports and the run page read them in it
+                   # without sorting the whole table first (bench/lists.py: the CSV's first byte)
+                   models.Index(fields=["run", "dimension", "question_id"], name="runrecord_order_idx")]
 
 
 class Verdict(models.Model):
@@ -389,6 +392,22 @@ class RunImportJob(models.Model):
                               help_text="<pid>.<host tag> of the process running it (studio.background)")
     folder = models.CharField(max_length=500, blank=True, default="",
                               help_text="the folder the zip is unpacked to, under STUDIO_DATA_ROOT/runs/ (the sweep removes it when the job died)")
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class StoredReport(models.Model):
+    """A report computed from its input rows, kept by the SHA-256 of what it was computed from
+    (``evaluation.services.reports.stored_report``): a page asked again with the same rows reads it
+    instead of computing it again; rows that changed give another key, so a kept report is never
+    stale. ``value`` is JSON text (NaN allowed; dicts with non-text keys kept as such)."""
+
+    kind = models.CharField(max_length=40, help_text="which report: agreement, ...")
+    key = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the kind, the options and the input rows")
+    value = models.TextField()
+    seconds = models.FloatField(default=0.0, help_text="how long computing it took")
+    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

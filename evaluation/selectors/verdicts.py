@@ -11,7 +11,11 @@ from evaluation.models import RunRecord, Verdict
 def is_decided(v: Verdict) -> bool:
     """A verdict that counts in adjudication and agreement: a person's only once marked final
     (a revisable one is still being made up), the judge's and the checker's always."""
-    return v.source != Verdict.Source.HUMAN or v.sealed_at is not None or v.is_final
+    return _decided(v.source, v.sealed_at, v.is_final)
+
+
+def _decided(source: str, sealed_at, is_final: bool) -> bool:
+    return source != Verdict.Source.HUMAN or sealed_at is not None or is_final
 
 
 def record_verdicts(record: RunRecord, verdicts: list[Verdict] | None = None) -> dict[str, list[Verdict]]:
@@ -33,31 +37,34 @@ def agreement_rows() -> list[dict]:
     record's adjudicated verdicts only the newest is a row (the reference, ``final``); raters are
     the verdicts of ``evaluation.blind.is_rater``. Two queries.
     """
-    qs = (Verdict.objects.filter(status="ok").exclude(is_correct__isnull=True)
-          .select_related("annotator", "record__run__agent").order_by("id"))
+    qs = (Verdict.objects.filter(status="ok").exclude(is_correct__isnull=True).order_by("id")
+          .values_list("id", "record_id", "source", "is_correct", "grade", "errors", "protocol", "is_final", "sealed_at",
+                       "annotator_id", "annotator__username", "judge_name", "prompt_version", "record__dimension",
+                       "record__run__agent__name"))
     newest_final = dict(Verdict.objects.filter(is_final=True, status="ok").values("record_id")
                         .annotate(last=Max("id")).values_list("record_id", "last"))
     rows: dict[tuple, dict] = {}
-    for v in qs:
-        if not is_decided(v):
+    for (pk, record_id, source, is_correct, grade, errors, protocol, is_final, sealed_at, annotator_id, username,
+         judge_name, prompt_version, dimension, agent) in qs.iterator(chunk_size=2000):
+        if not _decided(source, sealed_at, is_final):
             continue  # a person's verdict still being revised (blind, not final) is no decision yet
-        if v.is_final and newest_final.get(v.record_id) != v.pk:
+        if is_final and newest_final.get(record_id) != pk:
             continue  # an adjudicated verdict a re-adjudication replaced: neither the reference nor a rater
-        protocol = v.protocol or "holistic"
-        unit = f"{v.record_id}:{protocol}"
-        row = {"run_id": unit, "source": v.source, "is_correct": v.is_correct, "grade": v.grade,
-               "errors": {c: bool((v.errors or {}).get(c)) for c in E_CODES} if v.errors else None,
-               "dimension": v.record.dimension, "protocol": protocol, "tested_model": v.record.run.agent.name}
-        if v.source == Verdict.Source.HUMAN:
-            row["annotator"] = v.annotator.username if v.annotator else f"person-{v.annotator_id}"
-            if v.is_final:
+        protocol = protocol or "holistic"
+        unit = f"{record_id}:{protocol}"
+        row = {"run_id": unit, "source": source, "is_correct": is_correct, "grade": grade,
+               "errors": {c: bool(errors.get(c)) for c in E_CODES} if errors else None,
+               "dimension": dimension, "protocol": protocol, "tested_model": agent}
+        if source == Verdict.Source.HUMAN:
+            row["annotator"] = username if annotator_id is not None else f"person-{annotator_id}"
+            if is_final:
                 row["final"] = True
                 row["annotator"] += " (final)"
         else:
-            pv = v.prompt_version or ""
-            model = v.judge_name[: -len(pv) - 1] if pv and v.judge_name.endswith("@" + pv) else v.judge_name
-            row["annotator"] = model or v.source
-            if v.source == Verdict.Source.JUDGE:
+            pv = prompt_version or ""
+            model = judge_name[: -len(pv) - 1] if pv and judge_name.endswith("@" + pv) else judge_name
+            row["annotator"] = model or source
+            if source == Verdict.Source.JUDGE:
                 row["judge_model"] = model
             row["prompt_version"] = pv or None
         rows[(row["source"], row["annotator"], row.get("prompt_version"), unit)] = row

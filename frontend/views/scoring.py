@@ -18,7 +18,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluation import blind
-from evaluation.agreement import agreement_report
 from evaluation.api import AdjudicationIn, JudgeJobIn
 from evaluation.disagreement import DisagreementRules
 from evaluation.judge.fit import DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS
@@ -33,7 +32,6 @@ from evaluation.selectors.adjudication import (
     recent_adjudications,
     record_disagreements,
 )
-from evaluation.selectors.judge_report import reread_agreement_rows
 from evaluation.selectors.queue import (
     my_queue_verdicts,
     queue_overview,
@@ -43,7 +41,6 @@ from evaluation.selectors.queue import (
     scoring_item_qs,
 )
 from evaluation.selectors.runs import record_evidence
-from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.adjudication import adjudicate, scored_by
 from evaluation.services.judge import (
     JudgePaused,
@@ -65,6 +62,7 @@ from evaluation.services.queue import (
     note_verdicts_seen,
     verdicts_per_record,
 )
+from evaluation.services.reports import agreement as stored_agreement
 from evaluation.services.verdicts import GRADES
 from kernel.taxonomy import plan_is_correct
 from studio.permissions import Action, can, require
@@ -385,8 +383,7 @@ def _report(request):
     if tie not in ("exclude", "incorrect"):
         tie = "exclude"
     reading = request.GET.get("reading") if request.GET.get("reading") in READINGS else DEFAULT_READING
-    rows = reread_agreement_rows(agreement_rows(), reading)
-    return agreement_report(rows, tie_break=tie, reading=reading), tie
+    return stored_agreement(tie_break=tie, reading=reading), tie
 
 
 def agreement_page(request):

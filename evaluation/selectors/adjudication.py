@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Count, Prefetch
 
 from evaluation.blind import is_rater
 from evaluation.disagreement import DisagreementRules, find_disagreements
@@ -38,13 +38,17 @@ def adjudication_queue(limit: int = 500) -> list[dict]:
     """Records whose considered verdicts disagree and that have no final verdict yet, oldest
     record first: ``[{record, verdicts, pairs, reasons}]`` (three queries whatever the size)."""
     rules = DisagreementRules.from_settings()
-    ok = Q(verdicts__status="ok", verdicts__source__in=rules.sources, verdicts__is_final=False,
-           verdicts__protocol__in=["holistic", ""])
-    records = (RunRecord.objects.annotate(n_considered=Count("verdicts", filter=ok),
-                                          n_final=Count("verdicts", filter=Q(verdicts__is_final=True)))
-               .filter(n_considered__gte=2, n_final=0).select_related("run__agent")
+    # counted from the verdicts' side (the records that have verdicts), not by grouping every record
+    finals = Verdict.objects.filter(is_final=True).values("record_id")
+    candidates = (Verdict.objects.filter(status="ok", source__in=rules.sources, is_final=False,
+                                         protocol__in=["holistic", ""])
+                  .exclude(record_id__in=finals).values("record_id").annotate(n=Count("id")).filter(n__gte=2)
+                  .values("record_id"))
+    records = (RunRecord.objects.filter(pk__in=candidates).select_related("run__agent")
                .only("id", "question_id", "dimension", "run__id", "run__name", "run__agent__name")
-               .prefetch_related(_verdict_prefetch()).order_by("id")[:limit])
+               .prefetch_related(Prefetch("verdicts", queryset=Verdict.objects.select_related("annotator")
+                                          .defer("prompt", "raw").order_by("id")))
+               .order_by("id")[:limit])
     out = []
     for r in records:
         pool = considered(r.verdicts.all(), rules)

@@ -9,6 +9,7 @@ without any judge call.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import SimpleNamespace
 
 from evaluation.judge.stepwise import parse_protocol_label, protocol_horizon
 from evaluation.judge.verdict import (
@@ -67,6 +68,11 @@ def reread(v: Verdict, raw: str, reading: str):
         return None
 
 
+#: what a row reads of a verdict (its large texts, and the record's trajectories, stay unread)
+_ROW_FIELDS = ("id", "record_id", "source", "setting", "regime", "judge_name", "protocol", "status", "is_correct",
+               "judge_is_correct", "grade", "errors", "outcome", "details", "record__run__agent__name")
+
+
 def judge_report_rows(sources: Iterable[str] = ("judge", "code"), reading: str = DEFAULT_READING) -> list[dict]:
     """Every judge (and rule-checker) verdict as a row for
     :func:`evaluation.judge.report.judge_report`, read under ``reading`` (each row says which);
@@ -89,14 +95,18 @@ def judge_report_rows(sources: Iterable[str] = ("judge", "code"), reading: str =
     reading = normalize_reading(reading)
     if reading == "apb":
         sources = [s for s in sources if s == Verdict.Source.JUDGE]
-    qs = list(Verdict.objects.filter(source__in=list(sources)).select_related("record__run__agent").order_by("id"))
+    fields = _ROW_FIELDS + (("prompt", "raw") if reading == "apb" else ())  # first_answers reads those two
+    # plain values, not model instances (four per verdict with its record, run and agent): what a
+    # row, :func:`reread` and :func:`first_answers` read of a verdict, by the same attribute names
+    qs = [SimpleNamespace(pk=d["id"], agent=d.pop("record__run__agent__name"), **d)
+          for d in Verdict.objects.filter(source__in=list(sources)).order_by("id").values(*fields)]
     answers = first_answers(qs) if reading == "apb" else {}
     rows: dict[tuple, dict] = {}
     for v in qs:
         details = v.details or {}
         protocol = v.protocol or "holistic"
         row = {"setting": v.setting or "holistic", "regime": v.regime or None, "judge": v.judge_name or v.source,
-               "tested_model": v.record.run.agent.name, "protocol": protocol, "reading": reading,
+               "tested_model": v.agent, "protocol": protocol, "reading": reading,
                "status": "ok" if v.status == "ok" else "failed"}
         if protocol not in SETTING_PROTOCOLS and protocol != "holistic" and parse_protocol_label(protocol) is None:
             row["split"] = "step_wise_own_cut"

@@ -28,7 +28,7 @@ import io
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from html import escape
 from typing import Any
 
@@ -71,6 +71,8 @@ ROW_COLUMNS: tuple[str, ...] = (
 #: experiment's repeats): prompt and completion tokens, cost (the configuration's price currency)
 #: and wall-clock seconds of its questions; None for an imported run (shown blank, never 0)
 ACCOUNTING: tuple[str, ...] = ("prompt_tokens", "completion_tokens", "cost", "seconds")
+#: rows a piece of a streamed CSV export holds (:func:`iter_csv_chunks`)
+CSV_CHUNK_ROWS = 1000
 
 
 # ── per-record helpers ───────────────────────────────────────────────────
@@ -652,16 +654,36 @@ def csv_cell(value):
     return value
 
 
-def to_csv_bytes(rows: Sequence[dict]) -> bytes:
-    """UTF-8 CSV of :func:`records_frame` (empty cells for missing values); text cells pass through
-    :func:`csv_cell` (numbers stay numbers: a negative score is no formula)."""
+def iter_csv_chunks(rows: Iterable[dict], chunk_rows: int = CSV_CHUNK_ROWS) -> Iterator[bytes]:
+    """UTF-8 CSV of :func:`records_frame` in pieces of ``chunk_rows`` rows (the header with the
+    first), for a download that streams; joined, the pieces are :func:`to_csv_bytes` of the same
+    rows byte for byte (each column's type is fixed by :func:`records_frame`, not by the values of a
+    piece). A header only when there is no row."""
+    piece: list[dict] = []
+    header = True
+    for row in rows:
+        piece.append(row)
+        if len(piece) >= chunk_rows:
+            yield _csv_piece(piece, header)
+            piece, header = [], False
+    if piece or header:
+        yield _csv_piece(piece, header)
+
+
+def _csv_piece(rows: Sequence[dict], header: bool) -> bytes:
     from pandas.api.types import is_numeric_dtype
 
     frame = records_frame(rows)
     for c in frame.columns:
         if not is_numeric_dtype(frame[c]):
             frame[c] = frame[c].map(csv_cell)
-    return frame.to_csv(index=False).encode("utf-8")
+    return frame.to_csv(index=False, header=header).encode("utf-8")
+
+
+def to_csv_bytes(rows: Sequence[dict]) -> bytes:
+    """UTF-8 CSV of :func:`records_frame` (empty cells for missing values); text cells pass through
+    :func:`csv_cell` (numbers stay numbers: a negative score is no formula)."""
+    return _csv_piece(rows, True)
 
 
 def to_parquet_bytes(rows: Sequence[dict]) -> bytes:

@@ -156,7 +156,7 @@ def test_the_api_and_the_csv_carry_the_accounting(scored, client):
     assert {k: rows[r1.pk][k] for k in lb.ACCOUNTING} == {"prompt_tokens": 1200, "completion_tokens": 300,
                                                           "cost": pytest.approx(0.00105), "seconds": 12.5}
     assert {k: rows[scored["imported"].pk][k] for k in lb.ACCOUNTING} == dict.fromkeys(lb.ACCOUNTING)
-    frame = pd.read_csv(io.BytesIO(client.get("/leaderboard.csv").content))
+    frame = pd.read_csv(io.BytesIO(client.get("/leaderboard.csv").getvalue()))
     by_run = frame.drop_duplicates("run_id").set_index("run_id")
     assert by_run.loc[r2.pk, "run_prompt_tokens"] == 800 and by_run.loc[r2.pk, "run_completion_tokens"] == 200
     assert by_run.loc[r2.pk, "run_cost"] == pytest.approx(0.0004) and by_run.loc[r2.pk, "run_seconds"] == 7.4

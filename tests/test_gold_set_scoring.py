@@ -227,11 +227,11 @@ def test_leaderboard_ranks_one_gold_set_at_a_time(release_with_variants, client)
     official = page[page.index('id="official-table"'):page.index("</table>", page.index('id="official-table"'))]
     assert f'data-run="{studio_run.pk}"' in official and f'data-run="{release_run.pk}"' not in official
     assert f"gold set <b>{studio_run.gold_set} · digest {studio_run.gold_set_digest[:12]}</b>" in page
-    rows = list(csv.DictReader(io.StringIO(client.get("/leaderboard.csv").content.decode())))
+    rows = list(csv.DictReader(io.StringIO(client.get("/leaderboard.csv").getvalue().decode())))
     # the release run's benchmark tasks only (the 3 variant records are in the robustness table)
     assert sorted(r["question_id"] for r in rows) == [DEMO_T1, "joplin-tornado_demo01_task0"]
     assert {(r["run_id"], r["gold_set"]) for r in rows} == {(str(release_run.pk), "release 1.0.0")}
-    rows = list(csv.DictReader(io.StringIO(client.get(f"/leaderboard.csv?set={studio_key}").content.decode())))
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/leaderboard.csv?set={studio_key}").getvalue().decode())))
     # the runs read from the same studio tasks (the same digest) rank together; the demo's own run
     # (imported by `demo` on the studio's tasks) is in this set exactly when it read the same ones
     from evaluation.models import AgentRun

@@ -265,6 +265,21 @@ def test_csv_round_trip():
                                   check_dtype=False)
 
 
+def test_streamed_csv_pieces_join_to_the_whole_file_byte_for_byte():
+    # a piece whose every value of a column is missing (row 2: no task score, no gold length) or
+    # whose integers have no gap must still print each column as the whole file does: 1.0 not 1,
+    # 12 not 12.0, an empty cell for None, the formula guard on text
+    rows = _export_rows() * 3 + [row(2, "t3", 1.0, record_id=9, task_id=4, gold_len=3, question_id="=cmd",
+                                     gold_set="release 1.0.0")]
+    whole = lb.to_csv_bytes(rows)
+    for size in (1, 2, 3, len(rows), 100):
+        pieces = list(lb.iter_csv_chunks(iter(rows), chunk_rows=size))
+        assert len(pieces) == -(-len(rows) // size)
+        assert b"".join(pieces) == whole, size
+    assert b"'=cmd" in whole and whole.count(b"\n") == len(rows) + 1
+    assert b"".join(lb.iter_csv_chunks(iter(()))) == lb.to_csv_bytes([])  # no row: the header alone
+
+
 def test_parquet_round_trip():
     pytest.importorskip("pyarrow")
     frame = pd.read_parquet(io.BytesIO(lb.to_parquet_bytes(_export_rows())))
@@ -338,7 +353,7 @@ def test_leaderboard_page_renders(logged_in):
         assert text in html, text
     csv = logged_in.get("/leaderboard.csv")
     assert csv.status_code == 200
-    frame = pd.read_csv(io.BytesIO(csv.content))
+    frame = pd.read_csv(io.BytesIO(csv.getvalue()))  # streamed: read as a client does
     assert len(frame) == 15 and frame["gold_len"].isna().sum() == 3  # 3 runs × (4 tasks + 1 orphan)
     png = logged_in.get("/leaderboard/plot/dimensions.png")
     assert png.status_code == 200 and png["Content-Type"] == "image/png" and png.content.startswith(PNG_MAGIC)

@@ -39,36 +39,33 @@ def leaderboard_runs(gold_set: str | None = None) -> list[dict]:
              "scaffold": r["scaffold"], **{k: r[k] for k in lb.ACCOUNTING}} for r in qs]
 
 
-def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
-    """One plain row per run record of the run's gold set (``RunRecord.in_gold_set``: robustness
-    variants have their own table, :mod:`evaluation.selectors.robustness`) (one query; see
-    :data:`evaluation.leaderboard.ROW_COLUMNS`), ordered by run, dimension and question id; only
-    the runs ``run_ids`` when given, only the runs of gold set ``gold_set`` (its key,
-    :func:`gold_set_key`) when given; every row names its run's set (``gold_set``).
-
-    ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
-    ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
-    task (or the task no head revision): such records are left out of those breakdowns. With
-    ``extras`` the per-record extras are computed from the record's predicted trajectory and the
-    head revision's gold trajectory (None without a task; ``n_pred_steps`` always). ``run_prompt_tokens``,
-    ``run_completion_tokens``, ``run_cost`` and ``run_seconds`` are the run's accounting
-    (:data:`evaluation.leaderboard.ACCOUNTING`; the same on every record of a run, None for a run
-    without it).
-    """
-    fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory") + tuple(
-        f"run__{k}" for k in lb.ACCOUNTING)
-    if extras:
-        fields += ("trajectory",)
+def leaderboard_records(run_ids=None, gold_set: str | None = None):
+    """The records :func:`leaderboard_rows` reads, as a queryset (not yet narrowed to fields): each
+    run's gold-set records (robustness variants and step-wise planner runs left out), of the runs
+    ``run_ids`` and of gold set ``gold_set`` (its key) when given, ordered by run, dimension and
+    question id. Lists and exports narrow it further (the blind rule) or count it."""
     qs = (RunRecord.objects.filter(in_gold_set=True).exclude(run__scoring_mode="stepwise")
           .order_by("run_id", "dimension", "question_id"))
     if run_ids is not None:
         qs = qs.filter(run_id__in=list(run_ids))
     if gold_set is not None:
         qs = qs.filter(ranking_q(gold_set, "run__"))
-    qs = qs.values(*fields)
+    return qs
+
+
+def iter_leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None, *, exclude=None):
+    """:func:`leaderboard_rows` one row at a time (one query, read in chunks from the database),
+    for an export that streams; ``exclude``: a condition on the records (e.g.
+    ``evaluation.blind.blind_filter``) whose rows are left out."""
+    fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory") + tuple(
+        f"run__{k}" for k in lb.ACCOUNTING)
+    if extras:
+        fields += ("trajectory",)
+    qs = leaderboard_records(run_ids, gold_set)
+    if exclude is not None:
+        qs = qs.exclude(exclude)
     per_task: dict = {}
-    rows = []
-    for r in qs.iterator(chunk_size=500):
+    for r in qs.values(*fields).iterator(chunk_size=500):
         gold_traj = r["task__head__trajectory"] if r["task_id"] is not None else None
         if r["task_id"] is not None and r["task_id"] not in per_task:
             n = lb.gold_length(gold_traj)
@@ -86,8 +83,26 @@ def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = N
         }
         if extras:
             row.update(lb.record_extras(r["trajectory"], gold_traj, r["run__tau_r"], r["run__tau_a"]))
-        rows.append(row)
-    return rows
+        yield row
+
+
+def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
+    """One plain row per run record of the run's gold set (``RunRecord.in_gold_set``: robustness
+    variants have their own table, :mod:`evaluation.selectors.robustness`) (one query; see
+    :data:`evaluation.leaderboard.ROW_COLUMNS`), ordered by run, dimension and question id; only
+    the runs ``run_ids`` when given, only the runs of gold set ``gold_set`` (its key,
+    :func:`gold_set_key`) when given; every row names its run's set (``gold_set``).
+
+    ``gold_len`` (flattened gold steps of the task's head revision), ``length_bucket`` and
+    ``modality`` (from the head revision's ``input_data``) are None when the record has no studio
+    task (or the task no head revision): such records are left out of those breakdowns. With
+    ``extras`` the per-record extras are computed from the record's predicted trajectory and the
+    head revision's gold trajectory (None without a task; ``n_pred_steps`` always). ``run_prompt_tokens``,
+    ``run_completion_tokens``, ``run_cost`` and ``run_seconds`` are the run's accounting
+    (:data:`evaluation.leaderboard.ACCOUNTING`; the same on every record of a run, None for a run
+    without it).
+    """
+    return list(iter_leaderboard_rows(extras, run_ids, gold_set))
 
 
 def leaderboard_data(extras: bool = True, gold_set: str | None = None) -> tuple[list[dict], list[dict]]:

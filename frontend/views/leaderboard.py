@@ -8,14 +8,14 @@ import json
 from urllib.parse import urlencode
 
 from django.core.cache import cache
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from evaluation import blind
 from evaluation import leaderboard as lb
-from evaluation.selectors.leaderboard import compare_runs, leaderboard_rows
+from evaluation.selectors.leaderboard import compare_runs, iter_leaderboard_rows, leaderboard_records, leaderboard_rows
 from evaluation.selectors.robustness import leaderboard_robustness
 from evaluation.services.leaderboard import N_BOOT, SEED, current_bootstrap, leaderboard_of_set
 from frontend.views.robustness import robustness_section
@@ -129,26 +129,37 @@ def leaderboard_page(request):
     })
 
 
-def _rows_of_set(request) -> tuple[list[dict], str]:
-    """The per-record rows of the asked (or default) gold set and a file name naming it."""
+def _set_of(request) -> tuple[dict | None, str]:
+    """The asked (or default) gold set, None when there is none, and a file name naming it."""
     _runs, data = _tables(_asked(request))
     shown = data["gold_set"]
     if shown is None:
-        return [], "leaderboard_records"
-    rows = leaderboard_rows(gold_set=shown["key"])
-    return rows, "leaderboard_records_" + (slugify(shown["label"]) or "unnamed")[:80]
+        return None, "leaderboard_records"
+    return shown, "leaderboard_records_" + (slugify(shown["label"]) or "unnamed")[:80]
+
+
+def _rows_of_set(request) -> tuple[list[dict], str]:
+    """The per-record rows of the asked (or default) gold set and a file name naming it."""
+    shown, name = _set_of(request)
+    return ([] if shown is None else leaderboard_rows(gold_set=shown["key"])), name
 
 
 @require_GET
 def leaderboard_csv(request):
     """The per-record rows of one gold set (``?set=``; default as the page), each naming its set
-    (column ``gold_set``); blind scoring: no record beside its agent for a person who must score it
-    blind (``evaluation.blind.visible_rows``; header ``X-Studio-Blind-Rows`` counts them)."""
-    rows, name = _rows_of_set(request)
-    rows, hidden = blind.visible_rows(request.user, rows)
-    resp = HttpResponse(lb.to_csv_bytes(rows), content_type="text/csv; charset=utf-8")
+    (column ``gold_set``), streamed in pieces (``evaluation.leaderboard.iter_csv_chunks``: the
+    download starts at once, whatever the number of records); blind scoring: no record beside its
+    agent for a person who must score it blind (``evaluation.blind.blind_filter``; header
+    ``X-Studio-Blind-Rows`` counts them)."""
+    shown, name = _set_of(request)
+    hidden = blind.blind_filter(request.user)
+    rows, n_hidden = iter(()), 0
+    if shown is not None:
+        rows = iter_leaderboard_rows(gold_set=shown["key"], exclude=hidden)
+        n_hidden = leaderboard_records(gold_set=shown["key"]).filter(hidden).count()
+    resp = StreamingHttpResponse(lb.iter_csv_chunks(rows), content_type="text/csv; charset=utf-8")
     resp["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-    resp["X-Studio-Blind-Rows"] = str(hidden)
+    resp["X-Studio-Blind-Rows"] = str(n_hidden)
     return resp
 
 

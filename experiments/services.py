@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
@@ -375,26 +376,28 @@ def _run_async(fn):
         return pool.submit(anyio.run, fn).result()
 
 
-def _call_tool(server, name: str, args: dict) -> str:
+def _call_tool(server, name: str, args: dict, portal: BlockingPortal | None = None) -> str:
     """The tool message's text of one call on the task's MCP server (``replay.mcp_server``, the
-    ``mcp_serve`` code path): the tool's JSON text, or the ToolNode's error text for a refused call."""
+    ``mcp_serve`` code path): the tool's JSON text, or the ToolNode's error text for a refused call.
+    ``portal``: the question's event loop (:func:`run_question`), else one started for the call."""
     async def call():
         return await server.call_tool(name, args)
 
     try:
-        text, is_error = _tool_text(_run_async(call))
+        text, is_error = _tool_text(portal.call(call) if portal is not None else _run_async(call))
     except Exception as exc:  # noqa: BLE001 — the MCP layer's refusal (unknown tool, bad arguments)
         return TOOL_FAILED.format(error=f"ToolException({str(exc)!r})")
     return TOOL_FAILED.format(error=f"ToolException({text!r})") if is_error else text
 
 
-def offered_tools(server, question: dict, protocol: str) -> list[dict]:
+def offered_tools(server, question: dict, protocol: str, portal: BlockingPortal | None = None) -> list[dict]:
     """The tools the model is given, in the OpenAI format, in the server's order (the benchmark's
-    server order): all of them under AP; under IF only the gold tools (all when none matches)."""
+    server order): all of them under AP; under IF only the gold tools (all when none matches).
+    ``portal``: as :func:`_call_tool`'s."""
     async def listing():
         return await server.list_tools()
 
-    tools = _run_async(listing)
+    tools = portal.call(listing) if portal is not None else _run_async(listing)
     if protocol == "IF":
         wanted = {harness.model_tool_name(n) for n in harness.required_tool_names(question)}
         tools = [t for t in tools if t.name in wanted] or tools
@@ -473,6 +476,9 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
     answer without tool calls, or the recursion limit (the harness's "Sorry, need more steps"
     answer when the model still asks for tools), or the seconds per question (an error, as the
     harness's ``question_timeout``). The live trajectory is saved on the row after every call.
+    The server's calls run on one event loop kept for the question (an ``anyio`` blocking portal:
+    a thread of its own, whose worker thread the tool calls reuse) rather than a loop and a worker
+    thread started per call.
     ``worker``: the index of the job's thread running it (its work folder, :func:`work_dir_of`);
     ``stop``: the job's :class:`StopSignal`, checked before every model call with the cancel.
     Raises :class:`BudgetReached` and :class:`Cancelled` (the question stays unfinished)."""
@@ -480,7 +486,14 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
     work_dir = work_dir_of(exp, row.repeat, question["question_id"], worker)
     shutil.rmtree(work_dir, ignore_errors=True)
     server = build_server(task, work_dir=work_dir, perception_mode=cfg.perception_mode)
-    tools = offered_tools(server, question, cfg.protocol)
+    with start_blocking_portal() as portal:
+        return _answer(exp, row, question, cfg, server, portal, api_key, stop)
+
+
+def _answer(exp: Experiment, row: ExperimentQuestion, question: dict, cfg: ExperimentConfig, server,
+            portal: BlockingPortal, api_key: str | None, stop: StopSignal | None) -> dict:
+    """:func:`run_question`'s loop, its server's calls made through ``portal``."""
+    tools = offered_tools(server, question, cfg.protocol, portal)
     names = {t["function"]["name"] for t in tools}
     messages: list[dict] = [{"role": "user", "content": harness.build_prompt(question, cfg.protocol)}]
     trajectory: list[dict] = []
@@ -526,7 +539,7 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
                 elif not isinstance(args, dict):
                     content = TOOL_FAILED.format(error=f"arguments of {name} are not a JSON object: {str(raw)[:200]!r}")
                 else:
-                    content = _call_tool(server, name, harness.normalize_arguments(args))
+                    content = _call_tool(server, name, harness.normalize_arguments(args), portal)
                 step["obs"] = harness.normalize_observation(content)
                 messages.append(tool_message(cfg, tc["id"], name, content))
                 ExperimentQuestion.objects.filter(pk=row.pk).update(steps=len(trajectory), trajectory=trajectory,

@@ -139,3 +139,8 @@ def test_dumps_indented_tables_are_json_dumps_character_for_character(rows, dept
     # a row that breaks the table (other keys, a nested list) falls back to the general writer
     odd = rows + [{"other": [1, [2]]}]
     assert dumps_indented(odd) == json.dumps(odd, ensure_ascii=False, indent=2)
+    # ... and so does a row with the same keys in another order, or a dict subclass
+    swapped = rows + [dict(reversed(rows[0].items()))]
+    assert dumps_indented(swapped) == json.dumps(swapped, ensure_ascii=False, indent=2)
+    sub = rows[:-1] + [type("Row", (dict,), {})(rows[-1])]
+    assert dumps_indented(sub) == json.dumps(sub, ensure_ascii=False, indent=2)

@@ -23,6 +23,8 @@ import gc
 import json
 import json.encoder
 from collections.abc import Iterator
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 __all__ = ["paused_gc", "dumps_indented", "leave_to_exit"]
@@ -197,17 +199,18 @@ def _write_records(value: list, out: list, level: int) -> bool:
     if type(first) is not dict or not first:
         return False
     keys = tuple(first)
-    n = len(keys)
-    for row in value:
-        if type(row) is not dict or len(row) != n or tuple(row) != keys:
-            return False
+    # every row a dict with these keys in this order, and its values by column: tested and
+    # transposed by C iterators (map, zip), not a Python loop per row
+    if set(map(type, value)) != {dict} or list(map(tuple, value)).count(keys) != len(value):
+        return False
     columns = []
-    for k in keys:
-        column = [row[k] for row in value]
+    by_column = zip(*map(itemgetter(*keys), value)) if len(keys) > 1 else [list(map(itemgetter(keys[0]), value))]
+    for values in by_column:
+        column = list(values)
         kinds = set(map(type, column))
         if kinds <= _SCALAR_TYPES:
             columns.append(_flat_encoder("\n")(column)[1:-1].split("\n"))
-        elif kinds == {dict} and all(_SCALAR_TYPES.issuperset(map(type, d.values())) for d in column):
+        elif kinds == {dict} and _SCALAR_TYPES.issuperset(map(type, chain.from_iterable(map(dict.values, column)))):
             columns.append(_flat_dict_column(column, level + 2))
         else:
             return False

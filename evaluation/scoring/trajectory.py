@@ -573,9 +573,11 @@ def metric_values(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT)
     pred_flat, p_names = _kept_steps(pred_traj)
     gold_seq = g_names if "" not in g_names else [n for n in g_names if n]
     pred_seq = p_names if "" not in p_names else [n for n in p_names if n]
+    par_acc = _par_acc(gold_flat, g_names, pred_flat, p_names, cfg)
+    if pred_seq == gold_seq:  # the same tools in the same order (or both none): each of the four is 1
+        return 1.0, 1.0, 1.0, par_acc, 1.0
     return (tool_any_order(pred_seq, gold_seq), tool_in_order(pred_seq, gold_seq),
-            tool_exact_match(pred_seq, gold_seq), _par_acc(gold_flat, g_names, pred_flat, p_names, cfg),
-            efficiency(pred_seq, gold_seq))
+            tool_exact_match(pred_seq, gold_seq), par_acc, efficiency(pred_seq, gold_seq))
 
 
 def trajectory_metrics(pred_traj: Any, gold_traj: Any, cfg: ScoringConfig = _DEFAULT,

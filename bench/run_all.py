@@ -9,7 +9,7 @@ kept. A benchmark reports its figures for the table by printing
 lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, FAIL or info); for a
 script that prints none, its last printed lines stand in as the figure. ``--quick`` runs every
 benchmark that has a target at small sizes (``QUICK_ARGS``: a few thousand tasks or records, 40
-replays, 30 tiles, 3 rounds of ``mcp_start``; ``tools`` and ``perception``, which have none, are left out) so that a reviewer can run the whole
+replays, 30 tiles, 3 rounds of ``mcp_start``, 2 questions of ``experiments``; ``tools`` and ``perception``, which have none, are left out) so that a reviewer can run the whole
 table quickly: its sizes are chosen for about three minutes on a quiet 2-CPU machine (183 s at load
 average 1.0–1.5 on 2026-12-01; 26 minutes the same day with the machine loaded to 6–17). Its
 figures are a smoke test of the same code, not the issue's sizes, and the table says so.
@@ -38,17 +38,20 @@ ROOT = HERE.parent
 #: took 10.5 min on each database at full size on 2026-12-03 with its floor rounds, and a VM of this
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
-            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200}
-ORDER = ("scoring", "tiles", "replay", "replay_pg", "scale", "lists", "export", "serve", "mcp_start", "tools", "perception")
+            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200,
+            "experiments": 3600}
+ORDER = ("scoring", "tiles", "replay", "replay_pg", "scale", "lists", "export", "serve", "mcp_start", "experiments", "tools",
+         "perception")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
 EXTRA = {"replay_pg": ("replay", ["--postgres"])}
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
 QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
               "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4"],
               "scale": ["--tasks", "120", "--events", "4"],
-              "lists": ["--tasks", "2000", "--repeat", "3", "--import-records", "200"],
+              "lists": ["--tasks", "2000", "--verdicts", "100", "--repeat", "3", "--import-records", "200"],
               "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"],
-              "mcp_start": ["--rounds", "3"]}
+              "mcp_start": ["--rounds", "3"],
+              "experiments": ["--questions", "2", "--max-steps", "2", "--cached-rounds", "3"]}
 #: left out of ``--quick`` (no target: information tables; perception's ViT-L windows take minutes on CPU)
 QUICK_SKIP = {"tools", "perception"}
 

@@ -509,20 +509,24 @@ def render_tile(layer, z: int, x: int, y: int) -> bytes:
     from rio_tiler.errors import TileOutsideBounds
 
     indexes = [1] if layer.kind == "mask" else _band_indexes(layer, info["indexes"])
-    with _env(), _tile_reader(path, georef) as src:
-        if not src.tile_exists(x, y, z):
+    # the PNG is encoded inside the bucket's environment too: rio-tiler's encoder opens a GDAL
+    # dataset, and outside any environment rasterio makes one from the process's AWS_* variables
+    # (a boto3 session, 10–25 ms, per call: bench/tiles.py --bucket)
+    with _env():
+        with _tile_reader(path, georef) as src:
+            if not src.tile_exists(x, y, z):
+                return transparent_tile()
+            try:
+                img = src.tile(x, y, z, tilesize=TILE_SIZE, indexes=indexes, **_read_kwargs(layer))
+            except TileOutsideBounds:
+                return transparent_tile()
+        # rio-tiler's ``ImageData.mask`` is in the data's dtype (float rasters: ±FLT_MAX, signed ints:
+        # min/max, an alpha band as stored): cast straight to uint8 it turned every float tile fully
+        # transparent. Valid is > 0 in all of these cases.
+        mask = np.where(np.asarray(img.mask) > 0, 255, 0).astype("uint8")
+        if not mask.any():
             return transparent_tile()
-        try:
-            img = src.tile(x, y, z, tilesize=TILE_SIZE, indexes=indexes, **_read_kwargs(layer))
-        except TileOutsideBounds:
-            return transparent_tile()
-    # rio-tiler's ``ImageData.mask`` is in the data's dtype (float rasters: ±FLT_MAX, signed ints:
-    # min/max, an alpha band as stored): cast straight to uint8 it turned every float tile fully
-    # transparent. Valid is > 0 in all of these cases.
-    mask = np.where(np.asarray(img.mask) > 0, 255, 0).astype("uint8")
-    if not mask.any():
-        return transparent_tile()
-    return _render(layer, np.asarray(img.data), mask, indexes, info)
+        return _render(layer, np.asarray(img.data), mask, indexes, info)
 
 
 def render_image(layer, max_size: int = IMAGE_MAX_SIZE) -> bytes:
@@ -554,7 +558,7 @@ def render_image(layer, max_size: int = IMAGE_MAX_SIZE) -> bytes:
             mask = src.dataset_mask(out_shape=(out_h, out_w), resampling=Resampling.nearest)
         else:
             mask = np.where(np.all(data == nodata, axis=0), 0, 255).astype("uint8")
-    return _render(layer, data, mask.astype("uint8"), indexes, info)
+        return _render(layer, data, mask.astype("uint8"), indexes, info)  # in the environment: render_tile
 
 
 

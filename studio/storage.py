@@ -312,17 +312,28 @@ def gdal_env():
     """A ``rasterio.Env`` to open and read :func:`gdal_path` datasets in: GDAL signs its own ranged
     GETs with django-storages' credentials through ``rasterio.session.AWSSession`` (endpoint
     ``host:port`` of ``AWS_S3_ENDPOINT_URL``, region ``AWS_S3_REGION_NAME``; without keys, boto3's
-    credential chain) and :func:`gdal_options`. A plain ``rasterio.Env()`` without a bucket."""
-    from urllib.parse import urlsplit
+    credential chain) and :func:`gdal_options`. A plain ``rasterio.Env()`` without a bucket.
 
+    The session is made once per configuration (:func:`_gdal_session`) and shared: building one
+    builds a boto3 ``Session`` (about 10–25 ms of CPU, bench/tiles.py --bucket), which a tile paid
+    when each ``gdal_env()`` made its own."""
     import rasterio
 
     if not uses_bucket():
         return rasterio.Env()
+    return rasterio.Env(session=_gdal_session(settings.AWS_ACCESS_KEY_ID, settings.AWS_SECRET_ACCESS_KEY,
+                                              settings.AWS_S3_REGION_NAME or "us-east-1",
+                                              settings.AWS_S3_ENDPOINT_URL or ""), **gdal_options())
+
+
+@functools.lru_cache(maxsize=4)
+def _gdal_session(access_key: str | None, secret_key: str | None, region: str, endpoint_url: str):
+    """The ``rasterio.session.AWSSession`` of one configuration (its cache key: a changed setting
+    makes another). Shared by every thread: it only hands out credentials, and boto3's refreshable
+    credentials (an instance role's, when no keys are set) renew themselves when asked near expiry."""
+    from urllib.parse import urlsplit
+
     from rasterio.session import AWSSession
 
-    endpoint = urlsplit(settings.AWS_S3_ENDPOINT_URL).netloc if settings.AWS_S3_ENDPOINT_URL else None
-    session = AWSSession(aws_access_key_id=settings.AWS_ACCESS_KEY_ID,
-                         aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY,
-                         region_name=settings.AWS_S3_REGION_NAME or "us-east-1", endpoint_url=endpoint)
-    return rasterio.Env(session=session, **gdal_options())
+    return AWSSession(aws_access_key_id=access_key, aws_secret_access_key=secret_key, region_name=region,
+                      endpoint_url=urlsplit(endpoint_url).netloc if endpoint_url else None)

@@ -40,6 +40,7 @@ from typing import Any
 
 from kernel.taxonomy import E2_SUBTYPE_NAMES
 
+from .options import DEFAULT_EXTRA_KEYS
 from .verdict import (
     DEFAULT_READING,
     DEFAULT_REGIME,
@@ -55,7 +56,6 @@ from .verdict import (
 )
 
 GROUP_KEYS: tuple[str, ...] = ("setting", "split", "regime", "judge")
-DEFAULT_EXTRA_KEYS: tuple[str, ...] = ("tested_model", "protocol")
 LABELS: dict[str, str] = {
     "cr_derived_pct": "CR % (studio: derived by the setting's rule)",
     "cr_judge_pct": "CR % (judge's own is_correct, as the benchmark's runner.score)",

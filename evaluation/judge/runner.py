@@ -18,14 +18,8 @@ from typing import Any
 
 from .backends import JudgeBackend, JudgeRequestError, JudgeResponse, JudgeTransientError
 from .fit import REASK_ANSWER_CHARS
+from .options import STUCK_AFTER_S  # noqa: F401 — re-exported: its home is .options
 from .verdict import Verdict, VerdictParseError, normalize_setting, parse_verdict
-
-#: ``manage.py judge --stuck-after``'s default (``evaluation.services.judge.fail_stuck_judge_jobs``'s
-#: too): no progress of a running job for this long means its worker is gone. Since the heartbeat
-#: thread (``studio.background``) beats during a call too, the sweep's own limit is
-#: ``STUDIO_JOB_STALE_AFTER_S``; this stays the command's historical default. Here, in the pure
-#: judge core, so that the command's ``--help`` needs no app registry (manage.py).
-STUCK_AFTER_S = 900.0
 
 CORRECTION_TEMPLATE = (
     "Your previous answer could not be read as a verdict ({reason}). Reply again with only one "

@@ -48,6 +48,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kernel.taxonomy import E_CODES, E_NAMES, MAJOR_CODES, MINOR_CODES, plan_is_correct  # noqa: E402
 
+from .options import DEFAULT_READING, READINGS  # noqa: E402, F401 — the two readings (see .options)
+
 GRADES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 #: Flat keys of the step-wise dialect, by code.
@@ -98,12 +100,6 @@ UNSOLVABLE_TYPES: dict[str, str] = {
     "visual_information_inaccessible": "missing imagery",
 }
 
-#: The two readings of a judge's answer (``parse_verdict(..., reading=)``): ``studio`` (the
-#: default: every dialect read by meaning, the verdict's invariants enforced) and ``apb`` (the
-#: planning benchmark's own parse results, its defects included, so that a judge report can be set
-#: beside the paper's tables).  Each entry of :data:`KNOWN_DIFFERENCES` says what each does.
-READINGS: tuple[str, ...] = ("studio", "apb")
-DEFAULT_READING = "studio"
 #: The benchmark code path an ``apb`` reading went through (``Verdict.apb_path``), at 6d0ff248:
 APB_PATHS: dict[str, str] = {
     "runner": "evaluation/apb_eval/runner.py (parse_json_object, then score)",

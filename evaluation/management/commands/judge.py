@@ -18,7 +18,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.judge.runner import STUCK_AFTER_S
+from evaluation.judge.options import STUCK_AFTER_S
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:

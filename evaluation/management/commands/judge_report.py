@@ -17,8 +17,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.judge.report import DEFAULT_EXTRA_KEYS, ReportRowError, judge_report
-from evaluation.judge.verdict import DEFAULT_READING, E_CODES, READINGS
+from evaluation.judge.options import DEFAULT_EXTRA_KEYS, DEFAULT_READING, READINGS
+from kernel.taxonomy import E_CODES
 
 
 def _f(x, digits: int = 2) -> str:
@@ -39,6 +39,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         # imported here: ``manage.py judge_report --help`` loads this module before Django starts (manage.py)
+        from evaluation.judge.report import ReportRowError, judge_report
         from evaluation.selectors.judge_report import judge_report_rows
         from evaluation.services.judge import STORED_READING
 

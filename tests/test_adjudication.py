@@ -18,7 +18,7 @@ from support.judging import flags
 from evaluation.agreement import agreement_report
 from evaluation.disagreement import DisagreementRules, disagreement_reasons
 from evaluation.models import Adjudication, Verdict
-from evaluation.selectors.adjudication import adjudication_queue
+from evaluation.selectors.adjudication import adjudication_page, adjudication_queue
 from evaluation.selectors.verdicts import agreement_rows
 from evaluation.services.adjudication import adjudicate
 
@@ -70,6 +70,24 @@ def test_queue_holds_exactly_the_disagreements(disputed_records, django_assert_m
         queue = adjudication_queue()
     assert [x["record"].pk for x in queue] == [recs[0].pk, recs[2].pk]
     assert queue[0]["reasons"] == ["flags"] and queue[1]["reasons"] == ["correctness", "flags", "grade"]
+
+
+@pytest.mark.django_db
+def test_the_queue_pages_by_candidate_records_oldest_first(disputed_records, make_user, client):
+    # candidates: records with two considered verdicts or more (r0, r1, r2; r4's judge verdict
+    # failed); of a page of two candidates (r0, r1) only r0 disagrees, the next page starts after r1
+    recs = disputed_records["recs"]
+    first, after = adjudication_page(2)
+    assert [x["record"].pk for x in first] == [recs[0].pk] and after == recs[1].pk
+    second, _ = adjudication_page(2, after)
+    assert [x["record"].pk for x in second] == [recs[2].pk]
+    whole, end = adjudication_page(100)
+    assert [x["record"].pk for x in whole] == [recs[0].pk, recs[2].pk] and end is None
+    client.force_login(make_user("rita", "reviewer"))
+    page = client.get(f"/adjudication/?after={recs[1].pk}").content.decode()
+    assert f"/adjudication/records/{recs[2].pk}/" in page and f"/adjudication/records/{recs[0].pk}/" not in page
+    assert 'id="adjudication-first"' in page and 'id="adjudication-next"' not in page
+    assert client.get("/adjudication/?after=nonsense").status_code == 200  # read as the first page
 
 
 @pytest.mark.django_db

@@ -36,19 +36,29 @@ def _verdict_prefetch():
 
 def adjudication_queue(limit: int = 500) -> list[dict]:
     """Records whose considered verdicts disagree and that have no final verdict yet, oldest
-    record first: ``[{record, verdicts, pairs, reasons}]`` (three queries whatever the size)."""
+    record first: ``[{record, verdicts, pairs, reasons}]`` (three queries whatever the size), from
+    the first ``limit`` records that have two considered verdicts or more."""
+    return adjudication_page(limit)[0]
+
+
+def adjudication_page(limit: int = 100, after: int = 0) -> tuple[list[dict], int | None]:
+    """One page of :func:`adjudication_queue`: its items among the ``limit`` oldest candidate
+    records (two considered verdicts or more, no final verdict) whose id is above ``after``, and the
+    id to ask the next page after (the last candidate's), None when no candidate is left. A page
+    may list fewer than ``limit`` records: candidates whose verdicts agree are not shown. Three
+    queries whatever the size."""
     rules = DisagreementRules.from_settings()
     # counted from the verdicts' side (the records that have verdicts), not by grouping every record
     finals = Verdict.objects.filter(is_final=True).values("record_id")
     candidates = (Verdict.objects.filter(status="ok", source__in=rules.sources, is_final=False,
-                                         protocol__in=["holistic", ""])
+                                         protocol__in=["holistic", ""], record_id__gt=after)
                   .exclude(record_id__in=finals).values("record_id").annotate(n=Count("id")).filter(n__gte=2)
                   .values("record_id"))
-    records = (RunRecord.objects.filter(pk__in=candidates).select_related("run__agent")
-               .only("id", "question_id", "dimension", "run__id", "run__name", "run__agent__name")
-               .prefetch_related(Prefetch("verdicts", queryset=Verdict.objects.select_related("annotator")
-                                          .defer("prompt", "raw").order_by("id")))
-               .order_by("id")[:limit])
+    records = list(RunRecord.objects.filter(pk__in=candidates).select_related("run__agent")
+                   .only("id", "question_id", "dimension", "run__id", "run__name", "run__agent__name")
+                   .prefetch_related(Prefetch("verdicts", queryset=Verdict.objects.select_related("annotator")
+                                              .defer("prompt", "raw").order_by("id")))
+                   .order_by("id")[:limit])
     out = []
     for r in records:
         pool = considered(r.verdicts.all(), rules)
@@ -56,7 +66,7 @@ def adjudication_queue(limit: int = 500) -> list[dict]:
         if pairs:
             reasons = sorted({x.split(":")[0] for p in pairs for x in p["reasons"]})
             out.append({"record": r, "verdicts": pool, "pairs": pairs, "reasons": reasons})
-    return out
+    return out, (records[-1].pk if len(records) == limit else None)
 
 
 def adjudication_record_qs():

@@ -295,16 +295,27 @@ def scoring_gold(request):
 # --------------------------------------------------------------------------------------------
 
 
+#: candidate records a page of the adjudication queue looks at (``?after=<record id>`` pages on)
+ADJUDICATION_PAGE_SIZE = 100
+
+
 def adjudication_queue(request):
+    """Records whose verdicts disagree, oldest first, a page at a time (:data:`ADJUDICATION_PAGE_SIZE`
+    candidates; ``evaluation.selectors.adjudication.adjudication_page``); the newest adjudications."""
     require(request.user, Action.VERDICT_ADJUDICATE)
     mine = records_scored_by(request.user)
-    queue = adjudication_reads.adjudication_queue()
+    try:
+        after = max(0, int(request.GET.get("after") or 0))
+    except ValueError:
+        after = 0
+    queue, next_after = adjudication_reads.adjudication_page(ADJUDICATION_PAGE_SIZE, after)
     hide = blind.blind_record_ids(request.user, [x["record"].pk for x in queue])  # records you still score blind
     items = [{**x, "mine": x["record"].pk in mine} for x in queue if x["record"].pk not in hide]
     recent = list(recent_adjudications())
     hide = blind.blind_record_ids(request.user, [a.record_id for a in recent])
     return render(request, "frontend/adjudication_queue.html", {
-        "items": items, "recent": [a for a in recent if a.record_id not in hide]})
+        "items": items, "recent": [a for a in recent if a.record_id not in hide], "after": after,
+        "next_after": next_after})
 
 
 def _verdict_columns(record) -> list[dict]:

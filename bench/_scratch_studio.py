@@ -1,14 +1,21 @@
-"""A scratch studio for the tool server benchmarks (``bench/mcp_start.py``, ``bench/perception.py``):
-a SQLite database and data root in a scratch folder, one xBD folder imported and one T1 task on it.
+"""Scratch studios and buckets for the benchmarks.
 
+:func:`scratch_studio`, for the tool server benchmarks (``bench/mcp_start.py``, ``bench/perception.py``):
+a SQLite database and data root in a scratch folder, one xBD folder imported and one T1 task on it.
 Both benchmarks time ``manage.py mcp_serve`` children, which read this database; the environment this
 returns is theirs (and this process's, which it also sets up as a Django process).
+
+:func:`scratch_bucket`, for the benchmarks that put the data root in an S3 bucket (``bench/scale.py``,
+``bench/tiles.py --bucket``, ``bench/export.py --bucket``): the tests' own SeaweedFS server
+(``tests/support/seaweedfs.py``, :func:`seaweedfs`), started in a scratch folder and stopped by its PID.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,3 +67,31 @@ def scratch_studio(scratch: Path, xbd_folder: Path, *, question_id: str, sample_
 
     connections.close_all()
     return env
+
+
+def seaweedfs():
+    """``tests/support/seaweedfs.py`` as a module (``start_seaweedfs``, ``stop_seaweedfs``,
+    ``storage_env``): loaded from its file, as ``tests`` is no package; loaded once."""
+    name = "bench_seaweedfs"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "support" / "seaweedfs.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@contextlib.contextmanager
+def scratch_bucket(folder: Path, bucket: str) -> Iterator[tuple[object, dict[str, str]]]:
+    """A SeaweedFS ``weed mini`` with its data in ``folder`` (on free ports of 127.0.0.1) and an
+    empty bucket ``bucket`` on it: yields ``(server, env)``, ``env`` being the variables that make a
+    studio process keep its files in that bucket (``storage_env``: ``STUDIO_STORAGE_URL=s3://<bucket>``
+    and django-storages' ``AWS_*``). The server is stopped by its PID on the way out (and dies with
+    this process if it is killed outright)."""
+    weed = seaweedfs()
+    server = weed.start_seaweedfs(Path(folder))
+    try:
+        server.client().create_bucket(Bucket=bucket)
+        yield server, weed.storage_env(server, bucket)
+    finally:
+        weed.stop_seaweedfs(server)

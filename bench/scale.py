@@ -31,6 +31,7 @@ task's replay hash is the same on the three passes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -41,6 +42,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from _scratch_studio import scratch_bucket, seaweedfs  # noqa: E402  (bench/_scratch_studio.py, beside this file)
+
 TARGET = 1.7
 #: the longest a pass may run: one worker on the bucket took 1,750 s for 5,150 replays (2026-12-06)
 PASS_LIMIT_S = 5400
@@ -83,7 +87,7 @@ def main() -> None:
               "e.g. redis://127.0.0.1:6379/15)\t≥ 1.7×\tinfo")
         return
     replay_bench = _module("bench_replay", ROOT / "bench" / "replay.py")
-    seaweed = _module("bench_seaweedfs", ROOT / "tests" / "support" / "seaweedfs.py")
+    seaweed = seaweedfs()
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="scale-bench-")).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     pg_name = f"scale_bench_{os.getpid()}"
@@ -92,9 +96,9 @@ def main() -> None:
 
     from annotation.services.imports import push_layers_to_bucket
 
-    server = seaweed.start_seaweedfs(scratch / "s3")
     bucket = "scale-bench"
-    server.client().create_bucket(Bucket=bucket)
+    servers = contextlib.ExitStack()  # the S3 server: started here, stopped by its PID in the finally
+    server, _ = servers.enter_context(scratch_bucket(scratch / "s3", bucket))
     out: dict = {"tasks": args.tasks, "events": args.events, "database": "postgres", "cpus": os.cpu_count()}
     try:
         t0 = time.perf_counter()
@@ -138,7 +142,7 @@ def main() -> None:
         first = passes["local-1"]
         out["identical_hashes"] = f"{sum(first[t] == passes['bucket-1'].get(t) == passes['bucket-2'].get(t) for t in first)}/{len(first)}"
     finally:
-        seaweed.stop_seaweedfs(server)
+        servers.close()
         if not args.keep:
             replay_bench.drop_postgres(pg_name)
             if not args.scratch:

@@ -1,6 +1,6 @@
 """The tile endpoint against bare rio-tiler, on the same 200 tiles of a real web-mercator COG.
 
-    .venv/bin/python bench/tiles.py [--tiles 200] [--rounds 3]
+    .venv/bin/python bench/tiles.py [--tiles 200] [--rounds 3] [--bucket]
 
 Imports ``xview2-deploy-joplin/output_chips_post_0_post.tif`` (a 1024² RGB chip, EPSG:32615,
 0.6 m, Joplin after the 2011 tornado) with ``annotation.services.imports.import_raster_file`` into
@@ -36,16 +36,29 @@ server CPU figure is the CPU time the serving process spent (all its threads,
 ``/proc/<pid>/task/*/schedstat``) over the timed rounds, per tile: it does not count time lost to
 other programs on a loaded machine. The warm-up pass (each tile's first request to each server) is
 printed too. Without that Python the row says so (info).
+
+``--bucket``: the same figures, rows labelled "(bucket)", with the studio's data root an S3 bucket
+(docs/deployment.md, "Object storage"): a SeaweedFS ``weed mini`` started in the scratch folder
+(``bench/_scratch_studio.py``'s ``scratch_bucket``, the tests' server) and stopped by its PID; the
+import uploads the layer's files to it and keeps none on disk, so every side reads the COG from the
+bucket through GDAL's ``/vsis3/``: the endpoint (``studio.storage.gdal_path`` inside ``gdal_env``),
+bare rio-tiler (the same path, inside ``gdal_env``, opened per tile) and TiTiler
+(``url=s3://<bucket>/<key>``, with ``AWS_S3_ENDPOINT`` ``host:port``, the credentials and region, and
+``studio.storage.gdal_options()``: ``AWS_HTTPS=NO``, ``AWS_VIRTUAL_HOSTING=FALSE``,
+``GDAL_DISABLE_READDIR_ON_OPEN=EMPTY_DIR``, in its environment). The warm-up pass over HTTP (each
+tile's first fetch: the server's GDAL caches hold nothing of it yet) is a row of its own (info).
 Prints ``BENCH`` lines for ``bench/run_all.py``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench")) / "tiles"
@@ -59,11 +72,11 @@ TITILER_PY = Path(os.environ.get("STUDIO_BENCH_TITILER_PYTHON",
                                  os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench") + "-titiler/bin/python"))
 #: issue 16: a tile served a second time costs at most this share of its first render
 SECOND_TARGET = 0.2
+#: the bucket of ``--bucket`` (on a server of its own, in the scratch folder)
+BUCKET = "tiles-bench"
 
 
 def setup_scratch() -> None:
-    shutil.rmtree(SCRATCH, ignore_errors=True)
-    SCRATCH.mkdir(parents=True)
     os.environ.update(DATABASE_URL=f"sqlite:///{SCRATCH / 'db.sqlite3'}", STUDIO_DATA_ROOT=str(SCRATCH / "data"),
                       STUDIO_ARTIFACT_ROOT=str(SCRATCH / "data" / "artifacts"), STUDIO_DEBUG="0", CELERY_BROKER_URL="",
                       DJANGO_SETTINGS_MODULE="studio.settings")
@@ -90,18 +103,48 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiles", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--bucket", action="store_true",
+                    help="the data root an S3 bucket (a SeaweedFS started here): every side reads it through /vsis3/")
     args = ap.parse_args()
+    global SCRATCH
+    if args.bucket:
+        SCRATCH = SCRATCH.with_name("tiles-bucket")
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+    SCRATCH.mkdir(parents=True)
+    with contextlib.ExitStack() as stack:
+        if args.bucket:  # before Django starts: the settings read STUDIO_STORAGE_URL and AWS_* from here
+            sys.path.insert(0, str(ROOT / "bench"))
+            from _scratch_studio import scratch_bucket
+
+            _server, storage_env = stack.enter_context(scratch_bucket(SCRATCH / "s3", BUCKET))
+            os.environ.update(storage_env)
+        measure(args.tiles, args.rounds, args.bucket)
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
+def measure(n_tiles: int, rounds: int, bucket: bool) -> None:
+    """Import the chip, time the endpoint against bare rio-tiler in process, then over HTTP against
+    TiTiler (the module's text); ``bucket``: the data root is the bucket ``storage_env`` names."""
     setup_scratch()
     from django.conf import settings
     from django.test import Client
     from rio_tiler.io import Reader
 
     from annotation.services.imports import import_raster_file
+    from studio import storage
     from studio.accounts import upsert_user
 
+    label = "tiles (bucket)" if bucket else "tiles"
     layer = import_raster_file(CHIP, event_slug="bench-joplin", phase="post").layers[0]
-    cog = str(Path(settings.STUDIO_DATA_ROOT) / (layer.tiles_path or layer.path))
-    tiles = tiles_for(layer.bounds, args.tiles)
+    key = layer.tiles_path or layer.path
+    if bucket:
+        cog = storage.gdal_path(key)  # /vsis3/<bucket>/<key>: what the endpoint opens
+        local = Path(settings.STUDIO_DATA_ROOT) / key
+        assert not local.exists(), f"the import left {local} on disk: the bench would not read the bucket"
+        assert storage.exists(key), f"{key} is not in the bucket"
+    else:
+        cog = str(Path(settings.STUDIO_DATA_ROOT) / key)
+    tiles = tiles_for(layer.bounds, n_tiles)
     client = Client()
     client.force_login(upsert_user("bench", "bench-pw-123", ["author"]))
 
@@ -128,8 +171,10 @@ def main() -> None:
         assert resp.status_code == 304
         return b""
 
+    bare_env = storage.gdal_env if bucket else contextlib.nullcontext  # the bucket's GDAL settings
+
     def bare(z, x, y) -> bytes:
-        with Reader(cog) as src:
+        with bare_env(), Reader(cog) as src:
             return src.tile(x, y, z).render(img_format="PNG")
 
     sides = (("cold", cold), ("warm", warm), ("304", revalidate), ("bare", bare))
@@ -141,7 +186,7 @@ def main() -> None:
     # interleaved (each tile: every side in turn, warm right after cold), so that a change of machine
     # load hits all sides; per tile the fastest of the rounds, summed
     fastest = {name: [float("inf")] * len(tiles) for name, _ in sides}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for i, t in enumerate(tiles):
             for name, fn in sides:
                 t0 = time.perf_counter()
@@ -151,23 +196,32 @@ def main() -> None:
     ratio = best["cold"] / best["bare"]
     second = best["warm"] / best["cold"]
     zooms = sorted({t[0] for t in tiles})
-    print(f"{len(tiles)} tiles (zooms {zooms[0]}–{zooms[-1]}) of {CHIP.name} → web-mercator COG {Path(cog).name}")
+    print(f"{len(tiles)} tiles (zooms {zooms[0]}–{zooms[-1]}) of {CHIP.name} → web-mercator COG {cog}")
     for name, _ in sides:
-        print(f"  {name:<5} sum of per-tile bests of {args.rounds}: {best[name]:.3f} s = {1000 * best[name] / len(tiles):.2f} ms/tile "
+        print(f"  {name:<5} sum of per-tile bests of {rounds}: {best[name]:.3f} s = {1000 * best[name] / len(tiles):.2f} ms/tile "
               f"({sizes[name] / 1024:,.0f} KiB of PNG)")
     print(f"  ratio first render (endpoint) / bare rio-tiler: {ratio:.2f}× (target ≤ {TARGET}×)")
     print(f"  ratio second serve / first render: {second:.3f}× (target ≤ {SECOND_TARGET}×); "
           f"304 revalidation / first render: {best['304'] / best['cold']:.3f}×")
-    print(f"BENCH\ttiles: first render, endpoint vs bare rio-tiler ({len(tiles)} tiles)\t{ratio:.2f}× "
+    print(f"BENCH\t{label}: first render, endpoint vs bare rio-tiler ({len(tiles)} tiles)\t{ratio:.2f}× "
           f"({1000 * best['cold'] / len(tiles):.1f} vs {1000 * best['bare'] / len(tiles):.1f} ms/tile)\t"
           f"≤ {TARGET}×\t{'ok' if ratio <= TARGET else 'OVER'}")
-    print(f"BENCH\ttiles: served a second time vs first render\t{second:.3f}× "
+    print(f"BENCH\t{label}: served a second time vs first render\t{second:.3f}× "
           f"({1000 * best['warm'] / len(tiles):.2f} vs {1000 * best['cold'] / len(tiles):.1f} ms/tile)\t"
           f"≤ {SECOND_TARGET}×\t{'ok' if second <= SECOND_TARGET else 'OVER'}")
-    print(f"BENCH\ttiles: 304 revalidation vs first render\t{best['304'] / best['cold']:.3f}×\t≤ {SECOND_TARGET}×\t"
+    print(f"BENCH\t{label}: 304 revalidation vs first render\t{best['304'] / best['cold']:.3f}×\t≤ {SECOND_TARGET}×\t"
           f"{'ok' if best['304'] / best['cold'] <= SECOND_TARGET else 'OVER'}")
-    http_vs_titiler(layer, cog, tiles, args.rounds)
-    shutil.rmtree(SCRATCH, ignore_errors=True)
+    if bucket:  # TiTiler reads the same object through GDAL's S3 driver, configured as gdal_env is
+        bucket_name, prefix = storage.parse_storage_url(settings.STUDIO_STORAGE_URL)
+        url = f"s3://{bucket_name}/{prefix + '/' if prefix else ''}{key}"
+        titiler_env = {"AWS_ACCESS_KEY_ID": settings.AWS_ACCESS_KEY_ID,
+                       "AWS_SECRET_ACCESS_KEY": settings.AWS_SECRET_ACCESS_KEY,
+                       "AWS_REGION": settings.AWS_S3_REGION_NAME or "us-east-1",
+                       "AWS_DEFAULT_REGION": settings.AWS_S3_REGION_NAME or "us-east-1",
+                       "AWS_S3_ENDPOINT": urlsplit(settings.AWS_S3_ENDPOINT_URL).netloc, **storage.gdal_options()}
+    else:
+        url, titiler_env = cog, {}
+    http_vs_titiler(layer, url, tiles, rounds, label=label, titiler_env=titiler_env, first_row=bucket)
 
 
 def _wait_http(port: int, path: str, headers: dict, proc) -> None:
@@ -188,8 +242,11 @@ def _wait_http(port: int, path: str, headers: dict, proc) -> None:
     raise SystemExit(f"server on port {port} did not answer {path}")
 
 
-def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
-    """Cold tiles over HTTP: the studio under gunicorn vs TiTiler under uvicorn (module docstring)."""
+def http_vs_titiler(layer, cog: str, tiles, rounds: int, *, label: str = "tiles", titiler_env: dict | None = None,
+                    first_row: bool = False) -> None:
+    """Cold tiles over HTTP: the studio under gunicorn vs TiTiler under uvicorn (module docstring).
+    ``cog``: what TiTiler is given as ``url`` (a local path, or ``s3://…`` read with ``titiler_env``
+    added to its environment); ``first_row``: the warm-up pass (each tile's first fetch) as a row."""
     import http.client
     import subprocess
     from urllib.parse import quote
@@ -200,7 +257,7 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
     from studio.accounts import upsert_user
 
     if not TITILER_PY.exists():
-        print(f"BENCH\ttiles: cold tile over HTTP vs TiTiler\tnot measured (no TiTiler Python at {TITILER_PY})\t"
+        print(f"BENCH\t{label}: cold tile over HTTP vs TiTiler\tnot measured (no TiTiler Python at {TITILER_PY})\t"
               f"≤ {TITILER_TARGET}×\tinfo")
         return
     user = upsert_user("bench", "bench-pw-123", ["author"])
@@ -220,7 +277,8 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         subprocess.Popen([str(TITILER_PY), "-m", "uvicorn", "titiler.application.main:app", "--host", "127.0.0.1",
                           "--port", str(port_t), "--workers", "1", "--log-level", "warning"],
-                         cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                         cwd="/tmp", env={**os.environ, **(titiler_env or {})},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
     cookie = {"Cookie": f"sessionid={sess.session_key}"}
     studio_path = lambda z, x, y: f"/tiles/{layer.pk}/{z}/{x}/{y}.png"  # noqa: E731
@@ -277,12 +335,17 @@ def http_vs_titiler(layer, cog: str, tiles, rounds: int) -> None:
     n = len(tiles)
     print(f"  first fetch of each tile (the warm-up pass, one sample): studio {1000 * first['studio'] / n:.2f} ms/tile, "
           f"TiTiler {1000 * first['titiler'] / n:.2f} ms/tile ({first['studio'] / first['titiler']:.2f}×)")
-    print(f"BENCH\ttiles: cold tile over HTTP, studio (gunicorn) vs TiTiler (uvicorn) ({n} tiles)\t{ratio:.2f}× "
+    if first_row:
+        first_ratio = first["studio"] / first["titiler"]
+        print(f"BENCH\t{label}: first fetch of each tile over HTTP (warm-up pass, one sample), studio vs TiTiler "
+              f"({n} tiles)\t{first_ratio:.2f}× ({1000 * first['studio'] / n:.1f} vs {1000 * first['titiler'] / n:.1f} "
+              f"ms/tile)\t—\tinfo")
+    print(f"BENCH\t{label}: cold tile over HTTP, studio (gunicorn) vs TiTiler (uvicorn) ({n} tiles)\t{ratio:.2f}× "
           f"({1000 * best['studio'] / n:.1f} vs {1000 * best['titiler'] / n:.1f} ms/tile)\t"
           f"≤ {TITILER_TARGET}×\t{'FAIL' if bad else ('ok' if ratio <= TITILER_TARGET else 'OVER')}")
     cpu_ratio = cpu["studio"] / cpu["titiler"]
     per = rounds * n
-    print(f"BENCH\ttiles: server CPU per cold tile, studio vs TiTiler ({n} tiles × {rounds})\t{cpu_ratio:.2f}× "
+    print(f"BENCH\t{label}: server CPU per cold tile, studio vs TiTiler ({n} tiles × {rounds})\t{cpu_ratio:.2f}× "
           f"({1000 * cpu['studio'] / per:.1f} vs {1000 * cpu['titiler'] / per:.1f} ms/tile)\t"
           f"≤ {TITILER_TARGET}×\t{'FAIL' if bad else ('ok' if cpu_ratio <= TITILER_TARGET else 'OVER')}")
 

@@ -3,7 +3,8 @@
     .venv/bin/python bench/run_all.py [--only tiles,lists] [--quick] [--markdown FILE] [--timeout-scale 1.0]
 
 Each ``bench/<name>.py`` (every ``*.py`` here but this file and ``_*.py`` helpers), and each extra
-job of ``EXTRA`` (``replay_pg``: ``replay.py --postgres``, for PostgreSQL's warm/cold), runs as a
+job of ``EXTRA`` (``replay_pg``: ``replay.py --postgres``, for PostgreSQL's warm/cold; ``tiles_bucket``
+and ``export_bucket``: ``tiles.py --bucket`` and ``export.py --bucket``, the data root an S3 bucket), runs as a
 subprocess with its own time limit (``TIMEOUTS``, seconds, times ``--timeout-scale``); its output is
 kept. A benchmark reports its figures for the table by printing
 lines ``BENCH<TAB>figure<TAB>value<TAB>target<TAB>verdict`` (verdict: ok, OVER, FAIL or info); for a
@@ -38,14 +39,16 @@ ROOT = HERE.parent
 #: took 10.5 min on each database at full size on 2026-12-03 with its floor rounds, and a VM of this
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
-            "export": 5400, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200,
+            "export": 5400, "export_bucket": 5400, "tiles_bucket": 900, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200,
             "experiments": 3600}
-ORDER = ("scoring", "tiles", "replay", "replay_pg", "scale", "lists", "export", "serve", "mcp_start", "experiments", "tools",
+ORDER = ("scoring", "tiles", "tiles_bucket", "replay", "replay_pg", "scale", "lists", "export", "export_bucket", "serve", "mcp_start", "experiments", "tools",
          "perception")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
-EXTRA = {"replay_pg": ("replay", ["--postgres"])}
+EXTRA = {"replay_pg": ("replay", ["--postgres"]), "tiles_bucket": ("tiles", ["--bucket"]),
+         "export_bucket": ("export", ["--bucket"])}
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
 QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
+              "tiles_bucket": ["--tiles", "30"], "export_bucket": ["--tasks", "1000,4000"],
               "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4"],
               "scale": ["--tasks", "120", "--events", "4"],
               "lists": ["--tasks", "2000", "--verdicts", "100", "--repeat", "3", "--import-records", "200"],

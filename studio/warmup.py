@@ -15,6 +15,8 @@ import logging
 import time
 from pathlib import Path
 
+from kernel.paths import is_inside
+
 logger = logging.getLogger(__name__)
 
 
@@ -52,10 +54,10 @@ def warm_up(*, templates: bool = True) -> dict:
     urls_s = time.perf_counter() - t0
     n = 0
     if templates:
-        root = Path(settings.BASE_DIR).resolve()
+        root = settings.BASE_DIR
         folders = [Path(d) for d in settings.TEMPLATES[0].get("DIRS", [])]
         folders += [Path(app.path) / "templates" for app in apps.get_app_configs()
-                    if Path(app.path).resolve().is_relative_to(root)]
+                    if is_inside(app.path, root)]
         seen: set[str] = set()
         for folder in folders:
             if not folder.is_dir():

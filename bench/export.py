@@ -75,7 +75,8 @@ def one(tasks: int, runs: int, fresh: bool) -> dict:
     base = lists.SCRATCH / (f"export-bucket-{tasks}-{runs}" if storage_env else f"lists-{tasks}-{runs}")
     base.mkdir(parents=True, exist_ok=True)
     url, data_root = f"sqlite:///{base / 'db.sqlite3'}", base / "data"
-    seed = lists.seeded(url, data_root, tasks, runs, fresh=fresh, marker=base / "seeded.json")
+    seed = lists.seeded(url, data_root, tasks, runs, fresh=fresh, marker=base / "seeded.json",
+                        verdicts=lists.DEFAULT_VERDICTS)
     env = lists._env(url, data_root)
     if storage_env:
         return one_bucket(tasks, base, env, storage_env, seed)

@@ -58,6 +58,9 @@ XBD_FOLDERS = ("xbd-hurricane-florence", "xbd-guatemala-volcano", "xbd-socal-fir
                "xbd-santa-rosa-labels")
 #: the pages one click below the navigation that need no row (those that do: :func:`page_paths`)
 EXTRA_PAGES = ("/leaderboard.csv", "/experiments/", "/notifications/")
+#: records of each run with a judge's and two people's verdicts (``--verdicts``'s default; bench/export.py
+#: and bench/serve.py seed with it too, so that they reuse one seeded database)
+DEFAULT_VERDICTS = 2000
 TARGET_MS = 300.0
 FIRST_VISIT_MS = 1000.0
 FIRST_AFTER_IMPORT_MS = 300.0
@@ -402,7 +405,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--verdicts", type=int, default=2000,
+    ap.add_argument("--verdicts", type=int, default=DEFAULT_VERDICTS,
                     help="records of each run with a judge's and two people's verdicts (default 2000)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--backends", default="sqlite,postgres")

@@ -102,7 +102,7 @@ def main() -> None:
     base = lists.SCRATCH / f"lists-{args.tasks}-{args.runs}"
     base.mkdir(parents=True, exist_ok=True)
     url, data_root = f"sqlite:///{base / 'db.sqlite3'}", base / "data"
-    lists.seeded(url, data_root, args.tasks, args.runs, marker=base / "seeded.json")
+    lists.seeded(url, data_root, args.tasks, args.runs, marker=base / "seeded.json", verdicts=lists.DEFAULT_VERDICTS)
     env = {**os.environ, **lists._env(url, data_root), "STUDIO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
     r = subprocess.run([sys.executable, "manage.py", "shell", "-c", SESSION], cwd=ROOT, env=env, capture_output=True,
                        text=True, check=True)

@@ -53,37 +53,82 @@ def leaderboard_records(run_ids=None, gold_set: str | None = None):
     return qs
 
 
-def iter_leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None, *, exclude=None):
-    """:func:`leaderboard_rows` one row at a time (one query, read in chunks from the database),
-    for an export that streams; ``exclude``: a condition on the records (e.g.
-    ``evaluation.blind.blind_filter``) whose rows are left out."""
+def _fields(extras: bool) -> tuple[str, ...]:
     fields = _RECORD_FIELDS + ("task__head__input_data", "task__head__trajectory") + tuple(
         f"run__{k}" for k in lb.ACCOUNTING)
+    return fields + (("trajectory",) if extras else ())
+
+
+def _row(r: dict, extras: bool, per_task: dict) -> dict:
+    """The plain row of one record's values (see :func:`leaderboard_rows`); ``per_task`` caches a
+    task's gold length, bucket and modality across its records."""
+    gold_traj = r["task__head__trajectory"] if r["task_id"] is not None else None
+    if r["task_id"] is not None and r["task_id"] not in per_task:
+        n = lb.gold_length(gold_traj)
+        per_task[r["task_id"]] = (n, lb.length_bucket(n), lb.modality_config(r["task__head__input_data"]))
+    gold_len, bucket, modality = per_task.get(r["task_id"], (None, None, None))
+    row = {
+        "record_id": r["id"], "run_id": r["run_id"], "run_name": r["run__name"], "agent": r["run__agent__name"],
+        "mode": r["run__scoring_mode"], "gold_set": r["run__gold_set"], "dimension": r["dimension"],
+        "question_id": r["question_id"],
+        "task_id": r["task_id"], "task_score": r["task_score"], "elapsed_s": r["elapsed_s"],
+        **{m: r[m] for m in lb.METRICS},
+        "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
+        "n_pred_steps": None, "lcs_par_acc": None, "multiset_recall": None, "extraneous_calls": None,
+        **{f"run_{k}": r[f"run__{k}"] for k in lb.ACCOUNTING},
+    }
     if extras:
-        fields += ("trajectory",)
+        row.update(lb.record_extras(r["trajectory"], gold_traj, r["run__tau_r"], r["run__tau_a"]))
+    return row
+
+
+def _run_dimensions(qs):
+    """The (run id, dimension) pairs of ``qs``'s records in order, each found by one seek of the
+    index (run, dimension, question id) past the last (a skip scan: a handful of small queries,
+    where a DISTINCT would read every record)."""
+    run_id = None
+    while True:
+        nxt = qs if run_id is None else qs.filter(run_id__gt=run_id)
+        run_id = nxt.order_by("run_id").values_list("run_id", flat=True).first()
+        if run_id is None:
+            return
+        dimension = None
+        while True:
+            of_run = qs.filter(run_id=run_id) if dimension is None else qs.filter(run_id=run_id, dimension__gt=dimension)
+            dimension = of_run.order_by("dimension").values_list("dimension", flat=True).first()
+            if dimension is None:
+                break
+            yield run_id, dimension
+
+
+def iter_leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None, *, exclude=None,
+                          first_chunk: int = 1000, chunk: int = 10_000):
+    """:func:`leaderboard_rows` one row at a time, for an export that streams; ``exclude``: a
+    condition on the records (e.g. ``evaluation.blind.blind_filter``) whose rows are left out.
+
+    Read in the same order a range of the index (run, dimension, question id) at a time: the
+    (run, dimension) pairs by :func:`_run_dimensions`, then per pair ``chunk`` records after the last question id read
+    (keyset; the very first query reads ``first_chunk``). Each query starts where its rows are, so
+    the first rows come at once whatever the size; one query over every record would have the
+    database sort them all first (PostgreSQL chose that: 1.7 s before the first of 200,000 records)."""
+    fields = _fields(extras)
     qs = leaderboard_records(run_ids, gold_set)
     if exclude is not None:
         qs = qs.exclude(exclude)
     per_task: dict = {}
-    for r in qs.values(*fields).iterator(chunk_size=500):
-        gold_traj = r["task__head__trajectory"] if r["task_id"] is not None else None
-        if r["task_id"] is not None and r["task_id"] not in per_task:
-            n = lb.gold_length(gold_traj)
-            per_task[r["task_id"]] = (n, lb.length_bucket(n), lb.modality_config(r["task__head__input_data"]))
-        gold_len, bucket, modality = per_task.get(r["task_id"], (None, None, None))
-        row = {
-            "record_id": r["id"], "run_id": r["run_id"], "run_name": r["run__name"], "agent": r["run__agent__name"],
-            "mode": r["run__scoring_mode"], "gold_set": r["run__gold_set"], "dimension": r["dimension"],
-            "question_id": r["question_id"],
-            "task_id": r["task_id"], "task_score": r["task_score"], "elapsed_s": r["elapsed_s"],
-            **{m: r[m] for m in lb.METRICS},
-            "gold_len": gold_len, "length_bucket": bucket, "modality": modality,
-            "n_pred_steps": None, "lcs_par_acc": None, "multiset_recall": None, "extraneous_calls": None,
-            **{f"run_{k}": r[f"run__{k}"] for k in lb.ACCOUNTING},
-        }
-        if extras:
-            row.update(lb.record_extras(r["trajectory"], gold_traj, r["run__tau_r"], r["run__tau_a"]))
-        yield row
+    size = first_chunk
+    for run_id, dimension in _run_dimensions(qs):
+        after = None
+        while True:
+            part = qs.filter(run_id=run_id, dimension=dimension)
+            if after is not None:
+                part = part.filter(question_id__gt=after)
+            batch = list(part.order_by("question_id").values(*fields)[:size])
+            for r in batch:
+                yield _row(r, extras, per_task)
+            if len(batch) < size:
+                break
+            after, size = batch[-1]["question_id"], chunk
 
 
 def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = None) -> list[dict]:
@@ -102,7 +147,9 @@ def leaderboard_rows(extras: bool = True, run_ids=None, gold_set: str | None = N
     (:data:`evaluation.leaderboard.ACCOUNTING`; the same on every record of a run, None for a run
     without it).
     """
-    return list(iter_leaderboard_rows(extras, run_ids, gold_set))
+    per_task: dict = {}
+    qs = leaderboard_records(run_ids, gold_set).values(*_fields(extras))
+    return [_row(r, extras, per_task) for r in qs.iterator(chunk_size=500)]
 
 
 def leaderboard_data(extras: bool = True, gold_set: str | None = None) -> tuple[list[dict], list[dict]]:

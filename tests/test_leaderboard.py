@@ -388,3 +388,22 @@ def test_leaderboard_page_query_count_is_constant(logged_in):
     # changed) and their stamps moved up; + 3: a new state, its bootstrap row queued (savepoint,
     # insert, release)
     assert len(first) == 10 + 2 + 3
+
+
+@pytest.mark.django_db
+def test_the_streamed_rows_are_the_listed_rows_in_the_same_order_across_page_boundaries():
+    # 3 runs × (5 tasks + 1 orphan) read in keyset pages of 1, then 2 records: every page boundary
+    # (within a dimension, between dimensions, between runs) is crossed, and the rows must be
+    # leaderboard_rows' one query's, in its order (run, dimension, question id)
+    from evaluation.models import RunRecord
+    from evaluation.selectors.leaderboard import iter_leaderboard_rows, leaderboard_rows
+
+    _make_runs(5)
+    for r in RunRecord.objects.all():  # two dimensions a run: every third record is a t2 one
+        if r.pk % 3 == 0:
+            RunRecord.objects.filter(pk=r.pk).update(dimension="t2")
+    listed = leaderboard_rows()
+    assert {r["dimension"] for r in listed} == {"t1", "t2"}
+    assert len(listed) == 18
+    for first, size in ((1, 2), (1, 1), (3, 4), (1000, 10_000)):
+        assert list(iter_leaderboard_rows(first_chunk=first, chunk=size)) == listed, (first, size)

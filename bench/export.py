@@ -80,6 +80,22 @@ def one(tasks: int, runs: int, fresh: bool) -> dict:
     env = lists._env(url, data_root)
     if storage_env:
         return one_bucket(tasks, base, env, storage_env, seed)
+    out = base / "export-out"
+    shutil.rmtree(out, ignore_errors=True)
+    n_tasks, user, version, created, create_s = _create_release(env, env)
+    cmd = [sys.executable, str(ROOT / "manage.py"), "export_release", version, "--out", str(out)]
+    res = _wrapped(cmd, env, "export_release")
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    shutil.rmtree(out, ignore_errors=True)
+    return {"tasks": n_tasks, "reused": bool(seed.get("reused")), "create_s": create_s, "export_s": res["seconds"],
+            "rss_mb": res["maxrss_kib"] / 1024, "create_rss_mb": created["maxrss_kib"] / 1024,
+            "written_mib": size / 2**20}
+
+
+def _create_release(env: dict, child_env: dict) -> tuple[int, object, str, dict, float]:
+    """In this process (Django set up on ``env``'s database): the approved tasks' count, the bench's
+    maintainer and the next release version; then ``create_release`` in a child on ``child_env``.
+    Returns ``(n_tasks, user, version, the child's measures, its seconds)``."""
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     import django
@@ -92,21 +108,12 @@ def one(tasks: int, runs: int, fresh: bool) -> dict:
     from studio.accounts import upsert_user
 
     n_tasks = Task.objects.filter(status="approved").count()
-    out = base / "export-out"
-    shutil.rmtree(out, ignore_errors=True)
     user = upsert_user("bench-maintainer", "bench-pw-123", ["maintainer"])
     version = f"0.0.{Release.objects.count() + 1}"
     connection.close()  # the children write to the database
     created = _wrapped([sys.executable, str(Path(__file__).resolve()), "--create", version, "--user", user.username],
-                       env, "create_release")
-    create_s = json.loads(created["stdout"].strip().splitlines()[-1])["seconds"]
-    cmd = [sys.executable, str(ROOT / "manage.py"), "export_release", version, "--out", str(out)]
-    res = _wrapped(cmd, env, "export_release")
-    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    shutil.rmtree(out, ignore_errors=True)
-    return {"tasks": n_tasks, "reused": bool(seed.get("reused")), "create_s": create_s, "export_s": res["seconds"],
-            "rss_mb": res["maxrss_kib"] / 1024, "create_rss_mb": created["maxrss_kib"] / 1024,
-            "written_mib": size / 2**20}
+                       child_env, "create_release")
+    return n_tasks, user, version, created, json.loads(created["stdout"].strip().splitlines()[-1])["seconds"]
 
 
 def one_bucket(tasks: int, base: Path, env: dict, storage_env: dict, seed: dict) -> dict:
@@ -122,24 +129,7 @@ def one_bucket(tasks: int, base: Path, env: dict, storage_env: dict, seed: dict)
     shutil.rmtree(machine, ignore_errors=True)
     worker = {**local, "STUDIO_DATA_ROOT": str(machine / "data"), "STUDIO_ARTIFACT_ROOT": str(machine / "data" / "artifacts"),
               "STUDIO_VAR_DIR": str(machine / "var")}
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.db import connection
-
-    from annotation.models import Task
-    from releases.models import Release
-    from studio.accounts import upsert_user
-
-    n_tasks = Task.objects.filter(status="approved").count()
-    user = upsert_user("bench-maintainer", "bench-pw-123", ["maintainer"])
-    version = f"0.0.{Release.objects.count() + 1}"
-    connection.close()  # the children write to the database
-    created = _wrapped([sys.executable, str(Path(__file__).resolve()), "--create", version, "--user", user.username],
-                       worker, "create_release")
-    create_s = json.loads(created["stdout"].strip().splitlines()[-1])["seconds"]
+    n_tasks, user, version, created, create_s = _create_release(env, worker)
     res = _wrapped([sys.executable, str(Path(__file__).resolve()), "--export-job", version, "--user", user.username],
                    worker, "the export job")
     job = json.loads(res["stdout"].strip().splitlines()[-1])

@@ -9,7 +9,7 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
 * :func:`run_experiment` — the job: each pending question through :func:`run_question` (the
   harness's ReAct loop over the studio's MCP server of the task), its record written to the run
   folder at once (a worker killed mid-question loses nothing that finished), up to the
-  configuration's ``max_concurrency`` questions at once in threads of the job, then every repeat's
+  configuration's ``max_concurrency`` questions at once in worker processes of the job, then every repeat's
   folder imported and scored as an ``AgentRun`` against the experiment's gold set;
 * :func:`cancel_experiment` / :func:`resume_experiment` — resume runs only the questions that
   errored or never finished; model answers already received come from the cache (:func:`model_call`);
@@ -23,15 +23,22 @@ studio as the benchmark's harness makes them (``docs/experiments.md``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import fcntl
 import hashlib
 import json
 import logging
 import math
+import multiprocessing
 import os
 import re
 import shutil
+import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -421,35 +428,73 @@ def tool_message(cfg: ExperimentConfig, call_id: str, name: str, content: str) -
 class StopSignal:
     """What the questions in flight of one job share: the first stop (a budget reached, a cancel,
     a crash) that any of them met. Each question checks it before every model call
-    (:meth:`check`), so one question's stop ends the others at their next call, cached or not."""
+    (:meth:`check`), so one question's stop ends the others at their next call, cached or not.
+
+    It lives in shared memory (``multiprocessing`` values made in the ``fork`` context), so the
+    job's worker processes (:func:`_run_questions`) see one another's stop: the kind and its text
+    are shared, ``crash`` (the exception object) stays in the process that met it.
+    :meth:`watch_parent` makes :meth:`check` also stop a worker whose job process is gone."""
+
+    _NONE, _BUDGET, _CANCEL, _CRASH = 0, 1, 2, 3
+    _TEXT = 1024  # bytes of a stop's reason kept (UTF-8, cut at a character)
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.stop: BudgetReached | Cancelled | None = None  # the first budget or cancel
-        self.crash: BaseException | None = None  # the first unexpected exception of a question
+        ctx = _fork_context()
+        self._lock = ctx.Lock()
+        self._kind = ctx.RawValue("i", self._NONE)
+        self._who = ctx.RawValue("i", -1)  # the worker whose crash came first (-1: the job's own thread)
+        self._text = ctx.RawArray("c", self._TEXT)
+        self.crash: BaseException | None = None  # the first unexpected exception met in this process
+        self._parent: int | None = None
+
+    def _put(self, kind: int, text: str, who: int = -1) -> None:
+        self._kind.value, self._who.value = kind, who
+        self._text.value = text.encode("utf-8")[:self._TEXT - 1].decode("utf-8", "ignore").encode("utf-8")
 
     def set(self, exc: BudgetReached | Cancelled) -> None:
         with self._lock:
-            if self.stop is None and self.crash is None:
-                self.stop = exc
+            if self._kind.value == self._NONE:
+                self._put(self._BUDGET if isinstance(exc, BudgetReached) else self._CANCEL, str(exc))
 
-    def set_crash(self, exc: BaseException) -> None:
+    def set_crash(self, exc: BaseException, worker: int = -1) -> None:
+        """Record a crash (over a stop met before it: a crash ends the job ``failed``); the first one
+        only. ``worker``: the index of the worker process that met it (the job reads its exception)."""
         with self._lock:
-            if self.crash is None:
+            if self._kind.value != self._CRASH:
+                self._put(self._CRASH, f"{type(exc).__name__}: {exc}", worker)
                 self.crash = exc
 
+    @property
+    def stop(self) -> BudgetReached | Cancelled | None:
+        """The first budget or cancel met by any question (None after a crash, or when none was met)."""
+        kind, text = self._kind.value, self._text.value.decode("utf-8", "ignore")
+        return BudgetReached(text) if kind == self._BUDGET else Cancelled(text) if kind == self._CANCEL else None
+
+    @property
+    def crashed_worker(self) -> int | None:
+        """The worker process whose crash came first (-1: the job's own thread), or None: no crash."""
+        return self._who.value if self._kind.value == self._CRASH else None
+
     def is_set(self) -> bool:
-        return self.stop is not None or self.crash is not None
+        return self._kind.value != self._NONE
+
+    def watch_parent(self, pid: int) -> None:
+        """Called in a worker process: :meth:`check` stops it (:class:`Cancelled`) once its parent
+        is no longer ``pid`` (the job's process, gone)."""
+        self._parent = pid
 
     def check(self) -> None:
         """Raise for a stop met by another question: its kind (:class:`BudgetReached` with its
-        reason, :class:`Cancelled`), or :class:`Cancelled` after another question's crash."""
-        if self.crash is not None:
+        reason, :class:`Cancelled`), or :class:`Cancelled` after another question's crash or once
+        the job's process is gone (:meth:`watch_parent`)."""
+        kind = self._kind.value
+        if kind == self._CRASH:
             raise Cancelled("another question of the job crashed")
-        if isinstance(self.stop, BudgetReached):
-            raise BudgetReached(str(self.stop))
-        if self.stop is not None:
-            raise Cancelled(str(self.stop))
+        stop = self.stop
+        if stop is not None:
+            raise stop
+        if self._parent is not None and os.getppid() != self._parent:
+            raise Cancelled("the job's process is gone")
 
 
 def _check_cancel(exp: Experiment, stop: StopSignal | None = None) -> None:
@@ -462,7 +507,7 @@ def _check_cancel(exp: Experiment, stop: StopSignal | None = None) -> None:
 def work_dir_of(exp: Experiment, repeat: int, question_id: str, worker: int = 0) -> Path:
     """The working folder of one question (the tools' outputs): the harness's layout
     ``<run folder>/workers/w<worker>/tmp/<question id>`` (``/`` in the id replaced by ``_``);
-    ``worker`` is the index (from 0) of the job's thread that runs it."""
+    ``worker`` is the index (from 0) of the job's worker that runs it."""
     return run_folder(exp, repeat) / "workers" / f"w{int(worker)}" / "tmp" / question_id.replace("/", "_")
 
 
@@ -479,7 +524,7 @@ def run_question(exp: Experiment, row: ExperimentQuestion, question: dict, task:
     The server's calls run on one event loop kept for the question (an ``anyio`` blocking portal:
     a thread of its own, whose worker thread the tool calls reuse) rather than a loop and a worker
     thread started per call.
-    ``worker``: the index of the job's thread running it (its work folder, :func:`work_dir_of`);
+    ``worker``: the index of the job's worker running it (its work folder, :func:`work_dir_of`);
     ``stop``: the job's :class:`StopSignal`, checked before every model call with the cancel.
     Raises :class:`BudgetReached` and :class:`Cancelled` (the question stays unfinished)."""
     cfg = exp.config
@@ -564,14 +609,19 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-#: ``{task folder: lock}``: one writer at a time of a repeat's dimension in this process
-_folder_locks: dict[str, threading.Lock] = {}
-_folder_locks_lock = threading.Lock()
-
-
-def _folder_lock(task_dir: Path) -> threading.Lock:
-    with _folder_locks_lock:
-        return _folder_locks.setdefault(str(task_dir), threading.Lock())
+@contextlib.contextmanager
+def _folder_lock(folder: Path, dimension: str) -> Iterator[None]:
+    """Hold the write lock of ``dimension``'s folder in run folder ``folder`` against every other
+    writer, thread or worker process (``fcntl.flock`` on ``workers/<stem>.lock``: each call opens
+    the file afresh, and two open files exclude each other even in one process)."""
+    lock = folder / "workers" / f"{TASK_STEMS[dimension]}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def write_folder(exp: Experiment, repeat: int, dimension: str) -> Path:
@@ -582,9 +632,8 @@ def write_folder(exp: Experiment, repeat: int, dimension: str) -> Path:
     several at once) write one after the other, each reading the records under the lock, so the
     last write holds every record saved before it."""
     folder = run_folder(exp, repeat)
-    task_dir = folder / TASK_STEMS[dimension]
-    with _folder_lock(task_dir):
-        _write_task_dir(exp, repeat, dimension, task_dir)
+    with _folder_lock(folder, dimension):
+        _write_task_dir(exp, repeat, dimension, folder / TASK_STEMS[dimension])
     return folder
 
 
@@ -665,8 +714,8 @@ def run_experiment(exp_id: int) -> Experiment:
     key refused before any question ran: the message says why). A job that is not queued (taken,
     ended) is returned unchanged. While it runs the row carries this worker's tag and a heartbeat.
 
-    Up to the configuration's ``max_concurrency`` questions run at once, in that many threads of
-    this job (:func:`_run_questions`), in the order ``(repeat, id)`` they are taken; one question's
+    Up to the configuration's ``max_concurrency`` questions run at once, in that many worker
+    processes of this job (:func:`_run_questions`), in the order ``(repeat, id)`` they are taken; one question's
     stop (the budget, a cancel) or crash ends the others at their next model call (they go back to
     pending) and no further question starts. Inside a database transaction (an inline caller's:
     other connections would not see its rows) they run one at a time in the calling thread."""
@@ -708,18 +757,38 @@ def run_experiment(exp_id: int) -> Experiment:
 
 def concurrency_of(config: ExperimentConfig, n_questions: int) -> int:
     """How many questions a job of ``config`` runs at once for ``n_questions`` left: the
-    configuration's ``max_concurrency`` (1 to :data:`MAX_CONCURRENCY`), at most ``n_questions``,
-    and 1 inside a database transaction (the caller's rows are not visible to other connections)."""
+    configuration's ``max_concurrency`` (1 to :data:`MAX_CONCURRENCY`), at most ``n_questions``;
+    1 inside a database transaction (the caller's rows are not visible to other connections) and
+    in a process where CUDA is initialised (model-mode perception ran here on a GPU: CUDA does not
+    survive the fork of :func:`_run_questions`' worker processes)."""
     n = max(1, min(int(config.max_concurrency or 1), MAX_CONCURRENCY, n_questions))
-    return 1 if connections[DEFAULT_DB_ALIAS].in_atomic_block else n
+    return 1 if connections[DEFAULT_DB_ALIAS].in_atomic_block or _cuda_initialised() else n
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process has initialised CUDA through torch (never true without torch imported)."""
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def _fork_context():
+    """The ``multiprocessing`` context of the job's worker processes: ``fork``, so that a worker
+    starts in milliseconds with this process's settings, imports and warmed caches (a ``spawn``ed
+    one would set Django up again, about a second, and see none of an inline caller's settings)."""
+    return multiprocessing.get_context("fork")
 
 
 def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_key: str | None) -> StopSignal:
-    """Run ``rows`` (in order) in :func:`concurrency_of` threads; returns the job's
-    :class:`StopSignal` (set when a question met the budget, a cancel or a crash). One thread:
-    this one. Several: threads ``experiment-<id>-w<i>``, each with its own copy of the experiment
-    and its own database connections (closed when the thread ends), taking the next row until
-    none is left or the signal is set."""
+    """Run ``rows`` (in order) with :func:`concurrency_of` questions at once; returns the job's
+    :class:`StopSignal` (set when a question met the budget, a cancel or a crash; after a crash in
+    a worker process its ``crash`` is that exception, or a ``RuntimeError`` saying how it died).
+    One at a time: in this thread. Several: in that many **worker processes** forked from this one
+    (``experiment-<id>-w<i>``), so that their Python runs in parallel (threads of one process take
+    turns on the GIL: 1.10× for two, docs/benchmarks.md "Experiments"). Each takes the next row
+    from a shared counter, in order, until none is left or the signal is set; each opens its own
+    database connections (this thread's are closed before the fork; the workers' are closed when
+    they end) and dies with this thread (``PR_SET_PDEATHSIG`` on Linux; elsewhere it stops at its
+    next check once this process is gone)."""
     stop = StopSignal()
     questions = {q["question_id"]: q for _, q in questions_of(gold)}
     n = concurrency_of(exp.config, len(rows))
@@ -729,31 +798,80 @@ def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_ke
                 break
             _run_one(exp, row, questions, gold.task_by_qid, api_key, 0, stop)
         return stop
-    queue = iter(rows)
-    take = threading.Lock()
-
-    def work(worker: int) -> None:
+    ctx = _fork_context()
+    taken = ctx.RawValue("i", 0)
+    take = ctx.Lock()
+    connections.close_all()  # a forked worker must not share this thread's connections
+    job_pid = os.getpid()
+    workers = []
+    for i in range(n):
+        reader, writer = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_question_worker, name=f"experiment-{exp.pk}-w{i}", daemon=True,
+                           args=(exp.pk, rows, questions, gold.task_by_qid, api_key, i, stop, taken, take, writer, job_pid))
+        proc.start()
+        writer.close()
+        workers.append((proc, reader))
+    crashes: dict[int, BaseException] = {}
+    for i, (proc, reader) in enumerate(workers):
         try:
-            mine = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp.pk)
-            while not stop.is_set():
-                with take:
-                    row = next(queue, None)
-                if row is None:
-                    return
-                _run_one(mine, row, questions, gold.task_by_qid, api_key, worker, stop, own_task=True)
-        except BaseException as exc:  # noqa: BLE001 — re-raised by the job after the others stopped
-            logger.exception("experiment %s: worker %d crashed", exp.pk, worker)
-            stop.set_crash(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=work, args=(i,), name=f"experiment-{exp.pk}-w{i}", daemon=True)
-               for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+            outcome = reader.recv()
+        except EOFError:  # it died without a word: killed, or out of memory
+            outcome = None
+        proc.join()
+        if isinstance(outcome, BaseException):
+            crashes[i] = outcome
+        elif proc.exitcode != 0:
+            how = f"signal {-proc.exitcode}" if proc.exitcode < 0 else f"exit status {proc.exitcode}"
+            died = RuntimeError(f"the question worker {proc.name} died ({how})")
+            stop.set_crash(died, i)
+            crashes[i] = died
+        reader.close()
+    first = stop.crashed_worker
+    if first is not None:
+        stop.crash = crashes.get(first) or RuntimeError(str(stop._text.value.decode("utf-8", "ignore")))
     return stop
+
+
+def _question_worker(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict, api_key: str | None,
+                     worker: int, stop: StopSignal, taken, take, conn, job_pid: int) -> None:
+    """The body of one worker process of :func:`_run_questions`: take the next row (``taken``, under
+    ``take``) and run it (:func:`_run_one`) until none is left or ``stop`` is set; send ``None``
+    on ``conn`` at the end, or the exception that crashed it (its text, when it does not pickle)."""
+    _die_with_parent()
+    stop.watch_parent(job_pid)
+    torch = sys.modules.get("torch")
+    if torch is not None:  # imported by the job's process before the fork (model-mode perception there):
+        torch.set_num_threads(1)  # its OpenMP thread pool is not the fork's, and a parallel op would hang
+    outcome: BaseException | None = None
+    try:
+        mine = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
+        while not stop.is_set():
+            with take:
+                index = taken.value
+                taken.value = index + 1
+            if index >= len(rows):
+                break
+            _run_one(mine, rows[index], questions, tasks, api_key, worker, stop, own_task=True)
+    except BaseException as exc:  # noqa: BLE001 — sent to the job, which re-raises the first crash
+        logger.exception("experiment %s: question worker %d crashed", exp_id, worker)
+        stop.set_crash(exc, worker)
+        outcome = exc
+    finally:
+        connections.close_all()
+    try:
+        conn.send(outcome)
+    except Exception:  # noqa: BLE001 — an exception that does not pickle goes as its text
+        conn.send(RuntimeError(f"{type(outcome).__name__}: {outcome}"))
+    conn.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this process when the thread that forked it ends (a worker
+    killed with ``kill -9`` takes its question processes with it, as it took its threads)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):  # not Linux: StopSignal.watch_parent's check stands alone
+        pass
 
 
 def _run_one(exp: Experiment, row: ExperimentQuestion, questions: dict, tasks: dict, api_key: str | None,

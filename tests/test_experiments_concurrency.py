@@ -1,17 +1,21 @@
 """Several questions of an experiment in flight at once (``ExperimentConfig.max_concurrency``):
 the setting is a versioned field of a configuration (service, API, form, command line), and the job
-runs that many questions in threads of its own, each with its own database connections and work
-folder, the folder written whole, and one question's stop ending the others.
+runs that many questions in worker processes forked from it, each with its own database connections
+and work folder, the folder written whole, and one question's stop (or death) ending the others.
 
 No model server here: the questions are answered from the request cache (``ModelCall``), filled
 by hand with an answer in the shape llama-cpp-python's server gives (marked below), so the threads'
 work is deterministic. The same machinery against the real SmolLM2 server is in
-``test_experiments_llm.py``. Tests that run threads use a transactional database: a thread's own
-connection sees only committed rows (inside a transaction the job runs one question at a time).
+``test_experiments_llm.py``. Tests that run several at once use a transactional database: a worker's
+own connection sees only committed rows (inside a transaction the job runs one question at a time).
+A worker process inherits the test's monkeypatches (it is forked), which the crash tests use.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import pytest
 from django.core.management import call_command
@@ -136,12 +140,20 @@ def queued(monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 @needs_florence
-def test_two_questions_run_at_once_in_threads_and_the_folder_holds_every_record_in_question_order(
-        tmp_path, queued):
+def test_two_questions_run_at_once_in_two_worker_processes_and_the_folder_holds_every_record_in_question_order(
+        tmp_path, queued, monkeypatch):
     user, task, other = _two_tasks()
     cfg = _config(user, max_concurrency=2)
     exp = queued(user, cfg, 2)
     _cache_answers(exp, tmp_path, RIGHT)
+    real, seen = services.run_question, tmp_path / "pids"
+
+    def noting_the_process(exp, row, *args, **kwargs):  # each question's process id, one line each
+        with open(seen, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(exp, row, *args, **kwargs)
+
+    monkeypatch.setattr(services, "run_question", noting_the_process)
     exp = services.run_experiment(exp.pk)
     exp.refresh_from_db()
     assert exp.status == "done" and exp.done == exp.total == 4, (exp.error, exp.stop_reason)
@@ -149,7 +161,10 @@ def test_two_questions_run_at_once_in_threads_and_the_folder_holds_every_record_
     # every question answered by its one cached request: nothing sent, nothing spent
     assert [(r.status, r.model_calls, r.cached_calls, r.attempts) for r in rows] == [("done", 1, 1, 1)] * 4
     assert (exp.prompt_tokens, exp.completion_tokens, exp.cost) == (0, 0, 0.0)
-    # two threads: the first two questions were taken at once, so each started before the other ended
+    # two worker processes, neither of them this one (the job's), ran the four questions
+    pids = seen.read_text().split()
+    assert len(pids) == 4 and len(set(pids)) == 2 and str(os.getpid()) not in pids
+    # the first two questions were taken at once, so each started before the other ended
     first, second = rows[0], rows[1]
     assert max(first.started_at, second.started_at) < min(first.finished_at, second.finished_at)
     # each repeat's folder holds both records, in question order, whichever ended first
@@ -229,6 +244,126 @@ def test_a_question_that_crashes_stops_the_others_and_the_job_fails_saying_why(t
     assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
 
 
+@pytest.mark.django_db(transaction=True)
+@needs_florence
+def test_a_question_worker_killed_with_sigkill_fails_the_job_saying_so_and_resume_finishes(tmp_path, queued, monkeypatch):
+    user, task, other = _two_tasks()
+    exp = queued(user, _config(user, max_concurrency=2), 2)
+    _cache_answers(exp, tmp_path, RIGHT)
+    real = services.run_question
+
+    def killed_on_q2(exp, row, *args, **kwargs):  # the kernel's OOM killer, or an operator's kill -9
+        if row.question_id == Q2 and row.repeat == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(exp, row, *args, **kwargs)
+
+    monkeypatch.setattr(services, "run_question", killed_on_q2)
+    from experiments.jobs import run as celery_run
+
+    celery_run(exp.pk)
+    exp.refresh_from_db()
+    # the worker that ran Q2 is w1 or w0, whichever took it (Q1 of repeat 1 went to the other)
+    assert exp.status == "failed" and exp.error in {
+        f"the job crashed: RuntimeError: the question worker experiment-{exp.pk}-w{i} died (signal 9)" for i in (0, 1)}
+    rows = {(r.repeat, r.question_id): r for r in exp.questions.all()}
+    assert rows.pop((1, Q2)).status == "running"  # as a worker killed mid-question leaves it
+    assert {r.status for r in rows.values()} <= {"done", "pending"}
+    monkeypatch.setattr(services, "run_question", real)
+    services.resume_experiment(user, exp)
+    exp = services.run_experiment(exp.pk)
+    assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+@needs_florence
+def test_the_question_workers_die_with_a_job_process_killed_with_sigkill(tmp_path, queued, monkeypatch):
+    """A Celery worker killed with ``kill -9`` mid-experiment takes its question processes with
+    it (PR_SET_PDEATHSIG): none goes on writing rows that a resumed job will own."""
+    import multiprocessing
+
+    user, task, other = _two_tasks()
+    exp = queued(user, _config(user, max_concurrency=2), 1)
+    pids = tmp_path / "pids"
+
+    def waits(exp, row, *args, **kwargs):  # a question waiting on a slow model: its process id noted
+        with open(pids, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(120)
+        raise AssertionError("still alive after two minutes")
+
+    monkeypatch.setattr(services, "run_question", waits)
+    job = multiprocessing.get_context("fork").Process(target=services.run_experiment, args=(exp.pk,))
+    from django.db import connections
+
+    connections.close_all()  # the job process opens its own
+    job.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not pids.exists() or len(pids.read_text().split()) < 2):
+        time.sleep(0.1)
+    workers = [int(p) for p in pids.read_text().split()]
+    assert len(workers) == 2 and job.pid not in workers
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().split(")")[-1].split()[0] != "Z"  # a zombie is dead, not yet reaped
+        except FileNotFoundError:
+            return False
+
+    assert all(alive(pid) for pid in workers)
+    os.kill(job.pid, signal.SIGKILL)
+    job.join(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(pid) for pid in workers):
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers)
+    # both questions stay running, as a killed worker leaves them (the sweep fails the job; resume reruns them)
+    assert sorted(exp.questions.values_list("status", flat=True)) == ["running", "running"]
+
+
+@pytest.mark.django_db(transaction=True)
+@needs_florence
+def test_a_worker_forked_after_the_job_used_torch_threads_still_runs_torch(tmp_path, queued, monkeypatch):
+    """torch's OpenMP thread pool does not survive a fork: a matrix product in a worker forked
+    from a process that had run one on two threads hangs (measured: killed after 60 s) unless
+    the worker sets torch to one thread, which ``services._question_worker`` does."""
+    import torch
+
+    user, task, other = _two_tasks()
+    exp = queued(user, _config(user, max_concurrency=2), 1)
+    _cache_answers(exp, tmp_path, RIGHT)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    a = torch.ones(600, 600)
+    assert float((a @ a)[0, 0]) == 600.0  # the pool of two threads now exists in this (the job's) process
+    real = services.run_question
+
+    def with_torch(exp, row, *args, **kwargs):  # model-mode perception's work, in the worker's main thread
+        signal.alarm(30)  # a watchdog: a hung worker dies of SIGALRM and the job fails saying so
+        try:
+            product = float((a @ a)[0, 0])
+        finally:
+            signal.alarm(0)
+        assert product == 600.0
+        return real(exp, row, *args, **kwargs)
+
+    monkeypatch.setattr(services, "run_question", with_torch)
+    try:
+        exp = services.run_experiment(exp.pk)
+    finally:
+        torch.set_num_threads(before)
+    exp.refresh_from_db()
+    assert (exp.status, exp.error, exp.done) == ("done", "", 2)
+
+
+def test_a_process_with_cuda_initialised_runs_its_questions_one_at_a_time(monkeypatch):
+    cfg = ExperimentConfig(max_concurrency=4)
+    monkeypatch.setattr(services, "connections", {"default": type("C", (), {"in_atomic_block": False})()})
+    assert services.concurrency_of(cfg, 10) == 4
+    monkeypatch.setattr(services, "_cuda_initialised", lambda: True)  # model mode ran here on a GPU
+    assert services.concurrency_of(cfg, 10) == 1
+
+
 @pytest.mark.django_db
 def test_inside_a_transaction_the_questions_run_one_at_a_time_in_the_caller(maintainer):
     """A test's (or an inline caller's) transaction holds rows no other connection sees: the job
@@ -247,7 +382,7 @@ def test_outside_a_transaction_the_job_runs_as_many_questions_as_the_configurati
         4, 3, 1)
 
 
-def test_each_thread_has_its_own_work_folder_in_the_harness_layout(tmp_path):
+def test_each_worker_has_its_own_work_folder_in_the_harness_layout(tmp_path):
     exp = Experiment(pk=7, folder=str(tmp_path / "experiments" / "7"),
                      config=ExperimentConfig(model="smollm2-135m", protocol="IF"))
     assert services.work_dir_of(exp, 2, "a/b_task0", 3) == (

@@ -8,6 +8,9 @@ returns is theirs (and this process's, which it also sets up as a Django process
 :func:`scratch_bucket`, for the benchmarks that put the data root in an S3 bucket (``bench/scale.py``,
 ``bench/tiles.py --bucket``, ``bench/export.py --bucket``): the tests' own SeaweedFS server
 (``tests/support/seaweedfs.py``, :func:`seaweedfs`), started in a scratch folder and stopped by its PID.
+
+:func:`scratch_postgres` / :func:`drop_postgres`: a scratch database on the local PostgreSQL server
+(``bench/replay.py --postgres``, ``bench/scale.py``, ``bench/experiments.py``).
 """
 from __future__ import annotations
 
@@ -67,6 +70,25 @@ def scratch_studio(scratch: Path, xbd_folder: Path, *, question_id: str, sample_
 
     connections.close_all()
     return env
+
+
+def scratch_postgres(name: str) -> str:
+    """Create database ``name`` on the local PostgreSQL server (trust auth); returns its URL."""
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        c.execute(f'CREATE DATABASE "{name}"')
+    return f"postgres://postgres@127.0.0.1:5432/{name}"
+
+
+def drop_postgres(name: str) -> None:
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def support(name: str):

@@ -65,29 +65,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from _scratch_studio import drop_postgres, scratch_postgres  # noqa: E402,F401  (bench/_scratch_studio.py; scale.py uses them from here)
+
 REAL = ROOT.parent / "shared" / "realdata"
 SCENES = ["xbd-hurricane-florence", "xbd-guatemala-volcano", "xbd-socal-fire"]
 #: engine overhead target, no cache / direct tool calls (issue 16, item 5)
 OVERHEAD_TARGET = 1.05
-
-
-def scratch_postgres(name: str) -> str:
-    """Create database ``name`` on the local PostgreSQL server (trust auth); returns its URL."""
-    import psycopg
-
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        c.execute(f'CREATE DATABASE "{name}"')
-    return f"postgres://postgres@127.0.0.1:5432/{name}"
-
-
-def drop_postgres(name: str) -> None:
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def setup_env(scratch: Path, db_url: str | None = None) -> dict:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
+import gc
 import hashlib
 import json
 import logging
@@ -780,15 +781,12 @@ def _fork_context():
 
 def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_key: str | None) -> StopSignal:
     """Run ``rows`` (in order) with :func:`concurrency_of` questions at once; returns the job's
-    :class:`StopSignal` (set when a question met the budget, a cancel or a crash; after a crash in
-    a worker process its ``crash`` is that exception, or a ``RuntimeError`` saying how it died).
-    One at a time: in this thread. Several: in that many **worker processes** forked from this one
-    (``experiment-<id>-w<i>``), so that their Python runs in parallel (threads of one process take
-    turns on the GIL: 1.10× for two, docs/benchmarks.md "Experiments"). Each takes the next row
-    from a shared counter, in order, until none is left or the signal is set; each opens its own
-    database connections (this thread's are closed before the fork; the workers' are closed when
-    they end) and dies with this thread (``PR_SET_PDEATHSIG`` on Linux; elsewhere it stops at its
-    next check once this process is gone)."""
+    :class:`StopSignal` (set when a question met the budget, a cancel or a crash; after a crash its
+    ``crash`` is that exception, or a ``RuntimeError`` saying how a worker process died). One at a
+    time: in this thread. Several: in that many workers ``experiment-<id>-w<i>``
+    (:func:`_workers_are_processes`: worker processes forked from this one on a server database,
+    threads on SQLite), each taking the next row in order until none is left or the signal is set,
+    each with its own database connections (closed when it ends)."""
     stop = StopSignal()
     questions = {q["question_id"]: q for _, q in questions_of(gold)}
     n = concurrency_of(exp.config, len(rows))
@@ -798,19 +796,96 @@ def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_ke
                 break
             _run_one(exp, row, questions, gold.task_by_qid, api_key, 0, stop)
         return stop
+    run = _run_in_processes if _workers_are_processes() else _run_in_threads
+    run(exp.pk, rows, questions, gold.task_by_qid, api_key, n, stop)
+    return stop
+
+
+def _workers_are_processes() -> bool:
+    """Whether the job's workers are processes: on a server database (PostgreSQL), yes, so that
+    their Python runs in parallel (threads of one process take turns on the GIL: two were 1.10×
+    one, docs/benchmarks.md "Experiments"). On SQLite, threads: SQLite keeps its file locks' state
+    per process, and a process forked while another thread of the job's process (its heartbeat, a
+    request of the embedded web server) holds a connection to the same file inherits that state
+    and gets "database is locked" at once (howtocorrupt.html, 2.6; measured: the bench's workers
+    failed so within a few passes)."""
+    return connections[DEFAULT_DB_ALIAS].vendor != "sqlite"
+
+
+def _take_and_run(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict, api_key: str | None,
+                  worker: int, stop: StopSignal, take_next) -> None:
+    """One worker's loop: ``take_next()`` (the next row's index in ``rows``, or None) and run it
+    (:func:`_run_one` on a copy of the experiment of its own) until none is left or ``stop`` is set."""
+    mine = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
+    while not stop.is_set():
+        index = take_next()
+        if index is None or index >= len(rows):
+            return
+        _run_one(mine, rows[index], questions, tasks, api_key, worker, stop, own_task=True)
+
+
+def _run_in_threads(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict, api_key: str | None,
+                    n: int, stop: StopSignal) -> None:
+    """:func:`_run_questions`' ``n`` workers as threads of this process (SQLite)."""
+    counter = iter(range(len(rows)))
+    take = threading.Lock()
+
+    def take_next() -> int | None:
+        with take:
+            return next(counter, None)
+
+    def work(worker: int) -> None:
+        try:
+            _take_and_run(exp_id, rows, questions, tasks, api_key, worker, stop, take_next)
+        except BaseException as exc:  # noqa: BLE001 — re-raised by the job after the others stopped
+            logger.exception("experiment %s: worker %d crashed", exp_id, worker)
+            stop.set_crash(exc, worker)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"experiment-{exp_id}-w{i}", daemon=True)
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _run_in_processes(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict,
+                      api_key: str | None, n: int, stop: StopSignal) -> None:
+    """:func:`_run_questions`' ``n`` workers as processes forked from this one (a server database).
+    This thread's connections are closed before the fork; each worker dies with this thread
+    (``PR_SET_PDEATHSIG`` on Linux; elsewhere it stops at its next check once this process is
+    gone). A worker's crash is sent back over a pipe (its text when it does not pickle); a worker
+    that dies without a word (``kill -9``, the out-of-memory killer) is a crash
+    ``RuntimeError("the question worker experiment-<id>-w<i> died (signal 9)")``."""
     ctx = _fork_context()
     taken = ctx.RawValue("i", 0)
     take = ctx.Lock()
+
+    def take_next() -> int:
+        with take:
+            index = taken.value
+            taken.value = index + 1
+            return index
+
     connections.close_all()  # a forked worker must not share this thread's connections
     job_pid = os.getpid()
     workers = []
-    for i in range(n):
-        reader, writer = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_question_worker, name=f"experiment-{exp.pk}-w{i}", daemon=True,
-                           args=(exp.pk, rows, questions, gold.task_by_qid, api_key, i, stop, taken, take, writer, job_pid))
-        proc.start()
-        writer.close()
-        workers.append((proc, reader))
+    # the objects the workers inherit are left out of their garbage collections: a collection in a
+    # worker would otherwise touch every inherited object and copy most of the job's memory
+    # (a full one: 90 ms in a worker forked from a process with the studio's imports, 4 ms frozen)
+    gc.freeze()
+    try:
+        for i in range(n):
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_question_worker, name=f"experiment-{exp_id}-w{i}", daemon=True,
+                               args=(exp_id, rows, questions, tasks, api_key, i, stop, take_next, writer, job_pid))
+            proc.start()
+            writer.close()
+            workers.append((proc, reader))
+    finally:
+        gc.unfreeze()
     crashes: dict[int, BaseException] = {}
     for i, (proc, reader) in enumerate(workers):
         try:
@@ -828,15 +903,13 @@ def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_ke
         reader.close()
     first = stop.crashed_worker
     if first is not None:
-        stop.crash = crashes.get(first) or RuntimeError(str(stop._text.value.decode("utf-8", "ignore")))
-    return stop
+        stop.crash = crashes.get(first) or RuntimeError(stop._text.value.decode("utf-8", "ignore"))
 
 
 def _question_worker(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict, api_key: str | None,
-                     worker: int, stop: StopSignal, taken, take, conn, job_pid: int) -> None:
-    """The body of one worker process of :func:`_run_questions`: take the next row (``taken``, under
-    ``take``) and run it (:func:`_run_one`) until none is left or ``stop`` is set; send ``None``
-    on ``conn`` at the end, or the exception that crashed it (its text, when it does not pickle)."""
+                     worker: int, stop: StopSignal, take_next, conn, job_pid: int) -> None:
+    """The body of one worker process of :func:`_run_in_processes`: :func:`_take_and_run`, then
+    ``None`` sent on ``conn``, or the exception that crashed it (its text, when it does not pickle)."""
     _die_with_parent()
     stop.watch_parent(job_pid)
     torch = sys.modules.get("torch")
@@ -844,14 +917,7 @@ def _question_worker(exp_id: int, rows: list[ExperimentQuestion], questions: dic
         torch.set_num_threads(1)  # its OpenMP thread pool is not the fork's, and a parallel op would hang
     outcome: BaseException | None = None
     try:
-        mine = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
-        while not stop.is_set():
-            with take:
-                index = taken.value
-                taken.value = index + 1
-            if index >= len(rows):
-                break
-            _run_one(mine, rows[index], questions, tasks, api_key, worker, stop, own_task=True)
+        _take_and_run(exp_id, rows, questions, tasks, api_key, worker, stop, take_next)
     except BaseException as exc:  # noqa: BLE001 — sent to the job, which re-raises the first crash
         logger.exception("experiment %s: question worker %d crashed", exp_id, worker)
         stop.set_crash(exc, worker)

@@ -1,7 +1,9 @@
 """Several questions of an experiment in flight at once (``ExperimentConfig.max_concurrency``):
 the setting is a versioned field of a configuration (service, API, form, command line), and the job
-runs that many questions in worker processes forked from it, each with its own database connections
-and work folder, the folder written whole, and one question's stop (or death) ending the others.
+runs that many questions in workers of its own (processes forked from it on PostgreSQL, threads on
+SQLite: ``services._workers_are_processes``), each with its own database connections and work
+folder, the folder written whole, and one question's stop (or death) ending the others. Each CI
+configuration runs these tests on its database: the threads on SQLite, the processes on PostgreSQL.
 
 No model server here: the questions are answered from the request cache (``ModelCall``), filled
 by hand with an answer in the shape llama-cpp-python's server gives (marked below), so the threads'
@@ -34,6 +36,9 @@ Q1, Q2 = "florence_mcp01_task0", "florence_mcp02_task0"
 RIGHT = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
 
 needs_florence = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+#: the tests of worker processes (their pids, a kill -9, torch after a fork) need a server database
+needs_processes = pytest.mark.skipif(not services._workers_are_processes(),
+                                     reason="SQLite: the job's workers are threads (services._workers_are_processes)")
 
 
 def _config(user, **kw):
@@ -140,7 +145,7 @@ def queued(monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 @needs_florence
-def test_two_questions_run_at_once_in_two_worker_processes_and_the_folder_holds_every_record_in_question_order(
+def test_two_questions_run_at_once_in_two_workers_and_the_folder_holds_every_record_in_question_order(
         tmp_path, queued, monkeypatch):
     user, task, other = _two_tasks()
     cfg = _config(user, max_concurrency=2)
@@ -161,9 +166,13 @@ def test_two_questions_run_at_once_in_two_worker_processes_and_the_folder_holds_
     # every question answered by its one cached request: nothing sent, nothing spent
     assert [(r.status, r.model_calls, r.cached_calls, r.attempts) for r in rows] == [("done", 1, 1, 1)] * 4
     assert (exp.prompt_tokens, exp.completion_tokens, exp.cost) == (0, 0, 0.0)
-    # two worker processes, neither of them this one (the job's), ran the four questions
+    # two worker processes, neither of them this one (the job's), ran the four questions; on SQLite
+    # two threads of this process did
     pids = seen.read_text().split()
-    assert len(pids) == 4 and len(set(pids)) == 2 and str(os.getpid()) not in pids
+    if services._workers_are_processes():
+        assert len(pids) == 4 and len(set(pids)) == 2 and str(os.getpid()) not in pids
+    else:
+        assert pids == [str(os.getpid())] * 4
     # the first two questions were taken at once, so each started before the other ended
     first, second = rows[0], rows[1]
     assert max(first.started_at, second.started_at) < min(first.finished_at, second.finished_at)
@@ -246,6 +255,7 @@ def test_a_question_that_crashes_stops_the_others_and_the_job_fails_saying_why(t
 
 @pytest.mark.django_db(transaction=True)
 @needs_florence
+@needs_processes
 def test_a_question_worker_killed_with_sigkill_fails_the_job_saying_so_and_resume_finishes(tmp_path, queued, monkeypatch):
     user, task, other = _two_tasks()
     exp = queued(user, _config(user, max_concurrency=2), 2)
@@ -276,6 +286,7 @@ def test_a_question_worker_killed_with_sigkill_fails_the_job_saying_so_and_resum
 
 @pytest.mark.django_db(transaction=True)
 @needs_florence
+@needs_processes
 def test_the_question_workers_die_with_a_job_process_killed_with_sigkill(tmp_path, queued, monkeypatch):
     """A Celery worker killed with ``kill -9`` mid-experiment takes its question processes with
     it (PR_SET_PDEATHSIG): none goes on writing rows that a resumed job will own."""
@@ -323,6 +334,7 @@ def test_the_question_workers_die_with_a_job_process_killed_with_sigkill(tmp_pat
 
 @pytest.mark.django_db(transaction=True)
 @needs_florence
+@needs_processes
 def test_a_worker_forked_after_the_job_used_torch_threads_still_runs_torch(tmp_path, queued, monkeypatch):
     """torch's OpenMP thread pool does not survive a fork: a matrix product in a worker forked
     from a process that had run one on two threads hangs (measured: killed after 60 s) unless
@@ -354,6 +366,15 @@ def test_a_worker_forked_after_the_job_used_torch_threads_still_runs_torch(tmp_p
         torch.set_num_threads(before)
     exp.refresh_from_db()
     assert (exp.status, exp.error, exp.done) == ("done", "", 2)
+
+
+def test_the_workers_are_processes_on_postgresql_and_threads_on_sqlite(monkeypatch):
+    vendor = {"vendor": "postgresql"}
+    monkeypatch.setattr(services, "connections", {"default": type("C", (), vendor)()})
+    assert services._workers_are_processes()
+    vendor["vendor"] = "sqlite"  # SQLite's lock state does not survive a fork (services._workers_are_processes)
+    monkeypatch.setattr(services, "connections", {"default": type("C", (), vendor)()})
+    assert not services._workers_are_processes()
 
 
 def test_a_process_with_cuda_initialised_runs_its_questions_one_at_a_time(monkeypatch):

@@ -872,32 +872,45 @@ def _run_in_processes(exp_id: int, rows: list[ExperimentQuestion], questions: di
     connections.close_all()  # a forked worker must not share this thread's connections
     job_pid = os.getpid()
     workers = []
-    # the objects the workers inherit are left out of their garbage collections: a collection in a
-    # worker would otherwise touch every inherited object and copy most of the job's memory
-    # (a full one: 90 ms in a worker forked from a process with the studio's imports, 4 ms frozen)
+    # os.fork, not multiprocessing.Process: a Celery prefork worker's pool process is daemonic, and
+    # multiprocessing refuses children to a daemonic process ("daemonic processes are not allowed
+    # to have children"). The objects the workers inherit are left out of their garbage
+    # collections: a collection in a worker would otherwise touch every inherited object and copy
+    # most of the job's memory (a full one: 90 ms in a worker forked from a process with the
+    # studio's imports, 4 ms frozen).
+    sys.stdout.flush()
+    sys.stderr.flush()
     gc.freeze()
     try:
         for i in range(n):
             reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_question_worker, name=f"experiment-{exp_id}-w{i}", daemon=True,
-                               args=(exp_id, rows, questions, tasks, api_key, i, stop, take_next, writer, job_pid))
-            proc.start()
+            pid = os.fork()
+            if pid == 0:  # the worker: it never returns into the job's code
+                code = 1
+                try:
+                    reader.close()
+                    _question_worker(exp_id, rows, questions, tasks, api_key, i, stop, take_next, writer, job_pid)
+                    code = 0
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
             writer.close()
-            workers.append((proc, reader))
+            workers.append((f"experiment-{exp_id}-w{i}", pid, reader))
     finally:
         gc.unfreeze()
     crashes: dict[int, BaseException] = {}
-    for i, (proc, reader) in enumerate(workers):
+    for i, (name, pid, reader) in enumerate(workers):
         try:
             outcome = reader.recv()
         except EOFError:  # it died without a word: killed, or out of memory
             outcome = None
-        proc.join()
+        exitcode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         if isinstance(outcome, BaseException):
             crashes[i] = outcome
-        elif proc.exitcode != 0:
-            how = f"signal {-proc.exitcode}" if proc.exitcode < 0 else f"exit status {proc.exitcode}"
-            died = RuntimeError(f"the question worker {proc.name} died ({how})")
+        elif exitcode != 0:
+            how = f"signal {-exitcode}" if exitcode < 0 else f"exit status {exitcode}"
+            died = RuntimeError(f"the question worker {name} died ({how})")
             stop.set_crash(died, i)
             crashes[i] = died
         reader.close()

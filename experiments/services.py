@@ -468,8 +468,13 @@ class StopSignal:
     @property
     def stop(self) -> BudgetReached | Cancelled | None:
         """The first budget or cancel met by any question (None after a crash, or when none was met)."""
-        kind, text = self._kind.value, self._text.value.decode("utf-8", "ignore")
+        kind, text = self._kind.value, self.reason
         return BudgetReached(text) if kind == self._BUDGET else Cancelled(text) if kind == self._CANCEL else None
+
+    @property
+    def reason(self) -> str:
+        """The first stop's text (a crash: ``"<type>: <message>"``), "" when none was met."""
+        return self._text.value.decode("utf-8", "ignore")
 
     @property
     def crashed_worker(self) -> int | None:
@@ -715,8 +720,9 @@ def run_experiment(exp_id: int) -> Experiment:
     key refused before any question ran: the message says why). A job that is not queued (taken,
     ended) is returned unchanged. While it runs the row carries this worker's tag and a heartbeat.
 
-    Up to the configuration's ``max_concurrency`` questions run at once, in that many worker
-    processes of this job (:func:`_run_questions`), in the order ``(repeat, id)`` they are taken; one question's
+    Up to the configuration's ``max_concurrency`` questions run at once, in that many workers of
+    this job (:func:`_run_questions`: processes on PostgreSQL, threads on SQLite), in the order
+    ``(repeat, id)`` they are taken; one question's
     stop (the budget, a cancel) or crash ends the others at their next model call (they go back to
     pending) and no further question starts. Inside a database transaction (an inline caller's:
     other connections would not see its rows) they run one at a time in the calling thread."""
@@ -773,9 +779,10 @@ def _cuda_initialised() -> bool:
 
 
 def _fork_context():
-    """The ``multiprocessing`` context of the job's worker processes: ``fork``, so that a worker
-    starts in milliseconds with this process's settings, imports and warmed caches (a ``spawn``ed
-    one would set Django up again, about a second, and see none of an inline caller's settings)."""
+    """The ``multiprocessing`` context whose shared memory (values, locks, pipes) the job's worker
+    processes share with it across ``os.fork``. Forked, a worker starts in milliseconds with this
+    process's settings, imports and warmed caches (a ``spawn``ed one would set Django up again,
+    about a second, and see none of an inline caller's settings)."""
     return multiprocessing.get_context("fork")
 
 
@@ -916,7 +923,7 @@ def _run_in_processes(exp_id: int, rows: list[ExperimentQuestion], questions: di
         reader.close()
     first = stop.crashed_worker
     if first is not None:
-        stop.crash = crashes.get(first) or RuntimeError(stop._text.value.decode("utf-8", "ignore"))
+        stop.crash = crashes.get(first) or RuntimeError(stop.reason)
 
 
 def _question_worker(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict, api_key: str | None,

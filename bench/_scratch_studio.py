@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def scratch_studio(scratch: Path, xbd_folder: Path, *, question_id: str, sample_id: str,
-                   content: Callable[[dict], dict], checkpoint_dir: str = "") -> dict[str, str]:
+                   content: Callable[[dict], dict], checkpoint_dir: str = "", db_url: str = "") -> dict[str, str]:
     """Set up a studio in ``scratch`` (``bench.sqlite3``, ``data/``) and return its environment.
+    ``db_url``: another database (e.g. :func:`scratch_postgres`'s) instead of ``bench.sqlite3``.
 
     ``content(layers)`` gets ``{file name: Layer}`` of the imported ``xbd_folder`` and returns the task's
     content without ``input_data``, which is built from its ``input_layers`` entry (``{"pre_image":
@@ -35,7 +36,7 @@ def scratch_studio(scratch: Path, xbd_folder: Path, *, question_id: str, sample_
     network weights).
     """
     env = {
-        "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
+        "DATABASE_URL": db_url or f"sqlite:///{scratch / 'bench.sqlite3'}",
         "STUDIO_VAR_DIR": str(scratch),
         "STUDIO_DATA_ROOT": str(scratch / "data"),
         "STUDIO_ARTIFACT_ROOT": str(scratch / "data" / "artifacts"),

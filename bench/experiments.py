@@ -1,8 +1,8 @@
 """The studio's experiments against a real local model server: the studio's overhead per agent step,
 and 2 questions at once against 1.
 
-    .venv/bin/python bench/experiments.py [--questions 6] [--max-steps 6] [--max-tokens 48]
-        [--live-rounds 1] [--cached-rounds 5] [--llm-threads 1] [--scratch DIR] [--keep]
+    .venv/bin/python bench/experiments.py [--questions 8] [--max-steps 6] [--max-tokens 48]
+        [--live-rounds 1] [--cached-rounds 5] [--cached-repeats 4] [--llm-threads 1] [--scratch DIR] [--keep]
 
 A scratch studio (SQLite database and data root under ``STUDIO_BENCH_DIR``, default
 /tmp/studio-bench) holds the Florence xBD tile (../shared/realdata/xbd-hurricane-florence) and up
@@ -59,11 +59,21 @@ job, docs/experiments.md, "Several questions at once"; a Celery worker runs one 
 more Celery worker processes run more experiments side by side, not one experiment's questions). The same
 questions at ``max_concurrency`` 2 against 1, the two interleaved (the one going first alternating),
 medians: **live** (the cache emptied before each pass: every request to the server) and **cached**
-(the same experiment run again, every answer from the ModelCall cache at no model time: the
-workers' own work, the tools and the bookkeeping). llama-cpp-python's server answers one request at
-a time and, on this 2-CPU machine, takes both CPUs for it, so the live ratio can only show the
-tools and bookkeeping overlapped with the model, and two conversations taking turns on the server
-defeat its prompt cache (the prompt tokens it evaluated are printed, read from its log): info. The
+(every answer from the ModelCall cache at no model time: the workers' own work, the tools and the
+bookkeeping). llama-cpp-python's server answers one request at a time and, on this 2-CPU machine,
+takes both CPUs for it, so the live ratio can only show the tools and bookkeeping overlapped with
+the model, and two conversations taking turns on the server defeat its prompt cache (the prompt
+tokens it evaluated are printed, read from its log): info. The cached passes run over enough
+questions for two workers to share them out (``--cached-repeats``, default 4: with one repeat of 6
+tasks one question took 47 % of a pass, and no split of it could reach 1.7×): a *fill* pass at 1 at
+once first sends the requests of the further repeats (repeat 1's are in the cache from the live
+pass). A request the server refused (HTTP 400: a conversation outgrowing the 2,048-token context,
+which llama.cpp may find out only after evaluating the prompt, seconds) is never cached, so before
+the cached passes the model server is stopped and retries are turned off: such a request then fails
+at once (connection refused) at the step where it ended the question, and the cached passes time
+the workers' own work alone. The studio's database is a scratch
+PostgreSQL database by default (``--database``): there the job's workers are processes
+(``services._workers_are_processes``; on SQLite they are threads, which take turns on the GIL). The
 target (issue 35: ≥ 1.7×) is on the cached ratio. Printed beside it: the CPU time of this process
 and its question workers over the wall time of the passes at 1 and at 2 (near 2.0 at 2 when both
 workers found a free CPU; near 1.0 when they took turns, as the job's threads did on the GIL
@@ -91,7 +101,7 @@ ROOT = HERE.parent
 # the studio's root before this folder: ``experiments`` is the studio's app, not this file
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE), str(HERE)]
 
-from _scratch_studio import scratch_studio, support  # noqa: E402  (bench/_scratch_studio.py, beside this file)
+from _scratch_studio import drop_postgres, scratch_postgres, scratch_studio, support  # noqa: E402  (bench/_scratch_studio.py, beside this file)
 
 REAL = ROOT.parent / "shared" / "realdata"
 FLORENCE = REAL / "xbd-hurricane-florence"
@@ -155,9 +165,10 @@ TASKS = [
 # ------------------------------------------------------------------ the scratch studio and its tasks
 
 
-def setup(scratch: Path, n: int) -> tuple:
-    """The scratch studio (its environment set in this process), the first ``n`` tasks with a
-    succeeded gold replay each; returns ``(user, [question ids], {question id: Task})``."""
+def setup(scratch: Path, n: int, db_url: str = "") -> tuple:
+    """The scratch studio (its environment set in this process; ``db_url``: its database, default
+    SQLite in ``scratch``), the first ``n`` tasks with a succeeded gold replay each; returns
+    ``(user, [question ids], {question id: Task})``."""
     os.environ.setdefault("STUDIO_JUDGE_ALLOWED_HOSTS", "127.0.0.1")
     os.environ["STUDIO_JUDGE_RUNNER"] = "inline"  # the scoring's follow-up jobs run in the scoring, not beside a pass
     sample, question, inputs, trajectory, answer = TASKS[0]
@@ -166,7 +177,7 @@ def setup(scratch: Path, n: int) -> tuple:
         return {"question": question, "task_category": "perception_and_assessment", "task_category_code": "T1",
                 "disaster_type": "hurricane", "input_layers": inputs, "trajectory": trajectory, "answer_spec": answer}
 
-    scratch_studio(scratch, FLORENCE, question_id=f"{sample}_task0", sample_id=sample, content=first)
+    scratch_studio(scratch, FLORENCE, question_id=f"{sample}_task0", sample_id=sample, content=first, db_url=db_url)
     from annotation.models import Layer, Task
     from annotation.services.tasks import build_input_data, create_task
     from replay.services.runs import start_replay
@@ -285,16 +296,17 @@ def prompt_tokens_evaluated(log: Path, offset: int) -> tuple[int, int]:
     return sum(int(m) for m in re.findall(r"prompt eval time =\s*[0-9.]+ ms /\s*([0-9]+) tokens", text)), len(data)
 
 
-def run_pass(clock: Clock, user, config, qids: list[str], *, live: bool, log: Path | None = None) -> dict:
-    """One experiment of ``config`` on ``qids``, run to its end by ``run_experiment``; ``live``:
-    the ModelCall cache emptied first (every request goes to the server)."""
+def run_pass(clock: Clock, user, config, qids: list[str], *, live: bool, log: Path | None = None,
+             repeats: int = 1) -> dict:
+    """One experiment of ``config`` on ``qids`` × ``repeats``, run to its end by ``run_experiment``;
+    ``live``: the ModelCall cache emptied first (every request goes to the server)."""
     from experiments import services
     from experiments.models import ModelCall
 
     if live:
         ModelCall.objects.all().delete()
     offset = log.stat().st_size if log is not None else 0
-    exp = services.start_experiment(user, config, question_ids=qids)
+    exp = services.start_experiment(user, config, question_ids=qids, repeats=repeats)
     clock.marks.clear()
     clock.reset_refused()
     t0, cpu0 = time.perf_counter(), cpu_time()
@@ -308,7 +320,8 @@ def run_pass(clock: Clock, user, config, qids: list[str], *, live: bool, log: Pa
             "cpu": clock.marks["questions_end_cpu"] - cpu0, "total": t1 - t0,
             "model_s": exp.model_seconds + clock.refused, "refused": clock.n_refused, "calls": sum(r.model_calls for r in rows),
             "cached": sum(r.cached_calls for r in rows), "tool_calls": sum(len(r.trajectory or []) for r in rows),
-            "records": {r.question_id: _comparable(r.record) for r in rows}}
+            "records": {r.question_id: _comparable(r.record) for r in rows if r.repeat == 1},
+            "errored": {r.question_id for r in rows if r.error}}
 
 
 def _comparable(record: dict | None) -> dict:
@@ -399,13 +412,18 @@ def load() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--questions", type=int, default=6, help=f"tasks of the pilot (1 to {len(TASKS)})")
+    ap.add_argument("--questions", type=int, default=len(TASKS), help=f"tasks of the pilot (1 to {len(TASKS)})")
     ap.add_argument("--max-steps", type=int, default=6, help="recursion limit: 6 is at most 3 model calls with tools")
     ap.add_argument("--max-tokens", type=int, default=48, help="completion tokens per model call (as the tests)")
     ap.add_argument("--live-rounds", type=int, default=1, help="live passes at 1 and at 2 questions at once, each")
     ap.add_argument("--cached-rounds", type=int, default=5, help="cache-answered passes at 1 and at 2, each")
+    ap.add_argument("--cached-repeats", type=int, default=4,
+                    help="repeats of the cache-answered passes (their answers sent once first, at 1 at once)")
     ap.add_argument("--llm-threads", type=int, default=1,
                     help="the model server's threads (1: on 2 shared CPUs, llama.cpp's second thread waits more than it works)")
+    ap.add_argument("--database", choices=("postgres", "sqlite"), default="postgres",
+                    help="the scratch studio's database (postgres: a scratch database on 127.0.0.1:5432, where "
+                         "the job's workers are processes; sqlite: threads, services._workers_are_processes)")
     ap.add_argument("--scratch", default=None)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
@@ -427,12 +445,23 @@ def main() -> None:
     stack = contextlib.ExitStack()
     try:
         t_setup = time.perf_counter()
-        user, qids, tasks = setup(scratch, n)
+        if args.database == "postgres":
+            try:
+                import psycopg
+
+                psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", connect_timeout=3).close()
+            except Exception as exc:  # noqa: BLE001 — measured on SQLite instead, and the figure says so
+                print(f"PostgreSQL not reachable ({exc}): the scratch studio is on SQLite", flush=True)
+                args.database = "sqlite"
+        pg_name = f"experiments_bench_{os.getpid()}" if args.database == "postgres" else ""
+        if pg_name and not args.keep:
+            stack.callback(drop_postgres, pg_name)
+        user, qids, tasks = setup(scratch, n, scratch_postgres(pg_name) if pg_name else "")
         log = scratch / "llm-server.log"
-        base_url, model, _proc = stack.enter_context(LLM.llm_server(
+        base_url, model, server_proc = stack.enter_context(LLM.llm_server(
             chat_format="chatml-function-calling", threads=args.llm_threads, log_path=log))
-        print(f"setup {time.perf_counter() - t_setup:.1f} s: {n} tasks with their gold replays, the model server at "
-              f"{base_url}; load average {load()}", flush=True)
+        print(f"setup {time.perf_counter() - t_setup:.1f} s: {n} tasks with their gold replays on {args.database}, "
+              f"the model server at {base_url}; load average {load()}", flush=True)
         from experiments import services
 
         clock = Clock()
@@ -464,15 +493,25 @@ def main() -> None:
                       + (f", tools direct {p['direct']:.3f} s, ratio {p['ratio']:.3f}" if k == 1 else "")
                       + f"; load {load()}", flush=True)
 
-        # cached passes: the same experiment again, every answer from the cache
-        run_pass(clock, user, configs[1], qids, live=False)  # warm-up
+        # cached passes: the same experiments again, every answer from the cache, over enough questions
+        # that two workers can share them out evenly (one of 6 questions took 47 % of a pass's time)
+        fill = run_pass(clock, user, configs[1], qids, live=False, log=log, repeats=args.cached_repeats)
+        print(f"  filled the cache for {args.cached_repeats} repeats ({fill['calls'] - fill['cached']} requests sent, "
+              f"{fill['refused']} refused, {fill['wall']:.1f} s); load {load()}", flush=True)
+        # the server stopped: a request it refused (never cached) now fails at once (connection
+        # refused, no retry) where it ended the question before, instead of being sent again
+        LLM.stop(server_proc)
+        from django.conf import settings
+
+        settings.STUDIO_EXPERIMENT_MAX_RETRIES = 0
+        run_pass(clock, user, configs[1], qids, live=False, repeats=args.cached_repeats)  # warm-up
         cached = {1: [], 2: []}
         for r in range(args.cached_rounds):
             for k in ((1, 2) if r % 2 == 0 else (2, 1)):
-                p = run_pass(clock, user, configs[k], qids, live=False)
+                p = run_pass(clock, user, configs[k], qids, live=False, repeats=args.cached_repeats)
                 cached[k].append(p)
                 print(f"  cached, {k} at once: {p['wall']:.2f} s of questions, {p['cached']}/{p['calls']} calls "
-                      f"from the cache; load {load()}", flush=True)
+                      f"from the cache, {p['refused']} refused ({p['model_s']:.2f} s); load {load()}", flush=True)
         clock.breakdown(True)
         bd = run_pass(clock, user, configs[1], qids, live=False)
         spent = dict(clock.spent)
@@ -527,22 +566,23 @@ def main() -> None:
               f"model calls {live[1][-1]['calls']} vs {live[2][-1]['calls']}, prompt tokens the server evaluated "
               f"{live[1][-1]['evaluated']:,} vs {live[2][-1]['evaluated']:,}, {same}/{n} records equal)")
         c2 = med(p["wall"] for p in cached[2])
-        # the workers' own work: less the seconds of requests still sent to the server (a request the
-        # endpoint refused has no cached answer: the conversation outgrew its context)
-        own = {k: med(p["wall"] - p["model_s"] for p in cached[k]) for k in (1, 2)}
         # a question's seconds at 1 at once (the longest bounds what 2 at once can gain)
-        longest = {1: [max(r.seconds for r in p["rows"]) for p in cached[1]]}
+        longest = max(max(r.seconds for r in p["rows"]) for p in cached[1])
         all_cached = all(p["cached"] == p["calls"] for k in (1, 2) for p in cached[k])
-        refused = cached[1][-1]["refused"]
-        bench(f"experiments: 2 questions at once / 1, every answer from the ModelCall cache, less the requests the "
-              f"server refused (median of {args.cached_rounds})",
-              f"{own[1] / own[2]:.2f}× ({own[1]:.2f} s vs {own[2]:.2f} s; with them {c1 / c2:.2f}×: "
-              f"{spread([p['wall'] for p in cached[1]])} vs {spread([p['wall'] for p in cached[2]])}, {refused} refused "
-              f"a pass, {med(p['model_s'] for p in cached[1]):.2f} s; "
-              f"answers all from the cache: {all_cached}; CPU time (this process and its question workers) / wall: "
-              f"{med(p['cpu'] / p['wall'] for p in cached[1]):.2f} vs {med(p['cpu'] / p['wall'] for p in cached[2]):.2f}; "
-              f"the longest question {1000 * max(longest[1]):.0f} ms of {1000 * c1:.0f})",
-              f"≥ {TARGET_WORKERS}×", "ok" if own[1] / own[2] >= TARGET_WORKERS and all_cached else "OVER")
+        n_cached = len(cached[1][-1]["rows"])
+        refused = {k: med(p["refused"] for p in cached[k]) for k in (1, 2)}
+        from experiments.services import _workers_are_processes
+
+        workers = "processes" if _workers_are_processes() else "threads"
+        bench(f"experiments: 2 questions at once / 1, every answer from the ModelCall cache ({args.database}: the "
+              f"workers are {workers}; {n_cached} questions: {n} tasks × {args.cached_repeats} repeats; median of "
+              f"{args.cached_rounds})",
+              f"{c1 / c2:.2f}× ({spread([p['wall'] for p in cached[1]])} vs {spread([p['wall'] for p in cached[2]])}; "
+              f"every answer from the cache: {all_cached}, the server stopped: its {refused[1]:.0f} refused requests "
+              f"a pass failed at once ({med(p['model_s'] for p in cached[1]):.3f} s at 1 at once); CPU time (this "
+              f"process and its question workers) / wall: {med(p['cpu'] / p['wall'] for p in cached[1]):.2f} vs "
+              f"{med(p['cpu'] / p['wall'] for p in cached[2]):.2f}; the longest question {1000 * longest:.0f} ms)",
+              f"≥ {TARGET_WORKERS}×", "ok" if c1 / c2 >= TARGET_WORKERS and all_cached else "OVER")
     finally:
         stack.close()  # the model server, stopped by its PID
         if not args.keep and not args.scratch:

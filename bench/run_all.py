@@ -54,7 +54,7 @@ QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--t
               "lists": ["--tasks", "2000", "--verdicts", "100", "--repeat", "3", "--import-records", "200"],
               "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"],
               "mcp_start": ["--rounds", "3"],
-              "experiments": ["--questions", "2", "--max-steps", "2", "--cached-rounds", "3"]}
+              "experiments": ["--questions", "2", "--max-steps", "2", "--cached-rounds", "3", "--cached-repeats", "2"]}
 #: left out of ``--quick`` (no target: information tables; perception's ViT-L windows take minutes on CPU)
 QUICK_SKIP = {"tools", "perception"}
 

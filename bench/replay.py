@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import shutil
@@ -65,8 +66,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from _scratch_studio import drop_postgres, scratch_postgres  # noqa: E402,F401  (bench/_scratch_studio.py; scale.py uses them from here)
+
+
+def _load_scratch_studio():
+    """``bench/_scratch_studio.py``, loaded by its path: the tests load this file too
+    (``tests/test_bench_replay_floor.py``), and their ``sys.path`` must not gain ``bench/``, whose
+    ``experiments.py`` and ``replay.py`` would shadow the studio's apps of those names."""
+    if "_scratch_studio" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_scratch_studio", ROOT / "bench" / "_scratch_studio.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_scratch_studio"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["_scratch_studio"]
+
+
+#: a scratch PostgreSQL database (bench/_scratch_studio.py; scale.py uses them from here)
+_scratch = _load_scratch_studio()
+scratch_postgres, drop_postgres = _scratch.scratch_postgres, _scratch.drop_postgres
 
 REAL = ROOT.parent / "shared" / "realdata"
 SCENES = ["xbd-hurricane-florence", "xbd-guatemala-volcano", "xbd-socal-fire"]

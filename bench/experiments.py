@@ -2,7 +2,8 @@
 and 2 questions at once against 1.
 
     .venv/bin/python bench/experiments.py [--questions 8] [--max-steps 6] [--max-tokens 48]
-        [--live-rounds 1] [--cached-rounds 5] [--cached-repeats 4] [--llm-threads 1] [--scratch DIR] [--keep]
+        [--live-rounds 1] [--cached-rounds 5] [--cached-repeats 4] [--database postgres|sqlite]
+        [--llm-threads 1] [--scratch DIR] [--keep]
 
 A scratch studio (SQLite database and data root under ``STUDIO_BENCH_DIR``, default
 /tmp/studio-bench) holds the Florence xBD tile (../shared/realdata/xbd-hurricane-florence) and up
@@ -54,8 +55,8 @@ lookup and the accounting), ``_call_tool`` less the tools' direct time (the MCP 
 cancel checks, ``write_folder``, and the rest (the row's start, trajectory and finish writes, JSON).
 
 **(b) 2 questions at once against 1.** What a user scales to run one experiment's questions
-faster is the configuration's ``max_concurrency`` (worker processes forked by the experiment's
-job, docs/experiments.md, "Several questions at once"; a Celery worker runs one experiment job, so
+faster is the configuration's ``max_concurrency`` (the experiment job's workers: processes it forks
+on PostgreSQL, threads on SQLite; docs/experiments.md, "Several questions at once"; a Celery worker runs one experiment job, so
 more Celery worker processes run more experiments side by side, not one experiment's questions). The same
 questions at ``max_concurrency`` 2 against 1, the two interleaved (the one going first alternating),
 medians: **live** (the cache emptied before each pass: every request to the server) and **cached**
@@ -320,8 +321,7 @@ def run_pass(clock: Clock, user, config, qids: list[str], *, live: bool, log: Pa
             "cpu": clock.marks["questions_end_cpu"] - cpu0, "total": t1 - t0,
             "model_s": exp.model_seconds + clock.refused, "refused": clock.n_refused, "calls": sum(r.model_calls for r in rows),
             "cached": sum(r.cached_calls for r in rows), "tool_calls": sum(len(r.trajectory or []) for r in rows),
-            "records": {r.question_id: _comparable(r.record) for r in rows if r.repeat == 1},
-            "errored": {r.question_id for r in rows if r.error}}
+            "records": {r.question_id: _comparable(r.record) for r in rows if r.repeat == 1}}
 
 
 def _comparable(record: dict | None) -> dict:

@@ -809,14 +809,16 @@ def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_ke
 
 
 def _workers_are_processes() -> bool:
-    """Whether the job's workers are processes: on a server database (PostgreSQL), yes, so that
+    """Whether the job's workers are processes: with ``STUDIO_EXPERIMENT_WORKER_PROCESSES`` on (off by
+    default: in the whole PostgreSQL suite a forked worker once found its job's connection still open
+    and used it, which closed it for both; docs/experiments.md) and on a server database, yes, so that
     their Python runs in parallel (threads of one process take turns on the GIL: two were 1.10×
     one, docs/benchmarks.md "Experiments"). On SQLite, threads: SQLite keeps its file locks' state
     per process, and a process forked while another thread of the job's process (its heartbeat, a
     request of the embedded web server) holds a connection to the same file inherits that state
     and gets "database is locked" at once (howtocorrupt.html, 2.6; measured: the bench's workers
     failed so within a few passes)."""
-    return connections[DEFAULT_DB_ALIAS].vendor != "sqlite"
+    return bool(settings.STUDIO_EXPERIMENT_WORKER_PROCESSES) and connections[DEFAULT_DB_ALIAS].vendor != "sqlite"
 
 
 def _take_and_run(exp_id: int, rows: list[ExperimentQuestion], questions: dict, tasks: dict, api_key: str | None,
@@ -932,6 +934,7 @@ def _question_worker(exp_id: int, rows: list[ExperimentQuestion], questions: dic
     ``None`` sent on ``conn``, or the exception that crashed it (its text, when it does not pickle)."""
     _die_with_parent()
     stop.watch_parent(job_pid)
+    _drop_inherited_connections()
     torch = sys.modules.get("torch")
     if torch is not None:  # imported by the job's process before the fork (model-mode perception there):
         torch.set_num_threads(1)  # its OpenMP thread pool is not the fork's, and a parallel op would hang
@@ -949,6 +952,22 @@ def _question_worker(exp_id: int, rows: list[ExperimentQuestion], questions: dic
     except Exception:  # noqa: BLE001 — an exception that does not pickle goes as its text
         conn.send(RuntimeError(f"{type(outcome).__name__}: {outcome}"))
     conn.close()
+
+
+#: connections a worker process inherited from its job: kept referenced and never used or closed
+#: (closing one would end the job's own session on the server), gone with the worker's ``os._exit``
+_INHERITED: list = []
+
+
+def _drop_inherited_connections() -> None:
+    """In a worker process: set aside every database connection this thread inherited open from
+    the job, so that its first query opens one of its own instead of writing into the job's socket."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:
+            _INHERITED.append(conn.connection)
+            conn.connection = None
+        conn.in_atomic_block, conn.savepoint_ids, conn.needs_rollback = False, [], False
+        conn.closed_in_transaction, conn.run_on_commit = False, []
 
 
 def _die_with_parent() -> None:

@@ -38,7 +38,8 @@ RIGHT = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
 needs_florence = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 #: the tests of worker processes (their pids, a kill -9, torch after a fork) need a server database
 needs_processes = pytest.mark.skipif(not services._workers_are_processes(),
-                                     reason="SQLite: the job's workers are threads (services._workers_are_processes)")
+                                     reason="the job's workers are threads: SQLite, or STUDIO_EXPERIMENT_WORKER_PROCESSES "
+                                            "off (services._workers_are_processes)")
 
 
 def _config(user, **kw):
@@ -368,12 +369,16 @@ def test_a_worker_forked_after_the_job_used_torch_threads_still_runs_torch(tmp_p
     assert (exp.status, exp.error, exp.done) == ("done", "", 2)
 
 
-def test_the_workers_are_processes_on_postgresql_and_threads_on_sqlite(monkeypatch):
+def test_the_workers_are_processes_on_postgresql_with_the_setting_and_threads_otherwise(monkeypatch, settings):
+    settings.STUDIO_EXPERIMENT_WORKER_PROCESSES = True
     vendor = {"vendor": "postgresql"}
     monkeypatch.setattr(services, "connections", {"default": type("C", (), vendor)()})
     assert services._workers_are_processes()
     vendor["vendor"] = "sqlite"  # SQLite's lock state does not survive a fork (services._workers_are_processes)
     monkeypatch.setattr(services, "connections", {"default": type("C", (), vendor)()})
+    assert not services._workers_are_processes()
+    vendor["vendor"] = "postgresql"
+    settings.STUDIO_EXPERIMENT_WORKER_PROCESSES = False  # the default
     assert not services._workers_are_processes()
 
 

@@ -224,6 +224,18 @@ def test_a_cancel_met_by_the_questions_in_flight_puts_them_back_and_starts_no_ot
     assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
 
 
+def _q2_left_running_and_resume_finishes(user, exp: Experiment, monkeypatch, real) -> None:
+    """After a job that failed on repeat 1's Q2: that question is left ``running``, every other one
+    ``done`` or ``pending``; with ``run_question`` back to ``real``, resume runs all four to ``done``."""
+    rows = {(r.repeat, r.question_id): r for r in exp.questions.all()}
+    assert rows.pop((1, Q2)).status == "running"
+    assert {r.status for r in rows.values()} <= {"done", "pending"}
+    monkeypatch.setattr(services, "run_question", real)
+    services.resume_experiment(user, exp)
+    exp = services.run_experiment(exp.pk)
+    assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
+
+
 @pytest.mark.django_db(transaction=True)
 @needs_florence
 def test_a_question_that_crashes_stops_the_others_and_the_job_fails_saying_why(tmp_path, queued, monkeypatch):
@@ -243,15 +255,9 @@ def test_a_question_that_crashes_stops_the_others_and_the_job_fails_saying_why(t
     celery_run(exp.pk)  # the Celery task's body: a crash is written on the row (studio.background.run_guarded)
     exp.refresh_from_db()
     assert (exp.status, exp.error) == ("failed", "the job crashed: RuntimeError: a bug")
-    rows = {(r.repeat, r.question_id): r for r in exp.questions.all()}
-    # the crashed question stays running (as a crash one at a time leaves it); the other thread's
+    # the crashed question stays running (as a crash one at a time leaves it); the other worker's
     # question ended or went back to pending at its next model call: none is left running
-    assert rows.pop((1, Q2)).status == "running"
-    assert {r.status for r in rows.values()} <= {"done", "pending"}
-    monkeypatch.setattr(services, "run_question", real)
-    services.resume_experiment(user, exp)
-    exp = services.run_experiment(exp.pk)
-    assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
+    _q2_left_running_and_resume_finishes(user, exp, monkeypatch, real)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -276,13 +282,7 @@ def test_a_question_worker_killed_with_sigkill_fails_the_job_saying_so_and_resum
     # the worker that ran Q2 is w1 or w0, whichever took it (Q1 of repeat 1 went to the other)
     assert exp.status == "failed" and exp.error in {
         f"the job crashed: RuntimeError: the question worker experiment-{exp.pk}-w{i} died (signal 9)" for i in (0, 1)}
-    rows = {(r.repeat, r.question_id): r for r in exp.questions.all()}
-    assert rows.pop((1, Q2)).status == "running"  # as a worker killed mid-question leaves it
-    assert {r.status for r in rows.values()} <= {"done", "pending"}
-    monkeypatch.setattr(services, "run_question", real)
-    services.resume_experiment(user, exp)
-    exp = services.run_experiment(exp.pk)
-    assert exp.status == "done" and exp.questions.filter(status="done").count() == 4
+    _q2_left_running_and_resume_finishes(user, exp, monkeypatch, real)  # as a worker killed mid-question leaves it
 
 
 @pytest.mark.django_db(transaction=True)

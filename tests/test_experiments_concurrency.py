@@ -157,6 +157,12 @@ def test_two_questions_run_at_once_in_two_workers_and_the_folder_holds_every_rec
     def noting_the_process(exp, row, *args, **kwargs):  # each question's process id, one line each
         with open(seen, "a") as fh:
             fh.write(f"{os.getpid()}\n")
+        # the first two questions meet before either answers: one waits (up to 30 s) until the
+        # other has started, so a worker that starts late cannot find the first question already
+        # over; workers that ran one after the other would miss the meeting and fail below
+        deadline = time.monotonic() + 30
+        while len(seen.read_text().split()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         return real(exp, row, *args, **kwargs)
 
     monkeypatch.setattr(services, "run_question", noting_the_process)
@@ -174,7 +180,8 @@ def test_two_questions_run_at_once_in_two_workers_and_the_folder_holds_every_rec
         assert len(pids) == 4 and len(set(pids)) == 2 and str(os.getpid()) not in pids
     else:
         assert pids == [str(os.getpid())] * 4
-    # the first two questions were taken at once, so each started before the other ended
+    # the first two questions were taken at once (they met above), so each started before the
+    # other ended
     first, second = rows[0], rows[1]
     assert max(first.started_at, second.started_at) < min(first.finished_at, second.finished_at)
     # each repeat's folder holds both records, in question order, whichever ended first

@@ -132,6 +132,28 @@ def test_the_tool_list_from_the_manifest_cache_is_the_registrys(tmp_path):
     assert [f.name for f in (tmp_path / "again").glob("tool-manifest-*.json")] == [files[0].name]
 
 
+def test_a_listing_read_from_the_manifest_cache_is_kept_until_the_file_or_the_sources_change(tmp_path, monkeypatch):
+    from kernel.tools import spec as spec_module
+
+    tool_manifest(tmp_path)  # writes the file
+    read = tool_manifest(tmp_path)  # reads it
+    again = tool_manifest(tmp_path)  # kept: the same entries, in a list of its own
+    assert again == read and again is not read and all(a is b for a, b in zip(again, read))
+    # the file changes (another writer, an edit): read afresh, the change listed
+    path = next(tmp_path.glob("tool-manifest-*.json"))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["tools"][0]["description"] = "changed on disk"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    changed = tool_manifest(tmp_path)
+    assert changed[0].description == "changed on disk" and changed[1:] == read[1:]
+    # the sources change (their stat differs): the kept listing is not given, the file is read again
+    kept = tool_manifest(tmp_path)
+    assert kept[0] is changed[0]
+    monkeypatch.setattr(spec_module, "_sources_stat", lambda: (("edited.py", 1, 1),))
+    fresh = tool_manifest(tmp_path)
+    assert fresh == changed and fresh[0] is not changed[0]
+
+
 @pytest.mark.django_db
 def test_the_served_tool_list_is_the_registrys_byte_for_byte():
     # what build_server lists (from the manifest) against what the registry's specs give, as an

@@ -399,13 +399,29 @@ class ListedTool:
     schema: dict | None
 
     def input_schema(self) -> dict:
-        """The cached JSON schema (this listing's own dict: ``tool_manifest`` reads a fresh one per
-        call; not copied, as the registry's ``model_json_schema`` is not); raises ``ValueError``
-        where none could be built (the caller publishes a loose schema, as for a ``ToolSpec``
-        whose ``input_schema`` raises)."""
+        """The cached JSON schema, not copied: one dict shared by every listing this process read
+        from the same cache file (``tool_manifest``), so a caller must not change it; raises
+        ``ValueError`` where none could be built (the caller publishes a loose schema, as for a
+        ``ToolSpec`` whose ``input_schema`` raises)."""
         if self.schema is None:
             raise ValueError(f"{self.name}: no JSON schema from its input model")
         return self.schema
+
+
+def _sources_stat() -> tuple:
+    """``(name, mtime in ns, size)`` of every module of this package: a change to any of them
+    (what :func:`_sources_key` hashes) changes this; about 20 ``stat`` calls, ~0.1 ms."""
+    here = Path(__file__).resolve().parent
+    out = []
+    for path in sorted(here.glob("*.py")):
+        st = path.stat()
+        out.append((path.name, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+#: listings read from a cache file in this process, by cache folder: ``(sources' stat, file,
+#: the file's (inode, mtime in ns, size), listing)`` (``tool_manifest``)
+_READ: dict[str, tuple] = {}
 
 
 def _sources_key() -> str:
@@ -450,14 +466,32 @@ def tool_manifest(cache_dir: str | os.PathLike | None = None) -> list[ListedTool
     the same either way: the cache holds the registry's own values, written as JSON and read
     back (``tests/test_mcp.py`` compares a listing from the cache with one from the registry).
     Without ``cache_dir``: from the registry.
+
+    A listing read from a cache file is kept in this process and given again (a new list of the
+    same frozen entries, their schemas shared) while neither the package's sources
+    (:func:`_sources_stat`) nor that file changed: a long-running process (an experiment's worker
+    builds a task's server per question) lists in ~0.2 ms instead of ~4 ms of hashing and JSON.
     """
     if cache_dir is None:
         return _listed(_manifest_entries(list(all_tools().values())))
+    sources = _sources_stat()
+    kept = _READ.get(str(cache_dir))
+    if kept is not None and kept[0] == sources:
+        try:
+            st = kept[1].stat()
+            if (st.st_ino, st.st_mtime_ns, st.st_size) == kept[2]:
+                return list(kept[3])
+        except OSError:
+            pass
     path = Path(cache_dir) / f"tool-manifest-{_sources_key()}.json"
     try:
-        return _listed(json.loads(path.read_text(encoding="utf-8"))["tools"])
+        st = path.stat()
+        listing = _listed(json.loads(path.read_text(encoding="utf-8"))["tools"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    else:
+        _READ[str(cache_dir)] = (sources, path, (st.st_ino, st.st_mtime_ns, st.st_size), tuple(listing))
+        return listing
     entries = _manifest_entries(list(all_tools().values()))
     try:
         text = json.dumps({"key": path.stem, "tools": entries}, ensure_ascii=False)

@@ -318,13 +318,15 @@ def model_call(exp: Experiment, row: ExperimentQuestion, body: dict, api_key: st
     (requests sent only) to the experiment. Returns ``(response, cached)``."""
     url = exp.config.base_url.rstrip("/") + "/chat/completions"
     key = request_key(url, body)
-    hit = ModelCall.objects.filter(key=key).first()
+    # the answer and its tokens only: the request (the whole conversation and the tools' schemas)
+    # is the larger part of a row and is known here
+    hit = ModelCall.objects.filter(key=key).values_list("response", "prompt_tokens", "completion_tokens").first()
     if hit is not None:
-        p, c = hit.prompt_tokens, hit.completion_tokens
+        response, p, c = hit
         ExperimentQuestion.objects.filter(pk=row.pk).update(
             model_calls=F("model_calls") + 1, cached_calls=F("cached_calls") + 1,
             prompt_tokens=F("prompt_tokens") + p, completion_tokens=F("completion_tokens") + c)
-        return hit.response, True
+        return response, True
     exp.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "cost"])
     problem = _budget_problem(exp)
     if problem:

@@ -40,7 +40,7 @@ ROOT = HERE.parent
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
             "export": 5400, "export_bucket": 5400, "tiles_bucket": 900, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200,
-            "experiments": 3600}
+            "experiments": 4800}  # experiments: about 40 min, most of it the model filling 8 repeats
 ORDER = ("scoring", "tiles", "tiles_bucket", "replay", "replay_pg", "scale", "lists", "export", "export_bucket", "serve", "mcp_start", "experiments", "tools",
          "perception")
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)

@@ -77,7 +77,7 @@ the cached passes the model server is stopped and retries are turned off: such a
 at once (connection refused) at the step where it ended the question, and the cached passes time
 the workers' own work alone. The studio's database is a scratch
 PostgreSQL database by default (``--database``): there the job's workers are processes
-(``STUDIO_EXPERIMENT_WORKER_PROCESSES``, which the bench turns on; ``services._workers_are_processes``;
+(``STUDIO_EXPERIMENT_WORKER_PROCESSES``, on by default; ``services._workers_are_processes``;
 on SQLite they are threads, which take turns on the GIL). The
 target (issue 35: ≥ 1.7×) is on the cached ratio. Printed beside it: the CPU time of this process
 and its question workers over the wall time of the passes at 1 and at 2 (near 2.0 at 2 when both
@@ -179,8 +179,6 @@ def setup(scratch: Path, n: int, db_url: str = "") -> tuple:
     ``(user, [question ids], {question id: Task})``."""
     os.environ.setdefault("STUDIO_JUDGE_ALLOWED_HOSTS", "127.0.0.1")
     os.environ["STUDIO_JUDGE_RUNNER"] = "inline"  # the scoring's follow-up jobs run in the scoring, not beside a pass
-    # the job's workers as processes where the database allows them (off by default, docs/experiments.md)
-    os.environ.setdefault("STUDIO_EXPERIMENT_WORKER_PROCESSES", "1")
     sample, question, inputs, trajectory, answer = TASKS[0]
 
     def first(layers):

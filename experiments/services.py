@@ -811,9 +811,8 @@ def _run_questions(exp: Experiment, rows: list[ExperimentQuestion], gold, api_ke
 
 
 def _workers_are_processes() -> bool:
-    """Whether the job's workers are processes: with ``STUDIO_EXPERIMENT_WORKER_PROCESSES`` on (off by
-    default: in the whole PostgreSQL suite a forked worker once found its job's connection still open
-    and used it, which closed it for both; docs/experiments.md) and on a server database, yes, so that
+    """Whether the job's workers are processes: with ``STUDIO_EXPERIMENT_WORKER_PROCESSES`` on (the
+    default; ``0`` keeps threads everywhere) and on a server database, yes, so that
     their Python runs in parallel (threads of one process take turns on the GIL: two were 1.10×
     one, docs/benchmarks.md "Experiments"). On SQLite, threads: SQLite keeps its file locks' state
     per process, and a process forked while another thread of the job's process (its heartbeat, a

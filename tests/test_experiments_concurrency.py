@@ -38,8 +38,8 @@ RIGHT = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
 needs_florence = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
 #: the tests of worker processes (their pids, a kill -9, torch after a fork) need a server database
 needs_processes = pytest.mark.skipif(not services._workers_are_processes(),
-                                     reason="the job's workers are threads: SQLite, or STUDIO_EXPERIMENT_WORKER_PROCESSES "
-                                            "off (services._workers_are_processes)")
+                                     reason="the job's workers are threads: SQLite, or STUDIO_EXPERIMENT_WORKER_PROCESSES=0 "
+                                            "(services._workers_are_processes)")
 
 
 def _config(user, **kw):
@@ -377,6 +377,11 @@ def test_a_worker_forked_after_the_job_used_torch_threads_still_runs_torch(tmp_p
 
 
 def test_the_workers_are_processes_on_postgresql_with_the_setting_and_threads_otherwise(monkeypatch, settings):
+    from studio import settings as studio_settings
+
+    # on by default, off with STUDIO_EXPERIMENT_WORKER_PROCESSES=0
+    if os.environ.get("STUDIO_EXPERIMENT_WORKER_PROCESSES") is None:
+        assert studio_settings.STUDIO_EXPERIMENT_WORKER_PROCESSES is True
     settings.STUDIO_EXPERIMENT_WORKER_PROCESSES = True
     vendor = {"vendor": "postgresql"}
     monkeypatch.setattr(services, "connections", {"default": type("C", (), vendor)()})
@@ -385,7 +390,7 @@ def test_the_workers_are_processes_on_postgresql_with_the_setting_and_threads_ot
     monkeypatch.setattr(services, "connections", {"default": type("C", (), vendor)()})
     assert not services._workers_are_processes()
     vendor["vendor"] = "postgresql"
-    settings.STUDIO_EXPERIMENT_WORKER_PROCESSES = False  # the default
+    settings.STUDIO_EXPERIMENT_WORKER_PROCESSES = False  # STUDIO_EXPERIMENT_WORKER_PROCESSES=0
     assert not services._workers_are_processes()
 
 

@@ -598,6 +598,9 @@ def main() -> None:
               f"process and its question workers) / wall: {med(p['cpu'] / p['wall'] for p in cached[1]):.2f} vs "
               f"{med(p['cpu'] / p['wall'] for p in cached[2]):.2f}; the longest question {1000 * longest:.0f} ms)",
               f"≥ {TARGET_WORKERS}×", "ok" if c1 / c2 >= TARGET_WORKERS and all_cached else "OVER")
+        bench("experiments: 2 questions at once / 1 (cached, above) over this machine's ceiling (above)",
+              f"{c1 / c2 / ceiling:.2f} ({c1 / c2:.2f}× of {ceiling:.2f}×: the share of what two processes can gain "
+              "here that the job's two workers gain)")
         if smaller[1]:
             s1, s2 = med(p["wall"] for p in smaller[1]), med(p["wall"] for p in smaller[2])
             bench(f"experiments: the same, a smaller job: {len(smaller[1][-1]['rows'])} questions ({n} tasks × {half} "

@@ -3,7 +3,7 @@ a "2 workers / 1 worker" figure (``bench/experiments.py``, ``bench/scale.py``).
 
 Two CPUs are not always two times one CPU: a virtual machine's two vCPUs can share a physical
 core, its caches or its memory bandwidth with each other and with other guests. Measured here on
-2026-12-06 (this 2-CPU machine, quiet): a pure-Python loop in two processes ran 1.75–1.84× the
+2026-12-06 (this 2-CPU machine, quiet): a pure-Python loop in two processes ran 1.56–1.84× the
 same work in one. A benchmark prints this beside its own ratio, measured in the same run.
 """
 from __future__ import annotations

@@ -514,11 +514,10 @@ def main() -> None:
         run_pass(clock, user, configs[1], qids, live=False, repeats=args.cached_repeats)  # warm-up
         half = max(1, args.cached_repeats // 2)
         cached, smaller = {1: [], 2: []}, {1: [], 2: []}
+        sizes = [(args.cached_repeats, cached)] + ([(half, smaller)] if half < args.cached_repeats else [])
         for r in range(args.cached_rounds):
             for k in ((1, 2) if r % 2 == 0 else (2, 1)):
-                for repeats, into in ((args.cached_repeats, cached), (half, smaller)):
-                    if into is smaller and half == args.cached_repeats:
-                        continue
+                for repeats, into in sizes:
                     p = run_pass(clock, user, configs[k], qids, live=False, repeats=repeats)
                     into[k].append(p)
                     print(f"  cached, {k} at once, {repeats} repeats: {p['wall']:.2f} s of questions, {p['cached']}/"

@@ -312,7 +312,7 @@ STUDIO_EXPERIMENT_MAX_RETRIES = _env_int("STUDIO_EXPERIMENT_MAX_RETRIES", 6)
 STUDIO_EXPERIMENT_BACKOFF_S = _env_float("STUDIO_EXPERIMENT_BACKOFF_S", 1.0)
 # Several questions of one experiment at once in processes forked by the job (PostgreSQL only; SQLite
 # keeps threads) rather than threads of the job's process: on unless set to 0 (docs/experiments.md).
-STUDIO_EXPERIMENT_WORKER_PROCESSES = os.environ.get("STUDIO_EXPERIMENT_WORKER_PROCESSES", "1") not in ("0", "false", "no")
+STUDIO_EXPERIMENT_WORKER_PROCESSES = _env_bool("STUDIO_EXPERIMENT_WORKER_PROCESSES", True)
 # Read by the pure cores from the environment itself (they import no Django, so not from here; see
 # the README): STUDIO_PERCEPTION_DEVICE (kernel/tools/perception_models.py), STUDIO_TOOL_CATALOGUE and
 # STUDIO_SHARED (kernel/catalogue.py), DORA_DATA (evaluation/scoring/cli.py, the evaluator's CLI).

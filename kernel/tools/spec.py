@@ -408,15 +408,15 @@ class ListedTool:
         return self.schema
 
 
+def _source_files() -> list[Path]:
+    """The modules of this package, by name: what a listing depends on (:func:`_sources_key`)."""
+    return sorted(Path(__file__).resolve().parent.glob("*.py"))
+
+
 def _sources_stat() -> tuple:
     """``(name, mtime in ns, size)`` of every module of this package: a change to any of them
     (what :func:`_sources_key` hashes) changes this; about 20 ``stat`` calls, ~0.1 ms."""
-    here = Path(__file__).resolve().parent
-    out = []
-    for path in sorted(here.glob("*.py")):
-        st = path.stat()
-        out.append((path.name, st.st_mtime_ns, st.st_size))
-    return tuple(out)
+    return tuple((path.name, st.st_mtime_ns, st.st_size) for path in _source_files() for st in (path.stat(),))
 
 
 #: listings read from a cache file in this process, by cache folder: ``(sources' stat, file,
@@ -429,8 +429,7 @@ def _sources_key() -> str:
     signatures, docstrings and registrations), the pydantic and Python versions and the manifest
     layout. About 0.4 MB read and hashed: ~1 ms."""
     h = hashlib.sha256(f"{MANIFEST_VERSION}|{pydantic.VERSION}|{sys.version}".encode())
-    here = Path(__file__).resolve().parent
-    for path in sorted(here.glob("*.py")):
+    for path in _source_files():
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 

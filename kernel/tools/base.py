@@ -12,10 +12,12 @@ one trajectory in two different work dirs give byte-identical observations.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +41,44 @@ __all__ = [
     "file_sha256",
     "canonical_json",
     "jsonable",
+    "gdal_scope",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# GDAL environment of a tool call
+# --------------------------------------------------------------------------------------------
+
+#: the variables whose presence makes rasterio build a cloud session for each GDAL environment it
+#: opens implicitly (``rasterio.env.Env.__init__``, rasterio 1.4.4: both set, no session given)
+CLOUD_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def gdal_scope() -> contextlib.AbstractContextManager:
+    """A context manager to run one tool call in: one GDAL environment (``rasterio.Env`` with
+    rasterio's defaults and no cloud session) for every GDAL operation inside it.
+
+    Why: each ``rasterio.open``, ``warp.reproject``, ``features.rasterize`` … outside an ``Env``
+    opens one of its own, and when :data:`CLOUD_CREDENTIAL_VARIABLES` are in the process
+    environment (as on a studio whose files are in a bucket: django-storages reads them there) each
+    of those builds a boto3 session: 6–12 ms of CPU per operation, 61 % of a replay worker's time
+    (py-spy, bench/scale.py's bucket pass, 2026-12-06). The tools read local files only (a bucket's
+    objects are fetched to this machine first: ``replay.services.paths``), so they need no session.
+
+    Nothing (a ``nullcontext``) when an ``Env`` is active already (the caller's, e.g.
+    ``studio.storage.gdal_env``), when those variables are not both set (no session is built
+    then), or when rasterio is not loaded yet: the scope never imports it (a call that needs no
+    raster stays free of its 0.2 s import), so the first call of a process that loads it runs
+    as before."""
+    rasterio = sys.modules.get("rasterio")
+    if rasterio is None or not all(v in os.environ for v in CLOUD_CREDENTIAL_VARIABLES):
+        return contextlib.nullcontext()
+    from rasterio.env import hasenv
+    from rasterio.session import DummySession
+
+    if hasenv():
+        return contextlib.nullcontext()
+    return rasterio.Env.from_defaults(session=DummySession())
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from .base import ToolContext, ToolError, ToolInputError, UnknownToolError, jsonable
+from .base import ToolContext, ToolError, ToolInputError, UnknownToolError, gdal_scope, jsonable
 
 __all__ = ["ParamSpec", "ToolSpec", "REGISTRY", "SERVERS", "PAPER_ALIASES", "register", "get_tool",
            "call_tool", "validate_args", "normalize_tool_name", "model_alias", "all_tools",
@@ -353,7 +353,8 @@ def call_tool(name: str, args: dict | None, ctx: ToolContext, *,
         raw = _prepare_args(spec, args or {})
         values = {k: _keep_ints(raw[k], v) if k in raw else v for k, v in values.items()}
     try:
-        result = spec.func(ctx, **values)
+        with gdal_scope():
+            result = spec.func(ctx, **values)
     except ToolError as exc:
         raise exc.with_context(spec.name) from exc
     except (FileNotFoundError, IsADirectoryError) as exc:

@@ -15,6 +15,7 @@ from PIL import Image
 
 from annotation import tiles
 from kernel.palette import OVERLAY_ALPHA
+from kernel.tools.base import gdal_scope
 
 
 def class_labels(obs) -> dict[int, str] | None:
@@ -45,7 +46,7 @@ def class_rgba(index: int, labels: dict[int, str] | None = None) -> tuple[int, i
 def raster_png(path: Path, labels: dict[int, str] | None = None) -> bytes:
     """PNG bytes of the raster at ``path``; a single-band integer raster is drawn as a class mask
     (colours: ``class_rgba``, by ``labels`` — the tool's ``{class: label}`` — where given)."""
-    with rasterio.open(path) as src:
+    with gdal_scope(), rasterio.open(path) as src:
         data = src.read()
     if data.shape[0] == 1 and np.issubdtype(data.dtype, np.integer):
         band = data[0]

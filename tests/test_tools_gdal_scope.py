@@ -84,3 +84,15 @@ def test_the_scope_keeps_an_environment_the_caller_opened(credentials, sessions)
         assert not isinstance(gdal_scope(), rasterio.Env)
     assert isinstance(gdal_scope(), rasterio.Env)
     assert sessions[0] == 0
+
+
+def test_an_artifact_png_of_the_replay_pages_builds_no_cloud_session(tmp_path, credentials, sessions):
+    # the pages' GDAL reads outside the tools (replay.rendering.raster_png, behind an artifact's PNG)
+    # use the same scope: before it, this one open built one session
+    from replay.rendering import raster_png
+
+    path = write_tif(tmp_path / "mask.tif", np.array([[0, 1], [2, 1]], dtype=np.uint8))
+    sessions[0] = 0  # writing the test's raster, outside any scope, built one
+    png = raster_png(path, {1: "flooded", 2: "dry"})
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert sessions[0] == 0

@@ -34,6 +34,7 @@ from kernel.engine import collapse_expanded
 from kernel.inputs import base_name, input_entries
 from kernel.paths import OutsideRoot, confine
 from kernel.taskfile import loads
+from kernel.tools.base import gdal_scope
 from studio import storage
 
 __all__ = ["layer_info", "fill_layer_cache", "derived_sources", "derived_findings", "qc_for_task", "qc_for_content", "qc_for_task_file", "release_qc", "release_items"]
@@ -258,7 +259,7 @@ def _probe_sizes(layers: dict, root: Path | None) -> None:
         if not p.is_file() or p.stat().st_size == 0:
             continue
         try:
-            with rasterio.open(p) as ds:
+            with gdal_scope(), rasterio.open(p) as ds:
                 layer["width"], layer["height"] = ds.width, ds.height
         except Exception:  # unreadable: the manifest check reports missing files, not this
             continue

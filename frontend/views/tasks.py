@@ -43,6 +43,7 @@ from experiments.selectors import task_experiments
 from frontend.views.events import map_config
 from kernel.catalogue import catalogue_path
 from kernel.errors import DomainError
+from kernel.tools.base import gdal_scope
 from kernel.tools.perception import TOOLS as PERCEPTION_TOOLS
 from kernel.tools.perception import GTLabelError, remap_gt
 from replay.api import tool_catalogue
@@ -412,16 +413,17 @@ def _raster_overlay(run: ReplayRun, name: str, path: Path) -> dict:
     import rasterio
     from rasterio.warp import transform_bounds
 
-    with rasterio.open(path) as src:
-        width, height, crs, bounds, count, dtype = src.width, src.height, src.crs, src.bounds, src.count, src.dtypes[0]
-        georef = crs is not None and not src.transform.is_identity
-    spec = {"kind": "mask" if count == 1 and "int" in dtype else "raster",
-            "image": reverse("replay-artifact-png", args=[run.pk, name]), "width": width, "height": height}
-    if georef:
-        w, s, e, n = transform_bounds(crs, "EPSG:4326", *bounds)
-        spec.update(frame="geographic", bounds=[w, s, e, n])
-    else:
-        spec.update(frame="pixel", bounds=[0, 0, width, height])
+    with gdal_scope():  # one GDAL environment for the open and the reprojection (kernel.tools.base)
+        with rasterio.open(path) as src:
+            width, height, crs, bounds, count, dtype = src.width, src.height, src.crs, src.bounds, src.count, src.dtypes[0]
+            georef = crs is not None and not src.transform.is_identity
+        spec = {"kind": "mask" if count == 1 and "int" in dtype else "raster",
+                "image": reverse("replay-artifact-png", args=[run.pk, name]), "width": width, "height": height}
+        if georef:
+            w, s, e, n = transform_bounds(crs, "EPSG:4326", *bounds)
+            spec.update(frame="geographic", bounds=[w, s, e, n])
+        else:
+            spec.update(frame="pixel", bounds=[0, 0, width, height])
     return spec
 
 

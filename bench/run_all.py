@@ -39,7 +39,7 @@ ROOT = HERE.parent
 #: took 10.5 min on each database at full size on 2026-12-03 with its floor rounds, and a VM of this
 #: kind has run the tools twice as slowly
 TIMEOUTS = {"scoring": 900, "tools": 900, "replay": 2400, "replay_pg": 2400, "tiles": 900, "lists": 2400,
-            "export": 5400, "export_bucket": 5400, "tiles_bucket": 900, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 7200,
+            "export": 5400, "export_bucket": 5400, "tiles_bucket": 900, "serve": 600, "mcp_start": 900, "perception": 3600, "scale": 3600,
             "experiments": 4800}  # experiments: about 40 min, most of it the model filling 8 repeats
 ORDER = ("scoring", "tiles", "tiles_bucket", "replay", "replay_pg", "scale", "lists", "export", "export_bucket", "serve", "mcp_start", "experiments", "tools",
          "perception")

@@ -270,3 +270,36 @@ def test_push_artifacts_uploads_what_was_replayed_before_the_bucket_once(setting
         call_command("push_artifacts", "--json", stdout=out)
     assert exited.value.code == 1
     assert json.loads(out.getvalue()) == {"uploaded": [], "present": len(expected) - 1, "missing": [artifact_key(sha)]}
+
+
+def test_a_content_addressed_key_is_asked_about_once_per_process(bucket, seaweedfs, tmp_path):
+    """``storage.upload_file_once``, counted on the requests boto3 sends to the real server: a new
+    key is one HEAD (404) and one PUT; the same key again is no request at all; a key another
+    machine put first is one HEAD and no PUT, then nothing; the objects hold the files' bytes."""
+    first, second = tmp_path / "a.bin", tmp_path / "b.bin"
+    first.write_bytes(b"mask bytes")
+    second.write_bytes(b"polygons")
+    key_a, key_b = artifact_key(_sha(b"mask bytes")), artifact_key(_sha(b"polygons"))
+    seaweedfs.client().put_object(Bucket=bucket, Key=key_b, Body=b"polygons")  # another machine's
+
+    sent = []
+    client = storage.storage().connection.meta.client
+
+    def record(request, **kwargs):
+        sent.append((request.method, request.url.rsplit("/", 1)[-1][:8]))
+
+    client.meta.events.register("before-send", record)
+    try:
+        assert storage.upload_file_once(key_a, first) is True
+        assert sent == [("HEAD", key_a[-64:][:8]), ("PUT", key_a[-64:][:8])]
+        sent.clear()
+        assert storage.upload_file_once(key_a, first) is False
+        assert sent == []
+        assert storage.upload_file_once(key_b, second) is False
+        assert sent == [("HEAD", key_b[-64:][:8])]
+        sent.clear()
+        assert storage.upload_file_once(key_b, second) is False
+        assert sent == []
+    finally:
+        client.meta.events.unregister("before-send", record)
+    assert _bucket_artifacts(seaweedfs, bucket) == {key_a: _sha(b"mask bytes"), key_b: _sha(b"polygons")}

@@ -112,7 +112,8 @@ class BucketArtifactStore(ArtifactStore):
     bucket's ``artifacts/cas/`` (:func:`artifact_key`).
 
     ``put(file)``: stored locally as before, then uploaded to its key unless an object is there
-    already (a HEAD, then one PUT: the object appears whole; identical outputs are one object).
+    already (``storage.upload_file_once``: a HEAD, then one PUT, the object appearing whole;
+    identical outputs are one object; a key this process has put or seen is not asked again).
     ``has(sha)``: in the local store or in the bucket. ``materialize(sha, dest)``: the local file is
     filled from the bucket first when missing (:meth:`fetch`). Raises what ``storage`` raises
     (``FileNotFoundError`` for an object the bucket lost, ``ValueError`` for one whose content is not
@@ -123,9 +124,7 @@ class BucketArtifactStore(ArtifactStore):
 
     def put(self, file, sha: str | None = None) -> str:
         sha = super().put(file, sha)
-        name = artifact_key(sha)
-        if not storage.exists(name):
-            storage.upload_file(name, self.path_for(sha))
+        storage.upload_file_once(artifact_key(sha), self.path_for(sha))
         return sha
 
     def fetch(self, sha: str) -> Path:

@@ -303,3 +303,18 @@ def test_a_content_addressed_key_is_asked_about_once_per_process(bucket, seaweed
     finally:
         client.meta.events.unregister("before-send", record)
     assert _bucket_artifacts(seaweedfs, bucket) == {key_a: _sha(b"mask bytes"), key_b: _sha(b"polygons")}
+
+
+def test_without_a_bucket_a_content_addressed_file_is_written_once(settings, tmp_path):
+    """The embedded default (no ``STUDIO_STORAGE_URL``): ``upload_file_once`` writes the file under
+    the data root when none is there, and leaves an existing one as it is."""
+    settings.STUDIO_STORAGE_URL = ""
+    settings.STUDIO_DATA_ROOT = tmp_path / "data"
+    source = tmp_path / "mask.bin"
+    source.write_bytes(b"mask bytes")
+    key = artifact_key(_sha(b"mask bytes"))
+    assert storage.upload_file_once(key, source) is True
+    assert (tmp_path / "data" / key).read_bytes() == b"mask bytes"
+    source.write_bytes(b"other bytes")  # a key's content never changes: the first file stays
+    assert storage.upload_file_once(key, source) is False
+    assert (tmp_path / "data" / key).read_bytes() == b"mask bytes"

@@ -20,7 +20,10 @@ docs/benchmarks.md).
 Benchmarks use scratch databases and data roots under /tmp (``STUDIO_BENCH_DIR``, default
 /tmp/studio-bench), never var/. Their settings travel in the environment: ``STUDIO_BENCH_DORA``
 (a checkout of the official DORA evaluator, outside the project) makes ``scoring.py`` measure
-against it (docs/benchmarks.md, "Scoring against the official evaluator").
+against it (docs/benchmarks.md, "Scoring against the official evaluator"). The jobs that start
+Celery workers of their own (``BROKER_JOBS``: ``scale``, ``replay_pg``'s worker rows) get
+``CELERY_BROKER_URL``, else the local Redis's database 15 when it answers (``broker``), so that
+``make bench`` measures them with no variable set; with neither they print "skipped".
 """
 from __future__ import annotations
 
@@ -46,6 +49,10 @@ ORDER = ("scoring", "tiles", "tiles_bucket", "replay", "replay_pg", "scale", "li
 #: jobs that run a script of bench/ with other arguments: name → (script, arguments)
 EXTRA = {"replay_pg": ("replay", ["--postgres"]), "tiles_bucket": ("tiles", ["--bucket"]),
          "export_bucket": ("export", ["--bucket"])}
+#: jobs that start Celery workers of their own, through a broker (without one they print "skipped")
+BROKER_JOBS = {"scale", "replay_pg"}
+#: the broker they get when ``CELERY_BROKER_URL`` is unset and a Redis answers there: a database of its own
+LOCAL_BROKER = "redis://127.0.0.1:6379/15"
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
 QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
               "tiles_bucket": ["--tiles", "30"], "export_bucket": ["--tasks", "1000,4000"],
@@ -89,19 +96,34 @@ def machine() -> dict:
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg())}
 
 
+def broker() -> str:
+    """The broker for :data:`BROKER_JOBS`: ``CELERY_BROKER_URL`` when set, else :data:`LOCAL_BROKER`
+    when a Redis there answers a PING within 2 s, else "" (those jobs then print "skipped")."""
+    if os.environ.get("CELERY_BROKER_URL"):
+        return os.environ["CELERY_BROKER_URL"]
+    try:
+        import redis
+
+        redis.Redis.from_url(LOCAL_BROKER, socket_connect_timeout=2, socket_timeout=2).ping()
+        return LOCAL_BROKER
+    except Exception:
+        return ""
+
+
 def discover(only: set[str] | None, quick: bool = False) -> list[str]:
     names = [p.stem for p in HERE.glob("*.py") if p.stem != "run_all" and not p.stem.startswith("_")] + list(EXTRA)
     names = sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
     return [n for n in names if (n in only if only else not (quick and n in QUICK_SKIP))]
 
 
-def run_one(name: str, quick: bool, scale: float) -> dict:
+def run_one(name: str, quick: bool, scale: float, celery_broker: str = "") -> dict:
     script, extra = EXTRA.get(name, (name, []))
+    env = {**os.environ, "CELERY_BROKER_URL": celery_broker} if name in BROKER_JOBS and celery_broker else None
     cmd = [sys.executable, str(HERE / f"{script}.py"), *extra, *(QUICK_ARGS.get(name, []) if quick else [])]
     limit = TIMEOUTS.get(name, 900) * scale
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit)
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
         out, rc = r.stdout + ("\n" + r.stderr if r.returncode else ""), r.returncode
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -151,8 +173,10 @@ def main() -> None:
     ap.add_argument("--verbose", action="store_true", help="print each benchmark's whole output")
     args = ap.parse_args()
     m = machine()
+    celery_broker = broker()
     desc = (f"{m['nproc']} CPUs ({m['cpu']}), {m['memory']} memory, Python {m['python']}, SQLite {m['sqlite']}, "
-            f"PostgreSQL {m['postgresql']}; {m['os']}; load average at start {m['load']}")
+            f"PostgreSQL {m['postgresql']}, Celery broker {celery_broker or 'none'}; {m['os']}; "
+            f"load average at start {m['load']}")
     if args.quick:
         desc += "; --quick: small sizes, a smoke run, not the issue's figures"
     print(f"machine: {desc}")
@@ -160,7 +184,7 @@ def main() -> None:
     results = []
     for name in discover(set(filter(None, args.only.split(","))) or None, args.quick):
         print(f"== {name} …", flush=True)
-        res = run_one(name, args.quick, args.timeout_scale)
+        res = run_one(name, args.quick, args.timeout_scale, celery_broker)
         results.append(res)
         if args.verbose:
             print(res["output"])

@@ -47,8 +47,8 @@ before; an info row reports the full collections of each side of the paired pass
 Two writing workers need a server database (SQLite answers "database is locked"): ``--postgres``
 creates a scratch database on the local PostgreSQL server.
 Targets (issues 4 and 16): cold ≤ 10 min on a 2-core machine, warm ≤ 10 % of cold (SQLite and
-PostgreSQL), overhead ≤ 1.05× (issue 16; the median of three runs; 1.1× before),
-2 workers ≥ 1.7×.
+PostgreSQL), overhead ≤ 1.10× on SQLite and ≤ 1.20× on PostgreSQL (issue 35, with the floor
+beside it; issue 16 had asked 1.05×; the median of three runs), 2 workers ≥ 1.7×.
 """
 from __future__ import annotations
 
@@ -86,8 +86,16 @@ scratch_postgres, drop_postgres = _scratch.scratch_postgres, _scratch.drop_postg
 
 REAL = ROOT.parent / "shared" / "realdata"
 SCENES = ["xbd-hurricane-florence", "xbd-guatemala-volcano", "xbd-socal-fire"]
-#: engine overhead target, no cache / direct tool calls (issue 16, item 5)
-OVERHEAD_TARGET = 1.05
+#: engine overhead target, no cache / direct tool calls, by database: issue 16's 1.05× (item 5),
+#: restated by issue 35 once the floor was measured (docs/benchmarks.md, "The floor"): ≤ 1.10× on
+#: SQLite and ≤ 1.20× on PostgreSQL, the floor printed beside it
+OVERHEAD_TARGETS = {"sqlite": 1.10, "postgres": 1.20}
+
+
+def overhead_target(database: str) -> float:
+    """The overhead target of ``database`` (a ``DATABASE_URL`` scheme: ``sqlite``, ``postgres``,
+    ``postgresql``)."""
+    return OVERHEAD_TARGETS["sqlite" if database.startswith("sqlite") else "postgres"]
 
 
 def setup_env(scratch: Path, db_url: str | None = None) -> dict:
@@ -592,7 +600,8 @@ def main():
         out["workers"] = "skipped (CELERY_BROKER_URL not set)"
     print(json.dumps(out, indent=2))
     print(f"targets: cold <= 600 s: {out['cold_s'] <= 600}; warm <= 10% of cold: {out['warm_over_cold'] <= 0.10}; "
-          f"overhead <= 1.05x: {out['engine_overhead_nocache_over_direct'] <= OVERHEAD_TARGET}"
+          f"overhead <= {overhead_target(out['database'])}x: "
+          f"{out['engine_overhead_nocache_over_direct'] <= overhead_target(out['database'])}"
           + (f"; 2 workers >= 1.7x: {(out.get('speedup_2_over_1') or 0) >= 1.7}" if broker else ""))
     db, n = out["database"], f"{out['tasks']} tasks, {out['events']} events"
     verdict = lambda ok: "ok" if ok else "OVER"  # noqa: E731
@@ -601,7 +610,7 @@ def main():
           f"\t≤ 0.10\t{verdict(out['warm_over_cold'] <= 0.10)}")
     print(f"BENCH\treplay engine overhead, no cache / direct tool calls ({db}, median of {len(ratios)})"
           f"\t{out['engine_overhead_nocache_over_direct']:.3f}× ({out['nocache_s']} s / {out['direct_s']} s)"
-          f"\t≤ {OVERHEAD_TARGET}×\t{verdict(out['engine_overhead_nocache_over_direct'] <= OVERHEAD_TARGET)}")
+          f"\t≤ {overhead_target(db)}×\t{verdict(out['engine_overhead_nocache_over_direct'] <= overhead_target(db))}")
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     print(f"BENCH\treplay engine overhead in CPU time of this process ({db}, median of {len(ratios)})"
           f"\t{med(out['engine_overhead_cpu_rounds']):.3f}×\t—\tinfo")

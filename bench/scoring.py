@@ -32,7 +32,8 @@ so its CPU time is what it costs a quiet machine. Wall times are printed beside 
   project (``git clone https://github.com/Junjue-Wang/DORA DIR && git -C DIR checkout 2b24be7``).
 
 Figures: records/s of every side; the ratio to the plain path; with the official side, the ratio to
-the official evaluator against issue 16's targets (≥ 2× at 10,000 records, ≥ 3× at 100,000) and a
+the official evaluator against issue 35's targets (≥ 4× at 10,000 records, ≥ 5× at 100,000; issue 16
+asked ≥ 2× and ≥ 3×, which the bench printed until 2026-12-06) and a
 check that the outputs agree: the official eval.json and the studio's are parsed and every value the
 official writes (dora_score, every per-dimension metric, every per-task field score and trajectory
 metric, the summary table) must be the studio's at the same place, the studio adding only ``mode``
@@ -41,7 +42,8 @@ studio's and the plain path's eval.json texts must be identical (else FAIL).
 
 Without the official side the plain-path rows carry the targets converted with the factors issue 16
 measured by hand (the plain path at 1.25× the official evaluator at 10,000 records, 1.75× at
-100,000: 2 / 1.25 = 1.6× and 3 / 1.75 = 1.72×); with it, those rows are information and the
+100,000: 4 / 1.25 = 3.2× and 5 / 1.75 = 2.86×; side-by-side runs have not borne those factors out,
+so only a run with the official side measures the target); with it, those rows are information and the
 official rows carry the targets. Start-up: ``manage.py evaluate_runs --help`` against
 ``python -c pass``, target ≤ 0.1 s more; the official ``scripts/evaluate.py --help`` as information.
 """
@@ -71,11 +73,12 @@ from evaluation.scoring.loaders import TASKS  # noqa: E402
 
 SCRATCH = Path(os.environ.get("STUDIO_BENCH_DIR", "/tmp/studio-bench")) / "scoring"
 PY = sys.executable
-#: issue 16's targets: throughput ≥ 2× the official evaluator's at 10,000 records, ≥ 3× at 100,000
-OFFICIAL_TARGETS = {10_000: 2.0, 100_000: 3.0}
+#: issue 35's targets (target 4): throughput ≥ 4× the official evaluator's at 10,000 records, ≥ 5× at
+#: 100,000 (issue 16 asked ≥ 2× and ≥ 3×)
+OFFICIAL_TARGETS = {10_000: 4.0, 100_000: 5.0}
 #: without the official side: the ratio to the plain path that means the same (issue 16 measured the
 #: plain path at 1.25× the official evaluator at 10,000 records and 1.75× at 100,000)
-TARGETS = {10_000: 2 / 1.25, 100_000: 3 / 1.75}
+TARGETS = {n: t / {10_000: 1.25, 100_000: 1.75}[n] for n, t in OFFICIAL_TARGETS.items()}
 STARTUP_TARGET_S = 0.1
 
 PLAIN = """

@@ -76,9 +76,10 @@ PY = sys.executable
 #: issue 35's targets (target 4): throughput ≥ 4× the official evaluator's at 10,000 records, ≥ 5× at
 #: 100,000 (issue 16 asked ≥ 2× and ≥ 3×)
 OFFICIAL_TARGETS = {10_000: 4.0, 100_000: 5.0}
-#: without the official side: the ratio to the plain path that means the same (issue 16 measured the
-#: plain path at 1.25× the official evaluator at 10,000 records and 1.75× at 100,000)
-TARGETS = {n: t / {10_000: 1.25, 100_000: 1.75}[n] for n, t in OFFICIAL_TARGETS.items()}
+#: the plain path's speed over the official evaluator's, by run size, as issue 16 measured it by hand
+PLAIN_OVER_OFFICIAL = {10_000: 1.25, 100_000: 1.75}
+#: without the official side: the ratio to the plain path that means the same as OFFICIAL_TARGETS
+TARGETS = {n: t / PLAIN_OVER_OFFICIAL[n] for n, t in OFFICIAL_TARGETS.items()}
 STARTUP_TARGET_S = 0.1
 
 PLAIN = """

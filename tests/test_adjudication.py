@@ -170,3 +170,23 @@ def test_pages_render(disputed_records, make_user, client, django_assert_max_num
     client.force_login(disputed_records["ana"])
     assert client.get("/agreement/").status_code == 403
     assert client.get("/adjudication/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_agreement_rows_read_flags_and_the_decided_rule_from_the_stored_columns(disputed_records):
+    """agreement_rows reads ``errors`` as JSON text and ``sealed_at`` only as set or not: the rows
+    are those of the stored values. A person's verdict still revisable (not sealed, not final) is
+    no row; a flag counts when its stored value is truthy (bool(value), as before: 1 and "yes"
+    set, 0 and null not); a verdict with no flags stored has ``errors`` None."""
+    recs = disputed_records["recs"]
+    ana_r0 = Verdict.objects.get(record=recs[0], annotator__username="ana")
+    bo_r0 = Verdict.objects.get(record=recs[0], annotator__username="bo")
+    Verdict.objects.filter(pk=ana_r0.pk).update(sealed_at=None, is_final=False)
+    Verdict.objects.filter(pk=bo_r0.pk).update(errors={"E1": 1, "E2": 0, "E3": "yes", "E4": None})
+    Verdict.objects.filter(record=recs[1], annotator__username="ana").update(errors={})
+    rows = {(r["run_id"], r["annotator"]): r for r in agreement_rows()}
+    assert (f"{recs[0].pk}:holistic", "ana") not in rows  # revisable: no decision yet
+    assert rows[(f"{recs[0].pk}:holistic", "bo")]["errors"] == {
+        "E1": True, "E2": False, "E3": True, "E4": False, "E5": False, "E6": False}
+    assert rows[(f"{recs[1].pk}:holistic", "ana")]["errors"] is None
+    assert rows[(f"{recs[1].pk}:holistic", "bo")]["errors"]["E4"] is True

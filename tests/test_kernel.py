@@ -390,3 +390,22 @@ def test_decode_json_property(value, ascii_only, indent):
     assert _json_outcome(decode_json, text) == _json_outcome(json.loads, text)
     data = text.encode("utf-8", "surrogatepass")
     assert _json_outcome(decode_json, data) == _json_outcome(lambda b: json.loads(b.decode("utf-8")), data)
+
+
+def test_value_sha256_is_the_digest_of_canonical_json():
+    """kernel.hashing.value_sha256: SHA-256 of each value as JSON with sorted keys and no spaces,
+    one after another: for {"b": 1, "a": [1, 2]} and "x" the bytes {"a":[1,2],"b":1}"x" (worked
+    out by hand); key order does not matter, list order and any value do; a dict msgspec cannot
+    sort (int keys) is written by json.dumps with the same rule."""
+    import hashlib
+
+    from kernel.hashing import value_sha256
+
+    assert value_sha256({"b": 1, "a": [1, 2]}, "x") == hashlib.sha256(b'{"a":[1,2],"b":1}"x"').hexdigest()
+    assert value_sha256({"b": 1, "a": [1, 2]}) == value_sha256({"a": [1, 2], "b": 1})
+    assert value_sha256({"a": [1, 2]}) != value_sha256({"a": [2, 1]})
+    assert value_sha256([{"e": {"E1": True}}]) != value_sha256([{"e": {"E1": False}}])
+    assert value_sha256({"é": "ü"}) == hashlib.sha256('{"é":"ü"}'.encode()).hexdigest()
+    assert value_sha256({2: "b", 1: "a"}) == hashlib.sha256(b'{"1":"a","2":"b"}').hexdigest()
+    with pytest.raises(TypeError):
+        value_sha256({1: "a", "b": 2})  # json.dumps cannot order 1 and "b" either

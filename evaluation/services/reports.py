@@ -9,7 +9,6 @@ of a row is another key.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from evaluation.judge.verdict import DEFAULT_READING
 from evaluation.models import StoredReport
 from evaluation.selectors.judge_report import reread_agreement_rows
 from evaluation.selectors.verdicts import agreement_rows
+from kernel.hashing import value_sha256
 
 #: reports of one kind kept (the newest): the options a page offers (e.g. two tie rules × two readings)
 KEEP_PER_KIND = 8
@@ -56,11 +56,9 @@ def loads(text: str) -> Any:
 
 
 def report_key(kind: str, options: dict, rows: list) -> str:
-    """SHA-256 (hex) of ``kind``, ``options`` and ``rows`` as canonical JSON (sorted keys)."""
-    h = hashlib.sha256()
-    h.update(json.dumps([kind, options], sort_keys=True, default=str).encode())
-    h.update(json.dumps(rows, sort_keys=True, default=str).encode())
-    return h.hexdigest()
+    """SHA-256 (hex) of ``kind``, ``options`` and ``rows`` as canonical JSON (sorted keys;
+    :func:`kernel.hashing.value_sha256`)."""
+    return value_sha256([kind, options], rows)
 
 
 def stored_report(kind: str, options: dict, rows: list, compute: Callable[[], Any]) -> Any:

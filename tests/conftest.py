@@ -25,6 +25,57 @@ SHARED = Path(os.environ.get("STUDIO_SHARED", REPO.parent / "shared"))
 REALDATA = SHARED / "realdata"
 SCORING_EXAMPLES = SHARED / "scoring-examples"
 
+#: Why a test that reads the sample data is skipped on a clone without it (``make test`` runs there too).
+SHARED_MISSING = "needs ../shared (STUDIO_SHARED): {}"
+
+
+def requires_shared(path: Path = SHARED) -> pytest.MarkDecorator:
+    """A ``skipif`` mark for tests that need ``path`` of the sample data (by default all of
+    ``../shared``) before they run, e.g. a module's constants read at collection time: skipped
+    with :func:`needs_shared`'s reason when the path is missing."""
+    return pytest.mark.skipif(not Path(path).exists(), reason=SHARED_MISSING.format(path))
+
+
+def needs_shared(path: Path) -> Path:
+    """``path`` (a file or folder of the sample data in ``../shared``) if it exists; else the test
+    that needs it is skipped, its reason naming the path. The one rule for the sample data: fixtures,
+    support helpers and tests call it before they read ``../shared``."""
+    path = Path(path)
+    if not path.exists():
+        pytest.skip(SHARED_MISSING.format(path))
+    return path
+
+
+def needs_demo_data() -> Path:
+    """The real sample events ``manage.py demo`` and the xBD imports read (the settings'
+    ``STUDIO_DEMO_DATA``, by default ``../shared/realdata``), through :func:`needs_shared`: without
+    them the demo builds its SYNTHETIC event instead, which the real-data tests do not check."""
+    from django.conf import settings
+
+    return needs_shared(Path(settings.STUDIO_DEMO_DATA))
+
+
+def _missing_sample(excinfo) -> Path | None:
+    """The sample path under ``../shared`` whose absence raised ``excinfo`` (a file-not-found error
+    naming it), or None."""
+    if excinfo is None or SHARED.is_dir() or not excinfo.errisinstance(OSError):
+        return None
+    name = getattr(excinfo.value, "filename", None) or str(excinfo.value)
+    return Path(str(name)) if str(SHARED) in str(name) else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that reads a sample file straight from ``../shared`` on a clone without it is reported
+    skipped (:func:`needs_shared`'s reason), never failed: the same rule for the tests that open the
+    samples' module constants in their body."""
+    outcome = yield
+    missing = _missing_sample(call.excinfo)
+    if missing is not None:
+        report = outcome.get_result()
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, "Skipped: " + SHARED_MISSING.format(missing))
+
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",

@@ -7,7 +7,7 @@ value 3 (major) on 26,492 px and 4 (destroyed) on 274 px.
 from __future__ import annotations
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from django.contrib.auth import get_user_model
 
 from annotation.services.imports import import_xbd_folder
@@ -35,7 +35,7 @@ DAMAGE_TASK = {
 @pytest.fixture
 def florence(db):
     """The Florence tile imported (pre and post images, the damage mask): its ``Event``."""
-    return import_xbd_folder(FLORENCE).event
+    return import_xbd_folder(needs_shared(FLORENCE)).event
 
 
 @pytest.fixture
@@ -44,4 +44,4 @@ def florence_with_root(db, make_user):
     management commands the replay-import tests run act as the studio's superuser."""
     make_user("root", "maintainer", "author")
     get_user_model().objects.filter(username="root").update(is_superuser=True)
-    return import_xbd_folder(FLORENCE).event
+    return import_xbd_folder(needs_shared(FLORENCE)).event

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from django.test import override_settings
 
 from annotation.models import Event, Task
@@ -36,6 +36,7 @@ T2_QUESTION = "How many building footprints lie within 20 m of a destroyed-build
 def import_joplin(raster: bool = True):
     """The Joplin post chip (unless ``raster`` is false: the T2 task needs only the vectors), the
     damage polygons and the footprints; returns the event."""
+    needs_shared(JOPLIN)
     if raster:
         import_raster_file(JOPLIN / "output_chips_post_0_post.tif", event_slug="joplin-tornado", phase="post",
                            modality="optical", disaster_type="tornado")
@@ -68,6 +69,7 @@ def joplin_import_once(django_db_setup, django_db_blocker, tmp_path_factory):
     """The Joplin vectors imported once for a test module, in a transaction rolled back at the
     module's end (:func:`support.db.module_transaction`), its files in a data root of their own.
     Yields (event id, data root). Not for modules with transactional tests."""
+    needs_shared(JOPLIN)
     root = tmp_path_factory.mktemp("joplin") / "data"
     root.mkdir()
     with module_transaction(django_db_blocker):

@@ -12,7 +12,7 @@ import json
 import zipfile
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.urls import include, path
 
 from evaluation.models import Verdict
@@ -52,7 +52,7 @@ def run_a(db, make_user, perms):
     from evaluation.services.runs import import_run_dir
 
     owner = make_user("importer", "maintainer")
-    return import_run_dir(owner, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    return import_run_dir(owner, needs_shared(AGENT_A), "agent_a", tasks_dir=needs_shared(TASKS))
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def run_zip(folder_name: str, extra: dict | None = None) -> io.BytesIO:
     ``<model>_<MODE>``), with ``extra`` entries (name → text) added; named ``<folder_name>.zip``."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        for f in AGENT_A.rglob("*"):
+        for f in needs_shared(AGENT_A).rglob("*"):
             if f.is_file():
                 zf.write(f, f"{folder_name}/{f.relative_to(AGENT_A)}")
         for name, data in (extra or {}).items():

@@ -12,7 +12,7 @@ import json
 import threading
 
 import anyio
-from conftest import REPO, ChildDatabase
+from conftest import REPO, ChildDatabase, needs_shared
 from django.conf import settings
 
 from annotation.models import Layer
@@ -49,7 +49,7 @@ GT_COUNTS = {"2": 26492, "3": 274}
 def make_task():
     """Import florence and create the T1 task (author + maintainer user); returns (user, task)."""
     user = upsert_user("ada", "pw-test-123", ["author", "maintainer"])
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     layers = {l.file_name: l for l in Layer.objects.filter(event=event)}
     content = {
         "question": "How many pixels show partially damaged or destroyed buildings, per class and in total?",

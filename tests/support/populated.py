@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from conftest import REALDATA, SCORING_EXAMPLES
+from conftest import REALDATA, SCORING_EXAMPLES, needs_shared
 from django.db import models
 from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -42,7 +42,7 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     from replay.services.runs import start_replay
     from studio.accounts import upsert_user
 
-    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    imports.import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence"))
     event = Event.objects.get(slug="hurricane-florence")
     pre = event.layers.get(kind="raster", phase="pre")
     post = event.layers.get(kind="raster", phase="post")
@@ -70,7 +70,8 @@ def populate(user, *, question: str = QUESTION, text: str = "note") -> dict:
     task.refresh_from_db()
     release = create_release(user, "1.0.0", text, tasks=[task])
     export = start_export(user, release)  # runs in-process (no broker)
-    run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(user, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a",
+                         tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     record = run.records.order_by("id").first()
     verdict = submit_human_verdict(user, record, errors={"E4": True}, grade=0.6, reasons={"E4": text}, reasoning=text)
     # a second person's disagreeing verdict puts the record on the adjudication queue (one verdict
@@ -129,6 +130,7 @@ def populated_once(django_db_setup, django_db_blocker, tmp_path_factory):
     data root). Not for modules with transactional tests."""
     from studio.accounts import upsert_user
 
+    needs_shared(REALDATA / "xbd-hurricane-florence"), needs_shared(SCORING_EXAMPLES / "runs" / "agent_a")
     root = tmp_path_factory.mktemp("populated") / "data"
     root.mkdir()
     with module_transaction(django_db_blocker):

@@ -15,7 +15,7 @@ from io import StringIO
 
 import numpy as np
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
@@ -99,7 +99,7 @@ def benchmark_task_file(tmp_path, edit=None):
     the pre/post images whose observation a model gave, then the :data:`FLORENCE_CASES` calls with
     the observations the benchmark's tools returned; ``edit(trajectory)`` may change it first.
     Returns the file's path."""
-    cases = {c["id"]: c for c in map(json.loads, TOOL_CASES.read_text(encoding="utf-8").splitlines())}
+    cases = {c["id"]: c for c in map(json.loads, needs_shared(TOOL_CASES).read_text(encoding="utf-8").splitlines())}
     traj = [{"call": "seg_building_damage(pre_image_path, post_image_path)",
              "args": {"pre_image_path": PRE, "post_image_path": POST},
              "obs": {"tool": "seg.building_damage", "mask_path": f"{TMP}/building_damage_3b1f.png",
@@ -163,7 +163,7 @@ def florence_max_polygon_task(user, *, pixel_size_m=0.5):
     """Florence imported and ``user``'s task whose answer depends on the pixel size
     (seg.building_damage → ras.vectorize → vec.max_polygon; ``pixel_size_m`` None leaves it out):
     returns (event, post layer, task)."""
-    imports.import_xbd_folder(FLORENCE)
+    imports.import_xbd_folder(needs_shared(FLORENCE))
     event = Event.objects.get(slug="hurricane-florence")
     pre = event.layers.get(kind="raster", phase="pre")
     post = event.layers.get(kind="raster", phase="post")

@@ -16,7 +16,7 @@ import json
 import shutil
 
 import pytest
-from conftest import REPO
+from conftest import REPO, needs_demo_data
 from django.core.management import call_command
 
 DEMO_T1 = "hurricane-florence_demo01_task0"
@@ -31,6 +31,7 @@ def release_with_variants(db, tmp_path, make_user):
     from releases.services.lifecycle import create_release, publish_release
     from replay.services.runs import start_replay
 
+    needs_demo_data()
     call_command("demo", "--skip-osm", stdout=open(tmp_path / "demo.log", "w"))
     maint = make_user("mo", "maintainer", "author", "reviewer")
     Task.objects.update(status=Task.Status.APPROVED)  # setup shortcut (review is not the subject)

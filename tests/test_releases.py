@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import REALDATA, SCORING_EXAMPLES
+from conftest import REALDATA, SCORING_EXAMPLES, needs_demo_data
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
@@ -54,6 +54,7 @@ def demo_release(django_db_setup, django_db_blocker, tmp_path_factory):
     into the same database and exported again. Everything in one transaction, rolled back."""
     from django.contrib.auth.models import User
 
+    needs_demo_data()
     base = tmp_path_factory.mktemp("demo_release")
     data = base / "data"
     data.mkdir()

@@ -4,7 +4,7 @@ tests/test_skeleton_flow.py's docstring)."""
 from __future__ import annotations
 
 import pytest
-from conftest import REPO
+from conftest import REPO, needs_demo_data
 from django.core.management import call_command
 
 from annotation.models import Task
@@ -14,6 +14,7 @@ from releases.services.lifecycle import create_release, publish_release
 
 @pytest.mark.django_db
 def test_run_pinned_to_release(tmp_path, make_user):
+    needs_demo_data()
     call_command("demo", "--skip-osm", stdout=open(tmp_path / "demo.log", "w"))
     maint = make_user("mo", "maintainer")
     Task.objects.update(status=Task.Status.APPROVED)

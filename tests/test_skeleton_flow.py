@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import needs_demo_data
 from django.core.management import call_command
 
 from annotation.models import Task
@@ -119,6 +120,7 @@ def test_anonymous_api_and_pages_are_refused(client):
 def test_demo_tasks_export_and_agent_run(tmp_path, client, make_user):
     """The demo command end to end, then the export in the benchmark's layout scores 1.0 against
     itself, and the example agent run scores as worked out in the module docstring."""
+    needs_demo_data()
     call_command("demo", "--skip-osm", stdout=open(tmp_path / "demo.log", "w"))
     out = tmp_path / "release"
     call_command("export_tasks", "--out", str(out), stdout=open(tmp_path / "export.log", "w"))

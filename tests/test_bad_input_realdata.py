@@ -35,7 +35,7 @@ import io
 import morecantile
 import numpy as np
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, requires_shared
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -50,7 +50,7 @@ S3A = "S3A_SL_2_LST_20160521T015552_20160521T033651_6059_004_217_____.json"
 
 pytestmark = [
     pytest.mark.django_db,
-    pytest.mark.skipif(not (REALDATA / "rasterio-testdata").exists(), reason="shared/realdata is not available"),
+    requires_shared(REALDATA / "rasterio-testdata"),
 ]
 
 # file → expected outcome. ok: the Layer fields asserted; error: (field, problem fragment).

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import rasterio
 import rasterio.shutil
+from conftest import REALDATA
 from support.stored import remove_file, store_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +20,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning"),
 ]
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 JOPLIN = REALDATA / "xview2-deploy-joplin" / "output_chips_post_0_post.tif"
 FLORENCE = REALDATA / "xbd-hurricane-florence"
 STATIC = REPO / "frontend" / "static"

@@ -10,6 +10,7 @@ import re
 
 import pandas as pd
 import pytest
+from conftest import requires_shared
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from support.florence import FLORENCE
@@ -21,7 +22,7 @@ from experiments.models import Experiment, ExperimentQuestion
 from frontend.views.leaderboard import accounting_text
 
 URL = "http://127.0.0.1:9/v1"  # an allowed test host (tests/conftest.py); nothing is called here
-needs_florence = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+needs_florence = requires_shared(FLORENCE)
 
 # the figures, by hand: repeat 1 answered with 1,200 prompt + 300 completion tokens at $0.50 / $1.50
 # per million: 1200 × 0.50 / 1e6 + 300 × 1.50 / 1e6 = 0.0006 + 0.00045 = 0.00105; repeat 2 with

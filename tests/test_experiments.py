@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import requires_shared
 from django.core.exceptions import PermissionDenied
 from support.florence import FLORENCE
 from support.mcp import make_task
@@ -72,7 +73,7 @@ def test_a_pilot_needs_known_tasks_with_gold(maintainer):
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+@requires_shared(FLORENCE)
 def test_a_pilot_has_one_question_row_per_repeat_and_a_queued_one_cancels_at_once(settings,
                                                                                  django_capture_on_commit_callbacks):
     from replay.services.runs import start_replay
@@ -186,7 +187,7 @@ def test_the_list_page_pages_the_experiments_newest_first_in_constant_queries(cl
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+@requires_shared(FLORENCE)
 def test_the_experiment_page_and_api_show_questions_accounting_and_the_buttons(client,
                                                                              django_capture_on_commit_callbacks):
     from replay.services.runs import start_replay
@@ -213,7 +214,7 @@ def test_the_experiment_page_and_api_show_questions_accounting_and_the_buttons(c
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+@requires_shared(FLORENCE)
 def test_resume_goes_on_with_a_new_version_of_the_same_configuration_only(django_capture_on_commit_callbacks):
     from replay.services.runs import start_replay
 

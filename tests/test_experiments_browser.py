@@ -13,6 +13,7 @@ import os
 import re
 
 import pytest
+from conftest import requires_shared
 from conftest_llm import start_llm_server
 from support.browser import open_signed_in
 from support.florence import FLORENCE
@@ -24,7 +25,7 @@ from replay.services.runs import start_replay
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian chromium is not installed"),
-    pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing"),
+    requires_shared(FLORENCE),
 ]
 
 #: what tests/test_experiments_llm.py serves and configures, for the reasons given there

@@ -20,6 +20,7 @@ import signal
 import time
 
 import pytest
+from conftest import requires_shared
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from support.florence import FLORENCE
@@ -35,7 +36,7 @@ Q1, Q2 = "florence_mcp01_task0", "florence_mcp02_task0"
 #: the Florence task's gold answer (tests/support/mcp.py: 26,492 + 274 = 26,766 pixels)
 RIGHT = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
 
-needs_florence = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+needs_florence = requires_shared(FLORENCE)
 #: the tests of worker processes (their pids, a kill -9, torch after a fork) need a server database
 needs_processes = pytest.mark.skipif(not services._workers_are_processes(),
                                      reason="the job's workers are threads: SQLite, or STUDIO_EXPERIMENT_WORKER_PROCESSES=0 "

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ChildDatabase
+from conftest import REPO, ChildDatabase, requires_shared
 from conftest_llm import start_llm_server
 from support.children import child_env
 from support.florence import FLORENCE
@@ -36,7 +36,7 @@ from experiments import harness, services
 from experiments.models import Experiment, ModelCall
 from kernel.taskfile import write_task_file
 
-pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+pytestmark = requires_shared(FLORENCE)
 
 #: llama-cpp-python's chat format the tests serve with (docs/experiments.md, "Measured")
 CHAT_FORMAT = "chatml-function-calling"

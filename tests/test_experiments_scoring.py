@@ -7,6 +7,7 @@ written here) and ``run_experiment`` only imports, scores and queues (nothing is
 from __future__ import annotations
 
 import pytest
+from conftest import requires_shared
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from support.florence import FLORENCE
@@ -23,7 +24,7 @@ RIGHT = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
 WRONG = {"damaged_pixels": 5, "pixels_by_class": {"2": 5}}
 Q1, Q2 = "florence_mcp01_task0", "florence_mcp02_task0"
 
-needs_florence = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+needs_florence = requires_shared(FLORENCE)
 
 
 def test_half_of_four_records_is_the_two_whose_question_hash_is_lowest():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import rasterio
+from conftest import requires_shared
 from django.conf import settings as dj_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -30,7 +31,7 @@ REAL = Path(dj_settings.STUDIO_DEMO_DATA)
 JOPLIN = REAL / "xview2-deploy-joplin"
 OSM = REAL / "osm-helsinki"
 
-pytestmark = pytest.mark.skipif(not JOPLIN.exists(), reason="shared/realdata is not available")
+pytestmark = requires_shared(JOPLIN)
 
 
 @pytest.fixture

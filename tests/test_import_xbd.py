@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+from conftest import requires_shared
 from django.conf import settings as dj_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -45,7 +46,7 @@ SANTA_ROSA = REAL / "xbd-santa-rosa-labels"
 JOPLIN = REAL / "xbd-joplin-tornado-labels"
 
 pytestmark = [
-    pytest.mark.skipif(not SOCAL.exists(), reason="shared/realdata is not available"),
+    requires_shared(SOCAL),
     pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning"),
 ]
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import REPO
+from conftest import REPO, requires_shared
 from django.conf import settings
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
@@ -42,7 +42,7 @@ from kernel.tools.spec import tool_manifest
 from replay.mcp_server import SUBMIT_TOOL, _tool_description, build_server, registry_tools
 from replay.sessions import NO_ANSWER_ERROR, SessionRecorder, call_text
 
-pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+pytestmark = requires_shared(FLORENCE)
 
 
 # ── in-process ───────────────────────────────────────────────────────────────

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SHARED, requires_shared
 from support.florence import FLORENCE
 from support.mcp import GT_COUNTS, make_task, subprocess_env
 
@@ -28,10 +28,10 @@ from replay.sessions import RunDirectory, SessionRecorder
 
 CLIENT_PY = REPO / ".venv-mcp-client" / "bin" / "python"
 DRIVER = REPO / "tests" / "mcp_client" / "drive_gold.py"
-CATALOGUE = REPO.parent / "shared" / "spec" / "dora-tools.json"
+CATALOGUE = SHARED / "spec" / "dora-tools.json"
 
 pytestmark = [
-    pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing"),
+    requires_shared(FLORENCE),
     pytest.mark.skipif(not CATALOGUE.is_file(), reason="shared/spec/dora-tools.json missing"),
     pytest.mark.skipif(not CLIENT_PY.exists() and not os.environ.get("CI"),
                        reason="no .venv-mcp-client: run `make mcp-client` (make test does)"),

@@ -18,7 +18,7 @@ import math
 import warnings
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, requires_shared
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +29,7 @@ from evaluation.scoring.loaders import TASKS
 TASKS_DIR = SCORING_EXAMPLES / "tasks"
 RUN_A = SCORING_EXAMPLES / "runs" / "agent_a"
 
-pytestmark = pytest.mark.skipif(not TASKS_DIR.exists(), reason="shared/scoring-examples is not available")
+pytestmark = requires_shared(TASKS_DIR)
 
 FAST = settings(max_examples=50, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SCORING_EXAMPLES, requires_shared
 
 from annotation import qc
 from annotation.qc import tool_info
@@ -20,7 +21,7 @@ from kernel.inputs import input_entries
 CORPUS = Path(__file__).resolve().parent / "qc_corpus"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))["files"]
 REPO = Path(__file__).resolve().parents[1]
-SCORING_TASKS = REPO.parent / "shared" / "scoring-examples" / "tasks"
+SCORING_TASKS = SCORING_EXAMPLES / "tasks"
 
 
 def _data_root(tmp_path: Path, samples: list, missing: list[str]) -> Path:
@@ -335,7 +336,7 @@ def test_determinism_and_release_level():
     assert report["by_modality"] == {"none": 2, "optical": 1, "sar+vector": 1}
 
 
-@pytest.mark.skipif(not SCORING_TASKS.is_dir(), reason="shared scoring examples not present")
+@requires_shared(SCORING_TASKS)
 def test_scoring_example_task_files_pass_the_layout_and_eval_spec_checks():
     """Those files use invented tool names: only the file layout and the eval-spec checks apply.
     One field deliberately has an unknown type (the evaluator's exact-match fallback): QC flags it."""

@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SCORING_EXAMPLES
 
 from evaluation.models import AgentRun, RunRecord
 from evaluation.selectors.runs import polygon_roots, record_evidence
 from evaluation.services.runs import import_run_dir
 
-SCORING_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "scoring-examples"
 GRID = {"transform": [0.5, 0, 500000, 0, -0.5, 4000000], "crs": "EPSG:32633"}
 
 

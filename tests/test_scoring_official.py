@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import SCORING_EXAMPLES, requires_shared
 from django.core.management import call_command
 
 from evaluation.scoring import (
@@ -25,12 +26,12 @@ from evaluation.scoring.loaders import TASKS
 from evaluation.scoring.trajectory import flatten_trajectory
 
 EXAMPLES = Path(os.environ.get(
-    "STUDIO_SCORING_EXAMPLES", Path(__file__).resolve().parents[1].parent / "shared" / "scoring-examples"))
+    "STUDIO_SCORING_EXAMPLES", SCORING_EXAMPLES))
 TASKS_DIR = EXAMPLES / "tasks"
 AGENTS = ("agent_a", "agent_b")
 OFFICIAL_KEYS = ["summary_table", "dora_score", "dimensions", "full"]
 
-pytestmark = pytest.mark.skipif(not (EXAMPLES / "expected").is_dir(), reason=f"no scoring examples at {EXAMPLES}")
+pytestmark = requires_shared(EXAMPLES / "expected")
 
 
 def _expected(agent):

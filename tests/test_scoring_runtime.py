@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SCORING_EXAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation.scoring.runtime import dumps_indented, leave_to_exit, paused_gc
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO.parent / "shared" / "scoring-examples"
+EXAMPLES = SCORING_EXAMPLES
 
 # JSON-like values as eval.json holds them, plus the odd ones json.dumps accepts: NaN and ±Infinity,
 # non-string keys (int, float, bool, None), tuples, unicode and control characters, deep nesting.

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import rasterio
 import rasterio.shutil
+from conftest import REALDATA, requires_shared
 from PIL import Image
 from support.stored import store_file
 
@@ -22,7 +23,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning"),
 ]
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 JOPLIN = REALDATA / "xview2-deploy-joplin" / "output_chips_post_0_post.tif"  # 1024² RGB, UTM 15N, no nodata
 RGB_BYTE = REALDATA / "rasterio-testdata" / "RGB.byte.tif"  # 791×718 RGB, UTM 18N, nodata=0
 FLORENCE_POST = REALDATA / "xbd-hurricane-florence" / "hurricane-florence_00000018_post_original.png"
@@ -30,7 +30,10 @@ FLORENCE_MASK = REALDATA / "xbd-hurricane-florence" / "hurricane-florence_000000
 WMQ = morecantile.tms.get("WebMercatorQuad")
 DAMAGE = {"0": "background", "1": "no-damage", "2": "minor-damage", "3": "major-damage", "4": "destroyed"}
 
-needs_data = pytest.mark.skipif(not JOPLIN.exists() or not RGB_BYTE.exists(), reason="shared realdata missing")
+
+def needs_data(test):
+    """Skip ``test`` on a clone without the Joplin chip or rasterio's RGB.byte.tif in ../shared."""
+    return requires_shared(JOPLIN)(requires_shared(RGB_BYTE)(test))
 
 
 def _png(data: bytes) -> Image.Image:
@@ -180,7 +183,7 @@ def test_class_colours_follow_labels_then_index():
     assert [r["label"] for r in rows] == ["background", "destroyed", "something", "class 9"]
 
 
-@pytest.mark.skipif(not FLORENCE_POST.exists(), reason="shared realdata missing")
+@requires_shared(FLORENCE_POST)
 @pytest.mark.django_db
 def test_pixel_frame_image_and_mask(settings):
     from annotation.models import Event, Layer
@@ -291,7 +294,7 @@ def test_geojson_endpoint_serves_the_stored_file_inside_the_root(settings, clien
     assert client_in.get(f"/layers/{escape.id}/geojson").status_code == 404
 
 
-@pytest.mark.skipif(not FLORENCE_POST.exists(), reason="shared realdata missing")
+@requires_shared(FLORENCE_POST)
 @pytest.mark.django_db
 def test_image_endpoint(settings, client_in):
     from annotation.models import Event, Layer

@@ -1,15 +1,14 @@
 """seg.building_damage: GT mode (synthetic and the real xBD Florence mask), model mode, errors."""
-from pathlib import Path
 
 import numpy as np
 import pytest
 import rasterio
+from conftest import REALDATA, requires_shared
 
 from kernel.tools import GTMask, GTMissingError, ModelUnavailableError, ToolError, ToolInputError, call_tool
 from kernel.tools._io import read_mask_tags
 from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 FLORENCE = REALDATA / "xbd-hurricane-florence"
 
 # xBD-coded GT (0 bg, 1 no, 2 minor, 3 major, 4 destroyed, 5 un-classified)
@@ -123,7 +122,7 @@ def test_model_mode(tmp_path):
     assert "seg_building_damage.safetensors" in str(ei.value)
 
 
-@pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared real data not present")
+@requires_shared(FLORENCE)
 def test_real_xbd_florence_mask(tmp_path):
     # The Florence mask codes 0 bg, 1 no, 2 minor, 3 major, 4 destroyed (SOURCE.md) and holds
     # {0, 3, 4}. Counted once with np.unique(np.array(Image.open(mask)), return_counts=True):

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+from conftest import SHARED
 
 from kernel.tools import (
     GTMask,
@@ -25,7 +26,7 @@ from kernel.tools.testing import XBD_CLASSES, make_ctx, write_png, write_tif
 pytestmark = [pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning"),
               pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")]
 
-CATALOGUE = Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "dora-tools.json"
+CATALOGUE = SHARED / "spec" / "dora-tools.json"
 RESCUENET = {0: "background", 1: "building_no_damage", 2: "building_damage",
              3: "building_total_damage", 4: "pool", 5: "road_no_damage", 6: "road_sand_covered",
              7: "tree_fallen", 8: "tree_not_fallen", 9: "vehicle_not_trapped",

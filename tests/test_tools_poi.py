@@ -1,15 +1,15 @@
 """poi.* tools and vec.raster_stats; the loop chain world_to_pixel → sample → filter/group."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REALDATA
 from shapely.geometry import Point, box
 
 from kernel.tools import ToolInputError, call_tool
 from kernel.tools.testing import make_ctx, write_geojson, write_png, write_tif
 
-FIRESTATIONS = (Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+FIRESTATIONS = (REALDATA
                 / "houston-harvey-flooded-roads" / "firestations.geojson")
 
 # damage mask on a 4x4 UTM grid, 10 m pixels, origin (500000, 3300040)

@@ -7,16 +7,15 @@ checks the slope of the SRTM tile N10W110, degrees used as metres, by hand.
 """
 import math
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 import rasterio
+from conftest import REALDATA
 
 from kernel.tools import ToolInputError, call_tool
 from kernel.tools.testing import make_ctx, write_png, write_tif
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 SRTM_ZIP = REALDATA / "rasterio-testdata" / "N10W110.hgt.zip"
 
 

@@ -1,9 +1,9 @@
 """Registry: catalogue conformance, name resolution, argument validation, artifact names."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED
 
 from kernel.tools import (
     REGISTRY,
@@ -18,7 +18,7 @@ from kernel.tools import (
 from kernel.tools.registry import catalogue_params
 from kernel.tools.testing import make_ctx, write_png
 
-CATALOGUE = Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "dora-tools.json"
+CATALOGUE = SHARED / "spec" / "dora-tools.json"
 
 REQUIRED_TOOLS = ["seg.building_damage", "ras.count_pixels", "ras.area", "ras.threshold",
                   "mask.compose_multiclass", "ras.vectorize", "vec.buffer", "vec.intersect",

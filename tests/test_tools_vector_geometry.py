@@ -2,15 +2,14 @@
 data (the Joplin footprints for buffers)."""
 import json
 import math
-from pathlib import Path
 
 import pytest
+from conftest import REALDATA
 from shapely.geometry import LineString, Point, box, shape
 
 from kernel.tools import ToolInputError, call_tool
 from kernel.tools.testing import make_ctx, write_geojson
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 JOPLIN = REALDATA / "xview2-deploy-joplin" / "bldg_polys.gpkg"
 
 

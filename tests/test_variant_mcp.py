@@ -13,7 +13,7 @@ import sys
 
 import anyio
 import pytest
-from conftest import REPO
+from conftest import REPO, requires_shared
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from support.florence import FLORENCE, POST, PRE
@@ -26,7 +26,7 @@ from kernel.tools.registry import all_tools
 from replay.mcp_server import SUBMIT_TOOL, build_server
 from replay.sessions import SessionRecorder
 
-pytestmark = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared/realdata/xbd-hurricane-florence missing")
+pytestmark = requires_shared(FLORENCE)
 
 GOLD_ANSWER = {"damaged_pixels": 26766, "pixels_by_class": GT_COUNTS}
 

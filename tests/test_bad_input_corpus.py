@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.apps import apps
 from django.core.management import CommandError, call_command
 
@@ -57,8 +57,8 @@ def corpus_setup(db, make_user, tmp_path):
             elif name == "run_a":
                 from evaluation.services.runs import import_run_dir
 
-                ctx["run"] = import_run_dir(mia, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a",
-                                            tasks_dir=SCORING_EXAMPLES / "tasks").pk
+                ctx["run"] = import_run_dir(mia, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a",
+                                            tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks")).pk
             elif name == "layer":
                 ctx["layer"] = Layer.objects.create(event=event, name="a", kind=Layer.Kind.VECTOR, file_name="a.geojson",
                                                     path="events/corpus/a.geojson").pk

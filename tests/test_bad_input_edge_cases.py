@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from affine import Affine
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 
 from annotation.importers.errors import DataImportError
 from annotation.models import Event, Layer
@@ -42,8 +42,8 @@ def test_south_up_raster_has_ordered_bounds_and_renders(tmp_path):
 def test_list_valued_properties_are_written_as_json_lists(tmp_path):
     """The S3A STAC item's properties (``instruments: ["SLSTR"]``, ``s3:shape: [1500, 35370]``)
     with a small valid footprint instead of its self-intersecting one."""
-    src = REALDATA / "antimeridian-geojson" / "S3A_SL_2_LST_20160521T015552_20160521T033651_6059_004_217_____.json"
-    assert src.exists(), f"{src}: the real test data (../shared/realdata) is missing"
+    src = needs_shared(REALDATA / "antimeridian-geojson" / "S3A_SL_2_LST_20160521T015552_20160521T033651_6059_004_217_____.json")
+    needs_shared(src)
     item = json.loads(src.read_text())
     item["geometry"] = {"type": "Polygon", "coordinates": [[[10, 10], [11, 10], [11, 11], [10, 11], [10, 10]]]}
     path = tmp_path / "s3a_small.json"

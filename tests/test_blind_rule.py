@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from evaluation import blind
@@ -48,7 +48,7 @@ def world(db, make_user, maintainer):
     of r0 and has no verdict anywhere; rex (a reviewer) holds a slot of r0 too."""
     from evaluation.services.runs import import_run_dir
 
-    run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", AGENT, tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(maintainer, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), AGENT, tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     r0, r1, r2 = list(run.records.order_by("id")[:3])
     enqueue_records(maintainer, [r0, r1, r2], 3)
     ana, bo, rita = make_user("ana", "scorer"), make_user("bo", "scorer"), make_user("rita", "reviewer")

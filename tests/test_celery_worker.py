@@ -22,7 +22,7 @@ import signal
 import uuid
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task
@@ -46,7 +46,7 @@ def _maps(n: int) -> list[dict]:
 
 
 def _florence_task(user, extra_steps=()):
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     return create_task(user, event, dimension="t1", content={
         "question": "How many pixels show partially damaged or destroyed buildings?",
         "trajectory": DAMAGE + list(extra_steps),

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase, needs_shared
 from django.conf import settings
 from django.test import Client
 from support.children import child_env
@@ -199,7 +199,7 @@ def test_concurrent_creations_of_one_release_version_one_201_rest_409(studio, ma
     """18 creations of release 1.0.0 at once (the issue: 11 of 18 answered 500 on PostgreSQL): one
     201, seventeen 409, one release row holding the 12 scoring-example tasks (README: twelve)."""
     mia = make_user("mia", "maintainer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     session = _session(mia)
     live = studio()
     results = _together(N, lambda i: live.request("POST", "/api/releases/", session, {"version": "1.0.0"}))
@@ -218,7 +218,7 @@ def test_concurrent_scorers_claim_distinct_items_and_submit_without_500(studio, 
     from evaluation.services.runs import import_run_dir
 
     owner = make_user("importer", "maintainer")
-    run = import_run_dir(owner, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(owner, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     assert enqueue_run(owner, run) == 24
     n = 16
     from django.contrib.auth.models import Group, User

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase, needs_shared
 from support.children import child_env, manage
 from support.judge_server import GOOD, completion
 from support.populated import populate
@@ -83,7 +83,7 @@ def test_judge_killed_mid_batch_is_detected_and_rerun_completes(tmp_path, make_u
     from evaluation.services.runs import import_run_dir
 
     user = make_user("imp", "maintainer")
-    run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(user, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     n_records = run.records.count()
     assert n_records == 12  # the scoring examples' README: twelve tasks
     JudgeConfig.objects.create(name="slow", base_url=slow_judge.base_url, model="judge-m", api_key_env=KEY_ENV,

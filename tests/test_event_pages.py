@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import rasterio
 import rasterio.shutil
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from support.stored import remove_file, store_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ DAMAGE = {"0": "background", "1": "no-damage", "2": "minor-damage", "3": "major-
 @pytest.fixture(scope="session")
 def joplin_cog(tmp_path_factory):
     out = tmp_path_factory.mktemp("pages") / "joplin_3857.tif"
-    rasterio.shutil.copy(JOPLIN, out, driver="COG", TILING_SCHEME="GoogleMapsCompatible")
+    rasterio.shutil.copy(needs_shared(JOPLIN), out, driver="COG", TILING_SCHEME="GoogleMapsCompatible")
     return out
 
 
@@ -45,14 +45,14 @@ def event(db, settings, joplin_cog):
     joplin = store_file(f"joplin-{uuid.uuid4().hex[:8]}/joplin_3857.tif", copy_from=joplin_cog)
     joplin = joplin.relative_to(settings.STUDIO_DATA_ROOT).as_posix()
     for name in ("pre_original.png", "post_original.png", "mask.png"):
-        store_file(name, copy_from=FLORENCE / f"hurricane-florence_00000018_{name}")
+        store_file(name, copy_from=needs_shared(FLORENCE / f"hurricane-florence_00000018_{name}"))
     store_file("roads.geojson", data=json.dumps({"type": "FeatureCollection", "features": [
         {"type": "Feature", "properties": {"name": "Main St", "highway": "primary"},
          "geometry": {"type": "LineString", "coordinates": [[-94.499, 37.07], [-94.493, 37.074]]}}]}).encode())
     store_file("buildings.geojson", data=json.dumps({"type": "FeatureCollection", "features": [
         {"type": "Feature", "properties": {"subtype": "destroyed", "uid": "b1"},
          "geometry": {"type": "Polygon", "coordinates": [[[10, 10], [60, 10], [60, 60], [10, 60], [10, 10]]]}}]}).encode())
-    with rasterio.open(JOPLIN) as src:
+    with rasterio.open(needs_shared(JOPLIN)) as src:
         bounds = list(transform_bounds(src.crs, "EPSG:4326", *src.bounds))
     ev = Event.objects.create(slug="florence-joplin", name="Florence & Joplin sample", disaster_type="flood",
                               source="xBD / xView2 samples")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
-from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase
+from conftest import REALDATA, REPO, SCORING_EXAMPLES, ChildDatabase, needs_shared
 from django.conf import settings
 from rasterio.transform import from_origin
 from support.children import child_env
@@ -37,7 +37,7 @@ def test_import_release_refuses_symbolic_links(tmp_path, where):
     """A link anywhere in the folder — a task file, an image, a folder — pointing outside it: the
     import names the link and reads nothing (the issue: it followed links out of its folder)."""
     d = tmp_path / "bench"
-    shutil.copytree(SCORING_EXAMPLES / "tasks", d / "tasks")
+    shutil.copytree(needs_shared(SCORING_EXAMPLES / "tasks"), d / "tasks")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.json").write_text("[]")
@@ -133,7 +133,7 @@ def test_a_killed_import_leaves_staging_that_start_up_sweeps(tmp_path):
     db = ChildDatabase(tmp_path)
     env = child_env(db, tmp_path)
     env.pop("STUDIO_TEST_DB_NAME", None)
-    src = REALDATA / "rasterio-testdata" / "float_nan.tif"
+    src = needs_shared(REALDATA / "rasterio-testdata" / "float_nan.tif")
     r = subprocess.run([sys.executable, "-c", KILL_DURING_BUILD, str(src)], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
@@ -33,7 +33,7 @@ def _counts() -> dict:
 def released(db, make_user):
     """The scoring examples (12 tasks, README: twelve) imported, released as 1.0.0 by a maintainer."""
     mia = make_user("mia", "maintainer", "author", "reviewer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     lifecycle.publish_release(mia, lifecycle.create_release(mia, "1.0.0"))
     assert set(Task.objects.values_list("status", flat=True)) == {"released"}
     return mia
@@ -44,7 +44,7 @@ def test_import_release_over_a_released_task_is_refused(released, tmp_path):
     "0 created, 1 updated" and the released task back to approved v2. Now: the import names the file,
     the sample and the task, and writes nothing."""
     d = tmp_path / "bench"
-    shutil.copytree(SCORING_EXAMPLES / "tasks", d / "tasks")
+    shutil.copytree(needs_shared(SCORING_EXAMPLES / "tasks"), d / "tasks")
     data = json.loads((d / "tasks" / T1).read_text())
     data[0]["tasks"][0]["question"] = "An edited question."
     (d / "tasks" / T1).write_text(json.dumps(data))
@@ -103,7 +103,7 @@ def test_only_maintainers_publish(db, make_user):
     task.release's, the maintainer's: release.publish."""
     rex = make_user("rex", "reviewer")
     mia = make_user("mia", "maintainer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     draft = lifecycle.create_release(rex, "1.0.0")
     with pytest.raises(PermissionDenied, match="rex may not release.publish"):
         lifecycle.publish_release(rex, draft)
@@ -115,7 +115,7 @@ def test_only_maintainers_publish(db, make_user):
 
 def test_reviewer_publish_through_the_api_is_403(db, make_user, client):
     rex = make_user("rex", "reviewer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     lifecycle.create_release(rex, "1.0.0")
     client.force_login(rex)
     r = client.post("/api/releases/1.0.0/publish/", content_type="application/json")
@@ -129,7 +129,7 @@ def test_four_eyes_hold_on_the_author_of_the_revision_under_review(db, make_user
     new head, the maintainer reviews someone else's revision and may approve it."""
     ada = make_user("ada", "author")
     max_ = make_user("max", "maintainer", "reviewer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     task = Task.objects.get(question_id="t1_s05_task0")
     Task.objects.filter(pk=task.pk).update(created_by=ada, status=Task.Status.DRAFT)
     task.refresh_from_db()
@@ -157,7 +157,7 @@ def test_import_tasks_over_a_released_task_is_a_clear_error(released, tmp_path):
     from annotation.models import Event
 
     ev = Event.objects.first()
-    data = json.loads((SCORING_EXAMPLES / "tasks" / T1).read_text())
+    data = json.loads(needs_shared(SCORING_EXAMPLES / "tasks" / T1).read_text())
     data = [s for s in data if s["sample_id"] == "t1_s05"]
     data[0]["tasks"][0]["question"] = "changed"
     data[0]["input_data"] = {}

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from conftest import needs_shared
+
 from evaluation.judge import check_trajectory, normalize_tool_name, tool_specs_from_catalogue
 from evaluation.judge.rules import RuleVerdict, tool_sequence
 
@@ -124,7 +126,7 @@ def test_catalogue_specs_from_spec_file():
     from conftest import SHARED
 
     path = SHARED / "spec" / "dora-tools.json"
-    assert path.exists(), f"{path}: the tool catalogue (../shared/spec) is missing"
+    needs_shared(path)
     specs = tool_specs_from_catalogue(json.loads(path.read_text()))
     assert len(specs) == 108 and "seg.flood" in specs
     assert specs["tool.loop"] >= {"calls", "loop_over"}

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, SHARED, needs_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +41,7 @@ def test_vocabulary_matches_the_benchmark_file_names():
         "t5": "t5_multi_modal_report_synthesis.json"}
     # the category of each file is the file stem without its t<N>_ prefix
     assert all(d.stem == f"{d.key}_{d.category}" for d in vocabulary.DIMENSIONS)
-    assert sorted(p.name for p in (SCORING_EXAMPLES / "tasks").glob("t*.json")) == sorted(vocabulary.TASK_FILES.values())
+    assert sorted(p.name for p in needs_shared(SCORING_EXAMPLES / "tasks").glob("t*.json")) == sorted(vocabulary.TASK_FILES.values())
 
 
 @pytest.mark.parametrize("code, dim", [("T1", "t1"), ("t3", "t3"), ("T1-1", "t1"), ("T1.2", "t1"), ("T5_a", "t5"),
@@ -105,6 +105,7 @@ def test_input_rules():
 
 
 def test_catalogue_returns_are_parsed():
+    needs_shared(catalogue.catalogue_path() or SHARED / "spec" / catalogue.CATALOGUE_NAME)
     types = catalogue.result_types()
     assert types, "no dora-tools.json found (../shared/spec/dora-tools.json)"
     assert len(types) == 108  # dora-format.md §0
@@ -115,7 +116,7 @@ def test_catalogue_returns_are_parsed():
 
 
 def test_scoring_examples_round_trip_byte_for_byte():
-    for p in sorted((SCORING_EXAMPLES / "tasks").glob("t*.json")):
+    for p in sorted(needs_shared(SCORING_EXAMPLES / "tasks").glob("t*.json")):
         data = p.read_bytes()
         parsed = taskfile.read_task_file(data, p.name)
         assert parsed.layout == "benchmark"

@@ -15,7 +15,7 @@ import os
 import re
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from support.joplin import import_joplin
 from support.replay import florence_max_polygon_task
 
@@ -106,7 +106,7 @@ def test_maintainer_records_the_gsd_then_the_metric_task_submits(make_user, clie
 def test_the_event_page_form_records_the_gsd(live_server, browser, make_user):
     make_user("mia", "maintainer", password="mia-pass-1")
     make_user("ada", "author", password="ada-pass-1")
-    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    imports.import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence"))
     post = Event.objects.get(slug="hurricane-florence").layers.get(kind="raster", phase="post")
     for user, pw in (("ada", "ada-pass-1"), ("mia", "mia-pass-1")):
         ctx = browser.new_context(viewport={"width": 1440, "height": 900})
@@ -147,7 +147,7 @@ def test_class_remap_of_the_florence_mask_for_seg_building_damage():
     no-damage → 1 intact, minor- and major-damage → 2 partially damaged, destroyed → 3."""
     from frontend.views.tasks import class_remaps
 
-    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    imports.import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence"))
     event = Event.objects.get(slug="hurricane-florence")
     mask = event.layers.get(kind="mask")
     remap = {r["mask"]: r["rows"] for r in class_remaps(event.layers.all())["seg.building_damage"]}[mask.file_name]
@@ -288,9 +288,9 @@ def test_layer_value_reads_the_pixel_under_the_cursor(client, make_user):
     from PIL import Image
 
     client.force_login(make_user("ada", "author"))
-    imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence")
+    imports.import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence"))
     mask = Event.objects.get(slug="hurricane-florence").layers.get(kind="mask")
-    expected = Image.open(REALDATA / "xbd-hurricane-florence" / "hurricane-florence_00000018_mask.png").getpixel((998, 953))
+    expected = Image.open(needs_shared(REALDATA / "xbd-hurricane-florence" / "hurricane-florence_00000018_mask.png")).getpixel((998, 953))
     body = client.get(f"/layers/{mask.pk}/value?x=998.4&y=953.7").json()
     assert (body["col"], body["row"], body["values"]) == (998, 953, [expected])
     assert expected != 0 and body["label"] == mask.class_map[str(expected)]

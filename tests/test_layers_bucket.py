@@ -25,7 +25,7 @@ from pathlib import Path
 
 import morecantile
 import pytest
-from conftest import REALDATA, REPO, ChildDatabase
+from conftest import REALDATA, REPO, ChildDatabase, needs_shared
 from django.conf import settings as dj_settings
 from support.children import child_env
 from support.seaweedfs import machine_env
@@ -104,8 +104,8 @@ def test_an_import_with_a_bucket_writes_its_files_there_and_the_map_reads_them_f
     geographic COG: tiles from the kept dataset): the bucket's keys are the local import's files with
     the same bytes; nothing of them stays on this disk; tiles, images and values equal the local ones."""
     root = Path(settings.STUDIO_DATA_ROOT)
-    socal = import_xbd_folder(SOCAL)
-    chip = import_raster_file(JOPLIN_CHIP, event_slug="joplin-2011", phase="post")
+    socal = import_xbd_folder(needs_shared(SOCAL))
+    chip = import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="joplin-2011", phase="post")
     in_bucket = _bucket_tree(seaweedfs, bucket)
     assert _local_tree(root) == {} and not (root / "tmp").exists()
     layers = list(socal.layers) + list(chip.layers)
@@ -118,8 +118,8 @@ def test_an_import_with_a_bucket_writes_its_files_there_and_the_map_reads_them_f
     settings.STUDIO_DATA_ROOT = tmp_path / "local"
     settings.STUDIO_DATA_ROOT.mkdir()
     Event.objects.all().delete()
-    socal_l = import_xbd_folder(SOCAL)
-    chip_l = import_raster_file(JOPLIN_CHIP, event_slug="joplin-2011", phase="post")
+    socal_l = import_xbd_folder(needs_shared(SOCAL))
+    chip_l = import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="joplin-2011", phase="post")
     assert _local_tree(settings.STUDIO_DATA_ROOT) == in_bucket
     assert _renders(list(socal_l.layers) + list(chip_l.layers)) == remote
     assert sum(len(v) == 4 for v in remote.values()) >= 4  # tiles were compared, not only images
@@ -129,7 +129,7 @@ def test_an_import_with_a_bucket_writes_its_files_there_and_the_map_reads_them_f
 def test_a_tile_whose_object_is_gone_is_a_404(settings, bucket, seaweedfs, client, make_user):
     """The tile and image endpoints answer 404 for a layer whose objects the bucket lost (before
     this process read them), as for a missing local file (``LayerFileError``)."""
-    chip = import_raster_file(JOPLIN_CHIP, event_slug="joplin-2011", phase="post").layers[0]
+    chip = import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="joplin-2011", phase="post").layers[0]
     client.force_login(make_user("viewer", "author"))
     for key in (chip.path, chip.tiles_path):
         storage.delete(key)
@@ -148,7 +148,7 @@ def test_tiles_from_the_bucket_make_no_boto3_session_per_request(settings, bucke
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", settings.AWS_ACCESS_KEY_ID)  # as the environment file sets them
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", settings.AWS_SECRET_ACCESS_KEY)
-    chip = import_raster_file(JOPLIN_CHIP, event_slug="joplin-2011", phase="post").layers[0]
+    chip = import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="joplin-2011", phase="post").layers[0]
     z, x, y = _centre_tile(chip)
     first = tiles.render_tile(chip, z, x, y)  # opens the dataset; makes the configuration's session
     empty = tiles.transparent_tile()  # made once per process (outside any environment)
@@ -194,7 +194,7 @@ def test_a_new_version_replaces_the_object_and_a_failed_upload_puts_the_old_one_
     When the second upload of such an import fails, the import fails and the bucket, the rows and
     this disk are as before it (the replaced object's old bytes put back, new objects deleted)."""
     root = Path(settings.STUDIO_DATA_ROOT)
-    joplin = JOPLIN_CHIP.parent
+    joplin = needs_shared(JOPLIN_CHIP).parent
     first = import_raster_file(joplin / "output_chips_pre_0_pre.tif", event_slug="j", file_name="chip.tif").layers[0]
     before, rows = _bucket_tree(seaweedfs, bucket), list(Layer.objects.values_list("path", "sha256"))
     assert before[first.path] == first.sha256
@@ -209,7 +209,7 @@ def test_a_new_version_replaces_the_object_and_a_failed_upload_puts_the_old_one_
 
     monkeypatch.setattr(storage, "upload_file", second_fails)
     with pytest.raises(OSError):
-        import_raster_file(JOPLIN_CHIP, event_slug="j", file_name="chip.tif")
+        import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="j", file_name="chip.tif")
     # the stored file was replaced before the failure, and its old bytes put back after it
     assert len(calls) == 3 and calls[0] == calls[2] == first.path
     assert _bucket_tree(seaweedfs, bucket) == before
@@ -217,7 +217,7 @@ def test_a_new_version_replaces_the_object_and_a_failed_upload_puts_the_old_one_
     assert not (root / "tmp").exists()
 
     monkeypatch.setattr(storage, "upload_file", real)
-    result = import_raster_file(JOPLIN_CHIP, event_slug="j", file_name="chip.tif")
+    result = import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="j", file_name="chip.tif")
     new = result.layers[0]
     assert result.status == {"chip.tif": "new version"} and new.path == first.path and new.sha256 != first.sha256
     assert _bucket_tree(seaweedfs, bucket)[new.path] == new.sha256
@@ -240,11 +240,11 @@ def test_a_pinned_version_superseded_by_a_re_import_keeps_its_file_in_the_bucket
     from annotation.services import layer_versions
 
     root = Path(settings.STUDIO_DATA_ROOT)
-    first = import_raster_file(JOPLIN_CHIP.parent / "output_chips_pre_0_pre.tif", event_slug="j",
+    first = import_raster_file(needs_shared(JOPLIN_CHIP).parent / "output_chips_pre_0_pre.tif", event_slug="j",
                                file_name="chip.tif").layers[0]
     v1 = LayerVersion.objects.get(layer=first, number=1)
     monkeypatch.setitem(layer_versions._pin_reader, "is_pinned", lambda pk: pk == v1.pk)
-    assert import_raster_file(JOPLIN_CHIP, event_slug="j", file_name="chip.tif").status == {"chip.tif": "new version"}
+    assert import_raster_file(needs_shared(JOPLIN_CHIP), event_slug="j", file_name="chip.tif").status == {"chip.tif": "new version"}
     v1.refresh_from_db()
     archived = v1.snapshot["path"]
     assert archived == f"events/j/versions/{first.pk}/v1/chip.tif" and v1.snapshot["sha256"] == first.sha256
@@ -267,7 +267,7 @@ def test_push_layers_uploads_what_was_imported_before_the_bucket_once(settings, 
 
     root = Path(settings.STUDIO_DATA_ROOT)
     settings.STUDIO_STORAGE_URL = ""
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     local = _local_tree(root)
     settings.STUDIO_STORAGE_URL = f"s3://{bucket}"
     out = io.StringIO()
@@ -290,7 +290,7 @@ def test_an_unreadable_variant_image_is_written_to_the_bucket_too(settings, buck
     from annotation.services.variants import UNREADABLE_BYTES, unreadable_layers
 
     user = make_user("author", "author")
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     task = create_task(user, event, dimension="t1", content={
         "question": "How many pixels show partially damaged or destroyed buildings?", "trajectory": DAMAGE,
         "answer_spec": [{"name": "damaged_pixels", "eval_type": "scalar_count", "source": "<total> from trajectory[1].obs"}],
@@ -323,7 +323,7 @@ def test_a_task_imported_here_replays_on_another_machine_from_the_bucket(
     bucket's replay fingerprints the rows' checked SHA-256, the bytes' own digest, as a local one
     does the files'), and its cache holds the two images it read with the rows' SHA-256."""
     user = make_user("author", "author")
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     task = create_task(user, event, dimension="t1", content={
         "question": "How many pixels show partially damaged or destroyed buildings?",
         "trajectory": DAMAGE,

@@ -13,7 +13,7 @@ import math
 import time
 
 import pytest
-from conftest import REALDATA, SCORING_EXAMPLES
+from conftest import REALDATA, SCORING_EXAMPLES, needs_shared
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import include, path
@@ -100,7 +100,7 @@ def seeded(db):
     from annotation.services.imports import import_xbd_folder
     from evaluation.services.seeding import seed_synthetic
 
-    import_xbd_folder(FLORENCE)
+    import_xbd_folder(needs_shared(FLORENCE))
     return seed_synthetic(40, 3, batch=10, tasks_per_sample=2, seed=3)
 
 
@@ -161,7 +161,7 @@ def test_seeded_benchmark_tables_equal_the_from_records_ones(seeded, maintainer,
     _assert_identical()
     # an import over the studio's tasks and one over a task folder (records without studio tasks)
     import_run_dir(maintainer, _write_run_folder(tmp_path, AgentRun.objects.order_by("id")[1]), "again-agent")
-    import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    import_run_dir(maintainer, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     assert RunAggregate.objects.count() == 5
     new = _assert_identical()
     assert new["n_no_task"] > 0 and len(new["official"]) == 5
@@ -356,7 +356,7 @@ def test_after_an_import_the_intervals_arrive_in_the_background(celery_worker, m
     settings.ROOT_URLCONF = __name__
     settings.STUDIO_LEADERBOARD_BOOTSTRAP_RUNNER = ""  # the deployed path, not the tests' inline one
     client.force_login(maintainer)
-    import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    import_run_dir(maintainer, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     version = bootstrap_version(leaderboard_runs(), records_state())
     deadline = time.monotonic() + 60
     row = None
@@ -422,8 +422,8 @@ def test_imports_succeed_while_the_background_bootstrap_writes_on_sqlite(tmp_pat
 
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", STUDIO_DATA_ROOT=str(tmp_path / "data"),
                CELERY_BROKER_URL="", DJANGO_SETTINGS_MODULE="studio.settings", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", _CONCURRENT_WRITER, str(SCORING_EXAMPLES / "runs" / "agent_a"),
-                           str(SCORING_EXAMPLES / "tasks")], env=env, cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", _CONCURRENT_WRITER, str(needs_shared(SCORING_EXAMPLES / "runs" / "agent_a")),
+                           str(needs_shared(SCORING_EXAMPLES / "tasks"))], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))

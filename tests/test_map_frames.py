@@ -17,7 +17,7 @@ import json
 import morecantile
 import pytest
 from affine import Affine
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from PIL import Image
 from shapely.geometry import shape
 
@@ -55,7 +55,7 @@ def _hex(rgba) -> str:
 
 @pytest.mark.django_db
 def test_socal_fire_mask_on_the_globe_lies_under_its_lon_lat_buildings(data_root, client, make_user):
-    event = import_xbd_folder(SOCAL).event
+    event = import_xbd_folder(needs_shared(SOCAL)).event
     layers = {la.file_name: la for la in event.layers.all()}
     mask = layers["socal-fire_00000031_damage_mask.tif"]
     post = layers["socal-fire_00000031_post_disaster.png"]
@@ -98,7 +98,7 @@ def test_socal_fire_mask_on_the_globe_lies_under_its_lon_lat_buildings(data_root
 @pytest.mark.django_db
 def test_a_pixel_layer_without_a_fit_stays_in_its_frame(data_root, client, make_user):
     """hurricane-florence's folder has no label JSON, so no fit: no twin, no tiles (400)."""
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     post = event.layers.get(file_name="hurricane-florence_00000018_post_original.png")
     assert tiles.display_georeference(post) is None and not tiles.has_tiles(post)
     assert all(not isinstance(s["id"], str) for s in map_config(event.layers.all())["layers"])

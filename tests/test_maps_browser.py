@@ -20,7 +20,7 @@ import os
 import re
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from support.browser import open_signed_in
 from support.replay import florence_max_polygon_task
 
@@ -56,7 +56,7 @@ def _proxy(page, root):
 @pytest.mark.django_db(transaction=True)
 def test_socal_fire_geographic_view_draws_its_imagery(live_server, browser, make_user):
     make_user("ada", "author", password="ada-pass-1")
-    event = imports.import_xbd_folder(REALDATA / "xbd-socal-fire").event
+    event = imports.import_xbd_folder(needs_shared(REALDATA / "xbd-socal-fire")).event
     post = event.layers.get(file_name="socal-fire_00000031_post_disaster.png")
     mask = event.layers.get(file_name="socal-fire_00000031_damage_mask.tif")
     ctx, p = _login(browser, live_server, "ada", "ada-pass-1")
@@ -85,7 +85,7 @@ def test_socal_fire_geographic_view_draws_its_imagery(live_server, browser, make
 @pytest.mark.django_db(transaction=True)
 def test_building_boxes_have_their_own_colour_and_wheel_needs_a_modifier(live_server, browser, make_user):
     make_user("ada", "author", password="ada-pass-1")
-    event = imports.import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
+    event = imports.import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence")).event
     boxes = event.layers.get(kind="vector")
     ctx, p = _login(browser, live_server, "ada", "ada-pass-1")
     try:

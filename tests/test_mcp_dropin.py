@@ -32,7 +32,7 @@ CATALOGUE = SHARED / "spec" / "dora-tools.json"
 
 pytestmark = [
     requires_shared(FLORENCE),
-    pytest.mark.skipif(not CATALOGUE.is_file(), reason="shared/spec/dora-tools.json missing"),
+    requires_shared(CATALOGUE),
     pytest.mark.skipif(not CLIENT_PY.exists() and not os.environ.get("CI"),
                        reason="no .venv-mcp-client: run `make mcp-client` (make test does)"),
 ]

@@ -32,7 +32,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import REPO, SCORING_EXAMPLES, ChildDatabase
+from conftest import REPO, SCORING_EXAMPLES, ChildDatabase, needs_shared
 from django.core import mail
 from django.utils import timezone
 from support.children import child_env
@@ -214,8 +214,8 @@ def test_submitting_notifies_the_reviewers_but_not_the_author(client, people, ta
 def disagreement(db, make_user, maintainer):
     """agent-SECRET-model's run; record r0 with three queue slots: rex (a reviewer, so an
     adjudicator) holds slot 3 and is blind on r0; ana and bo (scorers) give verdicts that disagree."""
-    run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent-SECRET-model",
-                         tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(maintainer, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent-SECRET-model",
+                         tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     r0 = run.records.order_by("id").first()
     enqueue_records(maintainer, [r0], 3)
     ana, bo, rex, rita = (make_user("ana", "scorer"), make_user("bo", "scorer"), make_user("rex", "reviewer"),
@@ -240,7 +240,7 @@ def test_a_blind_adjudicator_is_told_of_a_disagreement_without_agent_or_verdicts
 
 def test_an_imported_run_notifies_the_other_maintainers(db, make_user, maintainer):
     other = make_user("moe", "maintainer")
-    run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent-a", tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(maintainer, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent-a", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     [n] = Notification.objects.filter(event_type="run.scored")
     assert (n.user, n.url, n.data["agent"], n.data["n_records"]) == (other, f"/runs/{run.pk}/", "agent-a", run.records.count())
     assert n.data["dora_score"] == run.dora_score
@@ -469,7 +469,7 @@ def test_publishing_a_release_tells_the_other_maintainers_and_the_webhook_its_di
         client, make_user, maintainer, receiver, people, django_capture_on_commit_callbacks):
     from releases.services import lifecycle, release_import
 
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)  # 12 approved tasks
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)  # 12 approved tasks
     _register(client, people, receiver, types=("release.published",))  # max's webhook
     release = lifecycle.create_release(maintainer, "1.0.0", "first")
     with django_capture_on_commit_callbacks(execute=True):
@@ -531,7 +531,7 @@ def test_a_failed_replay_and_a_changed_gold_tell_the_task_author(make_user, main
     from replay.services.gold import accept_gold
     from replay.services.runs import start_replay
 
-    florence = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
+    florence = import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence")).event
     ada = make_user("ada", "author")
     broken = create_task(ada, florence, dimension="t1", content={
         "question": "q", "input_data": {}, "answer_spec": ANSWER,
@@ -597,7 +597,7 @@ def test_a_judge_job_the_sweep_ends_tells_who_started_it(judge_config, make_user
 def test_a_disagreement_through_the_record_api_is_announced_too(db, make_user, maintainer, client):
     """Two verdicts given on the record page (its form posts to ``/api/records/<id>/verdicts/``)
     that disagree (correct and E2: plan correctness differs) tell the adjudicators, as the queue does."""
-    run = import_run_dir(maintainer, SCORING_EXAMPLES / "runs" / "agent_a", "agent-x", tasks_dir=SCORING_EXAMPLES / "tasks")
+    run = import_run_dir(maintainer, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent-x", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
     r0 = run.records.order_by("id").first()
     rita = make_user("rita", "reviewer")
     for name, errors, grade in (("ana", flags(), 1.0), ("bo", flags("E2"), 0.2)):

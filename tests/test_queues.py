@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 
 from annotation.services.imports import import_xbd_folder
 from annotation.services.tasks import create_task
@@ -110,7 +110,7 @@ def test_a_replay_started_by_the_service_runs_on_a_worker_of_the_replay_queue_on
     from studio.celery import app
 
     user = make_user("ada", "author")
-    event = import_xbd_folder(REALDATA / "xbd-hurricane-florence").event
+    event = import_xbd_folder(needs_shared(REALDATA / "xbd-hurricane-florence")).event
     pre, post = "hurricane-florence_00000018_pre_original.png", "hurricane-florence_00000018_post_original.png"
     task = create_task(user, event, dimension="t1", content={
         "question": "How many pixels show partially damaged or destroyed buildings?",

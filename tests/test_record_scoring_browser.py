@@ -15,7 +15,7 @@ import time
 import zipfile
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from support.judging import GOOD, flags
 
 from evaluation.models import AgentRun, JudgeJob, Verdict
@@ -129,10 +129,10 @@ def test_upload_a_run_then_judge_it_in_the_background(live_server, browser, make
 
     settings.STUDIO_JUDGE_RUNNER = "thread"  # the embedded default
     real = services.import_run_dir  # the example run's gold is the example task folder
-    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=SCORING_EXAMPLES / "tasks", **kw))
+    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"), **kw))
     zpath = tmp_path / "agent-x_AP.zip"
     with zipfile.ZipFile(zpath, "w") as zf:
-        src = SCORING_EXAMPLES / "runs" / "agent_a"
+        src = needs_shared(SCORING_EXAMPLES / "runs" / "agent_a")
         for f in src.rglob("*"):
             if f.is_file():
                 zf.write(f, f"agent-x_AP/{f.relative_to(src)}")
@@ -269,12 +269,12 @@ def test_a_crashed_upload_shows_failed_and_runs_again(live_server, browser, make
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("disk vanished")
-        return real(*a, tasks_dir=SCORING_EXAMPLES / "tasks", **kw)
+        return real(*a, tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"), **kw)
 
     monkeypatch.setattr(services, "import_run_dir", flaky)
     zpath = tmp_path / "agent-y_IF.zip"
     with zipfile.ZipFile(zpath, "w") as zf:
-        src = SCORING_EXAMPLES / "runs" / "agent_a"
+        src = needs_shared(SCORING_EXAMPLES / "runs" / "agent_a")
         for f in src.rglob("*"):
             if f.is_file():
                 zf.write(f, f"agent-y_IF/{f.relative_to(src)}")

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import FileSystemStorage
 from support.seaweedfs import machine_env
@@ -40,7 +40,7 @@ from studio import storage
 @pytest.fixture
 def release(db, maintainer):
     """Release 1.0.0 (a draft) of the 12 tasks of the scoring examples."""
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     from annotation.models import Task
 
     return lifecycle.create_release(maintainer, "1.0.0", "first", tasks=list(Task.objects.order_by("id")))

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from support.browser import open_signed_in
 
 pytestmark = [
@@ -28,7 +28,7 @@ def test_an_export_from_the_release_page_downloads_from_the_bucket(live_server, 
     from releases.services import lifecycle, release_import
 
     mona = make_user("mona", "maintainer", password="mona-pass-1")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     lifecycle.create_release(mona, "1.0.0", "first", tasks=list(Task.objects.order_by("id")))
     ctx, page = open_signed_in(browser, live_server, "mona", "mona-pass-1", viewport=(1280, 900))
     try:

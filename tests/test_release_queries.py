@@ -14,7 +14,7 @@ docs/benchmarks.md).
 from __future__ import annotations
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -38,7 +38,7 @@ def seeded(db, settings, tmp_path, monkeypatch):
 
     settings.STUDIO_DATA_ROOT = tmp_path / "data"
     settings.STUDIO_ARTIFACT_ROOT = tmp_path / "data" / "artifacts"
-    import_xbd_folder(FLORENCE)
+    import_xbd_folder(needs_shared(FLORENCE))
     seed_synthetic(40, 2, batch=20, tasks_per_sample=2, seed=5)
     # the layers' versions exist, as an import makes them (seed_synthetic writes rows directly):
     # create_release then pins them without making any (a few queries per layer, none per task)

@@ -10,7 +10,7 @@ a reviewer cannot release tasks through a release whatever the release rows allo
 from __future__ import annotations
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.core.exceptions import PermissionDenied
 
 from annotation.models import AuditEvent, Task
@@ -38,7 +38,7 @@ def test_import_approves_and_publish_releases_through_review(maintainer):
     """A published release imported by a maintainer: each task has one revision by them, arrives
     approved (audit ``imported``, from nothing) and is released by the review transition (audit
     ``release``, approved → released), both recorded with the maintainer as actor."""
-    report = release_import.import_release_dir(maintainer, SCORING_EXAMPLES, release_version="0.1.0")
+    report = release_import.import_release_dir(maintainer, needs_shared(SCORING_EXAMPLES), release_version="0.1.0")
     assert len(report.created) == N_TASKS and report.release_created
     assert Release.objects.get(version="0.1.0").status == Release.Status.PUBLISHED
     for task in Task.objects.filter(question_id__in=report.created).select_related("head"):
@@ -52,10 +52,10 @@ def test_a_reviewer_cannot_release_tasks_through_a_release(make_user, maintainer
     assert permissions.can(rey, "release.publish") and not permissions.can(rey, "task.release")
     # importing a published release would release its tasks: refused, and nothing is written
     with pytest.raises(PermissionDenied, match="task.release"):
-        release_import.import_release_dir(rey, SCORING_EXAMPLES, release_version="0.1.0")
+        release_import.import_release_dir(rey, needs_shared(SCORING_EXAMPLES), release_version="0.1.0")
     assert not Task.objects.exists() and not Release.objects.exists()
     # as a draft it imports: the tasks arrive approved, by rey
-    report = release_import.import_release_dir(rey, SCORING_EXAMPLES, release_version="0.1.0", publish=False)
+    report = release_import.import_release_dir(rey, needs_shared(SCORING_EXAMPLES), release_version="0.1.0", publish=False)
     release = Release.objects.get(version="0.1.0")
     assert len(report.created) == N_TASKS and release.status == Release.Status.DRAFT
     assert set(Task.objects.values_list("status", flat=True)) == {Task.Status.APPROVED}
@@ -74,7 +74,7 @@ def test_a_reviewer_cannot_release_tasks_through_a_release(make_user, maintainer
 def test_publishing_leaves_a_task_returned_since_it_was_pinned(maintainer):
     """The release transition starts from approved only: a pinned task returned to its author after
     the release was drafted stays returned when the release is published."""
-    release_import.import_release_dir(maintainer, SCORING_EXAMPLES, release_version="0.1.0", publish=False)
+    release_import.import_release_dir(maintainer, needs_shared(SCORING_EXAMPLES), release_version="0.1.0", publish=False)
     release = Release.objects.get(version="0.1.0")
     returned = Task.objects.order_by("question_id").first()
     review.return_task(maintainer, returned, "the buffer distance is wrong")

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import REALDATA, SCORING_EXAMPLES, needs_demo_data
+from conftest import REALDATA, SCORING_EXAMPLES, needs_demo_data, needs_shared
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
@@ -106,7 +106,7 @@ def test_demo_release_export_layout(demo_release):
     assert sorted(f for f in files if f.startswith("images/")) == sorted(named)
     # images are the stored originals, unchanged
     assert (out / "images/hurricane-florence_00000018_post_original.png").read_bytes() == \
-        (REALDATA / "xbd-hurricane-florence/hurricane-florence_00000018_post_original.png").read_bytes()
+        needs_shared(REALDATA / "xbd-hurricane-florence/hurricane-florence_00000018_post_original.png").read_bytes()
     assert manifest["counts"]["by_dimension"] == {"t1": 1, "t2": 1}
     assert manifest["counts"]["by_disaster_type"] == {"hurricane": 1, "tornado": 1}
     q = manifest["questions"]["hurricane-florence_demo01_task0"]
@@ -174,7 +174,7 @@ def test_writer_matches_the_benchmark_formatting(tmp_path):
     """The originals are json.dumps(indent=1) without a trailing newline; the streaming writer
     (one sample at a time) produces exactly that text."""
     for name in TASK_NAMES:
-        text = (SCORING_EXAMPLES / "tasks" / name).read_text(encoding="utf-8")
+        text = needs_shared(SCORING_EXAMPLES / "tasks" / name).read_text(encoding="utf-8")
         samples = json.loads(text)
         assert dumps(samples) == text
         buf = tmp_path / name
@@ -189,27 +189,27 @@ def test_writer_matches_the_benchmark_formatting(tmp_path):
 def test_scoring_examples_import_and_export_unchanged(db, tmp_path, settings):
     """The scoring examples (tools outside the catalogue, no images/) import as 12 tasks and export
     again byte for byte; their five referenced images are recorded as missing, not fatal."""
-    report = release_import.import_release_dir(None, SCORING_EXAMPLES, release_version="0.1.0")
+    report = release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), release_version="0.1.0")
     assert len(report.created) == 12  # 10 samples, t2_s04 has two tasks, README says twelve
     assert sorted(m["path"] for m in report.images_missing) == [
         "s2/t1.tif", "s2/t2.tif", "s2/t3.tif", "scene/post.png", "scene/pre.png"]
     out = tmp_path / "out"
     manifest = release_export.export_release(Release.objects.get(version="0.1.0"), out)
     for name in TASK_NAMES:
-        original = (SCORING_EXAMPLES / "tasks" / name).read_bytes()
+        original = needs_shared(SCORING_EXAMPLES / "tasks" / name).read_bytes()
         assert json.loads((out / "tasks" / name).read_bytes()) == json.loads(original)
         assert (out / "tasks" / name).read_bytes() == original, name
     assert manifest["counts"]["tasks"] == 12 and manifest["counts"]["samples"] == 10
     assert {m["path"] for m in manifest["images_missing"]} == {"s2/t1.tif", "s2/t2.tif", "s2/t3.tif",
                                                                "scene/post.png", "scene/pre.png"}
     before = _counts()
-    again = release_import.import_release_dir(None, SCORING_EXAMPLES, release_version="0.1.0")
+    again = release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), release_version="0.1.0")
     assert len(again.unchanged) == 12 and _counts() == before
 
 
 def _scoring_copy(tmp_path) -> Path:
     d = tmp_path / "bench"
-    shutil.copytree(SCORING_EXAMPLES / "tasks", d / "tasks")
+    shutil.copytree(needs_shared(SCORING_EXAMPLES / "tasks"), d / "tasks")
     for p in (d / "tasks").iterdir():
         p.chmod(0o644)
     return d
@@ -272,7 +272,7 @@ def test_bad_image_rolls_back_rows_and_files(db, tmp_path, settings):
     d = tmp_path / "bench"
     (d / "images").mkdir(parents=True)
     (d / "tasks").mkdir()
-    shutil.copyfile(REALDATA / "rasterio-testdata" / "float_nan.tif", d / "images" / "a.tif")
+    shutil.copyfile(needs_shared(REALDATA / "rasterio-testdata" / "float_nan.tif"), d / "images" / "a.tif")
     (d / "images" / "b.tif").write_bytes(b"not a raster")
     sample = {"sample_id": "s1", "input_data": {"pre_image": {"image_path": "a.tif"}, "post_image": {"image_path": "b.tif"}},
               "tasks": [{"task_category": "perception_and_assessment", "task_category_code": "T1", "question": "Q?",
@@ -315,7 +315,7 @@ def test_polygon_gold_and_extra_keys_round_trip(db, tmp_path):
 def examples(db, make_user):
     """The scoring examples imported (12 approved tasks) and a maintainer."""
     user = make_user("mia", "maintainer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     return user
 
 
@@ -403,7 +403,7 @@ def test_release_diff_on_a_hand_made_change(examples, tmp_path):
     _edit(d / "tasks" / TASK_NAMES[2], t3)
     report = release_import.import_release_dir(None, d, make_release=False)
     assert sorted(report.updated) == ["t1_s05_task0", "t2_s04_task1"] and report.created == ["t3_new_task0"]
-    t5 = json.loads((SCORING_EXAMPLES / "tasks" / TASK_NAMES[4]).read_text())
+    t5 = json.loads(needs_shared(SCORING_EXAMPLES / "tasks" / TASK_NAMES[4]).read_text())
     dropped = t5[0]["sample_id"]
     keep = Task.objects.exclude(sample_id=dropped)
     lifecycle.create_release(user, "1.1.0", tasks=keep)

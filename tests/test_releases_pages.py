@@ -5,7 +5,7 @@ import io
 import zipfile
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from django.urls import include, path
 from support.stored import downloaded
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.urls(__name__)
 @pytest.fixture
 def maint(db, make_user, client):
     user = make_user("mia", "maintainer")
-    release_import.import_release_dir(None, SCORING_EXAMPLES, make_release=False)
+    release_import.import_release_dir(None, needs_shared(SCORING_EXAMPLES), make_release=False)
     client.force_login(user)
     return user
 

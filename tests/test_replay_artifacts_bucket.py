@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, ChildDatabase
+from conftest import REPO, ChildDatabase, needs_shared
 from django.urls import reverse
 from support.children import child_env
 from support.florence import DAMAGE_TASK as CONTENT
@@ -54,7 +54,7 @@ def _bucket_artifacts(seaweedfs, bucket: str) -> dict[str, str]:
 
 def _florence_task(make_user):
     user = make_user("author", "author")
-    event = import_xbd_folder(FLORENCE).event
+    event = import_xbd_folder(needs_shared(FLORENCE)).event
     return user, create_task(user, event, dimension="t1", content=CONTENT)
 
 

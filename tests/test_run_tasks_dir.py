@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 
 from evaluation.models import AgentRun, RunRecord
 from evaluation.selectors.runs import polygon_roots, record_evidence
@@ -33,8 +33,8 @@ def _sq(c0, c1):
 @pytest.mark.django_db
 def test_import_with_a_tasks_folder_keeps_it(make_user):
     user = make_user("max", "maintainer")
-    run = import_run_dir(user, SCORING_EXAMPLES / "runs" / "agent_a", "agent_a", tasks_dir=SCORING_EXAMPLES / "tasks")
-    assert run.gold_dir == str((SCORING_EXAMPLES / "tasks").resolve())
+    run = import_run_dir(user, needs_shared(SCORING_EXAMPLES / "runs" / "agent_a"), "agent_a", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"))
+    assert run.gold_dir == str(needs_shared(SCORING_EXAMPLES / "tasks").resolve())
     rec = run.records.first()
     assert polygon_roots(rec)[:2] == [Path(run.source_dir), Path(run.gold_dir)]
 

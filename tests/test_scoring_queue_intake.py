@@ -12,6 +12,7 @@ import io
 import shutil
 
 import pytest
+from conftest import needs_shared
 from django.core.management import call_command
 from support.judging import AGENT_A, TASKS, flags, run_zip
 
@@ -24,9 +25,9 @@ pytestmark = pytest.mark.urls("support.judging")
 @pytest.mark.django_db
 def test_import_command_queues_a_share_and_reads_the_protocol(tmp_path, maintainer):
     run_dir = tmp_path / "gpt-4o_AP"
-    shutil.copytree(AGENT_A, run_dir)
+    shutil.copytree(needs_shared(AGENT_A), run_dir)
     out = io.StringIO()
-    call_command("import_runs", str(run_dir), "--agent", "gpt-4o", "--tasks-dir", str(TASKS), "--as-user", maintainer.username,
+    call_command("import_runs", str(run_dir), "--agent", "gpt-4o", "--tasks-dir", str(needs_shared(TASKS)), "--as-user", maintainer.username,
                  "--queue-share", "0.5", "--scaffold", "ReAct", stdout=out)
     run = AgentRun.objects.get()
     assert (run.protocol, run.scaffold) == ("AP", "ReAct")
@@ -38,7 +39,7 @@ def test_import_command_queues_a_share_and_reads_the_protocol(tmp_path, maintain
 def test_setting_queues_every_import(tmp_path, maintainer, settings):
     settings.STUDIO_QUEUE_ON_IMPORT_SHARE = 0.25  # ceil(0.25 * 12) = 3 records
     settings.STUDIO_HUMAN_VERDICTS_PER_RECORD = 3
-    call_command("import_runs", str(AGENT_A), "--agent", "a", "--tasks-dir", str(TASKS), "--as-user", maintainer.username,
+    call_command("import_runs", str(needs_shared(AGENT_A)), "--agent", "a", "--tasks-dir", str(needs_shared(TASKS)), "--as-user", maintainer.username,
                  stdout=io.StringIO())
     assert ScoringItem.objects.values("record_id").distinct().count() == 3 and ScoringItem.objects.count() == 9
     assert AgentRun.objects.get().protocol == ""  # "agent_a": no _AP/_IF suffix
@@ -55,7 +56,7 @@ def test_upload_a_run_zip_from_the_runs_page(client, maintainer, settings, tmp_p
     # the uploaded run has no studio tasks: score it against the example task folder, as the
     # command's --tasks-dir does (the form's own choices are the studio's tasks or a release)
     real = services.import_run_dir
-    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=TASKS, **kw))
+    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real(*a, tasks_dir=needs_shared(TASKS), **kw))
     client.force_login(maintainer)
     page = client.get("/runs/").content.decode()
     assert 'id="run-upload-form"' in page and "No run imported yet. Upload a run folder above" in page

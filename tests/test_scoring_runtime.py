@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,19 +87,19 @@ def test_manage_py_evaluate_runs_runs_without_django_and_writes_the_official_byt
     # file it writes is the official evaluator's eval.json (shared/scoring-examples/expected) plus
     # the documented "mode" key.
     out = tmp_path / "eval.json"
-    run_dir, tasks_dir = str(EXAMPLES / "runs" / agent), str(EXAMPLES / "tasks")
+    run_dir, tasks_dir = str(needs_shared(EXAMPLES / "runs" / agent)), str(needs_shared(EXAMPLES / "tasks"))
     probe = (f"import runpy, sys; sys.argv = ['manage.py', 'evaluate_runs', '--run', {run_dir!r}, '--tasks-dir', "
              f"{tasks_dir!r}, '--output', {str(out)!r}]\ntry:\n    runpy.run_path('manage.py', run_name='__main__')\n"
              "except SystemExit as e:\n"
              "    assert e.code == 0, e.code\nassert 'django.conf' not in sys.modules, 'Django was imported'\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    official = (EXAMPLES / "expected" / f"{agent}.eval.json").read_text(encoding="utf-8")
+    official = needs_shared(EXAMPLES / "expected" / f"{agent}.eval.json").read_text(encoding="utf-8")
     got = json.loads(out.read_text(encoding="utf-8"))
     assert got.pop("mode") == "dora"
     assert json.dumps(got, ensure_ascii=False, indent=2) == official
     assert out.with_suffix(".txt").read_text(encoding="utf-8") == \
-        (EXAMPLES / "expected" / f"{agent}.eval.txt").read_text(encoding="utf-8")
+        needs_shared(EXAMPLES / "expected" / f"{agent}.eval.txt").read_text(encoding="utf-8")
     assert "DORA Score" in done.stdout
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import needs_shared
 from support.stored import store_file
 
 from annotation.importers.errors import DataImportError
@@ -150,8 +151,8 @@ def test_shapefile_sidecar_linked_from_outside_is_refused(tmp_path, settings):
     from annotation.models import Layer
     from annotation.services.imports import import_vector_file
 
-    src = REALDATA / "xview2-deploy-joplin"
-    assert (src / "intersect_polys.shp").exists(), f"{src}: the real test data (../shared/realdata) is missing"
+    src = needs_shared(REALDATA / "xview2-deploy-joplin")
+    needs_shared(src / "intersect_polys.shp")
     folder = tmp_path / "shp"
     folder.mkdir()
     for ext in (".shp", ".shx", ".prj"):  # copies in a temporary folder

@@ -10,6 +10,7 @@ t5 k = 4, 9 (4): 25 in all.
 from __future__ import annotations
 
 import pytest
+from conftest import needs_shared
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from support.florence import FLORENCE
@@ -96,7 +97,7 @@ def test_command_line_and_errors(db, capsys):
         call_command("seed_synthetic", "--tasks", "3")
     with pytest.raises(CommandError, match="at least 1"):
         call_command("seed_synthetic", "--tasks", "0")
-    import_xbd_folder(FLORENCE)
+    import_xbd_folder(needs_shared(FLORENCE))
     call_command("seed_synthetic", "--tasks", "10", "--runs", "1", "--status", "mix")
     text = capsys.readouterr().out
     assert "10 tasks over 1 synthetic events, 1 runs, 10 records" in text and "synthetic-run-1: DORA score" in text

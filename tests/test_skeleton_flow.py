@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import needs_demo_data
+from conftest import needs_demo_data, needs_shared
 from django.core.management import call_command
 
 from annotation.models import Task
@@ -169,9 +169,9 @@ def test_import_runs_against_a_task_folder_matches_the_official_evaluator(tmp_pa
     from conftest import SCORING_EXAMPLES
 
     user = make_user("max", "maintainer")
-    call_command("import_runs", str(SCORING_EXAMPLES / "runs" / "agent_a"), "--agent", "agent_a",
-                 "--tasks-dir", str(SCORING_EXAMPLES / "tasks"), "--as-user", "max", stdout=open(tmp_path / "o", "w"))
-    expected = json.loads((SCORING_EXAMPLES / "expected" / "agent_a.eval.json").read_text())
+    call_command("import_runs", str(needs_shared(SCORING_EXAMPLES / "runs" / "agent_a")), "--agent", "agent_a",
+                 "--tasks-dir", str(needs_shared(SCORING_EXAMPLES / "tasks")), "--as-user", "max", stdout=open(tmp_path / "o", "w"))
+    expected = json.loads(needs_shared(SCORING_EXAMPLES / "expected" / "agent_a.eval.json").read_text())
     from evaluation.models import AgentRun
 
     run = AgentRun.objects.get(agent__name="agent_a")

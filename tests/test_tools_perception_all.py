@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
-from conftest import SHARED
+from conftest import SHARED, requires_shared
 
 from kernel.tools import (
     GTMask,
@@ -93,7 +93,7 @@ def test_gt_mode_every_tool(tmp_path, tool):
         assert obs["mask_value"] == 255
 
 
-@pytest.mark.skipif(not CATALOGUE.is_file(), reason="catalogue not present")
+@requires_shared(CATALOGUE)
 def test_all_31_seg_tools_match_catalogue():
     cat = {e["name"]: e for e in json.loads(CATALOGUE.read_text()) if e["name"].startswith("seg.")}
     assert set(cat) == set(TOOLS) and len(TOOLS) == 31

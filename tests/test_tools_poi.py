@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, requires_shared
 from shapely.geometry import Point, box
 
 from kernel.tools import ToolInputError, call_tool
@@ -110,7 +110,7 @@ def test_raster_stats_and_exposure(ctx):
     assert [e["name"] for e in ex["exposed_pois"]] == ["B", "A"] and ex["top_exposed_poi"]["name"] == "B"
 
 
-@pytest.mark.skipif(not FIRESTATIONS.is_file(), reason="shared real data not present")
+@requires_shared(FIRESTATIONS)
 def test_real_firestations(tmp_path):
     # counted once with json.load over the 111 features: 13 names contain "station 2",
     # 6 contain "galveston"

@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 import rasterio
-from conftest import REALDATA
+from conftest import REALDATA, requires_shared
 
 from kernel.tools import ToolInputError, call_tool
 from kernel.tools.testing import make_ctx, write_png, write_tif
@@ -88,7 +88,7 @@ def test_slope_errors(ctx):
     assert obs["slope_path"] == "slope.tif" and (ctx.work_dir / "slope.tif").is_file()
 
 
-@pytest.mark.skipif(not SRTM_ZIP.is_file(), reason="real SRTM tile not present")
+@requires_shared(SRTM_ZIP)
 def test_slope_real_srtm_degrees_as_metres(ctx):
     with zipfile.ZipFile(SRTM_ZIP) as zf:
         zf.extract("N10W110.hgt", data(ctx))

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SHARED
+from conftest import SHARED, needs_shared
 
 from kernel.tools import (
     REGISTRY,
@@ -27,7 +27,7 @@ REQUIRED_TOOLS = ["seg.building_damage", "ras.count_pixels", "ras.area", "ras.th
 
 @pytest.fixture(scope="module")
 def catalogue():
-    assert CATALOGUE.is_file(), f"{CATALOGUE}: the tool catalogue (../shared/spec) is missing"
+    needs_shared(CATALOGUE)
     return {t["name"]: t for t in json.loads(CATALOGUE.read_text(encoding="utf-8"))}
 
 

@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, requires_shared
 from shapely.geometry import LineString, Point, box, shape
 
 from kernel.tools import ToolInputError, call_tool
@@ -158,7 +158,7 @@ def test_point_in_polygon(ctx):
 
 
 # ------------------------------------------------------------ real Joplin footprints
-@pytest.mark.skipif(not JOPLIN.is_file(), reason="Joplin footprints not present")
+@requires_shared(JOPLIN)
 def test_joplin_buffer_area_matches_steiner_formula(ctx):
     import geopandas as gpd
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import needs_shared
 from support.florence import FLORENCE
 from support.mcp import GT_COUNTS, make_task
 
@@ -114,7 +115,7 @@ def florence_variants(db):
     from annotation.services.variants import create_variant
     from replay.services.runs import start_replay
 
-    assert FLORENCE.is_dir(), f"{FLORENCE}: ../shared/realdata/xbd-hurricane-florence is missing"
+    needs_shared(FLORENCE)
     user, base = make_task()
     Task.objects.filter(pk=base.pk).update(status=Task.Status.APPROVED)  # setup shortcut (review is not the subject)
     base.refresh_from_db()

@@ -12,7 +12,7 @@ import os
 import re
 
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, needs_shared
 
 from annotation.services.imports import import_raster_file, import_xbd_folder
 
@@ -28,9 +28,9 @@ JOPLIN = REALDATA / "xview2-deploy-joplin"
 @pytest.mark.django_db(transaction=True)
 def test_login_map_tiles_author_replay(live_server, browser, make_user):
     make_user("ada", "author", password="ada-pass-1")
-    import_raster_file(JOPLIN / "output_chips_post_0_post.tif", event_slug="joplin-tornado", phase="post",
+    import_raster_file(needs_shared(JOPLIN / "output_chips_post_0_post.tif"), event_slug="joplin-tornado", phase="post",
                        modality="optical", disaster_type="tornado")
-    import_xbd_folder(FLORENCE)
+    import_xbd_folder(needs_shared(FLORENCE))
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors = []

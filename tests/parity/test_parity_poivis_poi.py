@@ -7,17 +7,16 @@ _tool_guard turning an exception into status "stub") is a ToolError in the studi
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import REALDATA, requires_shared
 from shapely.geometry import Point, box
 
 from kernel.tools import ToolContext, ToolError, call_tool
 from kernel.tools.base import directory_resolver
 from kernel.tools.testing import write_geojson, write_tif
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
+REAL = REALDATA
 HOUSTON = REAL / "houston-harvey-flooded-roads"
 
 # a 4x4 UTM 15N raster, 10 m pixels, origin (500000, 3300040): col = (x - 500000) / 10,
@@ -133,7 +132,7 @@ def test_search_exact_over_unnamed_features(ctx):
                exact=True)["total_found"] == 1
 
 
-@pytest.mark.skipif(not HOUSTON.is_dir(), reason="shared real data not present")
+@requires_shared(HOUSTON)
 def test_search_real_houston(ctx):
     # counted once by hand over the 111 stations: names containing "station 4" are 40-49 less
     # the missing ones (the tool-examples case lists 40, 46, 49 for the smaller layer)
@@ -270,7 +269,7 @@ def test_integer_properties_come_out_as_python_ints(ctx, tmp_path):
     assert s["results"][0]["properties"]["osmid"] == 2 ** 62
 
 
-@pytest.mark.skipif(not HOUSTON.is_dir(), reason="shared real data not present")
+@requires_shared(HOUSTON)
 def test_to_vector_real_houston_keeps_the_layer_crs(ctx):
     import json as _json
 

@@ -7,10 +7,9 @@ from ../shared/realdata are used where they fit.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import REALDATA, requires_shared
 from PIL import Image
 from shapely.geometry import LineString, MultiPoint, Point
 
@@ -18,11 +17,11 @@ from kernel.tools import ToolContext, ToolError, call_tool
 from kernel.tools.base import directory_resolver
 from kernel.tools.testing import write_geojson, write_png
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
+REAL = REALDATA
 FLORENCE = REAL / "xbd-hurricane-florence"
 POST = "hurricane-florence_00000018_post_original.png"
 MASK = "hurricane-florence_00000018_mask.png"
-needs_real = pytest.mark.skipif(not FLORENCE.is_dir(), reason="shared real data not present")
+needs_real = requires_shared(FLORENCE)
 
 
 @pytest.fixture

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED, requires_shared
 
 from kernel.tools import ToolContext, ToolError, call_tool, directory_resolver
 from kernel.tools.testing import write_png
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 EXAMPLES = SHARED / "tool-examples" / "inputs"
 REPO = Path(__file__).resolve().parents[2]
-needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="tool examples absent")
+needs_examples = requires_shared(EXAMPLES)
 
 M = np.array([[0, 0, 1, 1],
               [0, 2, 2, 1],

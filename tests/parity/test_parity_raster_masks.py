@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import rasterio
+from conftest import SHARED, needs_shared, requires_shared
 
 from kernel.tools import ToolContext, ToolError, call_tool, directory_resolver
 from kernel.tools.testing import write_png, write_tif
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 REALDATA = SHARED / "realdata"
 EXAMPLES = SHARED / "tool-examples" / "inputs"
 
@@ -63,8 +62,8 @@ def band1(ctx, name):
         return src.read(1), src
 
 
-needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="tool examples absent")
-needs_real = pytest.mark.skipif(not REALDATA.is_dir(), reason="real data absent")
+needs_examples = requires_shared(EXAMPLES)
+needs_real = requires_shared(REALDATA)
 
 
 # ---------------------------------------------------------------- ras.count_pixels
@@ -103,7 +102,7 @@ def test_count_pixels_real_xbd_mask(ctx):
 @needs_real
 def test_count_pixels_real_multiband_geotiff(ctx):
     path = REALDATA / "xview2-deploy-joplin" / "output_dmg_0_pre.tif"
-    assert path.is_file(), f"{path}: the Joplin damage raster of ../shared/realdata is missing"
+    needs_shared(path)
     with rasterio.open(path) as src:
         want = int((src.read() == 4).sum())  # every band, as imread's H x W x 3 array
     obs = run(ctx, "ras.count_pixels", mask_path="xview2-deploy-joplin/output_dmg_0_pre.tif",

@@ -9,18 +9,17 @@ recorded observations in ``../shared/tool-examples`` (said so in the comment).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import rasterio
+from conftest import SHARED, requires_shared
 
 from kernel.tools import ToolContext, ToolError, call_tool, directory_resolver
 from kernel.tools.testing import write_png, write_tif
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 EXAMPLES = SHARED / "tool-examples" / "inputs"
-needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="tool examples absent")
+needs_examples = requires_shared(EXAMPLES)
 
 #: 3x3 values for the focal statistics
 F = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=np.float32)

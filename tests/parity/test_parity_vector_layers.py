@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REALDATA, needs_shared
 from shapely.geometry import LineString, Point, Polygon, box, shape
 
 from kernel.tools import ToolInputError, call_tool
 from kernel.tools.testing import make_ctx, write_geojson, write_png, write_tif
 
-REALDATA = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
 STATIONS = REALDATA / "houston-harvey-flooded-roads" / "firestations.geojson"
 JOPLIN = REALDATA / "xview2-deploy-joplin" / "bldg_polys.gpkg"
 RGB_TIF = REALDATA / "rasterio-testdata" / "RGB.byte.tif"
@@ -50,7 +50,7 @@ def link(ctx, src: Path):
     """Copy a real-data file into the case's (temporary) data folder."""
     import shutil
 
-    assert src.is_file(), f"{src}: the real test data (../shared/realdata) is missing"
+    needs_shared(src)
     shutil.copyfile(src, data(ctx) / src.name)
     return src.name
 
@@ -118,7 +118,7 @@ def test_kbuffer_distances_and_edges(ctx):
 def test_kbuffer_geographic_real_points_stay_in_their_crs(ctx):
     import geopandas as gpd
 
-    gdf = gpd.read_file(STATIONS).iloc[:3]
+    gdf = gpd.read_file(needs_shared(STATIONS)).iloc[:3]
     gdf = gdf.set_geometry(gpd.points_from_xy(gdf.geometry.x, gdf.geometry.y), crs="EPSG:4326")
     gdf[["name", "geometry"]].to_file(data(ctx) / "st.geojson", driver="GeoJSON")
     obs = call_tool("vec.kbuffer", {"vector_path": "st.geojson", "meters": [100]}, ctx)
@@ -300,8 +300,8 @@ def test_max_polygon_pixel_count_topk_zero_and_empty(ctx):
 def test_max_polygon_real_joplin_footprints(ctx):
     import geopandas as gpd
 
-    name = link(ctx, JOPLIN)
-    gdf = gpd.read_file(JOPLIN)
+    name = link(ctx, needs_shared(JOPLIN))
+    gdf = gpd.read_file(needs_shared(JOPLIN))
     areas = sorted(gdf.to_crs(gdf.estimate_utm_crs()).geometry.area, reverse=True)
     obs = call_tool("vec.max_polygon", {"vector_path": name, "topk": 2}, ctx)
     # geographic layer: measured in its UTM zone (analysis.py:_metric_frame)
@@ -432,8 +432,8 @@ def test_filter_by_area_empty(ctx):
 def test_filter_by_distance_real_houston_stations(ctx):
     import geopandas as gpd
 
-    name = link(ctx, STATIONS)
-    gdf = gpd.read_file(STATIONS)
+    name = link(ctx, needs_shared(STATIONS))
+    gdf = gpd.read_file(needs_shared(STATIONS))
     d = [haversine(29.76, -95.37, g.y, g.x) for g in gdf.geometry]
     kept = [x for x in d if x <= 5000]
     obs = call_tool("vec.filter_by_distance", {"vector_path": name, "center_lat": 29.76,
@@ -584,8 +584,8 @@ def test_convex_hull_real_joplin_is_geographic(ctx):
     import geopandas as gpd
     import shapely
 
-    name = link(ctx, JOPLIN)
-    hull = shapely.union_all(list(gpd.read_file(JOPLIN).geometry)).convex_hull
+    name = link(ctx, needs_shared(JOPLIN))
+    hull = shapely.union_all(list(gpd.read_file(needs_shared(JOPLIN)).geometry)).convex_hull
     obs = call_tool("vec.convex_hull", {"vector_path": name}, ctx)
     assert obs["area_m2"] == 0.0 and obs["vertex_count"] == len(hull.exterior.coords)
 
@@ -606,8 +606,8 @@ def test_voronoi_boundary_in_another_frame_is_not_reprojected(ctx):
 def test_voronoi_real_stations_one_cell_per_site(ctx):
     import geopandas as gpd
 
-    name = link(ctx, STATIONS)
-    sites = {(round(g.x, 9), round(g.y, 9)) for g in gpd.read_file(STATIONS).geometry}
+    name = link(ctx, needs_shared(STATIONS))
+    sites = {(round(g.x, 9), round(g.y, 9)) for g in gpd.read_file(needs_shared(STATIONS)).geometry}
     obs = call_tool("vec.voronoi", {"points_path": name}, ctx)
     assert obs["cell_count"] == len(sites)
 

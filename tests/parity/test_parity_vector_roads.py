@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import REALDATA, needs_shared
 from shapely.geometry import LineString, MultiLineString, Point
 
 from kernel.tools import ToolInputError, call_tool
@@ -386,12 +387,11 @@ def test_repair_errors_and_equal_component_tie(ctx):
 
 # ------------------------------------------------------------ real OSM roads (Helsinki)
 def test_build_graph_of_georeferenced_osm_roads_collapses(tmp_path):
-    from pathlib import Path
 
     from annotation.importers.osm import extract
 
-    osm = Path(__file__).resolve().parents[2].parent / "shared" / "realdata" / "osm-helsinki" / "test.osm.pbf"
-    assert osm.is_file(), f"{osm}: the real test data (../shared/realdata) is missing"
+    osm = REALDATA / "osm-helsinki" / "test.osm.pbf"
+    needs_shared(osm)
     roads, _pois, _stats = extract(osm)
     roads["crs"] = {"type": "name", "properties": {"name": "urn:ogc:def:crs:OGC:1.3:CRS84"}}
     lon_lat = {(round(y), round(x)) for f in roads["features"]

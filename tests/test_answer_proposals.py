@@ -14,13 +14,15 @@ import os
 from io import StringIO
 
 import pytest
+from conftest import SHARED, requires_shared
 from django.core.management import call_command
 
 from annotation.models import Event, Task
-from kernel.catalogue import catalogue_path
+from kernel.catalogue import CATALOGUE_NAME, catalogue_path
 from kernel.taskfile import dumps
 
-pytestmark = pytest.mark.skipif(catalogue_path() is None, reason="the tool catalogue (dora-tools.json) is needed")
+#: the tool catalogue (dora-tools.json: ../shared/spec, or where kernel.catalogue finds it)
+pytestmark = requires_shared(catalogue_path() or SHARED / "spec" / CATALOGUE_NAME)
 
 SOURCE = "<count> from trajectory[1].obs"
 

@@ -228,13 +228,13 @@ class RefusedDatabase:
             self.connection.connection.execute("COMMIT")
 
 
-def _queued_import(maintainer):
+def _queued_import(maintainer, records=True):
     from evaluation.models import RunImportJob
 
     uploads = Path(settings.STUDIO_DATA_ROOT) / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
     archive = uploads / "agent_a.zip"
-    archive.write_bytes(run_zip("qwen_AP").getvalue())
+    archive.write_bytes(run_zip("qwen_AP", records=records).getvalue())
     return RunImportJob.objects.create(archive=str(archive), filename="qwen_AP.zip", agent_name="qwen",
                                        created_by=maintainer, options={"release": "", "protocol": None})
 
@@ -263,7 +263,7 @@ def test_a_job_whose_thread_cannot_connect_ends_failed_not_queued(maintainer, se
     settings.STUDIO_JUDGE_RUNNER = "thread"
     monkeypatch.setattr(background, "RECORD_BACKOFF_S", 0.2)  # 0.2, 0.4, 0.8, 1.6, 3.2 s between tries
     caplog.set_level(logging.WARNING, logger="studio.background")
-    job = _queued_import(maintainer)
+    job = _queued_import(maintainer, records=False)
     with RefusedDatabase(monkeypatch):
         thread = dispatch_run_import(job.pk)
         _wait_for(lambda: any("not written (try 1 of" in r.getMessage() for r in caplog.records),
@@ -334,7 +334,7 @@ def test_a_web_process_sweeps_every_kind_in_the_background_at_most_every_so_ofte
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = f"{int(gone.stdout)}.{host_tag()}"
     now = timezone.now()
-    imp = _queued_import(maintainer)
+    imp = _queued_import(maintainer, records=False)
     RunImportJob.objects.filter(pk=imp.pk).update(status="running", worker=dead, heartbeat_at=now, started_at=now)
     cfg = JudgeConfig.objects.create(name="c", base_url="http://127.0.0.1:9/v1", model="m")
     judged = JudgeJob.objects.create(config=cfg, status="running", worker=dead, heartbeat_at=now)

@@ -31,9 +31,9 @@ def _stored(archive: str) -> bool:
     return storage.exists(archive) if storage.uses_bucket() else Path(archive).is_file()
 
 
-def _upload(client, capture, name="qwen_AP", **extra):
+def _upload(client, capture, name="qwen_AP", records=True, **extra):
     with capture() as after_commit:
-        r = client.post("/runs/", {"archive": run_zip(name), "agent": "qwen", **extra})
+        r = client.post("/runs/", {"archive": run_zip(name, records=records), "agent": "qwen", **extra})
     assert r.status_code == 302, r.content.decode()[:2000]
     job = RunImportJob.objects.order_by("-id").first()
     assert job.status == "queued" and _stored(job.archive)
@@ -96,7 +96,7 @@ def test_a_crashed_job_is_rerun_from_its_stored_zip(client, maintainer, inline, 
 @pytest.mark.django_db
 def test_import_jobs_need_the_import_role(client, maintainer, make_user, inline, django_capture_on_commit_callbacks):
     client.force_login(maintainer)
-    job, _ = _upload(client, django_capture_on_commit_callbacks)
+    job, _ = _upload(client, django_capture_on_commit_callbacks, records=False)
     client.force_login(make_user("sam", "scorer"))
     assert client.get(f"/api/run-imports/{job.pk}/").status_code == 403
     assert client.post(f"/runs/imports/{job.pk}/rerun/").status_code == 403

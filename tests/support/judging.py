@@ -108,12 +108,15 @@ def disputed_records(run_a, make_user):
     return {"recs": recs, "ana": ana, "bo": bo}
 
 
-def run_zip(folder_name: str, extra: dict | None = None) -> io.BytesIO:
+def run_zip(folder_name: str, extra: dict | None = None, *, records: bool = True) -> io.BytesIO:
     """agent_a's run zipped under the top folder ``folder_name`` (the benchmark names it
-    ``<model>_<MODE>``), with ``extra`` entries (name → text) added; named ``<folder_name>.zip``."""
+    ``<model>_<MODE>``), with ``extra`` entries (name → text) added; named ``<folder_name>.zip``.
+    ``records`` false: for tests that check the form or the job only, never the records, which then
+    run on a clone without ../shared too (with an empty run folder there)."""
+    src = needs_shared(AGENT_A) if records else AGENT_A
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        for f in needs_shared(AGENT_A).rglob("*"):
+        for f in src.rglob("*"):
             if f.is_file():
                 zf.write(f, f"{folder_name}/{f.relative_to(AGENT_A)}")
         for name, data in (extra or {}).items():

@@ -55,27 +55,6 @@ def needs_demo_data() -> Path:
     return needs_shared(Path(settings.STUDIO_DEMO_DATA))
 
 
-def _missing_sample(excinfo) -> Path | None:
-    """The sample path under ``../shared`` whose absence raised ``excinfo`` (a file-not-found error
-    naming it), or None."""
-    if excinfo is None or SHARED.is_dir() or not excinfo.errisinstance(OSError):
-        return None
-    name = getattr(excinfo.value, "filename", None) or str(excinfo.value)
-    return Path(str(name)) if str(SHARED) in str(name) else None
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A test that reads a sample file straight from ``../shared`` on a clone without it is reported
-    skipped (:func:`needs_shared`'s reason), never failed: the same rule for the tests that open the
-    samples' module constants in their body."""
-    outcome = yield
-    missing = _missing_sample(call.excinfo)
-    if missing is not None:
-        report = outcome.get_result()
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, "Skipped: " + SHARED_MISSING.format(missing))
-
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",

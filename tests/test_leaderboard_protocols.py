@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import SCORING_EXAMPLES
+from conftest import SCORING_EXAMPLES, needs_shared
 
 from evaluation import leaderboard as lb
 
@@ -47,7 +47,7 @@ def test_scaffold_table_means_and_latency_per_task():
 def test_import_keeps_elapsed_time_and_the_page_shows_both_tables(tmp_path, maintainer, client):
     from evaluation.services.runs import import_run_dir
 
-    src = SCORING_EXAMPLES / "runs" / "agent_a"
+    src = needs_shared(SCORING_EXAMPLES / "runs" / "agent_a")
     for proto, secs in (("AP", 12.5), ("IF", 7.5)):
         d = tmp_path / f"gpt_{proto}"
         shutil.copytree(src, d)
@@ -57,7 +57,7 @@ def test_import_keeps_elapsed_time_and_the_page_shows_both_tables(tmp_path, main
             r["elapsed_time"] = secs
         recs[0]["elapsed_time"] = "n/a"  # not a number: no time, not 0
         f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-        run = import_run_dir(maintainer, d, "gpt", tasks_dir=SCORING_EXAMPLES / "tasks", scaffold="ReAct")
+        run = import_run_dir(maintainer, d, "gpt", tasks_dir=needs_shared(SCORING_EXAMPLES / "tasks"), scaffold="ReAct")
         assert run.protocol == proto
         assert sorted(run.records.filter(dimension="t3").values_list("elapsed_s", flat=True), key=str) == [secs, secs, None]
     client.force_login(maintainer)

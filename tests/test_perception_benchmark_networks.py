@@ -18,6 +18,7 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import needs_shared
 
 from kernel.tools import perception_models as pm
 from kernel.tools.base import ModelUnavailableError
@@ -206,7 +207,7 @@ def test_seg_building_lowres_gives_the_benchmarks_mask_on_an_xbd_crop(tmp_path):
 
     ckpt = tmp_path / "ckpt"
     pm.write_benchmark_checkpoint("building_lowres", ckpt / "seg_building_lowres.safetensors", seed=1)
-    with rasterio.open(REALDATA / "xbd-socal-fire" / "socal-fire_00000031_pre_disaster.png") as src:
+    with rasterio.open(needs_shared(REALDATA / "xbd-socal-fire" / "socal-fire_00000031_pre_disaster.png")) as src:
         crop = src.read()[:3, 192:672, 384:864]
     ctx = make_ctx(tmp_path, perception_mode="model", checkpoint_dir=ckpt)  # inputs in tmp_path/data
     write_tif(tmp_path / "data" / "planet.tif", crop)
@@ -253,7 +254,7 @@ def volcano():
     import rasterio
     from conftest import REALDATA
 
-    base = REALDATA / "xbd-guatemala-volcano" / "guatemala-volcano_00000000_"
+    base = needs_shared(REALDATA / "xbd-guatemala-volcano") / "guatemala-volcano_00000000_"
     with rasterio.open(f"{base}pre_original.png") as pre, rasterio.open(f"{base}post_original.png") as post:
         return pre.read(), post.read()
 

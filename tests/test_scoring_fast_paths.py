@@ -9,7 +9,10 @@
   when the same text comes back;
 * ``merge_predictions`` (a sample-id lookup, the record loop written out) fills the tasks the
   evaluator's (sample id, task index) lookup fills;
-* ``score_answer`` without point fields (its own loop) gives the shared ``walk_answer``'s scores.
+* ``score_answer`` without point fields (its own loop) gives the shared ``walk_answer``'s scores;
+* ``round6`` (fast paths for values already of 6 decimals) is ``round(value, 6)`` to the bit;
+* ``output_map`` (obs dicts read in its own loop, values of JSON's non-text types skipped) is the
+  plain rule: every top-level obs value whose ``str()`` is a file path, later steps winning.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evaluation.scoring.aggregate import round6
 from evaluation.scoring.config import ScoringConfig
 from evaluation.scoring.loaders import apply_record, merge_predictions, split_question_id
 from evaluation.scoring.measures import walk_answer
@@ -180,3 +184,74 @@ def test_answer_without_point_fields_is_the_shared_walk(spec, pred, gold, gsd):
                         lambda p, g, info: score_point_pair(p, g, info, gsd, cfg))
     assert list(fast[1].items()) == list(plain[1].items())
     assert fast[0] == plain[0] or (math.isnan(fast[0]) and math.isnan(plain[0]))
+
+
+def _same_float(a, b) -> bool:
+    return type(a) is type(b) and (a == b or (a != a and b != b)) and (
+        not isinstance(a, float) or math.copysign(1.0, a) == math.copysign(1.0, b))
+
+
+# values already of 6 decimals and their neighbours (one ulp off: not their own rounding), around
+# 2**32, where the fast path's half-ulp bound stops holding, and the signed zero
+ROUND6_CASES = [0.0, -0.0, 1.0, -1.0, 0.5, 0.1, 0.3, 1e-06, 5e-07, 4.5e-07, 1 / 3, 2 / 3, 0.123456, 4294967.295,
+                4294967295.5, 3999999999.999999, 4000000000.000001, 1e15 / 1e6, 9e15 / 1e6, 1e300, 5e-324,
+                float("nan"), float("inf"), float("-inf"), True, False, 0, 1, 7, -3]
+ROUND6_CASES += [math.nextafter(v, d) for v in (0.1, 0.5, 0.123456, 1e-06) for d in (0.0, 2.0)]
+# one ulp from a 6-decimal value, yet value * 1e6 is an integer (found by search): only the
+# fast path's k / 1e6 == value test tells them from the 6-decimal value itself
+ROUND6_CASES += [476.76813500000003, 184.01073399999999, 793.4565699999999]
+six_decimals = st.integers(-10**12, 10**12).map(lambda k: k / 1e6)
+
+
+@SETTINGS
+@given(st.floats() | six_decimals | st.tuples(six_decimals, st.sampled_from([-math.inf, math.inf])).map(
+    lambda vd: math.nextafter(*vd)) | st.sampled_from(ROUND6_CASES))
+def test_round6_is_round_to_six_decimals(value):
+    assert _same_float(round6(value), round(value, 6))
+
+
+def test_round6_on_hand_picked_values():
+    for value in ROUND6_CASES:
+        assert _same_float(round6(value), round(value, 6)), value
+    assert round6(0.1 + 0.2) == 0.3 and round6(1 / 3) == 0.333333 and math.copysign(1.0, round6(-0.0)) == -1.0
+    assert round6(True) == 1 and type(round6(True)) is int  # round(True, 6): the int 1, written 1 (not true)
+
+
+def _plain_output_map(flat):
+    """The rule output_map reads, written the plain way: each step's obs items (a dict, or the JSON
+    object in an MCP text block or a string), every top-level value whose text is a file path,
+    then the step's ``output*`` arguments; a later producer of the same path wins."""
+    produced = {}
+    for idx, step in enumerate(flat):
+        obs = step.get("obs", [])
+        for item in obs if isinstance(obs, list) else [obs]:
+            if isinstance(item, dict) and item.get("text", ""):
+                item = item["text"]  # an MCP text block: its text is read as JSON, whatever its type
+                if not isinstance(item, (str, bytes)):
+                    continue
+            if isinstance(item, (str, bytes)):
+                try:
+                    item = json.loads(item)
+                except ValueError:
+                    continue
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if is_file_path(str(v)):
+                        produced[str(v)] = (idx, k)
+        args = step.get("args", {})
+        if isinstance(args, dict):
+            for k, v in args.items():
+                if isinstance(k, str) and k.startswith("output") and is_file_path(str(v)):
+                    produced[str(v)] = (idx, k)
+    return produced
+
+
+obs_values = st.dictionaries(st.sampled_from(["mask", "n", "out", "xs", "text"]), values, max_size=4)
+
+
+@SETTINGS
+@given(st.lists(st.fixed_dictionaries({"obs": obs_values | st.lists(obs_values, max_size=2) | obs,
+                                       "args": st.dictionaries(st.sampled_from(["output_path", "n"]), values,
+                                                               max_size=2)}), max_size=4))
+def test_output_map_is_the_plain_rule(flat):
+    assert output_map(flat) == _plain_output_map(flat)

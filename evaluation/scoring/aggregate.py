@@ -19,6 +19,9 @@ from .trajectory import METRICS, metric_values, trajectory_metrics
 
 #: the official evaluator's settings (an immutable value: one instance serves every default argument)
 DEFAULT_CONFIG = ScoringConfig()
+#: the ``{}`` and ``[]`` a task without an answer, spec or trajectory is scored with (never changed)
+_NO_VALUE: dict = {}
+_NO_STEPS: list = []
 
 
 def get_gsd(sample: Any) -> float | None:
@@ -47,6 +50,25 @@ def _gsd_value(value: Any) -> float | None:
 
 
 def round6(value: float) -> float:
+    """``round(value, 6)``, the evaluator's rounding of every written value, to the last bit.
+
+    ``round`` of a float to some digits is correctly rounded through a decimal conversion, about
+    1,700 machine instructions a call (callgrind, 2026-12-07), 7 or 8 calls a task: 4 % of scoring
+    one. A float that is already a 6-decimal value is its own rounding, and most scores are (0.0,
+    1.0, 0.5, 0.75, ...): where ``k = value * 1e6`` is an integer below 4e15 in magnitude and ``k / 1e6 ==
+    value``, ``value`` is the double nearest to the decimal k/10**6 (a correctly rounded
+    division of exact operands), its exact value lies within half an ulp of k/10**6 (under
+    2.4e-7 below 2**32, which the bound keeps it under), so rounding it to 6 decimals gives
+    k/10**6 and ``round`` returns ``value``. ``-0.0`` stays ``-0.0`` as with ``round``. The ``k / 1e6 ==
+    value`` test is needed: one ulp from a 6-decimal value, ``value * 1e6`` can still be an
+    integer (476.76813500000003). Anything else (ints, bools, NaN, infinities, other floats) goes
+    to ``round``; ``tests/test_scoring_fast_paths.py`` compares the two."""
+    if type(value) is float:
+        if value == 1.0 or value == 0.0:
+            return value
+        k = value * 1e6
+        if -4e15 < k < 4e15 and k.is_integer() and k / 1e6 == value:
+            return value
     return round(value, 6)
 
 
@@ -56,12 +78,12 @@ def task_entry(sample_id: Any, task_idx: int, task_score: float, field_scores: d
     entry = {
         "sample_id": sample_id,
         "task_idx": task_idx,
-        "task_score": None if math.isnan(task_score) else round(task_score, 6),
-        "field_scores": {k: round(v, 6) for k, v in field_scores.items()},
+        "task_score": None if math.isnan(task_score) else round6(task_score),
+        "field_scores": {k: round6(v) for k, v in field_scores.items()},
         "n_scored_fields": len(field_scores),
     }
-    for m in METRICS:  # round6, written out: this runs once per task
-        entry[m] = round(metrics[m], 6)
+    for m in METRICS:
+        entry[m] = round6(metrics[m])
     return entry
 
 
@@ -116,19 +138,22 @@ def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None
                 entry["step_matches"] = table
                 results.append(entry)
                 continue
-            # score_pair and task_entry written out (this runs once per task): the same values
-            task_score, field_scores = score_answer(pred_task.get("final_answer", {}), gold_task.get("final_answer", {}),
-                                                    gold_task.get("eval_spec", {}), gsd, own + roots if own else roots, cfg)
-            t_any, t_ord, t_em, par_acc, eff = metric_values(pred_task.get("trajectory", []),
-                                                             gold_task.get("trajectory", []), cfg)
+            # score_pair and task_entry written out (this runs once per task): the same values; the
+            # defaults are shared empty values (nothing here changes what it scores), not built per task
+            task_score, field_scores = score_answer(pred_task.get("final_answer", _NO_VALUE),
+                                                    gold_task.get("final_answer", _NO_VALUE),
+                                                    gold_task.get("eval_spec", _NO_VALUE), gsd,
+                                                    own + roots if own else roots, cfg)
+            t_any, t_ord, t_em, par_acc, eff = metric_values(pred_task.get("trajectory", _NO_STEPS),
+                                                             gold_task.get("trajectory", _NO_STEPS), cfg)
             results.append({
                 "sample_id": gold_sid,
                 "task_idx": t_idx,
-                "task_score": None if math.isnan(task_score) else round(task_score, 6),
-                "field_scores": {k: round(v, 6) for k, v in field_scores.items()},
+                "task_score": None if math.isnan(task_score) else round6(task_score),
+                "field_scores": {k: round6(v) for k, v in field_scores.items()},
                 "n_scored_fields": len(field_scores),
-                "t_any": round(t_any, 6), "t_ord": round(t_ord, 6), "t_em": round(t_em, 6),
-                "par_acc": round(par_acc, 6), "eff": round(eff, 6),
+                "t_any": round6(t_any), "t_ord": round6(t_ord), "t_em": round6(t_em),
+                "par_acc": round6(par_acc), "eff": round6(eff),
             })
     n = len(results)
     if n == 0:

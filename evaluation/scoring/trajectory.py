@@ -207,6 +207,12 @@ def _parsed_paths(text: Any) -> tuple[tuple[str, Any], ...]:
     return _dict_paths(parsed) if isinstance(parsed, dict) else ()
 
 
+#: JSON value types whose ``str()`` is never a file path (:func:`is_file_path`): numbers, booleans
+#: and None have no separator and no path-like start; a list's or dict's text starts with ``[`` or
+#: ``{`` and ends with ``]`` or ``}``, so it has neither a path-like start nor an extension at its end
+_NEVER_PATH_TEXT = frozenset((int, float, bool, type(None), list, dict))
+
+
 def output_map(flat: list[dict]) -> dict[str, tuple[int, str]]:
     """``{path: (step index, key)}`` of paths in each step's obs (top-level values), and in args
     whose name starts with ``output``. A later step producing the same path wins."""
@@ -216,9 +222,15 @@ def output_map(flat: list[dict]) -> dict[str, tuple[int, str]]:
         for item in (obs if isinstance(obs, list) else (obs,)):
             if isinstance(item, dict):
                 text = item.get("text", "")
-                if not text:
-                    pairs = _dict_paths(item)
-                elif type(text) is str:  # MCP content block {"type": "text", "text": "<json>"}
+                if not text:  # _dict_paths(item), written out: this runs for every obs of every step
+                    for k, v in item.items():
+                        if type(v) is str:
+                            if len(v) >= 4 and _is_path_text(v):
+                                produced[v] = (idx, k)
+                        elif type(v) not in _NEVER_PATH_TEXT and is_file_path(text := str(v)):
+                            produced[text] = (idx, k)
+                    continue
+                if type(text) is str:  # MCP content block {"type": "text", "text": "<json>"}
                     pairs = _text_paths(text)
                 else:
                     pairs = _parsed_paths(text)

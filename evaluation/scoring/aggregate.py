@@ -152,8 +152,12 @@ def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None
                 "task_score": None if math.isnan(task_score) else round6(task_score),
                 "field_scores": {k: round6(v) for k, v in field_scores.items()},
                 "n_scored_fields": len(field_scores),
-                "t_any": round6(t_any), "t_ord": round6(t_ord), "t_em": round6(t_em),
-                "par_acc": round6(par_acc), "eff": round6(eff),
+                # metric_values gives floats, mostly 1.0 or 0.0: round6's first test, before the call
+                "t_any": t_any if t_any == 1.0 or t_any == 0.0 else round6(t_any),
+                "t_ord": t_ord if t_ord == 1.0 or t_ord == 0.0 else round6(t_ord),
+                "t_em": t_em if t_em == 1.0 or t_em == 0.0 else round6(t_em),
+                "par_acc": par_acc if par_acc == 1.0 or par_acc == 0.0 else round6(par_acc),
+                "eff": eff if eff == 1.0 or eff == 0.0 else round6(eff),
             })
     n = len(results)
     if n == 0:

@@ -29,6 +29,14 @@ _HASH_SEGMENT = re.compile(r"_[0-9a-f]{6,10}(?=_|$)")
 _PATH_PREFIXES = ("/", "D:", "C:", "./", "../", "~")
 
 
+@lru_cache(maxsize=4096)
+def _kept_name(call: str) -> str | None:
+    """The normalised tool name of a non-empty ``call`` text, None for a loop wrapper (dropped by
+    flattening); cached per text, as :func:`_tool_name` is."""
+    name = _tool_name(call)
+    return None if name in LOOP_WRAPPERS else name
+
+
 def _steps(traj: Any) -> tuple[list[int], list[dict], list[str]]:
     """The steps kept by flattening as three parallel lists: raw indices (positions in ``traj``),
     the steps, and their normalised tool names (:func:`normalize_tool_name` of ``call``; empty
@@ -45,8 +53,8 @@ def _steps(traj: Any) -> tuple[list[int], list[dict], list[str]]:
         call = step.get("call", "")
         if not call:  # a falsy call is dropped (its name, "", is no loop wrapper either)
             continue
-        name = _tool_name(call if type(call) is str else str(call))
-        if name in LOOP_WRAPPERS:
+        name = _kept_name(call if type(call) is str else str(call))
+        if name is None:  # a loop wrapper
             continue
         raw.append(raw_index)
         kept.append(step)
@@ -67,12 +75,12 @@ def _kept_steps(traj: Any) -> tuple[list[dict], list[str]]:
         call = step.get("call", "")
         if not call:
             continue
-        name = _tool_name(call if type(call) is str else str(call))
-        if name == "tool.loop" or name == "tool.reduce":  # LOOP_WRAPPERS
-            continue
-        kept.append(step)
-        names.append(name)
+        name = _kept_name(call if type(call) is str else str(call))
+        if name is not None:
+            kept.append(step)
+            names.append(name)
     return kept, names
+
 
 
 def flatten_trajectory(traj: Any) -> list[dict]:

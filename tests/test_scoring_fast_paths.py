@@ -10,7 +10,7 @@
 * ``merge_predictions`` (a sample-id lookup, the record loop written out) fills the tasks the
   evaluator's (sample id, task index) lookup fills;
 * ``score_answer`` without point fields (its own loop) gives the shared ``walk_answer``'s scores;
-* ``round6`` (fast paths for values already of 6 decimals) is ``round(value, 6)`` to the bit;
+* ``round6`` (worked out in floating point away from ties) is ``round(value, 6)`` to the bit;
 * ``output_map`` (obs dicts read in its own loop, values of JSON's non-text types skipped) is the
   plain rule: every top-level obs value whose ``str()`` is a file path, later steps winning.
 """
@@ -200,11 +200,16 @@ ROUND6_CASES += [math.nextafter(v, d) for v in (0.1, 0.5, 0.123456, 1e-06) for d
 # one ulp from a 6-decimal value, yet value * 1e6 is an integer (found by search): only the
 # fast path's k / 1e6 == value test tells them from the 6-decimal value itself
 ROUND6_CASES += [476.76813500000003, 184.01073399999999, 793.4565699999999]
+# halfway between two 6-decimal values (ties and near-ties: round's own decision), tiny negatives
+# (round keeps their sign: -0.0), and both sides of the fast path's 4,000 bound
+ROUND6_CASES += [0.0000005, 0.0000015, 0.0000025, 2.5e-06, 0.1234565, -0.1234565, -1e-09, -4.9e-07, 3999.9999995,
+                 4000.0000005, 3999.999999, 4000.000001]
 six_decimals = st.integers(-10**12, 10**12).map(lambda k: k / 1e6)
+halfway = st.integers(-4 * 10**9, 4 * 10**9).map(lambda k: (k + 0.5) / 1e6)
 
 
 @SETTINGS
-@given(st.floats() | six_decimals | st.tuples(six_decimals, st.sampled_from([-math.inf, math.inf])).map(
+@given(st.floats() | six_decimals | halfway | st.tuples(six_decimals | halfway, st.sampled_from([-math.inf, math.inf])).map(
     lambda vd: math.nextafter(*vd)) | st.sampled_from(ROUND6_CASES))
 def test_round6_is_round_to_six_decimals(value):
     assert _same_float(round6(value), round(value, 6))

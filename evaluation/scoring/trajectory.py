@@ -433,8 +433,9 @@ _gold_text_kind = lru_cache(maxsize=1 << 16)(_text_kind)
 
 
 def _path_ok(gv: str, pv: str, ctx: _Context) -> bool:
-    """``match_path(gv, pv, ctx, reasons=False)[0]`` without its tuple."""
-    if normalize_string(pv) == normalize_string(gv):
+    """``match_path(gv, pv, ctx, reasons=False)[0]`` without its tuple. Equal texts are the same
+    path at once (their normalised texts are equal too)."""
+    if (pv == gv and type(gv) is str) or normalize_string(pv) == normalize_string(gv):
         return True
     g_base, g_canon = _file_names(gv)
     p_base, p_canon = _file_names(pv)
@@ -453,7 +454,7 @@ def _match_ok(gv: Any, pv: Any, ctx: _Context) -> bool:
         pv_text = pv if type(pv) is str else str(pv)
         if kind == 1 or is_file_path(pv_text):
             return _path_ok(gv, pv_text, ctx)
-        return normalize_string(pv) == normalize_string(gv)
+        return (pv_text == gv and type(gv) is str) or normalize_string(pv) == normalize_string(gv)
     if isinstance(gv, bool):
         return True if pv == gv else False  # noqa: SIM210 - a bool, whatever == returns
     if isinstance(gv, (int, float)):

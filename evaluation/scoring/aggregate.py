@@ -13,15 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from .config import ScoringConfig
-from .loaders import TASKS
+from .loaders import _NO_ANSWER, _NO_STEPS, TASKS
 from .operators import score_answer
 from .trajectory import METRICS, metric_values, trajectory_metrics
 
 #: the official evaluator's settings (an immutable value: one instance serves every default argument)
 DEFAULT_CONFIG = ScoringConfig()
-#: the ``{}`` and ``[]`` a task without an answer, spec or trajectory is scored with (never changed)
-_NO_VALUE: dict = {}
-_NO_STEPS: list = []
 
 
 def get_gsd(sample: Any) -> float | None:
@@ -143,9 +140,9 @@ def evaluate_dimension(gold_samples: list[dict], pred_samples: list[dict] | None
                 continue
             # score_pair and task_entry written out (this runs once per task): the same values; the
             # defaults are shared empty values (nothing here changes what it scores), not built per task
-            task_score, field_scores = score_answer(pred_task.get("final_answer", _NO_VALUE),
-                                                    gold_task.get("final_answer", _NO_VALUE),
-                                                    gold_task.get("eval_spec", _NO_VALUE), gsd,
+            task_score, field_scores = score_answer(pred_task.get("final_answer", _NO_ANSWER),
+                                                    gold_task.get("final_answer", _NO_ANSWER),
+                                                    gold_task.get("eval_spec", _NO_ANSWER), gsd,
                                                     own + roots if own else roots, cfg)
             t_any, t_ord, t_em, par_acc, eff = metric_values(pred_task.get("trajectory", _NO_STEPS),
                                                              gold_task.get("trajectory", _NO_STEPS), cfg)

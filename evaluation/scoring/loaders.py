@@ -97,8 +97,9 @@ def split_question_id(question_id: Any, sample_id: Any = "") -> tuple[Any, int]:
     return (sample_id or qid), 0
 
 
-#: the answer and trajectory of a task no record answers, shared by every skeleton: the scorer
-#: never changes the values it scores, and a record's answer or trajectory replaces them
+#: the answer and trajectory of a task no record answers, shared by every skeleton (and the
+#: defaults of ``aggregate.evaluate_dimension``): the scorer never changes the values it scores,
+#: and a record's answer or trajectory replaces them
 _NO_ANSWER: dict = {}
 _NO_STEPS: list = []
 

@@ -728,10 +728,10 @@ def run_experiment(exp_id: int) -> Experiment:
     stop (the budget, a cancel) or crash ends the others at their next model call (they go back to
     pending) and no further question starts. Inside a database transaction (an inline caller's:
     other connections would not see its rows) they run one at a time in the calling thread."""
-    if not _claim(exp_id):
-        return Experiment.objects.get(pk=exp_id)
-    exp = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
-    with job_running(KIND, exp_id, lambda: _beat(exp_id)):
+    with job_running(KIND, exp_id, lambda: _beat(exp_id), claim=lambda: _claim(exp_id)) as claimed:
+        if not claimed:
+            return Experiment.objects.get(pk=exp_id)
+        exp = Experiment.objects.select_related("config", "release", "created_by").get(pk=exp_id)
         problem = egress_problem(exp.config.base_url, exp.config.api_key_env)
         try:
             if problem:

@@ -414,19 +414,20 @@ def send_delivery(delivery_id: int) -> WebhookDelivery | None:
     (:func:`backoff_s`). A webhook with ``STUDIO_WEBHOOK_DISABLE_AFTER`` failed attempts in a row is
     disabled and its owner notified (``webhook.disabled``). Returns the delivery, or None when it was
     not due or another worker holds it."""
-    now = timezone.now()
-    claimed = WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING,
-                                             next_attempt_at__lte=now).update(
-        status=WebhookDelivery.Status.SENDING, worker=worker_tag(), heartbeat_at=now)
-    if not claimed:
-        return None
-    d = WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
-    hook = d.webhook
+    def claim() -> int:
+        now = timezone.now()
+        return WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING,
+                                              next_attempt_at__lte=now).update(
+            status=WebhookDelivery.Status.SENDING, worker=worker_tag(), heartbeat_at=now)
 
     def beat():
         WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.SENDING).update(heartbeat_at=timezone.now())
 
-    with job_running(KIND, delivery_id, beat):
+    with job_running(KIND, delivery_id, beat, claim=claim) as claimed:
+        if not claimed:
+            return None
+        d = WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
+        hook = d.webhook
         if not hook.active:
             status, text, error, retry = None, "", f"the webhook is disabled ({hook.disabled_reason or 'by its owner'})", False
             ms = 0

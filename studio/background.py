@@ -10,7 +10,8 @@ start-up (``AppConfig.ready``), so this module imports no app.
   ``<pid>.<host tag>``) and then, while it runs, a heartbeat every ``STUDIO_JOB_HEARTBEAT_S``
   seconds from a thread of its own (:class:`Heartbeat`, its own database connection), so a long
   judge call or unpacking still shows the job alive. :func:`job_running` does both and also lists
-  the job as live in this process.
+  the job as live in this process, from before its claim is written to after its end is written,
+  so no sweep or page of the same process ever reads the claim of a job that no thread runs.
 * **Failure without the failed connection.** :func:`write_failure` writes a crash on a fresh
   connection of the thread, retried with backoff (``RECORD_ATTEMPTS``); when the database stays
   unreachable it logs and gives up: the job is left for the sweep, never silently "queued".
@@ -46,8 +47,9 @@ logger = logging.getLogger(__name__)
 RECORD_ATTEMPTS = 6
 RECORD_BACKOFF_S = 0.25
 
-#: ``{(kind, id): thread}`` of the jobs this process runs now (:func:`job_running`).
-_live: dict[tuple[str, str], threading.Thread] = {}
+#: ``{(kind, id): [thread, ...]}``: the threads of this process that run or are claiming each job
+#: now (:func:`job_running`; two deliveries of one job in one process both list themselves).
+_live: dict[tuple[str, str], list[threading.Thread]] = {}
 _live_lock = threading.Lock()
 
 
@@ -106,27 +108,43 @@ class Heartbeat:
 
 
 @contextmanager
-def job_running(kind: str, job_id, beat: Callable[[], Any]) -> Iterator[None]:
+def job_running(kind: str, job_id, beat: Callable[[], Any], claim: Callable[[], Any] | None = None) -> Iterator[bool]:
     """While the block runs: job ``(kind, job_id)`` is listed as live in this process (the sweep of
     this process leaves it alone) and ``beat()`` is called every ``STUDIO_JOB_HEARTBEAT_S`` seconds
-    from a thread of its own. The job's start (status, worker tag, first heartbeat) is the
-    caller's, written before the block."""
-    key = (kind, str(job_id))
+    from a thread of its own. Yields whether the job is this worker's.
+
+    ``claim()``: the caller's claim of the job (the write of its status, this worker's tag and first
+    heartbeat; truthy when the job is now this worker's), called *inside* the listing. Listed only
+    after its claim, a job would be open to a sweep of this process reading the claim in between:
+    it would see its own tag on a job that no thread of it runs, end the job and remove its files
+    under the worker. When the claim fails, the block gets False, no heartbeat runs and the block
+    should return. Without ``claim`` the job's start is the caller's, written before the block."""
+    key, me = (kind, str(job_id)), threading.current_thread()
     with _live_lock:
-        _live[key] = threading.current_thread()
+        _live.setdefault(key, []).append(me)
     try:
+        if claim is not None and not claim():
+            yield False
+            return
         with Heartbeat(beat, name=f"{kind}-{job_id}-heartbeat"):
-            yield
+            yield True
     finally:
         with _live_lock:
-            _live.pop(key, None)
+            threads = _live.get(key, [])
+            if me in threads:
+                threads.remove(me)
+            if not threads:
+                _live.pop(key, None)
 
 
 def is_live_here(kind: str, job_id) -> bool:
-    """Whether this process runs job ``(kind, job_id)`` now (:func:`job_running`, its thread alive)."""
+    """Whether a thread of this process other than the calling one runs or is claiming job
+    ``(kind, job_id)`` now (:func:`job_running`, the thread alive). The caller is left out: a
+    thread deciding whether to take a job over is listed itself while it claims."""
+    me = threading.current_thread()
     with _live_lock:
-        thread = _live.get((kind, str(job_id)))
-    return thread is not None and thread.is_alive()
+        threads = list(_live.get((kind, str(job_id)), ()))
+    return any(t is not me and t.is_alive() for t in threads)
 
 
 def worker_lost(kind: str, job_id, worker: str, last_beat: datetime | None, *, now: datetime | None = None,

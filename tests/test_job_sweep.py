@@ -383,3 +383,104 @@ def test_a_job_delivered_again_after_its_worker_died_is_taken_and_completes(main
     job = execute_run_import(job.pk)
     assert (job.status, job.run.records.count(), job.attempts) == ("done", 12, 1)
     assert not left.exists() and job.folder != str(left)
+
+
+def _in_another_thread(fn):
+    """``fn()``'s value computed on a thread of its own (as a sweep or a page request would)."""
+    import threading
+
+    from django.db import connections
+
+    out = []
+
+    def run():
+        try:
+            out.append(fn())
+        finally:
+            connections.close_all()  # this thread's own
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    return out[0]
+
+
+def test_a_job_being_claimed_counts_as_live_in_its_process():
+    """``job_running(claim=...)`` lists the job as run by this process *before* the claim is
+    written: a sweep or a page of the same process (another thread) that reads the claim sees a
+    live job, never one whose thread "ended without finishing it". After the block the job is
+    dead again to the others (a thread that ended without writing the end), and the claiming
+    thread itself never counts as the live one (it decides whether to take a lost job over)."""
+    from studio.background import job_running, worker_lost, worker_tag
+
+    tag, ended = worker_tag(), "its worker thread in this process ended without finishing it"
+    during_claim = []
+
+    def claim():
+        during_claim.append(_in_another_thread(lambda: worker_lost("probe", 7, tag, None)))
+        during_claim.append(worker_lost("probe", 7, tag, None))  # the claiming thread's own view
+        return True
+
+    assert _in_another_thread(lambda: worker_lost("probe", 7, tag, None)) == ended
+    with job_running("probe", 7, lambda: None, claim=claim) as claimed:
+        assert claimed
+        assert _in_another_thread(lambda: worker_lost("probe", 7, tag, None)) == ""
+    assert during_claim == ["", ended]
+    assert _in_another_thread(lambda: worker_lost("probe", 7, tag, None)) == ended
+
+
+def test_a_failed_claim_leaves_the_job_to_the_thread_that_holds_it():
+    """Two deliveries of one job in one process: the second's claim fails (the first holds the
+    job); its block gets False and, once it is left, the job is still live for the others."""
+    import threading
+
+    from studio.background import job_running, worker_lost, worker_tag
+
+    tag = worker_tag()
+    holding, release = threading.Event(), threading.Event()
+
+    def first():
+        with job_running("probe", 8, lambda: None, claim=lambda: True):
+            holding.set()
+            release.wait(30)
+
+    t = threading.Thread(target=first)
+    t.start()
+    try:
+        assert holding.wait(30)
+        with job_running("probe", 8, lambda: None, claim=lambda: False) as claimed:
+            assert claimed is False
+        assert _in_another_thread(lambda: worker_lost("probe", 8, tag, None)) == ""
+    finally:
+        release.set()
+        t.join(30)
+    assert _in_another_thread(lambda: worker_lost("probe", 8, tag, None)) != ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_read_right_after_its_claim_is_neither_stale_nor_swept(maintainer, monkeypatch):
+    """The runs page and the web process's sweep run on other threads of the process that runs an
+    import on the thread runner. Read in the instant after the job's claim (status running, this
+    process's tag), the job is not stale (the page would stop following it) and the sweep leaves
+    it (it would fail it and remove its folder); the import then ends ``done`` with agent_a's 12
+    records (the scoring examples' README)."""
+    from evaluation.models import RunImportJob
+    from evaluation.services import runs as services
+
+    real_claim, real_import = services._claim, services.import_run_dir
+    monkeypatch.setattr(services, "import_run_dir", lambda *a, **kw: real_import(*a, tasks_dir=TASKS, **kw))
+    seen = {}
+
+    def claim(job_id, folder):
+        taken = real_claim(job_id, folder)
+        job = RunImportJob.objects.get(pk=job_id)
+        seen["status"] = job.status
+        seen["stale"] = _in_another_thread(lambda: services.is_stale(job))
+        seen["swept"] = _in_another_thread(lambda: services.sweep_run_imports())
+        seen["after"] = RunImportJob.objects.get(pk=job_id).status
+        return taken
+
+    monkeypatch.setattr(services, "_claim", claim)
+    job = services.execute_run_import(_queued_import(maintainer).pk)
+    assert seen == {"status": "running", "stale": False, "swept": [], "after": "running"}
+    assert (job.status, job.run.records.count()) == ("done", 12)

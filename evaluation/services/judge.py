@@ -752,18 +752,24 @@ def run_judge_job(job_id: int, *, progress: Callable[[JudgeJob], None] | None = 
     ``job.errors`` and end it ``failed`` (re-run it: what succeeded is cached). Records that a
     step-wise cut cannot split are listed as skipped. ``progress(job)`` is called after each step.
     """
-    now = timezone.now()
-    # taken in one statement (of two deliveries of a queued job one wins); a running job is taken
-    # again only when its worker is lost (Celery delivers a killed worker's job again); an ended
-    # one is returned as it is (a second delivery of a job that a sweep had sent again)
-    taken = JudgeJob.objects.filter(pk=job_id, status=JudgeJob.Status.QUEUED).update(
-        status=JudgeJob.Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker_tag())
-    job = JudgeJob.objects.select_related("config").get(pk=job_id)
-    if not taken and (job.status != JudgeJob.Status.RUNNING or not worker_lost(
-            JOB_KIND, job.pk, job.worker, job.heartbeat_at or job.started_at)):
-        return job
+    job = None
+
+    def claim() -> bool:
+        # taken in one statement (of two deliveries of a queued job one wins); a running job is taken
+        # again only when its worker is lost (Celery delivers a killed worker's job again); an ended
+        # one is returned as it is (a second delivery of a job that a sweep had sent again)
+        nonlocal job
+        now = timezone.now()
+        taken = JudgeJob.objects.filter(pk=job_id, status=JudgeJob.Status.QUEUED).update(
+            status=JudgeJob.Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker_tag())
+        job = JudgeJob.objects.select_related("config").get(pk=job_id)
+        return bool(taken) or (job.status == JudgeJob.Status.RUNNING and bool(worker_lost(
+            JOB_KIND, job.pk, job.worker, job.heartbeat_at or job.started_at)))
+
     with job_running(JOB_KIND, job_id, lambda: JudgeJob.objects.filter(
-            pk=job_id, status=JudgeJob.Status.RUNNING).update(heartbeat_at=timezone.now())):
+            pk=job_id, status=JudgeJob.Status.RUNNING).update(heartbeat_at=timezone.now()), claim=claim) as claimed:
+        if not claimed:
+            return job
         return _run_judge_job(job, progress=progress, backend=backend)
 
 

@@ -804,11 +804,11 @@ def execute_run_import(job_id: int) -> RunImportJob:
     (:func:`in_bucket`) is downloaded to this process's scratch first and the scratch removed at the
     end, whatever the end; a missing object fails the job (``<filename>: the stored zip is gone``)."""
     folder = Path(settings.STUDIO_DATA_ROOT) / RUNS_DIR / uuid.uuid4().hex[:12]
-    if not _claim(job_id, folder):
-        return RunImportJob.objects.get(pk=job_id)  # already taken by another worker, or ended
-    job = RunImportJob.objects.select_related("created_by").get(pk=job_id)
-    opts = job.options or {}
-    with job_running(KIND, job_id, lambda: _beat(job_id)):
+    with job_running(KIND, job_id, lambda: _beat(job_id), claim=lambda: _claim(job_id, folder)) as claimed:
+        if not claimed:
+            return RunImportJob.objects.get(pk=job_id)  # already taken by another worker, or ended
+        job = RunImportJob.objects.select_related("created_by").get(pk=job_id)
+        opts = job.options or {}
         release = Release.objects.filter(version=opts["release"]).first() if opts.get("release") else None
         try:
             if opts.get("release") and release is None:

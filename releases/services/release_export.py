@@ -310,11 +310,15 @@ def run_export_job(version: str, job_id: str) -> dict:
     if job.get("status") in ("succeeded", "failed"):
         return job
     base = exports_dir(version) / job_id
-    _clear_job_folder(base)
-    base.mkdir(parents=True, exist_ok=True)  # with a bucket: this worker's scratch, made here
-    job.update(status="running", started_at=timezone.now().isoformat(), stage="tasks", worker=worker_tag(),
-               heartbeat_at=timezone.now().isoformat(), error="")
-    _save_job(job)
+
+    def claim() -> bool:
+        _clear_job_folder(base)
+        base.mkdir(parents=True, exist_ok=True)  # with a bucket: this worker's scratch, made here
+        job.update(status="running", started_at=timezone.now().isoformat(), stage="tasks", worker=worker_tag(),
+                   heartbeat_at=timezone.now().isoformat(), error="")
+        _save_job(job)
+        return True
+
     folder = base / f"dora-{version}"
     in_bucket = storage.uses_bucket()
     last_put = [time.monotonic()]
@@ -327,7 +331,7 @@ def run_export_job(version: str, job_id: str) -> dict:
         _save_job(job)
         last_put[0] = time.monotonic()
 
-    with job_running(EXPORT_KIND, job_id, lambda: _beat(version, job_id, base)):
+    with job_running(EXPORT_KIND, job_id, lambda: _beat(version, job_id, base), claim=claim):
         try:
             release = Release.objects.get(version=version)
             manifest = export_release(release, folder, force=True, progress=progress)

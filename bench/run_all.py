@@ -56,7 +56,7 @@ LOCAL_BROKER = "redis://127.0.0.1:6379/15"
 #: small sizes for ``--quick`` (each side still measured three times, interleaved, where it is timed)
 QUICK_ARGS = {"scoring": ["--records", "10000", "--rounds", "3"], "tiles": ["--tiles", "30"],
               "tiles_bucket": ["--tiles", "30"], "export_bucket": ["--tasks", "1000,4000"],
-              "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4"],
+              "replay": ["--tasks", "40", "--events", "4"], "replay_pg": ["--tasks", "40", "--events", "4", "--worker-rounds", "1"],
               "scale": ["--tasks", "120", "--events", "4"],
               "lists": ["--tasks", "2000", "--verdicts", "100", "--repeat", "3", "--import-records", "200"],
               "export": ["--tasks", "1000,4000"], "serve": ["--tasks", "2000", "--seconds", "2"],

@@ -1,6 +1,6 @@
 """Throughput of ``manage.py evaluate_runs`` against the official DORA evaluator, on SYNTHETIC runs.
 
-    .venv/bin/python bench/scoring.py [--records 10000,100000] [--rounds 3] [--seed 0] [--examples DIR]
+    .venv/bin/python bench/scoring.py [--records 10000,100000] [--rounds 3] [--warmup 1] [--seed 0] [--examples DIR]
                                       [--official DIR]   (default: $STUDIO_BENCH_DORA)
 
 For each size N: a SYNTHETIC task set of N tasks (the visible example tasks of
@@ -14,7 +14,10 @@ layout (``--tasks-dir`` holds ``t1_perception_and_assessment.json`` …, the run
 ``<task name>/benchmark.jsonl``); no polygon files are needed (the examples have no polygon_iou field).
 
 Measured, each as a fresh process (start-up included), the sides interleaved (studio, plain path,
-official, studio, …) for ``--rounds`` rounds, the median counting. What is timed is the child's CPU
+official, studio, …) for ``--rounds`` rounds after ``--warmup`` untimed rounds (default 1), the
+median counting (the warm-up as in issue 35's rule for pages, the median after one warm-up: the
+first start of a side reads its files and bytecode from disk, the others from the page cache).
+What is timed is the child's CPU
 time (user + system, ``getrusage(RUSAGE_CHILDREN)``), not its wall time: on a machine that other
 engineers' test suites load to 5–12 runnable processes on 2 CPUs, a child's wall time is mostly
 waiting for a CPU (``evaluate_runs --help``: 1.27 s wall, 0.09 s CPU); the work is single-threaded,
@@ -198,10 +201,14 @@ def byte_compile(*folders: Path) -> None:
                        check=True, stdout=subprocess.DEVNULL)
 
 
-def interleaved(cmds: dict[str, list | tuple], rounds: int) -> dict[str, tuple[float, float]]:
-    """Each command once per round, in turn; per command the median (CPU s, wall s) over the rounds.
+def interleaved(cmds: dict[str, list | tuple], rounds: int, warmup: int = 0) -> dict[str, tuple[float, float]]:
+    """Each command once per round, in turn, after ``warmup`` untimed rounds; per command the median
+    (CPU s, wall s) over the timed rounds.
 
     A command is an argv list (run in the project) or an (argv, cwd, env) tuple."""
+    for _ in range(warmup):
+        for cmd in cmds.values():
+            run_child(*cmd) if isinstance(cmd, tuple) else run_child(cmd)
     got = {name: [] for name in cmds}
     for _ in range(rounds):
         for name, cmd in cmds.items():
@@ -213,6 +220,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", default="10000,100000", help="comma-separated run sizes")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds of every side before the timed ones")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--examples", type=Path, default=ROOT.parent / "shared" / "scoring-examples")
     ap.add_argument("--official", default=None,
@@ -252,11 +260,12 @@ def main():
         }
         if dora:
             sides["official"] = official_side.command(PY, dora, run, tasks, where / "official.json")
-        got = interleaved(sides, args.rounds)
+        got = interleaved(sides, args.rounds, args.warmup)
         (studio, studio_wall), (plain, plain_wall) = got["studio"], got["plain"]
         same = (where / "studio.json").read_bytes() == (where / "plain.json").read_bytes()
         ratio = plain / studio
-        line = (f"{records:,} SYNTHETIC records, CPU s (median of {args.rounds}): studio {studio:.2f} s "
+        line = (f"{records:,} SYNTHETIC records, CPU s (median of {args.rounds} after {args.warmup} warm-up): "
+                f"studio {studio:.2f} s "
                 f"({records / studio:,.0f} records/s), plain path {plain:.2f} s ({records / plain:,.0f} records/s)")
         if dora:
             off, off_wall = got["official"]

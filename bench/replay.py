@@ -71,20 +71,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_scratch_studio():
-    """``bench/_scratch_studio.py``, loaded by its path: the tests load this file too
+def _load_bench_module(name: str):
+    """``bench/<name>.py`` (a ``_`` helper), loaded by its path: the tests load this file too
     (``tests/test_bench_replay_floor.py``), and their ``sys.path`` must not gain ``bench/``, whose
     ``experiments.py`` and ``replay.py`` would shadow the studio's apps of those names."""
-    if "_scratch_studio" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_scratch_studio", ROOT / "bench" / "_scratch_studio.py")
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
-        sys.modules["_scratch_studio"] = module
+        sys.modules[name] = module
         spec.loader.exec_module(module)
-    return sys.modules["_scratch_studio"]
+    return sys.modules[name]
 
 
 #: a scratch PostgreSQL database (bench/_scratch_studio.py; scale.py uses them from here)
-_scratch = _load_scratch_studio()
+_scratch = _load_bench_module("_scratch_studio")
 scratch_postgres, drop_postgres = _scratch.scratch_postgres, _scratch.drop_postgres
 
 REAL = ROOT.parent / "shared" / "realdata"
@@ -607,6 +607,8 @@ def main():
         out["worker1_s"] = round(one, 1) if one else None
         out["worker2_s"] = round(two, 1) if two else None
         out["speedup_2_over_1"] = round(one / two, 3) if one and two else None
+        ceiling = _load_bench_module("_cpu_ceiling").two_processes_over_one  # beside the passes just run
+        out["cpu_ceiling_2_over_1"], out["cpu_ceiling_rounds"] = ceiling()
     else:
         out["workers"] = "skipped (CELERY_BROKER_URL not set)"
     print(json.dumps(out, indent=2))
@@ -645,6 +647,9 @@ def main():
               f"{args.worker_rounds})\t{out['speedup_2_over_1']:.2f}× ({out['worker1_s']} s / {out['worker2_s']} s; "
               f"passes {out['worker_rounds'][1]} / {out['worker_rounds'][2]})\t≥ 1.7×"
               f"\t{'ok' if out['speedup_2_over_1'] >= 1.7 else 'OVER'}")
+        print(f"BENCH\treplay: this machine's ceiling for 2 at once: two CPU-bound Python processes / one (same run, "
+              f"bench/_cpu_ceiling.py)\t{out['cpu_ceiling_2_over_1']:.2f}× (rounds "
+              f"{', '.join(f'{x:.2f}' for x in out['cpu_ceiling_rounds'])})\t—\tinfo")
     if pg_name:
         drop_postgres(pg_name)
     if not args.keep and not args.scratch:

@@ -41,3 +41,13 @@ def two_processes_over_one(n: int = 6_000_000, rounds: int = 3) -> tuple[float, 
         two = time.perf_counter() - t0
         ratios.append(one / two)
     return statistics.median(ratios), ratios
+
+
+#: the figure's name in a benchmark's table, after the benchmark's own prefix
+FIGURE = "this machine's ceiling for 2 at once: two CPU-bound Python processes / one (same run, bench/_cpu_ceiling.py)"
+
+
+def bench_line(prefix: str, ceiling: float, rounds: list[float]) -> str:
+    """The ``BENCH`` line (an info row) of a ceiling measured by :func:`two_processes_over_one`,
+    under ``prefix`` (the benchmark's name: ``"scale"``)."""
+    return f"BENCH\t{prefix}: {FIGURE}\t{ceiling:.2f}× (rounds {', '.join(f'{x:.2f}' for x in rounds)})\t—\tinfo"

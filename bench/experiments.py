@@ -108,7 +108,7 @@ ROOT = HERE.parent
 # the studio's root before this folder: ``experiments`` is the studio's app, not this file
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE), str(HERE)]
 
-from _cpu_ceiling import two_processes_over_one  # noqa: E402  (bench/_cpu_ceiling.py, beside this file)
+from _cpu_ceiling import bench_line, two_processes_over_one  # noqa: E402  (bench/_cpu_ceiling.py, beside this file)
 from _scratch_studio import drop_postgres, scratch_postgres, scratch_studio, support  # noqa: E402  (bench/_scratch_studio.py, beside this file)
 
 REAL = ROOT.parent / "shared" / "realdata"
@@ -583,8 +583,7 @@ def main() -> None:
         all_cached = all(p["cached"] == p["calls"] for k in (1, 2) for p in cached[k])
         n_cached = len(cached[1][-1]["rows"])
         refused = {k: med(p["refused"] for p in cached[k]) for k in (1, 2)}
-        bench("experiments: this machine's ceiling for 2 at once: two CPU-bound Python processes / one (same run, "
-              "bench/_cpu_ceiling.py)", f"{ceiling:.2f}× (rounds {', '.join(f'{x:.2f}' for x in ceilings)})")
+        print(bench_line("experiments", ceiling, ceilings), flush=True)
         from experiments.services import _workers_are_processes
 
         workers = "processes" if _workers_are_processes() else "threads"

@@ -647,9 +647,8 @@ def main():
               f"{args.worker_rounds})\t{out['speedup_2_over_1']:.2f}× ({out['worker1_s']} s / {out['worker2_s']} s; "
               f"passes {out['worker_rounds'][1]} / {out['worker_rounds'][2]})\t≥ 1.7×"
               f"\t{'ok' if out['speedup_2_over_1'] >= 1.7 else 'OVER'}")
-        print(f"BENCH\treplay: this machine's ceiling for 2 at once: two CPU-bound Python processes / one (same run, "
-              f"bench/_cpu_ceiling.py)\t{out['cpu_ceiling_2_over_1']:.2f}× (rounds "
-              f"{', '.join(f'{x:.2f}' for x in out['cpu_ceiling_rounds'])})\t—\tinfo")
+        print(_load_bench_module("_cpu_ceiling").bench_line("replay", out["cpu_ceiling_2_over_1"],
+                                                             out["cpu_ceiling_rounds"]))
     if pg_name:
         drop_postgres(pg_name)
     if not args.keep and not args.scratch:

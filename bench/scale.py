@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from _cpu_ceiling import two_processes_over_one  # noqa: E402  (bench/_cpu_ceiling.py, beside this file)
+from _cpu_ceiling import bench_line, two_processes_over_one  # noqa: E402  (bench/_cpu_ceiling.py, beside this file)
 from _scratch_studio import scratch_bucket, seaweedfs  # noqa: E402  (bench/_scratch_studio.py, beside this file)
 
 TARGET = 1.7
@@ -156,9 +156,7 @@ def main() -> None:
     print(f"BENCH\tscale: 2 workers / 1 worker, bucket as the data root ({n})"
           f"\t{out['speedup_2_over_1_bucket']:.2f}× ({out['bucket-1_s']} s / {out['bucket-2_s']} s)"
           f"\t≥ {TARGET}×\t{'ok' if ok else 'OVER'}")
-    print(f"BENCH\tscale: this machine's ceiling for 2 at once: two CPU-bound Python processes / one (same run, "
-          f"bench/_cpu_ceiling.py)\t{out['cpu_ceiling_2_over_1']:.2f}× (rounds "
-          f"{', '.join(f'{x:.2f}' for x in out['cpu_ceiling_rounds'])})\t—\tinfo")
+    print(bench_line("scale", out["cpu_ceiling_2_over_1"], out["cpu_ceiling_rounds"]))
     print(f"BENCH\tscale: the bucket's share of one worker's time (1 − local / bucket)"
           f"\t{100 * out['bucket_share_of_1_worker']:.1f} % ({out['local-1_s']} s local, {out['bucket-1_s']} s bucket)"
           f"\t—\tinfo")

@@ -12,6 +12,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 from conftest import SCORING_EXAMPLES, SHARED, needs_shared
@@ -391,6 +392,89 @@ def test_decode_json_property(value, ascii_only, indent):
     assert _json_outcome(decode_json, text) == _json_outcome(json.loads, text)
     data = text.encode("utf-8", "surrogatepass")
     assert _json_outcome(decode_json, data) == _json_outcome(lambda b: json.loads(b.decode("utf-8")), data)
+
+
+class _FieldTask(TypedDict, total=False):
+    final_answer: Any
+    trajectory: Any
+
+
+class _FieldSample(TypedDict, total=False):
+    sample_id: Any
+    tasks: list[_FieldTask] | None
+
+
+def _projected(samples):
+    """The fields of _FieldSample / _FieldTask of a value of the same shape, worked out on plain data."""
+    out = []
+    for sample in samples:
+        kept = {k: v for k, v in sample.items() if k in ("sample_id", "tasks")}
+        if isinstance(kept.get("tasks"), list):
+            kept["tasks"] = [{k: v for k, v in t.items() if k in ("final_answer", "trajectory")} for t in kept["tasks"]]
+        out.append(kept)
+    return out
+
+
+def _fields_outcome(read, data):
+    try:
+        value = read(data)
+    except (ValueError, RecursionError) as exc:
+        return type(exc).__name__, str(exc)
+    if isinstance(value, list) and all(isinstance(s, dict) and (not isinstance(s.get("tasks"), list) or all(
+            isinstance(t, dict) for t in s["tasks"])) for s in value):
+        value = _projected(value)
+    return "value", repr(value), json.dumps(value)  # repr: types and key order
+
+
+_TASK_FILE_TEXTS = [
+    # repeated fields (kept and dropped), dropped fields of every kind, key order
+    b'[{"tasks": [{"question": "q", "trajectory": [1], "final_answer": {"a": 1, "a": 2}, "trajectory": [2]}],'
+    b' "sample_id": "s1", "sample_id": "s2", "classes": {"x": [1, {"y": null}]}}]',
+    # NaN tokens in a dropped field and in a kept one (json.loads reads both)
+    b'[{"sample_id": "s", "note": NaN, "tasks": []}]', b'[{"sample_id": "s", "tasks": [{"final_answer": {"v": NaN}}]}]',
+    # shapes check_task_samples refuses, and the ones it accepts
+    b'[{"sample_id": 1, "tasks": null}]', b'[{"sample_id": "s", "tasks": "x"}]', b'[{"tasks": [1, {"trajectory": []}]}]',
+    b'[1, {"sample_id": "s"}]', b'{"sample_id": "s"}', b'[{"sample_id": true}]', b"[]",
+    # nesting over the limit of 64, in a dropped field and in a kept one; invalid JSON; numbers past a double
+    b'[{"sample_id": "s", "deep": ' + b"[" * 70 + b"]" * 70 + b"}]",
+    b'[{"tasks": [{"trajectory": ' + b"[" * 70 + b"]" * 70 + b"}]}]",
+    b'[{"sample_id": "s", "tasks": [}]', b'[{"sample_id": 1e400, "x": 123456789012345678901234567890}]',
+    b'[{"sample_id": "\\ud800", "tasks": [{"final_answer": "\\u00e9\\n"}]}]', b'\xef\xbb\xbf[]', b"",
+]
+
+
+@pytest.mark.parametrize("data", _TASK_FILE_TEXTS)
+def test_loads_fields_reads_the_named_fields_as_loads_does(data):
+    """kernel.taskfile.loads_fields: the fields its schema names hold loads' values (repeated keys,
+    key order, NaN tokens, big numbers, lone surrogates), or it raises loads' error (invalid JSON,
+    nesting over 64 levels even inside a field it leaves out), and a value of another shape
+    (tasks not a list, a sample not an object) comes back whole, as loads gives it."""
+    from kernel.taskfile import loads, loads_fields
+
+    assert _fields_outcome(lambda b: loads_fields(b, list[_FieldSample])[0], data) == _fields_outcome(loads, data)
+
+
+def test_loads_fields_leaves_the_other_fields_out():
+    """Where msgspec reads the schema, the fields it does not name are not built at all."""
+    from kernel.taskfile import loads_fields
+
+    data = b'[{"sample_id": "s", "question": "q", "tasks": [{"tools": ["a"], "final_answer": 1}]}]'
+    assert loads_fields(data, list[_FieldSample]) == ([{"sample_id": "s", "tasks": [{"final_answer": 1}]}], True)
+    assert loads_fields(data.replace(b'"q"', b"NaN"), list[_FieldSample])[1] is False  # read whole by loads
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(samples=st.lists(st.dictionaries(st.sampled_from(["sample_id", "tasks", "question", "input_data"]),
+                                        _ANY_JSON | st.lists(st.dictionaries(
+                                            st.sampled_from(["final_answer", "trajectory", "tools"]), _ANY_JSON,
+                                            max_size=3), max_size=3), max_size=4), max_size=4),
+       indent=st.sampled_from([None, 1]))
+def test_loads_fields_property(samples, indent):
+    """The same on generated sample lists (any JSON in kept and dropped fields, tasks of every shape)."""
+    from kernel.taskfile import loads, loads_fields
+
+    data = json.dumps(samples, indent=indent).encode()
+    assert _fields_outcome(lambda b: loads_fields(b, list[_FieldSample])[0], data) == _fields_outcome(loads, data)
 
 
 def test_value_sha256_is_the_digest_of_canonical_json():

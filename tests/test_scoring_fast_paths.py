@@ -260,3 +260,81 @@ obs_values = st.dictionaries(st.sampled_from(["mask", "n", "out", "xs", "text"])
                                                                max_size=2)}), max_size=4))
 def test_output_map_is_the_plain_rule(flat):
     assert output_map(flat) == _plain_output_map(flat)
+
+
+_GOLD_T1 = [
+    {"sample_id": "s1", "disaster_type": "flood", "classes": {"buildings": {"1": "no-damage"}},
+     "input_data": {"pre_image": {"path": "pre.png", "pixel_size_m": 0.5}},
+     "tasks": [{"question": "How many?", "task_category": "perception_and_assessment", "task_category_code": "T1",
+                "tools": ["seg.flood"], "final_answer": {"count": 10, "area_m2": 100.0},
+                "eval_spec": {"count": "scalar_count", "area_m2": "scalar_continuous"},
+                "trajectory": [{"call": "seg.flood", "args": {"image_path": "/data/s1/pre.png"},
+                                "obs": {"mask_path": "/runs/gold/s1/mask_aaaaaa01.png"}},
+                               {"call": "ras.area", "args": {"mask_path": "/runs/gold/s1/mask_aaaaaa01.png"}}]}]},
+    {"sample_id": "s2", "input_data": {"post_image": {"pixel_size_m": 2}}, "note": "dropped",
+     "tasks": [{"question": "Where?", "final_answer": {"zone": "north"}, "eval_spec": {"zone": "exact_match"},
+                "trajectory": []}, {"question": "unused", "tools": []}]},
+]
+_RECORDS_T1 = [
+    {"question_id": "s1_task0", "predicted_answer": {"count": 11, "area_m2": 130.0}, "messages": ["dropped?"],
+     "trajectory": [{"call": "seg_flood(x)", "args": {"image_path": "/DATA/S1/PRE.PNG"},
+                     "obs": [{"type": "text", "text": "{\"mask_path\": \"/runs/p/mask_bbbbbb02.png\"}"}]},
+                    {"call": "ras.area", "args": {"mask_path": "/runs/p/mask_bbbbbb02.png"}}]},
+    {"question_id": "s2_task0", "final_answer": "{\"zone\": \"North\"}"},
+]
+
+
+def _write_tasks_folder(folder, samples_text: str):
+    from evaluation.scoring.loaders import TASKS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{TASKS['t1']}.json").write_text(samples_text, encoding="utf-8")
+    return folder
+
+
+def test_scoring_reads_the_scored_fields_of_task_files_with_the_same_result(tmp_path):
+    """load_task_files(scored_fields_only=True), which leaves out what scoring never reads
+    (questions, tool lists, class maps) and lets msgspec check the shapes, gives the same eval.json
+    as the full reading, on a file holding those fields and a NaN token in one (read by json.loads
+    then, whole); the same error, naming the file and sample, for every shape check_task_samples
+    refuses (tasks not a list, a task or sample not an object, a sample id neither text nor a
+    number); and a sample id past 64 bits, which check_task_samples accepts, is read whole."""
+    from evaluation.scoring import official_document, run_evaluation
+    from evaluation.scoring.loaders import TASKS, load_run_records, load_task_files
+    from evaluation.scoring.runtime import dumps_indented
+
+    run = tmp_path / "run"
+    (run / TASKS["t1"]).mkdir(parents=True)
+    (run / TASKS["t1"] / "benchmark.jsonl").write_text("\n".join(json.dumps(r) for r in _RECORDS_T1), encoding="utf-8")
+    plain = json.dumps(_GOLD_T1, indent=1)
+    with_nan = plain.replace('"dropped"', "NaN")
+    for i, text in enumerate((plain, with_nan)):
+        folder = _write_tasks_folder(tmp_path / f"tasks{i}", text)
+        docs = []
+        for lean in (False, True):
+            gold = load_task_files(folder, scored_fields_only=lean)
+            preds = merge_predictions(gold, load_run_records(run))
+            docs.append(dumps_indented(official_document(run_evaluation(gold, preds, (folder, run)), "dora")))
+        assert docs[0] == docs[1]
+    lean_gold = load_task_files(_write_tasks_folder(tmp_path / "tasks0", plain), scored_fields_only=True)
+    assert "question" not in lean_gold["t1"][0]["tasks"][0] and "classes" not in lean_gold["t1"][0]
+    big_id = json.dumps([{"sample_id": 2 ** 70, "tasks": [{"final_answer": {}}]}])  # past msgspec's int: read whole
+    assert load_task_files(_write_tasks_folder(tmp_path / "big", big_id), scored_fields_only=True)["t1"][0]["sample_id"] == 2 ** 70
+    # the hand-worked scores: count 11 vs 10 within 1.0 + 0.2 × 10 (pass), area 130 vs 100 beyond
+    # 1.0 + 0.2 × 100 (fail): task score 0.5; "North" vs "north" equal after normalisation: 1.0
+    tasks = json.loads(docs[1])["full"]["t1"]["tasks"]
+    assert [t["task_score"] for t in tasks] == [0.5, 1.0, None]
+    tasks_text = json.dumps([_GOLD_T1[0], {**_GOLD_T1[1], "tasks": "x"}], indent=1)
+    for bad, problem in ((tasks_text, "sample 1: field 'tasks' must be a list, not str"),
+                         ('[{"sample_id": "s", "tasks": [1]}]', "sample 0: tasks[0] must be an object, not int"),
+                         ('[1]', "sample 0: a sample must be an object, not int"),
+                         ('[{"sample_id": "s"}, {"sample_id": true}]', "sample 1: field 'sample_id' must be a string, not bool"),
+                         ('[{"sample_id": 1.5}]', "sample 0: field 'sample_id' must be a string, not float")):
+        folder = _write_tasks_folder(tmp_path / "bad", bad)
+        errors = []
+        for lean in (False, True):
+            try:
+                load_task_files(folder, scored_fields_only=lean)
+            except ValueError as exc:
+                errors.append(str(exc))
+        assert len(errors) == 2 and errors[0] == errors[1] and errors[0].endswith(problem), errors

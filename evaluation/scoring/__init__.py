@@ -91,7 +91,7 @@ def evaluate_run_dir(run_dir, tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0,
     """Score a run folder like ``scripts/evaluate.py --run``; see the module docstring."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
     with paused_gc():
-        gold = load_task_files(Path(tasks_dir))
+        gold = load_task_files(Path(tasks_dir), scored_fields_only=True)
         preds = merge_predictions(gold, load_run_records(Path(run_dir)), log, Path(run_dir))
         results = run_evaluation(gold, preds, (Path(tasks_dir), Path(run_dir)), cfg, include_step_matches)
         return official_document(results, mode, keep_step_matches=include_step_matches)
@@ -102,7 +102,7 @@ def evaluate_sanity(tasks_dir, tau_r: float = 0.2, tau_a: float = 1.0, mode: str
     """Gold against gold, like ``scripts/evaluate.py --sanity``."""
     cfg = ScoringConfig(tau_r, tau_a, mode)
     with paused_gc():
-        gold = load_task_files(Path(tasks_dir))
+        gold = load_task_files(Path(tasks_dir), scored_fields_only=True)
         results = run_evaluation(gold, None, (Path(tasks_dir),), cfg, include_step_matches)
         return official_document(results, mode, keep_step_matches=include_step_matches)
 

@@ -84,7 +84,7 @@ def run(run_dir: Path | None, sanity: bool, tasks_dir: Path | None, output: Path
     with paused_gc(freeze=exiting), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            gold = load_task_files(tasks_dir)
+            gold = load_task_files(tasks_dir, scored_fields_only=True)
             if sanity:
                 results = run_evaluation(gold, None, (tasks_dir,), cfg)
             else:

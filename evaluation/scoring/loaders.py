@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from kernel.taskfile import decode_json, loads
+from kernel.taskfile import decode_json, loads, loads_fields
 from kernel.vocabulary import TASK_STEMS as TASKS
 
 from .parsing import parse_prediction, record_answer
@@ -35,17 +35,50 @@ def check_task_samples(samples, where: str) -> None:
                 raise ValueError(f"{where}: sample {i}: tasks[{j}] must be an object, not {type(task).__name__}")
 
 
-def load_task_files(tasks_dir: Path) -> dict[str, list[dict]]:
+class _ScoredTask(TypedDict, total=False):
+    """The fields of a gold task that scoring reads (operators, trajectory metrics)."""
+
+    final_answer: Any
+    eval_spec: Any
+    trajectory: Any
+
+
+class _ScoredSample(TypedDict, total=False):
+    """The fields of a gold sample that scoring reads: its id, its GSD (``input_data``) and its
+    tasks, in the shapes ``check_task_samples`` accepts (a file of another shape is read in full,
+    for its error)."""
+
+    sample_id: str | int | None
+    input_data: Any
+    tasks: list[_ScoredTask] | None
+
+
+#: what :func:`load_task_files` keeps with ``scored_fields_only`` (``kernel.taskfile.loads_fields``)
+SCORED_FIELDS = list[_ScoredSample]
+
+
+def load_task_files(tasks_dir: Path, *, scored_fields_only: bool = False) -> dict[str, list[dict]]:
     """``{"t1": [sample, ...], ...}`` for each ``<tasks_dir>/<task name>.json`` that exists.
 
-    Raises ``ValueError`` naming the file for unreadable JSON or a wrong shape (``check_task_samples``).
+    ``scored_fields_only``: each sample holds at least the fields scoring reads
+    (:data:`SCORED_FIELDS`: ``sample_id``, ``input_data``, ``tasks`` with ``final_answer``,
+    ``eval_spec``, ``trajectory``), with the values the full reading gives; the rest (questions,
+    tool lists, class maps) is usually left out, never built (``kernel.taskfile.loads_fields``: about
+    a sixth of the reading's time and a fifth of its memory at 100,000 tasks). For the scorer alone:
+    the command line and ``evaluate_run_dir``, whose eval.json reads nothing else.
+
+    Raises ``ValueError`` naming the file for unreadable JSON or a wrong shape (``check_task_samples``),
+    the same with or without ``scored_fields_only``.
     """
     out = {}
     for dim, name in TASKS.items():
         path = Path(tasks_dir) / f"{name}.json"
         if path.exists():
-            out[dim] = loads(path.read_bytes())  # the task-file reader of kernel.taskfile (NaN tokens kept)
-            check_task_samples(out[dim], str(path))
+            data = path.read_bytes()  # read by kernel.taskfile, the task-file reader (NaN tokens kept)
+            samples, checked = loads_fields(data, SCORED_FIELDS) if scored_fields_only else (loads(data), False)
+            if not checked:  # (msgspec checked SCORED_FIELDS' shapes, which are check_task_samples')
+                check_task_samples(samples, str(path))
+            out[dim] = samples
     return out
 
 

@@ -215,7 +215,8 @@ def test_both_importers_build_the_same_task(db, tmp_path, make_user):
 @given(folders())
 def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder):
     """Any file the loader accepts is imported by import_tasks, or refused with TaskImportError
-    (here: an input_data path that names no layer of the event); the stored values are
+    (here: an input_data path that names no layer of the event, or a gold answer found under an
+    observation key no reference can name), each problem naming the file, sample and task; the stored values are
     storage-tagged (no raw NaN reaches the JSON columns) and the kept source reads back equal."""
     from annotation.services.task_import import TaskImportError, import_task_file
     from kernel.taskfile import same_value
@@ -230,8 +231,9 @@ def test_import_tasks_never_ends_in_a_traceback(db, tmp_path, make_user, folder)
         event = Event.objects.create(slug=f"ev-{uuid.uuid4().hex[:6]}", name="e")
         try:
             rows = import_task_file(user, path, event)
-        except TaskImportError as exc:
-            assert "names no layer of event" in str(exc)
+        except TaskImportError as exc:  # each problem on a line naming the file, sample and task
+            assert all(line.startswith(f"{name}: sample ") and ("names no layer of event" in line or "references: " in line)
+                       for line in str(exc).splitlines()), str(exc)
         else:
             assert len(rows) == sum(len(s["tasks"]) for s in samples)
             for s in samples:

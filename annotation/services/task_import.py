@@ -14,7 +14,13 @@ from django.db import transaction
 from annotation.models import Layer, Task
 from annotation.qc import reference_accepts
 from annotation.services.content import revision_content
-from annotation.services.tasks import content_problem, create_task, save_revision
+from annotation.services.tasks import (
+    BrokenReferenceError,
+    check_reference_integrity,
+    content_problem,
+    create_task,
+    save_revision,
+)
 from kernel.catalogue import result_types
 from kernel.content import MAX_SAMPLE_ID, source_record, task_content
 from kernel.content import accept_proposals as _accept_proposals
@@ -154,11 +160,17 @@ def import_task_file(user, path: str | Path, event, *, accept_proposals: bool = 
             content, authored = file_task_content(sample, task)
             source = source_record(sample, task, content, file=path.name, sample_index=si, task_index=ti)
             content, proposals = file_proposals(content, authored, accept=accept_proposals)
-            problem = content_problem(to_storage(content))
+            stored = to_storage(content)
+            problem = content_problem(stored)
             if problem:
                 errors.append(f"{where}, task {ti}: {problem}")
                 continue
-            plans.append((sid, dim, ti, to_storage(content), source_text(source), proposals))
+            try:  # create_task's and save_revision's check, made here for every task before anything is written
+                check_reference_integrity(stored)
+            except BrokenReferenceError as exc:
+                errors.append(f"{where}, task {ti}: {exc}")
+                continue
+            plans.append((sid, dim, ti, stored, source_text(source), proposals))
     qids = [f"{sid}_task{ti}" for sid, _, ti, *_ in plans]
     for t in Task.objects.filter(question_id__in=qids).exclude(event=event).select_related("event"):
         errors.append(f"{path.name}: {t.question_id} already exists in event '{t.event.slug}'")

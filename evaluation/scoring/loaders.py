@@ -64,7 +64,7 @@ def load_task_files(tasks_dir: Path, *, scored_fields_only: bool = False) -> dic
     (:data:`SCORED_FIELDS`: ``sample_id``, ``input_data``, ``tasks`` with ``final_answer``,
     ``eval_spec``, ``trajectory``), with the values the full reading gives; the rest (questions,
     tool lists, class maps) is usually left out, never built (``kernel.taskfile.loads_fields``: about
-    a sixth of the reading's time and a fifth of its memory at 100,000 tasks). For the scorer alone:
+    a seventh of the reading's time and a fifth of its memory at 100,000 tasks). For the scorer alone:
     the command line and ``evaluate_run_dir``, whose eval.json reads nothing else.
 
     Raises ``ValueError`` naming the file for unreadable JSON or a wrong shape (``check_task_samples``),

@@ -85,6 +85,7 @@ def _load_bench_module(name: str):
 
 #: a scratch PostgreSQL database (bench/_scratch_studio.py; scale.py uses them from here)
 _scratch = _load_bench_module("_scratch_studio")
+_ceiling = _load_bench_module("_cpu_ceiling")  # this machine's ceiling for 2 workers (bench/_cpu_ceiling.py)
 scratch_postgres, drop_postgres = _scratch.scratch_postgres, _scratch.drop_postgres
 
 REAL = ROOT.parent / "shared" / "realdata"
@@ -607,8 +608,7 @@ def main():
         out["worker1_s"] = round(one, 1) if one else None
         out["worker2_s"] = round(two, 1) if two else None
         out["speedup_2_over_1"] = round(one / two, 3) if one and two else None
-        ceiling = _load_bench_module("_cpu_ceiling").two_processes_over_one  # beside the passes just run
-        out["cpu_ceiling_2_over_1"], out["cpu_ceiling_rounds"] = ceiling()
+        out["cpu_ceiling_2_over_1"], out["cpu_ceiling_rounds"] = _ceiling.two_processes_over_one()  # beside the passes
     else:
         out["workers"] = "skipped (CELERY_BROKER_URL not set)"
     print(json.dumps(out, indent=2))
@@ -647,8 +647,7 @@ def main():
               f"{args.worker_rounds})\t{out['speedup_2_over_1']:.2f}× ({out['worker1_s']} s / {out['worker2_s']} s; "
               f"passes {out['worker_rounds'][1]} / {out['worker_rounds'][2]})\t≥ 1.7×"
               f"\t{'ok' if out['speedup_2_over_1'] >= 1.7 else 'OVER'}")
-        print(_load_bench_module("_cpu_ceiling").bench_line("replay", out["cpu_ceiling_2_over_1"],
-                                                             out["cpu_ceiling_rounds"]))
+        print(_ceiling.bench_line("replay", out["cpu_ceiling_2_over_1"], out["cpu_ceiling_rounds"]))
     if pg_name:
         drop_postgres(pg_name)
     if not args.keep and not args.scratch:

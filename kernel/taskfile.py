@@ -236,13 +236,18 @@ def loads(text: str | bytes) -> Any:
     UTF-8. Raises ``ValueError`` (:class:`JSONNestingError` for nesting too deep)."""
     if isinstance(text, (bytes, bytearray)):
         data = bytes(text)
-        if _valid_json_within(data, MAX_JSON_DEPTH):
-            try:  # valid UTF-8 and JSON within the limit: parsed from the bytes, never decoded to text
-                return _msgspec_decode(data)
-            except Exception:  # noqa: BLE001 - the reading below gives this text's value or error
-                pass
-        return bounded_loads(data.decode("utf-8"), data=data)
+        return _loads_bytes(data, _valid_json_within(data, MAX_JSON_DEPTH))
     return bounded_loads(text)
+
+
+def _loads_bytes(data: bytes, within: bool) -> Any:
+    """:func:`loads` of bytes, given ``within = _valid_json_within(data, MAX_JSON_DEPTH)``."""
+    if within:
+        try:  # valid UTF-8 and JSON within the limit: parsed from the bytes, never decoded to text
+            return _msgspec_decode(data)
+        except Exception:  # noqa: BLE001 - the reading below gives this text's value or error
+            pass
+    return bounded_loads(data.decode("utf-8"), data=data)
 
 
 _TYPED_DECODERS: dict = {}
@@ -265,7 +270,8 @@ def loads_fields(data: bytes, schema: Any) -> tuple[Any, bool]:
     errors unchanged.
 
     ``data``: the file's bytes (UTF-8). Raises what :func:`loads` raises."""
-    if _valid_json_within(data, MAX_JSON_DEPTH):
+    within = _valid_json_within(data, MAX_JSON_DEPTH)
+    if within:
         decode = _TYPED_DECODERS.get(schema)
         if decode is None:
             import msgspec.json
@@ -275,7 +281,7 @@ def loads_fields(data: bytes, schema: Any) -> tuple[Any, bool]:
             return decode(data), True
         except Exception:  # noqa: BLE001 - loads below gives this text's value or error itself
             pass
-    return loads(data), False
+    return _loads_bytes(data, within), False  # loads, its nesting scan not made twice
 
 
 class TaskFile:

@@ -69,3 +69,48 @@ def test_adjudication(live_server, browser, make_user, run_a):
         assert not errors, errors
     finally:
         page.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_verdict_form_keeps_what_was_ticked_before_its_script_ran(live_server, browser, make_user, run_a):
+    """A reviewer on a slow link ticks E6 and a grade while the page's module script is still on its
+    way: the script, once it runs, must not reset the form to the state the server rendered (it
+    used to restore an empty draft over the ticked boxes, and the form then posted without E6)."""
+    ana, bo = make_user("ana", "scorer"), make_user("bo", "scorer")
+    make_user("rita", "reviewer", password="rita-pass-1")
+    rec = run_a.records.get(question_id="t1_s05_task0")
+    submit_human_verdict(ana, rec, errors=flags("E4"), grade=0.6, reasons={"E4": "step 2 reads a later mask"})
+    submit_human_verdict(bo, rec, errors=flags("E5"), grade=0.6, reasons={"E5": "wrong GSD"})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    held = []
+    try:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", "rita")
+        page.fill("input[name=password]", "rita-pass-1")
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(r".*/$"))
+        page.route("**/studio/verdict_form.js*", lambda route: held.append(route))  # held until released
+        page.goto(f"{live_server.url}/adjudication/records/{rec.pk}/", wait_until="commit")
+        page.wait_for_selector("#verdict-form input[name=E6]", state="attached")
+        for _ in range(100):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the page never asked for verdict_form.js"
+        assert page.get_attribute("#verdict-form", "data-ready") is None  # the script has not run yet
+        assert page.is_disabled("button.use-verdict >> nth=0")  # it would do nothing before the script runs
+        page.check("#verdict-form input[name=E6]")
+        page.check("#verdict-form input[name=grade][value='0.2']")
+        page.fill("#verdict-form textarea[name=rationale]", "both missed the flooded bridge")
+        held[0].continue_()
+        page.wait_for_selector("#verdict-form[data-ready='1']", state="attached")
+        assert page.is_checked("#verdict-form input[name=E6]")
+        assert page.is_checked("#verdict-form input[name=grade][value='0.2']")
+        assert page.input_value("#verdict-form textarea[name=rationale]") == "both missed the flooded bridge"
+        # and the script's view of the form agrees: the E6 row is marked on, its reason field enabled
+        assert "on" in page.get_attribute(".flag-row[data-code='E6']", "class").split()
+        assert page.is_enabled("#verdict-form input[name=reason-E6]")
+        page.wait_for_selector("button.use-verdict:not([disabled])")  # scoring_adjudication.js gave it its click
+    finally:
+        page.unroute("**/studio/verdict_form.js*")
+        page.close()

@@ -131,9 +131,7 @@ def verdict_form_context(user, record: RunRecord, mode: str, *, item=None, queue
     return {"mode": mode, "record": record.pk, "item": item.pk if item is not None else "", "queue_query": queue_query,
             "token": form_token(), "flags": flags, "grades": grades, "reasoning": initial.get("reasoning", ""),
             "override": bool(initial.get("override")), "override_reason": initial.get("override_reason", ""),
-            "rationale": initial.get("rationale", ""), "locked": locked, "status": status, "revisions": revisions,
-            "draft": {k: initial.get(k) for k in ("errors", "reasons", "grade", "reasoning", "override", "override_reason")
-                      if initial.get(k) is not None}}
+            "rationale": initial.get("rationale", ""), "locked": locked, "status": status, "revisions": revisions}
 
 
 def evidence(record: RunRecord) -> dict:

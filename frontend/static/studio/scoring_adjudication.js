@@ -11,5 +11,8 @@ import { studioVerdictForm } from "./verdict_form.js";
       const v = verdicts[btn.dataset.verdict];
       if (v) studioVerdictForm.restore({ errors: v.errors, reasons: v.reasons, grade: v.grade, override: false });
     });
+    // rendered disabled: a click before this script ran would do nothing
+    btn.disabled = false;
+    btn.removeAttribute("title");
   });
 })();

@@ -132,9 +132,13 @@ export const studioVerdictForm = { restore: null };
   const gradeKeys = {};
   form.querySelectorAll("input[name=grade]").forEach((r) => { gradeKeys[r.dataset.key] = r; });
   const byId = (id) => document.getElementById(id);
-  if (byId("verdict-final")) byId("verdict-final").addEventListener("click", () => submit(true));
-  if (byId("verdict-save")) byId("verdict-save").addEventListener("click", () => submit(false));
-  if (byId("scoring-release")) byId("scoring-release").addEventListener("click", giveBack);
+  // these buttons are rendered disabled (without this script a click would do nothing) and enabled here
+  [["verdict-final", () => submit(true)], ["verdict-save", () => submit(false)], ["scoring-release", giveBack]].forEach(([id, fn]) => {
+    const b = byId(id);
+    if (!b) return;
+    b.addEventListener("click", fn);
+    b.disabled = false;
+  });
   if (mode === "adjudicate") form.addEventListener("submit", (ev) => { if (!check(collect())) ev.preventDefault(); });
   form.addEventListener("change", () => { refresh(); scheduleSave(); });
   form.addEventListener("input", scheduleSave);
@@ -164,8 +168,8 @@ export const studioVerdictForm = { restore: null };
   });
   studioVerdictForm.restore = (d) => { restore(d); refresh(); };
 
-  const draftEl = document.getElementById("verdict-draft");
-  restore(draftEl ? JSON.parse(draftEl.textContent) : null);
+  // The server rendered the form's state (the draft, the own verdict or the posted form); what a
+  // person ticked or typed before this script ran is kept as it is, never reset to that state.
   refresh();
   form.dataset.ready = "1";
 })();

@@ -7,6 +7,7 @@ import os
 import re
 
 import pytest
+from conftest import sign_in
 from support.judging import flags
 
 from evaluation.models import Adjudication, Verdict
@@ -19,22 +20,24 @@ pytestmark = [
 ]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_adjudication(live_server, browser, make_user, run_a):
+def _disagreement(make_user, run_a):
+    """Scorers ana (E4) and bo (E5) disagree on t1_s05_task0, both at grade 0.6; reviewer rita
+    (password rita-pass-1) adjudicates. Returns (record, bo's verdict)."""
     ana, bo = make_user("ana", "scorer"), make_user("bo", "scorer")
     make_user("rita", "reviewer", password="rita-pass-1")
     rec = run_a.records.get(question_id="t1_s05_task0")
     submit_human_verdict(ana, rec, errors=flags("E4"), grade=0.6, reasons={"E4": "step 2 reads a later mask"})
-    bo_v = submit_human_verdict(bo, rec, errors=flags("E5"), grade=0.6, reasons={"E5": "wrong GSD"})
+    return rec, submit_human_verdict(bo, rec, errors=flags("E5"), grade=0.6, reasons={"E5": "wrong GSD"})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_adjudication(live_server, browser, make_user, run_a):
+    rec, bo_v = _disagreement(make_user, run_a)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", "rita")
-        page.fill("input[name=password]", "rita-pass-1")
-        page.click("button[type=submit]")
-        page.wait_for_url(re.compile(r".*/$"))
+        sign_in(page, live_server.url, "rita", "rita-pass-1")
         page.goto(f"{live_server.url}/adjudication/")
         page.click(f"text={rec.question_id}")
         page.wait_for_selector("#verdict-grid")
@@ -76,19 +79,11 @@ def test_the_verdict_form_keeps_what_was_ticked_before_its_script_ran(live_serve
     """A reviewer on a slow link ticks E6 and a grade while the page's module script is still on its
     way: the script, once it runs, must not reset the form to the state the server rendered (it
     used to restore an empty draft over the ticked boxes, and the form then posted without E6)."""
-    ana, bo = make_user("ana", "scorer"), make_user("bo", "scorer")
-    make_user("rita", "reviewer", password="rita-pass-1")
-    rec = run_a.records.get(question_id="t1_s05_task0")
-    submit_human_verdict(ana, rec, errors=flags("E4"), grade=0.6, reasons={"E4": "step 2 reads a later mask"})
-    submit_human_verdict(bo, rec, errors=flags("E5"), grade=0.6, reasons={"E5": "wrong GSD"})
+    rec, _ = _disagreement(make_user, run_a)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     held = []
     try:
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", "rita")
-        page.fill("input[name=password]", "rita-pass-1")
-        page.click("button[type=submit]")
-        page.wait_for_url(re.compile(r".*/$"))
+        sign_in(page, live_server.url, "rita", "rita-pass-1")
         page.route("**/studio/verdict_form.js*", lambda route: held.append(route))  # held until released
         page.goto(f"{live_server.url}/adjudication/records/{rec.pk}/", wait_until="commit")
         page.wait_for_selector("#verdict-form input[name=E6]", state="attached")
